@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'chain-contracts',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'chain-evm',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

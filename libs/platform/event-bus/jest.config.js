@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'platform-event-bus',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,47 @@
+/**
+ * The EventBus port: domain events published per aggregate type on versioned topics, keyed by aggregate
+ * (stream) id so one aggregate's events stay in order. Delivery is at-least-once; consumers in a group share a
+ * durable position and must be idempotent (see IdempotentHandler). Adapters: Kafka (kafkajs) and the
+ * event-store log (consumers read the Postgres event log by global position).
+ *
+ * Topics and the envelope are a public contract: docs/asyncapi.yaml documents them.
+ */
+import type { EventMetadata } from '@stablepay/event-store';
+
+/** The envelope every topic carries. `id` is the domain event id (stable across redeliveries). */
+export interface BusMessage<Type extends string = string, Data = unknown> {
+  readonly id: string;
+  readonly topic: string;
+  /** Partition key: the aggregate's stream id. */
+  readonly key: string;
+  readonly type: Type;
+  readonly data: Data;
+  readonly metadata: EventMetadata;
+  /** The aggregate stream revision the event was stored at. */
+  readonly revision: number;
+  /** ISO time the event was stored. */
+  readonly recordedAt: string;
+}
+
+export interface ConsumeOptions {
+  /** Consumer group: its position is durable and shared by every member. */
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly handler: (message: BusMessage) => Promise<void>;
+  readonly onError?: (error: unknown, message: BusMessage) => void;
+}
+
+export interface BusSubscription {
+  /** Resolves once every message published before the call has been handled by this consumer. */
+  caughtUp(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface EventBus {
+  /** Publishes in order; a relay calls this (domain code appends to the event store instead: no dual writes). */
+  publish(messages: readonly BusMessage[]): Promise<void>;
+  consume(options: ConsumeOptions): Promise<BusSubscription>;
+  close(): Promise<void>;
+}
+
+export const EVENT_BUS = Symbol('EVENT_BUS');

@@ -1,0 +1,2 @@
+export * from './event-bus.port';
+export * from './topics';

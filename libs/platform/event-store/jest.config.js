@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'platform-event-store',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

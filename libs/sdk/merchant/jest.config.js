@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'sdk-merchant',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

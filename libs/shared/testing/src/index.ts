@@ -1,0 +1,3 @@
+export * from './free-port';
+export * from './pglite-server';
+export * from './test-database';

@@ -1,0 +1,50 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { join } from 'node:path';
+
+export interface PgliteServer {
+  readonly url: string;
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+/** Repository root, found from this file (libs/shared/testing/src). */
+export const workspaceRoot = join(__dirname, '..', '..', '..', '..');
+
+/**
+ * Starts PGlite behind the Postgres wire protocol in a child process (PGlite is ESM + WASM and does not
+ * load inside Jest's module system; a child process also means it is torn down even if a test crashes,
+ * because it exits when its stdin pipe closes).
+ */
+export async function startPgliteServer(options: { dataDir?: string; port?: number } = {}): Promise<PgliteServer> {
+  const script = join(workspaceRoot, 'tools', 'pglite', 'serve.mjs');
+  const args = [script, '--port', String(options.port ?? 0), '--data-dir', options.dataDir ?? 'memory://'];
+  const child: ChildProcess = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = createInterface({ input: child.stdout! });
+  const ready = await new Promise<{ url: string; port: number }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('PGlite server did not start within 60 s')), 60_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`PGlite server exited early with code ${code}`));
+    });
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      try {
+        resolve(JSON.parse(line) as { url: string; port: number });
+      } catch (e) {
+        reject(e instanceof Error ? e : new Error(String(e)));
+      }
+    });
+  });
+  child.removeAllListeners('exit');
+  return {
+    url: ready.url,
+    port: ready.port,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}

@@ -1,0 +1,47 @@
+import { Client } from 'pg';
+import { randomBytes } from 'node:crypto';
+import { startPgliteServer } from './pglite-server';
+
+export interface TestDatabase {
+  /** Connection URL of a database that belongs to this test file alone. */
+  readonly url: string;
+  /** 'postgres' when DATABASE_URL pointed at a real server, 'pglite' otherwise. */
+  readonly kind: 'postgres' | 'pglite';
+  drop(): Promise<void>;
+}
+
+/**
+ * A fresh, empty database for one test file. With DATABASE_URL set (CI: the machine's PostgreSQL) it creates
+ * a uniquely named database on that server and drops it afterwards; without it, it starts a private PGlite
+ * server. Either way tests never see each other's rows, so test files can run in parallel.
+ */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const base = process.env['DATABASE_URL'];
+  if (!base) {
+    const server = await startPgliteServer();
+    return { url: server.url, kind: 'pglite', drop: () => server.stop() };
+  }
+  const name = `sp_test_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+  const admin = new Client({ connectionString: base });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    kind: 'postgres',
+    drop: async () => {
+      const c = new Client({ connectionString: base });
+      await c.connect();
+      try {
+        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+}

@@ -1,0 +1,33 @@
+import { randomBytes } from 'node:crypto';
+
+/**
+ * Prefixed, time-sortable ids: `<prefix>_` + 10 chars of Crockford base32 milliseconds + 16 random chars.
+ * Sorting ids as strings sorts them by creation time, which is what newest-first lists and cursors want.
+ */
+const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+function encodeTime(ms: number): string {
+  let out = '';
+  let rest = ms;
+  for (let i = 0; i < 10; i++) {
+    out = ALPHABET[rest % 32] + out;
+    rest = Math.floor(rest / 32);
+  }
+  return out;
+}
+
+function encodeRandom(length: number): string {
+  const bytes = randomBytes(length);
+  let out = '';
+  for (const b of bytes) out += ALPHABET[b % 32];
+  return out;
+}
+
+export function newId(prefix: string, at: Date = new Date()): string {
+  return `${prefix}_${encodeTime(at.getTime())}${encodeRandom(16)}`.toLowerCase();
+}
+
+/** A UUID v4-shaped id, for event ids where the store expects a UUID. */
+export function newUuid(): string {
+  return crypto.randomUUID();
+}

@@ -1,0 +1,6 @@
+export * from './errors';
+export * from './clock';
+export * from './ids';
+export * from './money';
+export * from './config';
+export * from './json-logger';
