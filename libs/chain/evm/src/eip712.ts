@@ -1,0 +1,131 @@
+/**
+ * EIP-712 typed data for every merchant-signed request: one definition used by the merchant SDK (signing),
+ * by API preflight (verification) and by the contracts' tests (the Solidity typehashes must match these).
+ *
+ * The domain binds the chain id and the verifying contract: for subscription requests the merchant's
+ * SubscriptionManager, for payment requests the payment's own deposit contract. Each message binds a nonce
+ * and/or a deadline, so a signature can be used once, on one chain, against one contract, for a bounded time.
+ */
+export const EIP712_DOMAIN_NAME = 'Stablepay';
+export const EIP712_DOMAIN_VERSION = '1';
+
+export interface Eip712Domain {
+  readonly name: string;
+  readonly version: string;
+  readonly chainId: bigint;
+  readonly verifyingContract: string;
+}
+
+export function stablepayDomain(chainId: bigint | number, verifyingContract: string): Eip712Domain {
+  return { name: EIP712_DOMAIN_NAME, version: EIP712_DOMAIN_VERSION, chainId: BigInt(chainId), verifyingContract };
+}
+
+type Field = { readonly name: string; readonly type: string };
+
+/** Merchant signer -> SubscriptionManager.charge. quoteHash binds the quote (refq_/price lock) or is zero. */
+export const CHARGE_TYPES: Record<'Charge', Field[]> = {
+  Charge: [
+    { name: 'subscriptionId', type: 'bytes32' },
+    { name: 'amount', type: 'uint256' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'quoteHash', type: 'bytes32' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/** Merchant signer -> SubscriptionManager.cancel. nonce is the subscription's current charge nonce. */
+export const CANCEL_SUBSCRIPTION_TYPES: Record<'CancelSubscription', Field[]> = {
+  CancelSubscription: [
+    { name: 'subscriptionId', type: 'bytes32' },
+    { name: 'nonce', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/**
+ * Operator (service) signer -> SubscriptionManager.subscribe: the terms the subscriber signs up to, converted to
+ * the chosen token at subscribe time. The subscriber submits it from their own wallet.
+ */
+export const SUBSCRIBE_AUTHORIZATION_TYPES: Record<'SubscribeAuthorization', Field[]> = {
+  SubscribeAuthorization: [
+    { name: 'subscriptionId', type: 'bytes32' },
+    { name: 'token', type: 'address' },
+    { name: 'cap', type: 'uint256' },
+    { name: 'budget', type: 'uint256' },
+    { name: 'periodDuration', type: 'uint256' },
+    { name: 'firstChargeAmount', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/** Merchant signer -> deposit contract: move escrowed funds to the settlement address bound at deployment. */
+export const CAPTURE_TYPES: Record<'Capture', Field[]> = {
+  Capture: [
+    { name: 'paymentId', type: 'bytes32' },
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/** Merchant signer -> deposit contract: return escrowed funds to the payer recorded on chain. */
+export const REFUND_TYPES: Record<'Refund', Field[]> = {
+  Refund: [
+    { name: 'paymentId', type: 'bytes32' },
+    { name: 'token', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/** Merchant signer -> deposit contract: move stranded funds (another token, a straggler) to `to`. */
+export const RESCUE_TYPES: Record<'Rescue', Field[]> = {
+  Rescue: [
+    { name: 'paymentId', type: 'bytes32' },
+    { name: 'token', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+export interface ChargeMessage {
+  readonly subscriptionId: string;
+  readonly amount: bigint;
+  readonly nonce: bigint;
+  readonly quoteHash: string;
+  readonly deadline: bigint;
+}
+export interface CancelSubscriptionMessage {
+  readonly subscriptionId: string;
+  readonly nonce: bigint;
+  readonly deadline: bigint;
+}
+export interface SubscribeAuthorizationMessage {
+  readonly subscriptionId: string;
+  readonly token: string;
+  readonly cap: bigint;
+  readonly budget: bigint;
+  readonly periodDuration: bigint;
+  readonly firstChargeAmount: bigint;
+  readonly deadline: bigint;
+}
+export interface CaptureMessage {
+  readonly paymentId: string;
+  readonly token: string;
+  readonly amount: bigint;
+  readonly deadline: bigint;
+}
+export interface RefundMessage {
+  readonly paymentId: string;
+  readonly token: string;
+  readonly amount: bigint;
+  readonly deadline: bigint;
+}
+export interface RescueMessage {
+  readonly paymentId: string;
+  readonly token: string;
+  readonly to: string;
+  readonly amount: bigint;
+  readonly deadline: bigint;
+}

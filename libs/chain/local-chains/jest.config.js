@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'chain-local-chains',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,99 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { createServer } from 'node:net';
+
+export interface AnvilNode {
+  readonly chainId: number;
+  readonly port: number;
+  readonly rpcUrl: string;
+  stop(): Promise<void>;
+}
+
+/** anvil's deterministic dev accounts (mnemonic "test test ... junk"), for local chains and tests only. */
+export const ANVIL_DEV_PRIVATE_KEYS = [
+  '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80',
+  '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d',
+  '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9e804cdab365a',
+  '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6',
+  '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a',
+  '0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba',
+  '0x92db14e403b83dfe3df233f83dfa3a0d7096f21ca9b0d6d6b8d88b2b4ec1564e',
+  '0x4bbbf85ce3377467afe5d46f804f221813b2bb87f24d81f60f1fcdbf7cbf4356',
+  '0xdbda1821b80551c9d65939329250298aa3472ba22feea921c0cf5d620ea67b97',
+  '0x2a871d0798f97d79848a013d4936a73bf4cc922c825d33c1cf7073dff6d409c6',
+] as const;
+
+function anvilBinary(): string {
+  if (process.env['ANVIL_BIN']) return process.env['ANVIL_BIN'];
+  const pkg = `@foundry-rs/anvil-${process.platform === 'darwin' ? 'darwin' : 'linux'}-${process.arch === 'arm64' ? 'arm64' : 'amd64'}`;
+  return join(require.resolve(`${pkg}/package.json`), '..', 'bin', 'anvil');
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.unref();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      if (a === null || typeof a === 'string') return reject(new Error('no port'));
+      s.close(() => resolve(a.port));
+    });
+  });
+}
+
+async function rpcReady(url: string, deadline: number): Promise<void> {
+  for (;;) {
+    try {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
+      });
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`anvil at ${url} did not answer in time`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * Starts one anvil node on 127.0.0.1 (a free port unless given). The child dies with us: it is killed on
+ * stop(), and on this process's exit.
+ */
+export async function startAnvil(options: { chainId: number; port?: number; blockTime?: number } ): Promise<AnvilNode> {
+  const port = options.port ?? (await freeLoopbackPort());
+  const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(options.chainId), '--silent'];
+  if (options.blockTime !== undefined) args.push('--block-time', String(options.blockTime));
+  const child: ChildProcess = spawn(anvilBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  const rpcUrl = `http://127.0.0.1:${port}`;
+  try {
+    await Promise.race([
+      rpcReady(rpcUrl, Date.now() + 20_000),
+      new Promise<never>((_, reject) =>
+        child.once('exit', (code) => reject(new Error(`anvil exited with code ${code}: ${stderr.trim()}`))),
+      ),
+    ]);
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
+  return {
+    chainId: options.chainId,
+    port,
+    rpcUrl,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        process.removeListener('exit', killOnExit);
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
