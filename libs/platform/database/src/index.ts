@@ -1,1 +1,2 @@
-export {};
+export * from './data-source';
+export * from './database.module';

@@ -4,3 +4,4 @@ export * from './ids';
 export * from './money';
 export * from './config';
 export * from './json-logger';
+export * from './ip-policy';

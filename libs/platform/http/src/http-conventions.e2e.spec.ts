@@ -1,0 +1,207 @@
+import { Body, Controller, Get, HttpCode, Module, Param, Post } from '@nestjs/common';
+import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { IsOptional, IsString, Matches } from 'class-validator';
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { DatabaseModule } from '@stablepay/database';
+import { cannotProcess, ManualClock, notFound } from '@stablepay/util';
+import { hashApiKey } from './api-key';
+import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, type AuthenticatedMerchant, CurrentMerchant, Public } from './auth';
+import { HealthModule, ReadinessRegistry } from './health';
+import { createHttpApp } from './http-app';
+import { CreateIdempotencyKeys1763800000000, IDEMPOTENCY_CLOCK, IdempotencyInterceptor } from './idempotency.interceptor';
+
+const KEY_A = 'sk_test_' + 'a'.repeat(32);
+const KEY_B = 'sk_live_' + 'b'.repeat(32);
+
+class WidgetDto {
+  @IsString()
+  @Matches(/^[a-z]+$/, { message: 'name must be lowercase letters' })
+  name!: string;
+
+  @IsOptional()
+  @IsString()
+  colour?: string;
+}
+
+let executions = 0;
+
+@Controller('widgets')
+class WidgetController {
+  @Post()
+  @HttpCode(201)
+  async create(@Body() body: WidgetDto, @CurrentMerchant() merchant: AuthenticatedMerchant) {
+    executions++;
+    await new Promise((r) => setTimeout(r, 50));
+    if (body.name === 'forbidden') throw cannotProcess('widget_forbidden', 'That widget is not allowed.');
+    return { object: 'widget', name: body.name, merchant: merchant.merchantId, mode: merchant.mode, n: executions };
+  }
+
+  @Get(':id')
+  get(@Param('id') id: string) {
+    throw notFound('widget', id);
+  }
+
+  @Public()
+  @Get()
+  crash(): never {
+    throw new Error('secret internal detail');
+  }
+}
+
+const resolver: ApiKeyResolver = {
+  resolve: async (hash) => {
+    if (hash === hashApiKey(KEY_A)) return { merchantId: 'mer_a', mode: 'test', keyHash: hash };
+    if (hash === hashApiKey(KEY_B)) return { merchantId: 'mer_b', mode: 'live', keyHash: hash };
+    return null;
+  },
+};
+
+describe('HTTP conventions (real Fastify server, real database)', () => {
+  let db: TestDatabase;
+  let app: NestFastifyApplication;
+  let base: string;
+  const clock = new ManualClock('2026-03-01T00:00:00Z');
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    @Module({
+      imports: [DatabaseModule.forRoot({ url: db.url, migrations: [CreateIdempotencyKeys1763800000000] }), HealthModule],
+      controllers: [WidgetController],
+      providers: [
+        { provide: API_KEY_RESOLVER, useValue: resolver },
+        { provide: APP_GUARD, useClass: ApiKeyGuard },
+        { provide: IDEMPOTENCY_CLOCK, useValue: clock },
+        { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
+      ],
+    })
+    class TestModule {}
+    app = await createHttpApp(TestModule, { service: 'test', logLevel: 'fatal', bodyLimit: 1024 });
+    app.get(ReadinessRegistry).register('always', async () => undefined);
+    await app.listen(0, '127.0.0.1');
+    base = await app.getUrl();
+  });
+  afterAll(async () => {
+    await app.close();
+    await db.drop();
+  });
+
+  const post = (body: string, headers: Record<string, string> = {}) =>
+    fetch(`${base}/widgets`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY_A}`, 'content-type': 'application/json', ...headers },
+      body,
+    });
+
+  it('answers /health and /ready without an API key', async () => {
+    expect(await (await fetch(`${base}/health`)).json()).toEqual({ status: 'ok' });
+    const ready = await fetch(`${base}/ready`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { always: 'ok' } });
+  });
+
+  it('refuses a missing, malformed or unknown key with 401 in the envelope', async () => {
+    for (const auth of [undefined, 'Basic abc', 'Bearer sk_test_short', `Bearer sk_test_${'z'.repeat(32)}`]) {
+      const res = await fetch(`${base}/widgets/w1`, { headers: auth ? { authorization: auth } : {} });
+      expect(res.status).toBe(401);
+      expect(await res.json()).toMatchObject({ error: { type: 'authentication_error', code: 'invalid_api_key' } });
+    }
+  });
+
+  it('maps a missing route to a 404 envelope', async () => {
+    const res = await fetch(`${base}/nope`, { headers: { authorization: `Bearer ${KEY_A}` } });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: { type: 'invalid_request', code: 'route_not_found' } });
+  });
+
+  it('maps a domain not-found to a 404 envelope with param', async () => {
+    const res = await fetch(`${base}/widgets/w1`, { headers: { authorization: `Bearer ${KEY_A}` } });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: { type: 'invalid_request', code: 'resource_missing', param: 'id', message: "No such widget: 'w1'" } });
+  });
+
+  it('maps malformed JSON to 400 invalid_json and an oversized body to 413', async () => {
+    const bad = await post('{"name":');
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { type: 'invalid_request', code: 'invalid_json' } });
+    const big = await post(JSON.stringify({ name: 'x'.repeat(5000) }));
+    expect(big.status).toBe(413);
+    expect(await big.json()).toMatchObject({ error: { code: 'request_too_large' } });
+  });
+
+  it('maps DTO failures to 400 validation_error with param, unknown fields included', async () => {
+    const res = await post(JSON.stringify({ name: 'UPPER' }));
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: { type: 'validation_error', param: 'name', message: 'name must be lowercase letters' } });
+    const unknown = await post(JSON.stringify({ name: 'ok', price: '1' }));
+    expect(await unknown.json()).toMatchObject({ error: { type: 'validation_error', param: 'price' } });
+  });
+
+  it('hides internal errors behind a 500 api_error', async () => {
+    const res = await fetch(`${base}/widgets`);
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as { error: { type: string; message: string } };
+    expect(body.error.type).toBe('api_error');
+    expect(JSON.stringify(body)).not.toContain('secret internal detail');
+  });
+
+  describe('Idempotency-Key', () => {
+    it('replays the first response to a retry with the same key and parameters', async () => {
+      const first = await post(JSON.stringify({ name: 'alpha', colour: 'red' }), { 'idempotency-key': 'k-replay' });
+      expect(first.status).toBe(201);
+      const firstBody = await first.json();
+      const again = await post(JSON.stringify({ colour: 'red', name: 'alpha' }), { 'idempotency-key': 'k-replay' });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(await again.json()).toEqual(firstBody);
+    });
+
+    it('refuses the same key with other parameters: 400 idempotency_key_reused', async () => {
+      await post(JSON.stringify({ name: 'beta' }), { 'idempotency-key': 'k-reuse' });
+      const res = await post(JSON.stringify({ name: 'gamma' }), { 'idempotency-key': 'k-reuse' });
+      expect(res.status).toBe(400);
+      expect(await res.json()).toMatchObject({ error: { type: 'invalid_request', code: 'idempotency_key_reused' } });
+    });
+
+    it('never executes two concurrent requests with one key', async () => {
+      const before = executions;
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => post(JSON.stringify({ name: 'delta' }), { 'idempotency-key': 'k-concurrent' })),
+      );
+      expect(executions - before).toBe(1);
+      const statuses = results.map((r) => r.status).sort();
+      expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+      expect(statuses.filter((s) => s === 409)).toHaveLength(7);
+    });
+
+    it('keys are per merchant: another merchant may use the same key', async () => {
+      await post(JSON.stringify({ name: 'eps' }), { 'idempotency-key': 'k-shared' });
+      const other = await post(JSON.stringify({ name: 'zeta' }), { 'idempotency-key': 'k-shared', authorization: `Bearer ${KEY_B}` });
+      expect(other.status).toBe(201);
+      expect(await other.json()).toMatchObject({ name: 'zeta', merchant: 'mer_b', mode: 'live' });
+    });
+
+    it('replays a business error but lets a corrected retry run after a validation error', async () => {
+      const failed = await post(JSON.stringify({ name: 'forbidden' }), { 'idempotency-key': 'k-error' });
+      expect(failed.status).toBe(422);
+      const replay = await post(JSON.stringify({ name: 'forbidden' }), { 'idempotency-key': 'k-error' });
+      expect(replay.status).toBe(422);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(await replay.json()).toMatchObject({ error: { type: 'cannot_process', code: 'widget_forbidden' } });
+
+      const invalid = await post(JSON.stringify({ name: 'BAD' }), { 'idempotency-key': 'k-validation' });
+      expect(invalid.status).toBe(400);
+      const corrected = await post(JSON.stringify({ name: 'good' }), { 'idempotency-key': 'k-validation' });
+      expect(corrected.status).toBe(201);
+    });
+
+    it('forgets a key after 24 hours', async () => {
+      const first = await post(JSON.stringify({ name: 'eta' }), { 'idempotency-key': 'k-expiry' });
+      const firstBody = (await first.json()) as { n: number };
+      clock.advance(24 * 3600 * 1000 + 1);
+      const later = await post(JSON.stringify({ name: 'eta' }), { 'idempotency-key': 'k-expiry' });
+      expect(later.headers.get('idempotent-replayed')).toBeNull();
+      expect(((await later.json()) as { n: number }).n).toBeGreaterThan(firstBody.n);
+    });
+  });
+});

@@ -1,0 +1,156 @@
+import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { createHash } from 'node:crypto';
+import { from, lastValueFrom, type Observable } from 'rxjs';
+import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { type Clock, DAY, DomainError, conflict, invalidRequest, systemClock } from '@stablepay/util';
+import { toEnvelope } from './error-envelope.filter';
+import type { AuthenticatedMerchant } from './auth';
+
+export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE idempotency_keys (
+      scope text NOT NULL,
+      key text NOT NULL,
+      request_hash text NOT NULL,
+      state text NOT NULL CHECK (state IN ('in_flight', 'done')),
+      response_status integer,
+      response_body jsonb,
+      created_at timestamptz NOT NULL,
+      PRIMARY KEY (scope, key)
+    )`);
+    await q.query('CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at)');
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE idempotency_keys');
+  }
+}
+
+export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
+const KEY_HEADER = 'idempotency-key';
+const RETENTION_MS = DAY;
+
+interface StoredKey {
+  request_hash: string;
+  state: 'in_flight' | 'done';
+  response_status: number | null;
+  response_body: unknown;
+  created_at: Date;
+}
+
+/** Canonical JSON (sorted keys) so that the same parameters in another key order hash the same. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
+ * Stripe's Idempotency-Key semantics for POST: the first response is stored and replayed for 24 hours to a
+ * retry with the same key and parameters; the same key with other parameters is 400 idempotency_key_reused;
+ * a retry while the first is still running gets 409 idempotency_key_in_use (the unique row is the lock, so
+ * two concurrent requests never both execute). Responses that say nothing happened (400 validation, 401,
+ * 5xx) are not kept, so a corrected retry runs.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(IDEMPOTENCY_CLOCK) private readonly clock: Clock = systemClock,
+  ) {}
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType() !== 'http') return next.handle();
+    const request = context.switchToHttp().getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
+    const reply = context.switchToHttp().getResponse<FastifyReply>();
+    const raw = request.headers[KEY_HEADER];
+    if (request.method !== 'POST' || raw === undefined) return next.handle();
+    return from(this.handle(request, reply, raw, next));
+  }
+
+  private async handle(
+    request: FastifyRequest & { merchant?: AuthenticatedMerchant },
+    reply: FastifyReply,
+    raw: string | string[],
+    next: CallHandler,
+  ): Promise<unknown> {
+    const key = Array.isArray(raw) ? raw[0] ?? '' : raw;
+    if (key.length === 0 || key.length > 255) {
+      throw invalidRequest('Idempotency-Key must be between 1 and 255 characters.', 'invalid_idempotency_key', 'Idempotency-Key');
+    }
+    const scope = request.merchant ? `${request.merchant.merchantId}:${request.merchant.mode}` : 'anonymous';
+    const url = request.url.split('?')[0] ?? request.url;
+    const requestHash = createHash('sha256').update(`${request.method} ${url}\n${canonical(request.body ?? null)}`).digest('hex');
+    const now = this.clock.now();
+
+    const claimed = await this.claim(scope, key, requestHash, now);
+    if (!claimed) {
+      const stored = await this.load(scope, key);
+      if (!stored) return this.handle(request, reply, raw, next);
+      if (stored.request_hash !== requestHash) {
+        throw invalidRequest(
+          `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+          'idempotency_key_reused',
+          'Idempotency-Key',
+        );
+      }
+      if (stored.state === 'in_flight') {
+        throw conflict('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed. Retry after it completes.', 'Idempotency-Key');
+      }
+      void reply.header('idempotent-replayed', 'true');
+      const status = stored.response_status ?? 200;
+      if (status >= 400) throw new DomainError({ ...(stored.response_body as { error: DomainError }).error, status });
+      void reply.status(status);
+      return stored.response_body;
+    }
+
+    try {
+      const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
+      await this.complete(scope, key, reply.statusCode, body ?? null);
+      return body;
+    } catch (error) {
+      const { status, body } = toEnvelope(error);
+      const nothingHappened = status >= 500 || status === 401 || (status === 400 && body.error.type === 'validation_error');
+      if (nothingHappened) await this.release(scope, key);
+      else await this.complete(scope, key, status, body);
+      throw error;
+    }
+  }
+
+  /** Inserts the in-flight row; false when the key is already taken (expired rows are cleared first). */
+  private async claim(scope: string, key: string, requestHash: string, now: Date): Promise<boolean> {
+    await this.dataSource.query('DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at < $3', [
+      scope,
+      key,
+      new Date(now.getTime() - RETENTION_MS),
+    ]);
+    const inserted: unknown[] = await this.dataSource.query(
+      `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at) VALUES ($1, $2, $3, 'in_flight', $4)
+       ON CONFLICT (scope, key) DO NOTHING RETURNING key`,
+      [scope, key, requestHash, now],
+    );
+    return inserted.length === 1;
+  }
+
+  private async load(scope: string, key: string): Promise<StoredKey | undefined> {
+    const rows: StoredKey[] = await this.dataSource.query(
+      'SELECT request_hash, state, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2',
+      [scope, key],
+    );
+    return rows[0];
+  }
+
+  private async complete(scope: string, key: string, status: number, body: unknown): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4::jsonb WHERE scope = $1 AND key = $2`,
+      [scope, key, status, JSON.stringify(body)],
+    );
+  }
+
+  private async release(scope: string, key: string): Promise<void> {
+    await this.dataSource.query('DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2', [scope, key]);
+  }
+}
