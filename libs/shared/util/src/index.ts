@@ -5,3 +5,4 @@ export * from './money';
 export * from './config';
 export * from './json-logger';
 export * from './ip-policy';
+export * from './secret-box';

@@ -1,0 +1,10 @@
+import 'reflect-metadata';
+import { gatewayService } from '@stablepay/gateway-service';
+import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
+import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
+
+runMain('gateway', () =>
+  startService(platformConfigFromEnv(process.env), [gatewayService(merchantsConfigFromEnv(process.env, { allowEphemeralKey: false }))], {
+    service: 'gateway',
+  }),
+);

@@ -1,0 +1,29 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { CLOCK } from '@stablepay/aggregate';
+import { ApiKeyGuard, IDEMPOTENCY_CLOCK, IdempotencyInterceptor } from '@stablepay/http';
+import { MERCHANTS_MIGRATIONS, MerchantsModule, type MerchantsConfig } from '@stablepay/merchants-service';
+import type { ServiceDefinition } from '@stablepay/runtime';
+
+/**
+ * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
+ * the error envelope (installed by createHttpApp), and the routes of each scope's API module.
+ */
+@Module({})
+export class GatewayModule {
+  static forRoot(merchants: MerchantsConfig): DynamicModule {
+    return {
+      module: GatewayModule,
+      imports: [MerchantsModule.forRoot(merchants)],
+      providers: [
+        { provide: APP_GUARD, useClass: ApiKeyGuard },
+        { provide: IDEMPOTENCY_CLOCK, useExisting: CLOCK },
+        { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
+      ],
+    };
+  }
+}
+
+export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
+  return { name: 'gateway', imports: [GatewayModule.forRoot(merchants)], migrations: MERCHANTS_MIGRATIONS };
+}

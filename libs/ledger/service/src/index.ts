@@ -1,0 +1,1 @@
+export * from './charge-ledger.module';

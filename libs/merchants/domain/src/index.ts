@@ -1,0 +1,3 @@
+export * from './merchant.events';
+export * from './merchant';
+export * from './rules';

@@ -1,0 +1,83 @@
+/**
+ * Events of the `merchant-<id>` stream. Types are past tense with an explicit version; a changed shape becomes
+ * a new version plus an upcaster. No secret ever appears here: API keys as SHA-256 hashes, webhook secrets as
+ * an id and a fingerprint (the ciphertext lives in the webhook_secrets table).
+ */
+export type Mode = 'test' | 'live';
+export type SettlementMode = 'crypto' | 'fiat';
+
+export type MerchantCreated = {
+  type: 'MerchantCreated.v1';
+  data: {
+    merchantId: string;
+    name: string;
+    mode: Mode;
+    settlementMode: SettlementMode;
+    apiKeyHash: string;
+    apiKeyHint: string;
+    createdAt: string;
+  };
+};
+
+export type MerchantSignerRegistered = {
+  type: 'MerchantSignerRegistered.v1';
+  data: { merchantSigner: string; registeredAt: string };
+};
+
+export type SettlementAddressChanged = {
+  type: 'SettlementAddressChanged.v1';
+  data: { settlementAddress: string; changedAt: string };
+};
+
+/** Only the fields that changed are present; a `null` color means "reset to the platform default". */
+export type MerchantProfileUpdated = {
+  type: 'MerchantProfileUpdated.v1';
+  data: {
+    displayName?: string;
+    webhookUrl?: string | null;
+    backgroundColor?: string | null;
+    primaryColor?: string | null;
+    webhookEventTypes?: string[] | null;
+    updatedAt: string;
+  };
+};
+
+export type WebhookSecretIssued = {
+  type: 'WebhookSecretIssued.v1';
+  data: { secretId: string; fingerprint: string; issuedAt: string };
+};
+
+export type WebhookSecretRotated = {
+  type: 'WebhookSecretRotated.v1';
+  data: {
+    secretId: string;
+    fingerprint: string;
+    previousSecretId: string;
+    previousSecretExpiresAt: string;
+    rotatedAt: string;
+  };
+};
+
+export type PauserDeclared = {
+  type: 'PauserDeclared.v1';
+  data: { merchantPauser: string; sharedPauserRiskAcknowledged: boolean; declaredAt: string };
+};
+
+/** Recorded when the chain layer deploys the merchant's subscription manager: the pauser is locked from then on. */
+export type SubscriptionManagerDeployed = {
+  type: 'SubscriptionManagerDeployed.v1';
+  data: { chain: string; address: string; deployedAt: string };
+};
+
+export type MerchantEvent =
+  | MerchantCreated
+  | MerchantSignerRegistered
+  | SettlementAddressChanged
+  | MerchantProfileUpdated
+  | WebhookSecretIssued
+  | WebhookSecretRotated
+  | PauserDeclared
+  | SubscriptionManagerDeployed;
+
+export const MERCHANT_CATEGORY = 'merchant';
+export const merchantStreamId = (merchantId: string): string => `${MERCHANT_CATEGORY}-${merchantId}`;

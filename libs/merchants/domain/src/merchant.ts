@@ -1,0 +1,252 @@
+import { cannotProcess, conflict, DomainError, invalidRequest, notFound } from '@stablepay/util';
+import type { MerchantEvent, Mode, SettlementMode } from './merchant.events';
+import { WEBHOOK_SECRET_GRACE_MS } from './rules';
+
+export interface MerchantState {
+  readonly exists: boolean;
+  readonly merchantId: string;
+  readonly name: string;
+  readonly mode: Mode;
+  readonly settlementMode: SettlementMode;
+  readonly displayName: string;
+  readonly settlementAddress: string | null;
+  readonly merchantSigner: string | null;
+  readonly webhookUrl: string | null;
+  readonly webhookSecretId: string | null;
+  readonly previousWebhookSecretId: string | null;
+  readonly previousSecretExpiresAt: string | null;
+  readonly backgroundColor: string | null;
+  readonly primaryColor: string | null;
+  readonly merchantPauser: string | null;
+  readonly subscriptionManagerDeployed: boolean;
+}
+
+export const initialMerchantState = (): MerchantState => ({
+  exists: false,
+  merchantId: '',
+  name: '',
+  mode: 'test',
+  settlementMode: 'crypto',
+  displayName: '',
+  settlementAddress: null,
+  merchantSigner: null,
+  webhookUrl: null,
+  webhookSecretId: null,
+  previousWebhookSecretId: null,
+  previousSecretExpiresAt: null,
+  backgroundColor: null,
+  primaryColor: null,
+  merchantPauser: null,
+  subscriptionManagerDeployed: false,
+});
+
+export function evolveMerchant(state: MerchantState, event: MerchantEvent): MerchantState {
+  switch (event.type) {
+    case 'MerchantCreated.v1':
+      return {
+        ...state,
+        exists: true,
+        merchantId: event.data.merchantId,
+        name: event.data.name,
+        displayName: event.data.name,
+        mode: event.data.mode,
+        settlementMode: event.data.settlementMode,
+      };
+    case 'MerchantSignerRegistered.v1':
+      return { ...state, merchantSigner: event.data.merchantSigner };
+    case 'SettlementAddressChanged.v1':
+      return { ...state, settlementAddress: event.data.settlementAddress };
+    case 'MerchantProfileUpdated.v1': {
+      const d = event.data;
+      return {
+        ...state,
+        ...(d.displayName !== undefined ? { displayName: d.displayName } : {}),
+        ...(d.webhookUrl !== undefined ? { webhookUrl: d.webhookUrl } : {}),
+        ...(d.backgroundColor !== undefined ? { backgroundColor: d.backgroundColor } : {}),
+        ...(d.primaryColor !== undefined ? { primaryColor: d.primaryColor } : {}),
+      };
+    }
+    case 'WebhookSecretIssued.v1':
+      return { ...state, webhookSecretId: event.data.secretId };
+    case 'WebhookSecretRotated.v1':
+      return {
+        ...state,
+        webhookSecretId: event.data.secretId,
+        previousWebhookSecretId: event.data.previousSecretId,
+        previousSecretExpiresAt: event.data.previousSecretExpiresAt,
+      };
+    case 'PauserDeclared.v1':
+      return { ...state, merchantPauser: event.data.merchantPauser };
+    case 'SubscriptionManagerDeployed.v1':
+      return { ...state, subscriptionManagerDeployed: true };
+  }
+}
+
+export type MerchantCommand =
+  | {
+      type: 'CreateMerchant';
+      merchantId: string;
+      name: string;
+      mode: Mode;
+      settlementMode: SettlementMode;
+      apiKeyHash: string;
+      apiKeyHint: string;
+      now: Date;
+    }
+  | { type: 'RegisterSigner'; merchantSigner: string; settlementAddress?: string; now: Date }
+  | { type: 'UpdateSettlementAddress'; settlementAddress: string; now: Date }
+  | {
+      type: 'UpdateProfile';
+      displayName?: string;
+      webhookUrl?: string | null;
+      backgroundColor?: string | null;
+      primaryColor?: string | null;
+      webhookEventTypes?: string[] | null;
+      /** A freshly generated secret, used only if this update sets the first webhook URL. */
+      candidateSecret: { secretId: string; fingerprint: string };
+      now: Date;
+    }
+  | { type: 'RotateWebhookSecret'; secret: { secretId: string; fingerprint: string }; now: Date }
+  | {
+      type: 'DeclarePauser';
+      merchantPauser: string;
+      /** Address recovered from the EIP-191 signature over the declaration message (null when it does not recover). */
+      recoveredSigner: string | null;
+      /** ERC-1271 approval by a contract account on every supported chain (false until the chain layer checks it). */
+      contractApproved: boolean;
+      operatorPauser: string | null;
+      acknowledgeSharedPauserRisk: boolean;
+      now: Date;
+    }
+  | { type: 'RecordSubscriptionManagerDeployed'; chain: string; address: string; now: Date };
+
+const sameAddress = (a: string | null, b: string | null): boolean => !!a && !!b && a.toLowerCase() === b.toLowerCase();
+
+function requireExists(state: MerchantState): void {
+  if (!state.exists) throw notFound('merchant');
+}
+
+export function decideMerchant(command: MerchantCommand, state: MerchantState): MerchantEvent[] {
+  const at = command.now.toISOString();
+  switch (command.type) {
+    case 'CreateMerchant':
+      if (state.exists) throw conflict('merchant_exists', `Merchant ${command.merchantId} already exists.`);
+      return [
+        {
+          type: 'MerchantCreated.v1',
+          data: {
+            merchantId: command.merchantId,
+            name: command.name,
+            mode: command.mode,
+            settlementMode: command.settlementMode,
+            apiKeyHash: command.apiKeyHash,
+            apiKeyHint: command.apiKeyHint,
+            createdAt: at,
+          },
+        },
+      ];
+    case 'RegisterSigner': {
+      requireExists(state);
+      const events: MerchantEvent[] = [];
+      if (state.merchantSigner !== command.merchantSigner) {
+        events.push({ type: 'MerchantSignerRegistered.v1', data: { merchantSigner: command.merchantSigner, registeredAt: at } });
+      }
+      if (command.settlementAddress !== undefined && command.settlementAddress !== state.settlementAddress) {
+        events.push({ type: 'SettlementAddressChanged.v1', data: { settlementAddress: command.settlementAddress, changedAt: at } });
+      }
+      return events;
+    }
+    case 'UpdateSettlementAddress':
+      requireExists(state);
+      if (command.settlementAddress === state.settlementAddress) return [];
+      return [{ type: 'SettlementAddressChanged.v1', data: { settlementAddress: command.settlementAddress, changedAt: at } }];
+    case 'UpdateProfile': {
+      requireExists(state);
+      const changes: Omit<Extract<MerchantEvent, { type: 'MerchantProfileUpdated.v1' }>['data'], 'updatedAt'> = {
+        ...(command.displayName !== undefined && command.displayName !== state.displayName ? { displayName: command.displayName } : {}),
+        ...(command.webhookUrl !== undefined && command.webhookUrl !== state.webhookUrl ? { webhookUrl: command.webhookUrl } : {}),
+        ...(command.backgroundColor !== undefined && command.backgroundColor !== state.backgroundColor
+          ? { backgroundColor: command.backgroundColor }
+          : {}),
+        ...(command.primaryColor !== undefined && command.primaryColor !== state.primaryColor ? { primaryColor: command.primaryColor } : {}),
+        ...(command.webhookEventTypes !== undefined ? { webhookEventTypes: command.webhookEventTypes } : {}),
+      };
+      const events: MerchantEvent[] = [];
+      if (Object.keys(changes).length > 0) events.push({ type: 'MerchantProfileUpdated.v1', data: { ...changes, updatedAt: at } });
+      // SPEC: the secret is issued when the first webhook URL is configured and unchanged when the URL changes.
+      if (typeof changes.webhookUrl === 'string' && state.webhookSecretId === null) {
+        events.push({ type: 'WebhookSecretIssued.v1', data: { ...command.candidateSecret, issuedAt: at } });
+      }
+      return events;
+    }
+    case 'RotateWebhookSecret':
+      requireExists(state);
+      if (state.webhookSecretId === null) {
+        throw invalidRequest('No webhook secret exists yet: set a webhook_url with PATCH /settings first.', 'webhook_not_configured');
+      }
+      // One previous slot: the secret being replaced becomes the previous one for 24 hours, and whatever was
+      // previous before is dropped at once.
+      return [
+        {
+          type: 'WebhookSecretRotated.v1',
+          data: {
+            ...command.secret,
+            previousSecretId: state.webhookSecretId,
+            previousSecretExpiresAt: new Date(command.now.getTime() + WEBHOOK_SECRET_GRACE_MS).toISOString(),
+            rotatedAt: at,
+          },
+        },
+      ];
+    case 'DeclarePauser': {
+      requireExists(state);
+      // SPEC Settings > pause declaration rejection rules, in this order (format was checked at the edge).
+      if (state.merchantSigner === null) {
+        throw new DomainError({
+          type: 'invalid_request',
+          status: 400,
+          code: 'evm_payment_config_missing',
+          message: 'Register an EVM merchant signer with POST /settings before declaring a pauser.',
+        });
+      }
+      if (state.subscriptionManagerDeployed) {
+        throw cannotProcess('pauser_locked_by_deployment', 'The subscription manager is already deployed; its pauser is fixed.', 'merchant_pauser');
+      }
+      if (sameAddress(command.merchantPauser, command.operatorPauser)) {
+        throw cannotProcess('pauser_is_exodus_pauser', "The merchant pauser must differ from the operator's own pauser.", 'merchant_pauser');
+      }
+      if (!sameAddress(command.recoveredSigner, command.merchantPauser) && !command.contractApproved) {
+        throw cannotProcess(
+          'pauser_control_unproven',
+          'The signature does not recover to merchant_pauser, and the address is not a contract approving the declaration message on every supported chain.',
+          'signature',
+        );
+      }
+      if (sameAddress(command.merchantPauser, state.merchantSigner) && !command.acknowledgeSharedPauserRisk) {
+        throw cannotProcess(
+          'shared_pauser_risk_unacknowledged',
+          'merchant_pauser equals the merchant signer: set acknowledge_shared_pauser_risk to true to accept one key for both roles.',
+          'acknowledge_shared_pauser_risk',
+        );
+      }
+      return [
+        {
+          type: 'PauserDeclared.v1',
+          data: {
+            merchantPauser: command.merchantPauser,
+            sharedPauserRiskAcknowledged: command.acknowledgeSharedPauserRisk,
+            declaredAt: at,
+          },
+        },
+      ];
+    }
+    case 'RecordSubscriptionManagerDeployed':
+      requireExists(state);
+      return [{ type: 'SubscriptionManagerDeployed.v1', data: { chain: command.chain, address: command.address, deployedAt: at } }];
+  }
+}
+
+export const merchantDecider = {
+  initialState: initialMerchantState,
+  evolve: evolveMerchant,
+  decide: decideMerchant,
+};

@@ -1,0 +1,165 @@
+import { DomainError } from '@stablepay/util';
+import { decideMerchant, evolveMerchant, initialMerchantState, type MerchantCommand } from './merchant';
+import type { MerchantEvent } from './merchant.events';
+import { pauserDeclarationMessage, requireBrandingColor } from './rules';
+
+const now = new Date('2026-05-01T12:00:00.000Z');
+const created: MerchantEvent = {
+  type: 'MerchantCreated.v1',
+  data: { merchantId: 'mer_1', name: 'Acme', mode: 'test', settlementMode: 'crypto', apiKeyHash: 'h', apiKeyHint: 'sk_test_...abcd', createdAt: now.toISOString() },
+};
+const SIGNER = '0x1111111111111111111111111111111111111111';
+const PAUSER = '0x2222222222222222222222222222222222222222';
+const OPERATOR = '0x3333333333333333333333333333333333333333';
+
+/** given events, when command, then events (or error). */
+function given(...events: MerchantEvent[]) {
+  const state = events.reduce(evolveMerchant, initialMerchantState());
+  return {
+    when: (command: MerchantCommand) => {
+      const run = () => decideMerchant(command, state);
+      return {
+        then: (expected: MerchantEvent[]) => expect(run()).toEqual(expected),
+        thenError: (shape: Partial<DomainError>) => {
+          let thrown: unknown;
+          try {
+            run();
+          } catch (e) {
+            thrown = e;
+          }
+          expect(thrown).toBeInstanceOf(DomainError);
+          expect(thrown).toMatchObject(shape);
+        },
+      };
+    },
+  };
+}
+
+const declare = (over: Partial<Extract<MerchantCommand, { type: 'DeclarePauser' }>> = {}): MerchantCommand => ({
+  type: 'DeclarePauser',
+  merchantPauser: PAUSER,
+  recoveredSigner: PAUSER,
+  contractApproved: false,
+  operatorPauser: OPERATOR,
+  acknowledgeSharedPauserRisk: false,
+  now,
+  ...over,
+});
+const signerRegistered: MerchantEvent = { type: 'MerchantSignerRegistered.v1', data: { merchantSigner: SIGNER, registeredAt: now.toISOString() } };
+const secret = { secretId: 'whs_1', fingerprint: 'fp1' };
+
+describe('merchant aggregate', () => {
+  it('is created once', () => {
+    given(created)
+      .when({ type: 'CreateMerchant', merchantId: 'mer_1', name: 'Acme', mode: 'test', settlementMode: 'crypto', apiKeyHash: 'h', apiKeyHint: 'x', now })
+      .thenError({ status: 409, code: 'merchant_exists' });
+  });
+
+  it('commands on a missing merchant are 404', () => {
+    given().when({ type: 'UpdateSettlementAddress', settlementAddress: SIGNER, now }).thenError({ status: 404 });
+  });
+
+  it('registers the signer and the settlement address together', () => {
+    given(created)
+      .when({ type: 'RegisterSigner', merchantSigner: SIGNER, settlementAddress: PAUSER, now })
+      .then([
+        { type: 'MerchantSignerRegistered.v1', data: { merchantSigner: SIGNER, registeredAt: now.toISOString() } },
+        { type: 'SettlementAddressChanged.v1', data: { settlementAddress: PAUSER, changedAt: now.toISOString() } },
+      ]);
+  });
+
+  it('records nothing when an update changes nothing', () => {
+    given(created, signerRegistered).when({ type: 'RegisterSigner', merchantSigner: SIGNER, now }).then([]);
+  });
+
+  describe('webhook secret (SPEC: issued with the first URL, unchanged when the URL changes)', () => {
+    it('issues the secret when the first webhook URL is set', () => {
+      given(created)
+        .when({ type: 'UpdateProfile', webhookUrl: 'https://a.example/h', candidateSecret: secret, now })
+        .then([
+          { type: 'MerchantProfileUpdated.v1', data: { webhookUrl: 'https://a.example/h', updatedAt: now.toISOString() } },
+          { type: 'WebhookSecretIssued.v1', data: { ...secret, issuedAt: now.toISOString() } },
+        ]);
+    });
+
+    it('keeps the secret when the URL changes', () => {
+      given(
+        created,
+        { type: 'MerchantProfileUpdated.v1', data: { webhookUrl: 'https://a.example/h', updatedAt: now.toISOString() } },
+        { type: 'WebhookSecretIssued.v1', data: { ...secret, issuedAt: now.toISOString() } },
+      )
+        .when({ type: 'UpdateProfile', webhookUrl: 'https://b.example/h', candidateSecret: { secretId: 'whs_2', fingerprint: 'fp2' }, now })
+        .then([{ type: 'MerchantProfileUpdated.v1', data: { webhookUrl: 'https://b.example/h', updatedAt: now.toISOString() } }]);
+    });
+
+    it('rotation keeps one previous secret for 24 hours', () => {
+      given(created, { type: 'WebhookSecretIssued.v1', data: { ...secret, issuedAt: now.toISOString() } })
+        .when({ type: 'RotateWebhookSecret', secret: { secretId: 'whs_2', fingerprint: 'fp2' }, now })
+        .then([
+          {
+            type: 'WebhookSecretRotated.v1',
+            data: { secretId: 'whs_2', fingerprint: 'fp2', previousSecretId: 'whs_1', previousSecretExpiresAt: '2026-05-02T12:00:00.000Z', rotatedAt: now.toISOString() },
+          },
+        ]);
+    });
+
+    it('rotating again inside the window makes the just-replaced secret the previous one (one slot)', () => {
+      const state = [
+        created,
+        { type: 'WebhookSecretIssued.v1', data: { ...secret, issuedAt: now.toISOString() } } as MerchantEvent,
+        {
+          type: 'WebhookSecretRotated.v1',
+          data: { secretId: 'whs_2', fingerprint: 'fp2', previousSecretId: 'whs_1', previousSecretExpiresAt: 'x', rotatedAt: 'x' },
+        } as MerchantEvent,
+      ].reduce(evolveMerchant, initialMerchantState());
+      const [event] = decideMerchant({ type: 'RotateWebhookSecret', secret: { secretId: 'whs_3', fingerprint: 'fp3' }, now }, state);
+      expect(event).toMatchObject({ data: { secretId: 'whs_3', previousSecretId: 'whs_2' } });
+    });
+
+    it('cannot rotate before a secret exists', () => {
+      given(created).when({ type: 'RotateWebhookSecret', secret, now }).thenError({ status: 400, code: 'webhook_not_configured' });
+    });
+  });
+
+  describe('pause declaration rules, in SPEC order', () => {
+    it('needs an EVM signer first: 400 evm_payment_config_missing', () => {
+      given(created).when(declare()).thenError({ status: 400, code: 'evm_payment_config_missing' });
+    });
+    it('is locked once the manager is deployed: 422 pauser_locked_by_deployment (checked before the other 422s)', () => {
+      given(created, signerRegistered, { type: 'SubscriptionManagerDeployed.v1', data: { chain: 'eip155:8453', address: OPERATOR, deployedAt: 'x' } })
+        .when(declare({ merchantPauser: OPERATOR, recoveredSigner: null }))
+        .thenError({ status: 422, type: 'cannot_process', code: 'pauser_locked_by_deployment' });
+    });
+    it("refuses the operator's own pauser: 422 pauser_is_exodus_pauser", () => {
+      given(created, signerRegistered)
+        .when(declare({ merchantPauser: OPERATOR.toUpperCase().replace('0X', '0x'), recoveredSigner: null }))
+        .thenError({ status: 422, code: 'pauser_is_exodus_pauser' });
+    });
+    it('needs proof of control: 422 pauser_control_unproven', () => {
+      given(created, signerRegistered).when(declare({ recoveredSigner: SIGNER })).thenError({ status: 422, code: 'pauser_control_unproven' });
+    });
+    it('accepts a contract account that approves the message instead of a signature', () => {
+      expect(decideMerchant(declare({ recoveredSigner: null, contractApproved: true }), [created, signerRegistered].reduce(evolveMerchant, initialMerchantState()))).toHaveLength(1);
+    });
+    it('needs the shared-key risk acknowledged when pauser = signer: 422 shared_pauser_risk_unacknowledged', () => {
+      given(created, signerRegistered)
+        .when(declare({ merchantPauser: SIGNER, recoveredSigner: SIGNER }))
+        .thenError({ status: 422, code: 'shared_pauser_risk_unacknowledged' });
+      given(created, signerRegistered)
+        .when(declare({ merchantPauser: SIGNER, recoveredSigner: SIGNER, acknowledgeSharedPauserRisk: true }))
+        .then([{ type: 'PauserDeclared.v1', data: { merchantPauser: SIGNER, sharedPauserRiskAcknowledged: true, declaredAt: now.toISOString() } }]);
+    });
+  });
+
+  it('branding colors: exactly # + 6 hex, null resets, shorthand rejected', () => {
+    expect(requireBrandingColor('primary_color', '#a1b2c3')).toBe('#A1B2C3');
+    expect(requireBrandingColor('primary_color', null)).toBeNull();
+    for (const bad of ['#fff', 'a1b2c3', '#a1b2c3d', '#ggg000', 'red']) {
+      expect(() => requireBrandingColor('primary_color', bad)).toThrow(expect.objectContaining({ param: 'primary_color', type: 'validation_error' }));
+    }
+  });
+
+  it('the declaration message binds merchant and mode', () => {
+    expect(pauserDeclarationMessage('mer_1', 'test')).toContain('Merchant: mer_1\nMode: test');
+  });
+});

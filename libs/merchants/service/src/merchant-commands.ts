@@ -1,0 +1,188 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { getAddress, verifyMessage } from 'ethers';
+import { randomBytes } from 'node:crypto';
+import { CLOCK, handleCommand } from '@stablepay/aggregate';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore, Mode } from '@stablepay/event-store';
+import { apiKeyHint, generateApiKey, hashApiKey, parseApiKey } from '@stablepay/http';
+import {
+  type MerchantCommand,
+  merchantDecider,
+  merchantStreamId,
+  pauserDeclarationMessage,
+  type SettlementMode,
+} from '@stablepay/merchants-domain';
+import { type Clock, fingerprint, invalidRequest, newId, validationError } from '@stablepay/util';
+import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
+import { SettingsReader, type MerchantSettingsRow } from './settings.reader';
+import { validateWebhookUrl } from './webhook-url';
+
+/** `whsec_` + 32 random bytes base64url: the secret as issued, used verbatim as the HMAC key. */
+function generateWebhookSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64url')}`;
+}
+
+/** Checksummed or all-lowercase 20-byte hex; a mixed-case address with a wrong checksum is refused. */
+export function parseAddress(param: string, value: string, invalid = validationError): string {
+  if (!/^0x[0-9a-fA-F]{40}$/.test(value)) throw invalid(param, `${param} must be a 20-byte hex address (0x followed by 40 hex digits).`);
+  const hex = value.slice(2);
+  const lower = hex === hex.toLowerCase();
+  const upper = hex === hex.toUpperCase();
+  const checksummed = getAddress(value.toLowerCase());
+  if (!lower && !upper && checksummed !== value) throw invalid(param, `${param} has an invalid EIP-55 checksum.`);
+  return checksummed;
+}
+
+export interface CreatedMerchant {
+  readonly row: MerchantSettingsRow;
+  readonly apiKey: string;
+}
+
+/** The command side of the merchant aggregate: load, decide, append; then wait for the read model. */
+@Injectable()
+export class MerchantCommands {
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(MERCHANTS_CONFIG) private readonly config: MerchantsConfig,
+    @Inject(SettingsReader) private readonly reader: SettingsReader,
+  ) {}
+
+  private async run(merchantId: string, command: MerchantCommand, mode?: Mode): Promise<MerchantSettingsRow> {
+    const result = await handleCommand(this.store, merchantStreamId(merchantId), merchantDecider, command, {
+      metadata: { merchantId, ...(mode ? { mode } : {}), occurredAt: this.clock.now().toISOString() },
+    });
+    return this.reader.getAtLeast(merchantId, result.revision);
+  }
+
+  async createMerchant(input: { name: string; mode: Mode; settlementMode: SettlementMode; apiKey?: string }): Promise<CreatedMerchant> {
+    const apiKey = input.apiKey ?? generateApiKey(input.mode);
+    const parsed = parseApiKey(apiKey);
+    if (!parsed || parsed.mode !== input.mode) throw validationError('api_key', `api_key must be an sk_${input.mode}_ key.`);
+    const now = this.clock.now();
+    const merchantId = newId('mer', now);
+    const row = await this.run(
+      merchantId,
+      {
+        type: 'CreateMerchant',
+        merchantId,
+        name: input.name,
+        mode: input.mode,
+        settlementMode: input.settlementMode,
+        apiKeyHash: hashApiKey(apiKey),
+        apiKeyHint: apiKeyHint(apiKey),
+        now,
+      },
+      input.mode,
+    );
+    return { row, apiKey };
+  }
+
+  registerSigner(merchantId: string, merchantSigner: string, settlementAddress?: string): Promise<MerchantSettingsRow> {
+    return this.run(merchantId, {
+      type: 'RegisterSigner',
+      merchantSigner: parseAddress('merchant_signer', merchantSigner),
+      ...(settlementAddress !== undefined ? { settlementAddress: parseAddress('settlement_address', settlementAddress) } : {}),
+      now: this.clock.now(),
+    });
+  }
+
+  updateSettlementAddress(merchantId: string, settlementAddress: string): Promise<MerchantSettingsRow> {
+    return this.run(merchantId, {
+      type: 'UpdateSettlementAddress',
+      settlementAddress: parseAddress('settlement_address', settlementAddress),
+      now: this.clock.now(),
+    });
+  }
+
+  /** Returns the row and, when this update issued the first secret, the secret itself (shown once). */
+  async updateProfile(
+    merchantId: string,
+    patch: {
+      displayName?: string;
+      webhookUrl?: string | null;
+      backgroundColor?: string | null;
+      primaryColor?: string | null;
+      webhookEventTypes?: string[] | null;
+    },
+  ): Promise<{ row: MerchantSettingsRow; issuedSecret?: string }> {
+    const webhookUrl =
+      patch.webhookUrl === undefined || patch.webhookUrl === null
+        ? patch.webhookUrl
+        : await validateWebhookUrl(patch.webhookUrl, this.config.allowLocalWebhooks);
+    const before = await this.reader.get(merchantId);
+    const secret = generateWebhookSecret();
+    const secretId = newId('whs', this.clock.now());
+    const willIssue = typeof webhookUrl === 'string' && before.webhook_secret_id === null;
+    // The sealed secret is stored before the event that names it; if the append then fails, an unused row
+    // remains and names nothing.
+    if (willIssue) await this.storeSecret(merchantId, secretId, secret);
+    const row = await this.run(merchantId, {
+      type: 'UpdateProfile',
+      ...(patch.displayName !== undefined ? { displayName: patch.displayName } : {}),
+      ...(webhookUrl !== undefined ? { webhookUrl } : {}),
+      ...(patch.backgroundColor !== undefined ? { backgroundColor: patch.backgroundColor } : {}),
+      ...(patch.primaryColor !== undefined ? { primaryColor: patch.primaryColor } : {}),
+      ...(patch.webhookEventTypes !== undefined ? { webhookEventTypes: patch.webhookEventTypes } : {}),
+      candidateSecret: { secretId, fingerprint: fingerprint(secret) },
+      now: this.clock.now(),
+    });
+    return row.webhook_secret_id === secretId ? { row, issuedSecret: secret } : { row };
+  }
+
+  async rotateWebhookSecret(merchantId: string): Promise<{ row: MerchantSettingsRow; secret: string }> {
+    const before = await this.reader.get(merchantId);
+    if (before.webhook_secret_id === null) {
+      throw invalidRequest('No webhook secret exists yet: set a webhook_url with PATCH /settings first.', 'webhook_not_configured');
+    }
+    const secret = generateWebhookSecret();
+    const secretId = newId('whs', this.clock.now());
+    await this.storeSecret(merchantId, secretId, secret);
+    const row = await this.run(merchantId, {
+      type: 'RotateWebhookSecret',
+      secret: { secretId, fingerprint: fingerprint(secret) },
+      now: this.clock.now(),
+    });
+    return { row, secret };
+  }
+
+  async declarePauser(
+    merchantId: string,
+    mode: Mode,
+    input: { merchantPauser: string; signature: string; acknowledgeSharedPauserRisk: boolean },
+  ): Promise<MerchantSettingsRow> {
+    const message = pauserDeclarationMessage(merchantId, mode);
+    let recoveredSigner: string | null;
+    try {
+      recoveredSigner = verifyMessage(message, input.signature);
+    } catch {
+      recoveredSigner = null;
+    }
+    return this.run(merchantId, {
+      type: 'DeclarePauser',
+      merchantPauser: input.merchantPauser,
+      recoveredSigner,
+      // ERC-1271 approval is checked on every supported chain once the chain layer is wired in; until then only
+      // externally owned accounts can prove control.
+      contractApproved: false,
+      operatorPauser: this.config.operatorPauser,
+      acknowledgeSharedPauserRisk: input.acknowledgeSharedPauserRisk,
+      now: this.clock.now(),
+    });
+  }
+
+  recordSubscriptionManagerDeployed(merchantId: string, chain: string, address: string): Promise<MerchantSettingsRow> {
+    return this.run(merchantId, { type: 'RecordSubscriptionManagerDeployed', chain, address, now: this.clock.now() });
+  }
+
+  private async storeSecret(merchantId: string, secretId: string, secret: string): Promise<void> {
+    await this.dataSource.query('INSERT INTO webhook_secrets (secret_id, merchant_id, sealed_secret, created_at) VALUES ($1, $2, $3, $4)', [
+      secretId,
+      merchantId,
+      this.config.secretBox.seal(secret, secretId),
+      this.clock.now(),
+    ]);
+  }
+}

@@ -1,0 +1,117 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { EventEmitter } from 'node:events';
+import { DataSource, type EntityManager } from 'typeorm';
+import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus, topicForCategory } from '@stablepay/event-bus';
+import { MERCHANT_CATEGORY, type MerchantEvent } from '@stablepay/merchants-domain';
+
+export const MERCHANT_TOPIC = topicForCategory(MERCHANT_CATEGORY);
+const GROUP = 'merchants.settings-projection';
+
+/**
+ * merchant-<id> events -> merchant_settings and api_keys rows. Idempotent by stream revision: each row stores
+ * the revision it reflects and an event at or below it is skipped, so redelivery changes nothing.
+ */
+@Injectable()
+export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly logger = new Logger('merchant-settings-projection');
+  private subscription?: BusSubscription;
+  /** Emits `<merchantId>` after a row changed, so read-your-writes waits wake at once in this process. */
+  readonly changes = new EventEmitter().setMaxListeners(0);
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.subscription = await this.bus.consume({
+      group: GROUP,
+      topics: [MERCHANT_TOPIC],
+      handler: (message) => this.apply(message),
+      onError: (error, message) => this.logger.error({ msg: 'projection failed, will retry', eventId: message.id, error: String(error) }),
+    });
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.subscription?.stop();
+  }
+
+  async apply(message: BusMessage): Promise<void> {
+    const event = { type: message.type, data: message.data } as MerchantEvent;
+    const merchantId = message.key.slice(MERCHANT_CATEGORY.length + 1);
+    const applied = await this.dataSource.transaction((em) => this.applyIn(em, merchantId, message.revision, event));
+    if (applied) this.changes.emit(merchantId, message.revision);
+  }
+
+  private async applyIn(em: EntityManager, merchantId: string, revision: number, event: MerchantEvent): Promise<boolean> {
+    if (event.type === 'MerchantCreated.v1') {
+      const d = event.data;
+      const inserted: unknown[] = await em.query(
+        `INSERT INTO merchant_settings (merchant_id, mode, name, display_name, settlement_mode, revision, created_at, updated_at)
+         VALUES ($1, $2, $3, $3, $4, $5, $6, $6) ON CONFLICT (merchant_id) DO NOTHING RETURNING merchant_id`,
+        [merchantId, d.mode, d.name, d.settlementMode, revision, d.createdAt],
+      );
+      await em.query(
+        `INSERT INTO api_keys (key_hash, merchant_id, mode, hint, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+        [d.apiKeyHash, merchantId, d.mode, d.apiKeyHint, d.createdAt],
+      );
+      return inserted.length > 0;
+    }
+    const set: Record<string, unknown> = {};
+    let at: string;
+    switch (event.type) {
+      case 'MerchantSignerRegistered.v1':
+        set['merchant_signer'] = event.data.merchantSigner;
+        at = event.data.registeredAt;
+        break;
+      case 'SettlementAddressChanged.v1':
+        set['settlement_address'] = event.data.settlementAddress;
+        at = event.data.changedAt;
+        break;
+      case 'MerchantProfileUpdated.v1': {
+        const d = event.data;
+        if (d.displayName !== undefined) set['display_name'] = d.displayName;
+        if (d.webhookUrl !== undefined) set['webhook_url'] = d.webhookUrl;
+        if (d.backgroundColor !== undefined) set['background_color'] = d.backgroundColor;
+        if (d.primaryColor !== undefined) set['primary_color'] = d.primaryColor;
+        if (d.webhookEventTypes !== undefined) set['webhook_event_types'] = d.webhookEventTypes === null ? null : JSON.stringify(d.webhookEventTypes);
+        at = d.updatedAt;
+        break;
+      }
+      case 'WebhookSecretIssued.v1':
+        set['webhook_secret_id'] = event.data.secretId;
+        set['webhook_secret_fingerprint'] = event.data.fingerprint;
+        at = event.data.issuedAt;
+        break;
+      case 'WebhookSecretRotated.v1':
+        set['webhook_secret_id'] = event.data.secretId;
+        set['webhook_secret_fingerprint'] = event.data.fingerprint;
+        set['previous_webhook_secret_id'] = event.data.previousSecretId;
+        set['previous_secret_expires_at'] = event.data.previousSecretExpiresAt;
+        at = event.data.rotatedAt;
+        break;
+      case 'PauserDeclared.v1':
+        set['merchant_pauser'] = event.data.merchantPauser;
+        set['shared_pauser_risk_acknowledged'] = event.data.sharedPauserRiskAcknowledged;
+        at = event.data.declaredAt;
+        break;
+      case 'SubscriptionManagerDeployed.v1':
+        set['subscription_manager_address'] = event.data.address;
+        at = event.data.deployedAt;
+        break;
+      default:
+        // Unknown (newer) event types are skipped but still advance the revision.
+        at = new Date().toISOString();
+    }
+    const columns = Object.keys(set);
+    const params: unknown[] = [merchantId, revision, at, ...Object.values(set)];
+    const assignments = columns.map((c, i) => `${c} = $${i + 4}`);
+    const updated: unknown = await em.query(
+      `UPDATE merchant_settings SET ${[...assignments, 'revision = $2', 'updated_at = $3'].join(', ')}
+       WHERE merchant_id = $1 AND revision < $2 RETURNING merchant_id`,
+      params,
+    );
+    // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
+    return Array.isArray(updated) && typeof updated[1] === 'number' ? updated[1] > 0 : false;
+  }
+}

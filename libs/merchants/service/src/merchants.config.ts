@@ -1,0 +1,42 @@
+import { envBool, envOptional, SecretBox } from '@stablepay/util';
+import { randomBytes } from 'node:crypto';
+
+export interface MerchantsConfig {
+  /** The operator's own pauser: a merchant pauser may never equal it (pauser_is_exodus_pauser). */
+  readonly operatorPauser: string | null;
+  /** ALLOW_LOCAL_WEBHOOKS=true admits loopback webhook URLs, http included (local development and tests). */
+  readonly allowLocalWebhooks: boolean;
+  /** Enables the operator API when set. */
+  readonly adminToken: string | null;
+  readonly secretBox: SecretBox;
+  /** CAIP-2 chains a merchant signer is reported for in settings. */
+  readonly supportedChains: readonly string[];
+  /** Address of the payment factory on every chain, once the chain layer deployed it. */
+  readonly paymentFactoryAddress: string | null;
+}
+
+export const MERCHANTS_CONFIG = Symbol('MERCHANTS_CONFIG');
+export const DEFAULT_SUPPORTED_CHAINS = ['eip155:1', 'eip155:137', 'eip155:42161', 'eip155:8453', 'eip155:10'];
+
+/** Reads the merchants module's configuration; in embedded mode an ephemeral encryption key is allowed. */
+export function merchantsConfigFromEnv(env: Record<string, string | undefined>, options: { allowEphemeralKey: boolean }): MerchantsConfig {
+  const key = envOptional(env, 'WEBHOOK_SECRET_ENCRYPTION_KEY');
+  if (!key && !options.allowEphemeralKey) {
+    throw new Error('environment variable WEBHOOK_SECRET_ENCRYPTION_KEY is required (32 bytes as 64 hex characters or base64)');
+  }
+  let secretBox: SecretBox;
+  try {
+    secretBox = key ? SecretBox.fromEncodedKey(key) : new SecretBox(randomBytes(32));
+  } catch {
+    throw new Error('environment variable WEBHOOK_SECRET_ENCRYPTION_KEY must be 32 bytes as 64 hex characters or base64');
+  }
+  const chains = envOptional(env, 'SUPPORTED_CHAINS');
+  return {
+    operatorPauser: envOptional(env, 'OPERATOR_PAUSER_ADDRESS') ?? null,
+    allowLocalWebhooks: envBool(env, 'ALLOW_LOCAL_WEBHOOKS', false),
+    adminToken: envOptional(env, 'ADMIN_TOKEN') ?? null,
+    secretBox,
+    supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
+    paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
+  };
+}

@@ -1,0 +1,34 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { API_KEY_RESOLVER } from '@stablepay/http';
+import { AdminController, AdminTokenGuard } from './admin.controller';
+import { MerchantApiKeyResolver } from './api-key.resolver';
+import { MerchantCommands } from './merchant-commands';
+import { MerchantSettingsProjection } from './merchant-settings.projection';
+import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
+import { SettingsController } from './settings.controller';
+import { SettingsReader } from './settings.reader';
+import { WebhookSecrets } from './webhook-secrets';
+
+/**
+ * The merchant aggregate's service: commands, the settings projection, the API-key resolver and the settings
+ * and operator HTTP routes. Hosted by the gateway (merchant settings have no service of their own).
+ */
+@Module({})
+export class MerchantsModule {
+  static forRoot(config: MerchantsConfig): DynamicModule {
+    return {
+      module: MerchantsModule,
+      controllers: [SettingsController, AdminController],
+      providers: [
+        { provide: MERCHANTS_CONFIG, useValue: config },
+        MerchantSettingsProjection,
+        SettingsReader,
+        MerchantCommands,
+        WebhookSecrets,
+        AdminTokenGuard,
+        { provide: API_KEY_RESOLVER, useClass: MerchantApiKeyResolver },
+      ],
+      exports: [API_KEY_RESOLVER, SettingsReader, MerchantCommands, WebhookSecrets, MERCHANTS_CONFIG],
+    };
+  }
+}

@@ -1,0 +1,52 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+export class CreateMerchantReadModels1763800000100 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE merchant_settings (
+      merchant_id text PRIMARY KEY,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      name text NOT NULL,
+      display_name text NOT NULL,
+      settlement_mode text NOT NULL CHECK (settlement_mode IN ('crypto', 'fiat')),
+      settlement_address text,
+      merchant_signer text,
+      webhook_url text,
+      webhook_secret_id text,
+      webhook_secret_fingerprint text,
+      previous_webhook_secret_id text,
+      previous_secret_expires_at timestamptz,
+      webhook_event_types jsonb,
+      background_color text,
+      primary_color text,
+      merchant_pauser text,
+      shared_pauser_risk_acknowledged boolean NOT NULL DEFAULT false,
+      subscription_manager_address text,
+      revision integer NOT NULL,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL
+    )`);
+    await q.query(`CREATE TABLE api_keys (
+      key_hash text PRIMARY KEY,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      hint text NOT NULL,
+      created_at timestamptz NOT NULL
+    )`);
+    await q.query('CREATE INDEX api_keys_merchant ON api_keys (merchant_id)');
+    // Written by the command side before the event that names the secret id is appended; the event never
+    // carries the secret. Sealed with AES-256-GCM (SecretBox) under WEBHOOK_SECRET_ENCRYPTION_KEY.
+    await q.query(`CREATE TABLE webhook_secrets (
+      secret_id text PRIMARY KEY,
+      merchant_id text NOT NULL,
+      sealed_secret text NOT NULL,
+      created_at timestamptz NOT NULL
+    )`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE webhook_secrets');
+    await q.query('DROP TABLE api_keys');
+    await q.query('DROP TABLE merchant_settings');
+  }
+}
+
+export const MERCHANTS_MIGRATIONS = [CreateMerchantReadModels1763800000100];

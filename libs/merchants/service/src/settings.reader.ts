@@ -1,0 +1,75 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { DomainError, notFound } from '@stablepay/util';
+import { MerchantSettingsProjection } from './merchant-settings.projection';
+
+export interface MerchantSettingsRow {
+  merchant_id: string;
+  mode: 'test' | 'live';
+  name: string;
+  display_name: string;
+  settlement_mode: 'crypto' | 'fiat';
+  settlement_address: string | null;
+  merchant_signer: string | null;
+  webhook_url: string | null;
+  webhook_secret_id: string | null;
+  webhook_secret_fingerprint: string | null;
+  previous_webhook_secret_id: string | null;
+  previous_secret_expires_at: Date | null;
+  webhook_event_types: string[] | null;
+  background_color: string | null;
+  primary_color: string | null;
+  merchant_pauser: string | null;
+  shared_pauser_risk_acknowledged: boolean;
+  subscription_manager_address: string | null;
+  revision: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
+
+@Injectable()
+export class SettingsReader {
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(MerchantSettingsProjection) private readonly projection: MerchantSettingsProjection,
+  ) {}
+
+  async find(merchantId: string): Promise<MerchantSettingsRow | undefined> {
+    const rows: MerchantSettingsRow[] = await this.dataSource.query('SELECT * FROM merchant_settings WHERE merchant_id = $1', [merchantId]);
+    return rows[0];
+  }
+
+  async get(merchantId: string): Promise<MerchantSettingsRow> {
+    const row = await this.find(merchantId);
+    if (!row) throw notFound('merchant', merchantId);
+    return row;
+  }
+
+  /**
+   * Read-your-writes: resolves with the row once the projection reflects at least `revision` of the merchant's
+   * stream. Woken by the projection in this process; polls as a fallback (projection in another process).
+   */
+  async getAtLeast(merchantId: string, revision: number): Promise<MerchantSettingsRow> {
+    const deadline = Date.now() + READ_YOUR_WRITES_TIMEOUT_MS;
+    for (;;) {
+      const row = await this.find(merchantId);
+      if (row && row.revision >= revision) return row;
+      if (Date.now() > deadline) {
+        throw new DomainError({ type: 'api_error', status: 503, code: 'read_model_lagging', message: 'The change was saved but is not readable yet; retry the read shortly.' });
+      }
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+        const timer = setTimeout(() => {
+          this.projection.changes.off(merchantId, wake);
+          resolve();
+        }, 25);
+        this.projection.changes.once(merchantId, wake);
+      });
+    }
+  }
+}

@@ -1,0 +1,46 @@
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { canonicalIp, isLoopbackAddress, isPublicAddress, validationError } from '@stablepay/util';
+
+const BLOCKED_NAMES = /(^|\.)(localhost|local|internal|localdomain|home\.arpa)$|^metadata(\.google\.internal)?$/i;
+
+/**
+ * SPEC: the webhook URL must be a publicly reachable HTTPS address. Checked here when it is saved (literal
+ * private/loopback/link-local/metadata addresses, IPv4-mapped IPv6 included, and names that resolve to them);
+ * the dispatcher checks again at send time, so a DNS change later cannot slip through either.
+ * A name that does not resolve now is accepted: it may be published later, and delivery re-checks it.
+ */
+export async function validateWebhookUrl(raw: string, allowLocal: boolean): Promise<string> {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw validationError('webhook_url', 'webhook_url must be an absolute URL.');
+  }
+  if (raw.length > 2048) throw validationError('webhook_url', 'webhook_url must be at most 2048 characters.');
+  if (url.username || url.password) throw validationError('webhook_url', 'webhook_url must not contain credentials.');
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const literal = isIP(canonicalIp(host)) !== 0;
+  const loopbackAllowed = allowLocal && (literal ? isLoopbackAddress(host) : /^localhost$/i.test(host));
+  if (url.protocol !== 'https:' && !(loopbackAllowed && url.protocol === 'http:')) {
+    throw validationError('webhook_url', 'webhook_url must use https.');
+  }
+  if (loopbackAllowed) return url.toString();
+  if (literal) {
+    if (!isPublicAddress(host)) throw validationError('webhook_url', 'webhook_url must be publicly reachable: private, loopback, link-local and metadata addresses are not allowed.');
+    return url.toString();
+  }
+  if (BLOCKED_NAMES.test(host) || !host.includes('.')) {
+    throw validationError('webhook_url', 'webhook_url must be publicly reachable: local host names are not allowed.');
+  }
+  let addresses: Array<{ address: string }> = [];
+  try {
+    addresses = await lookup(host, { all: true, verbatim: true });
+  } catch {
+    addresses = [];
+  }
+  if (addresses.some((a) => !isPublicAddress(a.address))) {
+    throw validationError('webhook_url', `webhook_url must be publicly reachable: ${host} resolves to a private or reserved address.`);
+  }
+  return url.toString();
+}

@@ -1,0 +1,89 @@
+import { createHash } from 'node:crypto';
+import {
+  type EventMetadata,
+  type EventStore,
+  type NewEvent,
+  type RecordedEvent,
+  WrongExpectedRevisionError,
+} from '@stablepay/event-store';
+
+/** An event as the domain sees it: a literal type and its data. Metadata is added at the edge. */
+export interface DomainEvent<Type extends string = string, Data = unknown> {
+  readonly type: Type;
+  readonly data: Data;
+}
+
+/** An aggregate as plain functions (emmett's decider): fold events into state, decide events from a command. */
+export interface Decider<State, Command, Event extends DomainEvent> {
+  readonly initialState: () => State;
+  readonly evolve: (state: State, event: Event) => State;
+  readonly decide: (command: Command, state: State) => Event[];
+}
+
+export interface CommandOptions {
+  /** Makes event ids deterministic: the same command retried with the same key appends nothing twice. */
+  readonly idempotencyKey?: string;
+  readonly metadata?: EventMetadata;
+  /** Optimistic-concurrency retries when another writer appended first (default 5). */
+  readonly maxRetries?: number;
+}
+
+export interface CommandResult<State, Event> {
+  readonly state: State;
+  readonly newEvents: Event[];
+  /** Stream revision after the append (or of the last event read when nothing was appended); -1 for none. */
+  readonly revision: number;
+}
+
+/** Deterministic UUID-shaped id from a key, so a retried command produces the same event ids. */
+export function deterministicEventId(streamId: string, idempotencyKey: string, index: number): string {
+  const h = createHash('sha256').update(`${streamId}\u0000${idempotencyKey}\u0000${index}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h.slice(16, 17), 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+export async function loadAggregate<State, Event extends DomainEvent>(
+  store: EventStore,
+  streamId: string,
+  decider: Pick<Decider<State, never, Event>, 'initialState' | 'evolve'>,
+): Promise<{ state: State; revision: number; events: RecordedEvent[] }> {
+  const events = await store.readStream(streamId);
+  let state = decider.initialState();
+  for (const e of events) state = decider.evolve(state, { type: e.type, data: e.data } as Event);
+  const last = events[events.length - 1];
+  return { state, revision: last ? last.revision : -1, events };
+}
+
+/**
+ * Load, fold, decide, append with the expected revision; on a concurrent append, reload and decide again.
+ * Domain errors thrown by decide propagate unchanged.
+ */
+export async function handleCommand<State, Command, Event extends DomainEvent>(
+  store: EventStore,
+  streamId: string,
+  decider: Decider<State, Command, Event>,
+  command: Command,
+  options: CommandOptions = {},
+): Promise<CommandResult<State, Event>> {
+  const maxRetries = options.maxRetries ?? 5;
+  for (let attempt = 0; ; attempt++) {
+    const { state, revision } = await loadAggregate(store, streamId, decider);
+    const newEvents = decider.decide(command, state);
+    if (newEvents.length === 0) return { state, newEvents, revision };
+    const toAppend: NewEvent[] = newEvents.map((e, i) => ({
+      id: options.idempotencyKey ? deterministicEventId(streamId, options.idempotencyKey, i) : crypto.randomUUID(),
+      type: e.type,
+      data: e.data,
+      metadata: options.metadata ?? {},
+    }));
+    try {
+      const result = await store.appendToStream(streamId, toAppend, {
+        expectedRevision: revision < 0 ? 'no_stream' : revision,
+      });
+      const next = newEvents.reduce(decider.evolve, state);
+      return { state: next, newEvents, revision: result.nextExpectedRevision };
+    } catch (error) {
+      if (error instanceof WrongExpectedRevisionError && attempt < maxRetries) continue;
+      throw error;
+    }
+  }
+}

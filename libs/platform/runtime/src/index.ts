@@ -1,0 +1,4 @@
+export * from './adapters';
+export * from './platform.config';
+export * from './service';
+export * from './run-main';

@@ -1,0 +1,30 @@
+import { envEnum, envInt, envOptional, envString, type LogLevel } from '@stablepay/util';
+
+/** Configuration every service process shares, validated at start: a wrong value stops the process with its name. */
+export interface PlatformConfig {
+  readonly databaseUrl: string;
+  readonly eventStore: 'postgres' | 'esdb';
+  readonly esdbUrl?: string;
+  readonly eventBus: 'store-log' | 'kafka';
+  readonly kafkaBrokers?: readonly string[];
+  readonly port: number;
+  readonly host: string;
+  readonly logLevel: LogLevel;
+}
+
+export function platformConfigFromEnv(env: Record<string, string | undefined>, defaults: { port?: number } = {}): PlatformConfig {
+  const eventStore = envEnum(env, 'EVENT_STORE', ['postgres', 'esdb'] as const, 'postgres');
+  const eventBus = envEnum(env, 'EVENT_BUS', ['store-log', 'kafka'] as const, 'store-log');
+  const esdbUrl = eventStore === 'esdb' ? envString(env, 'ESDB_URL') : envOptional(env, 'ESDB_URL');
+  const brokers = eventBus === 'kafka' ? envString(env, 'KAFKA_BROKERS') : envOptional(env, 'KAFKA_BROKERS');
+  return {
+    databaseUrl: envString(env, 'DATABASE_URL'),
+    eventStore,
+    ...(esdbUrl ? { esdbUrl } : {}),
+    eventBus,
+    ...(brokers ? { kafkaBrokers: brokers.split(',').map((b) => b.trim()).filter(Boolean) } : {}),
+    port: envInt(env, 'PORT', defaults.port ?? 3000, 0, 65535),
+    host: envString(env, 'HOST', '0.0.0.0'),
+    logLevel: envEnum(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const, 'log'),
+  };
+}

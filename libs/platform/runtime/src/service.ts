@@ -1,0 +1,77 @@
+import { type DynamicModule, Inject, Injectable, Module, type OnModuleInit, type Provider, type Type } from '@nestjs/common';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { DataSource } from 'typeorm';
+import { EventSourcingModule } from '@stablepay/aggregate';
+import { DatabaseModule, type MigrationClass } from '@stablepay/database';
+import { createHttpApp, CreateIdempotencyKeys1763800000000, HealthModule, ReadinessRegistry } from '@stablepay/http';
+import type { Clock } from '@stablepay/util';
+import { openEventBus, openEventStore } from './adapters';
+import type { PlatformConfig } from './platform.config';
+
+/** What a service contributes to a process: its Nest modules, its migrations and extra root providers. */
+export interface ServiceDefinition {
+  readonly name: string;
+  readonly imports: ReadonlyArray<Type | DynamicModule>;
+  readonly migrations?: readonly MigrationClass[];
+  readonly providers?: readonly Provider[];
+}
+
+@Injectable()
+class DatabaseReadiness implements OnModuleInit {
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(ReadinessRegistry) private readonly readiness: ReadinessRegistry,
+  ) {}
+  onModuleInit(): void {
+    this.readiness.register('database', async () => {
+      await this.dataSource.query('SELECT 1');
+    });
+  }
+}
+
+/** The root module of a process hosting one service (distributed) or all of them (embedded). */
+export function platformRootModule(config: PlatformConfig, services: readonly ServiceDefinition[], clock?: Clock): DynamicModule {
+  @Module({})
+  class StablepayRootModule {}
+  return {
+    module: StablepayRootModule,
+    imports: [
+      HealthModule,
+      DatabaseModule.forRoot({
+        url: config.databaseUrl,
+        migrations: [CreateIdempotencyKeys1763800000000, ...services.flatMap((s) => s.migrations ?? [])],
+        applicationName: services.map((s) => s.name).join('+'),
+      }),
+      EventSourcingModule.forRoot({
+        createStore: () => openEventStore(config),
+        createBus: (store) => openEventBus(config, store),
+        ...(clock ? { clock } : {}),
+      }),
+      ...services.flatMap((s) => s.imports),
+    ],
+    providers: [DatabaseReadiness, ...services.flatMap((s) => s.providers ?? [])],
+  };
+}
+
+export interface RunningService {
+  readonly app: NestFastifyApplication;
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+/** Boots a process: migrations, event store, bus, modules, then the HTTP server (health, ready, routes). */
+export async function startService(
+  config: PlatformConfig,
+  services: readonly ServiceDefinition[],
+  options: { clock?: Clock; service?: string } = {},
+): Promise<RunningService> {
+  const app = await createHttpApp(platformRootModule(config, services, options.clock), {
+    service: options.service ?? services.map((s) => s.name).join('+'),
+    logLevel: config.logLevel,
+  });
+  await app.listen(config.port, config.host);
+  const address = app.getHttpServer().address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  return { app, url: `http://${host}:${port}`, stop: () => app.close() };
+}

@@ -1,0 +1,1 @@
+module.exports = { displayName: 'deploy-check', preset: '../../jest.preset.js', rootDir: __dirname };
