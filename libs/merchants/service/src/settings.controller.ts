@@ -36,7 +36,8 @@ export class SettingsController {
 
   @Patch()
   async updateProfile(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: UpdateProfileDto) {
-    if (Object.keys(body).length === 0) {
+    // DTO instances define every declared field (as undefined), so "empty" means no defined value.
+    if (Object.values(body).every((v) => v === undefined)) {
       throw invalidRequest('Send at least one of display_name, webhook_url, background_color, primary_color, webhook_event_types.');
     }
     const { row, issuedSecret } = await this.commands.updateProfile(merchant.merchantId, {

@@ -14,7 +14,8 @@ export interface HttpAppOptions {
 
 /**
  * Every service's HTTP server: Fastify, JSON logs, the error envelope for every error (including Fastify's
- * own: malformed JSON, oversized bodies, unknown routes), validation pipe, graceful shutdown on SIGTERM.
+ * own: malformed JSON, oversized bodies, unknown routes) and the validation pipe. Signals are the caller's:
+ * `runMain` (apps) and the embedded launcher close the app on SIGTERM, which runs every shutdown hook.
  */
 export async function createHttpApp(module: unknown, options: HttpAppOptions): Promise<NestFastifyApplication> {
   const adapter = new FastifyAdapter({ bodyLimit: options.bodyLimit ?? 1024 * 1024, return503OnClosing: true });
@@ -24,6 +25,5 @@ export async function createHttpApp(module: unknown, options: HttpAppOptions): P
   });
   app.useGlobalFilters(new ErrorEnvelopeFilter());
   app.useGlobalPipes(createValidationPipe());
-  app.enableShutdownHooks();
   return app;
 }

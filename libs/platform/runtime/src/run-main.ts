@@ -2,20 +2,44 @@ import { ConfigError, JsonLogger } from '@stablepay/util';
 
 /**
  * Entry point wrapper for every app: a configuration error stops the process with one clear log line naming the
- * variable (exit 78, EX_CONFIG); any other start-up failure exits 1. Shutdown on SIGTERM/SIGINT is handled by
- * Nest's shutdown hooks (enabled in createHttpApp): in-flight requests finish, consumers stop, pools close.
+ * variable (exit 78, EX_CONFIG); any other start-up failure exits 1. SIGTERM/SIGINT close the app (in-flight
+ * requests finish, consumers stop, pools close) and exit 0, so orchestrators see a clean stop.
  */
-export function runMain(service: string, main: () => Promise<{ url: string }>): void {
+export function runMain(service: string, main: () => Promise<{ url: string; stop(): Promise<void> }>): void {
   const logger = new JsonLogger(service);
-  main().then(
-    ({ url }) => logger.log({ msg: `${service} listening`, url }),
-    (error: unknown) => {
-      if (error instanceof ConfigError || (error instanceof Error && /environment variable/.test(error.message))) {
-        logger.fatal({ msg: 'invalid configuration', error: error.message });
-        process.exit(78);
-      }
-      logger.fatal(error instanceof Error ? error : new Error(String(error)));
-      process.exit(1);
-    },
-  );
+  Promise.resolve()
+    .then(main)
+    .then(
+      (running) => {
+        logger.log({ msg: `${service} listening`, url: running.url });
+        let stopping = false;
+        const shutdown = (signal: NodeJS.Signals) => {
+          if (stopping) return;
+          stopping = true;
+          logger.log({ msg: `${service} shutting down`, signal });
+          const force = setTimeout(() => {
+            logger.error({ msg: `${service} did not stop within 25 s; exiting` });
+            process.exit(1);
+          }, 25_000);
+          force.unref();
+          running.stop().then(
+            () => process.exit(0),
+            (error: unknown) => {
+              logger.error(error instanceof Error ? error : new Error(String(error)));
+              process.exit(1);
+            },
+          );
+        };
+        process.on('SIGTERM', shutdown);
+        process.on('SIGINT', shutdown);
+      },
+      (error: unknown) => {
+        if (error instanceof ConfigError || (error instanceof Error && /environment variable/.test(error.message))) {
+          logger.fatal({ msg: 'invalid configuration', error: error.message });
+          process.exit(78);
+        }
+        logger.fatal(error instanceof Error ? error : new Error(String(error)));
+        process.exit(1);
+      },
+    );
 }

@@ -1,0 +1,106 @@
+import 'reflect-metadata';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { chargeLedgerService } from '@stablepay/charge-ledger-service';
+import { gatewayService } from '@stablepay/gateway-service';
+import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
+import { indexerService } from '@stablepay/indexer-service';
+import { MerchantCommands, merchantsConfigFromEnv } from '@stablepay/merchants-service';
+import { paymentsService } from '@stablepay/payments-service';
+import { payoutsService } from '@stablepay/payouts-service';
+import { platformConfigFromEnv, type RunningService, startService } from '@stablepay/runtime';
+import { settlementService } from '@stablepay/settlement-service';
+import { subscriptionsService } from '@stablepay/subscriptions-service';
+import { startPgliteServer, type PgliteServer } from '@stablepay/testing';
+import { type Clock, ConfigError } from '@stablepay/util';
+import { webhookDispatchService } from '@stablepay/webhook-dispatch-service';
+
+export interface EmbeddedOptions {
+  readonly env?: Record<string, string | undefined>;
+  /** Where PGlite keeps its files and the demo key is remembered; `memory` keeps nothing. */
+  readonly dataDir?: string;
+  readonly clock?: Clock;
+}
+
+export interface EmbeddedStack {
+  readonly url: string;
+  readonly databaseUrl: string;
+  readonly demoMerchantId: string;
+  readonly demoApiKey: string;
+  readonly service: RunningService;
+  stop(): Promise<void>;
+}
+
+/**
+ * The whole of Stablepay in one process: every service module behind the gateway's HTTP server, the event store
+ * and bus on Postgres (DATABASE_URL, or an embedded PGlite served over the wire protocol), and a demo merchant.
+ * Ports other than the gateway's are picked free, so a test and a demo never collide.
+ */
+export async function startEmbedded(options: EmbeddedOptions = {}): Promise<EmbeddedStack> {
+  const env = { ...(options.env ?? process.env) };
+  const dataDir = options.dataDir ?? env['STABLEPAY_DATA_DIR'] ?? join(process.cwd(), '.stablepay');
+  const persistent = dataDir !== 'memory';
+  let pglite: PgliteServer | undefined;
+  if (!env['DATABASE_URL']) {
+    if (persistent) mkdirSync(dataDir, { recursive: true });
+    pglite = await startPgliteServer({ dataDir: persistent ? join(dataDir, 'pglite') : 'memory://' });
+    env['DATABASE_URL'] = pglite.url;
+  }
+  try {
+    const platform = platformConfigFromEnv(env, { port: 3000 });
+    const merchants = merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...env }, { allowEphemeralKey: true });
+    const service = await startService(
+      { ...platform, host: env['HOST'] ?? '127.0.0.1' },
+      [
+        gatewayService(merchants),
+        paymentsService(),
+        subscriptionsService(),
+        chargeLedgerService(),
+        indexerService(),
+        settlementService(),
+        payoutsService(),
+        webhookDispatchService(),
+      ],
+      { service: 'stablepay-embedded', ...(options.clock ? { clock: options.clock } : {}) },
+    );
+    const demo = await ensureDemoMerchant(service, env, persistent ? dataDir : undefined);
+    return {
+      url: service.url,
+      databaseUrl: env['DATABASE_URL'],
+      demoMerchantId: demo.merchantId,
+      demoApiKey: demo.apiKey,
+      service,
+      stop: async () => {
+        await service.stop();
+        await pglite?.stop();
+      },
+    };
+  } catch (error) {
+    await pglite?.stop();
+    throw error;
+  }
+}
+
+/** DEMO_API_KEY fixes the demo key; otherwise one is made once and remembered beside the embedded database. */
+async function ensureDemoMerchant(
+  service: RunningService,
+  env: Record<string, string | undefined>,
+  dataDir: string | undefined,
+): Promise<{ merchantId: string; apiKey: string }> {
+  const keyFile = dataDir ? join(dataDir, 'demo-api-key') : undefined;
+  let apiKey = env['DEMO_API_KEY'] ?? (keyFile && existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
+  if (apiKey !== undefined && parseApiKey(apiKey)?.mode !== 'test') {
+    throw new ConfigError('environment variable DEMO_API_KEY must be a test key: sk_test_ followed by 24 to 128 letters and digits');
+  }
+  const resolver = service.app.get<ApiKeyResolver>(API_KEY_RESOLVER);
+  const existing = apiKey ? await resolver.resolve(hashApiKey(apiKey)) : null;
+  if (existing && apiKey) return { merchantId: existing.merchantId, apiKey };
+  const created = await service.app.get(MerchantCommands).createMerchant({
+    name: 'Demo Merchant',
+    mode: 'test',
+    settlementMode: 'crypto',
+    ...(apiKey ? { apiKey } : {}),
+  });
+  if (keyFile && !env['DEMO_API_KEY']) writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
+  return { merchantId: created.row.merchant_id, apiKey: created.apiKey };
+}

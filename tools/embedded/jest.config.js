@@ -1,0 +1,1 @@
+module.exports = { displayName: 'embedded', preset: '../../jest.preset.js', rootDir: __dirname };

@@ -1,0 +1,38 @@
+import { startEmbedded } from './embedded';
+import { ConfigError } from '@stablepay/util';
+
+/** `npm start`: the embedded stack, with what a newcomer needs printed once it is up. */
+async function main(): Promise<void> {
+  const stack = await startEmbedded();
+  const banner = [
+    '',
+    'Stablepay is running (embedded mode).',
+    `  Gateway:          ${stack.url}`,
+    `  Demo merchant:    ${stack.demoMerchantId}`,
+    `  Demo API key:     ${stack.demoApiKey}`,
+    `  Database:         ${process.env['DATABASE_URL'] ? 'DATABASE_URL' : 'embedded PGlite (.stablepay/pglite)'}`,
+    '',
+    `  Try: curl -s ${stack.url}/settings -H "Authorization: Bearer ${stack.demoApiKey}"`,
+    '',
+  ].join('\n');
+  process.stdout.write(banner + '\n');
+  process.stdout.write(JSON.stringify({ ready: true, url: stack.url, demo_merchant_id: stack.demoMerchantId, demo_api_key: stack.demoApiKey }) + '\n');
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write(`received ${signal}, shutting down\n`);
+    stack.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+}
+
+main().catch((error: unknown) => {
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`Stablepay failed to start: ${message}\n`);
+  process.exit(error instanceof ConfigError ? 78 : 1);
+});

@@ -1,0 +1,388 @@
+import { Wallet } from 'ethers';
+import { Client } from 'pg';
+import { EVENT_BUS, type BusMessage, type EventBus } from '@stablepay/event-bus';
+import { MerchantCommands, SettingsReader, WebhookSecrets } from '@stablepay/merchants-service';
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { ManualClock } from '@stablepay/util';
+import { type EmbeddedStack, startEmbedded } from './embedded';
+
+/** Merchant settings end to end: HTTP -> merchant aggregate -> event store -> bus -> projection -> HTTP. */
+const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
+const operator = Wallet.createRandom();
+const clock = new ManualClock('2026-06-01T10:00:00.000Z');
+
+describe('merchant settings through the HTTP API (embedded stack)', () => {
+  let db: TestDatabase;
+  let stack: EmbeddedStack;
+  let key: string;
+  let merchantId: string;
+
+  const api = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${stack.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, any>) : {}, headers: res.headers };
+  };
+
+  const newMerchant = async (name = 'Acme', mode = 'test', settlement_mode?: string) => {
+    const res = await fetch(`${stack.url}/admin/merchants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name, mode, ...(settlement_mode ? { settlement_mode } : {}) }),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, any> };
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    stack = await startEmbedded({
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        OPERATOR_PAUSER_ADDRESS: operator.address,
+        ALLOW_LOCAL_WEBHOOKS: 'false',
+        LOG_LEVEL: 'error',
+      },
+      dataDir: 'memory',
+      clock,
+    });
+    const created = await newMerchant();
+    key = created.body['api_key'];
+    merchantId = created.body['id'];
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    await db?.drop();
+  });
+
+  describe('operator API', () => {
+    it('creates a merchant and returns its id and secret key once; the key works at once', async () => {
+      const created = await newMerchant('Globex', 'live', 'fiat');
+      expect(created.status).toBe(201);
+      expect(created.body).toMatchObject({ object: 'merchant', name: 'Globex', mode: 'live', settlement_mode: 'fiat' });
+      expect(created.body['id']).toMatch(/^mer_/);
+      expect(created.body['api_key']).toMatch(/^sk_live_[0-9A-Za-z]{32}$/);
+      const settings = await api('GET', '/settings', undefined, { authorization: `Bearer ${created.body['api_key']}` });
+      expect(settings.status).toBe(200);
+      expect(settings.body).toMatchObject({ merchant_id: created.body['id'], mode: 'live', settlement_mode: 'fiat', display_name: 'Globex' });
+    });
+
+    it('refuses a missing or wrong admin token with 401', async () => {
+      for (const auth of [undefined, 'Bearer nope', `Bearer ${key}`]) {
+        const res = await fetch(`${stack.url}/admin/merchants`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
+          body: JSON.stringify({ name: 'x', mode: 'test' }),
+        });
+        expect(res.status).toBe(401);
+        expect(await res.json()).toMatchObject({ error: { type: 'authentication_error' } });
+      }
+    });
+
+    it('validates the merchant fields', async () => {
+      const res = await newMerchant('x', 'prod');
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'validation_error', param: 'mode' } });
+      const bad = await newMerchant('x', 'test', 'barter');
+      expect(bad.body).toMatchObject({ error: { type: 'validation_error', param: 'settlement_mode' } });
+    });
+  });
+
+  it('GET /settings shows every settings field, null where unset', async () => {
+    const res = await api('GET', '/settings');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      object: 'settings',
+      merchant_id: merchantId,
+      mode: 'test',
+      display_name: 'Acme',
+      settlement_mode: 'crypto',
+      settlement_address: null,
+      merchant_signer: null,
+      signers: expect.arrayContaining([{ chain: 'eip155:8453', address: null, status: 'missing' }]),
+      payment_factory_address: null,
+      payment_factory_status: 'pending_chain_layer',
+      background_color: null,
+      primary_color: null,
+      webhook_url: null,
+      webhook_secret_fingerprint: null,
+      previous_secret_expires_at: null,
+      webhook_event_types: null,
+      merchant_pauser: null,
+      subscription_manager_address: null,
+      created_at: expect.any(String),
+      updated_at: expect.any(String),
+    });
+  });
+
+  it('refuses requests without a valid key: 401 in the envelope', async () => {
+    const res = await api('GET', '/settings', undefined, { authorization: 'Bearer sk_test_unknownunknownunknownunknown' });
+    expect(res.status).toBe(401);
+    expect(res.body).toMatchObject({ error: { type: 'authentication_error', code: 'invalid_api_key' } });
+  });
+
+  describe('pause authority before a signer exists', () => {
+    it('POST /settings/pauser is 400 evm_payment_config_missing without an EVM signer', async () => {
+      const pauser = Wallet.createRandom();
+      const { body } = await api('GET', '/settings/pauser');
+      const res = await api('POST', '/settings/pauser', {
+        merchant_pauser: pauser.address,
+        signature: await pauser.signMessage(body['declaration_message']),
+      });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'invalid_request', code: 'evm_payment_config_missing' } });
+    });
+  });
+
+  const signer = Wallet.createRandom();
+  const settlement = Wallet.createRandom();
+
+  describe('merchant signer and settlement address', () => {
+    it('POST /settings registers the signer and settlement address (lowercase accepted, stored checksummed)', async () => {
+      const res = await api('POST', '/settings', { merchant_signer: signer.address.toLowerCase(), settlement_address: settlement.address });
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ merchant_signer: signer.address, settlement_address: settlement.address });
+      expect(res.body['signers']).toContainEqual({ chain: 'eip155:8453', address: signer.address, status: 'registered' });
+      const read = await api('GET', '/settings');
+      expect(read.body['merchant_signer']).toBe(signer.address);
+    });
+
+    it.each([
+      ['0x123', 'merchant_signer'],
+      ['not an address', 'merchant_signer'],
+      // mixed case with a broken checksum
+      ['0x' + 'aB'.repeat(20), 'merchant_signer'],
+    ])('POST /settings refuses merchant_signer %j with 400 param %s and changes nothing', async (value, param) => {
+      const res = await api('POST', '/settings', { merchant_signer: value });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'validation_error', param } });
+      expect((await api('GET', '/settings')).body['merchant_signer']).toBe(signer.address);
+    });
+
+    it('PUT /settings updates the settlement address; a missing or bad one is 400 with param', async () => {
+      const next = Wallet.createRandom().address;
+      const res = await api('PUT', '/settings', { settlement_address: next });
+      expect(res.status).toBe(200);
+      expect(res.body['settlement_address']).toBe(next);
+      expect((await api('PUT', '/settings', {})).body).toMatchObject({ error: { type: 'validation_error', param: 'settlement_address' } });
+      expect((await api('PUT', '/settings', { settlement_address: '0xZZ' })).body).toMatchObject({ error: { param: 'settlement_address' } });
+      expect((await api('GET', '/settings')).body['settlement_address']).toBe(next);
+    });
+
+    it('replays POST /settings for a retried Idempotency-Key', async () => {
+      const body = { merchant_signer: signer.address };
+      const first = await api('POST', '/settings', body, { 'idempotency-key': 'register-1' });
+      const again = await api('POST', '/settings', body, { 'idempotency-key': 'register-1' });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.body).toEqual(first.body);
+      const other = await api('POST', '/settings', { merchant_signer: Wallet.createRandom().address }, { 'idempotency-key': 'register-1' });
+      expect(other.status).toBe(400);
+      expect(other.body).toMatchObject({ error: { code: 'idempotency_key_reused' } });
+    });
+  });
+
+  describe('PATCH /settings: branding and display name', () => {
+    it('sets colors (exactly # + 6 hex) and the display name', async () => {
+      const res = await api('PATCH', '/settings', { background_color: '#0a0b0c', primary_color: '#FF8800', display_name: 'Acme Inc' });
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ background_color: '#0A0B0C', primary_color: '#FF8800', display_name: 'Acme Inc' });
+    });
+
+    it('null resets a color to the platform default', async () => {
+      const res = await api('PATCH', '/settings', { background_color: null });
+      expect(res.body).toMatchObject({ background_color: null, primary_color: '#FF8800' });
+    });
+
+    it.each(['#fff', 'ff8800', '#ff88001', 'red', '#gg0000'])('refuses color %j with 400 param and changes nothing', async (color) => {
+      const res = await api('PATCH', '/settings', { primary_color: color });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'validation_error', param: 'primary_color' } });
+      expect((await api('GET', '/settings')).body['primary_color']).toBe('#FF8800');
+    });
+
+    it('refuses an unknown field and an empty patch', async () => {
+      expect((await api('PATCH', '/settings', { colour: '#000000' })).body).toMatchObject({ error: { type: 'validation_error', param: 'colour' } });
+      expect((await api('PATCH', '/settings', {})).status).toBe(400);
+    });
+
+    it('maps malformed JSON to 400 in the envelope', async () => {
+      const res = await api('PATCH', '/settings', '{"display_name":');
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'invalid_request', code: 'invalid_json' } });
+    });
+  });
+
+  describe('webhook URL and secret', () => {
+    it.each([
+      'http://hooks.example.com/x',
+      'https://127.0.0.1/hook',
+      'https://[::1]/hook',
+      'https://[::ffff:127.0.0.1]/hook',
+      'https://[::ffff:7f00:1]/hook',
+      'https://169.254.169.254/latest/meta-data',
+      'https://10.0.0.7/hook',
+      'https://192.168.1.20/hook',
+      'https://localhost/hook',
+      'https://metadata.google.internal/x',
+      'not a url',
+    ])('refuses %s with 400 param webhook_url and issues no secret', async (url) => {
+      const res = await api('PATCH', '/settings', { webhook_url: url });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'validation_error', param: 'webhook_url' } });
+      expect((await api('GET', '/settings')).body['webhook_secret_fingerprint']).toBeNull();
+    });
+
+    let firstFingerprint: string;
+    let firstSecret: string;
+
+    it('issues a whsec_ secret with the first URL, shown once', async () => {
+      const res = await api('PATCH', '/settings', { webhook_url: 'https://hooks.example.com/stablepay' });
+      expect(res.status).toBe(200);
+      expect(res.body['webhook_url']).toBe('https://hooks.example.com/stablepay');
+      expect(res.body['webhook_secret']).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+      firstSecret = res.body['webhook_secret'];
+      firstFingerprint = res.body['webhook_secret_fingerprint'];
+      expect(firstFingerprint).toMatch(/^[0-9a-f]{16}$/);
+      expect((await api('GET', '/settings')).body['webhook_secret']).toBeUndefined();
+    });
+
+    it('keeps the secret when the URL changes', async () => {
+      const res = await api('PATCH', '/settings', { webhook_url: 'https://hooks2.example.com/stablepay' });
+      expect(res.body['webhook_secret']).toBeUndefined();
+      expect(res.body['webhook_secret_fingerprint']).toBe(firstFingerprint);
+    });
+
+    it('rotation returns the new secret and a 24-hour expiry for the previous one; both sign during the window', async () => {
+      const res = await api('POST', '/settings/webhook/secret');
+      expect(res.status).toBe(200);
+      expect(res.body['object']).toBe('webhook_secret');
+      expect(res.body['webhook_secret']).toMatch(/^whsec_/);
+      expect(res.body['webhook_secret']).not.toBe(firstSecret);
+      expect(res.body['previous_secret_expires_at']).toBe('2026-06-02T10:00:00.000Z');
+      const settings = await stack.service.app.get(SettingsReader).get(merchantId);
+      const active = await stack.service.app.get(WebhookSecrets).active(settings, clock);
+      expect(active).toEqual({ current: res.body['webhook_secret'], previous: firstSecret });
+    });
+
+    it('rotating again inside the window invalidates the older secret at once (one previous slot)', async () => {
+      const before = await stack.service.app.get(WebhookSecrets).active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
+      clock.advance(60 * 60 * 1000);
+      const res = await api('POST', '/settings/webhook/secret');
+      expect(res.body['previous_secret_expires_at']).toBe('2026-06-02T11:00:00.000Z');
+      const active = await stack.service.app.get(WebhookSecrets).active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
+      expect(active?.previous).toBe(before?.current);
+      expect([active?.current, active?.previous]).not.toContain(firstSecret);
+    });
+
+    it('after 24 hours only the new secret remains', async () => {
+      clock.advance(24 * 60 * 60 * 1000 + 1);
+      const active = await stack.service.app.get(WebhookSecrets).active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
+      expect(active?.previous).toBeUndefined();
+    });
+
+    it('never writes a secret in clear to events or the secrets table', async () => {
+      const client = new Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        const events = await client.query("SELECT data::text AS d, metadata::text AS m FROM events WHERE stream_id = $1", [`merchant-${merchantId}`]);
+        expect(events.rows.length).toBeGreaterThan(3);
+        for (const row of events.rows) expect(`${row.d}${row.m}`).not.toContain('whsec_');
+        const secrets = await client.query('SELECT sealed_secret FROM webhook_secrets WHERE merchant_id = $1', [merchantId]);
+        expect(secrets.rows.length).toBe(3);
+        for (const row of secrets.rows) expect(row.sealed_secret).not.toContain('whsec_');
+      } finally {
+        await client.end();
+      }
+    });
+
+    it('rotation before any webhook URL is a 400', async () => {
+      const other = await newMerchant('NoHooks');
+      const res = await api('POST', '/settings/webhook/secret', undefined, { authorization: `Bearer ${other.body['api_key']}` });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { code: 'webhook_not_configured' } });
+    });
+  });
+
+  describe('pause authority (SPEC order of rejection rules)', () => {
+    let message: string;
+    beforeAll(async () => {
+      const res = await api('GET', '/settings/pauser');
+      expect(res.body).toMatchObject({ object: 'pauser_declaration', merchant_pauser: null, locked: false });
+      message = res.body['declaration_message'];
+      expect(message).toContain(merchantId);
+    });
+
+    it('400 invalid_request for a malformed merchant_pauser, before anything else', async () => {
+      const res = await api('POST', '/settings/pauser', { merchant_pauser: '0x12', signature: '0x' + '00'.repeat(65) });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'invalid_request', param: 'merchant_pauser' } });
+    });
+
+    it('400 invalid_request for a malformed signature', async () => {
+      const res = await api('POST', '/settings/pauser', { merchant_pauser: Wallet.createRandom().address, signature: '0xdead' });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'invalid_request', param: 'signature' } });
+    });
+
+    it("422 pauser_is_exodus_pauser for the operator's own pauser", async () => {
+      const res = await api('POST', '/settings/pauser', { merchant_pauser: operator.address, signature: await operator.signMessage(message) });
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: { type: 'cannot_process', code: 'pauser_is_exodus_pauser' } });
+    });
+
+    it('422 pauser_control_unproven when the signature is by another key', async () => {
+      const pauser = Wallet.createRandom();
+      const res = await api('POST', '/settings/pauser', { merchant_pauser: pauser.address, signature: await Wallet.createRandom().signMessage(message) });
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: { type: 'cannot_process', code: 'pauser_control_unproven' } });
+    });
+
+    it('422 shared_pauser_risk_unacknowledged when the pauser is the merchant signer, accepted once acknowledged', async () => {
+      const signature = await signer.signMessage(message);
+      const refused = await api('POST', '/settings/pauser', { merchant_pauser: signer.address, signature });
+      expect(refused.status).toBe(422);
+      expect(refused.body).toMatchObject({ error: { code: 'shared_pauser_risk_unacknowledged' } });
+      const accepted = await api('POST', '/settings/pauser', { merchant_pauser: signer.address, signature, acknowledge_shared_pauser_risk: true });
+      expect(accepted.status).toBe(200);
+      expect(accepted.body).toMatchObject({ merchant_pauser: signer.address, shared_pauser_risk_acknowledged: true });
+    });
+
+    it('declares a separate pauser proven by its signature', async () => {
+      const pauser = Wallet.createRandom();
+      const res = await api('POST', '/settings/pauser', { merchant_pauser: pauser.address, signature: await pauser.signMessage(message) });
+      expect(res.status).toBe(200);
+      expect((await api('GET', '/settings/pauser')).body).toMatchObject({ merchant_pauser: pauser.address, shared_pauser_risk_acknowledged: false });
+    });
+
+    it('422 pauser_locked_by_deployment once the subscription manager is deployed', async () => {
+      await stack.service.app.get(MerchantCommands).recordSubscriptionManagerDeployed(merchantId, 'eip155:8453', Wallet.createRandom().address);
+      const pauser = Wallet.createRandom();
+      const res = await api('POST', '/settings/pauser', { merchant_pauser: pauser.address, signature: await pauser.signMessage(message) });
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ error: { code: 'pauser_locked_by_deployment' } });
+      expect((await api('GET', '/settings/pauser')).body['locked']).toBe(true);
+    });
+  });
+
+  it('publishes the merchant events on the bus topic merchants.merchant.v1, in order', async () => {
+    const bus = stack.service.app.get<EventBus>(EVENT_BUS);
+    const seen: BusMessage[] = [];
+    const sub = await bus.consume({ group: `test-${Date.now()}`, topics: ['merchants.merchant.v1'], handler: async (m) => void seen.push(m) });
+    await sub.caughtUp();
+    await sub.stop();
+    const mine = seen.filter((m) => m.key === `merchant-${merchantId}`);
+    expect(mine[0]).toMatchObject({ type: 'MerchantCreated.v1', topic: 'merchants.merchant.v1', revision: 0 });
+    expect(mine.map((m) => m.revision)).toEqual(mine.map((_m, i) => i));
+    expect(mine.map((m) => m.type)).toEqual(expect.arrayContaining(['MerchantSignerRegistered.v1', 'WebhookSecretRotated.v1', 'PauserDeclared.v1']));
+  });
+});
+

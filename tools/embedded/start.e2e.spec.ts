@@ -1,0 +1,42 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createTestDatabase, freePort, type TestDatabase } from '@stablepay/testing';
+import { cleanEnv, spawnNode, type SpawnedProcess } from './process-harness';
+
+/** The README's `npm start`: the embedded stack comes up, prints the URL and a working demo key, and stops cleanly. */
+describe('npm start (tools/embedded/start.js)', () => {
+  let db: TestDatabase | undefined;
+  let proc: SpawnedProcess | undefined;
+  const dataDir = mkdtempSync(join(tmpdir(), 'stablepay-start-'));
+
+  afterAll(async () => {
+    await proc?.stop();
+    await db?.drop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('serves the API with the demo key, keeps DEMO_API_KEY, hides the operator API, and exits 0 on SIGTERM', async () => {
+    // With DATABASE_URL (CI) the stack uses that server; without it, the embedded PGlite, as on a fresh machine.
+    if (process.env['DATABASE_URL']) db = await createTestDatabase();
+    const port = await freePort();
+    const demoKey = 'sk_test_' + 'D3mo'.repeat(8);
+    proc = spawnNode(['tools/embedded/start.js'], cleanEnv({ PORT: String(port), DEMO_API_KEY: demoKey, STABLEPAY_DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...(db ? { DATABASE_URL: db.url } : {}) }));
+    const line = await proc.waitForLine((l) => l.startsWith('{"ready":true'), 90_000);
+    const ready = JSON.parse(line) as { url: string; demo_api_key: string; demo_merchant_id: string };
+    expect(ready.url).toBe(`http://127.0.0.1:${port}`);
+    expect(ready.demo_api_key).toBe(demoKey);
+    expect(proc.output.join('\n')).toContain(`Demo API key:     ${demoKey}`);
+
+    expect((await fetch(`${ready.url}/health`)).status).toBe(200);
+    const readyz = await fetch(`${ready.url}/ready`);
+    expect(await readyz.json()).toMatchObject({ status: 'ready', checks: { database: 'ok', event_store: 'ok' } });
+    const settings = await fetch(`${ready.url}/settings`, { headers: { authorization: `Bearer ${demoKey}` } });
+    expect(settings.status).toBe(200);
+    expect(await settings.json()).toMatchObject({ merchant_id: ready.demo_merchant_id, mode: 'test' });
+    const admin = await fetch(`${ready.url}/admin/merchants`, { method: 'POST' });
+    expect(admin.status).toBe(404);
+
+    expect(await proc.stop('SIGTERM')).toBe(0);
+  });
+});
