@@ -1,8 +1,8 @@
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
-import { runAdminCli } from '../admin/cli';
+import { runAdminCli } from './admin-cli';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
-describe('operator CLI (tools/admin/cli.ts) against a running gateway', () => {
+describe('operator CLI (tools/embedded/admin-cli.ts) against a running gateway', () => {
   let db: TestDatabase;
   let stack: EmbeddedStack;
   beforeAll(async () => {

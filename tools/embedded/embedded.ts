@@ -88,7 +88,7 @@ async function ensureDemoMerchant(
   dataDir: string | undefined,
 ): Promise<{ merchantId: string; apiKey: string }> {
   const keyFile = dataDir ? join(dataDir, 'demo-api-key') : undefined;
-  let apiKey = env['DEMO_API_KEY'] ?? (keyFile && existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
+  const apiKey = env['DEMO_API_KEY'] ?? (keyFile && existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
   if (apiKey !== undefined && parseApiKey(apiKey)?.mode !== 'test') {
     throw new ConfigError('environment variable DEMO_API_KEY must be a test key: sk_test_ followed by 24 to 128 letters and digits');
   }

@@ -19,7 +19,8 @@ export function spawnNode(args: string[], env: Record<string, string | undefined
   const output: string[] = [];
   const listeners = new Set<(line: string) => void>();
   for (const stream of [child.stdout, child.stderr]) {
-    createInterface({ input: stream! }).on('line', (line) => {
+    if (!stream) continue;
+    createInterface({ input: stream }).on('line', (line) => {
       output.push(line);
       for (const l of listeners) l(line);
     });

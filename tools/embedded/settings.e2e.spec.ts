@@ -11,6 +11,12 @@ const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
 const operator = Wallet.createRandom();
 const clock = new ManualClock('2026-06-01T10:00:00.000Z');
 
+/** A string field of a JSON body (fails the test clearly when it is not one). */
+function str(value: unknown): string {
+  if (typeof value !== 'string') throw new Error(`expected a string, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 describe('merchant settings through the HTTP API (embedded stack)', () => {
   let db: TestDatabase;
   let stack: EmbeddedStack;
@@ -28,7 +34,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, any>) : {}, headers: res.headers };
+    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {}, headers: res.headers };
   };
 
   const newMerchant = async (name = 'Acme', mode = 'test', settlement_mode?: string) => {
@@ -37,7 +43,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ name, mode, ...(settlement_mode ? { settlement_mode } : {}) }),
     });
-    return { status: res.status, body: (await res.json()) as Record<string, any> };
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
 
   beforeAll(async () => {
@@ -55,8 +61,8 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       clock,
     });
     const created = await newMerchant();
-    key = created.body['api_key'];
-    merchantId = created.body['id'];
+    key = str(created.body['api_key']);
+    merchantId = str(created.body['id']);
   });
 
   afterAll(async () => {
@@ -71,7 +77,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(created.body).toMatchObject({ object: 'merchant', name: 'Globex', mode: 'live', settlement_mode: 'fiat' });
       expect(created.body['id']).toMatch(/^mer_/);
       expect(created.body['api_key']).toMatch(/^sk_live_[0-9A-Za-z]{32}$/);
-      const settings = await api('GET', '/settings', undefined, { authorization: `Bearer ${created.body['api_key']}` });
+      const settings = await api('GET', '/settings', undefined, { authorization: `Bearer ${str(created.body['api_key'])}` });
       expect(settings.status).toBe(200);
       expect(settings.body).toMatchObject({ merchant_id: created.body['id'], mode: 'live', settlement_mode: 'fiat', display_name: 'Globex' });
     });
@@ -136,7 +142,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       const { body } = await api('GET', '/settings/pauser');
       const res = await api('POST', '/settings/pauser', {
         merchant_pauser: pauser.address,
-        signature: await pauser.signMessage(body['declaration_message']),
+        signature: await pauser.signMessage(str(body['declaration_message'])),
       });
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ error: { type: 'invalid_request', code: 'evm_payment_config_missing' } });
@@ -249,8 +255,8 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(res.status).toBe(200);
       expect(res.body['webhook_url']).toBe('https://hooks.example.com/stablepay');
       expect(res.body['webhook_secret']).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
-      firstSecret = res.body['webhook_secret'];
-      firstFingerprint = res.body['webhook_secret_fingerprint'];
+      firstSecret = str(res.body['webhook_secret']);
+      firstFingerprint = str(res.body['webhook_secret_fingerprint']);
       expect(firstFingerprint).toMatch(/^[0-9a-f]{16}$/);
       expect((await api('GET', '/settings')).body['webhook_secret']).toBeUndefined();
     });
@@ -306,7 +312,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
 
     it('rotation before any webhook URL is a 400', async () => {
       const other = await newMerchant('NoHooks');
-      const res = await api('POST', '/settings/webhook/secret', undefined, { authorization: `Bearer ${other.body['api_key']}` });
+      const res = await api('POST', '/settings/webhook/secret', undefined, { authorization: `Bearer ${str(other.body['api_key'])}` });
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ error: { code: 'webhook_not_configured' } });
     });
@@ -317,7 +323,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
     beforeAll(async () => {
       const res = await api('GET', '/settings/pauser');
       expect(res.body).toMatchObject({ object: 'pauser_declaration', merchant_pauser: null, locked: false });
-      message = res.body['declaration_message'];
+      message = str(res.body['declaration_message']);
       expect(message).toContain(merchantId);
     });
 

@@ -34,8 +34,8 @@ export function toEnvelope(exception: unknown): { status: number; body: ErrorEnv
     return { status: e.status, body: { error: compact(e.type, e.message, e.param, e.code) } };
   }
   const fastifyCode = (exception as { code?: unknown } | null)?.code;
-  if (typeof fastifyCode === 'string' && fastifyCode in CODE_BY_FASTIFY) {
-    const f = CODE_BY_FASTIFY[fastifyCode]!;
+  const f = typeof fastifyCode === 'string' ? CODE_BY_FASTIFY[fastifyCode] : undefined;
+  if (f) {
     return { status: f.status, body: { error: compact(TYPE_BY_STATUS[f.status] ?? 'invalid_request', f.message, undefined, f.code) } };
   }
   if (exception instanceof HttpException) {

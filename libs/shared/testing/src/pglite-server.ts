@@ -20,7 +20,8 @@ export async function startPgliteServer(options: { dataDir?: string; port?: numb
   const script = join(workspaceRoot, 'tools', 'pglite', 'serve.mjs');
   const args = [script, '--port', String(options.port ?? 0), '--data-dir', options.dataDir ?? 'memory://'];
   const child: ChildProcess = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
-  const lines = createInterface({ input: child.stdout! });
+  if (!child.stdout) throw new Error('PGlite server has no stdout pipe');
+  const lines = createInterface({ input: child.stdout });
   const ready = await new Promise<{ url: string; port: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('PGlite server did not start within 60 s')), 60_000);
     child.once('exit', (code) => {
