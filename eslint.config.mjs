@@ -45,9 +45,11 @@ export default [
             { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
             { sourceTag: 'scope:chain', onlyDependOnLibsWithTags: ['scope:shared', 'scope:chain'] },
             { sourceTag: 'scope:gateway', onlyDependOnLibsWithTags: anyScope },
+            // Merchant settings (display name, branding, webhook URL and secrets, settlement configuration) are
+            // read by the services that act for a merchant, through the merchants scope's read-side exports.
             ...serviceScopes.map((s) => ({
               sourceTag: `scope:${s}`,
-              onlyDependOnLibsWithTags: [`scope:${s}`, 'scope:shared', 'scope:chain'],
+              onlyDependOnLibsWithTags: [`scope:${s}`, 'scope:shared', 'scope:chain', ...(s === 'merchants' ? [] : ['scope:merchants'])],
             })),
           ],
         },
