@@ -1,1 +1,4 @@
 export * from './eip712';
+export * from './caip';
+export * from './chains';
+export * from './typed-data';

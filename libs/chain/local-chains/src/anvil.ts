@@ -6,6 +6,9 @@ export interface AnvilNode {
   readonly chainId: number;
   readonly port: number;
   readonly rpcUrl: string;
+  /** The watchdog process that owns the node (see startAnvil). */
+  readonly pid: number | undefined;
+  /** Stops the node and resolves once it has exited. Idempotent. */
   stop(): Promise<void>;
 }
 
@@ -13,7 +16,7 @@ export interface AnvilNode {
 export const ANVIL_DEV_PRIVATE_KEYS = [
   '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80',
   '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d',
-  '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9e804cdab365a',
+  '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a',
   '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6',
   '0x47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a',
   '0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba',
@@ -60,40 +63,65 @@ async function rpcReady(url: string, deadline: number): Promise<void> {
 }
 
 /**
- * Starts one anvil node on 127.0.0.1 (a free port unless given). The child dies with us: it is killed on
- * stop(), and on this process's exit.
+ * A POSIX sh watchdog between us and anvil: it starts anvil, then blocks reading its stdin, a pipe from this
+ * process. When the pipe closes (stop(), our normal exit, or our death by any signal including SIGKILL, since the
+ * kernel closes our end) it kills anvil and reaps it. So an anvil never outlives the process that started it.
  */
-export async function startAnvil(options: { chainId: number; port?: number; blockTime?: number } ): Promise<AnvilNode> {
+const WATCHDOG = [
+  'exec 3<&0',
+  '"$@" 3<&- </dev/null &',
+  'pid=$!',
+  '{ read -r _ <&3; kill -TERM "$pid" 2>/dev/null; } &',
+  'wait "$pid"',
+].join('\n');
+
+/**
+ * Starts one anvil node on 127.0.0.1 (a free port unless given). The child dies with us: it is killed on stop(),
+ * and whenever this process ends, however it ends (see WATCHDOG).
+ */
+export async function startAnvil(options: { chainId: number; port?: number; blockTime?: number }): Promise<AnvilNode> {
   const port = options.port ?? (await freeLoopbackPort());
   const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(options.chainId), '--silent'];
   if (options.blockTime !== undefined) args.push('--block-time', String(options.blockTime));
-  const child: ChildProcess = spawn(anvilBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // detached: its own process group, so a terminal's Ctrl+C reaches only us; the watchdog alone ends the node,
+  // and always reaps it.
+  const child: ChildProcess = spawn('/bin/sh', ['-c', WATCHDOG, 'anvil-watchdog', anvilBinary(), ...args], {
+    stdio: ['pipe', 'ignore', 'pipe'],
+    detached: true,
+  });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
+  // An EPIPE on the watchdog's stdin after it exited is expected; never let it crash us.
+  child.stdin?.on('error', () => undefined);
+  const release = (): void => {
+    child.stdin?.destroy();
+  };
+  process.once('exit', release);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const rpcUrl = `http://127.0.0.1:${port}`;
+  let ready = false;
+  const diedEarly = exited.then(() => {
+    if (!ready) throw new Error(`anvil exited with code ${child.exitCode}: ${stderr.trim()}`);
+  });
+  diedEarly.catch(() => undefined); // observed through the race below; never an unhandled rejection
   try {
-    await Promise.race([
-      rpcReady(rpcUrl, Date.now() + 20_000),
-      new Promise<never>((_, reject) =>
-        child.once('exit', (code) => reject(new Error(`anvil exited with code ${code}: ${stderr.trim()}`))),
-      ),
-    ]);
+    await Promise.race([rpcReady(rpcUrl, Date.now() + 20_000), diedEarly]);
+    ready = true;
   } catch (e) {
-    child.kill('SIGKILL');
+    process.removeListener('exit', release);
+    release();
+    await exited;
     throw e;
   }
   return {
     chainId: options.chainId,
     port,
     rpcUrl,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        process.removeListener('exit', killOnExit);
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
+    pid: child.pid,
+    stop: async () => {
+      process.removeListener('exit', release);
+      if (child.exitCode === null && child.signalCode === null) release();
+      await exited;
+    },
   };
 }

@@ -1,1 +1,3 @@
-export {};
+export * from './relayer';
+export * from './relayer-set';
+export { decodeRevert, revertDataOf, UNKNOWN_REVERT, type RevertReason } from './revert';

@@ -1,0 +1,321 @@
+import {
+  JsonRpcProvider,
+  Wallet,
+  getAddress,
+  isError,
+  isHexString,
+  keccak256,
+  type FeeData,
+  type Interface,
+  type TransactionReceipt,
+  type TransactionRequest,
+} from 'ethers';
+import { decodeRevert, revertDataOf, type RevertReason } from './revert';
+import { SerialQueue } from './serial-queue';
+
+/**
+ * One relayer per chain: the operator's hot wallet submitting merchant-signed requests (charge, cancel, capture,
+ * refund, rescue) on chain.
+ *
+ * Outcomes a caller acts on are RESULTS, never exceptions: a simulation revert (`simulation_rejected`, never
+ * broadcast), a confirmed transaction, a transaction whose receipt reverted, or a receipt that did not arrive in
+ * time. Exceptions mean infrastructure trouble (RPC down, relayer out of gas money, ...), and a broadcast that
+ * failed for such a reason throws RelayerBroadcastError.
+ */
+export interface RelayRequest {
+  readonly to: string;
+  /** ABI-encoded calldata, e.g. `abi.encodeFunctionData('charge', [...])`. */
+  readonly data: string;
+  /** The target contract's ABI: its custom errors are how a revert gets its name. */
+  readonly abi: Interface;
+  readonly value?: bigint;
+  /** Skips gas estimation (the eth_call simulation still runs). */
+  readonly gasLimit?: bigint;
+}
+
+export interface SimulationPassed {
+  readonly kind: 'simulated';
+  readonly gasLimit: bigint;
+}
+
+/** The contract refused the call in simulation; nothing was broadcast and no nonce was used. */
+export interface SimulationRejected extends RevertReason {
+  readonly kind: 'simulation_rejected';
+}
+
+export interface Broadcast {
+  readonly kind: 'broadcast';
+  readonly txHash: string;
+  readonly nonce: number;
+  readonly from: string;
+  readonly gasLimit: bigint;
+  readonly request: RelayRequest;
+}
+
+interface MinedTransaction {
+  readonly txHash: string;
+  readonly nonce: number;
+  readonly blockNumber: number;
+  readonly blockHash: string;
+  readonly gasUsed: bigint;
+  readonly effectiveGasPrice: bigint;
+  /** Native-currency wei paid: gasUsed * effectiveGasPrice. */
+  readonly fee: bigint;
+  readonly receipt: TransactionReceipt;
+}
+
+export interface Confirmed extends MinedTransaction {
+  readonly kind: 'confirmed';
+}
+
+/**
+ * Mined with status 0. `revert` is decoded by replaying the call against the state at the end of its block
+ * (best effort: null when the replay does not revert, e.g. the state that made it fail changed again later in the
+ * same block). Out-of-gas and other data-less reverts come back as `UnknownRevert`.
+ */
+export interface Reverted extends MinedTransaction {
+  readonly kind: 'reverted';
+  readonly revert: RevertReason | null;
+}
+
+/** Not mined with the requested confirmations in time; the transaction may still land: `waitForReceipt(broadcast)`. */
+export interface ReceiptTimeout {
+  readonly kind: 'receipt_timeout';
+  readonly txHash: string;
+  readonly nonce: number;
+  readonly broadcast: Broadcast;
+}
+
+export type SimulationOutcome = SimulationPassed | SimulationRejected;
+export type SendOutcome = SimulationRejected | Broadcast;
+export type ReceiptOutcome = Confirmed | Reverted | ReceiptTimeout;
+export type RelayOutcome = SimulationRejected | ReceiptOutcome;
+
+export interface WaitOptions {
+  /** Blocks on top of (and including) the transaction's block; default from the relayer options. */
+  readonly confirmations?: number;
+  readonly timeoutMs?: number;
+}
+
+export interface RelayerOptions {
+  readonly chainId: bigint | number;
+  readonly rpcUrl: string;
+  readonly privateKey: string;
+  /** Default 1. */
+  readonly confirmations?: number;
+  /** Default 120 s. */
+  readonly receiptTimeoutMs?: number;
+  /** Block polling interval; default 50 ms (suits anvil; raise it for hosted RPC endpoints). */
+  readonly pollingIntervalMs?: number;
+  /** Head-room added to the gas estimate, in percent; default 20. */
+  readonly gasLimitMarginPercent?: number;
+  /** State the simulation runs against; default `latest`. */
+  readonly simulationBlockTag?: 'latest' | 'pending';
+  /** Re-syncs from the chain after a nonce error at most this many times per send; default 3. */
+  readonly maxNonceResyncs?: number;
+}
+
+/** Broadcasting failed for a reason other than a nonce conflict. The transaction may still have reached a node. */
+export class RelayerBroadcastError extends Error {
+  constructor(
+    message: string,
+    readonly txHash: string,
+    readonly nonce: number,
+    override readonly cause: unknown,
+  ) {
+    super(message);
+    this.name = 'RelayerBroadcastError';
+  }
+}
+
+export class ChainRelayer {
+  readonly chainId: bigint;
+  readonly address: string;
+  readonly provider: JsonRpcProvider;
+  private readonly wallet: Wallet;
+  private readonly confirmations: number;
+  private readonly receiptTimeoutMs: number;
+  private readonly pollingIntervalMs: number;
+  private readonly gasLimitMarginPercent: bigint;
+  private readonly simulationBlockTag: 'latest' | 'pending';
+  private readonly maxNonceResyncs: number;
+  /** Serialises nonce assignment + broadcast, the only part that must not interleave. */
+  private readonly sendQueue = new SerialQueue();
+  /** The nonce the next broadcast uses; null = ask the chain first. */
+  private nextNonce: number | null = null;
+
+  constructor(options: RelayerOptions) {
+    this.chainId = BigInt(options.chainId);
+    this.pollingIntervalMs = positiveInteger(options.pollingIntervalMs ?? 50, 'pollingIntervalMs');
+    // staticNetwork: no eth_chainId round trip per request; cacheTimeout -1: without it ethers serves a cached
+    // nonce/block for 250 ms, which breaks back-to-back submissions on a node that mines instantly.
+    this.provider = new JsonRpcProvider(options.rpcUrl, this.chainId, {
+      staticNetwork: true,
+      cacheTimeout: -1,
+      pollingInterval: this.pollingIntervalMs,
+    });
+    this.wallet = new Wallet(options.privateKey, this.provider);
+    this.address = this.wallet.address;
+    this.confirmations = positiveInteger(options.confirmations ?? 1, 'confirmations');
+    this.receiptTimeoutMs = positiveInteger(options.receiptTimeoutMs ?? 120_000, 'receiptTimeoutMs');
+    this.gasLimitMarginPercent = BigInt(nonNegativeInteger(options.gasLimitMarginPercent ?? 20, 'gasLimitMarginPercent'));
+    this.simulationBlockTag = options.simulationBlockTag ?? 'latest';
+    this.maxNonceResyncs = nonNegativeInteger(options.maxNonceResyncs ?? 3, 'maxNonceResyncs');
+  }
+
+  /** Fails fast when the RPC endpoint serves another chain than the one this relayer signs for. */
+  async verifyChain(): Promise<void> {
+    const reported = BigInt(await this.provider.send('eth_chainId', []));
+    if (reported !== this.chainId) {
+      throw new Error(`RPC endpoint serves chain ${reported}, the relayer is configured for ${this.chainId}`);
+    }
+  }
+
+  /** eth_call, then gas estimation (unless the request fixes gasLimit). A revert in either is a rejection. */
+  async simulate(request: RelayRequest): Promise<SimulationOutcome> {
+    const call = this.callOf(request);
+    try {
+      await this.provider.call({ ...call, blockTag: this.simulationBlockTag });
+      if (request.gasLimit !== undefined) return { kind: 'simulated', gasLimit: request.gasLimit };
+      const estimate = await this.provider.estimateGas(call);
+      return { kind: 'simulated', gasLimit: (estimate * (100n + this.gasLimitMarginPercent)) / 100n };
+    } catch (error) {
+      const data = revertDataOf(error);
+      if (data === null) throw error;
+      return { kind: 'simulation_rejected', ...decodeRevert(request.abi, data) };
+    }
+  }
+
+  /** Simulates, then broadcasts with the next managed nonce. Does not wait for the receipt. */
+  async send(request: RelayRequest): Promise<SendOutcome> {
+    const [simulation, fees] = await Promise.all([this.simulate(request), this.provider.getFeeData()]);
+    if (simulation.kind === 'simulation_rejected') return simulation;
+    return this.sendQueue.run(() => this.broadcastWithManagedNonce(request, simulation.gasLimit, fees));
+  }
+
+  async waitForReceipt(sent: Broadcast, options: WaitOptions = {}): Promise<ReceiptOutcome> {
+    const confirmations = positiveInteger(options.confirmations ?? this.confirmations, 'confirmations');
+    const timeoutMs = positiveInteger(options.timeoutMs ?? this.receiptTimeoutMs, 'timeoutMs');
+    const receipt = await this.pollReceipt(sent.txHash, confirmations, timeoutMs);
+    if (receipt === null) return { kind: 'receipt_timeout', txHash: sent.txHash, nonce: sent.nonce, broadcast: sent };
+    const mined: MinedTransaction = {
+      txHash: sent.txHash,
+      nonce: sent.nonce,
+      blockNumber: receipt.blockNumber,
+      blockHash: receipt.blockHash,
+      gasUsed: receipt.gasUsed,
+      effectiveGasPrice: receipt.gasPrice,
+      fee: receipt.fee,
+      receipt,
+    };
+    if (receipt.status === 1) return { kind: 'confirmed', ...mined };
+    return { kind: 'reverted', ...mined, revert: await this.replayRevert(sent, receipt.blockNumber) };
+  }
+
+  /** simulate -> broadcast -> wait: the one call the services use. */
+  async submit(request: RelayRequest, options: WaitOptions = {}): Promise<RelayOutcome> {
+    const sent = await this.send(request);
+    if (sent.kind === 'simulation_rejected') return sent;
+    return this.waitForReceipt(sent, options);
+  }
+
+  /** Stops the provider's polling; the relayer is unusable afterwards. */
+  destroy(): void {
+    this.provider.destroy();
+  }
+
+  private callOf(request: RelayRequest): TransactionRequest {
+    if (!isHexString(request.data)) throw new TypeError('RelayRequest.data must be 0x-prefixed hex calldata');
+    return { from: this.address, to: getAddress(request.to), data: request.data, value: request.value ?? 0n };
+  }
+
+  private async broadcastWithManagedNonce(request: RelayRequest, gasLimit: bigint, fees: FeeData): Promise<Broadcast> {
+    for (let resyncs = 0; ; resyncs++) {
+      const nonce = this.nextNonce ?? (await this.provider.getTransactionCount(this.address, 'pending'));
+      const signed = await this.wallet.signTransaction({
+        ...this.callOf(request),
+        ...feeFields(fees),
+        chainId: this.chainId,
+        nonce,
+        gasLimit,
+      });
+      const txHash = keccak256(signed);
+      try {
+        await this.provider.broadcastTransaction(signed);
+      } catch (error) {
+        // A retried request whose first attempt did reach the node: the transaction is in, carry on.
+        const alreadyInPool = isAlreadyKnown(error);
+        if (!alreadyInPool) {
+          this.nextNonce = null;
+          // Someone else used this key (another process, a manual transfer) or a node forgot our pending
+          // transactions: trust the chain's count again and re-sign.
+          if (isNonceConflict(error) && resyncs < this.maxNonceResyncs) continue;
+          // Unknown outcome: the next send re-reads the pending count, so no gap is left either way.
+          throw new RelayerBroadcastError(`broadcast of nonce ${nonce} failed: ${errorText(error)}`, txHash, nonce, error);
+        }
+      }
+      this.nextNonce = nonce + 1;
+      return { kind: 'broadcast', txHash, nonce, from: this.address, gasLimit, request };
+    }
+  }
+
+  /**
+   * Own polling rather than provider.waitForTransaction: ethers re-arms its block listener only after an async
+   * receipt fetch, so it misses blocks that arrive in a burst (several per poll) and then waits forever.
+   */
+  private async pollReceipt(txHash: string, confirmations: number, timeoutMs: number): Promise<TransactionReceipt | null> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const receipt = await this.provider.getTransactionReceipt(txHash);
+      if (receipt !== null && (await this.provider.getBlockNumber()) - receipt.blockNumber + 1 >= confirmations) {
+        return receipt;
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) return null;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(this.pollingIntervalMs, left)));
+    }
+  }
+
+  private async replayRevert(sent: Broadcast, blockNumber: number): Promise<RevertReason | null> {
+    try {
+      await this.provider.call({ ...this.callOf(sent.request), gasLimit: sent.gasLimit, blockTag: blockNumber });
+      return null;
+    } catch (error) {
+      const data = revertDataOf(error);
+      return data === null ? null : decodeRevert(sent.request.abi, data);
+    }
+  }
+}
+
+function feeFields(fees: FeeData): Pick<TransactionRequest, 'type' | 'maxFeePerGas' | 'maxPriorityFeePerGas' | 'gasPrice'> {
+  if (fees.maxFeePerGas !== null && fees.maxPriorityFeePerGas !== null) {
+    return { type: 2, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+  }
+  if (fees.gasPrice === null) throw new Error('the RPC endpoint reports neither EIP-1559 fees nor a gas price');
+  return { type: 0, gasPrice: fees.gasPrice };
+}
+
+function isNonceConflict(error: unknown): boolean {
+  if (isError(error, 'NONCE_EXPIRED') || isError(error, 'REPLACEMENT_UNDERPRICED')) return true;
+  return /nonce too (low|high)|invalid nonce|nonce.*(already|expired)/i.test(errorText(error));
+}
+
+function isAlreadyKnown(error: unknown): boolean {
+  return /already known|known transaction|already imported/i.test(errorText(error));
+}
+
+function errorText(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const nested = (error as Error & { info?: { error?: { message?: unknown } } }).info?.error?.message;
+  return typeof nested === 'string' ? `${error.message} (${nested})` : error.message;
+}
+
+function positiveInteger(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  return value;
+}
+
+function nonNegativeInteger(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative integer, got ${value}`);
+  return value;
+}

@@ -1,0 +1,12 @@
+/**
+ * Runs async tasks one at a time, in call order. A failed task does not block the ones queued after it.
+ */
+export class SerialQueue {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(task);
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+}
