@@ -1,0 +1,161 @@
+import { JsonRpcProvider, Network, Wallet, getAddress } from 'ethers';
+import {
+  DETERMINISTIC_DEPLOYER,
+  DETERMINISTIC_DEPLOYER_RUNTIME_CODE,
+  TEST_STABLECOINS,
+  computeStablepayAddresses,
+  computeTestStablecoinAddresses,
+  deployStablepay,
+  type StablepayAddresses,
+  type TestStablecoinSymbol,
+} from '@stablepay/contracts';
+import { ANVIL_DEV_PRIVATE_KEYS, startAnvil, type AnvilNode } from './anvil';
+
+/** Where everything sits on a local chain: the same on every local chain of a run (and of every run). */
+export interface LocalChainAddresses extends StablepayAddresses {
+  /** The test stablecoins by symbol (USDC 6, USDT 6, DAI 18 decimals; anyone can mint). */
+  readonly stablecoins: Readonly<Record<TestStablecoinSymbol, string>>;
+}
+
+export interface LocalStablecoin {
+  readonly symbol: TestStablecoinSymbol;
+  readonly name: string;
+  readonly decimals: number;
+  readonly address: string;
+}
+
+export interface LocalChain {
+  readonly chainId: number;
+  readonly caip2: `eip155:${number}`;
+  readonly rpcUrl: string;
+  readonly addresses: LocalChainAddresses;
+  /** The same tokens as a list (the shape the chain registry's test mode takes). */
+  readonly stablecoins: readonly LocalStablecoin[];
+}
+
+export interface LocalChainKey {
+  readonly address: string;
+  /** An anvil dev key: public knowledge, for local chains only. */
+  readonly privateKey: string;
+}
+
+export interface LocalChains {
+  readonly chains: readonly LocalChain[];
+  /** The operator (registry operator, deployer of deposits and managers, signer of subscribe authorizations). */
+  readonly operator: LocalChainKey;
+  readonly operatorPauser: LocalChainKey;
+  /** Stops every node; resolves when all have exited. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export interface StartLocalChainsOptions {
+  /** One anvil per chain id, each running with that id. Default: Base and Polygon. */
+  readonly chainIds?: readonly number[];
+  /** Default: anvil dev key 0. */
+  readonly operatorPrivateKey?: string;
+  /** Default: anvil dev key 1. */
+  readonly operatorPauserPrivateKey?: string;
+  /** Fixed ports, one per chain id (default: free ports). */
+  readonly ports?: readonly number[];
+}
+
+/**
+ * An ethers provider for a local node. Pass the chain id as a plain Network: ethers' built-in network for a known id
+ * carries plugins (137 resolves to Polygon, whose fee data comes from the Polygon gas station over the internet).
+ */
+export function localChainProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
+  const network = new Network(`local-${chainId}`, chainId);
+  return new JsonRpcProvider(rpcUrl, network, { staticNetwork: network, cacheTimeout: -1, pollingInterval: 50 });
+}
+
+/** Makes sure the deterministic deployment proxy is at its well-known address (anvil ships it; forks may not). */
+export async function installDeterministicDeployer(provider: JsonRpcProvider): Promise<void> {
+  if ((await provider.getCode(DETERMINISTIC_DEPLOYER)) === DETERMINISTIC_DEPLOYER_RUNTIME_CODE) return;
+  await provider.send('anvil_setCode', [DETERMINISTIC_DEPLOYER, DETERMINISTIC_DEPLOYER_RUNTIME_CODE]);
+}
+
+function devKey(index: number): string {
+  const key = ANVIL_DEV_PRIVATE_KEYS[index];
+  if (!key) throw new Error(`no anvil dev key ${index}`);
+  return key;
+}
+
+/**
+ * Starts one anvil per chain id and deploys, at identical addresses on each: the deterministic deployment proxy, the
+ * StablepayRegistry, the PaymentFactory (with its deposit implementation), the SubscriptionManagerFactory and the
+ * test stablecoins. The nodes die with this process.
+ */
+export async function startLocalChains(options: StartLocalChainsOptions = {}): Promise<LocalChains> {
+  const chainIds = options.chainIds ?? [8453, 137];
+  if (chainIds.length === 0) throw new Error('startLocalChains: give at least one chain id');
+  if (new Set(chainIds).size !== chainIds.length) throw new Error('startLocalChains: chain ids must be distinct');
+  if (options.ports && options.ports.length !== chainIds.length) {
+    throw new Error('startLocalChains: give one port per chain id');
+  }
+  const operatorKey = options.operatorPrivateKey ?? devKey(0);
+  const pauserKey = options.operatorPauserPrivateKey ?? devKey(1);
+  const operator = new Wallet(operatorKey);
+  const operatorPauser = new Wallet(pauserKey);
+  const roles = { operator: operator.address, operatorPauser: operatorPauser.address };
+  const expected = computeStablepayAddresses(roles);
+  const tokens = computeTestStablecoinAddresses();
+
+  const started = await Promise.allSettled(
+    chainIds.map((chainId, i) => {
+      const port = options.ports?.[i];
+      return startAnvil(port === undefined ? { chainId } : { chainId, port });
+    }),
+  );
+  const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => (stopping ??= Promise.all(nodes.map((n) => n.stop())).then(() => undefined));
+  const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    await stop();
+    throw failed.reason;
+  }
+
+  try {
+    const chains = await Promise.all(
+      nodes.map(async (node: AnvilNode): Promise<LocalChain> => {
+        const provider = localChainProvider(node.rpcUrl, node.chainId);
+        try {
+          await installDeterministicDeployer(provider);
+          const deployment = await deployStablepay(operator.connect(provider), roles, { testStablecoins: true });
+          const deployedTokens = deployment.testStablecoins;
+          if (!deployedTokens || JSON.stringify(deployment.addresses) !== JSON.stringify(expected)) {
+            throw new Error(`chain ${node.chainId}: deployed addresses differ from the computed ones`);
+          }
+          for (const t of TEST_STABLECOINS) {
+            if (getAddress(deployedTokens[t.symbol]) !== tokens[t.symbol]) {
+              throw new Error(`chain ${node.chainId}: ${t.symbol} is not at its computed address`);
+            }
+          }
+          return {
+            chainId: node.chainId,
+            caip2: `eip155:${node.chainId}`,
+            rpcUrl: node.rpcUrl,
+            addresses: { ...expected, stablecoins: tokens },
+            stablecoins: TEST_STABLECOINS.map((t) => ({
+              symbol: t.symbol,
+              name: t.name,
+              decimals: t.decimals,
+              address: tokens[t.symbol],
+            })),
+          };
+        } finally {
+          provider.destroy();
+        }
+      }),
+    );
+    return {
+      chains,
+      operator: { address: operator.address, privateKey: operatorKey },
+      operatorPauser: { address: operatorPauser.address, privateKey: pauserKey },
+      stop,
+    };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
