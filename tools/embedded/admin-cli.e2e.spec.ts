@@ -7,7 +7,7 @@ describe('operator CLI (tools/embedded/admin-cli.ts) against a running gateway',
   let stack: EmbeddedStack;
   beforeAll(async () => {
     db = await createTestDatabase();
-    stack = await startEmbedded({ env: { DATABASE_URL: db.url, PORT: '0', ADMIN_TOKEN: 'cli-token-0123456789', LOG_LEVEL: 'error' }, dataDir: 'memory' });
+    stack = await startEmbedded({ env: { DATABASE_URL: db.url, PORT: '0', ADMIN_TOKEN: 'cli-token-0123456789', LOG_LEVEL: 'error' }, dataDir: 'memory', localChains: false });
   });
   afterAll(async () => {
     await stack.stop();

@@ -5,21 +5,30 @@ import { chargeLedgerService } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
 import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
 import { indexerService } from '@stablepay/indexer-service';
+import { type LocalChains, startLocalChains } from '@stablepay/local-chains';
 import { MerchantCommands, merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import { paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
 import { platformConfigFromEnv, type RunningService, startService } from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
-import { subscriptionsService } from '@stablepay/subscriptions-service';
+import { subscriptionsConfigFromEnv, subscriptionsService } from '@stablepay/subscriptions-service';
 import { startPgliteServer, type PgliteServer } from '@stablepay/testing';
 import { type Clock, ConfigError } from '@stablepay/util';
-import { webhookDispatchService } from '@stablepay/webhook-dispatch-service';
+import { dispatchOptionsFromEnv, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
+
+/** Webhook sources: each scope's mapping from its domain events to merchant webhook events (see docs/architecture.md, Webhooks). */
+const webhookSources: WebhookSource[] = [];
 
 export interface EmbeddedOptions {
   readonly env?: Record<string, string | undefined>;
   /** Where PGlite keeps its files and the demo key is remembered; `memory` keeps nothing. */
   readonly dataDir?: string;
   readonly clock?: Clock;
+  /**
+   * Start local anvil chains with the contracts deployed (default: on, unless STABLEPAY_LOCAL_CHAINS=false).
+   * Tests that do not touch chains turn it off to save a few seconds.
+   */
+  readonly localChains?: boolean;
 }
 
 export interface EmbeddedStack {
@@ -28,6 +37,7 @@ export interface EmbeddedStack {
   readonly demoMerchantId: string;
   readonly demoApiKey: string;
   readonly service: RunningService;
+  readonly chains?: LocalChains;
   stop(): Promise<void>;
 }
 
@@ -41,12 +51,25 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   const dataDir = options.dataDir ?? env['STABLEPAY_DATA_DIR'] ?? join(process.cwd(), '.stablepay');
   const persistent = dataDir !== 'memory';
   let pglite: PgliteServer | undefined;
+  let chains: LocalChains | undefined;
   if (!env['DATABASE_URL']) {
     if (persistent) mkdirSync(dataDir, { recursive: true });
     pglite = await startPgliteServer({ dataDir: persistent ? join(dataDir, 'pglite') : 'memory://' });
     env['DATABASE_URL'] = pglite.url;
   }
   try {
+    if (options.localChains ?? env['STABLEPAY_LOCAL_CHAINS'] !== 'false') {
+      const chainIds = (env['LOCAL_CHAIN_IDS'] ?? '8453,137').split(',').map((c) => Number(c.trim()));
+      if (chainIds.some((c) => !Number.isSafeInteger(c) || c <= 0)) {
+        throw new ConfigError('environment variable LOCAL_CHAIN_IDS must be comma-separated positive chain ids');
+      }
+      chains = await startLocalChains({ chainIds });
+      // In test mode each supported chain is a local anvil standing in for the real one (same chain id).
+      env['SUPPORTED_CHAINS'] ??= chains.chains.map((c) => c.caip2).join(',');
+      env['CHAIN_RPC_URLS'] ??= chains.chains.map((c) => `${c.caip2}=${c.rpcUrl}`).join(',');
+      env['PAYMENT_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.paymentFactory;
+      env['OPERATOR_PAUSER_ADDRESS'] ??= chains.operatorPauser.address;
+    }
     const platform = platformConfigFromEnv(env, { port: 3000 });
     const merchants = merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...env }, { allowEphemeralKey: true });
     const service = await startService(
@@ -54,12 +77,12 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       [
         gatewayService(merchants),
         paymentsService(),
-        subscriptionsService(),
+        subscriptionsService(subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
         chargeLedgerService(),
         indexerService(),
         settlementService(),
         payoutsService(),
-        webhookDispatchService(),
+        webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),
       ],
       { service: 'stablepay-embedded', ...(options.clock ? { clock: options.clock } : {}) },
     );
@@ -70,12 +93,15 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       demoMerchantId: demo.merchantId,
       demoApiKey: demo.apiKey,
       service,
+      ...(chains ? { chains } : {}),
       stop: async () => {
         await service.stop();
+        await chains?.stop();
         await pglite?.stop();
       },
     };
   } catch (error) {
+    await chains?.stop();
     await pglite?.stop();
     throw error;
   }

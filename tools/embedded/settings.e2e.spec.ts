@@ -58,6 +58,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
         LOG_LEVEL: 'error',
       },
       dataDir: 'memory',
+      localChains: false,
       clock,
     });
     const created = await newMerchant();

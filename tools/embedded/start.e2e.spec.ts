@@ -16,7 +16,7 @@ describe('npm start (tools/embedded/start.js)', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('serves the API with the demo key, keeps DEMO_API_KEY, hides the operator API, and exits 0 on SIGTERM', async () => {
+  it('serves the API with the demo key on local chains, keeps DEMO_API_KEY, hides the operator API, and exits 0 on SIGTERM', async () => {
     // With DATABASE_URL (CI) the stack uses that server; without it, the embedded PGlite, as on a fresh machine.
     if (process.env['DATABASE_URL']) db = await createTestDatabase();
     const port = await freePort();
@@ -33,7 +33,15 @@ describe('npm start (tools/embedded/start.js)', () => {
     expect(await readyz.json()).toMatchObject({ status: 'ready', checks: { database: 'ok', event_store: 'ok' } });
     const settings = await fetch(`${ready.url}/settings`, { headers: { authorization: `Bearer ${demoKey}` } });
     expect(settings.status).toBe(200);
-    expect(await settings.json()).toMatchObject({ merchant_id: ready.demo_merchant_id, mode: 'test' });
+    // Local chains are up with the contracts deployed: settings name the payment factory, the same on every chain.
+    expect(await settings.json()).toMatchObject({
+      merchant_id: ready.demo_merchant_id,
+      mode: 'test',
+      payment_factory_address: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/),
+      payment_factory_status: 'deployed',
+      signers: [expect.objectContaining({ chain: 'eip155:8453' }), expect.objectContaining({ chain: 'eip155:137' })],
+    });
+    expect(proc.output.join('\n')).toMatch(/Chain eip155:8453 +http:\/\/127\.0\.0\.1:\d+/);
     const admin = await fetch(`${ready.url}/admin/merchants`, { method: 'POST' });
     expect(admin.status).toBe(404);
 
