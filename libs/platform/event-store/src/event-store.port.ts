@@ -70,6 +70,14 @@ export interface SubscribeToAllOptions {
   readonly categories?: readonly string[];
   /** Called once per event in global order; the checkpoint advances only after it resolves. */
   readonly handler: (event: RecordedEvent) => Promise<void>;
+  /**
+   * Optional batch form for consumers that gain from batching (the Kafka relay sends one produce request per
+   * batch). An adapter that supports it calls this INSTEAD of `handler` with consecutive events in global order
+   * (never empty); the checkpoint advances past the whole batch only after it resolves, and a failed batch is
+   * retried whole. Adapters that do not support it ignore it and call `handler` per event, so it must do the
+   * same thing as `handler`.
+   */
+  readonly handleBatch?: (events: readonly RecordedEvent[]) => Promise<void>;
   /** Called when the handler throws; the subscription retries the same event after a back-off. */
   readonly onError?: (error: unknown, event: RecordedEvent) => void;
 }

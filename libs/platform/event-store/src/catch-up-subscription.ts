@@ -1,0 +1,221 @@
+import type {
+  ReadAllOptions,
+  RecordedEvent,
+  StoreSubscription,
+  SubscribeToAllOptions,
+} from './event-store.port';
+import {
+  backoffDelay,
+  DEFAULT_BACKOFF,
+  InterruptibleSleep,
+  type BackoffSettings,
+} from './interruptible-sleep';
+
+/** Where a durable subscription keeps its position. Adapters store it next to their events. */
+export interface CheckpointStore {
+  /** The last position handled under this id; 0n for a new subscription. */
+  load(subscriptionId: string): Promise<bigint>;
+  save(subscriptionId: string, position: bigint): Promise<void>;
+}
+
+/** The two reads a catch-up subscription needs; every EventStore provides them. */
+export interface CatchUpSource {
+  readAll(options: ReadAllOptions): Promise<RecordedEvent[]>;
+  headPosition(): Promise<bigint>;
+}
+
+export interface CatchUpSettings {
+  /** Pause between polls once caught up (an in-process append wakes the poller earlier). */
+  readonly pollIntervalMs?: number;
+  /** Events read per query; also the largest batch given to `handleBatch`. */
+  readonly batchSize?: number;
+  /** Back-off between retries of a failing handler or a failing read. */
+  readonly retry?: BackoffSettings;
+  /** Registers a callback fired when new events may exist; returns its unregistration. */
+  readonly onAppend?: (wake: () => void) => () => void;
+  /** Reports read or checkpoint-write failures (the subscription keeps retrying them). */
+  readonly onInfrastructureError?: (error: unknown, subscriptionId: string) => void;
+}
+
+const DEFAULT_POLL_INTERVAL_MS = 50;
+const DEFAULT_BATCH_SIZE = 200;
+
+/**
+ * Starts a catch-up subscription: reads the global log after the stored checkpoint, hands each event to the
+ * handler in order, retries a failing handler with back-off (never skipping), and stores the checkpoint after
+ * each batch, after a failure, and at stop. Delivery is at-least-once: after a crash the events handled since
+ * the last stored checkpoint are delivered again.
+ *
+ * Adapter-independent: it relies only on readAll/headPosition and on the store's promise that positions grow
+ * in commit order (an event visible at position P implies every event below P is visible too).
+ */
+export async function startCatchUpSubscription(
+  source: CatchUpSource,
+  checkpoints: CheckpointStore,
+  options: SubscribeToAllOptions,
+  settings: CatchUpSettings = {},
+): Promise<StoreSubscription> {
+  const start = await checkpoints.load(options.subscriptionId);
+  const subscription = new CatchUpSubscription(source, checkpoints, options, settings, start);
+  subscription.start();
+  return subscription;
+}
+
+interface CaughtUpWaiter {
+  readonly target: bigint;
+  readonly resolve: () => void;
+  readonly reject: (error: Error) => void;
+}
+
+class CatchUpSubscription implements StoreSubscription {
+  /** Every event at or below this position has been handled (or is not ours). */
+  private position: bigint;
+  private savedPosition: bigint;
+  private stopped = false;
+  private loop: Promise<void> = Promise.resolve();
+  private readonly pollSleep = new InterruptibleSleep();
+  private readonly retrySleep = new InterruptibleSleep();
+  private readonly waiters: CaughtUpWaiter[] = [];
+  private readonly unregisterWake: () => void;
+  private readonly pollIntervalMs: number;
+  private readonly batchSize: number;
+  private readonly retry: BackoffSettings;
+
+  constructor(
+    private readonly source: CatchUpSource,
+    private readonly checkpoints: CheckpointStore,
+    private readonly options: SubscribeToAllOptions,
+    private readonly settings: CatchUpSettings,
+    start: bigint,
+  ) {
+    this.position = start;
+    this.savedPosition = start;
+    this.pollIntervalMs = settings.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    this.batchSize = settings.batchSize ?? DEFAULT_BATCH_SIZE;
+    this.retry = settings.retry ?? DEFAULT_BACKOFF;
+    this.unregisterWake = settings.onAppend?.(() => this.pollSleep.wake()) ?? ((): void => undefined);
+  }
+
+  start(): void {
+    this.loop = this.run();
+  }
+
+  async caughtUp(): Promise<void> {
+    if (this.stopped) throw new Error(`subscription ${this.options.subscriptionId} is stopped`);
+    const target = await this.source.headPosition();
+    if (this.position >= target) return;
+    return new Promise<void>((resolve, reject) => {
+      this.waiters.push({ target, resolve, reject });
+      this.pollSleep.wake();
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (!this.stopped) {
+      this.stopped = true;
+      this.unregisterWake();
+      this.pollSleep.wake();
+      this.retrySleep.wake();
+    }
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    let failedReads = 0;
+    while (!this.stopped) {
+      let more = false;
+      try {
+        // Head first, then the batch: every event at or below `head` is visible to the later read, so a short
+        // batch proves the subscription has seen everything up to `head`, including other categories' events.
+        const head = await this.source.headPosition();
+        const batch = await this.source.readAll({
+          after: this.position,
+          maxCount: this.batchSize,
+          ...(this.options.categories ? { categories: this.options.categories } : {}),
+        });
+        more = batch.length >= this.batchSize;
+        if (!(await this.deliver(batch))) break;
+        if (!more && head > this.position) this.position = head;
+        await this.persist();
+        this.settleWaiters();
+        failedReads = 0;
+      } catch (error) {
+        this.settings.onInfrastructureError?.(error, this.options.subscriptionId);
+        await this.retrySleep.sleep(backoffDelay(this.retry, failedReads++));
+        continue;
+      }
+      if (!more) await this.pollSleep.sleep(this.pollIntervalMs);
+    }
+    await this.finish();
+  }
+
+  /** Hands the batch over; false when the subscription was stopped before all of it was handled. */
+  private async deliver(batch: readonly RecordedEvent[]): Promise<boolean> {
+    const last = batch[batch.length - 1];
+    if (!last) return true;
+    const handleBatch = this.options.handleBatch;
+    if (handleBatch) {
+      if (!(await this.withRetry(() => handleBatch(batch), batch[0] ?? last))) return false;
+      this.position = last.globalPosition;
+      return true;
+    }
+    for (const event of batch) {
+      if (!(await this.withRetry(() => this.options.handler(event), event))) return false;
+      this.position = event.globalPosition;
+    }
+    return true;
+  }
+
+  private async withRetry(attempt: () => Promise<void>, event: RecordedEvent): Promise<boolean> {
+    for (let failures = 0; !this.stopped; failures++) {
+      try {
+        await attempt();
+        return true;
+      } catch (error) {
+        this.reportHandlerError(error, event);
+        // Keep the progress made before the failing event, so a restart does not redo it.
+        await this.persist().catch((e: unknown) =>
+          this.settings.onInfrastructureError?.(e, this.options.subscriptionId),
+        );
+        await this.retrySleep.sleep(backoffDelay(this.retry, failures));
+      }
+    }
+    return false;
+  }
+
+  private reportHandlerError(error: unknown, event: RecordedEvent): void {
+    try {
+      this.options.onError?.(error, event);
+    } catch {
+      // An error reporter that throws must not turn a retry into a crash of the subscription loop.
+    }
+  }
+
+  private async persist(): Promise<void> {
+    if (this.position === this.savedPosition) return;
+    const position = this.position;
+    await this.checkpoints.save(this.options.subscriptionId, position);
+    this.savedPosition = position;
+  }
+
+  private settleWaiters(): void {
+    for (let i = this.waiters.length - 1; i >= 0; i--) {
+      const waiter = this.waiters[i];
+      if (waiter && waiter.target <= this.position) {
+        this.waiters.splice(i, 1);
+        waiter.resolve();
+      }
+    }
+  }
+
+  private async finish(): Promise<void> {
+    try {
+      await this.persist();
+    } catch (error) {
+      this.settings.onInfrastructureError?.(error, this.options.subscriptionId);
+    }
+    this.settleWaiters();
+    const stoppedError = new Error(`subscription ${this.options.subscriptionId} stopped before catching up`);
+    for (const waiter of this.waiters.splice(0)) waiter.reject(stoppedError);
+  }
+}
