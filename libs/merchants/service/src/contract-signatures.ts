@@ -1,0 +1,60 @@
+import { Contract, hashMessage, JsonRpcProvider, Network } from 'ethers';
+
+/** ERC-1271's magic value: `isValidSignature(hash, signature)` returns it when the contract approves. */
+export const ERC1271_MAGIC_VALUE = '0x1626ba7e';
+const ERC1271_ABI = ['function isValidSignature(bytes32 hash, bytes signature) view returns (bytes4)'];
+
+/**
+ * Proves control of a contract account (a multisig, a smart wallet) for the pause declaration: SPEC accepts a
+ * contract that approves the declaration message on EVERY supported chain, since the pauser address is the same
+ * on all of them and must be controlled on each. No chain configured means nothing can be proven.
+ */
+export class ContractSignatureVerifier {
+  private readonly providers: ReadonlyArray<{ chain: string; provider: JsonRpcProvider }>;
+
+  constructor(rpcUrls: Readonly<Record<string, string>>) {
+    this.providers = Object.entries(rpcUrls).map(([chain, url]) => {
+      const chainId = Number(chain.split(':')[1]);
+      // A plain static network: ethers neither probes the node nor attaches well-known networks' public services.
+      const network = new Network(`eip155-${chainId}`, chainId);
+      return { chain, provider: new JsonRpcProvider(url, network, { staticNetwork: network, cacheTimeout: -1 }) };
+    });
+  }
+
+  async approvesOnEveryChain(address: string, message: string, signature: string): Promise<boolean> {
+    if (this.providers.length === 0) return false;
+    const digest = hashMessage(message);
+    const results = await Promise.all(
+      this.providers.map(async ({ provider }) => {
+        try {
+          if ((await provider.getCode(address)) === '0x') return false;
+          const contract = new Contract(address, ERC1271_ABI, provider);
+          const isValidSignature = contract.getFunction('isValidSignature');
+          const answer: unknown = await isValidSignature.staticCall(digest, signature);
+          return typeof answer === 'string' && answer.toLowerCase() === ERC1271_MAGIC_VALUE;
+        } catch {
+          return false;
+        }
+      }),
+    );
+    return results.every(Boolean);
+  }
+
+  destroy(): void {
+    for (const { provider } of this.providers) provider.destroy();
+  }
+}
+
+/** `eip155:8453=http://...,eip155:137=http://...` -> record; malformed entries name the variable. */
+export function parseChainRpcUrls(raw: string | undefined): Record<string, string> {
+  if (!raw) return {};
+  const out: Record<string, string> = {};
+  for (const entry of raw.split(',').map((e) => e.trim()).filter(Boolean)) {
+    const match = /^(eip155:[1-9][0-9]*)=(https?:\/\/\S+)$/.exec(entry);
+    if (!match?.[1] || !match[2]) {
+      throw new Error(`environment variable CHAIN_RPC_URLS has a malformed entry '${entry}' (expected eip155:<id>=<http url>)`);
+    }
+    out[match[1]] = match[2];
+  }
+  return out;
+}
