@@ -28,5 +28,7 @@ if (!process.env.DATABASE_URL) {
   console.log(`DATABASE_URL is set: database tests create throwaway databases on ${new URL(process.env.DATABASE_URL).host}.`);
 }
 run('typecheck', bin('tsc'), ['-p', 'tsconfig.json']);
-run('lint', bin('nx'), ['run-many', '-t', 'lint', '--outputStyle=static', ...extra]);
+// One ESLint process over the repo: the rules (module boundaries included) are the same as `nx run-many -t lint`,
+// but the type-aware program is built once instead of once per project (15 s instead of minutes).
+run('lint', bin('eslint'), ['.']);
 run('test', bin('nx'), ['run-many', '-t', 'test', '--outputStyle=static', '--parallel=2', ...extra]);
