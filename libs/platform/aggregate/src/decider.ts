@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import {
+  DuplicateEventIdError,
   type EventMetadata,
   type EventStore,
   type NewEvent,
@@ -83,6 +84,12 @@ export async function handleCommand<State, Command, Event extends DomainEvent>(
       return { state: next, newEvents, revision: result.nextExpectedRevision };
     } catch (error) {
       if (error instanceof WrongExpectedRevisionError && attempt < maxRetries) continue;
+      // The same idempotency key already produced its events (a retry after a lost response, a timer firing
+      // twice): the command has been applied, so report the current state and append nothing.
+      if (error instanceof DuplicateEventIdError && options.idempotencyKey) {
+        const current = await loadAggregate(store, streamId, decider);
+        return { state: current.state, newEvents: [], revision: current.revision };
+      }
       throw error;
     }
   }

@@ -1,5 +1,0 @@
-module.exports = {
-  displayName: 'gateway-service',
-  preset: '../../../jest.preset.js',
-  rootDir: __dirname,
-};

@@ -1,0 +1,31 @@
+import { validateWebhookUrl } from './webhook-url';
+import { parseChainRpcUrls } from './contract-signatures';
+
+describe('validateWebhookUrl', () => {
+  it('admits loopback over http only when local webhooks are allowed', async () => {
+    await expect(validateWebhookUrl('http://127.0.0.1:4000/hook', true)).resolves.toBe('http://127.0.0.1:4000/hook');
+    await expect(validateWebhookUrl('http://localhost:4000/hook', true)).resolves.toBe('http://localhost:4000/hook');
+    await expect(validateWebhookUrl('http://127.0.0.1:4000/hook', false)).rejects.toMatchObject({ param: 'webhook_url' });
+  });
+  it('still refuses private networks when local webhooks are allowed', async () => {
+    await expect(validateWebhookUrl('http://10.0.0.1/hook', true)).rejects.toMatchObject({ param: 'webhook_url' });
+    await expect(validateWebhookUrl('https://192.168.0.1/hook', true)).rejects.toMatchObject({ param: 'webhook_url' });
+  });
+  it('refuses credentials in the URL', async () => {
+    await expect(validateWebhookUrl('https://user:pw@hooks.example.com/x', false)).rejects.toMatchObject({ param: 'webhook_url' });
+  });
+  it('accepts a public https literal', async () => {
+    await expect(validateWebhookUrl('https://93.184.216.34/hook', false)).resolves.toBe('https://93.184.216.34/hook');
+  });
+});
+
+describe('parseChainRpcUrls', () => {
+  it('parses CAIP-2 = URL pairs and names the variable on a malformed entry', () => {
+    expect(parseChainRpcUrls('eip155:8453=http://127.0.0.1:1, eip155:137=https://rpc.example')).toEqual({
+      'eip155:8453': 'http://127.0.0.1:1',
+      'eip155:137': 'https://rpc.example',
+    });
+    expect(parseChainRpcUrls(undefined)).toEqual({});
+    expect(() => parseChainRpcUrls('solana:1=http://x')).toThrow(/CHAIN_RPC_URLS/);
+  });
+});
