@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { chargeLedgerService } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
 import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
-import { indexerService } from '@stablepay/indexer-service';
+import { indexerConfigFromEnv, indexerService } from '@stablepay/indexer-service';
 import { type LocalChains, startLocalChains } from '@stablepay/local-chains';
 import { MerchantCommands, merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import { paymentsService } from '@stablepay/payments-service';
@@ -79,7 +79,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
         paymentsService(),
         subscriptionsService(subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
         chargeLedgerService(),
-        indexerService(),
+        indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
         settlementService(),
         payoutsService(),
         webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),

@@ -1,14 +1,134 @@
-import { Module } from '@nestjs/common';
+import {
+  type DynamicModule,
+  Inject,
+  Injectable,
+  Module,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { CLOCK, EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import { parseAddress, parseCaip2 } from '@stablepay/evm';
+import { ReadinessRegistry } from '@stablepay/http';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { type Clock, JsonLogger } from '@stablepay/util';
+import { ChainFollower, type FollowerStatus } from './chain-follower';
+import { JsonRpcChainClient } from './chain-rpc';
+import { indexerConfigFromEnv, type IndexerConfig } from './indexer.config';
+import { IndexerStore } from './indexer-store';
+import { WATCHED_CONTRACT_KINDS, type WatchedContractKind } from './log-decoder';
+import { INDEXER_MIGRATIONS } from './migrations';
+
+export const INDEXER_CONFIG = Symbol('INDEXER_CONFIG');
 
 /**
- * The indexer service: chain followers that turn blocks into chain observation events.
- * Its features arrive with their issues; today it hosts the platform wiring (database, event store, bus,
- * health and readiness) so the service deploys, boots and reports ready on its own.
+ * What the indexer watches. The payments service registers deposit addresses (ERC-20 Transfers to them become
+ * Erc20TransferObserved) and the subscriptions service subscription managers (every event becomes
+ * SubscriptionManagerEventObserved). Rows may also be written straight into `indexer_watched_addresses` /
+ * `indexer_watched_contracts` (lower-case addresses; scanned_through = the block before the first one to scan).
+ */
+@Injectable()
+export class IndexerWatchList {
+  private readonly store: IndexerStore;
+
+  constructor(@Inject(DataSource) dataSource: DataSource) {
+    this.store = new IndexerStore(dataSource);
+  }
+
+  /**
+   * Watches ERC-20 Transfers to `address` on `chain` from `fromBlock` (default: the follower's checkpoint now, so
+   * nothing between this call and the next range is missed). True when the watch is new.
+   */
+  watchDepositAddress(chain: string, address: string, options: { readonly fromBlock?: number } = {}): Promise<boolean> {
+    return this.store.addWatch(parseCaip2(chain).caip2, parseAddress(address), { table: 'address' }, validFrom(options.fromBlock));
+  }
+
+  /** Watches every event of a contract (a subscription manager) on `chain`. True when the watch is new. */
+  watchContract(
+    chain: string,
+    address: string,
+    kind: WatchedContractKind,
+    options: { readonly fromBlock?: number } = {},
+  ): Promise<boolean> {
+    if (!WATCHED_CONTRACT_KINDS.includes(kind)) throw new Error(`unknown watched contract kind '${String(kind)}'`);
+    return this.store.addWatch(parseCaip2(chain).caip2, parseAddress(address), { table: 'contract', kind }, validFrom(options.fromBlock));
+  }
+}
+
+function validFrom(fromBlock: number | undefined): number | undefined {
+  if (fromBlock !== undefined && (!Number.isSafeInteger(fromBlock) || fromBlock < 0)) {
+    throw new RangeError(`fromBlock must be a block number, got ${fromBlock}`);
+  }
+  return fromBlock;
+}
+
+/** Starts one follower per configured chain once the application is up, and stops them before the store closes. */
+@Injectable()
+export class ChainFollowers implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
+  private readonly followers: ChainFollower[];
+  private readonly clients: JsonRpcChainClient[];
+
+  constructor(
+    @Inject(INDEXER_CONFIG) config: IndexerConfig,
+    @Inject(DataSource) dataSource: DataSource,
+    @Inject(EVENT_STORE) events: EventStore,
+    @Inject(CLOCK) clock: Clock,
+    @Inject(ReadinessRegistry) private readonly readiness: ReadinessRegistry,
+  ) {
+    const store = new IndexerStore(dataSource);
+    const logger = new JsonLogger('indexer');
+    const pairs = config.chains.map((chain) => {
+      const client = new JsonRpcChainClient(chain.rpcUrl, chain.chainId);
+      const settings = { chain, pollMs: config.pollMs, batchBlocks: config.batchBlocks, reorgWindow: config.reorgWindow };
+      return { client, follower: new ChainFollower(settings, client, store, events, logger, clock) };
+    });
+    this.clients = pairs.map((p) => p.client);
+    this.followers = pairs.map((p) => p.follower);
+  }
+
+  onModuleInit(): void {
+    // A halted follower (wrong chain behind its URL, a reorg deeper than the window) needs an operator: the
+    // service reports not ready. A node that is merely unreachable is retried and does not fail readiness.
+    // Without chains there is nothing to report (embedded mode without local chains).
+    if (this.followers.length === 0) return;
+    this.readiness.register('chain_followers', async () => {
+      const halted = this.followers.flatMap((f) => f.status().halted ?? []);
+      if (halted.length > 0) throw new Error(halted.join('; '));
+    });
+  }
+
+  onApplicationBootstrap(): void {
+    for (const follower of this.followers) follower.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await Promise.all(this.followers.map((f) => f.stop()));
+    for (const client of this.clients) client.close();
+  }
+
+  status(): FollowerStatus[] {
+    return this.followers.map((f) => f.status());
+  }
+}
+
+/**
+ * The indexer service: chain followers that turn blocks into chain observation events (stream `chain-<caip2>`,
+ * topic `indexer.chain-observation.v1`). With no chain configured it boots, reports ready and idles.
  */
 @Module({})
-export class IndexerServiceModule {}
+export class IndexerServiceModule {
+  static forRoot(config: IndexerConfig): DynamicModule {
+    return {
+      module: IndexerServiceModule,
+      providers: [{ provide: INDEXER_CONFIG, useValue: config }, ChainFollowers, IndexerWatchList],
+      exports: [IndexerWatchList, ChainFollowers],
+    };
+  }
+}
 
-export function indexerService(): ServiceDefinition {
-  return { name: 'indexer', imports: [IndexerServiceModule] };
+/** The service definition; configuration comes from the environment unless given (validated here, at start). */
+export function indexerService(config: IndexerConfig = indexerConfigFromEnv(process.env)): ServiceDefinition {
+  return { name: 'indexer', imports: [IndexerServiceModule.forRoot(config)], migrations: INDEXER_MIGRATIONS };
 }

@@ -1,0 +1,2 @@
+export * from './observation-events';
+export * from './follower-rules';

@@ -1,0 +1,87 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The indexer's own state. The event store holds what was published; these tables hold what a follower needs to
+ * publish it exactly once across restarts and reorgs, and they are written in one transaction per step.
+ */
+export class CreateIndexerTables1764100000400 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    // One row per chain: the last ingested block (NULL until the first start), the last revision of the chain's
+    // observation stream this follower knows it appended, and a lease so one process at a time follows a chain.
+    await q.query(`CREATE TABLE indexer_checkpoints (
+      chain text PRIMARY KEY,
+      block_number bigint,
+      block_hash text,
+      stream_revision integer NOT NULL DEFAULT -1,
+      lease_owner text,
+      lease_expires_at timestamptz,
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`);
+    // Hashes of ingested blocks a reorg may still replace: the first and last block of every range and every block
+    // an observation came from, down to the reorg window below the checkpoint. A reorg's fork point is the
+    // highest of them still canonical.
+    await q.query(`CREATE TABLE indexer_blocks (
+      chain text NOT NULL,
+      block_number bigint NOT NULL,
+      block_hash text NOT NULL,
+      PRIMARY KEY (chain, block_number)
+    )`);
+    // Observations published from blocks inside the reorg window (pruned below it), so a reorg knows what to
+    // retract and a re-scan knows what was already published.
+    await q.query(`CREATE TABLE indexer_observations (
+      event_id text PRIMARY KEY,
+      chain text NOT NULL,
+      type text NOT NULL,
+      block_number bigint NOT NULL,
+      block_hash text NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      occurrence integer NOT NULL,
+      retracted boolean NOT NULL DEFAULT false
+    )`);
+    await q.query('CREATE INDEX indexer_observations_block ON indexer_observations (chain, block_number)');
+    // Events decided but not yet acknowledged by the event store, appended in seq order (transactional outbox).
+    await q.query(`CREATE TABLE indexer_outbox (
+      seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      chain text NOT NULL,
+      event_id text NOT NULL UNIQUE,
+      type text NOT NULL,
+      data jsonb NOT NULL,
+      metadata jsonb NOT NULL
+    )`);
+    await q.query('CREATE INDEX indexer_outbox_chain ON indexer_outbox (chain, seq)');
+    // Watches. scanned_through NULL: the watch follows the checkpoint (main scan); a number: every block up to it
+    // was scanned for this watch, and it catches up on its own before joining the main scan. Addresses are
+    // lower-case hex so other services' rows compare equal.
+    await q.query(`CREATE TABLE indexer_watched_addresses (
+      chain text NOT NULL,
+      address text NOT NULL CHECK (address ~ '^0x[0-9a-f]{40}$'),
+      scanned_through bigint,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (chain, address)
+    )`);
+    await q.query(`CREATE TABLE indexer_watched_contracts (
+      chain text NOT NULL,
+      address text NOT NULL CHECK (address ~ '^0x[0-9a-f]{40}$'),
+      kind text NOT NULL CHECK (kind IN ('subscription_manager')),
+      scanned_through bigint,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (chain, address)
+    )`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    for (const table of [
+      'indexer_watched_contracts',
+      'indexer_watched_addresses',
+      'indexer_outbox',
+      'indexer_observations',
+      'indexer_blocks',
+      'indexer_checkpoints',
+    ]) {
+      await q.query(`DROP TABLE ${table}`);
+    }
+  }
+}
+
+export const INDEXER_MIGRATIONS = [CreateIndexerTables1764100000400];
