@@ -104,7 +104,7 @@ async function main(): Promise<void> {
     await mined(f.usdc.connect(f.subscriber).mint(f.subscriber.address, 100_000n * USDC));
     await mined(f.usdc.connect(f.subscriber).approve(manager, MaxUint256));
     const subscriptionId = id('gas:subscription');
-    const auth = { subscriptionId, token: usdc, cap: 100n * USDC, budget: 300n * USDC, periodDuration: 30n * 86_400n, firstChargeAmount: 50n * USDC, deadline: FAR_DEADLINE };
+    const auth = { subscriptionId, subscriber: f.subscriber.address, token: usdc, cap: 100n * USDC, budget: 300n * USDC, periodDuration: 30n * 86_400n, firstChargeAmount: 50n * USDC, deadline: FAR_DEADLINE };
     const authSig = await signSubscribe(f.operator, f.chainId, manager, auth);
     add('SubscriptionManager', 'subscribe', 'register + first charge (nonce 0)', await mined(f.manager.connect(f.subscriber).subscribe(auth, authSig)));
     const chargeOnce = async (nonce: bigint) => {

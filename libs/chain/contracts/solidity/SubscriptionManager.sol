@@ -12,7 +12,8 @@ import {StablepayRegistry} from "./StablepayRegistry.sol";
 /// approve this contract) to the merchant settlement address registered in the StablepayRegistry.
 ///
 /// - subscribe: the subscriber's own transaction, authorised by an operator-signed SubscribeAuthorization (the
-///   service signs the converted terms); registers the subscription and pays the first charge (nonce 0).
+///   service signs the converted terms and the subscriber's wallet, so only that wallet can submit it); registers
+///   the subscription and pays the first charge (nonce 0).
 /// - charge: merchant-signed (Charge: subscriptionId, amount, nonce, quoteHash, deadline), submitted by anyone
 ///   (the service's relayer).
 /// - cancel: merchant-signed (CancelSubscription) or by the subscriber.
@@ -60,8 +61,10 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     }
 
     /// @dev Field order and types mirror SUBSCRIBE_AUTHORIZATION_TYPES in libs/chain/evm/src/eip712.ts.
+    /// `subscriber` is the only wallet that may submit it (msg.sender), so nobody can front-run it from another wallet.
     struct SubscribeAuthorization {
         bytes32 subscriptionId;
+        address subscriber;
         address token;
         uint256 cap;
         uint256 budget;
@@ -77,7 +80,7 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     bytes32 public constant CANCEL_SUBSCRIPTION_TYPEHASH =
         keccak256("CancelSubscription(bytes32 subscriptionId,uint256 nonce,uint256 deadline)");
     bytes32 public constant SUBSCRIBE_AUTHORIZATION_TYPEHASH = keccak256(
-        "SubscribeAuthorization(bytes32 subscriptionId,address token,uint256 cap,uint256 budget,uint256 periodDuration,uint256 firstChargeAmount,uint256 deadline)"
+        "SubscribeAuthorization(bytes32 subscriptionId,address subscriber,address token,uint256 cap,uint256 budget,uint256 periodDuration,uint256 firstChargeAmount,uint256 deadline)"
     );
 
     StablepayRegistry public immutable registry;
@@ -154,6 +157,7 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     error InsufficientAllowance(uint256 allowance, uint256 amount);
     error SubscriptionNotActive(bytes32 subscriptionId);
     error SubscriptionAlreadyExists(bytes32 subscriptionId);
+    error SubscriberMismatch(address expected, address actual);
     error UnknownSubscription(bytes32 subscriptionId);
     error ManagerPaused();
     error InvalidNonce(uint256 expected, uint256 provided);
@@ -183,7 +187,9 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     // ---------------------------------------------------------------- subscriber + service
 
     /// @notice The subscriber's transaction: registers the subscription on the operator-signed terms and pays the
-    /// first charge (nonce 0, window 0) from msg.sender to the merchant settlement address.
+    /// first charge (nonce 0, window 0) from msg.sender to the merchant settlement address. msg.sender must be the
+    /// `auth.subscriber` the operator signed (SubscriberMismatch otherwise), so a copy of a pending subscribe seen in
+    /// the mempool cannot be front-run from another wallet to take the subscription id.
     function subscribe(SubscribeAuthorization calldata auth, bytes calldata operatorSignature)
         external
         nonReentrant
@@ -193,6 +199,7 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         bytes32 id = auth.subscriptionId;
         Subscription storage s = _subscriptions[id];
         if (s.status != Status.None) revert SubscriptionAlreadyExists(id);
+        if (auth.subscriber != msg.sender) revert SubscriberMismatch(auth.subscriber, msg.sender);
         _checkDeadline(auth.deadline);
         if (auth.periodDuration < MIN_PERIOD_DURATION) {
             revert PeriodTooShort(auth.periodDuration, MIN_PERIOD_DURATION);

@@ -71,6 +71,7 @@ describe('SubscriptionManager window arithmetic (randomized against the TypeScri
         const subscriptionId = id(`fuzz-${run}-${Date.now()}`);
         const auth = {
           subscriptionId,
+          subscriber: f.subscriber.address,
           token: await f.usdc.getAddress(),
           cap: t.cap,
           budget: t.budget,

@@ -60,6 +60,7 @@ describe('signature replay on another chain', () => {
       await mined(f.usdc.connect(f.subscriber).approve(await f.manager.getAddress(), MaxUint256));
       const auth = {
         subscriptionId,
+        subscriber: f.subscriber.address,
         token: await f.usdc.getAddress(),
         cap: 100n * USDC,
         budget: 300n * USDC,

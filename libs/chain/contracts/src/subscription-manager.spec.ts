@@ -3,7 +3,9 @@ import {
   CANCEL_SUBSCRIPTION_TYPES,
   CHARGE_TYPES,
   SUBSCRIBE_AUTHORIZATION_TYPES,
+  encodeType,
   stablepayDomain,
+  typeHash as evmTypeHash,
   type SubscribeAuthorizationMessage,
 } from '@stablepay/evm';
 import { computeSubscriptionManagerAddress } from './deployment';
@@ -67,6 +69,7 @@ async function authorization(o: SubscribeOptions = {}): Promise<{ auth: Subscrib
   const manager = o.manager ?? (await f.manager.getAddress());
   const auth: SubscribeAuthorizationMessage = {
     subscriptionId: o.id ?? newSubscriptionId(),
+    subscriber: (o.subscriber ?? f.subscriber).address,
     token: await f.usdc.getAddress(),
     deadline: FAR_DEADLINE,
     ...DEFAULT_TERMS,
@@ -194,6 +197,27 @@ describe('SubscriptionManager: subscribe', () => {
     const { auth, sig } = await authorization({ terms: { deadline: now + 60n } });
     await chain.increaseTime(61);
     await expectRevert(f.manager.connect(f.subscriber).subscribe(auth, sig), 'SignatureExpired');
+  });
+
+  it('binds the subscriber: a front-runner replaying the pending authorization from another wallet is refused', async () => {
+    await fundSubscriber(f.subscriber, 1_000n * USDC);
+    await fundSubscriber(f.stranger, 1_000n * USDC); // funded and approved: only the binding stops it
+    const { auth, sig } = await authorization();
+    const err = await expectRevert(f.manager.connect(f.stranger).subscribe(auth, sig), 'SubscriberMismatch');
+    expect(err.args).toEqual({ expected: f.subscriber.address, actual: f.stranger.address });
+    // Naming itself as the subscriber voids the operator signature.
+    await expectRevert(
+      f.manager.connect(f.stranger).subscribe({ ...auth, subscriber: f.stranger.address }, sig),
+      'InvalidSignature',
+    );
+    // Nothing moved and the id is still free: the real subscriber's transaction goes through.
+    expect(await f.usdc.balanceOf(f.stranger.address)).toBe(1_000n * USDC);
+    expect(await f.usdc.balanceOf(f.settlement)).toBe(0n);
+    expect((await f.manager.getSubscription(auth.subscriptionId)).status).toBe(SubscriptionStatus.None);
+    const receipt = await mined(f.manager.connect(f.subscriber).subscribe(auth, sig));
+    const created = eventIn<Ev, 'SubscriptionCreated'>(receipt, f.manager, 'SubscriptionCreated');
+    expect(created.subscriber).toBe(f.subscriber.address);
+    expect(await f.usdc.balanceOf(f.subscriber.address)).toBe(950n * USDC);
   });
 
   it('cannot register the same subscription id twice (the authorization is single-use)', async () => {
@@ -626,6 +650,8 @@ describe('SubscriptionManager: EIP-712 and token safety', () => {
     expect(await f.manager.CHARGE_TYPEHASH()).toBe(typeHash(CHARGE_TYPES, 'Charge'));
     expect(await f.manager.CANCEL_SUBSCRIPTION_TYPEHASH()).toBe(typeHash(CANCEL_SUBSCRIPTION_TYPES, 'CancelSubscription'));
     expect(await f.manager.SUBSCRIBE_AUTHORIZATION_TYPEHASH()).toBe(typeHash(SUBSCRIBE_AUTHORIZATION_TYPES, 'SubscribeAuthorization'));
+    expect(await f.manager.SUBSCRIBE_AUTHORIZATION_TYPEHASH()).toBe(evmTypeHash('SubscribeAuthorization'));
+    expect(encodeType('SubscribeAuthorization')).toContain('(bytes32 subscriptionId,address subscriber,address token,');
     const d = await f.manager.eip712Domain();
     expect([d.name, d.version, d.chainId, d.verifyingContract]).toEqual(['Stablepay', '1', f.chainId, manager]);
     expect(await f.manager.domainSeparator()).toBe(TypedDataEncoder.hashDomain(domain));

@@ -44,11 +44,14 @@ export const CANCEL_SUBSCRIPTION_TYPES: Record<'CancelSubscription', Field[]> = 
 
 /**
  * Operator (service) signer -> SubscriptionManager.subscribe: the terms the subscriber signs up to, converted to
- * the chosen token at subscribe time. The subscriber submits it from their own wallet.
+ * the chosen token at subscribe time. The subscriber submits it from their own wallet, and only that wallet can:
+ * `subscriber` binds it (the contract requires msg.sender == subscriber), so a copy seen in the mempool cannot be
+ * front-run from another wallet.
  */
 export const SUBSCRIBE_AUTHORIZATION_TYPES: Record<'SubscribeAuthorization', Field[]> = {
   SubscribeAuthorization: [
     { name: 'subscriptionId', type: 'bytes32' },
+    { name: 'subscriber', type: 'address' },
     { name: 'token', type: 'address' },
     { name: 'cap', type: 'uint256' },
     { name: 'budget', type: 'uint256' },
@@ -103,6 +106,8 @@ export interface CancelSubscriptionMessage {
 }
 export interface SubscribeAuthorizationMessage {
   readonly subscriptionId: string;
+  /** The wallet that must submit `subscribe` (and pays the first charge). */
+  readonly subscriber: string;
   readonly token: string;
   readonly cap: bigint;
   readonly budget: bigint;

@@ -38,6 +38,7 @@ const samples: { readonly [K in RequestKind]: MessageByKind[K] } = {
   CancelSubscription: { subscriptionId: charge.subscriptionId, nonce: 4n, deadline: 1_767_225_600n },
   SubscribeAuthorization: {
     subscriptionId: charge.subscriptionId,
+    subscriber: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
     token: TOKEN,
     cap: 10_000_000n,
     budget: 100_000_000n,
@@ -102,6 +103,18 @@ describe('EIP-712 request hashing', () => {
     expect(hashTypedData(kind, domain, samples[kind])).toBe(solidityStyleDigest(kind));
   });
 
+  it('binds the subscriber wallet into SubscribeAuthorization, right after subscriptionId', () => {
+    expect(encodeType('SubscribeAuthorization')).toBe(
+      'SubscribeAuthorization(bytes32 subscriptionId,address subscriber,address token,uint256 cap,uint256 budget,' +
+        'uint256 periodDuration,uint256 firstChargeAmount,uint256 deadline)',
+    );
+    const auth = samples.SubscribeAuthorization;
+    const digest = hashTypedData('SubscribeAuthorization', domain, auth);
+    expect(hashTypedData('SubscribeAuthorization', domain, { ...auth, subscriber: OTHER.address })).not.toBe(digest);
+    // Address case does not matter: the same wallet, the same digest.
+    expect(hashTypedData('SubscribeAuthorization', domain, { ...auth, subscriber: auth.subscriber.toLowerCase() })).toBe(digest);
+  });
+
   it('binds the chain id and the verifying contract', () => {
     const digest = hashTypedData('Charge', domain, charge);
     expect(hashTypedData('Charge', stablepayDomain(10, CONTRACT), charge)).not.toBe(digest);
@@ -134,6 +147,21 @@ describe('verifyTypedDataSigner', () => {
   it.each(REQUEST_KINDS.map((k) => [k]))('recovers the signer for %s', async (kind) => {
     const signature = await SIGNER.signTypedData(domain, typesFor(kind), { ...samples[kind] });
     expect(verifyTypedDataSigner(kind, domain, samples[kind], signature)).toBe(SIGNER.address);
+  });
+
+  it('does not accept a SubscribeAuthorization for one subscriber as signed for another wallet', async () => {
+    const auth = samples.SubscribeAuthorization;
+    const signature = await SIGNER.signTypedData(domain, typesFor('SubscribeAuthorization'), { ...auth });
+    expect(isSignedBy('SubscribeAuthorization', domain, auth, signature, SIGNER.address)).toBe(true);
+    const stolen = { ...auth, subscriber: OTHER.address };
+    expect(isSignedBy('SubscribeAuthorization', domain, stolen, signature, SIGNER.address)).toBe(false);
+  });
+
+  it('rejects a SubscribeAuthorization whose subscriber is not an address with invalid_typed_data', () => {
+    const bad = { ...samples.SubscribeAuthorization, subscriber: '0x1234' };
+    expect(thrown(() => verifyTypedDataSigner('SubscribeAuthorization', domain, bad, CHARGE_VECTOR.signature)).code).toBe(
+      'invalid_typed_data',
+    );
   });
 
   it('recovers a different address when any field differs from what was signed', () => {
