@@ -7,3 +7,4 @@ export * from './settings.presenter';
 export * from './webhook-secrets';
 export * from './merchant-settings.projection';
 export * from './webhook-url';
+export * from './contract-signatures';

@@ -14,6 +14,7 @@ import {
   type SettlementMode,
 } from '@stablepay/merchants-domain';
 import { type Clock, fingerprint, invalidRequest, newId, validationError } from '@stablepay/util';
+import { ContractSignatureVerifier } from './contract-signatures';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { SettingsReader, type MerchantSettingsRow } from './settings.reader';
 import { validateWebhookUrl } from './webhook-url';
@@ -48,6 +49,7 @@ export class MerchantCommands {
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(MERCHANTS_CONFIG) private readonly config: MerchantsConfig,
     @Inject(SettingsReader) private readonly reader: SettingsReader,
+    @Inject(ContractSignatureVerifier) private readonly contractSignatures: ContractSignatureVerifier,
   ) {}
 
   private async run(merchantId: string, command: MerchantCommand, mode?: Mode): Promise<MerchantSettingsRow> {
@@ -160,13 +162,16 @@ export class MerchantCommands {
     } catch {
       recoveredSigner = null;
     }
+    // A contract account (multisig, smart wallet) proves control by approving the message on every chain.
+    const contractApproved =
+      recoveredSigner?.toLowerCase() === input.merchantPauser.toLowerCase()
+        ? false
+        : await this.contractSignatures.approvesOnEveryChain(input.merchantPauser, message, input.signature);
     return this.run(merchantId, {
       type: 'DeclarePauser',
       merchantPauser: input.merchantPauser,
       recoveredSigner,
-      // ERC-1271 approval is checked on every supported chain once the chain layer is wired in; until then only
-      // externally owned accounts can prove control.
-      contractApproved: false,
+      contractApproved,
       operatorPauser: this.config.operatorPauser,
       acknowledgeSharedPauserRisk: input.acknowledgeSharedPauserRisk,
       now: this.clock.now(),

@@ -1,5 +1,6 @@
 import { envBool, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
+import { parseChainRpcUrls } from './contract-signatures';
 
 export interface MerchantsConfig {
   /** The operator's own pauser: a merchant pauser may never equal it (pauser_is_exodus_pauser). */
@@ -13,6 +14,8 @@ export interface MerchantsConfig {
   readonly supportedChains: readonly string[];
   /** Address of the payment factory on every chain, once the chain layer deployed it. */
   readonly paymentFactoryAddress: string | null;
+  /** RPC endpoint per supported CAIP-2 chain (CHAIN_RPC_URLS), for ERC-1271 checks of contract pausers. */
+  readonly chainRpcUrls: Readonly<Record<string, string>>;
 }
 
 export const MERCHANTS_CONFIG = Symbol('MERCHANTS_CONFIG');
@@ -38,5 +41,6 @@ export function merchantsConfigFromEnv(env: Record<string, string | undefined>, 
     secretBox,
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
     paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
+    chainRpcUrls: parseChainRpcUrls(envOptional(env, 'CHAIN_RPC_URLS')),
   };
 }

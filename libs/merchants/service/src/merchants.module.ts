@@ -2,6 +2,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { API_KEY_RESOLVER } from '@stablepay/http';
 import { AdminController, AdminTokenGuard } from './admin.controller';
 import { MerchantApiKeyResolver } from './api-key.resolver';
+import { ContractSignatureVerifier } from './contract-signatures';
 import { MerchantCommands } from './merchant-commands';
 import { MerchantSettingsProjection } from './merchant-settings.projection';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
@@ -21,6 +22,7 @@ export class MerchantsModule {
       controllers: [SettingsController, AdminController],
       providers: [
         { provide: MERCHANTS_CONFIG, useValue: config },
+        { provide: ContractSignatureVerifier, useFactory: () => new ContractSignatureVerifier(config.chainRpcUrls) },
         MerchantSettingsProjection,
         SettingsReader,
         MerchantCommands,
