@@ -44,6 +44,8 @@ export type PostgresConnection =
   | { readonly pool: Pool };
 
 export type PostgresEventStoreOptions = PostgresConnection & {
+  /** Reports an idle connection the server closed (the pool replaces it); the default ignores it. */
+  readonly onPoolError?: (error: Error) => void;
   /** Stamps `recordedAt`. */
   readonly clock?: Clock;
   /** Tuning and reporting of catch-up subscriptions. */
@@ -61,6 +63,10 @@ export async function createPostgresEventStore(
   const pool = owned
     ? new Pool({ connectionString: options.url, max: options.poolSize ?? 10 })
     : options.pool;
+  // An idle pooled connection closed by the server (restart, failover, an administrator) emits 'error' on the
+  // pool; without a listener that is an uncaught exception that kills the process. pg drops the broken client
+  // and the next query opens a new one, so reporting is all there is to do.
+  if (owned) pool.on('error', (error) => options.onPoolError?.(error));
   try {
     await migrateEventStore(pool);
   } catch (error) {
