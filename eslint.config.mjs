@@ -34,7 +34,7 @@ export default [
           allow: [],
           depConstraints: [
             { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:adapter', 'type:util', 'type:contracts', 'type:testing'] },
-            { sourceTag: 'type:service', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:domain', 'type:adapter', 'type:util', 'type:contracts', 'type:testing'] },
+            { sourceTag: 'type:service', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:domain', 'type:adapter', 'type:util', 'type:contracts', 'type:testing', 'type:sdk'] },
             { sourceTag: 'type:api', onlyDependOnLibsWithTags: ['type:domain', 'type:adapter', 'type:util', 'type:contracts', 'type:testing'] },
             { sourceTag: 'type:domain', onlyDependOnLibsWithTags: ['type:domain', 'type:util'] },
             { sourceTag: 'type:adapter', onlyDependOnLibsWithTags: ['type:adapter', 'type:util', 'type:contracts', 'type:testing'] },

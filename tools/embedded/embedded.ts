@@ -11,11 +11,13 @@ import { paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
 import { platformConfigFromEnv, type RunningService, startService } from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
-import { subscriptionsService } from '@stablepay/subscriptions-service';
+import { subscriptionsConfigFromEnv, subscriptionsService } from '@stablepay/subscriptions-service';
 import { startPgliteServer, type PgliteServer } from '@stablepay/testing';
 import { type Clock, ConfigError } from '@stablepay/util';
-import { webhookDispatchService } from '@stablepay/webhook-dispatch-service';
+import { dispatchOptionsFromEnv, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
 
+/** Webhook sources: each scope's mapping from its domain events to merchant webhook events (see docs/architecture.md, Webhooks). */
+const webhookSources: WebhookSource[] = [];
 
 export interface EmbeddedOptions {
   readonly env?: Record<string, string | undefined>;
@@ -75,12 +77,12 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       [
         gatewayService(merchants),
         paymentsService(),
-        subscriptionsService(),
+        subscriptionsService(subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
         chargeLedgerService(),
         indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
         settlementService(),
         payoutsService(),
-        webhookDispatchService(),
+        webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),
       ],
       { service: 'stablepay-embedded', ...(options.clock ? { clock: options.clock } : {}) },
     );

@@ -1,8 +1,16 @@
 #!/usr/bin/env node
 // Serves an embedded PGlite database over the Postgres wire protocol, so every part of Stablepay talks
 // to "a Postgres server" the same way whether it is PGlite (embedded default) or a real one.
-// Usage: node tools/pglite/serve.mjs [--port 0] [--data-dir DIR|memory://] [--max-connections 8]
+// Usage: node tools/pglite/serve.mjs [--port 0] [--data-dir DIR|memory://] [--max-connections 16]
 // Prints one JSON line {"ready":true,"port":N,"url":"postgres://..."} on stdout once listening.
+//
+// One fix over @electric-sql/pglite-socket 0.2.17: it queues each wire-protocol MESSAGE of every connection in one
+// FIFO, so when two connections run parameterised queries at once, connection A's Parse/Bind/Execute/Sync can be
+// split by connection B's Parse ("bind message supplies 8 parameters, but prepared statement "" requires 2", and
+// with a transaction involved, a stalled queue). Here a connection that sends a message owns the backend until it
+// is idle again (it sent Sync, a simple Query or Terminate and PGlite is not inside a transaction block); other
+// connections' messages wait in arrival order; a connection that goes away releases what it owned (rolling back an
+// open transaction).
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { mkdirSync } from 'node:fs';
@@ -19,6 +27,66 @@ const maxConnections = Number(opt('max-connections', '16'));
 if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true });
 const db = await PGlite.create(dataDir);
 const server = new PGLiteSocketServer({ db, port, host: '127.0.0.1', maxConnections });
+
+const SYNC = 0x53; // 'S'
+const QUERY = 0x51; // 'Q'
+const TERMINATE = 0x58; // 'X'
+const PASSWORD = 0x70; // 'p'
+const PROTOCOL_3 = 196608;
+
+/** Messages after which a connection, unless inside a transaction block, leaves the backend idle. */
+function endsExchange(message) {
+  if (message.length >= 8 && new DataView(message.buffer, message.byteOffset, message.byteLength).getInt32(4) === PROTOCOL_3) return true; // startup
+  const type = message[0];
+  return type === SYNC || type === QUERY || type === TERMINATE || type === PASSWORD;
+}
+let owner = null;
+let running = false;
+const waiting = [];
+
+async function pump() {
+  if (running) return;
+  running = true;
+  try {
+    for (;;) {
+      const index = owner === null ? 0 : waiting.findIndex((w) => w.handlerId === owner);
+      if (index < 0 || waiting.length === 0) return;
+      const [item] = waiting.splice(index, 1);
+      owner = item.handlerId;
+      try {
+        const bytes = await db.runExclusive(() =>
+          db.execProtocolRawStream(item.message, { onRawData: (chunk) => item.onData(chunk) }),
+        );
+        item.resolve(bytes);
+      } catch (error) {
+        item.reject(error);
+      }
+      if (endsExchange(item.message) && !db.isInTransaction()) owner = null;
+    }
+  } finally {
+    running = false;
+  }
+}
+
+const queue = server.queryQueue;
+queue.enqueue = (handlerId, message, onData) =>
+  new Promise((resolve, reject) => {
+    waiting.push({ handlerId, message, onData, resolve, reject });
+    void pump();
+  });
+queue.clearQueueForHandler = (handlerId) => {
+  for (let i = waiting.length - 1; i >= 0; i--) {
+    if (waiting[i].handlerId === handlerId) waiting.splice(i, 1)[0].reject(new Error('Handler disconnected'));
+  }
+};
+queue.clearTransactionIfNeeded = async (handlerId) => {
+  if (owner !== handlerId) return;
+  if (db.isInTransaction()) await db.exec('ROLLBACK');
+  owner = null;
+  void pump();
+};
+queue.getQueueLength = () => waiting.length;
+
 await server.start();
 const boundPort = Number(server.getServerConn().split(':').pop());
 process.stdout.write(

@@ -1,5 +1,24 @@
 import 'reflect-metadata';
-import { webhookDispatchService } from '@stablepay/webhook-dispatch-service';
+import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
+import { dispatchOptionsFromEnv, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
-runMain('webhook-dispatch', () => startService(platformConfigFromEnv(process.env), [webhookDispatchService()], { service: 'webhook-dispatch' }));
+/**
+ * The webhook source registry of this deployable: each scope's mapping from its domain events to merchant webhook
+ * events. Add a scope's source here (and in tools/embedded/embedded.ts) when it starts emitting events.
+ */
+const sources: WebhookSource[] = [];
+
+runMain('webhook-dispatch', () =>
+  startService(
+    platformConfigFromEnv(process.env),
+    [
+      webhookDispatchService({
+        merchants: merchantsConfigFromEnv(process.env, { allowEphemeralKey: false }),
+        dispatch: dispatchOptionsFromEnv(process.env),
+        sources,
+      }),
+    ],
+    { service: 'webhook-dispatch' },
+  ),
+);

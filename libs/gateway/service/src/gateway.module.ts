@@ -4,6 +4,10 @@ import { CLOCK } from '@stablepay/aggregate';
 import { ApiKeyGuard, IDEMPOTENCY_CLOCK, IdempotencyInterceptor } from '@stablepay/http';
 import { MERCHANTS_MIGRATIONS, MerchantsModule, type MerchantsConfig } from '@stablepay/merchants-service';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { WEBHOOKS_MIGRATIONS, WebhooksGatewayModule } from '@stablepay/webhook-dispatch-service';
+import { WebhooksApiModule } from '@stablepay/webhooks-api';
+import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
+import { subscriptionsHttpModule } from '@stablepay/subscriptions-service';
 
 /**
  * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
@@ -14,7 +18,12 @@ export class GatewayModule {
   static forRoot(merchants: MerchantsConfig): DynamicModule {
     return {
       module: GatewayModule,
-      imports: [MerchantsModule.forRoot(merchants)],
+      imports: [
+        // The webhooks scope's event-type catalogue validates PATCH /settings webhook_event_types.
+        MerchantsModule.forRoot({ ...merchants, webhookEventCatalogue: WEBHOOK_EVENT_TYPES }),
+        WebhooksApiModule.forRoot({ imports: [WebhooksGatewayModule.forRoot({ merchants })] }),
+        subscriptionsHttpModule(),
+      ],
       providers: [
         { provide: APP_GUARD, useClass: ApiKeyGuard },
         { provide: IDEMPOTENCY_CLOCK, useExisting: CLOCK },
@@ -25,5 +34,5 @@ export class GatewayModule {
 }
 
 export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
-  return { name: 'gateway', imports: [GatewayModule.forRoot(merchants)], migrations: MERCHANTS_MIGRATIONS };
+  return { name: 'gateway', imports: [GatewayModule.forRoot(merchants)], migrations: [...MERCHANTS_MIGRATIONS, ...WEBHOOKS_MIGRATIONS] };
 }

@@ -69,6 +69,29 @@ export type SubscriptionManagerDeployed = {
   data: { chain: string; address: string; deployedAt: string };
 };
 
+/**
+ * Payout bank details of a fiat-settled business (SPEC Rules 8: "a complete fiat settlement configuration").
+ * Each field may be unset while the merchant fills the configuration in; FIAT_SETTLEMENT_REQUIRED_FIELDS says
+ * which ones make it complete. The event carries the whole configuration after the change (null: removed).
+ */
+export interface FiatSettlementDetails {
+  /** ISO-4217 settlement currency, upper case: a fiat-settled business prices subscription checkouts in it. */
+  readonly currency: string | null;
+  readonly beneficiaryName: string | null;
+  readonly bankName: string | null;
+  /** IBAN, CBU/CVU, CLABE or local account number (letters and digits). */
+  readonly accountNumber: string | null;
+  /** Routing number, SWIFT/BIC or local bank code, where the account number does not identify the bank. */
+  readonly bankCode: string | null;
+  /** ISO-3166 alpha-2 country of the bank account. */
+  readonly country: string | null;
+}
+
+export type FiatSettlementConfigured = {
+  type: 'FiatSettlementConfigured.v1';
+  data: { fiat: FiatSettlementDetails | null; configuredAt: string };
+};
+
 export type MerchantEvent =
   | MerchantCreated
   | MerchantSignerRegistered
@@ -77,7 +100,8 @@ export type MerchantEvent =
   | WebhookSecretIssued
   | WebhookSecretRotated
   | PauserDeclared
-  | SubscriptionManagerDeployed;
+  | SubscriptionManagerDeployed
+  | FiatSettlementConfigured;
 
 export const MERCHANT_CATEGORY = 'merchant';
 export const merchantStreamId = (merchantId: string): string => `${MERCHANT_CATEGORY}-${merchantId}`;

@@ -1,5 +1,5 @@
 import { cannotProcess, conflict, DomainError, invalidRequest, notFound } from '@stablepay/util';
-import type { MerchantEvent, Mode, SettlementMode } from './merchant.events';
+import type { FiatSettlementDetails, MerchantEvent, Mode, SettlementMode } from './merchant.events';
 import { WEBHOOK_SECRET_GRACE_MS } from './rules';
 
 export interface MerchantState {
@@ -19,6 +19,7 @@ export interface MerchantState {
   readonly primaryColor: string | null;
   readonly merchantPauser: string | null;
   readonly subscriptionManagerDeployed: boolean;
+  readonly fiatSettlement: FiatSettlementDetails | null;
 }
 
 export const initialMerchantState = (): MerchantState => ({
@@ -38,6 +39,7 @@ export const initialMerchantState = (): MerchantState => ({
   primaryColor: null,
   merchantPauser: null,
   subscriptionManagerDeployed: false,
+  fiatSettlement: null,
 });
 
 export function evolveMerchant(state: MerchantState, event: MerchantEvent): MerchantState {
@@ -79,6 +81,8 @@ export function evolveMerchant(state: MerchantState, event: MerchantEvent): Merc
       return { ...state, merchantPauser: event.data.merchantPauser };
     case 'SubscriptionManagerDeployed.v1':
       return { ...state, subscriptionManagerDeployed: true };
+    case 'FiatSettlementConfigured.v1':
+      return { ...state, fiatSettlement: event.data.fiat };
   }
 }
 
@@ -118,7 +122,24 @@ export type MerchantCommand =
       acknowledgeSharedPauserRisk: boolean;
       now: Date;
     }
-  | { type: 'RecordSubscriptionManagerDeployed'; chain: string; address: string; now: Date };
+  | { type: 'RecordSubscriptionManagerDeployed'; chain: string; address: string; now: Date }
+  | {
+      /** PUT /payments/settlement: the settlement address and the fiat configuration, in one append. */
+      type: 'ConfigureSettlement';
+      settlementAddress?: string;
+      /** Fiat fields to set (null unsets one; absent keeps it); `null` removes the whole configuration. */
+      fiat?: Partial<FiatSettlementDetails> | null;
+      now: Date;
+    };
+
+const NO_FIAT_SETTLEMENT: FiatSettlementDetails = {
+  currency: null,
+  beneficiaryName: null,
+  bankName: null,
+  accountNumber: null,
+  bankCode: null,
+  country: null,
+};
 
 const sameAddress = (a: string | null, b: string | null): boolean => !!a && !!b && a.toLowerCase() === b.toLowerCase();
 
@@ -242,6 +263,27 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
     case 'RecordSubscriptionManagerDeployed':
       requireExists(state);
       return [{ type: 'SubscriptionManagerDeployed.v1', data: { chain: command.chain, address: command.address, deployedAt: at } }];
+    case 'ConfigureSettlement': {
+      requireExists(state);
+      const events: MerchantEvent[] = [];
+      if (command.settlementAddress !== undefined && command.settlementAddress !== state.settlementAddress) {
+        events.push({ type: 'SettlementAddressChanged.v1', data: { settlementAddress: command.settlementAddress, changedAt: at } });
+      }
+      if (command.fiat === undefined) return events;
+      let next: FiatSettlementDetails | null = null;
+      if (command.fiat !== null) {
+        const merged: { -readonly [K in keyof FiatSettlementDetails]: FiatSettlementDetails[K] } = { ...(state.fiatSettlement ?? NO_FIAT_SETTLEMENT) };
+        for (const key of Object.keys(NO_FIAT_SETTLEMENT) as Array<keyof FiatSettlementDetails>) {
+          const value = command.fiat[key];
+          if (value !== undefined) merged[key] = value;
+        }
+        next = Object.values(merged).every((v) => v === null) ? null : merged;
+      }
+      if (JSON.stringify(next) !== JSON.stringify(state.fiatSettlement)) {
+        events.push({ type: 'FiatSettlementConfigured.v1', data: { fiat: next, configuredAt: at } });
+      }
+      return events;
+    }
   }
 }
 

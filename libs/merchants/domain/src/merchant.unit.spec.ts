@@ -1,7 +1,7 @@
 import { DomainError } from '@stablepay/util';
 import { decideMerchant, evolveMerchant, initialMerchantState, type MerchantCommand } from './merchant';
 import type { MerchantEvent } from './merchant.events';
-import { pauserDeclarationMessage, requireBrandingColor } from './rules';
+import { isFiatSettlementComplete, missingFiatSettlementFields, pauserDeclarationMessage, requireBrandingColor } from './rules';
 
 const now = new Date('2026-05-01T12:00:00.000Z');
 const created: MerchantEvent = {
@@ -161,5 +161,61 @@ describe('merchant aggregate', () => {
 
   it('the declaration message binds merchant and mode', () => {
     expect(pauserDeclarationMessage('mer_1', 'test')).toContain('Merchant: mer_1\nMode: test');
+  });
+});
+
+describe('fiat settlement configuration (SPEC Rules 8: a complete configuration before a fiat-settled business prices)', () => {
+  const complete = { currency: 'ARS', beneficiaryName: 'Acme SA', bankName: 'Banco Ejemplo', accountNumber: '0000003100010000000001', bankCode: null, country: 'AR' };
+
+  it('records the whole configuration after a change', () => {
+    given(created)
+      .when({ type: 'ConfigureSettlement', fiat: { currency: 'ARS' }, now })
+      .then([
+        {
+          type: 'FiatSettlementConfigured.v1',
+          data: {
+            fiat: { currency: 'ARS', beneficiaryName: null, bankName: null, accountNumber: null, bankCode: null, country: null },
+            configuredAt: now.toISOString(),
+          },
+        },
+      ]);
+  });
+
+  it('merges later changes, unsets a field with null and removes the configuration with null', () => {
+    const configured: MerchantEvent = { type: 'FiatSettlementConfigured.v1', data: { fiat: complete, configuredAt: now.toISOString() } };
+    given(created, configured)
+      .when({ type: 'ConfigureSettlement', fiat: { bankName: null, country: 'AR' }, now })
+      .then([{ type: 'FiatSettlementConfigured.v1', data: { fiat: { ...complete, bankName: null }, configuredAt: now.toISOString() } }]);
+    given(created, configured)
+      .when({ type: 'ConfigureSettlement', fiat: null, now })
+      .then([{ type: 'FiatSettlementConfigured.v1', data: { fiat: null, configuredAt: now.toISOString() } }]);
+  });
+
+  it('changes the settlement address and the fiat configuration in one decision', () => {
+    given(created)
+      .when({ type: 'ConfigureSettlement', settlementAddress: SIGNER, fiat: { country: 'AR' }, now })
+      .then([
+        { type: 'SettlementAddressChanged.v1', data: { settlementAddress: SIGNER, changedAt: now.toISOString() } },
+        {
+          type: 'FiatSettlementConfigured.v1',
+          data: {
+            fiat: { currency: null, beneficiaryName: null, bankName: null, accountNumber: null, bankCode: null, country: 'AR' },
+            configuredAt: now.toISOString(),
+          },
+        },
+      ]);
+  });
+
+  it('records nothing when nothing changes', () => {
+    given(created, { type: 'FiatSettlementConfigured.v1', data: { fiat: complete, configuredAt: now.toISOString() } })
+      .when({ type: 'ConfigureSettlement', fiat: { currency: 'ARS' }, now })
+      .then([]);
+    given(created).when({ type: 'ConfigureSettlement', fiat: null, now }).then([]);
+  });
+
+  it('is complete with currency, beneficiary, account number and country', () => {
+    expect(isFiatSettlementComplete(complete)).toBe(true);
+    expect(isFiatSettlementComplete(null)).toBe(false);
+    expect(missingFiatSettlementFields({ ...complete, accountNumber: null, country: null })).toEqual(['accountNumber', 'country']);
   });
 });

@@ -1,4 +1,5 @@
 import { validationError } from '@stablepay/util';
+import type { FiatSettlementDetails } from './merchant.events';
 
 /** SPEC Settings > Branding: exactly `#` and 6 hex digits; shorthand such as `#fff` is rejected. */
 const COLOR = /^#[0-9a-fA-F]{6}$/;
@@ -32,3 +33,15 @@ export function pauserDeclarationMessage(merchantId: string, mode: 'test' | 'liv
 }
 
 export const WEBHOOK_SECRET_GRACE_MS = 24 * 60 * 60 * 1000;
+
+/** The fields a fiat settlement configuration needs before a fiat-settled business can sell (SPEC Rules 8). */
+export const FIAT_SETTLEMENT_REQUIRED_FIELDS = ['currency', 'beneficiaryName', 'accountNumber', 'country'] as const;
+
+/** Required fields still unset (empty when complete; every required field when nothing is configured). */
+export function missingFiatSettlementFields(fiat: FiatSettlementDetails | null): Array<(typeof FIAT_SETTLEMENT_REQUIRED_FIELDS)[number]> {
+  return FIAT_SETTLEMENT_REQUIRED_FIELDS.filter((field) => !fiat || fiat[field] === null || fiat[field] === '');
+}
+
+export function isFiatSettlementComplete(fiat: FiatSettlementDetails | null): boolean {
+  return missingFiatSettlementFields(fiat).length === 0;
+}

@@ -7,4 +7,6 @@ export * from './settings.presenter';
 export * from './webhook-secrets';
 export * from './merchant-settings.projection';
 export * from './webhook-url';
+export * from './settlement.controller';
+export * from './webhook-event-types';
 export * from './contract-signatures';

@@ -7,6 +7,7 @@ import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore, Mode } from '@stablepay/event-store';
 import { apiKeyHint, generateApiKey, hashApiKey, parseApiKey } from '@stablepay/http';
 import {
+  type FiatSettlementDetails,
   type MerchantCommand,
   merchantDecider,
   merchantStreamId,
@@ -174,6 +175,19 @@ export class MerchantCommands {
       contractApproved,
       operatorPauser: this.config.operatorPauser,
       acknowledgeSharedPauserRisk: input.acknowledgeSharedPauserRisk,
+      now: this.clock.now(),
+    });
+  }
+
+  /** PUT /payments/settlement: settlement address and/or fiat configuration (validated by the caller). */
+  configureSettlement(
+    merchantId: string,
+    input: { settlementAddress?: string; fiat?: Partial<FiatSettlementDetails> | null },
+  ): Promise<MerchantSettingsRow> {
+    return this.run(merchantId, {
+      type: 'ConfigureSettlement',
+      ...(input.settlementAddress !== undefined ? { settlementAddress: parseAddress('settlement_address', input.settlementAddress) } : {}),
+      ...(input.fiat !== undefined ? { fiat: input.fiat } : {}),
       now: this.clock.now(),
     });
   }

@@ -99,6 +99,18 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
         set['subscription_manager_address'] = event.data.address;
         at = event.data.deployedAt;
         break;
+      case 'FiatSettlementConfigured.v1': {
+        const fiat = event.data.fiat;
+        set['fiat_currency'] = fiat?.currency ?? null;
+        set['fiat_beneficiary_name'] = fiat?.beneficiaryName ?? null;
+        set['fiat_bank_name'] = fiat?.bankName ?? null;
+        set['fiat_account_number'] = fiat?.accountNumber ?? null;
+        set['fiat_bank_code'] = fiat?.bankCode ?? null;
+        set['fiat_country'] = fiat?.country ?? null;
+        set['fiat_configured_at'] = event.data.configuredAt;
+        at = event.data.configuredAt;
+        break;
+      }
       default:
         // Unknown (newer) event types are skipped but still advance the revision.
         at = new Date().toISOString();

@@ -16,6 +16,8 @@ export interface MerchantsConfig {
   readonly paymentFactoryAddress: string | null;
   /** RPC endpoint per supported CAIP-2 chain (CHAIN_RPC_URLS), for ERC-1271 checks of contract pausers. */
   readonly chainRpcUrls: Readonly<Record<string, string>>;
+  /** The webhook event types a merchant may select (PATCH /settings `webhook_event_types`); the webhooks scope's catalogue. */
+  readonly webhookEventCatalogue?: readonly string[];
 }
 
 export const MERCHANTS_CONFIG = Symbol('MERCHANTS_CONFIG');

@@ -7,6 +7,7 @@ import { MerchantCommands } from './merchant-commands';
 import { MerchantSettingsProjection } from './merchant-settings.projection';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { SettingsController } from './settings.controller';
+import { SettlementController } from './settlement.controller';
 import { SettingsReader } from './settings.reader';
 import { WebhookSecrets } from './webhook-secrets';
 
@@ -19,7 +20,7 @@ export class MerchantsModule {
   static forRoot(config: MerchantsConfig): DynamicModule {
     return {
       module: MerchantsModule,
-      controllers: [SettingsController, AdminController],
+      controllers: [SettingsController, SettlementController, AdminController],
       providers: [
         { provide: MERCHANTS_CONFIG, useValue: config },
         { provide: ContractSignatureVerifier, useFactory: () => new ContractSignatureVerifier(config.chainRpcUrls) },

@@ -49,4 +49,23 @@ export class CreateMerchantReadModels1763800000100 implements MigrationInterface
   }
 }
 
-export const MERCHANTS_MIGRATIONS = [CreateMerchantReadModels1763800000100];
+/** The fiat settlement configuration (GET/PUT /payments/settlement), projected from FiatSettlementConfigured.v1. */
+export class AddFiatSettlement1767300000000 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE merchant_settings
+      ADD COLUMN fiat_currency text,
+      ADD COLUMN fiat_beneficiary_name text,
+      ADD COLUMN fiat_bank_name text,
+      ADD COLUMN fiat_account_number text,
+      ADD COLUMN fiat_bank_code text,
+      ADD COLUMN fiat_country text,
+      ADD COLUMN fiat_configured_at timestamptz`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE merchant_settings
+      DROP COLUMN fiat_currency, DROP COLUMN fiat_beneficiary_name, DROP COLUMN fiat_bank_name, DROP COLUMN fiat_account_number,
+      DROP COLUMN fiat_bank_code, DROP COLUMN fiat_country, DROP COLUMN fiat_configured_at`);
+  }
+}
+
+export const MERCHANTS_MIGRATIONS = [CreateMerchantReadModels1763800000100, AddFiatSettlement1767300000000];

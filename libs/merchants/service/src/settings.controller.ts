@@ -7,6 +7,7 @@ import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { presentSettings } from './settings.presenter';
 import { RegisterSignerDto, UpdateProfileDto, UpdateSettlementDto } from './settings.dto';
 import { SettingsReader } from './settings.reader';
+import { requireKnownEventTypes } from './webhook-event-types';
 
 @Controller('settings')
 export class SettingsController {
@@ -45,7 +46,7 @@ export class SettingsController {
       ...(body.webhook_url !== undefined ? { webhookUrl: body.webhook_url } : {}),
       ...(body.background_color !== undefined ? { backgroundColor: requireBrandingColor('background_color', body.background_color) } : {}),
       ...(body.primary_color !== undefined ? { primaryColor: requireBrandingColor('primary_color', body.primary_color) } : {}),
-      ...(body.webhook_event_types !== undefined ? { webhookEventTypes: body.webhook_event_types } : {}),
+      ...(body.webhook_event_types !== undefined ? { webhookEventTypes: requireKnownEventTypes(body.webhook_event_types, this.config.webhookEventCatalogue) } : {}),
     });
     // The secret is shown once, in the response of the update that issued it.
     return { ...presentSettings(row, this.config), ...(issuedSecret ? { webhook_secret: issuedSecret } : {}) };

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { type FiatSettlementDetails, isFiatSettlementComplete } from '@stablepay/merchants-domain';
 import { DomainError, notFound } from '@stablepay/util';
 import { MerchantSettingsProjection } from './merchant-settings.projection';
 
@@ -22,6 +23,13 @@ export interface MerchantSettingsRow {
   merchant_pauser: string | null;
   shared_pauser_risk_acknowledged: boolean;
   subscription_manager_address: string | null;
+  fiat_currency: string | null;
+  fiat_beneficiary_name: string | null;
+  fiat_bank_name: string | null;
+  fiat_account_number: string | null;
+  fiat_bank_code: string | null;
+  fiat_country: string | null;
+  fiat_configured_at: Date | null;
   revision: number;
   created_at: Date;
   updated_at: Date;
@@ -72,4 +80,23 @@ export class SettingsReader {
       });
     }
   }
+}
+
+/** The fiat settlement configuration of a settings row (null when none is set). */
+export function fiatSettlementOf(row: MerchantSettingsRow): FiatSettlementDetails | null {
+  const fiat: FiatSettlementDetails = {
+    currency: row.fiat_currency ?? null,
+    beneficiaryName: row.fiat_beneficiary_name ?? null,
+    bankName: row.fiat_bank_name ?? null,
+    accountNumber: row.fiat_account_number ?? null,
+    bankCode: row.fiat_bank_code ?? null,
+    country: row.fiat_country ?? null,
+  };
+  return Object.values(fiat).every((v) => v === null) ? null : fiat;
+}
+
+/** SPEC Rules 8: whether a fiat-settled business may price (its configuration is complete), and in which currency. */
+export function fiatSettlementStatus(row: MerchantSettingsRow): { currency: string | null; complete: boolean } {
+  const fiat = fiatSettlementOf(row);
+  return { currency: fiat?.currency ?? null, complete: isFiatSettlementComplete(fiat) };
 }

@@ -1,14 +1,101 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/common';
+import { CLOCK } from '@stablepay/aggregate';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { SubscriptionsApiModule } from '@stablepay/subscriptions-api';
+import type { Clock } from '@stablepay/util';
+import { SUBSCRIPTIONS_MIGRATIONS } from './migrations';
+import { RATE_SOURCE } from './rates/rate-source.token';
+import { SandboxRateSource } from './rates/sandbox-rate-source';
+import { SubscriptionCheckoutChanges } from './subscription-checkouts/changes';
+import { SubscriptionCheckoutExpiryTimer } from './subscription-checkouts/expiry-timer';
+import { MerchantProfiles } from './subscription-checkouts/merchant-profiles';
+import { SubscriptionCheckoutCommands } from './subscription-checkouts/subscription-checkout.commands';
+import { SubscriptionCheckoutProjection } from './subscription-checkouts/subscription-checkout.projection';
+import { SubscriptionCheckoutReader } from './subscription-checkouts/subscription-checkout.reader';
+import { SubscriptionCheckoutsApplication } from './subscription-checkouts/subscription-checkouts.application';
+import {
+  SUBSCRIPTIONS_CONFIG,
+  SUBSCRIPTIONS_CONFIG_OVERRIDE,
+  type SubscriptionsConfig,
+  subscriptionsConfigFromEnv,
+} from './subscriptions.config';
+
+/** Makes the process's subscriptions configuration visible to every module (set by subscriptionsService(config)). */
+@Global()
+@Module({})
+export class SubscriptionsConfigModule {
+  static forRoot(config: SubscriptionsConfig): DynamicModule {
+    return {
+      module: SubscriptionsConfigModule,
+      providers: [{ provide: SUBSCRIPTIONS_CONFIG_OVERRIDE, useValue: config }],
+      exports: [SUBSCRIPTIONS_CONFIG_OVERRIDE],
+    };
+  }
+}
+
+class ConfigHolder {
+  constructor(@Optional() @Inject(SUBSCRIPTIONS_CONFIG_OVERRIDE) readonly config?: SubscriptionsConfig) {}
+}
 
 /**
- * The subscriptions service: SubscriptionCheckout and Subscription aggregates.
- * Its features arrive with their issues; today it hosts the platform wiring (database, event store, bus,
- * health and readiness) so the service deploys, boots and reports ready on its own.
+ * What the subscription checkout command and query side needs wherever it runs: the gateway (its routes call
+ * the use cases in-process) and the subscriptions service (projection and expiry timer). A static module, so one
+ * process that hosts both shares one instance. Configuration: subscriptionsService(config) when the process
+ * hosts the service, else the environment (the gateway alone).
  */
-@Module({})
+@Module({
+  providers: [
+    ConfigHolder,
+    {
+      provide: SUBSCRIPTIONS_CONFIG,
+      useFactory: (holder: ConfigHolder) => holder.config ?? subscriptionsConfigFromEnv(process.env),
+      inject: [ConfigHolder],
+    },
+    {
+      provide: RATE_SOURCE,
+      useFactory: (config: SubscriptionsConfig, clock: Clock) => new SandboxRateSource(config.sandboxRates, clock),
+      inject: [SUBSCRIPTIONS_CONFIG, CLOCK],
+    },
+    SubscriptionCheckoutChanges,
+    SubscriptionCheckoutReader,
+    SubscriptionCheckoutCommands,
+    MerchantProfiles,
+    SubscriptionCheckoutsApplication,
+  ],
+  exports: [
+    SUBSCRIPTIONS_CONFIG,
+    RATE_SOURCE,
+    SubscriptionCheckoutChanges,
+    SubscriptionCheckoutReader,
+    SubscriptionCheckoutCommands,
+    SubscriptionCheckoutsApplication,
+  ],
+})
+export class SubscriptionCheckoutsCoreModule {}
+
+/**
+ * The subscriptions service: the SubscriptionCheckout aggregate's projection and its durable expiry timer (the
+ * Subscription aggregate arrives with the on-chain subscribe flow). Health and readiness come from the platform.
+ */
+@Module({
+  imports: [SubscriptionCheckoutsCoreModule],
+  providers: [SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
+  exports: [SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
+})
 export class SubscriptionsServiceModule {}
 
-export function subscriptionsService(): ServiceDefinition {
-  return { name: 'subscriptions', imports: [SubscriptionsServiceModule] };
+export function subscriptionsService(config: SubscriptionsConfig = subscriptionsConfigFromEnv(process.env)): ServiceDefinition {
+  return {
+    name: 'subscriptions',
+    imports: [SubscriptionsConfigModule.forRoot(config), SubscriptionsServiceModule],
+    migrations: SUBSCRIPTIONS_MIGRATIONS,
+  };
+}
+
+/**
+ * The gateway's subscription checkout routes and hosted subscribe page, wired to the use cases in-process.
+ * (When the subscriptions service owns its commands over @nestjs/microservices, only this wiring changes.)
+ */
+export function subscriptionsHttpModule(): DynamicModule {
+  return SubscriptionsApiModule.forRoot({ imports: [SubscriptionCheckoutsCoreModule], useCases: SubscriptionCheckoutsApplication });
 }

@@ -1,14 +1,101 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Module, type OnApplicationShutdown, type Provider } from '@nestjs/common';
+import { MERCHANTS_CONFIG, type MerchantsConfig, WebhookSecrets } from '@stablepay/merchants-service';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { WEBHOOK_EVENT_LOG, WEBHOOK_TESTER } from '@stablepay/webhooks-domain';
+import { DISPATCH_OPTIONS, dispatchOptions, type DispatchOptions, type DispatchOverrides } from './dispatch.config';
+import type { ResolveAll } from './http/egress-policy';
+import { WebhookHttpSender } from './http/webhook-http-sender';
+import { MerchantEndpoints } from './merchant-endpoints';
+import { WebhookEventLogService, WebhookTestService } from './gateway-ports';
+import { WEBHOOKS_MIGRATIONS } from './migrations';
+import { type WebhookSource, WebhookSourceRegistry } from './sources';
+import { WEBHOOK_SOURCES } from './tokens';
+import { WebhookDispatcher } from './webhook-dispatcher';
+import { WebhookEventRecorder } from './webhook-event.recorder';
+import { WebhookEventStore } from './webhook-event.store';
+
+export interface WebhookModuleOptions {
+  /** The merchants scope's configuration: the secret box that opens webhook secrets and ALLOW_LOCAL_WEBHOOKS. */
+  readonly merchants: MerchantsConfig;
+  /** Dispatcher tuning; defaults are production's (SPEC policy, 10-second deadline). */
+  readonly dispatch?: DispatchOverrides;
+  /** DNS resolution for the egress policy (tests only). */
+  readonly resolveAll?: ResolveAll;
+}
+
+export interface WebhookDispatchModuleOptions extends WebhookModuleOptions {
+  /** The source registry: each scope's mapping from its domain events to webhook events. */
+  readonly sources: readonly WebhookSource[];
+}
+
+/** The HTTP client with its keep-alive agents, closed with the application. */
+class ManagedWebhookHttpSender extends WebhookHttpSender implements OnApplicationShutdown {
+  onApplicationShutdown(): void {
+    this.close();
+  }
+}
+
+function sharedProviders(options: WebhookModuleOptions, resolved: DispatchOptions): Provider[] {
+  return [
+    { provide: MERCHANTS_CONFIG, useValue: options.merchants },
+    { provide: DISPATCH_OPTIONS, useValue: resolved },
+    WebhookSecrets,
+    MerchantEndpoints,
+    WebhookEventStore,
+    {
+      provide: WebhookHttpSender,
+      useFactory: () =>
+        new ManagedWebhookHttpSender({
+          allowLoopback: options.merchants.allowLocalWebhooks,
+          maxResponseBytes: resolved.maxResponseBytes,
+          excerptBytes: resolved.responseExcerptBytes,
+          ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}),
+        }),
+    },
+  ];
+}
 
 /**
- * The webhook-dispatch service: merchant webhook events: build, sign, deliver, retry.
- * Its features arrive with their issues; today it hosts the platform wiring (database, event store, bus,
- * health and readiness) so the service deploys, boots and reports ready on its own.
+ * The webhook-dispatch service: records merchant webhook events from the registered sources and delivers them
+ * (signed, retried on the SPEC schedule, durable across restarts, fair across merchants).
  */
 @Module({})
-export class WebhookDispatchServiceModule {}
+export class WebhookDispatchServiceModule {
+  static forRoot(options: WebhookDispatchModuleOptions): DynamicModule {
+    const resolved = dispatchOptions(options.dispatch);
+    return {
+      module: WebhookDispatchServiceModule,
+      providers: [
+        ...sharedProviders(options, resolved),
+        { provide: WEBHOOK_SOURCES, useValue: new WebhookSourceRegistry(options.sources) },
+        WebhookDispatcher,
+        WebhookEventRecorder,
+      ],
+      exports: [WebhookDispatcher, WebhookEventRecorder, WebhookEventStore],
+    };
+  }
+}
 
-export function webhookDispatchService(): ServiceDefinition {
-  return { name: 'webhook-dispatch', imports: [WebhookDispatchServiceModule] };
+/**
+ * What the gateway's webhook routes (libs/webhooks/api) need from this scope: the event log and the test sender,
+ * exported under the domain's port tokens. Hosted by the gateway process (a test delivery goes out from there).
+ */
+@Module({})
+export class WebhooksGatewayModule {
+  static forRoot(options: WebhookModuleOptions): DynamicModule {
+    const resolved = dispatchOptions(options.dispatch);
+    return {
+      module: WebhooksGatewayModule,
+      providers: [
+        ...sharedProviders(options, resolved),
+        { provide: WEBHOOK_EVENT_LOG, useClass: WebhookEventLogService },
+        { provide: WEBHOOK_TESTER, useClass: WebhookTestService },
+      ],
+      exports: [WEBHOOK_EVENT_LOG, WEBHOOK_TESTER],
+    };
+  }
+}
+
+export function webhookDispatchService(options: WebhookDispatchModuleOptions): ServiceDefinition {
+  return { name: 'webhook-dispatch', imports: [WebhookDispatchServiceModule.forRoot(options)], migrations: WEBHOOKS_MIGRATIONS };
 }

@@ -1,0 +1,230 @@
+import type { SubscriptionCheckoutObject, SubscriptionOption } from '@stablepay/subscriptions-domain';
+import type { HostedSubscribeView } from '../subscription-checkouts.port';
+import { palette, type Palette } from './colors';
+import { escapeHtml as e, formatFiat, formatPeriod, formatRate, formatToken, jsonForScript } from './format';
+
+/**
+ * The hosted subscribe page (SPEC Rules 6-7, States > Subscription checkout), rendered on the server.
+ *
+ * Pending: the business name, plan_name / plan_description from metadata (escaped: merchant input), the recurring
+ * amount and period, a chain and token picker built from subscription_options showing the converted token amount
+ * and the rate of the selected option, and a dismiss action (cancels the intent). Completed, cancelled, expired:
+ * a state page with the way back to the merchant.
+ *
+ * Wallet seam: the "Connect wallet" button is disabled until the on-chain subscribe flow ships a script that
+ * defines `window.StablepayWallet = { start(checkout, option) }` (loaded by this page with the same nonce). The
+ * page keeps `window.StablepaySubscribe = { checkout, selectedOption() }` current for it; the checkout data it
+ * needs (never the opaque metadata) is in `<script type="application/json" id="subscribe-data">`.
+ */
+export function renderSubscribePage(view: HostedSubscribeView, nonce: string): string {
+  const c = view.checkout;
+  const colors = palette(view.backgroundColor, view.primaryColor);
+  const planName = c.metadata['plan_name'];
+  const title = view.status === 'pending' ? `Subscribe to ${planName ?? c.business_name}` : stateCopy(view.status, c).title;
+  const body = view.status === 'pending' ? pendingBody(view) : stateBody(view);
+  return layout({ title, businessName: c.business_name, colors, nonce, body, status: view.status, script: view.status === 'pending' ? pickerScript(view) : '' });
+}
+
+export function renderNotFoundPage(nonce: string): string {
+  const colors = palette(null, null);
+  return layout({
+    title: 'Subscription link not found',
+    businessName: '',
+    colors,
+    nonce,
+    status: 'not_found',
+    body: `<h1>Subscription link not found</h1><p class="muted">This subscription link is not valid. Ask the business for a new one.</p>`,
+    script: '',
+  });
+}
+
+function withId(url: string | null, id: string): string | null {
+  return url === null ? null : url.split('{SUBSCRIPTION_CHECKOUT_ID}').join(encodeURIComponent(id));
+}
+
+function stateCopy(status: HostedSubscribeView['status'], c: SubscriptionCheckoutObject): { title: string; message: string; link: string | null } {
+  switch (status) {
+    case 'completed':
+      return { title: "You're subscribed", message: `Your subscription to ${c.business_name} is active.`, link: withId(c.success_url ?? c.return_url, c.id) };
+    case 'cancelled':
+      return {
+        title: 'Subscription cancelled',
+        message: `This subscription request was cancelled. Nothing was charged.`,
+        link: withId(c.cancel_url ?? c.return_url, c.id),
+      };
+    case 'expired':
+      return {
+        title: 'This subscription link has expired',
+        message: `Nothing was charged. Ask ${c.business_name} for a new subscription link.`,
+        link: withId(c.return_url ?? c.cancel_url, c.id),
+      };
+    case 'pending':
+      return { title: '', message: '', link: null };
+  }
+}
+
+function stateBody(view: HostedSubscribeView): string {
+  const c = view.checkout;
+  const copy = stateCopy(view.status, c);
+  return `<div class="state state-${view.status}" data-testid="state" data-status="${view.status}">
+  <h1>${e(copy.title)}</h1>
+  <p class="muted">${e(copy.message)}</p>
+  ${copy.link ? `<a class="button" data-testid="return-link" href="${e(copy.link)}">Return to ${e(c.business_name)}</a>` : ''}
+</div>`;
+}
+
+function optionSummary(o: SubscriptionOption, c: SubscriptionCheckoutObject): { amount: string; rate: string; limits: string } {
+  return {
+    amount: formatToken(o.price_amount, o.token_decimals, o.token_symbol),
+    rate: `1 ${o.token_symbol} = ${formatRate(o.rate)} ${o.rate_currency}`,
+    limits: `Limits: ${formatToken(o.cap_amount, o.token_decimals, o.token_symbol)} (${formatFiat(c.cap, c.price_currency)}) per charge, ${formatToken(o.budget_amount, o.token_decimals, o.token_symbol)} (${formatFiat(c.budget, c.price_currency)}) per period.`,
+  };
+}
+
+function pendingBody(view: HostedSubscribeView): string {
+  const c = view.checkout;
+  const planName = c.metadata['plan_name'];
+  const planDescription = c.metadata['plan_description'];
+  const first = view.options[0];
+  const chains = [...new Map(view.options.map((o) => [o.chain, o.chain_name])).entries()];
+  const firstChainTokens = first ? view.options.filter((o) => o.chain === first.chain) : [];
+  const summary = first ? optionSummary(first, c) : null;
+  const fiatPriced = c.price_currency !== null;
+  const picker = first && summary
+    ? `<div class="picker">
+    <label for="chain">Network</label>
+    <select id="chain" name="chain" data-testid="chain-select">${chains
+      .map(([caip2, name]) => `<option value="${e(caip2)}"${caip2 === first.chain ? ' selected' : ''}>${e(name)}</option>`)
+      .join('')}</select>
+    <label for="token">Pay with</label>
+    <select id="token" name="token" data-testid="token-select">${firstChainTokens
+      .map((o) => `<option value="${e(o.asset)}"${o.asset === first.asset ? ' selected' : ''}>${e(o.token_symbol)}</option>`)
+      .join('')}</select>
+  </div>
+  <div class="quote" data-testid="quote" aria-live="polite">
+    <p class="token-amount"><span data-testid="token-amount">${e(summary.amount)}</span> ${e(formatPeriod(c.period_duration))}</p>
+    ${fiatPriced ? `<p class="muted" data-testid="rate">${e(summary.rate)}</p>` : ''}
+    <p class="muted small" data-testid="limits">${e(summary.limits)}</p>
+  </div>
+  <button type="button" id="continue" class="button" data-testid="continue" data-wallet-seam disabled>Connect wallet</button>
+  <p class="muted small" id="wallet-note" data-testid="wallet-note">Wallet connection is coming soon to this page.</p>`
+    : `<p class="notice" data-testid="no-options">No stablecoin can be priced for this plan right now. Please try again later.</p>`;
+  return `<div class="plan">
+  ${planName !== undefined ? `<h1 data-testid="plan-name">${e(planName)}</h1>` : `<h1>Subscribe to ${e(c.business_name)}</h1>`}
+  ${planDescription !== undefined ? `<p class="muted" data-testid="plan-description">${e(planDescription)}</p>` : ''}
+  <p class="amount"><span data-testid="recurring-amount">${e(formatFiat(c.price, c.price_currency))}</span> <span data-testid="period">${e(formatPeriod(c.period_duration))}</span></p>
+</div>
+${picker}
+<form method="post" action="${e(encodeURIComponent(c.id))}/dismiss" enctype="text/plain" class="dismiss">
+  <button type="submit" class="link" data-testid="dismiss">Cancel and return to ${e(c.business_name)}</button>
+</form>
+<p class="muted small">This link expires at <time data-testid="expires-at" datetime="${e(c.expires_at)}">${e(c.expires_at.replace('T', ' ').replace(/\.\d+Z$/, ' UTC'))}</time>.</p>`;
+}
+
+function pickerScript(view: HostedSubscribeView): string {
+  const c = view.checkout;
+  // Display strings are computed here (exact bigint formatting) so the script only swaps text.
+  const options = view.options.map((o) => ({ ...o, display: optionSummary(o, c) }));
+  // What the wallet step needs; merchant metadata other than the rendered plan fields stays off the page.
+  const checkout = {
+    id: c.id,
+    onchain_id: c.onchain_id,
+    business_name: c.business_name,
+    price: c.price,
+    price_currency: c.price_currency,
+    period_duration: c.period_duration,
+    cap: c.cap,
+    budget: c.budget,
+    supported_chains: c.supported_chains,
+    expires_at: c.expires_at,
+  };
+  return `<script type="application/json" id="subscribe-data">${jsonForScript({ checkout, options })}</script>`;
+}
+
+const CLIENT_SCRIPT = `
+(function () {
+  var data = JSON.parse(document.getElementById('subscribe-data').textContent);
+  var chain = document.getElementById('chain');
+  var token = document.getElementById('token');
+  var selected = data.options[0] || null;
+  function setText(id, text) { var el = document.querySelector('[data-testid="' + id + '"]'); if (el) el.textContent = text; }
+  function render() {
+    if (!selected) return;
+    setText('token-amount', selected.display.amount);
+    setText('rate', selected.display.rate);
+    setText('limits', selected.display.limits);
+  }
+  function fillTokens() {
+    var tokens = data.options.filter(function (o) { return o.chain === chain.value; });
+    token.textContent = '';
+    tokens.forEach(function (o) { var opt = document.createElement('option'); opt.value = o.asset; opt.textContent = o.token_symbol; token.appendChild(opt); });
+    selected = tokens[0] || null;
+    render();
+  }
+  if (chain && token) {
+    chain.addEventListener('change', fillTokens);
+    token.addEventListener('change', function () {
+      selected = data.options.filter(function (o) { return o.asset === token.value; })[0] || null;
+      render();
+    });
+  }
+  window.StablepaySubscribe = { checkout: data.checkout, selectedOption: function () { return selected; } };
+  var button = document.getElementById('continue');
+  if (button && window.StablepayWallet && typeof window.StablepayWallet.start === 'function') {
+    button.disabled = false;
+    var note = document.getElementById('wallet-note');
+    if (note) note.hidden = true;
+    button.addEventListener('click', function () { window.StablepayWallet.start(data.checkout, selected); });
+  }
+})();
+`;
+
+function styles(p: Palette): string {
+  return `
+*{box-sizing:border-box}
+html,body{margin:0}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;background:${p.pageBackground};color:${p.pageText};line-height:1.45}
+header.bar{background:${p.headerBackground};color:${p.headerText};padding:14px 24px;font-weight:600;border-bottom:1px solid rgba(0,0,0,.08)}
+main{max-width:460px;margin:32px auto;padding:0 16px}
+.card{background:${p.cardBackground};color:${p.cardText};border-radius:14px;padding:28px;box-shadow:0 2px 12px rgba(0,0,0,.08)}
+h1{font-size:1.35rem;margin:0 0 8px}
+.amount{font-size:1.6rem;font-weight:700;margin:16px 0 20px}
+.amount [data-testid=period]{font-size:1rem;font-weight:500;opacity:.8}
+.muted{opacity:.78;margin:6px 0}
+.small{font-size:.85rem}
+.picker{display:grid;grid-template-columns:1fr 1fr;gap:6px 12px;margin:8px 0 16px}
+.picker label{font-size:.8rem;font-weight:600;text-transform:uppercase;letter-spacing:.04em;opacity:.8;grid-row:1}
+.picker select{font:inherit;padding:9px;border-radius:8px;border:1px solid rgba(0,0,0,.25);background:#FFFFFF;color:#111827;grid-row:2}
+.quote{border:2px solid ${p.accentOnCard};border-radius:10px;padding:12px 14px;margin-bottom:18px}
+.token-amount{font-size:1.15rem;font-weight:650;margin:0 0 4px}
+.button{display:inline-block;width:100%;text-align:center;font:inherit;font-weight:600;padding:12px 16px;border:0;border-radius:10px;background:${p.primary};color:${p.primaryText};text-decoration:none;cursor:pointer}
+.button[disabled]{opacity:.55;cursor:not-allowed}
+.dismiss{margin:14px 0 6px;text-align:center}
+.link{background:none;border:0;padding:0;font:inherit;color:${p.accentOnCard};text-decoration:underline;cursor:pointer}
+.notice{padding:12px;border-radius:8px;background:rgba(0,0,0,.06)}
+.state{text-align:center}
+.state .button{margin-top:16px}
+`;
+}
+
+function layout(input: { title: string; businessName: string; colors: Palette; nonce: string; body: string; status: string; script: string }): string {
+  const { colors, nonce } = input;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>${e(input.title)}</title>
+<style nonce="${nonce}">${styles(colors)}</style>
+</head>
+<body data-status="${e(input.status)}">
+<header class="bar" data-testid="business-name">${e(input.businessName || 'Stablepay')}</header>
+<main><div class="card">
+${input.body}
+</div></main>
+${input.script}${input.script ? `\n<script nonce="${nonce}">${CLIENT_SCRIPT}</script>` : ''}
+</body>
+</html>
+`;
+}

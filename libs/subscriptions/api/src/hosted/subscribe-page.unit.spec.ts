@@ -1,0 +1,155 @@
+import type { SubscriptionCheckoutObject, SubscriptionOption } from '@stablepay/subscriptions-domain';
+import type { HostedSubscribeView } from '../subscription-checkouts.port';
+import { contrastRatio, DARK_TEXT, LIGHT_TEXT, palette, textColorOn } from './colors';
+import { escapeHtml, formatFiat, formatPeriod, formatRate, formatToken, jsonForScript } from './format';
+import { renderNotFoundPage, renderSubscribePage } from './subscribe-page';
+
+const checkout: SubscriptionCheckoutObject = {
+  object: 'subscription_checkout',
+  id: 'schk_01jxyzexample0000000000000',
+  status: 'pending',
+  onchain_id: `0x${'ab'.repeat(32)}`,
+  business_name: 'Acme & "Sons"',
+  subscriber: null,
+  external_customer_id: null,
+  price: '150000',
+  price_currency: 'ARS',
+  period_duration: 2592000,
+  cap: '300000',
+  budget: '1500000',
+  checkout_url: 'https://pay.example/subscribe/schk_01jxyzexample0000000000000',
+  success_url: 'https://shop.example/ok/{SUBSCRIPTION_CHECKOUT_ID}',
+  cancel_url: null,
+  return_url: null,
+  metadata: { plan_name: '<script>alert(1)</script>', plan_description: '</script><script>alert(2)</script>' },
+  supported_chains: ['eip155:8453'],
+  expires_at: '2026-06-01T10:05:00.000Z',
+  created_at: '2026-06-01T10:00:00.000Z',
+  updated_at: '2026-06-01T10:00:00.000Z',
+  completed_at: null,
+  cancelled_at: null,
+  expired_at: null,
+  cancellation_reason: null,
+};
+const option: SubscriptionOption = {
+  chain: 'eip155:8453',
+  chain_name: 'Base',
+  asset: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+  token_symbol: 'USDC',
+  token_decimals: 6,
+  token_address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+  price_amount: '1265289',
+  cap_amount: '2530578',
+  budget_amount: '12652890',
+  rate: '1185.50',
+  rate_currency: 'ARS',
+  rate_as_of: '2026-06-01T10:00:00.000Z',
+  rate_source: 'sandbox',
+};
+const view = (over: Partial<HostedSubscribeView> = {}): HostedSubscribeView => ({
+  checkout,
+  status: 'pending',
+  options: [option],
+  backgroundColor: null,
+  primaryColor: null,
+  ...over,
+});
+
+describe('hosted subscribe page rendering', () => {
+  it('escapes every piece of merchant input, in content and in the embedded JSON', () => {
+    const html = renderSubscribePage(view(), 'n0nce');
+    expect(html).not.toContain('<script>alert');
+    expect(html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
+    expect(html).toContain('Acme &amp; &quot;Sons&quot;');
+    // The JSON island cannot be closed by a </script> inside metadata.
+    const island = /<script type="application\/json" id="subscribe-data">([\s\S]*?)<\/script>/.exec(html)?.[1] ?? '';
+    expect(island).not.toContain('</script');
+    const data = JSON.parse(island) as { checkout: Record<string, unknown> };
+    expect(data).toMatchObject({ checkout: { id: checkout.id, onchain_id: checkout.onchain_id }, options: [{ asset: option.asset }] });
+    // Opaque metadata never reaches the page; plan_name and plan_description only as escaped text.
+    expect(data.checkout).not.toHaveProperty('metadata');
+    // Every script and style carries the nonce of the CSP.
+    expect(html.match(/<script(?![^>]*application\/json)[^>]*>/g)).toEqual(['<script nonce="n0nce">']);
+    expect(html).toContain('<style nonce="n0nce">');
+  });
+
+  it('shows the recurring amount, the converted amount and the rate of the first option', () => {
+    const html = renderSubscribePage(view(), 'n');
+    expect(html).toContain('ARS 1,500.00');
+    expect(html).toContain('every 30 days');
+    expect(html).toContain('1.265289 USDC');
+    expect(html).toContain('1 USDC = 1,185.50 ARS');
+  });
+
+  it('says so when nothing can be priced, and offers no wallet step', () => {
+    const html = renderSubscribePage(view({ options: [] }), 'n');
+    expect(html).toContain('data-testid="no-options"');
+    expect(html).not.toContain('data-testid="continue"');
+  });
+
+  it('renders a state page for completed, cancelled and expired intents, with the redirect placeholder filled in', () => {
+    const completed = renderSubscribePage(view({ status: 'completed', checkout: { ...checkout, status: 'completed' } }), 'n');
+    expect(completed).toContain('data-status="completed"');
+    expect(completed).toContain(`href="https://shop.example/ok/${checkout.id}"`);
+    for (const status of ['cancelled', 'expired'] as const) {
+      const html = renderSubscribePage(view({ status }), 'n');
+      expect(html).toContain(`data-status="${status}"`);
+      expect(html).not.toContain('data-testid="dismiss"');
+      expect(html).not.toContain('data-testid="return-link"'); // no cancel_url / return_url
+    }
+    expect(renderNotFoundPage('n')).toContain('Subscription link not found');
+  });
+});
+
+describe('branding colors: text chosen automatically for contrast', () => {
+  it('picks light text on dark surfaces and dark text on light ones', () => {
+    expect(textColorOn('#0B1F3A')).toBe(LIGHT_TEXT);
+    expect(textColorOn('#FFB000')).toBe(DARK_TEXT);
+    expect(textColorOn('#FFFFFF')).toBe(DARK_TEXT);
+    expect(textColorOn('#000000')).toBe(LIGHT_TEXT);
+  });
+  it('always reaches at least 4.5:1 on the chosen pairs', () => {
+    // Every 6-bit-per-channel color, mid-tones included (where near-black alone would fall short).
+    const hex = (n: number) => (n * 85).toString(16).padStart(2, '0');
+    for (let r = 0; r < 4; r++) {
+      for (let g = 0; g < 4; g++) {
+        for (let b = 0; b < 4; b++) {
+          const p = palette(`#${hex(r)}${hex(g)}${hex(b)}`, `#${hex(b)}${hex(r)}${hex(g)}`);
+          expect(contrastRatio(p.pageBackground, p.pageText)).toBeGreaterThanOrEqual(4.5);
+          expect(contrastRatio(p.cardBackground, p.cardText)).toBeGreaterThanOrEqual(4.5);
+          expect(contrastRatio(p.headerBackground, p.headerText)).toBeGreaterThanOrEqual(4.5);
+          expect(contrastRatio(p.primary, p.primaryText)).toBeGreaterThanOrEqual(4.5);
+        }
+      }
+    }
+    for (const bg of ['#777777', '#767676', '#808080', '#2F5BEA', '#FF0000']) expect(contrastRatio(bg, textColorOn(bg))).toBeGreaterThanOrEqual(4.5);
+  });
+  it('tints the header only once a background color is set', () => {
+    expect(palette(null, null).headerBackground).toBe('#FFFFFF');
+    expect(palette('#123456', null).headerBackground).toBe('#123456');
+  });
+});
+
+describe('formatting', () => {
+  it('formats fiat minor units, token units, rates and periods exactly', () => {
+    expect(formatFiat('150000', 'ARS')).toBe('ARS 1,500.00');
+    expect(formatFiat('5', 'USD')).toBe('USD 0.05');
+    expect(formatFiat('123456789012345678901234567890', 'ARS')).toBe('ARS 1,234,567,890,123,456,789,012,345,678.90');
+    expect(formatToken('1265289', 6, 'USDC')).toBe('1.265289 USDC');
+    expect(formatToken('1265288907633909743', 18, 'DAI')).toBe('1.265288907633909743 DAI');
+    expect(formatToken('1234000000000', 6, 'USDT')).toBe('1,234,000 USDT');
+    expect(formatRate('1185.50')).toBe('1,185.50');
+    expect(formatPeriod(3600)).toBe('every hour');
+    expect(formatPeriod(7200)).toBe('every 2 hours');
+    expect(formatPeriod(86400)).toBe('every day');
+    expect(formatPeriod(7 * 86400)).toBe('every week');
+    expect(formatPeriod(30 * 86400)).toBe('every 30 days');
+    expect(formatPeriod(365 * 86400)).toBe('every year');
+    expect(formatPeriod(5400)).toBe('every 90 minutes');
+    expect(formatPeriod(3601)).toBe('every 3,601 seconds');
+  });
+  it('escapes HTML and JSON for script islands', () => {
+    expect(escapeHtml(`<a href="x">'&'</a>`)).toBe('&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
+    expect(jsonForScript({ a: '</script>\u2028' })).toBe('{"a":"\\u003c/script\\u003e\\u2028"}');
+  });
+});

@@ -1,0 +1,54 @@
+import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
+import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import { CreateSubscriptionCheckoutDto, toCreateInput } from './create-subscription-checkout.dto';
+import { parseSubscriptionCheckoutListQuery } from './list-query';
+import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
+
+const ID = /^schk_[0-9a-z]{26}$/;
+
+/** The address the API was called on, from the Host header (sanitised: it may end up in checkout_url). */
+export function requestOrigin(request: Pick<FastifyRequest, 'protocol' | 'host'>): string {
+  const host = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/.test(request.host) ? request.host : 'localhost';
+  return `${request.protocol === 'https' ? 'https' : 'http'}://${host}`;
+}
+
+function checkId(id: string): string {
+  if (!ID.test(id)) throw notFound('subscription_checkout', id);
+  return id;
+}
+
+@Controller('subscription-checkouts')
+export class SubscriptionCheckoutsController {
+  constructor(@Inject(SUBSCRIPTION_CHECKOUTS) private readonly useCases: SubscriptionCheckoutsUseCases) {}
+
+  /** Creates an intent; the response includes checkout_url and subscription_options. */
+  @Post()
+  @HttpCode(201)
+  create(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: CreateSubscriptionCheckoutDto, @Req() request: FastifyRequest) {
+    return this.useCases.create(merchant, toCreateInput(body), requestOrigin(request));
+  }
+
+  @Get()
+  list(@CurrentMerchant() merchant: AuthenticatedMerchant, @Query() query: Record<string, unknown>) {
+    const { list, filters } = parseSubscriptionCheckoutListQuery(query);
+    return this.useCases.list(merchant, list, filters);
+  }
+
+  @Get(':id')
+  retrieve(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string) {
+    return this.useCases.retrieve(merchant, checkId(id));
+  }
+
+  /** Cancels a pending intent (409 subscription_checkout_not_pending otherwise). Takes no parameters. */
+  @Patch(':id/cancel')
+  cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
+    if (body !== undefined && body !== null) {
+      if (typeof body !== 'object' || Array.isArray(body)) throw invalidRequest('The request body must be empty or a JSON object.');
+      const [unknown] = Object.keys(body);
+      if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
+    }
+    return this.useCases.cancel(merchant, checkId(id));
+  }
+}

@@ -1,0 +1,5 @@
+export * from './subscription-checkout.events';
+export * from './subscription-checkout';
+export * from './subscription-options';
+export * from './rates';
+export * from './rules';

@@ -1,0 +1,152 @@
+import { parseCaip2 } from '@stablepay/evm';
+import { DomainError, HOUR, MINUTE, isAmountString, validationError } from '@stablepay/util';
+
+/** SPEC Limits, and the limits this service adds where SPEC is silent (documented in docs/subscription-checkouts.md). */
+export const SUBSCRIPTION_CHECKOUT_LIMITS = {
+  /** SPEC: subscription checkout expiry default 5 minutes. */
+  defaultExpiresInSeconds: (5 * MINUTE) / 1000,
+  /** SPEC: maximum 24 hours. */
+  maxExpiresInSeconds: (24 * HOUR) / 1000,
+  /** Ours: an intent that expires sooner could not be opened and signed in time. */
+  minExpiresInSeconds: 60,
+  /** SPEC: period_duration minimum 1 hour. */
+  minPeriodSeconds: 3600,
+  /** Ours: ten years; longer periods are almost certainly a unit mistake (milliseconds sent as seconds). */
+  maxPeriodSeconds: 10 * 365 * 24 * 3600,
+  /** Ours, when period_duration is omitted: 30 days. */
+  defaultPeriodSeconds: 30 * 24 * 3600,
+  /** SPEC: budget defaults to 10 times price. */
+  defaultBudgetMultiplier: 10n,
+  /** Ours: amounts of at most 30 digits (far beyond any price; keeps converted figures within uint256). */
+  maxAmountDigits: 30,
+  /** SPEC: metadata values at most 500 characters. */
+  maxMetadataValueLength: 500,
+  /** Ours (as Stripe): at most 50 keys of at most 40 characters. */
+  maxMetadataKeys: 50,
+  maxMetadataKeyLength: 40,
+  maxUrlLength: 2048,
+  maxExternalCustomerIdLength: 255,
+} as const;
+
+/** ISO-4217 shape: three letters. Case-insensitive on input, stored upper case. */
+export function parseCurrency(value: unknown, param = 'price_currency'): string {
+  if (typeof value !== 'string' || !/^[A-Za-z]{3}$/.test(value)) {
+    throw validationError(param, `${param} must be a three-letter ISO-4217 currency code (for example ARS).`);
+  }
+  return value.toUpperCase();
+}
+
+/** SPEC Conventions: an integer string, no sign, decimal point or separator; positive; at most 30 digits. */
+export function parsePositiveAmount(value: unknown, param: string): bigint {
+  if (!isAmountString(value)) {
+    throw validationError(
+      param,
+      `${param} must be a string of digits in minor units of price_currency (for example "150000" for 1,500.00), with no sign, decimal point, separator or leading zero.`,
+    );
+  }
+  if (value.length > SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits) {
+    throw validationError(param, `${param} must have at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits} digits.`);
+  }
+  const amount = BigInt(value);
+  if (amount <= 0n) throw validationError(param, `${param} must be greater than 0.`);
+  return amount;
+}
+
+export function parseIntegerInRange(value: unknown, param: string, min: number, max: number, unit: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw validationError(param, `${param} must be an integer number of ${unit}.`);
+  }
+  if (value < min || value > max) {
+    throw validationError(param, `${param} must be between ${min} and ${max} ${unit}.`);
+  }
+  return value;
+}
+
+/** SPEC: string values of at most 500 characters; ours: at most 50 keys of 1-40 characters. */
+export function parseMetadata(value: unknown): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw validationError('metadata', 'metadata must be an object of string values.');
+  }
+  const entries = Object.entries(value as Record<string, unknown>);
+  const limits = SUBSCRIPTION_CHECKOUT_LIMITS;
+  if (entries.length > limits.maxMetadataKeys) {
+    throw validationError('metadata', `metadata can have at most ${limits.maxMetadataKeys} keys.`);
+  }
+  const out: Record<string, string> = {};
+  for (const [key, v] of entries) {
+    if (key.length === 0 || key.length > limits.maxMetadataKeyLength) {
+      throw validationError('metadata', `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`);
+    }
+    const param = `metadata.${key}`;
+    if (typeof v !== 'string') throw validationError(param, `${param} must be a string.`);
+    // Characters as a person counts them (code points), so an emoji is one.
+    if ([...v].length > limits.maxMetadataValueLength) {
+      throw validationError(param, `${param} must be at most ${limits.maxMetadataValueLength} characters.`);
+    }
+    out[key] = v;
+  }
+  return out;
+}
+
+/** An absolute http(s) URL. `{SUBSCRIPTION_CHECKOUT_ID}` is allowed and kept verbatim (replaced at redirect time). */
+export function parseRedirectUrl(value: unknown, param: string): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || value.length === 0) throw validationError(param, `${param} must be an absolute http(s) URL.`);
+  if (value.length > SUBSCRIPTION_CHECKOUT_LIMITS.maxUrlLength) {
+    throw validationError(param, `${param} must be at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxUrlLength} characters.`);
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw validationError(param, `${param} must be an absolute http(s) URL.`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw validationError(param, `${param} must use https (or http).`);
+  if (url.username || url.password) throw validationError(param, `${param} must not contain credentials.`);
+  return value;
+}
+
+export function parseExternalCustomerId(value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  const max = SUBSCRIPTION_CHECKOUT_LIMITS.maxExternalCustomerIdLength;
+  if (typeof value !== 'string' || value.length === 0 || value.length > max) {
+    throw validationError('external_customer_id', `external_customer_id must be a string of 1 to ${max} characters.`);
+  }
+  return value;
+}
+
+/**
+ * CAIP-2 ids, `eip155:` only, each one the service supports; no duplicates; at least one. Omitted: every
+ * supported chain. Errors name `supported_chains` with a code (invalid_caip2, unsupported_chain_namespace,
+ * unsupported_chain, duplicate_chain).
+ */
+export function parseSupportedChains(value: unknown, available: readonly string[]): string[] {
+  const param = 'supported_chains';
+  if (value === undefined || value === null) return [...available];
+  if (!Array.isArray(value)) throw validationError(param, 'supported_chains must be an array of CAIP-2 chain ids.');
+  if (value.length === 0) throw validationError(param, 'supported_chains must name at least one chain.');
+  const out: string[] = [];
+  for (const item of value as unknown[]) {
+    let caip2: string;
+    try {
+      caip2 = parseCaip2(item, param).caip2;
+    } catch (error) {
+      if (error instanceof DomainError) {
+        throw validationError(param, `supported_chains: ${error.message}.`, error.code);
+      }
+      throw error;
+    }
+    if (!available.includes(caip2)) {
+      throw validationError(param, `supported_chains: ${caip2} is not supported (supported: ${available.join(', ') || 'none'}).`, 'unsupported_chain');
+    }
+    if (out.includes(caip2)) throw validationError(param, `supported_chains: ${caip2} is listed twice.`, 'duplicate_chain');
+    out.push(caip2);
+  }
+  return out;
+}
+
+/** A 32-byte hex id: `0x` + 64 lower-case hex digits. */
+export function isOnchainId(value: string): boolean {
+  return /^0x[0-9a-f]{64}$/.test(value);
+}

@@ -1,0 +1,131 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
+import { CLOCK, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
+import type { EventStore, Mode } from '@stablepay/event-store';
+import {
+  type CreateContext,
+  type CreateSubscriptionCheckoutInput,
+  type SubscriptionCheckoutCommand,
+  subscriptionCheckoutDecider,
+  subscriptionCheckoutStreamId,
+} from '@stablepay/subscriptions-domain';
+import { type Clock, newId } from '@stablepay/util';
+import { type SubscriptionCheckoutRow, SubscriptionCheckoutReader } from './subscription-checkout.reader';
+
+export interface CommandResult {
+  readonly row: SubscriptionCheckoutRow;
+  /** False when the command changed nothing (an idempotent no-op). */
+  readonly changed: boolean;
+}
+
+/** The command side of the SubscriptionCheckout aggregate: load, decide, append; then wait for the read model. */
+@Injectable()
+export class SubscriptionCheckoutCommands {
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(SubscriptionCheckoutReader) private readonly reader: SubscriptionCheckoutReader,
+  ) {}
+
+  private async run(
+    id: string,
+    owner: { merchantId: string; mode: Mode },
+    command: SubscriptionCheckoutCommand,
+    idempotencyKey?: string,
+  ): Promise<CommandResult> {
+    const result = await handleCommand(this.store, subscriptionCheckoutStreamId(id), subscriptionCheckoutDecider, command, {
+      ...(idempotencyKey ? { idempotencyKey } : {}),
+      metadata: { merchantId: owner.merchantId, mode: owner.mode, occurredAt: command.now.toISOString() },
+    });
+    return { row: await this.reader.getAtLeast(id, result.revision), changed: result.newEvents.length > 0 };
+  }
+
+  create(
+    owner: { merchantId: string; mode: Mode },
+    input: CreateSubscriptionCheckoutInput,
+    details: { businessName: string; hostedUrl: string; context: CreateContext },
+  ): Promise<CommandResult> {
+    const now = this.clock.now();
+    const id = newId('schk', now);
+    return this.run(id, owner, {
+      type: 'CreateSubscriptionCheckout',
+      id,
+      // Random 32 bytes: the on-chain id the subscribe transaction registers (and the subscription id after).
+      onchainId: `0x${randomBytes(32).toString('hex')}`,
+      businessName: details.businessName,
+      checkoutUrl: `${details.hostedUrl}/subscribe/${id}`,
+      input,
+      context: details.context,
+      now,
+    });
+  }
+
+  /**
+   * Bulk creation (imports, load and paging tests): each intent is decided exactly as create() decides it and
+   * appended with bounded concurrency; the read model is not awaited (the projection catches up on its own).
+   * All or nothing per intent, not per batch: the first refused input stops the batch and names its index.
+   */
+  async createMany(
+    owner: { merchantId: string; mode: Mode },
+    inputs: readonly CreateSubscriptionCheckoutInput[],
+    details: { businessName: string; hostedUrl: string; context: CreateContext },
+    concurrency: number,
+  ): Promise<string[]> {
+    const now = this.clock.now();
+    const commands = inputs.map((input) => {
+      const id = newId('schk', now);
+      const command: SubscriptionCheckoutCommand = {
+        type: 'CreateSubscriptionCheckout',
+        id,
+        onchainId: `0x${randomBytes(32).toString('hex')}`,
+        businessName: details.businessName,
+        checkoutUrl: `${details.hostedUrl}/subscribe/${id}`,
+        input,
+        context: details.context,
+        now,
+      };
+      return { id, command };
+    });
+    // Decide everything first, so a refused input appends nothing of the batch.
+    commands.forEach(({ command }, index) => {
+      try {
+        subscriptionCheckoutDecider.decide(command, subscriptionCheckoutDecider.initialState());
+      } catch (error) {
+        if (error instanceof Error) error.message = `item ${index}: ${error.message}`;
+        throw error;
+      }
+    });
+    const metadata = { merchantId: owner.merchantId, mode: owner.mode, occurredAt: now.toISOString() };
+    let next = 0;
+    const worker = async () => {
+      for (let i = next++; i < commands.length; i = next++) {
+        const item = commands[i];
+        if (item) await handleCommand(this.store, subscriptionCheckoutStreamId(item.id), subscriptionCheckoutDecider, item.command, { metadata });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, commands.length)) }, worker));
+    return commands.map((c) => c.id);
+  }
+
+  cancel(row: SubscriptionCheckoutRow, by: 'merchant' | 'customer'): Promise<CommandResult> {
+    return this.run(row.id, { merchantId: row.merchant_id, mode: row.mode }, { type: 'CancelSubscriptionCheckout', by, now: this.clock.now() });
+  }
+
+  /** Issued by the durable timer; a no-op unless the intent is pending and due (so running it twice is harmless). */
+  expire(row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>): Promise<CommandResult> {
+    return this.run(row.id, { merchantId: row.merchant_id, mode: row.mode }, { type: 'ExpireSubscriptionCheckout', now: this.clock.now() }, 'expire');
+  }
+
+  /** For the on-chain subscribe flow: the subscribe transaction and the first charge confirmed. */
+  complete(
+    row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>,
+    input: { subscriber: string; chain: string; asset: string; txHash: string | null },
+  ): Promise<CommandResult> {
+    return this.run(
+      row.id,
+      { merchantId: row.merchant_id, mode: row.mode },
+      { type: 'CompleteSubscriptionCheckout', ...input, now: this.clock.now() },
+      'complete',
+    );
+  }
+}

@@ -1,0 +1,79 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus, topicForCategory } from '@stablepay/event-bus';
+import { SUBSCRIPTION_CHECKOUT_CATEGORY, type SubscriptionCheckoutEvent } from '@stablepay/subscriptions-domain';
+import { SubscriptionCheckoutChanges } from './changes';
+
+export const SUBSCRIPTION_CHECKOUT_TOPIC = topicForCategory(SUBSCRIPTION_CHECKOUT_CATEGORY);
+const GROUP = 'subscriptions.subscription-checkout-projection';
+const KNOWN = new Set<string>([
+  'SubscriptionCheckoutCreated.v1',
+  'SubscriptionCheckoutCancelled.v1',
+  'SubscriptionCheckoutExpired.v1',
+  'SubscriptionCheckoutCompleted.v1',
+]);
+
+/**
+ * subscriptionCheckout-<id> events -> subscription_checkouts rows. Idempotent by stream revision: a row stores
+ * the revision it reflects and an event at or below it changes nothing, so redelivery is harmless.
+ */
+@Injectable()
+export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('subscription-checkout-projection');
+  private subscription?: BusSubscription;
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(SubscriptionCheckoutChanges) private readonly changes: SubscriptionCheckoutChanges,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.subscription = await this.bus.consume({
+      group: GROUP,
+      topics: [SUBSCRIPTION_CHECKOUT_TOPIC],
+      handler: (message) => this.apply(message),
+      onError: (error, message) => this.logger.error({ msg: 'projection failed, will retry', eventId: message.id, error: String(error) }),
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.subscription?.stop();
+  }
+
+  /** Resolves once every event stored before the call is projected (tests and tools). */
+  async caughtUp(): Promise<void> {
+    await this.subscription?.caughtUp();
+  }
+
+  async apply(message: BusMessage): Promise<void> {
+    if (!KNOWN.has(message.type)) return; // newer event types: skipped (the next known one carries the whole object)
+    const event = { type: message.type, data: message.data } as SubscriptionCheckoutEvent;
+    const o = event.data.object;
+    // One transaction per event: the write and its revision check are atomic (and, on the embedded PGlite server,
+    // a transaction is what keeps another connection's statements from interleaving with this one's).
+    const changed = await this.dataSource.transaction(async (em) => {
+      if (event.type === 'SubscriptionCheckoutCreated.v1') {
+        const merchantId = message.metadata.merchantId;
+        const mode = message.metadata.mode;
+        if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live')) {
+          throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+        }
+        const inserted: unknown[] = await em.query(
+          `INSERT INTO subscription_checkouts (id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, revision)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) ON CONFLICT (id) DO NOTHING RETURNING id`,
+          [o.id, merchantId, mode, o.status, o.external_customer_id, o.created_at, o.expires_at, o.updated_at, JSON.stringify(o), message.revision],
+        );
+        return inserted.length > 0;
+      }
+      const updated: unknown = await em.query(
+        `UPDATE subscription_checkouts SET status = $2, updated_at = $3, object = $4::jsonb, revision = $5
+         WHERE id = $1 AND revision < $5`,
+        [o.id, o.status, o.updated_at, JSON.stringify(o), message.revision],
+      );
+      // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
+      return Array.isArray(updated) && typeof updated[1] === 'number' && updated[1] > 0;
+    });
+    if (changed) this.changes.emit(o.id, message.revision);
+  }
+}

@@ -1,0 +1,62 @@
+import { createChainRegistry, type ChainRegistry, type LocalChain } from '@stablepay/evm';
+import { ConfigError, envInt, envOptional } from '@stablepay/util';
+import { parseRateTable, type RateTable } from './rates/sandbox-rate-source';
+
+export interface SubscriptionsConfig {
+  /**
+   * `{hosted_url}`: the public address of the hosted customer pages (HOSTED_URL). The gateway serves them under
+   * `/hosted`; when unset, checkout_url is built from the address the API was called on plus `/hosted`.
+   */
+  readonly hostedUrl: string | null;
+  /** How often the durable expiry timer looks for due intents (SUBSCRIPTION_EXPIRY_POLL_MS, default 1000). */
+  readonly expiryPollIntervalMs: number;
+  /** The sandbox rate table (built-in ARS plus SANDBOX_RATES). */
+  readonly sandboxRates: RateTable;
+  /**
+   * The chains and stablecoins offered, per merchant mode. Live: the mainnet registry. Test: the local chains the
+   * launcher starts, once it injects them (createChainRegistry({ mode: 'test', localChains })); until then test
+   * mode offers the registry's mainnet token addresses too.
+   */
+  readonly chains: { readonly live: ChainRegistry; readonly test: ChainRegistry };
+  /** Narrows the offered chains (SUPPORTED_CHAINS, comma-separated CAIP-2, shared with the merchants config). */
+  readonly supportedChains: readonly string[] | null;
+}
+
+export const SUBSCRIPTIONS_CONFIG = Symbol('SUBSCRIPTIONS_CONFIG');
+/** Set by subscriptionsService(config) for the whole process; read by the core module when present. */
+export const SUBSCRIPTIONS_CONFIG_OVERRIDE = Symbol('SUBSCRIPTIONS_CONFIG_OVERRIDE');
+
+/**
+ * `localChains`: the local nodes the embedded launcher started (test mode offers their stablecoins at their
+ * runtime addresses); without them test mode offers the registry's mainnet addresses.
+ */
+export function subscriptionsConfigFromEnv(
+  env: Record<string, string | undefined>,
+  options: { readonly localChains?: readonly LocalChain[] } = {},
+): SubscriptionsConfig {
+  const hosted = envOptional(env, 'HOSTED_URL');
+  let hostedUrl: string | null = null;
+  if (hosted !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(hosted);
+    } catch {
+      throw new ConfigError(`environment variable HOSTED_URL must be an absolute http(s) URL, got '${hosted}'`);
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError('environment variable HOSTED_URL must use http or https');
+    hostedUrl = hosted.replace(/\/+$/, '');
+  }
+  const live = createChainRegistry({ mode: 'live' });
+  const chainsRaw = envOptional(env, 'SUPPORTED_CHAINS');
+  const supportedChains = chainsRaw ? chainsRaw.split(',').map((c) => c.trim()).filter(Boolean) : null;
+  for (const chain of supportedChains ?? []) {
+    if (!live.isSupported(chain)) throw new ConfigError(`environment variable SUPPORTED_CHAINS: ${chain} is not a supported chain`);
+  }
+  return {
+    hostedUrl,
+    expiryPollIntervalMs: envInt(env, 'SUBSCRIPTION_EXPIRY_POLL_MS', 1000, 10, 3_600_000),
+    sandboxRates: parseRateTable(envOptional(env, 'SANDBOX_RATES')),
+    chains: { live, test: options.localChains?.length ? createChainRegistry({ mode: 'test', localChains: options.localChains }) : live },
+    supportedChains,
+  };
+}

@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'webhooks-api',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,20 @@
+import { Controller, HttpCode, Inject, Post } from '@nestjs/common';
+import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { WEBHOOK_TESTER, type WebhookTester } from '@stablepay/webhooks-domain';
+import { presentTestDelivery } from './webhook-event.presenter';
+
+/**
+ * SPEC Settings: POST /settings/webhook/test sends a test delivery (a `subscription.charge_succeeded` with
+ * placeholder data and `livemode: false`, signed with the real secret) and reports the receiver's answer. The
+ * request succeeds (200) whatever the receiver said; `delivered` and `response_status` tell.
+ */
+@Controller('settings/webhook/test')
+export class WebhookTestController {
+  constructor(@Inject(WEBHOOK_TESTER) private readonly tester: WebhookTester) {}
+
+  @Post()
+  @HttpCode(200)
+  async send(@CurrentMerchant() merchant: AuthenticatedMerchant) {
+    return presentTestDelivery(await this.tester.sendTest(merchant.merchantId));
+  }
+}

@@ -1,0 +1,70 @@
+import type { AttemptTrigger, DeliveryErrorCode, DeliveryStatus } from './delivery';
+import type { WebhookEventData } from './envelope';
+
+/**
+ * Ports the gateway-side routes (libs/webhooks/api) call; the webhooks service provides them
+ * (WebhooksGatewayModule) and the composition root wires the two together.
+ */
+
+/** One row of GET /merchants/:merchantId/webhook-events: the event plus its delivery state. */
+export interface WebhookEventView {
+  readonly id: string;
+  readonly type: string;
+  readonly createdAt: Date;
+  readonly data: WebhookEventData;
+  readonly deliveryStatus: DeliveryStatus;
+  readonly attemptCount: number;
+  readonly lastAttemptAt: Date | null;
+  readonly lastResponseStatus: number | null;
+  readonly lastError: DeliveryErrorCode | null;
+  /** The next attempt, scheduled or manual; null when none is planned. */
+  readonly nextAttemptAt: Date | null;
+}
+
+export interface WebhookAttemptView {
+  readonly attemptNumber: number;
+  readonly trigger: AttemptTrigger;
+  readonly attemptedAt: Date;
+  readonly url: string | null;
+  readonly responseStatus: number | null;
+  readonly error: DeliveryErrorCode | null;
+  readonly durationMs: number | null;
+  /** The first bytes of the receiver's answer (never the whole body). */
+  readonly responseExcerpt: string | null;
+}
+
+export interface WebhookEventListQuery {
+  readonly merchantId: string;
+  readonly limit: number;
+  readonly startingAfter?: string;
+  readonly endingBefore?: string;
+  readonly type?: string;
+  readonly deliveryStatus?: DeliveryStatus;
+}
+
+export interface WebhookEventLog {
+  list(query: WebhookEventListQuery): Promise<{ readonly rows: readonly WebhookEventView[]; readonly hasMore: boolean }>;
+  get(merchantId: string, eventId: string): Promise<{ readonly event: WebhookEventView; readonly attempts: readonly WebhookAttemptView[] } | null>;
+  /** Queues one manual attempt now; null when the merchant has no such event. */
+  requestRedelivery(merchantId: string, eventId: string): Promise<WebhookEventView | null>;
+}
+
+/** What POST /settings/webhook/test reports about the receiver. */
+export interface TestDeliveryResult {
+  readonly eventId: string;
+  readonly type: string;
+  readonly url: string;
+  readonly delivered: boolean;
+  readonly responseStatus: number | null;
+  readonly error: DeliveryErrorCode | null;
+  readonly durationMs: number | null;
+  readonly signedWithPreviousSecret: boolean;
+}
+
+export interface WebhookTester {
+  /** Sends the placeholder event to the merchant's webhook URL now; throws a DomainError when none is set. */
+  sendTest(merchantId: string): Promise<TestDeliveryResult>;
+}
+
+export const WEBHOOK_EVENT_LOG = Symbol('WEBHOOK_EVENT_LOG');
+export const WEBHOOK_TESTER = Symbol('WEBHOOK_TESTER');

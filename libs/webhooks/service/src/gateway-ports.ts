@@ -1,0 +1,79 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { CLOCK } from '@stablepay/aggregate';
+import { type Clock, DomainError, invalidRequest, newId, notFound } from '@stablepay/util';
+import {
+  failureCode,
+  isDeliverySuccess,
+  type TestDeliveryResult,
+  testDeliveryEvent,
+  type WebhookEventListQuery,
+  type WebhookEventLog,
+  type WebhookTester,
+} from '@stablepay/webhooks-domain';
+import { DISPATCH_OPTIONS, type DispatchOptions } from './dispatch.config';
+import { WebhookHttpSender } from './http/webhook-http-sender';
+import { MerchantEndpoints } from './merchant-endpoints';
+import { prepareDelivery } from './webhook-deliverer';
+import { WebhookEventStore } from './webhook-event.store';
+
+/** The merchant's webhook event log (list, one event with its attempts, manual redelivery). */
+@Injectable()
+export class WebhookEventLogService implements WebhookEventLog {
+  constructor(
+    @Inject(WebhookEventStore) private readonly store: WebhookEventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  list(query: WebhookEventListQuery) {
+    return this.store.list(query);
+  }
+
+  get(merchantId: string, eventId: string) {
+    return this.store.get(merchantId, eventId);
+  }
+
+  /** Picked up by the dispatcher's next poll (at most its poll interval later). */
+  requestRedelivery(merchantId: string, eventId: string) {
+    return this.store.requestRedelivery(merchantId, eventId, this.clock.now());
+  }
+}
+
+/**
+ * SPEC Events > test delivery: a `subscription.charge_succeeded` with placeholder data and `livemode: false`,
+ * signed with the merchant's real secret(s) exactly like a live delivery, sent once, now, through the same
+ * egress policy and deadline; the receiver's answer is reported. Not recorded in the event log.
+ */
+@Injectable()
+export class WebhookTestService implements WebhookTester {
+  constructor(
+    @Inject(MerchantEndpoints) private readonly endpoints: MerchantEndpoints,
+    @Inject(WebhookHttpSender) private readonly sender: WebhookHttpSender,
+    @Inject(DISPATCH_OPTIONS) private readonly options: DispatchOptions,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  async sendTest(merchantId: string): Promise<TestDeliveryResult> {
+    const endpoint = (await this.endpoints.forMerchants([merchantId])).get(merchantId);
+    if (!endpoint) throw notFound('merchant', merchantId);
+    const url = endpoint.url;
+    if (url === null) throw invalidRequest('No webhook URL is configured: set webhook_url with PATCH /settings first.', 'webhook_url_missing', 'webhook_url');
+    const secrets = await this.endpoints.activeSecrets(endpoint);
+    if (!secrets) {
+      throw new DomainError({ type: 'api_error', status: 503, code: 'webhook_secret_unavailable', message: 'The webhook secret is not readable yet; retry shortly.' });
+    }
+    const now = this.clock.now();
+    const event = testDeliveryEvent(newId('evt', now), now);
+    const prepared = prepareDelivery(event, secrets, now, { testDelivery: true });
+    const outcome = await this.sender.send({ url, body: prepared.body, headers: prepared.headers, timeoutMs: this.options.policy.responseDeadlineMs });
+    return {
+      eventId: event.id,
+      type: event.type,
+      url,
+      delivered: isDeliverySuccess(outcome),
+      responseStatus: outcome.kind === 'response' ? outcome.status : null,
+      error: failureCode(outcome),
+      durationMs: 'durationMs' in outcome ? Math.round(outcome.durationMs) : null,
+      signedWithPreviousSecret: secrets.previous !== undefined,
+    };
+  }
+}

@@ -1,0 +1,115 @@
+import type { BusMessage } from '@stablepay/event-bus';
+import {
+  isWebhookEventType,
+  WEBHOOK_EVENT_ID,
+  type WebhookEventData,
+  type WebhookEventType,
+  webhookEventId,
+} from '@stablepay/webhooks-domain';
+
+/**
+ * The source registry: how domain events become merchant webhook events without the webhooks scope importing
+ * any other scope. Each scope contributes a `WebhookSource` (a plain object; TypeScript's structural typing
+ * means the contributing scope needs no import from here), and the composition roots (apps/webhook-dispatch
+ * main.ts, the embedded launcher) hand the list to `webhookDispatchService({ sources })`.
+ */
+
+/** One webhook event a source derives from one domain event. */
+export interface WebhookEventDraft {
+  /** Deterministic from the domain event id (`webhookEventId`), so a redelivered domain event is deduplicated. */
+  readonly id: string;
+  /** The merchant it belongs to (the domain event's `metadata.merchantId`). */
+  readonly merchantId: string;
+  /** A public type from the SPEC catalogue (`WEBHOOK_EVENT_TYPES`). */
+  readonly type: string;
+  readonly createdAt: Date;
+  /** `data.object` plus the extra keys the type adds; amounts as integer strings. */
+  readonly data: WebhookEventData;
+}
+
+/** Where a recorded webhook event came from: what `isReadable` can compare its read model against. */
+export interface WebhookEventOrigin {
+  readonly source: string;
+  readonly topic: string;
+  readonly eventId: string;
+  readonly streamId: string;
+  readonly revision: number;
+}
+
+export interface RecordedWebhookEvent extends WebhookEventDraft {
+  readonly origin: WebhookEventOrigin;
+}
+
+export interface WebhookSource {
+  /** Unique among the registered sources; stored with each event it produced. */
+  readonly name: string;
+  /** The bus topic it reads (`topicForCategory(...)`). */
+  readonly topic: string;
+  /**
+   * Pure mapping from one bus message to zero or more webhook events (most domain events map to none). Thrown
+   * errors are treated as a bug in the source: the message is logged and skipped, never retried forever.
+   */
+  toWebhookEvents(message: BusMessage): readonly WebhookEventDraft[];
+  /**
+   * Read-your-writes: resolves true once the read model a merchant would query next (e.g. the charges list
+   * after a charge event) holds the record the event is about. The dispatcher does not deliver before that.
+   * Absent = always readable.
+   */
+  isReadable?(event: RecordedWebhookEvent): Promise<boolean>;
+}
+
+/** Builds a draft with the id, merchant and creation time taken from the bus message. */
+export function webhookEventDraft(
+  message: BusMessage,
+  type: WebhookEventType,
+  data: WebhookEventData,
+  overrides: { readonly merchantId?: string; readonly createdAt?: Date } = {},
+): WebhookEventDraft {
+  const occurredAt = typeof message.metadata.occurredAt === 'string' ? message.metadata.occurredAt : message.recordedAt;
+  const createdAt = overrides.createdAt ?? new Date(occurredAt);
+  const merchantId = overrides.merchantId ?? message.metadata.merchantId ?? '';
+  return { id: webhookEventId(message.id, type, createdAt), merchantId, type, createdAt, data };
+}
+
+export class InvalidWebhookEventDraftError extends Error {
+  constructor(source: string, reason: string) {
+    super(`webhook source ${source} produced an invalid draft: ${reason}`);
+    this.name = 'InvalidWebhookEventDraftError';
+  }
+}
+
+/** Checks what a source produced before anything is stored. */
+export function assertValidDraft(source: string, draft: WebhookEventDraft): void {
+  if (!WEBHOOK_EVENT_ID.test(draft.id)) throw new InvalidWebhookEventDraftError(source, `id '${draft.id}' is not an evt_ id from webhookEventId()`);
+  if (typeof draft.merchantId !== 'string' || draft.merchantId.length === 0) throw new InvalidWebhookEventDraftError(source, `${draft.id} has no merchantId`);
+  if (!isWebhookEventType(draft.type)) throw new InvalidWebhookEventDraftError(source, `${draft.id} has unknown type '${draft.type}'`);
+  if (!(draft.createdAt instanceof Date) || Number.isNaN(draft.createdAt.getTime())) throw new InvalidWebhookEventDraftError(source, `${draft.id} has no valid createdAt`);
+  const object: unknown = draft.data?.object;
+  if (typeof object !== 'object' || object === null || Array.isArray(object)) throw new InvalidWebhookEventDraftError(source, `${draft.id} has no data.object`);
+}
+
+/** The registered sources, by topic and by name. */
+export class WebhookSourceRegistry {
+  private readonly byTopic = new Map<string, WebhookSource[]>();
+  private readonly byName = new Map<string, WebhookSource>();
+
+  constructor(sources: readonly WebhookSource[]) {
+    for (const source of sources) {
+      if (this.byName.has(source.name)) throw new Error(`webhook source '${source.name}' is registered twice`);
+      this.byName.set(source.name, source);
+      this.byTopic.set(source.topic, [...(this.byTopic.get(source.topic) ?? []), source]);
+    }
+  }
+
+  topics(): string[] {
+    return [...this.byTopic.keys()];
+  }
+
+  forTopic(topic: string): readonly WebhookSource[] {
+    return this.byTopic.get(topic) ?? [];
+  }
+
+  named(name: string): WebhookSource | undefined {
+    return this.byName.get(name);
+  }
+}

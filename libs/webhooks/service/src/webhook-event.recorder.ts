@@ -1,0 +1,73 @@
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import { CLOCK } from '@stablepay/aggregate';
+import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
+import type { Clock } from '@stablepay/util';
+import { recordedDelivery } from '@stablepay/webhooks-domain';
+import { assertValidDraft, type RecordedWebhookEvent, type WebhookSourceRegistry } from './sources';
+import { WEBHOOK_SOURCES } from './tokens';
+import { WebhookDispatcher } from './webhook-dispatcher';
+import { WebhookEventStore } from './webhook-event.store';
+
+export const WEBHOOK_RECORDER_GROUP = 'webhooks.dispatcher';
+
+/**
+ * Domain events -> webhook events. Consumes every registered source's topic, lets each source map a message to
+ * drafts, and records them, due now, in one statement. The event id is the deduplication key, so a redelivered
+ * bus message records nothing twice. Whether an event is sent (the merchant's selection, a configured URL) is
+ * decided by the dispatcher when it first picks the event up, with the settings of that moment.
+ */
+@Injectable()
+export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('webhook-recorder');
+  private subscription: BusSubscription | undefined;
+
+  constructor(
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(WEBHOOK_SOURCES) private readonly sources: WebhookSourceRegistry,
+    @Inject(WebhookEventStore) private readonly store: WebhookEventStore,
+    @Inject(WebhookDispatcher) private readonly dispatcher: WebhookDispatcher,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    const topics = this.sources.topics();
+    if (topics.length === 0) return;
+    this.subscription = await this.bus.consume({
+      group: WEBHOOK_RECORDER_GROUP,
+      topics,
+      handler: (message) => this.handle(message),
+      onError: (error, message) => this.logger.error({ msg: 'recording webhook events failed, will retry', messageId: message.id, error: String(error) }),
+    });
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.subscription?.stop();
+  }
+
+  /** Resolves once every message published before the call has been recorded. */
+  async caughtUp(): Promise<void> {
+    await this.subscription?.caughtUp();
+  }
+
+  async handle(message: BusMessage): Promise<void> {
+    const events: RecordedWebhookEvent[] = [];
+    for (const source of this.sources.forTopic(message.topic)) {
+      try {
+        for (const draft of source.toWebhookEvents(message)) {
+          assertValidDraft(source.name, draft);
+          events.push({
+            ...draft,
+            origin: { source: source.name, topic: message.topic, eventId: message.id, streamId: message.key, revision: message.revision },
+          });
+        }
+      } catch (error) {
+        // A mapping bug is deterministic: retrying the message would block the topic forever. It is skipped, loudly.
+        this.logger.error({ msg: 'webhook source failed on a message; skipped', source: source.name, messageId: message.id, type: message.type, error: String(error) });
+      }
+    }
+    if (events.length === 0) return;
+    const now = this.clock.now();
+    const inserted = await this.store.record(events.map((event) => ({ event, state: recordedDelivery(now), recordedAt: now })));
+    if (inserted > 0) this.dispatcher.wake();
+  }
+}
