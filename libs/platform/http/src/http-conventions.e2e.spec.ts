@@ -175,6 +175,7 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(bodies.every((b) => b.status === 201 || b.status === 409)).toBe(true);
       const created = bodies.filter((b) => b.status === 201);
       expect(created.filter((b) => b.replayed === null)).toHaveLength(1);
+      // Replays are byte-identical to the original response.
       expect(new Set(created.map((b) => b.body)).size).toBe(1);
     });
 

@@ -15,7 +15,8 @@ export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
       request_hash text NOT NULL,
       state text NOT NULL CHECK (state IN ('in_flight', 'done')),
       response_status integer,
-      response_body jsonb,
+      -- text, not jsonb: a replay must be byte-identical to the first response (jsonb reorders keys).
+      response_body text,
       created_at timestamptz NOT NULL,
       PRIMARY KEY (scope, key)
     )`);
@@ -34,7 +35,7 @@ interface StoredKey {
   request_hash: string;
   state: 'in_flight' | 'done';
   response_status: number | null;
-  response_body: unknown;
+  response_body: string | null;
   created_at: Date;
 }
 
@@ -102,9 +103,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
       }
       void reply.header('idempotent-replayed', 'true');
       const status = stored.response_status ?? 200;
-      if (status >= 400) throw new DomainError({ ...(stored.response_body as { error: DomainError }).error, status });
+      const body: unknown = stored.response_body === null ? null : JSON.parse(stored.response_body);
+      if (status >= 400) throw new DomainError({ ...(body as { error: DomainError }).error, status });
       void reply.status(status);
-      return stored.response_body;
+      return body;
     }
 
     try {
@@ -145,7 +147,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   private async complete(scope: string, key: string, status: number, body: unknown): Promise<void> {
     await this.dataSource.query(
-      `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4::jsonb WHERE scope = $1 AND key = $2`,
+      `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4 WHERE scope = $1 AND key = $2`,
       [scope, key, status, JSON.stringify(body)],
     );
   }
