@@ -45,6 +45,8 @@ export default [
             { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
             { sourceTag: 'scope:chain', onlyDependOnLibsWithTags: ['scope:shared', 'scope:chain'] },
             { sourceTag: 'scope:gateway', onlyDependOnLibsWithTags: anyScope },
+            // A composition root (an app that wires several scopes together, e.g. webhook sources) sees every scope.
+            { sourceTag: 'scope:composition', onlyDependOnLibsWithTags: anyScope },
             // Merchant settings (display name, branding, webhook URL and secrets, settlement configuration) are
             // read by the services that act for a merchant, through the merchants scope's read-side exports.
             ...serviceScopes.map((s) => ({

@@ -11,13 +11,20 @@ import { paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
 import { platformConfigFromEnv, type RunningService, startService } from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
-import { subscriptionsConfigFromEnv, subscriptionsService } from '@stablepay/subscriptions-service';
+import { subscriptionsConfigFromEnv, subscriptionsService, subscriptionCheckoutWebhook } from '@stablepay/subscriptions-service';
 import { startPgliteServer, type PgliteServer } from '@stablepay/testing';
 import { type Clock, ConfigError } from '@stablepay/util';
-import { dispatchOptionsFromEnv, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
+import { dispatchOptionsFromEnv, domainEventSource, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
+import { topicForCategory } from '@stablepay/event-bus';
 
 /** Webhook sources: each scope's mapping from its domain events to merchant webhook events (see docs/architecture.md, Webhooks). */
-const webhookSources: WebhookSource[] = [];
+const webhookSources: WebhookSource[] = [
+  domainEventSource({
+    name: 'subscription-checkouts',
+    topic: topicForCategory('subscriptionCheckout'),
+    map: subscriptionCheckoutWebhook,
+  }),
+];
 
 export interface EmbeddedOptions {
   readonly env?: Record<string, string | undefined>;

@@ -7,7 +7,7 @@ import type { ServiceDefinition } from '@stablepay/runtime';
 import { WEBHOOKS_MIGRATIONS, WebhooksGatewayModule } from '@stablepay/webhook-dispatch-service';
 import { WebhooksApiModule } from '@stablepay/webhooks-api';
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
-import { subscriptionsHttpModule } from '@stablepay/subscriptions-service';
+import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/subscriptions-service';
 
 /**
  * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
@@ -34,5 +34,5 @@ export class GatewayModule {
 }
 
 export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
-  return { name: 'gateway', imports: [GatewayModule.forRoot(merchants)], migrations: [...MERCHANTS_MIGRATIONS, ...WEBHOOKS_MIGRATIONS] };
+  return { name: 'gateway', imports: [GatewayModule.forRoot(merchants)], migrations: [...MERCHANTS_MIGRATIONS, ...WEBHOOKS_MIGRATIONS, ...SUBSCRIPTIONS_MIGRATIONS] };
 }

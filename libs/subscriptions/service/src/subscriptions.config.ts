@@ -14,8 +14,8 @@ export interface SubscriptionsConfig {
   readonly sandboxRates: RateTable;
   /**
    * The chains and stablecoins offered, per merchant mode. Live: the mainnet registry. Test: the local chains the
-   * launcher starts, once it injects them (createChainRegistry({ mode: 'test', localChains })); until then test
-   * mode offers the registry's mainnet token addresses too.
+   * launcher started (createChainRegistry({ mode: 'test', localChains }), their runtime token addresses); without
+   * local chains test mode offers the registry's mainnet token addresses too.
    */
   readonly chains: { readonly live: ChainRegistry; readonly test: ChainRegistry };
   /** Narrows the offered chains (SUPPORTED_CHAINS, comma-separated CAIP-2, shared with the merchants config). */

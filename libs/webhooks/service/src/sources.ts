@@ -113,3 +113,26 @@ export class WebhookSourceRegistry {
     return this.byName.get(name);
   }
 }
+
+/**
+ * A source for a scope whose domain events map one-to-one onto webhook events: `map` returns the public type and
+ * `data` (or null to send nothing), and the draft gets its deterministic id, merchant and time here. Composition
+ * roots use it to register a scope's mapping without the scopes importing each other.
+ */
+export function domainEventSource(options: {
+  readonly name: string;
+  readonly topic: string;
+  readonly map: (event: { readonly type: string; readonly data: unknown }) => { type: string; data: { readonly object: object } } | null;
+}): WebhookSource {
+  return {
+    name: options.name,
+    topic: options.topic,
+    toWebhookEvents: (message) => {
+      const mapped = options.map({ type: message.type, data: message.data });
+      if (!mapped) return [];
+      if (!isWebhookEventType(mapped.type)) throw new InvalidWebhookEventDraftError(options.name, `unknown webhook type '${mapped.type}'`);
+      const data: WebhookEventData = { ...mapped.data, object: { ...mapped.data.object } };
+      return [webhookEventDraft(message, mapped.type, data)];
+    },
+  };
+}
