@@ -33,7 +33,7 @@ export default [
           banTransitiveDependencies: false,
           allow: [],
           depConstraints: [
-            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:adapter', 'type:util', 'type:contracts', 'type:testing'] },
+            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:adapter', 'type:util', 'type:contracts', 'type:sdk', 'type:testing'] },
             { sourceTag: 'type:service', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:domain', 'type:adapter', 'type:util', 'type:contracts', 'type:testing', 'type:sdk'] },
             { sourceTag: 'type:api', onlyDependOnLibsWithTags: ['type:domain', 'type:adapter', 'type:util', 'type:contracts', 'type:testing'] },
             { sourceTag: 'type:domain', onlyDependOnLibsWithTags: ['type:domain', 'type:util'] },
