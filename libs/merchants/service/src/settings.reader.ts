@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { type FiatSettlementDetails, isFiatSettlementComplete } from '@stablepay/merchants-domain';
-import { DomainError, notFound } from '@stablepay/util';
+import { notFound, readAtLeastRevision } from '@stablepay/util';
 import { MerchantSettingsProjection } from './merchant-settings.projection';
 
 export interface MerchantSettingsRow {
@@ -59,26 +59,14 @@ export class SettingsReader {
    * Read-your-writes: resolves with the row once the projection reflects at least `revision` of the merchant's
    * stream. Woken by the projection in this process; polls as a fallback (projection in another process).
    */
-  async getAtLeast(merchantId: string, revision: number): Promise<MerchantSettingsRow> {
-    const deadline = Date.now() + READ_YOUR_WRITES_TIMEOUT_MS;
-    for (;;) {
-      const row = await this.find(merchantId);
-      if (row && row.revision >= revision) return row;
-      if (Date.now() > deadline) {
-        throw new DomainError({ type: 'api_error', status: 503, code: 'read_model_lagging', message: 'The change was saved but is not readable yet; retry the read shortly.' });
-      }
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        const timer = setTimeout(() => {
-          this.projection.changes.off(merchantId, wake);
-          resolve();
-        }, 25);
-        this.projection.changes.once(merchantId, wake);
-      });
-    }
+  getAtLeast(merchantId: string, revision: number): Promise<MerchantSettingsRow> {
+    return readAtLeastRevision({
+      read: () => this.find(merchantId),
+      revision,
+      changes: this.projection.changes,
+      key: merchantId,
+      timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+    });
   }
 }
 

@@ -3,7 +3,7 @@ import { DataSource } from 'typeorm';
 import { type Clause, keysetPage, type ListQuery } from '@stablepay/http';
 import type { SubscriptionCheckoutListFilters } from '@stablepay/subscriptions-api';
 import type { SubscriptionCheckoutObject, SubscriptionCheckoutStatus } from '@stablepay/subscriptions-domain';
-import { DomainError, notFound } from '@stablepay/util';
+import { notFound, readAtLeastRevision } from '@stablepay/util';
 import { SubscriptionCheckoutChanges } from './changes';
 
 export interface SubscriptionCheckoutRow {
@@ -42,26 +42,8 @@ export class SubscriptionCheckoutReader {
   }
 
   /** Read-your-writes: the row once the projection reflects at least `revision` of its stream. */
-  async getAtLeast(id: string, revision: number): Promise<SubscriptionCheckoutRow> {
-    const deadline = Date.now() + READ_YOUR_WRITES_TIMEOUT_MS;
-    for (;;) {
-      const row = await this.find(id);
-      if (row && row.revision >= revision) return row;
-      if (Date.now() > deadline) {
-        throw new DomainError({ type: 'api_error', status: 503, code: 'read_model_lagging', message: 'The change was saved but is not readable yet; retry the read shortly.' });
-      }
-      await new Promise<void>((resolve) => {
-        const wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        const timer = setTimeout(() => {
-          this.changes.off(id, wake);
-          resolve();
-        }, 25);
-        this.changes.once(id, wake);
-      });
-    }
+  getAtLeast(id: string, revision: number): Promise<SubscriptionCheckoutRow> {
+    return readAtLeastRevision({ read: () => this.find(id), revision, changes: this.changes, key: id, timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS });
   }
 
   /** SPEC Pagination over `seq` (newest first); cursors resolve within the merchant's rows, filters narrow. */
