@@ -12,8 +12,7 @@ import { payoutsService } from '@stablepay/payouts-service';
 import { platformConfigFromEnv, type RunningService, startService } from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
 import { subscriptionsConfigFromEnv, subscriptionsService, subscriptionCheckoutWebhook } from '@stablepay/subscriptions-service';
-import { startPgliteServer, type PgliteServer } from '@stablepay/testing';
-import { type Clock, ConfigError } from '@stablepay/util';
+import { type Clock, ConfigError, type PgliteServer, startPgliteServer } from '@stablepay/util';
 import { dispatchOptionsFromEnv, domainEventSource, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
 import { topicForCategory } from '@stablepay/event-bus';
 

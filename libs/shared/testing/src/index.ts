@@ -1,3 +1,3 @@
 export * from './free-port';
-export * from './pglite-server';
+export { startPgliteServer, workspaceRoot, type PgliteServer } from '@stablepay/util';
 export * from './test-database';

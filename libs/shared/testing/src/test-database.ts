@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { randomBytes } from 'node:crypto';
-import { startPgliteServer } from './pglite-server';
+import { startPgliteServer } from '@stablepay/util';
 
 export interface TestDatabase {
   /** Connection URL of a database that belongs to this test file alone. */

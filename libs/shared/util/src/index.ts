@@ -7,3 +7,4 @@ export * from './json-logger';
 export * from './ip-policy';
 export * from './secret-box';
 export * from './read-your-writes';
+export * from './pglite-server';

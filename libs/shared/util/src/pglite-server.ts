@@ -8,7 +8,7 @@ export interface PgliteServer {
   stop(): Promise<void>;
 }
 
-/** Repository root, found from this file (libs/shared/testing/src). */
+/** Repository root, found from this file (libs/shared/util/src). */
 export const workspaceRoot = join(__dirname, '..', '..', '..', '..');
 
 /**
