@@ -4,16 +4,44 @@
 import nx from '@nx/eslint-plugin';
 
 const anyScope = [
-  'scope:shared', 'scope:chain', 'scope:merchants', 'scope:gateway', 'scope:payments', 'scope:subscriptions',
-  'scope:ledger', 'scope:indexer', 'scope:settlement', 'scope:payouts', 'scope:webhooks',
+  'scope:shared',
+  'scope:chain',
+  'scope:merchants',
+  'scope:gateway',
+  'scope:payments',
+  'scope:subscriptions',
+  'scope:ledger',
+  'scope:indexer',
+  'scope:settlement',
+  'scope:payouts',
+  'scope:webhooks',
 ];
-const serviceScopes = ['merchants', 'payments', 'subscriptions', 'ledger', 'indexer', 'settlement', 'payouts', 'webhooks'];
+const serviceScopes = [
+  'merchants',
+  'payments',
+  'subscriptions',
+  'ledger',
+  'indexer',
+  'settlement',
+  'payouts',
+  'webhooks',
+];
 
 export default [
   ...nx.configs['flat/base'],
   ...nx.configs['flat/typescript'],
   {
-    ignores: ['**/node_modules/**', '**/dist/**', '**/tmp/**', '**/.nx/**', '**/coverage/**', '**/generated-js/**', '**/*.js', '**/*.mjs', '**/*.cjs'],
+    ignores: [
+      '**/node_modules/**',
+      '**/dist/**',
+      '**/tmp/**',
+      '**/.nx/**',
+      '**/coverage/**',
+      '**/generated-js/**',
+      '**/*.js',
+      '**/*.mjs',
+      '**/*.cjs',
+    ],
   },
   {
     files: ['**/*.ts'],
@@ -33,14 +61,52 @@ export default [
           banTransitiveDependencies: false,
           allow: [],
           depConstraints: [
-            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:adapter', 'type:util', 'type:contracts', 'type:sdk', 'type:testing'] },
-            { sourceTag: 'type:service', onlyDependOnLibsWithTags: ['type:service', 'type:api', 'type:domain', 'type:adapter', 'type:util', 'type:contracts', 'type:testing', 'type:sdk'] },
-            { sourceTag: 'type:api', onlyDependOnLibsWithTags: ['type:domain', 'type:adapter', 'type:util', 'type:contracts', 'type:testing'] },
+            {
+              sourceTag: 'type:app',
+              onlyDependOnLibsWithTags: [
+                'type:service',
+                'type:api',
+                'type:adapter',
+                'type:util',
+                'type:contracts',
+                'type:sdk',
+                'type:testing',
+              ],
+            },
+            {
+              sourceTag: 'type:service',
+              onlyDependOnLibsWithTags: [
+                'type:service',
+                'type:api',
+                'type:domain',
+                'type:adapter',
+                'type:util',
+                'type:contracts',
+                'type:testing',
+                'type:sdk',
+              ],
+            },
+            {
+              sourceTag: 'type:api',
+              onlyDependOnLibsWithTags: [
+                'type:domain',
+                'type:adapter',
+                'type:util',
+                'type:contracts',
+                'type:testing',
+              ],
+            },
             { sourceTag: 'type:domain', onlyDependOnLibsWithTags: ['type:domain', 'type:util'] },
-            { sourceTag: 'type:adapter', onlyDependOnLibsWithTags: ['type:adapter', 'type:util', 'type:contracts', 'type:testing'] },
+            {
+              sourceTag: 'type:adapter',
+              onlyDependOnLibsWithTags: ['type:adapter', 'type:util', 'type:contracts', 'type:testing'],
+            },
             { sourceTag: 'type:contracts', onlyDependOnLibsWithTags: ['type:util', 'type:contracts'] },
             { sourceTag: 'type:sdk', onlyDependOnLibsWithTags: ['type:util', 'type:contracts'] },
-            { sourceTag: 'type:testing', onlyDependOnLibsWithTags: ['type:util', 'type:adapter', 'type:contracts'] },
+            {
+              sourceTag: 'type:testing',
+              onlyDependOnLibsWithTags: ['type:util', 'type:adapter', 'type:contracts'],
+            },
             { sourceTag: 'type:util', onlyDependOnLibsWithTags: ['type:util'] },
             { sourceTag: 'scope:shared', onlyDependOnLibsWithTags: ['scope:shared'] },
             { sourceTag: 'scope:chain', onlyDependOnLibsWithTags: ['scope:shared', 'scope:chain'] },
@@ -51,7 +117,12 @@ export default [
             // read by the services that act for a merchant, through the merchants scope's read-side exports.
             ...serviceScopes.map((s) => ({
               sourceTag: `scope:${s}`,
-              onlyDependOnLibsWithTags: [`scope:${s}`, 'scope:shared', 'scope:chain', ...(s === 'merchants' ? [] : ['scope:merchants'])],
+              onlyDependOnLibsWithTags: [
+                `scope:${s}`,
+                'scope:shared',
+                'scope:chain',
+                ...(s === 'merchants' ? [] : ['scope:merchants']),
+              ],
             })),
           ],
         },

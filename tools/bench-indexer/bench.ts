@@ -85,7 +85,8 @@ async function main(): Promise<void> {
     for (let i = 0; i < REPEATS; i++) {
       const run = await timed(async () => {
         let n = 0;
-        for (const [fromBlock, toBlock] of split) n += (await rpc.getLogs({ fromBlock, toBlock, topics })).length;
+        for (const [fromBlock, toBlock] of split)
+          n += (await rpc.getLogs({ fromBlock, toBlock, topics })).length;
         return n;
       });
       if (run.result !== sent) throw new Error(`raw fetch saw ${run.result} logs, expected ${sent}`);
@@ -109,7 +110,13 @@ async function main(): Promise<void> {
     for (const address of recipients) await store.addWatch(chain.caip2, address, { table: 'address' });
     const follower = new ChainFollower(
       {
-        chain: { caip2: chain.caip2, chainId: BigInt(chain.chainId), rpcUrl: chain.rpcUrl, confirmations: 0, startBlock: 0 },
+        chain: {
+          caip2: chain.caip2,
+          chainId: BigInt(chain.chainId),
+          rpcUrl: chain.rpcUrl,
+          confirmations: 0,
+          startBlock: 0,
+        },
         pollMs: 1_000,
         batchBlocks: BATCH_BLOCKS,
         reorgWindow: 256,
@@ -121,7 +128,8 @@ async function main(): Promise<void> {
     );
     const indexed = await timed(() => follower.catchUp());
     const published = (await events.readStream(`chain-${chain.caip2}`)).length;
-    if (published !== sent) throw new Error(`the follower published ${published} observations, expected ${sent}`);
+    if (published !== sent)
+      throw new Error(`the follower published ${published} observations, expected ${sent}`);
 
     // 4. Following blocks with watches but no matching logs (the steady state of a quiet chain).
     await chain.mine(EMPTY_BLOCKS);
@@ -130,9 +138,13 @@ async function main(): Promise<void> {
 
     const blocks = head + 1;
     const row = (name: string, ms: number, nBlocks: number, nLogs: number): string =>
-      `| ${name.padEnd(52)} | ${(ms / 1000).toFixed(3).padStart(8)} | ${Math.round((nBlocks * 1000) / ms).toString().padStart(9)} | ${(nLogs === 0 ? '-' : Math.round((nLogs * 1000) / ms).toString()).padStart(8)} |`;
+      `| ${name.padEnd(52)} | ${(ms / 1000).toFixed(3).padStart(8)} | ${Math.round((nBlocks * 1000) / ms)
+        .toString()
+        .padStart(9)} | ${(nLogs === 0 ? '-' : Math.round((nLogs * 1000) / ms).toString()).padStart(8)} |`;
     console.log('');
-    console.log(`| ${'measurement'.padEnd(52)} | ${'time s'.padStart(8)} | ${'blocks/s'.padStart(9)} | ${'logs/s'.padStart(8)} |`);
+    console.log(
+      `| ${'measurement'.padEnd(52)} | ${'time s'.padStart(8)} | ${'blocks/s'.padStart(9)} | ${'logs/s'.padStart(8)} |`,
+    );
     console.log(`|${'-'.repeat(54)}|${'-'.repeat(10)}|${'-'.repeat(11)}|${'-'.repeat(10)}|`);
     console.log(row(`baseline: raw eth_getLogs (median of ${REPEATS})`, median(rawRuns), blocks, sent));
     console.log(row(`baseline: eth_getLogs + headers (median of ${REPEATS})`, median(rpcRuns), blocks, sent));

@@ -25,7 +25,12 @@ import { DataSource } from 'typeorm';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import { type BusMessage, topicForCategory } from '@stablepay/event-bus';
 import type { EventStore } from '@stablepay/event-store';
-import { MERCHANTS_MIGRATIONS, MerchantCommands, MerchantsModule, merchantsConfigFromEnv } from '@stablepay/merchants-service';
+import {
+  MERCHANTS_MIGRATIONS,
+  MerchantCommands,
+  MerchantsModule,
+  merchantsConfigFromEnv,
+} from '@stablepay/merchants-service';
 import { startService } from '@stablepay/runtime';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
@@ -53,7 +58,11 @@ const CONCURRENCY = env('BENCH_CONCURRENCY', 64);
 const PER_MERCHANT = env('BENCH_PER_MERCHANT', 16);
 const CATEGORY = 'charge';
 
-type ReceiverMessage = { type: 'ready'; port: number } | { type: 'reached'; count: number } | { type: 'stats'; count: number; e2e: number[] } | { type: 'reset-ok' };
+type ReceiverMessage =
+  | { type: 'ready'; port: number }
+  | { type: 'reached'; count: number }
+  | { type: 'stats'; count: number; e2e: number[] }
+  | { type: 'reset-ok' };
 
 class Receiver {
   private constructor(
@@ -62,7 +71,9 @@ class Receiver {
   ) {}
 
   static async start(): Promise<Receiver> {
-    const child = fork(join(__dirname, 'receiver.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(join(__dirname, 'receiver.js'), [], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     const ready = await Receiver.next(child, 'ready');
     if (ready.type !== 'ready') throw new Error('receiver did not start');
     return new Receiver(child, ready.port);
@@ -124,7 +135,16 @@ function sampleBody(i: number): Buffer {
       object: 'event',
       type: 'subscription.charge_succeeded',
       created_at: new Date().toISOString(),
-      data: { object: { object: 'subscription', id: `0x${'ab'.repeat(32)}`, amount: '1000000', fee: '1200', appended_at_ms: 0 }, charge: { object: 'subscription_charge', id: `subc_${i}`, amount: '1000000' } },
+      data: {
+        object: {
+          object: 'subscription',
+          id: `0x${'ab'.repeat(32)}`,
+          amount: '1000000',
+          fee: '1200',
+          appended_at_ms: 0,
+        },
+        charge: { object: 'subscription_charge', id: `subc_${i}`, amount: '1000000' },
+      },
     }),
   );
 }
@@ -137,7 +157,14 @@ async function bareLoop(receiver: Receiver): Promise<Row> {
   const post = (body: Buffer) =>
     new Promise<void>((resolve, reject) => {
       const req = http.request(
-        { host: '127.0.0.1', port: receiver.port, path: '/bare', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': String(body.length) } },
+        {
+          host: '127.0.0.1',
+          port: receiver.port,
+          path: '/bare',
+          method: 'POST',
+          agent,
+          headers: { 'content-type': 'application/json', 'content-length': String(body.length) },
+        },
         (res) => {
           res.resume();
           res.on('end', resolve);
@@ -165,11 +192,25 @@ async function bareLoop(receiver: Receiver): Promise<Row> {
 /** Starts PGlite for the benchmark with the fixed server from the webhooks lib (see its header). */
 async function startDatabase(): Promise<TestDatabase> {
   if (process.env['DATABASE_URL']) return createTestDatabase();
-  const script = join(__dirname, '..', '..', 'libs', 'webhooks', 'service', 'src', 'testing', 'pglite-serve.mjs');
-  const child = spawn(process.execPath, [script, '--port', '0', '--data-dir', 'memory://'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const script = join(
+    __dirname,
+    '..',
+    '..',
+    'libs',
+    'webhooks',
+    'service',
+    'src',
+    'testing',
+    'pglite-serve.mjs',
+  );
+  const child = spawn(process.execPath, [script, '--port', '0', '--data-dir', 'memory://'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const stdout = child.stdout;
   if (!stdout) throw new Error('PGlite server has no stdout');
-  const line = await new Promise<string>((resolve) => createInterface({ input: stdout }).once('line', resolve));
+  const line = await new Promise<string>((resolve) =>
+    createInterface({ input: stdout }).once('line', resolve),
+  );
   const { url } = JSON.parse(line) as { url: string };
   return { url, kind: 'pglite', drop: async () => void child.kill('SIGTERM') };
 }
@@ -181,7 +222,13 @@ const benchSource: WebhookSource = {
     const data = message.data as { chargeId: string; appendedAtMs: number };
     return [
       webhookEventDraft(message, 'subscription.charge_succeeded', {
-        object: { object: 'subscription', id: `0x${'ab'.repeat(32)}`, amount: '1000000', fee: '1200', appended_at_ms: data.appendedAtMs },
+        object: {
+          object: 'subscription',
+          id: `0x${'ab'.repeat(32)}`,
+          amount: '1000000',
+          fee: '1200',
+          appended_at_ms: data.appendedAtMs,
+        },
         charge: { object: 'subscription_charge', id: data.chargeId, amount: '1000000' },
       }),
     ];
@@ -192,9 +239,19 @@ async function main(): Promise<void> {
   const receiver = await Receiver.start();
   const db = await startDatabase();
   const clock = new ManualClock(new Date());
-  const merchants = merchantsConfigFromEnv({ WEBHOOK_SECRET_ENCRYPTION_KEY: 'cd'.repeat(32), ALLOW_LOCAL_WEBHOOKS: 'true' }, { allowEphemeralKey: false });
+  const merchants = merchantsConfigFromEnv(
+    { WEBHOOK_SECRET_ENCRYPTION_KEY: 'cd'.repeat(32), ALLOW_LOCAL_WEBHOOKS: 'true' },
+    { allowEphemeralKey: false },
+  );
   const service = await startService(
-    { databaseUrl: db.url, eventStore: 'postgres', eventBus: 'store-log', port: 0, host: '127.0.0.1', logLevel: 'error' },
+    {
+      databaseUrl: db.url,
+      eventStore: 'postgres',
+      eventBus: 'store-log',
+      port: 0,
+      host: '127.0.0.1',
+      logLevel: 'error',
+    },
     [
       { name: 'gateway', imports: [MerchantsModule.forRoot(merchants)], migrations: MERCHANTS_MIGRATIONS },
       webhookDispatchService({
@@ -210,8 +267,14 @@ async function main(): Promise<void> {
     const commands = service.app.get(MerchantCommands);
     const merchantIds: string[] = [];
     for (let m = 0; m < MERCHANTS; m++) {
-      const { row } = await commands.createMerchant({ name: `Bench ${m}`, mode: 'test', settlementMode: 'crypto' });
-      await commands.updateProfile(row.merchant_id, { webhookUrl: `http://127.0.0.1:${receiver.port}/m${m}` });
+      const { row } = await commands.createMerchant({
+        name: `Bench ${m}`,
+        mode: 'test',
+        settlementMode: 'crypto',
+      });
+      await commands.updateProfile(row.merchant_id, {
+        webhookUrl: `http://127.0.0.1:${receiver.port}/m${m}`,
+      });
       merchantIds.push(row.merchant_id);
     }
     const dispatcher = service.app.get(WebhookDispatcher);
@@ -230,25 +293,41 @@ async function main(): Promise<void> {
 
     // BENCH_DEBUG=1: time spent in the three hot statements, printed every second (stderr).
     if (process.env['BENCH_DEBUG']) {
-      const timing = { claimDue: { calls: 0, ms: 0, rows: 0 }, writeResults: { calls: 0, ms: 0, rows: 0 }, record: { calls: 0, ms: 0, rows: 0 } };
+      const timing = {
+        claimDue: { calls: 0, ms: 0, rows: 0 },
+        writeResults: { calls: 0, ms: 0, rows: 0 },
+        record: { calls: 0, ms: 0, rows: 0 },
+      };
       const claimDue = store.claimDue.bind(store);
       store.claimDue = async (request) => {
         const t = performance.now();
         const rows = await claimDue(request);
-        timing.claimDue = { calls: timing.claimDue.calls + 1, ms: timing.claimDue.ms + performance.now() - t, rows: timing.claimDue.rows + rows.length };
+        timing.claimDue = {
+          calls: timing.claimDue.calls + 1,
+          ms: timing.claimDue.ms + performance.now() - t,
+          rows: timing.claimDue.rows + rows.length,
+        };
         return rows;
       };
       const writeResults = store.writeResults.bind(store);
       store.writeResults = async (results) => {
         const t = performance.now();
         await writeResults(results);
-        timing.writeResults = { calls: timing.writeResults.calls + 1, ms: timing.writeResults.ms + performance.now() - t, rows: timing.writeResults.rows + results.length };
+        timing.writeResults = {
+          calls: timing.writeResults.calls + 1,
+          ms: timing.writeResults.ms + performance.now() - t,
+          rows: timing.writeResults.rows + results.length,
+        };
       };
       const record = store.record.bind(store);
       store.record = async (events) => {
         const t = performance.now();
         const n = await record(events);
-        timing.record = { calls: timing.record.calls + 1, ms: timing.record.ms + performance.now() - t, rows: timing.record.rows + events.length };
+        timing.record = {
+          calls: timing.record.calls + 1,
+          ms: timing.record.ms + performance.now() - t,
+          rows: timing.record.rows + events.length,
+        };
         return n;
       };
       setInterval(() => console.error(JSON.stringify(timing)), 1000).unref();
@@ -270,8 +349,17 @@ async function main(): Promise<void> {
           merchantId,
           type: 'subscription.charge_succeeded',
           createdAt: clock.now(),
-          data: { object: { object: 'subscription', id: `0x${'ab'.repeat(32)}`, amount: '1000000', fee: '1200' }, charge: { object: 'subscription_charge', id: `subc_b${i}` } },
-          origin: { source: 'bench', topic: topicForCategory(CATEGORY), eventId: `backlog-${i}`, streamId: `${CATEGORY}-backlog`, revision: i },
+          data: {
+            object: { object: 'subscription', id: `0x${'ab'.repeat(32)}`, amount: '1000000', fee: '1200' },
+            charge: { object: 'subscription_charge', id: `subc_b${i}` },
+          },
+          origin: {
+            source: 'bench',
+            topic: topicForCategory(CATEGORY),
+            eventId: `backlog-${i}`,
+            streamId: `${CATEGORY}-backlog`,
+            revision: i,
+          },
         },
         state: recordedDelivery(releaseAt),
         recordedAt: clock.now(),
@@ -287,7 +375,12 @@ async function main(): Promise<void> {
     clock.set(releaseAt);
     dispatcher.wake();
     await backlogDone;
-    rows.push({ name: 'dispatcher: backlog of due events', count: EVENTS, ms: performance.now() - backlogStart, latencies: sendLatencies });
+    rows.push({
+      name: 'dispatcher: backlog of due events',
+      count: EVENTS,
+      ms: performance.now() - backlogStart,
+      latencies: sendLatencies,
+    });
 
     // Row 3: end to end, from domain events appended to the event store.
     await receiver.reset();
@@ -340,7 +433,9 @@ async function main(): Promise<void> {
     );
     if (row.note) console.log(`${''.padEnd(4)}${row.note}`);
   }
-  console.log('\np50/p99: one POST as its sender saw it (dispatcher rows: the HTTP exchange of each attempt).');
+  console.log(
+    '\np50/p99: one POST as its sender saw it (dispatcher rows: the HTTP exchange of each attempt).',
+  );
 }
 
 main().then(

@@ -22,10 +22,21 @@ interface ComposeService {
 
 describe('distributed deployment files', () => {
   it('has the eight services of the design', () => {
-    expect(apps).toEqual(['charge-ledger', 'gateway', 'indexer', 'payments', 'payouts', 'settlement', 'subscriptions', 'webhook-dispatch']);
+    expect(apps).toEqual([
+      'charge-ledger',
+      'gateway',
+      'indexer',
+      'payments',
+      'payouts',
+      'settlement',
+      'subscriptions',
+      'webhook-dispatch',
+    ]);
   });
 
-  const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, ComposeService> };
+  const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+    services: Record<string, ComposeService>;
+  };
 
   it('docker-compose runs Kafka (KRaft), EventStoreDB, PostgreSQL and an anvil chain with health checks', () => {
     for (const infra of ['kafka', 'eventstore', 'postgres', 'anvil']) {
@@ -34,14 +45,19 @@ describe('distributed deployment files', () => {
     expect(JSON.stringify(compose.services['kafka'])).toContain('KAFKA_PROCESS_ROLES');
   });
 
-  it.each(apps)('docker-compose builds %s from deploy/ with a readiness health check and the distributed adapters', (app) => {
-    const service = compose.services[app];
-    expect(service).toBeDefined();
-    expect(service?.build).toMatchObject({ dockerfile: 'deploy/Dockerfile', args: { SERVICE: app } });
-    expect(service?.healthcheck?.test.join(' ')).toContain('/ready');
-    expect(service?.environment).toMatchObject({ EVENT_STORE: 'esdb', EVENT_BUS: 'kafka' });
-    expect(Object.keys(service?.depends_on ?? {})).toEqual(expect.arrayContaining(['postgres', 'kafka', 'eventstore']));
-  });
+  it.each(apps)(
+    'docker-compose builds %s from deploy/ with a readiness health check and the distributed adapters',
+    (app) => {
+      const service = compose.services[app];
+      expect(service).toBeDefined();
+      expect(service?.build).toMatchObject({ dockerfile: 'deploy/Dockerfile', args: { SERVICE: app } });
+      expect(service?.healthcheck?.test.join(' ')).toContain('/ready');
+      expect(service?.environment).toMatchObject({ EVENT_STORE: 'esdb', EVENT_BUS: 'kafka' });
+      expect(Object.keys(service?.depends_on ?? {})).toEqual(
+        expect.arrayContaining(['postgres', 'kafka', 'eventstore']),
+      );
+    },
+  );
 
   it('the Dockerfile builds any one service and checks its health', () => {
     const dockerfile = readFileSync(join(root, 'deploy', 'Dockerfile'), 'utf8');
@@ -51,19 +67,29 @@ describe('distributed deployment files', () => {
     expect(dockerfile).not.toMatch(/^RUN[^\n]*npm ci/m);
   });
 
-  const kustomization = parse(readFileSync(join(root, 'deploy', 'k8s', 'kustomization.yaml'), 'utf8')) as { resources: string[] };
+  const kustomization = parse(readFileSync(join(root, 'deploy', 'k8s', 'kustomization.yaml'), 'utf8')) as {
+    resources: string[];
+  };
 
-  it.each(apps)('Kubernetes has a Deployment, Service and ConfigMap for %s with liveness and readiness probes', (app) => {
-    expect(kustomization.resources).toContain(`${app}.yaml`);
-    const docs = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${app}.yaml`), 'utf8')).map(
-      (d) => d.toJSON() as { kind: string; metadata: { name: string }; spec?: Record<string, unknown> },
-    );
-    const kinds = Object.fromEntries(docs.map((d) => [d.kind, d]));
-    expect(Object.keys(kinds).sort()).toEqual(['ConfigMap', 'Deployment', 'Service']);
-    const container = (kinds['Deployment']?.spec as { template: { spec: { containers: Array<Record<string, { httpGet: { path: string } }> & { image: string }> } } })
-      .template.spec.containers[0];
-    expect(container?.['livenessProbe']?.httpGet.path).toBe('/health');
-    expect(container?.['readinessProbe']?.httpGet.path).toBe('/ready');
-    expect(container?.image).toBe(`stablepay/${app}:latest`);
-  });
+  it.each(apps)(
+    'Kubernetes has a Deployment, Service and ConfigMap for %s with liveness and readiness probes',
+    (app) => {
+      expect(kustomization.resources).toContain(`${app}.yaml`);
+      const docs = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${app}.yaml`), 'utf8')).map(
+        (d) => d.toJSON() as { kind: string; metadata: { name: string }; spec?: Record<string, unknown> },
+      );
+      const kinds = Object.fromEntries(docs.map((d) => [d.kind, d]));
+      expect(Object.keys(kinds).sort()).toEqual(['ConfigMap', 'Deployment', 'Service']);
+      const container = (
+        kinds['Deployment']?.spec as {
+          template: {
+            spec: { containers: Array<Record<string, { httpGet: { path: string } }> & { image: string }> };
+          };
+        }
+      ).template.spec.containers[0];
+      expect(container?.['livenessProbe']?.httpGet.path).toBe('/health');
+      expect(container?.['readinessProbe']?.httpGet.path).toBe('/ready');
+      expect(container?.image).toBe(`stablepay/${app}:latest`);
+    },
+  );
 });

@@ -8,15 +8,21 @@ function option(args: string[], name: string): string | undefined {
   return i >= 0 ? args[i + 1] : undefined;
 }
 
-export async function runAdminCli(argv: string[], env: Record<string, string | undefined>, out: (s: string) => void): Promise<number> {
+export async function runAdminCli(
+  argv: string[],
+  env: Record<string, string | undefined>,
+  out: (s: string) => void,
+): Promise<number> {
   const [command, ...args] = argv;
   if (command !== 'create-merchant') {
-    out('usage: admin create-merchant --name <name> --mode test|live [--settlement-mode crypto|fiat] [--url <gateway url>]');
+    out(
+      'usage: admin create-merchant --name <name> --mode test|live [--settlement-mode crypto|fiat] [--url <gateway url>]',
+    );
     return 2;
   }
   const token = env['ADMIN_TOKEN'];
   if (!token) {
-    out('ADMIN_TOKEN must be set to the gateway\'s operator token');
+    out("ADMIN_TOKEN must be set to the gateway's operator token");
     return 2;
   }
   const url = option(args, 'url') ?? env['STABLEPAY_URL'] ?? 'http://127.0.0.1:3000';
@@ -27,7 +33,11 @@ export async function runAdminCli(argv: string[], env: Record<string, string | u
   };
   const res = await fetch(`${url}/admin/merchants`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': crypto.randomUUID() },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      'idempotency-key': crypto.randomUUID(),
+    },
     body: JSON.stringify(body),
   });
   out(JSON.stringify(await res.json(), null, 2));

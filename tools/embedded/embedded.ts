@@ -11,9 +11,18 @@ import { paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
 import { platformConfigFromEnv, type RunningService, startService } from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
-import { subscriptionsConfigFromEnv, subscriptionsService, subscriptionCheckoutWebhook } from '@stablepay/subscriptions-service';
+import {
+  subscriptionsConfigFromEnv,
+  subscriptionsService,
+  subscriptionCheckoutWebhook,
+} from '@stablepay/subscriptions-service';
 import { type Clock, ConfigError, type PgliteServer, startPgliteServer } from '@stablepay/util';
-import { dispatchOptionsFromEnv, domainEventSource, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
+import {
+  dispatchOptionsFromEnv,
+  domainEventSource,
+  webhookDispatchService,
+  type WebhookSource,
+} from '@stablepay/webhook-dispatch-service';
 import { topicForCategory } from '@stablepay/event-bus';
 
 /** Webhook sources: each scope's mapping from its domain events to merchant webhook events (see docs/architecture.md, Webhooks). */
@@ -67,7 +76,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
     if (options.localChains ?? env['STABLEPAY_LOCAL_CHAINS'] !== 'false') {
       const chainIds = (env['LOCAL_CHAIN_IDS'] ?? '8453,137').split(',').map((c) => Number(c.trim()));
       if (chainIds.some((c) => !Number.isSafeInteger(c) || c <= 0)) {
-        throw new ConfigError('environment variable LOCAL_CHAIN_IDS must be comma-separated positive chain ids');
+        throw new ConfigError(
+          'environment variable LOCAL_CHAIN_IDS must be comma-separated positive chain ids',
+        );
       }
       chains = await startLocalChains({ chainIds });
       // In test mode each supported chain is a local anvil standing in for the real one (same chain id).
@@ -77,7 +88,10 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       env['OPERATOR_PAUSER_ADDRESS'] ??= chains.operatorPauser.address;
     }
     const platform = platformConfigFromEnv(env, { port: 3000 });
-    const merchants = merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...env }, { allowEphemeralKey: true });
+    const merchants = merchantsConfigFromEnv(
+      { ALLOW_LOCAL_WEBHOOKS: 'true', ...env },
+      { allowEphemeralKey: true },
+    );
     const service = await startService(
       { ...platform, host: env['HOST'] ?? '127.0.0.1' },
       [
@@ -120,9 +134,13 @@ async function ensureDemoMerchant(
   dataDir: string | undefined,
 ): Promise<{ merchantId: string; apiKey: string }> {
   const keyFile = dataDir ? join(dataDir, 'demo-api-key') : undefined;
-  const apiKey = env['DEMO_API_KEY'] ?? (keyFile && existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
+  const apiKey =
+    env['DEMO_API_KEY'] ??
+    (keyFile && existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
   if (apiKey !== undefined && parseApiKey(apiKey)?.mode !== 'test') {
-    throw new ConfigError('environment variable DEMO_API_KEY must be a test key: sk_test_ followed by 24 to 128 letters and digits');
+    throw new ConfigError(
+      'environment variable DEMO_API_KEY must be a test key: sk_test_ followed by 24 to 128 letters and digits',
+    );
   }
   const resolver = service.app.get<ApiKeyResolver>(API_KEY_RESOLVER);
   const existing = apiKey ? await resolver.resolve(hashApiKey(apiKey)) : null;

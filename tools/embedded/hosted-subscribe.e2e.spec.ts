@@ -22,7 +22,11 @@ function findChromium(): string | undefined {
   const candidates = [process.env['CHROMIUM_PATH'], '/usr/bin/chromium', '/usr/bin/chromium-browser'];
   for (const candidate of candidates) if (candidate && existsSync(candidate)) return candidate;
   try {
-    return execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'], { encoding: 'utf8' }).trim() || undefined;
+    return (
+      execFileSync('sh', ['-c', 'command -v chromium || command -v chromium-browser'], {
+        encoding: 'utf8',
+      }).trim() || undefined
+    );
   } catch {
     return undefined;
   }
@@ -30,7 +34,9 @@ function findChromium(): string | undefined {
 
 const executablePath = findChromium();
 if (!executablePath) {
-  console.log('hosted-subscribe.e2e: skipped: no Chromium installed (apt-get install chromium, or set CHROMIUM_PATH)');
+  console.log(
+    'hosted-subscribe.e2e: skipped: no Chromium installed (apt-get install chromium, or set CHROMIUM_PATH)',
+  );
 }
 const describeWithChromium = executablePath ? describe : describe.skip;
 
@@ -55,7 +61,10 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
   const api = async (method: string, path: string, body?: unknown, apiKey = key) => {
     const res = await fetch(`${stack.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${apiKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     return { status: res.status, body: (await res.json()) as Json };
@@ -73,13 +82,17 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
     expect(res.status).toBe(201);
     return { id: String(res.body['id']), url: String(res.body['checkout_url']), body: res.body };
   };
-  const open = async (url: string, expectedStatus = 200): Promise<{ page: Page; status: number; headers: Record<string, string> }> => {
+  const open = async (
+    url: string,
+    expectedStatus = 200,
+  ): Promise<{ page: Page; status: number; headers: Record<string, string> }> => {
     const page = await browser.newPage({ viewport: { width: 520, height: 900 } });
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     page.on('console', (m) => {
       // The document's own status shows as a failed resource load when it is the expected 404.
-      if (m.type() === 'error' && !(expectedStatus === 404 && m.text().includes('status of 404'))) errors.push(m.text());
+      if (m.type() === 'error' && !(expectedStatus === 404 && m.text().includes('status of 404')))
+        errors.push(m.text());
     });
     const response = await page.goto(url);
     if (!response) throw new Error(`no response for ${url}`);
@@ -93,17 +106,35 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
     mkdirSync(ARTIFACTS, { recursive: true });
     db = await createTestDatabase();
     stack = await startEmbedded({
-      env: { DATABASE_URL: db.url, PORT: '0', ADMIN_TOKEN, LOG_LEVEL: 'error', STABLEPAY_LOCAL_CHAINS: 'false', SUBSCRIPTION_EXPIRY_POLL_MS: '60000' },
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        STABLEPAY_LOCAL_CHAINS: 'false',
+        SUBSCRIPTION_EXPIRY_POLL_MS: '60000',
+      },
       dataDir: 'memory',
       clock,
     });
     browser = await chromium.launch({
       executablePath,
       headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     key = await newMerchant('Río Streaming & Co');
-    expect((await api('PATCH', '/settings', { background_color: '#0B1F3A', primary_color: '#FFB000' })).status).toBe(200);
+    expect(
+      (await api('PATCH', '/settings', { background_color: '#0B1F3A', primary_color: '#FFB000' })).status,
+    ).toBe(200);
   }, 120_000);
 
   afterAll(async () => {
@@ -140,23 +171,42 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
     // Base USDC first: 1,500.00 ARS at 1,185.50 ARS/USDC = 1.2652889... rounded up.
     expect(await text(page, 'token-amount')).toBe('1.265289 USDC');
     expect(await text(page, 'rate')).toBe('1 USDC = 1,185.50 ARS');
-    expect(await page.getByTestId('chain-select').locator('option').allInnerTexts()).toEqual(['Base', 'Polygon']);
+    expect(await page.getByTestId('chain-select').locator('option').allInnerTexts()).toEqual([
+      'Base',
+      'Polygon',
+    ]);
     expect(await page.getByTestId('token-select').locator('option').allInnerTexts()).toEqual(['USDC']);
     await page.getByTestId('chain-select').selectOption('eip155:137');
-    expect(await page.getByTestId('token-select').locator('option').allInnerTexts()).toEqual(['USDC', 'USDT']);
+    expect(await page.getByTestId('token-select').locator('option').allInnerTexts()).toEqual([
+      'USDC',
+      'USDT',
+    ]);
     await page.getByTestId('token-select').selectOption({ label: 'USDT' });
     expect(await text(page, 'token-amount')).toBe('1.264489 USDT');
     expect(await text(page, 'rate')).toBe('1 USDT = 1,186.25 ARS');
-    expect(await text(page, 'limits')).toBe('Limits: 12.64489 USDT (ARS 15,000.00) per charge, 12.64489 USDT (ARS 15,000.00) per period.');
+    expect(await text(page, 'limits')).toBe(
+      'Limits: 12.64489 USDT (ARS 15,000.00) per charge, 12.64489 USDT (ARS 15,000.00) per period.',
+    );
 
     // The wallet step plugs in later: the button waits for it, the selection is exposed for it.
     expect(await page.getByTestId('continue').isDisabled()).toBe(true);
-    const selected = await page.evaluate(() => (globalThis as unknown as BrowserGlobal).StablepaySubscribe.selectedOption());
-    expect(selected).toMatchObject({ asset: 'eip155:137/erc20:0xc2132D05D31c914a87C6611C10748AEb04B58e8F', price_amount: '1264489' });
+    const selected = await page.evaluate(() =>
+      (globalThis as unknown as BrowserGlobal).StablepaySubscribe.selectedOption(),
+    );
+    expect(selected).toMatchObject({
+      asset: 'eip155:137/erc20:0xc2132D05D31c914a87C6611C10748AEb04B58e8F',
+      price_amount: '1264489',
+    });
 
     // Branding: dark background gets light text, a light primary gets dark text.
     const style = (selector: string, prop: string) =>
-      page.locator(selector).first().evaluate((el, p) => (globalThis as unknown as BrowserGlobal).getComputedStyle(el).getPropertyValue(p), prop);
+      page
+        .locator(selector)
+        .first()
+        .evaluate(
+          (el, p) => (globalThis as unknown as BrowserGlobal).getComputedStyle(el).getPropertyValue(p),
+          prop,
+        );
     expect(await style('body', 'background-color')).toBe(rgb('#0B1F3A'));
     expect(await style('header.bar', 'background-color')).toBe(rgb('#0B1F3A'));
     expect(await style('header.bar', 'color')).toBe(rgb('#FFFFFF'));
@@ -172,10 +222,19 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
 
   it('uses the platform colors when none are set (white header, dark text)', async () => {
     const otherKey = await newMerchant('Plain Co');
-    const intent = await createIntent({ price: '99900', price_currency: 'ARS', period_duration: 7 * 86400 }, otherKey);
+    const intent = await createIntent(
+      { price: '99900', price_currency: 'ARS', period_duration: 7 * 86400 },
+      otherKey,
+    );
     const { page } = await open(intent.url);
     const style = (selector: string, prop: string) =>
-      page.locator(selector).first().evaluate((el, p) => (globalThis as unknown as BrowserGlobal).getComputedStyle(el).getPropertyValue(p), prop);
+      page
+        .locator(selector)
+        .first()
+        .evaluate(
+          (el, p) => (globalThis as unknown as BrowserGlobal).getComputedStyle(el).getPropertyValue(p),
+          prop,
+        );
     expect(await style('header.bar', 'background-color')).toBe(rgb('#FFFFFF'));
     expect(await style('header.bar', 'color')).toBe(rgb('#111827'));
     expect(await style('#continue', 'color')).toBe(rgb('#FFFFFF'));
@@ -185,12 +244,18 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
   });
 
   it('dismiss cancels the intent and shows the cancelled page with the way back', async () => {
-    const intent = await createIntent({ price: '150000', price_currency: 'ARS', cancel_url: 'https://shop.example/cancelled?schk={SUBSCRIPTION_CHECKOUT_ID}' });
+    const intent = await createIntent({
+      price: '150000',
+      price_currency: 'ARS',
+      cancel_url: 'https://shop.example/cancelled?schk={SUBSCRIPTION_CHECKOUT_ID}',
+    });
     const { page } = await open(intent.url);
     await Promise.all([page.waitForURL(intent.url), page.getByTestId('dismiss').click()]);
     expect(await page.getByTestId('state').getAttribute('data-status')).toBe('cancelled');
     expect(await page.locator('h1').innerText()).toBe('Subscription cancelled');
-    expect(await page.getByTestId('return-link').getAttribute('href')).toBe(`https://shop.example/cancelled?schk=${intent.id}`);
+    expect(await page.getByTestId('return-link').getAttribute('href')).toBe(
+      `https://shop.example/cancelled?schk=${intent.id}`,
+    );
     await page.screenshot({ path: join(ARTIFACTS, 'hosted-subscribe-cancelled.png'), fullPage: true });
     const got = await api('GET', `/subscription-checkouts/${intent.id}`);
     expect(got.body).toMatchObject({ status: 'cancelled', cancellation_reason: 'customer_dismissed' });
@@ -202,7 +267,12 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
   });
 
   it('shows the expired page once expires_at passes (before or after the timer records it)', async () => {
-    const intent = await createIntent({ price: '150000', price_currency: 'ARS', expires_in: 60, return_url: 'https://shop.example/account' });
+    const intent = await createIntent({
+      price: '150000',
+      price_currency: 'ARS',
+      expires_in: 60,
+      return_url: 'https://shop.example/account',
+    });
     clock.advance(61_000);
     const { page } = await open(intent.url);
     expect(await page.getByTestId('state').getAttribute('data-status')).toBe('expired');
@@ -214,7 +284,11 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
   });
 
   it('shows the completed page once the subscribe flow recorded the completion', async () => {
-    const intent = await createIntent({ price: '150000', price_currency: 'ARS', success_url: 'https://shop.example/welcome/{SUBSCRIPTION_CHECKOUT_ID}' });
+    const intent = await createIntent({
+      price: '150000',
+      price_currency: 'ARS',
+      success_url: 'https://shop.example/welcome/{SUBSCRIPTION_CHECKOUT_ID}',
+    });
     const row = await stack.service.app.get(SubscriptionCheckoutReader).find(intent.id);
     if (!row) throw new Error('row missing');
     await stack.service.app.get(SubscriptionCheckoutCommands).complete(row, {
@@ -226,7 +300,9 @@ describeWithChromium('hosted subscribe page (headless Chromium, embedded stack)'
     const { page } = await open(intent.url);
     expect(await page.getByTestId('state').getAttribute('data-status')).toBe('completed');
     expect(await page.locator('h1').innerText()).toBe("You're subscribed");
-    expect(await page.getByTestId('return-link').getAttribute('href')).toBe(`https://shop.example/welcome/${intent.id}`);
+    expect(await page.getByTestId('return-link').getAttribute('href')).toBe(
+      `https://shop.example/welcome/${intent.id}`,
+    );
     await page.screenshot({ path: join(ARTIFACTS, 'hosted-subscribe-completed.png'), fullPage: true });
     await page.close();
   });

@@ -11,13 +11,22 @@ async function main(): Promise<void> {
     `  Demo merchant:    ${stack.demoMerchantId}`,
     `  Demo API key:     ${stack.demoApiKey}`,
     `  Database:         ${process.env['DATABASE_URL'] ? 'DATABASE_URL' : 'embedded PGlite (.stablepay/pglite)'}`,
-    ...(stack.chains?.chains ?? []).map((c) => `  Chain ${c.caip2.padEnd(12)} ${c.rpcUrl}  (payment factory ${c.addresses.paymentFactory})`),
+    ...(stack.chains?.chains ?? []).map(
+      (c) => `  Chain ${c.caip2.padEnd(12)} ${c.rpcUrl}  (payment factory ${c.addresses.paymentFactory})`,
+    ),
     '',
     `  Try: curl -s ${stack.url}/settings -H "Authorization: Bearer ${stack.demoApiKey}"`,
     '',
   ].join('\n');
   process.stdout.write(banner + '\n');
-  process.stdout.write(JSON.stringify({ ready: true, url: stack.url, demo_merchant_id: stack.demoMerchantId, demo_api_key: stack.demoApiKey }) + '\n');
+  process.stdout.write(
+    JSON.stringify({
+      ready: true,
+      url: stack.url,
+      demo_merchant_id: stack.demoMerchantId,
+      demo_api_key: stack.demoApiKey,
+    }) + '\n',
+  );
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -37,7 +37,11 @@ describe('pause declaration by a contract account (ERC-1271 on every supported c
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    stack = await startEmbedded({ env: { DATABASE_URL: db.url, PORT: '0', LOG_LEVEL: 'error' }, dataDir: 'memory', localChains: true });
+    stack = await startEmbedded({
+      env: { DATABASE_URL: db.url, PORT: '0', LOG_LEVEL: 'error' },
+      dataDir: 'memory',
+      localChains: true,
+    });
     const { abi, bytecode } = compile();
     const chains = stack.chains?.chains ?? [];
     expect(chains.length).toBe(2);
@@ -48,14 +52,21 @@ describe('pause declaration by a contract account (ERC-1271 on every supported c
     for (const chain of chains) {
       const provider = localChainProvider(chain.rpcUrl, chain.chainId);
       const deployer = new Wallet(deployerKey, provider);
-      await (await new Wallet(funder, provider).sendTransaction({ to: deployer.address, value: 10n ** 18n })).wait();
+      await (
+        await new Wallet(funder, provider).sendTransaction({ to: deployer.address, value: 10n ** 18n })
+      ).wait();
       const contract = await new ContractFactory(abi, bytecode, deployer).deploy();
       await contract.waitForDeployment();
       accountAddress = await contract.getAddress();
       const iface = contract.interface as Interface;
       contracts.push({
         approve: async (digest) => {
-          await (await deployer.sendTransaction({ to: accountAddress, data: iface.encodeFunctionData('approve', [digest]) })).wait();
+          await (
+            await deployer.sendTransaction({
+              to: accountAddress,
+              data: iface.encodeFunctionData('approve', [digest]),
+            })
+          ).wait();
         },
       });
     }
@@ -74,14 +85,22 @@ describe('pause declaration by a contract account (ERC-1271 on every supported c
   });
 
   const declare = async () => {
-    const pauser = await (await fetch(`${stack.url}/settings/pauser`, { headers: { authorization: `Bearer ${stack.demoApiKey}` } })).json() as { declaration_message: string };
+    const pauser = (await (
+      await fetch(`${stack.url}/settings/pauser`, {
+        headers: { authorization: `Bearer ${stack.demoApiKey}` },
+      })
+    ).json()) as { declaration_message: string };
     const res = await fetch(`${stack.url}/settings/pauser`, {
       method: 'POST',
       headers: { authorization: `Bearer ${stack.demoApiKey}`, 'content-type': 'application/json' },
       // A contract account has no key: the signature bytes are whatever its wallet software produces.
       body: JSON.stringify({ merchant_pauser: accountAddress, signature: '0x' + '11'.repeat(65) }),
     });
-    return { status: res.status, body: (await res.json()) as Record<string, unknown>, message: pauser.declaration_message };
+    return {
+      status: res.status,
+      body: (await res.json()) as Record<string, unknown>,
+      message: pauser.declaration_message,
+    };
   };
 
   it('refuses when the contract approves the message on only one of the supported chains', async () => {

@@ -15,7 +15,11 @@ export interface SpawnedProcess {
 
 /** Starts a Node process the way a person or an orchestrator would, keeping its output for assertions. */
 export function spawnNode(args: string[], env: Record<string, string | undefined>): SpawnedProcess {
-  const child = spawn(process.execPath, args, { cwd: repoRoot, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, args, {
+    cwd: repoRoot,
+    env: env as NodeJS.ProcessEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const output: string[] = [];
   const listeners = new Set<(line: string) => void>();
   for (const stream of [child.stdout, child.stderr]) {
@@ -33,7 +37,10 @@ export function spawnNode(args: string[], env: Record<string, string | undefined
       new Promise<string>((resolve, reject) => {
         const existing = output.find(match);
         if (existing) return resolve(existing);
-        const timer = setTimeout(() => reject(new Error(`timed out; output:\n${output.join('\n')}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`timed out; output:\n${output.join('\n')}`)),
+          timeoutMs,
+        );
         const listener = (line: string) => {
           if (match(line)) {
             clearTimeout(timer);
@@ -58,6 +65,10 @@ export function spawnNode(args: string[], env: Record<string, string | undefined
 }
 
 export function cleanEnv(extra: Record<string, string | undefined>): Record<string, string | undefined> {
-  const env: Record<string, string | undefined> = { PATH: process.env['PATH'], HOME: process.env['HOME'], NODE_ENV: 'test' };
+  const env: Record<string, string | undefined> = {
+    PATH: process.env['PATH'],
+    HOME: process.env['HOME'],
+    NODE_ENV: 'test',
+  };
   return { ...env, ...extra };
 }

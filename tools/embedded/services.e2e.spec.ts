@@ -5,7 +5,16 @@ import { cleanEnv, spawnNode } from './process-harness';
  * Each of the eight services boots on its own from its main.ts (as its container does): /health answers,
  * /ready reports its dependencies, logs are JSON lines, and SIGTERM shuts it down cleanly.
  */
-const APPS = ['gateway', 'payments', 'subscriptions', 'charge-ledger', 'indexer', 'settlement', 'payouts', 'webhook-dispatch'];
+const APPS = [
+  'gateway',
+  'payments',
+  'subscriptions',
+  'charge-ledger',
+  'indexer',
+  'settlement',
+  'payouts',
+  'webhook-dispatch',
+];
 
 describe('each service app boots on its own', () => {
   let db: TestDatabase;
@@ -20,7 +29,12 @@ describe('each service app boots on its own', () => {
     const port = await freePort();
     const proc = spawnNode(
       ['-r', '@swc-node/register', `apps/${app}/src/main.ts`],
-      cleanEnv({ DATABASE_URL: db.url, PORT: String(port), HOST: '127.0.0.1', WEBHOOK_SECRET_ENCRYPTION_KEY: 'ab'.repeat(32) }),
+      cleanEnv({
+        DATABASE_URL: db.url,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        WEBHOOK_SECRET_ENCRYPTION_KEY: 'ab'.repeat(32),
+      }),
     );
     try {
       await proc.waitForLine((l) => l.includes(`"msg":"${app} listening"`), 60_000);
@@ -28,9 +42,16 @@ describe('each service app boots on its own', () => {
       expect(await (await fetch(`${base}/health`)).json()).toEqual({ status: 'ok' });
       const ready = await fetch(`${base}/ready`);
       expect(ready.status).toBe(200);
-      expect(await ready.json()).toMatchObject({ status: 'ready', checks: { database: 'ok', event_store: 'ok' } });
+      expect(await ready.json()).toMatchObject({
+        status: 'ready',
+        checks: { database: 'ok', event_store: 'ok' },
+      });
       for (const line of proc.output.filter((l) => l.startsWith('{'))) {
-        expect(JSON.parse(line)).toMatchObject({ service: app, level: expect.any(String), time: expect.any(String) });
+        expect(JSON.parse(line)).toMatchObject({
+          service: app,
+          level: expect.any(String),
+          time: expect.any(String),
+        });
       }
     } finally {
       expect(await proc.stop('SIGTERM')).toBe(0);
@@ -38,7 +59,10 @@ describe('each service app boots on its own', () => {
   });
 
   it('a service without DATABASE_URL refuses to start and names the variable', async () => {
-    const proc = spawnNode(['-r', '@swc-node/register', 'apps/payments/src/main.ts'], cleanEnv({ PORT: '0' }));
+    const proc = spawnNode(
+      ['-r', '@swc-node/register', 'apps/payments/src/main.ts'],
+      cleanEnv({ PORT: '0' }),
+    );
     const code = await new Promise<number | null>((resolve) => proc.child.once('exit', resolve));
     expect(code).toBe(78);
     expect(proc.output.join('\n')).toContain('DATABASE_URL');

@@ -34,7 +34,11 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
     });
     const text = await res.text();
-    return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {}, headers: res.headers };
+    return {
+      status: res.status,
+      body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+      headers: res.headers,
+    };
   };
 
   const newMerchant = async (name = 'Acme', mode = 'test', settlement_mode?: string) => {
@@ -75,12 +79,24 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
     it('creates a merchant and returns its id and secret key once; the key works at once', async () => {
       const created = await newMerchant('Globex', 'live', 'fiat');
       expect(created.status).toBe(201);
-      expect(created.body).toMatchObject({ object: 'merchant', name: 'Globex', mode: 'live', settlement_mode: 'fiat' });
+      expect(created.body).toMatchObject({
+        object: 'merchant',
+        name: 'Globex',
+        mode: 'live',
+        settlement_mode: 'fiat',
+      });
       expect(created.body['id']).toMatch(/^mer_/);
       expect(created.body['api_key']).toMatch(/^sk_live_[0-9A-Za-z]{32}$/);
-      const settings = await api('GET', '/settings', undefined, { authorization: `Bearer ${str(created.body['api_key'])}` });
+      const settings = await api('GET', '/settings', undefined, {
+        authorization: `Bearer ${str(created.body['api_key'])}`,
+      });
       expect(settings.status).toBe(200);
-      expect(settings.body).toMatchObject({ merchant_id: created.body['id'], mode: 'live', settlement_mode: 'fiat', display_name: 'Globex' });
+      expect(settings.body).toMatchObject({
+        merchant_id: created.body['id'],
+        mode: 'live',
+        settlement_mode: 'fiat',
+        display_name: 'Globex',
+      });
     });
 
     it('refuses a missing or wrong admin token with 401', async () => {
@@ -132,7 +148,9 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
   });
 
   it('refuses requests without a valid key: 401 in the envelope', async () => {
-    const res = await api('GET', '/settings', undefined, { authorization: 'Bearer sk_test_unknownunknownunknownunknown' });
+    const res = await api('GET', '/settings', undefined, {
+      authorization: 'Bearer sk_test_unknownunknownunknownunknown',
+    });
     expect(res.status).toBe(401);
     expect(res.body).toMatchObject({ error: { type: 'authentication_error', code: 'invalid_api_key' } });
   });
@@ -146,7 +164,9 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
         signature: await pauser.signMessage(str(body['declaration_message'])),
       });
       expect(res.status).toBe(400);
-      expect(res.body).toMatchObject({ error: { type: 'invalid_request', code: 'evm_payment_config_missing' } });
+      expect(res.body).toMatchObject({
+        error: { type: 'invalid_request', code: 'evm_payment_config_missing' },
+      });
     });
   });
 
@@ -155,10 +175,20 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
 
   describe('merchant signer and settlement address', () => {
     it('POST /settings registers the signer and settlement address (lowercase accepted, stored checksummed)', async () => {
-      const res = await api('POST', '/settings', { merchant_signer: signer.address.toLowerCase(), settlement_address: settlement.address });
+      const res = await api('POST', '/settings', {
+        merchant_signer: signer.address.toLowerCase(),
+        settlement_address: settlement.address,
+      });
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ merchant_signer: signer.address, settlement_address: settlement.address });
-      expect(res.body['signers']).toContainEqual({ chain: 'eip155:8453', address: signer.address, status: 'registered' });
+      expect(res.body).toMatchObject({
+        merchant_signer: signer.address,
+        settlement_address: settlement.address,
+      });
+      expect(res.body['signers']).toContainEqual({
+        chain: 'eip155:8453',
+        address: signer.address,
+        status: 'registered',
+      });
       const read = await api('GET', '/settings');
       expect(read.body['merchant_signer']).toBe(signer.address);
     });
@@ -168,20 +198,27 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       ['not an address', 'merchant_signer'],
       // mixed case with a broken checksum
       ['0x' + 'aB'.repeat(20), 'merchant_signer'],
-    ])('POST /settings refuses merchant_signer %j with 400 param %s and changes nothing', async (value, param) => {
-      const res = await api('POST', '/settings', { merchant_signer: value });
-      expect(res.status).toBe(400);
-      expect(res.body).toMatchObject({ error: { type: 'validation_error', param } });
-      expect((await api('GET', '/settings')).body['merchant_signer']).toBe(signer.address);
-    });
+    ])(
+      'POST /settings refuses merchant_signer %j with 400 param %s and changes nothing',
+      async (value, param) => {
+        const res = await api('POST', '/settings', { merchant_signer: value });
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({ error: { type: 'validation_error', param } });
+        expect((await api('GET', '/settings')).body['merchant_signer']).toBe(signer.address);
+      },
+    );
 
     it('PUT /settings updates the settlement address; a missing or bad one is 400 with param', async () => {
       const next = Wallet.createRandom().address;
       const res = await api('PUT', '/settings', { settlement_address: next });
       expect(res.status).toBe(200);
       expect(res.body['settlement_address']).toBe(next);
-      expect((await api('PUT', '/settings', {})).body).toMatchObject({ error: { type: 'validation_error', param: 'settlement_address' } });
-      expect((await api('PUT', '/settings', { settlement_address: '0xZZ' })).body).toMatchObject({ error: { param: 'settlement_address' } });
+      expect((await api('PUT', '/settings', {})).body).toMatchObject({
+        error: { type: 'validation_error', param: 'settlement_address' },
+      });
+      expect((await api('PUT', '/settings', { settlement_address: '0xZZ' })).body).toMatchObject({
+        error: { param: 'settlement_address' },
+      });
       expect((await api('GET', '/settings')).body['settlement_address']).toBe(next);
     });
 
@@ -191,7 +228,12 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       const again = await api('POST', '/settings', body, { 'idempotency-key': 'register-1' });
       expect(again.headers.get('idempotent-replayed')).toBe('true');
       expect(again.body).toEqual(first.body);
-      const other = await api('POST', '/settings', { merchant_signer: Wallet.createRandom().address }, { 'idempotency-key': 'register-1' });
+      const other = await api(
+        'POST',
+        '/settings',
+        { merchant_signer: Wallet.createRandom().address },
+        { 'idempotency-key': 'register-1' },
+      );
       expect(other.status).toBe(400);
       expect(other.body).toMatchObject({ error: { code: 'idempotency_key_reused' } });
     });
@@ -199,9 +241,17 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
 
   describe('PATCH /settings: branding and display name', () => {
     it('sets colors (exactly # + 6 hex) and the display name', async () => {
-      const res = await api('PATCH', '/settings', { background_color: '#0a0b0c', primary_color: '#FF8800', display_name: 'Acme Inc' });
+      const res = await api('PATCH', '/settings', {
+        background_color: '#0a0b0c',
+        primary_color: '#FF8800',
+        display_name: 'Acme Inc',
+      });
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ background_color: '#0A0B0C', primary_color: '#FF8800', display_name: 'Acme Inc' });
+      expect(res.body).toMatchObject({
+        background_color: '#0A0B0C',
+        primary_color: '#FF8800',
+        display_name: 'Acme Inc',
+      });
     });
 
     it('null resets a color to the platform default', async () => {
@@ -209,15 +259,20 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(res.body).toMatchObject({ background_color: null, primary_color: '#FF8800' });
     });
 
-    it.each(['#fff', 'ff8800', '#ff88001', 'red', '#gg0000'])('refuses color %j with 400 param and changes nothing', async (color) => {
-      const res = await api('PATCH', '/settings', { primary_color: color });
-      expect(res.status).toBe(400);
-      expect(res.body).toMatchObject({ error: { type: 'validation_error', param: 'primary_color' } });
-      expect((await api('GET', '/settings')).body['primary_color']).toBe('#FF8800');
-    });
+    it.each(['#fff', 'ff8800', '#ff88001', 'red', '#gg0000'])(
+      'refuses color %j with 400 param and changes nothing',
+      async (color) => {
+        const res = await api('PATCH', '/settings', { primary_color: color });
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({ error: { type: 'validation_error', param: 'primary_color' } });
+        expect((await api('GET', '/settings')).body['primary_color']).toBe('#FF8800');
+      },
+    );
 
     it('refuses an unknown field and an empty patch', async () => {
-      expect((await api('PATCH', '/settings', { colour: '#000000' })).body).toMatchObject({ error: { type: 'validation_error', param: 'colour' } });
+      expect((await api('PATCH', '/settings', { colour: '#000000' })).body).toMatchObject({
+        error: { type: 'validation_error', param: 'colour' },
+      });
       expect((await api('PATCH', '/settings', {})).status).toBe(400);
     });
 
@@ -281,18 +336,24 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
     });
 
     it('rotating again inside the window invalidates the older secret at once (one previous slot)', async () => {
-      const before = await stack.service.app.get(WebhookSecrets).active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
+      const before = await stack.service.app
+        .get(WebhookSecrets)
+        .active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
       clock.advance(60 * 60 * 1000);
       const res = await api('POST', '/settings/webhook/secret');
       expect(res.body['previous_secret_expires_at']).toBe('2026-06-02T11:00:00.000Z');
-      const active = await stack.service.app.get(WebhookSecrets).active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
+      const active = await stack.service.app
+        .get(WebhookSecrets)
+        .active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
       expect(active?.previous).toBe(before?.current);
       expect([active?.current, active?.previous]).not.toContain(firstSecret);
     });
 
     it('after 24 hours only the new secret remains', async () => {
       clock.advance(24 * 60 * 60 * 1000 + 1);
-      const active = await stack.service.app.get(WebhookSecrets).active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
+      const active = await stack.service.app
+        .get(WebhookSecrets)
+        .active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
       expect(active?.previous).toBeUndefined();
     });
 
@@ -300,10 +361,16 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       const client = new Client({ connectionString: db.url });
       await client.connect();
       try {
-        const events = await client.query("SELECT data::text AS d, metadata::text AS m FROM events WHERE stream_id = $1", [`merchant-${merchantId}`]);
+        const events = await client.query(
+          'SELECT data::text AS d, metadata::text AS m FROM events WHERE stream_id = $1',
+          [`merchant-${merchantId}`],
+        );
         expect(events.rows.length).toBeGreaterThan(3);
         for (const row of events.rows) expect(`${row.d}${row.m}`).not.toContain('whsec_');
-        const secrets = await client.query('SELECT sealed_secret FROM webhook_secrets WHERE merchant_id = $1', [merchantId]);
+        const secrets = await client.query(
+          'SELECT sealed_secret FROM webhook_secrets WHERE merchant_id = $1',
+          [merchantId],
+        );
         expect(secrets.rows.length).toBe(3);
         for (const row of secrets.rows) expect(row.sealed_secret).not.toContain('whsec_');
       } finally {
@@ -313,7 +380,9 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
 
     it('rotation before any webhook URL is a 400', async () => {
       const other = await newMerchant('NoHooks');
-      const res = await api('POST', '/settings/webhook/secret', undefined, { authorization: `Bearer ${str(other.body['api_key'])}` });
+      const res = await api('POST', '/settings/webhook/secret', undefined, {
+        authorization: `Bearer ${str(other.body['api_key'])}`,
+      });
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ error: { code: 'webhook_not_configured' } });
     });
@@ -329,26 +398,38 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
     });
 
     it('400 invalid_request for a malformed merchant_pauser, before anything else', async () => {
-      const res = await api('POST', '/settings/pauser', { merchant_pauser: '0x12', signature: '0x' + '00'.repeat(65) });
+      const res = await api('POST', '/settings/pauser', {
+        merchant_pauser: '0x12',
+        signature: '0x' + '00'.repeat(65),
+      });
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ error: { type: 'invalid_request', param: 'merchant_pauser' } });
     });
 
     it('400 invalid_request for a malformed signature', async () => {
-      const res = await api('POST', '/settings/pauser', { merchant_pauser: Wallet.createRandom().address, signature: '0xdead' });
+      const res = await api('POST', '/settings/pauser', {
+        merchant_pauser: Wallet.createRandom().address,
+        signature: '0xdead',
+      });
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ error: { type: 'invalid_request', param: 'signature' } });
     });
 
     it("422 pauser_is_exodus_pauser for the operator's own pauser", async () => {
-      const res = await api('POST', '/settings/pauser', { merchant_pauser: operator.address, signature: await operator.signMessage(message) });
+      const res = await api('POST', '/settings/pauser', {
+        merchant_pauser: operator.address,
+        signature: await operator.signMessage(message),
+      });
       expect(res.status).toBe(422);
       expect(res.body).toMatchObject({ error: { type: 'cannot_process', code: 'pauser_is_exodus_pauser' } });
     });
 
     it('422 pauser_control_unproven when the signature is by another key', async () => {
       const pauser = Wallet.createRandom();
-      const res = await api('POST', '/settings/pauser', { merchant_pauser: pauser.address, signature: await Wallet.createRandom().signMessage(message) });
+      const res = await api('POST', '/settings/pauser', {
+        merchant_pauser: pauser.address,
+        signature: await Wallet.createRandom().signMessage(message),
+      });
       expect(res.status).toBe(422);
       expect(res.body).toMatchObject({ error: { type: 'cannot_process', code: 'pauser_control_unproven' } });
     });
@@ -358,22 +439,40 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       const refused = await api('POST', '/settings/pauser', { merchant_pauser: signer.address, signature });
       expect(refused.status).toBe(422);
       expect(refused.body).toMatchObject({ error: { code: 'shared_pauser_risk_unacknowledged' } });
-      const accepted = await api('POST', '/settings/pauser', { merchant_pauser: signer.address, signature, acknowledge_shared_pauser_risk: true });
+      const accepted = await api('POST', '/settings/pauser', {
+        merchant_pauser: signer.address,
+        signature,
+        acknowledge_shared_pauser_risk: true,
+      });
       expect(accepted.status).toBe(200);
-      expect(accepted.body).toMatchObject({ merchant_pauser: signer.address, shared_pauser_risk_acknowledged: true });
+      expect(accepted.body).toMatchObject({
+        merchant_pauser: signer.address,
+        shared_pauser_risk_acknowledged: true,
+      });
     });
 
     it('declares a separate pauser proven by its signature', async () => {
       const pauser = Wallet.createRandom();
-      const res = await api('POST', '/settings/pauser', { merchant_pauser: pauser.address, signature: await pauser.signMessage(message) });
+      const res = await api('POST', '/settings/pauser', {
+        merchant_pauser: pauser.address,
+        signature: await pauser.signMessage(message),
+      });
       expect(res.status).toBe(200);
-      expect((await api('GET', '/settings/pauser')).body).toMatchObject({ merchant_pauser: pauser.address, shared_pauser_risk_acknowledged: false });
+      expect((await api('GET', '/settings/pauser')).body).toMatchObject({
+        merchant_pauser: pauser.address,
+        shared_pauser_risk_acknowledged: false,
+      });
     });
 
     it('422 pauser_locked_by_deployment once the subscription manager is deployed', async () => {
-      await stack.service.app.get(MerchantCommands).recordSubscriptionManagerDeployed(merchantId, 'eip155:8453', Wallet.createRandom().address);
+      await stack.service.app
+        .get(MerchantCommands)
+        .recordSubscriptionManagerDeployed(merchantId, 'eip155:8453', Wallet.createRandom().address);
       const pauser = Wallet.createRandom();
-      const res = await api('POST', '/settings/pauser', { merchant_pauser: pauser.address, signature: await pauser.signMessage(message) });
+      const res = await api('POST', '/settings/pauser', {
+        merchant_pauser: pauser.address,
+        signature: await pauser.signMessage(message),
+      });
       expect(res.status).toBe(422);
       expect(res.body).toMatchObject({ error: { code: 'pauser_locked_by_deployment' } });
       expect((await api('GET', '/settings/pauser')).body['locked']).toBe(true);
@@ -383,13 +482,22 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
   it('publishes the merchant events on the bus topic merchants.merchant.v1, in order', async () => {
     const bus = stack.service.app.get<EventBus>(EVENT_BUS);
     const seen: BusMessage[] = [];
-    const sub = await bus.consume({ group: `test-${Date.now()}`, topics: ['merchants.merchant.v1'], handler: async (m) => void seen.push(m) });
+    const sub = await bus.consume({
+      group: `test-${Date.now()}`,
+      topics: ['merchants.merchant.v1'],
+      handler: async (m) => void seen.push(m),
+    });
     await sub.caughtUp();
     await sub.stop();
     const mine = seen.filter((m) => m.key === `merchant-${merchantId}`);
-    expect(mine[0]).toMatchObject({ type: 'MerchantCreated.v1', topic: 'merchants.merchant.v1', revision: 0 });
+    expect(mine[0]).toMatchObject({
+      type: 'MerchantCreated.v1',
+      topic: 'merchants.merchant.v1',
+      revision: 0,
+    });
     expect(mine.map((m) => m.revision)).toEqual(mine.map((_m, i) => i));
-    expect(mine.map((m) => m.type)).toEqual(expect.arrayContaining(['MerchantSignerRegistered.v1', 'WebhookSecretRotated.v1', 'PauserDeclared.v1']));
+    expect(mine.map((m) => m.type)).toEqual(
+      expect.arrayContaining(['MerchantSignerRegistered.v1', 'WebhookSecretRotated.v1', 'PauserDeclared.v1']),
+    );
   });
 });
-

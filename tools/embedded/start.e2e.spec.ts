@@ -21,7 +21,16 @@ describe('npm start (tools/embedded/start.js)', () => {
     if (process.env['DATABASE_URL']) db = await createTestDatabase();
     const port = await freePort();
     const demoKey = 'sk_test_' + 'D3mo'.repeat(8);
-    proc = spawnNode(['tools/embedded/start.js'], cleanEnv({ PORT: String(port), DEMO_API_KEY: demoKey, STABLEPAY_DATA_DIR: dataDir, LOG_LEVEL: 'warn', ...(db ? { DATABASE_URL: db.url } : {}) }));
+    proc = spawnNode(
+      ['tools/embedded/start.js'],
+      cleanEnv({
+        PORT: String(port),
+        DEMO_API_KEY: demoKey,
+        STABLEPAY_DATA_DIR: dataDir,
+        LOG_LEVEL: 'warn',
+        ...(db ? { DATABASE_URL: db.url } : {}),
+      }),
+    );
     const line = await proc.waitForLine((l) => l.startsWith('{"ready":true'), 90_000);
     const ready = JSON.parse(line) as { url: string; demo_api_key: string; demo_merchant_id: string };
     expect(ready.url).toBe(`http://127.0.0.1:${port}`);
@@ -30,8 +39,13 @@ describe('npm start (tools/embedded/start.js)', () => {
 
     expect((await fetch(`${ready.url}/health`)).status).toBe(200);
     const readyz = await fetch(`${ready.url}/ready`);
-    expect(await readyz.json()).toMatchObject({ status: 'ready', checks: { database: 'ok', event_store: 'ok' } });
-    const settings = await fetch(`${ready.url}/settings`, { headers: { authorization: `Bearer ${demoKey}` } });
+    expect(await readyz.json()).toMatchObject({
+      status: 'ready',
+      checks: { database: 'ok', event_store: 'ok' },
+    });
+    const settings = await fetch(`${ready.url}/settings`, {
+      headers: { authorization: `Bearer ${demoKey}` },
+    });
     expect(settings.status).toBe(200);
     // Local chains are up with the contracts deployed: settings name the payment factory, the same on every chain.
     expect(await settings.json()).toMatchObject({
@@ -39,7 +53,10 @@ describe('npm start (tools/embedded/start.js)', () => {
       mode: 'test',
       payment_factory_address: expect.stringMatching(/^0x[0-9a-fA-F]{40}$/),
       payment_factory_status: 'deployed',
-      signers: [expect.objectContaining({ chain: 'eip155:8453' }), expect.objectContaining({ chain: 'eip155:137' })],
+      signers: [
+        expect.objectContaining({ chain: 'eip155:8453' }),
+        expect.objectContaining({ chain: 'eip155:137' }),
+      ],
     });
     expect(proc.output.join('\n')).toMatch(/Chain eip155:8453 +http:\/\/127\.0\.0\.1:\d+/);
     const admin = await fetch(`${ready.url}/admin/merchants`, { method: 'POST' });

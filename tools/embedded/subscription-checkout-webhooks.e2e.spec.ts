@@ -30,7 +30,13 @@ describe('subscription checkout events are delivered as signed webhooks', () => 
     receiverUrl = `http://127.0.0.1:${address.port}/hooks`;
     db = await createTestDatabase();
     stack = await startEmbedded({
-      env: { DATABASE_URL: db.url, PORT: '0', LOG_LEVEL: 'error', ALLOW_LOCAL_WEBHOOKS: 'true', WEBHOOK_POLL_INTERVAL_MS: '100' },
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        LOG_LEVEL: 'error',
+        ALLOW_LOCAL_WEBHOOKS: 'true',
+        WEBHOOK_POLL_INTERVAL_MS: '100',
+      },
       dataDir: 'memory',
       localChains: false,
     });
@@ -45,7 +51,10 @@ describe('subscription checkout events are delivered as signed webhooks', () => 
   const api = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${stack.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${stack.demoApiKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        authorization: `Bearer ${stack.demoApiKey}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -56,7 +65,8 @@ describe('subscription checkout events are delivered as signed webhooks', () => 
     for (;;) {
       const hit = received.find((r) => (JSON.parse(r.body) as { type: string }).type === type);
       if (hit) return hit;
-      if (Date.now() > deadline) throw new Error(`no ${type} webhook; got ${received.map((r) => r.body).join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(`no ${type} webhook; got ${received.map((r) => r.body).join('\n')}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   };
@@ -67,21 +77,36 @@ describe('subscription checkout events are delivered as signed webhooks', () => 
     const secret = settings.body['webhook_secret'];
     if (typeof secret !== 'string') throw new Error('no webhook secret issued');
 
-    const created = await api('POST', '/subscription-checkouts', { price: '150000', price_currency: 'ARS', metadata: { plan_name: 'Pro', crm_ref: 'c-1' } });
+    const created = await api('POST', '/subscription-checkouts', {
+      price: '150000',
+      price_currency: 'ARS',
+      metadata: { plan_name: 'Pro', crm_ref: 'c-1' },
+    });
     expect(created.status).toBe(201);
     const id = created.body['id'];
 
     const createdHook = await waitFor('subscription_checkout.created');
     expect(verifyWebhook(createdHook.body, createdHook.headers, secret)).toMatchObject({ valid: true });
-    const event = JSON.parse(createdHook.body) as { id: string; object: string; data: { object: Record<string, unknown> } };
+    const event = JSON.parse(createdHook.body) as {
+      id: string;
+      object: string;
+      data: { object: Record<string, unknown> };
+    };
     expect(event.object).toBe('event');
     expect(createdHook.headers['x-webhook-id']).toBe(event.id);
-    expect(event.data.object).toMatchObject({ object: 'subscription_checkout', id, status: 'pending', metadata: { plan_name: 'Pro', crm_ref: 'c-1' } });
+    expect(event.data.object).toMatchObject({
+      object: 'subscription_checkout',
+      id,
+      status: 'pending',
+      metadata: { plan_name: 'Pro', crm_ref: 'c-1' },
+    });
     expect(event.data.object).not.toHaveProperty('subscription_options');
 
     expect((await api('PATCH', `/subscription-checkouts/${String(id)}/cancel`)).status).toBe(200);
     const cancelledHook = await waitFor('subscription_checkout.cancelled');
     expect(verifyWebhook(cancelledHook.body, cancelledHook.headers, secret)).toMatchObject({ valid: true });
-    expect((JSON.parse(cancelledHook.body) as { data: { object: { status: string } } }).data.object.status).toBe('cancelled');
+    expect(
+      (JSON.parse(cancelledHook.body) as { data: { object: { status: string } } }).data.object.status,
+    ).toBe('cancelled');
   });
 });

@@ -1,6 +1,9 @@
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { SubscriptionCheckoutExpiryTimer, SubscriptionCheckoutReader } from '@stablepay/subscriptions-service';
+import {
+  SubscriptionCheckoutExpiryTimer,
+  SubscriptionCheckoutReader,
+} from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
@@ -35,13 +38,18 @@ describe('durable subscription checkout expiry across restarts (embedded stack)'
   const api = async (s: EmbeddedStack, method: string, path: string, body?: unknown) => {
     const res = await fetch(`${s.url}${path}`, {
       method,
-      headers: { authorization: `Bearer ${DEMO_API_KEY}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        authorization: `Bearer ${DEMO_API_KEY}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     return (await res.json()) as Json;
   };
   const streamTypes = async (s: EmbeddedStack, id: string) =>
-    (await s.service.app.get<EventStore>(EVENT_STORE).readStream(`subscriptionCheckout-${id}`)).map((e) => e.type);
+    (await s.service.app.get<EventStore>(EVENT_STORE).readStream(`subscriptionCheckout-${id}`)).map(
+      (e) => e.type,
+    );
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -55,9 +63,33 @@ describe('durable subscription checkout expiry across restarts (embedded stack)'
   it('expires, on the next start, the intents that fell due while stopped; pending ones stay; each expires once', async () => {
     const first = await start();
     stack = first;
-    const soon = String((await api(first, 'POST', '/subscription-checkouts', { price: '150000', price_currency: 'ARS', expires_in: 120 }))['id']);
-    const later = String((await api(first, 'POST', '/subscription-checkouts', { price: '150000', price_currency: 'ARS', expires_in: 3600 }))['id']);
-    const cancelled = String((await api(first, 'POST', '/subscription-checkouts', { price: '150000', price_currency: 'ARS', expires_in: 120 }))['id']);
+    const soon = String(
+      (
+        await api(first, 'POST', '/subscription-checkouts', {
+          price: '150000',
+          price_currency: 'ARS',
+          expires_in: 120,
+        })
+      )['id'],
+    );
+    const later = String(
+      (
+        await api(first, 'POST', '/subscription-checkouts', {
+          price: '150000',
+          price_currency: 'ARS',
+          expires_in: 3600,
+        })
+      )['id'],
+    );
+    const cancelled = String(
+      (
+        await api(first, 'POST', '/subscription-checkouts', {
+          price: '150000',
+          price_currency: 'ARS',
+          expires_in: 120,
+        })
+      )['id'],
+    );
     await api(first, 'PATCH', `/subscription-checkouts/${cancelled}/cancel`);
     await first.stop();
     stack = undefined;
@@ -78,14 +110,23 @@ describe('durable subscription checkout expiry across restarts (embedded stack)'
       expires_at: '2026-06-01T10:02:00.000Z',
     });
     expect(await api(second, 'GET', `/subscription-checkouts/${later}`)).toMatchObject({ status: 'pending' });
-    expect(await api(second, 'GET', `/subscription-checkouts/${cancelled}`)).toMatchObject({ status: 'cancelled', expired_at: null });
+    expect(await api(second, 'GET', `/subscription-checkouts/${cancelled}`)).toMatchObject({
+      status: 'cancelled',
+      expired_at: null,
+    });
 
     // More ticks (and a manual one) change nothing: the expiry was recorded once.
     const timer = second.service.app.get(SubscriptionCheckoutExpiryTimer);
     expect(await timer.tick()).toBe(0);
     await new Promise((r) => setTimeout(r, 200));
-    expect(await streamTypes(second, soon)).toEqual(['SubscriptionCheckoutCreated.v1', 'SubscriptionCheckoutExpired.v1']);
-    expect(await streamTypes(second, cancelled)).toEqual(['SubscriptionCheckoutCreated.v1', 'SubscriptionCheckoutCancelled.v1']);
+    expect(await streamTypes(second, soon)).toEqual([
+      'SubscriptionCheckoutCreated.v1',
+      'SubscriptionCheckoutExpired.v1',
+    ]);
+    expect(await streamTypes(second, cancelled)).toEqual([
+      'SubscriptionCheckoutCreated.v1',
+      'SubscriptionCheckoutCancelled.v1',
+    ]);
 
     // The hour passes while running: `later` expires too.
     clock.advance(60 * 60_000);
@@ -93,6 +134,9 @@ describe('durable subscription checkout expiry across restarts (embedded stack)'
       if (Date.now() > deadline + 10_000) throw new Error('later did not expire');
       await new Promise((r) => setTimeout(r, 25));
     }
-    expect(await streamTypes(second, later)).toEqual(['SubscriptionCheckoutCreated.v1', 'SubscriptionCheckoutExpired.v1']);
+    expect(await streamTypes(second, later)).toEqual([
+      'SubscriptionCheckoutCreated.v1',
+      'SubscriptionCheckoutExpired.v1',
+    ]);
   });
 });

@@ -1,6 +1,10 @@
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { SubscriptionCheckoutExpiryTimer, SubscriptionCheckoutProjection, SubscriptionCheckoutsApplication } from '@stablepay/subscriptions-service';
+import {
+  SubscriptionCheckoutExpiryTimer,
+  SubscriptionCheckoutProjection,
+  SubscriptionCheckoutsApplication,
+} from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
@@ -27,7 +31,9 @@ describe('subscription checkout lists over thousands of intents (embedded stack)
   const batchTimes: Date[] = [];
 
   const get = async (query: string) => {
-    const res = await fetch(`${stack.url}/subscription-checkouts${query}`, { headers: { authorization: `Bearer ${key}` } });
+    const res = await fetch(`${stack.url}/subscription-checkouts${query}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
     const body = (await res.json()) as Json;
     if (res.status !== 200) throw new Error(`GET ${query}: ${res.status} ${JSON.stringify(body)}`);
     return { ids: (body['data'] as Json[]).map((r) => String(r['id'])), hasMore: body['has_more'] === true };
@@ -62,7 +68,14 @@ describe('subscription checkout lists over thousands of intents (embedded stack)
   beforeAll(async () => {
     db = await createTestDatabase();
     stack = await startEmbedded({
-      env: { DATABASE_URL: db.url, PORT: '0', ADMIN_TOKEN, LOG_LEVEL: 'error', STABLEPAY_LOCAL_CHAINS: 'false', SUBSCRIPTION_EXPIRY_POLL_MS: '60000' },
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        STABLEPAY_LOCAL_CHAINS: 'false',
+        SUBSCRIPTION_EXPIRY_POLL_MS: '60000',
+      },
       dataDir: 'memory',
       clock,
     });
@@ -103,7 +116,9 @@ describe('subscription checkout lists over thousands of intents (embedded stack)
     }
     await projection.caughtUp();
     const store = stack.service.app.get<EventStore>(EVENT_STORE);
-    const created = (await store.readAll({ categories: ['subscriptionCheckout'] })).filter((e) => e.type === 'SubscriptionCheckoutCreated.v1');
+    const created = (await store.readAll({ categories: ['subscriptionCheckout'] })).filter(
+      (e) => e.type === 'SubscriptionCheckoutCreated.v1',
+    );
     newestFirst = created.map((e) => (e.data as { object: { id: string } }).object.id).reverse();
     expect(newestFirst).toHaveLength(COUNT);
     expect(expired.size).toBe(COUNT / 5);
@@ -136,7 +151,10 @@ describe('subscription checkout lists over thousands of intents (embedded stack)
     expect(customerWalk.backward).toEqual(customerWalk.forward);
     // The middle batch alone: created exactly at its time (inclusive bounds, ISO 8601 and Unix seconds).
     const middle = batchTimes[1] ?? new Date(0);
-    const rangeWalk = await walk(`&created[gte]=${middle.toISOString()}&created[lte]=${middle.getTime() / 1000}`, 100);
+    const rangeWalk = await walk(
+      `&created[gte]=${middle.toISOString()}&created[lte]=${middle.getTime() / 1000}`,
+      100,
+    );
     expect(rangeWalk.forward).toEqual(newestFirst.slice(COUNT / 3, (2 * COUNT) / 3));
     expect(rangeWalk.backward).toEqual(rangeWalk.forward);
   });

@@ -1,7 +1,11 @@
 import { EVENT_BUS, type BusMessage, type BusSubscription, type EventBus } from '@stablepay/event-bus';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { SubscriptionCheckoutCommands, SubscriptionCheckoutReader, subscriptionCheckoutWebhookObject } from '@stablepay/subscriptions-service';
+import {
+  SubscriptionCheckoutCommands,
+  SubscriptionCheckoutReader,
+  subscriptionCheckoutWebhookObject,
+} from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
@@ -75,14 +79,20 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
     const ids: string[] = [];
     let after: string | undefined;
     for (;;) {
-      const page = await call('GET', `/subscription-checkouts?limit=100${after ? `&starting_after=${after}` : ''}`, undefined, apiKey);
+      const page = await call(
+        'GET',
+        `/subscription-checkouts?limit=100${after ? `&starting_after=${after}` : ''}`,
+        undefined,
+        apiKey,
+      );
       const rows = arr(page.body['data']);
       ids.push(...rows.map((r) => str(r['id'])));
       if (page.body['has_more'] !== true) return ids;
       after = ids[ids.length - 1];
     }
   };
-  const storedCheckoutEvents = async () => (await store.readAll({ categories: ['subscriptionCheckout'] })).length;
+  const storedCheckoutEvents = async () =>
+    (await store.readAll({ categories: ['subscriptionCheckout'] })).length;
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -186,7 +196,9 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
     });
 
     it('echoes every optional field, and the branding colors from settings', async () => {
-      expect((await call('PATCH', '/settings', { background_color: '#0b1f3a', primary_color: '#ffb000' })).status).toBe(200);
+      expect(
+        (await call('PATCH', '/settings', { background_color: '#0b1f3a', primary_color: '#ffb000' })).status,
+      ).toBe(200);
       const metadata = { plan_name: 'Pro', plan_description: 'Everything, monthly', internal_ref: 'abc-123' };
       const res = await create({
         price: '1999',
@@ -221,7 +233,15 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       });
       // USD 19.99 at 1 USD per USDC is exactly 19.99 USDC; at 1.0002 USD per USDT it rounds up.
       const options = arr(res.body['subscription_options']);
-      expect(options.map((o) => [o['chain'], o['token_symbol'], o['price_amount'], o['cap_amount'], o['budget_amount']])).toEqual([
+      expect(
+        options.map((o) => [
+          o['chain'],
+          o['token_symbol'],
+          o['price_amount'],
+          o['cap_amount'],
+          o['budget_amount'],
+        ]),
+      ).toEqual([
         ['eip155:8453', 'USDC', '19990000', '29990000', '50000000'],
         ['eip155:137', 'USDC', '19990000', '29990000', '50000000'],
         ['eip155:137', 'USDT', '19986003', '29984004', '49990002'],
@@ -234,9 +254,17 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       const send = () =>
         fetch(`${stack.url}/subscription-checkouts`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': 'create-once-1' },
+          headers: {
+            authorization: `Bearer ${key}`,
+            'content-type': 'application/json',
+            'idempotency-key': 'create-once-1',
+          },
           body: JSON.stringify({ price: '1000', price_currency: 'ARS' }),
-        }).then(async (r) => ({ status: r.status, replayed: r.headers.get('idempotent-replayed'), body: (await r.json()) as Json }));
+        }).then(async (r) => ({
+          status: r.status,
+          replayed: r.headers.get('idempotent-replayed'),
+          body: (await r.json()) as Json,
+        }));
       const first = await send();
       const second = await send();
       expect(first.status).toBe(201);
@@ -250,39 +278,151 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       const cases: Array<[string, unknown, Json]> = [
         ['price missing', { price_currency: 'ARS' }, { type: 'validation_error', param: 'price' }],
         ['price as a number', { ...base, price: 150000 }, { type: 'validation_error', param: 'price' }],
-        ['price with a decimal point', { ...base, price: '1500.00' }, { type: 'validation_error', param: 'price' }],
+        [
+          'price with a decimal point',
+          { ...base, price: '1500.00' },
+          { type: 'validation_error', param: 'price' },
+        ],
         ['price with a sign', { ...base, price: '-150000' }, { type: 'validation_error', param: 'price' }],
-        ['price with a separator', { ...base, price: '150,000' }, { type: 'validation_error', param: 'price' }],
+        [
+          'price with a separator',
+          { ...base, price: '150,000' },
+          { type: 'validation_error', param: 'price' },
+        ],
         ['price zero', { ...base, price: '0' }, { type: 'validation_error', param: 'price' }],
-        ['price with a leading zero', { ...base, price: '0150000' }, { type: 'validation_error', param: 'price' }],
-        ['price_currency missing', { price: '150000' }, { type: 'validation_error', param: 'price_currency' }],
-        ['price_currency malformed', { ...base, price_currency: 'PESO' }, { type: 'validation_error', param: 'price_currency' }],
+        [
+          'price with a leading zero',
+          { ...base, price: '0150000' },
+          { type: 'validation_error', param: 'price' },
+        ],
+        [
+          'price_currency missing',
+          { price: '150000' },
+          { type: 'validation_error', param: 'price_currency' },
+        ],
+        [
+          'price_currency malformed',
+          { ...base, price_currency: 'PESO' },
+          { type: 'validation_error', param: 'price_currency' },
+        ],
         ['cap below price', { ...base, cap: '149999' }, { type: 'validation_error', param: 'cap' }],
-        ['cap above budget', { ...base, cap: '300001', budget: '300000' }, { type: 'validation_error', param: 'cap' }],
-        ['cap above the default budget', { ...base, cap: '1500001' }, { type: 'validation_error', param: 'cap' }],
+        [
+          'cap above budget',
+          { ...base, cap: '300001', budget: '300000' },
+          { type: 'validation_error', param: 'cap' },
+        ],
+        [
+          'cap above the default budget',
+          { ...base, cap: '1500001' },
+          { type: 'validation_error', param: 'cap' },
+        ],
         ['budget below price', { ...base, budget: '149999' }, { type: 'validation_error', param: 'budget' }],
         ['budget not digits', { ...base, budget: '1e6' }, { type: 'validation_error', param: 'budget' }],
-        ['period_duration below 3600', { ...base, period_duration: 3599 }, { type: 'validation_error', param: 'period_duration' }],
-        ['period_duration as a string', { ...base, period_duration: '3600' }, { type: 'validation_error', param: 'period_duration' }],
-        ['period_duration fractional', { ...base, period_duration: 3600.5 }, { type: 'validation_error', param: 'period_duration' }],
-        ['supported_chains not an array', { ...base, supported_chains: 'eip155:1' }, { type: 'validation_error', param: 'supported_chains' }],
-        ['supported_chains empty', { ...base, supported_chains: [] }, { type: 'validation_error', param: 'supported_chains' }],
-        ['supported_chains with a number', { ...base, supported_chains: [1] }, { type: 'validation_error', param: 'supported_chains' }],
-        ['a non-EVM chain', { ...base, supported_chains: ['solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp'] }, { param: 'supported_chains', code: 'unsupported_chain_namespace' }],
-        ['an unsupported EVM chain', { ...base, supported_chains: ['eip155:56'] }, { param: 'supported_chains', code: 'unsupported_chain' }],
-        ['a malformed chain', { ...base, supported_chains: ['base'] }, { param: 'supported_chains', code: 'invalid_caip2' }],
-        ['a duplicated chain', { ...base, supported_chains: ['eip155:1', 'eip155:1'] }, { param: 'supported_chains', code: 'duplicate_chain' }],
-        ['metadata value over 500 characters', { ...base, metadata: { plan_name: 'x'.repeat(501) } }, { type: 'validation_error', param: 'metadata.plan_name' }],
-        ['metadata value not a string', { ...base, metadata: { seats: 5 } }, { type: 'validation_error', param: 'metadata.seats' }],
-        ['metadata not an object', { ...base, metadata: 'gold' }, { type: 'validation_error', param: 'metadata' }],
-        ['metadata with too many keys', { ...base, metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v'])) }, { param: 'metadata' }],
-        ['expires_in over 24 hours', { ...base, expires_in: 86401 }, { type: 'validation_error', param: 'expires_in' }],
-        ['expires_in under a minute', { ...base, expires_in: 30 }, { type: 'validation_error', param: 'expires_in' }],
-        ['expires_in as a string', { ...base, expires_in: '300' }, { type: 'validation_error', param: 'expires_in' }],
-        ['success_url not a URL', { ...base, success_url: 'thanks' }, { type: 'validation_error', param: 'success_url' }],
-        ['cancel_url with a script scheme', { ...base, cancel_url: 'javascript:alert(1)' }, { type: 'validation_error', param: 'cancel_url' }],
-        ['return_url not a string', { ...base, return_url: 42 }, { type: 'validation_error', param: 'return_url' }],
-        ['external_customer_id empty', { ...base, external_customer_id: '' }, { type: 'validation_error', param: 'external_customer_id' }],
+        [
+          'period_duration below 3600',
+          { ...base, period_duration: 3599 },
+          { type: 'validation_error', param: 'period_duration' },
+        ],
+        [
+          'period_duration as a string',
+          { ...base, period_duration: '3600' },
+          { type: 'validation_error', param: 'period_duration' },
+        ],
+        [
+          'period_duration fractional',
+          { ...base, period_duration: 3600.5 },
+          { type: 'validation_error', param: 'period_duration' },
+        ],
+        [
+          'supported_chains not an array',
+          { ...base, supported_chains: 'eip155:1' },
+          { type: 'validation_error', param: 'supported_chains' },
+        ],
+        [
+          'supported_chains empty',
+          { ...base, supported_chains: [] },
+          { type: 'validation_error', param: 'supported_chains' },
+        ],
+        [
+          'supported_chains with a number',
+          { ...base, supported_chains: [1] },
+          { type: 'validation_error', param: 'supported_chains' },
+        ],
+        [
+          'a non-EVM chain',
+          { ...base, supported_chains: ['solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp'] },
+          { param: 'supported_chains', code: 'unsupported_chain_namespace' },
+        ],
+        [
+          'an unsupported EVM chain',
+          { ...base, supported_chains: ['eip155:56'] },
+          { param: 'supported_chains', code: 'unsupported_chain' },
+        ],
+        [
+          'a malformed chain',
+          { ...base, supported_chains: ['base'] },
+          { param: 'supported_chains', code: 'invalid_caip2' },
+        ],
+        [
+          'a duplicated chain',
+          { ...base, supported_chains: ['eip155:1', 'eip155:1'] },
+          { param: 'supported_chains', code: 'duplicate_chain' },
+        ],
+        [
+          'metadata value over 500 characters',
+          { ...base, metadata: { plan_name: 'x'.repeat(501) } },
+          { type: 'validation_error', param: 'metadata.plan_name' },
+        ],
+        [
+          'metadata value not a string',
+          { ...base, metadata: { seats: 5 } },
+          { type: 'validation_error', param: 'metadata.seats' },
+        ],
+        [
+          'metadata not an object',
+          { ...base, metadata: 'gold' },
+          { type: 'validation_error', param: 'metadata' },
+        ],
+        [
+          'metadata with too many keys',
+          { ...base, metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v'])) },
+          { param: 'metadata' },
+        ],
+        [
+          'expires_in over 24 hours',
+          { ...base, expires_in: 86401 },
+          { type: 'validation_error', param: 'expires_in' },
+        ],
+        [
+          'expires_in under a minute',
+          { ...base, expires_in: 30 },
+          { type: 'validation_error', param: 'expires_in' },
+        ],
+        [
+          'expires_in as a string',
+          { ...base, expires_in: '300' },
+          { type: 'validation_error', param: 'expires_in' },
+        ],
+        [
+          'success_url not a URL',
+          { ...base, success_url: 'thanks' },
+          { type: 'validation_error', param: 'success_url' },
+        ],
+        [
+          'cancel_url with a script scheme',
+          { ...base, cancel_url: 'javascript:alert(1)' },
+          { type: 'validation_error', param: 'cancel_url' },
+        ],
+        [
+          'return_url not a string',
+          { ...base, return_url: 42 },
+          { type: 'validation_error', param: 'return_url' },
+        ],
+        [
+          'external_customer_id empty',
+          { ...base, external_customer_id: '' },
+          { type: 'validation_error', param: 'external_customer_id' },
+        ],
         ['an unknown field', { ...base, interval: 'month' }, { type: 'validation_error', param: 'interval' }],
         ['a body that is not an object', '[1,2]', { type: 'validation_error' }],
         ['malformed JSON', '{"price": ', { type: 'invalid_request', code: 'invalid_json' }],
@@ -293,7 +433,9 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         const eventsBefore = await storedCheckoutEvents();
         const res = await create(body);
         expect(res.status).toBe(400);
-        expect(res.body).toEqual({ error: expect.objectContaining({ ...error, message: expect.any(String) }) });
+        expect(res.body).toEqual({
+          error: expect.objectContaining({ ...error, message: expect.any(String) }),
+        });
         expect(await allIds()).toEqual(idsBefore);
         expect(await storedCheckoutEvents()).toBe(eventsBefore);
       });
@@ -302,7 +444,14 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         const eventsBefore = await storedCheckoutEvents();
         const res = await create({ ...base, price_currency: 'EUR' });
         expect(res.status).toBe(422);
-        expect(res.body).toEqual({ error: { type: 'cannot_process', code: 'price_currency_not_quotable', param: 'price_currency', message: expect.any(String) } });
+        expect(res.body).toEqual({
+          error: {
+            type: 'cannot_process',
+            code: 'price_currency_not_quotable',
+            param: 'price_currency',
+            message: expect.any(String),
+          },
+        });
         expect(await storedCheckoutEvents()).toBe(eventsBefore);
       });
 
@@ -327,7 +476,8 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
     beforeAll(async () => {
       fiat = await newMerchant('Pampa Fiat SA', 'fiat');
     });
-    const settlement = (method: 'GET' | 'PUT', body?: unknown) => call(method, '/payments/settlement', body, fiat.key);
+    const settlement = (method: 'GET' | 'PUT', body?: unknown) =>
+      call(method, '/payments/settlement', body, fiat.key);
 
     it('has no fiat configuration at first, and cannot price: 422 fiat_settlement_required', async () => {
       expect((await settlement('GET')).body).toEqual({
@@ -347,8 +497,14 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
     it('an incomplete configuration is still 422 fiat_settlement_required, and says what is missing', async () => {
       const put = await settlement('PUT', { fiat: { currency: 'ars', beneficiary_name: 'Pampa Fiat SA' } });
       expect(put.status).toBe(200);
-      expect(put.body['fiat']).toMatchObject({ currency: 'ARS', complete: false, missing_fields: ['account_number', 'country'] });
-      expect((await create({ price: '150000', price_currency: 'ARS' }, fiat.key)).body).toMatchObject({ error: { code: 'fiat_settlement_required' } });
+      expect(put.body['fiat']).toMatchObject({
+        currency: 'ARS',
+        complete: false,
+        missing_fields: ['account_number', 'country'],
+      });
+      expect((await create({ price: '150000', price_currency: 'ARS' }, fiat.key)).body).toMatchObject({
+        error: { code: 'fiat_settlement_required' },
+      });
     });
 
     it('validates the configuration fields with their param', async () => {
@@ -388,16 +544,24 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       });
       const mismatch = await create({ price: '1999', price_currency: 'USD' }, fiat.key);
       expect(mismatch.status).toBe(422);
-      expect(mismatch.body).toMatchObject({ error: { type: 'cannot_process', code: 'currency_mismatch', param: 'price_currency' } });
+      expect(mismatch.body).toMatchObject({
+        error: { type: 'cannot_process', code: 'currency_mismatch', param: 'price_currency' },
+      });
       const ok = await create({ price: '150000', price_currency: 'ARS' }, fiat.key);
       expect(ok.status).toBe(201);
-      expect(ok.body).toMatchObject({ business_name: 'Pampa Fiat SA', price_currency: 'ARS', status: 'pending' });
+      expect(ok.body).toMatchObject({
+        business_name: 'Pampa Fiat SA',
+        price_currency: 'ARS',
+        status: 'pending',
+      });
       expect(await allIds(fiat.key)).toEqual([ok.body['id']]);
     });
 
     it('removing the configuration makes it required again', async () => {
       expect((await settlement('PUT', { fiat: null })).body['fiat']).toBeNull();
-      expect((await create({ price: '150000', price_currency: 'ARS' }, fiat.key)).body).toMatchObject({ error: { code: 'fiat_settlement_required' } });
+      expect((await create({ price: '150000', price_currency: 'ARS' }, fiat.key)).body).toMatchObject({
+        error: { code: 'fiat_settlement_required' },
+      });
     });
   });
 
@@ -432,21 +596,38 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       clock.advance(1000);
       const res = await call('PATCH', `/subscription-checkouts/${id}/cancel`);
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ id, status: 'cancelled', cancellation_reason: 'merchant_cancelled', cancelled_at: clock.now().toISOString(), updated_at: clock.now().toISOString() });
+      expect(res.body).toMatchObject({
+        id,
+        status: 'cancelled',
+        cancellation_reason: 'merchant_cancelled',
+        cancelled_at: clock.now().toISOString(),
+        updated_at: clock.now().toISOString(),
+      });
       expect(res.body).not.toHaveProperty('subscription_options');
-      expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({ status: 'cancelled' });
+      expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({
+        status: 'cancelled',
+      });
       const again = await call('PATCH', `/subscription-checkouts/${id}/cancel`);
       expect(again.status).toBe(409);
-      expect(again.body).toMatchObject({ error: { type: 'invalid_request', code: 'subscription_checkout_not_pending' } });
+      expect(again.body).toMatchObject({
+        error: { type: 'invalid_request', code: 'subscription_checkout_not_pending' },
+      });
     });
 
     it('refuses parameters, unknown ids and other merchants', async () => {
       const id = str((await create({ price: '5000', price_currency: 'ARS' })).body['id']);
       const withBody = await call('PATCH', `/subscription-checkouts/${id}/cancel`, { reason: 'x' });
-      expect(withBody).toMatchObject({ status: 400, body: { error: { type: 'validation_error', param: 'reason' } } });
+      expect(withBody).toMatchObject({
+        status: 400,
+        body: { error: { type: 'validation_error', param: 'reason' } },
+      });
       const other = await newMerchant('Initech');
-      expect((await call('PATCH', `/subscription-checkouts/${id}/cancel`, undefined, other.key)).status).toBe(404);
-      expect((await call('PATCH', '/subscription-checkouts/schk_00000000000000000000000000/cancel')).status).toBe(404);
+      expect((await call('PATCH', `/subscription-checkouts/${id}/cancel`, undefined, other.key)).status).toBe(
+        404,
+      );
+      expect(
+        (await call('PATCH', '/subscription-checkouts/schk_00000000000000000000000000/cancel')).status,
+      ).toBe(404);
       expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({ status: 'pending' });
     });
   });
@@ -466,15 +647,22 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         return r?.status === 'expired' ? r : undefined;
       });
       expect(row.object).toMatchObject({ status: 'expired', expired_at: expiresAt, updated_at: expiresAt });
-      expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({ status: 'expired', expired_at: expiresAt });
-      expect((await call('PATCH', `/subscription-checkouts/${id}/cancel`)).body).toMatchObject({ error: { code: 'subscription_checkout_not_pending' } });
+      expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({
+        status: 'expired',
+        expired_at: expiresAt,
+      });
+      expect((await call('PATCH', `/subscription-checkouts/${id}/cancel`)).body).toMatchObject({
+        error: { code: 'subscription_checkout_not_pending' },
+      });
     });
   });
 
   describe('events on the bus (subscriptions.subscription-checkout.v1)', () => {
     it('created, cancelled and expired carry the object as webhooks shape it: metadata echoed, no subscription_options', async () => {
       const metadata = { plan_name: 'Basic', order: '77' };
-      const a = str((await create({ price: '5000', price_currency: 'ARS', metadata, expires_in: 60 })).body['id']);
+      const a = str(
+        (await create({ price: '5000', price_currency: 'ARS', metadata, expires_in: 60 })).body['id'],
+      );
       const b = str((await create({ price: '5000', price_currency: 'ARS', metadata })).body['id']);
       await call('PATCH', `/subscription-checkouts/${b}/cancel`);
       clock.advance(61_000);
@@ -482,8 +670,14 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       await eventually(async () => ((await reader.find(a))?.status === 'expired' ? true : undefined));
       await busSubscription.caughtUp();
       const of = (id: string) => busMessages.filter((m) => m.key === `subscriptionCheckout-${id}`);
-      expect(of(a).map((m) => m.type)).toEqual(['SubscriptionCheckoutCreated.v1', 'SubscriptionCheckoutExpired.v1']);
-      expect(of(b).map((m) => m.type)).toEqual(['SubscriptionCheckoutCreated.v1', 'SubscriptionCheckoutCancelled.v1']);
+      expect(of(a).map((m) => m.type)).toEqual([
+        'SubscriptionCheckoutCreated.v1',
+        'SubscriptionCheckoutExpired.v1',
+      ]);
+      expect(of(b).map((m) => m.type)).toEqual([
+        'SubscriptionCheckoutCreated.v1',
+        'SubscriptionCheckoutCancelled.v1',
+      ]);
       for (const message of [...of(a), ...of(b)]) {
         expect(message.topic).toBe(TOPIC);
         expect(message.metadata).toMatchObject({ merchantId, mode: 'test' });
@@ -492,11 +686,19 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         expect(object).toMatchObject({ object: 'subscription_checkout', metadata });
       }
       const cancelled = of(b)[1];
-      expect(cancelled?.data).toMatchObject({ cancelledBy: 'merchant', object: { status: 'cancelled', cancellation_reason: 'merchant_cancelled' } });
+      expect(cancelled?.data).toMatchObject({
+        cancelledBy: 'merchant',
+        object: { status: 'cancelled', cancellation_reason: 'merchant_cancelled' },
+      });
       // The webhook data.object builds from the read-model row and equals the event's object and the API's (less options and colors).
       const row = await reader.find(b);
       if (!row) throw new Error('row missing');
-      const { subscription_options: _options, background_color: _bg, primary_color: _primary, ...fromApi } = (await call('GET', `/subscription-checkouts/${b}`)).body;
+      const {
+        subscription_options: _options,
+        background_color: _bg,
+        primary_color: _primary,
+        ...fromApi
+      } = (await call('GET', `/subscription-checkouts/${b}`)).body;
       expect(subscriptionCheckoutWebhookObject(row)).toEqual(fromApi);
       expect(subscriptionCheckoutWebhookObject(row)).toEqual((cancelled?.data as { object: Json }).object);
     });
@@ -507,10 +709,19 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       const reader = stack.service.app.get(SubscriptionCheckoutReader);
       const row = await reader.find(id);
       if (!row) throw new Error('row missing');
-      const input = { subscriber: '0x2222222222222222222222222222222222222222', chain: 'eip155:8453', asset: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', txHash: null };
+      const input = {
+        subscriber: '0x2222222222222222222222222222222222222222',
+        chain: 'eip155:8453',
+        asset: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+        txHash: null,
+      };
       expect((await commands.complete(row, input)).changed).toBe(true);
       expect((await commands.complete(row, input)).changed).toBe(false);
-      expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({ status: 'completed', subscriber: input.subscriber, completed_at: clock.now().toISOString() });
+      expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({
+        status: 'completed',
+        subscriber: input.subscriber,
+        completed_at: clock.now().toISOString(),
+      });
       expect((await call('PATCH', `/subscription-checkouts/${id}/cancel`)).status).toBe(409);
       await busSubscription.caughtUp();
       expect(busMessages.filter((m) => m.key === `subscriptionCheckout-${id}`).map((m) => m.type)).toEqual([
@@ -528,14 +739,33 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
     beforeAll(async () => {
       lister = await newMerchant('Lister');
       clock.set('2026-07-01T00:00:00.000Z');
-      ids['a'] = str((await create({ price: '100', price_currency: 'ARS', external_customer_id: 'cus_a' }, lister.key)).body['id']);
+      ids['a'] = str(
+        (await create({ price: '100', price_currency: 'ARS', external_customer_id: 'cus_a' }, lister.key))
+          .body['id'],
+      );
       clock.set('2026-07-02T00:00:00.000Z');
-      ids['b'] = str((await create({ price: '100', price_currency: 'ARS', external_customer_id: 'cus_b', expires_in: 86400 }, lister.key)).body['id']);
+      ids['b'] = str(
+        (
+          await create(
+            { price: '100', price_currency: 'ARS', external_customer_id: 'cus_b', expires_in: 86400 },
+            lister.key,
+          )
+        ).body['id'],
+      );
       await call('PATCH', `/subscription-checkouts/${ids['b']}/cancel`, undefined, lister.key);
       clock.set('2026-07-03T00:00:00.000Z');
-      ids['c'] = str((await create({ price: '100', price_currency: 'ARS', external_customer_id: 'cus_a', expires_in: 86400 }, lister.key)).body['id']);
+      ids['c'] = str(
+        (
+          await create(
+            { price: '100', price_currency: 'ARS', external_customer_id: 'cus_a', expires_in: 86400 },
+            lister.key,
+          )
+        ).body['id'],
+      );
       const reader = stack.service.app.get(SubscriptionCheckoutReader);
-      await eventually(async () => ((await reader.find(ids['a'] ?? ''))?.status === 'expired' ? true : undefined));
+      await eventually(async () =>
+        (await reader.find(ids['a'] ?? ''))?.status === 'expired' ? true : undefined,
+      );
     });
 
     const idsOf = (res: { body: Json }) => arr(res.body['data']).map((r) => r['id']);
@@ -554,9 +784,16 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       expect(idsOf(await list('?external_customer_id=cus_a'))).toEqual([ids['c'], ids['a']]);
       expect(idsOf(await list('?created[gte]=2026-07-02T00:00:00Z'))).toEqual([ids['c'], ids['b']]);
       expect(idsOf(await list('?created[gt]=2026-07-02T00:00:00Z'))).toEqual([ids['c']]);
-      expect(idsOf(await list(`?created[lte]=${Date.parse('2026-07-02T00:00:00Z') / 1000}`))).toEqual([ids['b'], ids['a']]);
+      expect(idsOf(await list(`?created[lte]=${Date.parse('2026-07-02T00:00:00Z') / 1000}`))).toEqual([
+        ids['b'],
+        ids['a'],
+      ]);
       expect(idsOf(await list('?created[lt]=2026-07-02'))).toEqual([ids['a']]);
-      expect(idsOf(await list('?created[gte]=2026-07-01&created[lte]=2026-07-02T12:00:00Z&external_customer_id=cus_a'))).toEqual([ids['a']]);
+      expect(
+        idsOf(
+          await list('?created[gte]=2026-07-01&created[lte]=2026-07-02T12:00:00Z&external_customer_id=cus_a'),
+        ),
+      ).toEqual([ids['a']]);
     });
 
     it('refuses bad list parameters with the param', async () => {
@@ -574,8 +811,13 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         expect(res.status).toBe(400);
         expect(res.body).toMatchObject({ error: { type: 'validation_error', param } });
       }
-      const foreign = await list(`?starting_after=${str((await create({ price: '100', price_currency: 'ARS' })).body['id'])}`);
-      expect(foreign).toMatchObject({ status: 400, body: { error: { code: 'resource_missing', param: 'starting_after' } } });
+      const foreign = await list(
+        `?starting_after=${str((await create({ price: '100', price_currency: 'ARS' })).body['id'])}`,
+      );
+      expect(foreign).toMatchObject({
+        status: 400,
+        body: { error: { code: 'resource_missing', param: 'starting_after' } },
+      });
     });
   });
 });

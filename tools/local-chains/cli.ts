@@ -10,7 +10,8 @@ import { startLocalChains, type StartLocalChainsOptions } from '@stablepay/local
 function parseList(flag: string, value: string | undefined): number[] {
   if (!value) throw new Error(`${flag} needs a comma-separated list of integers`);
   const out = value.split(',').map((s) => Number(s.trim()));
-  if (out.some((n) => !Number.isSafeInteger(n) || n <= 0)) throw new Error(`${flag}: not a list of positive integers: ${value}`);
+  if (out.some((n) => !Number.isSafeInteger(n) || n <= 0))
+    throw new Error(`${flag}: not a list of positive integers: ${value}`);
   return out;
 }
 
@@ -40,13 +41,20 @@ async function main(): Promise<void> {
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);
   const out = {
-    chains: local.chains.map((c) => ({ chainId: c.chainId, caip2: c.caip2, rpcUrl: c.rpcUrl, addresses: c.addresses })),
+    chains: local.chains.map((c) => ({
+      chainId: c.chainId,
+      caip2: c.caip2,
+      rpcUrl: c.rpcUrl,
+      addresses: c.addresses,
+    })),
     operator: local.operator,
     operatorPauser: local.operatorPauser,
     note: 'anvil dev keys: public, for local chains only',
   };
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
-  process.stderr.write(`local chains ready (${local.chains.map((c) => c.caip2).join(', ')}); Ctrl+C to stop\n`);
+  process.stderr.write(
+    `local chains ready (${local.chains.map((c) => c.caip2).join(', ')}); Ctrl+C to stop\n`,
+  );
 }
 
 main().catch((e: unknown) => {

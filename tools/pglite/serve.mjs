@@ -36,7 +36,11 @@ const PROTOCOL_3 = 196608;
 
 /** Messages after which a connection, unless inside a transaction block, leaves the backend idle. */
 function endsExchange(message) {
-  if (message.length >= 8 && new DataView(message.buffer, message.byteOffset, message.byteLength).getInt32(4) === PROTOCOL_3) return true; // startup
+  if (
+    message.length >= 8 &&
+    new DataView(message.buffer, message.byteOffset, message.byteLength).getInt32(4) === PROTOCOL_3
+  )
+    return true; // startup
   const type = message[0];
   return type === SYNC || type === QUERY || type === TERMINATE || type === PASSWORD;
 }
@@ -90,7 +94,11 @@ queue.getQueueLength = () => waiting.length;
 await server.start();
 const boundPort = Number(server.getServerConn().split(':').pop());
 process.stdout.write(
-  JSON.stringify({ ready: true, port: boundPort, url: `postgres://postgres:postgres@127.0.0.1:${boundPort}/postgres` }) + '\n',
+  JSON.stringify({
+    ready: true,
+    port: boundPort,
+    url: `postgres://postgres:postgres@127.0.0.1:${boundPort}/postgres`,
+  }) + '\n',
 );
 
 let stopping = false;

@@ -6,7 +6,13 @@ const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 
 const root = path.join(__dirname, '..', '..');
-const env = { ...process.env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true', NX_TUI: 'false', NX_SKIP_NX_CACHE: process.env.NX_SKIP_NX_CACHE ?? 'false' };
+const env = {
+  ...process.env,
+  NX_DAEMON: 'false',
+  NX_NO_CLOUD: 'true',
+  NX_TUI: 'false',
+  NX_SKIP_NX_CACHE: process.env.NX_SKIP_NX_CACHE ?? 'false',
+};
 const extra = process.argv.slice(2);
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 
@@ -25,8 +31,12 @@ function run(title, cmd, args) {
 if (!process.env.DATABASE_URL) {
   console.log('DATABASE_URL is not set: database tests use a private embedded PGlite per test file.');
 } else {
-  console.log(`DATABASE_URL is set: database tests create throwaway databases on ${new URL(process.env.DATABASE_URL).host}.`);
+  console.log(
+    `DATABASE_URL is set: database tests create throwaway databases on ${new URL(process.env.DATABASE_URL).host}.`,
+  );
 }
+// Formatting first: it is the cheapest check and its fix (`npm run format`) is mechanical.
+run('format', bin('prettier'), ['--check', '.', '--log-level=warn']);
 run('typecheck', bin('tsc'), ['-p', 'tsconfig.json']);
 // One ESLint process over the repo: the rules (module boundaries included) are the same as `nx run-many -t lint`,
 // but the type-aware program is built once instead of once per project (15 s instead of minutes).

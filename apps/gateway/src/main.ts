@@ -4,7 +4,11 @@ import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 runMain('gateway', () =>
-  startService(platformConfigFromEnv(process.env), [gatewayService(merchantsConfigFromEnv(process.env, { allowEphemeralKey: false }))], {
-    service: 'gateway',
-  }),
+  startService(
+    platformConfigFromEnv(process.env),
+    [gatewayService(merchantsConfigFromEnv(process.env, { allowEphemeralKey: false }))],
+    {
+      service: 'gateway',
+    },
+  ),
 );

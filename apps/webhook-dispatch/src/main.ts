@@ -1,6 +1,11 @@
 import 'reflect-metadata';
 import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
-import { dispatchOptionsFromEnv, domainEventSource, webhookDispatchService, type WebhookSource } from '@stablepay/webhook-dispatch-service';
+import {
+  dispatchOptionsFromEnv,
+  domainEventSource,
+  webhookDispatchService,
+  type WebhookSource,
+} from '@stablepay/webhook-dispatch-service';
 import { topicForCategory } from '@stablepay/event-bus';
 import { subscriptionCheckoutWebhook } from '@stablepay/subscriptions-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';

@@ -16,6 +16,11 @@ export declare function compileContracts(): {
   readonly contracts: Readonly<Record<string, CompiledContract>>;
   readonly warnings: readonly string[];
 };
-export declare function renderGenerated(contracts: Readonly<Record<string, CompiledContract>>): Record<string, string>;
-export declare function writeGenerated(): { readonly files: readonly string[]; readonly warnings: readonly string[] };
+export declare function renderGenerated(
+  contracts: Readonly<Record<string, CompiledContract>>,
+): Record<string, string>;
+export declare function writeGenerated(): {
+  readonly files: readonly string[];
+  readonly warnings: readonly string[];
+};
 export declare function staleGenerated(): string[];

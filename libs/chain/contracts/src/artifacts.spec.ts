@@ -1,6 +1,12 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { GENERATED_DIR, PUBLIC_CONTRACTS, TEST_CONTRACTS, compileContracts, renderGenerated } from '../scripts/compile';
+import {
+  GENERATED_DIR,
+  PUBLIC_CONTRACTS,
+  TEST_CONTRACTS,
+  compileContracts,
+  renderGenerated,
+} from '../scripts/compile';
 import * as generated from './generated';
 import * as doubles from './generated/test-doubles';
 
@@ -13,7 +19,10 @@ describe('generated contract artifacts', () => {
     const committed = readdirSync(GENERATED_DIR).sort();
     expect(committed).toEqual(Object.keys(rendered).sort());
     for (const [file, content] of Object.entries(rendered)) {
-      expect({ file, same: readFileSync(join(GENERATED_DIR, file), 'utf8') === content }).toEqual({ file, same: true });
+      expect({ file, same: readFileSync(join(GENERATED_DIR, file), 'utf8') === content }).toEqual({
+        file,
+        same: true,
+      });
     }
   });
 
@@ -30,22 +39,33 @@ describe('generated contract artifacts', () => {
 
   it('compile without warnings, and every runtime fits the 24,576-byte contract size limit', () => {
     expect(warnings).toEqual([]);
-    for (const c of Object.values(contracts)) expect((c.deployedBytecode.length - 2) / 2).toBeLessThanOrEqual(24_576);
+    for (const c of Object.values(contracts))
+      expect((c.deployedBytecode.length - 2) / 2).toBeLessThanOrEqual(24_576);
   });
 });
 
 describe('README gas table', () => {
   it('has a measured row for every external state-changing function of every deployed contract', () => {
     const readme = readFileSync(join(__dirname, '..', 'README.md'), 'utf8');
-    const table = readme.slice(readme.indexOf('<!-- gas-table:start -->'), readme.indexOf('<!-- gas-table:end -->'));
+    const table = readme.slice(
+      readme.indexOf('<!-- gas-table:start -->'),
+      readme.indexOf('<!-- gas-table:end -->'),
+    );
     const rows = new Set(
-      [...table.matchAll(/^\| ([^|]+) \| `([^`]+)` \|[^|]*\| ([\d,]+) \|$/gm)].map((m) => `${m[1]?.trim()}.${m[2]}`),
+      [...table.matchAll(/^\| ([^|]+) \| `([^`]+)` \|[^|]*\| ([\d,]+) \|$/gm)].map(
+        (m) => `${m[1]?.trim()}.${m[2]}`,
+      ),
     );
     const missing: string[] = [];
     for (const name of PUBLIC_CONTRACTS) {
-      const abi = (generated as Record<string, unknown>)[`${name}Abi`] as readonly { type: string; name?: string; stateMutability?: string }[];
+      const abi = (generated as Record<string, unknown>)[`${name}Abi`] as readonly {
+        type: string;
+        name?: string;
+        stateMutability?: string;
+      }[];
       for (const item of abi) {
-        if (item.type !== 'function' || item.stateMutability === 'view' || item.stateMutability === 'pure') continue;
+        if (item.type !== 'function' || item.stateMutability === 'view' || item.stateMutability === 'pure')
+          continue;
         if (name === 'PaymentDeposit' && item.name === 'initialize') continue; // runs inside deployDeposit
         if (!rows.has(`${name}.${item.name}`)) missing.push(`${name}.${item.name}`);
       }

@@ -3,7 +3,17 @@ import { MaxUint256, id } from 'ethers';
 import { applyCharge, budgetWindowAt, type BudgetState } from './budget-window';
 import type { SubscriptionManagerEventArgs } from './generated/SubscriptionManager';
 import { startTestChain, type TestChain } from './test-support/anvil';
-import { FAR_DEADLINE, blockTimestamp, deployFixture, eventIn, expectRevert, mined, signCharge, signSubscribe, type Fixture } from './test-support/fixture';
+import {
+  FAR_DEADLINE,
+  blockTimestamp,
+  deployFixture,
+  eventIn,
+  expectRevert,
+  mined,
+  signCharge,
+  signSubscribe,
+  type Fixture,
+} from './test-support/fixture';
 
 /**
  * Randomized: the contract's cap/budget/window arithmetic against the TypeScript reference model (budget-window.ts).
@@ -12,9 +22,13 @@ import { FAR_DEADLINE, blockTimestamp, deployFixture, eventIn, expectRevert, min
  * same window index and window spend. Set BUDGET_FUZZ_RUNS / BUDGET_FUZZ_SEED to widen or replay.
  */
 const RUNS = Number(process.env['BUDGET_FUZZ_RUNS'] ?? 20);
-const SEED = process.env['BUDGET_FUZZ_SEED'] === undefined ? undefined : Number(process.env['BUDGET_FUZZ_SEED']);
+const SEED =
+  process.env['BUDGET_FUZZ_SEED'] === undefined ? undefined : Number(process.env['BUDGET_FUZZ_SEED']);
 
-type Step = { readonly kind: 'small'; readonly seconds: number } | { readonly kind: 'periods'; readonly permille: number } | { readonly kind: 'boundary'; readonly offset: number };
+type Step =
+  | { readonly kind: 'small'; readonly seconds: number }
+  | { readonly kind: 'periods'; readonly permille: number }
+  | { readonly kind: 'boundary'; readonly offset: number };
 
 const terms = fc
   .record({
@@ -33,7 +47,10 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('periods' as const), permille: fc.integer({ min: 1, max: 2500 }) }),
   fc.record({ kind: fc.constant('boundary' as const), offset: fc.integer({ min: -2, max: 2 }) }),
 );
-const attempts = fc.array(fc.record({ step, amountPermilleOfCap: fc.integer({ min: 0, max: 1300 }) }), { minLength: 3, maxLength: 10 });
+const attempts = fc.array(fc.record({ step, amountPermilleOfCap: fc.integer({ min: 0, max: 1300 }) }), {
+  minLength: 3,
+  maxLength: 10,
+});
 
 let chain: TestChain;
 let f: Fixture;
@@ -82,7 +99,14 @@ describe('SubscriptionManager window arithmetic (randomized against the TypeScri
         const sig = await signSubscribe(f.operator, f.chainId, manager, auth);
         const subscribed = await mined(f.manager.connect(f.subscriber).subscribe(auth, sig));
         const startedAt = await blockTimestamp(subscribed);
-        let model: BudgetState = { startedAt, periodDuration: t.period, cap: t.cap, budget: t.budget, windowIndex: 0n, windowSpent: t.first };
+        let model: BudgetState = {
+          startedAt,
+          periodDuration: t.period,
+          cap: t.cap,
+          budget: t.budget,
+          windowIndex: 0n,
+          windowSpent: t.first,
+        };
         let now = startedAt;
         let nonce = 1n;
         for (const a of tries) {
@@ -90,13 +114,27 @@ describe('SubscriptionManager window arithmetic (randomized against the TypeScri
           const amount = (t.cap * BigInt(a.amountPermilleOfCap)) / 1000n;
           const expected = applyCharge(model, amount, at);
           const quoteHash = id(`q${nonce}`);
-          const chargeSig = await signCharge(f.merchantSigner, f.chainId, manager, { subscriptionId, amount, nonce, quoteHash, deadline: FAR_DEADLINE });
+          const chargeSig = await signCharge(f.merchantSigner, f.chainId, manager, {
+            subscriptionId,
+            amount,
+            nonce,
+            quoteHash,
+            deadline: FAR_DEADLINE,
+          });
           const args = [subscriptionId, amount, nonce, quoteHash, FAR_DEADLINE, chargeSig] as const;
           await chain.setNextTimestamp(at);
           if (expected.ok) {
             const receipt = await mined(f.manager.charge(...args, { gasLimit: 500_000 }));
-            const ev = eventIn<SubscriptionManagerEventArgs, 'SubscriptionCharged'>(receipt, f.manager, 'SubscriptionCharged');
-            expect({ windowIndex: ev.windowIndex, windowSpent: ev.windowSpent, timestamp: ev.timestamp }).toEqual({
+            const ev = eventIn<SubscriptionManagerEventArgs, 'SubscriptionCharged'>(
+              receipt,
+              f.manager,
+              'SubscriptionCharged',
+            );
+            expect({
+              windowIndex: ev.windowIndex,
+              windowSpent: ev.windowSpent,
+              timestamp: ev.timestamp,
+            }).toEqual({
               windowIndex: expected.windowIndex,
               windowSpent: expected.windowSpent,
               timestamp: at,
@@ -108,13 +146,13 @@ describe('SubscriptionManager window arithmetic (randomized against the TypeScri
             nonce += 1n;
             const onChain = await f.manager.budgetState(subscriptionId);
             const w = budgetWindowAt(model, at);
-            expect([onChain.windowIndex, onChain.windowStart, onChain.windowEnd, onChain.spent, onChain.remaining]).toEqual([
-              w.windowIndex,
-              w.windowStart,
-              w.windowEnd,
-              w.spent,
-              w.remaining,
-            ]);
+            expect([
+              onChain.windowIndex,
+              onChain.windowStart,
+              onChain.windowEnd,
+              onChain.spent,
+              onChain.remaining,
+            ]).toEqual([w.windowIndex, w.windowStart, w.windowEnd, w.spent, w.remaining]);
           } else {
             await expectRevert(f.manager.charge.staticCall(...args, { blockTag: 'pending' }), expected.error);
             if (expected.error !== 'ZeroAmount') seen[expected.error] += 1;

@@ -89,8 +89,19 @@ describe('budget window model', () => {
   });
 
   it('anchors the window at the start, whatever was charged before', () => {
-    const state: BudgetState = { startedAt: 1000n, periodDuration: 3600n, cap: 10n, budget: 10n, windowIndex: 0n, windowSpent: 10n };
-    expect(budgetWindowAt(state, 1000n + 3599n)).toMatchObject({ windowIndex: 0n, spent: 10n, remaining: 0n });
+    const state: BudgetState = {
+      startedAt: 1000n,
+      periodDuration: 3600n,
+      cap: 10n,
+      budget: 10n,
+      windowIndex: 0n,
+      windowSpent: 10n,
+    };
+    expect(budgetWindowAt(state, 1000n + 3599n)).toMatchObject({
+      windowIndex: 0n,
+      spent: 10n,
+      remaining: 0n,
+    });
     expect(budgetWindowAt(state, 1000n + 3600n)).toEqual({
       windowIndex: 1n,
       windowStart: 4600n,

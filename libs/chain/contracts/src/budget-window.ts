@@ -44,7 +44,12 @@ export function budgetWindowAt(state: BudgetState, now: bigint): BudgetWindow {
 }
 
 export type ChargeOutcome =
-  | { readonly ok: true; readonly state: BudgetState; readonly windowIndex: bigint; readonly windowSpent: bigint }
+  | {
+      readonly ok: true;
+      readonly state: BudgetState;
+      readonly windowIndex: bigint;
+      readonly windowSpent: bigint;
+    }
   | { readonly ok: false; readonly error: 'ZeroAmount' | 'ChargeAmountExceedsCap' | 'BudgetExceeded' };
 
 /** Applies one charge of `amount` at `now`, in the contract's order of checks (zero, cap, budget). */
@@ -52,7 +57,8 @@ export function applyCharge(state: BudgetState, amount: bigint, now: bigint): Ch
   if (amount === 0n) return { ok: false, error: 'ZeroAmount' };
   if (amount > state.cap) return { ok: false, error: 'ChargeAmountExceedsCap' };
   const w = budgetWindowAt(state, now);
-  if (w.spent > state.budget || amount > state.budget - w.spent) return { ok: false, error: 'BudgetExceeded' };
+  if (w.spent > state.budget || amount > state.budget - w.spent)
+    return { ok: false, error: 'BudgetExceeded' };
   const windowSpent = w.spent + amount;
   return {
     ok: true,

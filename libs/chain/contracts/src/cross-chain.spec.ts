@@ -1,9 +1,23 @@
 import { MaxUint256, id } from 'ethers';
-import { computeDepositAddress, computeStablepayAddresses, computeTestStablecoinAddresses, deployStablepay } from './deployment';
+import {
+  computeDepositAddress,
+  computeStablepayAddresses,
+  computeTestStablecoinAddresses,
+  deployStablepay,
+} from './deployment';
 import { PaymentMethod } from './enums';
 import { connectPaymentDeposit } from './generated/PaymentDeposit';
 import { startTestChain, type TestChain } from './test-support/anvil';
-import { FAR_DEADLINE, deployFixture, expectRevert, mined, signCapture, signCharge, signSubscribe, type Fixture } from './test-support/fixture';
+import {
+  FAR_DEADLINE,
+  deployFixture,
+  expectRevert,
+  mined,
+  signCapture,
+  signCharge,
+  signSubscribe,
+  type Fixture,
+} from './test-support/fixture';
 
 const USDC = 10n ** 6n;
 
@@ -27,7 +41,12 @@ describe('deterministic deployment across chains', () => {
     expect(onBase.addresses).toEqual(expected);
     expect(onPolygon.addresses).toEqual(expected);
     for (const chain of [base, polygon]) {
-      for (const address of [expected.registry, expected.paymentFactory, expected.depositImplementation, expected.subscriptionManagerFactory]) {
+      for (const address of [
+        expected.registry,
+        expected.paymentFactory,
+        expected.depositImplementation,
+        expected.subscriptionManagerFactory,
+      ]) {
         expect(await chain.provider.getCode(address)).not.toBe('0x');
       }
     }
@@ -69,13 +88,24 @@ describe('signature replay on another chain', () => {
         deadline: FAR_DEADLINE,
       };
       // The subscribe authorization is chain-bound as well.
-      const foreign = await signSubscribe(f.operator, f === onBase ? 137n : 8453n, await f.manager.getAddress(), auth);
+      const foreign = await signSubscribe(
+        f.operator,
+        f === onBase ? 137n : 8453n,
+        await f.manager.getAddress(),
+        auth,
+      );
       await expectRevert(f.manager.connect(f.subscriber).subscribe(auth, foreign), 'InvalidSignature');
       const own = await signSubscribe(f.operator, f.chainId, await f.manager.getAddress(), auth);
       await mined(f.manager.connect(f.subscriber).subscribe(auth, own));
     }
     const manager = await onBase.manager.getAddress();
-    const message = { subscriptionId, amount: 20n * USDC, nonce: 1n, quoteHash: id('refq'), deadline: FAR_DEADLINE };
+    const message = {
+      subscriptionId,
+      amount: 20n * USDC,
+      nonce: 1n,
+      quoteHash: id('refq'),
+      deadline: FAR_DEADLINE,
+    };
     const sig = await signCharge(onBase.merchantSigner, 8453n, manager, message);
     const args = [subscriptionId, message.amount, 1n, message.quoteHash, FAR_DEADLINE, sig] as const;
     await expectRevert(onPolygon.manager.charge(...args), 'InvalidSignature');
@@ -88,14 +118,28 @@ describe('signature replay on another chain', () => {
     for (const f of [onBase, onPolygon]) {
       const address = await f.paymentFactory.depositAddress(f.merchantId, paymentId);
       await mined(f.usdc.mint(address, 50n * USDC));
-      await mined(f.paymentFactory.deployDeposit(f.merchantId, paymentId, PaymentMethod.TWO_STEP, await f.usdc.getAddress(), f.payer.address, 50n * USDC));
+      await mined(
+        f.paymentFactory.deployDeposit(
+          f.merchantId,
+          paymentId,
+          PaymentMethod.TWO_STEP,
+          await f.usdc.getAddress(),
+          f.payer.address,
+          50n * USDC,
+        ),
+      );
       deposits.push(connectPaymentDeposit(address, f.relayer));
     }
     const [onB, onP] = deposits;
     if (!onB || !onP) throw new Error('unreachable');
     expect(await onB.getAddress()).toBe(await onP.getAddress());
     const token = await onBase.usdc.getAddress();
-    const sig = await signCapture(onBase.merchantSigner, 8453n, await onB.getAddress(), { paymentId, token, amount: 50n * USDC, deadline: FAR_DEADLINE });
+    const sig = await signCapture(onBase.merchantSigner, 8453n, await onB.getAddress(), {
+      paymentId,
+      token,
+      amount: 50n * USDC,
+      deadline: FAR_DEADLINE,
+    });
     await expectRevert(onP.capture(token, 50n * USDC, FAR_DEADLINE, sig), 'InvalidSignature');
     await mined(onB.capture(token, 50n * USDC, FAR_DEADLINE, sig));
   });

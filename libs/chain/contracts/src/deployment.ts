@@ -65,7 +65,10 @@ export function stablepayInitCodes(roles: StablepayRoles): {
   readonly paymentFactory: string;
   readonly subscriptionManagerFactory: string;
 } {
-  const registryInit = stablepayRegistryInitCode(getAddress(roles.operator), getAddress(roles.operatorPauser));
+  const registryInit = stablepayRegistryInitCode(
+    getAddress(roles.operator),
+    getAddress(roles.operatorPauser),
+  );
   const registry = deterministicAddress(registryInit);
   return {
     registry: registryInit,

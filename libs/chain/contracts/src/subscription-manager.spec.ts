@@ -1,4 +1,14 @@
-import { MaxUint256, TypedDataEncoder, Wallet, ZeroHash, id, keccak256, parseEther, toUtf8Bytes, type HDNodeWallet } from 'ethers';
+import {
+  MaxUint256,
+  TypedDataEncoder,
+  Wallet,
+  ZeroHash,
+  id,
+  keccak256,
+  parseEther,
+  toUtf8Bytes,
+  type HDNodeWallet,
+} from 'ethers';
 import {
   CANCEL_SUBSCRIPTION_TYPES,
   CHARGE_TYPES,
@@ -10,7 +20,10 @@ import {
 } from '@stablepay/evm';
 import { computeSubscriptionManagerAddress } from './deployment';
 import { Canceller, PauserRole, SubscriptionStatus } from './enums';
-import { connectSubscriptionManager, type SubscriptionManagerEventArgs } from './generated/SubscriptionManager';
+import {
+  connectSubscriptionManager,
+  type SubscriptionManagerEventArgs,
+} from './generated/SubscriptionManager';
 import { deployFeeOnTransferToken, deployHookToken } from './generated/test-doubles';
 import { startTestChain, type TestChain } from './test-support/anvil';
 import {
@@ -30,7 +43,12 @@ type Ev = SubscriptionManagerEventArgs;
 
 const USDC = 10n ** 6n;
 const PERIOD = 30n * 24n * 3600n;
-const DEFAULT_TERMS = { cap: 100n * USDC, budget: 300n * USDC, periodDuration: PERIOD, firstChargeAmount: 50n * USDC };
+const DEFAULT_TERMS = {
+  cap: 100n * USDC,
+  budget: 300n * USDC,
+  periodDuration: PERIOD,
+  firstChargeAmount: 50n * USDC,
+};
 
 let chain: TestChain;
 let f: Fixture;
@@ -65,7 +83,9 @@ interface SubscribeOptions {
   readonly id?: string;
 }
 
-async function authorization(o: SubscribeOptions = {}): Promise<{ auth: SubscribeAuthorizationMessage; sig: string }> {
+async function authorization(
+  o: SubscribeOptions = {},
+): Promise<{ auth: SubscribeAuthorizationMessage; sig: string }> {
   const manager = o.manager ?? (await f.manager.getAddress());
   const auth: SubscribeAuthorizationMessage = {
     subscriptionId: o.id ?? newSubscriptionId(),
@@ -79,12 +99,18 @@ async function authorization(o: SubscribeOptions = {}): Promise<{ auth: Subscrib
   return { auth, sig };
 }
 
-async function fundSubscriber(who: HDNodeWallet, amount: bigint, approve: bigint = MaxUint256): Promise<void> {
+async function fundSubscriber(
+  who: HDNodeWallet,
+  amount: bigint,
+  approve: bigint = MaxUint256,
+): Promise<void> {
   await mined(f.usdc.connect(who).mint(who.address, amount));
   await mined(f.usdc.connect(who).approve(await f.manager.getAddress(), approve));
 }
 
-async function subscribe(o: SubscribeOptions = {}): Promise<{ id: string; startedAt: bigint; auth: SubscribeAuthorizationMessage }> {
+async function subscribe(
+  o: SubscribeOptions = {},
+): Promise<{ id: string; startedAt: bigint; auth: SubscribeAuthorizationMessage }> {
   const who = o.subscriber ?? f.subscriber;
   await fundSubscriber(who, o.fund ?? 10_000n * USDC, o.approve ?? MaxUint256);
   const { auth, sig } = await authorization(o);
@@ -108,13 +134,18 @@ async function chargeArgs(
 ): Promise<[string, bigint, bigint, string, bigint, string]> {
   const quoteHash = o.quoteHash ?? id('refq_test');
   const deadline = o.deadline ?? FAR_DEADLINE;
-  const sig = await signCharge(o.signer ?? f.merchantSigner, o.chainId ?? f.chainId, o.manager ?? (await f.manager.getAddress()), {
-    subscriptionId,
-    amount,
-    nonce,
-    quoteHash,
-    deadline,
-  });
+  const sig = await signCharge(
+    o.signer ?? f.merchantSigner,
+    o.chainId ?? f.chainId,
+    o.manager ?? (await f.manager.getAddress()),
+    {
+      subscriptionId,
+      amount,
+      nonce,
+      quoteHash,
+      deadline,
+    },
+  );
   return [subscriptionId, amount, nonce, quoteHash, deadline, sig];
 }
 
@@ -130,7 +161,13 @@ async function chargeAt(timestamp: bigint, subscriptionId: string, amount: bigin
 }
 
 /** Simulates a charge as if mined at exactly `timestamp` (the relayer's preflight), expecting error `name`. */
-async function expectChargeRevertAt(timestamp: bigint, subscriptionId: string, amount: bigint, nonce: bigint, name: string) {
+async function expectChargeRevertAt(
+  timestamp: bigint,
+  subscriptionId: string,
+  amount: bigint,
+  nonce: bigint,
+  name: string,
+) {
   const args = await chargeArgs(subscriptionId, amount, nonce);
   await chain.setNextTimestamp(timestamp);
   return expectRevert(f.manager.charge.staticCall(...args, { blockTag: 'pending' }), name);
@@ -186,7 +223,9 @@ describe('SubscriptionManager: subscribe', () => {
     await fundSubscriber(f.subscriber, 1_000n * USDC);
     const { auth, sig } = await authorization();
     await expectRevert(
-      f.manager.connect(f.subscriber).subscribe({ ...auth, cap: auth.cap * 2n, budget: auth.budget * 2n }, sig),
+      f.manager
+        .connect(f.subscriber)
+        .subscribe({ ...auth, cap: auth.cap * 2n, budget: auth.budget * 2n }, sig),
       'InvalidSignature',
     );
   });
@@ -223,14 +262,20 @@ describe('SubscriptionManager: subscribe', () => {
   it('cannot register the same subscription id twice (the authorization is single-use)', async () => {
     const { auth } = await subscribe();
     const again = await signSubscribe(f.operator, f.chainId, await f.manager.getAddress(), auth);
-    const err = await expectRevert(f.manager.connect(f.subscriber).subscribe(auth, again), 'SubscriptionAlreadyExists');
+    const err = await expectRevert(
+      f.manager.connect(f.subscriber).subscribe(auth, again),
+      'SubscriptionAlreadyExists',
+    );
     expect(err.args['subscriptionId']).toBe(auth.subscriptionId);
   });
 
   it('rejects a period shorter than 3600 seconds and accepts exactly 3600', async () => {
     await fundSubscriber(f.subscriber, 1_000n * USDC);
     const short = await authorization({ terms: { periodDuration: 3599n } });
-    const err = await expectRevert(f.manager.connect(f.subscriber).subscribe(short.auth, short.sig), 'PeriodTooShort');
+    const err = await expectRevert(
+      f.manager.connect(f.subscriber).subscribe(short.auth, short.sig),
+      'PeriodTooShort',
+    );
     expect(err.args).toEqual({ periodDuration: 3599n, minimum: 3600n });
     const ok = await authorization({ terms: { periodDuration: 3600n } });
     await mined(f.manager.connect(f.subscriber).subscribe(ok.auth, ok.sig));
@@ -239,18 +284,30 @@ describe('SubscriptionManager: subscribe', () => {
   it('enforces first charge <= cap <= budget on the signed terms', async () => {
     await fundSubscriber(f.subscriber, 1_000n * USDC);
     const overCap = await authorization({ terms: { firstChargeAmount: 101n * USDC } });
-    await expectRevert(f.manager.connect(f.subscriber).subscribe(overCap.auth, overCap.sig), 'ChargeAmountExceedsCap');
+    await expectRevert(
+      f.manager.connect(f.subscriber).subscribe(overCap.auth, overCap.sig),
+      'ChargeAmountExceedsCap',
+    );
     const capOverBudget = await authorization({ terms: { cap: 301n * USDC } });
-    await expectRevert(f.manager.connect(f.subscriber).subscribe(capOverBudget.auth, capOverBudget.sig), 'CapExceedsBudget');
+    await expectRevert(
+      f.manager.connect(f.subscriber).subscribe(capOverBudget.auth, capOverBudget.sig),
+      'CapExceedsBudget',
+    );
   });
 
   it('reveals InsufficientBalance and InsufficientAllowance by name before moving funds', async () => {
     await fundSubscriber(f.subscriber, 10n * USDC);
     const poor = await authorization();
-    const e1 = await expectRevert(f.manager.connect(f.subscriber).subscribe(poor.auth, poor.sig), 'InsufficientBalance');
+    const e1 = await expectRevert(
+      f.manager.connect(f.subscriber).subscribe(poor.auth, poor.sig),
+      'InsufficientBalance',
+    );
     expect(e1.args).toEqual({ balance: 10n * USDC, amount: 50n * USDC });
     await fundSubscriber(f.subscriber, 1_000n * USDC, 49n * USDC);
-    const e2 = await expectRevert(f.manager.connect(f.subscriber).subscribe(poor.auth, poor.sig), 'InsufficientAllowance');
+    const e2 = await expectRevert(
+      f.manager.connect(f.subscriber).subscribe(poor.auth, poor.sig),
+      'InsufficientAllowance',
+    );
     expect(e2.args).toEqual({ allowance: 49n * USDC, amount: 50n * USDC });
   });
 });
@@ -302,13 +359,19 @@ describe('SubscriptionManager: charge', () => {
     const { id: sid } = await subscribe();
     await charge(sid, 100n * USDC, 1n);
     await charge(sid, 100n * USDC, 2n);
-    const err = await expectRevert(f.manager.charge(...(await chargeArgs(sid, 50n * USDC + 1n, 3n))), 'BudgetExceeded');
+    const err = await expectRevert(
+      f.manager.charge(...(await chargeArgs(sid, 50n * USDC + 1n, 3n))),
+      'BudgetExceeded',
+    );
     expect(err.args).toEqual({ amount: 50n * USDC + 1n, windowSpent: 250n * USDC, budget: 300n * USDC });
   });
 
   it('reports InsufficientBalance when the wallet holds less than the amount', async () => {
     const { id: sid } = await subscribe({ fund: 60n * USDC });
-    const err = await expectRevert(f.manager.charge(...(await chargeArgs(sid, 20n * USDC, 1n))), 'InsufficientBalance');
+    const err = await expectRevert(
+      f.manager.charge(...(await chargeArgs(sid, 20n * USDC, 1n))),
+      'InsufficientBalance',
+    );
     expect(err.args).toEqual({ balance: 10n * USDC, amount: 20n * USDC });
   });
 
@@ -322,7 +385,10 @@ describe('SubscriptionManager: charge', () => {
     const { id: sid } = await subscribe();
     await mined(f.manager.connect(f.subscriber).subscriberCancel(sid));
     await expectRevert(f.manager.charge(...(await chargeArgs(sid, 20n * USDC, 1n))), 'SubscriptionNotActive');
-    await expectRevert(f.manager.charge(...(await chargeArgs(id('nope'), 20n * USDC, 1n))), 'SubscriptionNotActive');
+    await expectRevert(
+      f.manager.charge(...(await chargeArgs(id('nope'), 20n * USDC, 1n))),
+      'SubscriptionNotActive',
+    );
   });
 
   it('rejects a charge signed by any key other than the registered merchant signer', async () => {
@@ -365,7 +431,10 @@ describe('SubscriptionManager: charge', () => {
     const { id: sid } = await subscribe();
     const [s, amount, nonce, quoteHash, deadline, sig] = await chargeArgs(sid, 20n * USDC, 1n);
     await expectRevert(f.manager.charge(s, amount + 1n, nonce, quoteHash, deadline, sig), 'InvalidSignature');
-    await expectRevert(f.manager.charge(s, amount, nonce, id('refq_other'), deadline, sig), 'InvalidSignature');
+    await expectRevert(
+      f.manager.charge(s, amount, nonce, id('refq_other'), deadline, sig),
+      'InvalidSignature',
+    );
     await expectRevert(f.manager.charge(s, amount, nonce, quoteHash, deadline + 1n, sig), 'InvalidSignature');
   });
 
@@ -414,7 +483,9 @@ describe('SubscriptionManager: budget windows', () => {
     await expectChargeRevertAt(boundary - 1n, sid, 1n, 2n, 'BudgetExceeded'); // window n is spent to its last second
 
     const startOfN1 = await chargeAt(boundary, sid, 300n * USDC, 2n);
-    expect(eventIn<Ev, 'SubscriptionCharged'>(startOfN1, f.manager, 'SubscriptionCharged').windowIndex).toBe(n + 1n);
+    expect(eventIn<Ev, 'SubscriptionCharged'>(startOfN1, f.manager, 'SubscriptionCharged').windowIndex).toBe(
+      n + 1n,
+    );
     expect((await f.usdc.balanceOf(f.settlement)) - before).toBe(600n * USDC);
 
     // Nothing more in window n+1, however small, and however late inside it.
@@ -439,7 +510,9 @@ describe('SubscriptionManager: budget windows', () => {
     await expectRevert(f.manager.charge(...(await chargeArgs(sid, 100n * USDC, 3n))), 'BudgetExceeded');
     await chain.increaseTime(3600);
     const receipt = await charge(sid, 100n * USDC, 3n);
-    expect(eventIn<Ev, 'SubscriptionCharged'>(receipt, f.manager, 'SubscriptionCharged').windowIndex).toBe(1n);
+    expect(eventIn<Ev, 'SubscriptionCharged'>(receipt, f.manager, 'SubscriptionCharged').windowIndex).toBe(
+      1n,
+    );
   });
 });
 
@@ -447,7 +520,11 @@ describe('SubscriptionManager: cancel', () => {
   it('the merchant cancels with a CancelSubscription signature at the current nonce', async () => {
     const { id: sid } = await subscribe();
     const manager = await f.manager.getAddress();
-    const sig = await signCancel(f.merchantSigner, f.chainId, manager, { subscriptionId: sid, nonce: 1n, deadline: FAR_DEADLINE });
+    const sig = await signCancel(f.merchantSigner, f.chainId, manager, {
+      subscriptionId: sid,
+      nonce: 1n,
+      deadline: FAR_DEADLINE,
+    });
     const receipt = await mined(f.manager.merchantCancel(sid, 1n, FAR_DEADLINE, sig));
     const ev = eventIn<Ev, 'SubscriptionCancelled'>(receipt, f.manager, 'SubscriptionCancelled');
     expect(ev).toMatchObject({
@@ -464,10 +541,18 @@ describe('SubscriptionManager: cancel', () => {
   it('rejects a merchant cancel signed at a nonce a charge has since used, or by another key', async () => {
     const { id: sid } = await subscribe();
     const manager = await f.manager.getAddress();
-    const stale = await signCancel(f.merchantSigner, f.chainId, manager, { subscriptionId: sid, nonce: 1n, deadline: FAR_DEADLINE });
+    const stale = await signCancel(f.merchantSigner, f.chainId, manager, {
+      subscriptionId: sid,
+      nonce: 1n,
+      deadline: FAR_DEADLINE,
+    });
     await charge(sid, 1n, 1n);
     await expectRevert(f.manager.merchantCancel(sid, 1n, FAR_DEADLINE, stale), 'InvalidNonce');
-    const byOperator = await signCancel(f.operator, f.chainId, manager, { subscriptionId: sid, nonce: 2n, deadline: FAR_DEADLINE });
+    const byOperator = await signCancel(f.operator, f.chainId, manager, {
+      subscriptionId: sid,
+      nonce: 2n,
+      deadline: FAR_DEADLINE,
+    });
     await expectRevert(f.manager.merchantCancel(sid, 2n, FAR_DEADLINE, byOperator), 'InvalidSignature');
   });
 
@@ -492,7 +577,10 @@ describe('SubscriptionManager: cap and budget belong to the subscriber', () => {
       oldCap: 100n * USDC,
       newCap: 20n * USDC,
     });
-    await expectRevert(f.manager.charge(...(await chargeArgs(sid, 21n * USDC, 1n))), 'ChargeAmountExceedsCap');
+    await expectRevert(
+      f.manager.charge(...(await chargeArgs(sid, 21n * USDC, 1n))),
+      'ChargeAmountExceedsCap',
+    );
     await mined(f.manager.connect(f.subscriber).updateCap(sid, 200n * USDC));
     await charge(sid, 200n * USDC, 1n);
   });
@@ -551,11 +639,16 @@ describe('SubscriptionManager: migration to a new wallet', () => {
 
   it('cannot be proposed by anyone but the subscriber, nor accepted by anyone but the proposed wallet', async () => {
     const { id: sid } = await subscribe();
-    await expectRevert(f.manager.connect(f.stranger).proposeMigration(sid, f.stranger.address), 'NotSubscriber');
+    await expectRevert(
+      f.manager.connect(f.stranger).proposeMigration(sid, f.stranger.address),
+      'NotSubscriber',
+    );
     await expectRevert(f.manager.connect(f.newWallet).acceptMigration(sid), 'NotPendingSubscriber');
     await mined(f.manager.connect(f.subscriber).proposeMigration(sid, f.newWallet.address));
     await expectRevert(f.manager.connect(f.stranger).acceptMigration(sid), 'NotPendingSubscriber');
-    await mined(f.manager.connect(f.subscriber).proposeMigration(sid, '0x0000000000000000000000000000000000000000'));
+    await mined(
+      f.manager.connect(f.subscriber).proposeMigration(sid, '0x0000000000000000000000000000000000000000'),
+    );
     await expectRevert(f.manager.connect(f.newWallet).acceptMigration(sid), 'NotPendingSubscriber');
   });
 });
@@ -564,7 +657,10 @@ describe('SubscriptionManager: pause authority', () => {
   it('the merchant pauser and the operator pauser each hold a pause that blocks charge and subscribe', async () => {
     const { id: sid } = await subscribe();
     const paused = await mined(f.manager.connect(f.merchantPauser).pause());
-    expect(eventIn<Ev, 'Paused'>(paused, f.manager, 'Paused')).toEqual({ account: f.merchantPauser.address, role: PauserRole.Merchant });
+    expect(eventIn<Ev, 'Paused'>(paused, f.manager, 'Paused')).toEqual({
+      account: f.merchantPauser.address,
+      role: PauserRole.Merchant,
+    });
     await expectRevert(f.manager.charge(...(await chargeArgs(sid, 1n, 1n))), 'ManagerPaused');
     const { auth, sig } = await authorization();
     await expectRevert(f.manager.connect(f.subscriber).subscribe(auth, sig), 'ManagerPaused');
@@ -596,18 +692,33 @@ describe('SubscriptionManager: input guards', () => {
     const { id: sid } = await subscribe();
     await expectRevert(f.manager.charge(...(await chargeArgs(sid, 0n, 1n))), 'ZeroAmount');
     const zeroToken = await authorization({ terms: { token: '0x0000000000000000000000000000000000000000' } });
-    await expectRevert(f.manager.connect(f.subscriber).subscribe(zeroToken.auth, zeroToken.sig), 'ZeroAddress');
+    await expectRevert(
+      f.manager.connect(f.subscriber).subscribe(zeroToken.auth, zeroToken.sig),
+      'ZeroAddress',
+    );
     const tooLong = await authorization({ terms: { periodDuration: 2n ** 32n } });
     await expectRevert(f.manager.connect(f.subscriber).subscribe(tooLong.auth, tooLong.sig), 'PeriodTooLong');
-    await mined(f.registry.setMerchant(f.merchantId, f.merchantSigner.address, '0x0000000000000000000000000000000000000000'));
+    await mined(
+      f.registry.setMerchant(
+        f.merchantId,
+        f.merchantSigner.address,
+        '0x0000000000000000000000000000000000000000',
+      ),
+    );
     await expectRevert(f.manager.charge(...(await chargeArgs(sid, 1n, 1n))), 'MerchantNotConfigured');
   });
 
   it('reports an unknown subscription in budgetState and refuses a migration to the same wallet', async () => {
     await expectRevert(f.manager.budgetState(id('unknown')), 'UnknownSubscription');
     const { id: sid } = await subscribe();
-    await expectRevert(f.manager.connect(f.subscriber).proposeMigration(sid, f.subscriber.address), 'InvalidMigrationTarget');
-    await expectRevert(f.managerFactory.deployManager(id('m3'), '0x0000000000000000000000000000000000000000'), 'ZeroAddress');
+    await expectRevert(
+      f.manager.connect(f.subscriber).proposeMigration(sid, f.subscriber.address),
+      'InvalidMigrationTarget',
+    );
+    await expectRevert(
+      f.managerFactory.deployManager(id('m3'), '0x0000000000000000000000000000000000000000'),
+      'ZeroAddress',
+    );
   });
 });
 
@@ -615,17 +726,33 @@ describe('SubscriptionManagerFactory', () => {
   it("binds the merchant pauser into the manager's address, computable offline", async () => {
     const registry = await f.registry.getAddress();
     const factory = await f.managerFactory.getAddress();
-    const expected = computeSubscriptionManagerAddress(factory, registry, f.merchantId, f.merchantPauser.address);
+    const expected = computeSubscriptionManagerAddress(
+      factory,
+      registry,
+      f.merchantId,
+      f.merchantPauser.address,
+    );
     expect(await f.manager.getAddress()).toBe(expected);
     expect(await f.managerFactory.managerAddress(f.merchantId, f.merchantPauser.address)).toBe(expected);
     expect(await f.manager.merchantPauser()).toBe(f.merchantPauser.address);
-    expect(computeSubscriptionManagerAddress(factory, registry, f.merchantId, f.stranger.address)).not.toBe(expected);
+    expect(computeSubscriptionManagerAddress(factory, registry, f.merchantId, f.stranger.address)).not.toBe(
+      expected,
+    );
   });
 
   it('deploys one manager per merchant, only for the operator, never with the operator pauser', async () => {
-    await expectRevert(f.managerFactory.deployManager(f.merchantId, f.stranger.address), 'ManagerAlreadyDeployed');
-    await expectRevert(f.managerFactory.connect(f.stranger).deployManager(id('m2'), f.stranger.address), 'NotOperator');
-    await expectRevert(f.managerFactory.deployManager(id('m2'), f.operatorPauser.address), 'PauserIsOperatorPauser');
+    await expectRevert(
+      f.managerFactory.deployManager(f.merchantId, f.stranger.address),
+      'ManagerAlreadyDeployed',
+    );
+    await expectRevert(
+      f.managerFactory.connect(f.stranger).deployManager(id('m2'), f.stranger.address),
+      'NotOperator',
+    );
+    await expectRevert(
+      f.managerFactory.deployManager(id('m2'), f.operatorPauser.address),
+      'PauserIsOperatorPauser',
+    );
   });
 });
 
@@ -634,9 +761,15 @@ describe('SubscriptionManager: EIP-712 and token safety', () => {
     const manager = await f.manager.getAddress();
     const domain = stablepayDomain(f.chainId, manager);
     const charge = { subscriptionId: id('s'), amount: 123n, nonce: 7n, quoteHash: id('q'), deadline: 99n };
-    expect(await f.manager.hashCharge(charge.subscriptionId, charge.amount, charge.nonce, charge.quoteHash, charge.deadline)).toBe(
-      TypedDataEncoder.hash(domain, CHARGE_TYPES, charge),
-    );
+    expect(
+      await f.manager.hashCharge(
+        charge.subscriptionId,
+        charge.amount,
+        charge.nonce,
+        charge.quoteHash,
+        charge.deadline,
+      ),
+    ).toBe(TypedDataEncoder.hash(domain, CHARGE_TYPES, charge));
     const cancel = { subscriptionId: id('s'), nonce: 3n, deadline: 5n };
     expect(await f.manager.hashCancelSubscription(cancel.subscriptionId, cancel.nonce, cancel.deadline)).toBe(
       TypedDataEncoder.hash(domain, CANCEL_SUBSCRIPTION_TYPES, cancel),
@@ -648,12 +781,23 @@ describe('SubscriptionManager: EIP-712 and token safety', () => {
     const typeHash = (types: Parameters<typeof TypedDataEncoder.from>[0], name: string) =>
       keccak256(toUtf8Bytes(TypedDataEncoder.from(types).encodeType(name)));
     expect(await f.manager.CHARGE_TYPEHASH()).toBe(typeHash(CHARGE_TYPES, 'Charge'));
-    expect(await f.manager.CANCEL_SUBSCRIPTION_TYPEHASH()).toBe(typeHash(CANCEL_SUBSCRIPTION_TYPES, 'CancelSubscription'));
-    expect(await f.manager.SUBSCRIBE_AUTHORIZATION_TYPEHASH()).toBe(typeHash(SUBSCRIBE_AUTHORIZATION_TYPES, 'SubscribeAuthorization'));
+    expect(await f.manager.CANCEL_SUBSCRIPTION_TYPEHASH()).toBe(
+      typeHash(CANCEL_SUBSCRIPTION_TYPES, 'CancelSubscription'),
+    );
+    expect(await f.manager.SUBSCRIBE_AUTHORIZATION_TYPEHASH()).toBe(
+      typeHash(SUBSCRIBE_AUTHORIZATION_TYPES, 'SubscribeAuthorization'),
+    );
     expect(await f.manager.SUBSCRIBE_AUTHORIZATION_TYPEHASH()).toBe(evmTypeHash('SubscribeAuthorization'));
-    expect(encodeType('SubscribeAuthorization')).toContain('(bytes32 subscriptionId,address subscriber,address token,');
+    expect(encodeType('SubscribeAuthorization')).toContain(
+      '(bytes32 subscriptionId,address subscriber,address token,',
+    );
     const d = await f.manager.eip712Domain();
-    expect([d.name, d.version, d.chainId, d.verifyingContract]).toEqual(['Stablepay', '1', f.chainId, manager]);
+    expect([d.name, d.version, d.chainId, d.verifyingContract]).toEqual([
+      'Stablepay',
+      '1',
+      f.chainId,
+      manager,
+    ]);
     expect(await f.manager.domainSeparator()).toBe(TypedDataEncoder.hashDomain(domain));
   });
 

@@ -23,7 +23,11 @@ function thrown(fn: () => unknown): DomainError {
 
 describe('CAIP-2', () => {
   it('parses an eip155 chain id into its bigint chain id and canonical string', () => {
-    expect(parseCaip2('eip155:42161')).toEqual({ namespace: 'eip155', chainId: 42161n, caip2: 'eip155:42161' });
+    expect(parseCaip2('eip155:42161')).toEqual({
+      namespace: 'eip155',
+      chainId: 42161n,
+      caip2: 'eip155:42161',
+    });
   });
 
   it('formats a chain id given as number or bigint', () => {
@@ -108,7 +112,9 @@ describe('CAIP-19', () => {
   });
 
   it('keeps unsupported_chain_namespace for a non-EVM chain part', () => {
-    expect(thrown(() => parseCaip19('cosmos:cosmoshub-3/slip44:118')).code).toBe('unsupported_chain_namespace');
+    expect(thrown(() => parseCaip19('cosmos:cosmoshub-3/slip44:118')).code).toBe(
+      'unsupported_chain_namespace',
+    );
   });
 
   it.each([['eip155:1'], ['eip155:01/erc20:' + USDC_BASE], ['eip155:1/erc20:' + USDC_BASE + '/1'], ['']])(

@@ -55,7 +55,11 @@ function describe(value: unknown): string {
 export function parseCaip2(value: unknown, param = 'chain'): Caip2ChainId {
   const shape = typeof value === 'string' ? CAIP2_SHAPE.exec(value) : null;
   if (shape === null) {
-    throw validationError(param, `${describe(value)} is not a CAIP-2 chain id (expected eip155:<chain id>)`, 'invalid_caip2');
+    throw validationError(
+      param,
+      `${describe(value)} is not a CAIP-2 chain id (expected eip155:<chain id>)`,
+      'invalid_caip2',
+    );
   }
   const [, namespace = '', reference = ''] = shape;
   if (namespace !== EIP155_NAMESPACE) {
@@ -92,7 +96,11 @@ export function normalizeCaip2(value: unknown, param = 'chain'): string {
  */
 export function parseAddress(value: unknown, param = 'address'): string {
   if (typeof value !== 'string' || !HEX_ADDRESS.test(value)) {
-    throw validationError(param, `${describe(value)} is not an EVM address (0x followed by 40 hex digits)`, 'invalid_address');
+    throw validationError(
+      param,
+      `${describe(value)} is not an EVM address (0x followed by 40 hex digits)`,
+      'invalid_address',
+    );
   }
   try {
     return getAddress(value);
@@ -144,7 +152,11 @@ function parseAssetChain(chainPart: string, value: unknown, param: string): Caip
     return parseCaip2(chainPart, param);
   } catch (error) {
     if (error instanceof DomainError && error.code === 'invalid_caip2') {
-      throw validationError(param, `${describe(value)} is not a CAIP-19 asset id: ${error.message}`, 'invalid_caip19');
+      throw validationError(
+        param,
+        `${describe(value)} is not a CAIP-19 asset id: ${error.message}`,
+        'invalid_caip19',
+      );
     }
     throw error;
   }

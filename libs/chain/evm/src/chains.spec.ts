@@ -49,9 +49,9 @@ describe('live chain registry', () => {
   });
 
   it('rejects an RPC URL for a chain it does not support', () => {
-    expect(() => createChainRegistry({ mode: 'live', rpcUrls: { 'eip155:56': 'https://bsc.example' } })).toThrow(
-      'eip155:56 is not a supported chain',
-    );
+    expect(() =>
+      createChainRegistry({ mode: 'live', rpcUrls: { 'eip155:56': 'https://bsc.example' } }),
+    ).toThrow('eip155:56 is not a supported chain');
   });
 
   it('rejects an EVM chain outside the table with unsupported_chain on the param', () => {
@@ -65,13 +65,17 @@ describe('live chain registry', () => {
   });
 
   it('resolves an accepted asset id in any address case', () => {
-    const { chain, stablecoin } = registry.getAsset('eip155:1/erc20:0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48');
+    const { chain, stablecoin } = registry.getAsset(
+      'eip155:1/erc20:0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48',
+    );
     expect(chain.caip2).toBe('eip155:1');
     expect(stablecoin.symbol).toBe('USDC');
   });
 
   it('rejects a token that is not an accepted stablecoin with unsupported_asset', () => {
-    const error = domainErrorOf(() => registry.getAsset('eip155:1/erc20:0x6B175474E89094C44Da98b954EedeAC495271d0F'));
+    const error = domainErrorOf(() =>
+      registry.getAsset('eip155:1/erc20:0x6B175474E89094C44Da98b954EedeAC495271d0F'),
+    );
     expect(error.code).toBe('unsupported_asset');
     expect(error.param).toBe('asset');
   });
@@ -89,7 +93,11 @@ describe('test chain registry', () => {
           { symbol: 'TUSD18', decimals: 18, address: LOCAL_DAI18 },
         ],
       },
-      { chainId: 137n, rpcUrl: 'http://127.0.0.1:61002', stablecoins: [{ symbol: 'USDC', decimals: 6, address: LOCAL_USDC }] },
+      {
+        chainId: 137n,
+        rpcUrl: 'http://127.0.0.1:61002',
+        stablecoins: [{ symbol: 'USDC', decimals: 6, address: LOCAL_USDC }],
+      },
     ],
   });
 
@@ -110,13 +118,18 @@ describe('test chain registry', () => {
   });
 
   it('does not accept mainnet token addresses in test mode', () => {
-    const error = domainErrorOf(() => registry.getAsset('eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'));
+    const error = domainErrorOf(() =>
+      registry.getAsset('eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913'),
+    );
     expect(error.code).toBe('unsupported_asset');
   });
 
   it('rejects a local chain that stands in for no supported chain', () => {
     expect(() =>
-      createChainRegistry({ mode: 'test', localChains: [{ chainId: 31337, rpcUrl: 'http://127.0.0.1:1', stablecoins: [] }] }),
+      createChainRegistry({
+        mode: 'test',
+        localChains: [{ chainId: 31337, rpcUrl: 'http://127.0.0.1:1', stablecoins: [] }],
+      }),
     ).toThrow('eip155:31337 does not stand in for a supported chain');
   });
 
@@ -147,7 +160,13 @@ describe('test chain registry', () => {
     expect(() =>
       createChainRegistry({
         mode: 'test',
-        localChains: [{ chainId: 10, rpcUrl: 'http://127.0.0.1:1', stablecoins: [{ symbol: 'USDC', decimals: 6.5, address: LOCAL_USDC }] }],
+        localChains: [
+          {
+            chainId: 10,
+            rpcUrl: 'http://127.0.0.1:1',
+            stablecoins: [{ symbol: 'USDC', decimals: 6.5, address: LOCAL_USDC }],
+          },
+        ],
       }),
     ).toThrow('decimals must be an integer');
   });

@@ -107,7 +107,11 @@ export const LIVE_CHAINS: readonly LiveChainDefinition[] = [
 ];
 
 /** Stablecoins intentionally missing from LIVE_CHAINS until someone verifies an address against the issuer. */
-export const UNVERIFIED_STABLECOINS: readonly { readonly caip2: string; readonly symbol: string; readonly reason: string }[] = [
+export const UNVERIFIED_STABLECOINS: readonly {
+  readonly caip2: string;
+  readonly symbol: string;
+  readonly reason: string;
+}[] = [
   {
     caip2: 'eip155:8453',
     symbol: 'USDT',
@@ -148,14 +152,16 @@ export interface ChainRegistry {
 
 /** Builds the registry for one mode. Throws a plain Error on a bad configuration (fail fast at start). */
 export function createChainRegistry(options: ChainRegistryOptions): ChainRegistry {
-  const chains = options.mode === 'live' ? liveChains(options.rpcUrls ?? {}) : testChains(options.localChains);
+  const chains =
+    options.mode === 'live' ? liveChains(options.rpcUrls ?? {}) : testChains(options.localChains);
   return new StaticChainRegistry(options.mode, chains);
 }
 
 function liveChains(rpcUrls: Readonly<Record<string, string>>): ChainInfo[] {
   const known = new Set(LIVE_CHAINS.map((c) => formatCaip2(c.chainId)));
   for (const key of Object.keys(rpcUrls)) {
-    if (!known.has(key)) throw new Error(`rpcUrls: ${key} is not a supported chain (keys are canonical CAIP-2 ids)`);
+    if (!known.has(key))
+      throw new Error(`rpcUrls: ${key} is not a supported chain (keys are canonical CAIP-2 ids)`);
   }
   return LIVE_CHAINS.map((definition) => {
     const caip2 = formatCaip2(definition.chainId);
@@ -179,7 +185,8 @@ function testChains(localChains: readonly LocalChain[]): ChainInfo[] {
       throw new Error(`localChains: ${caip2} does not stand in for a supported chain`);
     }
     if (byCaip2.has(caip2)) throw new Error(`localChains: ${caip2} is given twice`);
-    if (!/^https?:\/\//.test(local.rpcUrl)) throw new Error(`localChains: ${caip2} rpcUrl must be an http(s) URL`);
+    if (!/^https?:\/\//.test(local.rpcUrl))
+      throw new Error(`localChains: ${caip2} rpcUrl must be an http(s) URL`);
     byCaip2.set(caip2, local);
   }
   return LIVE_CHAINS.flatMap((definition) => {
@@ -200,10 +207,15 @@ function testChains(localChains: readonly LocalChain[]): ChainInfo[] {
   });
 }
 
-function toStablecoins(chainId: bigint, definitions: readonly StablecoinDefinition[], caip2: string): Stablecoin[] {
+function toStablecoins(
+  chainId: bigint,
+  definitions: readonly StablecoinDefinition[],
+  caip2: string,
+): Stablecoin[] {
   const seen = new Set<string>();
   return definitions.map((token) => {
-    if (!/^[A-Za-z0-9.]{1,16}$/.test(token.symbol)) throw new Error(`${caip2}: bad stablecoin symbol ${JSON.stringify(token.symbol)}`);
+    if (!/^[A-Za-z0-9.]{1,16}$/.test(token.symbol))
+      throw new Error(`${caip2}: bad stablecoin symbol ${JSON.stringify(token.symbol)}`);
     if (!Number.isInteger(token.decimals) || token.decimals < 0 || token.decimals > 36) {
       throw new Error(`${caip2} ${token.symbol}: decimals must be an integer in 0..36`);
     }
@@ -212,7 +224,12 @@ function toStablecoins(chainId: bigint, definitions: readonly StablecoinDefiniti
       if (seen.has(key)) throw new Error(`${caip2}: stablecoin ${key} is listed twice`);
       seen.add(key);
     }
-    return { symbol: token.symbol, decimals: token.decimals, address, assetId: formatCaip19(chainId, address) };
+    return {
+      symbol: token.symbol,
+      decimals: token.decimals,
+      address,
+      assetId: formatCaip19(chainId, address),
+    };
   });
 }
 
@@ -243,7 +260,11 @@ class StaticChainRegistry implements ChainRegistry {
     const chain = this.byCaip2.get(parsed.caip2);
     if (chain === undefined) {
       const supported = this.chains.map((c) => c.caip2).join(', ');
-      throw validationError(param, `Chain ${parsed.caip2} is not supported (supported: ${supported || 'none'})`, 'unsupported_chain');
+      throw validationError(
+        param,
+        `Chain ${parsed.caip2} is not supported (supported: ${supported || 'none'})`,
+        'unsupported_chain',
+      );
     }
     return chain;
   }
@@ -253,7 +274,11 @@ class StaticChainRegistry implements ChainRegistry {
     const chain = this.get(parsed.chain.caip2, param);
     const stablecoin = chain.stablecoins.find((s) => s.address === parsed.address);
     if (stablecoin === undefined) {
-      throw validationError(param, `Asset ${parsed.caip19} is not an accepted stablecoin on ${chain.name}`, 'unsupported_asset');
+      throw validationError(
+        param,
+        `Asset ${parsed.caip19} is not an accepted stablecoin on ${chain.name}`,
+        'unsupported_asset',
+      );
     }
     return { chain, stablecoin };
   }
@@ -262,6 +287,8 @@ class StaticChainRegistry implements ChainRegistry {
     const chain = this.byCaip2.get(caip2);
     if (chain === undefined) return undefined;
     const wanted = symbolOrAddress.toLowerCase();
-    return chain.stablecoins.find((s) => s.address.toLowerCase() === wanted || s.symbol.toLowerCase() === wanted);
+    return chain.stablecoins.find(
+      (s) => s.address.toLowerCase() === wanted || s.symbol.toLowerCase() === wanted,
+    );
   }
 }

@@ -17,7 +17,12 @@ export interface Eip712Domain {
 }
 
 export function stablepayDomain(chainId: bigint | number, verifyingContract: string): Eip712Domain {
-  return { name: EIP712_DOMAIN_NAME, version: EIP712_DOMAIN_VERSION, chainId: BigInt(chainId), verifyingContract };
+  return {
+    name: EIP712_DOMAIN_NAME,
+    version: EIP712_DOMAIN_VERSION,
+    chainId: BigInt(chainId),
+    verifyingContract,
+  };
 }
 
 type Field = { readonly name: string; readonly type: string };

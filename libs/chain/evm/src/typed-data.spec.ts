@@ -59,7 +59,8 @@ const samples: { readonly [K in RequestKind]: MessageByKind[K] } = {
 
 // Fixed vectors, computed once and checked in: the contracts' tests can assert the same values.
 const CHARGE_VECTOR = {
-  encodeType: 'Charge(bytes32 subscriptionId,uint256 amount,uint256 nonce,bytes32 quoteHash,uint256 deadline)',
+  encodeType:
+    'Charge(bytes32 subscriptionId,uint256 amount,uint256 nonce,bytes32 quoteHash,uint256 deadline)',
   typeHash: '0xb5aa3284c796166a05db46193ba77d2cb04280024edb535c5e52594bc253588a',
   quoteHash: '0xe8aafcf56d8980fa0d933178b0bcd04fcb80a004cad4fc41ee0062edfbb0a987',
   domainSeparator: '0x3ad0902ad6e41e62ec36d73ec51de3de731ac0bff03744afdb6d76cc828d7098',
@@ -73,13 +74,18 @@ function solidityStyleDigest(kind: RequestKind): string {
   const fields = typesFor(kind)[kind];
   const message = samples[kind] as unknown as Record<string, unknown>;
   const structHash = keccak256(
-    AbiCoder.defaultAbiCoder().encode(['bytes32', ...fields.map((f) => f.type)], [typeHash(kind), ...fields.map((f) => message[f.name])]),
+    AbiCoder.defaultAbiCoder().encode(
+      ['bytes32', ...fields.map((f) => f.type)],
+      [typeHash(kind), ...fields.map((f) => message[f.name])],
+    ),
   );
   const separator = keccak256(
     AbiCoder.defaultAbiCoder().encode(
       ['bytes32', 'bytes32', 'bytes32', 'uint256', 'address'],
       [
-        keccak256(toUtf8Bytes('EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)')),
+        keccak256(
+          toUtf8Bytes('EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)'),
+        ),
         keccak256(toUtf8Bytes('Stablepay')),
         keccak256(toUtf8Bytes('1')),
         8453n,
@@ -99,9 +105,12 @@ describe('EIP-712 request hashing', () => {
     expect(hashTypedData('Charge', domain, charge)).toBe(CHARGE_VECTOR.digest);
   });
 
-  it.each(REQUEST_KINDS.map((k) => [k]))('hashes %s exactly as abi.encode-based Solidity code does', (kind) => {
-    expect(hashTypedData(kind, domain, samples[kind])).toBe(solidityStyleDigest(kind));
-  });
+  it.each(REQUEST_KINDS.map((k) => [k]))(
+    'hashes %s exactly as abi.encode-based Solidity code does',
+    (kind) => {
+      expect(hashTypedData(kind, domain, samples[kind])).toBe(solidityStyleDigest(kind));
+    },
+  );
 
   it('binds the subscriber wallet into SubscribeAuthorization, right after subscriptionId', () => {
     expect(encodeType('SubscribeAuthorization')).toBe(
@@ -110,9 +119,13 @@ describe('EIP-712 request hashing', () => {
     );
     const auth = samples.SubscribeAuthorization;
     const digest = hashTypedData('SubscribeAuthorization', domain, auth);
-    expect(hashTypedData('SubscribeAuthorization', domain, { ...auth, subscriber: OTHER.address })).not.toBe(digest);
+    expect(hashTypedData('SubscribeAuthorization', domain, { ...auth, subscriber: OTHER.address })).not.toBe(
+      digest,
+    );
     // Address case does not matter: the same wallet, the same digest.
-    expect(hashTypedData('SubscribeAuthorization', domain, { ...auth, subscriber: auth.subscriber.toLowerCase() })).toBe(digest);
+    expect(
+      hashTypedData('SubscribeAuthorization', domain, { ...auth, subscriber: auth.subscriber.toLowerCase() }),
+    ).toBe(digest);
   });
 
   it('binds the chain id and the verifying contract', () => {
@@ -130,7 +143,11 @@ describe('EIP-712 request hashing', () => {
 
   it('produces a JSON-safe eth_signTypedData_v4 payload', () => {
     const payload = toSignTypedDataV4Payload(buildTypedData('Capture', domain, samples.Capture));
-    const json = JSON.parse(JSON.stringify(payload)) as { primaryType: string; types: Record<string, unknown>; message: Record<string, unknown> };
+    const json = JSON.parse(JSON.stringify(payload)) as {
+      primaryType: string;
+      types: Record<string, unknown>;
+      message: Record<string, unknown>;
+    };
     expect(json.primaryType).toBe('Capture');
     expect(Object.keys(json.types)).toEqual(expect.arrayContaining(['EIP712Domain', 'Capture']));
     expect(json.message['amount']).toBe('50000000');
@@ -159,19 +176,24 @@ describe('verifyTypedDataSigner', () => {
 
   it('rejects a SubscribeAuthorization whose subscriber is not an address with invalid_typed_data', () => {
     const bad = { ...samples.SubscribeAuthorization, subscriber: '0x1234' };
-    expect(thrown(() => verifyTypedDataSigner('SubscribeAuthorization', domain, bad, CHARGE_VECTOR.signature)).code).toBe(
-      'invalid_typed_data',
-    );
+    expect(
+      thrown(() => verifyTypedDataSigner('SubscribeAuthorization', domain, bad, CHARGE_VECTOR.signature))
+        .code,
+    ).toBe('invalid_typed_data');
   });
 
   it('recovers a different address when any field differs from what was signed', () => {
     const tampered = { ...charge, amount: charge.amount + 1n };
-    expect(verifyTypedDataSigner('Charge', domain, tampered, CHARGE_VECTOR.signature)).not.toBe(SIGNER.address);
+    expect(verifyTypedDataSigner('Charge', domain, tampered, CHARGE_VECTOR.signature)).not.toBe(
+      SIGNER.address,
+    );
     expect(isSignedBy('Charge', domain, tampered, CHARGE_VECTOR.signature, SIGNER.address)).toBe(false);
   });
 
   it('checks the expected signer case-insensitively', () => {
-    expect(isSignedBy('Charge', domain, charge, CHARGE_VECTOR.signature, SIGNER.address.toLowerCase())).toBe(true);
+    expect(isSignedBy('Charge', domain, charge, CHARGE_VECTOR.signature, SIGNER.address.toLowerCase())).toBe(
+      true,
+    );
     expect(isSignedBy('Charge', domain, charge, CHARGE_VECTOR.signature, OTHER.address)).toBe(false);
   });
 
@@ -193,7 +215,9 @@ describe('verifyTypedDataSigner', () => {
   it.each([['0x'], ['0x1234'], [CHARGE_VECTOR.signature.slice(2)], [`${CHARGE_VECTOR.signature}00`]])(
     'rejects the malformed signature %j with invalid_signature on the given param',
     (signature) => {
-      const error = thrown(() => verifyTypedDataSigner('Charge', domain, charge, signature, 'merchant_signature'));
+      const error = thrown(() =>
+        verifyTypedDataSigner('Charge', domain, charge, signature, 'merchant_signature'),
+      );
       expect(error.code).toBe('invalid_signature');
       expect(error.param).toBe('merchant_signature');
     },
@@ -201,7 +225,9 @@ describe('verifyTypedDataSigner', () => {
 
   it('rejects a message that does not fit its type with invalid_typed_data', () => {
     const shortId = { ...charge, subscriptionId: '0x1234' };
-    expect(thrown(() => verifyTypedDataSigner('Charge', domain, shortId, CHARGE_VECTOR.signature)).code).toBe('invalid_typed_data');
+    expect(thrown(() => verifyTypedDataSigner('Charge', domain, shortId, CHARGE_VECTOR.signature)).code).toBe(
+      'invalid_typed_data',
+    );
   });
 });
 

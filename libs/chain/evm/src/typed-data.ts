@@ -1,4 +1,12 @@
-import { Signature, TypedDataEncoder, ZeroHash, keccak256, recoverAddress, toUtf8Bytes, type TypedDataField } from 'ethers';
+import {
+  Signature,
+  TypedDataEncoder,
+  ZeroHash,
+  keccak256,
+  recoverAddress,
+  toUtf8Bytes,
+  type TypedDataField,
+} from 'ethers';
 import { validationError } from '@stablepay/util';
 import {
   CANCEL_SUBSCRIPTION_TYPES,
@@ -40,7 +48,9 @@ export const REQUEST_KINDS: readonly RequestKind[] = [
   'Rescue',
 ];
 
-const TYPES_BY_KIND: { readonly [K in RequestKind]: Record<K, readonly { readonly name: string; readonly type: string }[]> } = {
+const TYPES_BY_KIND: {
+  readonly [K in RequestKind]: Record<K, readonly { readonly name: string; readonly type: string }[]>;
+} = {
   Charge: CHARGE_TYPES,
   CancelSubscription: CANCEL_SUBSCRIPTION_TYPES,
   SubscribeAuthorization: SUBSCRIBE_AUTHORIZATION_TYPES,
@@ -63,7 +73,11 @@ export function typesFor<K extends RequestKind>(kind: K): Record<K, TypedDataFie
   return { [kind]: fields } as Record<K, TypedDataField[]>;
 }
 
-export function buildTypedData<K extends RequestKind>(kind: K, domain: Eip712Domain, message: MessageByKind[K]): TypedData<K> {
+export function buildTypedData<K extends RequestKind>(
+  kind: K,
+  domain: Eip712Domain,
+  message: MessageByKind[K],
+): TypedData<K> {
   return { domain, types: typesFor(kind), primaryType: kind, message };
 }
 
@@ -95,7 +109,11 @@ export function typeHash(kind: RequestKind): string {
 }
 
 /** The EIP-712 digest (`\x19\x01 ‖ domainSeparator ‖ structHash`) that gets signed and that ecrecover checks. */
-export function hashTypedData<K extends RequestKind>(kind: K, domain: Eip712Domain, message: MessageByKind[K]): string {
+export function hashTypedData<K extends RequestKind>(
+  kind: K,
+  domain: Eip712Domain,
+  message: MessageByKind[K],
+): string {
   return TypedDataEncoder.hash(domain, typesFor(kind), { ...message });
 }
 
@@ -130,15 +148,27 @@ export function verifyTypedDataSigner<K extends RequestKind>(
   try {
     digest = hashTypedData(kind, domain, message);
   } catch (error) {
-    throw validationError(param, `The ${kind} request does not match its EIP-712 type: ${errorText(error)}`, 'invalid_typed_data');
+    throw validationError(
+      param,
+      `The ${kind} request does not match its EIP-712 type: ${errorText(error)}`,
+      'invalid_typed_data',
+    );
   }
   if (typeof signature !== 'string' || !SIGNATURE_HEX.test(signature)) {
-    throw validationError(param, 'The signature must be 65 bytes as 0x-prefixed hex (r ‖ s ‖ v)', 'invalid_signature');
+    throw validationError(
+      param,
+      'The signature must be 65 bytes as 0x-prefixed hex (r ‖ s ‖ v)',
+      'invalid_signature',
+    );
   }
   const v = Number.parseInt(signature.slice(130, 132), 16);
   // ecrecover (and so OpenZeppelin's ECDSA) only takes v = 27 or 28.
   if (v !== 27 && v !== 28) {
-    throw validationError(param, 'The signature has an invalid recovery byte v (expected 27 or 28)', 'invalid_signature');
+    throw validationError(
+      param,
+      'The signature has an invalid recovery byte v (expected 27 or 28)',
+      'invalid_signature',
+    );
   }
   if (BigInt(`0x${signature.slice(66, 130)}`) > SECP256K1_HALF_N) {
     throw validationError(param, 'The signature is not canonical (high s value)', 'invalid_signature');
@@ -146,7 +176,11 @@ export function verifyTypedDataSigner<K extends RequestKind>(
   try {
     return recoverAddress(digest, Signature.from(signature));
   } catch (error) {
-    throw validationError(param, `The signature does not recover to an address: ${errorText(error)}`, 'invalid_signature');
+    throw validationError(
+      param,
+      `The signature does not recover to an address: ${errorText(error)}`,
+      'invalid_signature',
+    );
   }
 }
 
@@ -159,7 +193,9 @@ export function isSignedBy<K extends RequestKind>(
   expectedSigner: string,
 ): boolean {
   try {
-    return verifyTypedDataSigner(kind, domain, message, signature).toLowerCase() === expectedSigner.toLowerCase();
+    return (
+      verifyTypedDataSigner(kind, domain, message, signature).toLowerCase() === expectedSigner.toLowerCase()
+    );
   } catch {
     return false;
   }
@@ -175,6 +211,7 @@ export function quoteHash(code?: string | null): string {
 }
 
 function errorText(error: unknown): string {
-  if (error instanceof Error) return (error as Error & { shortMessage?: string }).shortMessage ?? error.message;
+  if (error instanceof Error)
+    return (error as Error & { shortMessage?: string }).shortMessage ?? error.message;
   return String(error);
 }

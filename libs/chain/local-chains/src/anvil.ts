@@ -79,9 +79,21 @@ const WATCHDOG = [
  * Starts one anvil node on 127.0.0.1 (a free port unless given). The child dies with us: it is killed on stop(),
  * and whenever this process ends, however it ends (see WATCHDOG).
  */
-export async function startAnvil(options: { chainId: number; port?: number; blockTime?: number }): Promise<AnvilNode> {
+export async function startAnvil(options: {
+  chainId: number;
+  port?: number;
+  blockTime?: number;
+}): Promise<AnvilNode> {
   const port = options.port ?? (await freeLoopbackPort());
-  const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(options.chainId), '--silent'];
+  const args = [
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--chain-id',
+    String(options.chainId),
+    '--silent',
+  ];
   if (options.blockTime !== undefined) args.push('--block-time', String(options.blockTime));
   // detached: its own process group, so a terminal's Ctrl+C reaches only us; the watchdog alone ends the node,
   // and always reaps it.

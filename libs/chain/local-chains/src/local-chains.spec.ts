@@ -43,7 +43,8 @@ describe('startLocalChains', () => {
         const provider = localChainProvider(chain.rpcUrl, chain.chainId);
         try {
           const { stablecoins, ...contracts } = chain.addresses;
-          for (const address of Object.values(contracts)) expect(await provider.getCode(address)).not.toBe('0x');
+          for (const address of Object.values(contracts))
+            expect(await provider.getCode(address)).not.toBe('0x');
           const decimals: Record<string, bigint> = {};
           for (const [symbol, address] of Object.entries(stablecoins)) {
             decimals[symbol] = await connectTestStablecoin(address, provider).decimals();

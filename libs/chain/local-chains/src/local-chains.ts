@@ -65,7 +65,11 @@ export interface StartLocalChainsOptions {
  */
 export function localChainProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   const network = new Network(`local-${chainId}`, chainId);
-  return new JsonRpcProvider(rpcUrl, network, { staticNetwork: network, cacheTimeout: -1, pollingInterval: 50 });
+  return new JsonRpcProvider(rpcUrl, network, {
+    staticNetwork: network,
+    cacheTimeout: -1,
+    pollingInterval: 50,
+  });
 }
 
 /** Makes sure the deterministic deployment proxy is at its well-known address (anvil ships it; forks may not). */
@@ -88,7 +92,8 @@ function devKey(index: number): string {
 export async function startLocalChains(options: StartLocalChainsOptions = {}): Promise<LocalChains> {
   const chainIds = options.chainIds ?? [8453, 137];
   if (chainIds.length === 0) throw new Error('startLocalChains: give at least one chain id');
-  if (new Set(chainIds).size !== chainIds.length) throw new Error('startLocalChains: chain ids must be distinct');
+  if (new Set(chainIds).size !== chainIds.length)
+    throw new Error('startLocalChains: chain ids must be distinct');
   if (options.ports && options.ports.length !== chainIds.length) {
     throw new Error('startLocalChains: give one port per chain id');
   }
@@ -108,7 +113,8 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
   );
   const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   let stopping: Promise<void> | undefined;
-  const stop = (): Promise<void> => (stopping ??= Promise.all(nodes.map((n) => n.stop())).then(() => undefined));
+  const stop = (): Promise<void> =>
+    (stopping ??= Promise.all(nodes.map((n) => n.stop())).then(() => undefined));
   const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
     await stop();
@@ -121,7 +127,9 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
         const provider = localChainProvider(node.rpcUrl, node.chainId);
         try {
           await installDeterministicDeployer(provider);
-          const deployment = await deployStablepay(operator.connect(provider), roles, { testStablecoins: true });
+          const deployment = await deployStablepay(operator.connect(provider), roles, {
+            testStablecoins: true,
+          });
           const deployedTokens = deployment.testStablecoins;
           if (!deployedTokens || JSON.stringify(deployment.addresses) !== JSON.stringify(expected)) {
             throw new Error(`chain ${node.chainId}: deployed addresses differ from the computed ones`);

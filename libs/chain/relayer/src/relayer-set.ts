@@ -15,7 +15,10 @@ export class RelayerSet {
     const missing = chains.filter((c) => c.rpcUrl === null).map((c) => c.caip2);
     if (missing.length > 0) throw new Error(`no RPC URL configured for ${missing.join(', ')}`);
     this.relayers = new Map(
-      chains.map((c) => [c.caip2, new ChainRelayer({ ...options, chainId: c.chainId, rpcUrl: c.rpcUrl ?? '' })]),
+      chains.map((c) => [
+        c.caip2,
+        new ChainRelayer({ ...options, chainId: c.chainId, rpcUrl: c.rpcUrl ?? '' }),
+      ]),
     );
   }
 

@@ -25,13 +25,18 @@ describe('ChainRelayer on anvil', () => {
     relayers.push(relayer);
     return relayer;
   };
-  const request = (method: string, args: readonly unknown[] = [], extra: Partial<RelayRequest> = {}): RelayRequest => ({
+  const request = (
+    method: string,
+    args: readonly unknown[] = [],
+    extra: Partial<RelayRequest> = {},
+  ): RelayRequest => ({
     to: target,
     data: abi.encodeFunctionData(method, args),
     abi,
     ...extra,
   });
-  const count = async (): Promise<bigint> => BigInt(await admin.call({ to: target, data: abi.encodeFunctionData('count') }));
+  const count = async (): Promise<bigint> =>
+    BigInt(await admin.call({ to: target, data: abi.encodeFunctionData('count') }));
   const withoutAutomine = async (body: () => Promise<void>): Promise<void> => {
     await admin.send('evm_setAutomine', [false]);
     try {
@@ -43,7 +48,11 @@ describe('ChainRelayer on anvil', () => {
 
   beforeAll(async () => {
     node = await startAnvil({ chainId: CHAIN_ID });
-    admin = new JsonRpcProvider(node.rpcUrl, CHAIN_ID, { staticNetwork: true, cacheTimeout: -1, pollingInterval: 50 });
+    admin = new JsonRpcProvider(node.rpcUrl, CHAIN_ID, {
+      staticNetwork: true,
+      cacheTimeout: -1,
+      pollingInterval: 50,
+    });
     const deployed = await deployRelayerTestTarget(new Wallet(devKey(9), admin), compileRelayerTestTarget());
     target = deployed.address;
     abi = deployed.iface;
@@ -90,12 +99,18 @@ describe('ChainRelayer on anvil', () => {
 
   it('names a require-string revert Error with the reason as its argument', async () => {
     const outcome = await newRelayer(1).submit(request('failWithReason', [true]));
-    expect(outcome).toMatchObject({ kind: 'simulation_rejected', errorName: 'Error', args: ['plain reason'] });
+    expect(outcome).toMatchObject({
+      kind: 'simulation_rejected',
+      errorName: 'Error',
+      args: ['plain reason'],
+    });
   });
 
   it('reports a custom error missing from the supplied ABI as UnknownRevert with its selector', async () => {
     const partialAbi = new Interface(
-      (JSON.parse(abi.formatJson()) as { type: string; name?: string }[]).filter((f) => f.name !== 'NotInTheCallerAbi') as InterfaceAbi,
+      (JSON.parse(abi.formatJson()) as { type: string; name?: string }[]).filter(
+        (f) => f.name !== 'NotInTheCallerAbi',
+      ) as InterfaceAbi,
     );
     const outcome = await newRelayer(1).submit(request('failWithErrorOutsideAbi', [], { abi: partialAbi }));
     expect(outcome).toMatchObject({
@@ -129,7 +144,9 @@ describe('ChainRelayer on anvil', () => {
     if (first.kind !== 'confirmed') throw new Error(`expected confirmed, got ${first.kind}`);
     // The same key used outside the relayer: its cached next nonce is now taken.
     const outsider = new Wallet(devKey(3), admin);
-    await (await outsider.sendTransaction({ to: outsider.address, value: 1n, nonce: first.nonce + 1 })).wait();
+    await (
+      await outsider.sendTransaction({ to: outsider.address, value: 1n, nonce: first.nonce + 1 })
+    ).wait();
 
     const second = await relayer.submit(request('ping'));
 
@@ -142,7 +159,9 @@ describe('ChainRelayer on anvil', () => {
 
     await expect(relayer.submit(request('ping'))).rejects.toBeInstanceOf(RelayerBroadcastError);
 
-    await (await new Wallet(devKey(9), admin).sendTransaction({ to: broke.address, value: parseEther('1') })).wait();
+    await (
+      await new Wallet(devKey(9), admin).sendTransaction({ to: broke.address, value: parseEther('1') })
+    ).wait();
     expect(await relayer.submit(request('ping'))).toMatchObject({ kind: 'confirmed', nonce: 0 });
   });
 
@@ -152,7 +171,8 @@ describe('ChainRelayer on anvil', () => {
       // Both simulate against the same unblocked state; in the mined block the first one blocks the second.
       const block = await relayer.send(request('setBlocked', [true]));
       const ping = await relayer.send(request('ping', [], { gasLimit: 200_000n }));
-      if (block.kind !== 'broadcast' || ping.kind !== 'broadcast') throw new Error('expected both to be broadcast');
+      if (block.kind !== 'broadcast' || ping.kind !== 'broadcast')
+        throw new Error('expected both to be broadcast');
       await admin.send('evm_mine', []);
 
       expect(await relayer.waitForReceipt(block)).toMatchObject({ kind: 'confirmed' });
@@ -190,20 +210,32 @@ describe('ChainRelayer on anvil', () => {
       if (sent.kind !== 'broadcast') throw new Error(`expected broadcast, got ${sent.kind}`);
 
       const timedOut = await relayer.waitForReceipt(sent, { timeoutMs: 300 });
-      expect(timedOut).toEqual({ kind: 'receipt_timeout', txHash: sent.txHash, nonce: sent.nonce, broadcast: sent });
+      expect(timedOut).toEqual({
+        kind: 'receipt_timeout',
+        txHash: sent.txHash,
+        nonce: sent.nonce,
+        broadcast: sent,
+      });
       if (timedOut.kind !== 'receipt_timeout') throw new Error('unreachable');
       await admin.send('evm_mine', []);
-      expect(await relayer.waitForReceipt(timedOut.broadcast)).toMatchObject({ kind: 'confirmed', txHash: sent.txHash });
+      expect(await relayer.waitForReceipt(timedOut.broadcast)).toMatchObject({
+        kind: 'confirmed',
+        txHash: sent.txHash,
+      });
     });
   });
 
   it('refuses an RPC endpoint that serves another chain', async () => {
-    await expect(newRelayer(7, { chainId: 10 }).verifyChain()).rejects.toThrow('RPC endpoint serves chain 8453, the relayer is configured for 10');
+    await expect(newRelayer(7, { chainId: 10 }).verifyChain()).rejects.toThrow(
+      'RPC endpoint serves chain 8453, the relayer is configured for 10',
+    );
     await expect(newRelayer(7).verifyChain()).resolves.toBeUndefined();
   });
 
   it('keeps one relayer per chain in a RelayerSet', async () => {
-    const set = new RelayerSet([{ caip2: 'eip155:8453', chainId: 8453n, rpcUrl: node.rpcUrl }], { privateKey: devKey(8) });
+    const set = new RelayerSet([{ caip2: 'eip155:8453', chainId: 8453n, rpcUrl: node.rpcUrl }], {
+      privateKey: devKey(8),
+    });
     try {
       await set.verifyChains();
       expect(set.chains()).toEqual(['eip155:8453']);

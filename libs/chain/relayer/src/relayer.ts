@@ -158,7 +158,9 @@ export class ChainRelayer {
     this.address = this.wallet.address;
     this.confirmations = positiveInteger(options.confirmations ?? 1, 'confirmations');
     this.receiptTimeoutMs = positiveInteger(options.receiptTimeoutMs ?? 120_000, 'receiptTimeoutMs');
-    this.gasLimitMarginPercent = BigInt(nonNegativeInteger(options.gasLimitMarginPercent ?? 20, 'gasLimitMarginPercent'));
+    this.gasLimitMarginPercent = BigInt(
+      nonNegativeInteger(options.gasLimitMarginPercent ?? 20, 'gasLimitMarginPercent'),
+    );
     this.simulationBlockTag = options.simulationBlockTag ?? 'latest';
     this.maxNonceResyncs = nonNegativeInteger(options.maxNonceResyncs ?? 3, 'maxNonceResyncs');
   }
@@ -197,7 +199,8 @@ export class ChainRelayer {
     const confirmations = positiveInteger(options.confirmations ?? this.confirmations, 'confirmations');
     const timeoutMs = positiveInteger(options.timeoutMs ?? this.receiptTimeoutMs, 'timeoutMs');
     const receipt = await this.pollReceipt(sent.txHash, confirmations, timeoutMs);
-    if (receipt === null) return { kind: 'receipt_timeout', txHash: sent.txHash, nonce: sent.nonce, broadcast: sent };
+    if (receipt === null)
+      return { kind: 'receipt_timeout', txHash: sent.txHash, nonce: sent.nonce, broadcast: sent };
     const mined: MinedTransaction = {
       txHash: sent.txHash,
       nonce: sent.nonce,
@@ -229,7 +232,11 @@ export class ChainRelayer {
     return { from: this.address, to: getAddress(request.to), data: request.data, value: request.value ?? 0n };
   }
 
-  private async broadcastWithManagedNonce(request: RelayRequest, gasLimit: bigint, fees: FeeData): Promise<Broadcast> {
+  private async broadcastWithManagedNonce(
+    request: RelayRequest,
+    gasLimit: bigint,
+    fees: FeeData,
+  ): Promise<Broadcast> {
     for (let resyncs = 0; ; resyncs++) {
       const nonce = this.nextNonce ?? (await this.provider.getTransactionCount(this.address, 'pending'));
       const signed = await this.wallet.signTransaction({
@@ -251,7 +258,12 @@ export class ChainRelayer {
           // transactions: trust the chain's count again and re-sign.
           if (isNonceConflict(error) && resyncs < this.maxNonceResyncs) continue;
           // Unknown outcome: the next send re-reads the pending count, so no gap is left either way.
-          throw new RelayerBroadcastError(`broadcast of nonce ${nonce} failed: ${errorText(error)}`, txHash, nonce, error);
+          throw new RelayerBroadcastError(
+            `broadcast of nonce ${nonce} failed: ${errorText(error)}`,
+            txHash,
+            nonce,
+            error,
+          );
         }
       }
       this.nextNonce = nonce + 1;
@@ -263,11 +275,18 @@ export class ChainRelayer {
    * Own polling rather than provider.waitForTransaction: ethers re-arms its block listener only after an async
    * receipt fetch, so it misses blocks that arrive in a burst (several per poll) and then waits forever.
    */
-  private async pollReceipt(txHash: string, confirmations: number, timeoutMs: number): Promise<TransactionReceipt | null> {
+  private async pollReceipt(
+    txHash: string,
+    confirmations: number,
+    timeoutMs: number,
+  ): Promise<TransactionReceipt | null> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const receipt = await this.provider.getTransactionReceipt(txHash);
-      if (receipt !== null && (await this.provider.getBlockNumber()) - receipt.blockNumber + 1 >= confirmations) {
+      if (
+        receipt !== null &&
+        (await this.provider.getBlockNumber()) - receipt.blockNumber + 1 >= confirmations
+      ) {
         return receipt;
       }
       const left = deadline - Date.now();
@@ -278,7 +297,11 @@ export class ChainRelayer {
 
   private async replayRevert(sent: Broadcast, blockNumber: number): Promise<RevertReason | null> {
     try {
-      await this.provider.call({ ...this.callOf(sent.request), gasLimit: sent.gasLimit, blockTag: blockNumber });
+      await this.provider.call({
+        ...this.callOf(sent.request),
+        gasLimit: sent.gasLimit,
+        blockTag: blockNumber,
+      });
       return null;
     } catch (error) {
       const data = revertDataOf(error);
@@ -287,11 +310,14 @@ export class ChainRelayer {
   }
 }
 
-function feeFields(fees: FeeData): Pick<TransactionRequest, 'type' | 'maxFeePerGas' | 'maxPriorityFeePerGas' | 'gasPrice'> {
+function feeFields(
+  fees: FeeData,
+): Pick<TransactionRequest, 'type' | 'maxFeePerGas' | 'maxPriorityFeePerGas' | 'gasPrice'> {
   if (fees.maxFeePerGas !== null && fees.maxPriorityFeePerGas !== null) {
     return { type: 2, maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
   }
-  if (fees.gasPrice === null) throw new Error('the RPC endpoint reports neither EIP-1559 fees nor a gas price');
+  if (fees.gasPrice === null)
+    throw new Error('the RPC endpoint reports neither EIP-1559 fees nor a gas price');
   return { type: 0, gasPrice: fees.gasPrice };
 }
 
@@ -311,11 +337,13 @@ function errorText(error: unknown): string {
 }
 
 function positiveInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new RangeError(`${name} must be a positive integer, got ${value}`);
   return value;
 }
 
 function nonNegativeInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${name} must be a non-negative integer, got ${value}`);
+  if (!Number.isSafeInteger(value) || value < 0)
+    throw new RangeError(`${name} must be a non-negative integer, got ${value}`);
   return value;
 }

@@ -1,18 +1,28 @@
 import { AbiCoder, Interface, id, makeError } from 'ethers';
 import { UNKNOWN_REVERT, decodeRevert, revertDataOf } from './revert';
 
-const abi = new Interface(['error BudgetExceeded(uint256 spent, uint256 budget)', 'error SubscriptionNotActive()']);
+const abi = new Interface([
+  'error BudgetExceeded(uint256 spent, uint256 budget)',
+  'error SubscriptionNotActive()',
+]);
 const encode = (signature: string, types: string[], values: unknown[]): string =>
   id(signature).slice(0, 10) + AbiCoder.defaultAbiCoder().encode(types, values).slice(2);
 
 describe('decodeRevert', () => {
   it('names a custom error from the ABI and decodes its args', () => {
     const data = encode('BudgetExceeded(uint256,uint256)', ['uint256', 'uint256'], [5n, 4n]);
-    expect(decodeRevert(abi, data)).toEqual({ errorName: 'BudgetExceeded', args: [5n, 4n], selector: data.slice(0, 10), data });
+    expect(decodeRevert(abi, data)).toEqual({
+      errorName: 'BudgetExceeded',
+      args: [5n, 4n],
+      selector: data.slice(0, 10),
+      data,
+    });
   });
 
   it('names an argument-less custom error', () => {
-    expect(decodeRevert(abi, id('SubscriptionNotActive()').slice(0, 10)).errorName).toBe('SubscriptionNotActive');
+    expect(decodeRevert(abi, id('SubscriptionNotActive()').slice(0, 10)).errorName).toBe(
+      'SubscriptionNotActive',
+    );
   });
 
   it('names a Solidity panic Panic with its code', () => {
@@ -21,7 +31,12 @@ describe('decodeRevert', () => {
   });
 
   it('calls empty revert data UnknownRevert without a selector', () => {
-    expect(decodeRevert(abi, '0x')).toEqual({ errorName: UNKNOWN_REVERT, args: [], selector: null, data: '0x' });
+    expect(decodeRevert(abi, '0x')).toEqual({
+      errorName: UNKNOWN_REVERT,
+      args: [],
+      selector: null,
+      data: '0x',
+    });
   });
 
   it('calls a known selector with an undecodable payload UnknownRevert instead of guessing', () => {

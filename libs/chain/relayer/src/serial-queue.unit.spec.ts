@@ -11,7 +11,11 @@ describe('SerialQueue', () => {
       return name;
     };
 
-    const results = await Promise.all([queue.run(task('a', 30)), queue.run(task('b', 1)), queue.run(task('c', 10))]);
+    const results = await Promise.all([
+      queue.run(task('a', 30)),
+      queue.run(task('b', 1)),
+      queue.run(task('c', 10)),
+    ]);
 
     expect(results).toEqual(['a', 'b', 'c']);
     expect(log).toEqual(['start a', 'end a', 'start b', 'end b', 'start c', 'end c']);

@@ -34,5 +34,9 @@ export class GatewayModule {
 }
 
 export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
-  return { name: 'gateway', imports: [GatewayModule.forRoot(merchants)], migrations: [...MERCHANTS_MIGRATIONS, ...WEBHOOKS_MIGRATIONS, ...SUBSCRIPTIONS_MIGRATIONS] };
+  return {
+    name: 'gateway',
+    imports: [GatewayModule.forRoot(merchants)],
+    migrations: [...MERCHANTS_MIGRATIONS, ...WEBHOOKS_MIGRATIONS, ...SUBSCRIPTIONS_MIGRATIONS],
+  };
 }

@@ -15,7 +15,12 @@ export interface BlockRange {
  * them. A block is only read once `confirmations` blocks sit on top of it (0 = as soon as it is the head).
  * `checkpoint` is the last ingested block (-1 before block 0).
  */
-export function nextRange(checkpoint: number, head: number, confirmations: number, batchBlocks: number): BlockRange | null {
+export function nextRange(
+  checkpoint: number,
+  head: number,
+  confirmations: number,
+  batchBlocks: number,
+): BlockRange | null {
   const target = head - confirmations;
   if (target <= checkpoint) return null;
   return { from: checkpoint + 1, to: Math.min(target, checkpoint + Math.max(1, batchBlocks)) };
@@ -32,7 +37,10 @@ export interface BlockPoint {
  * it is orphaned. `canonical` maps heights to the chain's current hashes (absent or null: no block there now).
  * Null when none of the given points is canonical (the fork is deeper than them).
  */
-export function findForkPoint(stored: readonly BlockPoint[], canonical: ReadonlyMap<number, string | null>): BlockPoint | null {
+export function findForkPoint(
+  stored: readonly BlockPoint[],
+  canonical: ReadonlyMap<number, string | null>,
+): BlockPoint | null {
   let best: BlockPoint | null = null;
   for (const point of stored) {
     const now = canonical.get(point.number);
@@ -63,7 +71,8 @@ export function planNewObservations<C extends LogIdentity>(
   candidates: readonly C[],
   known: readonly KnownObservation[],
 ): { readonly candidate: C; readonly occurrence: number }[] {
-  const key = (l: LogIdentity): string => `${l.txHash.toLowerCase()}:${l.logIndex}:${l.blockHash.toLowerCase()}`;
+  const key = (l: LogIdentity): string =>
+    `${l.txHash.toLowerCase()}:${l.logIndex}:${l.blockHash.toLowerCase()}`;
   const live = new Set<string>();
   const retractedCount = new Map<string, number>();
   for (const k of known) {
@@ -97,7 +106,11 @@ export interface CatchUpChunk extends BlockRange {
  * `batchBlocks` at a time, until it reaches the checkpoint and joins the main scan. The chunk starts at the
  * lowest lagging cursor; watches whose cursor lies inside the chunk are scanned from their own cursor on.
  */
-export function nextCatchUpChunk(lagging: readonly WatchCursor[], checkpoint: number, batchBlocks: number): CatchUpChunk | null {
+export function nextCatchUpChunk(
+  lagging: readonly WatchCursor[],
+  checkpoint: number,
+  batchBlocks: number,
+): CatchUpChunk | null {
   const behind = lagging.filter((w) => w.scannedThrough < checkpoint);
   if (behind.length === 0) return null;
   const from = Math.max(0, Math.min(...behind.map((w) => w.scannedThrough + 1)));

@@ -55,7 +55,10 @@ describe('planNewObservations', () => {
   const log = (tx: string, logIndex: number, blockHash = H(1)) => ({ txHash: tx, logIndex, blockHash });
 
   it('publishes a log once: a live observation of the same log in the same block is skipped', () => {
-    const planned = planNewObservations([log('0x01', 0), log('0x01', 1)], [{ ...log('0x01', 0), retracted: false }]);
+    const planned = planNewObservations(
+      [log('0x01', 0), log('0x01', 1)],
+      [{ ...log('0x01', 0), retracted: false }],
+    );
     expect(planned).toEqual([{ candidate: log('0x01', 1), occurrence: 0 }]);
   });
 
@@ -69,7 +72,10 @@ describe('planNewObservations', () => {
   });
 
   it('treats the same log in another block as a new observation', () => {
-    const planned = planNewObservations([log('0x01', 0, H(1, 'b'))], [{ ...log('0x01', 0), retracted: true }]);
+    const planned = planNewObservations(
+      [log('0x01', 0, H(1, 'b'))],
+      [{ ...log('0x01', 0), retracted: true }],
+    );
     expect(planned).toEqual([{ candidate: log('0x01', 0, H(1, 'b')), occurrence: 0 }]);
   });
 });
@@ -85,7 +91,14 @@ describe('nextCatchUpChunk', () => {
       50,
       10,
     );
-    expect(chunk).toEqual({ from: 10, to: 19, watches: [{ address: 'A', from: 10 }, { address: 'B', from: 15 }] });
+    expect(chunk).toEqual({
+      from: 10,
+      to: 19,
+      watches: [
+        { address: 'A', from: 10 },
+        { address: 'B', from: 15 },
+      ],
+    });
   });
 
   it('never passes the checkpoint and is null once every watch has caught up', () => {

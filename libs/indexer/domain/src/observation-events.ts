@@ -77,7 +77,10 @@ export interface ObservationRetractedData {
 
 export type ChainObservationEvent =
   | { readonly type: typeof ERC20_TRANSFER_OBSERVED; readonly data: Erc20TransferObservedData }
-  | { readonly type: typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED; readonly data: SubscriptionManagerEventObservedData }
+  | {
+      readonly type: typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED;
+      readonly data: SubscriptionManagerEventObservedData;
+    }
   | { readonly type: typeof OBSERVATION_RETRACTED; readonly data: ObservationRetractedData };
 
 /** The ordered observation stream of one chain. */

@@ -1,7 +1,12 @@
 import { getAddress, Wallet } from 'ethers';
 import type { DataSource } from 'typeorm';
 import { openDataSource } from '@stablepay/database';
-import { createPostgresEventStore, type EventStore, type PostgresEventStore, type RecordedEvent } from '@stablepay/event-store';
+import {
+  createPostgresEventStore,
+  type EventStore,
+  type PostgresEventStore,
+  type RecordedEvent,
+} from '@stablepay/event-store';
 import {
   ERC20_TRANSFER_OBSERVED,
   OBSERVATION_RETRACTED,
@@ -60,7 +65,10 @@ async function chain(): Promise<TestChain> {
 
 function follower(
   c: TestChain,
-  overrides: Partial<Omit<FollowerSettings, 'chain'>> & { confirmations?: number; startBlock?: number | 'latest' } = {},
+  overrides: Partial<Omit<FollowerSettings, 'chain'>> & {
+    confirmations?: number;
+    startBlock?: number | 'latest';
+  } = {},
   eventStore: EventStore = events,
 ): ChainFollower {
   const { confirmations = 0, startBlock = 0, ...settings } = overrides;
@@ -118,7 +126,11 @@ describe('ChainFollower on anvil', () => {
     const recorded = await stream(c);
     expect(recorded).toHaveLength(1);
     const block = await c.provider.getBlock(paid.blockNumber);
-    expect(recorded[0]).toMatchObject({ type: ERC20_TRANSFER_OBSERVED, revision: 0, streamId: `chain-${c.caip2}` });
+    expect(recorded[0]).toMatchObject({
+      type: ERC20_TRANSFER_OBSERVED,
+      revision: 0,
+      streamId: `chain-${c.caip2}`,
+    });
     expect(transfers(recorded)[0]).toEqual({
       chain: c.caip2,
       blockNumber: String(paid.blockNumber),
@@ -172,8 +184,17 @@ describe('ChainFollower on anvil', () => {
     ]);
     const [observedFirst, observedOrphan] = recorded;
     expect(retractions(recorded)).toEqual([
-      expect.objectContaining({ observationId: observedFirst?.id, txHash: first.txHash, blockHash: first.blockHash, reason: 'reorg' }),
-      expect.objectContaining({ observationId: observedOrphan?.id, txHash: orphanOnly.txHash, blockHash: orphanOnly.blockHash }),
+      expect.objectContaining({
+        observationId: observedFirst?.id,
+        txHash: first.txHash,
+        blockHash: first.blockHash,
+        reason: 'reorg',
+      }),
+      expect.objectContaining({
+        observationId: observedOrphan?.id,
+        txHash: orphanOnly.txHash,
+        blockHash: orphanOnly.blockHash,
+      }),
     ]);
     expect(Number(retractions(recorded)[0]?.forkBlockNumber)).toBeLessThan(first.blockNumber);
     // The same transaction in its new block is a new observation with its own id.
@@ -208,9 +229,17 @@ describe('ChainFollower on anvil', () => {
     const after = follower(c);
     await after.catchUp();
     const recorded = await stream(c);
-    expect(recorded.map((e) => e.type)).toEqual([ERC20_TRANSFER_OBSERVED, OBSERVATION_RETRACTED, ERC20_TRANSFER_OBSERVED]);
+    expect(recorded.map((e) => e.type)).toEqual([
+      ERC20_TRANSFER_OBSERVED,
+      OBSERVATION_RETRACTED,
+      ERC20_TRANSFER_OBSERVED,
+    ]);
     expect(retractions(recorded)[0]?.txHash).toBe(orphaned.txHash);
-    expect(transfers(recorded)[1]).toMatchObject({ txHash: canonical.txHash, blockHash: canonical.blockHash, amount: '2' });
+    expect(transfers(recorded)[1]).toMatchObject({
+      txHash: canonical.txHash,
+      blockHash: canonical.blockHash,
+      amount: '2',
+    });
   });
 
   it('survives a restart mid-stream with nothing skipped or doubled (polling loop)', async () => {
@@ -235,7 +264,9 @@ describe('ChainFollower on anvil', () => {
     const recorded = await stream(c);
     expect(retractions(recorded)).toEqual([]);
     // Exactly the payments sent, each once, in chain order.
-    const expected = [...sent].sort((a, b) => a.blockNumber - b.blockNumber).map((s) => `${s.txHash}:${getAddress(s.to)}:${s.amount}`);
+    const expected = [...sent]
+      .sort((a, b) => a.blockNumber - b.blockNumber)
+      .map((s) => `${s.txHash}:${getAddress(s.to)}:${s.amount}`);
     expect(transfers(recorded).map((t) => `${t.txHash}:${t.to}:${t.amount}`)).toEqual(expected);
     expect(recorded.map((e) => e.revision)).toEqual(recorded.map((_, i) => i));
   });
@@ -278,7 +309,9 @@ describe('ChainFollower on anvil', () => {
     expect(new Set(recorded.map((e) => e.id)).size).toBe(6);
     expect(await store.pendingOutbox(c.caip2, 10)).toEqual([]);
     expect((await store.checkpoint(c.caip2))?.streamRevision).toBe(5);
-    expect(logs).toContainEqual(expect.objectContaining({ msg: 'acknowledged events appended before a restart', events: 2 }));
+    expect(logs).toContainEqual(
+      expect.objectContaining({ msg: 'acknowledged events appended before a restart', events: 2 }),
+    );
     // The deposed follower can no longer write.
     expect(await crashed.step()).toBe('not-leader');
   });
@@ -305,7 +338,10 @@ describe('ChainFollower on anvil', () => {
     expect(again.nextExpectedRevision).toBe(1);
 
     // The checkpoint rewound (an operator replay): the blocks are read again, nothing is published twice.
-    await dataSource.query('UPDATE indexer_checkpoints SET block_number = 0, block_hash = NULL WHERE chain = $1', [c.caip2]);
+    await dataSource.query(
+      'UPDATE indexer_checkpoints SET block_number = 0, block_hash = NULL WHERE chain = $1',
+      [c.caip2],
+    );
     await f.catchUp();
     expect(await stream(c)).toHaveLength(2);
   });

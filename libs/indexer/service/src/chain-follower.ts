@@ -180,8 +180,15 @@ export class ChainFollower {
         failures++;
         this.lastError = error instanceof Error ? error.message : String(error);
         // Transient (node or database unreachable, chain moved mid-read): back off and retry the same step.
-        this.logger.warn({ msg: 'chain follower step failed', chain: this.chain, attempt: failures, error: this.lastError });
-        await this.sleeper.sleep(backoffDelay({ initialMs: Math.min(this.settings.pollMs, 200), maxMs: 30_000 }, failures - 1));
+        this.logger.warn({
+          msg: 'chain follower step failed',
+          chain: this.chain,
+          attempt: failures,
+          error: this.lastError,
+        });
+        await this.sleeper.sleep(
+          backoffDelay({ initialMs: Math.min(this.settings.pollMs, 200), maxMs: 30_000 }, failures - 1),
+        );
         continue;
       }
       if (outcome !== 'progressed') await this.sleeper.sleep(this.settings.pollMs);
@@ -252,26 +259,27 @@ export class ChainFollower {
   /** First start on this chain: the checkpoint becomes the block before the start block. */
   private async initialise(cp: Checkpoint, head: number): Promise<void> {
     const configured = this.settings.chain.startBlock;
-    const start = configured === 'latest' ? Math.max(0, head - this.settings.chain.confirmations) : configured;
+    const start =
+      configured === 'latest' ? Math.max(0, head - this.settings.chain.confirmations) : configured;
     const before = start - 1;
     const header = before >= 0 ? await this.rpc.header(before) : null;
     if (before >= 0 && header === null) {
       // A node still syncing, or a start block set ahead of time: retried until the chain gets there.
-      throw new Error(`${this.chain}: waiting for block ${before} (start block ${start}; the node's head is ${head})`);
+      throw new Error(
+        `${this.chain}: waiting for block ${before} (start block ${start}; the node's head is ${head})`,
+      );
     }
     await this.store.step(this.fence(cp), async (q) => {
-      await q.query('UPDATE indexer_checkpoints SET block_number = $2, block_hash = $3, updated_at = now() WHERE chain = $1', [
-        this.chain,
-        before,
-        header?.hash ?? null,
-      ]);
+      await q.query(
+        'UPDATE indexer_checkpoints SET block_number = $2, block_hash = $3, updated_at = now() WHERE chain = $1',
+        [this.chain, before, header?.hash ?? null],
+      );
       // Watches added before the first start (no checkpoint then) follow from the start block.
       if (header) {
-        await q.query('INSERT INTO indexer_blocks (chain, block_number, block_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
-          this.chain,
-          header.number,
-          header.hash,
-        ]);
+        await q.query(
+          'INSERT INTO indexer_blocks (chain, block_number, block_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+          [this.chain, header.number, header.hash],
+        );
       }
     });
     this.logger.log({ msg: 'chain follower initialised', chain: this.chain, startBlock: start });
@@ -299,13 +307,22 @@ export class ChainFollower {
       const rows = await this.store.pendingOutbox(this.chain, this.appendBatch);
       const last = rows[rows.length - 1];
       if (last === undefined) return { ...checkpoint, streamRevision: revision };
-      const events: NewEvent[] = rows.map((r) => ({ id: r.eventId, type: r.type, data: r.data, metadata: r.metadata }));
+      const events: NewEvent[] = rows.map((r) => ({
+        id: r.eventId,
+        type: r.type,
+        data: r.data,
+        metadata: r.metadata,
+      }));
       try {
         const result = await this.events.appendToStream(this.streamId, events, {
           expectedRevision: revision < 0 ? 'no_stream' : revision,
         });
         revision = result.nextExpectedRevision;
-        await this.store.acknowledgeOutbox(this.fence(checkpoint), rows.map((r) => r.seq), revision);
+        await this.store.acknowledgeOutbox(
+          this.fence(checkpoint),
+          rows.map((r) => r.seq),
+          revision,
+        );
       } catch (error) {
         const reconciled = await this.reconcileStreamTail(checkpoint, revision);
         if (reconciled === null) throw error;
@@ -334,8 +351,16 @@ export class ChainFollower {
     });
     const lastEvent = tail[tail.length - 1];
     if (lastEvent === undefined) return null;
-    await this.store.acknowledgeOutbox(this.fence(checkpoint), rows.slice(0, tail.length).map((r) => r.seq), lastEvent.revision);
-    this.logger.log({ msg: 'acknowledged events appended before a restart', chain: this.chain, events: tail.length });
+    await this.store.acknowledgeOutbox(
+      this.fence(checkpoint),
+      rows.slice(0, tail.length).map((r) => r.seq),
+      lastEvent.revision,
+    );
+    this.logger.log({
+      msg: 'acknowledged events appended before a restart',
+      chain: this.chain,
+      events: tail.length,
+    });
     return lastEvent.revision;
   }
 
@@ -386,7 +411,8 @@ export class ChainFollower {
       }>(live).sort((a, b) => Number(a.block_number) - Number(b.block_number) || a.log_index - b.log_index);
       const outbox: OutboxEvent[] = rows.map((r) => {
         const observationType = r.type;
-        if (!isObservedType(observationType)) throw new Error(`unexpected observation type ${observationType}`);
+        if (!isObservedType(observationType))
+          throw new Error(`unexpected observation type ${observationType}`);
         const data: ObservationRetractedData = {
           chain: this.chain,
           observationId: r.event_id,
@@ -407,18 +433,20 @@ export class ChainFollower {
         };
       });
       await appendOutbox(q, this.chain, outbox);
-      await q.query('DELETE FROM indexer_blocks WHERE chain = $1 AND block_number > $2', [this.chain, forkPoint.number]);
+      await q.query('DELETE FROM indexer_blocks WHERE chain = $1 AND block_number > $2', [
+        this.chain,
+        forkPoint.number,
+      ]);
       for (const table of ['indexer_watched_addresses', 'indexer_watched_contracts']) {
         await q.query(
           `UPDATE ${table} SET scanned_through = $2 WHERE chain = $1 AND scanned_through > $2 AND scanned_through <= $3`,
           [this.chain, forkPoint.number, from],
         );
       }
-      await q.query('UPDATE indexer_checkpoints SET block_number = $2, block_hash = $3, updated_at = now() WHERE chain = $1', [
-        this.chain,
-        forkPoint.number,
-        forkPoint.hash,
-      ]);
+      await q.query(
+        'UPDATE indexer_checkpoints SET block_number = $2, block_hash = $3, updated_at = now() WHERE chain = $1',
+        [this.chain, forkPoint.number, forkPoint.hash],
+      );
       return outbox.length;
     });
     this.logger.warn({
@@ -437,12 +465,17 @@ export class ChainFollower {
   private async ingest(cp: Checkpoint, range: BlockRange, first: BlockHeader): Promise<void> {
     const checkpoint = cp.blockNumber ?? -1;
     const watches = await this.store.followingWatches(this.chain, checkpoint);
-    const logs = await this.fetchLogs(range, watches.map((w) => ({ watch: w, from: Math.max(range.from, (w.scannedThrough ?? -1) + 1) })));
+    const logs = await this.fetchLogs(
+      range,
+      watches.map((w) => ({ watch: w, from: Math.max(range.from, (w.scannedThrough ?? -1) + 1) })),
+    );
     const headers = await this.rpc.headers([range.from, range.to, ...logs.map((l) => l.log.blockNumber)]);
     const again = headers.get(range.from);
     const last = headers.get(range.to);
     if (!again || again.hash !== first.hash || !last) {
-      throw new ChainMovedError(`${this.chain}: blocks ${range.from}..${range.to} changed while they were read`);
+      throw new ChainMovedError(
+        `${this.chain}: blocks ${range.from}..${range.to} changed while they were read`,
+      );
     }
     const { observations, outbox, points } = await this.decide(logs, headers);
     points.push({ number: first.number, hash: first.hash }, { number: last.number, hash: last.hash });
@@ -451,11 +484,10 @@ export class ChainFollower {
     await this.store.step(this.fence(cp), async (q) => {
       await recordObservations(q, this.chain, observations, outbox, points);
       await this.markFollowing(q, joined);
-      await q.query('UPDATE indexer_checkpoints SET block_number = $2, block_hash = $3, updated_at = now() WHERE chain = $1', [
-        this.chain,
-        range.to,
-        last.hash,
-      ]);
+      await q.query(
+        'UPDATE indexer_checkpoints SET block_number = $2, block_hash = $3, updated_at = now() WHERE chain = $1',
+        [this.chain, range.to, last.hash],
+      );
       await this.prune(q, range.to);
     });
   }
@@ -503,7 +535,14 @@ export class ChainFollower {
     });
     // Every new deposit address goes through here once; only a catch-up that found something is worth a line.
     if (outbox.length > 0) {
-      this.logger.log({ msg: 'late watches caught up', chain: this.chain, from: chunk.from, to: chunk.to, watches: scans.length, observed: outbox.length });
+      this.logger.log({
+        msg: 'late watches caught up',
+        chain: this.chain,
+        from: chunk.from,
+        to: chunk.to,
+        watches: scans.length,
+        observed: outbox.length,
+      });
     }
     return true;
   }
@@ -528,7 +567,10 @@ export class ChainFollower {
     const floor = checkpoint - this.settings.reorgWindow;
     if (floor <= 0) return;
     await q.query('DELETE FROM indexer_blocks WHERE chain = $1 AND block_number < $2', [this.chain, floor]);
-    await q.query('DELETE FROM indexer_observations WHERE chain = $1 AND block_number < $2', [this.chain, floor]);
+    await q.query('DELETE FROM indexer_observations WHERE chain = $1 AND block_number < $2', [
+      this.chain,
+      floor,
+    ]);
   }
 
   /** eth_getLogs for the given watches over a range: Transfers to watched addresses, every event of watched contracts. */
@@ -551,7 +593,13 @@ export class ChainFollower {
       );
     }
     for (const part of chunks(contracts, this.filterChunk)) {
-      requests.push(this.rpc.getLogs({ fromBlock: range.from, toBlock: range.to, address: part.map((s) => s.watch.address) }));
+      requests.push(
+        this.rpc.getLogs({
+          fromBlock: range.from,
+          toBlock: range.to,
+          address: part.map((s) => s.watch.address),
+        }),
+      );
     }
     const { caip2, chainId } = this.settings.chain;
     const out: { log: ChainLog; decoded: DecodedObservation }[] = [];
@@ -564,7 +612,12 @@ export class ChainFollower {
         decoded = decodeContractEvent(contractScan.watch.kind, caip2, log);
         scan = contractScan;
         if (decoded === null && log.topics[0] !== ERC20_TRANSFER_TOPIC) {
-          this.logger.warn({ msg: 'log not in the watched contract ABI; skipped', chain: caip2, tx: log.txHash, logIndex: log.logIndex });
+          this.logger.warn({
+            msg: 'log not in the watched contract ABI; skipped',
+            chain: caip2,
+            tx: log.txHash,
+            logIndex: log.logIndex,
+          });
         }
       }
       if (decoded === null) {
@@ -634,7 +687,12 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
 
 /** TypeORM returns `[rows, count]` for UPDATE ... RETURNING and the rows alone otherwise. */
 function updatedRows<T>(result: unknown): T[] {
-  if (Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') {
+  if (
+    Array.isArray(result) &&
+    result.length === 2 &&
+    Array.isArray(result[0]) &&
+    typeof result[1] === 'number'
+  ) {
     return result[0] as T[];
   }
   return Array.isArray(result) ? (result as T[]) : [];

@@ -68,11 +68,7 @@ const hex = (n: number): string => `0x${n.toString(16)}`;
 export class JsonRpcChainClient implements ChainRpc {
   private readonly provider: JsonRpcProvider;
 
-  constructor(
-    rpcUrl: string,
-    chainId: bigint,
-    options: { readonly timeoutMs?: number } = {},
-  ) {
+  constructor(rpcUrl: string, chainId: bigint, options: { readonly timeoutMs?: number } = {}) {
     const network = new Network(`chain-${chainId}`, chainId);
     const request = new FetchRequest(rpcUrl);
     request.timeout = options.timeoutMs ?? 30_000;
@@ -108,9 +104,13 @@ export class JsonRpcChainClient implements ChainRpc {
    * provider) gets the two halves instead, recursively, down to single blocks.
    */
   async getLogs(filter: LogFilter): Promise<ChainLog[]> {
-    const params: Record<string, unknown> = { fromBlock: hex(filter.fromBlock), toBlock: hex(filter.toBlock) };
+    const params: Record<string, unknown> = {
+      fromBlock: hex(filter.fromBlock),
+      toBlock: hex(filter.toBlock),
+    };
     if (filter.address) params['address'] = [...filter.address];
-    if (filter.topics) params['topics'] = filter.topics.map((t) => (t === null || typeof t === 'string' ? t : [...t]));
+    if (filter.topics)
+      params['topics'] = filter.topics.map((t) => (t === null || typeof t === 'string' ? t : [...t]));
     try {
       const raw = await this.send<RawLog[]>('eth_getLogs', [params]);
       return raw.filter((l) => l.removed !== true).map(toLog);
@@ -155,7 +155,8 @@ function toLog(raw: RawLog): ChainLog {
 
 // The wording providers use when a log query is too big (geth: "query returned more than 10000 results";
 // Alchemy, Infura, QuickNode and others: "block range", "limit exceeded", "response size exceeded").
-const RANGE_LIMIT = /more than \d+ results|too many|limit|exceed|block range|range is too|response size|timeout/i;
+const RANGE_LIMIT =
+  /more than \d+ results|too many|limit|exceed|block range|range is too|response size|timeout/i;
 
 function looksLikeRangeLimit(error: unknown): boolean {
   const parts: string[] = [];

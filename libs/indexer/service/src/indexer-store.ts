@@ -32,7 +32,8 @@ export interface ObservationRow {
   readonly occurrence: number;
 }
 
-export type WatchKind = { readonly table: 'address' } | { readonly table: 'contract'; readonly kind: WatchedContractKind };
+export type WatchKind =
+  { readonly table: 'address' } | { readonly table: 'contract'; readonly kind: WatchedContractKind };
 
 export interface Watch {
   readonly address: string;
@@ -156,17 +157,26 @@ export class IndexerStore {
         WHERE o.chain = $1 ORDER BY o.seq LIMIT $2`,
       [chain, limit],
     )) as { seq: string; event_id: string; type: string; data: unknown; metadata: Record<string, unknown> }[];
-    return rows.map((r) => ({ seq: num(r.seq), eventId: r.event_id, type: r.type, data: r.data, metadata: r.metadata }));
+    return rows.map((r) => ({
+      seq: num(r.seq),
+      eventId: r.event_id,
+      type: r.type,
+      data: r.data,
+      metadata: r.metadata,
+    }));
   }
 
   /** The event store holds these outbox rows, the last at `streamRevision`: forget them. */
   async acknowledgeOutbox(fence: StepWrites, seqs: readonly number[], streamRevision: number): Promise<void> {
     await this.step(fence, async (q) => {
-      await q.query('DELETE FROM indexer_outbox WHERE chain = $1 AND seq = ANY($2::bigint[])', [fence.chain, seqs.map(String)]);
-      await q.query('UPDATE indexer_checkpoints SET stream_revision = $2, updated_at = now() WHERE chain = $1', [
+      await q.query('DELETE FROM indexer_outbox WHERE chain = $1 AND seq = ANY($2::bigint[])', [
         fence.chain,
-        streamRevision,
+        seqs.map(String),
       ]);
+      await q.query(
+        'UPDATE indexer_checkpoints SET stream_revision = $2, updated_at = now() WHERE chain = $1',
+        [fence.chain, streamRevision],
+      );
     });
   }
 
@@ -188,7 +198,12 @@ export class IndexerStore {
         WHERE chain = $1 AND block_number = ANY($2::bigint[])`,
       [chain, blockNumbers.map(String)],
     )) as { tx_hash: string; log_index: number; block_hash: string; retracted: boolean }[];
-    return rows.map((r) => ({ txHash: r.tx_hash, logIndex: r.log_index, blockHash: r.block_hash, retracted: r.retracted }));
+    return rows.map((r) => ({
+      txHash: r.tx_hash,
+      logIndex: r.log_index,
+      blockHash: r.block_hash,
+      retracted: r.retracted,
+    }));
   }
 
   /** Watches the main scan covers from block `from` on: those following the checkpoint. */
@@ -209,7 +224,12 @@ export class IndexerStore {
        SELECT address, 'contract' AS tbl, kind, scanned_through::text AS scanned_through
          FROM indexer_watched_contracts WHERE chain = $1 AND (${condition})`,
       [chain, checkpoint],
-    )) as { address: string; tbl: 'address' | 'contract'; kind: WatchedContractKind | null; scanned_through: string | null }[];
+    )) as {
+      address: string;
+      tbl: 'address' | 'contract';
+      kind: WatchedContractKind | null;
+      scanned_through: string | null;
+    }[];
     return rows.map((r) => ({
       address: r.address,
       table: r.tbl,
@@ -280,7 +300,11 @@ export async function recordObservations(
   }
 }
 
-export async function appendOutbox(q: QueryRunner, chain: string, outbox: readonly OutboxEvent[]): Promise<void> {
+export async function appendOutbox(
+  q: QueryRunner,
+  chain: string,
+  outbox: readonly OutboxEvent[],
+): Promise<void> {
   if (outbox.length === 0) return;
   // WITH ORDINALITY + ORDER BY: the identity column follows the order the events were decided in.
   await q.query(

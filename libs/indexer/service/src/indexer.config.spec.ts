@@ -7,7 +7,12 @@ import { ERC20_TRANSFER_TOPIC, addressTopic, decodeContractEvent, decodeErc20Tra
 
 describe('indexerConfigFromEnv', () => {
   it('follows no chain when CHAIN_RPC_URLS is absent (embedded mode idles)', () => {
-    expect(indexerConfigFromEnv({})).toEqual({ chains: [], pollMs: 2000, batchBlocks: 500, reorgWindow: 256 });
+    expect(indexerConfigFromEnv({})).toEqual({
+      chains: [],
+      pollMs: 2000,
+      batchBlocks: 500,
+      reorgWindow: 256,
+    });
   });
 
   it('reads chains, per-chain confirmations with a default, start blocks and the tuning knobs', () => {
@@ -21,14 +26,28 @@ describe('indexerConfigFromEnv', () => {
     });
     expect(config).toEqual({
       chains: [
-        { caip2: 'eip155:8453', chainId: 8453n, rpcUrl: 'http://127.0.0.1:8545', confirmations: 3, startBlock: 1200 },
-        { caip2: 'eip155:137', chainId: 137n, rpcUrl: 'https://polygon.example/rpc', confirmations: 64, startBlock: 'latest' },
+        {
+          caip2: 'eip155:8453',
+          chainId: 8453n,
+          rpcUrl: 'http://127.0.0.1:8545',
+          confirmations: 3,
+          startBlock: 1200,
+        },
+        {
+          caip2: 'eip155:137',
+          chainId: 137n,
+          rpcUrl: 'https://polygon.example/rpc',
+          confirmations: 64,
+          startBlock: 'latest',
+        },
       ],
       pollMs: 250,
       batchBlocks: 100,
       reorgWindow: 512,
     });
-    expect(indexerConfigFromEnv({ CHAIN_RPC_URLS: 'eip155:1=http://n' }).chains[0]?.confirmations).toBe(DEFAULT_CONFIRMATIONS);
+    expect(indexerConfigFromEnv({ CHAIN_RPC_URLS: 'eip155:1=http://n' }).chains[0]?.confirmations).toBe(
+      DEFAULT_CONFIRMATIONS,
+    );
   });
 
   it.each([
@@ -37,9 +56,18 @@ describe('indexerConfigFromEnv', () => {
     [{ CHAIN_RPC_URLS: 'cosmos:hub=http://x' }, /CHAIN_RPC_URLS: .*only eip155/],
     [{ CHAIN_RPC_URLS: 'eip155:1=ws://x' }, /CHAIN_RPC_URLS: eip155:1 must use an http\(s\) URL/],
     [{ CHAIN_RPC_URLS: 'eip155:1=http://a,eip155:1=http://b' }, /CHAIN_RPC_URLS lists eip155:1 twice/],
-    [{ CHAIN_RPC_URLS: 'eip155:1=http://a', INDEXER_CONFIRMATIONS: 'many' }, /INDEXER_CONFIRMATIONS: the default depth must be an integer/],
-    [{ CHAIN_RPC_URLS: 'eip155:1=http://a', INDEXER_CONFIRMATIONS: 'eip155:10=1' }, /INDEXER_CONFIRMATIONS names eip155:10, which CHAIN_RPC_URLS does not list/],
-    [{ CHAIN_RPC_URLS: 'eip155:1=http://a', INDEXER_START_BLOCKS: 'eip155:1=-5' }, /INDEXER_START_BLOCKS: eip155:1 must be a block number or 'latest'/],
+    [
+      { CHAIN_RPC_URLS: 'eip155:1=http://a', INDEXER_CONFIRMATIONS: 'many' },
+      /INDEXER_CONFIRMATIONS: the default depth must be an integer/,
+    ],
+    [
+      { CHAIN_RPC_URLS: 'eip155:1=http://a', INDEXER_CONFIRMATIONS: 'eip155:10=1' },
+      /INDEXER_CONFIRMATIONS names eip155:10, which CHAIN_RPC_URLS does not list/,
+    ],
+    [
+      { CHAIN_RPC_URLS: 'eip155:1=http://a', INDEXER_START_BLOCKS: 'eip155:1=-5' },
+      /INDEXER_START_BLOCKS: eip155:1 must be a block number or 'latest'/,
+    ],
     [{ INDEXER_POLL_MS: '0' }, /INDEXER_POLL_MS must be between 10 and/],
     [{ INDEXER_BATCH_BLOCKS: 'lots' }, /INDEXER_BATCH_BLOCKS must be an integer/],
   ])('rejects %j naming the variable', (env, message) => {
@@ -111,6 +139,12 @@ describe('log decoding', () => {
         },
       },
     });
-    expect(decodeContractEvent('subscription_manager', 'eip155:8453', { ...base, topics: [id('Unknown()')], data: '0x' })).toBeNull();
+    expect(
+      decodeContractEvent('subscription_manager', 'eip155:8453', {
+        ...base,
+        topics: [id('Unknown()')],
+        data: '0x',
+      }),
+    ).toBeNull();
   });
 });

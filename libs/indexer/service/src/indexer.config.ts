@@ -51,26 +51,34 @@ export function indexerConfigFromEnv(env: Env): IndexerConfig {
       throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} has an invalid URL '${value}'`);
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} must use an http(s) URL, got '${value}'`);
+      throw new ConfigError(
+        `environment variable CHAIN_RPC_URLS: ${chain} must use an http(s) URL, got '${value}'`,
+      );
     }
     return value;
   });
   const confirmations = parseConfirmations(env);
   for (const chain of confirmations.perChain.keys()) {
     if (!rpcUrls.has(chain)) {
-      throw new ConfigError(`environment variable INDEXER_CONFIRMATIONS names ${chain}, which CHAIN_RPC_URLS does not list`);
+      throw new ConfigError(
+        `environment variable INDEXER_CONFIRMATIONS names ${chain}, which CHAIN_RPC_URLS does not list`,
+      );
     }
   }
   const startBlocks = parseChainMap(env, 'INDEXER_START_BLOCKS', (value, chain): number | 'latest' => {
     if (value === 'latest') return 'latest';
     if (!/^[0-9]+$/.test(value) || !Number.isSafeInteger(Number(value))) {
-      throw new ConfigError(`environment variable INDEXER_START_BLOCKS: ${chain} must be a block number or 'latest', got '${value}'`);
+      throw new ConfigError(
+        `environment variable INDEXER_START_BLOCKS: ${chain} must be a block number or 'latest', got '${value}'`,
+      );
     }
     return Number(value);
   });
   for (const chain of startBlocks.keys()) {
     if (!rpcUrls.has(chain)) {
-      throw new ConfigError(`environment variable INDEXER_START_BLOCKS names ${chain}, which CHAIN_RPC_URLS does not list`);
+      throw new ConfigError(
+        `environment variable INDEXER_START_BLOCKS names ${chain}, which CHAIN_RPC_URLS does not list`,
+      );
     }
   }
   const chains = [...rpcUrls].map(([caip2, rpcUrl]): FollowedChain => ({
@@ -89,11 +97,18 @@ export function indexerConfigFromEnv(env: Env): IndexerConfig {
 }
 
 /** `caip2=value` pairs separated by commas, keyed by canonical CAIP-2 id. */
-function parseChainMap<T>(env: Env, name: string, parseValue: (value: string, chain: string) => T): Map<string, T> {
+function parseChainMap<T>(
+  env: Env,
+  name: string,
+  parseValue: (value: string, chain: string) => T,
+): Map<string, T> {
   const raw = envOptional(env, name);
   const out = new Map<string, T>();
   if (raw === undefined) return out;
-  for (const entry of raw.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of raw
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const { chain, value } = splitEntry(name, entry);
     if (out.has(chain)) throw new ConfigError(`environment variable ${name} lists ${chain} twice`);
     out.set(chain, parseValue(value, chain));
@@ -110,7 +125,9 @@ function splitEntry(name: string, entry: string): { chain: string; value: string
   try {
     chain = parseCaip2(rawChain).caip2;
   } catch (error) {
-    throw new ConfigError(`environment variable ${name}: ${error instanceof Error ? error.message : String(error)}`);
+    throw new ConfigError(
+      `environment variable ${name}: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
   if (value === '') throw new ConfigError(`environment variable ${name}: ${chain} has no value`);
   return { chain, value };
@@ -124,12 +141,17 @@ function parseConfirmations(env: Env): { fallback: number; perChain: Map<string,
   if (raw === undefined) return { fallback, perChain };
   const depth = (value: string, what: string): number => {
     if (!/^[0-9]+$/.test(value) || Number(value) > 100_000) {
-      throw new ConfigError(`environment variable ${name}: ${what} must be an integer between 0 and 100000, got '${value}'`);
+      throw new ConfigError(
+        `environment variable ${name}: ${what} must be an integer between 0 and 100000, got '${value}'`,
+      );
     }
     return Number(value);
   };
   let sawDefault = false;
-  for (const entry of raw.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of raw
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     if (!entry.includes('=')) {
       if (sawDefault) throw new ConfigError(`environment variable ${name} gives the default depth twice`);
       sawDefault = true;

@@ -41,8 +41,17 @@ export class IndexerWatchList {
    * Watches ERC-20 Transfers to `address` on `chain` from `fromBlock` (default: the follower's checkpoint now, so
    * nothing between this call and the next range is missed). True when the watch is new.
    */
-  watchDepositAddress(chain: string, address: string, options: { readonly fromBlock?: number } = {}): Promise<boolean> {
-    return this.store.addWatch(parseCaip2(chain).caip2, parseAddress(address), { table: 'address' }, validFrom(options.fromBlock));
+  watchDepositAddress(
+    chain: string,
+    address: string,
+    options: { readonly fromBlock?: number } = {},
+  ): Promise<boolean> {
+    return this.store.addWatch(
+      parseCaip2(chain).caip2,
+      parseAddress(address),
+      { table: 'address' },
+      validFrom(options.fromBlock),
+    );
   }
 
   /** Watches every event of a contract (a subscription manager) on `chain`. True when the watch is new. */
@@ -52,8 +61,14 @@ export class IndexerWatchList {
     kind: WatchedContractKind,
     options: { readonly fromBlock?: number } = {},
   ): Promise<boolean> {
-    if (!WATCHED_CONTRACT_KINDS.includes(kind)) throw new Error(`unknown watched contract kind '${String(kind)}'`);
-    return this.store.addWatch(parseCaip2(chain).caip2, parseAddress(address), { table: 'contract', kind }, validFrom(options.fromBlock));
+    if (!WATCHED_CONTRACT_KINDS.includes(kind))
+      throw new Error(`unknown watched contract kind '${String(kind)}'`);
+    return this.store.addWatch(
+      parseCaip2(chain).caip2,
+      parseAddress(address),
+      { table: 'contract', kind },
+      validFrom(options.fromBlock),
+    );
   }
 }
 
@@ -81,7 +96,12 @@ export class ChainFollowers implements OnModuleInit, OnApplicationBootstrap, OnM
     const logger = new JsonLogger('indexer');
     const pairs = config.chains.map((chain) => {
       const client = new JsonRpcChainClient(chain.rpcUrl, chain.chainId);
-      const settings = { chain, pollMs: config.pollMs, batchBlocks: config.batchBlocks, reorgWindow: config.reorgWindow };
+      const settings = {
+        chain,
+        pollMs: config.pollMs,
+        batchBlocks: config.batchBlocks,
+        reorgWindow: config.reorgWindow,
+      };
       return { client, follower: new ChainFollower(settings, client, store, events, logger, clock) };
     });
     this.clients = pairs.map((p) => p.client);

@@ -12,7 +12,12 @@ import {
   type Erc20TransferObservedData,
   type SubscriptionManagerEventObservedData,
 } from '@stablepay/indexer-domain';
-import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider, startLocalChains, type LocalChains } from '@stablepay/local-chains';
+import {
+  ANVIL_DEV_PRIVATE_KEYS,
+  localChainProvider,
+  startLocalChains,
+  type LocalChains,
+} from '@stablepay/local-chains';
 import { startService, type RunningService } from '@stablepay/runtime';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { IndexerWatchList, indexerService } from './indexer.module';
@@ -31,10 +36,25 @@ describe('indexer service on a local chain', () => {
     const chain = chains.chains[0];
     if (!chain) throw new Error('no local chain');
     service = await startService(
-      { databaseUrl: database.url, eventStore: 'postgres', eventBus: 'store-log', port: 0, host: '127.0.0.1', logLevel: 'error' },
+      {
+        databaseUrl: database.url,
+        eventStore: 'postgres',
+        eventBus: 'store-log',
+        port: 0,
+        host: '127.0.0.1',
+        logLevel: 'error',
+      },
       [
         indexerService({
-          chains: [{ caip2: chain.caip2, chainId: BigInt(chain.chainId), rpcUrl: chain.rpcUrl, confirmations: 0, startBlock: 'latest' }],
+          chains: [
+            {
+              caip2: chain.caip2,
+              chainId: BigInt(chain.chainId),
+              rpcUrl: chain.rpcUrl,
+              confirmations: 0,
+              startBlock: 'latest',
+            },
+          ],
           pollMs: 50,
           batchBlocks: 100,
           reorgWindow: 64,
@@ -59,7 +79,13 @@ describe('indexer service on a local chain', () => {
       const pauserKey = ANVIL_DEV_PRIVATE_KEYS[2];
       const merchantPauser = new Wallet(pauserKey, provider);
       const merchantId = id('merchant:indexer-test');
-      await (await connectStablepayRegistry(chain.addresses.registry, operator).setMerchant(merchantId, Wallet.createRandom().address, operator.address)).wait();
+      await (
+        await connectStablepayRegistry(chain.addresses.registry, operator).setMerchant(
+          merchantId,
+          Wallet.createRandom().address,
+          operator.address,
+        )
+      ).wait();
       const factory = connectSubscriptionManagerFactory(chain.addresses.subscriptionManagerFactory, operator);
       await (await factory.deployManager(merchantId, merchantPauser.address)).wait();
       const manager = await factory.managerOf(merchantId);
@@ -67,7 +93,9 @@ describe('indexer service on a local chain', () => {
 
       const watchList = service.app.get(IndexerWatchList);
       expect(await watchList.watchContract(chain.caip2, manager, 'subscription_manager')).toBe(true);
-      expect(await watchList.watchContract(chain.caip2, manager.toLowerCase(), 'subscription_manager')).toBe(false);
+      expect(await watchList.watchContract(chain.caip2, manager.toLowerCase(), 'subscription_manager')).toBe(
+        false,
+      );
       expect(await watchList.watchDepositAddress(chain.caip2, deposit)).toBe(true);
 
       const received: BusMessage[] = [];
@@ -81,7 +109,9 @@ describe('indexer service on a local chain', () => {
       });
       try {
         await (await connectSubscriptionManager(manager, merchantPauser).pause()).wait();
-        await (await connectTestStablecoin(chain.addresses.stablecoins.USDC, operator).mint(deposit, 42_000_000n)).wait();
+        await (
+          await connectTestStablecoin(chain.addresses.stablecoins.USDC, operator).mint(deposit, 42_000_000n)
+        ).wait();
 
         const deadline = Date.now() + 15_000;
         while (received.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -107,7 +137,9 @@ describe('indexer service on a local chain', () => {
 
       const ready = await fetch(`${service.url}/ready`);
       expect(ready.status).toBe(200);
-      expect(((await ready.json()) as { checks: Record<string, string> }).checks).toMatchObject({ chain_followers: 'ok' });
+      expect(((await ready.json()) as { checks: Record<string, string> }).checks).toMatchObject({
+        chain_followers: 'ok',
+      });
     } finally {
       provider.destroy();
     }

@@ -20,7 +20,10 @@ const subscriptionManager = new Interface(SubscriptionManagerAbi);
 
 /** An observation decided from a log, before its block time and event id are known. */
 export type DecodedObservation =
-  | { readonly type: typeof ERC20_TRANSFER_OBSERVED; readonly data: Omit<Erc20TransferObservedData, 'blockTime'> }
+  | {
+      readonly type: typeof ERC20_TRANSFER_OBSERVED;
+      readonly data: Omit<Erc20TransferObservedData, 'blockTime'>;
+    }
   | {
       readonly type: typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED;
       readonly data: Omit<SubscriptionManagerEventObservedData, 'blockTime'>;
@@ -49,7 +52,11 @@ function position(chain: string, log: ChainLog) {
  * token id (four topics), and a malformed token may emit a non-32-byte value or dirty address topics. Decoded by
  * hand (no ABI coder): this runs once per log, and the follower ingests thousands of logs per range.
  */
-export function decodeErc20Transfer(chain: string, chainId: bigint, log: ChainLog): DecodedObservation | null {
+export function decodeErc20Transfer(
+  chain: string,
+  chainId: bigint,
+  log: ChainLog,
+): DecodedObservation | null {
   if (log.topics.length !== 3 || log.topics[0] !== ERC20_TRANSFER_TOPIC) return null;
   const [, fromTopic, toTopic] = log.topics;
   if (fromTopic === undefined || toTopic === undefined || !UINT256.test(log.data)) return null;
@@ -104,7 +111,11 @@ function checksummed(address: string): string {
 }
 
 /** A watched contract's event decoded with its ABI; null for a log its ABI does not know (logged by the caller). */
-export function decodeContractEvent(kind: WatchedContractKind, chain: string, log: ChainLog): DecodedObservation | null {
+export function decodeContractEvent(
+  kind: WatchedContractKind,
+  chain: string,
+  log: ChainLog,
+): DecodedObservation | null {
   switch (kind) {
     case 'subscription_manager': {
       let parsed: ReturnType<Interface['parseLog']>;
@@ -116,7 +127,11 @@ export function decodeContractEvent(kind: WatchedContractKind, chain: string, lo
       if (parsed === null) return null;
       return {
         type: SUBSCRIPTION_MANAGER_EVENT_OBSERVED,
-        data: { ...position(chain, log), event: parsed.name, args: stringifyArgs(parsed.fragment.inputs, parsed.args) },
+        data: {
+          ...position(chain, log),
+          event: parsed.name,
+          args: stringifyArgs(parsed.fragment.inputs, parsed.args),
+        },
       };
     }
   }

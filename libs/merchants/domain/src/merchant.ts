@@ -141,7 +141,8 @@ const NO_FIAT_SETTLEMENT: FiatSettlementDetails = {
   country: null,
 };
 
-const sameAddress = (a: string | null, b: string | null): boolean => !!a && !!b && a.toLowerCase() === b.toLowerCase();
+const sameAddress = (a: string | null, b: string | null): boolean =>
+  !!a && !!b && a.toLowerCase() === b.toLowerCase();
 
 function requireExists(state: MerchantState): void {
   if (!state.exists) throw notFound('merchant');
@@ -170,30 +171,51 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
       requireExists(state);
       const events: MerchantEvent[] = [];
       if (state.merchantSigner !== command.merchantSigner) {
-        events.push({ type: 'MerchantSignerRegistered.v1', data: { merchantSigner: command.merchantSigner, registeredAt: at } });
+        events.push({
+          type: 'MerchantSignerRegistered.v1',
+          data: { merchantSigner: command.merchantSigner, registeredAt: at },
+        });
       }
       if (command.settlementAddress !== undefined && command.settlementAddress !== state.settlementAddress) {
-        events.push({ type: 'SettlementAddressChanged.v1', data: { settlementAddress: command.settlementAddress, changedAt: at } });
+        events.push({
+          type: 'SettlementAddressChanged.v1',
+          data: { settlementAddress: command.settlementAddress, changedAt: at },
+        });
       }
       return events;
     }
     case 'UpdateSettlementAddress':
       requireExists(state);
       if (command.settlementAddress === state.settlementAddress) return [];
-      return [{ type: 'SettlementAddressChanged.v1', data: { settlementAddress: command.settlementAddress, changedAt: at } }];
+      return [
+        {
+          type: 'SettlementAddressChanged.v1',
+          data: { settlementAddress: command.settlementAddress, changedAt: at },
+        },
+      ];
     case 'UpdateProfile': {
       requireExists(state);
-      const changes: Omit<Extract<MerchantEvent, { type: 'MerchantProfileUpdated.v1' }>['data'], 'updatedAt'> = {
-        ...(command.displayName !== undefined && command.displayName !== state.displayName ? { displayName: command.displayName } : {}),
-        ...(command.webhookUrl !== undefined && command.webhookUrl !== state.webhookUrl ? { webhookUrl: command.webhookUrl } : {}),
+      const changes: Omit<
+        Extract<MerchantEvent, { type: 'MerchantProfileUpdated.v1' }>['data'],
+        'updatedAt'
+      > = {
+        ...(command.displayName !== undefined && command.displayName !== state.displayName
+          ? { displayName: command.displayName }
+          : {}),
+        ...(command.webhookUrl !== undefined && command.webhookUrl !== state.webhookUrl
+          ? { webhookUrl: command.webhookUrl }
+          : {}),
         ...(command.backgroundColor !== undefined && command.backgroundColor !== state.backgroundColor
           ? { backgroundColor: command.backgroundColor }
           : {}),
-        ...(command.primaryColor !== undefined && command.primaryColor !== state.primaryColor ? { primaryColor: command.primaryColor } : {}),
+        ...(command.primaryColor !== undefined && command.primaryColor !== state.primaryColor
+          ? { primaryColor: command.primaryColor }
+          : {}),
         ...(command.webhookEventTypes !== undefined ? { webhookEventTypes: command.webhookEventTypes } : {}),
       };
       const events: MerchantEvent[] = [];
-      if (Object.keys(changes).length > 0) events.push({ type: 'MerchantProfileUpdated.v1', data: { ...changes, updatedAt: at } });
+      if (Object.keys(changes).length > 0)
+        events.push({ type: 'MerchantProfileUpdated.v1', data: { ...changes, updatedAt: at } });
       // SPEC: the secret is issued when the first webhook URL is configured and unchanged when the URL changes.
       if (typeof changes.webhookUrl === 'string' && state.webhookSecretId === null) {
         events.push({ type: 'WebhookSecretIssued.v1', data: { ...command.candidateSecret, issuedAt: at } });
@@ -203,7 +225,10 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
     case 'RotateWebhookSecret':
       requireExists(state);
       if (state.webhookSecretId === null) {
-        throw invalidRequest('No webhook secret exists yet: set a webhook_url with PATCH /settings first.', 'webhook_not_configured');
+        throw invalidRequest(
+          'No webhook secret exists yet: set a webhook_url with PATCH /settings first.',
+          'webhook_not_configured',
+        );
       }
       // One previous slot: the secret being replaced becomes the previous one for 24 hours, and whatever was
       // previous before is dropped at once.
@@ -230,10 +255,18 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
         });
       }
       if (state.subscriptionManagerDeployed) {
-        throw cannotProcess('pauser_locked_by_deployment', 'The subscription manager is already deployed; its pauser is fixed.', 'merchant_pauser');
+        throw cannotProcess(
+          'pauser_locked_by_deployment',
+          'The subscription manager is already deployed; its pauser is fixed.',
+          'merchant_pauser',
+        );
       }
       if (sameAddress(command.merchantPauser, command.operatorPauser)) {
-        throw cannotProcess('pauser_is_exodus_pauser', "The merchant pauser must differ from the operator's own pauser.", 'merchant_pauser');
+        throw cannotProcess(
+          'pauser_is_exodus_pauser',
+          "The merchant pauser must differ from the operator's own pauser.",
+          'merchant_pauser',
+        );
       }
       if (!sameAddress(command.recoveredSigner, command.merchantPauser) && !command.contractApproved) {
         throw cannotProcess(
@@ -262,17 +295,27 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
     }
     case 'RecordSubscriptionManagerDeployed':
       requireExists(state);
-      return [{ type: 'SubscriptionManagerDeployed.v1', data: { chain: command.chain, address: command.address, deployedAt: at } }];
+      return [
+        {
+          type: 'SubscriptionManagerDeployed.v1',
+          data: { chain: command.chain, address: command.address, deployedAt: at },
+        },
+      ];
     case 'ConfigureSettlement': {
       requireExists(state);
       const events: MerchantEvent[] = [];
       if (command.settlementAddress !== undefined && command.settlementAddress !== state.settlementAddress) {
-        events.push({ type: 'SettlementAddressChanged.v1', data: { settlementAddress: command.settlementAddress, changedAt: at } });
+        events.push({
+          type: 'SettlementAddressChanged.v1',
+          data: { settlementAddress: command.settlementAddress, changedAt: at },
+        });
       }
       if (command.fiat === undefined) return events;
       let next: FiatSettlementDetails | null = null;
       if (command.fiat !== null) {
-        const merged: { -readonly [K in keyof FiatSettlementDetails]: FiatSettlementDetails[K] } = { ...(state.fiatSettlement ?? NO_FIAT_SETTLEMENT) };
+        const merged: { -readonly [K in keyof FiatSettlementDetails]: FiatSettlementDetails[K] } = {
+          ...(state.fiatSettlement ?? NO_FIAT_SETTLEMENT),
+        };
         for (const key of Object.keys(NO_FIAT_SETTLEMENT) as Array<keyof FiatSettlementDetails>) {
           const value = command.fiat[key];
           if (value !== undefined) merged[key] = value;

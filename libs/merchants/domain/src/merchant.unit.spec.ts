@@ -1,12 +1,25 @@
 import { DomainError } from '@stablepay/util';
 import { decideMerchant, evolveMerchant, initialMerchantState, type MerchantCommand } from './merchant';
 import type { MerchantEvent } from './merchant.events';
-import { isFiatSettlementComplete, missingFiatSettlementFields, pauserDeclarationMessage, requireBrandingColor } from './rules';
+import {
+  isFiatSettlementComplete,
+  missingFiatSettlementFields,
+  pauserDeclarationMessage,
+  requireBrandingColor,
+} from './rules';
 
 const now = new Date('2026-05-01T12:00:00.000Z');
 const created: MerchantEvent = {
   type: 'MerchantCreated.v1',
-  data: { merchantId: 'mer_1', name: 'Acme', mode: 'test', settlementMode: 'crypto', apiKeyHash: 'h', apiKeyHint: 'sk_test_...abcd', createdAt: now.toISOString() },
+  data: {
+    merchantId: 'mer_1',
+    name: 'Acme',
+    mode: 'test',
+    settlementMode: 'crypto',
+    apiKeyHash: 'h',
+    apiKeyHint: 'sk_test_...abcd',
+    createdAt: now.toISOString(),
+  },
 };
 const SIGNER = '0x1111111111111111111111111111111111111111';
 const PAUSER = '0x2222222222222222222222222222222222222222';
@@ -35,7 +48,9 @@ function given(...events: MerchantEvent[]) {
   };
 }
 
-const declare = (over: Partial<Extract<MerchantCommand, { type: 'DeclarePauser' }>> = {}): MerchantCommand => ({
+const declare = (
+  over: Partial<Extract<MerchantCommand, { type: 'DeclarePauser' }>> = {},
+): MerchantCommand => ({
   type: 'DeclarePauser',
   merchantPauser: PAUSER,
   recoveredSigner: PAUSER,
@@ -45,26 +60,46 @@ const declare = (over: Partial<Extract<MerchantCommand, { type: 'DeclarePauser' 
   now,
   ...over,
 });
-const signerRegistered: MerchantEvent = { type: 'MerchantSignerRegistered.v1', data: { merchantSigner: SIGNER, registeredAt: now.toISOString() } };
+const signerRegistered: MerchantEvent = {
+  type: 'MerchantSignerRegistered.v1',
+  data: { merchantSigner: SIGNER, registeredAt: now.toISOString() },
+};
 const secret = { secretId: 'whs_1', fingerprint: 'fp1' };
 
 describe('merchant aggregate', () => {
   it('is created once', () => {
     given(created)
-      .when({ type: 'CreateMerchant', merchantId: 'mer_1', name: 'Acme', mode: 'test', settlementMode: 'crypto', apiKeyHash: 'h', apiKeyHint: 'x', now })
+      .when({
+        type: 'CreateMerchant',
+        merchantId: 'mer_1',
+        name: 'Acme',
+        mode: 'test',
+        settlementMode: 'crypto',
+        apiKeyHash: 'h',
+        apiKeyHint: 'x',
+        now,
+      })
       .thenError({ status: 409, code: 'merchant_exists' });
   });
 
   it('commands on a missing merchant are 404', () => {
-    given().when({ type: 'UpdateSettlementAddress', settlementAddress: SIGNER, now }).thenError({ status: 404 });
+    given()
+      .when({ type: 'UpdateSettlementAddress', settlementAddress: SIGNER, now })
+      .thenError({ status: 404 });
   });
 
   it('registers the signer and the settlement address together', () => {
     given(created)
       .when({ type: 'RegisterSigner', merchantSigner: SIGNER, settlementAddress: PAUSER, now })
       .then([
-        { type: 'MerchantSignerRegistered.v1', data: { merchantSigner: SIGNER, registeredAt: now.toISOString() } },
-        { type: 'SettlementAddressChanged.v1', data: { settlementAddress: PAUSER, changedAt: now.toISOString() } },
+        {
+          type: 'MerchantSignerRegistered.v1',
+          data: { merchantSigner: SIGNER, registeredAt: now.toISOString() },
+        },
+        {
+          type: 'SettlementAddressChanged.v1',
+          data: { settlementAddress: PAUSER, changedAt: now.toISOString() },
+        },
       ]);
   });
 
@@ -77,7 +112,10 @@ describe('merchant aggregate', () => {
       given(created)
         .when({ type: 'UpdateProfile', webhookUrl: 'https://a.example/h', candidateSecret: secret, now })
         .then([
-          { type: 'MerchantProfileUpdated.v1', data: { webhookUrl: 'https://a.example/h', updatedAt: now.toISOString() } },
+          {
+            type: 'MerchantProfileUpdated.v1',
+            data: { webhookUrl: 'https://a.example/h', updatedAt: now.toISOString() },
+          },
           { type: 'WebhookSecretIssued.v1', data: { ...secret, issuedAt: now.toISOString() } },
         ]);
     });
@@ -85,11 +123,24 @@ describe('merchant aggregate', () => {
     it('keeps the secret when the URL changes', () => {
       given(
         created,
-        { type: 'MerchantProfileUpdated.v1', data: { webhookUrl: 'https://a.example/h', updatedAt: now.toISOString() } },
+        {
+          type: 'MerchantProfileUpdated.v1',
+          data: { webhookUrl: 'https://a.example/h', updatedAt: now.toISOString() },
+        },
         { type: 'WebhookSecretIssued.v1', data: { ...secret, issuedAt: now.toISOString() } },
       )
-        .when({ type: 'UpdateProfile', webhookUrl: 'https://b.example/h', candidateSecret: { secretId: 'whs_2', fingerprint: 'fp2' }, now })
-        .then([{ type: 'MerchantProfileUpdated.v1', data: { webhookUrl: 'https://b.example/h', updatedAt: now.toISOString() } }]);
+        .when({
+          type: 'UpdateProfile',
+          webhookUrl: 'https://b.example/h',
+          candidateSecret: { secretId: 'whs_2', fingerprint: 'fp2' },
+          now,
+        })
+        .then([
+          {
+            type: 'MerchantProfileUpdated.v1',
+            data: { webhookUrl: 'https://b.example/h', updatedAt: now.toISOString() },
+          },
+        ]);
     });
 
     it('rotation keeps one previous secret for 24 hours', () => {
@@ -98,7 +149,13 @@ describe('merchant aggregate', () => {
         .then([
           {
             type: 'WebhookSecretRotated.v1',
-            data: { secretId: 'whs_2', fingerprint: 'fp2', previousSecretId: 'whs_1', previousSecretExpiresAt: '2026-05-02T12:00:00.000Z', rotatedAt: now.toISOString() },
+            data: {
+              secretId: 'whs_2',
+              fingerprint: 'fp2',
+              previousSecretId: 'whs_1',
+              previousSecretExpiresAt: '2026-05-02T12:00:00.000Z',
+              rotatedAt: now.toISOString(),
+            },
           },
         ]);
     });
@@ -109,15 +166,26 @@ describe('merchant aggregate', () => {
         { type: 'WebhookSecretIssued.v1', data: { ...secret, issuedAt: now.toISOString() } } as MerchantEvent,
         {
           type: 'WebhookSecretRotated.v1',
-          data: { secretId: 'whs_2', fingerprint: 'fp2', previousSecretId: 'whs_1', previousSecretExpiresAt: 'x', rotatedAt: 'x' },
+          data: {
+            secretId: 'whs_2',
+            fingerprint: 'fp2',
+            previousSecretId: 'whs_1',
+            previousSecretExpiresAt: 'x',
+            rotatedAt: 'x',
+          },
         } as MerchantEvent,
       ].reduce(evolveMerchant, initialMerchantState());
-      const [event] = decideMerchant({ type: 'RotateWebhookSecret', secret: { secretId: 'whs_3', fingerprint: 'fp3' }, now }, state);
+      const [event] = decideMerchant(
+        { type: 'RotateWebhookSecret', secret: { secretId: 'whs_3', fingerprint: 'fp3' }, now },
+        state,
+      );
       expect(event).toMatchObject({ data: { secretId: 'whs_3', previousSecretId: 'whs_2' } });
     });
 
     it('cannot rotate before a secret exists', () => {
-      given(created).when({ type: 'RotateWebhookSecret', secret, now }).thenError({ status: 400, code: 'webhook_not_configured' });
+      given(created)
+        .when({ type: 'RotateWebhookSecret', secret, now })
+        .thenError({ status: 400, code: 'webhook_not_configured' });
     });
   });
 
@@ -126,7 +194,10 @@ describe('merchant aggregate', () => {
       given(created).when(declare()).thenError({ status: 400, code: 'evm_payment_config_missing' });
     });
     it('is locked once the manager is deployed: 422 pauser_locked_by_deployment (checked before the other 422s)', () => {
-      given(created, signerRegistered, { type: 'SubscriptionManagerDeployed.v1', data: { chain: 'eip155:8453', address: OPERATOR, deployedAt: 'x' } })
+      given(created, signerRegistered, {
+        type: 'SubscriptionManagerDeployed.v1',
+        data: { chain: 'eip155:8453', address: OPERATOR, deployedAt: 'x' },
+      })
         .when(declare({ merchantPauser: OPERATOR, recoveredSigner: null }))
         .thenError({ status: 422, type: 'cannot_process', code: 'pauser_locked_by_deployment' });
     });
@@ -136,10 +207,17 @@ describe('merchant aggregate', () => {
         .thenError({ status: 422, code: 'pauser_is_exodus_pauser' });
     });
     it('needs proof of control: 422 pauser_control_unproven', () => {
-      given(created, signerRegistered).when(declare({ recoveredSigner: SIGNER })).thenError({ status: 422, code: 'pauser_control_unproven' });
+      given(created, signerRegistered)
+        .when(declare({ recoveredSigner: SIGNER }))
+        .thenError({ status: 422, code: 'pauser_control_unproven' });
     });
     it('accepts a contract account that approves the message instead of a signature', () => {
-      expect(decideMerchant(declare({ recoveredSigner: null, contractApproved: true }), [created, signerRegistered].reduce(evolveMerchant, initialMerchantState()))).toHaveLength(1);
+      expect(
+        decideMerchant(
+          declare({ recoveredSigner: null, contractApproved: true }),
+          [created, signerRegistered].reduce(evolveMerchant, initialMerchantState()),
+        ),
+      ).toHaveLength(1);
     });
     it('needs the shared-key risk acknowledged when pauser = signer: 422 shared_pauser_risk_unacknowledged', () => {
       given(created, signerRegistered)
@@ -147,7 +225,16 @@ describe('merchant aggregate', () => {
         .thenError({ status: 422, code: 'shared_pauser_risk_unacknowledged' });
       given(created, signerRegistered)
         .when(declare({ merchantPauser: SIGNER, recoveredSigner: SIGNER, acknowledgeSharedPauserRisk: true }))
-        .then([{ type: 'PauserDeclared.v1', data: { merchantPauser: SIGNER, sharedPauserRiskAcknowledged: true, declaredAt: now.toISOString() } }]);
+        .then([
+          {
+            type: 'PauserDeclared.v1',
+            data: {
+              merchantPauser: SIGNER,
+              sharedPauserRiskAcknowledged: true,
+              declaredAt: now.toISOString(),
+            },
+          },
+        ]);
     });
   });
 
@@ -155,7 +242,9 @@ describe('merchant aggregate', () => {
     expect(requireBrandingColor('primary_color', '#a1b2c3')).toBe('#A1B2C3');
     expect(requireBrandingColor('primary_color', null)).toBeNull();
     for (const bad of ['#fff', 'a1b2c3', '#a1b2c3d', '#ggg000', 'red']) {
-      expect(() => requireBrandingColor('primary_color', bad)).toThrow(expect.objectContaining({ param: 'primary_color', type: 'validation_error' }));
+      expect(() => requireBrandingColor('primary_color', bad)).toThrow(
+        expect.objectContaining({ param: 'primary_color', type: 'validation_error' }),
+      );
     }
   });
 
@@ -165,7 +254,14 @@ describe('merchant aggregate', () => {
 });
 
 describe('fiat settlement configuration (SPEC Rules 8: a complete configuration before a fiat-settled business prices)', () => {
-  const complete = { currency: 'ARS', beneficiaryName: 'Acme SA', bankName: 'Banco Ejemplo', accountNumber: '0000003100010000000001', bankCode: null, country: 'AR' };
+  const complete = {
+    currency: 'ARS',
+    beneficiaryName: 'Acme SA',
+    bankName: 'Banco Ejemplo',
+    accountNumber: '0000003100010000000001',
+    bankCode: null,
+    country: 'AR',
+  };
 
   it('records the whole configuration after a change', () => {
     given(created)
@@ -174,7 +270,14 @@ describe('fiat settlement configuration (SPEC Rules 8: a complete configuration 
         {
           type: 'FiatSettlementConfigured.v1',
           data: {
-            fiat: { currency: 'ARS', beneficiaryName: null, bankName: null, accountNumber: null, bankCode: null, country: null },
+            fiat: {
+              currency: 'ARS',
+              beneficiaryName: null,
+              bankName: null,
+              accountNumber: null,
+              bankCode: null,
+              country: null,
+            },
             configuredAt: now.toISOString(),
           },
         },
@@ -182,10 +285,18 @@ describe('fiat settlement configuration (SPEC Rules 8: a complete configuration 
   });
 
   it('merges later changes, unsets a field with null and removes the configuration with null', () => {
-    const configured: MerchantEvent = { type: 'FiatSettlementConfigured.v1', data: { fiat: complete, configuredAt: now.toISOString() } };
+    const configured: MerchantEvent = {
+      type: 'FiatSettlementConfigured.v1',
+      data: { fiat: complete, configuredAt: now.toISOString() },
+    };
     given(created, configured)
       .when({ type: 'ConfigureSettlement', fiat: { bankName: null, country: 'AR' }, now })
-      .then([{ type: 'FiatSettlementConfigured.v1', data: { fiat: { ...complete, bankName: null }, configuredAt: now.toISOString() } }]);
+      .then([
+        {
+          type: 'FiatSettlementConfigured.v1',
+          data: { fiat: { ...complete, bankName: null }, configuredAt: now.toISOString() },
+        },
+      ]);
     given(created, configured)
       .when({ type: 'ConfigureSettlement', fiat: null, now })
       .then([{ type: 'FiatSettlementConfigured.v1', data: { fiat: null, configuredAt: now.toISOString() } }]);
@@ -195,11 +306,21 @@ describe('fiat settlement configuration (SPEC Rules 8: a complete configuration 
     given(created)
       .when({ type: 'ConfigureSettlement', settlementAddress: SIGNER, fiat: { country: 'AR' }, now })
       .then([
-        { type: 'SettlementAddressChanged.v1', data: { settlementAddress: SIGNER, changedAt: now.toISOString() } },
+        {
+          type: 'SettlementAddressChanged.v1',
+          data: { settlementAddress: SIGNER, changedAt: now.toISOString() },
+        },
         {
           type: 'FiatSettlementConfigured.v1',
           data: {
-            fiat: { currency: null, beneficiaryName: null, bankName: null, accountNumber: null, bankCode: null, country: 'AR' },
+            fiat: {
+              currency: null,
+              beneficiaryName: null,
+              bankName: null,
+              accountNumber: null,
+              bankCode: null,
+              country: 'AR',
+            },
             configuredAt: now.toISOString(),
           },
         },
@@ -207,7 +328,10 @@ describe('fiat settlement configuration (SPEC Rules 8: a complete configuration 
   });
 
   it('records nothing when nothing changes', () => {
-    given(created, { type: 'FiatSettlementConfigured.v1', data: { fiat: complete, configuredAt: now.toISOString() } })
+    given(created, {
+      type: 'FiatSettlementConfigured.v1',
+      data: { fiat: complete, configuredAt: now.toISOString() },
+    })
       .when({ type: 'ConfigureSettlement', fiat: { currency: 'ARS' }, now })
       .then([]);
     given(created).when({ type: 'ConfigureSettlement', fiat: null, now }).then([]);
@@ -216,6 +340,9 @@ describe('fiat settlement configuration (SPEC Rules 8: a complete configuration 
   it('is complete with currency, beneficiary, account number and country', () => {
     expect(isFiatSettlementComplete(complete)).toBe(true);
     expect(isFiatSettlementComplete(null)).toBe(false);
-    expect(missingFiatSettlementFields({ ...complete, accountNumber: null, country: null })).toEqual(['accountNumber', 'country']);
+    expect(missingFiatSettlementFields({ ...complete, accountNumber: null, country: null })).toEqual([
+      'accountNumber',
+      'country',
+    ]);
   });
 });

@@ -16,7 +16,10 @@ export function isAddressShape(value: string): boolean {
 export function requireBrandingColor(param: string, value: string | null): string | null {
   if (value === null) return null;
   if (!isBrandingColor(value)) {
-    throw validationError(param, `${param} must be a 6-digit hex color with a leading # (for example #1A2B3C), or null to reset.`);
+    throw validationError(
+      param,
+      `${param} must be a 6-digit hex color with a leading # (for example #1A2B3C), or null to reset.`,
+    );
   }
   return value.toUpperCase();
 }
@@ -27,7 +30,7 @@ export function pauserDeclarationMessage(merchantId: string, mode: 'test' | 'liv
     'Stablepay pause authority declaration',
     `Merchant: ${merchantId}`,
     `Mode: ${mode}`,
-    'I control this address and accept it as the pauser of this merchant\'s subscription manager.',
+    "I control this address and accept it as the pauser of this merchant's subscription manager.",
     'The pauser is bound into the manager address and cannot change once the manager is deployed.',
   ].join('\n');
 }
@@ -35,11 +38,20 @@ export function pauserDeclarationMessage(merchantId: string, mode: 'test' | 'liv
 export const WEBHOOK_SECRET_GRACE_MS = 24 * 60 * 60 * 1000;
 
 /** The fields a fiat settlement configuration needs before a fiat-settled business can sell (SPEC Rules 8). */
-export const FIAT_SETTLEMENT_REQUIRED_FIELDS = ['currency', 'beneficiaryName', 'accountNumber', 'country'] as const;
+export const FIAT_SETTLEMENT_REQUIRED_FIELDS = [
+  'currency',
+  'beneficiaryName',
+  'accountNumber',
+  'country',
+] as const;
 
 /** Required fields still unset (empty when complete; every required field when nothing is configured). */
-export function missingFiatSettlementFields(fiat: FiatSettlementDetails | null): Array<(typeof FIAT_SETTLEMENT_REQUIRED_FIELDS)[number]> {
-  return FIAT_SETTLEMENT_REQUIRED_FIELDS.filter((field) => !fiat || fiat[field] === null || fiat[field] === '');
+export function missingFiatSettlementFields(
+  fiat: FiatSettlementDetails | null,
+): Array<(typeof FIAT_SETTLEMENT_REQUIRED_FIELDS)[number]> {
+  return FIAT_SETTLEMENT_REQUIRED_FIELDS.filter(
+    (field) => !fiat || fiat[field] === null || fiat[field] === '',
+  );
 }
 
 export function isFiatSettlementComplete(fiat: FiatSettlementDetails | null): boolean {

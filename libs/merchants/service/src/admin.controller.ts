@@ -1,4 +1,14 @@
-import { Body, type CanActivate, Controller, type ExecutionContext, HttpCode, Inject, Injectable, Post, UseGuards } from '@nestjs/common';
+import {
+  Body,
+  type CanActivate,
+  Controller,
+  type ExecutionContext,
+  HttpCode,
+  Inject,
+  Injectable,
+  Post,
+  UseGuards,
+} from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { Public, unauthenticated } from '@stablepay/http';
@@ -15,7 +25,12 @@ export class AdminTokenGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
     const token = this.config.adminToken;
     if (!token) {
-      throw new DomainError({ type: 'invalid_request', status: 404, code: 'route_not_found', message: 'Unrecognized request URL.' });
+      throw new DomainError({
+        type: 'invalid_request',
+        status: 404,
+        code: 'route_not_found',
+        message: 'Unrecognized request URL.',
+      });
     }
     const header = context.switchToHttp().getRequest<FastifyRequest>().headers['authorization'] ?? '';
     const given = /^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? '';

@@ -17,7 +17,10 @@ export class ContractSignatureVerifier {
       const chainId = Number(chain.split(':')[1]);
       // A plain static network: ethers neither probes the node nor attaches well-known networks' public services.
       const network = new Network(`eip155-${chainId}`, chainId);
-      return { chain, provider: new JsonRpcProvider(url, network, { staticNetwork: network, cacheTimeout: -1 }) };
+      return {
+        chain,
+        provider: new JsonRpcProvider(url, network, { staticNetwork: network, cacheTimeout: -1 }),
+      };
     });
   }
 
@@ -49,10 +52,15 @@ export class ContractSignatureVerifier {
 export function parseChainRpcUrls(raw: string | undefined): Record<string, string> {
   if (!raw) return {};
   const out: Record<string, string> = {};
-  for (const entry of raw.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of raw
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const match = /^(eip155:[1-9][0-9]*)=(https?:\/\/\S+)$/.exec(entry);
     if (!match?.[1] || !match[2]) {
-      throw new Error(`environment variable CHAIN_RPC_URLS has a malformed entry '${entry}' (expected eip155:<id>=<http url>)`);
+      throw new Error(
+        `environment variable CHAIN_RPC_URLS has a malformed entry '${entry}' (expected eip155:<id>=<http url>)`,
+      );
     }
     out[match[1]] = match[2];
   }

@@ -27,12 +27,14 @@ function generateWebhookSecret(): string {
 
 /** Checksummed or all-lowercase 20-byte hex; a mixed-case address with a wrong checksum is refused. */
 export function parseAddress(param: string, value: string, invalid = validationError): string {
-  if (!/^0x[0-9a-fA-F]{40}$/.test(value)) throw invalid(param, `${param} must be a 20-byte hex address (0x followed by 40 hex digits).`);
+  if (!/^0x[0-9a-fA-F]{40}$/.test(value))
+    throw invalid(param, `${param} must be a 20-byte hex address (0x followed by 40 hex digits).`);
   const hex = value.slice(2);
   const lower = hex === hex.toLowerCase();
   const upper = hex === hex.toUpperCase();
   const checksummed = getAddress(value.toLowerCase());
-  if (!lower && !upper && checksummed !== value) throw invalid(param, `${param} has an invalid EIP-55 checksum.`);
+  if (!lower && !upper && checksummed !== value)
+    throw invalid(param, `${param} has an invalid EIP-55 checksum.`);
   return checksummed;
 }
 
@@ -60,10 +62,16 @@ export class MerchantCommands {
     return this.reader.getAtLeast(merchantId, result.revision);
   }
 
-  async createMerchant(input: { name: string; mode: Mode; settlementMode: SettlementMode; apiKey?: string }): Promise<CreatedMerchant> {
+  async createMerchant(input: {
+    name: string;
+    mode: Mode;
+    settlementMode: SettlementMode;
+    apiKey?: string;
+  }): Promise<CreatedMerchant> {
     const apiKey = input.apiKey ?? generateApiKey(input.mode);
     const parsed = parseApiKey(apiKey);
-    if (!parsed || parsed.mode !== input.mode) throw validationError('api_key', `api_key must be an sk_${input.mode}_ key.`);
+    if (!parsed || parsed.mode !== input.mode)
+      throw validationError('api_key', `api_key must be an sk_${input.mode}_ key.`);
     const now = this.clock.now();
     const merchantId = newId('mer', now);
     const row = await this.run(
@@ -83,11 +91,17 @@ export class MerchantCommands {
     return { row, apiKey };
   }
 
-  registerSigner(merchantId: string, merchantSigner: string, settlementAddress?: string): Promise<MerchantSettingsRow> {
+  registerSigner(
+    merchantId: string,
+    merchantSigner: string,
+    settlementAddress?: string,
+  ): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'RegisterSigner',
       merchantSigner: parseAddress('merchant_signer', merchantSigner),
-      ...(settlementAddress !== undefined ? { settlementAddress: parseAddress('settlement_address', settlementAddress) } : {}),
+      ...(settlementAddress !== undefined
+        ? { settlementAddress: parseAddress('settlement_address', settlementAddress) }
+        : {}),
       now: this.clock.now(),
     });
   }
@@ -138,7 +152,10 @@ export class MerchantCommands {
   async rotateWebhookSecret(merchantId: string): Promise<{ row: MerchantSettingsRow; secret: string }> {
     const before = await this.reader.get(merchantId);
     if (before.webhook_secret_id === null) {
-      throw invalidRequest('No webhook secret exists yet: set a webhook_url with PATCH /settings first.', 'webhook_not_configured');
+      throw invalidRequest(
+        'No webhook secret exists yet: set a webhook_url with PATCH /settings first.',
+        'webhook_not_configured',
+      );
     }
     const secret = generateWebhookSecret();
     const secretId = newId('whs', this.clock.now());
@@ -186,22 +203,31 @@ export class MerchantCommands {
   ): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'ConfigureSettlement',
-      ...(input.settlementAddress !== undefined ? { settlementAddress: parseAddress('settlement_address', input.settlementAddress) } : {}),
+      ...(input.settlementAddress !== undefined
+        ? { settlementAddress: parseAddress('settlement_address', input.settlementAddress) }
+        : {}),
       ...(input.fiat !== undefined ? { fiat: input.fiat } : {}),
       now: this.clock.now(),
     });
   }
 
-  recordSubscriptionManagerDeployed(merchantId: string, chain: string, address: string): Promise<MerchantSettingsRow> {
-    return this.run(merchantId, { type: 'RecordSubscriptionManagerDeployed', chain, address, now: this.clock.now() });
+  recordSubscriptionManagerDeployed(
+    merchantId: string,
+    chain: string,
+    address: string,
+  ): Promise<MerchantSettingsRow> {
+    return this.run(merchantId, {
+      type: 'RecordSubscriptionManagerDeployed',
+      chain,
+      address,
+      now: this.clock.now(),
+    });
   }
 
   private async storeSecret(merchantId: string, secretId: string, secret: string): Promise<void> {
-    await this.dataSource.query('INSERT INTO webhook_secrets (secret_id, merchant_id, sealed_secret, created_at) VALUES ($1, $2, $3, $4)', [
-      secretId,
-      merchantId,
-      this.config.secretBox.seal(secret, secretId),
-      this.clock.now(),
-    ]);
+    await this.dataSource.query(
+      'INSERT INTO webhook_secrets (secret_id, merchant_id, sealed_secret, created_at) VALUES ($1, $2, $3, $4)',
+      [secretId, merchantId, this.config.secretBox.seal(secret, secretId), this.clock.now()],
+    );
   }
 }

@@ -1,7 +1,19 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 import { DataSource, type EntityManager } from 'typeorm';
-import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus, topicForCategory } from '@stablepay/event-bus';
+import {
+  type BusMessage,
+  type BusSubscription,
+  EVENT_BUS,
+  type EventBus,
+  topicForCategory,
+} from '@stablepay/event-bus';
 import { MERCHANT_CATEGORY, type MerchantEvent } from '@stablepay/merchants-domain';
 
 export const MERCHANT_TOPIC = topicForCategory(MERCHANT_CATEGORY);
@@ -28,7 +40,12 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
       group: GROUP,
       topics: [MERCHANT_TOPIC],
       handler: (message) => this.apply(message),
-      onError: (error, message) => this.logger.error({ msg: 'projection failed, will retry', eventId: message.id, error: String(error) }),
+      onError: (error, message) =>
+        this.logger.error({
+          msg: 'projection failed, will retry',
+          eventId: message.id,
+          error: String(error),
+        }),
     });
   }
 
@@ -39,11 +56,18 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
   async apply(message: BusMessage): Promise<void> {
     const event = { type: message.type, data: message.data } as MerchantEvent;
     const merchantId = message.key.slice(MERCHANT_CATEGORY.length + 1);
-    const applied = await this.dataSource.transaction((em) => this.applyIn(em, merchantId, message.revision, event));
+    const applied = await this.dataSource.transaction((em) =>
+      this.applyIn(em, merchantId, message.revision, event),
+    );
     if (applied) this.changes.emit(merchantId, message.revision);
   }
 
-  private async applyIn(em: EntityManager, merchantId: string, revision: number, event: MerchantEvent): Promise<boolean> {
+  private async applyIn(
+    em: EntityManager,
+    merchantId: string,
+    revision: number,
+    event: MerchantEvent,
+  ): Promise<boolean> {
     if (event.type === 'MerchantCreated.v1') {
       const d = event.data;
       const inserted: unknown[] = await em.query(
@@ -74,7 +98,9 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
         if (d.webhookUrl !== undefined) set['webhook_url'] = d.webhookUrl;
         if (d.backgroundColor !== undefined) set['background_color'] = d.backgroundColor;
         if (d.primaryColor !== undefined) set['primary_color'] = d.primaryColor;
-        if (d.webhookEventTypes !== undefined) set['webhook_event_types'] = d.webhookEventTypes === null ? null : JSON.stringify(d.webhookEventTypes);
+        if (d.webhookEventTypes !== undefined)
+          set['webhook_event_types'] =
+            d.webhookEventTypes === null ? null : JSON.stringify(d.webhookEventTypes);
         at = d.updatedAt;
         break;
       }

@@ -21,19 +21,32 @@ export interface MerchantsConfig {
 }
 
 export const MERCHANTS_CONFIG = Symbol('MERCHANTS_CONFIG');
-export const DEFAULT_SUPPORTED_CHAINS = ['eip155:1', 'eip155:137', 'eip155:42161', 'eip155:8453', 'eip155:10'];
+export const DEFAULT_SUPPORTED_CHAINS = [
+  'eip155:1',
+  'eip155:137',
+  'eip155:42161',
+  'eip155:8453',
+  'eip155:10',
+];
 
 /** Reads the merchants module's configuration; in embedded mode an ephemeral encryption key is allowed. */
-export function merchantsConfigFromEnv(env: Record<string, string | undefined>, options: { allowEphemeralKey: boolean }): MerchantsConfig {
+export function merchantsConfigFromEnv(
+  env: Record<string, string | undefined>,
+  options: { allowEphemeralKey: boolean },
+): MerchantsConfig {
   const key = envOptional(env, 'WEBHOOK_SECRET_ENCRYPTION_KEY');
   if (!key && !options.allowEphemeralKey) {
-    throw new Error('environment variable WEBHOOK_SECRET_ENCRYPTION_KEY is required (32 bytes as 64 hex characters or base64)');
+    throw new Error(
+      'environment variable WEBHOOK_SECRET_ENCRYPTION_KEY is required (32 bytes as 64 hex characters or base64)',
+    );
   }
   let secretBox: SecretBox;
   try {
     secretBox = key ? SecretBox.fromEncodedKey(key) : new SecretBox(randomBytes(32));
   } catch {
-    throw new Error('environment variable WEBHOOK_SECRET_ENCRYPTION_KEY must be 32 bytes as 64 hex characters or base64');
+    throw new Error(
+      'environment variable WEBHOOK_SECRET_ENCRYPTION_KEY must be 32 bytes as 64 hex characters or base64',
+    );
   }
   const chains = envOptional(env, 'SUPPORTED_CHAINS');
   return {

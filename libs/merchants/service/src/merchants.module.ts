@@ -23,7 +23,10 @@ export class MerchantsModule {
       controllers: [SettingsController, SettlementController, AdminController],
       providers: [
         { provide: MERCHANTS_CONFIG, useValue: config },
-        { provide: ContractSignatureVerifier, useFactory: () => new ContractSignatureVerifier(config.chainRpcUrls) },
+        {
+          provide: ContractSignatureVerifier,
+          useFactory: () => new ContractSignatureVerifier(config.chainRpcUrls),
+        },
         MerchantSettingsProjection,
         SettingsReader,
         MerchantCommands,

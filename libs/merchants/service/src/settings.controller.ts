@@ -26,30 +26,56 @@ export class SettingsController {
   @Post()
   @HttpCode(200)
   async registerSigner(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: RegisterSignerDto) {
-    const row = await this.commands.registerSigner(merchant.merchantId, body.merchant_signer, body.settlement_address);
+    const row = await this.commands.registerSigner(
+      merchant.merchantId,
+      body.merchant_signer,
+      body.settlement_address,
+    );
     return presentSettings(row, this.config);
   }
 
   @Put()
-  async updateSettlement(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: UpdateSettlementDto) {
-    return presentSettings(await this.commands.updateSettlementAddress(merchant.merchantId, body.settlement_address), this.config);
+  async updateSettlement(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Body() body: UpdateSettlementDto,
+  ) {
+    return presentSettings(
+      await this.commands.updateSettlementAddress(merchant.merchantId, body.settlement_address),
+      this.config,
+    );
   }
 
   @Patch()
   async updateProfile(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: UpdateProfileDto) {
     // DTO instances define every declared field (as undefined), so "empty" means no defined value.
     if (Object.values(body).every((v) => v === undefined)) {
-      throw invalidRequest('Send at least one of display_name, webhook_url, background_color, primary_color, webhook_event_types.');
+      throw invalidRequest(
+        'Send at least one of display_name, webhook_url, background_color, primary_color, webhook_event_types.',
+      );
     }
     const { row, issuedSecret } = await this.commands.updateProfile(merchant.merchantId, {
       ...(body.display_name !== undefined ? { displayName: body.display_name } : {}),
       ...(body.webhook_url !== undefined ? { webhookUrl: body.webhook_url } : {}),
-      ...(body.background_color !== undefined ? { backgroundColor: requireBrandingColor('background_color', body.background_color) } : {}),
-      ...(body.primary_color !== undefined ? { primaryColor: requireBrandingColor('primary_color', body.primary_color) } : {}),
-      ...(body.webhook_event_types !== undefined ? { webhookEventTypes: requireKnownEventTypes(body.webhook_event_types, this.config.webhookEventCatalogue) } : {}),
+      ...(body.background_color !== undefined
+        ? { backgroundColor: requireBrandingColor('background_color', body.background_color) }
+        : {}),
+      ...(body.primary_color !== undefined
+        ? { primaryColor: requireBrandingColor('primary_color', body.primary_color) }
+        : {}),
+      ...(body.webhook_event_types !== undefined
+        ? {
+            webhookEventTypes: requireKnownEventTypes(
+              body.webhook_event_types,
+              this.config.webhookEventCatalogue,
+            ),
+          }
+        : {}),
     });
     // The secret is shown once, in the response of the update that issued it.
-    return { ...presentSettings(row, this.config), ...(issuedSecret ? { webhook_secret: issuedSecret } : {}) };
+    return {
+      ...presentSettings(row, this.config),
+      ...(issuedSecret ? { webhook_secret: issuedSecret } : {}),
+    };
   }
 
   @Post('webhook/secret')
@@ -59,7 +85,9 @@ export class SettingsController {
     return {
       object: 'webhook_secret' as const,
       webhook_secret: secret,
-      previous_secret_expires_at: row.previous_secret_expires_at ? new Date(row.previous_secret_expires_at).toISOString() : null,
+      previous_secret_expires_at: row.previous_secret_expires_at
+        ? new Date(row.previous_secret_expires_at).toISOString()
+        : null,
     };
   }
 
@@ -91,23 +119,32 @@ export class SettingsController {
   }
 }
 
-function parseDeclaration(body: unknown): { merchantPauser: string; signature: string; acknowledgeSharedPauserRisk: boolean } {
+function parseDeclaration(body: unknown): {
+  merchantPauser: string;
+  signature: string;
+  acknowledgeSharedPauserRisk: boolean;
+} {
   const invalid = (param: string, message: string) => invalidRequest(message, undefined, param);
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidRequest('The request body must be a JSON object.');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalidRequest('The request body must be a JSON object.');
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
     if (!['merchant_pauser', 'signature', 'acknowledge_shared_pauser_risk'].includes(key)) {
       throw invalid(key, `Received unknown parameter: ${key}`);
     }
   }
-  if (typeof b['merchant_pauser'] !== 'string') throw invalid('merchant_pauser', 'merchant_pauser is required: a 20-byte hex address.');
+  if (typeof b['merchant_pauser'] !== 'string')
+    throw invalid('merchant_pauser', 'merchant_pauser is required: a 20-byte hex address.');
   const merchantPauser = parseAddress('merchant_pauser', b['merchant_pauser'], invalid);
   const signature = b['signature'];
   if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature)) {
-    throw invalid('signature', 'signature is required: a 65-byte hex EIP-191 signature (0x followed by 130 hex digits) over declaration_message.');
+    throw invalid(
+      'signature',
+      'signature is required: a 65-byte hex EIP-191 signature (0x followed by 130 hex digits) over declaration_message.',
+    );
   }
   const ack = b['acknowledge_shared_pauser_risk'];
-  if (ack !== undefined && typeof ack !== 'boolean') throw invalid('acknowledge_shared_pauser_risk', 'acknowledge_shared_pauser_risk must be a boolean.');
+  if (ack !== undefined && typeof ack !== 'boolean')
+    throw invalid('acknowledge_shared_pauser_risk', 'acknowledge_shared_pauser_risk must be a boolean.');
   return { merchantPauser, signature, acknowledgeSharedPauserRisk: ack === true };
 }
-

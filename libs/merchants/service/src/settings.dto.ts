@@ -1,4 +1,13 @@
-import { IsBoolean, IsIn, IsOptional, IsString, Length, ValidateIf, IsArray, ArrayMaxSize } from 'class-validator';
+import {
+  IsBoolean,
+  IsIn,
+  IsOptional,
+  IsString,
+  Length,
+  ValidateIf,
+  IsArray,
+  ArrayMaxSize,
+} from 'class-validator';
 
 export class RegisterSignerDto {
   @IsString()

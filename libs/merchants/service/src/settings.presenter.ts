@@ -19,12 +19,16 @@ export function presentSettings(row: MerchantSettingsRow, config: MerchantsConfi
     })),
     payment_factory_address: config.paymentFactoryAddress,
     // Until the chain layer reports a deployed factory, this says so instead of showing a made-up address.
-    payment_factory_status: config.paymentFactoryAddress ? ('deployed' as const) : ('pending_chain_layer' as const),
+    payment_factory_status: config.paymentFactoryAddress
+      ? ('deployed' as const)
+      : ('pending_chain_layer' as const),
     background_color: row.background_color,
     primary_color: row.primary_color,
     webhook_url: row.webhook_url,
     webhook_secret_fingerprint: row.webhook_secret_fingerprint,
-    previous_secret_expires_at: row.previous_secret_expires_at ? new Date(row.previous_secret_expires_at).toISOString() : null,
+    previous_secret_expires_at: row.previous_secret_expires_at
+      ? new Date(row.previous_secret_expires_at).toISOString()
+      : null,
     webhook_event_types: row.webhook_event_types,
     merchant_pauser: row.merchant_pauser,
     subscription_manager_address: row.subscription_manager_address,

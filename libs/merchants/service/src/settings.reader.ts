@@ -45,7 +45,10 @@ export class SettingsReader {
   ) {}
 
   async find(merchantId: string): Promise<MerchantSettingsRow | undefined> {
-    const rows: MerchantSettingsRow[] = await this.dataSource.query('SELECT * FROM merchant_settings WHERE merchant_id = $1', [merchantId]);
+    const rows: MerchantSettingsRow[] = await this.dataSource.query(
+      'SELECT * FROM merchant_settings WHERE merchant_id = $1',
+      [merchantId],
+    );
     return rows[0];
   }
 
@@ -84,7 +87,10 @@ export function fiatSettlementOf(row: MerchantSettingsRow): FiatSettlementDetail
 }
 
 /** SPEC Rules 8: whether a fiat-settled business may price (its configuration is complete), and in which currency. */
-export function fiatSettlementStatus(row: MerchantSettingsRow): { currency: string | null; complete: boolean } {
+export function fiatSettlementStatus(row: MerchantSettingsRow): {
+  currency: string | null;
+  complete: boolean;
+} {
   const fiat = fiatSettlementOf(row);
   return { currency: fiat?.currency ?? null, complete: isFiatSettlementComplete(fiat) };
 }

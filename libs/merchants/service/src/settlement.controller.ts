@@ -1,6 +1,10 @@
 import { Body, Controller, Get, Inject, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
-import { type FiatSettlementDetails, FIAT_SETTLEMENT_REQUIRED_FIELDS, missingFiatSettlementFields } from '@stablepay/merchants-domain';
+import {
+  type FiatSettlementDetails,
+  FIAT_SETTLEMENT_REQUIRED_FIELDS,
+  missingFiatSettlementFields,
+} from '@stablepay/merchants-domain';
 import { invalidRequest, validationError } from '@stablepay/util';
 import { MerchantCommands } from './merchant-commands';
 import { fiatSettlementOf, SettingsReader, type MerchantSettingsRow } from './settings.reader';
@@ -15,18 +19,42 @@ const FIAT_FIELDS = {
   country: 'country',
 } as const satisfies Record<string, keyof FiatSettlementDetails>;
 type WireField = keyof typeof FIAT_FIELDS;
-const WIRE_BY_DOMAIN = Object.fromEntries(Object.entries(FIAT_FIELDS).map(([wire, domain]) => [domain, wire])) as Record<keyof FiatSettlementDetails, WireField>;
+const WIRE_BY_DOMAIN = Object.fromEntries(
+  Object.entries(FIAT_FIELDS).map(([wire, domain]) => [domain, wire]),
+) as Record<keyof FiatSettlementDetails, WireField>;
 
 /** 1-140 characters, not only spaces, none of them control characters (letters of any script allowed). */
 const PRINTABLE_NAME = /^(?=.*\S)[^\p{Cc}]{1,140}$/u;
 
-const FIELD_RULES: Record<WireField, { pattern: RegExp; describe: string; normalize?: (v: string) => string }> = {
-  currency: { pattern: /^[A-Za-z]{3}$/, describe: 'a three-letter ISO-4217 code (for example ARS)', normalize: (v) => v.toUpperCase() },
-  beneficiary_name: { pattern: PRINTABLE_NAME, describe: 'the account holder name, 1 to 140 printable characters' },
+const FIELD_RULES: Record<
+  WireField,
+  { pattern: RegExp; describe: string; normalize?: (v: string) => string }
+> = {
+  currency: {
+    pattern: /^[A-Za-z]{3}$/,
+    describe: 'a three-letter ISO-4217 code (for example ARS)',
+    normalize: (v) => v.toUpperCase(),
+  },
+  beneficiary_name: {
+    pattern: PRINTABLE_NAME,
+    describe: 'the account holder name, 1 to 140 printable characters',
+  },
   bank_name: { pattern: PRINTABLE_NAME, describe: 'the bank name, 1 to 140 printable characters' },
-  account_number: { pattern: /^[A-Za-z0-9]{4,64}$/, describe: 'the account number (IBAN, CBU/CVU, CLABE or local), 4 to 64 letters and digits without spaces', normalize: (v) => v.toUpperCase() },
-  bank_code: { pattern: /^[A-Za-z0-9]{1,34}$/, describe: 'a routing number, SWIFT/BIC or local bank code, 1 to 34 letters and digits', normalize: (v) => v.toUpperCase() },
-  country: { pattern: /^[A-Za-z]{2}$/, describe: 'an ISO-3166 alpha-2 country code (for example AR)', normalize: (v) => v.toUpperCase() },
+  account_number: {
+    pattern: /^[A-Za-z0-9]{4,64}$/,
+    describe: 'the account number (IBAN, CBU/CVU, CLABE or local), 4 to 64 letters and digits without spaces',
+    normalize: (v) => v.toUpperCase(),
+  },
+  bank_code: {
+    pattern: /^[A-Za-z0-9]{1,34}$/,
+    describe: 'a routing number, SWIFT/BIC or local bank code, 1 to 34 letters and digits',
+    normalize: (v) => v.toUpperCase(),
+  },
+  country: {
+    pattern: /^[A-Za-z]{2}$/,
+    describe: 'an ISO-3166 alpha-2 country code (for example AR)',
+    normalize: (v) => v.toUpperCase(),
+  },
 };
 
 /**
@@ -81,11 +109,16 @@ export class SettlementController {
   }
 }
 
-export function parseSettlementBody(body: unknown): { settlementAddress?: string; fiat?: Partial<FiatSettlementDetails> | null } {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidRequest('The request body must be a JSON object.');
+export function parseSettlementBody(body: unknown): {
+  settlementAddress?: string;
+  fiat?: Partial<FiatSettlementDetails> | null;
+} {
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalidRequest('The request body must be a JSON object.');
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
-    if (key !== 'settlement_address' && key !== 'fiat') throw validationError(key, `Received unknown parameter: ${key}`);
+    if (key !== 'settlement_address' && key !== 'fiat')
+      throw validationError(key, `Received unknown parameter: ${key}`);
   }
   if (b['settlement_address'] === undefined && b['fiat'] === undefined) {
     throw invalidRequest('Send at least one of settlement_address and fiat.');
@@ -93,14 +126,16 @@ export function parseSettlementBody(body: unknown): { settlementAddress?: string
   const out: { settlementAddress?: string; fiat?: Partial<FiatSettlementDetails> | null } = {};
   const address = b['settlement_address'];
   if (address !== undefined) {
-    if (typeof address !== 'string') throw validationError('settlement_address', 'settlement_address must be a 20-byte hex address.');
+    if (typeof address !== 'string')
+      throw validationError('settlement_address', 'settlement_address must be a 20-byte hex address.');
     out.settlementAddress = address;
   }
   const fiat = b['fiat'];
   if (fiat === null) {
     out.fiat = null;
   } else if (fiat !== undefined) {
-    if (typeof fiat !== 'object' || Array.isArray(fiat)) throw validationError('fiat', 'fiat must be an object (or null to remove the configuration).');
+    if (typeof fiat !== 'object' || Array.isArray(fiat))
+      throw validationError('fiat', 'fiat must be an object (or null to remove the configuration).');
     const patch: { -readonly [K in keyof FiatSettlementDetails]?: FiatSettlementDetails[K] } = {};
     for (const [key, value] of Object.entries(fiat as Record<string, unknown>)) {
       const param = `fiat.${key}`;
@@ -111,7 +146,8 @@ export function parseSettlementBody(body: unknown): { settlementAddress?: string
         patch[FIAT_FIELDS[wire]] = null;
         continue;
       }
-      if (typeof value !== 'string' || !rule.pattern.test(value)) throw validationError(param, `${param} must be ${rule.describe}, or null to unset it.`);
+      if (typeof value !== 'string' || !rule.pattern.test(value))
+        throw validationError(param, `${param} must be ${rule.describe}, or null to unset it.`);
       patch[FIAT_FIELDS[wire]] = rule.normalize ? rule.normalize(value) : value.trim();
     }
     out.fiat = patch;

@@ -30,7 +30,10 @@ export class WebhookSecrets {
   }
 
   private async open(secretId: string): Promise<string> {
-    const rows: Array<{ sealed_secret: string }> = await this.dataSource.query('SELECT sealed_secret FROM webhook_secrets WHERE secret_id = $1', [secretId]);
+    const rows: Array<{ sealed_secret: string }> = await this.dataSource.query(
+      'SELECT sealed_secret FROM webhook_secrets WHERE secret_id = $1',
+      [secretId],
+    );
     const row = rows[0];
     if (!row) throw new Error(`webhook secret ${secretId} is missing`);
     return this.config.secretBox.open(row.sealed_secret, secretId);

@@ -3,19 +3,33 @@ import { parseChainRpcUrls } from './contract-signatures';
 
 describe('validateWebhookUrl', () => {
   it('admits loopback over http only when local webhooks are allowed', async () => {
-    await expect(validateWebhookUrl('http://127.0.0.1:4000/hook', true)).resolves.toBe('http://127.0.0.1:4000/hook');
-    await expect(validateWebhookUrl('http://localhost:4000/hook', true)).resolves.toBe('http://localhost:4000/hook');
-    await expect(validateWebhookUrl('http://127.0.0.1:4000/hook', false)).rejects.toMatchObject({ param: 'webhook_url' });
+    await expect(validateWebhookUrl('http://127.0.0.1:4000/hook', true)).resolves.toBe(
+      'http://127.0.0.1:4000/hook',
+    );
+    await expect(validateWebhookUrl('http://localhost:4000/hook', true)).resolves.toBe(
+      'http://localhost:4000/hook',
+    );
+    await expect(validateWebhookUrl('http://127.0.0.1:4000/hook', false)).rejects.toMatchObject({
+      param: 'webhook_url',
+    });
   });
   it('still refuses private networks when local webhooks are allowed', async () => {
-    await expect(validateWebhookUrl('http://10.0.0.1/hook', true)).rejects.toMatchObject({ param: 'webhook_url' });
-    await expect(validateWebhookUrl('https://192.168.0.1/hook', true)).rejects.toMatchObject({ param: 'webhook_url' });
+    await expect(validateWebhookUrl('http://10.0.0.1/hook', true)).rejects.toMatchObject({
+      param: 'webhook_url',
+    });
+    await expect(validateWebhookUrl('https://192.168.0.1/hook', true)).rejects.toMatchObject({
+      param: 'webhook_url',
+    });
   });
   it('refuses credentials in the URL', async () => {
-    await expect(validateWebhookUrl('https://user:pw@hooks.example.com/x', false)).rejects.toMatchObject({ param: 'webhook_url' });
+    await expect(validateWebhookUrl('https://user:pw@hooks.example.com/x', false)).rejects.toMatchObject({
+      param: 'webhook_url',
+    });
   });
   it('accepts a public https literal', async () => {
-    await expect(validateWebhookUrl('https://93.184.216.34/hook', false)).resolves.toBe('https://93.184.216.34/hook');
+    await expect(validateWebhookUrl('https://93.184.216.34/hook', false)).resolves.toBe(
+      'https://93.184.216.34/hook',
+    );
   });
 });
 

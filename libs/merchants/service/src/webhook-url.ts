@@ -2,7 +2,8 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { canonicalIp, isLoopbackAddress, isPublicAddress, validationError } from '@stablepay/util';
 
-const BLOCKED_NAMES = /(^|\.)(localhost|local|internal|localdomain|home\.arpa)$|^metadata(\.google\.internal)?$/i;
+const BLOCKED_NAMES =
+  /(^|\.)(localhost|local|internal|localdomain|home\.arpa)$|^metadata(\.google\.internal)?$/i;
 
 /**
  * SPEC: the webhook URL must be a publicly reachable HTTPS address. Checked here when it is saved (literal
@@ -18,7 +19,8 @@ export async function validateWebhookUrl(raw: string, allowLocal: boolean): Prom
     throw validationError('webhook_url', 'webhook_url must be an absolute URL.');
   }
   if (raw.length > 2048) throw validationError('webhook_url', 'webhook_url must be at most 2048 characters.');
-  if (url.username || url.password) throw validationError('webhook_url', 'webhook_url must not contain credentials.');
+  if (url.username || url.password)
+    throw validationError('webhook_url', 'webhook_url must not contain credentials.');
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const literal = isIP(canonicalIp(host)) !== 0;
   const loopbackAllowed = allowLocal && (literal ? isLoopbackAddress(host) : /^localhost$/i.test(host));
@@ -27,11 +29,18 @@ export async function validateWebhookUrl(raw: string, allowLocal: boolean): Prom
   }
   if (loopbackAllowed) return url.toString();
   if (literal) {
-    if (!isPublicAddress(host)) throw validationError('webhook_url', 'webhook_url must be publicly reachable: private, loopback, link-local and metadata addresses are not allowed.');
+    if (!isPublicAddress(host))
+      throw validationError(
+        'webhook_url',
+        'webhook_url must be publicly reachable: private, loopback, link-local and metadata addresses are not allowed.',
+      );
     return url.toString();
   }
   if (BLOCKED_NAMES.test(host) || !host.includes('.')) {
-    throw validationError('webhook_url', 'webhook_url must be publicly reachable: local host names are not allowed.');
+    throw validationError(
+      'webhook_url',
+      'webhook_url must be publicly reachable: local host names are not allowed.',
+    );
   }
   let addresses: Array<{ address: string }> = [];
   try {
@@ -40,7 +49,10 @@ export async function validateWebhookUrl(raw: string, allowLocal: boolean): Prom
     addresses = [];
   }
   if (addresses.some((a) => !isPublicAddress(a.address))) {
-    throw validationError('webhook_url', `webhook_url must be publicly reachable: ${host} resolves to a private or reserved address.`);
+    throw validationError(
+      'webhook_url',
+      `webhook_url must be publicly reachable: ${host} resolves to a private or reserved address.`,
+    );
   }
   return url.toString();
 }

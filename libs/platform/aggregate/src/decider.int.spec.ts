@@ -13,7 +13,9 @@ interface Seat {
 const seat: Decider<Seat, SeatCommand, SeatEvent> = {
   initialState: () => ({ takenBy: null, notes: 0 }),
   evolve: (state, event) =>
-    event.type === 'SeatTaken.v1' ? { ...state, takenBy: event.data.by } : { ...state, notes: state.notes + 1 },
+    event.type === 'SeatTaken.v1'
+      ? { ...state, takenBy: event.data.by }
+      : { ...state, notes: state.notes + 1 },
   decide: (command, state) => {
     if (command.type === 'Note') return [{ type: 'NoteAdded.v1', data: { text: command.text } }];
     if (state.takenBy !== null) throw conflict('seat_taken', `taken by ${state.takenBy}`);
@@ -34,20 +36,34 @@ describe('handleCommand on the Postgres event store', () => {
   });
 
   it('loads, decides, appends and returns the folded state and revision', async () => {
-    const result = await handleCommand(store, 'seat-a', seat, { type: 'Take', by: 'ann' }, { metadata: { merchantId: 'mer_1' } });
+    const result = await handleCommand(
+      store,
+      'seat-a',
+      seat,
+      { type: 'Take', by: 'ann' },
+      { metadata: { merchantId: 'mer_1' } },
+    );
     expect(result).toMatchObject({ state: { takenBy: 'ann' }, revision: 0 });
     const [event] = await store.readStream('seat-a');
-    expect(event).toMatchObject({ type: 'SeatTaken.v1', data: { by: 'ann' }, metadata: { merchantId: 'mer_1' } });
+    expect(event).toMatchObject({
+      type: 'SeatTaken.v1',
+      data: { by: 'ann' },
+      metadata: { merchantId: 'mer_1' },
+    });
   });
 
   it('a domain error from decide appends nothing', async () => {
-    await expect(handleCommand(store, 'seat-a', seat, { type: 'Take', by: 'bob' })).rejects.toMatchObject({ code: 'seat_taken' });
+    await expect(handleCommand(store, 'seat-a', seat, { type: 'Take', by: 'bob' })).rejects.toMatchObject({
+      code: 'seat_taken',
+    });
     expect(await store.readStream('seat-a')).toHaveLength(1);
   });
 
   it('concurrent commands re-decide on conflict: exactly one takes the seat', async () => {
     const outcomes = await Promise.allSettled(
-      Array.from({ length: 6 }, (_, i) => handleCommand(store, 'seat-b', seat, { type: 'Take', by: `p${i}` })),
+      Array.from({ length: 6 }, (_, i) =>
+        handleCommand(store, 'seat-b', seat, { type: 'Take', by: `p${i}` }),
+      ),
     );
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     for (const o of outcomes.filter((x): x is PromiseRejectedResult => x.status === 'rejected')) {
@@ -57,11 +73,29 @@ describe('handleCommand on the Postgres event store', () => {
   });
 
   it('the same idempotency key applied twice appends once and reports the current state', async () => {
-    const first = await handleCommand(store, 'seat-c', seat, { type: 'Note', text: 'hello' }, { idempotencyKey: 'note-1' });
-    const again = await handleCommand(store, 'seat-c', seat, { type: 'Note', text: 'hello' }, { idempotencyKey: 'note-1' });
+    const first = await handleCommand(
+      store,
+      'seat-c',
+      seat,
+      { type: 'Note', text: 'hello' },
+      { idempotencyKey: 'note-1' },
+    );
+    const again = await handleCommand(
+      store,
+      'seat-c',
+      seat,
+      { type: 'Note', text: 'hello' },
+      { idempotencyKey: 'note-1' },
+    );
     expect(first.newEvents).toHaveLength(1);
     expect(again).toMatchObject({ newEvents: [], revision: 0, state: { notes: 1 } });
-    const other = await handleCommand(store, 'seat-c', seat, { type: 'Note', text: 'hello' }, { idempotencyKey: 'note-2' });
+    const other = await handleCommand(
+      store,
+      'seat-c',
+      seat,
+      { type: 'Note', text: 'hello' },
+      { idempotencyKey: 'note-2' },
+    );
     expect(other.revision).toBe(1);
     expect((await loadAggregate(store, 'seat-c', seat)).state.notes).toBe(2);
   });

@@ -71,7 +71,9 @@ export async function handleCommand<State, Command, Event extends DomainEvent>(
     const newEvents = decider.decide(command, state);
     if (newEvents.length === 0) return { state, newEvents, revision };
     const toAppend: NewEvent[] = newEvents.map((e, i) => ({
-      id: options.idempotencyKey ? deterministicEventId(streamId, options.idempotencyKey, i) : crypto.randomUUID(),
+      id: options.idempotencyKey
+        ? deterministicEventId(streamId, options.idempotencyKey, i)
+        : crypto.randomUUID(),
       type: e.type,
       data: e.data,
       metadata: options.metadata ?? {},

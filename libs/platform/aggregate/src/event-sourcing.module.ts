@@ -1,4 +1,12 @@
-import { type DynamicModule, Global, Inject, Injectable, Module, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import {
+  type DynamicModule,
+  Global,
+  Inject,
+  Injectable,
+  Module,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { type EventStore } from '@stablepay/event-store';
 import { EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import { type Clock, systemClock } from '@stablepay/util';
@@ -44,7 +52,11 @@ export class EventSourcingModule {
       module: EventSourcingModule,
       providers: [
         { provide: EVENT_STORE, useFactory: () => options.createStore() },
-        { provide: EVENT_BUS, useFactory: (store: EventStore) => options.createBus(store), inject: [EVENT_STORE] },
+        {
+          provide: EVENT_BUS,
+          useFactory: (store: EventStore) => options.createBus(store),
+          inject: [EVENT_STORE],
+        },
         { provide: CLOCK, useValue: options.clock ?? systemClock },
         EventSourcingLifecycle,
       ],

@@ -29,10 +29,16 @@ describe('openDataSource', () => {
   });
 
   it('applies migrations in timestamp order whatever order they are listed in, once', async () => {
-    const first = await openDataSource({ url: db.url, migrations: [AddWidgetName1700000000002, CreateWidgets1700000000001] });
+    const first = await openDataSource({
+      url: db.url,
+      migrations: [AddWidgetName1700000000002, CreateWidgets1700000000001],
+    });
     await first.query("INSERT INTO widgets (id, name) VALUES ('w1', 'one')");
     await first.destroy();
-    const second = await openDataSource({ url: db.url, migrations: [CreateWidgets1700000000001, AddWidgetName1700000000002] });
+    const second = await openDataSource({
+      url: db.url,
+      migrations: [CreateWidgets1700000000001, AddWidgetName1700000000002],
+    });
     const rows: Array<{ id: string; name: string }> = await second.query('SELECT id, name FROM widgets');
     expect(rows).toEqual([{ id: 'w1', name: 'one' }]);
     const applied: Array<{ name: string }> = await second.query('SELECT name FROM migrations ORDER BY id');

@@ -1,4 +1,11 @@
-import { type DynamicModule, Global, Inject, Injectable, Module, type OnApplicationShutdown } from '@nestjs/common';
+import {
+  type DynamicModule,
+  Global,
+  Inject,
+  Injectable,
+  Module,
+  type OnApplicationShutdown,
+} from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { openDataSource, type MigrationClass } from './data-source';
 

@@ -42,13 +42,18 @@ export class ApiKeyGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const isPublic = this.reflector.getAllAndOverride<boolean>(PUBLIC, [context.getHandler(), context.getClass()]);
+    const isPublic = this.reflector.getAllAndOverride<boolean>(PUBLIC, [
+      context.getHandler(),
+      context.getClass(),
+    ]);
     if (isPublic) return true;
     const request = context.switchToHttp().getRequest<RequestWithMerchant>();
     const header = request.headers['authorization'];
-    if (!header) throw unauthenticated('No API key provided. Send it as "Authorization: Bearer sk_test_...".');
+    if (!header)
+      throw unauthenticated('No API key provided. Send it as "Authorization: Bearer sk_test_...".');
     const match = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!match?.[1]) throw unauthenticated('Malformed Authorization header. Use "Authorization: Bearer <API key>".');
+    if (!match?.[1])
+      throw unauthenticated('Malformed Authorization header. Use "Authorization: Bearer <API key>".');
     const key = match[1];
     if (!parseApiKey(key)) throw unauthenticated('Invalid API key provided.');
     const hash = hashApiKey(key);
@@ -61,11 +66,13 @@ export class ApiKeyGuard implements CanActivate {
 }
 
 /** The merchant the API key belongs to; every read and write is scoped to it. */
-export const CurrentMerchant = createParamDecorator((_data: unknown, context: ExecutionContext): AuthenticatedMerchant => {
-  const request = context.switchToHttp().getRequest<RequestWithMerchant>();
-  if (!request.merchant) throw unauthenticated('No API key provided.');
-  return request.merchant;
-});
+export const CurrentMerchant = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): AuthenticatedMerchant => {
+    const request = context.switchToHttp().getRequest<RequestWithMerchant>();
+    if (!request.merchant) throw unauthenticated('No API key provided.');
+    return request.merchant;
+  },
+);
 
 /** `:merchantId` paths must name the caller's own merchant; anything else is a 404 that leaks nothing. */
 export function assertOwnMerchant(caller: AuthenticatedMerchant, merchantIdParam: string): void {

@@ -20,11 +20,31 @@ const TYPE_BY_STATUS: Record<number, ErrorType> = {
 };
 
 const CODE_BY_FASTIFY: Record<string, { status: number; code: string; message: string }> = {
-  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: 'invalid_json', message: 'The request body is not valid JSON.' },
-  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, code: 'invalid_json', message: 'The request body is empty but its content type is JSON.' },
-  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, code: 'request_too_large', message: 'The request body is too large.' },
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, code: 'unsupported_media_type', message: 'Send the request body as application/json.' },
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, code: 'invalid_content_length', message: 'The Content-Length header does not match the body.' },
+  FST_ERR_CTP_INVALID_JSON_BODY: {
+    status: 400,
+    code: 'invalid_json',
+    message: 'The request body is not valid JSON.',
+  },
+  FST_ERR_CTP_EMPTY_JSON_BODY: {
+    status: 400,
+    code: 'invalid_json',
+    message: 'The request body is empty but its content type is JSON.',
+  },
+  FST_ERR_CTP_BODY_TOO_LARGE: {
+    status: 413,
+    code: 'request_too_large',
+    message: 'The request body is too large.',
+  },
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    status: 415,
+    code: 'unsupported_media_type',
+    message: 'Send the request body as application/json.',
+  },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
+    status: 400,
+    code: 'invalid_content_length',
+    message: 'The Content-Length header does not match the body.',
+  },
 };
 
 /** Turns any thrown value into the API's error envelope; the only place that knows HTTP status codes. */
@@ -36,14 +56,22 @@ export function toEnvelope(exception: unknown): { status: number; body: ErrorEnv
   const fastifyCode = (exception as { code?: unknown } | null)?.code;
   const f = typeof fastifyCode === 'string' ? CODE_BY_FASTIFY[fastifyCode] : undefined;
   if (f) {
-    return { status: f.status, body: { error: compact(TYPE_BY_STATUS[f.status] ?? 'invalid_request', f.message, undefined, f.code) } };
+    return {
+      status: f.status,
+      body: { error: compact(TYPE_BY_STATUS[f.status] ?? 'invalid_request', f.message, undefined, f.code) },
+    };
   }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
     const response = exception.getResponse();
     if (DomainError.isShape(response)) return toEnvelope(response);
     if (status === 404) {
-      return { status, body: { error: compact('invalid_request', 'Unrecognized request URL.', undefined, 'route_not_found') } };
+      return {
+        status,
+        body: {
+          error: compact('invalid_request', 'Unrecognized request URL.', undefined, 'route_not_found'),
+        },
+      };
     }
     // Nest re-wraps Fastify's own errors (body parsing, size limits) as HttpException(message, status), dropping
     // their code, so they are recognised here by status and message.
@@ -51,17 +79,40 @@ export function toEnvelope(exception: unknown): { status: number; body: ErrorEnv
       (f) => f.status === status && (status !== 400 || /json/i.test(exception.message)),
     );
     if (fastify) {
-      return { status, body: { error: compact(TYPE_BY_STATUS[status] ?? 'invalid_request', fastify.message, undefined, fastify.code) } };
+      return {
+        status,
+        body: {
+          error: compact(
+            TYPE_BY_STATUS[status] ?? 'invalid_request',
+            fastify.message,
+            undefined,
+            fastify.code,
+          ),
+        },
+      };
     }
-    const message = typeof response === 'string' ? response : extractMessage(response) ?? exception.message;
-    return { status, body: { error: compact(TYPE_BY_STATUS[status] ?? (status >= 500 ? 'api_error' : 'invalid_request'), message) } };
+    const message = typeof response === 'string' ? response : (extractMessage(response) ?? exception.message);
+    return {
+      status,
+      body: {
+        error: compact(TYPE_BY_STATUS[status] ?? (status >= 500 ? 'api_error' : 'invalid_request'), message),
+      },
+    };
   }
   const statusCode = (exception as { statusCode?: unknown } | null)?.statusCode;
   if (typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500) {
     const message = exception instanceof Error ? exception.message : 'Bad request.';
-    return { status: statusCode, body: { error: compact(TYPE_BY_STATUS[statusCode] ?? 'invalid_request', message) } };
+    return {
+      status: statusCode,
+      body: { error: compact(TYPE_BY_STATUS[statusCode] ?? 'invalid_request', message) },
+    };
   }
-  return { status: 500, body: { error: compact('api_error', 'An internal error occurred. It has been logged; retrying may succeed.') } };
+  return {
+    status: 500,
+    body: {
+      error: compact('api_error', 'An internal error occurred. It has been logged; retrying may succeed.'),
+    },
+  };
 }
 
 function extractMessage(response: unknown): string | undefined {
@@ -73,7 +124,12 @@ function extractMessage(response: unknown): string | undefined {
 }
 
 function compact(type: ErrorType, message: string, param?: string, code?: string): ErrorEnvelope['error'] {
-  return { type, message, ...(param !== undefined ? { param } : {}), ...(code !== undefined ? { code } : {}) };
+  return {
+    type,
+    message,
+    ...(param !== undefined ? { param } : {}),
+    ...(code !== undefined ? { code } : {}),
+  };
 }
 
 @Catch()

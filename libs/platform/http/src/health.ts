@@ -50,7 +50,9 @@ export class HealthController {
 
   /** Readiness: every dependency answered; 503 otherwise so load balancers stop sending traffic. */
   @Get('ready')
-  async ready(@Res({ passthrough: true }) reply: FastifyReply): Promise<{ status: string; checks: Record<string, string> }> {
+  async ready(
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<{ status: string; checks: Record<string, string> }> {
     const result = await this.registry.run();
     void reply.status(result.ready ? 200 : 503);
     return { status: result.ready ? 'ready' : 'not_ready', checks: result.checks };

@@ -17,8 +17,14 @@ export interface HttpAppOptions {
  * own: malformed JSON, oversized bodies, unknown routes) and the validation pipe. Signals are the caller's:
  * `runMain` (apps) and the embedded launcher close the app on SIGTERM, which runs every shutdown hook.
  */
-export async function createHttpApp(module: unknown, options: HttpAppOptions): Promise<NestFastifyApplication> {
-  const adapter = new FastifyAdapter({ bodyLimit: options.bodyLimit ?? 1024 * 1024, return503OnClosing: true });
+export async function createHttpApp(
+  module: unknown,
+  options: HttpAppOptions,
+): Promise<NestFastifyApplication> {
+  const adapter = new FastifyAdapter({
+    bodyLimit: options.bodyLimit ?? 1024 * 1024,
+    return503OnClosing: true,
+  });
   const app = await NestFactory.create<NestFastifyApplication>(module as never, adapter, {
     logger: new JsonLogger(options.service, options.logLevel ?? 'log'),
     abortOnError: false,

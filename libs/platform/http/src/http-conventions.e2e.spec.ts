@@ -6,10 +6,21 @@ import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { DatabaseModule } from '@stablepay/database';
 import { cannotProcess, ManualClock, notFound } from '@stablepay/util';
 import { hashApiKey } from './api-key';
-import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, type AuthenticatedMerchant, CurrentMerchant, Public } from './auth';
+import {
+  API_KEY_RESOLVER,
+  ApiKeyGuard,
+  type ApiKeyResolver,
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  Public,
+} from './auth';
 import { HealthModule, ReadinessRegistry } from './health';
 import { createHttpApp } from './http-app';
-import { CreateIdempotencyKeys1763800000000, IDEMPOTENCY_CLOCK, IdempotencyInterceptor } from './idempotency.interceptor';
+import {
+  CreateIdempotencyKeys1763800000000,
+  IDEMPOTENCY_CLOCK,
+  IdempotencyInterceptor,
+} from './idempotency.interceptor';
 
 const KEY_A = 'sk_test_' + 'a'.repeat(32);
 const KEY_B = 'sk_live_' + 'b'.repeat(32);
@@ -34,7 +45,13 @@ class WidgetController {
     executions++;
     await new Promise((r) => setTimeout(r, 50));
     if (body.name === 'forbidden') throw cannotProcess('widget_forbidden', 'That widget is not allowed.');
-    return { object: 'widget', name: body.name, merchant: merchant.merchantId, mode: merchant.mode, n: executions };
+    return {
+      object: 'widget',
+      name: body.name,
+      merchant: merchant.merchantId,
+      mode: merchant.mode,
+      n: executions,
+    };
   }
 
   @Get(':id')
@@ -66,7 +83,10 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     @Module({
-      imports: [DatabaseModule.forRoot({ url: db.url, migrations: [CreateIdempotencyKeys1763800000000] }), HealthModule],
+      imports: [
+        DatabaseModule.forRoot({ url: db.url, migrations: [CreateIdempotencyKeys1763800000000] }),
+        HealthModule,
+      ],
       controllers: [WidgetController],
       providers: [
         { provide: API_KEY_RESOLVER, useValue: resolver },
@@ -104,7 +124,9 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
     for (const auth of [undefined, 'Basic abc', 'Bearer sk_test_short', `Bearer sk_test_${'z'.repeat(32)}`]) {
       const res = await fetch(`${base}/widgets/w1`, { headers: auth ? { authorization: auth } : {} });
       expect(res.status).toBe(401);
-      expect(await res.json()).toMatchObject({ error: { type: 'authentication_error', code: 'invalid_api_key' } });
+      expect(await res.json()).toMatchObject({
+        error: { type: 'authentication_error', code: 'invalid_api_key' },
+      });
     }
   });
 
@@ -117,7 +139,14 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
   it('maps a domain not-found to a 404 envelope with param', async () => {
     const res = await fetch(`${base}/widgets/w1`, { headers: { authorization: `Bearer ${KEY_A}` } });
     expect(res.status).toBe(404);
-    expect(await res.json()).toEqual({ error: { type: 'invalid_request', code: 'resource_missing', param: 'id', message: "No such widget: 'w1'" } });
+    expect(await res.json()).toEqual({
+      error: {
+        type: 'invalid_request',
+        code: 'resource_missing',
+        param: 'id',
+        message: "No such widget: 'w1'",
+      },
+    });
   });
 
   it('maps malformed JSON to 400 invalid_json and an oversized body to 413', async () => {
@@ -132,7 +161,9 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
   it('maps DTO failures to 400 validation_error with param, unknown fields included', async () => {
     const res = await post(JSON.stringify({ name: 'UPPER' }));
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ error: { type: 'validation_error', param: 'name', message: 'name must be lowercase letters' } });
+    expect(await res.json()).toEqual({
+      error: { type: 'validation_error', param: 'name', message: 'name must be lowercase letters' },
+    });
     const unknown = await post(JSON.stringify({ name: 'ok', price: '1' }));
     expect(await unknown.json()).toMatchObject({ error: { type: 'validation_error', param: 'price' } });
   });
@@ -147,10 +178,14 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
 
   describe('Idempotency-Key', () => {
     it('replays the first response to a retry with the same key and parameters', async () => {
-      const first = await post(JSON.stringify({ name: 'alpha', colour: 'red' }), { 'idempotency-key': 'k-replay' });
+      const first = await post(JSON.stringify({ name: 'alpha', colour: 'red' }), {
+        'idempotency-key': 'k-replay',
+      });
       expect(first.status).toBe(201);
       const firstBody = await first.json();
-      const again = await post(JSON.stringify({ colour: 'red', name: 'alpha' }), { 'idempotency-key': 'k-replay' });
+      const again = await post(JSON.stringify({ colour: 'red', name: 'alpha' }), {
+        'idempotency-key': 'k-replay',
+      });
       expect(again.status).toBe(201);
       expect(again.headers.get('idempotent-replayed')).toBe('true');
       expect(await again.json()).toEqual(firstBody);
@@ -160,18 +195,28 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       await post(JSON.stringify({ name: 'beta' }), { 'idempotency-key': 'k-reuse' });
       const res = await post(JSON.stringify({ name: 'gamma' }), { 'idempotency-key': 'k-reuse' });
       expect(res.status).toBe(400);
-      expect(await res.json()).toMatchObject({ error: { type: 'invalid_request', code: 'idempotency_key_reused' } });
+      expect(await res.json()).toMatchObject({
+        error: { type: 'invalid_request', code: 'idempotency_key_reused' },
+      });
     });
 
     it('never executes two concurrent requests with one key', async () => {
       const before = executions;
       const results = await Promise.all(
-        Array.from({ length: 8 }, () => post(JSON.stringify({ name: 'delta' }), { 'idempotency-key': 'k-concurrent' })),
+        Array.from({ length: 8 }, () =>
+          post(JSON.stringify({ name: 'delta' }), { 'idempotency-key': 'k-concurrent' }),
+        ),
       );
       // Exactly one execution. The others either saw it in flight (409) or, on a slow machine, arrived after it
       // finished and got its stored response replayed: never a second execution with a different result.
       expect(executions - before).toBe(1);
-      const bodies = await Promise.all(results.map(async (r) => ({ status: r.status, replayed: r.headers.get('idempotent-replayed'), body: await r.text() })));
+      const bodies = await Promise.all(
+        results.map(async (r) => ({
+          status: r.status,
+          replayed: r.headers.get('idempotent-replayed'),
+          body: await r.text(),
+        })),
+      );
       expect(bodies.every((b) => b.status === 201 || b.status === 409)).toBe(true);
       const created = bodies.filter((b) => b.status === 201);
       expect(created.filter((b) => b.replayed === null)).toHaveLength(1);
@@ -181,7 +226,10 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
 
     it('keys are per merchant: another merchant may use the same key', async () => {
       await post(JSON.stringify({ name: 'eps' }), { 'idempotency-key': 'k-shared' });
-      const other = await post(JSON.stringify({ name: 'zeta' }), { 'idempotency-key': 'k-shared', authorization: `Bearer ${KEY_B}` });
+      const other = await post(JSON.stringify({ name: 'zeta' }), {
+        'idempotency-key': 'k-shared',
+        authorization: `Bearer ${KEY_B}`,
+      });
       expect(other.status).toBe(201);
       expect(await other.json()).toMatchObject({ name: 'zeta', merchant: 'mer_b', mode: 'live' });
     });
@@ -192,7 +240,9 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       const replay = await post(JSON.stringify({ name: 'forbidden' }), { 'idempotency-key': 'k-error' });
       expect(replay.status).toBe(422);
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
-      expect(await replay.json()).toMatchObject({ error: { type: 'cannot_process', code: 'widget_forbidden' } });
+      expect(await replay.json()).toMatchObject({
+        error: { type: 'cannot_process', code: 'widget_forbidden' },
+      });
 
       const invalid = await post(JSON.stringify({ name: 'BAD' }), { 'idempotency-key': 'k-validation' });
       expect(invalid.status).toBe(400);

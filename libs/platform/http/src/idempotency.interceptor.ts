@@ -1,4 +1,10 @@
-import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
+import {
+  type CallHandler,
+  type ExecutionContext,
+  Inject,
+  Injectable,
+  type NestInterceptor,
+} from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createHash } from 'node:crypto';
 import { from, lastValueFrom, type Observable } from 'rxjs';
@@ -43,7 +49,9 @@ interface StoredKey {
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
+      a < b ? -1 : a > b ? 1 : 0,
+    );
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
@@ -65,7 +73,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     if (context.getType() !== 'http') return next.handle();
-    const request = context.switchToHttp().getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
+    const request = context
+      .switchToHttp()
+      .getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
     const reply = context.switchToHttp().getResponse<FastifyReply>();
     const raw = request.headers[KEY_HEADER];
     if (request.method !== 'POST' || raw === undefined) return next.handle();
@@ -78,13 +88,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
     raw: string | string[],
     next: CallHandler,
   ): Promise<unknown> {
-    const key = Array.isArray(raw) ? raw[0] ?? '' : raw;
+    const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
     if (key.length === 0 || key.length > 255) {
-      throw invalidRequest('Idempotency-Key must be between 1 and 255 characters.', 'invalid_idempotency_key', 'Idempotency-Key');
+      throw invalidRequest(
+        'Idempotency-Key must be between 1 and 255 characters.',
+        'invalid_idempotency_key',
+        'Idempotency-Key',
+      );
     }
     const scope = request.merchant ? `${request.merchant.merchantId}:${request.merchant.mode}` : 'anonymous';
     const url = request.url.split('?')[0] ?? request.url;
-    const requestHash = createHash('sha256').update(`${request.method} ${url}\n${canonical(request.body ?? null)}`).digest('hex');
+    const requestHash = createHash('sha256')
+      .update(`${request.method} ${url}\n${canonical(request.body ?? null)}`)
+      .digest('hex');
     const now = this.clock.now();
 
     const claimed = await this.claim(scope, key, requestHash, now);
@@ -99,7 +115,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
         );
       }
       if (stored.state === 'in_flight') {
-        throw conflict('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed. Retry after it completes.', 'Idempotency-Key');
+        throw conflict(
+          'idempotency_key_in_use',
+          'A request with this Idempotency-Key is still being processed. Retry after it completes.',
+          'Idempotency-Key',
+        );
       }
       void reply.header('idempotent-replayed', 'true');
       const status = stored.response_status ?? 200;
@@ -115,7 +135,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return body;
     } catch (error) {
       const { status, body } = toEnvelope(error);
-      const nothingHappened = status >= 500 || status === 401 || (status === 400 && body.error.type === 'validation_error');
+      const nothingHappened =
+        status >= 500 || status === 401 || (status === 400 && body.error.type === 'validation_error');
       if (nothingHappened) await this.release(scope, key);
       else await this.complete(scope, key, status, body);
       throw error;
@@ -124,11 +145,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** Inserts the in-flight row; false when the key is already taken (expired rows are cleared first). */
   private async claim(scope: string, key: string, requestHash: string, now: Date): Promise<boolean> {
-    await this.dataSource.query('DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at < $3', [
-      scope,
-      key,
-      new Date(now.getTime() - RETENTION_MS),
-    ]);
+    await this.dataSource.query(
+      'DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at < $3',
+      [scope, key, new Date(now.getTime() - RETENTION_MS)],
+    );
     const inserted: unknown[] = await this.dataSource.query(
       `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at) VALUES ($1, $2, $3, 'in_flight', $4)
        ON CONFLICT (scope, key) DO NOTHING RETURNING key`,

@@ -43,7 +43,10 @@ export function parseListQuery(query: Record<string, unknown>): ListQuery {
     }
     limit = Number(limitRaw);
   }
-  for (const [name, value] of [['starting_after', startingAfter], ['ending_before', endingBefore]] as const) {
+  for (const [name, value] of [
+    ['starting_after', startingAfter],
+    ['ending_before', endingBefore],
+  ] as const) {
     if (value !== undefined && (value.length === 0 || value.length > 255)) {
       throw validationError(name, `${name} must be an object id from a previous page.`);
     }
@@ -77,7 +80,10 @@ export interface KeysetSpec {
   readonly select?: string;
 }
 
-export async function keysetPage<Row>(db: Queryable, spec: KeysetSpec): Promise<{ rows: Row[]; hasMore: boolean }> {
+export async function keysetPage<Row>(
+  db: Queryable,
+  spec: KeysetSpec,
+): Promise<{ rows: Row[]; hasMore: boolean }> {
   const idColumn = spec.idColumn ?? 'id';
   const seqColumn = spec.seqColumn ?? 'seq';
   const params: unknown[] = [];
@@ -101,7 +107,11 @@ export async function keysetPage<Row>(db: Queryable, spec: KeysetSpec): Promise<
     )) as Array<{ seq: string }>;
     if (!found[0]) {
       const param = spec.query.startingAfter !== undefined ? 'starting_after' : 'ending_before';
-      throw invalidRequest(`No such object: '${cursorId}'. Use an id from a previous page of this list.`, 'resource_missing', param);
+      throw invalidRequest(
+        `No such object: '${cursorId}'. Use an id from a previous page of this list.`,
+        'resource_missing',
+        param,
+      );
     }
     cursorSeq = found[0].seq;
   }

@@ -2,13 +2,21 @@ import { ValidationPipe, type ValidationError } from '@nestjs/common';
 import { validationError } from '@stablepay/util';
 
 /** The first failing constraint, with a dotted param path (`metadata.plan_name`, `supported_chains.1`). */
-export function firstValidationFailure(errors: readonly ValidationError[], prefix = ''): { param: string; message: string } {
+export function firstValidationFailure(
+  errors: readonly ValidationError[],
+  prefix = '',
+): { param: string; message: string } {
   for (const error of errors) {
     const param = prefix ? `${prefix}.${error.property}` : error.property;
     if (error.constraints) {
       const [key, message] = Object.entries(error.constraints)[0] ?? ['', 'is invalid'];
       if (key === 'whitelistValidation') return { param, message: `Received unknown parameter: ${param}` };
-      return { param, message: message.startsWith(error.property) ? message.replace(error.property, param) : `${param}: ${message}` };
+      return {
+        param,
+        message: message.startsWith(error.property)
+          ? message.replace(error.property, param)
+          : `${param}: ${message}`,
+      };
     }
     if (error.children && error.children.length > 0) return firstValidationFailure(error.children, param);
   }

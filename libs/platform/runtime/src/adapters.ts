@@ -17,7 +17,8 @@ export async function openEventStore(config: PlatformConfig): Promise<EventStore
  */
 export async function openEventBus(config: PlatformConfig, store: EventStore): Promise<EventBus> {
   if (config.eventBus === 'kafka') {
-    if (!config.kafkaBrokers?.length) throw new Error('environment variable KAFKA_BROKERS is required when EVENT_BUS=kafka');
+    if (!config.kafkaBrokers?.length)
+      throw new Error('environment variable KAFKA_BROKERS is required when EVENT_BUS=kafka');
     return new KafkaEventBus({ brokers: config.kafkaBrokers, clientId: 'stablepay' });
   }
   return new StoreLogEventBus(store);

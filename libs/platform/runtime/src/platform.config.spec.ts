@@ -16,10 +16,15 @@ describe('platformConfigFromEnv (fail fast, naming the variable)', () => {
   it('needs ESDB_URL with EVENT_STORE=esdb and KAFKA_BROKERS with EVENT_BUS=kafka', () => {
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', EVENT_STORE: 'esdb' })).toThrow(/ESDB_URL/);
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', EVENT_BUS: 'kafka' })).toThrow(/KAFKA_BROKERS/);
-    expect(platformConfigFromEnv({ DATABASE_URL: 'x', EVENT_BUS: 'kafka', KAFKA_BROKERS: 'a:9092, b:9092' }).kafkaBrokers).toEqual(['a:9092', 'b:9092']);
+    expect(
+      platformConfigFromEnv({ DATABASE_URL: 'x', EVENT_BUS: 'kafka', KAFKA_BROKERS: 'a:9092, b:9092' })
+        .kafkaBrokers,
+    ).toEqual(['a:9092', 'b:9092']);
   });
   it('refuses unknown adapters, a bad port and a bad log level', () => {
-    expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', EVENT_STORE: 'mongo' })).toThrow(/EVENT_STORE must be one of postgres, esdb/);
+    expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', EVENT_STORE: 'mongo' })).toThrow(
+      /EVENT_STORE must be one of postgres, esdb/,
+    );
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', PORT: '99999' })).toThrow(/PORT/);
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', LOG_LEVEL: 'chatty' })).toThrow(/LOG_LEVEL/);
   });

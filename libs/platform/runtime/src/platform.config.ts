@@ -12,7 +12,10 @@ export interface PlatformConfig {
   readonly logLevel: LogLevel;
 }
 
-export function platformConfigFromEnv(env: Record<string, string | undefined>, defaults: { port?: number } = {}): PlatformConfig {
+export function platformConfigFromEnv(
+  env: Record<string, string | undefined>,
+  defaults: { port?: number } = {},
+): PlatformConfig {
   const eventStore = envEnum(env, 'EVENT_STORE', ['postgres', 'esdb'] as const, 'postgres');
   const eventBus = envEnum(env, 'EVENT_BUS', ['store-log', 'kafka'] as const, 'store-log');
   const esdbUrl = eventStore === 'esdb' ? envString(env, 'ESDB_URL') : envOptional(env, 'ESDB_URL');
@@ -22,9 +25,21 @@ export function platformConfigFromEnv(env: Record<string, string | undefined>, d
     eventStore,
     ...(esdbUrl ? { esdbUrl } : {}),
     eventBus,
-    ...(brokers ? { kafkaBrokers: brokers.split(',').map((b) => b.trim()).filter(Boolean) } : {}),
+    ...(brokers
+      ? {
+          kafkaBrokers: brokers
+            .split(',')
+            .map((b) => b.trim())
+            .filter(Boolean),
+        }
+      : {}),
     port: envInt(env, 'PORT', defaults.port ?? 3000, 0, 65535),
     host: envString(env, 'HOST', '0.0.0.0'),
-    logLevel: envEnum(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const, 'log'),
+    logLevel: envEnum(
+      env,
+      'LOG_LEVEL',
+      ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const,
+      'log',
+    ),
   };
 }

@@ -34,7 +34,10 @@ export function runMain(service: string, main: () => Promise<{ url: string; stop
         process.on('SIGINT', shutdown);
       },
       (error: unknown) => {
-        if (error instanceof ConfigError || (error instanceof Error && /environment variable/.test(error.message))) {
+        if (
+          error instanceof ConfigError ||
+          (error instanceof Error && /environment variable/.test(error.message))
+        ) {
           logger.fatal({ msg: 'invalid configuration', error: error.message });
           process.exit(78);
         }

@@ -1,9 +1,22 @@
-import { type DynamicModule, Inject, Injectable, Module, type OnModuleInit, type Provider, type Type } from '@nestjs/common';
+import {
+  type DynamicModule,
+  Inject,
+  Injectable,
+  Module,
+  type OnModuleInit,
+  type Provider,
+  type Type,
+} from '@nestjs/common';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DataSource } from 'typeorm';
 import { EventSourcingModule } from '@stablepay/aggregate';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
-import { createHttpApp, CreateIdempotencyKeys1763800000000, HealthModule, ReadinessRegistry } from '@stablepay/http';
+import {
+  createHttpApp,
+  CreateIdempotencyKeys1763800000000,
+  HealthModule,
+  ReadinessRegistry,
+} from '@stablepay/http';
 import type { Clock } from '@stablepay/util';
 import { openEventBus, openEventStore } from './adapters';
 import type { PlatformConfig } from './platform.config';
@@ -30,7 +43,11 @@ class DatabaseReadiness implements OnModuleInit {
 }
 
 /** The root module of a process hosting one service (distributed) or all of them (embedded). */
-export function platformRootModule(config: PlatformConfig, services: readonly ServiceDefinition[], clock?: Clock): DynamicModule {
+export function platformRootModule(
+  config: PlatformConfig,
+  services: readonly ServiceDefinition[],
+  clock?: Clock,
+): DynamicModule {
   @Module({})
   class StablepayRootModule {}
   return {

@@ -43,7 +43,11 @@ class ZeroOneVSigner extends AbstractSigner {
   signMessage(message: string | Uint8Array): Promise<string> {
     return this.wallet.signMessage(message);
   }
-  async signTypedData(domain: TypedDataDomain, types: Record<string, TypedDataField[]>, value: Record<string, unknown>): Promise<string> {
+  async signTypedData(
+    domain: TypedDataDomain,
+    types: Record<string, TypedDataField[]>,
+    value: Record<string, unknown>,
+  ): Promise<string> {
     const signature = await this.wallet.signTypedData(domain, types, value);
     const v = Number.parseInt(signature.slice(130), 16) - 27;
     return `${signature.slice(0, 130)}0${v}`;
@@ -74,7 +78,13 @@ describe('signCharge', () => {
     const { signature, typedData } = await signCharge(
       MERCHANT,
       { chain: 'eip155:8453', verifyingContract: MANAGER.toLowerCase() },
-      { subscriptionId: SUBSCRIPTION_ID, amount: '1234567', nonce: 3, deadline: DEADLINE, quoteCode: 'refq_test_123' },
+      {
+        subscriptionId: SUBSCRIPTION_ID,
+        amount: '1234567',
+        nonce: 3,
+        deadline: DEADLINE,
+        quoteCode: 'refq_test_123',
+      },
     );
 
     expect(signature).toBe(CHARGE_SIGNATURE);
@@ -105,7 +115,13 @@ describe('signCharge', () => {
     const { signature } = await signCharge(
       new ZeroOneVSigner(MERCHANT),
       { chain: 'eip155:8453', verifyingContract: MANAGER },
-      { subscriptionId: SUBSCRIPTION_ID, amount: '1234567', nonce: 3, deadline: DEADLINE, quoteCode: 'refq_test_123' },
+      {
+        subscriptionId: SUBSCRIPTION_ID,
+        amount: '1234567',
+        nonce: 3,
+        deadline: DEADLINE,
+        quoteCode: 'refq_test_123',
+      },
     );
     expect(signature).toBe(CHARGE_SIGNATURE);
   });
@@ -127,7 +143,11 @@ describe('signCharge', () => {
     [1.5, 'amount'],
   ])('rejects the amount %j with invalid_integer', async (amount, param) => {
     const error = await domainError(
-      signCharge(MERCHANT, { chain: 'eip155:8453', verifyingContract: MANAGER }, { subscriptionId: SUBSCRIPTION_ID, amount, nonce: 0, deadline: DEADLINE }),
+      signCharge(
+        MERCHANT,
+        { chain: 'eip155:8453', verifyingContract: MANAGER },
+        { subscriptionId: SUBSCRIPTION_ID, amount, nonce: 0, deadline: DEADLINE },
+      ),
     );
     expect(error.code).toBe('invalid_integer');
     expect(error.param).toBe(param);
@@ -135,14 +155,22 @@ describe('signCharge', () => {
 
   it('rejects a subscription id that is not 32 bytes', async () => {
     const error = await domainError(
-      signCharge(MERCHANT, { chain: 'eip155:8453', verifyingContract: MANAGER }, { subscriptionId: '0x11', amount: 1, nonce: 0, deadline: DEADLINE }),
+      signCharge(
+        MERCHANT,
+        { chain: 'eip155:8453', verifyingContract: MANAGER },
+        { subscriptionId: '0x11', amount: 1, nonce: 0, deadline: DEADLINE },
+      ),
     );
     expect(error.param).toBe('subscriptionId');
   });
 
   it('rejects a non-EVM chain with unsupported_chain_namespace', async () => {
     const error = await domainError(
-      signCharge(MERCHANT, { chain: 'solana:mainnet', verifyingContract: MANAGER }, { subscriptionId: SUBSCRIPTION_ID, amount: 1, nonce: 0, deadline: DEADLINE }),
+      signCharge(
+        MERCHANT,
+        { chain: 'solana:mainnet', verifyingContract: MANAGER },
+        { subscriptionId: SUBSCRIPTION_ID, amount: 1, nonce: 0, deadline: DEADLINE },
+      ),
     );
     expect(error.code).toBe('unsupported_chain_namespace');
   });
@@ -156,17 +184,29 @@ describe('signCancelSubscription', () => {
       { subscriptionId: SUBSCRIPTION_ID, nonce: '4', deadline: DEADLINE },
     );
     expect(typedData.domain.chainId).toBe(137n);
-    expect(verifyTypedDataSigner('CancelSubscription', typedData.domain, typedData.message, signature)).toBe(MERCHANT.address);
+    expect(verifyTypedDataSigner('CancelSubscription', typedData.domain, typedData.message, signature)).toBe(
+      MERCHANT.address,
+    );
   });
 });
 
 describe('payment signers', () => {
   const domain = { chain: 'eip155:8453', verifyingContract: DEPOSIT };
-  const capture = { paymentId: PAYMENT_ID, token: `eip155:8453/erc20:${USDC_BASE.toLowerCase()}`, amount: '50000000', deadline: DEADLINE };
+  const capture = {
+    paymentId: PAYMENT_ID,
+    token: `eip155:8453/erc20:${USDC_BASE.toLowerCase()}`,
+    amount: '50000000',
+    deadline: DEADLINE,
+  };
 
   it('signs a capture from the payment object fields into the checked-in signature', async () => {
     const { signature, typedData } = await signCapture(MERCHANT, domain, capture);
-    expect(typedData.message).toEqual({ paymentId: PAYMENT_ID, token: USDC_BASE, amount: 50_000_000n, deadline: 1_767_225_600n });
+    expect(typedData.message).toEqual({
+      paymentId: PAYMENT_ID,
+      token: USDC_BASE,
+      amount: 50_000_000n,
+      deadline: 1_767_225_600n,
+    });
     expect(signature).toBe(CAPTURE_SIGNATURE);
   });
 
@@ -176,7 +216,9 @@ describe('payment signers', () => {
   });
 
   it('refuses a CAIP-19 token from another chain than the one being signed for', async () => {
-    const error = await domainError(signCapture(MERCHANT, domain, { ...capture, token: `eip155:10/erc20:${USDC_BASE}` }));
+    const error = await domainError(
+      signCapture(MERCHANT, domain, { ...capture, token: `eip155:10/erc20:${USDC_BASE}` }),
+    );
     expect(error.code).toBe('chain_mismatch');
     expect(error.param).toBe('token');
   });
@@ -185,13 +227,20 @@ describe('payment signers', () => {
     const refund = await signRefund(MERCHANT, domain, capture);
     expect(refund.typedData.primaryType).toBe('Refund');
     expect(refund.signature).not.toBe(CAPTURE_SIGNATURE);
-    expect(verifyTypedDataSigner('Refund', refund.typedData.domain, refund.typedData.message, refund.signature)).toBe(MERCHANT.address);
+    expect(
+      verifyTypedDataSigner('Refund', refund.typedData.domain, refund.typedData.message, refund.signature),
+    ).toBe(MERCHANT.address);
   });
 
   it('signs a rescue to a checksummed destination', async () => {
-    const rescue = await signRescue(MERCHANT, domain, { ...capture, to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8' });
+    const rescue = await signRescue(MERCHANT, domain, {
+      ...capture,
+      to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8',
+    });
     expect(rescue.typedData.message.to).toBe('0x70997970C51812dc3A010C7d01b50e0d17dc79C8');
-    expect(verifyTypedDataSigner('Rescue', rescue.typedData.domain, rescue.typedData.message, rescue.signature)).toBe(MERCHANT.address);
+    expect(
+      verifyTypedDataSigner('Rescue', rescue.typedData.domain, rescue.typedData.message, rescue.signature),
+    ).toBe(MERCHANT.address);
   });
 
   it('rejects a rescue destination that is not an address', async () => {

@@ -82,7 +82,11 @@ export interface SignedRequest<K extends RequestKind> {
   readonly typedData: TypedData<K>;
 }
 
-export async function signCharge(signer: Signer, domain: SigningDomain, request: ChargeRequest): Promise<SignedRequest<'Charge'>> {
+export async function signCharge(
+  signer: Signer,
+  domain: SigningDomain,
+  request: ChargeRequest,
+): Promise<SignedRequest<'Charge'>> {
   const d = toDomain(domain);
   return signTyped(signer, 'Charge', d, {
     subscriptionId: bytes32(request.subscriptionId, 'subscriptionId'),
@@ -105,20 +109,38 @@ export async function signCancelSubscription(
   });
 }
 
-export async function signCapture(signer: Signer, domain: SigningDomain, request: CaptureRequest): Promise<SignedRequest<'Capture'>> {
+export async function signCapture(
+  signer: Signer,
+  domain: SigningDomain,
+  request: CaptureRequest,
+): Promise<SignedRequest<'Capture'>> {
   const d = toDomain(domain);
   return signTyped(signer, 'Capture', d, paymentFields(d, request));
 }
 
-export async function signRefund(signer: Signer, domain: SigningDomain, request: RefundRequest): Promise<SignedRequest<'Refund'>> {
+export async function signRefund(
+  signer: Signer,
+  domain: SigningDomain,
+  request: RefundRequest,
+): Promise<SignedRequest<'Refund'>> {
   const d = toDomain(domain);
   return signTyped(signer, 'Refund', d, paymentFields(d, request));
 }
 
-export async function signRescue(signer: Signer, domain: SigningDomain, request: RescueRequest): Promise<SignedRequest<'Rescue'>> {
+export async function signRescue(
+  signer: Signer,
+  domain: SigningDomain,
+  request: RescueRequest,
+): Promise<SignedRequest<'Rescue'>> {
   const d = toDomain(domain);
   const { paymentId, token, amount, deadline: until } = paymentFields(d, request);
-  return signTyped(signer, 'Rescue', d, { paymentId, token, to: parseAddress(request.to, 'to'), amount, deadline: until });
+  return signTyped(signer, 'Rescue', d, {
+    paymentId,
+    token,
+    to: parseAddress(request.to, 'to'),
+    amount,
+    deadline: until,
+  });
 }
 
 async function signTyped<K extends RequestKind>(
@@ -141,7 +163,8 @@ async function signTyped<K extends RequestKind>(
 }
 
 function toDomain(domain: SigningDomain): Eip712Domain {
-  const chainId = typeof domain.chain === 'string' ? parseCaip2(domain.chain, 'chain').chainId : BigInt(domain.chain);
+  const chainId =
+    typeof domain.chain === 'string' ? parseCaip2(domain.chain, 'chain').chainId : BigInt(domain.chain);
   if (chainId <= 0n) throw validationError('chain', 'The chain id must be positive', 'invalid_caip2');
   return stablepayDomain(chainId, parseAddress(domain.verifyingContract, 'verifyingContract'));
 }
@@ -160,7 +183,11 @@ function tokenAddress(domain: Eip712Domain, token: string): string {
   if (!token.includes(':')) return parseAddress(token, 'token');
   const asset = parseCaip19(token, 'token');
   if (asset.chain.chainId !== domain.chainId) {
-    throw validationError('token', `The asset ${asset.caip19} is not on chain eip155:${domain.chainId}`, 'chain_mismatch');
+    throw validationError(
+      'token',
+      `The asset ${asset.caip19} is not on chain eip155:${domain.chainId}`,
+      'chain_mismatch',
+    );
   }
   return asset.address;
 }
@@ -170,7 +197,8 @@ const DECIMAL = /^(0|[1-9][0-9]*)$/;
 const MAX_UINT256 = (1n << 256n) - 1n;
 
 function bytes32(value: string, param: string): string {
-  if (!BYTES32.test(value)) throw validationError(param, `${param} must be 32 bytes as 0x-prefixed hex`, 'invalid_bytes32');
+  if (!BYTES32.test(value))
+    throw validationError(param, `${param} must be 32 bytes as 0x-prefixed hex`, 'invalid_bytes32');
   return value.toLowerCase();
 }
 
@@ -179,8 +207,14 @@ function uint(value: UintInput, param: string): bigint {
   if (typeof value === 'bigint') result = value;
   else if (typeof value === 'number' && Number.isSafeInteger(value)) result = BigInt(value);
   else if (typeof value === 'string' && DECIMAL.test(value)) result = BigInt(value);
-  else throw validationError(param, `${param} must be a non-negative integer (bigint, safe integer or decimal string)`, 'invalid_integer');
-  if (result < 0n || result > MAX_UINT256) throw validationError(param, `${param} is out of the uint256 range`, 'invalid_integer');
+  else
+    throw validationError(
+      param,
+      `${param} must be a non-negative integer (bigint, safe integer or decimal string)`,
+      'invalid_integer',
+    );
+  if (result < 0n || result > MAX_UINT256)
+    throw validationError(param, `${param} is out of the uint256 range`, 'invalid_integer');
   return result;
 }
 

@@ -46,7 +46,11 @@ describe('signWebhookPayload', () => {
   });
 
   it('signs with both secrets during a rotation window, the current one first', () => {
-    const headers = signWebhookPayload(Buffer.from(BODY), SECRET, { id: EVENT_ID, timestamp: NOW, previousSecret: PREVIOUS_SECRET });
+    const headers = signWebhookPayload(Buffer.from(BODY), SECRET, {
+      id: EVENT_ID,
+      timestamp: NOW,
+      previousSecret: PREVIOUS_SECRET,
+    });
     expect(headers['X-Signature']).toBe(VECTOR.hexCurrent);
     expect(headers['X-Signature-Previous']).toBe(VECTOR.hexPrevious);
     expect(headers['webhook-signature']).toBe(`v1,${VECTOR.base64Current} v1,${VECTOR.base64Previous}`);
@@ -69,7 +73,9 @@ describe('verifyWebhook with the Stablepay headers', () => {
   });
 
   it('verifies the raw bytes given as a Buffer', () => {
-    expect(verifyWebhook(Buffer.from(BODY, 'utf8'), stablepayOnly(VECTOR.hexCurrent), SECRET).valid).toBe(true);
+    expect(verifyWebhook(Buffer.from(BODY, 'utf8'), stablepayOnly(VECTOR.hexCurrent), SECRET).valid).toBe(
+      true,
+    );
   });
 
   it('reads header names case-insensitively and accepts upper-case hex', () => {
@@ -86,7 +92,10 @@ describe('verifyWebhook with the Stablepay headers', () => {
 
   it('rejects a body tampered by one character', () => {
     const tampered = BODY.replace('1000000', '9000000');
-    expect(verifyWebhook(tampered, stablepayOnly(VECTOR.hexCurrent), SECRET)).toMatchObject({ valid: false, reason: 'signature_mismatch' });
+    expect(verifyWebhook(tampered, stablepayOnly(VECTOR.hexCurrent), SECRET)).toMatchObject({
+      valid: false,
+      reason: 'signature_mismatch',
+    });
   });
 
   it('rejects the same JSON re-serialised with another key order: only the raw bytes count', () => {
@@ -95,7 +104,9 @@ describe('verifyWebhook with the Stablepay headers', () => {
   });
 
   it('does not accept the secret without its whsec_ prefix', () => {
-    expect(verifyWebhook(BODY, stablepayOnly(VECTOR.hexCurrent), SECRET.slice('whsec_'.length)).valid).toBe(false);
+    expect(verifyWebhook(BODY, stablepayOnly(VECTOR.hexCurrent), SECRET.slice('whsec_'.length)).valid).toBe(
+      false,
+    );
   });
 
   it('accepts X-Signature-Previous for a merchant still holding the previous secret, and says so', () => {
@@ -114,7 +125,10 @@ describe('verifyWebhook with the Stablepay headers', () => {
   });
 
   it('rejects a delivery without any signature header', () => {
-    expect(verifyWebhook(BODY, { 'X-Webhook-Id': EVENT_ID }, SECRET)).toMatchObject({ valid: false, reason: 'missing_signature' });
+    expect(verifyWebhook(BODY, { 'X-Webhook-Id': EVENT_ID }, SECRET)).toMatchObject({
+      valid: false,
+      reason: 'missing_signature',
+    });
   });
 
   it('rejects a truncated signature without throwing', () => {
@@ -138,34 +152,55 @@ describe('verifyWebhook with the Standard Webhooks headers', () => {
 
   it('accepts a timestamp just inside the default 5-minute tolerance, either way', () => {
     const headers = standardOnly(`v1,${VECTOR.base64Current}`);
-    expect(verifyWebhook(BODY, headers, SECRET, { now: new Date((TIMESTAMP + 300) * 1000) }).valid).toBe(true);
-    expect(verifyWebhook(BODY, headers, SECRET, { now: new Date((TIMESTAMP - 300) * 1000) }).valid).toBe(true);
+    expect(verifyWebhook(BODY, headers, SECRET, { now: new Date((TIMESTAMP + 300) * 1000) }).valid).toBe(
+      true,
+    );
+    expect(verifyWebhook(BODY, headers, SECRET, { now: new Date((TIMESTAMP - 300) * 1000) }).valid).toBe(
+      true,
+    );
   });
 
   it('rejects a stale timestamp (a replay) even with a valid signature', () => {
-    const result = verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`), SECRET, { now: new Date((TIMESTAMP + 301) * 1000) });
+    const result = verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`), SECRET, {
+      now: new Date((TIMESTAMP + 301) * 1000),
+    });
     expect(result).toMatchObject({ valid: false, reason: 'timestamp_out_of_tolerance' });
   });
 
   it('rejects a timestamp too far in the future', () => {
-    const result = verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`), SECRET, { now: new Date((TIMESTAMP - 301) * 1000) });
+    const result = verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`), SECRET, {
+      now: new Date((TIMESTAMP - 301) * 1000),
+    });
     expect(result).toMatchObject({ valid: false, reason: 'timestamp_out_of_tolerance' });
   });
 
   it('honours a custom tolerance', () => {
     const later = { now: new Date((TIMESTAMP + 60) * 1000) };
-    expect(verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`), SECRET, { ...later, toleranceSeconds: 30 }).valid).toBe(false);
+    expect(
+      verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`), SECRET, {
+        ...later,
+        toleranceSeconds: 30,
+      }).valid,
+    ).toBe(false);
   });
 
   it('rejects a signature made for another timestamp (the timestamp is signed)', () => {
-    const result = verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`, TIMESTAMP + 1), SECRET, { now: NOW });
+    const result = verifyWebhook(BODY, standardOnly(`v1,${VECTOR.base64Current}`, TIMESTAMP + 1), SECRET, {
+      now: NOW,
+    });
     expect(result).toMatchObject({ valid: false, reason: 'signature_mismatch' });
   });
 
   it('accepts the previous-secret entry of a rotation window', () => {
     const headers = standardOnly(`v1,${VECTOR.base64Current} v1,${VECTOR.base64Previous}`);
-    expect(verifyWebhook(BODY, headers, PREVIOUS_SECRET, { now: NOW })).toMatchObject({ valid: true, matchedPreviousSecret: true });
-    expect(verifyWebhook(BODY, headers, SECRET, { now: NOW })).toMatchObject({ valid: true, matchedPreviousSecret: false });
+    expect(verifyWebhook(BODY, headers, PREVIOUS_SECRET, { now: NOW })).toMatchObject({
+      valid: true,
+      matchedPreviousSecret: true,
+    });
+    expect(verifyWebhook(BODY, headers, SECRET, { now: NOW })).toMatchObject({
+      valid: true,
+      matchedPreviousSecret: false,
+    });
   });
 
   it('ignores entries of other versions', () => {
@@ -175,33 +210,57 @@ describe('verifyWebhook with the Standard Webhooks headers', () => {
 
   it('rejects an incomplete set of headers as malformed', () => {
     const headers = { 'webhook-id': EVENT_ID, 'webhook-signature': `v1,${VECTOR.base64Current}` };
-    expect(verifyWebhook(BODY, headers, SECRET, { now: NOW })).toMatchObject({ valid: false, reason: 'malformed_headers' });
+    expect(verifyWebhook(BODY, headers, SECRET, { now: NOW })).toMatchObject({
+      valid: false,
+      reason: 'malformed_headers',
+    });
   });
 
   it('rejects a non-numeric timestamp as malformed', () => {
-    const headers = { ...standardOnly(`v1,${VECTOR.base64Current}`), 'webhook-timestamp': '2026-01-01T00:00:00Z' };
-    expect(verifyWebhook(BODY, headers, SECRET, { now: NOW })).toMatchObject({ valid: false, reason: 'malformed_headers' });
+    const headers = {
+      ...standardOnly(`v1,${VECTOR.base64Current}`),
+      'webhook-timestamp': '2026-01-01T00:00:00Z',
+    };
+    expect(verifyWebhook(BODY, headers, SECRET, { now: NOW })).toMatchObject({
+      valid: false,
+      reason: 'malformed_headers',
+    });
   });
 });
 
 describe('verifyWebhook with both schemes', () => {
-  const both = signWebhookPayload(BODY, SECRET, { id: EVENT_ID, timestamp: TIMESTAMP, previousSecret: PREVIOUS_SECRET });
+  const both = signWebhookPayload(BODY, SECRET, {
+    id: EVENT_ID,
+    timestamp: TIMESTAMP,
+    previousSecret: PREVIOUS_SECRET,
+  });
 
   it('verifies what signWebhookPayload produced, with either secret of the rotation', () => {
-    expect(verifyWebhook(BODY, both, SECRET, { now: NOW })).toMatchObject({ valid: true, schemes: ['standard', 'stablepay'] });
-    expect(verifyWebhook(BODY, both, PREVIOUS_SECRET, { now: NOW })).toMatchObject({ valid: true, matchedPreviousSecret: true });
+    expect(verifyWebhook(BODY, both, SECRET, { now: NOW })).toMatchObject({
+      valid: true,
+      schemes: ['standard', 'stablepay'],
+    });
+    expect(verifyWebhook(BODY, both, PREVIOUS_SECRET, { now: NOW })).toMatchObject({
+      valid: true,
+      matchedPreviousSecret: true,
+    });
   });
 
   it('requires every scheme present to verify', () => {
     const brokenStablepay = { ...both, 'X-Signature': VECTOR.hexPrevious, 'X-Signature-Previous': undefined };
-    expect(verifyWebhook(BODY, brokenStablepay, SECRET, { now: NOW })).toMatchObject({ valid: false, reason: 'signature_mismatch' });
+    expect(verifyWebhook(BODY, brokenStablepay, SECRET, { now: NOW })).toMatchObject({
+      valid: false,
+      reason: 'signature_mismatch',
+    });
   });
 
   it('rejects an X-Webhook-Id that differs from the signed webhook-id', () => {
-    expect(verifyWebhook(BODY, { ...both, 'X-Webhook-Id': 'evt_other' }, SECRET, { now: NOW })).toMatchObject({
-      valid: false,
-      reason: 'malformed_headers',
-    });
+    expect(verifyWebhook(BODY, { ...both, 'X-Webhook-Id': 'evt_other' }, SECRET, { now: NOW })).toMatchObject(
+      {
+        valid: false,
+        reason: 'malformed_headers',
+      },
+    );
   });
 
   it('refuses a stripped-down legacy-only delivery when a timestamp is required (no downgrade)', () => {
@@ -216,7 +275,11 @@ describe('verifyWebhook with both schemes', () => {
 
 describe('parseWebhookEvent', () => {
   it('returns the parsed event of an authentic delivery', () => {
-    const event = parseWebhookEvent<{ id: string; type: string }>(BODY, stablepayOnly(VECTOR.hexCurrent), SECRET);
+    const event = parseWebhookEvent<{ id: string; type: string }>(
+      BODY,
+      stablepayOnly(VECTOR.hexCurrent),
+      SECRET,
+    );
     expect(event).toMatchObject({ id: EVENT_ID, type: 'subscription.charge_succeeded' });
   });
 

@@ -51,10 +51,7 @@ export interface VerifyWebhookOptions {
 }
 
 export type WebhookFailureReason =
-  | 'missing_signature'
-  | 'malformed_headers'
-  | 'timestamp_out_of_tolerance'
-  | 'signature_mismatch';
+  'missing_signature' | 'malformed_headers' | 'timestamp_out_of_tolerance' | 'signature_mismatch';
 
 export type WebhookVerification =
   | {
@@ -84,10 +81,15 @@ export class WebhookVerificationError extends Error {
 }
 
 /** Every signature header of one delivery. */
-export function signWebhookPayload(rawBody: RawBody, secret: string, input: WebhookSigningInput): WebhookSignatureHeaders {
+export function signWebhookPayload(
+  rawBody: RawBody,
+  secret: string,
+  input: WebhookSigningInput,
+): WebhookSignatureHeaders {
   assertSecret(secret, 'secret');
   if (input.previousSecret !== undefined) assertSecret(input.previousSecret, 'previousSecret');
-  if (!/^[\x21-\x7e]+$/.test(input.id)) throw new TypeError('webhook id must be non-empty printable ASCII without spaces');
+  if (!/^[\x21-\x7e]+$/.test(input.id))
+    throw new TypeError('webhook id must be non-empty printable ASCII without spaces');
   const timestamp = unixSeconds(input.timestamp);
   const body = bytesOf(rawBody);
   const secrets = input.previousSecret === undefined ? [secret] : [secret, input.previousSecret];
@@ -98,7 +100,9 @@ export function signWebhookPayload(rawBody: RawBody, secret: string, input: Webh
     ...(previous !== undefined ? { 'X-Signature-Previous': previous } : {}),
     'webhook-id': input.id,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': secrets.map((s) => `v1,${standardSignature(input.id, timestamp, body, s)}`).join(' '),
+    'webhook-signature': secrets
+      .map((s) => `v1,${standardSignature(input.id, timestamp, body, s)}`)
+      .join(' '),
   };
 }
 
@@ -114,7 +118,8 @@ export function verifyWebhook(
 ): WebhookVerification {
   assertSecret(secret, 'secret');
   const tolerance = options.toleranceSeconds ?? DEFAULT_WEBHOOK_TOLERANCE_SECONDS;
-  if (!Number.isSafeInteger(tolerance) || tolerance < 0) throw new RangeError('toleranceSeconds must be a non-negative integer');
+  if (!Number.isSafeInteger(tolerance) || tolerance < 0)
+    throw new RangeError('toleranceSeconds must be a non-negative integer');
   const body = bytesOf(rawBody);
   const h = lowerCaseHeaders(headers);
 
@@ -124,9 +129,13 @@ export function verifyWebhook(
   const standardHeaders = ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((name) => h.get(name));
   const hasStandard = standardHeaders.some((v) => v !== undefined);
 
-  if (!hasStablepay && !hasStandard) return failure('missing_signature', 'No X-Signature or webhook-signature header');
+  if (!hasStablepay && !hasStandard)
+    return failure('missing_signature', 'No X-Signature or webhook-signature header');
   if (options.requireTimestamp === true && !hasStandard) {
-    return failure('missing_signature', 'The webhook-id, webhook-timestamp and webhook-signature headers are required');
+    return failure(
+      'missing_signature',
+      'The webhook-id, webhook-timestamp and webhook-signature headers are required',
+    );
   }
 
   const schemes: ('stablepay' | 'standard')[] = [];
@@ -139,18 +148,32 @@ export function verifyWebhook(
     const id = single(idValues);
     const ts = single(timestampValues);
     if (id === null || ts === null || signatureValues === undefined || !/^[0-9]{1,15}$/.test(ts)) {
-      return failure('malformed_headers', 'webhook-id, webhook-timestamp (unix seconds) and webhook-signature must each appear once');
+      return failure(
+        'malformed_headers',
+        'webhook-id, webhook-timestamp (unix seconds) and webhook-signature must each appear once',
+      );
     }
-    if (webhookId !== null && webhookId !== id) return failure('malformed_headers', 'X-Webhook-Id and webhook-id differ');
+    if (webhookId !== null && webhookId !== id)
+      return failure('malformed_headers', 'X-Webhook-Id and webhook-id differ');
     const seconds = Number(ts);
     const now = Math.floor((options.now ?? new Date()).getTime() / 1000);
     if (Math.abs(now - seconds) > tolerance) {
-      return failure('timestamp_out_of_tolerance', `webhook-timestamp is more than ${tolerance} s away from now`);
+      return failure(
+        'timestamp_out_of_tolerance',
+        `webhook-timestamp is more than ${tolerance} s away from now`,
+      );
     }
     const expected = Buffer.from(standardSignature(id, seconds, body, secret), 'utf8');
-    const entries = signatureValues.join(' ').split(' ').filter((e) => e.startsWith('v1,'));
-    const matchIndex = firstMatch(entries.map((e) => Buffer.from(e.slice(3), 'utf8')), expected);
-    if (matchIndex < 0) return failure('signature_mismatch', 'No webhook-signature entry matches this secret');
+    const entries = signatureValues
+      .join(' ')
+      .split(' ')
+      .filter((e) => e.startsWith('v1,'));
+    const matchIndex = firstMatch(
+      entries.map((e) => Buffer.from(e.slice(3), 'utf8')),
+      expected,
+    );
+    if (matchIndex < 0)
+      return failure('signature_mismatch', 'No webhook-signature entry matches this secret');
     // The dispatcher lists the current secret's entry first and the previous secret's second.
     matchedPrevious = matchIndex > 0;
     schemes.push('standard');
@@ -163,7 +186,10 @@ export function verifyWebhook(
     const matchesCurrent = firstMatch(stablepayCurrent, expected) >= 0;
     const matchesPrevious = !matchesCurrent && firstMatch(stablepayPrevious, expected) >= 0;
     if (!matchesCurrent && !matchesPrevious) {
-      return failure('signature_mismatch', 'Neither X-Signature nor X-Signature-Previous matches this secret');
+      return failure(
+        'signature_mismatch',
+        'Neither X-Signature nor X-Signature-Previous matches this secret',
+      );
     }
     matchedPrevious = matchedPrevious || matchesPrevious;
     schemes.push('stablepay');
@@ -201,7 +227,10 @@ function stablepaySignature(body: Uint8Array, secret: string): string {
 }
 
 function standardSignature(id: string, timestamp: number, body: Uint8Array, secret: string): string {
-  return createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${id}.${timestamp}.`, 'utf8').update(body).digest('base64');
+  return createHmac('sha256', Buffer.from(secret, 'utf8'))
+    .update(`${id}.${timestamp}.`, 'utf8')
+    .update(body)
+    .digest('base64');
 }
 
 /** Index of the first candidate equal to `expected`; every candidate is compared (no early exit on a match). */
@@ -248,12 +277,14 @@ function bytesOf(body: RawBody): Uint8Array {
 
 function unixSeconds(value: Date | number): number {
   const seconds = value instanceof Date ? Math.floor(value.getTime() / 1000) : value;
-  if (!Number.isSafeInteger(seconds) || seconds < 0) throw new RangeError('timestamp must be a Date or non-negative unix seconds');
+  if (!Number.isSafeInteger(seconds) || seconds < 0)
+    throw new RangeError('timestamp must be a Date or non-negative unix seconds');
   return seconds;
 }
 
 function assertSecret(secret: string, name: string): void {
-  if (typeof secret !== 'string' || secret.length === 0) throw new TypeError(`${name} must be a non-empty string`);
+  if (typeof secret !== 'string' || secret.length === 0)
+    throw new TypeError(`${name} must be a non-empty string`);
 }
 
 function failure(reason: WebhookFailureReason, message: string): WebhookVerification {

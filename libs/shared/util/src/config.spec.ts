@@ -2,7 +2,9 @@ import { ConfigError, envBool, envEnum, envInt, envString } from './config';
 
 describe('typed environment', () => {
   it('names the missing variable', () => {
-    expect(() => envString({}, 'DATABASE_URL')).toThrow(new ConfigError('environment variable DATABASE_URL is required'));
+    expect(() => envString({}, 'DATABASE_URL')).toThrow(
+      new ConfigError('environment variable DATABASE_URL is required'),
+    );
   });
   it('rejects a non-integer and an out-of-range integer', () => {
     expect(() => envInt({ PORT: 'abc' }, 'PORT')).toThrow(/PORT must be an integer/);

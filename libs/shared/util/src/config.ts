@@ -25,15 +25,23 @@ export function envOptional(env: Env, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value;
 }
 
-export function envInt(env: Env, name: string, fallback?: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+export function envInt(
+  env: Env,
+  name: string,
+  fallback?: number,
+  min = 0,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
   const raw = env[name];
   if (raw === undefined || raw === '') {
     if (fallback !== undefined) return fallback;
     throw new ConfigError(`environment variable ${name} is required`);
   }
-  if (!/^-?[0-9]+$/.test(raw)) throw new ConfigError(`environment variable ${name} must be an integer, got '${raw}'`);
+  if (!/^-?[0-9]+$/.test(raw))
+    throw new ConfigError(`environment variable ${name} must be an integer, got '${raw}'`);
   const n = Number(raw);
-  if (n < min || n > max) throw new ConfigError(`environment variable ${name} must be between ${min} and ${max}, got ${n}`);
+  if (n < min || n > max)
+    throw new ConfigError(`environment variable ${name} must be between ${min} and ${max}, got ${n}`);
   return n;
 }
 

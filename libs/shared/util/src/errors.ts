@@ -50,7 +50,9 @@ export class DomainError extends Error implements DomainErrorShape {
   static isShape(value: unknown): value is DomainErrorShape {
     if (typeof value !== 'object' || value === null) return false;
     const v = value as Record<string, unknown>;
-    return typeof v['type'] === 'string' && typeof v['message'] === 'string' && typeof v['status'] === 'number';
+    return (
+      typeof v['type'] === 'string' && typeof v['message'] === 'string' && typeof v['status'] === 'number'
+    );
   }
 }
 

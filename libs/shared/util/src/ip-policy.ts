@@ -59,7 +59,8 @@ function ipv6Groups(address: string): number[] | null {
   const headGroups = head ? head.split(':') : [];
   const tailGroups = tail !== undefined && tail !== '' ? tail.split(':') : [];
   const missing = 8 - headGroups.length - tailGroups.length;
-  const all = tail === undefined ? headGroups : [...headGroups, ...Array<string>(missing).fill('0'), ...tailGroups];
+  const all =
+    tail === undefined ? headGroups : [...headGroups, ...Array<string>(missing).fill('0'), ...tailGroups];
   return all.map((g) => parseInt(g, 16));
 }
 

@@ -39,8 +39,11 @@ export class JsonLogger {
       record['msg'] = String(message);
     }
     const extra = rest.filter((r) => r !== undefined);
-    if (extra.length > 0) record['detail'] = extra.map((e) => (e instanceof Error ? e.stack ?? e.message : e));
-    this.sink.write(JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) + '\n');
+    if (extra.length > 0)
+      record['detail'] = extra.map((e) => (e instanceof Error ? (e.stack ?? e.message) : e));
+    this.sink.write(
+      JSON.stringify(record, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)) + '\n',
+    );
   }
 
   log(message: unknown, ...rest: unknown[]): void {

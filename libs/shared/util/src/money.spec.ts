@@ -1,10 +1,12 @@
 import { divCeil, isAmountString, toAmount } from './money';
 
 describe('amount strings (SPEC: integers, no decimal point, no separator)', () => {
-  it.each(['0', '1', '1000000', '115792089237316195423570985008687907853269984665640564039457584007913129639935'])(
-    'accepts %s',
-    (v) => expect(isAmountString(v)).toBe(true),
-  );
+  it.each([
+    '0',
+    '1',
+    '1000000',
+    '115792089237316195423570985008687907853269984665640564039457584007913129639935',
+  ])('accepts %s', (v) => expect(isAmountString(v)).toBe(true));
   it.each(['', '-1', '+1', '1.0', '1,000', '01', ' 1', '1e6', '0x10'])('rejects %j', (v) =>
     expect(isAmountString(v)).toBe(false),
   );

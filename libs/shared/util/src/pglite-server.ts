@@ -16,7 +16,9 @@ export const workspaceRoot = join(__dirname, '..', '..', '..', '..');
  * load inside Jest's module system; a child process also means it is torn down even if a test crashes,
  * because it exits when its stdin pipe closes).
  */
-export async function startPgliteServer(options: { dataDir?: string; port?: number } = {}): Promise<PgliteServer> {
+export async function startPgliteServer(
+  options: { dataDir?: string; port?: number } = {},
+): Promise<PgliteServer> {
   const script = join(workspaceRoot, 'tools', 'pglite', 'serve.mjs');
   const args = [script, '--port', String(options.port ?? 0), '--data-dir', options.dataDir ?? 'memory://'];
   const child: ChildProcess = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });

@@ -15,7 +15,9 @@ export class SecretBox {
 
   /** Accepts 64 hex characters or base64 of 32 bytes. */
   static fromEncodedKey(encoded: string): SecretBox {
-    const key = /^[0-9a-fA-F]{64}$/.test(encoded) ? Buffer.from(encoded, 'hex') : Buffer.from(encoded, 'base64');
+    const key = /^[0-9a-fA-F]{64}$/.test(encoded)
+      ? Buffer.from(encoded, 'hex')
+      : Buffer.from(encoded, 'base64');
     return new SecretBox(key);
   }
 
@@ -24,12 +26,18 @@ export class SecretBox {
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     cipher.setAAD(Buffer.from(associatedData, 'utf8'));
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-    return ['v1', iv.toString('base64'), cipher.getAuthTag().toString('base64'), body.toString('base64')].join('.');
+    return [
+      'v1',
+      iv.toString('base64'),
+      cipher.getAuthTag().toString('base64'),
+      body.toString('base64'),
+    ].join('.');
   }
 
   open(sealed: string, associatedData: string): string {
     const [version, iv, tag, body] = sealed.split('.');
-    if (version !== 'v1' || !iv || !tag || body === undefined) throw new Error('unrecognised sealed secret format');
+    if (version !== 'v1' || !iv || !tag || body === undefined)
+      throw new Error('unrecognised sealed secret format');
     const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64'));
     decipher.setAAD(Buffer.from(associatedData, 'utf8'));
     decipher.setAuthTag(Buffer.from(tag, 'base64'));

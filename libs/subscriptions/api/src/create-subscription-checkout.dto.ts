@@ -1,7 +1,8 @@
 import { IsArray, IsDefined, IsInt, IsObject, IsOptional, IsString } from 'class-validator';
 import type { CreateSubscriptionCheckoutInput } from '@stablepay/subscriptions-domain';
 
-const AMOUNT = 'must be a string of digits in minor units of price_currency (for example "150000" for 1,500.00)';
+const AMOUNT =
+  'must be a string of digits in minor units of price_currency (for example "150000" for 1,500.00)';
 
 /**
  * POST /subscription-checkouts. Types are checked here (400 validation_error naming the field; unknown fields
@@ -30,7 +31,10 @@ export class CreateSubscriptionCheckoutDto {
 
   @IsOptional()
   @IsArray({ message: 'supported_chains must be an array of CAIP-2 chain ids such as eip155:8453' })
-  @IsString({ each: true, message: 'supported_chains must be an array of CAIP-2 chain ids such as eip155:8453' })
+  @IsString({
+    each: true,
+    message: 'supported_chains must be an array of CAIP-2 chain ids such as eip155:8453',
+  })
   supported_chains?: string[] | null;
 
   @IsOptional()

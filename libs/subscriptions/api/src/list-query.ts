@@ -4,8 +4,20 @@ import { validationError } from '@stablepay/util';
 import type { SubscriptionCheckoutListFilters } from './subscription-checkouts.port';
 
 const STATUSES: readonly SubscriptionCheckoutStatus[] = ['pending', 'completed', 'cancelled', 'expired'];
-const CREATED = { 'created[gte]': 'createdGte', 'created[gt]': 'createdGt', 'created[lte]': 'createdLte', 'created[lt]': 'createdLt' } as const;
-const KNOWN = new Set(['limit', 'starting_after', 'ending_before', 'status', 'external_customer_id', ...Object.keys(CREATED)]);
+const CREATED = {
+  'created[gte]': 'createdGte',
+  'created[gt]': 'createdGt',
+  'created[lte]': 'createdLte',
+  'created[lt]': 'createdLt',
+} as const;
+const KNOWN = new Set([
+  'limit',
+  'starting_after',
+  'ending_before',
+  'status',
+  'external_customer_id',
+  ...Object.keys(CREATED),
+]);
 const ISO = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
 function single(query: Record<string, unknown>, name: string): string | undefined {
@@ -19,7 +31,11 @@ function single(query: Record<string, unknown>, name: string): string | undefine
 export function parseTimestamp(value: string, param: string): Date {
   if (/^[0-9]{1,11}$/.test(value)) return new Date(Number(value) * 1000);
   const ms = ISO.test(value) ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : value) : NaN;
-  if (Number.isNaN(ms)) throw validationError(param, `${param} must be Unix seconds or an ISO 8601 timestamp (for example 2026-06-01T00:00:00Z).`);
+  if (Number.isNaN(ms))
+    throw validationError(
+      param,
+      `${param} must be Unix seconds or an ISO 8601 timestamp (for example 2026-06-01T00:00:00Z).`,
+    );
   return new Date(ms);
 }
 
@@ -27,23 +43,32 @@ export function parseTimestamp(value: string, param: string): Date {
  * GET /subscription-checkouts: SPEC pagination (`limit`, `starting_after`, `ending_before`) plus the filters
  * `status`, `external_customer_id` and `created[gte|gt|lte|lt]`. Unknown parameters are refused.
  */
-export function parseSubscriptionCheckoutListQuery(query: Record<string, unknown>): { list: ListQuery; filters: SubscriptionCheckoutListFilters } {
+export function parseSubscriptionCheckoutListQuery(query: Record<string, unknown>): {
+  list: ListQuery;
+  filters: SubscriptionCheckoutListFilters;
+} {
   for (const key of Object.keys(query)) {
     if (!KNOWN.has(key)) throw validationError(key, `Received unknown parameter: ${key}`);
   }
   const list = parseListQuery(query);
-  const filters: { -readonly [K in keyof SubscriptionCheckoutListFilters]: SubscriptionCheckoutListFilters[K] } = {};
+  const filters: {
+    -readonly [K in keyof SubscriptionCheckoutListFilters]: SubscriptionCheckoutListFilters[K];
+  } = {};
   const status = single(query, 'status');
   if (status !== undefined) {
-    if (!(STATUSES as readonly string[]).includes(status)) throw validationError('status', `status must be one of ${STATUSES.join(', ')}.`);
+    if (!(STATUSES as readonly string[]).includes(status))
+      throw validationError('status', `status must be one of ${STATUSES.join(', ')}.`);
     filters.status = status as SubscriptionCheckoutStatus;
   }
   const customer = single(query, 'external_customer_id');
   if (customer !== undefined) {
-    if (customer.length === 0 || customer.length > 255) throw validationError('external_customer_id', 'external_customer_id must be 1 to 255 characters.');
+    if (customer.length === 0 || customer.length > 255)
+      throw validationError('external_customer_id', 'external_customer_id must be 1 to 255 characters.');
     filters.externalCustomerId = customer;
   }
-  for (const [param, field] of Object.entries(CREATED) as Array<[keyof typeof CREATED, (typeof CREATED)[keyof typeof CREATED]]>) {
+  for (const [param, field] of Object.entries(CREATED) as Array<
+    [keyof typeof CREATED, (typeof CREATED)[keyof typeof CREATED]]
+  >) {
     const raw = single(query, param);
     if (raw !== undefined) filters[field] = parseTimestamp(raw, param);
   }

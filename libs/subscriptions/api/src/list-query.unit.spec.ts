@@ -34,8 +34,12 @@ describe('GET /subscription-checkouts query', () => {
     expect(param(() => parseSubscriptionCheckoutListQuery({ status: 'open' }))).toBe('status');
     expect(param(() => parseSubscriptionCheckoutListQuery({ order: 'asc' }))).toBe('order');
     expect(param(() => parseSubscriptionCheckoutListQuery({ 'created[gte]': 'soon' }))).toBe('created[gte]');
-    expect(param(() => parseSubscriptionCheckoutListQuery({ external_customer_id: '' }))).toBe('external_customer_id');
-    expect(param(() => parseSubscriptionCheckoutListQuery({ starting_after: 'a', ending_before: 'b' }))).toBe('ending_before');
+    expect(param(() => parseSubscriptionCheckoutListQuery({ external_customer_id: '' }))).toBe(
+      'external_customer_id',
+    );
+    expect(param(() => parseSubscriptionCheckoutListQuery({ starting_after: 'a', ending_before: 'b' }))).toBe(
+      'ending_before',
+    );
   });
   it('reads a date alone as midnight UTC and refuses impossible dates', () => {
     expect(parseTimestamp('2026-07-01', 'x')).toEqual(new Date('2026-07-01T00:00:00Z'));

@@ -10,7 +10,9 @@ const ID = /^schk_[0-9a-z]{26}$/;
 
 /** The address the API was called on, from the Host header (sanitised: it may end up in checkout_url). */
 export function requestOrigin(request: Pick<FastifyRequest, 'protocol' | 'host'>): string {
-  const host = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/.test(request.host) ? request.host : 'localhost';
+  const host = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/.test(request.host)
+    ? request.host
+    : 'localhost';
   return `${request.protocol === 'https' ? 'https' : 'http'}://${host}`;
 }
 
@@ -26,7 +28,11 @@ export class SubscriptionCheckoutsController {
   /** Creates an intent; the response includes checkout_url and subscription_options. */
   @Post()
   @HttpCode(201)
-  create(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: CreateSubscriptionCheckoutDto, @Req() request: FastifyRequest) {
+  create(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Body() body: CreateSubscriptionCheckoutDto,
+    @Req() request: FastifyRequest,
+  ) {
     return this.useCases.create(merchant, toCreateInput(body), requestOrigin(request));
   }
 
@@ -45,7 +51,8 @@ export class SubscriptionCheckoutsController {
   @Patch(':id/cancel')
   cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
     if (body !== undefined && body !== null) {
-      if (typeof body !== 'object' || Array.isArray(body)) throw invalidRequest('The request body must be empty or a JSON object.');
+      if (typeof body !== 'object' || Array.isArray(body))
+        throw invalidRequest('The request body must be empty or a JSON object.');
       const [unknown] = Object.keys(body);
       if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
     }

@@ -45,9 +45,17 @@ export interface HostedSubscribeView {
  */
 export interface SubscriptionCheckoutsUseCases {
   /** `origin` is the address the API was called on (`{hosted_url}` defaults to `<origin>/hosted`). */
-  create(merchant: AuthenticatedMerchant, input: CreateSubscriptionCheckoutInput, origin: string): Promise<SubscriptionCheckoutResource>;
+  create(
+    merchant: AuthenticatedMerchant,
+    input: CreateSubscriptionCheckoutInput,
+    origin: string,
+  ): Promise<SubscriptionCheckoutResource>;
   retrieve(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource>;
-  list(merchant: AuthenticatedMerchant, query: ListQuery, filters: SubscriptionCheckoutListFilters): Promise<ListEnvelope<SubscriptionCheckoutResource>>;
+  list(
+    merchant: AuthenticatedMerchant,
+    query: ListQuery,
+    filters: SubscriptionCheckoutListFilters,
+  ): Promise<ListEnvelope<SubscriptionCheckoutResource>>;
   cancel(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource>;
   /** Public: null when no such intent exists. */
   hostedView(id: string): Promise<HostedSubscribeView | null>;

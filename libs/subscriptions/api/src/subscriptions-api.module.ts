@@ -9,7 +9,10 @@ import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './su
  */
 @Module({})
 export class SubscriptionsApiModule {
-  static forRoot(options: { imports: NonNullable<ModuleMetadata['imports']>; useCases: Type<SubscriptionCheckoutsUseCases> }): DynamicModule {
+  static forRoot(options: {
+    imports: NonNullable<ModuleMetadata['imports']>;
+    useCases: Type<SubscriptionCheckoutsUseCases>;
+  }): DynamicModule {
     return {
       module: SubscriptionsApiModule,
       imports: options.imports,

@@ -59,7 +59,8 @@ export function isRateValue(value: string): boolean {
 /** `"1185.50"` -> { num: 118550n, den: 100n }. Throws RangeError on anything but a positive plain decimal. */
 export function parseRateValue(value: string): RationalRate {
   const m = DECIMAL.exec(value);
-  if (!m || !isRateValue(value)) throw new RangeError(`not a positive decimal rate: ${JSON.stringify(value)}`);
+  if (!m || !isRateValue(value))
+    throw new RangeError(`not a positive decimal rate: ${JSON.stringify(value)}`);
   const fraction = m[2] ?? '';
   return { num: BigInt(`${m[1] ?? '0'}${fraction}`), den: 10n ** BigInt(fraction.length) };
 }
@@ -72,7 +73,8 @@ export function currencyExponent(_currency: string): number {
 /** Fiat minor units -> token smallest units at one rate, rounded up (exact bigint arithmetic). */
 export function toTokenUnits(minor: bigint, rate: RationalRate, tokenDecimals: number, exponent = 2): bigint {
   if (minor < 0n) throw new RangeError('amount must be non-negative');
-  if (!Number.isInteger(tokenDecimals) || tokenDecimals < 0) throw new RangeError('token decimals must be a non-negative integer');
+  if (!Number.isInteger(tokenDecimals) || tokenDecimals < 0)
+    throw new RangeError('token decimals must be a non-negative integer');
   return divCeil(minor * 10n ** BigInt(tokenDecimals) * rate.den, 10n ** BigInt(exponent) * rate.num);
 }
 

@@ -8,10 +8,13 @@ describe('rates: exact conversion of fiat minor units to token smallest units, r
     expect(parseRateValue('0.000000000000000001')).toEqual({ num: 1n, den: 10n ** 18n });
   });
 
-  it.each(['0', '0.00', '-1', '1e3', '1,5', '.5', '5.', '01', '1.0000000000000000001', ''])('refuses the rate %j', (bad) => {
-    expect(isRateValue(bad)).toBe(false);
-    expect(() => parseRateValue(bad)).toThrow(RangeError);
-  });
+  it.each(['0', '0.00', '-1', '1e3', '1,5', '.5', '5.', '01', '1.0000000000000000001', ''])(
+    'refuses the rate %j',
+    (bad) => {
+      expect(isRateValue(bad)).toBe(false);
+      expect(() => parseRateValue(bad)).toThrow(RangeError);
+    },
+  );
 
   describe('6 decimals (USDC, USDT)', () => {
     it('rounds up: ARS 1,500.00 at 1,185.50 ARS/USDC is 1.265289 USDC (1.2652889076... exactly)', () => {
@@ -62,25 +65,64 @@ describe('subscription options', () => {
       caip2: 'eip155:1',
       name: 'Ethereum',
       stablecoins: [
-        { symbol: 'USDC', decimals: 6, address: '0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48', assetId: 'eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48' },
-        { symbol: 'DAI', decimals: 18, address: '0x6B175474E89094C44Da98b954EedeAC495271d0F', assetId: 'eip155:1/erc20:0x6B175474E89094C44Da98b954EedeAC495271d0F' },
+        {
+          symbol: 'USDC',
+          decimals: 6,
+          address: '0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48',
+          assetId: 'eip155:1/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48',
+        },
+        {
+          symbol: 'DAI',
+          decimals: 18,
+          address: '0x6B175474E89094C44Da98b954EedeAC495271d0F',
+          assetId: 'eip155:1/erc20:0x6B175474E89094C44Da98b954EedeAC495271d0F',
+        },
       ],
     },
     {
       caip2: 'eip155:8453',
       name: 'Base',
-      stablecoins: [{ symbol: 'USDC', decimals: 6, address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', assetId: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913' }],
+      stablecoins: [
+        {
+          symbol: 'USDC',
+          decimals: 6,
+          address: '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+          assetId: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+        },
+      ],
     },
   ];
   const rates = [
-    { currency: 'ARS', tokenSymbol: 'USDC', value: '1185.50', asOf: '2026-06-01T10:00:00.000Z', source: 'sandbox' },
-    { currency: 'ARS', tokenSymbol: 'DAI', value: '1185.50', asOf: '2026-06-01T10:00:00.000Z', source: 'sandbox' },
+    {
+      currency: 'ARS',
+      tokenSymbol: 'USDC',
+      value: '1185.50',
+      asOf: '2026-06-01T10:00:00.000Z',
+      source: 'sandbox',
+    },
+    {
+      currency: 'ARS',
+      tokenSymbol: 'DAI',
+      value: '1185.50',
+      asOf: '2026-06-01T10:00:00.000Z',
+      source: 'sandbox',
+    },
   ];
-  const checkout = { price: '150000', cap: '300000', budget: '1500000', price_currency: 'ARS', supported_chains: ['eip155:8453', 'eip155:1'] };
+  const checkout = {
+    price: '150000',
+    cap: '300000',
+    budget: '1500000',
+    price_currency: 'ARS',
+    supported_chains: ['eip155:8453', 'eip155:1'],
+  };
 
   it('lists every quoted stablecoin on every supported chain, converting price, cap and budget at one rate', () => {
     const options = subscriptionOptions(checkout, chains, rates);
-    expect(options.map((o) => `${o.chain} ${o.token_symbol}`)).toEqual(['eip155:8453 USDC', 'eip155:1 USDC', 'eip155:1 DAI']);
+    expect(options.map((o) => `${o.chain} ${o.token_symbol}`)).toEqual([
+      'eip155:8453 USDC',
+      'eip155:1 USDC',
+      'eip155:1 DAI',
+    ]);
     expect(options[0]).toEqual({
       chain: 'eip155:8453',
       chain_name: 'Base',
@@ -100,7 +142,10 @@ describe('subscription options', () => {
   });
 
   it('leaves out tokens without a rate and chains no longer supported; always an array', () => {
-    expect(subscriptionOptions(checkout, chains, rates.slice(0, 1)).map((o) => o.token_symbol)).toEqual(['USDC', 'USDC']);
+    expect(subscriptionOptions(checkout, chains, rates.slice(0, 1)).map((o) => o.token_symbol)).toEqual([
+      'USDC',
+      'USDC',
+    ]);
     expect(subscriptionOptions({ ...checkout, supported_chains: ['eip155:10'] }, chains, rates)).toEqual([]);
     expect(subscriptionOptions({ ...checkout, price_currency: 'EUR' }, chains, rates)).toEqual([]);
   });

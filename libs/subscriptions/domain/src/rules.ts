@@ -45,14 +45,23 @@ export function parsePositiveAmount(value: unknown, param: string): bigint {
     );
   }
   if (value.length > SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits) {
-    throw validationError(param, `${param} must have at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits} digits.`);
+    throw validationError(
+      param,
+      `${param} must have at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits} digits.`,
+    );
   }
   const amount = BigInt(value);
   if (amount <= 0n) throw validationError(param, `${param} must be greater than 0.`);
   return amount;
 }
 
-export function parseIntegerInRange(value: unknown, param: string, min: number, max: number, unit: string): number {
+export function parseIntegerInRange(
+  value: unknown,
+  param: string,
+  min: number,
+  max: number,
+  unit: string,
+): number {
   if (typeof value !== 'number' || !Number.isInteger(value)) {
     throw validationError(param, `${param} must be an integer number of ${unit}.`);
   }
@@ -76,7 +85,10 @@ export function parseMetadata(value: unknown): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [key, v] of entries) {
     if (key.length === 0 || key.length > limits.maxMetadataKeyLength) {
-      throw validationError('metadata', `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`);
+      throw validationError(
+        'metadata',
+        `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`,
+      );
     }
     const param = `metadata.${key}`;
     if (typeof v !== 'string') throw validationError(param, `${param} must be a string.`);
@@ -92,9 +104,13 @@ export function parseMetadata(value: unknown): Record<string, string> {
 /** An absolute http(s) URL. `{SUBSCRIPTION_CHECKOUT_ID}` is allowed and kept verbatim (replaced at redirect time). */
 export function parseRedirectUrl(value: unknown, param: string): string | null {
   if (value === undefined || value === null) return null;
-  if (typeof value !== 'string' || value.length === 0) throw validationError(param, `${param} must be an absolute http(s) URL.`);
+  if (typeof value !== 'string' || value.length === 0)
+    throw validationError(param, `${param} must be an absolute http(s) URL.`);
   if (value.length > SUBSCRIPTION_CHECKOUT_LIMITS.maxUrlLength) {
-    throw validationError(param, `${param} must be at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxUrlLength} characters.`);
+    throw validationError(
+      param,
+      `${param} must be at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxUrlLength} characters.`,
+    );
   }
   let url: URL;
   try {
@@ -102,7 +118,8 @@ export function parseRedirectUrl(value: unknown, param: string): string | null {
   } catch {
     throw validationError(param, `${param} must be an absolute http(s) URL.`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw validationError(param, `${param} must use https (or http).`);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw validationError(param, `${param} must use https (or http).`);
   if (url.username || url.password) throw validationError(param, `${param} must not contain credentials.`);
   return value;
 }
@@ -111,7 +128,10 @@ export function parseExternalCustomerId(value: unknown): string | null {
   if (value === undefined || value === null) return null;
   const max = SUBSCRIPTION_CHECKOUT_LIMITS.maxExternalCustomerIdLength;
   if (typeof value !== 'string' || value.length === 0 || value.length > max) {
-    throw validationError('external_customer_id', `external_customer_id must be a string of 1 to ${max} characters.`);
+    throw validationError(
+      'external_customer_id',
+      `external_customer_id must be a string of 1 to ${max} characters.`,
+    );
   }
   return value;
 }
@@ -124,7 +144,8 @@ export function parseExternalCustomerId(value: unknown): string | null {
 export function parseSupportedChains(value: unknown, available: readonly string[]): string[] {
   const param = 'supported_chains';
   if (value === undefined || value === null) return [...available];
-  if (!Array.isArray(value)) throw validationError(param, 'supported_chains must be an array of CAIP-2 chain ids.');
+  if (!Array.isArray(value))
+    throw validationError(param, 'supported_chains must be an array of CAIP-2 chain ids.');
   if (value.length === 0) throw validationError(param, 'supported_chains must name at least one chain.');
   const out: string[] = [];
   for (const item of value as unknown[]) {
@@ -138,9 +159,14 @@ export function parseSupportedChains(value: unknown, available: readonly string[
       throw error;
     }
     if (!available.includes(caip2)) {
-      throw validationError(param, `supported_chains: ${caip2} is not supported (supported: ${available.join(', ') || 'none'}).`, 'unsupported_chain');
+      throw validationError(
+        param,
+        `supported_chains: ${caip2} is not supported (supported: ${available.join(', ') || 'none'}).`,
+        'unsupported_chain',
+      );
     }
-    if (out.includes(caip2)) throw validationError(param, `supported_chains: ${caip2} is listed twice.`, 'duplicate_chain');
+    if (out.includes(caip2))
+      throw validationError(param, `supported_chains: ${caip2} is listed twice.`, 'duplicate_chain');
     out.push(caip2);
   }
   return out;

@@ -30,9 +30,15 @@ export interface SubscriptionCheckoutState {
   readonly object: SubscriptionCheckoutObject | null;
 }
 
-export const initialSubscriptionCheckoutState = (): SubscriptionCheckoutState => ({ exists: false, object: null });
+export const initialSubscriptionCheckoutState = (): SubscriptionCheckoutState => ({
+  exists: false,
+  object: null,
+});
 
-export function evolveSubscriptionCheckout(state: SubscriptionCheckoutState, event: SubscriptionCheckoutEvent): SubscriptionCheckoutState {
+export function evolveSubscriptionCheckout(
+  state: SubscriptionCheckoutState,
+  event: SubscriptionCheckoutEvent,
+): SubscriptionCheckoutState {
   switch (event.type) {
     case 'SubscriptionCheckoutCreated.v1':
     case 'SubscriptionCheckoutCancelled.v1':
@@ -66,7 +72,10 @@ export type SettlementContext =
 
 export interface CreateContext {
   /** The chains the service supports, with the symbols of their accepted stablecoins. */
-  readonly availableChains: ReadonlyArray<{ readonly caip2: string; readonly tokenSymbols: readonly string[] }>;
+  readonly availableChains: ReadonlyArray<{
+    readonly caip2: string;
+    readonly tokenSymbols: readonly string[];
+  }>;
   /** Token symbols the rate source quotes `price_currency` against (empty: the currency cannot be quoted). */
   readonly quotedTokenSymbols: readonly string[];
   readonly settlement: SettlementContext;
@@ -102,18 +111,23 @@ export function notPending(object: SubscriptionCheckoutObject, why?: string): Do
   );
 }
 
-const isDue = (object: SubscriptionCheckoutObject, now: Date) => now.getTime() >= Date.parse(object.expires_at);
+const isDue = (object: SubscriptionCheckoutObject, now: Date) =>
+  now.getTime() >= Date.parse(object.expires_at);
 
 function requireObject(state: SubscriptionCheckoutState): SubscriptionCheckoutObject {
   if (!state.object) throw notFound('subscription_checkout');
   return state.object;
 }
 
-export function decideSubscriptionCheckout(command: SubscriptionCheckoutCommand, state: SubscriptionCheckoutState): SubscriptionCheckoutEvent[] {
+export function decideSubscriptionCheckout(
+  command: SubscriptionCheckoutCommand,
+  state: SubscriptionCheckoutState,
+): SubscriptionCheckoutEvent[] {
   const at = command.now.toISOString();
   switch (command.type) {
     case 'CreateSubscriptionCheckout': {
-      if (state.exists) throw conflict('subscription_checkout_exists', `Subscription checkout ${command.id} already exists.`);
+      if (state.exists)
+        throw conflict('subscription_checkout_exists', `Subscription checkout ${command.id} already exists.`);
       const object = validateCreate(command);
       return [{ type: 'SubscriptionCheckoutCreated.v1', data: { object } }];
     }
@@ -121,12 +135,19 @@ export function decideSubscriptionCheckout(command: SubscriptionCheckoutCommand,
       const object = requireObject(state);
       if (object.status !== 'pending') throw notPending(object);
       if (isDue(object, command.now)) throw notPending(object, 'expired');
-      const reason: CancellationReason = command.by === 'merchant' ? 'merchant_cancelled' : 'customer_dismissed';
+      const reason: CancellationReason =
+        command.by === 'merchant' ? 'merchant_cancelled' : 'customer_dismissed';
       return [
         {
           type: 'SubscriptionCheckoutCancelled.v1',
           data: {
-            object: { ...object, status: 'cancelled', cancelled_at: at, cancellation_reason: reason, updated_at: at },
+            object: {
+              ...object,
+              status: 'cancelled',
+              cancelled_at: at,
+              cancellation_reason: reason,
+              updated_at: at,
+            },
             cancelledBy: command.by,
           },
         },
@@ -136,7 +157,12 @@ export function decideSubscriptionCheckout(command: SubscriptionCheckoutCommand,
       const object = requireObject(state);
       // Idempotent: the timer may fire twice, or race a cancel or a completion; only a due pending intent expires.
       if (object.status !== 'pending' || !isDue(object, command.now)) return [];
-      return [{ type: 'SubscriptionCheckoutExpired.v1', data: { object: { ...object, status: 'expired', expired_at: at, updated_at: at } } }];
+      return [
+        {
+          type: 'SubscriptionCheckoutExpired.v1',
+          data: { object: { ...object, status: 'expired', expired_at: at, updated_at: at } },
+        },
+      ];
     }
     case 'CompleteSubscriptionCheckout': {
       const object = requireObject(state);
@@ -146,7 +172,13 @@ export function decideSubscriptionCheckout(command: SubscriptionCheckoutCommand,
         {
           type: 'SubscriptionCheckoutCompleted.v1',
           data: {
-            object: { ...object, status: 'completed', subscriber: command.subscriber, completed_at: at, updated_at: at },
+            object: {
+              ...object,
+              status: 'completed',
+              subscriber: command.subscriber,
+              completed_at: at,
+              updated_at: at,
+            },
             chain: command.chain,
             asset: command.asset,
             txHash: command.txHash,
@@ -158,11 +190,18 @@ export function decideSubscriptionCheckout(command: SubscriptionCheckoutCommand,
 }
 
 /** Every create rule of SPEC, in the order a merchant fixes them: 400s (field by field), then the 422s. */
-function validateCreate(command: Extract<SubscriptionCheckoutCommand, { type: 'CreateSubscriptionCheckout' }>): SubscriptionCheckoutObject {
+function validateCreate(
+  command: Extract<SubscriptionCheckoutCommand, { type: 'CreateSubscriptionCheckout' }>,
+): SubscriptionCheckoutObject {
   const input = command.input;
-  if (input.price === undefined) throw validationError('price', 'price is required: the recurring per-cycle amount in minor units of price_currency.');
+  if (input.price === undefined)
+    throw validationError(
+      'price',
+      'price is required: the recurring per-cycle amount in minor units of price_currency.',
+    );
   const price = parsePositiveAmount(input.price, 'price');
-  if (input.price_currency === undefined) throw validationError('price_currency', 'price_currency is required: an ISO-4217 code such as ARS.');
+  if (input.price_currency === undefined)
+    throw validationError('price_currency', 'price_currency is required: an ISO-4217 code such as ARS.');
   const currency = parseCurrency(input.price_currency);
   const givenBudget = input.budget === undefined ? undefined : parsePositiveAmount(input.budget, 'budget');
   const givenCap = input.cap === undefined ? undefined : parsePositiveAmount(input.cap, 'cap');
@@ -170,13 +209,19 @@ function validateCreate(command: Extract<SubscriptionCheckoutCommand, { type: 'C
   // SPEC Rules 1-2: budget defaults to 10 x price; cap defaults to the budget (given or derived); price <= cap <= budget.
   const budget = givenBudget ?? price * LIMITS.defaultBudgetMultiplier;
   if (givenBudget === undefined && budget.toString().length > LIMITS.maxAmountDigits) {
-    throw validationError('price', `price is too large: its default budget (10 x price) must have at most ${LIMITS.maxAmountDigits} digits.`);
+    throw validationError(
+      'price',
+      `price is too large: its default budget (10 x price) must have at most ${LIMITS.maxAmountDigits} digits.`,
+    );
   }
   const cap = givenCap ?? budget;
   if (price > cap) {
     throw givenCap !== undefined
       ? validationError('cap', `cap (${cap}) must be at least price (${price}): price <= cap <= budget.`)
-      : validationError('budget', `budget (${budget}) must be at least price (${price}): price <= cap <= budget.`);
+      : validationError(
+          'budget',
+          `budget (${budget}) must be at least price (${price}): price <= cap <= budget.`,
+        );
   }
   if (cap > budget) {
     throw validationError(
@@ -187,13 +232,30 @@ function validateCreate(command: Extract<SubscriptionCheckoutCommand, { type: 'C
     );
   }
 
-  const period = input.period_duration === undefined
-    ? LIMITS.defaultPeriodSeconds
-    : parseIntegerInRange(input.period_duration, 'period_duration', LIMITS.minPeriodSeconds, LIMITS.maxPeriodSeconds, 'seconds');
-  const expiresIn = input.expires_in === undefined
-    ? LIMITS.defaultExpiresInSeconds
-    : parseIntegerInRange(input.expires_in, 'expires_in', LIMITS.minExpiresInSeconds, LIMITS.maxExpiresInSeconds, 'seconds');
-  const supportedChains = parseSupportedChains(input.supported_chains, command.context.availableChains.map((c) => c.caip2));
+  const period =
+    input.period_duration === undefined
+      ? LIMITS.defaultPeriodSeconds
+      : parseIntegerInRange(
+          input.period_duration,
+          'period_duration',
+          LIMITS.minPeriodSeconds,
+          LIMITS.maxPeriodSeconds,
+          'seconds',
+        );
+  const expiresIn =
+    input.expires_in === undefined
+      ? LIMITS.defaultExpiresInSeconds
+      : parseIntegerInRange(
+          input.expires_in,
+          'expires_in',
+          LIMITS.minExpiresInSeconds,
+          LIMITS.maxExpiresInSeconds,
+          'seconds',
+        );
+  const supportedChains = parseSupportedChains(
+    input.supported_chains,
+    command.context.availableChains.map((c) => c.caip2),
+  );
   const metadata = parseMetadata(input.metadata);
   const externalCustomerId = parseExternalCustomerId(input.external_customer_id);
   const successUrl = parseRedirectUrl(input.success_url, 'success_url');
@@ -219,7 +281,9 @@ function validateCreate(command: Extract<SubscriptionCheckoutCommand, { type: 'C
   }
   const quoted = new Set(command.context.quotedTokenSymbols.map((s) => s.toUpperCase()));
   const payable = command.context.availableChains.some(
-    (chain) => supportedChains.includes(chain.caip2) && chain.tokenSymbols.some((symbol) => quoted.has(symbol.toUpperCase())),
+    (chain) =>
+      supportedChains.includes(chain.caip2) &&
+      chain.tokenSymbols.some((symbol) => quoted.has(symbol.toUpperCase())),
   );
   if (!payable) {
     throw cannotProcess(

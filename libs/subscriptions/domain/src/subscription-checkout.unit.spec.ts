@@ -15,12 +15,18 @@ const ONCHAIN = `0x${'ab'.repeat(32)}`;
 const CHAINS = ['eip155:1', 'eip155:137', 'eip155:42161', 'eip155:8453', 'eip155:10'];
 
 const cryptoContext: CreateContext = {
-  availableChains: CHAINS.map((caip2) => ({ caip2, tokenSymbols: caip2 === 'eip155:8453' ? ['USDC'] : ['USDC', 'USDT'] })),
+  availableChains: CHAINS.map((caip2) => ({
+    caip2,
+    tokenSymbols: caip2 === 'eip155:8453' ? ['USDC'] : ['USDC', 'USDT'],
+  })),
   quotedTokenSymbols: ['USDC', 'USDT'],
   settlement: { mode: 'crypto' },
 };
 
-const create = (input: CreateSubscriptionCheckoutInput, context: Partial<CreateContext> = {}): SubscriptionCheckoutCommand => ({
+const create = (
+  input: CreateSubscriptionCheckoutInput,
+  context: Partial<CreateContext> = {},
+): SubscriptionCheckoutCommand => ({
   type: 'CreateSubscriptionCheckout',
   id: ID,
   onchainId: ONCHAIN,
@@ -58,13 +64,20 @@ function given(...events: SubscriptionCheckoutEvent[]) {
   };
 }
 
-const createdEvent = (input: CreateSubscriptionCheckoutInput = { price: '150000', price_currency: 'ARS' }): SubscriptionCheckoutEvent => {
+const createdEvent = (
+  input: CreateSubscriptionCheckoutInput = { price: '150000', price_currency: 'ARS' },
+): SubscriptionCheckoutEvent => {
   const [event] = decideSubscriptionCheckout(create(input), initialSubscriptionCheckoutState());
   if (!event) throw new Error('no event');
   return event;
 };
 const base = { price: '150000', price_currency: 'ARS' } as const;
-const invalid = (param: string, code?: string) => ({ status: 400, type: 'validation_error' as const, param, ...(code ? { code } : {}) });
+const invalid = (param: string, code?: string) => ({
+  status: 400,
+  type: 'validation_error' as const,
+  param,
+  ...(code ? { code } : {}),
+});
 const later = (ms: number) => new Date(now.getTime() + ms);
 
 describe('subscription checkout aggregate', () => {
@@ -109,68 +122,115 @@ describe('subscription checkout aggregate', () => {
     });
 
     it('is created once', () => {
-      given(createdEvent()).when(create(base)).thenError({ status: 409, code: 'subscription_checkout_exists' });
+      given(createdEvent())
+        .when(create(base))
+        .thenError({ status: 409, code: 'subscription_checkout_exists' });
     });
 
     describe('price, cap and budget (SPEC Rules 1-2)', () => {
       it('budget defaults to 10 x price and cap to the budget', () => {
-        given().when(create({ ...base, price: '999' })).thenObject({ price: '999', budget: '9990', cap: '9990' });
+        given()
+          .when(create({ ...base, price: '999' }))
+          .thenObject({ price: '999', budget: '9990', cap: '9990' });
       });
       it('cap defaults to a given budget', () => {
-        given().when(create({ ...base, budget: '300000' })).thenObject({ budget: '300000', cap: '300000' });
+        given()
+          .when(create({ ...base, budget: '300000' }))
+          .thenObject({ budget: '300000', cap: '300000' });
       });
       it('keeps a given cap under the derived budget', () => {
-        given().when(create({ ...base, cap: '200000' })).thenObject({ cap: '200000', budget: '1500000' });
+        given()
+          .when(create({ ...base, cap: '200000' }))
+          .thenObject({ cap: '200000', budget: '1500000' });
       });
       it('accepts price = cap = budget', () => {
-        given().when(create({ ...base, cap: '150000', budget: '150000' })).thenObject({ price: '150000', cap: '150000', budget: '150000' });
+        given()
+          .when(create({ ...base, cap: '150000', budget: '150000' }))
+          .thenObject({ price: '150000', cap: '150000', budget: '150000' });
       });
       it('refuses cap below price (param cap)', () => {
-        given().when(create({ ...base, cap: '149999' })).thenError(invalid('cap'));
+        given()
+          .when(create({ ...base, cap: '149999' }))
+          .thenError(invalid('cap'));
       });
       it('refuses a budget below price when cap is derived (param budget)', () => {
-        given().when(create({ ...base, budget: '100' })).thenError(invalid('budget'));
+        given()
+          .when(create({ ...base, budget: '100' }))
+          .thenError(invalid('budget'));
       });
       it('refuses cap above the given budget (param cap)', () => {
-        given().when(create({ ...base, cap: '300001', budget: '300000' })).thenError(invalid('cap'));
+        given()
+          .when(create({ ...base, cap: '300001', budget: '300000' }))
+          .thenError(invalid('cap'));
       });
       it('refuses cap above the default budget of 10 x price (param cap)', () => {
-        given().when(create({ ...base, cap: '1500001' })).thenError(invalid('cap'));
+        given()
+          .when(create({ ...base, cap: '1500001' }))
+          .thenError(invalid('cap'));
       });
       it('requires price and price_currency', () => {
-        given().when(create({ price_currency: 'ARS' })).thenError(invalid('price'));
-        given().when(create({ price: '100' })).thenError(invalid('price_currency'));
+        given()
+          .when(create({ price_currency: 'ARS' }))
+          .thenError(invalid('price'));
+        given()
+          .when(create({ price: '100' }))
+          .thenError(invalid('price_currency'));
       });
-      it.each(['10.5', '-1', '+1', '1,000', '1 000', '1e3', '0x10', '01', '', ' 1', '0'])('refuses the amount %j for price, cap and budget', (bad) => {
-        given().when(create({ ...base, price: bad })).thenError(invalid('price'));
-        given().when(create({ ...base, cap: bad })).thenError(invalid('cap'));
-        given().when(create({ ...base, budget: bad })).thenError(invalid('budget'));
-      });
+      it.each(['10.5', '-1', '+1', '1,000', '1 000', '1e3', '0x10', '01', '', ' 1', '0'])(
+        'refuses the amount %j for price, cap and budget',
+        (bad) => {
+          given()
+            .when(create({ ...base, price: bad }))
+            .thenError(invalid('price'));
+          given()
+            .when(create({ ...base, cap: bad }))
+            .thenError(invalid('cap'));
+          given()
+            .when(create({ ...base, budget: bad }))
+            .thenError(invalid('budget'));
+        },
+      );
       it('refuses amounts of more than 30 digits, and a price whose default budget would exceed that', () => {
-        given().when(create({ ...base, budget: '1'.repeat(31) })).thenError(invalid('budget'));
-        given().when(create({ ...base, price: '9'.repeat(30) })).thenError(invalid('price'));
-        given().when(create({ ...base, price: '9'.repeat(29) })).thenObject({ budget: `${'9'.repeat(29)}0` });
+        given()
+          .when(create({ ...base, budget: '1'.repeat(31) }))
+          .thenError(invalid('budget'));
+        given()
+          .when(create({ ...base, price: '9'.repeat(30) }))
+          .thenError(invalid('price'));
+        given()
+          .when(create({ ...base, price: '9'.repeat(29) }))
+          .thenObject({ budget: `${'9'.repeat(29)}0` });
       });
       it('keeps amounts exact beyond 2^53', () => {
-        given().when(create({ ...base, price: '9007199254740993' })).thenObject({ budget: '90071992547409930' });
+        given()
+          .when(create({ ...base, price: '9007199254740993' }))
+          .thenObject({ budget: '90071992547409930' });
       });
     });
 
     describe('currency', () => {
       it.each(['AR', 'ARSS', 'A1S', 'USDC', ''])('refuses %j as price_currency', (bad) => {
-        given().when(create({ ...base, price_currency: bad })).thenError(invalid('price_currency'));
+        given()
+          .when(create({ ...base, price_currency: bad }))
+          .thenError(invalid('price_currency'));
       });
       it('normalises the code to upper case', () => {
-        given().when(create({ ...base, price_currency: 'ars' })).thenObject({ price_currency: 'ARS' });
+        given()
+          .when(create({ ...base, price_currency: 'ars' }))
+          .thenObject({ price_currency: 'ARS' });
       });
     });
 
     describe('period_duration (SPEC: minimum 3600 seconds)', () => {
       it('accepts exactly 3600', () => {
-        given().when(create({ ...base, period_duration: 3600 })).thenObject({ period_duration: 3600 });
+        given()
+          .when(create({ ...base, period_duration: 3600 }))
+          .thenObject({ period_duration: 3600 });
       });
       it.each([3599, 0, -3600, 3600.5, 315360001])('refuses %p', (bad) => {
-        given().when(create({ ...base, period_duration: bad })).thenError(invalid('period_duration'));
+        given()
+          .when(create({ ...base, period_duration: bad }))
+          .thenError(invalid('period_duration'));
       });
     });
 
@@ -179,17 +239,25 @@ describe('subscription checkout aggregate', () => {
         given().when(create(base)).thenObject({ expires_at: '2026-06-01T10:05:00.000Z' });
       });
       it('accepts 24 hours and 60 seconds', () => {
-        given().when(create({ ...base, expires_in: 86400 })).thenObject({ expires_at: '2026-06-02T10:00:00.000Z' });
-        given().when(create({ ...base, expires_in: 60 })).thenObject({ expires_at: '2026-06-01T10:01:00.000Z' });
+        given()
+          .when(create({ ...base, expires_in: 86400 }))
+          .thenObject({ expires_at: '2026-06-02T10:00:00.000Z' });
+        given()
+          .when(create({ ...base, expires_in: 60 }))
+          .thenObject({ expires_at: '2026-06-01T10:01:00.000Z' });
       });
       it.each([86401, 59, 0, 300.5])('refuses %p', (bad) => {
-        given().when(create({ ...base, expires_in: bad })).thenError(invalid('expires_in'));
+        given()
+          .when(create({ ...base, expires_in: bad }))
+          .thenError(invalid('expires_in'));
       });
     });
 
     describe('supported_chains (CAIP-2, eip155 only, supported chains only)', () => {
       it('defaults to every supported chain and keeps a given order', () => {
-        given().when(create({ ...base, supported_chains: ['eip155:8453', 'eip155:1'] })).thenObject({ supported_chains: ['eip155:8453', 'eip155:1'] });
+        given()
+          .when(create({ ...base, supported_chains: ['eip155:8453', 'eip155:1'] }))
+          .thenObject({ supported_chains: ['eip155:8453', 'eip155:1'] });
       });
       it.each([
         ['solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp', 'unsupported_chain_namespace'],
@@ -198,34 +266,56 @@ describe('subscription checkout aggregate', () => {
         ['8453', 'invalid_caip2'],
         ['', 'invalid_caip2'],
       ])('refuses %j (%s)', (chain, code) => {
-        given().when(create({ ...base, supported_chains: [chain] })).thenError(invalid('supported_chains', code));
+        given()
+          .when(create({ ...base, supported_chains: [chain] }))
+          .thenError(invalid('supported_chains', code));
       });
       it('refuses duplicates and an empty list', () => {
-        given().when(create({ ...base, supported_chains: ['eip155:1', 'eip155:1'] })).thenError(invalid('supported_chains', 'duplicate_chain'));
-        given().when(create({ ...base, supported_chains: [] })).thenError(invalid('supported_chains'));
+        given()
+          .when(create({ ...base, supported_chains: ['eip155:1', 'eip155:1'] }))
+          .thenError(invalid('supported_chains', 'duplicate_chain'));
+        given()
+          .when(create({ ...base, supported_chains: [] }))
+          .thenError(invalid('supported_chains'));
       });
     });
 
     describe('metadata (SPEC: string values of at most 500 characters)', () => {
       it('echoes string values, plan_name and plan_description included', () => {
         const metadata = { plan_name: 'Pro', plan_description: 'All features', order: '42' };
-        given().when(create({ ...base, metadata })).thenObject({ metadata });
+        given()
+          .when(create({ ...base, metadata }))
+          .thenObject({ metadata });
       });
       it('accepts 500 characters and refuses 501 (param metadata.<key>)', () => {
-        given().when(create({ ...base, metadata: { note: 'x'.repeat(500) } })).thenObject({ metadata: { note: 'x'.repeat(500) } });
-        given().when(create({ ...base, metadata: { note: 'x'.repeat(501) } })).thenError(invalid('metadata.note'));
+        given()
+          .when(create({ ...base, metadata: { note: 'x'.repeat(500) } }))
+          .thenObject({ metadata: { note: 'x'.repeat(500) } });
+        given()
+          .when(create({ ...base, metadata: { note: 'x'.repeat(501) } }))
+          .thenError(invalid('metadata.note'));
       });
       it('counts characters, not UTF-16 units', () => {
-        given().when(create({ ...base, metadata: { e: '😀'.repeat(500) } })).thenObject({ metadata: { e: '😀'.repeat(500) } });
+        given()
+          .when(create({ ...base, metadata: { e: '😀'.repeat(500) } }))
+          .thenObject({ metadata: { e: '😀'.repeat(500) } });
       });
       it('refuses non-string values (param metadata.<key>)', () => {
-        given().when(create({ ...base, metadata: { n: 5 } })).thenError(invalid('metadata.n'));
-        given().when(create({ ...base, metadata: { o: { nested: 'x' } } })).thenError(invalid('metadata.o'));
+        given()
+          .when(create({ ...base, metadata: { n: 5 } }))
+          .thenError(invalid('metadata.n'));
+        given()
+          .when(create({ ...base, metadata: { o: { nested: 'x' } } }))
+          .thenError(invalid('metadata.o'));
       });
       it('refuses more than 50 keys and keys longer than 40 characters', () => {
         const many = Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v']));
-        given().when(create({ ...base, metadata: many })).thenError(invalid('metadata'));
-        given().when(create({ ...base, metadata: { ['k'.repeat(41)]: 'v' } })).thenError(invalid('metadata'));
+        given()
+          .when(create({ ...base, metadata: many }))
+          .thenError(invalid('metadata'));
+        given()
+          .when(create({ ...base, metadata: { ['k'.repeat(41)]: 'v' } }))
+          .thenError(invalid('metadata'));
       });
     });
 
@@ -233,17 +323,42 @@ describe('subscription checkout aggregate', () => {
       it('keeps redirect URLs verbatim, placeholders included', () => {
         const success_url = 'https://shop.example/thanks?schk={SUBSCRIPTION_CHECKOUT_ID}';
         given()
-          .when(create({ ...base, success_url, cancel_url: 'https://shop.example/c', return_url: 'http://localhost:8080/r', external_customer_id: 'cus_42' }))
-          .thenObject({ success_url, cancel_url: 'https://shop.example/c', return_url: 'http://localhost:8080/r', external_customer_id: 'cus_42' });
+          .when(
+            create({
+              ...base,
+              success_url,
+              cancel_url: 'https://shop.example/c',
+              return_url: 'http://localhost:8080/r',
+              external_customer_id: 'cus_42',
+            }),
+          )
+          .thenObject({
+            success_url,
+            cancel_url: 'https://shop.example/c',
+            return_url: 'http://localhost:8080/r',
+            external_customer_id: 'cus_42',
+          });
       });
       it.each(['success_url', 'cancel_url', 'return_url'] as const)('refuses a bad %s', (param) => {
-        for (const bad of ['not a url', 'ftp://x.example/', 'javascript:alert(1)', 'https://u:p@x.example/', '']) {
-          given().when(create({ ...base, [param]: bad })).thenError(invalid(param));
+        for (const bad of [
+          'not a url',
+          'ftp://x.example/',
+          'javascript:alert(1)',
+          'https://u:p@x.example/',
+          '',
+        ]) {
+          given()
+            .when(create({ ...base, [param]: bad }))
+            .thenError(invalid(param));
         }
       });
       it('refuses an empty or overlong external_customer_id', () => {
-        given().when(create({ ...base, external_customer_id: '' })).thenError(invalid('external_customer_id'));
-        given().when(create({ ...base, external_customer_id: 'x'.repeat(256) })).thenError(invalid('external_customer_id'));
+        given()
+          .when(create({ ...base, external_customer_id: '' }))
+          .thenError(invalid('external_customer_id'));
+        given()
+          .when(create({ ...base, external_customer_id: 'x'.repeat(256) }))
+          .thenError(invalid('external_customer_id'));
       });
     });
 
@@ -259,27 +374,46 @@ describe('subscription checkout aggregate', () => {
           .thenError({ status: 422, code: 'price_currency_not_quotable' });
       });
       it('fiat-settled without a complete configuration is 422 fiat_settlement_required', () => {
-        given().when(create(base, { settlement: { mode: 'fiat', currency: null, complete: false } })).thenError({ status: 422, code: 'fiat_settlement_required' });
-        given().when(create(base, { settlement: { mode: 'fiat', currency: 'ARS', complete: false } })).thenError({ status: 422, code: 'fiat_settlement_required' });
+        given()
+          .when(create(base, { settlement: { mode: 'fiat', currency: null, complete: false } }))
+          .thenError({ status: 422, code: 'fiat_settlement_required' });
+        given()
+          .when(create(base, { settlement: { mode: 'fiat', currency: 'ARS', complete: false } }))
+          .thenError({ status: 422, code: 'fiat_settlement_required' });
       });
       it('fiat-settled pricing in another currency is 422 currency_mismatch', () => {
         given()
-          .when(create({ ...base, price_currency: 'USD' }, { settlement: { mode: 'fiat', currency: 'ARS', complete: true } }))
+          .when(
+            create(
+              { ...base, price_currency: 'USD' },
+              { settlement: { mode: 'fiat', currency: 'ARS', complete: true } },
+            ),
+          )
           .thenError({ status: 422, code: 'currency_mismatch', param: 'price_currency' });
       });
       it('fiat-settled in its own currency with a complete configuration is accepted', () => {
-        given().when(create(base, { settlement: { mode: 'fiat', currency: 'ARS', complete: true } })).thenObject({ status: 'pending', price_currency: 'ARS' });
+        given()
+          .when(create(base, { settlement: { mode: 'fiat', currency: 'ARS', complete: true } }))
+          .thenObject({ status: 'pending', price_currency: 'ARS' });
       });
       it('checks every 400 before any 422', () => {
-        given().when(create({ ...base, period_duration: 10 }, { quotedTokenSymbols: [] })).thenError(invalid('period_duration'));
+        given()
+          .when(create({ ...base, period_duration: 10 }, { quotedTokenSymbols: [] }))
+          .thenError(invalid('period_duration'));
       });
     });
   });
 
   describe('single-use state machine', () => {
     const created = createdEvent();
-    const cancel = (by: 'merchant' | 'customer' = 'merchant', at = later(60_000)): SubscriptionCheckoutCommand => ({ type: 'CancelSubscriptionCheckout', by, now: at });
-    const expire = (at = later(300_000)): SubscriptionCheckoutCommand => ({ type: 'ExpireSubscriptionCheckout', now: at });
+    const cancel = (
+      by: 'merchant' | 'customer' = 'merchant',
+      at = later(60_000),
+    ): SubscriptionCheckoutCommand => ({ type: 'CancelSubscriptionCheckout', by, now: at });
+    const expire = (at = later(300_000)): SubscriptionCheckoutCommand => ({
+      type: 'ExpireSubscriptionCheckout',
+      now: at,
+    });
     const complete = (at = later(60_000)): SubscriptionCheckoutCommand => ({
       type: 'CompleteSubscriptionCheckout',
       subscriber: '0x1111111111111111111111111111111111111111',
@@ -309,32 +443,60 @@ describe('subscription checkout aggregate', () => {
       });
     });
     it('pending -> cancelled by the customer dismissing the page', () => {
-      given(created).when(cancel('customer')).thenObject({ status: 'cancelled', cancellation_reason: 'customer_dismissed' });
+      given(created)
+        .when(cancel('customer'))
+        .thenObject({ status: 'cancelled', cancellation_reason: 'customer_dismissed' });
     });
     it('cancel only while pending: 409 subscription_checkout_not_pending', () => {
-      given(...after(cancel())).when(cancel()).thenError({ status: 409, code: 'subscription_checkout_not_pending' });
-      given(...after(expire())).when(cancel()).thenError({ status: 409, code: 'subscription_checkout_not_pending' });
-      given(...after(complete())).when(cancel()).thenError({ status: 409, code: 'subscription_checkout_not_pending' });
+      given(...after(cancel()))
+        .when(cancel())
+        .thenError({ status: 409, code: 'subscription_checkout_not_pending' });
+      given(...after(expire()))
+        .when(cancel())
+        .thenError({ status: 409, code: 'subscription_checkout_not_pending' });
+      given(...after(complete()))
+        .when(cancel())
+        .thenError({ status: 409, code: 'subscription_checkout_not_pending' });
     });
     it('cannot be cancelled once expires_at passed, even before the timer recorded it', () => {
-      given(created).when(cancel('merchant', later(300_000))).thenError({ status: 409, code: 'subscription_checkout_not_pending' });
+      given(created)
+        .when(cancel('merchant', later(300_000)))
+        .thenError({ status: 409, code: 'subscription_checkout_not_pending' });
     });
     it('pending -> expired once expires_at passes', () => {
       given(created).when(expire()).thenObject({ status: 'expired', expired_at: '2026-06-01T10:05:00.000Z' });
     });
     it('expiry is idempotent and never early', () => {
-      given(created).when(expire(later(299_999))).then([]);
-      given(...after(expire())).when(expire(later(400_000))).then([]);
-      given(...after(cancel())).when(expire()).then([]);
-      given(...after(complete())).when(expire()).then([]);
+      given(created)
+        .when(expire(later(299_999)))
+        .then([]);
+      given(...after(expire()))
+        .when(expire(later(400_000)))
+        .then([]);
+      given(...after(cancel()))
+        .when(expire())
+        .then([]);
+      given(...after(complete()))
+        .when(expire())
+        .then([]);
     });
     it('pending -> completed records the subscriber', () => {
-      given(created).when(complete()).thenObject({ status: 'completed', subscriber: '0x1111111111111111111111111111111111111111', completed_at: '2026-06-01T10:01:00.000Z' });
+      given(created).when(complete()).thenObject({
+        status: 'completed',
+        subscriber: '0x1111111111111111111111111111111111111111',
+        completed_at: '2026-06-01T10:01:00.000Z',
+      });
     });
     it('a late on-chain completion wins over cancelled or expired; completed happens once', () => {
-      given(...after(expire())).when(complete(later(400_000))).thenObject({ status: 'completed', expired_at: '2026-06-01T10:05:00.000Z' });
-      given(...after(cancel())).when(complete()).thenObject({ status: 'completed' });
-      given(...after(complete())).when(complete()).then([]);
+      given(...after(expire()))
+        .when(complete(later(400_000)))
+        .thenObject({ status: 'completed', expired_at: '2026-06-01T10:05:00.000Z' });
+      given(...after(cancel()))
+        .when(complete())
+        .thenObject({ status: 'completed' });
+      given(...after(complete()))
+        .when(complete())
+        .then([]);
     });
     it('commands on an unknown intent are 404', () => {
       given().when(cancel()).thenError({ status: 404 });

@@ -6,7 +6,12 @@ import type { SubscriptionCheckoutObject } from './subscription-checkout.events'
 export interface OfferedChain {
   readonly caip2: string;
   readonly name: string;
-  readonly stablecoins: ReadonlyArray<{ readonly symbol: string; readonly decimals: number; readonly address: string; readonly assetId: string }>;
+  readonly stablecoins: ReadonlyArray<{
+    readonly symbol: string;
+    readonly decimals: number;
+    readonly address: string;
+    readonly assetId: string;
+  }>;
 }
 
 /**
@@ -38,13 +43,18 @@ export interface SubscriptionOption {
  * the list may be empty; it is always an array.
  */
 export function subscriptionOptions(
-  checkout: Pick<SubscriptionCheckoutObject, 'price' | 'cap' | 'budget' | 'price_currency' | 'supported_chains'>,
+  checkout: Pick<
+    SubscriptionCheckoutObject,
+    'price' | 'cap' | 'budget' | 'price_currency' | 'supported_chains'
+  >,
   chains: readonly OfferedChain[],
   rates: readonly Rate[],
 ): SubscriptionOption[] {
   const currency = checkout.price_currency;
   if (currency === null) return [];
-  const bySymbol = new Map(rates.filter((r) => r.currency === currency).map((r) => [r.tokenSymbol.toUpperCase(), r]));
+  const bySymbol = new Map(
+    rates.filter((r) => r.currency === currency).map((r) => [r.tokenSymbol.toUpperCase(), r]),
+  );
   const exponent = currencyExponent(currency);
   const price = toAmount(checkout.price);
   const cap = toAmount(checkout.cap);

@@ -21,10 +21,18 @@ export class CreateSubscriptionCheckouts1767300000100 implements MigrationInterf
       object jsonb NOT NULL,
       revision integer NOT NULL
     )`);
-    await q.query('CREATE INDEX subscription_checkouts_merchant_seq ON subscription_checkouts (merchant_id, seq)');
-    await q.query('CREATE INDEX subscription_checkouts_merchant_status_seq ON subscription_checkouts (merchant_id, status, seq)');
-    await q.query('CREATE INDEX subscription_checkouts_merchant_customer_seq ON subscription_checkouts (merchant_id, external_customer_id, seq)');
-    await q.query(`CREATE INDEX subscription_checkouts_pending_expiry ON subscription_checkouts (expires_at) WHERE status = 'pending'`);
+    await q.query(
+      'CREATE INDEX subscription_checkouts_merchant_seq ON subscription_checkouts (merchant_id, seq)',
+    );
+    await q.query(
+      'CREATE INDEX subscription_checkouts_merchant_status_seq ON subscription_checkouts (merchant_id, status, seq)',
+    );
+    await q.query(
+      'CREATE INDEX subscription_checkouts_merchant_customer_seq ON subscription_checkouts (merchant_id, external_customer_id, seq)',
+    );
+    await q.query(
+      `CREATE INDEX subscription_checkouts_pending_expiry ON subscription_checkouts (expires_at) WHERE status = 'pending'`,
+    );
   }
   async down(q: QueryRunner): Promise<void> {
     await q.query('DROP TABLE subscription_checkouts');

@@ -41,22 +41,36 @@ export function subscriptionsConfigFromEnv(
     try {
       url = new URL(hosted);
     } catch {
-      throw new ConfigError(`environment variable HOSTED_URL must be an absolute http(s) URL, got '${hosted}'`);
+      throw new ConfigError(
+        `environment variable HOSTED_URL must be an absolute http(s) URL, got '${hosted}'`,
+      );
     }
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError('environment variable HOSTED_URL must use http or https');
+    if (url.protocol !== 'https:' && url.protocol !== 'http:')
+      throw new ConfigError('environment variable HOSTED_URL must use http or https');
     hostedUrl = hosted.replace(/\/+$/, '');
   }
   const live = createChainRegistry({ mode: 'live' });
   const chainsRaw = envOptional(env, 'SUPPORTED_CHAINS');
-  const supportedChains = chainsRaw ? chainsRaw.split(',').map((c) => c.trim()).filter(Boolean) : null;
+  const supportedChains = chainsRaw
+    ? chainsRaw
+        .split(',')
+        .map((c) => c.trim())
+        .filter(Boolean)
+    : null;
   for (const chain of supportedChains ?? []) {
-    if (!live.isSupported(chain)) throw new ConfigError(`environment variable SUPPORTED_CHAINS: ${chain} is not a supported chain`);
+    if (!live.isSupported(chain))
+      throw new ConfigError(`environment variable SUPPORTED_CHAINS: ${chain} is not a supported chain`);
   }
   return {
     hostedUrl,
     expiryPollIntervalMs: envInt(env, 'SUBSCRIPTION_EXPIRY_POLL_MS', 1000, 10, 3_600_000),
     sandboxRates: parseRateTable(envOptional(env, 'SANDBOX_RATES')),
-    chains: { live, test: options.localChains?.length ? createChainRegistry({ mode: 'test', localChains: options.localChains }) : live },
+    chains: {
+      live,
+      test: options.localChains?.length
+        ? createChainRegistry({ mode: 'test', localChains: options.localChains })
+        : live,
+    },
     supportedChains,
   };
 }

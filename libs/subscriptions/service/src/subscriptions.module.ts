@@ -53,7 +53,8 @@ class ConfigHolder {
     },
     {
       provide: RATE_SOURCE,
-      useFactory: (config: SubscriptionsConfig, clock: Clock) => new SandboxRateSource(config.sandboxRates, clock),
+      useFactory: (config: SubscriptionsConfig, clock: Clock) =>
+        new SandboxRateSource(config.sandboxRates, clock),
       inject: [SUBSCRIPTIONS_CONFIG, CLOCK],
     },
     SubscriptionCheckoutChanges,
@@ -84,7 +85,9 @@ export class SubscriptionCheckoutsCoreModule {}
 })
 export class SubscriptionsServiceModule {}
 
-export function subscriptionsService(config: SubscriptionsConfig = subscriptionsConfigFromEnv(process.env)): ServiceDefinition {
+export function subscriptionsService(
+  config: SubscriptionsConfig = subscriptionsConfigFromEnv(process.env),
+): ServiceDefinition {
   return {
     name: 'subscriptions',
     imports: [SubscriptionsConfigModule.forRoot(config), SubscriptionsServiceModule],
@@ -97,5 +100,8 @@ export function subscriptionsService(config: SubscriptionsConfig = subscriptions
  * (When the subscriptions service owns its commands over @nestjs/microservices, only this wiring changes.)
  */
 export function subscriptionsHttpModule(): DynamicModule {
-  return SubscriptionsApiModule.forRoot({ imports: [SubscriptionCheckoutsCoreModule], useCases: SubscriptionCheckoutsApplication });
+  return SubscriptionsApiModule.forRoot({
+    imports: [SubscriptionCheckoutsCoreModule],
+    useCases: SubscriptionCheckoutsApplication,
+  });
 }

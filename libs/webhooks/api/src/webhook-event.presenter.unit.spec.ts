@@ -33,12 +33,30 @@ describe('webhook event presentation (GET /merchants/:merchantId/webhook-events 
   });
 
   it('keeps unset fields as null rather than leaving them out', () => {
-    const fresh = presentWebhookEvent({ ...event, deliveryStatus: 'pending', attemptCount: 0, lastAttemptAt: null, lastResponseStatus: null, lastError: null });
+    const fresh = presentWebhookEvent({
+      ...event,
+      deliveryStatus: 'pending',
+      attemptCount: 0,
+      lastAttemptAt: null,
+      lastResponseStatus: null,
+      lastError: null,
+    });
     expect(fresh).toMatchObject({ last_attempt_at: null, last_response_status: null, last_error: null });
   });
 
   it('presents attempts and test deliveries in snake_case', () => {
-    expect(presentAttempt({ attemptNumber: 2, trigger: 'manual', attemptedAt: at, url: 'https://h.example/x', responseStatus: null, error: 'timeout', durationMs: 10_000, responseExcerpt: null })).toEqual({
+    expect(
+      presentAttempt({
+        attemptNumber: 2,
+        trigger: 'manual',
+        attemptedAt: at,
+        url: 'https://h.example/x',
+        responseStatus: null,
+        error: 'timeout',
+        durationMs: 10_000,
+        responseExcerpt: null,
+      }),
+    ).toEqual({
       object: 'webhook_delivery_attempt',
       attempt_number: 2,
       trigger: 'manual',
@@ -49,7 +67,18 @@ describe('webhook event presentation (GET /merchants/:merchantId/webhook-events 
       duration_ms: 10_000,
       response_excerpt: null,
     });
-    expect(presentTestDelivery({ eventId: 'evt_t', type: 'subscription.charge_succeeded', url: 'https://h.example/x', delivered: true, responseStatus: 204, error: null, durationMs: 12, signedWithPreviousSecret: false })).toMatchObject({
+    expect(
+      presentTestDelivery({
+        eventId: 'evt_t',
+        type: 'subscription.charge_succeeded',
+        url: 'https://h.example/x',
+        delivered: true,
+        responseStatus: 204,
+        error: null,
+        durationMs: 12,
+        signedWithPreviousSecret: false,
+      }),
+    ).toMatchObject({
       object: 'webhook_test_delivery',
       delivered: true,
       response_status: 204,

@@ -1,5 +1,11 @@
 import { Controller, Get, HttpCode, Inject, Param, Post, Query } from '@nestjs/common';
-import { assertOwnMerchant, type AuthenticatedMerchant, CurrentMerchant, listEnvelope, parseListQuery } from '@stablepay/http';
+import {
+  assertOwnMerchant,
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  listEnvelope,
+  parseListQuery,
+} from '@stablepay/http';
 import { notFound, validationError } from '@stablepay/util';
 import {
   DELIVERY_STATUSES,
@@ -16,7 +22,8 @@ const FILTERS = new Set(['limit', 'starting_after', 'ending_before', 'type', 'de
 function oneString(query: Record<string, unknown>, name: string): string | undefined {
   const v = query[name];
   if (v === undefined) return undefined;
-  if (typeof v !== 'string' || v.length === 0) throw validationError(name, `${name} must be given once, as a non-empty string.`);
+  if (typeof v !== 'string' || v.length === 0)
+    throw validationError(name, `${name} must be given once, as a non-empty string.`);
   return v;
 }
 
@@ -27,18 +34,27 @@ export class WebhookEventsController {
 
   /** SPEC Pagination (newest first, limit, starting_after / ending_before) with `type` and `delivery_status` filters. */
   @Get()
-  async list(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('merchantId') merchantId: string, @Query() query: Record<string, unknown>) {
+  async list(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('merchantId') merchantId: string,
+    @Query() query: Record<string, unknown>,
+  ) {
     assertOwnMerchant(merchant, merchantId);
     for (const key of Object.keys(query)) {
       if (!FILTERS.has(key)) throw validationError(key, `Received unknown parameter: ${key}`);
     }
     const page = parseListQuery(query);
     const type = oneString(query, 'type');
-    if (type !== undefined && !isWebhookEventType(type)) throw validationError('type', `type must be a webhook event type, got '${type}'.`);
+    if (type !== undefined && !isWebhookEventType(type))
+      throw validationError('type', `type must be a webhook event type, got '${type}'.`);
     const status = oneString(query, 'delivery_status');
     let deliveryStatus: DeliveryStatus | undefined;
     if (status !== undefined) {
-      if (!isDeliveryStatus(status)) throw validationError('delivery_status', `delivery_status must be one of ${DELIVERY_STATUSES.join(', ')}.`);
+      if (!isDeliveryStatus(status))
+        throw validationError(
+          'delivery_status',
+          `delivery_status must be one of ${DELIVERY_STATUSES.join(', ')}.`,
+        );
       deliveryStatus = status;
     }
     const result = await this.log.list({
@@ -53,7 +69,11 @@ export class WebhookEventsController {
   }
 
   @Get(':eventId')
-  async get(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('merchantId') merchantId: string, @Param('eventId') eventId: string) {
+  async get(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('merchantId') merchantId: string,
+    @Param('eventId') eventId: string,
+  ) {
     assertOwnMerchant(merchant, merchantId);
     const found = await this.log.get(merchantId, eventId);
     if (!found) throw notFound('webhook event', eventId);
@@ -66,7 +86,11 @@ export class WebhookEventsController {
    */
   @Post(':eventId/redeliver')
   @HttpCode(202)
-  async redeliver(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('merchantId') merchantId: string, @Param('eventId') eventId: string) {
+  async redeliver(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('merchantId') merchantId: string,
+    @Param('eventId') eventId: string,
+  ) {
     assertOwnMerchant(merchant, merchantId);
     const event = await this.log.requestRedelivery(merchantId, eventId);
     if (!event) throw notFound('webhook event', eventId);

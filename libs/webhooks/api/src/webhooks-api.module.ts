@@ -10,6 +10,10 @@ import { WebhookTestController } from './webhook-test.controller';
 @Module({})
 export class WebhooksApiModule {
   static forRoot(options: { readonly imports: NonNullable<ModuleMetadata['imports']> }): DynamicModule {
-    return { module: WebhooksApiModule, imports: options.imports, controllers: [WebhookEventsController, WebhookTestController] };
+    return {
+      module: WebhooksApiModule,
+      imports: options.imports,
+      controllers: [WebhookEventsController, WebhookTestController],
+    };
   }
 }

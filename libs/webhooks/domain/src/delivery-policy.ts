@@ -21,7 +21,13 @@ export interface DeliveryPolicy {
 }
 
 export const WEBHOOK_MAX_ATTEMPTS = 6;
-export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [5 * MINUTE, 15 * MINUTE, 30 * MINUTE, 60 * MINUTE, 60 * MINUTE];
+export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [
+  5 * MINUTE,
+  15 * MINUTE,
+  30 * MINUTE,
+  60 * MINUTE,
+  60 * MINUTE,
+];
 export const WEBHOOK_MAX_EVENT_AGE_MS = 7 * DAY;
 export const WEBHOOK_RESPONSE_DEADLINE_MS = 10 * SECOND;
 
@@ -41,7 +47,8 @@ function jitterFraction(eventId: string, failedAttempts: number): number {
 
 /** SPEC rule 2: the wait after the `failedAttempts`-th scheduled attempt failed (1-based). */
 export function retryDelayMs(policy: DeliveryPolicy, failedAttempts: number, eventId: string): number {
-  if (!Number.isInteger(failedAttempts) || failedAttempts < 1) throw new RangeError('failedAttempts must be a positive integer');
+  if (!Number.isInteger(failedAttempts) || failedAttempts < 1)
+    throw new RangeError('failedAttempts must be a positive integer');
   const delays = policy.retryDelaysMs;
   const base = delays[Math.min(failedAttempts, delays.length) - 1];
   if (base === undefined) throw new RangeError('the delivery policy has no retry delays');

@@ -33,7 +33,12 @@ export type DeliveryErrorCode =
 
 /** What one HTTP attempt produced, as the sender observed it. */
 export type AttemptOutcome =
-  | { readonly kind: 'response'; readonly status: number; readonly durationMs: number; readonly bodyExcerpt: string }
+  | {
+      readonly kind: 'response';
+      readonly status: number;
+      readonly durationMs: number;
+      readonly bodyExcerpt: string;
+    }
   | { readonly kind: 'timeout'; readonly durationMs: number }
   | {
       readonly kind: 'network_error';
@@ -42,7 +47,11 @@ export type AttemptOutcome =
       readonly durationMs: number;
     }
   /** Refused before any byte left: SSRF policy (`blocked_address`, `invalid_url`) or nothing to send to. */
-  | { readonly kind: 'refused'; readonly code: 'blocked_address' | 'invalid_url' | 'no_webhook_url' | 'no_webhook_secret'; readonly detail: string };
+  | {
+      readonly kind: 'refused';
+      readonly code: 'blocked_address' | 'invalid_url' | 'no_webhook_url' | 'no_webhook_secret';
+      readonly detail: string;
+    };
 
 /** SPEC rule 1: success is a 2xx status; a 3xx is a failure (redirects are not followed). */
 export function isDeliverySuccess(outcome: AttemptOutcome): boolean {
@@ -101,22 +110,33 @@ export function recordedDelivery(now: Date): DeliveryState {
  * `not_selected` - recorded, listed, never sent on schedule. Only a pending event that was never attempted is
  * affected; once attempts began, the schedule runs its course.
  */
-export function applySelection(state: DeliveryState, selection: { readonly hasEndpoint: boolean; readonly typeSelected: boolean }): DeliveryState {
+export function applySelection(
+  state: DeliveryState,
+  selection: { readonly hasEndpoint: boolean; readonly typeSelected: boolean },
+): DeliveryState {
   if (state.status !== 'pending' || state.attemptCount > 0 || state.nextAttemptAt === null) return state;
-  if (!selection.hasEndpoint) return { ...state, status: 'not_selected', nextAttemptAt: null, lastError: 'no_webhook_url' };
-  if (!selection.typeSelected) return { ...state, status: 'not_selected', nextAttemptAt: null, lastError: 'event_type_not_selected' };
+  if (!selection.hasEndpoint)
+    return { ...state, status: 'not_selected', nextAttemptAt: null, lastError: 'no_webhook_url' };
+  if (!selection.typeSelected)
+    return { ...state, status: 'not_selected', nextAttemptAt: null, lastError: 'event_type_not_selected' };
   return state;
 }
 
 /** Which attempt is due at `now`, if any. A scheduled attempt that is due also serves a waiting manual request. */
 export function dueTrigger(state: DeliveryState, now: Date): AttemptTrigger | null {
   if (state.nextAttemptAt !== null && state.nextAttemptAt.getTime() <= now.getTime()) return 'scheduled';
-  if (state.redeliveryRequestedAt !== null && state.redeliveryRequestedAt.getTime() <= now.getTime()) return 'manual';
+  if (state.redeliveryRequestedAt !== null && state.redeliveryRequestedAt.getTime() <= now.getTime())
+    return 'manual';
   return null;
 }
 
 /** SPEC rule 2: a scheduled attempt that comes due after the 7-day window is not made; the event is abandoned. */
-export function abandonIfPastWindow(state: DeliveryState, createdAt: Date, now: Date, policy: DeliveryPolicy): DeliveryState | null {
+export function abandonIfPastWindow(
+  state: DeliveryState,
+  createdAt: Date,
+  now: Date,
+  policy: DeliveryPolicy,
+): DeliveryState | null {
   if (dueTrigger(state, now) !== 'scheduled' || !isPastDeliveryWindow(policy, createdAt, now)) return null;
   // A waiting manual request survives: the merchant asked for it explicitly.
   return { ...state, status: 'abandoned', nextAttemptAt: null, lastError: 'expired' };
@@ -170,20 +190,35 @@ export function afterAttempt(
   const scheduledAttempts = state.scheduledAttempts + 1;
   // A manual request made before this attempt started is served by it; one made during it still runs.
   const redeliveryRequestedAt =
-    state.redeliveryRequestedAt !== null && state.redeliveryRequestedAt.getTime() <= at.getTime() ? null : state.redeliveryRequestedAt;
+    state.redeliveryRequestedAt !== null && state.redeliveryRequestedAt.getTime() <= at.getTime()
+      ? null
+      : state.redeliveryRequestedAt;
   if (scheduledAttempts >= policy.maxAttempts) {
-    return { ...recorded, status: 'abandoned', scheduledAttempts, nextAttemptAt: null, redeliveryRequestedAt };
+    return {
+      ...recorded,
+      status: 'abandoned',
+      scheduledAttempts,
+      nextAttemptAt: null,
+      redeliveryRequestedAt,
+    };
   }
   const next = new Date(at.getTime() + retryDelayMs(policy, scheduledAttempts, attempt.eventId));
   if (isPastDeliveryWindow(policy, attempt.createdAt, next)) {
-    return { ...recorded, status: 'abandoned', scheduledAttempts, nextAttemptAt: null, redeliveryRequestedAt };
+    return {
+      ...recorded,
+      status: 'abandoned',
+      scheduledAttempts,
+      nextAttemptAt: null,
+      redeliveryRequestedAt,
+    };
   }
   return { ...recorded, status: 'failed', scheduledAttempts, nextAttemptAt: next, redeliveryRequestedAt };
 }
 
 /** A merchant asks for one more attempt now (manual redelivery); it runs beside any schedule, never replaces it. */
 export function requestRedelivery(state: DeliveryState, now: Date): DeliveryState {
-  if (state.redeliveryRequestedAt !== null && state.redeliveryRequestedAt.getTime() <= now.getTime()) return state;
+  if (state.redeliveryRequestedAt !== null && state.redeliveryRequestedAt.getTime() <= now.getTime())
+    return state;
   return { ...state, redeliveryRequestedAt: now };
 }
 
@@ -199,5 +234,7 @@ export function dueAt(state: DeliveryState): Date | null {
  * model the merchant would query next does not hold the record yet.
  */
 export function postponeAttempt(state: DeliveryState, trigger: AttemptTrigger, until: Date): DeliveryState {
-  return trigger === 'scheduled' ? { ...state, nextAttemptAt: until } : { ...state, redeliveryRequestedAt: until };
+  return trigger === 'scheduled'
+    ? { ...state, nextAttemptAt: until }
+    : { ...state, redeliveryRequestedAt: until };
 }

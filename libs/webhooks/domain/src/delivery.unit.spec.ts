@@ -14,7 +14,12 @@ import {
   recordedDelivery,
   requestRedelivery,
 } from './delivery';
-import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy, isPastDeliveryWindow, retryDelayMs } from './delivery-policy';
+import {
+  DEFAULT_DELIVERY_POLICY,
+  type DeliveryPolicy,
+  isPastDeliveryWindow,
+  retryDelayMs,
+} from './delivery-policy';
 
 const exact: DeliveryPolicy = { ...DEFAULT_DELIVERY_POLICY, jitterRatio: 0 };
 const t0 = new Date('2026-03-01T00:00:00.000Z');
@@ -25,12 +30,21 @@ const ok: AttemptOutcome = { kind: 'response', status: 204, durationMs: 3, bodyE
 const serverError: AttemptOutcome = { kind: 'response', status: 500, durationMs: 3, bodyExcerpt: 'boom' };
 const redirect: AttemptOutcome = { kind: 'response', status: 302, durationMs: 3, bodyExcerpt: '' };
 const timeout: AttemptOutcome = { kind: 'timeout', durationMs: 10_000 };
-const reset: AttemptOutcome = { kind: 'network_error', code: 'network_error', detail: 'ECONNRESET', durationMs: 1 };
+const reset: AttemptOutcome = {
+  kind: 'network_error',
+  code: 'network_error',
+  detail: 'ECONNRESET',
+  durationMs: 1,
+};
 
 /** given a recorded event, when attempts happen (trigger, outcome, at), then the state. */
 function given(state: DeliveryState = recordedDelivery(t0), policy = exact) {
   const apply = (s: DeliveryState, steps: ReadonlyArray<[AttemptTrigger, AttemptOutcome, Date]>) =>
-    steps.reduce((acc, [trigger, outcome, when]) => afterAttempt(acc, { trigger, outcome, at: when, eventId, createdAt: t0 }, policy), s);
+    steps.reduce(
+      (acc, [trigger, outcome, when]) =>
+        afterAttempt(acc, { trigger, outcome, at: when, eventId, createdAt: t0 }, policy),
+      s,
+    );
   return { when: (...steps: Array<[AttemptTrigger, AttemptOutcome, Date]>) => apply(state, steps) };
 }
 
@@ -39,14 +53,19 @@ describe('SPEC Delivery rule 1: success is a 2xx within the deadline', () => {
     expect(isDeliverySuccess({ kind: 'response', status, durationMs: 1, bodyExcerpt: '' })).toBe(true);
   });
 
-  it.each([100, 199, 300, 301, 302, 304, 307, 308, 400, 404, 410, 429, 500, 503])('%i is a failure', (status) => {
-    expect(isDeliverySuccess({ kind: 'response', status, durationMs: 1, bodyExcerpt: '' })).toBe(false);
-  });
+  it.each([100, 199, 300, 301, 302, 304, 307, 308, 400, 404, 410, 429, 500, 503])(
+    '%i is a failure',
+    (status) => {
+      expect(isDeliverySuccess({ kind: 'response', status, durationMs: 1, bodyExcerpt: '' })).toBe(false);
+    },
+  );
 
   it('a timeout, a network error and a refused address are failures, each with its own code', () => {
     expect(failureCode(timeout)).toBe('timeout');
     expect(failureCode(reset)).toBe('network_error');
-    expect(failureCode({ kind: 'refused', code: 'blocked_address', detail: '10.0.0.1' })).toBe('blocked_address');
+    expect(failureCode({ kind: 'refused', code: 'blocked_address', detail: '10.0.0.1' })).toBe(
+      'blocked_address',
+    );
     expect(failureCode(redirect)).toBe('redirect_not_followed');
     expect(failureCode(serverError)).toBe('http_status');
     expect(failureCode(ok)).toBeNull();
@@ -64,12 +83,19 @@ describe('recording an event and SPEC Delivery rule 5: selection', () => {
 
   it('an unselected type becomes not_selected and is never due', () => {
     const s = applySelection(recordedDelivery(t0), { hasEndpoint: true, typeSelected: false });
-    expect(s).toMatchObject({ status: 'not_selected', nextAttemptAt: null, lastError: 'event_type_not_selected' });
+    expect(s).toMatchObject({
+      status: 'not_selected',
+      nextAttemptAt: null,
+      lastError: 'event_type_not_selected',
+    });
     expect(dueTrigger(s, at(30 * DAY))).toBeNull();
   });
 
   it('without a webhook URL the event becomes not_selected (no_webhook_url)', () => {
-    expect(applySelection(recordedDelivery(t0), { hasEndpoint: false, typeSelected: true })).toMatchObject({ status: 'not_selected', lastError: 'no_webhook_url' });
+    expect(applySelection(recordedDelivery(t0), { hasEndpoint: false, typeSelected: true })).toMatchObject({
+      status: 'not_selected',
+      lastError: 'no_webhook_url',
+    });
   });
 
   it('does not touch an event whose attempts have begun, nor a manual redelivery of an unselected one', () => {
@@ -89,7 +115,11 @@ describe('SPEC Delivery rule 2: the retry schedule', () => {
     const gaps: number[] = [];
     for (let attempt = 1; attempt <= 6; attempt++) {
       expect(dueTrigger(s, now)).toBe('scheduled');
-      s = afterAttempt(s, { trigger: 'scheduled', outcome: serverError, at: now, eventId, createdAt: t0 }, exact);
+      s = afterAttempt(
+        s,
+        { trigger: 'scheduled', outcome: serverError, at: now, eventId, createdAt: t0 },
+        exact,
+      );
       expect(s.attemptCount).toBe(attempt);
       if (s.nextAttemptAt) {
         gaps.push(s.nextAttemptAt.getTime() - now.getTime());
@@ -99,7 +129,13 @@ describe('SPEC Delivery rule 2: the retry schedule', () => {
       }
     }
     expect(gaps).toEqual([5, 15, 30, 60, 60].map((m) => m * MINUTE));
-    expect(s).toMatchObject({ status: 'abandoned', attemptCount: 6, scheduledAttempts: 6, nextAttemptAt: null, lastResponseStatus: 500 });
+    expect(s).toMatchObject({
+      status: 'abandoned',
+      attemptCount: 6,
+      scheduledAttempts: 6,
+      nextAttemptAt: null,
+      lastResponseStatus: 500,
+    });
   });
 
   it('a failed attempt with retries left is failed with its next attempt', () => {
@@ -114,23 +150,41 @@ describe('SPEC Delivery rule 2: the retry schedule', () => {
 
   it('stops on the first 2xx', () => {
     const s = given().when(['scheduled', serverError, t0], ['scheduled', ok, at(5 * MINUTE)]);
-    expect(s).toMatchObject({ status: 'delivered', attemptCount: 2, nextAttemptAt: null, deliveredAt: at(5 * MINUTE), lastResponseStatus: 204 });
+    expect(s).toMatchObject({
+      status: 'delivered',
+      attemptCount: 2,
+      nextAttemptAt: null,
+      deliveredAt: at(5 * MINUTE),
+      lastResponseStatus: 204,
+    });
     expect(dueTrigger(s, at(DAY))).toBeNull();
   });
 
   it('a 3xx is a failure and is retried', () => {
-    expect(given().when(['scheduled', redirect, t0])).toMatchObject({ status: 'failed', lastError: 'redirect_not_followed', lastResponseStatus: 302 });
+    expect(given().when(['scheduled', redirect, t0])).toMatchObject({
+      status: 'failed',
+      lastError: 'redirect_not_followed',
+      lastResponseStatus: 302,
+    });
   });
 
   it('abandons instead of scheduling an attempt that would fall after 7 days', () => {
     const late = at(7 * DAY - 2 * MINUTE);
-    expect(given().when(['scheduled', serverError, late])).toMatchObject({ status: 'abandoned', nextAttemptAt: null });
+    expect(given().when(['scheduled', serverError, late])).toMatchObject({
+      status: 'abandoned',
+      nextAttemptAt: null,
+    });
   });
 
   it('abandons a due event older than 7 days without attempting it (dispatcher was down)', () => {
     const s = given().when(['scheduled', serverError, t0]);
     expect(abandonIfPastWindow(s, t0, at(6 * DAY), exact)).toBeNull();
-    expect(abandonIfPastWindow(s, t0, at(7 * DAY), exact)).toMatchObject({ status: 'abandoned', nextAttemptAt: null, lastError: 'expired', attemptCount: 1 });
+    expect(abandonIfPastWindow(s, t0, at(7 * DAY), exact)).toMatchObject({
+      status: 'abandoned',
+      nextAttemptAt: null,
+      lastError: 'expired',
+      attemptCount: 1,
+    });
     expect(isPastDeliveryWindow(exact, t0, at(7 * DAY - 1))).toBe(false);
   });
 
@@ -162,23 +216,46 @@ describe('manual redelivery', () => {
     const requested = requestRedelivery(abandoned, at(DAY));
     expect(dueTrigger(requested, at(DAY))).toBe('manual');
     expect(dueAt(requested)).toEqual(at(DAY));
-    const done = afterAttempt(requested, { trigger: 'manual', outcome: ok, at: at(DAY), eventId, createdAt: t0 }, exact);
+    const done = afterAttempt(
+      requested,
+      { trigger: 'manual', outcome: ok, at: at(DAY), eventId, createdAt: t0 },
+      exact,
+    );
     expect(done).toMatchObject({ status: 'delivered', attemptCount: 7, redeliveryRequestedAt: null });
   });
 
   it('a failed manual attempt changes no schedule and no terminal status', () => {
     const failing = given().when(['scheduled', serverError, t0]);
-    const manual = afterAttempt(requestRedelivery(failing, at(MINUTE)), { trigger: 'manual', outcome: reset, at: at(MINUTE), eventId, createdAt: t0 }, exact);
-    expect(manual).toMatchObject({ status: 'failed', attemptCount: 2, scheduledAttempts: 1, nextAttemptAt: at(5 * MINUTE), redeliveryRequestedAt: null, lastError: 'network_error' });
+    const manual = afterAttempt(
+      requestRedelivery(failing, at(MINUTE)),
+      { trigger: 'manual', outcome: reset, at: at(MINUTE), eventId, createdAt: t0 },
+      exact,
+    );
+    expect(manual).toMatchObject({
+      status: 'failed',
+      attemptCount: 2,
+      scheduledAttempts: 1,
+      nextAttemptAt: at(5 * MINUTE),
+      redeliveryRequestedAt: null,
+      lastError: 'network_error',
+    });
 
     const delivered = given().when(['scheduled', ok, t0]);
-    const resent = afterAttempt(requestRedelivery(delivered, at(DAY)), { trigger: 'manual', outcome: serverError, at: at(DAY), eventId, createdAt: t0 }, exact);
+    const resent = afterAttempt(
+      requestRedelivery(delivered, at(DAY)),
+      { trigger: 'manual', outcome: serverError, at: at(DAY), eventId, createdAt: t0 },
+      exact,
+    );
     expect(resent).toMatchObject({ status: 'delivered', attemptCount: 2, lastResponseStatus: 500 });
   });
 
   it('sends an event that was not selected when the merchant asks', () => {
     const unselected = applySelection(recordedDelivery(t0), { hasEndpoint: true, typeSelected: false });
-    const s = afterAttempt(requestRedelivery(unselected, at(MINUTE)), { trigger: 'manual', outcome: ok, at: at(MINUTE), eventId, createdAt: t0 }, exact);
+    const s = afterAttempt(
+      requestRedelivery(unselected, at(MINUTE)),
+      { trigger: 'manual', outcome: ok, at: at(MINUTE), eventId, createdAt: t0 },
+      exact,
+    );
     expect(s.status).toBe('delivered');
   });
 
@@ -186,7 +263,11 @@ describe('manual redelivery', () => {
     const failing = given().when(['scheduled', serverError, t0]);
     const requested = requestRedelivery(failing, at(MINUTE));
     expect(dueTrigger(requested, at(5 * MINUTE))).toBe('scheduled');
-    const s = afterAttempt(requested, { trigger: 'scheduled', outcome: serverError, at: at(5 * MINUTE), eventId, createdAt: t0 }, exact);
+    const s = afterAttempt(
+      requested,
+      { trigger: 'scheduled', outcome: serverError, at: at(5 * MINUTE), eventId, createdAt: t0 },
+      exact,
+    );
     expect(s).toMatchObject({ redeliveryRequestedAt: null, scheduledAttempts: 2 });
   });
 });

@@ -27,7 +27,10 @@ export interface WebhookEnvelope {
   readonly livemode?: false;
 }
 
-export function buildEnvelope(event: WebhookEventRecord, options: { testDelivery?: boolean } = {}): WebhookEnvelope {
+export function buildEnvelope(
+  event: WebhookEventRecord,
+  options: { testDelivery?: boolean } = {},
+): WebhookEnvelope {
   return {
     id: event.id,
     object: 'event',
@@ -44,7 +47,9 @@ export function buildEnvelope(event: WebhookEventRecord, options: { testDelivery
  */
 export function serializeEnvelope(envelope: WebhookEnvelope): Buffer {
   return Buffer.from(
-    JSON.stringify(envelope, (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value)),
+    JSON.stringify(envelope, (_key, value: unknown) =>
+      typeof value === 'bigint' ? value.toString() : value,
+    ),
     'utf8',
   );
 }

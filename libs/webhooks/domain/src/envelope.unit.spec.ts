@@ -1,13 +1,29 @@
 import { buildEnvelope, serializeEnvelope, WEBHOOK_EVENT_ID, webhookEventId } from './envelope';
-import { isEventTypeSelected, isWebhookEventType, TEST_DELIVERY_EVENT_TYPE, WEBHOOK_EVENT_TYPES } from './event-types';
+import {
+  isEventTypeSelected,
+  isWebhookEventType,
+  TEST_DELIVERY_EVENT_TYPE,
+  WEBHOOK_EVENT_TYPES,
+} from './event-types';
 import { testDeliveryEvent } from './test-delivery';
 
 const createdAt = new Date('2026-03-01T12:00:00.000Z');
 
 describe('SPEC Events > Envelope', () => {
   it('has id, object "event", type, created_at and data; no livemode on live events', () => {
-    const envelope = buildEnvelope({ id: 'evt_x', type: 'payment.settled', createdAt, data: { object: { id: 'pay_1' } } });
-    expect(envelope).toEqual({ id: 'evt_x', object: 'event', type: 'payment.settled', created_at: '2026-03-01T12:00:00.000Z', data: { object: { id: 'pay_1' } } });
+    const envelope = buildEnvelope({
+      id: 'evt_x',
+      type: 'payment.settled',
+      createdAt,
+      data: { object: { id: 'pay_1' } },
+    });
+    expect(envelope).toEqual({
+      id: 'evt_x',
+      object: 'event',
+      type: 'payment.settled',
+      created_at: '2026-03-01T12:00:00.000Z',
+      data: { object: { id: 'pay_1' } },
+    });
     expect('livemode' in envelope).toBe(false);
   });
 
@@ -16,7 +32,14 @@ describe('SPEC Events > Envelope', () => {
   });
 
   it('serialises to the bytes that are signed; a bigint becomes a decimal string, never a float', () => {
-    const body = serializeEnvelope(buildEnvelope({ id: 'evt_x', type: 'payment.settled', createdAt, data: { object: { amount: 12345678901234567890n } } }));
+    const body = serializeEnvelope(
+      buildEnvelope({
+        id: 'evt_x',
+        type: 'payment.settled',
+        createdAt,
+        data: { object: { amount: 12345678901234567890n } },
+      }),
+    );
     expect(body.toString('utf8')).toContain('"amount":"12345678901234567890"');
   });
 });
@@ -25,8 +48,12 @@ describe('SPEC Events > event ids: unique and stable across retries', () => {
   it('is the same for the same domain event and type, and differs otherwise', () => {
     const a = webhookEventId('5d1c0a0e-0000-4000-8000-000000000001', 'subscription.created', createdAt);
     expect(webhookEventId('5d1c0a0e-0000-4000-8000-000000000001', 'subscription.created', createdAt)).toBe(a);
-    expect(webhookEventId('5d1c0a0e-0000-4000-8000-000000000001', 'subscription_checkout.completed', createdAt)).not.toBe(a);
-    expect(webhookEventId('5d1c0a0e-0000-4000-8000-000000000002', 'subscription.created', createdAt)).not.toBe(a);
+    expect(
+      webhookEventId('5d1c0a0e-0000-4000-8000-000000000001', 'subscription_checkout.completed', createdAt),
+    ).not.toBe(a);
+    expect(
+      webhookEventId('5d1c0a0e-0000-4000-8000-000000000002', 'subscription.created', createdAt),
+    ).not.toBe(a);
     expect(a).toMatch(WEBHOOK_EVENT_ID);
   });
 
@@ -57,8 +84,16 @@ describe('SPEC Events > test delivery placeholder', () => {
   it('is a subscription.charge_succeeded shaped like the real one, amounts as integer strings', () => {
     const event = testDeliveryEvent('evt_t', createdAt);
     expect(event.type).toBe(TEST_DELIVERY_EVENT_TYPE);
-    expect(event.data.object).toMatchObject({ object: 'subscription', subscription_charge_id: 'subc_test_placeholder', amount: '1000000' });
-    expect(event.data['charge']).toMatchObject({ object: 'subscription_charge', charge_nonce: 0, fee: '1200' });
+    expect(event.data.object).toMatchObject({
+      object: 'subscription',
+      subscription_charge_id: 'subc_test_placeholder',
+      amount: '1000000',
+    });
+    expect(event.data['charge']).toMatchObject({
+      object: 'subscription_charge',
+      charge_nonce: 0,
+      fee: '1200',
+    });
     const object = event.data.object;
     expect(object['id']).toBe(object['subscription_id']);
   });

@@ -43,8 +43,13 @@ export interface WebhookEventListQuery {
 }
 
 export interface WebhookEventLog {
-  list(query: WebhookEventListQuery): Promise<{ readonly rows: readonly WebhookEventView[]; readonly hasMore: boolean }>;
-  get(merchantId: string, eventId: string): Promise<{ readonly event: WebhookEventView; readonly attempts: readonly WebhookAttemptView[] } | null>;
+  list(
+    query: WebhookEventListQuery,
+  ): Promise<{ readonly rows: readonly WebhookEventView[]; readonly hasMore: boolean }>;
+  get(
+    merchantId: string,
+    eventId: string,
+  ): Promise<{ readonly event: WebhookEventView; readonly attempts: readonly WebhookAttemptView[] } | null>;
   /** Queues one manual attempt now; null when the merchant has no such event. */
   requestRedelivery(merchantId: string, eventId: string): Promise<WebhookEventView | null>;
 }

@@ -37,12 +37,19 @@ export const DEFAULT_DISPATCH_OPTIONS: DispatchOptions = {
 
 export const DISPATCH_OPTIONS = Symbol('WEBHOOK_DISPATCH_OPTIONS');
 
-export type DispatchOverrides = Partial<Omit<DispatchOptions, 'policy'>> & { readonly policy?: Partial<DeliveryPolicy> };
+export type DispatchOverrides = Partial<Omit<DispatchOptions, 'policy'>> & {
+  readonly policy?: Partial<DeliveryPolicy>;
+};
 
 export function dispatchOptions(overrides: DispatchOverrides = {}): DispatchOptions {
   const { policy, ...rest } = overrides;
-  const options: DispatchOptions = { ...DEFAULT_DISPATCH_OPTIONS, ...rest, policy: { ...DEFAULT_DELIVERY_POLICY, ...policy } };
-  if (options.perMerchantConcurrency > options.concurrency) throw new Error('perMerchantConcurrency must not exceed concurrency');
+  const options: DispatchOptions = {
+    ...DEFAULT_DISPATCH_OPTIONS,
+    ...rest,
+    policy: { ...DEFAULT_DELIVERY_POLICY, ...policy },
+  };
+  if (options.perMerchantConcurrency > options.concurrency)
+    throw new Error('perMerchantConcurrency must not exceed concurrency');
   if (options.leaseMs <= options.policy.responseDeadlineMs + options.readModelWaitMs) {
     throw new Error('leaseMs must exceed the response deadline plus the read-model wait');
   }
@@ -52,7 +59,19 @@ export function dispatchOptions(overrides: DispatchOverrides = {}): DispatchOpti
 /** WEBHOOK_CONCURRENCY, WEBHOOK_CONCURRENCY_PER_MERCHANT, WEBHOOK_POLL_INTERVAL_MS; validated at start. */
 export function dispatchOptionsFromEnv(env: Record<string, string | undefined>): DispatchOptions {
   const concurrency = envInt(env, 'WEBHOOK_CONCURRENCY', DEFAULT_DISPATCH_OPTIONS.concurrency, 1, 10_000);
-  const perMerchantConcurrency = envInt(env, 'WEBHOOK_CONCURRENCY_PER_MERCHANT', Math.min(DEFAULT_DISPATCH_OPTIONS.perMerchantConcurrency, concurrency), 1, concurrency);
-  const pollIntervalMs = envInt(env, 'WEBHOOK_POLL_INTERVAL_MS', DEFAULT_DISPATCH_OPTIONS.pollIntervalMs, 10, 60_000);
+  const perMerchantConcurrency = envInt(
+    env,
+    'WEBHOOK_CONCURRENCY_PER_MERCHANT',
+    Math.min(DEFAULT_DISPATCH_OPTIONS.perMerchantConcurrency, concurrency),
+    1,
+    concurrency,
+  );
+  const pollIntervalMs = envInt(
+    env,
+    'WEBHOOK_POLL_INTERVAL_MS',
+    DEFAULT_DISPATCH_OPTIONS.pollIntervalMs,
+    10,
+    60_000,
+  );
   return dispatchOptions({ concurrency, perMerchantConcurrency, pollIntervalMs });
 }

@@ -56,15 +56,30 @@ export class WebhookTestService implements WebhookTester {
     const endpoint = (await this.endpoints.forMerchants([merchantId])).get(merchantId);
     if (!endpoint) throw notFound('merchant', merchantId);
     const url = endpoint.url;
-    if (url === null) throw invalidRequest('No webhook URL is configured: set webhook_url with PATCH /settings first.', 'webhook_url_missing', 'webhook_url');
+    if (url === null)
+      throw invalidRequest(
+        'No webhook URL is configured: set webhook_url with PATCH /settings first.',
+        'webhook_url_missing',
+        'webhook_url',
+      );
     const secrets = await this.endpoints.activeSecrets(endpoint);
     if (!secrets) {
-      throw new DomainError({ type: 'api_error', status: 503, code: 'webhook_secret_unavailable', message: 'The webhook secret is not readable yet; retry shortly.' });
+      throw new DomainError({
+        type: 'api_error',
+        status: 503,
+        code: 'webhook_secret_unavailable',
+        message: 'The webhook secret is not readable yet; retry shortly.',
+      });
     }
     const now = this.clock.now();
     const event = testDeliveryEvent(newId('evt', now), now);
     const prepared = prepareDelivery(event, secrets, now, { testDelivery: true });
-    const outcome = await this.sender.send({ url, body: prepared.body, headers: prepared.headers, timeoutMs: this.options.policy.responseDeadlineMs });
+    const outcome = await this.sender.send({
+      url,
+      body: prepared.body,
+      headers: prepared.headers,
+      timeoutMs: this.options.policy.responseDeadlineMs,
+    });
     return {
       eventId: event.id,
       type: event.type,

@@ -9,4 +9,10 @@ export * from './webhook-event.store';
 export * from './webhook-deliverer';
 export * from './http/egress-policy';
 export * from './http/webhook-http-sender';
-export { recordedDelivery, WEBHOOK_EVENT_TYPES, webhookEventId, type WebhookEventData, type WebhookEventType } from '@stablepay/webhooks-domain';
+export {
+  recordedDelivery,
+  WEBHOOK_EVENT_TYPES,
+  webhookEventId,
+  type WebhookEventData,
+  type WebhookEventType,
+} from '@stablepay/webhooks-domain';

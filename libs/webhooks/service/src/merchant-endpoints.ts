@@ -1,7 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { CLOCK } from '@stablepay/aggregate';
-import { type ActiveWebhookSecrets, type MerchantSettingsRow, WebhookSecrets } from '@stablepay/merchants-service';
+import {
+  type ActiveWebhookSecrets,
+  type MerchantSettingsRow,
+  WebhookSecrets,
+} from '@stablepay/merchants-service';
 import type { Clock } from '@stablepay/util';
 
 /** What the dispatcher needs of a merchant's settings to record and deliver its events. */
@@ -34,11 +38,20 @@ export class MerchantEndpoints {
   async forMerchants(merchantIds: readonly string[]): Promise<Map<string, MerchantEndpoint>> {
     const unique = [...new Set(merchantIds)];
     if (unique.length === 0) return new Map();
-    const rows: MerchantSettingsRow[] = await this.dataSource.query('SELECT * FROM merchant_settings WHERE merchant_id = ANY($1::text[])', [unique]);
+    const rows: MerchantSettingsRow[] = await this.dataSource.query(
+      'SELECT * FROM merchant_settings WHERE merchant_id = ANY($1::text[])',
+      [unique],
+    );
     return new Map(
       rows.map((row) => [
         row.merchant_id,
-        { merchantId: row.merchant_id, url: row.webhook_url, eventTypes: row.webhook_event_types, hasSecret: row.webhook_secret_id !== null, row },
+        {
+          merchantId: row.merchant_id,
+          url: row.webhook_url,
+          eventTypes: row.webhook_event_types,
+          hasSecret: row.webhook_secret_id !== null,
+          row,
+        },
       ]),
     );
   }

@@ -37,10 +37,16 @@ export class CreateWebhookEvents1763900000500 implements MigrationInterface {
       recorded_at timestamptz NOT NULL
     ) WITH (fillfactor = 70)`);
     // The claim's skip-scan over merchants with scheduled work, then each merchant's earliest due rows.
-    await q.query('CREATE INDEX webhook_events_merchant_due_idx ON webhook_events (merchant_id, due_at, seq) WHERE due_at IS NOT NULL');
+    await q.query(
+      'CREATE INDEX webhook_events_merchant_due_idx ON webhook_events (merchant_id, due_at, seq) WHERE due_at IS NOT NULL',
+    );
     await q.query('CREATE INDEX webhook_events_merchant_seq_idx ON webhook_events (merchant_id, seq)');
-    await q.query('CREATE INDEX webhook_events_merchant_status_seq_idx ON webhook_events (merchant_id, delivery_status, seq)');
-    await q.query('CREATE INDEX webhook_events_merchant_type_seq_idx ON webhook_events (merchant_id, type, seq)');
+    await q.query(
+      'CREATE INDEX webhook_events_merchant_status_seq_idx ON webhook_events (merchant_id, delivery_status, seq)',
+    );
+    await q.query(
+      'CREATE INDEX webhook_events_merchant_type_seq_idx ON webhook_events (merchant_id, type, seq)',
+    );
     // No foreign key to webhook_events: attempts are written only beside their event's state, and the check
     // would cost a lookup per attempt on the hottest statement.
     await q.query(`CREATE TABLE webhook_delivery_attempts (

@@ -65,7 +65,8 @@ export function webhookEventDraft(
   data: WebhookEventData,
   overrides: { readonly merchantId?: string; readonly createdAt?: Date } = {},
 ): WebhookEventDraft {
-  const occurredAt = typeof message.metadata.occurredAt === 'string' ? message.metadata.occurredAt : message.recordedAt;
+  const occurredAt =
+    typeof message.metadata.occurredAt === 'string' ? message.metadata.occurredAt : message.recordedAt;
   const createdAt = overrides.createdAt ?? new Date(occurredAt);
   const merchantId = overrides.merchantId ?? message.metadata.merchantId ?? '';
   return { id: webhookEventId(message.id, type, createdAt), merchantId, type, createdAt, data };
@@ -80,12 +81,20 @@ export class InvalidWebhookEventDraftError extends Error {
 
 /** Checks what a source produced before anything is stored. */
 export function assertValidDraft(source: string, draft: WebhookEventDraft): void {
-  if (!WEBHOOK_EVENT_ID.test(draft.id)) throw new InvalidWebhookEventDraftError(source, `id '${draft.id}' is not an evt_ id from webhookEventId()`);
-  if (typeof draft.merchantId !== 'string' || draft.merchantId.length === 0) throw new InvalidWebhookEventDraftError(source, `${draft.id} has no merchantId`);
-  if (!isWebhookEventType(draft.type)) throw new InvalidWebhookEventDraftError(source, `${draft.id} has unknown type '${draft.type}'`);
-  if (!(draft.createdAt instanceof Date) || Number.isNaN(draft.createdAt.getTime())) throw new InvalidWebhookEventDraftError(source, `${draft.id} has no valid createdAt`);
+  if (!WEBHOOK_EVENT_ID.test(draft.id))
+    throw new InvalidWebhookEventDraftError(
+      source,
+      `id '${draft.id}' is not an evt_ id from webhookEventId()`,
+    );
+  if (typeof draft.merchantId !== 'string' || draft.merchantId.length === 0)
+    throw new InvalidWebhookEventDraftError(source, `${draft.id} has no merchantId`);
+  if (!isWebhookEventType(draft.type))
+    throw new InvalidWebhookEventDraftError(source, `${draft.id} has unknown type '${draft.type}'`);
+  if (!(draft.createdAt instanceof Date) || Number.isNaN(draft.createdAt.getTime()))
+    throw new InvalidWebhookEventDraftError(source, `${draft.id} has no valid createdAt`);
   const object: unknown = draft.data?.object;
-  if (typeof object !== 'object' || object === null || Array.isArray(object)) throw new InvalidWebhookEventDraftError(source, `${draft.id} has no data.object`);
+  if (typeof object !== 'object' || object === null || Array.isArray(object))
+    throw new InvalidWebhookEventDraftError(source, `${draft.id} has no data.object`);
 }
 
 /** The registered sources, by topic and by name. */
@@ -95,7 +104,8 @@ export class WebhookSourceRegistry {
 
   constructor(sources: readonly WebhookSource[]) {
     for (const source of sources) {
-      if (this.byName.has(source.name)) throw new Error(`webhook source '${source.name}' is registered twice`);
+      if (this.byName.has(source.name))
+        throw new Error(`webhook source '${source.name}' is registered twice`);
       this.byName.set(source.name, source);
       this.byTopic.set(source.topic, [...(this.byTopic.get(source.topic) ?? []), source]);
     }
@@ -122,7 +132,10 @@ export class WebhookSourceRegistry {
 export function domainEventSource(options: {
   readonly name: string;
   readonly topic: string;
-  readonly map: (event: { readonly type: string; readonly data: unknown }) => { type: string; data: { readonly object: object } } | null;
+  readonly map: (event: {
+    readonly type: string;
+    readonly data: unknown;
+  }) => { type: string; data: { readonly object: object } } | null;
 }): WebhookSource {
   return {
     name: options.name,
@@ -130,7 +143,8 @@ export function domainEventSource(options: {
     toWebhookEvents: (message) => {
       const mapped = options.map({ type: message.type, data: message.data });
       if (!mapped) return [];
-      if (!isWebhookEventType(mapped.type)) throw new InvalidWebhookEventDraftError(options.name, `unknown webhook type '${mapped.type}'`);
+      if (!isWebhookEventType(mapped.type))
+        throw new InvalidWebhookEventDraftError(options.name, `unknown webhook type '${mapped.type}'`);
       const data: WebhookEventData = { ...mapped.data, object: { ...mapped.data.object } };
       return [webhookEventDraft(message, mapped.type, data)];
     },

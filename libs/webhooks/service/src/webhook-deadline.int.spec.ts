@@ -20,7 +20,9 @@ describe('the default 10-second response deadline', () => {
 
   it('rejects a bad environment value naming the variable', () => {
     expect(() => dispatchOptionsFromEnv({ WEBHOOK_CONCURRENCY: 'lots' })).toThrow(/WEBHOOK_CONCURRENCY/);
-    expect(() => dispatchOptionsFromEnv({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_CONCURRENCY_PER_MERCHANT: '8' })).toThrow(/WEBHOOK_CONCURRENCY_PER_MERCHANT/);
+    expect(() =>
+      dispatchOptionsFromEnv({ WEBHOOK_CONCURRENCY: '4', WEBHOOK_CONCURRENCY_PER_MERCHANT: '8' }),
+    ).toThrow(/WEBHOOK_CONCURRENCY_PER_MERCHANT/);
   });
 
   describe('against a receiver that never answers', () => {

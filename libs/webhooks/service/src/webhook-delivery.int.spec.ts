@@ -77,20 +77,38 @@ describe('webhook delivery (durable schedule, real receiver)', () => {
       expect(delivery.headers['x-signature']).toMatch(/^[0-9a-f]{64}$/);
       expect(delivery.headers['x-signature-previous']).toBeUndefined();
       expect(delivery.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
-      const verified = verifyWebhook(delivery.rawBody, delivery.headers, secret, { now: clock.now(), requireTimestamp: true });
-      expect(verified).toMatchObject({ valid: true, schemes: ['standard', 'stablepay'], webhookId: event['id'], matchedPreviousSecret: false });
+      const verified = verifyWebhook(delivery.rawBody, delivery.headers, secret, {
+        now: clock.now(),
+        requireTimestamp: true,
+      });
+      expect(verified).toMatchObject({
+        valid: true,
+        schemes: ['standard', 'stablepay'],
+        webhookId: event['id'],
+        matchedPreviousSecret: false,
+      });
       // The signature covers the exact bytes: one changed byte fails.
       const tampered = Buffer.from(delivery.rawBody);
       tampered[tampered.length - 2] = 0x20;
       expect(verifyWebhook(tampered, delivery.headers, secret, { now: clock.now() }).valid).toBe(false);
-      expect(verifyWebhook(delivery.rawBody, delivery.headers, 'whsec_wrong', { now: clock.now() }).valid).toBe(false);
+      expect(
+        verifyWebhook(delivery.rawBody, delivery.headers, 'whsec_wrong', { now: clock.now() }).valid,
+      ).toBe(false);
     });
 
     it('records one event per domain event and type: the id is stable, a redelivered bus message adds nothing', async () => {
       const { merchantId } = await merchantAt('/dedupe');
-      const domainEventId = await stack.emit(merchantId, 'TestSettled.v1', { chargeId: 'subc_dd', amount: '7' });
+      const domainEventId = await stack.emit(merchantId, 'TestSettled.v1', {
+        chargeId: 'subc_dd',
+        amount: '7',
+      });
       await stack.settle();
-      expect(receiver.on('/dedupe').map((d) => body(d.rawBody)['type']).sort()).toEqual(['payment.settled', 'subscription.charge_settled']);
+      expect(
+        receiver
+          .on('/dedupe')
+          .map((d) => body(d.rawBody)['type'])
+          .sort(),
+      ).toEqual(['payment.settled', 'subscription.charge_settled']);
       const [recorded] = await stack.eventStore.readStream('charge-subc_dd');
       if (!recorded) throw new Error('no domain event');
       expect(recorded.id).toBe(domainEventId);
@@ -145,17 +163,34 @@ describe('webhook delivery (durable schedule, real receiver)', () => {
       expect(ids.size).toBe(1);
       // Each attempt is signed afresh for the time it is sent, and verifies at that time.
       const stamps = attempts.map((a) => Number(a.headers['webhook-timestamp']));
-      expect(stamps.map((s) => s - Math.floor(start.getTime() / 1000))).toEqual([0, 5, 20, 50, 110, 170].map((m) => m * 60));
+      expect(stamps.map((s) => s - Math.floor(start.getTime() / 1000))).toEqual(
+        [0, 5, 20, 50, 110, 170].map((m) => m * 60),
+      );
       for (const a of attempts) {
-        expect(verifyWebhook(a.rawBody, a.headers, secret, { now: new Date(Number(a.headers['webhook-timestamp']) * 1000) }).valid).toBe(true);
+        expect(
+          verifyWebhook(a.rawBody, a.headers, secret, {
+            now: new Date(Number(a.headers['webhook-timestamp']) * 1000),
+          }).valid,
+        ).toBe(true);
       }
       const [row] = (await stack.events.list({ merchantId, limit: 10 })).rows;
-      expect(row).toMatchObject({ deliveryStatus: 'abandoned', attemptCount: 6, lastResponseStatus: 500, lastError: 'http_status', nextAttemptAt: null });
+      expect(row).toMatchObject({
+        deliveryStatus: 'abandoned',
+        attemptCount: 6,
+        lastResponseStatus: 500,
+        lastError: 'http_status',
+        nextAttemptAt: null,
+      });
     });
 
     it('stops on the first 2xx', async () => {
       const { merchantId } = await merchantAt('/recover');
-      receiver.script('/recover', { kind: 'status', status: 503 }, { kind: 'status', status: 500 }, { kind: 'status', status: 200 });
+      receiver.script(
+        '/recover',
+        { kind: 'status', status: 503 },
+        { kind: 'status', status: 500 },
+        { kind: 'status', status: 200 },
+      );
       await stack.emit(merchantId, 'TestChargeSucceeded.v1', { chargeId: 'subc_recover', amount: '1' });
       await stack.settle();
       clock.advance(5 * MINUTE);
@@ -166,29 +201,52 @@ describe('webhook delivery (durable schedule, real receiver)', () => {
       await stack.settle();
       expect(receiver.on('/recover')).toHaveLength(3);
       const [row] = (await stack.events.list({ merchantId, limit: 1 })).rows;
-      expect(row).toMatchObject({ deliveryStatus: 'delivered', attemptCount: 3, lastResponseStatus: 200, nextAttemptAt: null, lastError: null });
+      expect(row).toMatchObject({
+        deliveryStatus: 'delivered',
+        attemptCount: 3,
+        lastResponseStatus: 200,
+        nextAttemptAt: null,
+        lastError: null,
+      });
     });
 
     it.each([
       ['hangs past the deadline', { kind: 'hang' } as const, 'timeout', null],
       ['closes the connection', { kind: 'close' } as const, 'network_error', null],
-      ['redirects (not followed)', { kind: 'redirect', status: 302, location: '/elsewhere' } as const, 'redirect_not_followed', 302],
+      [
+        'redirects (not followed)',
+        { kind: 'redirect', status: 302, location: '/elsewhere' } as const,
+        'redirect_not_followed',
+        302,
+      ],
       ['answers 500', { kind: 'status', status: 500 } as const, 'http_status', 500],
-    ])('a receiver that %s is a failed attempt, retried 5 minutes later', async (_name, behaviour, error, status) => {
-      const path = `/fail-${error}`;
-      const { merchantId } = await merchantAt(path);
-      receiver.script(path, behaviour, { kind: 'status', status: 204 });
-      await stack.emit(merchantId, 'TestChargeSucceeded.v1', { chargeId: `subc_${error}`, amount: '1' });
-      await stack.settle();
-      const [failed] = (await stack.events.list({ merchantId, limit: 1 })).rows;
-      expect(failed).toMatchObject({ deliveryStatus: 'failed', attemptCount: 1, lastError: error, lastResponseStatus: status });
-      expect(failed?.nextAttemptAt).toEqual(new Date(clock.now().getTime() + 5 * MINUTE));
-      expect(receiver.on('/elsewhere')).toHaveLength(0);
-      clock.advance(5 * MINUTE);
-      await stack.settle();
-      const [after] = (await stack.events.list({ merchantId, limit: 1 })).rows;
-      expect(after).toMatchObject({ deliveryStatus: 'delivered', attemptCount: 2, lastResponseStatus: 204 });
-    });
+    ])(
+      'a receiver that %s is a failed attempt, retried 5 minutes later',
+      async (_name, behaviour, error, status) => {
+        const path = `/fail-${error}`;
+        const { merchantId } = await merchantAt(path);
+        receiver.script(path, behaviour, { kind: 'status', status: 204 });
+        await stack.emit(merchantId, 'TestChargeSucceeded.v1', { chargeId: `subc_${error}`, amount: '1' });
+        await stack.settle();
+        const [failed] = (await stack.events.list({ merchantId, limit: 1 })).rows;
+        expect(failed).toMatchObject({
+          deliveryStatus: 'failed',
+          attemptCount: 1,
+          lastError: error,
+          lastResponseStatus: status,
+        });
+        expect(failed?.nextAttemptAt).toEqual(new Date(clock.now().getTime() + 5 * MINUTE));
+        expect(receiver.on('/elsewhere')).toHaveLength(0);
+        clock.advance(5 * MINUTE);
+        await stack.settle();
+        const [after] = (await stack.events.list({ merchantId, limit: 1 })).rows;
+        expect(after).toMatchObject({
+          deliveryStatus: 'delivered',
+          attemptCount: 2,
+          lastResponseStatus: 204,
+        });
+      },
+    );
   });
 
   describe('SPEC Delivery rule 5: selection', () => {
@@ -197,9 +255,15 @@ describe('webhook delivery (durable schedule, real receiver)', () => {
       await stack.emit(merchantId, 'TestSettled.v1', { chargeId: 'subc_sel', amount: '3' });
       await stack.settle();
       expect(receiver.on('/selected').map((d) => body(d.rawBody)['type'])).toEqual(['payment.settled']);
-      const unselected = (await stack.events.list({ merchantId, limit: 10, deliveryStatus: 'not_selected' })).rows;
+      const unselected = (await stack.events.list({ merchantId, limit: 10, deliveryStatus: 'not_selected' }))
+        .rows;
       expect(unselected).toHaveLength(1);
-      expect(unselected[0]).toMatchObject({ type: 'subscription.charge_settled', lastError: 'event_type_not_selected', attemptCount: 0, nextAttemptAt: null });
+      expect(unselected[0]).toMatchObject({
+        type: 'subscription.charge_settled',
+        lastError: 'event_type_not_selected',
+        attemptCount: 0,
+        nextAttemptAt: null,
+      });
       clock.advance(2 * HOUR);
       await stack.settle();
       expect(receiver.on('/selected')).toHaveLength(1);
@@ -209,7 +273,9 @@ describe('webhook delivery (durable schedule, real receiver)', () => {
       const sent = receiver.on('/selected');
       expect(sent).toHaveLength(2);
       expect(sent[1]?.headers['x-webhook-id']).toBe(id);
-      expect(verifyWebhook(sent[1]?.rawBody ?? '', sent[1]?.headers ?? {}, secret, { now: clock.now() }).valid).toBe(true);
+      expect(
+        verifyWebhook(sent[1]?.rawBody ?? '', sent[1]?.headers ?? {}, secret, { now: clock.now() }).valid,
+      ).toBe(true);
     });
 
     it('a merchant without a webhook URL gets its events recorded as not_selected', async () => {

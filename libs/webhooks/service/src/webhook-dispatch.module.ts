@@ -2,7 +2,12 @@ import { type DynamicModule, Module, type OnApplicationShutdown, type Provider }
 import { MERCHANTS_CONFIG, type MerchantsConfig, WebhookSecrets } from '@stablepay/merchants-service';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { WEBHOOK_EVENT_LOG, WEBHOOK_TESTER } from '@stablepay/webhooks-domain';
-import { DISPATCH_OPTIONS, dispatchOptions, type DispatchOptions, type DispatchOverrides } from './dispatch.config';
+import {
+  DISPATCH_OPTIONS,
+  dispatchOptions,
+  type DispatchOptions,
+  type DispatchOverrides,
+} from './dispatch.config';
 import type { ResolveAll } from './http/egress-policy';
 import { WebhookHttpSender } from './http/webhook-http-sender';
 import { MerchantEndpoints } from './merchant-endpoints';
@@ -97,5 +102,9 @@ export class WebhooksGatewayModule {
 }
 
 export function webhookDispatchService(options: WebhookDispatchModuleOptions): ServiceDefinition {
-  return { name: 'webhook-dispatch', imports: [WebhookDispatchServiceModule.forRoot(options)], migrations: WEBHOOKS_MIGRATIONS };
+  return {
+    name: 'webhook-dispatch',
+    imports: [WebhookDispatchServiceModule.forRoot(options)],
+    migrations: WEBHOOKS_MIGRATIONS,
+  };
 }

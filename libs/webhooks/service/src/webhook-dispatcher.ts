@@ -1,4 +1,10 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CLOCK } from '@stablepay/aggregate';
@@ -20,7 +26,15 @@ import { type MerchantEndpoint, MerchantEndpoints } from './merchant-endpoints';
 import { WEBHOOK_SOURCES } from './tokens';
 import type { WebhookSourceRegistry } from './sources';
 import { prepareDelivery } from './webhook-deliverer';
-import { recordedEventOf, recordOf, sanitizeExcerpt, stateOf, type WebhookEventRow, WebhookEventStore, type WorkResult } from './webhook-event.store';
+import {
+  recordedEventOf,
+  recordOf,
+  sanitizeExcerpt,
+  stateOf,
+  type WebhookEventRow,
+  WebhookEventStore,
+  type WorkResult,
+} from './webhook-event.store';
 
 /** Runs tasks one after another, in call order. */
 class Mutex {
@@ -77,7 +91,11 @@ class ResultWriter {
             break;
           } catch (e) {
             error = e;
-            this.logger.warn({ msg: 'writing delivery results failed; retrying', count: batch.length, error: String(e) });
+            this.logger.warn({
+              msg: 'writing delivery results failed; retrying',
+              count: batch.length,
+              error: String(e),
+            });
             await sleep(Math.min(2000, 50 * 2 ** attempt));
           }
         }
@@ -198,7 +216,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
 
   /** Delivers everything due at the clock's current time and waits until nothing is due or in flight (tests, tools). */
   async drain(): Promise<void> {
-    for (let failures = 0; ; ) {
+    for (let failures = 0; ;) {
       const claimed = await this.tick();
       if (claimed < 0) {
         if (++failures > 20) throw new Error('claiming due webhook events keeps failing');
@@ -250,7 +268,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       const room = this.options.concurrency * PREFETCH_FACTOR - this.sending - this.readyCount;
       if (room <= 0) return claimedTotal;
       const busy = new Map<string, number>(this.sendingBy);
-      for (const [merchantId, queue] of this.ready) busy.set(merchantId, (busy.get(merchantId) ?? 0) + queue.length);
+      for (const [merchantId, queue] of this.ready)
+        busy.set(merchantId, (busy.get(merchantId) ?? 0) + queue.length);
       const now = this.clock.now();
       const leaseToken = randomUUID();
       const rows = await this.store.claimDue({
@@ -328,7 +347,11 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         },
       )
       .catch((error: unknown) => {
-        this.logger.error({ msg: 'webhook delivery task failed; the lease will expire and the event be retried', eventId: row.id, error: String(error) });
+        this.logger.error({
+          msg: 'webhook delivery task failed; the lease will expire and the event be retried',
+          eventId: row.id,
+          error: String(error),
+        });
       })
       .finally(() => {
         this.tasks.delete(row.id);
@@ -337,7 +360,11 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     this.tasks.set(row.id, task);
   }
 
-  private async work(row: WebhookEventRow, endpoint: MerchantEndpoint | undefined, leaseToken: string): Promise<WorkResult> {
+  private async work(
+    row: WebhookEventRow,
+    endpoint: MerchantEndpoint | undefined,
+    leaseToken: string,
+  ): Promise<WorkResult> {
     const policy = this.options.policy;
     const now = this.clock.now();
     const base = {
@@ -358,12 +385,23 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
 
     // SPEC read-your-writes: not before the read model the merchant queries next holds the record.
     if (!row.read_model_confirmed && !(await this.readable(row))) {
-      this.logger.warn({ msg: 'read model lags; webhook attempt postponed', eventId: row.id, source: row.source });
-      return { ...base, state: postponeAttempt(state, trigger, new Date(now.getTime() + this.options.readModelRetryMs)) };
+      this.logger.warn({
+        msg: 'read model lags; webhook attempt postponed',
+        eventId: row.id,
+        source: row.source,
+      });
+      return {
+        ...base,
+        state: postponeAttempt(state, trigger, new Date(now.getTime() + this.options.readModelRetryMs)),
+      };
     }
 
     const { outcome, url } = await this.attempt(row, endpoint, now);
-    const next = afterAttempt(state, { trigger, outcome, at: now, eventId: row.id, createdAt: row.created_at }, policy);
+    const next = afterAttempt(
+      state,
+      { trigger, outcome, at: now, eventId: row.id, createdAt: row.created_at },
+      policy,
+    );
     if (!isDeliverySuccess(outcome)) {
       this.logger.warn({
         msg: 'webhook attempt failed',
@@ -388,18 +426,38 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         responseStatus: outcome.kind === 'response' ? outcome.status : null,
         error: failureCode(outcome),
         durationMs: 'durationMs' in outcome ? outcome.durationMs : null,
-        responseExcerpt: outcome.kind === 'response' ? sanitizeExcerpt(outcome.bodyExcerpt, this.options.responseExcerptBytes) : null,
+        responseExcerpt:
+          outcome.kind === 'response'
+            ? sanitizeExcerpt(outcome.bodyExcerpt, this.options.responseExcerptBytes)
+            : null,
       },
     };
   }
 
-  private async attempt(row: WebhookEventRow, endpoint: MerchantEndpoint | undefined, now: Date): Promise<{ outcome: AttemptOutcome; url: string | null }> {
+  private async attempt(
+    row: WebhookEventRow,
+    endpoint: MerchantEndpoint | undefined,
+    now: Date,
+  ): Promise<{ outcome: AttemptOutcome; url: string | null }> {
     const url = endpoint?.url ?? null;
-    if (!endpoint || url === null) return { outcome: { kind: 'refused', code: 'no_webhook_url', detail: 'no webhook URL is configured' }, url };
+    if (!endpoint || url === null)
+      return {
+        outcome: { kind: 'refused', code: 'no_webhook_url', detail: 'no webhook URL is configured' },
+        url,
+      };
     const secrets = await this.endpoints.activeSecrets(endpoint);
-    if (!secrets) return { outcome: { kind: 'refused', code: 'no_webhook_secret', detail: 'no webhook secret is issued' }, url };
+    if (!secrets)
+      return {
+        outcome: { kind: 'refused', code: 'no_webhook_secret', detail: 'no webhook secret is issued' },
+        url,
+      };
     const prepared = prepareDelivery(recordOf(row), secrets, now);
-    const outcome = await this.sender.send({ url, body: prepared.body, headers: prepared.headers, timeoutMs: this.options.policy.responseDeadlineMs });
+    const outcome = await this.sender.send({
+      url,
+      body: prepared.body,
+      headers: prepared.headers,
+      timeoutMs: this.options.policy.responseDeadlineMs,
+    });
     return { outcome, url };
   }
 
@@ -413,7 +471,12 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       try {
         if (await source.isReadable(event)) return true;
       } catch (error) {
-        this.logger.warn({ msg: 'read-model check failed', eventId: row.id, source: row.source, error: String(error) });
+        this.logger.warn({
+          msg: 'read-model check failed',
+          eventId: row.id,
+          source: row.source,
+          error: String(error),
+        });
       }
       if (performance.now() + pause > deadline) return false;
       await sleep(pause);

@@ -12,7 +12,11 @@ import { startWebhookStack, TEST_TOPIC, type WebhookStack } from './testing/webh
  */
 const clock = new ManualClock('2026-08-01T09:00:00.000Z');
 const LEASE_MS = 60_000;
-const dispatch = { pollIntervalMs: 60_000, leaseMs: LEASE_MS, policy: { jitterRatio: 0, responseDeadlineMs: 2_000 } };
+const dispatch = {
+  pollIntervalMs: 60_000,
+  leaseMs: LEASE_MS,
+  policy: { jitterRatio: 0, responseDeadlineMs: 2_000 },
+};
 
 describe('a dispatcher restarted mid-schedule', () => {
   let db: TestDatabase;
@@ -34,7 +38,13 @@ describe('a dispatcher restarted mid-schedule', () => {
     stack = await startWebhookStack({ databaseUrl: db.url, clock, dispatch });
     const { merchantId } = await stack.createMerchant('Durable');
     await stack.configureWebhook(merchantId, receiver.url('/restart'));
-    receiver.script('/restart', { kind: 'status', status: 500 }, { kind: 'status', status: 500 }, { kind: 'status', status: 500 }, { kind: 'status', status: 200 });
+    receiver.script(
+      '/restart',
+      { kind: 'status', status: 500 },
+      { kind: 'status', status: 500 },
+      { kind: 'status', status: 500 },
+      { kind: 'status', status: 200 },
+    );
     const t0 = clock.now();
     await stack.emit(merchantId, 'TestChargeSucceeded.v1', { chargeId: 'subc_restart', amount: '1' });
     await stack.settle();
@@ -57,7 +67,9 @@ describe('a dispatcher restarted mid-schedule', () => {
 
     const attempts = receiver.on('/restart');
     expect(attempts).toHaveLength(4);
-    expect(attempts.map((a) => (Number(a.headers['webhook-timestamp']) * 1000 - t0.getTime()) / MINUTE)).toEqual([0, 5, 20, 50]);
+    expect(
+      attempts.map((a) => (Number(a.headers['webhook-timestamp']) * 1000 - t0.getTime()) / MINUTE),
+    ).toEqual([0, 5, 20, 50]);
     const [row] = (await stack.events.list({ merchantId, limit: 1 })).rows;
     expect(row).toMatchObject({ deliveryStatus: 'delivered', attemptCount: 4 });
     const detail = await stack.events.get(merchantId, row?.id ?? '');
@@ -83,7 +95,13 @@ describe('a dispatcher restarted mid-schedule', () => {
           type: 'subscription.charge_succeeded',
           createdAt: now,
           data: { object: { id: 'subc_orphan' } },
-          origin: { source: 'test-charges', topic: TEST_TOPIC, eventId: 'orphan-domain-event', streamId: 'charge-subc_orphan', revision: 0 },
+          origin: {
+            source: 'test-charges',
+            topic: TEST_TOPIC,
+            eventId: 'orphan-domain-event',
+            streamId: 'charge-subc_orphan',
+            revision: 0,
+          },
         },
         state: recordedDelivery(now),
         recordedAt: now,
@@ -112,7 +130,11 @@ describe('a dispatcher restarted mid-schedule', () => {
 
   it('the timer loop delivers on its own after a restart (no test driving it)', async () => {
     await stack?.stop();
-    stack = await startWebhookStack({ databaseUrl: db.url, clock, dispatch: { ...dispatch, pollIntervalMs: 200 } });
+    stack = await startWebhookStack({
+      databaseUrl: db.url,
+      clock,
+      dispatch: { ...dispatch, pollIntervalMs: 200 },
+    });
     const { merchantId } = await stack.createMerchant('Looping');
     await stack.configureWebhook(merchantId, receiver.url('/loop'));
     receiver.script('/loop', { kind: 'status', status: 500 }, { kind: 'status', status: 204 });

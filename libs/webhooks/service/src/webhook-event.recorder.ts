@@ -1,4 +1,10 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
 import { CLOCK } from '@stablepay/aggregate';
 import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import type { Clock } from '@stablepay/util';
@@ -36,7 +42,12 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       group: WEBHOOK_RECORDER_GROUP,
       topics,
       handler: (message) => this.handle(message),
-      onError: (error, message) => this.logger.error({ msg: 'recording webhook events failed, will retry', messageId: message.id, error: String(error) }),
+      onError: (error, message) =>
+        this.logger.error({
+          msg: 'recording webhook events failed, will retry',
+          messageId: message.id,
+          error: String(error),
+        }),
     });
   }
 
@@ -57,17 +68,31 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
           assertValidDraft(source.name, draft);
           events.push({
             ...draft,
-            origin: { source: source.name, topic: message.topic, eventId: message.id, streamId: message.key, revision: message.revision },
+            origin: {
+              source: source.name,
+              topic: message.topic,
+              eventId: message.id,
+              streamId: message.key,
+              revision: message.revision,
+            },
           });
         }
       } catch (error) {
         // A mapping bug is deterministic: retrying the message would block the topic forever. It is skipped, loudly.
-        this.logger.error({ msg: 'webhook source failed on a message; skipped', source: source.name, messageId: message.id, type: message.type, error: String(error) });
+        this.logger.error({
+          msg: 'webhook source failed on a message; skipped',
+          source: source.name,
+          messageId: message.id,
+          type: message.type,
+          error: String(error),
+        });
       }
     }
     if (events.length === 0) return;
     const now = this.clock.now();
-    const inserted = await this.store.record(events.map((event) => ({ event, state: recordedDelivery(now), recordedAt: now })));
+    const inserted = await this.store.record(
+      events.map((event) => ({ event, state: recordedDelivery(now), recordedAt: now })),
+    );
     if (inserted > 0) this.dispatcher.wake();
   }
 }

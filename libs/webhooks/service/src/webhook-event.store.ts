@@ -91,7 +91,13 @@ export interface ClaimRequest {
 
 /** Results from TypeORM: rows for SELECT, `[rows, count]` for UPDATE/DELETE. */
 function rowsOf<T>(result: unknown): T[] {
-  if (Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') return result[0] as T[];
+  if (
+    Array.isArray(result) &&
+    result.length === 2 &&
+    Array.isArray(result[0]) &&
+    typeof result[1] === 'number'
+  )
+    return result[0] as T[];
   return Array.isArray(result) ? (result as T[]) : [];
 }
 
@@ -120,7 +126,13 @@ export function recordedEventOf(row: WebhookEventRow): RecordedWebhookEvent {
     type: row.type,
     createdAt: row.created_at,
     data: row.data,
-    origin: { source: row.source, topic: row.source_topic, eventId: row.source_event_id, streamId: row.source_stream, revision: row.source_revision },
+    origin: {
+      source: row.source,
+      topic: row.source_topic,
+      eventId: row.source_event_id,
+      streamId: row.source_stream,
+      revision: row.source_revision,
+    },
   };
 }
 
@@ -153,7 +165,13 @@ export class WebhookEventStore {
   constructor(@Inject(DataSource) private readonly dataSource: DataSource) {}
 
   /** Records events once (the id is the deduplication key); returns how many were new. */
-  async record(events: ReadonlyArray<{ readonly event: RecordedWebhookEvent; readonly state: DeliveryState; readonly recordedAt: Date }>): Promise<number> {
+  async record(
+    events: ReadonlyArray<{
+      readonly event: RecordedWebhookEvent;
+      readonly state: DeliveryState;
+      readonly recordedAt: Date;
+    }>,
+  ): Promise<number> {
     if (events.length === 0) return 0;
     const payload = events.map(({ event, state, recordedAt }) => ({
       id: event.id,
@@ -338,7 +356,8 @@ export class WebhookEventStore {
   async list(query: WebhookEventListQuery): Promise<{ rows: WebhookEventView[]; hasMore: boolean }> {
     const filters: Clause[] = [];
     if (query.type !== undefined) filters.push((p) => `type = ${p(query.type)}`);
-    if (query.deliveryStatus !== undefined) filters.push((p) => `delivery_status = ${p(query.deliveryStatus)}`);
+    if (query.deliveryStatus !== undefined)
+      filters.push((p) => `delivery_status = ${p(query.deliveryStatus)}`);
     const page = await keysetPage<WebhookEventRow>(this.dataSource, {
       table: 'webhook_events',
       scope: [(p) => `merchant_id = ${p(query.merchantId)}`],
@@ -354,12 +373,18 @@ export class WebhookEventStore {
 
   async find(merchantId: string, eventId: string): Promise<WebhookEventRow | undefined> {
     const rows = rowsOf<WebhookEventRow>(
-      await this.dataSource.query('SELECT * FROM webhook_events WHERE merchant_id = $1 AND id = $2', [merchantId, eventId]),
+      await this.dataSource.query('SELECT * FROM webhook_events WHERE merchant_id = $1 AND id = $2', [
+        merchantId,
+        eventId,
+      ]),
     );
     return rows[0];
   }
 
-  async get(merchantId: string, eventId: string): Promise<{ event: WebhookEventView; attempts: WebhookAttemptView[] } | null> {
+  async get(
+    merchantId: string,
+    eventId: string,
+  ): Promise<{ event: WebhookEventView; attempts: WebhookAttemptView[] } | null> {
     const row = await this.find(merchantId, eventId);
     if (!row) return null;
     const attempts = rowsOf<AttemptRow>(
@@ -388,7 +413,10 @@ export class WebhookEventStore {
   async requestRedelivery(merchantId: string, eventId: string, now: Date): Promise<WebhookEventView | null> {
     return this.dataSource.transaction(async (em) => {
       const rows = rowsOf<WebhookEventRow>(
-        await em.query('SELECT * FROM webhook_events WHERE merchant_id = $1 AND id = $2 FOR UPDATE', [merchantId, eventId]),
+        await em.query('SELECT * FROM webhook_events WHERE merchant_id = $1 AND id = $2 FOR UPDATE', [
+          merchantId,
+          eventId,
+        ]),
       );
       const row = rows[0];
       if (!row) return null;

@@ -36,13 +36,30 @@ describe('webhook event routes (HTTP)', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await receiver.start();
-    stack = await startWebhookStack({ databaseUrl: db.url, clock, dispatch: { pollIntervalMs: 60_000, policy: { jitterRatio: 0 } } });
+    stack = await startWebhookStack({
+      databaseUrl: db.url,
+      clock,
+      dispatch: { pollIntervalMs: 60_000, policy: { jitterRatio: 0 } },
+    });
     ({ merchantId, apiKey } = await stack.createMerchant('Lister'));
-    secret = str(await stack.configureWebhook(merchantId, receiver.url('/list'), ['subscription.charge_succeeded', 'payment.settled']));
-    receiver.script('/list', { kind: 'status', status: 204 }, { kind: 'status', status: 500 }, { kind: 'status', status: 204 });
+    secret = str(
+      await stack.configureWebhook(merchantId, receiver.url('/list'), [
+        'subscription.charge_succeeded',
+        'payment.settled',
+      ]),
+    );
+    receiver.script(
+      '/list',
+      { kind: 'status', status: 204 },
+      { kind: 'status', status: 500 },
+      { kind: 'status', status: 204 },
+    );
     // 5 charge events (one fails once) and 2 settled events (one type unselected) = 7 webhook events... plus 1 payment.settled.
     for (let i = 0; i < 5; i++) {
-      await stack.emit(merchantId, 'TestChargeSucceeded.v1', { chargeId: `subc_l${i}`, amount: String(i + 1) });
+      await stack.emit(merchantId, 'TestChargeSucceeded.v1', {
+        chargeId: `subc_l${i}`,
+        amount: String(i + 1),
+      });
       clock.advance(1000);
     }
     await stack.emit(merchantId, 'TestSettled.v1', { chargeId: 'subc_ls', amount: '9' });
@@ -69,7 +86,10 @@ describe('webhook event routes (HTTP)', () => {
       object: 'webhook_event',
       type: 'subscription.charge_succeeded',
       created_at: '2026-10-01T12:00:00.000Z',
-      data: { object: { object: 'subscription', id: '0xsub', amount: '1' }, charge: { object: 'subscription_charge', id: 'subc_l0', amount: '1', status: 'succeeded' } },
+      data: {
+        object: { object: 'subscription', id: '0xsub', amount: '1' },
+        charge: { object: 'subscription_charge', id: 'subc_l0', amount: '1', status: 'succeeded' },
+      },
       delivery_status: 'delivered',
       attempt_count: 1,
       last_attempt_at: expect.stringMatching(/^2026-10-01T12:00:0\d\.000Z$/),
@@ -77,35 +97,78 @@ describe('webhook event routes (HTTP)', () => {
       last_error: null,
       next_attempt_at: null,
     });
-    expect(rows.map((r) => r['delivery_status']).sort()).toEqual(['delivered', 'delivered', 'delivered', 'delivered', 'delivered', 'failed', 'not_selected']);
+    expect(rows.map((r) => r['delivery_status']).sort()).toEqual([
+      'delivered',
+      'delivered',
+      'delivered',
+      'delivered',
+      'delivered',
+      'failed',
+      'not_selected',
+    ]);
     const failed = rows.find((r) => r['delivery_status'] === 'failed');
-    expect(failed).toMatchObject({ attempt_count: 1, last_response_status: 500, last_error: 'http_status', next_attempt_at: expect.any(String) });
+    expect(failed).toMatchObject({
+      attempt_count: 1,
+      last_response_status: 500,
+      last_error: 'http_status',
+      next_attempt_at: expect.any(String),
+    });
   });
 
   it('pages with limit, starting_after and ending_before (SPEC Pagination)', async () => {
     const first = await stack.api('GET', `/merchants/${merchantId}/webhook-events?limit=3`, apiKey);
     expect(ids(first.body)).toEqual(all.slice(0, 3));
     expect(first.body['has_more']).toBe(true);
-    const second = await stack.api('GET', `/merchants/${merchantId}/webhook-events?limit=3&starting_after=${all[2]}`, apiKey);
+    const second = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?limit=3&starting_after=${all[2]}`,
+      apiKey,
+    );
     expect(ids(second.body)).toEqual(all.slice(3, 6));
     expect(second.body['has_more']).toBe(true);
-    const last = await stack.api('GET', `/merchants/${merchantId}/webhook-events?limit=3&starting_after=${all[5]}`, apiKey);
+    const last = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?limit=3&starting_after=${all[5]}`,
+      apiKey,
+    );
     expect(ids(last.body)).toEqual(all.slice(6));
     expect(last.body['has_more']).toBe(false);
-    const back = await stack.api('GET', `/merchants/${merchantId}/webhook-events?limit=2&ending_before=${all[3]}`, apiKey);
+    const back = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?limit=2&ending_before=${all[3]}`,
+      apiKey,
+    );
     expect(ids(back.body)).toEqual(all.slice(1, 3));
     expect(back.body['has_more']).toBe(true);
-    const both = await stack.api('GET', `/merchants/${merchantId}/webhook-events?starting_after=${all[0]}&ending_before=${all[1]}`, apiKey);
+    const both = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?starting_after=${all[0]}&ending_before=${all[1]}`,
+      apiKey,
+    );
     expect(both.status).toBe(400);
     expect(both.body).toMatchObject({ error: { type: 'validation_error', param: 'ending_before' } });
   });
 
   it('filters by type and by delivery status', async () => {
-    const settled = await stack.api('GET', `/merchants/${merchantId}/webhook-events?type=payment.settled`, apiKey);
+    const settled = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?type=payment.settled`,
+      apiKey,
+    );
     expect((settled.body['data'] as unknown[]).length).toBe(1);
-    const unselected = await stack.api('GET', `/merchants/${merchantId}/webhook-events?delivery_status=not_selected`, apiKey);
-    expect(unselected.body['data']).toEqual([expect.objectContaining({ type: 'subscription.charge_settled', last_error: 'event_type_not_selected' })]);
-    const both = await stack.api('GET', `/merchants/${merchantId}/webhook-events?type=subscription.charge_succeeded&delivery_status=delivered&limit=2`, apiKey);
+    const unselected = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?delivery_status=not_selected`,
+      apiKey,
+    );
+    expect(unselected.body['data']).toEqual([
+      expect.objectContaining({ type: 'subscription.charge_settled', last_error: 'event_type_not_selected' }),
+    ]);
+    const both = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?type=subscription.charge_succeeded&delivery_status=delivered&limit=2`,
+      apiKey,
+    );
     expect(ids(both.body)).toHaveLength(2);
     expect(both.body['has_more']).toBe(true);
   });
@@ -125,36 +188,72 @@ describe('webhook event routes (HTTP)', () => {
     const other = await stack.createMerchant('Other');
     const res = await stack.api('GET', `/merchants/${merchantId}/webhook-events`, other.apiKey);
     expect(res.status).toBe(404);
-    const one = await stack.api('GET', `/merchants/${other.merchantId}/webhook-events/${all[0]}`, other.apiKey);
+    const one = await stack.api(
+      'GET',
+      `/merchants/${other.merchantId}/webhook-events/${all[0]}`,
+      other.apiKey,
+    );
     expect(one.status).toBe(404);
     const anon = await fetch(`${stack.url}/merchants/${merchantId}/webhook-events`);
     expect(anon.status).toBe(401);
   });
 
   it('shows one event with its attempts', async () => {
-    const failedId = str(((await stack.api('GET', `/merchants/${merchantId}/webhook-events?delivery_status=failed`, apiKey)).body['data'] as Array<Record<string, unknown>>)[0]?.['id']);
+    const failedId = str(
+      (
+        (await stack.api('GET', `/merchants/${merchantId}/webhook-events?delivery_status=failed`, apiKey))
+          .body['data'] as Array<Record<string, unknown>>
+      )[0]?.['id'],
+    );
     const res = await stack.api('GET', `/merchants/${merchantId}/webhook-events/${failedId}`, apiKey);
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({
       id: failedId,
       delivery_status: 'failed',
-      attempts: [{ object: 'webhook_delivery_attempt', attempt_number: 1, trigger: 'scheduled', response_status: 500, error: 'http_status', url: receiver.url('/list') }],
+      attempts: [
+        {
+          object: 'webhook_delivery_attempt',
+          attempt_number: 1,
+          trigger: 'scheduled',
+          response_status: 500,
+          error: 'http_status',
+          url: receiver.url('/list'),
+        },
+      ],
     });
   });
 
   it('redelivers one event on request: 202 now, delivered by the dispatcher, schedule untouched', async () => {
-    const unselected = ((await stack.api('GET', `/merchants/${merchantId}/webhook-events?delivery_status=not_selected`, apiKey)).body['data'] as Array<Record<string, unknown>>)[0];
+    const unselected = (
+      (await stack.api('GET', `/merchants/${merchantId}/webhook-events?delivery_status=not_selected`, apiKey))
+        .body['data'] as Array<Record<string, unknown>>
+    )[0];
     const id = str(unselected?.['id']);
     const res = await stack.api('POST', `/merchants/${merchantId}/webhook-events/${id}/redeliver`, apiKey);
     expect(res.status).toBe(202);
-    expect(res.body).toMatchObject({ id, delivery_status: 'not_selected', next_attempt_at: clock.now().toISOString() });
+    expect(res.body).toMatchObject({
+      id,
+      delivery_status: 'not_selected',
+      next_attempt_at: clock.now().toISOString(),
+    });
     await stack.settle();
     const delivered = receiver.on('/list').filter((d) => d.headers['x-webhook-id'] === id);
     expect(delivered).toHaveLength(1);
-    expect(verifyWebhook(delivered[0]?.rawBody ?? '', delivered[0]?.headers ?? {}, secret, { now: clock.now() }).valid).toBe(true);
+    expect(
+      verifyWebhook(delivered[0]?.rawBody ?? '', delivered[0]?.headers ?? {}, secret, { now: clock.now() })
+        .valid,
+    ).toBe(true);
     const after = await stack.api('GET', `/merchants/${merchantId}/webhook-events/${id}`, apiKey);
-    expect(after.body).toMatchObject({ delivery_status: 'delivered', attempt_count: 1, attempts: [{ trigger: 'manual', response_status: 204 }] });
-    const missing = await stack.api('POST', `/merchants/${merchantId}/webhook-events/evt_nope/redeliver`, apiKey);
+    expect(after.body).toMatchObject({
+      delivery_status: 'delivered',
+      attempt_count: 1,
+      attempts: [{ trigger: 'manual', response_status: 204 }],
+    });
+    const missing = await stack.api(
+      'POST',
+      `/merchants/${merchantId}/webhook-events/evt_nope/redeliver`,
+      apiKey,
+    );
     expect(missing.status).toBe(404);
   });
 
@@ -163,13 +262,30 @@ describe('webhook event routes (HTTP)', () => {
       const before = receiver.on('/list').length;
       const res = await stack.api('POST', '/settings/webhook/test', apiKey);
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ object: 'webhook_test_delivery', type: 'subscription.charge_succeeded', delivered: true, response_status: 204, error: null, url: receiver.url('/list') });
+      expect(res.body).toMatchObject({
+        object: 'webhook_test_delivery',
+        type: 'subscription.charge_succeeded',
+        delivered: true,
+        response_status: 204,
+        error: null,
+        url: receiver.url('/list'),
+      });
       const sent = receiver.on('/list')[before];
       if (!sent) throw new Error('no test delivery');
       const event = JSON.parse(sent.rawBody.toString('utf8')) as Record<string, unknown>;
-      expect(event).toMatchObject({ id: res.body['event_id'], object: 'event', type: 'subscription.charge_succeeded', livemode: false });
-      expect(event['data']).toMatchObject({ object: { object: 'subscription', subscription_charge_id: expect.any(String) }, charge: { object: 'subscription_charge' } });
-      expect(verifyWebhook(sent.rawBody, sent.headers, secret, { now: clock.now(), requireTimestamp: true }).valid).toBe(true);
+      expect(event).toMatchObject({
+        id: res.body['event_id'],
+        object: 'event',
+        type: 'subscription.charge_succeeded',
+        livemode: false,
+      });
+      expect(event['data']).toMatchObject({
+        object: { object: 'subscription', subscription_charge_id: expect.any(String) },
+        charge: { object: 'subscription_charge' },
+      });
+      expect(
+        verifyWebhook(sent.rawBody, sent.headers, secret, { now: clock.now(), requireTimestamp: true }).valid,
+      ).toBe(true);
       // Not part of the event log.
       const listed = await stack.api('GET', `/merchants/${merchantId}/webhook-events?limit=100`, apiKey);
       expect(ids(listed.body)).not.toContain(res.body['event_id']);
@@ -186,16 +302,22 @@ describe('webhook event routes (HTTP)', () => {
       const bare = await stack.createMerchant('Bare');
       const res = await stack.api('POST', '/settings/webhook/test', bare.apiKey);
       expect(res.status).toBe(400);
-      expect(res.body).toMatchObject({ error: { type: 'invalid_request', code: 'webhook_url_missing', param: 'webhook_url' } });
+      expect(res.body).toMatchObject({
+        error: { type: 'invalid_request', code: 'webhook_url_missing', param: 'webhook_url' },
+      });
     });
   });
 
   describe('PATCH /settings webhook_event_types', () => {
     it('accepts catalogue types (deduplicated) and refuses unknown ones naming the entry', async () => {
-      const ok = await stack.api('PATCH', '/settings', apiKey, { webhook_event_types: ['payment.settled', 'payment.settled', 'subscription.created'] });
+      const ok = await stack.api('PATCH', '/settings', apiKey, {
+        webhook_event_types: ['payment.settled', 'payment.settled', 'subscription.created'],
+      });
       expect(ok.status).toBe(200);
       expect(ok.body['webhook_event_types']).toEqual(['payment.settled', 'subscription.created']);
-      const bad = await stack.api('PATCH', '/settings', apiKey, { webhook_event_types: ['payment.settled', 'payment.exploded'] });
+      const bad = await stack.api('PATCH', '/settings', apiKey, {
+        webhook_event_types: ['payment.settled', 'payment.exploded'],
+      });
       expect(bad.status).toBe(400);
       expect(bad.body).toMatchObject({ error: { type: 'validation_error', param: 'webhook_event_types.1' } });
       const all_ = await stack.api('PATCH', '/settings', apiKey, { webhook_event_types: null });
@@ -206,7 +328,11 @@ describe('webhook event routes (HTTP)', () => {
   it('a failed event is retried on schedule after all this', async () => {
     clock.advance(5 * MINUTE);
     await stack.settle();
-    const failed = await stack.api('GET', `/merchants/${merchantId}/webhook-events?delivery_status=failed`, apiKey);
+    const failed = await stack.api(
+      'GET',
+      `/merchants/${merchantId}/webhook-events?delivery_status=failed`,
+      apiKey,
+    );
     expect(failed.body['data']).toEqual([]);
   });
 });

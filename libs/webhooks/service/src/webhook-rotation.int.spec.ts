@@ -29,7 +29,8 @@ describe('webhook secret rotation', () => {
     if (!d) throw new Error('nothing delivered');
     return d;
   };
-  const verifies = (d: ReceivedDelivery, secret: string) => verifyWebhook(d.rawBody, d.headers, secret, { now: clock.now() });
+  const verifies = (d: ReceivedDelivery, secret: string) =>
+    verifyWebhook(d.rawBody, d.headers, secret, { now: clock.now() });
   /** The X-Signature-Previous header alone, to prove which secret made it. */
   const onlyPrevious = (d: ReceivedDelivery) => ({ 'x-signature': d.headers['x-signature-previous'] });
   let k = 0;
@@ -42,7 +43,11 @@ describe('webhook secret rotation', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     await receiver.start();
-    stack = await startWebhookStack({ databaseUrl: db.url, clock, dispatch: { pollIntervalMs: 60_000, policy: { jitterRatio: 0 } } });
+    stack = await startWebhookStack({
+      databaseUrl: db.url,
+      clock,
+      dispatch: { pollIntervalMs: 60_000, policy: { jitterRatio: 0 } },
+    });
     ({ merchantId } = await stack.createMerchant('Rotating'));
     first = str(await stack.configureWebhook(merchantId, receiver.url('/rotate')));
   });
@@ -71,7 +76,9 @@ describe('webhook secret rotation', () => {
     expect(verifies(during, second)).toMatchObject({ valid: true, matchedPreviousSecret: false });
     expect(verifies(during, first)).toMatchObject({ valid: true, matchedPreviousSecret: true });
     // X-Signature is the new secret's, X-Signature-Previous the old one's.
-    expect(verifyWebhook(during.rawBody, { 'x-signature': during.headers['x-signature'] }, second).valid).toBe(true);
+    expect(
+      verifyWebhook(during.rawBody, { 'x-signature': during.headers['x-signature'] }, second).valid,
+    ).toBe(true);
     expect(verifyWebhook(during.rawBody, onlyPrevious(during), first).valid).toBe(true);
 
     clock.advance(24 * HOUR - MINUTE);
@@ -87,18 +94,33 @@ describe('webhook secret rotation', () => {
 
   it('a retry is signed with the secrets valid when it is sent, not when the event was first tried', async () => {
     const { secret: current } = await stack.commands.rotateWebhookSecret(merchantId);
-    receiver.script('/rotate', { kind: 'status', status: 500 }, { kind: 'status', status: 500 }, { kind: 'status', status: 204 });
+    receiver.script(
+      '/rotate',
+      { kind: 'status', status: 500 },
+      { kind: 'status', status: 500 },
+      { kind: 'status', status: 204 },
+    );
     const firstTry = await deliverOne();
     expect(firstTry.headers['x-signature-previous']).toBeDefined();
     clock.advance(24 * HOUR); // the 5-minute retry is made late (dispatcher was busy), when the window has ended
     await stack.settle();
     clock.advance(15 * MINUTE);
     await stack.settle();
-    const attempts = receiver.on('/rotate').filter((d) => d.headers['x-webhook-id'] === firstTry.headers['x-webhook-id']);
+    const attempts = receiver
+      .on('/rotate')
+      .filter((d) => d.headers['x-webhook-id'] === firstTry.headers['x-webhook-id']);
     expect(attempts).toHaveLength(3);
-    expect(attempts.map((a) => a.headers['x-signature-previous'] !== undefined)).toEqual([true, false, false]);
+    expect(attempts.map((a) => a.headers['x-signature-previous'] !== undefined)).toEqual([
+      true,
+      false,
+      false,
+    ]);
     for (const a of attempts) {
-      expect(verifyWebhook(a.rawBody, a.headers, current, { now: new Date(Number(a.headers['webhook-timestamp']) * 1000) }).valid).toBe(true);
+      expect(
+        verifyWebhook(a.rawBody, a.headers, current, {
+          now: new Date(Number(a.headers['webhook-timestamp']) * 1000),
+        }).valid,
+      ).toBe(true);
     }
   });
 

@@ -21,7 +21,12 @@ describe('fair scheduling across merchants', () => {
     stack = await startWebhookStack({
       databaseUrl: db.url,
       clock,
-      dispatch: { pollIntervalMs: 100, concurrency: 4, perMerchantConcurrency: 2, policy: { jitterRatio: 0, responseDeadlineMs: 1_500 } },
+      dispatch: {
+        pollIntervalMs: 100,
+        concurrency: 4,
+        perMerchantConcurrency: 2,
+        policy: { jitterRatio: 0, responseDeadlineMs: 1_500 },
+      },
     });
   });
 
@@ -37,10 +42,18 @@ describe('fair scheduling across merchants', () => {
     await stack.configureWebhook(slow.merchantId, receiver.url('/slow'));
     await stack.configureWebhook(fast.merchantId, receiver.url('/fast'));
     receiver.script('/slow', { kind: 'hang' });
-    for (let i = 0; i < 6; i++) await stack.emit(slow.merchantId, 'TestChargeSucceeded.v1', { chargeId: `subc_slow_${i}`, amount: '1' });
+    for (let i = 0; i < 6; i++)
+      await stack.emit(slow.merchantId, 'TestChargeSucceeded.v1', {
+        chargeId: `subc_slow_${i}`,
+        amount: '1',
+      });
     await receiver.waitFor(2, '/slow', 5_000);
     const started = Date.now();
-    for (let i = 0; i < 5; i++) await stack.emit(fast.merchantId, 'TestChargeSucceeded.v1', { chargeId: `subc_fast_${i}`, amount: '1' });
+    for (let i = 0; i < 5; i++)
+      await stack.emit(fast.merchantId, 'TestChargeSucceeded.v1', {
+        chargeId: `subc_fast_${i}`,
+        amount: '1',
+      });
     await receiver.waitFor(5, '/fast', 1_400);
     // All five arrived while the slow endpoint still held its two connections (its deadline is 1.5 s).
     expect(Date.now() - started).toBeLessThan(1_400);
@@ -49,7 +62,9 @@ describe('fair scheduling across merchants', () => {
     await receiver.waitFor(6, '/slow', 10_000);
     await stack.dispatcher.drain();
     const slowRows = (await stack.events.list({ merchantId: slow.merchantId, limit: 10 })).rows;
-    expect(slowRows.map((r) => [r.deliveryStatus, r.lastError])).toEqual(Array(6).fill(['failed', 'timeout']));
+    expect(slowRows.map((r) => [r.deliveryStatus, r.lastError])).toEqual(
+      Array(6).fill(['failed', 'timeout']),
+    );
     const fastRows = (await stack.events.list({ merchantId: fast.merchantId, limit: 10 })).rows;
     expect(fastRows.every((r) => r.deliveryStatus === 'delivered')).toBe(true);
   });
@@ -76,7 +91,12 @@ describe('read-your-writes', () => {
       databaseUrl: db.url,
       clock,
       sources: [testSource({ isReadable })],
-      dispatch: { pollIntervalMs: 60_000, readModelWaitMs: 150, readModelRetryMs: 15 * SECOND, policy: { jitterRatio: 0 } },
+      dispatch: {
+        pollIntervalMs: 60_000,
+        readModelWaitMs: 150,
+        readModelRetryMs: 15 * SECOND,
+        policy: { jitterRatio: 0 },
+      },
     });
   });
 
@@ -94,7 +114,11 @@ describe('read-your-writes', () => {
     expect(receiver.on('/ryw')).toHaveLength(0);
     expect(checks).toContain('subc_lagging');
     const [row] = (await stack.events.list({ merchantId, limit: 1 })).rows;
-    expect(row).toMatchObject({ deliveryStatus: 'pending', attemptCount: 0, nextAttemptAt: new Date(clock.now().getTime() + 15 * SECOND) });
+    expect(row).toMatchObject({
+      deliveryStatus: 'pending',
+      attemptCount: 0,
+      nextAttemptAt: new Date(clock.now().getTime() + 15 * SECOND),
+    });
 
     readable.add('subc_lagging');
     clock.advance(15 * SECOND);

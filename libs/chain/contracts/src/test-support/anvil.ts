@@ -60,7 +60,17 @@ function freePort(): Promise<number> {
 
 export async function startTestChain(chainId = 31337, accountCount = 10): Promise<TestChain> {
   const port = await freePort();
-  const args = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), '--silent', '--accounts', String(accountCount)];
+  const args = [
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--chain-id',
+    String(chainId),
+    '--silent',
+    '--accounts',
+    String(accountCount),
+  ];
   // Same watchdog as @stablepay/local-chains: anvil dies when our end of the watchdog's stdin closes, even if this
   // test worker is killed.
   const child = spawn('/bin/sh', ['-c', WATCHDOG, 'anvil-watchdog', anvilBinary(), ...args], {
@@ -98,7 +108,11 @@ export async function startTestChain(chainId = 31337, accountCount = 10): Promis
   // A plain Network object: ethers' built-in network for a known chain id (137 = matic) carries plugins such as
   // the Polygon gas station, which a local chain must not call.
   const network = new Network(`anvil-${chainId}`, chainId);
-  const provider = new JsonRpcProvider(rpcUrl, network, { staticNetwork: network, cacheTimeout: -1, pollingInterval: 50 });
+  const provider = new JsonRpcProvider(rpcUrl, network, {
+    staticNetwork: network,
+    cacheTimeout: -1,
+    pollingInterval: 50,
+  });
   const mnemonic = Mnemonic.fromPhrase(ANVIL_MNEMONIC);
   const accounts = Array.from({ length: accountCount }, (_, i) =>
     HDNodeWallet.fromMnemonic(mnemonic, `m/44'/60'/0'/0/${i}`).connect(provider),

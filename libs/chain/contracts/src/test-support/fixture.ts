@@ -28,7 +28,10 @@ import { deployStablepay, type StablepayAddresses } from '../deployment';
 import { decodeStablepayError, type DecodedContractError } from '../errors';
 import { connectPaymentFactory, type PaymentFactoryContract } from '../generated/PaymentFactory';
 import { connectStablepayRegistry, type StablepayRegistryContract } from '../generated/StablepayRegistry';
-import { connectSubscriptionManager, type SubscriptionManagerContract } from '../generated/SubscriptionManager';
+import {
+  connectSubscriptionManager,
+  type SubscriptionManagerContract,
+} from '../generated/SubscriptionManager';
 import {
   connectSubscriptionManagerFactory,
   type SubscriptionManagerFactoryContract,
@@ -128,9 +131,12 @@ export async function expectRevert(action: Promise<unknown>, name: string): Prom
   }
   if (caught === undefined) throw new Error(`expected a revert with ${name}, but it succeeded`);
   const decoded = decodeStablepayError(caught);
-  if (!decoded) throw new Error(`expected a revert with ${name}, got an undecodable error: ${String(caught)}`);
+  if (!decoded)
+    throw new Error(`expected a revert with ${name}, got an undecodable error: ${String(caught)}`);
   if (decoded.name !== name) {
-    throw new Error(`expected a revert with ${name}, got ${decoded.name}(${JSON.stringify(decoded.args, (_, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))})`);
+    throw new Error(
+      `expected a revert with ${name}, got ${decoded.name}(${JSON.stringify(decoded.args, (_, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))})`,
+    );
   }
   return decoded;
 }
@@ -139,10 +145,20 @@ export async function expectRevert(action: Promise<unknown>, name: string): Prom
 
 export type TypedSigner = Pick<Wallet, 'signTypedData'>;
 
-export function signCharge(s: TypedSigner, chainId: bigint, manager: string, m: ChargeMessage): Promise<string> {
+export function signCharge(
+  s: TypedSigner,
+  chainId: bigint,
+  manager: string,
+  m: ChargeMessage,
+): Promise<string> {
   return s.signTypedData(stablepayDomain(chainId, manager), CHARGE_TYPES, m);
 }
-export function signCancel(s: TypedSigner, chainId: bigint, manager: string, m: CancelSubscriptionMessage): Promise<string> {
+export function signCancel(
+  s: TypedSigner,
+  chainId: bigint,
+  manager: string,
+  m: CancelSubscriptionMessage,
+): Promise<string> {
   return s.signTypedData(stablepayDomain(chainId, manager), CANCEL_SUBSCRIPTION_TYPES, m);
 }
 export function signSubscribe(
@@ -153,13 +169,28 @@ export function signSubscribe(
 ): Promise<string> {
   return s.signTypedData(stablepayDomain(chainId, manager), SUBSCRIBE_AUTHORIZATION_TYPES, m);
 }
-export function signCapture(s: TypedSigner, chainId: bigint, deposit: string, m: CaptureMessage): Promise<string> {
+export function signCapture(
+  s: TypedSigner,
+  chainId: bigint,
+  deposit: string,
+  m: CaptureMessage,
+): Promise<string> {
   return s.signTypedData(stablepayDomain(chainId, deposit), CAPTURE_TYPES, m);
 }
-export function signRefund(s: TypedSigner, chainId: bigint, deposit: string, m: RefundMessage): Promise<string> {
+export function signRefund(
+  s: TypedSigner,
+  chainId: bigint,
+  deposit: string,
+  m: RefundMessage,
+): Promise<string> {
   return s.signTypedData(stablepayDomain(chainId, deposit), REFUND_TYPES, m);
 }
-export function signRescue(s: TypedSigner, chainId: bigint, deposit: string, m: RescueMessage): Promise<string> {
+export function signRescue(
+  s: TypedSigner,
+  chainId: bigint,
+  deposit: string,
+  m: RescueMessage,
+): Promise<string> {
   return s.signTypedData(stablepayDomain(chainId, deposit), RESCUE_TYPES, m);
 }
 
@@ -187,7 +218,8 @@ export function eventIn<E, K extends keyof E & string>(
 ): E[K] {
   const all = eventsIn<E, K>(receipt, contract, name);
   const [first] = all;
-  if (all.length !== 1 || first === undefined) throw new Error(`expected one ${name} event, found ${all.length}`);
+  if (all.length !== 1 || first === undefined)
+    throw new Error(`expected one ${name} event, found ${all.length}`);
   return first;
 }
 

@@ -49,7 +49,13 @@ contract RelayerTestTarget {
 
 interface SolcOutput {
   readonly errors?: readonly { readonly severity: string; readonly formattedMessage: string }[];
-  readonly contracts?: Record<string, Record<string, { readonly abi: JsonFragment[]; readonly evm: { readonly bytecode: { readonly object: string } } }>>;
+  readonly contracts?: Record<
+    string,
+    Record<
+      string,
+      { readonly abi: JsonFragment[]; readonly evm: { readonly bytecode: { readonly object: string } } }
+    >
+  >;
 }
 
 export interface CompiledContract {
@@ -77,7 +83,10 @@ export function compileRelayerTestTarget(): CompiledContract {
   return { abi: contract.abi, bytecode: `0x${contract.evm.bytecode.object}` };
 }
 
-export async function deployRelayerTestTarget(deployer: Signer, compiled: CompiledContract): Promise<{ address: string; iface: Interface }> {
+export async function deployRelayerTestTarget(
+  deployer: Signer,
+  compiled: CompiledContract,
+): Promise<{ address: string; iface: Interface }> {
   const factory = new ContractFactory(compiled.abi, compiled.bytecode, deployer);
   const contract = await factory.deploy();
   await contract.waitForDeployment();

@@ -1,5 +1,9 @@
 import { JsonRpcProvider, Network, Transaction, Wallet } from 'ethers';
-import { connectTestStablecoin, deployTestStablecoin, type TestStablecoinContract } from '@stablepay/contracts';
+import {
+  connectTestStablecoin,
+  deployTestStablecoin,
+  type TestStablecoinContract,
+} from '@stablepay/contracts';
 import { ANVIL_DEV_PRIVATE_KEYS, startAnvil, type AnvilNode } from '@stablepay/local-chains';
 
 /** A private anvil with one test stablecoin, for the indexer's tests and benchmark. */
@@ -44,14 +48,19 @@ interface RawReceipt {
 export async function startTestChain(chainId: number): Promise<TestChain> {
   const node: AnvilNode = await startAnvil({ chainId });
   const network = new Network(`test-${chainId}`, chainId);
-  const provider = new JsonRpcProvider(node.rpcUrl, network, { staticNetwork: network, cacheTimeout: -1, pollingInterval: 20 });
+  const provider = new JsonRpcProvider(node.rpcUrl, network, {
+    staticNetwork: network,
+    cacheTimeout: -1,
+    pollingInterval: 20,
+  });
   const key = ANVIL_DEV_PRIVATE_KEYS[0];
   const wallet = new Wallet(key, provider);
   try {
     const deployed = await deployTestStablecoin(wallet, 'USD Coin (test)', 'USDC', 6);
     const tokenAddress = await deployed.getAddress();
     const token = connectTestStablecoin(tokenAddress, wallet);
-    const rpc = async <T>(method: string, params: unknown[] = []): Promise<T> => (await provider.send(method, params)) as T;
+    const rpc = async <T>(method: string, params: unknown[] = []): Promise<T> =>
+      (await provider.send(method, params)) as T;
 
     const receiptOf = async (txHash: string): Promise<RawReceipt> => {
       for (let i = 0; i < 200; i++) {

@@ -33,16 +33,26 @@ export function contrastRatio(a: string, b: string): number {
  * that stays under WCAG AA's 4.5:1 (mid-tones), since black or white always reaches it.
  */
 export function textColorOn(background: string): string {
-  const best = contrastRatio(background, DARK_TEXT) >= contrastRatio(background, LIGHT_TEXT) ? DARK_TEXT : LIGHT_TEXT;
+  const best =
+    contrastRatio(background, DARK_TEXT) >= contrastRatio(background, LIGHT_TEXT) ? DARK_TEXT : LIGHT_TEXT;
   if (contrastRatio(background, best) >= 4.5) return best;
-  return contrastRatio(background, '#000000') >= contrastRatio(background, LIGHT_TEXT) ? '#000000' : LIGHT_TEXT;
+  return contrastRatio(background, '#000000') >= contrastRatio(background, LIGHT_TEXT)
+    ? '#000000'
+    : LIGHT_TEXT;
 }
 
 /** `weight` of `a` mixed with `b` (0..1), as #RRGGBB. */
 export function mix(a: string, b: string, weight: number): string {
   const ca = channels(a);
   const cb = channels(b);
-  return `#${ca.map((c, i) => Math.round(c * weight + (cb[i] ?? 0) * (1 - weight)).toString(16).padStart(2, '0')).join('').toUpperCase()}`;
+  return `#${ca
+    .map((c, i) =>
+      Math.round(c * weight + (cb[i] ?? 0) * (1 - weight))
+        .toString(16)
+        .padStart(2, '0'),
+    )
+    .join('')
+    .toUpperCase()}`;
 }
 
 export interface Palette {

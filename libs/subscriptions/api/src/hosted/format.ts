@@ -27,7 +27,8 @@ export function formatRate(value: string): string {
 
 /** Seconds between charges, as a person says it: `every 30 days`, `every week`, `every 2 hours`. */
 export function formatPeriod(seconds: number): string {
-  const unit = (n: number, singular: string) => (n === 1 ? `every ${singular}` : `every ${n.toLocaleString('en-US')} ${singular}s`);
+  const unit = (n: number, singular: string) =>
+    n === 1 ? `every ${singular}` : `every ${n.toLocaleString('en-US')} ${singular}s`;
   const day = 86400;
   if (seconds % day === 0) {
     const days = seconds / day;
@@ -40,7 +41,13 @@ export function formatPeriod(seconds: number): string {
   return unit(seconds, 'second');
 }
 
-const HTML_ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const HTML_ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
 
 /** Escapes text for HTML content and quoted attribute values (merchant metadata is untrusted input). */
 export function escapeHtml(value: string): string {

@@ -46,7 +46,10 @@ export class HostedSubscribeController {
   @HttpCode(303)
   async dismiss(@Param('id') id: string, @Res({ passthrough: true }) reply: FastifyReply): Promise<string> {
     if (ID.test(id)) await this.useCases.dismiss(id);
-    void reply.header('location', `../${encodeURIComponent(id)}`).header('cache-control', 'no-store').header('content-type', 'text/plain; charset=utf-8');
+    void reply
+      .header('location', `../${encodeURIComponent(id)}`)
+      .header('cache-control', 'no-store')
+      .header('content-type', 'text/plain; charset=utf-8');
     return 'See Other';
   }
 }

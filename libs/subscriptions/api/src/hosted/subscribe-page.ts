@@ -20,9 +20,20 @@ export function renderSubscribePage(view: HostedSubscribeView, nonce: string): s
   const c = view.checkout;
   const colors = palette(view.backgroundColor, view.primaryColor);
   const planName = c.metadata['plan_name'];
-  const title = view.status === 'pending' ? `Subscribe to ${planName ?? c.business_name}` : stateCopy(view.status, c).title;
+  const title =
+    view.status === 'pending'
+      ? `Subscribe to ${planName ?? c.business_name}`
+      : stateCopy(view.status, c).title;
   const body = view.status === 'pending' ? pendingBody(view) : stateBody(view);
-  return layout({ title, businessName: c.business_name, colors, nonce, body, status: view.status, script: view.status === 'pending' ? pickerScript(view) : '' });
+  return layout({
+    title,
+    businessName: c.business_name,
+    colors,
+    nonce,
+    body,
+    status: view.status,
+    script: view.status === 'pending' ? pickerScript(view) : '',
+  });
 }
 
 export function renderNotFoundPage(nonce: string): string {
@@ -42,10 +53,17 @@ function withId(url: string | null, id: string): string | null {
   return url === null ? null : url.split('{SUBSCRIPTION_CHECKOUT_ID}').join(encodeURIComponent(id));
 }
 
-function stateCopy(status: HostedSubscribeView['status'], c: SubscriptionCheckoutObject): { title: string; message: string; link: string | null } {
+function stateCopy(
+  status: HostedSubscribeView['status'],
+  c: SubscriptionCheckoutObject,
+): { title: string; message: string; link: string | null } {
   switch (status) {
     case 'completed':
-      return { title: "You're subscribed", message: `Your subscription to ${c.business_name} is active.`, link: withId(c.success_url ?? c.return_url, c.id) };
+      return {
+        title: "You're subscribed",
+        message: `Your subscription to ${c.business_name} is active.`,
+        link: withId(c.success_url ?? c.return_url, c.id),
+      };
     case 'cancelled':
       return {
         title: 'Subscription cancelled',
@@ -73,7 +91,10 @@ function stateBody(view: HostedSubscribeView): string {
 </div>`;
 }
 
-function optionSummary(o: SubscriptionOption, c: SubscriptionCheckoutObject): { amount: string; rate: string; limits: string } {
+function optionSummary(
+  o: SubscriptionOption,
+  c: SubscriptionCheckoutObject,
+): { amount: string; rate: string; limits: string } {
   return {
     amount: formatToken(o.price_amount, o.token_decimals, o.token_symbol),
     rate: `1 ${o.token_symbol} = ${formatRate(o.rate)} ${o.rate_currency}`,
@@ -90,15 +111,22 @@ function pendingBody(view: HostedSubscribeView): string {
   const firstChainTokens = first ? view.options.filter((o) => o.chain === first.chain) : [];
   const summary = first ? optionSummary(first, c) : null;
   const fiatPriced = c.price_currency !== null;
-  const picker = first && summary
-    ? `<div class="picker">
+  const picker =
+    first && summary
+      ? `<div class="picker">
     <label for="chain">Network</label>
     <select id="chain" name="chain" data-testid="chain-select">${chains
-      .map(([caip2, name]) => `<option value="${e(caip2)}"${caip2 === first.chain ? ' selected' : ''}>${e(name)}</option>`)
+      .map(
+        ([caip2, name]) =>
+          `<option value="${e(caip2)}"${caip2 === first.chain ? ' selected' : ''}>${e(name)}</option>`,
+      )
       .join('')}</select>
     <label for="token">Pay with</label>
     <select id="token" name="token" data-testid="token-select">${firstChainTokens
-      .map((o) => `<option value="${e(o.asset)}"${o.asset === first.asset ? ' selected' : ''}>${e(o.token_symbol)}</option>`)
+      .map(
+        (o) =>
+          `<option value="${e(o.asset)}"${o.asset === first.asset ? ' selected' : ''}>${e(o.token_symbol)}</option>`,
+      )
       .join('')}</select>
   </div>
   <div class="quote" data-testid="quote" aria-live="polite">
@@ -108,7 +136,7 @@ function pendingBody(view: HostedSubscribeView): string {
   </div>
   <button type="button" id="continue" class="button" data-testid="continue" data-wallet-seam disabled>Connect wallet</button>
   <p class="muted small" id="wallet-note" data-testid="wallet-note">Wallet connection is coming soon to this page.</p>`
-    : `<p class="notice" data-testid="no-options">No stablecoin can be priced for this plan right now. Please try again later.</p>`;
+      : `<p class="notice" data-testid="no-options">No stablecoin can be priced for this plan right now. Please try again later.</p>`;
   return `<div class="plan">
   ${planName !== undefined ? `<h1 data-testid="plan-name">${e(planName)}</h1>` : `<h1>Subscribe to ${e(c.business_name)}</h1>`}
   ${planDescription !== undefined ? `<p class="muted" data-testid="plan-description">${e(planDescription)}</p>` : ''}
@@ -207,7 +235,15 @@ h1{font-size:1.35rem;margin:0 0 8px}
 `;
 }
 
-function layout(input: { title: string; businessName: string; colors: Palette; nonce: string; body: string; status: string; script: string }): string {
+function layout(input: {
+  title: string;
+  businessName: string;
+  colors: Palette;
+  nonce: string;
+  body: string;
+  status: string;
+  script: string;
+}): string {
   const { colors, nonce } = input;
   return `<!doctype html>
 <html lang="en">

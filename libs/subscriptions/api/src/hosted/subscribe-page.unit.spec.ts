@@ -21,7 +21,10 @@ const checkout: SubscriptionCheckoutObject = {
   success_url: 'https://shop.example/ok/{SUBSCRIPTION_CHECKOUT_ID}',
   cancel_url: null,
   return_url: null,
-  metadata: { plan_name: '<script>alert(1)</script>', plan_description: '</script><script>alert(2)</script>' },
+  metadata: {
+    plan_name: '<script>alert(1)</script>',
+    plan_description: '</script><script>alert(2)</script>',
+  },
   supported_chains: ['eip155:8453'],
   expires_at: '2026-06-01T10:05:00.000Z',
   created_at: '2026-06-01T10:00:00.000Z',
@@ -62,10 +65,14 @@ describe('hosted subscribe page rendering', () => {
     expect(html).toContain('&lt;script&gt;alert(1)&lt;/script&gt;');
     expect(html).toContain('Acme &amp; &quot;Sons&quot;');
     // The JSON island cannot be closed by a </script> inside metadata.
-    const island = /<script type="application\/json" id="subscribe-data">([\s\S]*?)<\/script>/.exec(html)?.[1] ?? '';
+    const island =
+      /<script type="application\/json" id="subscribe-data">([\s\S]*?)<\/script>/.exec(html)?.[1] ?? '';
     expect(island).not.toContain('</script');
     const data = JSON.parse(island) as { checkout: Record<string, unknown> };
-    expect(data).toMatchObject({ checkout: { id: checkout.id, onchain_id: checkout.onchain_id }, options: [{ asset: option.asset }] });
+    expect(data).toMatchObject({
+      checkout: { id: checkout.id, onchain_id: checkout.onchain_id },
+      options: [{ asset: option.asset }],
+    });
     // Opaque metadata never reaches the page; plan_name and plan_description only as escaped text.
     expect(data.checkout).not.toHaveProperty('metadata');
     // Every script and style carries the nonce of the CSP.
@@ -88,7 +95,10 @@ describe('hosted subscribe page rendering', () => {
   });
 
   it('renders a state page for completed, cancelled and expired intents, with the redirect placeholder filled in', () => {
-    const completed = renderSubscribePage(view({ status: 'completed', checkout: { ...checkout, status: 'completed' } }), 'n');
+    const completed = renderSubscribePage(
+      view({ status: 'completed', checkout: { ...checkout, status: 'completed' } }),
+      'n',
+    );
     expect(completed).toContain('data-status="completed"');
     expect(completed).toContain(`href="https://shop.example/ok/${checkout.id}"`);
     for (const status of ['cancelled', 'expired'] as const) {
@@ -122,7 +132,8 @@ describe('branding colors: text chosen automatically for contrast', () => {
         }
       }
     }
-    for (const bg of ['#777777', '#767676', '#808080', '#2F5BEA', '#FF0000']) expect(contrastRatio(bg, textColorOn(bg))).toBeGreaterThanOrEqual(4.5);
+    for (const bg of ['#777777', '#767676', '#808080', '#2F5BEA', '#FF0000'])
+      expect(contrastRatio(bg, textColorOn(bg))).toBeGreaterThanOrEqual(4.5);
   });
   it('tints the header only once a background color is set', () => {
     expect(palette(null, null).headerBackground).toBe('#FFFFFF');
@@ -134,7 +145,9 @@ describe('formatting', () => {
   it('formats fiat minor units, token units, rates and periods exactly', () => {
     expect(formatFiat('150000', 'ARS')).toBe('ARS 1,500.00');
     expect(formatFiat('5', 'USD')).toBe('USD 0.05');
-    expect(formatFiat('123456789012345678901234567890', 'ARS')).toBe('ARS 1,234,567,890,123,456,789,012,345,678.90');
+    expect(formatFiat('123456789012345678901234567890', 'ARS')).toBe(
+      'ARS 1,234,567,890,123,456,789,012,345,678.90',
+    );
     expect(formatToken('1265289', 6, 'USDC')).toBe('1.265289 USDC');
     expect(formatToken('1265288907633909743', 18, 'DAI')).toBe('1.265288907633909743 DAI');
     expect(formatToken('1234000000000', 6, 'USDT')).toBe('1,234,000 USDT');

@@ -1,4 +1,9 @@
-import { isRateValue, type Rate, type RateSource, rateSourceUnavailable } from '@stablepay/subscriptions-domain';
+import {
+  isRateValue,
+  type Rate,
+  type RateSource,
+  rateSourceUnavailable,
+} from '@stablepay/subscriptions-domain';
 import { type Clock, ConfigError } from '@stablepay/util';
 
 /** currency -> token symbol -> rate (currency major units per one whole token, decimal string). */
@@ -21,11 +26,19 @@ export const SANDBOX_UNAVAILABLE_CURRENCY = 'XTS';
  * `ARS/USDT=` with an empty rate removes one.
  */
 export function parseRateTable(raw: string | undefined, base: RateTable = DEFAULT_SANDBOX_RATES): RateTable {
-  const table: Record<string, Record<string, string>> = Object.fromEntries(Object.entries(base).map(([c, t]) => [c, { ...t }]));
+  const table: Record<string, Record<string, string>> = Object.fromEntries(
+    Object.entries(base).map(([c, t]) => [c, { ...t }]),
+  );
   if (raw === undefined || raw.trim() === '') return table;
-  for (const entry of raw.split(',').map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of raw
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const m = /^([A-Za-z]{3})\/([A-Za-z0-9.]{1,16})=(.*)$/.exec(entry);
-    if (!m) throw new ConfigError(`environment variable SANDBOX_RATES: '${entry}' is not CURRENCY/TOKEN=rate (for example USD/USDC=1)`);
+    if (!m)
+      throw new ConfigError(
+        `environment variable SANDBOX_RATES: '${entry}' is not CURRENCY/TOKEN=rate (for example USD/USDC=1)`,
+      );
     const currency = (m[1] ?? '').toUpperCase();
     const token = (m[2] ?? '').toUpperCase();
     const value = m[3] ?? '';
@@ -33,7 +46,10 @@ export function parseRateTable(raw: string | undefined, base: RateTable = DEFAUL
       delete table[currency]?.[token];
       continue;
     }
-    if (!isRateValue(value)) throw new ConfigError(`environment variable SANDBOX_RATES: rate '${value}' of ${currency}/${token} must be a positive decimal`);
+    if (!isRateValue(value))
+      throw new ConfigError(
+        `environment variable SANDBOX_RATES: rate '${value}' of ${currency}/${token} must be a positive decimal`,
+      );
     table[currency] = { ...(table[currency] ?? {}), [token]: value };
   }
   return table;
@@ -48,8 +64,15 @@ export class SandboxRateSource implements RateSource {
 
   async quote(currency: string): Promise<readonly Rate[]> {
     const code = currency.toUpperCase();
-    if (code === SANDBOX_UNAVAILABLE_CURRENCY) throw rateSourceUnavailable(`sandbox: ${SANDBOX_UNAVAILABLE_CURRENCY} simulates an outage`);
+    if (code === SANDBOX_UNAVAILABLE_CURRENCY)
+      throw rateSourceUnavailable(`sandbox: ${SANDBOX_UNAVAILABLE_CURRENCY} simulates an outage`);
     const asOf = this.clock.now().toISOString();
-    return Object.entries(this.table[code] ?? {}).map(([tokenSymbol, value]) => ({ currency: code, tokenSymbol, value, asOf, source: 'sandbox' }));
+    return Object.entries(this.table[code] ?? {}).map(([tokenSymbol, value]) => ({
+      currency: code,
+      tokenSymbol,
+      value,
+      asOf,
+      source: 'sandbox',
+    }));
   }
 }

@@ -7,15 +7,36 @@ describe('sandbox rate source (the rates port in the embedded stack and tests)',
   it('quotes ARS only by default (SPEC: the service’s own source quotes ARS), per token, timestamped by the clock', async () => {
     const source = new SandboxRateSource(DEFAULT_SANDBOX_RATES, clock);
     expect(await source.quote('ars')).toEqual([
-      { currency: 'ARS', tokenSymbol: 'USDC', value: '1185.50', asOf: '2026-06-01T10:00:00.000Z', source: 'sandbox' },
-      { currency: 'ARS', tokenSymbol: 'USDT', value: '1186.25', asOf: '2026-06-01T10:00:00.000Z', source: 'sandbox' },
-      { currency: 'ARS', tokenSymbol: 'DAI', value: '1185.50', asOf: '2026-06-01T10:00:00.000Z', source: 'sandbox' },
+      {
+        currency: 'ARS',
+        tokenSymbol: 'USDC',
+        value: '1185.50',
+        asOf: '2026-06-01T10:00:00.000Z',
+        source: 'sandbox',
+      },
+      {
+        currency: 'ARS',
+        tokenSymbol: 'USDT',
+        value: '1186.25',
+        asOf: '2026-06-01T10:00:00.000Z',
+        source: 'sandbox',
+      },
+      {
+        currency: 'ARS',
+        tokenSymbol: 'DAI',
+        value: '1185.50',
+        asOf: '2026-06-01T10:00:00.000Z',
+        source: 'sandbox',
+      },
     ]);
     expect(await source.quote('USD')).toEqual([]);
   });
 
   it('simulates an outage for XTS (503 rate_source_unavailable)', async () => {
-    await expect(new SandboxRateSource(DEFAULT_SANDBOX_RATES, clock).quote('XTS')).rejects.toMatchObject({ status: 503, code: 'rate_source_unavailable' });
+    await expect(new SandboxRateSource(DEFAULT_SANDBOX_RATES, clock).quote('XTS')).rejects.toMatchObject({
+      status: 503,
+      code: 'rate_source_unavailable',
+    });
   });
 
   it('SANDBOX_RATES adds, overrides and removes entries', () => {
@@ -25,7 +46,10 @@ describe('sandbox rate source (the rates port in the embedded stack and tests)',
     });
   });
 
-  it.each(['USD-USDC=1', 'USD/USDC=0', 'USD/USDC=1,5', 'DOLLAR/USDC=1', 'USD/USDC=-1'])('refuses %j at start', (raw) => {
-    expect(() => parseRateTable(raw)).toThrow(ConfigError);
-  });
+  it.each(['USD-USDC=1', 'USD/USDC=0', 'USD/USDC=1,5', 'DOLLAR/USDC=1', 'USD/USDC=-1'])(
+    'refuses %j at start',
+    (raw) => {
+      expect(() => parseRateTable(raw)).toThrow(ConfigError);
+    },
+  );
 });

@@ -1,4 +1,10 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
+} from '@nestjs/common';
 import { CLOCK } from '@stablepay/aggregate';
 import type { Clock } from '@stablepay/util';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
@@ -45,7 +51,9 @@ export class SubscriptionCheckoutExpiryTimer implements OnApplicationBootstrap, 
     this.timer = setTimeout(() => {
       this.running = this.tick()
         .then(() => undefined)
-        .catch((error: unknown) => this.logger.error({ msg: 'expiry tick failed, will retry', error: String(error) }))
+        .catch((error: unknown) =>
+          this.logger.error({ msg: 'expiry tick failed, will retry', error: String(error) }),
+        )
         .finally(() => {
           this.running = undefined;
           this.schedule(this.config.expiryPollIntervalMs);

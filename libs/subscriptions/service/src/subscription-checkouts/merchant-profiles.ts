@@ -29,7 +29,10 @@ export class MerchantProfiles {
       businessName: row.display_name,
       backgroundColor: row.background_color,
       primaryColor: row.primary_color,
-      settlement: row.settlement_mode === 'fiat' ? { mode: 'fiat', currency: fiat.currency, complete: fiat.complete } : { mode: 'crypto' },
+      settlement:
+        row.settlement_mode === 'fiat'
+          ? { mode: 'fiat', currency: fiat.currency, complete: fiat.complete }
+          : { mode: 'crypto' },
     };
   }
 }

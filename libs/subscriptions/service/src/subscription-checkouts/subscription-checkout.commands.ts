@@ -33,10 +33,16 @@ export class SubscriptionCheckoutCommands {
     command: SubscriptionCheckoutCommand,
     idempotencyKey?: string,
   ): Promise<CommandResult> {
-    const result = await handleCommand(this.store, subscriptionCheckoutStreamId(id), subscriptionCheckoutDecider, command, {
-      ...(idempotencyKey ? { idempotencyKey } : {}),
-      metadata: { merchantId: owner.merchantId, mode: owner.mode, occurredAt: command.now.toISOString() },
-    });
+    const result = await handleCommand(
+      this.store,
+      subscriptionCheckoutStreamId(id),
+      subscriptionCheckoutDecider,
+      command,
+      {
+        ...(idempotencyKey ? { idempotencyKey } : {}),
+        metadata: { merchantId: owner.merchantId, mode: owner.mode, occurredAt: command.now.toISOString() },
+      },
+    );
     return { row: await this.reader.getAtLeast(id, result.revision), changed: result.newEvents.length > 0 };
   }
 
@@ -100,7 +106,14 @@ export class SubscriptionCheckoutCommands {
     const worker = async () => {
       for (let i = next++; i < commands.length; i = next++) {
         const item = commands[i];
-        if (item) await handleCommand(this.store, subscriptionCheckoutStreamId(item.id), subscriptionCheckoutDecider, item.command, { metadata });
+        if (item)
+          await handleCommand(
+            this.store,
+            subscriptionCheckoutStreamId(item.id),
+            subscriptionCheckoutDecider,
+            item.command,
+            { metadata },
+          );
       }
     };
     await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, commands.length)) }, worker));
@@ -108,12 +121,21 @@ export class SubscriptionCheckoutCommands {
   }
 
   cancel(row: SubscriptionCheckoutRow, by: 'merchant' | 'customer'): Promise<CommandResult> {
-    return this.run(row.id, { merchantId: row.merchant_id, mode: row.mode }, { type: 'CancelSubscriptionCheckout', by, now: this.clock.now() });
+    return this.run(
+      row.id,
+      { merchantId: row.merchant_id, mode: row.mode },
+      { type: 'CancelSubscriptionCheckout', by, now: this.clock.now() },
+    );
   }
 
   /** Issued by the durable timer; a no-op unless the intent is pending and due (so running it twice is harmless). */
   expire(row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>): Promise<CommandResult> {
-    return this.run(row.id, { merchantId: row.merchant_id, mode: row.mode }, { type: 'ExpireSubscriptionCheckout', now: this.clock.now() }, 'expire');
+    return this.run(
+      row.id,
+      { merchantId: row.merchant_id, mode: row.mode },
+      { type: 'ExpireSubscriptionCheckout', now: this.clock.now() },
+      'expire',
+    );
   }
 
   /** For the on-chain subscribe flow: the subscribe transaction and the first charge confirmed. */

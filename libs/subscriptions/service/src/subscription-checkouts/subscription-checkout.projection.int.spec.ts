@@ -26,13 +26,20 @@ function events(): SubscriptionCheckoutEvent[] {
       businessName: 'Acme',
       checkoutUrl: `https://pay.example/subscribe/${ID}`,
       input: { price: '100', price_currency: 'ARS', metadata: { plan_name: 'Pro' } },
-      context: { availableChains: [{ caip2: 'eip155:8453', tokenSymbols: ['USDC'] }], quotedTokenSymbols: ['USDC'], settlement: { mode: 'crypto' } },
+      context: {
+        availableChains: [{ caip2: 'eip155:8453', tokenSymbols: ['USDC'] }],
+        quotedTokenSymbols: ['USDC'],
+        settlement: { mode: 'crypto' },
+      },
       now,
     },
     initialSubscriptionCheckoutState(),
   );
   const state = created.reduce(evolveSubscriptionCheckout, initialSubscriptionCheckoutState());
-  return [...created, ...decideSubscriptionCheckout({ type: 'CancelSubscriptionCheckout', by: 'customer', now }, state)];
+  return [
+    ...created,
+    ...decideSubscriptionCheckout({ type: 'CancelSubscriptionCheckout', by: 'customer', now }, state),
+  ];
 }
 
 const message = (event: SubscriptionCheckoutEvent, revision: number): BusMessage => ({
@@ -69,7 +76,12 @@ describe('subscription checkout projection (idempotent by stream revision)', () 
     const [created, cancelled] = events();
     if (!created || !cancelled) throw new Error('events missing');
     await projection.apply(message(created, 0));
-    expect(await reader.find(ID)).toMatchObject({ status: 'pending', merchant_id: 'mer_1', mode: 'test', revision: 0 });
+    expect(await reader.find(ID)).toMatchObject({
+      status: 'pending',
+      merchant_id: 'mer_1',
+      mode: 'test',
+      revision: 0,
+    });
     await projection.apply(message(cancelled, 1));
     await projection.apply(message(cancelled, 1));
     await projection.apply(message(created, 0));
@@ -81,7 +93,13 @@ describe('subscription checkout projection (idempotent by stream revision)', () 
     expect(subscriptionCheckoutWebhookObject(row)).toEqual(subscriptionCheckoutWebhookObject(cancelled));
     expect(subscriptionCheckoutWebhook(cancelled)).toEqual({
       type: 'subscription_checkout.cancelled',
-      data: { object: expect.objectContaining({ status: 'cancelled', cancellation_reason: 'customer_dismissed', metadata: { plan_name: 'Pro' } }) },
+      data: {
+        object: expect.objectContaining({
+          status: 'cancelled',
+          cancellation_reason: 'customer_dismissed',
+          metadata: { plan_name: 'Pro' },
+        }),
+      },
     });
     expect(subscriptionCheckoutWebhook({ type: 'SomethingElse.v1', data: {} })).toBeNull();
     expect(await reader.dueForExpiry(new Date('2030-01-01T00:00:00Z'), 10)).toEqual([]);

@@ -1,7 +1,22 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
+} from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus, topicForCategory } from '@stablepay/event-bus';
-import { SUBSCRIPTION_CHECKOUT_CATEGORY, type SubscriptionCheckoutEvent } from '@stablepay/subscriptions-domain';
+import {
+  type BusMessage,
+  type BusSubscription,
+  EVENT_BUS,
+  type EventBus,
+  topicForCategory,
+} from '@stablepay/event-bus';
+import {
+  SUBSCRIPTION_CHECKOUT_CATEGORY,
+  type SubscriptionCheckoutEvent,
+} from '@stablepay/subscriptions-domain';
 import { SubscriptionCheckoutChanges } from './changes';
 
 export const SUBSCRIPTION_CHECKOUT_TOPIC = topicForCategory(SUBSCRIPTION_CHECKOUT_CATEGORY);
@@ -33,7 +48,12 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
       group: GROUP,
       topics: [SUBSCRIPTION_CHECKOUT_TOPIC],
       handler: (message) => this.apply(message),
-      onError: (error, message) => this.logger.error({ msg: 'projection failed, will retry', eventId: message.id, error: String(error) }),
+      onError: (error, message) =>
+        this.logger.error({
+          msg: 'projection failed, will retry',
+          eventId: message.id,
+          error: String(error),
+        }),
     });
   }
 
@@ -62,7 +82,18 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
         const inserted: unknown[] = await em.query(
           `INSERT INTO subscription_checkouts (id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, revision)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) ON CONFLICT (id) DO NOTHING RETURNING id`,
-          [o.id, merchantId, mode, o.status, o.external_customer_id, o.created_at, o.expires_at, o.updated_at, JSON.stringify(o), message.revision],
+          [
+            o.id,
+            merchantId,
+            mode,
+            o.status,
+            o.external_customer_id,
+            o.created_at,
+            o.expires_at,
+            o.updated_at,
+            JSON.stringify(o),
+            message.revision,
+          ],
         );
         return inserted.length > 0;
       }

@@ -30,7 +30,10 @@ export class SubscriptionCheckoutReader {
   ) {}
 
   async find(id: string): Promise<SubscriptionCheckoutRow | undefined> {
-    const rows: SubscriptionCheckoutRow[] = await this.dataSource.query('SELECT * FROM subscription_checkouts WHERE id = $1', [id]);
+    const rows: SubscriptionCheckoutRow[] = await this.dataSource.query(
+      'SELECT * FROM subscription_checkouts WHERE id = $1',
+      [id],
+    );
     return rows[0];
   }
 
@@ -43,11 +46,21 @@ export class SubscriptionCheckoutReader {
 
   /** Read-your-writes: the row once the projection reflects at least `revision` of its stream. */
   getAtLeast(id: string, revision: number): Promise<SubscriptionCheckoutRow> {
-    return readAtLeastRevision({ read: () => this.find(id), revision, changes: this.changes, key: id, timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS });
+    return readAtLeastRevision({
+      read: () => this.find(id),
+      revision,
+      changes: this.changes,
+      key: id,
+      timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+    });
   }
 
   /** SPEC Pagination over `seq` (newest first); cursors resolve within the merchant's rows, filters narrow. */
-  async list(merchantId: string, query: ListQuery, filters: SubscriptionCheckoutListFilters): Promise<{ rows: SubscriptionCheckoutRow[]; hasMore: boolean }> {
+  async list(
+    merchantId: string,
+    query: ListQuery,
+    filters: SubscriptionCheckoutListFilters,
+  ): Promise<{ rows: SubscriptionCheckoutRow[]; hasMore: boolean }> {
     const clauses: Clause[] = [];
     if (filters.status !== undefined) {
       const status = filters.status;
@@ -75,7 +88,10 @@ export class SubscriptionCheckoutReader {
   }
 
   /** Pending intents whose expiry has passed, oldest first (the durable timer's queue). */
-  async dueForExpiry(now: Date, limit: number): Promise<Array<Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>>> {
+  async dueForExpiry(
+    now: Date,
+    limit: number,
+  ): Promise<Array<Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>>> {
     return this.dataSource.query(
       `SELECT id, merchant_id, mode FROM subscription_checkouts WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2`,
       [now.toISOString(), limit],

@@ -46,11 +46,17 @@ export class SubscriptionCheckoutsApplication implements SubscriptionCheckoutsUs
     return currency ? this.rates.quote(currency) : [];
   }
 
-  private present(row: SubscriptionCheckoutRow, colors: { backgroundColor: string | null; primaryColor: string | null }, rates?: readonly Rate[]): SubscriptionCheckoutResource {
+  private present(
+    row: SubscriptionCheckoutRow,
+    colors: { backgroundColor: string | null; primaryColor: string | null },
+    rates?: readonly Rate[],
+  ): SubscriptionCheckoutResource {
     const object = subscriptionCheckoutWebhookObject(row);
     return {
       ...object,
-      ...(rates ? { subscription_options: subscriptionOptions(object, this.offeredChains(row.mode), rates) } : {}),
+      ...(rates
+        ? { subscription_options: subscriptionOptions(object, this.offeredChains(row.mode), rates) }
+        : {}),
       background_color: colors.backgroundColor,
       primary_color: colors.primaryColor,
     };
@@ -59,7 +65,10 @@ export class SubscriptionCheckoutsApplication implements SubscriptionCheckoutsUs
   /** What deciding a create needs besides the input: the merchant, the rates and the offered chains. */
   private async createDetails(merchant: AuthenticatedMerchant, currencyInput: unknown, origin: string) {
     const profile = await this.profiles.get(merchant.merchantId);
-    const currency = typeof currencyInput === 'string' && /^[A-Za-z]{3}$/.test(currencyInput) ? currencyInput.toUpperCase() : null;
+    const currency =
+      typeof currencyInput === 'string' && /^[A-Za-z]{3}$/.test(currencyInput)
+        ? currencyInput.toUpperCase()
+        : null;
     // One quote serves the currency check and the options of the response.
     const rates = await this.quote(currency);
     const chains = this.offeredChains(merchant.mode);
@@ -67,7 +76,10 @@ export class SubscriptionCheckoutsApplication implements SubscriptionCheckoutsUs
       businessName: profile.businessName,
       hostedUrl: this.config.hostedUrl ?? `${origin}/hosted`,
       context: {
-        availableChains: chains.map((c) => ({ caip2: c.caip2, tokenSymbols: c.stablecoins.map((s) => s.symbol) })),
+        availableChains: chains.map((c) => ({
+          caip2: c.caip2,
+          tokenSymbols: c.stablecoins.map((s) => s.symbol),
+        })),
         quotedTokenSymbols: rates.map((r) => r.tokenSymbol),
         settlement: profile.settlement,
       },
@@ -75,9 +87,17 @@ export class SubscriptionCheckoutsApplication implements SubscriptionCheckoutsUs
     return { profile, rates, details };
   }
 
-  async create(merchant: AuthenticatedMerchant, input: CreateSubscriptionCheckoutInput, origin: string): Promise<SubscriptionCheckoutResource> {
+  async create(
+    merchant: AuthenticatedMerchant,
+    input: CreateSubscriptionCheckoutInput,
+    origin: string,
+  ): Promise<SubscriptionCheckoutResource> {
     const { profile, rates, details } = await this.createDetails(merchant, input.price_currency, origin);
-    const { row } = await this.commands.create({ merchantId: merchant.merchantId, mode: merchant.mode }, input, details);
+    const { row } = await this.commands.create(
+      { merchantId: merchant.merchantId, mode: merchant.mode },
+      input,
+      details,
+    );
     return this.present(row, profile, rates);
   }
 
@@ -93,7 +113,12 @@ export class SubscriptionCheckoutsApplication implements SubscriptionCheckoutsUs
     const currencies = new Set(inputs.map((i) => i.price_currency?.toUpperCase()));
     if (currencies.size > 1) throw new RangeError('createMany takes inputs of one price_currency');
     const { details } = await this.createDetails(merchant, inputs[0]?.price_currency, options.origin);
-    return this.commands.createMany({ merchantId: merchant.merchantId, mode: merchant.mode }, inputs, details, options.concurrency ?? 8);
+    return this.commands.createMany(
+      { merchantId: merchant.merchantId, mode: merchant.mode },
+      inputs,
+      details,
+      options.concurrency ?? 8,
+    );
   }
 
   async retrieve(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource> {
@@ -102,10 +127,17 @@ export class SubscriptionCheckoutsApplication implements SubscriptionCheckoutsUs
     return this.present(row, profile, await this.quote(row.object.price_currency));
   }
 
-  async list(merchant: AuthenticatedMerchant, query: ListQuery, filters: SubscriptionCheckoutListFilters): Promise<ListEnvelope<SubscriptionCheckoutResource>> {
+  async list(
+    merchant: AuthenticatedMerchant,
+    query: ListQuery,
+    filters: SubscriptionCheckoutListFilters,
+  ): Promise<ListEnvelope<SubscriptionCheckoutResource>> {
     const { rows, hasMore } = await this.reader.list(merchant.merchantId, query, filters);
     const profile = await this.profiles.get(merchant.merchantId);
-    return listEnvelope(rows.map((row) => this.present(row, profile)), hasMore);
+    return listEnvelope(
+      rows.map((row) => this.present(row, profile)),
+      hasMore,
+    );
   }
 
   async cancel(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource> {
@@ -121,8 +153,17 @@ export class SubscriptionCheckoutsApplication implements SubscriptionCheckoutsUs
     const due = object.status === 'pending' && this.clock.now().getTime() >= Date.parse(object.expires_at);
     const status = due ? 'expired' : object.status;
     const profile = await this.profiles.get(row.merchant_id);
-    const options = status === 'pending' ? subscriptionOptions(object, this.offeredChains(row.mode), await this.quote(object.price_currency)) : [];
-    return { checkout: subscriptionCheckoutWebhookObject(row), status, options, backgroundColor: profile.backgroundColor, primaryColor: profile.primaryColor };
+    const options =
+      status === 'pending'
+        ? subscriptionOptions(object, this.offeredChains(row.mode), await this.quote(object.price_currency))
+        : [];
+    return {
+      checkout: subscriptionCheckoutWebhookObject(row),
+      status,
+      options,
+      backgroundColor: profile.backgroundColor,
+      primaryColor: profile.primaryColor,
+    };
   }
 
   async dismiss(id: string): Promise<void> {

@@ -10,7 +10,11 @@ import type { SubscriptionCheckoutRow } from './subscription-checkout.reader';
  * of the subscription checkout object, metadata echoed, without `subscription_options` (and without the
  * branding colors, which only API responses echo). Built from a read-model row or from the stored event.
  */
-export function subscriptionCheckoutWebhookObject(source: Pick<SubscriptionCheckoutRow, 'object'> | { readonly data: { readonly object: SubscriptionCheckoutObject } }): SubscriptionCheckoutObject {
+export function subscriptionCheckoutWebhookObject(
+  source:
+    | Pick<SubscriptionCheckoutRow, 'object'>
+    | { readonly data: { readonly object: SubscriptionCheckoutObject } },
+): SubscriptionCheckoutObject {
   const o = 'object' in source ? source.object : source.data.object;
   return {
     object: 'subscription_checkout',
@@ -46,7 +50,10 @@ export function subscriptionCheckoutWebhookObject(source: Pick<SubscriptionCheck
  * `data.object`; null for event types that are not delivered. `completed` will also carry `data.subscription`
  * and `data.first_charge` once the subscribe flow records them.
  */
-export function subscriptionCheckoutWebhook(event: { readonly type: string; readonly data: unknown }): { type: string; data: { object: SubscriptionCheckoutObject } } | null {
+export function subscriptionCheckoutWebhook(event: {
+  readonly type: string;
+  readonly data: unknown;
+}): { type: string; data: { object: SubscriptionCheckoutObject } } | null {
   const type = (WEBHOOK_TYPE_BY_EVENT as Record<string, string | undefined>)[event.type];
   if (type === undefined) return null;
   return { type, data: { object: subscriptionCheckoutWebhookObject(event as SubscriptionCheckoutEvent) } };

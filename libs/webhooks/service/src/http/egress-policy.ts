@@ -20,7 +20,9 @@ export type ResolveAll = (hostname: string) => Promise<LookupAddress[]>;
 
 export const systemResolveAll: ResolveAll = (hostname) =>
   new Promise((resolve, reject) => {
-    dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses) => (error ? reject(error) : resolve(addresses)));
+    dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses) =>
+      error ? reject(error) : resolve(addresses),
+    );
   });
 
 export type TargetCheck =
@@ -54,7 +56,8 @@ export function checkWebhookTarget(raw: string, policy: EgressPolicy): TargetChe
   } catch {
     return { ok: false, code: 'invalid_url', detail: 'not an absolute URL' };
   }
-  if (url.username || url.password) return { ok: false, code: 'invalid_url', detail: 'credentials in the URL' };
+  if (url.username || url.password)
+    return { ok: false, code: 'invalid_url', detail: 'credentials in the URL' };
   const hostname = url.hostname.replace(/^\[|\]$/g, '');
   const canonical = canonicalIp(hostname);
   const family = isIP(canonical);
@@ -63,12 +66,17 @@ export function checkWebhookTarget(raw: string, policy: EgressPolicy): TargetChe
     return { ok: false, code: 'invalid_url', detail: `scheme ${url.protocol} is not allowed (https only)` };
   }
   if (family === 0) return { ok: true, url, hostname, literal: null };
-  if (!admitted(canonical, policy)) return { ok: false, code: 'blocked_address', detail: `${canonical} is not a public address` };
+  if (!admitted(canonical, policy))
+    return { ok: false, code: 'blocked_address', detail: `${canonical} is not a public address` };
   return { ok: true, url, hostname, literal: { address: canonical, family: family === 4 ? 4 : 6 } };
 }
 
 /** The addresses of one answer that may be connected to, canonicalised (IPv4-mapped IPv6 becomes IPv4). */
-export function admittedAddresses(addresses: readonly LookupAddress[], policy: EgressPolicy, family?: number): LookupAddress[] {
+export function admittedAddresses(
+  addresses: readonly LookupAddress[],
+  policy: EgressPolicy,
+  family?: number,
+): LookupAddress[] {
   const out: LookupAddress[] = [];
   for (const a of addresses) {
     const address = canonicalIp(a.address);
@@ -87,8 +95,19 @@ export function admittedAddresses(addresses: readonly LookupAddress[], policy: E
  * (every one of them when Node asks for all, for happy-eyeballs). Nothing admitted fails the connection with
  * BlockedAddressError before a packet is sent.
  */
-export function vettedLookup(policy: EgressPolicy, resolveAll: ResolveAll = systemResolveAll): LookupFunction {
-  return (hostname: string, options: LookupOptions, callback: (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+export function vettedLookup(
+  policy: EgressPolicy,
+  resolveAll: ResolveAll = systemResolveAll,
+): LookupFunction {
+  return (
+    hostname: string,
+    options: LookupOptions,
+    callback: (
+      error: NodeJS.ErrnoException | null,
+      address: string | LookupAddress[],
+      family?: number,
+    ) => void,
+  ) => {
     resolveAll(hostname).then(
       (addresses) => {
         const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;

@@ -42,11 +42,22 @@ describe('egress policy (SPEC: publicly reachable HTTPS only, checked again at s
   });
 
   it('admits a public literal and any https name (the name is vetted when resolved)', () => {
-    expect(checkWebhookTarget('https://8.8.8.8/hook', strict)).toMatchObject({ ok: true, literal: { address: '8.8.8.8', family: 4 } });
-    expect(checkWebhookTarget('https://hooks.example.com/x', strict)).toMatchObject({ ok: true, literal: null });
+    expect(checkWebhookTarget('https://8.8.8.8/hook', strict)).toMatchObject({
+      ok: true,
+      literal: { address: '8.8.8.8', family: 4 },
+    });
+    expect(checkWebhookTarget('https://hooks.example.com/x', strict)).toMatchObject({
+      ok: true,
+      literal: null,
+    });
   });
 
-  it.each(['http://hooks.example.com/x', 'ftp://hooks.example.com/x', 'https://user:pw@hooks.example.com/x', 'not a url'])('refuses %s as invalid_url', (url) => {
+  it.each([
+    'http://hooks.example.com/x',
+    'ftp://hooks.example.com/x',
+    'https://user:pw@hooks.example.com/x',
+    'not a url',
+  ])('refuses %s as invalid_url', (url) => {
     expect(checkWebhookTarget(url, strict)).toMatchObject({ ok: false, code: 'invalid_url' });
   });
 
@@ -54,9 +65,18 @@ describe('egress policy (SPEC: publicly reachable HTTPS only, checked again at s
     const local = { allowLoopback: true };
     expect(checkWebhookTarget('http://127.0.0.1:8080/x', local)).toMatchObject({ ok: true });
     expect(checkWebhookTarget('http://localhost:8080/x', local)).toMatchObject({ ok: true });
-    expect(checkWebhookTarget('http://[::ffff:127.0.0.1]:8080/x', local)).toMatchObject({ ok: true, literal: { address: '127.0.0.1' } });
-    expect(checkWebhookTarget('https://10.0.0.1/x', local)).toMatchObject({ ok: false, code: 'blocked_address' });
-    expect(checkWebhookTarget('http://hooks.example.com/x', local)).toMatchObject({ ok: false, code: 'invalid_url' });
+    expect(checkWebhookTarget('http://[::ffff:127.0.0.1]:8080/x', local)).toMatchObject({
+      ok: true,
+      literal: { address: '127.0.0.1' },
+    });
+    expect(checkWebhookTarget('https://10.0.0.1/x', local)).toMatchObject({
+      ok: false,
+      code: 'blocked_address',
+    });
+    expect(checkWebhookTarget('http://hooks.example.com/x', local)).toMatchObject({
+      ok: false,
+      code: 'invalid_url',
+    });
   });
 
   it('drops every non-public answer, canonicalising IPv4-mapped IPv6 first', () => {
@@ -68,8 +88,15 @@ describe('egress policy (SPEC: publicly reachable HTTPS only, checked again at s
       { address: '2606:2800:220:1:248:1893:25c8:1946', family: 6 },
       { address: 'fd12::1', family: 6 },
     ];
-    expect(admittedAddresses(answers, { allowLoopback: false }).map((a) => a.address)).toEqual(['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946']);
-    expect(admittedAddresses(answers, { allowLoopback: true }).map((a) => a.address)).toEqual(['127.0.0.1', '93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946']);
+    expect(admittedAddresses(answers, { allowLoopback: false }).map((a) => a.address)).toEqual([
+      '93.184.216.34',
+      '2606:2800:220:1:248:1893:25c8:1946',
+    ]);
+    expect(admittedAddresses(answers, { allowLoopback: true }).map((a) => a.address)).toEqual([
+      '127.0.0.1',
+      '93.184.216.34',
+      '2606:2800:220:1:248:1893:25c8:1946',
+    ]);
   });
 });
 
@@ -77,7 +104,12 @@ describe('WebhookHttpSender against a real receiver', () => {
   const receiver = new TestReceiver();
   const senders: WebhookHttpSender[] = [];
   const sender = (over: Partial<WebhookHttpSenderOptions> = {}) => {
-    const s = new WebhookHttpSender({ allowLoopback: true, maxResponseBytes: 16 * 1024, excerptBytes: 64, ...over });
+    const s = new WebhookHttpSender({
+      allowLoopback: true,
+      maxResponseBytes: 16 * 1024,
+      excerptBytes: 64,
+      ...over,
+    });
     senders.push(s);
     return s;
   };
@@ -101,7 +133,12 @@ describe('WebhookHttpSender against a real receiver', () => {
 
   it('connects to the address its own lookup vetted (a name the system cannot resolve reaches the receiver)', async () => {
     const port = new URL(receiver.url()).port;
-    const outcome = await sender({ resolveAll: answer('10.0.0.7', '127.0.0.1') }).send({ url: `http://localhost:${port}/pinned`, body, headers, timeoutMs: 2000 });
+    const outcome = await sender({ resolveAll: answer('10.0.0.7', '127.0.0.1') }).send({
+      url: `http://localhost:${port}/pinned`,
+      body,
+      headers,
+      timeoutMs: 2000,
+    });
     expect(outcome).toMatchObject({ kind: 'response', status: 204 });
     const resolved: string[] = [];
     const named = sender({
@@ -112,7 +149,12 @@ describe('WebhookHttpSender against a real receiver', () => {
     });
     // https to a name only this lookup knows, whose one admitted address is loopback: the connection is made (the
     // TLS handshake then fails against the plain-HTTP receiver) - not a DNS error, and the private answer unused.
-    const tls = await named.send({ url: `https://hooks.rebind.test:${port}/tls`, body, headers, timeoutMs: 2000 });
+    const tls = await named.send({
+      url: `https://hooks.rebind.test:${port}/tls`,
+      body,
+      headers,
+      timeoutMs: 2000,
+    });
     expect(tls).toMatchObject({ kind: 'network_error', code: 'tls_error' });
     expect(resolved).toEqual(['hooks.rebind.test']);
     expect(receiver.on('/tls')).toHaveLength(0);
@@ -120,18 +162,38 @@ describe('WebhookHttpSender against a real receiver', () => {
 
   it('DNS rebinding: a name that now resolves to private or loopback addresses only is refused before connecting', async () => {
     const port = new URL(receiver.url()).port;
-    for (const addresses of [['127.0.0.1'], ['10.0.0.1', '::ffff:127.0.0.1'], ['169.254.169.254'], ['100.64.1.1', 'fd00::2']]) {
+    for (const addresses of [
+      ['127.0.0.1'],
+      ['10.0.0.1', '::ffff:127.0.0.1'],
+      ['169.254.169.254'],
+      ['100.64.1.1', 'fd00::2'],
+    ]) {
       const strict = sender({ allowLoopback: false, resolveAll: answer(...addresses) });
-      const outcome = await strict.send({ url: `https://hooks.example.com:${port}/rebind`, body, headers, timeoutMs: 2000 });
+      const outcome = await strict.send({
+        url: `https://hooks.example.com:${port}/rebind`,
+        body,
+        headers,
+        timeoutMs: 2000,
+      });
       expect(outcome).toMatchObject({ kind: 'refused', code: 'blocked_address' });
     }
     expect(receiver.on('/rebind')).toHaveLength(0);
   });
 
   it('refuses loopback literals when local webhooks are not allowed', async () => {
-    const outcome = await sender({ allowLoopback: false }).send({ url: receiver.url('/strict'), body, headers, timeoutMs: 2000 });
+    const outcome = await sender({ allowLoopback: false }).send({
+      url: receiver.url('/strict'),
+      body,
+      headers,
+      timeoutMs: 2000,
+    });
     expect(outcome).toMatchObject({ kind: 'refused', code: 'invalid_url' });
-    const https = await sender({ allowLoopback: false }).send({ url: 'https://[::ffff:127.0.0.1]/x', body, headers, timeoutMs: 2000 });
+    const https = await sender({ allowLoopback: false }).send({
+      url: 'https://[::ffff:127.0.0.1]/x',
+      body,
+      headers,
+      timeoutMs: 2000,
+    });
     expect(https).toMatchObject({ kind: 'refused', code: 'blocked_address' });
     expect(receiver.on('/strict')).toHaveLength(0);
   });
@@ -160,11 +222,18 @@ describe('WebhookHttpSender against a real receiver', () => {
 
   it('a closed connection is a network error', async () => {
     receiver.script('/close', { kind: 'close' });
-    expect(await sender().send({ url: receiver.url('/close'), body, headers, timeoutMs: 2000 })).toMatchObject({ kind: 'network_error', code: 'network_error' });
+    expect(
+      await sender().send({ url: receiver.url('/close'), body, headers, timeoutMs: 2000 }),
+    ).toMatchObject({ kind: 'network_error', code: 'network_error' });
   });
 
   it('a refused connection is a network error', async () => {
-    const outcome = await sender().send({ url: 'http://127.0.0.1:1/nothing', body, headers, timeoutMs: 2000 });
+    const outcome = await sender().send({
+      url: 'http://127.0.0.1:1/nothing',
+      body,
+      headers,
+      timeoutMs: 2000,
+    });
     expect(outcome).toMatchObject({ kind: 'network_error', code: 'network_error', detail: 'ECONNREFUSED' });
   });
 

@@ -2,7 +2,14 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { performance } from 'node:perf_hooks';
 import type { AttemptOutcome } from '@stablepay/webhooks-domain';
-import { BlockedAddressError, checkWebhookTarget, type EgressPolicy, type ResolveAll, systemResolveAll, vettedLookup } from './egress-policy';
+import {
+  BlockedAddressError,
+  checkWebhookTarget,
+  type EgressPolicy,
+  type ResolveAll,
+  systemResolveAll,
+  vettedLookup,
+} from './egress-policy';
 
 export interface WebhookHttpRequest {
   readonly url: string;
@@ -24,15 +31,27 @@ export interface WebhookHttpSenderOptions extends EgressPolicy {
   readonly idleSocketMs?: number;
 }
 
-const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NODATA', 'ENODATA', 'ESERVFAIL', 'ENONAME']);
+const DNS_CODES = new Set([
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EAI_FAIL',
+  'EAI_NODATA',
+  'ENODATA',
+  'ESERVFAIL',
+  'ENONAME',
+]);
 
 function errorCode(error: unknown): string {
-  if (typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string') return error.code;
+  if (typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string')
+    return error.code;
   return error instanceof Error ? error.message : 'unknown';
 }
 
 function isTlsCode(code: string): boolean {
-  return code === 'EPROTO' || /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|ERR_OSSL)/.test(code);
+  return (
+    code === 'EPROTO' ||
+    /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|ERR_OSSL)/.test(code)
+  );
 }
 
 /**
@@ -47,7 +66,12 @@ export class WebhookHttpSender {
   private readonly lookup: ReturnType<typeof vettedLookup>;
 
   constructor(private readonly options: WebhookHttpSenderOptions) {
-    const agentOptions = { keepAlive: true, maxFreeSockets: 256, timeout: options.idleSocketMs ?? 4_000, scheduling: 'lifo' as const };
+    const agentOptions = {
+      keepAlive: true,
+      maxFreeSockets: 256,
+      timeout: options.idleSocketMs ?? 4_000,
+      scheduling: 'lifo' as const,
+    };
     this.httpAgent = new http.Agent(agentOptions);
     this.httpsAgent = new https.Agent(agentOptions);
     this.lookup = vettedLookup(options, options.resolveAll ?? systemResolveAll);
@@ -68,7 +92,12 @@ export class WebhookHttpSender {
     this.httpsAgent.destroy();
   }
 
-  private once(target: Extract<ReturnType<typeof checkWebhookTarget>, { ok: true }>, request: WebhookHttpRequest, started: number, deadline: number): Promise<AttemptOutcome> {
+  private once(
+    target: Extract<ReturnType<typeof checkWebhookTarget>, { ok: true }>,
+    request: WebhookHttpRequest,
+    started: number,
+    deadline: number,
+  ): Promise<AttemptOutcome> {
     return new Promise<AttemptOutcome>((resolve) => {
       const remaining = deadline - performance.now();
       if (remaining <= 0) {
@@ -142,9 +171,12 @@ export class WebhookHttpSender {
         const code = errorCode(error);
         const durationMs = performance.now() - started;
         if (responded) finishResponse();
-        else if (error instanceof BlockedAddressError) finish({ kind: 'refused', code: 'blocked_address', detail: error.message });
-        else if (DNS_CODES.has(code)) finish({ kind: 'network_error', code: 'dns_error', detail: code, durationMs });
-        else if (isTlsCode(code)) finish({ kind: 'network_error', code: 'tls_error', detail: code, durationMs });
+        else if (error instanceof BlockedAddressError)
+          finish({ kind: 'refused', code: 'blocked_address', detail: error.message });
+        else if (DNS_CODES.has(code))
+          finish({ kind: 'network_error', code: 'dns_error', detail: code, durationMs });
+        else if (isTlsCode(code))
+          finish({ kind: 'network_error', code: 'tls_error', detail: code, durationMs });
         else finish({ kind: 'network_error', code: 'network_error', detail: code, durationMs });
       });
       req.end(request.body);

@@ -43,7 +43,13 @@ export class TestReceiver {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const path = req.url ?? '/';
-        this.received.push({ path, method: req.method ?? '', headers: req.headers, rawBody: Buffer.concat(chunks), receivedAt: Date.now() });
+        this.received.push({
+          path,
+          method: req.method ?? '',
+          headers: req.headers,
+          rawBody: Buffer.concat(chunks),
+          receivedAt: Date.now(),
+        });
         this.notify();
         this.answer(path, res, req.socket);
       });
@@ -76,7 +82,13 @@ export class TestReceiver {
   /** Resolves once `count` requests (to `path`, if given) have arrived. */
   waitFor(count: number, path?: string, timeoutMs = 10_000): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`receiver got ${this.countOf(path)} of ${count} requests${path ? ` on ${path}` : ''}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`receiver got ${this.countOf(path)} of ${count} requests${path ? ` on ${path}` : ''}`),
+          ),
+        timeoutMs,
+      );
       this.waiters.push({
         count,
         ...(path !== undefined ? { path } : {}),

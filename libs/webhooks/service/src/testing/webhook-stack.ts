@@ -5,7 +5,12 @@ import { EVENT_STORE } from '@stablepay/aggregate';
 import { type BusMessage, topicForCategory } from '@stablepay/event-bus';
 import type { EventStore } from '@stablepay/event-store';
 import { ApiKeyGuard } from '@stablepay/http';
-import { MERCHANTS_MIGRATIONS, MerchantCommands, MerchantsModule, merchantsConfigFromEnv } from '@stablepay/merchants-service';
+import {
+  MERCHANTS_MIGRATIONS,
+  MerchantCommands,
+  MerchantsModule,
+  merchantsConfigFromEnv,
+} from '@stablepay/merchants-service';
 import { type RunningService, startService } from '@stablepay/runtime';
 import type { ManualClock } from '@stablepay/util';
 import { WebhooksApiModule } from '@stablepay/webhooks-api';
@@ -40,13 +45,25 @@ export function testSource(options: { isReadable?: WebhookSource['isReadable'] }
     topic: TEST_TOPIC,
     toWebhookEvents: (message: BusMessage) => {
       const data = message.data as TestChargeData;
-      const charge = { object: 'subscription_charge', id: data.chargeId, amount: data.amount, status: 'succeeded' };
+      const charge = {
+        object: 'subscription_charge',
+        id: data.chargeId,
+        amount: data.amount,
+        status: 'succeeded',
+      };
       if (message.type === 'TestChargeSucceeded.v1') {
-        return [webhookEventDraft(message, 'subscription.charge_succeeded', { object: { object: 'subscription', id: '0xsub', amount: data.amount }, charge })];
+        return [
+          webhookEventDraft(message, 'subscription.charge_succeeded', {
+            object: { object: 'subscription', id: '0xsub', amount: data.amount },
+            charge,
+          }),
+        ];
       }
       if (message.type === 'TestSettled.v1') {
         return [
-          webhookEventDraft(message, 'subscription.charge_settled', { object: { subscription_id: '0xsub', amount: data.amount } }),
+          webhookEventDraft(message, 'subscription.charge_settled', {
+            object: { subscription_id: '0xsub', amount: data.amount },
+          }),
           webhookEventDraft(message, 'payment.settled', { object: { id: data.chargeId, object: 'payment' } }),
         ];
       }
@@ -76,12 +93,21 @@ export interface WebhookStack {
   readonly eventStore: EventStore;
   createMerchant(name?: string): Promise<{ merchantId: string; apiKey: string }>;
   /** Sets the webhook URL (and selection); returns the secret when this issued it. */
-  configureWebhook(merchantId: string, url: string | null, eventTypes?: string[] | null): Promise<string | undefined>;
+  configureWebhook(
+    merchantId: string,
+    url: string | null,
+    eventTypes?: string[] | null,
+  ): Promise<string | undefined>;
   /** Appends a synthetic domain event for the merchant to `charge-<chargeId>`; returns its stored id. */
   emit(merchantId: string, type: string, data: TestChargeData): Promise<string>;
   /** Waits until everything emitted is recorded, then delivers everything due now. */
   settle(): Promise<void>;
-  api(method: string, path: string, apiKey: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }>;
+  api(
+    method: string,
+    path: string,
+    apiKey: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: Record<string, unknown> }>;
   stop(): Promise<void>;
 }
 
@@ -96,7 +122,10 @@ class TestGatewayModule {}
 export async function startWebhookStack(options: WebhookStackOptions): Promise<WebhookStack> {
   const merchants = {
     ...merchantsConfigFromEnv(
-      { WEBHOOK_SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, ALLOW_LOCAL_WEBHOOKS: options.allowLocalWebhooks === false ? 'false' : 'true' },
+      {
+        WEBHOOK_SECRET_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+        ALLOW_LOCAL_WEBHOOKS: options.allowLocalWebhooks === false ? 'false' : 'true',
+      },
       { allowEphemeralKey: false },
     ),
     webhookEventCatalogue: WEBHOOK_EVENT_TYPES,
@@ -108,11 +137,21 @@ export async function startWebhookStack(options: WebhookStackOptions): Promise<W
   };
   const gateway: DynamicModule = {
     module: TestGatewayModule,
-    imports: [MerchantsModule.forRoot(merchants), WebhooksApiModule.forRoot({ imports: [WebhooksGatewayModule.forRoot(shared)] })],
+    imports: [
+      MerchantsModule.forRoot(merchants),
+      WebhooksApiModule.forRoot({ imports: [WebhooksGatewayModule.forRoot(shared)] }),
+    ],
     providers: [{ provide: APP_GUARD, useClass: ApiKeyGuard }],
   };
   const service = await startService(
-    { databaseUrl: options.databaseUrl, eventStore: 'postgres', eventBus: 'store-log', port: 0, host: '127.0.0.1', logLevel: (process.env['WEBHOOK_TEST_LOG_LEVEL'] as 'warn' | undefined) ?? 'fatal' },
+    {
+      databaseUrl: options.databaseUrl,
+      eventStore: 'postgres',
+      eventBus: 'store-log',
+      port: 0,
+      host: '127.0.0.1',
+      logLevel: (process.env['WEBHOOK_TEST_LOG_LEVEL'] as 'warn' | undefined) ?? 'fatal',
+    },
     [
       { name: 'gateway', imports: [gateway], migrations: MERCHANTS_MIGRATIONS },
       webhookDispatchService({ ...shared, sources: options.sources ?? [testSource()] }),
@@ -136,13 +175,21 @@ export async function startWebhookStack(options: WebhookStackOptions): Promise<W
       return { merchantId: created.row.merchant_id, apiKey: created.apiKey };
     },
     configureWebhook: async (merchantId, url, eventTypes) => {
-      const { issuedSecret } = await commands.updateProfile(merchantId, { webhookUrl: url, ...(eventTypes !== undefined ? { webhookEventTypes: eventTypes } : {}) });
+      const { issuedSecret } = await commands.updateProfile(merchantId, {
+        webhookUrl: url,
+        ...(eventTypes !== undefined ? { webhookEventTypes: eventTypes } : {}),
+      });
       return issuedSecret;
     },
     emit: async (merchantId, type, data) => {
       const id = randomUUID();
       await eventStore.appendToStream(`${TEST_CATEGORY}-${data.chargeId}`, [
-        { id, type, data, metadata: { merchantId, mode: 'test', occurredAt: options.clock.now().toISOString() } },
+        {
+          id,
+          type,
+          data,
+          metadata: { merchantId, mode: 'test', occurredAt: options.clock.now().toISOString() },
+        },
       ]);
       return id;
     },
@@ -153,7 +200,10 @@ export async function startWebhookStack(options: WebhookStackOptions): Promise<W
     api: async (method, path, apiKey, body) => {
       const res = await fetch(`${service.url}${path}`, {
         method,
-        headers: { authorization: `Bearer ${apiKey}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
       const text = await res.text();
