@@ -2,6 +2,82 @@
 // dependency rules (docs/architecture.md): apps never import apps, domain libs import only util libs,
 // and every scope sees only itself, the shared scope and the chain scope.
 import nx from '@nx/eslint-plugin';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+const root = import.meta.dirname;
+
+/** Source folders of the projects carrying one of `tags` (read from the project.json files under libs). */
+function sourceRootsTagged(tags) {
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of readdirSync(dir)) {
+      if (entry === 'node_modules' || entry.startsWith('.')) continue;
+      const path = join(dir, entry);
+      if (entry === 'project.json') {
+        const project = JSON.parse(readFileSync(path, 'utf8'));
+        if ((project.tags ?? []).some((t) => tags.includes(t)))
+          found.push(relative(root, join(dir, 'src')).split('\\').join('/'));
+      } else if (statSync(path).isDirectory()) walk(path);
+    }
+  };
+  walk(join(root, 'libs'));
+  return found.sort();
+}
+
+/**
+ * Pure code (domain libs and the pure util libs) stays free of frameworks, databases and the network: decide and
+ * evolve are functions of their inputs, so they run and test anywhere. Node's crypto (hashing) and the pure
+ * parts of libraries (ethers' ABI and hashing helpers) remain allowed.
+ */
+export const PURE_CODE_BANNED_IMPORTS = {
+  paths: [
+    'typeorm',
+    'pg',
+    'kafkajs',
+    'fastify',
+    'rxjs',
+    'class-validator',
+    'class-transformer',
+    'reflect-metadata',
+    ...[
+      'http',
+      'https',
+      'http2',
+      'net',
+      'tls',
+      'dgram',
+      'dns',
+      'fs',
+      'fs/promises',
+      'child_process',
+      'cluster',
+      'worker_threads',
+    ].flatMap((m) => [m, `node:${m}`]),
+  ].map((name) => ({
+    name,
+    message:
+      'pure code (type:domain, type:util) must not import frameworks, databases or the network; put this in a service or adapter lib.',
+  })),
+  patterns: [
+    {
+      group: [
+        '@nestjs/*',
+        '@eventstore/*',
+        '@electric-sql/*',
+        '@fastify/*',
+        'typeorm/*',
+        'pg-*',
+        'kafkajs/*',
+        '@stablepay/*-service',
+        '@stablepay/node-util',
+      ],
+      message:
+        'pure code (type:domain, type:util) must not import frameworks, databases or the network; put this in a service or adapter lib.',
+    },
+  ],
+};
+export const PURE_SOURCE_ROOTS = sourceRootsTagged(['type:domain', 'type:util']);
 
 const anyScope = [
   'scope:shared',
@@ -133,5 +209,9 @@ export default [
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
+  },
+  {
+    files: PURE_SOURCE_ROOTS.map((dir) => `${dir}/**/*.ts`),
+    rules: { 'no-restricted-imports': ['error', PURE_CODE_BANNED_IMPORTS] },
   },
 ];

@@ -16,7 +16,8 @@ import {
   subscriptionsService,
   subscriptionCheckoutWebhook,
 } from '@stablepay/subscriptions-service';
-import { type Clock, ConfigError, type PgliteServer, startPgliteServer } from '@stablepay/util';
+import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
+import { type Clock, ConfigError } from '@stablepay/util';
 import {
   dispatchOptionsFromEnv,
   domainEventSource,

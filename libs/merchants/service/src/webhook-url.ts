@@ -1,6 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { canonicalIp, isLoopbackAddress, isPublicAddress, validationError } from '@stablepay/util';
+import { canonicalIp, isLoopbackAddress, isPublicAddress } from '@stablepay/node-util';
+import { validationError } from '@stablepay/util';
 
 const BLOCKED_NAMES =
   /(^|\.)(localhost|local|internal|localdomain|home\.arpa)$|^metadata(\.google\.internal)?$/i;

@@ -1,3 +1,3 @@
 export * from './free-port';
-export { startPgliteServer, workspaceRoot, type PgliteServer } from '@stablepay/util';
+export { startPgliteServer, workspaceRoot, type PgliteServer } from '@stablepay/node-util';
 export * from './test-database';

@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { randomBytes } from 'node:crypto';
-import { startPgliteServer } from '@stablepay/util';
+import { startPgliteServer } from '@stablepay/node-util';
 
 export interface TestDatabase {
   /** Connection URL of a database that belongs to this test file alone. */

@@ -4,7 +4,5 @@ export * from './ids';
 export * from './money';
 export * from './config';
 export * from './json-logger';
-export * from './ip-policy';
 export * from './secret-box';
 export * from './read-your-writes';
-export * from './pglite-server';

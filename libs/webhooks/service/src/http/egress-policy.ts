@@ -1,6 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
-import { canonicalIp, isLoopbackAddress, isPublicAddress } from '@stablepay/util';
+import { canonicalIp, isLoopbackAddress, isPublicAddress } from '@stablepay/node-util';
 
 /**
  * SPEC Settings (the webhook URL must be a publicly reachable HTTPS address), enforced again at send time:

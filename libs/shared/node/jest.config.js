@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'shared-node',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

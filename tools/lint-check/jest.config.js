@@ -1,0 +1,1 @@
+module.exports = { displayName: 'lint-check', preset: '../../jest.preset.js', rootDir: __dirname };
