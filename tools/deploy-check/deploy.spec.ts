@@ -21,13 +21,14 @@ interface ComposeService {
 }
 
 describe('distributed deployment files', () => {
-  it('has the eight services of the design', () => {
+  it('has the eight services of the design and the relay', () => {
     expect(apps).toEqual([
       'charge-ledger',
       'gateway',
       'indexer',
       'payments',
       'payouts',
+      'relay',
       'settlement',
       'subscriptions',
       'webhook-dispatch',
@@ -58,6 +59,17 @@ describe('distributed deployment files', () => {
       );
     },
   );
+
+  it('runs exactly one relay wherever a service uses the Kafka bus (without it no consumer sees an event)', () => {
+    const onKafka = Object.values(compose.services).filter((s) => s.environment?.['EVENT_BUS'] === 'kafka');
+    expect(onKafka.length).toBeGreaterThan(0);
+    expect(compose.services['relay']?.build?.args?.['SERVICE']).toBe('relay');
+    expect(compose.services['relay']?.environment?.['EVENT_BUS']).toBe('kafka');
+    const relay = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', 'relay.yaml'), 'utf8'))
+      .map((d) => d.toJSON() as { kind: string; spec?: { replicas?: number; strategy?: { type: string } } })
+      .find((d) => d.kind === 'Deployment');
+    expect(relay?.spec).toMatchObject({ replicas: 1, strategy: { type: 'Recreate' } });
+  });
 
   it('the Dockerfile builds any one service and checks its health', () => {
     const dockerfile = readFileSync(join(root, 'deploy', 'Dockerfile'), 'utf8');

@@ -9,7 +9,7 @@ import { type LocalChains, startLocalChains } from '@stablepay/local-chains';
 import { MerchantCommands, merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import { paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
-import { platformConfigFromEnv, type RunningService, startService } from '@stablepay/runtime';
+import { platformConfigFromEnv, relayService, type RunningService, startService } from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
 import {
   subscriptionsConfigFromEnv,
@@ -104,6 +104,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
         settlementService(),
         payoutsService(),
         webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),
+        // With EVENT_BUS=kafka the process relays the store to Kafka itself; with store-log the store is the bus.
+        ...(platform.eventBus === 'kafka' ? [relayService(platform)] : []),
       ],
       { service: 'stablepay-embedded', ...(options.clock ? { clock: options.clock } : {}) },
     );

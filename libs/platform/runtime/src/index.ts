@@ -2,3 +2,4 @@ export * from './adapters';
 export * from './platform.config';
 export * from './service';
 export * from './run-main';
+export * from './relay';
