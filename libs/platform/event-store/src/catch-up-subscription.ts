@@ -18,10 +18,27 @@ export interface CheckpointStore {
   save(subscriptionId: string, position: bigint): Promise<void>;
 }
 
-/** The two reads a catch-up subscription needs; every EventStore provides them. */
+/**
+ * The reads a catch-up subscription needs. Every EventStore provides readAll/headPosition; a store whose log
+ * order is not the numeric order of positions (PostgreSQL: transaction id, then position) also provides the
+ * horizon pair below, which the subscription then uses to know when it has caught up.
+ */
 export interface CatchUpSource {
   readAll(options: ReadAllOptions): Promise<RecordedEvent[]>;
   headPosition(): Promise<bigint>;
+  /**
+   * Optional, as a pair: reads like readAll and, when the read reached the end of what is readable, returns its
+   * horizon: every event committed before a `watermark()` call that returned a value <= horizon is among the
+   * events read so far. Without them the subscription uses headPosition as both.
+   */
+  readCatchUpBatch?(options: ReadAllOptions): Promise<CatchUpBatch>;
+  watermark?(): Promise<bigint>;
+}
+
+export interface CatchUpBatch {
+  readonly events: RecordedEvent[];
+  /** Present when the batch was short: the subscription has seen everything up to this mark. */
+  readonly horizon?: bigint;
 }
 
 export interface CatchUpSettings {
@@ -31,13 +48,19 @@ export interface CatchUpSettings {
   readonly batchSize?: number;
   /** Back-off between retries of a failing handler or a failing read. */
   readonly retry?: BackoffSettings;
-  /** Registers a callback fired when new events may exist; returns its unregistration. */
-  readonly onAppend?: (wake: () => void) => () => void;
+  /**
+   * Registers a callback fired when new events may exist; returns its unregistration. The store may pass the
+   * mark (comparable with a batch's horizon) its append becomes readable at: a read that finds the horizon
+   * still below it polls again almost at once instead of after a full poll interval.
+   */
+  readonly onAppend?: (wake: (mark?: bigint) => void) => () => void;
   /** Reports read or checkpoint-write failures (the subscription keeps retrying them). */
   readonly onInfrastructureError?: (error: unknown, subscriptionId: string) => void;
 }
 
 const DEFAULT_POLL_INTERVAL_MS = 50;
+/** Re-poll delay while an append this process made is known to be committed but not readable yet. */
+const PENDING_REPOLL_MS = 2;
 const DEFAULT_BATCH_SIZE = 200;
 
 /**
@@ -46,8 +69,9 @@ const DEFAULT_BATCH_SIZE = 200;
  * each batch, after a failure, and at stop. Delivery is at-least-once: after a crash the events handled since
  * the last stored checkpoint are delivered again.
  *
- * Adapter-independent: it relies only on readAll/headPosition and on the store's promise that positions grow
- * in commit order (an event visible at position P implies every event below P is visible too).
+ * Adapter-independent: it relies on the store's promise that what a read returns is a prefix of the log in the
+ * store's order (an event that becomes readable later sorts after everything already returned), so the
+ * position of the last handled event is a safe cursor and checkpoint.
  */
 export async function startCatchUpSubscription(
   source: CatchUpSource,
@@ -61,6 +85,15 @@ export async function startCatchUpSubscription(
   return subscription;
 }
 
+/** The catch-up reads of a store whose log order is the numeric order of positions (in-memory, EventStoreDB). */
+async function readByPosition(source: CatchUpSource, options: ReadAllOptions): Promise<CatchUpBatch> {
+  // Head first, then the batch: every event at or below `head` is visible to the later read, so a short batch
+  // proves the subscription has seen everything up to `head`, including other categories' events.
+  const head = await source.headPosition();
+  const events = await source.readAll(options);
+  return events.length < (options.maxCount ?? Infinity) ? { events, horizon: head } : { events };
+}
+
 interface CaughtUpWaiter {
   readonly target: bigint;
   readonly resolve: () => void;
@@ -68,8 +101,12 @@ interface CaughtUpWaiter {
 }
 
 class CatchUpSubscription implements StoreSubscription {
-  /** Every event at or below this position has been handled (or is not ours). */
+  /** The last handled event's position: the read cursor and the checkpoint. */
   private position: bigint;
+  /** Every event committed before a watermark <= this has been handled (or is not ours). */
+  private horizon = -1n;
+  /** The newest readable-at mark an in-process append announced. */
+  private pendingMark = -1n;
   private savedPosition: bigint;
   private stopped = false;
   private loop: Promise<void> = Promise.resolve();
@@ -93,7 +130,11 @@ class CatchUpSubscription implements StoreSubscription {
     this.pollIntervalMs = settings.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.batchSize = settings.batchSize ?? DEFAULT_BATCH_SIZE;
     this.retry = settings.retry ?? DEFAULT_BACKOFF;
-    this.unregisterWake = settings.onAppend?.(() => this.pollSleep.wake()) ?? ((): void => undefined);
+    this.unregisterWake =
+      settings.onAppend?.((mark) => {
+        if (mark !== undefined && mark > this.pendingMark) this.pendingMark = mark;
+        this.pollSleep.wake();
+      }) ?? ((): void => undefined);
   }
 
   start(): void {
@@ -102,8 +143,8 @@ class CatchUpSubscription implements StoreSubscription {
 
   async caughtUp(): Promise<void> {
     if (this.stopped) throw new Error(`subscription ${this.options.subscriptionId} is stopped`);
-    const target = await this.source.headPosition();
-    if (this.position >= target) return;
+    const target = this.source.watermark ? await this.source.watermark() : await this.source.headPosition();
+    if (this.horizon >= target) return;
     return new Promise<void>((resolve, reject) => {
       this.waiters.push({ target, resolve, reject });
       this.pollSleep.wake();
@@ -124,18 +165,22 @@ class CatchUpSubscription implements StoreSubscription {
     let failedReads = 0;
     while (!this.stopped) {
       let more = false;
+      let pending = false;
       try {
-        // Head first, then the batch: every event at or below `head` is visible to the later read, so a short
-        // batch proves the subscription has seen everything up to `head`, including other categories' events.
-        const head = await this.source.headPosition();
-        const batch = await this.source.readAll({
+        const read: ReadAllOptions = {
           after: this.position,
           maxCount: this.batchSize,
           ...(this.options.categories ? { categories: this.options.categories } : {}),
-        });
-        more = batch.length >= this.batchSize;
-        if (!(await this.deliver(batch))) break;
-        if (!more && head > this.position) this.position = head;
+        };
+        const batch: CatchUpBatch = this.source.readCatchUpBatch
+          ? await this.source.readCatchUpBatch(read)
+          : await readByPosition(this.source, read);
+        more = batch.events.length >= this.batchSize;
+        if (!(await this.deliver(batch.events))) break;
+        if (batch.horizon !== undefined) {
+          if (batch.horizon > this.horizon) this.horizon = batch.horizon;
+          pending = this.pendingMark >= this.horizon;
+        }
         await this.persist();
         this.settleWaiters();
         failedReads = 0;
@@ -144,7 +189,7 @@ class CatchUpSubscription implements StoreSubscription {
         await this.retrySleep.sleep(backoffDelay(this.retry, failedReads++));
         continue;
       }
-      if (!more) await this.pollSleep.sleep(this.pollIntervalMs);
+      if (!more) await this.pollSleep.sleep(pending ? PENDING_REPOLL_MS : this.pollIntervalMs);
     }
     await this.finish();
   }
@@ -201,7 +246,7 @@ class CatchUpSubscription implements StoreSubscription {
   private settleWaiters(): void {
     for (let i = this.waiters.length - 1; i >= 0; i--) {
       const waiter = this.waiters[i];
-      if (waiter && waiter.target <= this.position) {
+      if (waiter && waiter.target <= this.horizon) {
         this.waiters.splice(i, 1);
         waiter.resolve();
       }

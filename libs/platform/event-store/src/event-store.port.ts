@@ -32,7 +32,12 @@ export interface RecordedEvent<Type extends string = string, Data = unknown> {
   readonly metadata: EventMetadata;
   /** 0-based position of the event inside its stream. */
   readonly revision: number;
-  /** Position in the store-wide order; strictly increasing in commit order. */
+  /**
+   * Identifies the event's place in the store-wide log; unique, and increasing with `revision` inside a stream.
+   * Reads return the log in the store's order, a prefix that later commits only extend, so the last position
+   * read is a safe `after` cursor. Across streams the numeric order may differ from the log order (PostgreSQL:
+   * concurrent appends), so never compare positions of different streams to order events.
+   */
   readonly globalPosition: bigint;
   readonly recordedAt: Date;
 }
@@ -57,7 +62,7 @@ export interface ReadStreamOptions {
 }
 
 export interface ReadAllOptions {
-  /** Exclusive: events strictly after this global position. Defaults to the beginning. */
+  /** Exclusive: events after the event at this global position, in log order. Defaults to the beginning. */
   readonly after?: bigint;
   readonly maxCount?: number;
   /** Only streams of these categories (the part of the stream id before the first '-'). */
@@ -108,7 +113,7 @@ export interface EventStore {
   /** Events of one stream; an unknown stream reads as empty. */
   readStream(streamId: string, options?: ReadStreamOptions): Promise<RecordedEvent[]>;
   readAll(options?: ReadAllOptions): Promise<RecordedEvent[]>;
-  /** The global position of the newest event (0n when empty). */
+  /** The position of the last readable event in log order (0n when empty): a safe `after` for a later read. */
   headPosition(): Promise<bigint>;
   subscribeToAll(options: SubscribeToAllOptions): Promise<StoreSubscription>;
   close(): Promise<void>;

@@ -3,12 +3,8 @@ import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { collectSubscription, describeEventStoreConformance } from '../event-store.conformance';
 import { WrongExpectedRevisionError, type RecordedEvent } from '../event-store.port';
-import {
-  createPostgresEventStore,
-  DuplicateEventIdError,
-  type PostgresEventStore,
-} from './postgres-event-store';
-import { migrateEventStore } from './postgres-event-store.schema';
+import { createPostgresEventStore, DuplicateEventIdError, PostgresEventStore } from './postgres-event-store';
+import { EVENT_STORE_MIGRATIONS, migrateEventStore } from './postgres-event-store.schema';
 
 // One private database for this file (PGlite when DATABASE_URL is unset); the conformance suite and the
 // Postgres-specific cases below share it, each in its own streams.
@@ -50,48 +46,123 @@ describe('PostgresEventStore specifics', () => {
     const { rows } = await pool.query<{ version: number }>(
       "SELECT version FROM stablepay_schema_migrations WHERE component = 'event_store'",
     );
-    expect(rows.map((r) => r.version)).toEqual([1]);
+    expect(rows.map((r) => r.version)).toEqual([1, 2]);
   });
 
-  it('never lets a catch-up reader skip an event whose transaction commits after a later one', async () => {
-    // A trigger makes one append hold its transaction open for a while after drawing its position. With a bare
-    // sequence the fast append drawn after it would commit first and the poller would checkpoint past the slow
-    // one; the append lock makes the fast append wait instead.
+  it('never lets a catch-up reader pass an append still in flight, and delivers it once it commits', async () => {
+    const db = await testDatabase();
+    if (db.kind === 'pglite') {
+      // PGlite runs one backend: transactions never overlap, so there is no in-flight append to hold open.
+      console.log('skipped on PGlite: one backend, appends cannot overlap');
+      return;
+    }
+    // A trigger parks the 'HeldOpen' append inside its transaction (position drawn, row written, not committed)
+    // until this test releases an advisory lock; a later append then commits at a HIGHER position.
     await pool.query(`
-      CREATE OR REPLACE FUNCTION sp_test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+      CREATE OR REPLACE FUNCTION sp_test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
-        IF NEW.type = 'SlowToCommit' THEN PERFORM pg_sleep(0.4); END IF;
+        IF NEW.type = 'HeldOpen' THEN PERFORM pg_advisory_xact_lock_shared(7340501); END IF;
         RETURN NEW;
       END $$;
-      CREATE TRIGGER sp_test_slow_commit AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION sp_test_slow_commit();
+      CREATE TRIGGER sp_test_hold AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION sp_test_hold();
     `);
+    const gate = await pool.connect();
+    const reader = await openStore(); // another instance: no waiting for its own appends
+    const before = await reader.headPosition();
     const { seen, subscription } = await collectSubscription(store, {
-      subscriptionId: 'late-commit',
-      categories: ['late'],
+      subscriptionId: 'held-open',
+      categories: ['held'],
     });
     try {
-      let slowSettled = false;
-      const slow = store
-        .appendToStream('late-slow', [{ id: 'late-slow-1', type: 'SlowToCommit', data: {} }])
-        .finally(() => (slowSettled = true));
-      // Start the fast append only once the slow one sleeps with its position drawn. (PGlite serialises
-      // transactions, so there this probe simply waits for the slow append to finish.)
-      while (!slowSettled) {
-        const { rows } = await pool.query<{ sleeping: number }>(
-          "SELECT count(*)::int AS sleeping FROM pg_stat_activity WHERE wait_event = 'PgSleep'",
+      await gate.query('SELECT pg_advisory_lock(7340501)');
+      const held = store.appendToStream('held-slow', [{ id: 'held-slow-1', type: 'HeldOpen', data: {} }]);
+      for (;;) {
+        const { rows } = await pool.query<{ waiting: number }>(
+          "SELECT count(*)::int AS waiting FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
         );
-        if ((rows[0]?.sleeping ?? 0) > 0) break;
+        if ((rows[0]?.waiting ?? 0) > 0) break;
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
-      const fast = store.appendToStream('late-fast', [{ id: 'late-fast-1', type: 'Quick', data: {} }]);
-      const [slowResult, fastResult] = await Promise.all([slow, fast]);
-      expect(fastResult.lastGlobalPosition).toBeGreaterThan(slowResult.lastGlobalPosition);
+      const fast = await store.appendToStream('held-fast', [{ id: 'held-fast-1', type: 'Quick', data: {} }]);
+
+      // The naive reader (committed rows by position) sees the later append alone and would checkpoint past
+      // the held one, which commits below it.
+      const naive = await pool.query<{ event_id: string; global_position: string }>(
+        "SELECT event_id, global_position::text AS global_position FROM events WHERE category = 'held' AND global_position > $1 ORDER BY global_position",
+        [before.toString()],
+      );
+      expect(naive.rows.map((r) => r.event_id)).toEqual(['held-fast-1']);
+      // This store's catch-up read does not move past the append still in flight.
+      const batch = await reader.readCatchUpBatch({ after: before, categories: ['held'] });
+      expect(batch.events).toEqual([]);
+      expect(batch.horizon).toBeLessThanOrEqual(await reader.watermark());
+      expect(await reader.headPosition()).toBe(before);
+      expect(seen).toEqual([]);
+
+      await gate.query('SELECT pg_advisory_unlock(7340501)');
+      const heldResult = await held;
+      expect(heldResult.lastGlobalPosition).toBeLessThan(fast.lastGlobalPosition);
       await subscription.caughtUp();
-      expect(seen.map((e) => e.id)).toEqual(['late-slow-1', 'late-fast-1']);
+      expect(seen.map((e) => e.id)).toEqual(['held-slow-1', 'held-fast-1']);
+      expect((await reader.readAll({ after: before, categories: ['held'] })).map((e) => e.id)).toEqual([
+        'held-slow-1',
+        'held-fast-1',
+      ]);
     } finally {
+      await gate.query('SELECT pg_advisory_unlock_all()');
+      gate.release();
       await subscription.stop();
-      await pool.query('DROP TRIGGER sp_test_slow_commit ON events; DROP FUNCTION sp_test_slow_commit()');
+      await reader.close();
+      await pool.query('DROP TRIGGER sp_test_hold ON events; DROP FUNCTION sp_test_hold()');
     }
+  });
+
+  it('upgrades a version-1 table: old events keep their order in front of new ones and checkpoints stay valid', async () => {
+    const db = await testDatabase();
+    const legacy = new Pool({ connectionString: db.url, max: 1 });
+    try {
+      // A version-1 schema in its own PostgreSQL schema (search_path), with rows as version 1 wrote them.
+      await legacy.query('CREATE SCHEMA legacy_v1; SET search_path TO legacy_v1');
+      await legacy.query(EVENT_STORE_MIGRATIONS[0]?.sql ?? '');
+      await legacy.query(`
+        INSERT INTO events (event_id, stream_id, category, revision, type, data, recorded_at)
+        VALUES ('old-1', 'old-1', 'old', 0, 'Noted', '{}', now()), ('old-2', 'old-2', 'old', 0, 'Noted', '{}', now())`);
+      await legacy.query(EVENT_STORE_MIGRATIONS[1]?.sql ?? '');
+      const upgraded = new PostgresEventStore(legacy);
+      await upgraded.appendToStream('old-3', [{ id: 'old-3', type: 'Noted', data: {} }]);
+      expect((await upgraded.readAll({})).map((e) => e.id)).toEqual(['old-1', 'old-2', 'old-3']);
+      const first = (await upgraded.readStream('old-1'))[0]?.globalPosition ?? 0n;
+      expect((await upgraded.readAll({ after: first })).map((e) => e.id)).toEqual(['old-2', 'old-3']);
+    } finally {
+      // PGlite serves every connection from one session: the search_path must not outlive this case.
+      await legacy.query('RESET search_path');
+      await legacy.end();
+    }
+  });
+
+  it('of concurrent appends expecting the same revision exactly one wins, the others get a revision conflict', async () => {
+    await store.appendToStream('race-1', [{ id: 'race-0', type: 'Noted', data: {} }]);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        store.appendToStream('race-1', [{ id: `race-a${i}`, type: 'Noted', data: {} }], {
+          expectedRevision: 0,
+        }),
+      ),
+    );
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    for (const o of outcomes) {
+      if (o.status === 'rejected') expect(o.reason).toBeInstanceOf(WrongExpectedRevisionError);
+    }
+    expect(await store.readStream('race-1')).toHaveLength(2);
+    // The same append sent concurrently several times (client retries) is stored once, all get its result.
+    const same = [{ id: 'race-same', type: 'Noted', data: {} }];
+    const results = await Promise.all(
+      Array.from({ length: 5 }, () =>
+        store.appendToStream('race-2', same, { expectedRevision: 'no_stream' }),
+      ),
+    );
+    expect(new Set(results.map((r) => r.lastGlobalPosition)).size).toBe(1);
+    expect(await store.readStream('race-2')).toHaveLength(1);
   });
 
   it('keeps the checkpoint durably in subscription_checkpoints under the subscription id', async () => {

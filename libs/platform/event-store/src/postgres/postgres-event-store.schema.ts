@@ -4,9 +4,10 @@ import { applySqlMigrations, type SqlMigration } from '../sql-migrations';
 /**
  * The event store's schema, forward-only. Never edit a released step: add the next version.
  *
- * - `events` is append-only. `global_position` comes from an identity column, but it is only drawn while the
- *   appender holds the store-wide append lock (see PostgresEventStore), which is what makes it grow in commit
- *   order. `category` is stored (not derived at read time) so category reads use an index.
+ * - `events` is append-only. `global_position` comes from an identity column; `transaction_id` is the writing
+ *   transaction's id (version 2), and the log order readers follow is (transaction_id, global_position), see
+ *   PostgresEventStore. Rows written before version 2 carry transaction id 0, so they keep their old order, in
+ *   front of everything newer. `category` is stored (not derived at read time) so category reads use an index.
  * - `subscription_checkpoints` holds each durable subscription's last handled position.
  */
 export const EVENT_STORE_MIGRATIONS: readonly SqlMigration[] = [
@@ -34,6 +35,19 @@ export const EVENT_STORE_MIGRATIONS: readonly SqlMigration[] = [
         position        bigint      NOT NULL DEFAULT 0,
         updated_at      timestamptz NOT NULL DEFAULT now()
       );
+    `,
+  },
+  {
+    version: 2,
+    name: 'events record their writing transaction id',
+    // Adding the column with a constant default rewrites nothing and gives existing rows 0; only then does the
+    // default become the writer's transaction id, so every later insert records its own.
+    sql: `
+      ALTER TABLE events ADD COLUMN transaction_id xid8 NOT NULL DEFAULT '0'::xid8;
+      ALTER TABLE events ALTER COLUMN transaction_id SET DEFAULT pg_current_xact_id();
+      CREATE INDEX events_log_order_idx ON events (transaction_id, global_position);
+      CREATE INDEX events_category_log_order_idx ON events (category, transaction_id, global_position);
+      DROP INDEX events_category_position_idx;
     `,
   },
 ];

@@ -1,4 +1,4 @@
-import { Pool, type PoolClient } from 'pg';
+import { Pool } from 'pg';
 import { systemClock, type Clock } from '@stablepay/util';
 import {
   streamCategory,
@@ -20,11 +20,10 @@ import {
 import { assertAppendable, assertReadOptions, checkExpectedRevision } from '../append-rules';
 import { migrateEventStore } from './postgres-event-store.schema';
 
-/**
- * Key of the transaction-scoped advisory lock every append takes before it draws a global position.
- * Arbitrary but fixed; no other Stablepay code may use it.
- */
-export const EVENT_STORE_APPEND_LOCK_KEY = 7_340_501_236_001n;
+/** How often an append that lost a race on a unique key is re-run against the state the winner committed. */
+const APPEND_CONFLICT_ATTEMPTS = 100;
+/** How long readAll/headPosition wait for this instance's own appends to become readable (see below). */
+const OWN_APPENDS_WAIT_MS = 2_000;
 
 /** An event id that already exists somewhere else than the exact place this append would write it. */
 export class DuplicateEventIdError extends Error {
@@ -87,12 +86,14 @@ interface EventRow {
   recorded_at: Date;
 }
 
-interface ProbeRow {
+interface AppendRow {
+  kind: 'inserted' | 'current' | 'stored';
   current_revision: number | null;
   event_id: string | null;
   stream_id: string | null;
   revision: number | null;
   global_position: string | null;
+  transaction_id: string | null;
 }
 
 // The position goes out as text (pg would give an int8 as a string anyway, this makes it explicit). Queries
@@ -101,23 +102,92 @@ const EVENT_COLUMNS =
   'e.global_position::text AS global_position, e.event_id, e.stream_id, e.revision, e.type, e.data, e.metadata, e.recorded_at';
 
 /**
+ * One append in one statement (one round trip, one implicit transaction): the stream's current revision, the
+ * copies of these ids already stored, and the insert, which happens only when no id is stored yet and the
+ * expected revision ($8 kind, $9 number) holds. The caller tells a conflict from a retry by the rows returned.
+ */
+const APPEND_SQL = `
+  WITH current_rev AS (
+    SELECT max(revision) AS revision FROM events WHERE stream_id = $1
+  ), stored AS (
+    SELECT event_id, stream_id, revision, global_position FROM events WHERE event_id = ANY($3::text[])
+  ), allowed AS (
+    SELECT coalesce(c.revision, -1) AS revision FROM current_rev c
+     WHERE NOT EXISTS (SELECT 1 FROM stored)
+       AND CASE $8::text
+             WHEN 'any' THEN true
+             WHEN 'no_stream' THEN c.revision IS NULL
+             WHEN 'stream_exists' THEN c.revision IS NOT NULL
+             ELSE c.revision = $9::integer
+           END
+  ), inserted AS (
+    INSERT INTO events (event_id, stream_id, category, revision, type, data, metadata, recorded_at)
+    SELECT t.event_id, $1, $2, a.revision + t.ord::integer, t.type, t.data::jsonb, t.metadata::jsonb, $7
+      FROM allowed a,
+           unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS t(event_id, type, data, metadata, ord)
+     ORDER BY t.ord
+    RETURNING revision, global_position, transaction_id
+  )
+  SELECT 'inserted' AS kind, NULL::integer AS current_revision, NULL::text AS event_id, NULL::text AS stream_id,
+         revision, global_position::text AS global_position, transaction_id::text AS transaction_id
+    FROM inserted
+  UNION ALL
+  SELECT 'current', (SELECT revision FROM current_rev), NULL, NULL, NULL, NULL, NULL
+  UNION ALL
+  SELECT 'stored', NULL, event_id, stream_id, revision, global_position::text, NULL FROM stored`;
+
+/**
+ * A catch-up batch: events after the cursor event ($1; an unknown position counts as transaction 0, which is
+ * what rows written before transaction ids were recorded carry) in log order, below the oldest in-flight
+ * transaction, and that horizon. One statement, so the horizon and the rows come from one snapshot; the outer
+ * join keeps the horizon row when no event qualifies.
+ */
+const READ_BATCH_SQL = `
+  WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon),
+       c AS (SELECT coalesce((SELECT transaction_id FROM events WHERE global_position = $1::bigint), '0'::xid8) AS tx)
+  SELECT h.horizon::text AS horizon, x.*
+    FROM h
+    LEFT JOIN LATERAL (
+      SELECT ${EVENT_COLUMNS}, e.transaction_id AS log_tx, e.global_position AS log_pos
+        FROM events e, c
+       WHERE (e.transaction_id, e.global_position) > (c.tx, $1::bigint)
+         AND e.transaction_id < h.horizon
+         AND ($3::text[] IS NULL OR e.category = ANY($3::text[]))
+       ORDER BY e.transaction_id, e.global_position
+       LIMIT $2
+    ) x ON true
+   ORDER BY x.log_tx, x.log_pos`;
+
+const HEAD_SQL = `
+  WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
+  SELECT h.horizon::text AS horizon,
+         (SELECT e.global_position::text FROM events e
+           WHERE e.transaction_id < h.horizon
+           ORDER BY e.transaction_id DESC, e.global_position DESC LIMIT 1) AS head
+    FROM h`;
+
+/**
  * EventStore on PostgreSQL: one append-only `events` table, unique (stream_id, revision) and unique event id.
  *
- * Commit order. A bigserial alone does not give positions in commit order: transaction A draws position 10,
- * B draws 11 and commits first, a reader sees 11, stores checkpoint 11, and never reads 10 once A commits.
- * Every append therefore takes one transaction-scoped advisory lock BEFORE it draws its positions and keeps it
- * until commit. PostgreSQL makes a commit visible before it releases the transaction's locks, so the next
- * appender can only draw a higher position after the previous append is visible: positions are strictly
- * increasing in commit order, and any snapshot sees a prefix of the log (plus gaps left by rolled-back appends,
- * which no later commit can fill). A reader may then checkpoint "everything up to P" safely.
+ * Concurrency. Appends take no lock: each is ONE statement (probe the stream and the ids, check the expected
+ * revision, insert) in its own implicit transaction, so appends to different streams run side by side. Two
+ * appends racing for the same revision meet on the unique key: the loser waits for the winner's commit, fails,
+ * and is re-run against the new state, which yields exactly what a serial run would (a revision conflict for an
+ * expected revision, the next revision for 'any', the original result for a retried id).
  *
- * Why the lock rather than the transaction-id filter (`xid < pg_snapshot_xmin(pg_current_snapshot())`) used
- * by Marten-style stores: that filter keeps appends concurrent but only makes the log gap-free when ordered by
- * (transaction id, position), so a single bigint position would not be strictly increasing in commit order,
- * which the port promises; it also holds back every reader behind any long transaction in the database. The
- * price of the lock: appends are serialised store-wide, each holding it for the probe, the insert and the
- * commit's flush (about 3 ms on this machine's PostgreSQL, so some 300 appends a second, each with any number
- * of events), well above this system's write rate; on PGlite (one backend) appends are serial anyway.
+ * The log order. A bigserial alone is not in commit order: transaction A draws position 10, B draws 11 and
+ * commits first; a reader that saw 11 and stored checkpoint 11 would never read 10. So every event records the
+ * id of the transaction that wrote it (`transaction_id`, `pg_current_xact_id()`), the log is ordered by
+ * (transaction_id, global_position), and catch-up reads return only events whose transaction id is below the
+ * oldest transaction still in flight (`pg_snapshot_xmin(pg_current_snapshot())`), the technique of emmett's and
+ * Marten's PostgreSQL stores. Every transaction below that mark has ended, and every transaction that can still
+ * commit has an id at or above it, so what a read returns is a prefix of the log in that order: an event that
+ * becomes readable later always sorts after it. The cursor `after: P` is the event at position P, located in
+ * that order (its transaction id is looked up), so the port's single bigint position remains the checkpoint.
+ * Within one stream, log order is revision order (revision n+1 is written only after revision n committed, by
+ * a later transaction). The price: readers are held back by any writing transaction in the cluster, however
+ * unrelated, for as long as it runs; keep transactions short (an idle-in-transaction session stalls every
+ * projection, which /ready and the projection-lag metric show).
  *
  * Idempotency. An append whose events already sit, with the same ids, at exactly the place it would write them
  * is a retry: it writes nothing and returns the original result. Any other reuse of an id is a
@@ -126,7 +196,9 @@ const EVENT_COLUMNS =
 export class PostgresEventStore implements EventStore {
   private readonly clock: Clock;
   private readonly ownsPool: boolean;
-  private readonly appendListeners = new Set<() => void>();
+  private readonly appendListeners = new Set<(mark?: bigint) => void>();
+  /** The highest transaction id of an append made through this instance (readable once the horizon passes it). */
+  private lastAppendMark = -1n;
   private readonly subscriptions = new Set<StoreSubscription>();
   private readonly checkpoints: CheckpointStore;
   private closed = false;
@@ -151,25 +223,45 @@ export class PostgresEventStore implements EventStore {
   ): Promise<AppendResult> {
     const expected = options.expectedRevision ?? 'any';
     assertAppendable(streamId, events, expected);
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      // One round trip: open the transaction and queue behind the previous appender (see the class comment).
-      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${EVENT_STORE_APPEND_LOCK_KEY})`);
+    const params = [
+      streamId,
+      streamCategory(streamId),
+      events.map((e) => e.id),
+      events.map((e) => e.type),
+      events.map((e) => JSON.stringify(e.data ?? null)),
+      events.map((e) => JSON.stringify(e.metadata ?? {})),
+      this.clock.now(),
+      typeof expected === 'number' ? 'revision' : expected,
+      typeof expected === 'number' ? expected : null,
+    ];
+    for (let attempt = 1; ; attempt++) {
+      let rows: AppendRow[];
       try {
-        const { result, wrote } = await this.appendLocked(client, streamId, events, expected);
-        await client.query(wrote ? 'COMMIT' : 'ROLLBACK');
-        if (wrote) this.notifyAppended();
-        return result;
+        ({ rows } = await this.pool.query<AppendRow>(APPEND_SQL, params));
       } catch (error) {
-        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-        });
+        // Lost a race on (stream_id, revision) or on an event id: the winner has committed by now, so running
+        // the statement again decides against its result.
+        if (isUniqueViolation(error) && attempt < APPEND_CONFLICT_ATTEMPTS) continue;
         throw error;
       }
-    } finally {
-      // A connection whose rollback failed is in an unknown state: destroy it rather than pool it.
-      client.release(broken);
+      const inserted = rows.filter((r) => r.kind === 'inserted');
+      const last = inserted.reduce<AppendRow | undefined>(
+        (max, row) => (max === undefined || (row.revision ?? -1) > (max.revision ?? -1) ? row : max),
+        undefined,
+      );
+      if (last?.revision != null && last.global_position !== null && last.transaction_id !== null) {
+        const mark = BigInt(last.transaction_id);
+        if (mark > this.lastAppendMark) this.lastAppendMark = mark;
+        this.notifyAppended(mark);
+        return { nextExpectedRevision: last.revision, lastGlobalPosition: BigInt(last.global_position) };
+      }
+      const current = rows.find((r) => r.kind === 'current')?.current_revision ?? -1;
+      const stored = rows
+        .filter((r): r is AppendRow & StoredRow => r.kind === 'stored')
+        .sort((a, b) => a.revision - b.revision);
+      if (stored.length > 0) return retriedAppendResult(streamId, events, expected, current, stored);
+      checkExpectedRevision(streamId, expected, current);
+      throw new Error(`stream ${streamId}: the append wrote nothing and reported no reason`);
     }
   }
 
@@ -186,29 +278,56 @@ export class PostgresEventStore implements EventStore {
     return rows.map(toRecordedEvent);
   }
 
+  /**
+   * Events in log order after the event at `after`, only those below the in-flight horizon (see the class
+   * comment), so paging with the last position read never skips an event. Events appended through this instance
+   * before the call are included: the read waits (briefly re-polling) while an older transaction elsewhere still
+   * holds them back, for up to OWN_APPENDS_WAIT_MS, then returns the readable prefix.
+   */
   async readAll(options: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     assertReadOptions(options);
-    const after = (options.after ?? 0n).toString();
-    const limit = options.maxCount ?? null;
-    const { rows } = options.categories
-      ? await this.pool.query<EventRow>(
-          `SELECT ${EVENT_COLUMNS} FROM events e
-            WHERE e.global_position > $1::bigint AND e.category = ANY($2::text[])
-            ORDER BY e.global_position LIMIT $3`,
-          [after, [...options.categories], limit],
-        )
-      : await this.pool.query<EventRow>(
-          `SELECT ${EVENT_COLUMNS} FROM events e WHERE e.global_position > $1::bigint ORDER BY e.global_position LIMIT $2`,
-          [after, limit],
-        );
-    return rows.map(toRecordedEvent);
+    return (await this.afterOwnAppends(() => this.readCatchUpBatch(options))).events;
   }
 
+  /** The position of the last readable event in log order (0n when none); a safe `after` for a later read. */
   async headPosition(): Promise<bigint> {
-    const { rows } = await this.pool.query<{ head: string }>(
-      'SELECT coalesce(max(global_position), 0)::text AS head FROM events',
+    const { head } = await this.afterOwnAppends(async () => {
+      const { rows } = await this.pool.query<{ head: string | null; horizon: string }>(HEAD_SQL);
+      const row = rows[0];
+      return { head: BigInt(row?.head ?? '0'), horizon: BigInt(row?.horizon ?? '0') };
+    });
+    return head;
+  }
+
+  /** Catch-up read: a batch in log order, and the horizon when it reached the end of what is readable. */
+  async readCatchUpBatch(options: ReadAllOptions): Promise<{ events: RecordedEvent[]; horizon: bigint }> {
+    const after = (options.after ?? 0n).toString();
+    const { rows } = await this.pool.query<EventRow & { horizon: string }>(READ_BATCH_SQL, [
+      after,
+      options.maxCount ?? null,
+      options.categories ? [...options.categories] : null,
+    ]);
+    const events = rows.filter((r) => r.global_position !== null).map(toRecordedEvent);
+    const horizon = BigInt(rows[0]?.horizon ?? '0');
+    return { events, horizon };
+  }
+
+  /** The next transaction id to be assigned: every transaction that committed before this call is below it. */
+  async watermark(): Promise<bigint> {
+    const { rows } = await this.pool.query<{ mark: string }>(
+      'SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS mark',
     );
-    return BigInt(rows[0]?.head ?? '0');
+    return BigInt(rows[0]?.mark ?? '0');
+  }
+
+  private async afterOwnAppends<T extends { horizon: bigint }>(read: () => Promise<T>): Promise<T> {
+    const own = this.lastAppendMark;
+    const deadline = Date.now() + OWN_APPENDS_WAIT_MS;
+    for (;;) {
+      const result = await read();
+      if (result.horizon > own || Date.now() > deadline) return result;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
   }
 
   /**
@@ -217,7 +336,17 @@ export class PostgresEventStore implements EventStore {
    */
   async subscribeToAll(options: SubscribeToAllOptions): Promise<StoreSubscription> {
     if (this.closed) throw new Error('event store is closed');
-    const subscription = await startCatchUpSubscription(this, this.checkpoints, options, {
+    const source = {
+      readAll: (o: ReadAllOptions) => this.readAll(o),
+      headPosition: () => this.headPosition(),
+      readCatchUpBatch: async (o: ReadAllOptions) => {
+        const batch = await this.readCatchUpBatch(o);
+        // A full batch says nothing about what lies beyond it.
+        return batch.events.length < (o.maxCount ?? Infinity) ? batch : { events: batch.events };
+      },
+      watermark: () => this.watermark(),
+    };
+    const subscription = await startCatchUpSubscription(source, this.checkpoints, options, {
       ...this.options.subscriptions,
       onAppend: (wake) => {
         this.appendListeners.add(wake);
@@ -243,58 +372,8 @@ export class PostgresEventStore implements EventStore {
     if (this.ownsPool) await this.pool.end();
   }
 
-  private async appendLocked(
-    client: PoolClient,
-    streamId: string,
-    events: readonly NewEvent[],
-    expected: ExpectedRevision,
-  ): Promise<{ result: AppendResult; wrote: boolean }> {
-    // The stream's current revision and any already-stored copies of these ids, in one round trip.
-    const probe = await client.query<ProbeRow>(
-      `SELECT (SELECT max(revision) FROM events WHERE stream_id = $1) AS current_revision,
-              e.event_id, e.stream_id, e.revision, e.global_position::text AS global_position
-         FROM (SELECT 1) AS one
-         LEFT JOIN events e ON e.event_id = ANY($2::text[])
-        ORDER BY e.global_position`,
-      [streamId, events.map((e) => e.id)],
-    );
-    const current = probe.rows[0]?.current_revision ?? -1;
-    const stored: StoredRow[] = probe.rows.filter(isStored);
-    if (stored.length > 0) {
-      return { result: retriedAppendResult(streamId, events, expected, current, stored), wrote: false };
-    }
-    checkExpectedRevision(streamId, expected, current);
-    const inserted = await client.query<{ global_position: string; revision: number }>(
-      `INSERT INTO events (event_id, stream_id, category, revision, type, data, metadata, recorded_at)
-       SELECT t.event_id, $1, $2, $3::integer + t.ord::integer - 1, t.type, t.data::jsonb, t.metadata::jsonb, $8
-         FROM unnest($4::text[], $5::text[], $6::text[], $7::text[])
-              WITH ORDINALITY AS t(event_id, type, data, metadata, ord)
-        ORDER BY t.ord
-       RETURNING global_position::text AS global_position, revision`,
-      [
-        streamId,
-        streamCategory(streamId),
-        current + 1,
-        events.map((e) => e.id),
-        events.map((e) => e.type),
-        events.map((e) => JSON.stringify(e.data ?? null)),
-        events.map((e) => JSON.stringify(e.metadata ?? {})),
-        this.clock.now(),
-      ],
-    );
-    const last = inserted.rows.reduce<{ global_position: string; revision: number } | undefined>(
-      (max, row) => (max === undefined || row.revision > max.revision ? row : max),
-      undefined,
-    );
-    if (!last) throw new Error(`stream ${streamId}: the insert returned no row`);
-    return {
-      result: { nextExpectedRevision: last.revision, lastGlobalPosition: BigInt(last.global_position) },
-      wrote: true,
-    };
-  }
-
-  private notifyAppended(): void {
-    for (const listener of this.appendListeners) listener();
+  private notifyAppended(mark: bigint): void {
+    for (const listener of this.appendListeners) listener(mark);
   }
 }
 
@@ -305,10 +384,8 @@ interface StoredRow {
   readonly global_position: string;
 }
 
-function isStored(row: ProbeRow): row is ProbeRow & StoredRow {
-  return (
-    row.event_id !== null && row.stream_id !== null && row.revision !== null && row.global_position !== null
-  );
+function isUniqueViolation(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === '23505';
 }
 
 /**
