@@ -183,6 +183,72 @@ export function describeEventBusConformance(name: string, setup: () => Promise<E
       expect(other.handled.map((m) => m.id)).toEqual(ids('durable', 0, 5));
     });
 
+    describe('with a batch handler', () => {
+      /** Consumes TOPIC in `group` with handleBatch, recording this case's messages and the batch sizes. */
+      const consumeBatches = async (
+        bus: EventBus,
+        group: string,
+        keyPrefix: string,
+        handle: (batch: readonly BusMessage[]) => Promise<void> = async () => undefined,
+      ): Promise<{ handled: BusMessage[]; calls: number[]; subscription: BusSubscription }> => {
+        const handled: BusMessage[] = [];
+        const calls: number[] = [];
+        const subscription = await bus.consume({
+          group: `${run}-${group}`,
+          topics: [TOPIC],
+          handler: async () => {
+            throw new Error('an adapter must call handleBatch instead of handler');
+          },
+          handleBatch: async (batch) => {
+            expect(batch.length).toBeGreaterThan(0);
+            await handle(batch);
+            calls.push(batch.length);
+            handled.push(...batch.filter((m) => m.key.startsWith(keyPrefix)));
+          },
+        });
+        return { handled, calls, subscription };
+      };
+
+      it("delivers every message once in batches, each key's messages in order", async () => {
+        const keys = ['b1', 'b2', 'b3'].map(keyOf);
+        await Promise.all(
+          keys.map(async (key, k) => {
+            for (let chunk = 0; chunk < 4; chunk++)
+              await env().append(key, events(`batch${k}`, chunk * 5, 5));
+          }),
+        );
+        const bus = await openBus();
+        const { handled, calls, subscription } = await consumeBatches(bus, 'batch', keyOf('b'));
+        await subscription.caughtUp();
+        await subscription.stop();
+        expect(handled).toHaveLength(60);
+        expect(calls.length).toBeLessThan(60);
+        for (const [k, key] of keys.entries()) {
+          expect(handled.filter((m) => m.key === key).map((m) => m.id)).toEqual(ids(`batch${k}`, 0, 20));
+        }
+      });
+
+      it('redelivers a failed batch whole and never skips; the group resumes after the last handled batch', async () => {
+        const key = keyOf('bfail');
+        await env().append(key, events('bfail', 0, 4));
+        let failures = 0;
+        const bus = await openBus();
+        const first = await consumeBatches(bus, 'bfail', key, async (batch) => {
+          if (batch.some((m) => m.key === key) && failures++ === 0) throw new Error('read model unavailable');
+        });
+        await first.subscription.caughtUp();
+        await first.subscription.stop();
+        expect(failures).toBeGreaterThan(1);
+        expect(first.handled.map((m) => m.id)).toEqual(ids('bfail', 0, 4));
+
+        await env().append(key, events('bfail', 4, 2));
+        const again = await consumeBatches(await openBus(), 'bfail', key);
+        await again.subscription.caughtUp();
+        await again.subscription.stop();
+        expect(again.handled.map((m) => m.id)).toEqual(ids('bfail', 4, 2));
+      });
+    });
+
     describe('with an idempotent handler', () => {
       const effectsTable = `bus_effects_${run}`;
 

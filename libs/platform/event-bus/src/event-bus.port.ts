@@ -28,6 +28,14 @@ export interface ConsumeOptions {
   readonly group: string;
   readonly topics: readonly string[];
   readonly handler: (message: BusMessage) => Promise<void>;
+  /**
+   * Optional batch form, called INSTEAD of `handler` by every adapter: consecutive messages in delivery order
+   * (one key's messages in order; never empty). The group's position moves past them only after it resolves;
+   * a failure redelivers the whole batch (at-least-once, never skipping). It must have the effect `handler`
+   * would have on each message in turn; a consumer gains by committing one transaction per batch.
+   */
+  readonly handleBatch?: (messages: readonly BusMessage[]) => Promise<void>;
+  /** Reports a failed handler call (for a batch, with the batch's first message); delivery is then retried. */
   readonly onError?: (error: unknown, message: BusMessage) => void;
 }
 

@@ -219,7 +219,13 @@ export class KafkaEventBus implements EventBus {
   }
 }
 
-/** One member of a consumer group: handles each assigned partition in order, commits after each message. */
+/** Largest slice of a fetched Kafka batch handed to one handleBatch call. */
+const MAX_HANDLER_BATCH = 500;
+
+/**
+ * One member of a consumer group: handles each assigned partition in order, commits after each message (or,
+ * with handleBatch, after each slice of a fetched batch).
+ */
 class KafkaGroupMember {
   stopped = false;
   private readonly retrySleep = new InterruptibleSleep();
@@ -260,6 +266,21 @@ class KafkaGroupMember {
     isRunning,
     isStale,
   }: EachBatchPayload): Promise<void> {
+    const active = (): boolean => !this.stopped && isRunning() && !isStale();
+    if (this.options.handleBatch) {
+      for (let i = 0; i < batch.messages.length; i += MAX_HANDLER_BATCH) {
+        if (!active()) return;
+        const chunk = batch.messages.slice(i, i + MAX_HANDLER_BATCH);
+        const last = chunk[chunk.length - 1];
+        if (!last || !(await this.handleChunkWithRetry(chunk, heartbeat, active))) return;
+        resolveOffset(last.offset);
+        await this.consumer.commitOffsets([
+          { topic: batch.topic, partition: batch.partition, offset: (BigInt(last.offset) + 1n).toString() },
+        ]);
+        await heartbeat();
+      }
+      return;
+    }
     for (const raw of batch.messages) {
       if (this.stopped || !isRunning() || isStale()) return;
       const handled = await this.handleWithRetry(
@@ -293,6 +314,32 @@ class KafkaGroupMember {
         await this.retrySleep.sleep(backoffDelay(this.retry, failures));
         if (!active()) break;
         // Stay in the group while retrying; a rebalance error from here ends the batch without a commit.
+        await heartbeat();
+      }
+    }
+    return false;
+  }
+
+  /** One handleBatch call over a chunk of a partition's messages, retried whole until it succeeds. */
+  private async handleChunkWithRetry(
+    chunk: readonly KafkaMessage[],
+    heartbeat: () => Promise<void>,
+    active: () => boolean,
+  ): Promise<boolean> {
+    const handleBatch = this.options.handleBatch;
+    if (!handleBatch) return false;
+    for (let failures = 0; active(); failures++) {
+      let messages: BusMessage[] | undefined;
+      try {
+        messages = chunk.map((raw) => decodeBusMessage(raw.value ?? ''));
+        await handleBatch(messages);
+        return true;
+      } catch (error) {
+        const first = messages?.[0];
+        if (first) this.report(error, first);
+        else this.busOptions.onInfrastructureError?.(error, this.options.group);
+        await this.retrySleep.sleep(backoffDelay(this.retry, failures));
+        if (!active()) break;
         await heartbeat();
       }
     }

@@ -245,6 +245,40 @@ describe('KafkaEventBus (kafkajs stand-in)', () => {
     await bus.close();
   });
 
+  it('hands a batch handler the fetched messages in order, retries a failed batch whole, then commits past it', async () => {
+    const bus = new KafkaEventBus({ brokers: ['kafka:9092'], retry: { initialMs: 1, maxMs: 5 } });
+    const calls: string[][] = [];
+    let failures = 1;
+    const errors: string[] = [];
+    const subscription = await bus.consume({
+      group: 'g',
+      topics: [TOPIC],
+      handler: async () => {
+        throw new Error('the batch handler is used instead');
+      },
+      handleBatch: async (messages) => {
+        calls.push(messages.map((m) => m.id));
+        if (failures-- > 0) throw new Error('down');
+      },
+      onError: (_e, m) => errors.push(m.id),
+    });
+    await runBatch(
+      batchPayload([
+        kafkaMessage('20', busMessage('evt_20', 0)),
+        kafkaMessage('21', busMessage('evt_21', 1)),
+        kafkaMessage('22', busMessage('evt_22', 2)),
+      ]),
+    );
+    expect(calls).toEqual([
+      ['evt_20', 'evt_21', 'evt_22'],
+      ['evt_20', 'evt_21', 'evt_22'],
+    ]);
+    expect(errors).toEqual(['evt_20']);
+    expect(mockKafka.commits.map((c) => c.offset)).toEqual(['23']);
+    await subscription.stop();
+    await bus.close();
+  });
+
   it('caughtUp waits until the group committed up to the end offsets seen when it was called', async () => {
     const bus = new KafkaEventBus({ brokers: ['kafka:9092'], caughtUpPollMs: 5 });
     const subscription = await bus.consume({ group: 'g', topics: [TOPIC], handler: async () => undefined });

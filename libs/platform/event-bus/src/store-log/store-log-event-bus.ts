@@ -22,7 +22,8 @@ export class StoreIsTheBusError extends Error {
  *   e.g. a relay pointed at this bus, or code publishing events it never stored).
  * - A consumer group keeps one durable position PER TOPIC (the store subscription `bus:<group>:<topic>`), like
  *   Kafka's per-partition offsets: adding a topic to a group later starts that topic from its beginning instead
- *   of silently skipping its history. The member's handler still runs one message at a time.
+ *   of silently skipping its history. The member's handler still runs one call at a time; with `handleBatch`
+ *   each call gets the batch the store's catch-up read returned (up to its batch size) for one topic.
  * - Order: per key (stream) always; within one topic also the store's global order. Across topics there is no
  *   order guarantee (there is none on Kafka either).
  * - Delivery is at-least-once: a failing handler is retried with back-off and never skipped; after a crash the
@@ -44,6 +45,7 @@ export class StoreLogEventBus implements EventBus {
     if (topics.length === 0) throw new TypeError(`consumer group ${options.group}: no topic to consume`);
     for (const topic of topics) categoriesForTopics([topic]); // rejects an unknown topic before anything starts
     const oneAtATime = new Mutex();
+    const handleBatch = options.handleBatch;
     const subscriptions: StoreSubscription[] = [];
     try {
       for (const topic of topics) {
@@ -52,6 +54,9 @@ export class StoreLogEventBus implements EventBus {
             subscriptionId: storeLogSubscriptionId(options.group, topic),
             categories: categoriesForTopics([topic]),
             handler: (event) => oneAtATime.run(() => options.handler(toBusMessage(event))),
+            ...(handleBatch
+              ? { handleBatch: (batch) => oneAtATime.run(() => handleBatch(batch.map(toBusMessage))) }
+              : {}),
             ...(options.onError
               ? { onError: (error, event) => options.onError?.(error, toBusMessage(event)) }
               : {}),
