@@ -1,65 +1,54 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnApplicationShutdown,
-} from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 import { DataSource, type EntityManager } from 'typeorm';
-import {
-  type BusMessage,
-  type BusSubscription,
-  EVENT_BUS,
-  type EventBus,
-  topicForCategory,
-} from '@stablepay/event-bus';
+import { Projections } from '@stablepay/aggregate';
+import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
 import { MERCHANT_CATEGORY, type MerchantEvent } from '@stablepay/merchants-domain';
 
 export const MERCHANT_TOPIC = topicForCategory(MERCHANT_CATEGORY);
-const GROUP = 'merchants.settings-projection';
+export const MERCHANT_SETTINGS_PROJECTION = 'merchants.settings-projection';
 
 /**
- * merchant-<id> events -> merchant_settings and api_keys rows. Idempotent by stream revision: each row stores
- * the revision it reflects and an event at or below it is skipped, so redelivery changes nothing.
+ * merchant-<id> events -> merchant_settings and api_keys rows, in batches (one transaction each) through the
+ * platform's ProjectionRunner, which parks a merchant's stream on an event it cannot apply while every other
+ * merchant's events go on. Idempotent by stream revision: each row stores the revision it reflects and an event
+ * at or below it is skipped, so redelivery changes nothing.
  */
 @Injectable()
 export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApplicationShutdown {
-  private readonly logger = new Logger('merchant-settings-projection');
-  private subscription?: BusSubscription;
+  private runner?: ProjectionRunner;
   /** Emits `<merchantId>` after a row changed, so read-your-writes waits wake at once in this process. */
   readonly changes = new EventEmitter().setMaxListeners(0);
 
   constructor(
     @Inject(DataSource) private readonly dataSource: DataSource,
-    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(Projections) private readonly projections: Projections,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    this.subscription = await this.bus.consume({
-      group: GROUP,
+    this.runner = await this.projections.start({
+      name: MERCHANT_SETTINGS_PROJECTION,
       topics: [MERCHANT_TOPIC],
-      handler: (message) => this.apply(message),
-      onError: (error, message) =>
-        this.logger.error({
-          msg: 'projection failed, will retry',
-          eventId: message.id,
-          error: String(error),
-        }),
+      apply: (em, message) => this.applyMessage(em, message),
+      onCommitted: (changed) => {
+        for (const message of changed) this.changes.emit(merchantIdOf(message), message.revision);
+      },
     });
   }
 
   async onApplicationShutdown(): Promise<void> {
-    await this.subscription?.stop();
+    await this.projections.stop(this.runner);
   }
 
+  /** Applies one message in its own transaction (tests and tools; the runner batches). */
   async apply(message: BusMessage): Promise<void> {
+    const applied = await this.dataSource.transaction((em) => this.applyMessage(em, message));
+    if (applied) this.changes.emit(merchantIdOf(message), message.revision);
+  }
+
+  private applyMessage(em: EntityManager, message: BusMessage): Promise<boolean> {
     const event = { type: message.type, data: message.data } as MerchantEvent;
-    const merchantId = message.key.slice(MERCHANT_CATEGORY.length + 1);
-    const applied = await this.dataSource.transaction((em) =>
-      this.applyIn(em, merchantId, message.revision, event),
-    );
-    if (applied) this.changes.emit(merchantId, message.revision);
+    return this.applyIn(em, merchantIdOf(message), message.revision, event);
   }
 
   private async applyIn(
@@ -152,4 +141,8 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
     // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
     return Array.isArray(updated) && typeof updated[1] === 'number' ? updated[1] > 0 : false;
   }
+}
+
+function merchantIdOf(message: BusMessage): string {
+  return message.key.slice(MERCHANT_CATEGORY.length + 1);
 }

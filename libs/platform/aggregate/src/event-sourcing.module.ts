@@ -6,9 +6,18 @@ import {
   Module,
   type OnApplicationShutdown,
   type OnModuleInit,
+  Logger,
+  Optional,
 } from '@nestjs/common';
+import { DataSource } from 'typeorm';
 import { type EventStore } from '@stablepay/event-store';
-import { EVENT_BUS, type EventBus } from '@stablepay/event-bus';
+import {
+  EVENT_BUS,
+  type EventBus,
+  type ProjectionDefinition,
+  ProjectionRegistry,
+  ProjectionRunner,
+} from '@stablepay/event-bus';
 import { type Clock, systemClock } from '@stablepay/util';
 import { ReadinessRegistry } from '@stablepay/http';
 
@@ -23,17 +32,62 @@ export interface EventSourcingOptions {
   readonly clock?: Clock;
 }
 
+/**
+ * Starts the process's projections (ProjectionRunner: batches in one transaction, poison events park their
+ * stream) and keeps them in one registry for /ready and the operator routes.
+ */
+@Injectable()
+export class Projections {
+  readonly registry = new ProjectionRegistry();
+
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Optional() @Inject(DataSource) private readonly dataSource?: DataSource,
+  ) {}
+
+  async start(definition: ProjectionDefinition): Promise<ProjectionRunner> {
+    if (!this.dataSource) throw new Error(`projection ${definition.name} needs the DatabaseModule`);
+    const logger = new Logger(definition.name);
+    const runner = new ProjectionRunner(definition, {
+      dataSource: this.dataSource,
+      bus: this.bus,
+      store: this.store,
+      logger: {
+        error: (m) => logger.error(m),
+        warn: (m) => logger.warn(m),
+        log: (m) => logger.log(m),
+      },
+    });
+    await runner.start();
+    this.registry.add(runner);
+    return runner;
+  }
+
+  async stop(runner: ProjectionRunner | undefined): Promise<void> {
+    if (!runner) return;
+    this.registry.remove(runner);
+    await runner.stop();
+  }
+}
+
 @Injectable()
 class EventSourcingLifecycle implements OnModuleInit, OnApplicationShutdown {
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(EVENT_BUS) private readonly bus: EventBus,
     @Inject(ReadinessRegistry) private readonly readiness: ReadinessRegistry,
+    @Inject(Projections) private readonly projections: Projections,
   ) {}
 
   onModuleInit(): void {
     this.readiness.register('event_store', async () => {
       await this.store.headPosition();
+    });
+    this.readiness.register('projections', async () => {
+      const { stalled, degraded } = this.projections.registry.readiness();
+      if (stalled.length > 0) throw new Error(stalled.join('; '));
+      return degraded.join('; ');
     });
   }
 
@@ -58,9 +112,10 @@ export class EventSourcingModule {
           inject: [EVENT_STORE],
         },
         { provide: CLOCK, useValue: options.clock ?? systemClock },
+        Projections,
         EventSourcingLifecycle,
       ],
-      exports: [EVENT_STORE, EVENT_BUS, CLOCK],
+      exports: [EVENT_STORE, EVENT_BUS, CLOCK, Projections],
     };
   }
 }

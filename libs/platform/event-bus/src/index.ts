@@ -5,3 +5,5 @@ export * from './store-log/store-log-event-bus';
 export * from './kafka/kafka-event-bus';
 export * from './relay/event-store-relay';
 export * from './idempotency/idempotent-handler';
+export * from './projection/projection-runner';
+export * from './projection/projection-metrics';

@@ -1,8 +1,13 @@
-import { Controller, Get, Injectable, Module, Res, Global } from '@nestjs/common';
+import { Controller, Get, Injectable, Module, Res, Global, Header } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
+import { register } from 'prom-client';
 import { Public } from './auth';
 
-export type ReadinessCheck = () => Promise<void>;
+/**
+ * Throws (or rejects) when the dependency cannot serve traffic. Resolving with a text means "ready, but
+ * degraded": the text is reported as the check's detail and the process stays ready.
+ */
+export type ReadinessCheck = () => Promise<void | string>;
 
 /** Modules register what they need to serve traffic (database, event store, chains); /ready runs them all. */
 @Injectable()
@@ -15,25 +20,27 @@ export class ReadinessRegistry {
 
   async run(timeoutMs = 2000): Promise<{ ready: boolean; checks: Record<string, string> }> {
     const results: Record<string, string> = {};
+    const failed = new Set<string>();
     await Promise.all(
       [...this.checks].map(async ([name, check]) => {
         let timer: NodeJS.Timeout | undefined;
         try {
-          await Promise.race([
+          const detail = await Promise.race([
             check(),
             new Promise<never>((_, reject) => {
               timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
             }),
           ]);
-          results[name] = 'ok';
+          results[name] = typeof detail === 'string' && detail !== '' ? `degraded: ${detail}` : 'ok';
         } catch (error) {
+          failed.add(name);
           results[name] = error instanceof Error ? error.message : String(error);
         } finally {
           if (timer) clearTimeout(timer);
         }
       }),
     );
-    return { ready: Object.values(results).every((r) => r === 'ok'), checks: results };
+    return { ready: failed.size === 0, checks: results };
   }
 }
 
@@ -59,6 +66,25 @@ export class HealthController {
   }
 }
 
+/**
+ * Prometheus metrics of this process (prom-client's default registry: projection lag, parked streams, batch
+ * sizes...). Public like /health: it carries counts and names of components, never merchant data.
+ */
+@Public()
+@Controller()
+export class MetricsController {
+  @Get('metrics')
+  @Header('Content-Type', register.contentType)
+  @Header('Cache-Control', 'no-store')
+  async metrics(): Promise<string> {
+    return register.metrics();
+  }
+}
+
 @Global()
-@Module({ controllers: [HealthController], providers: [ReadinessRegistry], exports: [ReadinessRegistry] })
+@Module({
+  controllers: [HealthController, MetricsController],
+  providers: [ReadinessRegistry],
+  exports: [ReadinessRegistry],
+})
 export class HealthModule {}

@@ -10,6 +10,7 @@ import {
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DataSource } from 'typeorm';
 import { EventSourcingModule } from '@stablepay/aggregate';
+import { CreateParkedStreams1767312000000 } from '@stablepay/event-bus';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
   createHttpApp,
@@ -56,7 +57,11 @@ export function platformRootModule(
       HealthModule,
       DatabaseModule.forRoot({
         url: config.databaseUrl,
-        migrations: [CreateIdempotencyKeys1763800000000, ...services.flatMap((s) => s.migrations ?? [])],
+        migrations: [
+          CreateIdempotencyKeys1763800000000,
+          CreateParkedStreams1767312000000,
+          ...services.flatMap((s) => s.migrations ?? []),
+        ],
         applicationName: services.map((s) => s.name).join('+'),
       }),
       EventSourcingModule.forRoot({

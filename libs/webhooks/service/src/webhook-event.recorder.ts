@@ -17,8 +17,8 @@ import { WebhookEventStore } from './webhook-event.store';
 export const WEBHOOK_RECORDER_GROUP = 'webhooks.dispatcher';
 
 /**
- * Domain events -> webhook events. Consumes every registered source's topic, lets each source map a message to
- * drafts, and records them, due now, in one statement. The event id is the deduplication key, so a redelivered
+ * Domain events -> webhook events. Consumes every registered source's topic in batches, lets each source map
+ * each message to drafts, and records a batch's drafts, due now, in one statement. The event id is the deduplication key, so a redelivered
  * bus message records nothing twice. Whether an event is sent (the merchant's selection, a configured URL) is
  * decided by the dispatcher when it first picks the event up, with the settings of that moment.
  */
@@ -42,6 +42,7 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       group: WEBHOOK_RECORDER_GROUP,
       topics,
       handler: (message) => this.handle(message),
+      handleBatch: (messages) => this.handleBatch(messages),
       onError: (error, message) =>
         this.logger.error({
           msg: 'recording webhook events failed, will retry',
@@ -61,6 +62,21 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
   }
 
   async handle(message: BusMessage): Promise<void> {
+    await this.handleBatch([message]);
+  }
+
+  /** A batch of bus messages -> their webhook events, recorded in ONE statement (one transaction). */
+  async handleBatch(messages: readonly BusMessage[]): Promise<void> {
+    const events = messages.flatMap((message) => this.draftsOf(message));
+    if (events.length === 0) return;
+    const now = this.clock.now();
+    const inserted = await this.store.record(
+      events.map((event) => ({ event, state: recordedDelivery(now), recordedAt: now })),
+    );
+    if (inserted > 0) this.dispatcher.wake();
+  }
+
+  private draftsOf(message: BusMessage): RecordedWebhookEvent[] {
     const events: RecordedWebhookEvent[] = [];
     for (const source of this.sources.forTopic(message.topic)) {
       try {
@@ -88,11 +104,6 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
         });
       }
     }
-    if (events.length === 0) return;
-    const now = this.clock.now();
-    const inserted = await this.store.record(
-      events.map((event) => ({ event, state: recordedDelivery(now), recordedAt: now })),
-    );
-    if (inserted > 0) this.dispatcher.wake();
+    return events;
   }
 }

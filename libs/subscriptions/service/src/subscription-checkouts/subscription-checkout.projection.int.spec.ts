@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { openDataSource } from '@stablepay/database';
-import type { BusMessage, EventBus } from '@stablepay/event-bus';
+import type { BusMessage } from '@stablepay/event-bus';
+import type { Projections } from '@stablepay/aggregate';
 import {
   decideSubscriptionCheckout,
   evolveSubscriptionCheckout,
@@ -63,7 +64,7 @@ describe('subscription checkout projection (idempotent by stream revision)', () 
     db = await createTestDatabase();
     dataSource = await openDataSource({ url: db.url, migrations: SUBSCRIPTIONS_MIGRATIONS });
     const changes = new SubscriptionCheckoutChanges();
-    projection = new SubscriptionCheckoutProjection(dataSource, {} as EventBus, changes);
+    projection = new SubscriptionCheckoutProjection(dataSource, {} as Projections, changes);
     reader = new SubscriptionCheckoutReader(dataSource, changes);
   });
 

@@ -1,18 +1,7 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnModuleDestroy,
-} from '@nestjs/common';
-import { DataSource } from 'typeorm';
-import {
-  type BusMessage,
-  type BusSubscription,
-  EVENT_BUS,
-  type EventBus,
-  topicForCategory,
-} from '@stablepay/event-bus';
+import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { Projections } from '@stablepay/aggregate';
+import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
 import {
   SUBSCRIPTION_CHECKOUT_CATEGORY,
   type SubscriptionCheckoutEvent,
@@ -20,7 +9,7 @@ import {
 import { SubscriptionCheckoutChanges } from './changes';
 
 export const SUBSCRIPTION_CHECKOUT_TOPIC = topicForCategory(SUBSCRIPTION_CHECKOUT_CATEGORY);
-const GROUP = 'subscriptions.subscription-checkout-projection';
+export const SUBSCRIPTION_CHECKOUT_PROJECTION = 'subscriptions.subscription-checkout-projection';
 const KNOWN = new Set<string>([
   'SubscriptionCheckoutCreated.v1',
   'SubscriptionCheckoutCancelled.v1',
@@ -34,45 +23,52 @@ const KNOWN = new Set<string>([
  */
 @Injectable()
 export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly logger = new Logger('subscription-checkout-projection');
-  private subscription?: BusSubscription;
+  private runner?: ProjectionRunner;
 
   constructor(
     @Inject(DataSource) private readonly dataSource: DataSource,
-    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(Projections) private readonly projections: Projections,
     @Inject(SubscriptionCheckoutChanges) private readonly changes: SubscriptionCheckoutChanges,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    this.subscription = await this.bus.consume({
-      group: GROUP,
+    // Batches in one transaction each; an event that cannot be applied parks its checkout's stream only.
+    this.runner = await this.projections.start({
+      name: SUBSCRIPTION_CHECKOUT_PROJECTION,
       topics: [SUBSCRIPTION_CHECKOUT_TOPIC],
-      handler: (message) => this.apply(message),
-      onError: (error, message) =>
-        this.logger.error({
-          msg: 'projection failed, will retry',
-          eventId: message.id,
-          error: String(error),
-        }),
+      apply: (em, message) => this.applyIn(em, message),
+      onCommitted: (changed) => {
+        for (const message of changed) this.emitChange(message);
+      },
     });
   }
 
   async onModuleDestroy(): Promise<void> {
-    await this.subscription?.stop();
+    await this.projections.stop(this.runner);
   }
 
   /** Resolves once every event stored before the call is projected (tests and tools). */
   async caughtUp(): Promise<void> {
-    await this.subscription?.caughtUp();
+    await this.runner?.caughtUp();
   }
 
+  /** Applies one message in its own transaction (tests and tools; the runner batches). */
   async apply(message: BusMessage): Promise<void> {
-    if (!KNOWN.has(message.type)) return; // newer event types: skipped (the next known one carries the whole object)
+    const changed = await this.dataSource.transaction((em) => this.applyIn(em, message));
+    if (changed) this.emitChange(message);
+  }
+
+  private emitChange(message: BusMessage): void {
+    const o = (message.data as SubscriptionCheckoutEvent['data']).object;
+    this.changes.emit(o.id, message.revision);
+  }
+
+  /** The write and its revision check, inside the caller's transaction; true when a row changed. */
+  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+    if (!KNOWN.has(message.type)) return false; // newer event types: skipped (the next known one carries the whole object)
     const event = { type: message.type, data: message.data } as SubscriptionCheckoutEvent;
     const o = event.data.object;
-    // One transaction per event: the write and its revision check are atomic (and, on the embedded PGlite server,
-    // a transaction is what keeps another connection's statements from interleaving with this one's).
-    const changed = await this.dataSource.transaction(async (em) => {
+    {
       if (event.type === 'SubscriptionCheckoutCreated.v1') {
         const merchantId = message.metadata.merchantId;
         const mode = message.metadata.mode;
@@ -104,7 +100,6 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
       );
       // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
       return Array.isArray(updated) && typeof updated[1] === 'number' && updated[1] > 0;
-    });
-    if (changed) this.changes.emit(o.id, message.revision);
+    }
   }
 }

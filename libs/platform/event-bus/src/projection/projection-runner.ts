@@ -1,0 +1,485 @@
+import type { DataSource, EntityManager, MigrationInterface, QueryRunner } from 'typeorm';
+import type { EventStore } from '@stablepay/event-store';
+import { toBusMessage } from '../bus-message';
+import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
+import { projectionMetrics } from './projection-metrics';
+
+/** A read model fed from the bus. `apply` must be idempotent (read models keep the stream revision they reflect). */
+export interface ProjectionDefinition {
+  /** Consumer group, metric label and the name operators use (`/admin/projections`). */
+  readonly name: string;
+  readonly topics: readonly string[];
+  /** Applies one message inside the batch's transaction; true when it changed the read model. */
+  apply(em: EntityManager, message: BusMessage): Promise<boolean>;
+  /** Called after a transaction committed, with the messages that changed the read model (in order). */
+  onCommitted?(changed: readonly BusMessage[]): void;
+}
+
+export interface ProjectionLogger {
+  error(message: Record<string, unknown>): void;
+  warn(message: Record<string, unknown>): void;
+  log(message: Record<string, unknown>): void;
+}
+
+export interface ParkedStream {
+  readonly projection: string;
+  readonly streamId: string;
+  readonly eventId: string;
+  readonly revision: number;
+  readonly eventType: string;
+  readonly error: string;
+  readonly parkedAt: string;
+  readonly attempts: number;
+  /** The newest later revision of the stream that arrived while parked and waits behind it. */
+  readonly waitingRevision: number | null;
+  readonly retryRequestedAt: string | null;
+}
+
+export type RetryOutcome = 'applied' | 'still_parked' | 'not_parked';
+
+export interface ProjectionStatus {
+  readonly name: string;
+  /** Batches keep failing for a reason that is not one event (e.g. the database is unreachable). */
+  readonly stalled: boolean;
+  readonly consecutiveFailures: number;
+  readonly lastError?: string;
+  readonly parkedStreams: number;
+}
+
+const CREATE_PARKED_STREAMS = `
+  CREATE TABLE IF NOT EXISTS parked_streams (
+    projection         text        NOT NULL,
+    stream_id          text        NOT NULL,
+    event_id           text        NOT NULL,
+    revision           integer     NOT NULL,
+    event_type         text        NOT NULL,
+    error              text        NOT NULL,
+    parked_at          timestamptz NOT NULL DEFAULT now(),
+    attempts           integer     NOT NULL DEFAULT 1,
+    waiting_revision   integer,
+    retry_requested_at timestamptz,
+    PRIMARY KEY (projection, stream_id)
+  )`;
+
+/** The table of parked streams, as a TypeORM migration every process applies (platform runtime). */
+export class CreateParkedStreams1767312000000 implements MigrationInterface {
+  name = 'CreateParkedStreams1767312000000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(CREATE_PARKED_STREAMS);
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query('DROP TABLE IF EXISTS parked_streams');
+  }
+}
+
+/** Consecutive failed batches after which a projection counts as stalled (/ready fails). */
+const STALLED_AFTER_FAILURES = 3;
+const RETRY_REQUEST_POLL_MS = 1_000;
+
+/**
+ * Runs one projection: consumes its topics in batches and applies each batch in ONE transaction (the fast path),
+ * so a burst costs one commit instead of one per event.
+ *
+ * One bad event does not stop the others. If a batch fails because of one event (a constraint the read model
+ * cannot hold, a bug in `apply`), the batch is applied again event by event under savepoints: the failing
+ * event's stream is PARKED (a `parked_streams` row, with the error; error log and metrics), its later events
+ * wait behind it (skipped, the newest waiting revision recorded, so per-stream order holds), and every other
+ * stream's events commit in the same transaction. A failure that is not one event's (connection lost,
+ * serialization failure, deadlock...) rolls the batch back and the bus redelivers it; after a few in a row the
+ * projection reports itself stalled. An operator retries a parked stream once the cause is fixed (admin route or
+ * CLI set `retry_requested_at`; the owning runner sees it within a second, or `retry` directly): the stream's
+ * events from the parked revision are read from the event store and applied; the row goes once they all apply.
+ *
+ * The parked row is read `FOR UPDATE` by each batch touching that stream and by a retry, so a retry and a live
+ * batch never interleave: a batch that skipped an event records it as waiting before the retry can run, and the
+ * retry re-reads the stream if it has not reached that revision yet.
+ */
+export class ProjectionRunner {
+  private subscription?: BusSubscription;
+  private consecutiveFailures = 0;
+  private lastError?: string;
+  private parkedCount = 0;
+  private retryTimer?: NodeJS.Timeout;
+  private retrying: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(
+    private readonly definition: ProjectionDefinition,
+    private readonly deps: {
+      readonly dataSource: DataSource;
+      readonly bus: EventBus;
+      readonly store: Pick<EventStore, 'readStream'>;
+      readonly logger: ProjectionLogger;
+      readonly clock?: () => number;
+    },
+  ) {}
+
+  get name(): string {
+    return this.definition.name;
+  }
+
+  async start(): Promise<void> {
+    await this.refreshParkedCount();
+    this.subscription = await this.deps.bus.consume({
+      group: this.definition.name,
+      topics: this.definition.topics,
+      handler: (message) => this.handleBatch([message]),
+      handleBatch: (messages) => this.handleBatch(messages),
+      onError: (error, message) =>
+        this.deps.logger.error({
+          msg: 'projection batch failed, will retry',
+          projection: this.definition.name,
+          eventId: message.id,
+          error: String(error),
+        }),
+    });
+    this.retryTimer = setInterval(() => void this.requestRetries(), RETRY_REQUEST_POLL_MS);
+    this.retryTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer) clearInterval(this.retryTimer);
+    await this.subscription?.stop();
+    await this.retrying;
+  }
+
+  /** Resolves once every message published before the call was handled (applied, parked or waiting). */
+  async caughtUp(): Promise<void> {
+    await this.subscription?.caughtUp();
+  }
+
+  status(): ProjectionStatus {
+    return {
+      name: this.definition.name,
+      stalled: this.consecutiveFailures >= STALLED_AFTER_FAILURES,
+      consecutiveFailures: this.consecutiveFailures,
+      ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
+      parkedStreams: this.parkedCount,
+    };
+  }
+
+  async parkedStreams(): Promise<ParkedStream[]> {
+    return listParkedStreams(this.deps.dataSource, this.definition.name);
+  }
+
+  /** Retries every stream an operator asked to retry (also polled every second); resolves when done. */
+  requestRetries(): Promise<void> {
+    if (this.stopped) return this.retrying;
+    this.retrying = this.retrying.then(async () => {
+      try {
+        const rows: Array<{ stream_id: string }> = await this.deps.dataSource.query(
+          'SELECT stream_id FROM parked_streams WHERE projection = $1 AND retry_requested_at IS NOT NULL',
+          [this.definition.name],
+        );
+        for (const row of rows) if (!this.stopped) await this.retry(row.stream_id);
+      } catch (error) {
+        this.deps.logger.warn({
+          msg: 'retrying parked streams failed',
+          projection: this.definition.name,
+          error: String(error),
+        });
+      }
+    });
+    return this.retrying;
+  }
+
+  /** Applies a parked stream's events from the parked one on; the stream is released once all of them apply. */
+  async retry(streamId: string): Promise<RetryOutcome> {
+    for (;;) {
+      const rows: Array<{ revision: number }> = await this.deps.dataSource.query(
+        'SELECT revision FROM parked_streams WHERE projection = $1 AND stream_id = $2',
+        [this.definition.name, streamId],
+      );
+      const parked = rows[0];
+      if (!parked) return 'not_parked';
+      // Read outside the transaction: on PGlite a second connection inside it would wait for it forever.
+      const messages = (await this.deps.store.readStream(streamId, { fromRevision: parked.revision })).map(
+        toBusMessage,
+      );
+      const result = await this.deps.dataSource.transaction(async (em) => {
+        const locked: Array<{ revision: number; waiting_revision: number | null }> = await em.query(
+          `SELECT revision, waiting_revision FROM parked_streams WHERE projection = $1 AND stream_id = $2 FOR UPDATE`,
+          [this.definition.name, streamId],
+        );
+        const row = locked[0];
+        if (!row) return { outcome: 'not_parked' as const, changed: [] };
+        const newest = messages[messages.length - 1]?.revision ?? -1;
+        if (row.revision !== parked.revision || (row.waiting_revision ?? -1) > newest) {
+          return { outcome: 'reread' as const, changed: [] };
+        }
+        const changed: BusMessage[] = [];
+        for (const message of messages) {
+          const failure = await this.applyIsolated(em, message, changed);
+          if (failure !== undefined) {
+            await em.query(
+              `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
+                      attempts = attempts + 1, retry_requested_at = NULL
+                WHERE projection = $1 AND stream_id = $2`,
+              [this.definition.name, streamId, message.id, message.revision, message.type, failure],
+            );
+            return { outcome: 'still_parked' as const, changed, failure, message };
+          }
+        }
+        await em.query('DELETE FROM parked_streams WHERE projection = $1 AND stream_id = $2', [
+          this.definition.name,
+          streamId,
+        ]);
+        return { outcome: 'applied' as const, changed };
+      });
+      if (result.outcome === 'reread') continue;
+      this.committed(result.changed);
+      if (result.outcome === 'still_parked') {
+        this.deps.logger.error({
+          msg: 'retry of a parked stream failed; still parked',
+          projection: this.definition.name,
+          streamId,
+          eventId: result.message.id,
+          error: result.failure,
+        });
+      } else if (result.outcome === 'applied') {
+        this.deps.logger.log({ msg: 'parked stream released', projection: this.definition.name, streamId });
+      }
+      await this.refreshParkedCount();
+      return result.outcome;
+    }
+  }
+
+  private async handleBatch(messages: readonly BusMessage[]): Promise<void> {
+    let result: { changed: BusMessage[]; parked: ParkedNow[] };
+    try {
+      try {
+        result = await this.deps.dataSource.transaction((em) => this.applyBatch(em, messages, false));
+      } catch (error) {
+        if (isTransient(error)) throw error;
+        // One event (or more) cannot be applied: again, event by event, parking what fails.
+        result = await this.deps.dataSource.transaction((em) => this.applyBatch(em, messages, true));
+      }
+    } catch (error) {
+      this.consecutiveFailures++;
+      this.lastError = String(error);
+      projectionMetrics.failures.inc({ projection: this.definition.name });
+      throw error;
+    }
+    this.consecutiveFailures = 0;
+    this.lastError = undefined;
+    const now = this.deps.clock?.() ?? Date.now();
+    const projection = this.definition.name;
+    projectionMetrics.batchSize.observe({ projection }, messages.length);
+    const newest = messages[messages.length - 1];
+    if (newest) {
+      const lag = Math.max(0, now - Date.parse(newest.recordedAt)) / 1000;
+      projectionMetrics.lag.observe({ projection }, lag);
+      projectionMetrics.lastLag.set({ projection }, lag);
+    }
+    for (const parked of result.parked) {
+      this.deps.logger.error({
+        msg: 'projection parked a stream: an event cannot be applied; the stream waits for an operator retry',
+        projection,
+        streamId: parked.message.key,
+        eventId: parked.message.id,
+        revision: parked.message.revision,
+        type: parked.message.type,
+        error: parked.error,
+      });
+    }
+    if (result.parked.length > 0) await this.refreshParkedCount();
+    this.committed(result.changed);
+  }
+
+  private async applyBatch(
+    em: EntityManager,
+    messages: readonly BusMessage[],
+    isolate: boolean,
+  ): Promise<{ changed: BusMessage[]; parked: ParkedNow[] }> {
+    const projection = this.definition.name;
+    const keys = [...new Set(messages.map((m) => m.key))];
+    const rows: Array<{ stream_id: string }> = await em.query(
+      'SELECT stream_id FROM parked_streams WHERE projection = $1 AND stream_id = ANY($2::text[]) FOR UPDATE',
+      [projection, keys],
+    );
+    const parkedKeys = new Set(rows.map((r) => r.stream_id));
+    const waiting = new Map<string, number>();
+    const changed: BusMessage[] = [];
+    const parked: ParkedNow[] = [];
+    for (const message of messages) {
+      if (parkedKeys.has(message.key)) {
+        waiting.set(message.key, Math.max(waiting.get(message.key) ?? -1, message.revision));
+        continue;
+      }
+      if (!isolate) {
+        if (await this.definition.apply(em, message)) changed.push(message);
+        continue;
+      }
+      const failure = await this.applyIsolated(em, message, changed);
+      if (failure === undefined) continue;
+      await em.query(
+        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (projection, stream_id) DO NOTHING`,
+        [projection, message.key, message.id, message.revision, message.type, failure],
+      );
+      parkedKeys.add(message.key);
+      parked.push({ message, error: failure });
+    }
+    for (const [key, revision] of waiting) {
+      await em.query(
+        `UPDATE parked_streams SET waiting_revision = GREATEST(coalesce(waiting_revision, -1), $3)
+          WHERE projection = $1 AND stream_id = $2`,
+        [projection, key, revision],
+      );
+    }
+    const waited = messages.filter((m) => waiting.has(m.key)).length;
+    const applied = messages.length - waited - parked.length;
+    if (applied > 0) projectionMetrics.events.inc({ projection, outcome: 'applied' }, applied);
+    if (parked.length > 0) projectionMetrics.events.inc({ projection, outcome: 'parked' }, parked.length);
+    if (waited > 0) projectionMetrics.events.inc({ projection, outcome: 'waiting' }, waited);
+    return { changed, parked };
+  }
+
+  /** Applies one message under a savepoint; the error text when it fails for a reason of its own. */
+  private async applyIsolated(
+    em: EntityManager,
+    message: BusMessage,
+    changed: BusMessage[],
+  ): Promise<string | undefined> {
+    await em.query('SAVEPOINT projection_event');
+    try {
+      if (await this.definition.apply(em, message)) changed.push(message);
+      await em.query('RELEASE SAVEPOINT projection_event');
+      return undefined;
+    } catch (error) {
+      // If even the rollback to the savepoint fails, the connection is gone: the whole batch is retried.
+      await em.query('ROLLBACK TO SAVEPOINT projection_event');
+      if (isTransient(error)) throw error;
+      return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    }
+  }
+
+  private committed(changed: readonly BusMessage[]): void {
+    if (changed.length === 0) return;
+    try {
+      this.definition.onCommitted?.(changed);
+    } catch (error) {
+      this.deps.logger.warn({ msg: 'onCommitted failed', projection: this.name, error: String(error) });
+    }
+  }
+
+  private async refreshParkedCount(): Promise<void> {
+    const rows: Array<{ n: number }> = await this.deps.dataSource.query(
+      'SELECT count(*)::int AS n FROM parked_streams WHERE projection = $1',
+      [this.definition.name],
+    );
+    this.parkedCount = rows[0]?.n ?? 0;
+    projectionMetrics.parked.set({ projection: this.definition.name }, this.parkedCount);
+  }
+}
+
+interface ParkedNow {
+  readonly message: BusMessage;
+  readonly error: string;
+}
+
+/** Every parked stream (of one projection, or of all), oldest first. */
+export async function listParkedStreams(
+  dataSource: Pick<DataSource, 'query'>,
+  projection?: string,
+): Promise<ParkedStream[]> {
+  const rows: Array<{
+    projection: string;
+    stream_id: string;
+    event_id: string;
+    revision: number;
+    event_type: string;
+    error: string;
+    parked_at: Date;
+    attempts: number;
+    waiting_revision: number | null;
+    retry_requested_at: Date | null;
+  }> = await dataSource.query(
+    `SELECT * FROM parked_streams WHERE ($1::text IS NULL OR projection = $1) ORDER BY parked_at, projection, stream_id`,
+    [projection ?? null],
+  );
+  return rows.map((r) => ({
+    projection: r.projection,
+    streamId: r.stream_id,
+    eventId: r.event_id,
+    revision: r.revision,
+    eventType: r.event_type,
+    error: r.error,
+    parkedAt: new Date(r.parked_at).toISOString(),
+    attempts: r.attempts,
+    waitingRevision: r.waiting_revision,
+    retryRequestedAt: r.retry_requested_at ? new Date(r.retry_requested_at).toISOString() : null,
+  }));
+}
+
+/** Marks a parked stream for retry by the process running its projection; false when it is not parked. */
+export async function requestParkedStreamRetry(
+  dataSource: Pick<DataSource, 'query'>,
+  projection: string,
+  streamId: string,
+): Promise<boolean> {
+  const rows: unknown[] = await dataSource.query(
+    `UPDATE parked_streams SET retry_requested_at = now() WHERE projection = $1 AND stream_id = $2 RETURNING stream_id`,
+    [projection, streamId],
+  );
+  // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
+  const affected = Array.isArray(rows[0]) ? (rows[0] as unknown[]).length : rows.length;
+  return affected > 0;
+}
+
+/**
+ * Failures that are not one event's fault: the connection, the server's state, concurrency. SQLSTATE classes 08
+ * (connection), 40 (serialization, deadlock), 53 (resources), 57 (operator intervention), 58 (system), XX
+ * (internal), 55P03 (lock not available); Node socket errors; pg's "Connection terminated".
+ */
+function isTransient(error: unknown): boolean {
+  const e = error as { code?: unknown; driverError?: { code?: unknown }; message?: unknown } | null;
+  const code = typeof e?.code === 'string' ? e.code : e?.driverError?.code;
+  if (typeof code === 'string') {
+    if (/^(08|40|53|57|58|XX)/.test(code) || code === '55P03') return true;
+    if (/^E[A-Z]+$/.test(code)) return true;
+  }
+  const message = typeof e?.message === 'string' ? e.message : '';
+  return /Connection terminated|connection error|not queryable|ECONNRESET|ECONNREFUSED|timeout/i.test(
+    message,
+  );
+}
+
+/** The projections running in this process: for /ready, /metrics and the operator routes. */
+export class ProjectionRegistry {
+  private readonly runners = new Map<string, ProjectionRunner>();
+
+  add(runner: ProjectionRunner): void {
+    this.runners.set(runner.name, runner);
+  }
+
+  remove(runner: ProjectionRunner): void {
+    if (this.runners.get(runner.name) === runner) this.runners.delete(runner.name);
+  }
+
+  get(name: string): ProjectionRunner | undefined {
+    return this.runners.get(name);
+  }
+
+  all(): ProjectionRunner[] {
+    return [...this.runners.values()];
+  }
+
+  /**
+   * Readiness: a stalled projection makes the process not ready (its reads would lag without bound); parked
+   * streams leave it ready but degraded (every other merchant is served), named in the details.
+   */
+  readiness(): { readonly stalled: string[]; readonly degraded: string[] } {
+    const stalled: string[] = [];
+    const degraded: string[] = [];
+    for (const runner of this.runners.values()) {
+      const status = runner.status();
+      if (status.stalled) stalled.push(`${status.name} stalled: ${status.lastError ?? 'failing'}`);
+      if (status.parkedStreams > 0) degraded.push(`${status.name}: ${status.parkedStreams} parked stream(s)`);
+    }
+    return { stalled, degraded };
+  }
+}
