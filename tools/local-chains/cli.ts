@@ -48,6 +48,7 @@ async function main(): Promise<void> {
       addresses: c.addresses,
     })),
     operator: local.operator,
+    admin: local.admin,
     operatorPauser: local.operatorPauser,
     note: 'anvil dev keys: public, for local chains only',
   };

@@ -13,15 +13,18 @@ import { connectPaymentDeposit } from '../src/generated/PaymentDeposit';
 import { connectStablepayRegistry } from '../src/generated/StablepayRegistry';
 import { startTestChain } from '../src/test-support/anvil';
 import {
-  FAR_DEADLINE,
   deployFixture,
   mined,
   signCancel,
   signCapture,
   signCharge,
+  signDisputePayer,
+  signMerchantChange,
   signRefund,
   signRescue,
+  signRevokeAuthorizations,
   signSubscribe,
+  soon,
 } from '../src/test-support/fixture';
 
 interface Row {
@@ -44,7 +47,11 @@ async function main(): Promise<void> {
   const deployChain = await startTestChain(8453);
   try {
     const operator = deployChain.account(0);
-    const roles = { operator: operator.address, operatorPauser: deployChain.account(1).address };
+    const roles = {
+      admin: deployChain.account(9).address,
+      operator: operator.address,
+      operatorPauser: deployChain.account(1).address,
+    };
     const init = stablepayInitCodes(roles);
     add(
       '(deployment proxy)',
@@ -83,36 +90,81 @@ async function main(): Promise<void> {
 
     // ---------------------------------------------------------------------------------------- registry
     const registry = connectStablepayRegistry(f.addresses.registry, f.operator);
+    const asAdmin = registry.connect(f.admin);
+    const gasMerchant = id('gas:m1');
     add(
       'StablepayRegistry',
-      'setMerchant',
+      'registerMerchant',
       'new merchant: signer + settlement',
-      await mined(registry.setMerchant(id('gas:m1'), Wallet.createRandom().address, f.settlement)),
+      await mined(registry.registerMerchant(gasMerchant, f.merchantSigner.address, f.settlement)),
+    );
+    {
+      const deadline = await soon(f);
+      const signer = Wallet.createRandom().address;
+      const sig = await signMerchantChange(f.merchantSigner, f.chainId, f.addresses.registry, {
+        merchantId: gasMerchant,
+        signer: f.merchantSigner.address,
+        settlement: signer,
+        deadline,
+      });
+      add(
+        'StablepayRegistry',
+        'changeMerchant',
+        'consented by the current signer: settlement only',
+        await mined(registry.changeMerchant(gasMerchant, f.merchantSigner.address, signer, deadline, sig)),
+      );
+    }
+    {
+      const deadline = await soon(f);
+      const sig = await signRevokeAuthorizations(f.merchantSigner, f.chainId, f.addresses.registry, {
+        merchantId: gasMerchant,
+        epoch: 1n,
+        deadline,
+      });
+      add(
+        'StablepayRegistry',
+        'revokeAuthorizationsBySig',
+        'epoch bump',
+        await mined(registry.revokeAuthorizationsBySig(gasMerchant, deadline, sig)),
+      );
+    }
+    const signerKey = f.merchantSigner.connect(chain.provider);
+    await chain.provider.send('anvil_setBalance', [signerKey.address, toBeHex(parseEther('1'))]);
+    add(
+      'StablepayRegistry',
+      'revokeAuthorizations',
+      'from the signer key: epoch bump',
+      await mined(registry.connect(signerKey).revokeAuthorizations(gasMerchant)),
     );
     add(
       'StablepayRegistry',
-      'setMerchant',
-      'rotate the signer only',
-      await mined(registry.setMerchant(id('gas:m1'), Wallet.createRandom().address, f.settlement)),
+      'proposeMerchantChange',
+      'admin, lost signer key',
+      await mined(asAdmin.proposeMerchantChange(gasMerchant, Wallet.createRandom().address, f.settlement)),
     );
+    await chain.increaseTime(2 * 86_400);
+    add(
+      'StablepayRegistry',
+      'executeMerchantChange',
+      'after the 2-day delay',
+      await mined(registry.executeMerchantChange(gasMerchant)),
+    );
+    await mined(asAdmin.proposeMerchantChange(f.merchantId, Wallet.createRandom().address, f.settlement));
+    add(
+      'StablepayRegistry',
+      'cancelMerchantChange',
+      'admin',
+      await mined(asAdmin.cancelMerchantChange(f.merchantId)),
+    );
+    add('StablepayRegistry', 'setOperator', 'admin', await mined(asAdmin.setOperator(f.operator.address)));
     add(
       'StablepayRegistry',
       'setOperatorPauser',
-      '',
-      await mined(registry.setOperatorPauser(f.operatorPauser.address)),
+      'admin',
+      await mined(asAdmin.setOperatorPauser(f.operatorPauser.address)),
     );
-    add(
-      'StablepayRegistry',
-      'transferOperator',
-      '',
-      await mined(registry.transferOperator(f.operator.address)),
-    );
-    add(
-      'StablepayRegistry',
-      'acceptOperator',
-      '',
-      await mined(registry.connect(f.operator).acceptOperator()),
-    );
+    add('StablepayRegistry', 'transferAdmin', '', await mined(asAdmin.transferAdmin(f.admin.address)));
+    add('StablepayRegistry', 'acceptAdmin', '', await mined(asAdmin.acceptAdmin()));
 
     // ---------------------------------------------------------------------------------------- payments
     let n = 0;
@@ -136,6 +188,7 @@ async function main(): Promise<void> {
           usdc,
           f.payer.address,
           100n * USDC,
+          0n,
         ),
       ),
     );
@@ -152,6 +205,7 @@ async function main(): Promise<void> {
           usdc,
           f.payer.address,
           100n * USDC,
+          (await chain.now()) + 7n * 86_400n,
         ),
       ),
     );
@@ -168,6 +222,7 @@ async function main(): Promise<void> {
           usdc,
           f.payer.address,
           0n,
+          0n,
         ),
       ),
     );
@@ -179,43 +234,46 @@ async function main(): Promise<void> {
     );
 
     const escrowDeposit = connectPaymentDeposit(escrow.address, f.relayer);
+    const deadline = await soon(f);
     const capSig = await signCapture(f.merchantSigner, f.chainId, escrow.address, {
       paymentId: escrow.paymentId,
       token: usdc,
       amount: 60n * USDC,
-      deadline: FAR_DEADLINE,
+      deadline,
     });
     add(
       'PaymentDeposit',
       'capture',
       'partial (60 of 100)',
-      await mined(escrowDeposit.capture(usdc, 60n * USDC, FAR_DEADLINE, capSig)),
+      await mined(escrowDeposit.capture(usdc, 60n * USDC, deadline, capSig)),
     );
     const refSig = await signRefund(f.merchantSigner, f.chainId, escrow.address, {
       paymentId: escrow.paymentId,
       token: usdc,
-      amount: 40n * USDC,
-      deadline: FAR_DEADLINE,
+      payer: f.payer.address,
+      amount: 20n * USDC,
+      deadline,
     });
     add(
       'PaymentDeposit',
       'refund',
-      'the rest (40)',
-      await mined(escrowDeposit.refund(usdc, 40n * USDC, FAR_DEADLINE, refSig)),
+      'partial (20), to the signed payer',
+      await mined(escrowDeposit.refund(usdc, f.payer.address, 20n * USDC, deadline, refSig)),
     );
+    const asOperator = escrowDeposit.connect(f.operator);
     await mined(f.dai.mint(escrow.address, parseEther('1')));
     const resSig = await signRescue(f.merchantSigner, f.chainId, escrow.address, {
       paymentId: escrow.paymentId,
       token: dai,
       to: f.stranger.address,
       amount: parseEther('1'),
-      deadline: FAR_DEADLINE,
+      deadline,
     });
     add(
       'PaymentDeposit',
       'rescue',
-      'another ERC-20 token',
-      await mined(escrowDeposit.rescue(dai, f.stranger.address, parseEther('1'), FAR_DEADLINE, resSig)),
+      'another ERC-20 token (operator-submitted)',
+      await mined(asOperator.rescue(dai, f.stranger.address, parseEther('1'), deadline, resSig)),
     );
     await chain.provider.send('anvil_setBalance', [escrow.address, toBeHex(parseEther('1'))]);
     const nativeSig = await signRescue(f.merchantSigner, f.chainId, escrow.address, {
@@ -223,21 +281,44 @@ async function main(): Promise<void> {
       token: ZeroAddress,
       to: f.stranger.address,
       amount: parseEther('1'),
-      deadline: FAR_DEADLINE,
+      deadline,
     });
     add(
       'PaymentDeposit',
       'rescue',
       'native coin',
-      await mined(
-        escrowDeposit.rescue(ZeroAddress, f.stranger.address, parseEther('1'), FAR_DEADLINE, nativeSig),
-      ),
+      await mined(asOperator.rescue(ZeroAddress, f.stranger.address, parseEther('1'), deadline, nativeSig)),
+    );
+    const abandonedDeposit = connectPaymentDeposit(abandoned.address, f.relayer);
+    const disputeSig = await signDisputePayer(f.merchantSigner, f.chainId, abandoned.address, {
+      paymentId: abandoned.paymentId,
+      payer: f.payer.address,
+      deadline,
+    });
+    add(
+      'PaymentDeposit',
+      'disputePayer',
+      'merchant-signed, within the challenge period',
+      await mined(abandonedDeposit.disputePayer(f.payer.address, deadline, disputeSig)),
     );
     add(
       'PaymentDeposit',
+      'attestPayer',
+      'admin, after a dispute',
+      await mined(abandonedDeposit.connect(f.admin).attestPayer(f.payer.address)),
+    );
+    await chain.increaseTime(8 * 86_400);
+    add(
+      'PaymentDeposit',
       'recover',
-      'abandoned deposit to the payer',
-      await mined(connectPaymentDeposit(abandoned.address, f.operator).recover()),
+      'abandoned deposit to the final payer',
+      await mined(abandonedDeposit.connect(f.operator).recover()),
+    );
+    add(
+      'PaymentDeposit',
+      'reclaim',
+      'escrow after the authorization expiry',
+      await mined(escrowDeposit.reclaim()),
     );
 
     // ---------------------------------------------------------------------------------------- subscriptions
@@ -258,7 +339,7 @@ async function main(): Promise<void> {
       budget: 300n * USDC,
       periodDuration: 30n * 86_400n,
       firstChargeAmount: 50n * USDC,
-      deadline: FAR_DEADLINE,
+      deadline: await soon(f),
     };
     const authSig = await signSubscribe(f.operator, f.chainId, manager, auth);
     add(
@@ -273,10 +354,10 @@ async function main(): Promise<void> {
         amount: 10n * USDC,
         nonce,
         quoteHash: id(`refq_${nonce}`),
-        deadline: FAR_DEADLINE,
+        deadline: await soon(f),
       };
       const sig = await signCharge(f.merchantSigner, f.chainId, manager, m);
-      return mined(f.manager.charge(subscriptionId, m.amount, nonce, m.quoteHash, FAR_DEADLINE, sig));
+      return mined(f.manager.charge(subscriptionId, m.amount, nonce, m.quoteHash, m.deadline, sig));
     };
     add('SubscriptionManager', 'charge', 'same window as the last charge', await chargeOnce(1n));
     await chain.increaseTime(30 * 86_400);
@@ -303,7 +384,7 @@ async function main(): Promise<void> {
       'SubscriptionManager',
       'acceptMigration',
       '',
-      await mined(f.manager.connect(f.newWallet).acceptMigration(subscriptionId)),
+      await mined(f.manager.connect(f.newWallet).acceptMigration(subscriptionId, 120n * USDC, 400n * USDC)),
     );
     add(
       'SubscriptionManager',
@@ -317,18 +398,19 @@ async function main(): Promise<void> {
       'merchant pauser',
       await mined(f.manager.connect(f.merchantPauser).unpause()),
     );
+    const cancelDeadline = await soon(f);
     const cancelSig = await signCancel(f.merchantSigner, f.chainId, manager, {
       subscriptionId,
       nonce: 3n,
-      deadline: FAR_DEADLINE,
+      deadline: cancelDeadline,
     });
     add(
       'SubscriptionManager',
       'merchantCancel',
       'CancelSubscription signature',
-      await mined(f.manager.merchantCancel(subscriptionId, 3n, FAR_DEADLINE, cancelSig)),
+      await mined(f.manager.merchantCancel(subscriptionId, 3n, cancelDeadline, cancelSig)),
     );
-    const second = { ...auth, subscriptionId: id('gas:subscription:2') };
+    const second = { ...auth, subscriptionId: id('gas:subscription:2'), deadline: await soon(f) };
     await mined(
       f.manager
         .connect(f.subscriber)

@@ -14,13 +14,22 @@ interface IPaymentFlags {
 /// @notice The per-payment deposit contract. The customer pays to its CREATE2 address before it exists; the
 /// PaymentFactory then deploys an EIP-1167 clone of this implementation there and initialises it in the same
 /// transaction: DIRECT forwards the funding amount to the merchant settlement address, TWO_STEP holds it in escrow
-/// until a merchant-signed capture (to the settlement address bound at deployment) or refund (to the payer
-/// recorded at deployment). Merchant-signed rescue moves stranded funds (another token, a straggler above the
-/// escrow, native coin) to a signed destination; operator-called recover returns whatever exceeds the escrow in
-/// the payment token to the recorded payer (over-deposit, abandoned checkout): its destination is never supplied.
-/// A flagged payment moves no funds at all.
-/// @dev Merchant signatures are EIP-712 with verifyingContract = this deposit (the clone's address) and are
-/// single-use: the digest is burned on use, and every message carries a deadline.
+/// until a merchant-signed capture (to the settlement address bound at deployment, before the authorization
+/// expiry) or refund (to the payer), or, after the authorization expiry, a reclaim to the payer.
+///
+/// The payer. The EVM cannot see who sent a plain ERC-20 transfer, so the payer is ATTESTED by the operator at
+/// deployment (the sender the indexer observed) and only becomes FINAL after PAYER_CHALLENGE_PERIOD, during which
+/// the merchant signer can dispute it (a DisputePayer signature clears it; only the cold admin key can attest it
+/// again, restarting the period). Payer-owned funds (the escrow after expiry, everything of the payment token above
+/// the escrow: over-deposit, abandoned deposit, stragglers) go only to the payer: refund needs the merchant's
+/// signature naming that payer, recover and reclaim need the payer to be final. The operator key alone can
+/// therefore move payer-owned funds only to a payer the merchant saw and let stand.
+///
+/// Rescue (merchant-signed, operator-submitted so screening and flagging always come first) moves only what is not
+/// the payer's: tokens other than the payment token and the native coin. A flagged payment moves no funds at all.
+/// @dev Merchant signatures are EIP-712 with verifyingContract = this deposit (the clone's address), name the
+/// merchant's registry epoch (revocable at once), are single-use (the digest is burned on use) and carry a
+/// deadline at most MAX_SIGNATURE_HORIZON ahead.
 contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
     using SafeTokenTransfer for address;
 
@@ -39,16 +48,29 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         Method method;
         bool initialized;
         address payer;
+        uint40 payerAttestedAt;
+        uint40 authorizationExpiry;
         address settlement;
         uint256 escrowed;
     }
 
+    /// @notice How long an attested payer can be disputed by the merchant before payer-owned funds may move to it.
+    uint256 public constant PAYER_CHALLENGE_PERIOD = 1 days;
+    /// @notice Bounds of a TWO_STEP authorization (from deployment): capture is possible until the expiry, after
+    /// which the payer can reclaim.
+    uint256 public constant MIN_AUTHORIZATION_PERIOD = 1 hours;
+    uint256 public constant MAX_AUTHORIZATION_PERIOD = 30 days;
+
     bytes32 public constant CAPTURE_TYPEHASH =
-        keccak256("Capture(bytes32 paymentId,address token,uint256 amount,uint256 deadline)");
-    bytes32 public constant REFUND_TYPEHASH =
-        keccak256("Refund(bytes32 paymentId,address token,uint256 amount,uint256 deadline)");
-    bytes32 public constant RESCUE_TYPEHASH =
-        keccak256("Rescue(bytes32 paymentId,address token,address to,uint256 amount,uint256 deadline)");
+        keccak256("Capture(bytes32 paymentId,address token,uint256 amount,uint256 epoch,uint256 deadline)");
+    bytes32 public constant REFUND_TYPEHASH = keccak256(
+        "Refund(bytes32 paymentId,address token,address payer,uint256 amount,uint256 epoch,uint256 deadline)"
+    );
+    bytes32 public constant RESCUE_TYPEHASH = keccak256(
+        "Rescue(bytes32 paymentId,address token,address to,uint256 amount,uint256 epoch,uint256 deadline)"
+    );
+    bytes32 public constant DISPUTE_PAYER_TYPEHASH =
+        keccak256("DisputePayer(bytes32 paymentId,address payer,uint256 epoch,uint256 deadline)");
 
     /// @notice The PaymentFactory that deployed the implementation (and so every clone).
     address public immutable factory;
@@ -56,13 +78,15 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
     address private immutable _implementation;
 
     Payment private _payment;
-    /// @notice EIP-712 digests already used (replay protection for capture, refund, rescue).
+    /// @notice EIP-712 digests already used (replay protection for merchant signatures).
     mapping(bytes32 digest => bool) public signatureUsed;
 
     event PaymentSettled(
         bytes32 indexed paymentId, address indexed token, address indexed settlement, uint256 amount, uint256 received
     );
-    event EscrowFunded(bytes32 indexed paymentId, address indexed token, address indexed payer, uint256 amount);
+    event EscrowFunded(
+        bytes32 indexed paymentId, address indexed token, address indexed payer, uint256 amount, uint256 authorizationExpiry
+    );
     event PaymentCaptured(
         bytes32 indexed paymentId,
         address indexed token,
@@ -79,18 +103,26 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         uint256 received,
         uint256 remainingEscrow
     );
+    event PaymentReclaimed(
+        bytes32 indexed paymentId, address indexed token, address indexed payer, uint256 amount, uint256 received
+    );
     event PaymentRescued(
         bytes32 indexed paymentId, address indexed token, address indexed to, uint256 amount, uint256 received
     );
     event PaymentRecovered(
         bytes32 indexed paymentId, address indexed token, address indexed payer, uint256 amount, uint256 received
     );
+    /// @param finalAt when payer-owned funds may move to it (unless disputed before).
+    event PayerAttested(bytes32 indexed paymentId, address indexed payer, uint256 finalAt);
+    event PayerDisputed(bytes32 indexed paymentId, address indexed payer);
 
     error NotFactory(address caller);
     error NotOperator(address caller);
+    error NotAdmin(address caller);
     error NotADeposit();
     error AlreadyInitialized();
     error ZeroAmount();
+    error ZeroAddress();
     error InvalidAmount(uint256 amount);
     error InvalidDestination(address to);
     error InsufficientDeposit(uint256 balance, uint256 amount);
@@ -103,6 +135,14 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
     error SignatureAlreadyUsed(bytes32 digest);
     error BalanceDeltaMismatch(uint256 expected, uint256 actual);
     error NativeTransferFailed(address to);
+    error InvalidAuthorizationExpiry(uint256 authorizationExpiry);
+    error AuthorizationExpired(uint256 authorizationExpiry, uint256 timestamp);
+    error AuthorizationNotExpired(uint256 authorizationExpiry, uint256 timestamp);
+    error PayerMismatch(address signed, address recorded);
+    error PayerNotFinal(uint256 finalAt, uint256 timestamp);
+    error PayerAlreadyFinal(uint256 finalAt);
+    error PayerUnknown();
+    error PayerOwnedToken(address token);
 
     constructor(StablepayRegistry registry_) {
         factory = msg.sender;
@@ -113,7 +153,8 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         _payment.method = Method.NONE;
     }
 
-    /// @notice Called by the factory in the deploying transaction. Records the payment and settles it.
+    /// @notice Called by the factory in the deploying transaction. Records the payment, attests the payer and
+    /// settles it. `authorizationExpiry` is for TWO_STEP only (0 otherwise).
     /// @return received what the settlement address received (DIRECT; fee-on-transfer aware), else 0.
     function initialize(
         bytes32 merchantId,
@@ -122,7 +163,8 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         address token,
         address payer,
         address settlement,
-        uint256 amount
+        uint256 amount,
+        uint256 authorizationExpiry
     ) external nonReentrant returns (uint256 received) {
         if (msg.sender != factory) revert NotFactory(msg.sender);
         Payment storage p = _payment;
@@ -132,7 +174,16 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         p.token = token;
         p.method = method;
         p.initialized = true;
-        p.payer = payer;
+        _attest(p, payer);
+        if (method == Method.TWO_STEP) {
+            if (
+                authorizationExpiry < block.timestamp + MIN_AUTHORIZATION_PERIOD
+                    || authorizationExpiry > block.timestamp + MAX_AUTHORIZATION_PERIOD
+            ) revert InvalidAuthorizationExpiry(authorizationExpiry);
+            p.authorizationExpiry = uint40(authorizationExpiry);
+        } else if (authorizationExpiry != 0) {
+            revert InvalidAuthorizationExpiry(authorizationExpiry);
+        }
         if (method == Method.NONE) {
             if (amount != 0) revert InvalidAmount(amount);
             return 0;
@@ -146,12 +197,12 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         } else {
             p.settlement = settlement;
             p.escrowed = amount;
-            emit EscrowFunded(paymentId, token, payer, amount);
+            emit EscrowFunded(paymentId, token, payer, amount, authorizationExpiry);
         }
     }
 
     /// @notice Merchant-signed (Capture): moves `amount` of the escrow to the settlement address bound at
-    /// deployment. Anyone may submit the signature. Partial captures are allowed.
+    /// deployment, before the authorization expiry. Anyone may submit the signature. Partial captures are allowed.
     function capture(address token, uint256 amount, uint256 deadline, bytes calldata signature)
         external
         nonReentrant
@@ -159,9 +210,13 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
     {
         Payment storage p = _payment;
         _checkEscrowMove(p, token, amount);
+        if (block.timestamp >= p.authorizationExpiry) {
+            revert AuthorizationExpired(p.authorizationExpiry, block.timestamp);
+        }
+        (address signer, uint256 epoch) = registry.merchantAuth(p.merchantId);
         _useMerchantSignature(
-            p.merchantId,
-            keccak256(abi.encode(CAPTURE_TYPEHASH, p.paymentId, token, amount, deadline)),
+            keccak256(abi.encode(CAPTURE_TYPEHASH, p.paymentId, token, amount, epoch, deadline)),
+            signer,
             deadline,
             signature
         );
@@ -172,44 +227,69 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         emit PaymentCaptured(p.paymentId, token, settlement, amount, received, remaining);
     }
 
-    /// @notice Merchant-signed (Refund): returns `amount` of the escrow to the payer recorded at deployment.
-    function refund(address token, uint256 amount, uint256 deadline, bytes calldata signature)
+    /// @notice Merchant-signed (Refund): returns `amount` of the escrow to the payer. The signature names the
+    /// payer, so the merchant consents to the destination the operator attested; it works before and after the
+    /// authorization expiry.
+    function refund(address token, address payer, uint256 amount, uint256 deadline, bytes calldata signature)
         external
         nonReentrant
         returns (uint256 received)
     {
         Payment storage p = _payment;
         _checkEscrowMove(p, token, amount);
+        if (p.payer == address(0)) revert PayerUnknown();
+        if (payer != p.payer) revert PayerMismatch(payer, p.payer);
+        (address signer, uint256 epoch) = registry.merchantAuth(p.merchantId);
         _useMerchantSignature(
-            p.merchantId,
-            keccak256(abi.encode(REFUND_TYPEHASH, p.paymentId, token, amount, deadline)),
+            keccak256(abi.encode(REFUND_TYPEHASH, p.paymentId, token, payer, amount, epoch, deadline)),
+            signer,
             deadline,
             signature
         );
         uint256 remaining = p.escrowed - amount;
         p.escrowed = remaining;
-        address payer = p.payer;
         received = _push(token, payer, amount);
         emit PaymentRefunded(p.paymentId, token, payer, amount, received, remaining);
     }
 
-    /// @notice Merchant-signed (Rescue): moves stranded funds to `to`. Never touches the escrow. token = address(0)
-    /// means the native coin.
+    /// @notice Anyone, after the authorization expiry: the whole remaining escrow goes back to the (final) payer.
+    function reclaim() external nonReentrant returns (uint256 amount, uint256 received) {
+        Payment storage p = _payment;
+        if (p.method != Method.TWO_STEP) revert NotEscrow();
+        _requireNotFlagged();
+        if (block.timestamp < p.authorizationExpiry) {
+            revert AuthorizationNotExpired(p.authorizationExpiry, block.timestamp);
+        }
+        amount = p.escrowed;
+        if (amount == 0) revert NothingToRecover();
+        address payer = _finalPayer(p);
+        p.escrowed = 0;
+        address token = p.token;
+        received = _push(token, payer, amount);
+        emit PaymentReclaimed(p.paymentId, token, payer, amount, received);
+    }
+
+    /// @notice Merchant-signed (Rescue), submitted by the operator only (so screening and a flag always come
+    /// first; a merchant cannot race a flag): moves stranded funds that are not the payer's - any token other than
+    /// the payment token, or the native coin (token = address(0)) - to the signed `to`.
     function rescue(address token, address to, uint256 amount, uint256 deadline, bytes calldata signature)
         external
         nonReentrant
         returns (uint256 received)
     {
         _requireClone();
+        if (msg.sender != registry.operator()) revert NotOperator(msg.sender);
         Payment storage p = _payment;
         _requireNotFlagged();
+        if (token == p.token) revert PayerOwnedToken(token);
         if (amount == 0) revert ZeroAmount();
         if (to == address(0) || to == address(this)) revert InvalidDestination(to);
-        uint256 available = _available(p, token);
+        uint256 available = token == address(0) ? address(this).balance : token.balanceOf(address(this));
         if (amount > available) revert AmountExceedsAvailable(amount, available);
+        (address signer, uint256 epoch) = registry.merchantAuth(p.merchantId);
         _useMerchantSignature(
-            p.merchantId,
-            keccak256(abi.encode(RESCUE_TYPEHASH, p.paymentId, token, to, amount, deadline)),
+            keccak256(abi.encode(RESCUE_TYPEHASH, p.paymentId, token, to, amount, epoch, deadline)),
+            signer,
             deadline,
             signature
         );
@@ -223,24 +303,60 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         emit PaymentRescued(p.paymentId, token, to, amount, received);
     }
 
-    /// @notice Operator only: returns everything above the escrow, in the payment token, to the payer recorded at
-    /// deployment (over-deposit, abandoned checkout, a straggler from the payer). The destination is derived.
+    /// @notice Operator only: returns everything above the escrow, in the payment token, to the final payer
+    /// (over-deposit, abandoned checkout, stragglers). The destination is derived, never supplied.
     function recover() external nonReentrant returns (uint256 amount, uint256 received) {
         _requireClone();
         if (msg.sender != registry.operator()) revert NotOperator(msg.sender);
         Payment storage p = _payment;
         _requireNotFlagged();
         address token = p.token;
-        amount = _available(p, token);
+        uint256 balance = token.balanceOf(address(this));
+        amount = balance > p.escrowed ? balance - p.escrowed : 0;
         if (amount == 0) revert NothingToRecover();
-        address payer = p.payer;
+        address payer = _finalPayer(p);
         received = _push(token, payer, amount);
         emit PaymentRecovered(p.paymentId, token, payer, amount, received);
+    }
+
+    /// @notice Merchant-signed (DisputePayer), anyone submits, within PAYER_CHALLENGE_PERIOD of the attestation:
+    /// clears the attested payer. Only the admin can attest one again.
+    function disputePayer(address payer, uint256 deadline, bytes calldata signature) external nonReentrant {
+        _requireClone();
+        Payment storage p = _payment;
+        if (p.payer == address(0)) revert PayerUnknown();
+        if (payer != p.payer) revert PayerMismatch(payer, p.payer);
+        uint256 finalAt = uint256(p.payerAttestedAt) + PAYER_CHALLENGE_PERIOD;
+        if (block.timestamp >= finalAt) revert PayerAlreadyFinal(finalAt);
+        (address signer, uint256 epoch) = registry.merchantAuth(p.merchantId);
+        _useMerchantSignature(
+            keccak256(abi.encode(DISPUTE_PAYER_TYPEHASH, p.paymentId, payer, epoch, deadline)),
+            signer,
+            deadline,
+            signature
+        );
+        p.payer = address(0);
+        p.payerAttestedAt = 0;
+        emit PayerDisputed(p.paymentId, payer);
+    }
+
+    /// @notice Admin (cold key) only: attests the payer after a dispute (or corrects it), restarting the
+    /// challenge period.
+    function attestPayer(address payer) external nonReentrant {
+        _requireClone();
+        if (msg.sender != registry.admin()) revert NotAdmin(msg.sender);
+        _attest(_payment, payer);
     }
 
     /// @notice Everything recorded about this payment.
     function payment() external view returns (Payment memory) {
         return _payment;
+    }
+
+    /// @notice When payer-owned funds may move to the attested payer (0 when no payer is attested).
+    function payerFinalAt() external view returns (uint256) {
+        Payment storage p = _payment;
+        return p.payer == address(0) ? 0 : uint256(p.payerAttestedAt) + PAYER_CHALLENGE_PERIOD;
     }
 
     /// @notice Whether the operator flagged this payment (no funds move, permanently).
@@ -249,17 +365,54 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
     }
 
     /// @notice Full EIP-712 digests, for signers and preflight checks to compare against.
-    function hashCapture(address token, uint256 amount, uint256 deadline) external view returns (bytes32) {
-        return _hashTypedData(keccak256(abi.encode(CAPTURE_TYPEHASH, _payment.paymentId, token, amount, deadline)));
+    function hashCapture(address token, uint256 amount, uint256 epoch, uint256 deadline)
+        external
+        view
+        returns (bytes32)
+    {
+        return _hashTypedData(
+            keccak256(abi.encode(CAPTURE_TYPEHASH, _payment.paymentId, token, amount, epoch, deadline))
+        );
     }
 
-    function hashRefund(address token, uint256 amount, uint256 deadline) external view returns (bytes32) {
-        return _hashTypedData(keccak256(abi.encode(REFUND_TYPEHASH, _payment.paymentId, token, amount, deadline)));
+    function hashRefund(address token, address payer, uint256 amount, uint256 epoch, uint256 deadline)
+        external
+        view
+        returns (bytes32)
+    {
+        return _hashTypedData(
+            keccak256(abi.encode(REFUND_TYPEHASH, _payment.paymentId, token, payer, amount, epoch, deadline))
+        );
     }
 
-    function hashRescue(address token, address to, uint256 amount, uint256 deadline) external view returns (bytes32) {
-        return
-            _hashTypedData(keccak256(abi.encode(RESCUE_TYPEHASH, _payment.paymentId, token, to, amount, deadline)));
+    function hashRescue(address token, address to, uint256 amount, uint256 epoch, uint256 deadline)
+        external
+        view
+        returns (bytes32)
+    {
+        return _hashTypedData(
+            keccak256(abi.encode(RESCUE_TYPEHASH, _payment.paymentId, token, to, amount, epoch, deadline))
+        );
+    }
+
+    function hashDisputePayer(address payer, uint256 epoch, uint256 deadline) external view returns (bytes32) {
+        return _hashTypedData(
+            keccak256(abi.encode(DISPUTE_PAYER_TYPEHASH, _payment.paymentId, payer, epoch, deadline))
+        );
+    }
+
+    function _attest(Payment storage p, address payer) private {
+        if (payer == address(0)) revert ZeroAddress();
+        p.payer = payer;
+        p.payerAttestedAt = uint40(block.timestamp);
+        emit PayerAttested(p.paymentId, payer, block.timestamp + PAYER_CHALLENGE_PERIOD);
+    }
+
+    function _finalPayer(Payment storage p) private view returns (address payer) {
+        payer = p.payer;
+        if (payer == address(0)) revert PayerUnknown();
+        uint256 finalAt = uint256(p.payerAttestedAt) + PAYER_CHALLENGE_PERIOD;
+        if (block.timestamp < finalAt) revert PayerNotFinal(finalAt, block.timestamp);
     }
 
     function _checkEscrowMove(Payment storage p, address token, uint256 amount) private view {
@@ -270,14 +423,6 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         if (amount > p.escrowed) revert AmountExceedsEscrow(amount, p.escrowed);
     }
 
-    function _available(Payment storage p, address token) private view returns (uint256) {
-        if (token == address(0)) return address(this).balance;
-        uint256 balance = token.balanceOf(address(this));
-        if (token != p.token) return balance;
-        uint256 escrowed = p.escrowed;
-        return balance > escrowed ? balance - escrowed : 0;
-    }
-
     function _requireClone() private view {
         if (address(this) == _implementation) revert NotADeposit();
     }
@@ -286,13 +431,12 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         if (flagged()) revert PaymentIsFlagged();
     }
 
-    function _useMerchantSignature(bytes32 merchantId, bytes32 structHash, uint256 deadline, bytes calldata signature)
+    function _useMerchantSignature(bytes32 structHash, address signer, uint256 deadline, bytes calldata signature)
         private
     {
         _checkDeadline(deadline);
         bytes32 digest = _hashTypedData(structHash);
         if (signatureUsed[digest]) revert SignatureAlreadyUsed(digest);
-        (address signer,) = registry.merchant(merchantId);
         _requireSigner(digest, signature, signer);
         signatureUsed[digest] = true;
     }

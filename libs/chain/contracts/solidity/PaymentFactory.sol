@@ -31,7 +31,8 @@ contract PaymentFactory is ReentrancyGuard {
         address payer,
         address settlement,
         uint256 amount,
-        uint256 received
+        uint256 received,
+        uint256 authorizationExpiry
     );
     event PaymentFlagged(bytes32 indexed merchantId, bytes32 indexed paymentId, address indexed deposit);
 
@@ -67,16 +68,18 @@ contract PaymentFactory is ReentrancyGuard {
     }
 
     /// @notice Operator only: deploys the payment's deposit contract and settles it per `method` in one
-    /// transaction. `payer` is the sender of the observed funding transfer (refund and recover destination);
-    /// `amount` is the funding amount to forward (DIRECT) or hold (TWO_STEP), 0 for NONE. Whatever exceeds it
-    /// stays recoverable.
+    /// transaction. `payer` is the attested sender of the observed funding transfer (refund, reclaim and recover
+    /// destination; final after the deposit's challenge period unless the merchant disputes it); `amount` is the
+    /// funding amount to forward (DIRECT) or hold (TWO_STEP), 0 for NONE; `authorizationExpiry` ends a TWO_STEP
+    /// escrow's capture window (0 otherwise). Whatever exceeds `amount` stays recoverable to the payer.
     function deployDeposit(
         bytes32 merchantId,
         bytes32 paymentId,
         PaymentDeposit.Method method,
         address token,
         address payer,
-        uint256 amount
+        uint256 amount,
+        uint256 authorizationExpiry
     ) external onlyOperator nonReentrant returns (address deposit) {
         if (token == address(0) || payer == address(0)) revert ZeroAddress();
         address predicted = depositAddress(merchantId, paymentId);
@@ -92,9 +95,12 @@ contract PaymentFactory is ReentrancyGuard {
             deposit := create2(0, add(initCode, 32), mload(initCode), salt)
         }
         if (deposit == address(0)) revert DepositAlreadyDeployed(predicted);
-        uint256 received =
-            PaymentDeposit(deposit).initialize(merchantId, paymentId, method, token, payer, settlement, amount);
-        emit DepositDeployed(merchantId, paymentId, deposit, method, token, payer, settlement, amount, received);
+        uint256 received = PaymentDeposit(deposit).initialize(
+            merchantId, paymentId, method, token, payer, settlement, amount, authorizationExpiry
+        );
+        emit DepositDeployed(
+            merchantId, paymentId, deposit, method, token, payer, settlement, amount, received, authorizationExpiry
+        );
     }
 
     /// @notice Operator only, permanent: the payment's funds can no longer be captured, refunded, rescued or

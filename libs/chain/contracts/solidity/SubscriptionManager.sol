@@ -14,11 +14,14 @@ import {StablepayRegistry} from "./StablepayRegistry.sol";
 /// - subscribe: the subscriber's own transaction, authorised by an operator-signed SubscribeAuthorization (the
 ///   service signs the converted terms and the subscriber's wallet, so only that wallet can submit it); registers
 ///   the subscription and pays the first charge (nonce 0).
-/// - charge: merchant-signed (Charge: subscriptionId, amount, nonce, quoteHash, deadline), submitted by anyone
-///   (the service's relayer).
+/// - charge: merchant-signed (Charge: subscriptionId, amount, nonce, quoteHash, epoch, deadline), submitted by
+///   anyone (the service's relayer). Each nonce charges once: a replay reverts NonceAlreadyUsed, and
+///   SubscriptionCharged carries the nonce, so a submitter whose transaction lost the race to another submitter of
+///   the same signature can tell "my charge landed" from a failure.
 /// - cancel: merchant-signed (CancelSubscription) or by the subscriber.
 /// - updateCap, updateBudget: the subscriber only; a merchant key can never change either ceiling.
-/// - migration: the subscriber proposes a new wallet, the new wallet accepts (proving control) in its own tx.
+/// - migration: the subscriber proposes a new wallet, the new wallet accepts (proving control) in its own tx,
+///   naming the cap and budget it agrees to; any change of terms voids a pending proposal.
 /// - pause: the merchant pauser (immutable, bound into this contract's CREATE2 address) and the operator pauser
 ///   each hold their own pause flag; either flag blocks subscribe and charge.
 ///
@@ -76,9 +79,11 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     uint256 public constant MIN_PERIOD_DURATION = 3600;
 
     bytes32 public constant CHARGE_TYPEHASH =
-        keccak256("Charge(bytes32 subscriptionId,uint256 amount,uint256 nonce,bytes32 quoteHash,uint256 deadline)");
+        keccak256(
+            "Charge(bytes32 subscriptionId,uint256 amount,uint256 nonce,bytes32 quoteHash,uint256 epoch,uint256 deadline)"
+        );
     bytes32 public constant CANCEL_SUBSCRIPTION_TYPEHASH =
-        keccak256("CancelSubscription(bytes32 subscriptionId,uint256 nonce,uint256 deadline)");
+        keccak256("CancelSubscription(bytes32 subscriptionId,uint256 nonce,uint256 epoch,uint256 deadline)");
     bytes32 public constant SUBSCRIBE_AUTHORIZATION_TYPEHASH = keccak256(
         "SubscribeAuthorization(bytes32 subscriptionId,address subscriber,address token,uint256 cap,uint256 budget,uint256 periodDuration,uint256 firstChargeAmount,uint256 deadline)"
     );
@@ -140,6 +145,10 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     event MigrationProposed(
         bytes32 indexed subscriptionId, address indexed subscriber, address indexed proposedSubscriber
     );
+    /// A change of cap or budget voided the pending migration proposal (the new wallet must be proposed again).
+    event MigrationVoided(
+        bytes32 indexed subscriptionId, address indexed subscriber, address indexed proposedSubscriber
+    );
     event SubscriptionMigrated(
         bytes32 indexed subscriptionId,
         address indexed oldSubscriber,
@@ -161,6 +170,9 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     error UnknownSubscription(bytes32 subscriptionId);
     error ManagerPaused();
     error InvalidNonce(uint256 expected, uint256 provided);
+    /// The charge with this nonce already happened (possibly submitted by someone else): see SubscriptionCharged.
+    error NonceAlreadyUsed(bytes32 subscriptionId, uint256 nonce);
+    error MigrationTermsChanged(uint256 expectedCap, uint256 cap, uint256 expectedBudget, uint256 budget);
     error ZeroAmount();
     error ZeroAddress();
     error CapExceedsBudget(uint256 cap, uint256 budget);
@@ -258,14 +270,19 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         bytes32 quoteHash,
         uint256 deadline,
         bytes calldata signature
-    ) external nonReentrant whenNotPaused returns (uint256 received) {
+    ) external nonReentrant returns (uint256 received) {
         Subscription storage s = _subscriptions[subscriptionId];
+        // First, so a submitter that lost the race to another submitter of the same signature learns it at once.
+        if (s.status != Status.None && nonce < s.chargeNonce) revert NonceAlreadyUsed(subscriptionId, nonce);
+        if (pausedByMerchant || pausedByOperator) revert ManagerPaused();
         if (s.status != Status.Active) revert SubscriptionNotActive(subscriptionId);
         _checkDeadline(deadline);
         if (nonce != s.chargeNonce) revert InvalidNonce(s.chargeNonce, nonce);
-        (address signer, address payee) = registry.merchant(merchantId);
+        (address signer, uint256 epoch) = registry.merchantAuth(merchantId);
         _requireSigner(
-            _hashTypedData(keccak256(abi.encode(CHARGE_TYPEHASH, subscriptionId, amount, nonce, quoteHash, deadline))),
+            _hashTypedData(
+                keccak256(abi.encode(CHARGE_TYPEHASH, subscriptionId, amount, nonce, quoteHash, epoch, deadline))
+            ),
             signature,
             signer
         );
@@ -276,6 +293,7 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         uint256 spent = window == s.windowIndex ? s.windowSpent : 0;
         uint256 budget = s.budget;
         if (spent > budget || amount > budget - spent) revert BudgetExceeded(amount, spent, budget);
+        (, address payee) = registry.merchant(merchantId);
         if (payee == address(0)) revert MerchantNotConfigured(merchantId);
         address subscriber = s.subscriber;
         address token = s.token;
@@ -301,9 +319,11 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         if (s.status != Status.Active) revert SubscriptionNotActive(subscriptionId);
         _checkDeadline(deadline);
         if (nonce != s.chargeNonce) revert InvalidNonce(s.chargeNonce, nonce);
-        (address signer,) = registry.merchant(merchantId);
+        (address signer, uint256 epoch) = registry.merchantAuth(merchantId);
         _requireSigner(
-            _hashTypedData(keccak256(abi.encode(CANCEL_SUBSCRIPTION_TYPEHASH, subscriptionId, nonce, deadline))),
+            _hashTypedData(
+                keccak256(abi.encode(CANCEL_SUBSCRIPTION_TYPEHASH, subscriptionId, nonce, epoch, deadline))
+            ),
             signature,
             signer
         );
@@ -323,6 +343,7 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         if (msg.sender != s.subscriber) revert NotSubscriber(msg.sender);
         uint256 oldCap = s.cap;
         s.cap = newCap;
+        _voidMigration(subscriptionId, s);
         emit CapUpdated(subscriptionId, msg.sender, oldCap, newCap, block.timestamp);
     }
 
@@ -332,6 +353,7 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         if (msg.sender != s.subscriber) revert NotSubscriber(msg.sender);
         uint256 oldBudget = s.budget;
         s.budget = newBudget;
+        _voidMigration(subscriptionId, s);
         uint32 window = _windowAt(s, block.timestamp);
         uint256 spent = window == s.windowIndex ? s.windowSpent : 0;
         emit BudgetUpdated(subscriptionId, msg.sender, oldBudget, newBudget, window, spent, block.timestamp);
@@ -346,11 +368,18 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         emit MigrationProposed(subscriptionId, msg.sender, newSubscriber);
     }
 
-    /// @notice Step two: the proposed wallet accepts from its own key (proving control). Cap, budget, window,
-    /// nonce and start are kept; later charges pull from the new wallet.
-    function acceptMigration(bytes32 subscriptionId) external nonReentrant {
+    /// @notice Step two: the proposed wallet accepts from its own key (proving control), naming the cap and budget
+    /// it saw: if they differ now, nothing changes (MigrationTermsChanged). Cap, budget, window, nonce and start
+    /// are kept; later charges pull from the new wallet.
+    function acceptMigration(bytes32 subscriptionId, uint256 expectedCap, uint256 expectedBudget)
+        external
+        nonReentrant
+    {
         Subscription storage s = _activeOf(subscriptionId);
         if (msg.sender != s.pendingSubscriber || msg.sender == address(0)) revert NotPendingSubscriber(msg.sender);
+        if (s.cap != expectedCap || s.budget != expectedBudget) {
+            revert MigrationTermsChanged(expectedCap, s.cap, expectedBudget, s.budget);
+        }
         address oldSubscriber = s.subscriber;
         s.subscriber = msg.sender;
         s.pendingSubscriber = address(0);
@@ -403,22 +432,39 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         remaining = spent >= s.budget ? 0 : s.budget - spent;
     }
 
-    /// @notice Full EIP-712 digests, for signers and preflight checks to compare against.
-    function hashCharge(bytes32 subscriptionId, uint256 amount, uint256 nonce, bytes32 quoteHash, uint256 deadline)
-        external
-        view
-        returns (bytes32)
-    {
-        return
-            _hashTypedData(keccak256(abi.encode(CHARGE_TYPEHASH, subscriptionId, amount, nonce, quoteHash, deadline)));
+    /// @notice The nonce the next charge must carry (0 before subscribe, which uses 0).
+    function nextChargeNonce(bytes32 subscriptionId) external view returns (uint256) {
+        return _subscriptions[subscriptionId].chargeNonce;
     }
 
-    function hashCancelSubscription(bytes32 subscriptionId, uint256 nonce, uint256 deadline)
+    /// @notice Whether the charge with `nonce` happened (its SubscriptionCharged event carries the nonce).
+    function chargeNonceUsed(bytes32 subscriptionId, uint256 nonce) external view returns (bool) {
+        Subscription storage s = _subscriptions[subscriptionId];
+        return s.status != Status.None && nonce < s.chargeNonce;
+    }
+
+    /// @notice Full EIP-712 digests, for signers and preflight checks to compare against.
+    function hashCharge(
+        bytes32 subscriptionId,
+        uint256 amount,
+        uint256 nonce,
+        bytes32 quoteHash,
+        uint256 epoch,
+        uint256 deadline
+    ) external view returns (bytes32) {
+        return _hashTypedData(
+            keccak256(abi.encode(CHARGE_TYPEHASH, subscriptionId, amount, nonce, quoteHash, epoch, deadline))
+        );
+    }
+
+    function hashCancelSubscription(bytes32 subscriptionId, uint256 nonce, uint256 epoch, uint256 deadline)
         external
         view
         returns (bytes32)
     {
-        return _hashTypedData(keccak256(abi.encode(CANCEL_SUBSCRIPTION_TYPEHASH, subscriptionId, nonce, deadline)));
+        return _hashTypedData(
+            keccak256(abi.encode(CANCEL_SUBSCRIPTION_TYPEHASH, subscriptionId, nonce, epoch, deadline))
+        );
     }
 
     function hashSubscribeAuthorization(SubscribeAuthorization calldata auth) external view returns (bytes32) {
@@ -436,6 +482,13 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
         s.status = Status.Cancelled;
         s.pendingSubscriber = address(0);
         emit SubscriptionCancelled(subscriptionId, s.subscriber, by, msg.sender, s.chargeNonce, block.timestamp);
+    }
+
+    function _voidMigration(bytes32 subscriptionId, Subscription storage s) private {
+        address pending = s.pendingSubscriber;
+        if (pending == address(0)) return;
+        s.pendingSubscriber = address(0);
+        emit MigrationVoided(subscriptionId, s.subscriber, pending);
     }
 
     function _windowAt(Subscription storage s, uint256 timestamp) private view returns (uint32) {

@@ -4,7 +4,7 @@ import { applyCharge, budgetWindowAt, type BudgetState } from './budget-window';
 import type { SubscriptionManagerEventArgs } from './generated/SubscriptionManager';
 import { startTestChain, type TestChain } from './test-support/anvil';
 import {
-  FAR_DEADLINE,
+  soon,
   blockTimestamp,
   deployFixture,
   eventIn,
@@ -94,7 +94,7 @@ describe('SubscriptionManager window arithmetic (randomized against the TypeScri
           budget: t.budget,
           periodDuration: t.period,
           firstChargeAmount: t.first,
-          deadline: FAR_DEADLINE,
+          deadline: await soon(f),
         };
         const sig = await signSubscribe(f.operator, f.chainId, manager, auth);
         const subscribed = await mined(f.manager.connect(f.subscriber).subscribe(auth, sig));
@@ -119,9 +119,9 @@ describe('SubscriptionManager window arithmetic (randomized against the TypeScri
             amount,
             nonce,
             quoteHash,
-            deadline: FAR_DEADLINE,
+            deadline: at + 3600n,
           });
-          const args = [subscriptionId, amount, nonce, quoteHash, FAR_DEADLINE, chargeSig] as const;
+          const args = [subscriptionId, amount, nonce, quoteHash, at + 3600n, chargeSig] as const;
           await chain.setNextTimestamp(at);
           if (expected.ok) {
             const receipt = await mined(f.manager.charge(...args, { gasLimit: 500_000 }));

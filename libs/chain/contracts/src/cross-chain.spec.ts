@@ -9,7 +9,7 @@ import { PaymentMethod } from './enums';
 import { connectPaymentDeposit } from './generated/PaymentDeposit';
 import { startTestChain, type TestChain } from './test-support/anvil';
 import {
-  FAR_DEADLINE,
+  soon,
   deployFixture,
   expectRevert,
   mined,
@@ -36,7 +36,11 @@ afterAll(async () => {
 
 describe('deterministic deployment across chains', () => {
   it('puts the registry, both factories, the deposit implementation and the test stablecoins at the same addresses on every chain, as computed offline', async () => {
-    const roles = { operator: onBase.operator.address, operatorPauser: onBase.operatorPauser.address };
+    const roles = {
+      admin: onBase.admin.address,
+      operator: onBase.operator.address,
+      operatorPauser: onBase.operatorPauser.address,
+    };
     const expected = computeStablepayAddresses(roles);
     expect(onBase.addresses).toEqual(expected);
     expect(onPolygon.addresses).toEqual(expected);
@@ -56,7 +60,11 @@ describe('deterministic deployment across chains', () => {
   });
 
   it('is idempotent: deploying again sends nothing and returns the same addresses', async () => {
-    const roles = { operator: onBase.operator.address, operatorPauser: onBase.operatorPauser.address };
+    const roles = {
+      admin: onBase.admin.address,
+      operator: onBase.operator.address,
+      operatorPauser: onBase.operatorPauser.address,
+    };
     const nonce = await base.provider.getTransactionCount(onBase.operator.address);
     const again = await deployStablepay(onBase.operator, roles, { testStablecoins: true });
     expect(again.addresses).toEqual(onBase.addresses);
@@ -85,7 +93,7 @@ describe('signature replay on another chain', () => {
         budget: 300n * USDC,
         periodDuration: 86_400n,
         firstChargeAmount: 10n * USDC,
-        deadline: FAR_DEADLINE,
+        deadline: await soon(f),
       };
       // The subscribe authorization is chain-bound as well.
       const foreign = await signSubscribe(
@@ -99,15 +107,17 @@ describe('signature replay on another chain', () => {
       await mined(f.manager.connect(f.subscriber).subscribe(auth, own));
     }
     const manager = await onBase.manager.getAddress();
+    // Both chains' clocks are the wall clock: one deadline fits both.
+    const deadline = await soon(onBase);
     const message = {
       subscriptionId,
       amount: 20n * USDC,
       nonce: 1n,
       quoteHash: id('refq'),
-      deadline: FAR_DEADLINE,
+      deadline,
     };
     const sig = await signCharge(onBase.merchantSigner, 8453n, manager, message);
-    const args = [subscriptionId, message.amount, 1n, message.quoteHash, FAR_DEADLINE, sig] as const;
+    const args = [subscriptionId, message.amount, 1n, message.quoteHash, deadline, sig] as const;
     await expectRevert(onPolygon.manager.charge(...args), 'InvalidSignature');
     await mined(onBase.manager.charge(...args));
   });
@@ -126,6 +136,7 @@ describe('signature replay on another chain', () => {
           await f.usdc.getAddress(),
           f.payer.address,
           50n * USDC,
+          (await soon(f)) + 3600n,
         ),
       );
       deposits.push(connectPaymentDeposit(address, f.relayer));
@@ -134,13 +145,14 @@ describe('signature replay on another chain', () => {
     if (!onB || !onP) throw new Error('unreachable');
     expect(await onB.getAddress()).toBe(await onP.getAddress());
     const token = await onBase.usdc.getAddress();
+    const deadline = await soon(onBase);
     const sig = await signCapture(onBase.merchantSigner, 8453n, await onB.getAddress(), {
       paymentId,
       token,
       amount: 50n * USDC,
-      deadline: FAR_DEADLINE,
+      deadline,
     });
-    await expectRevert(onP.capture(token, 50n * USDC, FAR_DEADLINE, sig), 'InvalidSignature');
-    await mined(onB.capture(token, 50n * USDC, FAR_DEADLINE, sig));
+    await expectRevert(onP.capture(token, 50n * USDC, deadline, sig), 'InvalidSignature');
+    await mined(onB.capture(token, 50n * USDC, deadline, sig));
   });
 });

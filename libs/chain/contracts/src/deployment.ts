@@ -33,7 +33,15 @@ export const STABLEPAY_DEPLOYMENT_SALT = id('stablepay.deployment.v1');
 
 /** The keys the root contracts are constructed with; they are part of every address below. */
 export interface StablepayRoles {
-  /** The service key: deploys deposits and managers, registers merchants, flags, recovers, signs subscribe terms. */
+  /**
+   * The cold key: sets the operator and the operator pauser, proposes (delayed, merchant-cancellable) changes of a
+   * registered merchant, re-attests a disputed payer. Never the operator.
+   */
+  readonly admin: string;
+  /**
+   * The service's hot relayer key: deploys deposits and managers, registers new merchants, flags, recovers,
+   * submits rescues, signs subscribe terms.
+   */
   readonly operator: string;
   /** The operator's own pauser of subscription managers. */
   readonly operatorPauser: string;
@@ -65,7 +73,11 @@ export function stablepayInitCodes(roles: StablepayRoles): {
   readonly paymentFactory: string;
   readonly subscriptionManagerFactory: string;
 } {
+  if (getAddress(roles.admin) === getAddress(roles.operator)) {
+    throw new Error('the registry admin must be another key than the operator (the hot relayer key)');
+  }
   const registryInit = stablepayRegistryInitCode(
+    getAddress(roles.admin),
     getAddress(roles.operator),
     getAddress(roles.operatorPauser),
   );

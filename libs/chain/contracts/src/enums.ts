@@ -23,3 +23,10 @@ export const CHARGE_FAILURE_ERRORS = [
   'SubscriptionNotActive',
 ] as const;
 export type ChargeFailureError = (typeof CHARGE_FAILURE_ERRORS)[number];
+
+/**
+ * Not a failure: the charge with that nonce already happened (another submitter of the same merchant signature got
+ * there first, or an earlier attempt of ours landed). The service looks up SubscriptionCharged for the nonce and
+ * records that charge; it never marks the charge failed nor pauses the subscription for this error.
+ */
+export const CHARGE_ALREADY_LANDED_ERROR = 'NonceAlreadyUsed' as const;

@@ -8,7 +8,13 @@ import {
   toBeHex,
   toUtf8Bytes,
 } from 'ethers';
-import { CAPTURE_TYPES, REFUND_TYPES, RESCUE_TYPES, stablepayDomain } from '@stablepay/evm';
+import {
+  CAPTURE_TYPES,
+  DISPUTE_PAYER_TYPES,
+  REFUND_TYPES,
+  RESCUE_TYPES,
+  stablepayDomain,
+} from '@stablepay/evm';
 import { computeDepositAddress } from './deployment';
 import { PaymentMethod } from './enums';
 import {
@@ -18,17 +24,21 @@ import {
   type PaymentDepositEventArgs,
 } from './generated/PaymentDeposit';
 import type { PaymentFactoryEventArgs } from './generated/PaymentFactory';
+import type { StablepayRegistryEventArgs } from './generated/StablepayRegistry';
 import { deployFeeOnTransferToken, deployHookToken } from './generated/test-doubles';
 import { startTestChain, type TestChain } from './test-support/anvil';
 import {
-  FAR_DEADLINE,
+  soon,
   deployFixture,
   eventIn,
   expectRevert,
   mined,
+  changeMerchant,
   signCapture,
+  signDisputePayer,
   signRefund,
   signRescue,
+  signRevokeAuthorizations,
   type Fixture,
   type TypedSigner,
 } from './test-support/fixture';
@@ -71,11 +81,16 @@ async function paid(
   return { paymentId, address };
 }
 
+/** A TWO_STEP authorization expiry a week after the latest block. */
+async function weekAhead(): Promise<bigint> {
+  return (await chain.now()) + 7n * 86_400n;
+}
+
 async function deploy(
   paymentId: string,
   method: number,
   amount: bigint,
-  o: { merchantId?: string; token?: string } = {},
+  o: { merchantId?: string; token?: string; payer?: string; expiry?: bigint } = {},
 ): Promise<PaymentDepositContract> {
   const receipt = await mined(
     f.paymentFactory.deployDeposit(
@@ -83,8 +98,9 @@ async function deploy(
       paymentId,
       method,
       o.token ?? (await f.usdc.getAddress()),
-      f.payer.address,
+      o.payer ?? f.payer.address,
       amount,
+      o.expiry ?? (method === PaymentMethod.TWO_STEP ? await weekAhead() : 0n),
     ),
   );
   const ev = eventIn<PaymentFactoryEventArgs, 'DepositDeployed'>(
@@ -95,11 +111,19 @@ async function deploy(
   return connectPaymentDeposit(ev.deposit, f.relayer);
 }
 
+/** Lets the payer attestation's challenge period pass. */
+async function payerFinal(deposit: PaymentDepositContract): Promise<void> {
+  const finalAt = await deposit.payerFinalAt();
+  const now = await chain.now();
+  if (finalAt > now) await chain.increaseTime(finalAt - now);
+}
+
 async function escrow(
   amount = 100n * USDC,
+  o: { expiry?: bigint } = {},
 ): Promise<{ paymentId: string; deposit: PaymentDepositContract; address: string }> {
   const { paymentId, address } = await paid(amount);
-  const deposit = await deploy(paymentId, PaymentMethod.TWO_STEP, amount);
+  const deposit = await deploy(paymentId, PaymentMethod.TWO_STEP, amount, o);
   return { paymentId, deposit, address };
 }
 
@@ -107,17 +131,53 @@ async function captureArgs(
   deposit: PaymentDepositContract,
   paymentId: string,
   amount: bigint,
-  o: { signer?: TypedSigner; deadline?: bigint; chainId?: bigint } = {},
+  o: { signer?: TypedSigner; deadline?: bigint; chainId?: bigint; epoch?: bigint } = {},
 ) {
   const token = await f.usdc.getAddress();
-  const deadline = o.deadline ?? FAR_DEADLINE;
+  const deadline = o.deadline ?? (await soon(f));
   const sig = await signCapture(
     o.signer ?? f.merchantSigner,
     o.chainId ?? f.chainId,
     await deposit.getAddress(),
-    { paymentId, token, amount, deadline },
+    { paymentId, token, amount, deadline, ...(o.epoch === undefined ? {} : { epoch: o.epoch }) },
   );
   return [token, amount, deadline, sig] as const;
+}
+
+async function refundArgs(
+  deposit: PaymentDepositContract,
+  paymentId: string,
+  amount: bigint,
+  payer: string = f.payer.address,
+) {
+  const token = await f.usdc.getAddress();
+  const deadline = await soon(f);
+  const sig = await signRefund(f.merchantSigner, f.chainId, await deposit.getAddress(), {
+    paymentId,
+    token,
+    payer,
+    amount,
+    deadline,
+  });
+  return [token, payer, amount, deadline, sig] as const;
+}
+
+async function rescueArgs(
+  deposit: PaymentDepositContract,
+  paymentId: string,
+  token: string,
+  to: string,
+  amount: bigint,
+) {
+  const deadline = await soon(f);
+  const sig = await signRescue(f.merchantSigner, f.chainId, await deposit.getAddress(), {
+    paymentId,
+    token,
+    to,
+    amount,
+    deadline,
+  });
+  return [token, to, amount, deadline, sig] as const;
 }
 
 describe('PaymentFactory: deposit addresses', () => {
@@ -148,7 +208,7 @@ describe('PaymentFactory: deposit addresses', () => {
     await expectRevert(
       f.paymentFactory
         .connect(f.stranger)
-        .deployDeposit(f.merchantId, paymentId, PaymentMethod.DIRECT, usdc, f.payer.address, 10n * USDC),
+        .deployDeposit(f.merchantId, paymentId, PaymentMethod.DIRECT, usdc, f.payer.address, 10n * USDC, 0n),
       'NotOperator',
     );
     const err = await expectRevert(
@@ -159,6 +219,7 @@ describe('PaymentFactory: deposit addresses', () => {
         usdc,
         f.payer.address,
         10n * USDC + 1n,
+        0n,
       ),
       'InsufficientDeposit',
     );
@@ -172,6 +233,7 @@ describe('PaymentFactory: deposit addresses', () => {
         usdc,
         f.payer.address,
         1n,
+        0n,
       ),
       'DepositAlreadyDeployed',
     );
@@ -188,6 +250,7 @@ describe('PaymentFactory: deposit addresses', () => {
         await f.usdc.getAddress(),
         f.payer.address,
         10n * USDC,
+        0n,
       ),
       'MerchantNotConfigured',
     );
@@ -204,6 +267,7 @@ describe('PaymentFactory: deposit addresses', () => {
         f.stranger.address,
         f.stranger.address,
         1n,
+        0n,
       ),
       'NotFactory',
     );
@@ -223,6 +287,7 @@ describe('PaymentDeposit: DIRECT', () => {
         await f.usdc.getAddress(),
         f.payer.address,
         25n * USDC,
+        0n,
       ),
     );
     expect(
@@ -248,10 +313,12 @@ describe('PaymentDeposit: DIRECT', () => {
     expect(await f.usdc.balanceOf(address)).toBe(0n);
   });
 
-  it('leaves an over-deposit in place; the operator recovers it to the payer recorded at deployment', async () => {
+  it('leaves an over-deposit in place; the operator recovers it to the payer once the attestation is final', async () => {
     const { paymentId, address } = await paid(30n * USDC);
     const deposit = await deploy(paymentId, PaymentMethod.DIRECT, 25n * USDC);
     await expectRevert(deposit.connect(f.stranger).recover(), 'NotOperator');
+    await expectRevert(deposit.connect(f.operator).recover(), 'PayerNotFinal');
+    await payerFinal(deposit);
     const before = await f.usdc.balanceOf(f.payer.address);
     const receipt = await mined(deposit.connect(f.operator).recover());
     expect(eventIn<Ev, 'PaymentRecovered'>(receipt, deposit, 'PaymentRecovered')).toMatchObject({
@@ -278,6 +345,7 @@ describe('PaymentDeposit: DIRECT', () => {
         await fee.getAddress(),
         f.payer.address,
         100n * USDC,
+        0n,
       ),
     );
     const ev = eventIn<Ev, 'PaymentSettled'>(
@@ -296,6 +364,7 @@ describe('PaymentDeposit: abandoned deposit', () => {
     expect(await f.usdc.balanceOf(address)).toBe(40n * USDC);
     const recoverFn = PaymentDepositAbi.find((x) => x.type === 'function' && x.name === 'recover');
     expect(recoverFn && 'inputs' in recoverFn ? recoverFn.inputs : undefined).toEqual([]);
+    await payerFinal(deposit);
     await mined(deposit.connect(f.operator).recover());
     expect(await f.usdc.balanceOf(f.payer.address)).toBe(40n * USDC);
   });
@@ -321,21 +390,14 @@ describe('PaymentDeposit: TWO_STEP escrow', () => {
 
   it('captures to the settlement address bound at deployment, even after the merchant changes it', async () => {
     const { paymentId, deposit } = await escrow(10n * USDC);
-    await mined(f.registry.setMerchant(f.merchantId, f.merchantSigner.address, f.stranger.address));
-    await mined(deposit.capture(...(await captureArgs(deposit, paymentId, 10n * USDC))));
+    await changeMerchant(f, f.merchantSigner.address, f.stranger.address);
+    await mined(deposit.capture(...(await captureArgs(deposit, paymentId, 10n * USDC, { epoch: 1n }))));
     expect(await f.usdc.balanceOf(f.settlement)).toBe(10n * USDC);
   });
 
-  it('refunds to the payer recorded at deployment on a merchant-signed Refund', async () => {
+  it('refunds to the payer recorded at deployment on a merchant-signed Refund naming that payer', async () => {
     const { paymentId, deposit } = await escrow(100n * USDC);
-    const token = await f.usdc.getAddress();
-    const sig = await signRefund(f.merchantSigner, f.chainId, await deposit.getAddress(), {
-      paymentId,
-      token,
-      amount: 100n * USDC,
-      deadline: FAR_DEADLINE,
-    });
-    const receipt = await mined(deposit.refund(token, 100n * USDC, FAR_DEADLINE, sig));
+    const receipt = await mined(deposit.refund(...(await refundArgs(deposit, paymentId, 100n * USDC))));
     expect(eventIn<Ev, 'PaymentRefunded'>(receipt, deposit, 'PaymentRefunded')).toMatchObject({
       payer: f.payer.address,
       amount: 100n * USDC,
@@ -351,13 +413,14 @@ describe('PaymentDeposit: TWO_STEP escrow', () => {
       'AmountExceedsEscrow',
     );
     const dai = await f.dai.getAddress();
+    const deadline = await soon(f);
     const sig = await signCapture(f.merchantSigner, f.chainId, await deposit.getAddress(), {
       paymentId,
       token: dai,
       amount: 1n,
-      deadline: FAR_DEADLINE,
+      deadline,
     });
-    await expectRevert(deposit.capture(dai, 1n, FAR_DEADLINE, sig), 'WrongToken');
+    await expectRevert(deposit.capture(dai, 1n, deadline, sig), 'WrongToken');
     const direct = await paid(5n * USDC);
     const directDeposit = await deploy(direct.paymentId, PaymentMethod.DIRECT, 5n * USDC);
     await expectRevert(
@@ -369,6 +432,7 @@ describe('PaymentDeposit: TWO_STEP escrow', () => {
   it('recover returns only what exceeds the escrow', async () => {
     const { deposit, address } = await escrow(100n * USDC);
     await expectRevert(deposit.connect(f.operator).recover(), 'NothingToRecover');
+    await payerFinal(deposit);
     await mined(f.usdc.connect(f.payer).mint(address, 7n * USDC)); // a straggler
     await mined(deposit.connect(f.operator).recover());
     expect(await f.usdc.balanceOf(address)).toBe(100n * USDC);
@@ -402,7 +466,7 @@ describe('PaymentDeposit: merchant signatures', () => {
   it('rejects a signature made for another deposit contract, even for the same payment id and key', async () => {
     const paymentId = newPaymentId();
     const other = id('merchant:same-signer');
-    await mined(f.registry.setMerchant(other, f.merchantSigner.address, f.settlement));
+    await mined(f.registry.registerMerchant(other, f.merchantSigner.address, f.settlement));
     const usdc = await f.usdc.getAddress();
     const deposits: PaymentDepositContract[] = [];
     for (const merchantId of [f.merchantId, other]) {
@@ -422,26 +486,39 @@ describe('PaymentDeposit: merchant signatures', () => {
     const address = await deposit.getAddress();
     const domain = stablepayDomain(f.chainId, address);
     const token = await f.usdc.getAddress();
-    expect(await deposit.hashCapture(token, 5n, 9n)).toBe(
-      TypedDataEncoder.hash(domain, CAPTURE_TYPES, { paymentId, token, amount: 5n, deadline: 9n }),
+    expect(await deposit.hashCapture(token, 5n, 3n, 9n)).toBe(
+      TypedDataEncoder.hash(domain, CAPTURE_TYPES, { paymentId, token, amount: 5n, epoch: 3n, deadline: 9n }),
     );
-    expect(await deposit.hashRefund(token, 5n, 9n)).toBe(
-      TypedDataEncoder.hash(domain, REFUND_TYPES, { paymentId, token, amount: 5n, deadline: 9n }),
+    const payer = f.payer.address;
+    expect(await deposit.hashRefund(token, payer, 5n, 3n, 9n)).toBe(
+      TypedDataEncoder.hash(domain, REFUND_TYPES, {
+        paymentId,
+        token,
+        payer,
+        amount: 5n,
+        epoch: 3n,
+        deadline: 9n,
+      }),
     );
-    expect(await deposit.hashRescue(token, f.stranger.address, 5n, 9n)).toBe(
+    expect(await deposit.hashRescue(token, f.stranger.address, 5n, 3n, 9n)).toBe(
       TypedDataEncoder.hash(domain, RESCUE_TYPES, {
         paymentId,
         token,
         to: f.stranger.address,
         amount: 5n,
+        epoch: 3n,
         deadline: 9n,
       }),
+    );
+    expect(await deposit.hashDisputePayer(payer, 3n, 9n)).toBe(
+      TypedDataEncoder.hash(domain, DISPUTE_PAYER_TYPES, { paymentId, payer, epoch: 3n, deadline: 9n }),
     );
     const typeHash = (types: Parameters<typeof TypedDataEncoder.from>[0], name: string) =>
       keccak256(toUtf8Bytes(TypedDataEncoder.from(types).encodeType(name)));
     expect(await deposit.CAPTURE_TYPEHASH()).toBe(typeHash(CAPTURE_TYPES, 'Capture'));
     expect(await deposit.REFUND_TYPEHASH()).toBe(typeHash(REFUND_TYPES, 'Refund'));
     expect(await deposit.RESCUE_TYPEHASH()).toBe(typeHash(RESCUE_TYPES, 'Rescue'));
+    expect(await deposit.DISPUTE_PAYER_TYPEHASH()).toBe(typeHash(DISPUTE_PAYER_TYPES, 'DisputePayer'));
     const d = await deposit.eip712Domain();
     expect([d.name, d.version, d.chainId, d.verifyingContract]).toEqual([
       'Stablepay',
@@ -453,23 +530,20 @@ describe('PaymentDeposit: merchant signatures', () => {
 });
 
 describe('PaymentDeposit: rescue', () => {
-  it('moves another token stranded in the deposit to the merchant-signed destination', async () => {
+  it('moves another token stranded in the deposit to the merchant-signed destination, submitted by the operator', async () => {
     const { paymentId, deposit, address } = await escrow();
     await mined(f.dai.mint(address, parseEther('3')));
     const dai = await f.dai.getAddress();
     const to = f.stranger.address;
-    const sig = await signRescue(f.merchantSigner, f.chainId, address, {
-      paymentId,
-      token: dai,
-      to,
-      amount: parseEther('3'),
-      deadline: FAR_DEADLINE,
-    });
+    const [token, , amount, deadline, sig] = await rescueArgs(deposit, paymentId, dai, to, parseEther('3'));
+    const byOperator = deposit.connect(f.operator);
     await expectRevert(
-      deposit.rescue(dai, f.relayer.address, parseEther('3'), FAR_DEADLINE, sig),
+      byOperator.rescue(token, f.relayer.address, amount, deadline, sig),
       'InvalidSignature',
     );
-    const receipt = await mined(deposit.rescue(dai, to, parseEther('3'), FAR_DEADLINE, sig));
+    // The merchant (or anyone holding its signature) cannot submit it: only the operator, after screening.
+    await expectRevert(deposit.rescue(token, to, amount, deadline, sig), 'NotOperator');
+    const receipt = await mined(byOperator.rescue(token, to, amount, deadline, sig));
     expect(eventIn<Ev, 'PaymentRescued'>(receipt, deposit, 'PaymentRescued')).toMatchObject({
       token: dai,
       to,
@@ -478,25 +552,41 @@ describe('PaymentDeposit: rescue', () => {
     expect(await f.dai.balanceOf(to)).toBe(parseEther('3'));
   });
 
-  it('never touches the escrow: only a straggler above it can be rescued in the payment token', async () => {
+  it("never moves the payment token: an over-deposit or straggler is the payer's and only recover returns it", async () => {
     const { paymentId, deposit, address } = await escrow(100n * USDC);
     await mined(f.usdc.mint(address, 2n * USDC));
     const usdc = await f.usdc.getAddress();
-    const sign = (amount: bigint) =>
-      signRescue(f.merchantSigner, f.chainId, address, {
-        paymentId,
-        token: usdc,
-        to: f.stranger.address,
-        amount,
-        deadline: FAR_DEADLINE,
-      });
+    const byOperator = deposit.connect(f.operator);
     const err = await expectRevert(
-      deposit.rescue(usdc, f.stranger.address, 3n * USDC, FAR_DEADLINE, await sign(3n * USDC)),
+      byOperator.rescue(...(await rescueArgs(deposit, paymentId, usdc, f.stranger.address, 2n * USDC))),
+      'PayerOwnedToken',
+    );
+    expect(err.args).toEqual({ token: usdc });
+    // An abandoned deposit (NONE) records the token it was paid in: the same rule applies.
+    const abandoned = await paid(5n * USDC);
+    const none = await deploy(abandoned.paymentId, PaymentMethod.NONE, 0n);
+    await expectRevert(
+      none
+        .connect(f.operator)
+        .rescue(...(await rescueArgs(none, abandoned.paymentId, usdc, f.stranger.address, 5n * USDC))),
+      'PayerOwnedToken',
+    );
+    await payerFinal(none);
+    await mined(none.connect(f.operator).recover());
+    expect(await f.usdc.balanceOf(f.payer.address)).toBe(5n * USDC);
+    expect((await deposit.payment()).escrowed).toBe(100n * USDC);
+  });
+
+  it('rejects more than the deposit holds of the rescued token', async () => {
+    const { paymentId, deposit, address } = await escrow();
+    await mined(f.dai.mint(address, 2n));
+    const err = await expectRevert(
+      deposit
+        .connect(f.operator)
+        .rescue(...(await rescueArgs(deposit, paymentId, await f.dai.getAddress(), f.stranger.address, 3n))),
       'AmountExceedsAvailable',
     );
-    expect(err.args).toEqual({ amount: 3n * USDC, available: 2n * USDC });
-    await mined(deposit.rescue(usdc, f.stranger.address, 2n * USDC, FAR_DEADLINE, await sign(2n * USDC)));
-    expect((await deposit.payment()).escrowed).toBe(100n * USDC);
+    expect(err.args).toEqual({ amount: 3n, available: 2n });
   });
 
   it('rescues native coin that reached the address before deployment', async () => {
@@ -505,20 +595,17 @@ describe('PaymentDeposit: rescue', () => {
     await chain.provider.send('anvil_setBalance', [address, toBeHex(parseEther('2'))]);
     const deposit = await deploy(paymentId, PaymentMethod.NONE, 0n);
     const to = Wallet.createRandom().address;
-    const sig = await signRescue(f.merchantSigner, f.chainId, address, {
-      paymentId,
-      token: ZeroAddress,
-      to,
-      amount: parseEther('2'),
-      deadline: FAR_DEADLINE,
-    });
-    await mined(deposit.rescue(ZeroAddress, to, parseEther('2'), FAR_DEADLINE, sig));
+    await mined(
+      deposit
+        .connect(f.operator)
+        .rescue(...(await rescueArgs(deposit, paymentId, ZeroAddress, to, parseEther('2')))),
+    );
     expect(await chain.provider.getBalance(to)).toBe(parseEther('2'));
   });
 });
 
 describe('PaymentDeposit: flagged payments', () => {
-  it('a flagged escrow can be neither captured, refunded, rescued nor recovered', async () => {
+  it('a flagged escrow can be neither captured, refunded, rescued, recovered nor reclaimed', async () => {
     const { paymentId, deposit, address } = await escrow(100n * USDC);
     await mined(f.usdc.mint(address, 1n * USDC));
     await expectRevert(
@@ -527,27 +614,20 @@ describe('PaymentDeposit: flagged payments', () => {
     );
     await mined(f.paymentFactory.flagPayment(f.merchantId, paymentId));
     expect(await deposit.flagged()).toBe(true);
-    const usdc = await f.usdc.getAddress();
     await expectRevert(deposit.capture(...(await captureArgs(deposit, paymentId, 1n))), 'PaymentIsFlagged');
-    const refundSig = await signRefund(f.merchantSigner, f.chainId, address, {
-      paymentId,
-      token: usdc,
-      amount: 1n,
-      deadline: FAR_DEADLINE,
-    });
-    await expectRevert(deposit.refund(usdc, 1n, FAR_DEADLINE, refundSig), 'PaymentIsFlagged');
-    const rescueSig = await signRescue(f.merchantSigner, f.chainId, address, {
-      paymentId,
-      token: usdc,
-      to: f.stranger.address,
-      amount: 1n,
-      deadline: FAR_DEADLINE,
-    });
+    await expectRevert(deposit.refund(...(await refundArgs(deposit, paymentId, 1n))), 'PaymentIsFlagged');
+    await mined(f.dai.mint(address, 1n));
+    const dai = await f.dai.getAddress();
     await expectRevert(
-      deposit.rescue(usdc, f.stranger.address, 1n, FAR_DEADLINE, rescueSig),
+      deposit
+        .connect(f.operator)
+        .rescue(...(await rescueArgs(deposit, paymentId, dai, f.stranger.address, 1n))),
       'PaymentIsFlagged',
     );
+    await payerFinal(deposit);
     await expectRevert(deposit.connect(f.operator).recover(), 'PaymentIsFlagged');
+    await chain.increaseTime(8n * 86_400n);
+    await expectRevert(deposit.reclaim(), 'PaymentIsFlagged');
     await expectRevert(f.paymentFactory.flagPayment(f.merchantId, paymentId), 'AlreadyFlagged');
     expect(await f.usdc.balanceOf(address)).toBe(101n * USDC);
   });
@@ -563,6 +643,7 @@ describe('PaymentDeposit: flagged payments', () => {
         await f.usdc.getAddress(),
         f.payer.address,
         10n * USDC,
+        0n,
       ),
       'PaymentIsFlagged',
     );
@@ -584,6 +665,7 @@ describe('PaymentDeposit and PaymentFactory: input guards', () => {
         usdc,
         f.payer.address,
         1n,
+        0n,
       ),
       'InvalidAmount',
     );
@@ -595,6 +677,7 @@ describe('PaymentDeposit and PaymentFactory: input guards', () => {
         ZeroAddress,
         f.payer.address,
         1n,
+        0n,
       ),
       'ZeroAddress',
     );
@@ -606,18 +689,16 @@ describe('PaymentDeposit and PaymentFactory: input guards', () => {
         usdc,
         ZeroAddress,
         1n,
+        0n,
       ),
       'ZeroAddress',
     );
+    const dai = await f.dai.getAddress();
     for (const to of [ZeroAddress, address]) {
-      const sig = await signRescue(f.merchantSigner, f.chainId, address, {
-        paymentId,
-        token: usdc,
-        to,
-        amount: 1n,
-        deadline: FAR_DEADLINE,
-      });
-      await expectRevert(deposit.rescue(usdc, to, 1n, FAR_DEADLINE, sig), 'InvalidDestination');
+      await expectRevert(
+        deposit.connect(f.operator).rescue(...(await rescueArgs(deposit, paymentId, dai, to, 1n))),
+        'InvalidDestination',
+      );
     }
   });
 
@@ -627,31 +708,179 @@ describe('PaymentDeposit and PaymentFactory: input guards', () => {
     await chain.provider.send('anvil_setBalance', [address, toBeHex(1000n)]);
     const deposit = await deploy(paymentId, PaymentMethod.NONE, 0n);
     const to = await f.usdc.getAddress(); // no receive function
-    const sig = await signRescue(f.merchantSigner, f.chainId, address, {
-      paymentId,
-      token: ZeroAddress,
-      to,
-      amount: 1000n,
-      deadline: FAR_DEADLINE,
-    });
-    await expectRevert(deposit.rescue(ZeroAddress, to, 1000n, FAR_DEADLINE, sig), 'NativeTransferFailed');
+    await expectRevert(
+      deposit.connect(f.operator).rescue(...(await rescueArgs(deposit, paymentId, ZeroAddress, to, 1000n))),
+      'NativeTransferFailed',
+    );
   });
 });
 
-describe('StablepayRegistry', () => {
-  it('lets only the operator configure merchants, and rotates the operator in two steps', async () => {
-    await expectRevert(
-      f.registry.connect(f.stranger).setMerchant(id('m'), f.stranger.address, f.stranger.address),
-      'NotOperator',
+describe('PaymentDeposit: the payer (the operator key alone cannot take funds in flight)', () => {
+  async function dispute(deposit: PaymentDepositContract, paymentId: string, payer: string) {
+    const deadline = await soon(f);
+    const sig = await signDisputePayer(f.merchantSigner, f.chainId, await deposit.getAddress(), {
+      paymentId,
+      payer,
+      deadline,
+    });
+    return deposit.disputePayer(payer, deadline, sig);
+  }
+
+  it('a payer the operator attests is not paid before the challenge period; the merchant disputes it and only the admin attests again', async () => {
+    // The hot key deploys an abandoned deposit naming itself as the payer and tries to recover at once.
+    const { paymentId, address } = await paid(40n * USDC);
+    const deposit = await deploy(paymentId, PaymentMethod.NONE, 0n, { payer: f.operator.address });
+    const err = await expectRevert(deposit.connect(f.operator).recover(), 'PayerNotFinal');
+    expect(err.args['finalAt']).toBe(await deposit.payerFinalAt());
+    // The merchant, which knows the real sender, disputes within the period.
+    const receipt = await mined(dispute(deposit, paymentId, f.operator.address));
+    expect(eventIn<Ev, 'PayerDisputed'>(receipt, deposit, 'PayerDisputed')).toMatchObject({
+      paymentId,
+      payer: f.operator.address,
+    });
+    await chain.increaseTime(2n * 86_400n);
+    await expectRevert(deposit.connect(f.operator).recover(), 'PayerUnknown');
+    await expectRevert(deposit.connect(f.operator).attestPayer(f.operator.address), 'NotAdmin');
+    // The cold admin key attests the real payer, with a fresh challenge period.
+    await mined(deposit.connect(f.admin).attestPayer(f.payer.address));
+    await expectRevert(deposit.connect(f.operator).recover(), 'PayerNotFinal');
+    await payerFinal(deposit);
+    await mined(deposit.connect(f.operator).recover());
+    expect(await f.usdc.balanceOf(f.payer.address)).toBe(40n * USDC);
+    expect(await f.usdc.balanceOf(address)).toBe(0n);
+  });
+
+  it('a dispute comes too late once the payer is final, and must name the attested payer', async () => {
+    const { paymentId, address } = await paid(10n * USDC);
+    const deposit = await deploy(paymentId, PaymentMethod.NONE, 0n);
+    await expectRevert(dispute(deposit, paymentId, f.stranger.address), 'PayerMismatch');
+    await payerFinal(deposit);
+    await expectRevert(dispute(deposit, paymentId, f.payer.address), 'PayerAlreadyFinal');
+    expect(await f.usdc.balanceOf(address)).toBe(10n * USDC);
+  });
+
+  it('a refund goes only to the payer the merchant signed: an operator-attested payer that differs reverts', async () => {
+    const { paymentId, address } = await paid(100n * USDC);
+    const deposit = await deploy(paymentId, PaymentMethod.TWO_STEP, 100n * USDC, {
+      payer: f.operator.address,
+    });
+    // The merchant signs a refund to the payer it saw (the indexer's sender), not to whatever the operator recorded.
+    const err = await expectRevert(
+      deposit.refund(...(await refundArgs(deposit, paymentId, 100n * USDC, f.payer.address))),
+      'PayerMismatch',
     );
-    await expectRevert(f.registry.setOperatorPauser(ZeroAddress), 'ZeroAddress');
-    await mined(f.registry.transferOperator(f.newWallet.address));
-    expect(await f.registry.operator()).toBe(f.operator.address);
-    await expectRevert(f.registry.connect(f.stranger).acceptOperator(), 'NotPendingOperator');
-    await mined(f.registry.connect(f.newWallet).acceptOperator());
-    expect(await f.registry.operator()).toBe(f.newWallet.address);
-    await expectRevert(f.paymentFactory.flagPayment(f.merchantId, id('p')), 'NotOperator');
-    await mined(f.paymentFactory.connect(f.newWallet).flagPayment(f.merchantId, id('p')));
+    expect(err.args).toEqual({ signed: f.payer.address, recorded: f.operator.address });
+    // A signature naming the operator's address does not recover to the merchant signer's consent for the real one.
+    const [token, , amount, deadline, sig] = await refundArgs(
+      deposit,
+      paymentId,
+      100n * USDC,
+      f.payer.address,
+    );
+    await expectRevert(deposit.refund(token, f.operator.address, amount, deadline, sig), 'InvalidSignature');
+    expect(await f.usdc.balanceOf(address)).toBe(100n * USDC);
+  });
+});
+
+describe('PaymentDeposit: TWO_STEP authorization expiry', () => {
+  it('captures only before the expiry; after it the payer reclaims the whole remaining escrow', async () => {
+    const expiry = (await chain.now()) + 2n * 86_400n;
+    const { paymentId, deposit, address } = await escrow(100n * USDC, { expiry });
+    expect((await deposit.payment()).authorizationExpiry).toBe(expiry);
+    await mined(deposit.capture(...(await captureArgs(deposit, paymentId, 30n * USDC))));
+    await expectRevert(deposit.reclaim(), 'AuthorizationNotExpired');
+    await chain.mineAt(expiry);
+    await expectRevert(
+      deposit.capture(...(await captureArgs(deposit, paymentId, 1n))),
+      'AuthorizationExpired',
+    );
+    const receipt = await mined(deposit.connect(f.stranger).reclaim());
+    expect(eventIn<Ev, 'PaymentReclaimed'>(receipt, deposit, 'PaymentReclaimed')).toMatchObject({
+      paymentId,
+      payer: f.payer.address,
+      amount: 70n * USDC,
+      received: 70n * USDC,
+    });
+    expect(await f.usdc.balanceOf(f.payer.address)).toBe(70n * USDC);
+    expect(await f.usdc.balanceOf(address)).toBe(0n);
+    await expectRevert(deposit.reclaim(), 'NothingToRecover');
+  });
+
+  it('a refund still works after the expiry', async () => {
+    const expiry = (await chain.now()) + 2n * 86_400n;
+    const { paymentId, deposit } = await escrow(10n * USDC, { expiry });
+    await chain.mineAt(expiry + 1n);
+    await mined(deposit.refund(...(await refundArgs(deposit, paymentId, 10n * USDC))));
+    expect(await f.usdc.balanceOf(f.payer.address)).toBe(10n * USDC);
+  });
+
+  it('bounds the expiry at deployment: at least an hour, at most 30 days, and only for TWO_STEP', async () => {
+    const usdc = await f.usdc.getAddress();
+    const { paymentId } = await paid(10n * USDC);
+    const now = await chain.now();
+    for (const expiry of [now + 60n, now + 31n * 86_400n, 0n]) {
+      await expectRevert(
+        f.paymentFactory.deployDeposit(
+          f.merchantId,
+          paymentId,
+          PaymentMethod.TWO_STEP,
+          usdc,
+          f.payer.address,
+          10n * USDC,
+          expiry,
+        ),
+        'InvalidAuthorizationExpiry',
+      );
+    }
+    await expectRevert(
+      f.paymentFactory.deployDeposit(
+        f.merchantId,
+        paymentId,
+        PaymentMethod.DIRECT,
+        usdc,
+        f.payer.address,
+        10n * USDC,
+        now + 86_400n,
+      ),
+      'InvalidAuthorizationExpiry',
+    );
+  });
+});
+
+describe('PaymentDeposit: bounded and revocable merchant signatures', () => {
+  it('refuses a deadline beyond the 7-day horizon', async () => {
+    const { paymentId, deposit } = await escrow();
+    const tooFar = (await chain.now()) + 8n * 86_400n;
+    const err = await expectRevert(
+      deposit.capture(...(await captureArgs(deposit, paymentId, 1n, { deadline: tooFar }))),
+      'DeadlineTooFar',
+    );
+    expect(err.args['deadline']).toBe(tooFar);
+    expect(await deposit.MAX_SIGNATURE_HORIZON()).toBe(7n * 86_400n);
+  });
+
+  it('the merchant signer revokes every outstanding signature at once by bumping its epoch', async () => {
+    const { paymentId, deposit } = await escrow();
+    const outstanding = await captureArgs(deposit, paymentId, 10n * USDC);
+    const deadline = await soon(f);
+    const sig = await signRevokeAuthorizations(f.merchantSigner, f.chainId, f.addresses.registry, {
+      merchantId: f.merchantId,
+      deadline,
+    });
+    const receipt = await mined(
+      f.registry.connect(f.stranger).revokeAuthorizationsBySig(f.merchantId, deadline, sig),
+    );
+    expect(
+      eventIn<StablepayRegistryEventArgs, 'AuthorizationsRevoked'>(
+        receipt,
+        f.registry,
+        'AuthorizationsRevoked',
+      ),
+    ).toMatchObject({ merchantId: f.merchantId, newEpoch: 1n });
+    await expectRevert(deposit.capture(...outstanding), 'InvalidSignature');
+    // The same revocation cannot be replayed (it names epoch 0).
+    await expectRevert(f.registry.revokeAuthorizationsBySig(f.merchantId, deadline, sig), 'InvalidSignature');
+    await mined(deposit.capture(...(await captureArgs(deposit, paymentId, 10n * USDC, { epoch: 1n }))));
   });
 });
 
@@ -663,19 +892,12 @@ describe('PaymentDeposit: reentrancy', () => {
     const address = await f.paymentFactory.depositAddress(f.merchantId, paymentId);
     await mined(hook.mint(address, 100n * USDC));
     const deposit = await deploy(paymentId, PaymentMethod.TWO_STEP, 100n * USDC, { token });
+    const deadline = await soon(f);
     const sign = (amount: bigint) =>
-      signCapture(f.merchantSigner, f.chainId, address, { paymentId, token, amount, deadline: FAR_DEADLINE });
-    const reenter = deposit.interface.encodeFunctionData('capture', [
-      token,
-      1n,
-      FAR_DEADLINE,
-      await sign(1n),
-    ]);
+      signCapture(f.merchantSigner, f.chainId, address, { paymentId, token, amount, deadline });
+    const reenter = deposit.interface.encodeFunctionData('capture', [token, 1n, deadline, await sign(1n)]);
     await mined(hook.setHook(address, reenter));
-    await expectRevert(
-      deposit.capture(token, 50n * USDC, FAR_DEADLINE, await sign(50n * USDC)),
-      'ReentrantCall',
-    );
+    await expectRevert(deposit.capture(token, 50n * USDC, deadline, await sign(50n * USDC)), 'ReentrantCall');
     expect((await deposit.payment()).escrowed).toBe(100n * USDC);
   });
 });

@@ -27,8 +27,9 @@ import {
 import { deployFeeOnTransferToken, deployHookToken } from './generated/test-doubles';
 import { startTestChain, type TestChain } from './test-support/anvil';
 import {
-  FAR_DEADLINE,
   blockTimestamp,
+  changeMerchant,
+  soon,
   deployFixture,
   eventIn,
   expectRevert,
@@ -91,7 +92,7 @@ async function authorization(
     subscriptionId: o.id ?? newSubscriptionId(),
     subscriber: (o.subscriber ?? f.subscriber).address,
     token: await f.usdc.getAddress(),
-    deadline: FAR_DEADLINE,
+    deadline: await soon(f),
     ...DEFAULT_TERMS,
     ...o.terms,
   };
@@ -124,6 +125,7 @@ interface ChargeOptions {
   readonly signer?: Wallet | HDNodeWallet;
   readonly manager?: string;
   readonly chainId?: bigint;
+  readonly epoch?: bigint;
 }
 
 async function chargeArgs(
@@ -133,7 +135,7 @@ async function chargeArgs(
   o: ChargeOptions = {},
 ): Promise<[string, bigint, bigint, string, bigint, string]> {
   const quoteHash = o.quoteHash ?? id('refq_test');
-  const deadline = o.deadline ?? FAR_DEADLINE;
+  const deadline = o.deadline ?? (await soon(f));
   const sig = await signCharge(
     o.signer ?? f.merchantSigner,
     o.chainId ?? f.chainId,
@@ -144,6 +146,7 @@ async function chargeArgs(
       nonce,
       quoteHash,
       deadline,
+      ...(o.epoch === undefined ? {} : { epoch: o.epoch }),
     },
   );
   return [subscriptionId, amount, nonce, quoteHash, deadline, sig];
@@ -155,7 +158,7 @@ async function charge(subscriptionId: string, amount: bigint, nonce: bigint, o: 
 
 /** Sends a charge mined at exactly `timestamp`. */
 async function chargeAt(timestamp: bigint, subscriptionId: string, amount: bigint, nonce: bigint) {
-  const args = await chargeArgs(subscriptionId, amount, nonce);
+  const args = await chargeArgs(subscriptionId, amount, nonce, { deadline: timestamp + 3600n });
   await chain.setNextTimestamp(timestamp);
   return mined(f.manager.charge(...args, { gasLimit: 500_000 }));
 }
@@ -168,7 +171,7 @@ async function expectChargeRevertAt(
   nonce: bigint,
   name: string,
 ) {
-  const args = await chargeArgs(subscriptionId, amount, nonce);
+  const args = await chargeArgs(subscriptionId, amount, nonce, { deadline: timestamp + 3600n });
   await chain.setNextTimestamp(timestamp);
   return expectRevert(f.manager.charge.staticCall(...args, { blockTag: 'pending' }), name);
 }
@@ -403,12 +406,35 @@ describe('SubscriptionManager: charge', () => {
     );
   });
 
-  it('stops honouring the old key once the operator rotates the merchant signer', async () => {
+  it('stops honouring the old key once the merchant rotates its signer (consented change bumps the epoch)', async () => {
     const { id: sid } = await subscribe();
     const rotated = Wallet.createRandom();
-    await mined(f.registry.setMerchant(f.merchantId, rotated.address, f.settlement));
+    const signedBefore = await chargeArgs(sid, 20n * USDC, 1n);
+    await changeMerchant(f, rotated.address, f.settlement);
+    await expectRevert(f.manager.charge(...signedBefore), 'InvalidSignature');
     await expectRevert(f.manager.charge(...(await chargeArgs(sid, 20n * USDC, 1n))), 'InvalidSignature');
-    await charge(sid, 20n * USDC, 1n, { signer: rotated });
+    await charge(sid, 20n * USDC, 1n, { signer: rotated, epoch: 1n });
+  });
+
+  it('refuses a deadline beyond the 7-day horizon, and honours no signature after the merchant revokes', async () => {
+    const { id: sid } = await subscribe();
+    const tooFar = (await chain.now()) + 7n * 86_400n + 60n;
+    await expectRevert(
+      f.manager.charge(...(await chargeArgs(sid, 1n, 1n, { deadline: tooFar }))),
+      'DeadlineTooFar',
+    );
+    const outstanding = await chargeArgs(sid, 1n, 1n);
+    // The signer key revokes from its own address (it needs gas for that; revokeAuthorizationsBySig does not).
+    const signerKey = f.merchantSigner.connect(chain.provider);
+    await chain.provider.send('anvil_setBalance', [signerKey.address, '0xde0b6b3a7640000']);
+    await expectRevert(
+      f.registry.connect(f.stranger).revokeAuthorizations(f.merchantId),
+      'NotMerchantSigner',
+    );
+    await mined(f.registry.connect(signerKey).revokeAuthorizations(f.merchantId));
+    expect(await f.registry.merchantEpoch(f.merchantId)).toBe(1n);
+    await expectRevert(f.manager.charge(...outstanding), 'InvalidSignature');
+    await charge(sid, 1n, 1n, { epoch: 1n });
   });
 
   it('rejects a charge whose signed deadline has passed', async () => {
@@ -419,12 +445,44 @@ describe('SubscriptionManager: charge', () => {
     await expectRevert(f.manager.charge(...args), 'SignatureExpired');
   });
 
-  it('rejects a replayed charge signature: its nonce is used', async () => {
+  it('rejects a replayed charge signature with NonceAlreadyUsed, and a nonce ahead with InvalidNonce', async () => {
     const { id: sid } = await subscribe();
     const args = await chargeArgs(sid, 20n * USDC, 1n);
     await mined(f.manager.charge(...args));
-    const err = await expectRevert(f.manager.charge(...args), 'InvalidNonce');
-    expect(err.args).toEqual({ expected: 2n, provided: 1n });
+    const err = await expectRevert(f.manager.charge(...args), 'NonceAlreadyUsed');
+    expect(err.args).toEqual({ subscriptionId: sid, nonce: 1n });
+    const ahead = await expectRevert(f.manager.charge(...(await chargeArgs(sid, 1n, 5n))), 'InvalidNonce');
+    expect(ahead.args).toEqual({ expected: 2n, provided: 5n });
+  });
+
+  it('lets the service recognise that its charge landed when someone else submitted the signature first', async () => {
+    const { id: sid } = await subscribe();
+    expect(await f.manager.nextChargeNonce(sid)).toBe(1n);
+    expect(await f.manager.chargeNonceUsed(sid, 1n)).toBe(false);
+    const args = await chargeArgs(sid, 20n * USDC, 1n, { quoteHash: id('refq_mine') });
+    // A stranger front-runs the relayer with the same signature.
+    const theirs = await mined(f.manager.connect(f.stranger).charge(...args));
+    // The service's own submission reverts by name (the subscription is not paused for it, nothing moves twice)...
+    const before = await f.usdc.balanceOf(f.subscriber.address);
+    await expectRevert(f.manager.charge(...args), 'NonceAlreadyUsed');
+    expect(await f.usdc.balanceOf(f.subscriber.address)).toBe(before);
+    // ...and the chain says which charge used the nonce: the same amount and quote hash the merchant signed.
+    expect(await f.manager.chargeNonceUsed(sid, 1n)).toBe(true);
+    expect(await f.manager.nextChargeNonce(sid)).toBe(2n);
+    const chargedTopic = f.manager.interface.getEvent('SubscriptionCharged')?.topicHash;
+    const logs = await chain.provider.getLogs({
+      address: await f.manager.getAddress(),
+      topics: [chargedTopic ?? null, sid],
+      fromBlock: 0,
+    });
+    const landed = logs
+      .map((l) => ({ log: l, ev: f.manager.interface.parseLog(l)?.args.toObject(true) }))
+      .find((x) => (x.ev as Ev['SubscriptionCharged'] | undefined)?.nonce === 1n);
+    expect(landed?.ev).toMatchObject({ amount: 20n * USDC, quoteHash: id('refq_mine'), nonce: 1n });
+    expect(landed?.log.transactionHash).toBe(theirs.hash);
+    // Even on a paused manager the used nonce is reported first.
+    await mined(f.manager.connect(f.merchantPauser).pause());
+    await expectRevert(f.manager.charge(...args), 'NonceAlreadyUsed');
   });
 
   it('binds amount, nonce and quoteHash: changing any of them voids the signature', async () => {
@@ -440,7 +498,7 @@ describe('SubscriptionManager: charge', () => {
 
   it("rejects a charge signature made for another merchant's manager, even with the same key and subscription id", async () => {
     const otherMerchant = id('merchant:other');
-    await mined(f.registry.setMerchant(otherMerchant, f.merchantSigner.address, f.settlement));
+    await mined(f.registry.registerMerchant(otherMerchant, f.merchantSigner.address, f.settlement));
     await mined(f.managerFactory.deployManager(otherMerchant, f.merchantPauser.address));
     const other = connectSubscriptionManager(await f.managerFactory.managerOf(otherMerchant), f.relayer);
     const sid = id('shared-subscription-id');
@@ -520,12 +578,13 @@ describe('SubscriptionManager: cancel', () => {
   it('the merchant cancels with a CancelSubscription signature at the current nonce', async () => {
     const { id: sid } = await subscribe();
     const manager = await f.manager.getAddress();
+    const deadline = await soon(f);
     const sig = await signCancel(f.merchantSigner, f.chainId, manager, {
       subscriptionId: sid,
       nonce: 1n,
-      deadline: FAR_DEADLINE,
+      deadline,
     });
-    const receipt = await mined(f.manager.merchantCancel(sid, 1n, FAR_DEADLINE, sig));
+    const receipt = await mined(f.manager.merchantCancel(sid, 1n, deadline, sig));
     const ev = eventIn<Ev, 'SubscriptionCancelled'>(receipt, f.manager, 'SubscriptionCancelled');
     expect(ev).toMatchObject({
       subscriptionId: sid,
@@ -541,19 +600,20 @@ describe('SubscriptionManager: cancel', () => {
   it('rejects a merchant cancel signed at a nonce a charge has since used, or by another key', async () => {
     const { id: sid } = await subscribe();
     const manager = await f.manager.getAddress();
+    const deadline = await soon(f);
     const stale = await signCancel(f.merchantSigner, f.chainId, manager, {
       subscriptionId: sid,
       nonce: 1n,
-      deadline: FAR_DEADLINE,
+      deadline,
     });
     await charge(sid, 1n, 1n);
-    await expectRevert(f.manager.merchantCancel(sid, 1n, FAR_DEADLINE, stale), 'InvalidNonce');
+    await expectRevert(f.manager.merchantCancel(sid, 1n, deadline, stale), 'InvalidNonce');
     const byOperator = await signCancel(f.operator, f.chainId, manager, {
       subscriptionId: sid,
       nonce: 2n,
-      deadline: FAR_DEADLINE,
+      deadline,
     });
-    await expectRevert(f.manager.merchantCancel(sid, 2n, FAR_DEADLINE, byOperator), 'InvalidSignature');
+    await expectRevert(f.manager.merchantCancel(sid, 2n, deadline, byOperator), 'InvalidSignature');
   });
 
   it('the subscriber cancels from their own wallet; nobody else can without a merchant signature', async () => {
@@ -621,7 +681,9 @@ describe('SubscriptionManager: migration to a new wallet', () => {
       subscriber: f.subscriber.address,
       proposedSubscriber: f.newWallet.address,
     });
-    const accepted = await mined(f.manager.connect(f.newWallet).acceptMigration(sid));
+    const accepted = await mined(
+      f.manager.connect(f.newWallet).acceptMigration(sid, 100n * USDC, 300n * USDC),
+    );
     expect(eventIn<Ev, 'SubscriptionMigrated'>(accepted, f.manager, 'SubscriptionMigrated')).toMatchObject({
       subscriptionId: sid,
       oldSubscriber: f.subscriber.address,
@@ -643,13 +705,64 @@ describe('SubscriptionManager: migration to a new wallet', () => {
       f.manager.connect(f.stranger).proposeMigration(sid, f.stranger.address),
       'NotSubscriber',
     );
-    await expectRevert(f.manager.connect(f.newWallet).acceptMigration(sid), 'NotPendingSubscriber');
+    const terms = [100n * USDC, 300n * USDC] as const;
+    await expectRevert(f.manager.connect(f.newWallet).acceptMigration(sid, ...terms), 'NotPendingSubscriber');
     await mined(f.manager.connect(f.subscriber).proposeMigration(sid, f.newWallet.address));
-    await expectRevert(f.manager.connect(f.stranger).acceptMigration(sid), 'NotPendingSubscriber');
+    await expectRevert(f.manager.connect(f.stranger).acceptMigration(sid, ...terms), 'NotPendingSubscriber');
     await mined(
       f.manager.connect(f.subscriber).proposeMigration(sid, '0x0000000000000000000000000000000000000000'),
     );
-    await expectRevert(f.manager.connect(f.newWallet).acceptMigration(sid), 'NotPendingSubscriber');
+    await expectRevert(f.manager.connect(f.newWallet).acceptMigration(sid, ...terms), 'NotPendingSubscriber');
+  });
+
+  it('binds the terms the new wallet saw: a cap raised before acceptance makes it revert, nothing is charged above them', async () => {
+    // The reproduced attack: the new wallet agrees to a cap of 10, the old subscriber raises cap and budget.
+    const { id: sid } = await subscribe({
+      terms: { cap: 10n * USDC, budget: 30n * USDC, firstChargeAmount: 10n * USDC },
+    });
+    await fundSubscriber(f.newWallet, 10_000n * USDC);
+    await mined(f.manager.connect(f.subscriber).updateCap(sid, 9_000n * USDC));
+    await mined(f.manager.connect(f.subscriber).updateBudget(sid, 9_000n * USDC));
+    await mined(f.manager.connect(f.subscriber).proposeMigration(sid, f.newWallet.address));
+    const err = await expectRevert(
+      f.manager.connect(f.newWallet).acceptMigration(sid, 10n * USDC, 30n * USDC),
+      'MigrationTermsChanged',
+    );
+    expect(err.args).toEqual({
+      expectedCap: 10n * USDC,
+      cap: 9_000n * USDC,
+      expectedBudget: 30n * USDC,
+      budget: 9_000n * USDC,
+    });
+    expect((await f.manager.getSubscription(sid)).subscriber).toBe(f.subscriber.address);
+    // A charge at the raised cap can only ever pull from the wallet that raised it.
+    await charge(sid, 8_990n * USDC, 1n);
+    expect(await f.usdc.balanceOf(f.newWallet.address)).toBe(10_000n * USDC);
+  });
+
+  it('voids a pending proposal on any change of cap or budget (a front-run raise leaves nothing to accept)', async () => {
+    const { id: sid } = await subscribe();
+    await fundSubscriber(f.newWallet, 500n * USDC);
+    for (const change of [
+      () => f.manager.connect(f.subscriber).updateCap(sid, 200n * USDC),
+      () => f.manager.connect(f.subscriber).updateBudget(sid, 600n * USDC),
+    ]) {
+      await mined(f.manager.connect(f.subscriber).proposeMigration(sid, f.newWallet.address));
+      const receipt = await mined(change());
+      expect(eventIn<Ev, 'MigrationVoided'>(receipt, f.manager, 'MigrationVoided')).toEqual({
+        subscriptionId: sid,
+        subscriber: f.subscriber.address,
+        proposedSubscriber: f.newWallet.address,
+      });
+      expect((await f.manager.getSubscription(sid)).pendingSubscriber).toBe(
+        '0x0000000000000000000000000000000000000000',
+      );
+      const s = await f.manager.getSubscription(sid);
+      await expectRevert(
+        f.manager.connect(f.newWallet).acceptMigration(sid, s.cap, s.budget),
+        'NotPendingSubscriber',
+      );
+    }
   });
 });
 
@@ -688,7 +801,7 @@ describe('SubscriptionManager: pause authority', () => {
 });
 
 describe('SubscriptionManager: input guards', () => {
-  it('rejects a zero charge, a zero token, a period beyond uint32, and a merchant without a settlement address', async () => {
+  it('rejects a zero charge, a zero token, a period beyond uint32, and a merchant not registered on the chain', async () => {
     const { id: sid } = await subscribe();
     await expectRevert(f.manager.charge(...(await chargeArgs(sid, 0n, 1n))), 'ZeroAmount');
     const zeroToken = await authorization({ terms: { token: '0x0000000000000000000000000000000000000000' } });
@@ -698,14 +811,15 @@ describe('SubscriptionManager: input guards', () => {
     );
     const tooLong = await authorization({ terms: { periodDuration: 2n ** 32n } });
     await expectRevert(f.manager.connect(f.subscriber).subscribe(tooLong.auth, tooLong.sig), 'PeriodTooLong');
-    await mined(
-      f.registry.setMerchant(
-        f.merchantId,
-        f.merchantSigner.address,
-        '0x0000000000000000000000000000000000000000',
-      ),
+    const unregistered = id('merchant:unregistered');
+    await mined(f.managerFactory.deployManager(unregistered, f.merchantPauser.address));
+    const orphan = await f.managerFactory.managerOf(unregistered);
+    await mined(f.usdc.connect(f.subscriber).approve(orphan, MaxUint256));
+    const early = await authorization({ manager: orphan });
+    await expectRevert(
+      connectSubscriptionManager(orphan, f.subscriber).subscribe(early.auth, early.sig),
+      'MerchantNotConfigured',
     );
-    await expectRevert(f.manager.charge(...(await chargeArgs(sid, 1n, 1n))), 'MerchantNotConfigured');
   });
 
   it('reports an unknown subscription in budgetState and refuses a migration to the same wallet', async () => {
@@ -760,20 +874,33 @@ describe('SubscriptionManager: EIP-712 and token safety', () => {
   it('computes the same digests as the @stablepay/evm typed data for Charge, CancelSubscription and SubscribeAuthorization', async () => {
     const manager = await f.manager.getAddress();
     const domain = stablepayDomain(f.chainId, manager);
-    const charge = { subscriptionId: id('s'), amount: 123n, nonce: 7n, quoteHash: id('q'), deadline: 99n };
+    const charge = {
+      subscriptionId: id('s'),
+      amount: 123n,
+      nonce: 7n,
+      quoteHash: id('q'),
+      epoch: 4n,
+      deadline: 99n,
+    };
     expect(
       await f.manager.hashCharge(
         charge.subscriptionId,
         charge.amount,
         charge.nonce,
         charge.quoteHash,
+        charge.epoch,
         charge.deadline,
       ),
     ).toBe(TypedDataEncoder.hash(domain, CHARGE_TYPES, charge));
-    const cancel = { subscriptionId: id('s'), nonce: 3n, deadline: 5n };
-    expect(await f.manager.hashCancelSubscription(cancel.subscriptionId, cancel.nonce, cancel.deadline)).toBe(
-      TypedDataEncoder.hash(domain, CANCEL_SUBSCRIPTION_TYPES, cancel),
-    );
+    const cancel = { subscriptionId: id('s'), nonce: 3n, epoch: 4n, deadline: 5n };
+    expect(
+      await f.manager.hashCancelSubscription(
+        cancel.subscriptionId,
+        cancel.nonce,
+        cancel.epoch,
+        cancel.deadline,
+      ),
+    ).toBe(TypedDataEncoder.hash(domain, CANCEL_SUBSCRIPTION_TYPES, cancel));
     const { auth } = await authorization();
     expect(await f.manager.hashSubscribeAuthorization(auth)).toBe(
       TypedDataEncoder.hash(domain, SUBSCRIBE_AUTHORIZATION_TYPES, auth),

@@ -3,9 +3,15 @@
  * by API preflight (verification) and by the contracts' tests (the Solidity typehashes must match these).
  *
  * The domain binds the chain id and the verifying contract: for subscription requests the merchant's
- * SubscriptionManager, for payment requests the payment's own deposit contract. Each message binds a nonce
- * and/or a deadline, so a signature can be used once, on one chain, against one contract, for a bounded time.
+ * SubscriptionManager, for payment requests the payment's own deposit contract, for merchant-key management the
+ * StablepayRegistry. Each merchant message binds a nonce and/or is burned on use, names the merchant's registry
+ * `epoch` (`registry.merchantEpoch(merchantId)`: the merchant revokes every outstanding signature by bumping it)
+ * and a deadline at most MAX_SIGNATURE_HORIZON_SECONDS ahead (enforced on chain), so a signature can be used once,
+ * on one chain, against one contract, for a bounded time, and can be revoked.
  */
+
+/** The contracts refuse a deadline further than this beyond the block time (`DeadlineTooFar`). */
+export const MAX_SIGNATURE_HORIZON_SECONDS = 7n * 24n * 3600n;
 export const EIP712_DOMAIN_NAME = 'Stablepay';
 export const EIP712_DOMAIN_VERSION = '1';
 
@@ -34,6 +40,7 @@ export const CHARGE_TYPES: Record<'Charge', Field[]> = {
     { name: 'amount', type: 'uint256' },
     { name: 'nonce', type: 'uint256' },
     { name: 'quoteHash', type: 'bytes32' },
+    { name: 'epoch', type: 'uint256' },
     { name: 'deadline', type: 'uint256' },
   ],
 };
@@ -43,6 +50,7 @@ export const CANCEL_SUBSCRIPTION_TYPES: Record<'CancelSubscription', Field[]> = 
   CancelSubscription: [
     { name: 'subscriptionId', type: 'bytes32' },
     { name: 'nonce', type: 'uint256' },
+    { name: 'epoch', type: 'uint256' },
     { name: 'deadline', type: 'uint256' },
   ],
 };
@@ -72,27 +80,70 @@ export const CAPTURE_TYPES: Record<'Capture', Field[]> = {
     { name: 'paymentId', type: 'bytes32' },
     { name: 'token', type: 'address' },
     { name: 'amount', type: 'uint256' },
+    { name: 'epoch', type: 'uint256' },
     { name: 'deadline', type: 'uint256' },
   ],
 };
 
-/** Merchant signer -> deposit contract: return escrowed funds to the payer recorded on chain. */
+/**
+ * Merchant signer -> deposit contract: return escrowed funds to the payer. `payer` must equal the payer attested on
+ * chain: by signing it the merchant consents to the destination (the operator key alone cannot redirect a refund).
+ */
 export const REFUND_TYPES: Record<'Refund', Field[]> = {
   Refund: [
     { name: 'paymentId', type: 'bytes32' },
     { name: 'token', type: 'address' },
+    { name: 'payer', type: 'address' },
     { name: 'amount', type: 'uint256' },
+    { name: 'epoch', type: 'uint256' },
     { name: 'deadline', type: 'uint256' },
   ],
 };
 
-/** Merchant signer -> deposit contract: move stranded funds (another token, a straggler) to `to`. */
+/**
+ * Merchant signer -> deposit contract: move stranded funds that are not the payer's (a token other than the payment
+ * token, or the native coin as the zero address) to `to`.
+ */
 export const RESCUE_TYPES: Record<'Rescue', Field[]> = {
   Rescue: [
     { name: 'paymentId', type: 'bytes32' },
     { name: 'token', type: 'address' },
     { name: 'to', type: 'address' },
     { name: 'amount', type: 'uint256' },
+    { name: 'epoch', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/**
+ * Merchant signer -> deposit contract: the payer the operator attested is wrong; clears it (within the deposit's
+ * challenge period) so no payer-owned funds move until the registry admin attests the right one.
+ */
+export const DISPUTE_PAYER_TYPES: Record<'DisputePayer', Field[]> = {
+  DisputePayer: [
+    { name: 'paymentId', type: 'bytes32' },
+    { name: 'payer', type: 'address' },
+    { name: 'epoch', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/** Current merchant signer -> StablepayRegistry: rotate to a new signer and/or settlement address at once. */
+export const MERCHANT_CHANGE_TYPES: Record<'MerchantChange', Field[]> = {
+  MerchantChange: [
+    { name: 'merchantId', type: 'bytes32' },
+    { name: 'signer', type: 'address' },
+    { name: 'settlement', type: 'address' },
+    { name: 'epoch', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/** Merchant signer -> StablepayRegistry: revoke every outstanding merchant signature (bumps the epoch). */
+export const REVOKE_AUTHORIZATIONS_TYPES: Record<'RevokeAuthorizations', Field[]> = {
+  RevokeAuthorizations: [
+    { name: 'merchantId', type: 'bytes32' },
+    { name: 'epoch', type: 'uint256' },
     { name: 'deadline', type: 'uint256' },
   ],
 };
@@ -102,11 +153,14 @@ export interface ChargeMessage {
   readonly amount: bigint;
   readonly nonce: bigint;
   readonly quoteHash: string;
+  /** The merchant's registry epoch (`registry.merchantEpoch(merchantId)`). */
+  readonly epoch: bigint;
   readonly deadline: bigint;
 }
 export interface CancelSubscriptionMessage {
   readonly subscriptionId: string;
   readonly nonce: bigint;
+  readonly epoch: bigint;
   readonly deadline: bigint;
 }
 export interface SubscribeAuthorizationMessage {
@@ -124,12 +178,16 @@ export interface CaptureMessage {
   readonly paymentId: string;
   readonly token: string;
   readonly amount: bigint;
+  readonly epoch: bigint;
   readonly deadline: bigint;
 }
 export interface RefundMessage {
   readonly paymentId: string;
   readonly token: string;
+  /** The payer attested on chain (`deposit.payment().payer`). */
+  readonly payer: string;
   readonly amount: bigint;
+  readonly epoch: bigint;
   readonly deadline: bigint;
 }
 export interface RescueMessage {
@@ -137,5 +195,24 @@ export interface RescueMessage {
   readonly token: string;
   readonly to: string;
   readonly amount: bigint;
+  readonly epoch: bigint;
+  readonly deadline: bigint;
+}
+export interface DisputePayerMessage {
+  readonly paymentId: string;
+  readonly payer: string;
+  readonly epoch: bigint;
+  readonly deadline: bigint;
+}
+export interface MerchantChangeMessage {
+  readonly merchantId: string;
+  readonly signer: string;
+  readonly settlement: string;
+  readonly epoch: bigint;
+  readonly deadline: bigint;
+}
+export interface RevokeAuthorizationsMessage {
+  readonly merchantId: string;
+  readonly epoch: bigint;
   readonly deadline: bigint;
 }

@@ -30,12 +30,18 @@ const charge: ChargeMessage = {
   amount: 1_234_567n,
   nonce: 3n,
   quoteHash: quoteHash('refq_test_123'),
+  epoch: 2n,
   deadline: 1_767_225_600n,
 };
 
 const samples: { readonly [K in RequestKind]: MessageByKind[K] } = {
   Charge: charge,
-  CancelSubscription: { subscriptionId: charge.subscriptionId, nonce: 4n, deadline: 1_767_225_600n },
+  CancelSubscription: {
+    subscriptionId: charge.subscriptionId,
+    nonce: 4n,
+    epoch: 2n,
+    deadline: 1_767_225_600n,
+  },
   SubscribeAuthorization: {
     subscriptionId: charge.subscriptionId,
     subscriber: '0x90F79bf6EB2c4f870365E785982E1f101E93b906',
@@ -46,27 +52,55 @@ const samples: { readonly [K in RequestKind]: MessageByKind[K] } = {
     firstChargeAmount: 9_990_000n,
     deadline: 1_767_225_600n,
   },
-  Capture: { paymentId: `0x${'22'.repeat(32)}`, token: TOKEN, amount: 50_000_000n, deadline: 1_767_225_600n },
-  Refund: { paymentId: `0x${'22'.repeat(32)}`, token: TOKEN, amount: 50_000_000n, deadline: 1_767_225_600n },
+  Capture: {
+    paymentId: `0x${'22'.repeat(32)}`,
+    token: TOKEN,
+    amount: 50_000_000n,
+    epoch: 0n,
+    deadline: 1_767_225_600n,
+  },
+  Refund: {
+    paymentId: `0x${'22'.repeat(32)}`,
+    token: TOKEN,
+    payer: '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc',
+    amount: 50_000_000n,
+    epoch: 0n,
+    deadline: 1_767_225_600n,
+  },
   Rescue: {
     paymentId: `0x${'22'.repeat(32)}`,
     token: TOKEN,
     to: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
     amount: 7n,
+    epoch: 0n,
     deadline: 1_767_225_600n,
   },
+  DisputePayer: {
+    paymentId: `0x${'22'.repeat(32)}`,
+    payer: '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc',
+    epoch: 1n,
+    deadline: 1_767_225_600n,
+  },
+  MerchantChange: {
+    merchantId: `0x${'33'.repeat(32)}`,
+    signer: '0x70997970C51812dc3A010C7d01b50e0d17dc79C8',
+    settlement: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
+    epoch: 1n,
+    deadline: 1_767_225_600n,
+  },
+  RevokeAuthorizations: { merchantId: `0x${'33'.repeat(32)}`, epoch: 5n, deadline: 1_767_225_600n },
 };
 
 // Fixed vectors, computed once and checked in: the contracts' tests can assert the same values.
 const CHARGE_VECTOR = {
   encodeType:
-    'Charge(bytes32 subscriptionId,uint256 amount,uint256 nonce,bytes32 quoteHash,uint256 deadline)',
-  typeHash: '0xb5aa3284c796166a05db46193ba77d2cb04280024edb535c5e52594bc253588a',
+    'Charge(bytes32 subscriptionId,uint256 amount,uint256 nonce,bytes32 quoteHash,uint256 epoch,uint256 deadline)',
+  typeHash: '0x72552799049628716cfaa880093e7e9aba6f9b670490930cdd3dd02f8dacae86',
   quoteHash: '0xe8aafcf56d8980fa0d933178b0bcd04fcb80a004cad4fc41ee0062edfbb0a987',
   domainSeparator: '0x3ad0902ad6e41e62ec36d73ec51de3de731ac0bff03744afdb6d76cc828d7098',
-  digest: '0xbba4c52bd37684f32ca0635c16046ea088f9de38b95fedd9d7537037a029cd28',
+  digest: '0xc83ed0bc07c27d976342e17c939839af2e42caf9372639da7e5587745565f9ab',
   signature:
-    '0xc94f324e0a924faaabbcb24b658ac9f7545f23f3fc85fac6a02d1f1350105263745acb52b9e2208edda127af65d12060f499297968f649b5cd9f3c379598d65e1c',
+    '0xa04d2e0f4eb8fba5ef0c6406b3bf82adefa8fbd58507c2f5d2950e0a835e4ef47ad6ddac92ff2f4fa61bf678877a6dbeb7b4b4f8a5b02fe2acb23e20d591401f1c',
 };
 
 /** What a Solidity contract computes: keccak256(abi.encode(TYPEHASH, fields...)) under the domain separator. */

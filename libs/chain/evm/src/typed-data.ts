@@ -12,15 +12,21 @@ import {
   CANCEL_SUBSCRIPTION_TYPES,
   CAPTURE_TYPES,
   CHARGE_TYPES,
+  DISPUTE_PAYER_TYPES,
+  MERCHANT_CHANGE_TYPES,
   REFUND_TYPES,
   RESCUE_TYPES,
+  REVOKE_AUTHORIZATIONS_TYPES,
   SUBSCRIBE_AUTHORIZATION_TYPES,
   type CancelSubscriptionMessage,
   type CaptureMessage,
   type ChargeMessage,
+  type DisputePayerMessage,
   type Eip712Domain,
+  type MerchantChangeMessage,
   type RefundMessage,
   type RescueMessage,
+  type RevokeAuthorizationsMessage,
   type SubscribeAuthorizationMessage,
 } from './eip712';
 
@@ -35,6 +41,9 @@ export interface MessageByKind {
   readonly Capture: CaptureMessage;
   readonly Refund: RefundMessage;
   readonly Rescue: RescueMessage;
+  readonly DisputePayer: DisputePayerMessage;
+  readonly MerchantChange: MerchantChangeMessage;
+  readonly RevokeAuthorizations: RevokeAuthorizationsMessage;
 }
 
 export type RequestKind = keyof MessageByKind;
@@ -46,6 +55,9 @@ export const REQUEST_KINDS: readonly RequestKind[] = [
   'Capture',
   'Refund',
   'Rescue',
+  'DisputePayer',
+  'MerchantChange',
+  'RevokeAuthorizations',
 ];
 
 const TYPES_BY_KIND: {
@@ -57,6 +69,9 @@ const TYPES_BY_KIND: {
   Capture: CAPTURE_TYPES,
   Refund: REFUND_TYPES,
   Rescue: RESCUE_TYPES,
+  DisputePayer: DISPUTE_PAYER_TYPES,
+  MerchantChange: MERCHANT_CHANGE_TYPES,
+  RevokeAuthorizations: REVOKE_AUTHORIZATIONS_TYPES,
 };
 
 /** The input of `signTypedData` / `eth_signTypedData_v4` (the EIP712Domain type is implied by `domain`). */
@@ -97,6 +112,18 @@ export const buildRefundTypedData = (domain: Eip712Domain, message: RefundMessag
   buildTypedData('Refund', domain, message);
 export const buildRescueTypedData = (domain: Eip712Domain, message: RescueMessage): TypedData<'Rescue'> =>
   buildTypedData('Rescue', domain, message);
+export const buildDisputePayerTypedData = (
+  domain: Eip712Domain,
+  message: DisputePayerMessage,
+): TypedData<'DisputePayer'> => buildTypedData('DisputePayer', domain, message);
+export const buildMerchantChangeTypedData = (
+  domain: Eip712Domain,
+  message: MerchantChangeMessage,
+): TypedData<'MerchantChange'> => buildTypedData('MerchantChange', domain, message);
+export const buildRevokeAuthorizationsTypedData = (
+  domain: Eip712Domain,
+  message: RevokeAuthorizationsMessage,
+): TypedData<'RevokeAuthorizations'> => buildTypedData('RevokeAuthorizations', domain, message);
 
 /** `Charge(bytes32 subscriptionId,uint256 amount,...)`: what the Solidity typehash constant must hash. */
 export function encodeType(kind: RequestKind): string {

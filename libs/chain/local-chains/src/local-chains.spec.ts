@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { connectTestStablecoin } from '@stablepay/contracts';
+import { connectStablepayRegistry, connectTestStablecoin } from '@stablepay/contracts';
 import { localChainProvider, startLocalChains, type LocalChain } from './local-chains';
 
 const ROOT = join(__dirname, '..', '..', '..', '..');
@@ -51,6 +51,11 @@ describe('startLocalChains', () => {
           }
           expect(decimals).toEqual({ USDC: 6n, USDT: 6n, DAI: 18n });
           expect(chain.stablecoins.map((t) => t.address)).toEqual(Object.values(stablecoins));
+          // The registry admin (cold) and the operator (hot relayer key) are separate keys.
+          const registry = connectStablepayRegistry(contracts.registry, provider);
+          expect(await registry.admin()).toBe(local.admin.address);
+          expect(await registry.operator()).toBe(local.operator.address);
+          expect(local.admin.address).not.toBe(local.operator.address);
         } finally {
           provider.destroy();
         }

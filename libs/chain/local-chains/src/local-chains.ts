@@ -41,8 +41,16 @@ export interface LocalChainKey {
 
 export interface LocalChains {
   readonly chains: readonly LocalChain[];
-  /** The operator (registry operator, deployer of deposits and managers, signer of subscribe authorizations). */
+  /**
+   * The operator: the hot relayer key (registers new merchants, deploys deposits and managers, flags, recovers,
+   * submits rescues, signs subscribe authorizations).
+   */
   readonly operator: LocalChainKey;
+  /**
+   * The registry admin: the cold key, never the operator (sets the operator and pauser, proposes delayed changes of
+   * a registered merchant, re-attests a disputed payer). Nothing in the service signs with it.
+   */
+  readonly admin: LocalChainKey;
   readonly operatorPauser: LocalChainKey;
   /** Stops every node; resolves when all have exited. Idempotent. */
   stop(): Promise<void>;
@@ -53,6 +61,8 @@ export interface StartLocalChainsOptions {
   readonly chainIds?: readonly number[];
   /** Default: anvil dev key 0. */
   readonly operatorPrivateKey?: string;
+  /** Default: anvil dev key 8. Must differ from the operator key. */
+  readonly adminPrivateKey?: string;
   /** Default: anvil dev key 1. */
   readonly operatorPauserPrivateKey?: string;
   /** Fixed ports, one per chain id (default: free ports). */
@@ -86,7 +96,7 @@ function devKey(index: number): string {
 
 /**
  * Starts one anvil per chain id and deploys, at identical addresses on each: the deterministic deployment proxy, the
- * StablepayRegistry, the PaymentFactory (with its deposit implementation), the SubscriptionManagerFactory and the
+ * StablepayRegistry (admin, operator and operator pauser are three distinct keys), the PaymentFactory (with its deposit implementation), the SubscriptionManagerFactory and the
  * test stablecoins. The nodes die with this process.
  */
 export async function startLocalChains(options: StartLocalChainsOptions = {}): Promise<LocalChains> {
@@ -98,10 +108,15 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
     throw new Error('startLocalChains: give one port per chain id');
   }
   const operatorKey = options.operatorPrivateKey ?? devKey(0);
+  const adminKey = options.adminPrivateKey ?? devKey(8);
   const pauserKey = options.operatorPauserPrivateKey ?? devKey(1);
   const operator = new Wallet(operatorKey);
+  const admin = new Wallet(adminKey);
   const operatorPauser = new Wallet(pauserKey);
-  const roles = { operator: operator.address, operatorPauser: operatorPauser.address };
+  if (admin.address === operator.address) {
+    throw new Error('startLocalChains: the admin key must differ from the operator key');
+  }
+  const roles = { admin: admin.address, operator: operator.address, operatorPauser: operatorPauser.address };
   const expected = computeStablepayAddresses(roles);
   const tokens = computeTestStablecoinAddresses();
 
@@ -159,6 +174,7 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
     return {
       chains,
       operator: { address: operator.address, privateKey: operatorKey },
+      admin: { address: admin.address, privateKey: adminKey },
       operatorPauser: { address: operatorPauser.address, privateKey: pauserKey },
       stop,
     };

@@ -80,7 +80,7 @@ describe('indexer service on a local chain', () => {
       const merchantPauser = new Wallet(pauserKey, provider);
       const merchantId = id('merchant:indexer-test');
       await (
-        await connectStablepayRegistry(chain.addresses.registry, operator).setMerchant(
+        await connectStablepayRegistry(chain.addresses.registry, operator).registerMerchant(
           merchantId,
           Wallet.createRandom().address,
           operator.address,

@@ -8,23 +8,34 @@ import {
 } from 'ethers';
 import { quoteHash, verifyTypedDataSigner } from '@stablepay/evm';
 import { DomainError } from '@stablepay/util';
-import { signCancelSubscription, signCapture, signCharge, signRefund, signRescue } from './signing';
+import {
+  signCancelSubscription,
+  signCapture,
+  signCharge,
+  signDisputePayer,
+  signMerchantChange,
+  signRefund,
+  signRescue,
+  signRevokeAuthorizations,
+} from './signing';
 
 // anvil dev account #0: a well-known test key, never a real one.
 const MERCHANT = new Wallet('0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80');
 const MANAGER = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
 const DEPOSIT = '0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512';
 const USDC_BASE = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+const REGISTRY = '0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0';
+const OTHER_TOKEN = '0xdAC17F958D2ee523a2206206994597C13D831ec7';
 const SUBSCRIPTION_ID = `0x${'11'.repeat(32)}`;
 const PAYMENT_ID = `0x${'22'.repeat(32)}`;
 const DEADLINE = new Date('2026-01-01T00:00:00Z');
 
 // The Charge vector of @stablepay/evm's typed-data spec: the SDK, fed API-shaped input, must produce the same bytes.
 const CHARGE_SIGNATURE =
-  '0xc94f324e0a924faaabbcb24b658ac9f7545f23f3fc85fac6a02d1f1350105263745acb52b9e2208edda127af65d12060f499297968f649b5cd9f3c379598d65e1c';
+  '0xa04d2e0f4eb8fba5ef0c6406b3bf82adefa8fbd58507c2f5d2950e0a835e4ef47ad6ddac92ff2f4fa61bf678877a6dbeb7b4b4f8a5b02fe2acb23e20d591401f1c';
 // Computed once with a bare ethers Wallet.signTypedData over the hand-written Capture type and checked in.
 const CAPTURE_SIGNATURE =
-  '0x5cfd2d5e7b413879bedb0dc57a6ef6f79cdffd53c3ded55abdaac9fc6b2eaaf95f1924aaf261dcfea0eb9426fbebccc422bc9995a0f3ae6f785548e68eb915b41c';
+  '0xc5847668403c06d288b66cb3fe1afc3ce2caa62c0d575e7e73bfa23a09de262928f32fe006c4ae7ceb9abc9f1f26dd6484db9c6ca898ffe69e76b6258ab76aa31c';
 
 /** A wallet that, like some hardware and browser wallets, returns v as 0/1 instead of 27/28. */
 class ZeroOneVSigner extends AbstractSigner {
@@ -82,6 +93,7 @@ describe('signCharge', () => {
         subscriptionId: SUBSCRIPTION_ID,
         amount: '1234567',
         nonce: 3,
+        epoch: '2',
         deadline: DEADLINE,
         quoteCode: 'refq_test_123',
       },
@@ -97,6 +109,7 @@ describe('signCharge', () => {
         amount: 1_234_567n,
         nonce: 3n,
         quoteHash: quoteHash('refq_test_123'),
+        epoch: 2n,
         deadline: 1_767_225_600n,
       },
     });
@@ -106,7 +119,7 @@ describe('signCharge', () => {
     const { typedData } = await signCharge(
       MERCHANT,
       { chain: 8453, verifyingContract: MANAGER },
-      { subscriptionId: SUBSCRIPTION_ID, amount: 1n, nonce: 0n, deadline: 1_767_225_600 },
+      { subscriptionId: SUBSCRIPTION_ID, amount: 1n, nonce: 0n, epoch: 0, deadline: 1_767_225_600 },
     );
     expect(typedData.message.quoteHash).toBe(`0x${'00'.repeat(32)}`);
   });
@@ -119,6 +132,7 @@ describe('signCharge', () => {
         subscriptionId: SUBSCRIPTION_ID,
         amount: '1234567',
         nonce: 3,
+        epoch: '2',
         deadline: DEADLINE,
         quoteCode: 'refq_test_123',
       },
@@ -131,7 +145,7 @@ describe('signCharge', () => {
       signCharge(
         new MismatchedSigner(MERCHANT),
         { chain: 'eip155:8453', verifyingContract: MANAGER },
-        { subscriptionId: SUBSCRIPTION_ID, amount: 1n, nonce: 0n, deadline: DEADLINE },
+        { subscriptionId: SUBSCRIPTION_ID, amount: 1n, nonce: 0n, epoch: 0, deadline: DEADLINE },
       ),
     ).rejects.toThrow(`The signature recovers to ${MERCHANT.address}`);
   });
@@ -146,7 +160,7 @@ describe('signCharge', () => {
       signCharge(
         MERCHANT,
         { chain: 'eip155:8453', verifyingContract: MANAGER },
-        { subscriptionId: SUBSCRIPTION_ID, amount, nonce: 0, deadline: DEADLINE },
+        { subscriptionId: SUBSCRIPTION_ID, amount, nonce: 0, epoch: 0, deadline: DEADLINE },
       ),
     );
     expect(error.code).toBe('invalid_integer');
@@ -158,7 +172,7 @@ describe('signCharge', () => {
       signCharge(
         MERCHANT,
         { chain: 'eip155:8453', verifyingContract: MANAGER },
-        { subscriptionId: '0x11', amount: 1, nonce: 0, deadline: DEADLINE },
+        { subscriptionId: '0x11', amount: 1, nonce: 0, epoch: 0, deadline: DEADLINE },
       ),
     );
     expect(error.param).toBe('subscriptionId');
@@ -169,7 +183,7 @@ describe('signCharge', () => {
       signCharge(
         MERCHANT,
         { chain: 'solana:mainnet', verifyingContract: MANAGER },
-        { subscriptionId: SUBSCRIPTION_ID, amount: 1, nonce: 0, deadline: DEADLINE },
+        { subscriptionId: SUBSCRIPTION_ID, amount: 1, nonce: 0, epoch: 0, deadline: DEADLINE },
       ),
     );
     expect(error.code).toBe('unsupported_chain_namespace');
@@ -181,7 +195,7 @@ describe('signCancelSubscription', () => {
     const { signature, typedData } = await signCancelSubscription(
       MERCHANT,
       { chain: 'eip155:137', verifyingContract: MANAGER },
-      { subscriptionId: SUBSCRIPTION_ID, nonce: '4', deadline: DEADLINE },
+      { subscriptionId: SUBSCRIPTION_ID, nonce: '4', epoch: 1n, deadline: DEADLINE },
     );
     expect(typedData.domain.chainId).toBe(137n);
     expect(verifyTypedDataSigner('CancelSubscription', typedData.domain, typedData.message, signature)).toBe(
@@ -196,8 +210,10 @@ describe('payment signers', () => {
     paymentId: PAYMENT_ID,
     token: `eip155:8453/erc20:${USDC_BASE.toLowerCase()}`,
     amount: '50000000',
+    epoch: 0,
     deadline: DEADLINE,
   };
+  const PAYER = '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc';
 
   it('signs a capture from the payment object fields into the checked-in signature', async () => {
     const { signature, typedData } = await signCapture(MERCHANT, domain, capture);
@@ -205,6 +221,7 @@ describe('payment signers', () => {
       paymentId: PAYMENT_ID,
       token: USDC_BASE,
       amount: 50_000_000n,
+      epoch: 0n,
       deadline: 1_767_225_600n,
     });
     expect(signature).toBe(CAPTURE_SIGNATURE);
@@ -224,8 +241,9 @@ describe('payment signers', () => {
   });
 
   it('signs a refund distinct from a capture of the same fields', async () => {
-    const refund = await signRefund(MERCHANT, domain, capture);
+    const refund = await signRefund(MERCHANT, domain, { ...capture, payer: PAYER.toLowerCase() });
     expect(refund.typedData.primaryType).toBe('Refund');
+    expect(refund.typedData.message.payer).toBe(PAYER);
     expect(refund.signature).not.toBe(CAPTURE_SIGNATURE);
     expect(
       verifyTypedDataSigner('Refund', refund.typedData.domain, refund.typedData.message, refund.signature),
@@ -235,6 +253,7 @@ describe('payment signers', () => {
   it('signs a rescue to a checksummed destination', async () => {
     const rescue = await signRescue(MERCHANT, domain, {
       ...capture,
+      token: OTHER_TOKEN,
       to: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8',
     });
     expect(rescue.typedData.message.to).toBe('0x70997970C51812dc3A010C7d01b50e0d17dc79C8');
@@ -243,8 +262,80 @@ describe('payment signers', () => {
     ).toBe(MERCHANT.address);
   });
 
+  it('signs a payer dispute that names the disputed payer', async () => {
+    const dispute = await signDisputePayer(MERCHANT, domain, {
+      paymentId: PAYMENT_ID,
+      payer: PAYER,
+      epoch: 3,
+      deadline: DEADLINE,
+    });
+    expect(dispute.typedData.message).toEqual({
+      paymentId: PAYMENT_ID,
+      payer: PAYER,
+      epoch: 3n,
+      deadline: 1_767_225_600n,
+    });
+    expect(
+      verifyTypedDataSigner(
+        'DisputePayer',
+        dispute.typedData.domain,
+        dispute.typedData.message,
+        dispute.signature,
+      ),
+    ).toBe(MERCHANT.address);
+  });
+
+  it('rejects an epoch that is not an integer', async () => {
+    const error = await domainError(signCapture(MERCHANT, domain, { ...capture, epoch: '1.5' }));
+    expect(error.code).toBe('invalid_integer');
+    expect(error.param).toBe('epoch');
+  });
+
   it('rejects a rescue destination that is not an address', async () => {
-    const error = await domainError(signRescue(MERCHANT, domain, { ...capture, to: 'vitalik.eth' }));
+    const error = await domainError(
+      signRescue(MERCHANT, domain, { ...capture, token: OTHER_TOKEN, to: 'vitalik.eth' }),
+    );
     expect(error.param).toBe('to');
+  });
+});
+
+describe('registry signers', () => {
+  const domain = { chain: 'eip155:8453', verifyingContract: REGISTRY };
+  const merchantId = `0x${'33'.repeat(32)}`;
+
+  it('signs a consented merchant change that recovers to the current signer', async () => {
+    const change = await signMerchantChange(MERCHANT, domain, {
+      merchantId,
+      signer: '0x70997970c51812dc3a010c7d01b50e0d17dc79c8',
+      settlement: '0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC',
+      epoch: 1,
+      deadline: DEADLINE,
+    });
+    expect(change.typedData.message.signer).toBe('0x70997970C51812dc3A010C7d01b50e0d17dc79C8');
+    expect(
+      verifyTypedDataSigner(
+        'MerchantChange',
+        change.typedData.domain,
+        change.typedData.message,
+        change.signature,
+      ),
+    ).toBe(MERCHANT.address);
+  });
+
+  it('signs a revocation of every outstanding authorization at the current epoch', async () => {
+    const revoke = await signRevokeAuthorizations(MERCHANT, domain, {
+      merchantId,
+      epoch: 5,
+      deadline: DEADLINE,
+    });
+    expect(revoke.typedData.message).toEqual({ merchantId, epoch: 5n, deadline: 1_767_225_600n });
+    expect(
+      verifyTypedDataSigner(
+        'RevokeAuthorizations',
+        revoke.typedData.domain,
+        revoke.typedData.message,
+        revoke.signature,
+      ),
+    ).toBe(MERCHANT.address);
   });
 });

@@ -35,12 +35,13 @@ export interface SigningDomain {
   readonly chain: string | bigint | number;
   /**
    * The contract that will check the signature: the merchant's SubscriptionManager for charge and cancel, the
-   * payment's `deposit_address` for capture, refund and rescue.
+   * payment's `deposit_address` for capture, refund, rescue and payer disputes, the StablepayRegistry for merchant
+   * changes and revocations.
    */
   readonly verifyingContract: string;
 }
 
-export interface ChargeRequest {
+export interface ChargeRequest extends EpochBound {
   /** 32-byte hex subscription id. */
   readonly subscriptionId: string;
   /** Token smallest units; at most cap_amount and the remaining window budget. */
@@ -52,28 +53,59 @@ export interface ChargeRequest {
   readonly quoteCode?: string | null;
 }
 
-export interface CancelSubscriptionRequest {
-  readonly subscriptionId: string;
-  /** The subscription's current `charge_nonce`. */
-  readonly nonce: UintInput;
+/**
+ * Every merchant signature names the merchant's current epoch in the on-chain registry
+ * (`StablepayRegistry.merchantEpoch(merchantId)`); revoking bumps it and voids every outstanding signature.
+ * The deadline may lie at most MAX_SIGNATURE_HORIZON_SECONDS (7 days) ahead: the contracts refuse a further one.
+ */
+export interface EpochBound {
+  readonly epoch: UintInput;
   readonly deadline: DeadlineInput;
 }
 
-export interface CaptureRequest {
+export interface CancelSubscriptionRequest extends EpochBound {
+  readonly subscriptionId: string;
+  /** The subscription's current `charge_nonce`. */
+  readonly nonce: UintInput;
+}
+
+export interface CaptureRequest extends EpochBound {
   /** The payment's `on_chain_id`. */
   readonly paymentId: string;
   /** The payment's `detected_asset` (CAIP-19) or the token address. */
   readonly token: string;
   /** Token smallest units (`token_amount`). */
   readonly amount: UintInput;
-  readonly deadline: DeadlineInput;
 }
 
-export type RefundRequest = CaptureRequest;
+export interface RefundRequest extends CaptureRequest {
+  /** The payer attested on chain (the payment's payer address): the refund can only go there. */
+  readonly payer: string;
+}
 
 export interface RescueRequest extends CaptureRequest {
+  /** A token other than the payment's own (or the zero address for the native coin). */
+  readonly token: string;
   /** Where the stranded funds go. */
   readonly to: string;
+}
+
+export interface DisputePayerRequest extends EpochBound {
+  readonly paymentId: string;
+  /** The payer the operator attested, which the merchant disputes. */
+  readonly payer: string;
+}
+
+export interface MerchantChangeRequest extends EpochBound {
+  /** The merchant's 32-byte on-chain id. */
+  readonly merchantId: string;
+  /** The new signer (may equal the current one when only the settlement address changes). */
+  readonly signer: string;
+  readonly settlement: string;
+}
+
+export interface RevokeAuthorizationsRequest extends EpochBound {
+  readonly merchantId: string;
 }
 
 export interface SignedRequest<K extends RequestKind> {
@@ -93,6 +125,7 @@ export async function signCharge(
     amount: uint(request.amount, 'amount'),
     nonce: uint(request.nonce, 'nonce'),
     quoteHash: quoteHash(request.quoteCode),
+    epoch: uint(request.epoch, 'epoch'),
     deadline: deadline(request.deadline),
   });
 }
@@ -105,6 +138,7 @@ export async function signCancelSubscription(
   return signTyped(signer, 'CancelSubscription', toDomain(domain), {
     subscriptionId: bytes32(request.subscriptionId, 'subscriptionId'),
     nonce: uint(request.nonce, 'nonce'),
+    epoch: uint(request.epoch, 'epoch'),
     deadline: deadline(request.deadline),
   });
 }
@@ -124,7 +158,15 @@ export async function signRefund(
   request: RefundRequest,
 ): Promise<SignedRequest<'Refund'>> {
   const d = toDomain(domain);
-  return signTyped(signer, 'Refund', d, paymentFields(d, request));
+  const { paymentId, token, amount, epoch, deadline: until } = paymentFields(d, request);
+  return signTyped(signer, 'Refund', d, {
+    paymentId,
+    token,
+    payer: parseAddress(request.payer, 'payer'),
+    amount,
+    epoch,
+    deadline: until,
+  });
 }
 
 export async function signRescue(
@@ -133,13 +175,55 @@ export async function signRescue(
   request: RescueRequest,
 ): Promise<SignedRequest<'Rescue'>> {
   const d = toDomain(domain);
-  const { paymentId, token, amount, deadline: until } = paymentFields(d, request);
+  const { paymentId, token, amount, epoch, deadline: until } = paymentFields(d, request);
   return signTyped(signer, 'Rescue', d, {
     paymentId,
     token,
     to: parseAddress(request.to, 'to'),
     amount,
+    epoch,
     deadline: until,
+  });
+}
+
+export async function signDisputePayer(
+  signer: Signer,
+  domain: SigningDomain,
+  request: DisputePayerRequest,
+): Promise<SignedRequest<'DisputePayer'>> {
+  return signTyped(signer, 'DisputePayer', toDomain(domain), {
+    paymentId: bytes32(request.paymentId, 'paymentId'),
+    payer: parseAddress(request.payer, 'payer'),
+    epoch: uint(request.epoch, 'epoch'),
+    deadline: deadline(request.deadline),
+  });
+}
+
+/** Signed by the CURRENT merchant signer; `domain.verifyingContract` is the StablepayRegistry. */
+export async function signMerchantChange(
+  signer: Signer,
+  domain: SigningDomain,
+  request: MerchantChangeRequest,
+): Promise<SignedRequest<'MerchantChange'>> {
+  return signTyped(signer, 'MerchantChange', toDomain(domain), {
+    merchantId: bytes32(request.merchantId, 'merchantId'),
+    signer: parseAddress(request.signer, 'signer'),
+    settlement: parseAddress(request.settlement, 'settlement'),
+    epoch: uint(request.epoch, 'epoch'),
+    deadline: deadline(request.deadline),
+  });
+}
+
+/** `domain.verifyingContract` is the StablepayRegistry. */
+export async function signRevokeAuthorizations(
+  signer: Signer,
+  domain: SigningDomain,
+  request: RevokeAuthorizationsRequest,
+): Promise<SignedRequest<'RevokeAuthorizations'>> {
+  return signTyped(signer, 'RevokeAuthorizations', toDomain(domain), {
+    merchantId: bytes32(request.merchantId, 'merchantId'),
+    epoch: uint(request.epoch, 'epoch'),
+    deadline: deadline(request.deadline),
   });
 }
 
@@ -174,6 +258,7 @@ function paymentFields(domain: Eip712Domain, request: CaptureRequest): MessageBy
     paymentId: bytes32(request.paymentId, 'paymentId'),
     token: tokenAddress(domain, request.token),
     amount: uint(request.amount, 'amount'),
+    epoch: uint(request.epoch, 'epoch'),
     deadline: deadline(request.deadline),
   };
 }

@@ -14,8 +14,14 @@ abstract contract StablepayEip712 {
 
     /// The signature is not 65 bytes, is malleable, or does not recover to the required signer.
     error InvalidSignature();
+    /// @notice The furthest a signed deadline may lie in the future: a leaked or forgotten signature dies within
+    /// this horizon even if nobody revokes it.
+    uint256 public constant MAX_SIGNATURE_HORIZON = 7 days;
+
     /// block.timestamp is past the signed deadline.
     error SignatureExpired(uint256 deadline, uint256 timestamp);
+    /// The signed deadline lies beyond block.timestamp + MAX_SIGNATURE_HORIZON.
+    error DeadlineTooFar(uint256 deadline, uint256 maxDeadline);
 
     /// @notice The EIP-712 domain separator of this contract on this chain.
     function domainSeparator() public view returns (bytes32) {
@@ -45,6 +51,8 @@ abstract contract StablepayEip712 {
 
     function _checkDeadline(uint256 deadline) internal view {
         if (block.timestamp > deadline) revert SignatureExpired(deadline, block.timestamp);
+        uint256 maxDeadline = block.timestamp + MAX_SIGNATURE_HORIZON;
+        if (deadline > maxDeadline) revert DeadlineTooFar(deadline, maxDeadline);
     }
 
     /// @dev Reverts unless `signature` (65 bytes r || s || v) over `digest` recovers to `expected` (never zero).

@@ -13,15 +13,21 @@ import {
   CANCEL_SUBSCRIPTION_TYPES,
   CAPTURE_TYPES,
   CHARGE_TYPES,
+  DISPUTE_PAYER_TYPES,
+  MERCHANT_CHANGE_TYPES,
   REFUND_TYPES,
   RESCUE_TYPES,
+  REVOKE_AUTHORIZATIONS_TYPES,
   SUBSCRIBE_AUTHORIZATION_TYPES,
   stablepayDomain,
   type CancelSubscriptionMessage,
   type CaptureMessage,
   type ChargeMessage,
+  type DisputePayerMessage,
+  type MerchantChangeMessage,
   type RefundMessage,
   type RescueMessage,
+  type RevokeAuthorizationsMessage,
   type SubscribeAuthorizationMessage,
 } from '@stablepay/evm';
 import { deployStablepay, type StablepayAddresses } from '../deployment';
@@ -42,6 +48,9 @@ import type { TestChain } from './anvil';
 export interface Fixture {
   readonly chain: TestChain;
   readonly chainId: bigint;
+  /** The registry admin (cold key). */
+  readonly admin: HDNodeWallet;
+  /** The hot relayer key. */
   readonly operator: HDNodeWallet;
   readonly operatorPauser: HDNodeWallet;
   readonly merchantPauser: HDNodeWallet;
@@ -65,31 +74,45 @@ export interface Fixture {
 }
 
 export const MERCHANT_ID = id('merchant:acme');
-export const FAR_DEADLINE = 4_000_000_000n;
+/**
+ * A deadline `seconds` after the latest block, well inside the contracts' 7-day horizon (MAX_SIGNATURE_HORIZON).
+ * Read it once per signature and reuse the value for the call.
+ */
+export async function soon(f: { readonly chain: TestChain }, seconds = 86_400n): Promise<bigint> {
+  const block = await f.chain.provider.getBlock('latest');
+  if (!block) throw new Error('no latest block');
+  return BigInt(block.timestamp) + seconds;
+}
+
+/** Messages as the tests write them: the merchant epoch defaults to 0 (no revocation yet). */
+type WithEpoch<M extends { readonly epoch: bigint }> = Omit<M, 'epoch'> & { readonly epoch?: bigint };
+const withEpoch = <M extends { readonly epoch?: bigint }>(m: M) => ({ ...m, epoch: m.epoch ?? 0n });
 
 /** Deploys the whole system deterministically on `chain`, registers one merchant and deploys its manager. */
 export async function deployFixture(chain: TestChain): Promise<Fixture> {
   const operator = chain.account(0);
+  const admin = chain.account(9);
   const operatorPauser = chain.account(1);
   const merchantPauser = chain.account(2);
   const merchantSigner = new Wallet(keccak256(toUtf8Bytes('stablepay test merchant signer')));
   const settlement = chain.account(7).address;
   const deployment = await deployStablepay(
     operator,
-    { operator: operator.address, operatorPauser: operatorPauser.address },
+    { admin: admin.address, operator: operator.address, operatorPauser: operatorPauser.address },
     { testStablecoins: true },
   );
   const { addresses } = deployment;
   const tokens = deployment.testStablecoins;
   if (!tokens) throw new Error('test stablecoins missing');
   const registry = connectStablepayRegistry(addresses.registry, operator);
-  await mined(registry.setMerchant(MERCHANT_ID, merchantSigner.address, settlement));
+  await mined(registry.registerMerchant(MERCHANT_ID, merchantSigner.address, settlement));
   const managerFactory = connectSubscriptionManagerFactory(addresses.subscriptionManagerFactory, operator);
   await mined(managerFactory.deployManager(MERCHANT_ID, merchantPauser.address));
   const managerAddress = await managerFactory.managerOf(MERCHANT_ID);
   return {
     chain,
     chainId: BigInt(chain.chainId),
+    admin,
     operator,
     operatorPauser,
     merchantPauser,
@@ -149,17 +172,17 @@ export function signCharge(
   s: TypedSigner,
   chainId: bigint,
   manager: string,
-  m: ChargeMessage,
+  m: WithEpoch<ChargeMessage>,
 ): Promise<string> {
-  return s.signTypedData(stablepayDomain(chainId, manager), CHARGE_TYPES, m);
+  return s.signTypedData(stablepayDomain(chainId, manager), CHARGE_TYPES, withEpoch(m));
 }
 export function signCancel(
   s: TypedSigner,
   chainId: bigint,
   manager: string,
-  m: CancelSubscriptionMessage,
+  m: WithEpoch<CancelSubscriptionMessage>,
 ): Promise<string> {
-  return s.signTypedData(stablepayDomain(chainId, manager), CANCEL_SUBSCRIPTION_TYPES, m);
+  return s.signTypedData(stablepayDomain(chainId, manager), CANCEL_SUBSCRIPTION_TYPES, withEpoch(m));
 }
 export function signSubscribe(
   s: TypedSigner,
@@ -173,25 +196,64 @@ export function signCapture(
   s: TypedSigner,
   chainId: bigint,
   deposit: string,
-  m: CaptureMessage,
+  m: WithEpoch<CaptureMessage>,
 ): Promise<string> {
-  return s.signTypedData(stablepayDomain(chainId, deposit), CAPTURE_TYPES, m);
+  return s.signTypedData(stablepayDomain(chainId, deposit), CAPTURE_TYPES, withEpoch(m));
 }
 export function signRefund(
   s: TypedSigner,
   chainId: bigint,
   deposit: string,
-  m: RefundMessage,
+  m: WithEpoch<RefundMessage>,
 ): Promise<string> {
-  return s.signTypedData(stablepayDomain(chainId, deposit), REFUND_TYPES, m);
+  return s.signTypedData(stablepayDomain(chainId, deposit), REFUND_TYPES, withEpoch(m));
 }
 export function signRescue(
   s: TypedSigner,
   chainId: bigint,
   deposit: string,
-  m: RescueMessage,
+  m: WithEpoch<RescueMessage>,
 ): Promise<string> {
-  return s.signTypedData(stablepayDomain(chainId, deposit), RESCUE_TYPES, m);
+  return s.signTypedData(stablepayDomain(chainId, deposit), RESCUE_TYPES, withEpoch(m));
+}
+
+export function signDisputePayer(
+  s: TypedSigner,
+  chainId: bigint,
+  deposit: string,
+  m: WithEpoch<DisputePayerMessage>,
+): Promise<string> {
+  return s.signTypedData(stablepayDomain(chainId, deposit), DISPUTE_PAYER_TYPES, withEpoch(m));
+}
+export function signMerchantChange(
+  s: TypedSigner,
+  chainId: bigint,
+  registry: string,
+  m: WithEpoch<MerchantChangeMessage>,
+): Promise<string> {
+  return s.signTypedData(stablepayDomain(chainId, registry), MERCHANT_CHANGE_TYPES, withEpoch(m));
+}
+export function signRevokeAuthorizations(
+  s: TypedSigner,
+  chainId: bigint,
+  registry: string,
+  m: WithEpoch<RevokeAuthorizationsMessage>,
+): Promise<string> {
+  return s.signTypedData(stablepayDomain(chainId, registry), REVOKE_AUTHORIZATIONS_TYPES, withEpoch(m));
+}
+
+/** Rotates the merchant's signer and/or settlement address with the current signer's consent (epoch bumps). */
+export async function changeMerchant(f: Fixture, signer: string, settlement: string): Promise<void> {
+  const deadline = await soon(f);
+  const epoch = await f.registry.merchantEpoch(f.merchantId);
+  const sig = await signMerchantChange(f.merchantSigner, f.chainId, f.addresses.registry, {
+    merchantId: f.merchantId,
+    signer,
+    settlement,
+    epoch,
+    deadline,
+  });
+  await mined(f.registry.connect(f.relayer).changeMerchant(f.merchantId, signer, settlement, deadline, sig));
 }
 
 /** The decoded arguments of every `name` event emitted by `address` in `receipt`. */
