@@ -71,6 +71,26 @@ describe('distributed deployment files', () => {
     expect(relay?.spec).toMatchObject({ replicas: 1, strategy: { type: 'Recreate' } });
   });
 
+  it('the command owners expose their command port and the gateway knows where they are', () => {
+    expect(compose.services['gateway']?.environment?.['COMMAND_TRANSPORT']).toBe('tcp');
+    for (const owner of ['subscriptions', 'webhook-dispatch']) {
+      const docs = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${owner}.yaml`), 'utf8')).map(
+        (d) => d.toJSON() as { kind: string; spec?: { ports?: Array<{ name: string; port: number }> } },
+      );
+      expect(docs.find((d) => d.kind === 'Service')?.spec?.ports).toContainEqual(
+        expect.objectContaining({ name: 'commands', port: 4000 }),
+      );
+    }
+    const gateway = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', 'gateway.yaml'), 'utf8'))
+      .map((d) => d.toJSON() as { kind: string; data?: Record<string, string> })
+      .find((d) => d.kind === 'ConfigMap');
+    expect(gateway?.data).toMatchObject({
+      COMMAND_TRANSPORT: 'tcp',
+      SUBSCRIPTIONS_COMMANDS_ADDRESS: 'subscriptions:4000',
+      WEBHOOK_DISPATCH_COMMANDS_ADDRESS: 'webhook-dispatch:4000',
+    });
+  });
+
   it('the Dockerfile builds any one service and checks its health', () => {
     const dockerfile = readFileSync(join(root, 'deploy', 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/ARG SERVICE/);

@@ -88,7 +88,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       env['PAYMENT_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.paymentFactory;
       env['OPERATOR_PAUSER_ADDRESS'] ??= chains.operatorPauser.address;
     }
-    const platform = platformConfigFromEnv(env, { port: 3000 });
+    // One process hosts every owner: commands stay in it (still serialised, like on a wire).
+    const platform = platformConfigFromEnv(env, { port: 3000, commandTransport: 'in-process' });
     const merchants = merchantsConfigFromEnv(
       { ALLOW_LOCAL_WEBHOOKS: 'true', ...env },
       { allowEphemeralKey: true },

@@ -33,6 +33,8 @@ describe('each service app boots on its own', () => {
         DATABASE_URL: db.url,
         PORT: String(port),
         HOST: '127.0.0.1',
+        COMMANDS_HOST: '127.0.0.1',
+        COMMANDS_PORT: String(await freePort()),
         WEBHOOK_SECRET_ENCRYPTION_KEY: 'ab'.repeat(32),
       }),
     );
@@ -56,6 +58,16 @@ describe('each service app boots on its own', () => {
     } finally {
       expect(await proc.stop('SIGTERM')).toBe(0);
     }
+  });
+
+  it('the relay refuses to start on the store-log bus (the store is the bus) and names EVENT_BUS', async () => {
+    const proc = spawnNode(
+      ['-r', '@swc-node/register', 'apps/relay/src/main.ts'],
+      cleanEnv({ DATABASE_URL: db.url, PORT: '0', EVENT_BUS: 'store-log' }),
+    );
+    const code = await new Promise<number | null>((resolve) => proc.child.once('exit', resolve));
+    expect(code).toBe(78);
+    expect(proc.output.join('\n')).toContain('EVENT_BUS must be kafka');
   });
 
   it('a service without DATABASE_URL refuses to start and names the variable', async () => {

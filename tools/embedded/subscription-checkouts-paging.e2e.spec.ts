@@ -3,7 +3,7 @@ import type { EventStore } from '@stablepay/event-store';
 import {
   SubscriptionCheckoutExpiryTimer,
   SubscriptionCheckoutProjection,
-  SubscriptionCheckoutsApplication,
+  CreateSubscriptionCheckoutHandler,
 } from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
@@ -89,7 +89,7 @@ describe('subscription checkout lists over thousands of intents (embedded stack)
     const owner = { merchantId: String(merchant['id']), mode: 'test' as const };
 
     // Three batches an hour apart; every third for one customer; every fifth expiring after a minute.
-    const app = stack.service.app.get(SubscriptionCheckoutsApplication);
+    const app = stack.service.app.get(CreateSubscriptionCheckoutHandler);
     const concurrency = process.env['DATABASE_URL'] ? 16 : 1; // PGlite serves one transaction at a time
     for (let batch = 0; batch < 3; batch++) {
       if (batch > 0) clock.advance(3_600_000);

@@ -4,8 +4,7 @@ import { CLOCK } from '@stablepay/aggregate';
 import { ApiKeyGuard, IDEMPOTENCY_CLOCK, IdempotencyInterceptor } from '@stablepay/http';
 import { MERCHANTS_MIGRATIONS, MerchantsModule, type MerchantsConfig } from '@stablepay/merchants-service';
 import type { ServiceDefinition } from '@stablepay/runtime';
-import { WEBHOOKS_MIGRATIONS, WebhooksGatewayModule } from '@stablepay/webhook-dispatch-service';
-import { WebhooksApiModule } from '@stablepay/webhooks-api';
+import { WEBHOOKS_MIGRATIONS, webhooksHttpModule } from '@stablepay/webhook-dispatch-service';
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
 import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/subscriptions-service';
 
@@ -21,7 +20,7 @@ export class GatewayModule {
       imports: [
         // The webhooks scope's event-type catalogue validates PATCH /settings webhook_event_types.
         MerchantsModule.forRoot({ ...merchants, webhookEventCatalogue: WEBHOOK_EVENT_TYPES }),
-        WebhooksApiModule.forRoot({ imports: [WebhooksGatewayModule.forRoot({ merchants })] }),
+        webhooksHttpModule(),
         subscriptionsHttpModule(),
       ],
       providers: [

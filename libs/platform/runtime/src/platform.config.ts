@@ -1,3 +1,4 @@
+import { type CommandsConfig, commandsConfigFromEnv, type CommandTransport } from '@stablepay/commands';
 import { envEnum, envInt, envOptional, envString, type LogLevel } from '@stablepay/util';
 
 /** Configuration every service process shares, validated at start: a wrong value stops the process with its name. */
@@ -10,11 +11,16 @@ export interface PlatformConfig {
   readonly port: number;
   readonly host: string;
   readonly logLevel: LogLevel;
+  /**
+   * How commands reach the service that owns the aggregate (COMMAND_TRANSPORT and its addresses); absent means
+   * in-process (a process hosting the owners itself, as tests do).
+   */
+  readonly commands?: CommandsConfig;
 }
 
 export function platformConfigFromEnv(
   env: Record<string, string | undefined>,
-  defaults: { port?: number } = {},
+  defaults: { port?: number; commandTransport?: CommandTransport } = {},
 ): PlatformConfig {
   const eventStore = envEnum(env, 'EVENT_STORE', ['postgres', 'esdb'] as const, 'postgres');
   const eventBus = envEnum(env, 'EVENT_BUS', ['store-log', 'kafka'] as const, 'store-log');
@@ -40,6 +46,10 @@ export function platformConfigFromEnv(
       'LOG_LEVEL',
       ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'] as const,
       'log',
+    ),
+    commands: commandsConfigFromEnv(
+      env,
+      defaults.commandTransport ? { transport: defaults.commandTransport } : {},
     ),
   };
 }

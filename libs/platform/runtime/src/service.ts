@@ -10,6 +10,12 @@ import {
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DataSource } from 'typeorm';
 import { EventSourcingModule } from '@stablepay/aggregate';
+import {
+  CommandsModule,
+  commandsConfigFromEnv,
+  connectCommandServer,
+  InProcessBroker,
+} from '@stablepay/commands';
 import { CreateParkedStreams1767312000000 } from '@stablepay/event-bus';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
@@ -28,6 +34,8 @@ export interface ServiceDefinition {
   readonly imports: ReadonlyArray<Type | DynamicModule>;
   readonly migrations?: readonly MigrationClass[];
   readonly providers?: readonly Provider[];
+  /** True when the service owns aggregates whose commands others send it (its `@CommandHandler`s answer them). */
+  readonly handlesCommands?: boolean;
 }
 
 @Injectable()
@@ -43,11 +51,14 @@ class DatabaseReadiness implements OnModuleInit {
   }
 }
 
+const IN_PROCESS_COMMANDS = commandsConfigFromEnv({}, { transport: 'in-process' });
+
 /** The root module of a process hosting one service (distributed) or all of them (embedded). */
 export function platformRootModule(
   config: PlatformConfig,
   services: readonly ServiceDefinition[],
   clock?: Clock,
+  broker: InProcessBroker = new InProcessBroker(),
 ): DynamicModule {
   @Module({})
   class StablepayRootModule {}
@@ -69,6 +80,7 @@ export function platformRootModule(
         createBus: (store) => openEventBus(config, store),
         ...(clock ? { clock } : {}),
       }),
+      CommandsModule.forRoot(config.commands ?? IN_PROCESS_COMMANDS, broker),
       ...services.flatMap((s) => s.imports),
     ],
     providers: [DatabaseReadiness, ...services.flatMap((s) => s.providers ?? [])],
@@ -87,10 +99,16 @@ export async function startService(
   services: readonly ServiceDefinition[],
   options: { clock?: Clock; service?: string } = {},
 ): Promise<RunningService> {
-  const app = await createHttpApp(platformRootModule(config, services, options.clock), {
-    service: options.service ?? services.map((s) => s.name).join('+'),
+  const service = options.service ?? services.map((s) => s.name).join('+');
+  const broker = new InProcessBroker();
+  const app = await createHttpApp(platformRootModule(config, services, options.clock, broker), {
+    service,
     logLevel: config.logLevel,
   });
+  if (services.some((s) => s.handlesCommands)) {
+    connectCommandServer(app, config.commands ?? IN_PROCESS_COMMANDS, broker, service);
+    await app.startAllMicroservices();
+  }
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;

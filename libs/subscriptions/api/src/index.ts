@@ -7,3 +7,4 @@ export * from './hosted/hosted-subscribe.controller';
 export * from './hosted/subscribe-page';
 export * from './hosted/colors';
 export * from './hosted/format';
+export * from './subscription-checkout.commands';

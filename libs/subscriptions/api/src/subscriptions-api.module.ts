@@ -17,7 +17,7 @@ export class SubscriptionsApiModule {
       module: SubscriptionsApiModule,
       imports: options.imports,
       controllers: [SubscriptionCheckoutsController, HostedSubscribeController],
-      providers: [{ provide: SUBSCRIPTION_CHECKOUTS, useExisting: options.useCases }],
+      providers: [{ provide: SUBSCRIPTION_CHECKOUTS, useClass: options.useCases }],
     };
   }
 }

@@ -12,7 +12,11 @@ import { MerchantProfiles } from './subscription-checkouts/merchant-profiles';
 import { SubscriptionCheckoutCommands } from './subscription-checkouts/subscription-checkout.commands';
 import { SubscriptionCheckoutProjection } from './subscription-checkouts/subscription-checkout.projection';
 import { SubscriptionCheckoutReader } from './subscription-checkouts/subscription-checkout.reader';
-import { SubscriptionCheckoutsApplication } from './subscription-checkouts/subscription-checkouts.application';
+import { SubscriptionCheckoutPresenter } from './subscription-checkouts/subscription-checkout.presenter';
+import { SubscriptionCheckoutsGateway } from './subscription-checkouts/subscription-checkouts.gateway';
+import { CancelSubscriptionCheckoutHandler } from './cancel-subscription-checkout/cancel-subscription-checkout.handler';
+import { CreateSubscriptionCheckoutHandler } from './create-subscription-checkout/create-subscription-checkout.handler';
+import { DismissSubscriptionCheckoutHandler } from './dismiss-subscription-checkout/dismiss-subscription-checkout.handler';
 import {
   SUBSCRIPTIONS_CONFIG,
   SUBSCRIPTIONS_CONFIG_OVERRIDE,
@@ -38,10 +42,10 @@ class ConfigHolder {
 }
 
 /**
- * What the subscription checkout command and query side needs wherever it runs: the gateway (its routes call
- * the use cases in-process) and the subscriptions service (projection and expiry timer). A static module, so one
- * process that hosts both shares one instance. Configuration: subscriptionsService(config) when the process
- * hosts the service, else the environment (the gateway alone).
+ * What the subscription checkout command and query side needs wherever it runs: the gateway (reads, presenting)
+ * and the subscriptions service (commands, projection, expiry timer). A static module, so one process that hosts
+ * both shares one instance. Configuration: subscriptionsService(config) when the process hosts the service, else
+ * the environment (the gateway alone).
  */
 @Module({
   providers: [
@@ -61,7 +65,7 @@ class ConfigHolder {
     SubscriptionCheckoutReader,
     SubscriptionCheckoutCommands,
     MerchantProfiles,
-    SubscriptionCheckoutsApplication,
+    SubscriptionCheckoutPresenter,
   ],
   exports: [
     SUBSCRIPTIONS_CONFIG,
@@ -69,17 +73,24 @@ class ConfigHolder {
     SubscriptionCheckoutChanges,
     SubscriptionCheckoutReader,
     SubscriptionCheckoutCommands,
-    SubscriptionCheckoutsApplication,
+    MerchantProfiles,
+    SubscriptionCheckoutPresenter,
   ],
 })
 export class SubscriptionCheckoutsCoreModule {}
 
 /**
- * The subscriptions service: the SubscriptionCheckout aggregate's projection and its durable expiry timer (the
- * Subscription aggregate arrives with the on-chain subscribe flow). Health and readiness come from the platform.
+ * The subscriptions service: owner of the SubscriptionCheckout aggregate (one handler per use case, answering
+ * the gateway's commands), its projection and its durable expiry timer (the Subscription aggregate arrives with
+ * the on-chain subscribe flow). Health and readiness come from the platform.
  */
 @Module({
   imports: [SubscriptionCheckoutsCoreModule],
+  controllers: [
+    CreateSubscriptionCheckoutHandler,
+    CancelSubscriptionCheckoutHandler,
+    DismissSubscriptionCheckoutHandler,
+  ],
   providers: [SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
   exports: [SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
 })
@@ -92,16 +103,17 @@ export function subscriptionsService(
     name: 'subscriptions',
     imports: [SubscriptionsConfigModule.forRoot(config), SubscriptionsServiceModule],
     migrations: SUBSCRIPTIONS_MIGRATIONS,
+    handlesCommands: true,
   };
 }
 
 /**
- * The gateway's subscription checkout routes and hosted subscribe page, wired to the use cases in-process.
- * (When the subscriptions service owns its commands over @nestjs/microservices, only this wiring changes.)
+ * The gateway's subscription checkout routes and hosted subscribe page: reads in the gateway, commands sent to
+ * the subscriptions service (SubscriptionCheckoutsGateway).
  */
 export function subscriptionsHttpModule(): DynamicModule {
   return SubscriptionsApiModule.forRoot({
     imports: [SubscriptionCheckoutsCoreModule],
-    useCases: SubscriptionCheckoutsApplication,
+    useCases: SubscriptionCheckoutsGateway,
   });
 }

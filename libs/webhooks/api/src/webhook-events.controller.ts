@@ -12,10 +12,9 @@ import {
   type DeliveryStatus,
   isDeliveryStatus,
   isWebhookEventType,
-  WEBHOOK_EVENT_LOG,
-  type WebhookEventLog,
 } from '@stablepay/webhooks-domain';
 import { presentAttempt, presentWebhookEvent } from './webhook-event.presenter';
+import { WEBHOOK_EVENTS, type WebhookEventsUseCases } from './webhook-events.port';
 
 const FILTERS = new Set(['limit', 'starting_after', 'ending_before', 'type', 'delivery_status']);
 
@@ -30,7 +29,7 @@ function oneString(query: Record<string, unknown>, name: string): string | undef
 /** SPEC Endpoints > Webhook events: the merchant's event log, one event with its attempts, manual redelivery. */
 @Controller('merchants/:merchantId/webhook-events')
 export class WebhookEventsController {
-  constructor(@Inject(WEBHOOK_EVENT_LOG) private readonly log: WebhookEventLog) {}
+  constructor(@Inject(WEBHOOK_EVENTS) private readonly log: WebhookEventsUseCases) {}
 
   /** SPEC Pagination (newest first, limit, starting_after / ending_before) with `type` and `delivery_status` filters. */
   @Get()
@@ -92,7 +91,7 @@ export class WebhookEventsController {
     @Param('eventId') eventId: string,
   ) {
     assertOwnMerchant(merchant, merchantId);
-    const event = await this.log.requestRedelivery(merchantId, eventId);
+    const event = await this.log.redeliver(merchantId, eventId);
     if (!event) throw notFound('webhook event', eventId);
     return presentWebhookEvent(event);
   }

@@ -1,7 +1,7 @@
 import { Controller, HttpCode, Inject, Post } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
-import { WEBHOOK_TESTER, type WebhookTester } from '@stablepay/webhooks-domain';
 import { presentTestDelivery } from './webhook-event.presenter';
+import { WEBHOOK_EVENTS, type WebhookEventsUseCases } from './webhook-events.port';
 
 /**
  * SPEC Settings: POST /settings/webhook/test sends a test delivery (a `subscription.charge_succeeded` with
@@ -10,11 +10,11 @@ import { presentTestDelivery } from './webhook-event.presenter';
  */
 @Controller('settings/webhook/test')
 export class WebhookTestController {
-  constructor(@Inject(WEBHOOK_TESTER) private readonly tester: WebhookTester) {}
+  constructor(@Inject(WEBHOOK_EVENTS) private readonly useCases: WebhookEventsUseCases) {}
 
   @Post()
   @HttpCode(200)
   async send(@CurrentMerchant() merchant: AuthenticatedMerchant) {
-    return presentTestDelivery(await this.tester.sendTest(merchant.merchantId));
+    return presentTestDelivery(await this.useCases.sendTest(merchant.merchantId));
   }
 }

@@ -1,19 +1,23 @@
-import { type DynamicModule, Module, type ModuleMetadata } from '@nestjs/common';
+import { type DynamicModule, Module, type ModuleMetadata, type Type } from '@nestjs/common';
 import { WebhookEventsController } from './webhook-events.controller';
+import { WEBHOOK_EVENTS, type WebhookEventsUseCases } from './webhook-events.port';
 import { WebhookTestController } from './webhook-test.controller';
 
 /**
- * The gateway-side webhook routes. The controllers depend only on the domain's ports (WEBHOOK_EVENT_LOG,
- * WEBHOOK_TESTER); the composition root passes the module that provides them (WebhooksGatewayModule from the
- * webhooks service), so this lib needs no service import.
+ * The webhooks scope's HTTP surface in the gateway: the event log, manual redelivery and test deliveries. The
+ * use cases are supplied by whoever composes it (see webhooksHttpModule in @stablepay/webhook-dispatch-service).
  */
 @Module({})
 export class WebhooksApiModule {
-  static forRoot(options: { readonly imports: NonNullable<ModuleMetadata['imports']> }): DynamicModule {
+  static forRoot(options: {
+    imports: NonNullable<ModuleMetadata['imports']>;
+    useCases: Type<WebhookEventsUseCases>;
+  }): DynamicModule {
     return {
       module: WebhooksApiModule,
       imports: options.imports,
       controllers: [WebhookEventsController, WebhookTestController],
+      providers: [{ provide: WEBHOOK_EVENTS, useClass: options.useCases }],
     };
   }
 }

@@ -1,10 +1,7 @@
 import type { AttemptTrigger, DeliveryErrorCode, DeliveryStatus } from './delivery';
 import type { WebhookEventData } from './envelope';
 
-/**
- * Ports the gateway-side routes (libs/webhooks/api) call; the webhooks service provides them
- * (WebhooksGatewayModule) and the composition root wires the two together.
- */
+/** What the webhook event log and a test delivery look like to the gateway's routes (libs/webhooks/api). */
 
 /** One row of GET /merchants/:merchantId/webhook-events: the event plus its delivery state. */
 export interface WebhookEventView {
@@ -42,18 +39,6 @@ export interface WebhookEventListQuery {
   readonly deliveryStatus?: DeliveryStatus;
 }
 
-export interface WebhookEventLog {
-  list(
-    query: WebhookEventListQuery,
-  ): Promise<{ readonly rows: readonly WebhookEventView[]; readonly hasMore: boolean }>;
-  get(
-    merchantId: string,
-    eventId: string,
-  ): Promise<{ readonly event: WebhookEventView; readonly attempts: readonly WebhookAttemptView[] } | null>;
-  /** Queues one manual attempt now; null when the merchant has no such event. */
-  requestRedelivery(merchantId: string, eventId: string): Promise<WebhookEventView | null>;
-}
-
 /** What POST /settings/webhook/test reports about the receiver. */
 export interface TestDeliveryResult {
   readonly eventId: string;
@@ -65,11 +50,3 @@ export interface TestDeliveryResult {
   readonly durationMs: number | null;
   readonly signedWithPreviousSecret: boolean;
 }
-
-export interface WebhookTester {
-  /** Sends the placeholder event to the merchant's webhook URL now; throws a DomainError when none is set. */
-  sendTest(merchantId: string): Promise<TestDeliveryResult>;
-}
-
-export const WEBHOOK_EVENT_LOG = Symbol('WEBHOOK_EVENT_LOG');
-export const WEBHOOK_TESTER = Symbol('WEBHOOK_TESTER');

@@ -1,7 +1,7 @@
 import { type DynamicModule, Module, type OnApplicationShutdown, type Provider } from '@nestjs/common';
 import { MERCHANTS_CONFIG, type MerchantsConfig, WebhookSecrets } from '@stablepay/merchants-service';
 import type { ServiceDefinition } from '@stablepay/runtime';
-import { WEBHOOK_EVENT_LOG, WEBHOOK_TESTER } from '@stablepay/webhooks-domain';
+import { WebhooksApiModule } from '@stablepay/webhooks-api';
 import {
   DISPATCH_OPTIONS,
   dispatchOptions,
@@ -11,7 +11,9 @@ import {
 import type { ResolveAll } from './http/egress-policy';
 import { WebhookHttpSender } from './http/webhook-http-sender';
 import { MerchantEndpoints } from './merchant-endpoints';
-import { WebhookEventLogService, WebhookTestService } from './gateway-ports';
+import { RedeliverWebhookEventHandler } from './redeliver-webhook-event/redeliver-webhook-event.handler';
+import { SendTestWebhookHandler } from './send-test-webhook/send-test-webhook.handler';
+import { WebhookEventsGateway } from './webhook-events.gateway';
 import { WEBHOOKS_MIGRATIONS } from './migrations';
 import { type WebhookSource, WebhookSourceRegistry } from './sources';
 import { WEBHOOK_SOURCES } from './tokens';
@@ -62,7 +64,8 @@ function sharedProviders(options: WebhookModuleOptions, resolved: DispatchOption
 
 /**
  * The webhook-dispatch service: records merchant webhook events from the registered sources and delivers them
- * (signed, retried on the SPEC schedule, durable across restarts, fair across merchants).
+ * (signed, retried on the SPEC schedule, durable across restarts, fair across merchants); answers the gateway's
+ * redelivery and test-delivery commands (one handler per use case).
  */
 @Module({})
 export class WebhookDispatchServiceModule {
@@ -70,6 +73,7 @@ export class WebhookDispatchServiceModule {
     const resolved = dispatchOptions(options.dispatch);
     return {
       module: WebhookDispatchServiceModule,
+      controllers: [RedeliverWebhookEventHandler, SendTestWebhookHandler],
       providers: [
         ...sharedProviders(options, resolved),
         { provide: WEBHOOK_SOURCES, useValue: new WebhookSourceRegistry(options.sources) },
@@ -81,24 +85,16 @@ export class WebhookDispatchServiceModule {
   }
 }
 
+/** What the gateway's webhook routes read in the gateway process: the event log. */
+@Module({ providers: [WebhookEventStore], exports: [WebhookEventStore] })
+export class WebhooksGatewayModule {}
+
 /**
- * What the gateway's webhook routes (libs/webhooks/api) need from this scope: the event log and the test sender,
- * exported under the domain's port tokens. Hosted by the gateway process (a test delivery goes out from there).
+ * The gateway's webhook routes (libs/webhooks/api): the event log read in the gateway, redelivery and test
+ * deliveries sent to the webhook-dispatch service (WebhookEventsGateway).
  */
-@Module({})
-export class WebhooksGatewayModule {
-  static forRoot(options: WebhookModuleOptions): DynamicModule {
-    const resolved = dispatchOptions(options.dispatch);
-    return {
-      module: WebhooksGatewayModule,
-      providers: [
-        ...sharedProviders(options, resolved),
-        { provide: WEBHOOK_EVENT_LOG, useClass: WebhookEventLogService },
-        { provide: WEBHOOK_TESTER, useClass: WebhookTestService },
-      ],
-      exports: [WEBHOOK_EVENT_LOG, WEBHOOK_TESTER],
-    };
-  }
+export function webhooksHttpModule(): DynamicModule {
+  return WebhooksApiModule.forRoot({ imports: [WebhooksGatewayModule], useCases: WebhookEventsGateway });
 }
 
 export function webhookDispatchService(options: WebhookDispatchModuleOptions): ServiceDefinition {
@@ -106,5 +102,6 @@ export function webhookDispatchService(options: WebhookDispatchModuleOptions): S
     name: 'webhook-dispatch',
     imports: [WebhookDispatchServiceModule.forRoot(options)],
     migrations: WEBHOOKS_MIGRATIONS,
+    handlesCommands: true,
   };
 }

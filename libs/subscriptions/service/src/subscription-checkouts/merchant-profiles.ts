@@ -1,7 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
-import { fiatSettlementStatus, SettingsReader } from '@stablepay/merchants-service';
+import { DataSource } from 'typeorm';
+import { fiatSettlementStatus, type MerchantSettingsRow } from '@stablepay/merchants-service';
 import type { SettlementContext } from '@stablepay/subscriptions-domain';
+import { notFound } from '@stablepay/util';
 
 /** What a subscription checkout needs to know about its merchant, read from the merchants scope's settings. */
 export interface MerchantProfile {
@@ -12,18 +13,20 @@ export interface MerchantProfile {
 }
 
 /**
- * Reads merchant settings through the merchants scope's read-side export (SettingsReader), wherever the process
- * registered it: the gateway hosts the merchants module, and the subscription checkout routes run there.
+ * Reads the merchants scope's settings read model (`merchant_settings`, one database) directly, so the service
+ * and the gateway can run it in any process, with or without the merchants module.
  */
 @Injectable()
 export class MerchantProfiles {
-  private reader?: SettingsReader;
-
-  constructor(@Inject(ModuleRef) private readonly moduleRef: ModuleRef) {}
+  constructor(@Inject(DataSource) private readonly dataSource: DataSource) {}
 
   async get(merchantId: string): Promise<MerchantProfile> {
-    this.reader ??= this.moduleRef.get(SettingsReader, { strict: false });
-    const row = await this.reader.get(merchantId);
+    const rows: MerchantSettingsRow[] = await this.dataSource.query(
+      'SELECT * FROM merchant_settings WHERE merchant_id = $1',
+      [merchantId],
+    );
+    const row = rows[0];
+    if (!row) throw notFound('merchant', merchantId);
     const fiat = fiatSettlementStatus(row);
     return {
       businessName: row.display_name,

@@ -18,7 +18,17 @@ export interface CommandResult {
   readonly changed: boolean;
 }
 
-/** The command side of the SubscriptionCheckout aggregate: load, decide, append; then wait for the read model. */
+/** What an append answers a remote caller: it waits for its own read model at `revision` (read-your-writes). */
+export interface Appended {
+  readonly id: string;
+  readonly revision: number;
+  readonly changed: boolean;
+}
+
+/**
+ * The command side of the SubscriptionCheckout aggregate: load, decide, append. create and cancel answer the
+ * revision (their caller, the gateway, waits for its read model); the service's own commands wait here.
+ */
 @Injectable()
 export class SubscriptionCheckoutCommands {
   constructor(
@@ -33,6 +43,16 @@ export class SubscriptionCheckoutCommands {
     command: SubscriptionCheckoutCommand,
     idempotencyKey?: string,
   ): Promise<CommandResult> {
+    const { revision, changed } = await this.append(id, owner, command, idempotencyKey);
+    return { row: await this.reader.getAtLeast(id, revision), changed };
+  }
+
+  private async append(
+    id: string,
+    owner: { merchantId: string; mode: Mode },
+    command: SubscriptionCheckoutCommand,
+    idempotencyKey?: string,
+  ): Promise<Appended> {
     const result = await handleCommand(
       this.store,
       subscriptionCheckoutStreamId(id),
@@ -43,17 +63,17 @@ export class SubscriptionCheckoutCommands {
         metadata: { merchantId: owner.merchantId, mode: owner.mode, occurredAt: command.now.toISOString() },
       },
     );
-    return { row: await this.reader.getAtLeast(id, result.revision), changed: result.newEvents.length > 0 };
+    return { id, revision: result.revision, changed: result.newEvents.length > 0 };
   }
 
   create(
     owner: { merchantId: string; mode: Mode },
     input: CreateSubscriptionCheckoutInput,
     details: { businessName: string; hostedUrl: string; context: CreateContext },
-  ): Promise<CommandResult> {
+  ): Promise<Appended> {
     const now = this.clock.now();
     const id = newId('schk', now);
-    return this.run(id, owner, {
+    return this.append(id, owner, {
       type: 'CreateSubscriptionCheckout',
       id,
       // Random 32 bytes: the on-chain id the subscribe transaction registers (and the subscription id after).
@@ -120,8 +140,11 @@ export class SubscriptionCheckoutCommands {
     return commands.map((c) => c.id);
   }
 
-  cancel(row: SubscriptionCheckoutRow, by: 'merchant' | 'customer'): Promise<CommandResult> {
-    return this.run(
+  cancel(
+    row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>,
+    by: 'merchant' | 'customer',
+  ): Promise<Appended> {
+    return this.append(
       row.id,
       { merchantId: row.merchant_id, mode: row.mode },
       { type: 'CancelSubscriptionCheckout', by, now: this.clock.now() },

@@ -13,12 +13,11 @@ import {
 } from '@stablepay/merchants-service';
 import { type RunningService, startService } from '@stablepay/runtime';
 import type { ManualClock } from '@stablepay/util';
-import { WebhooksApiModule } from '@stablepay/webhooks-api';
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
 import type { DispatchOverrides } from '../dispatch.config';
 import type { ResolveAll } from '../http/egress-policy';
 import { type WebhookSource, webhookEventDraft } from '../sources';
-import { webhookDispatchService, WebhooksGatewayModule } from '../webhook-dispatch.module';
+import { webhookDispatchService, webhooksHttpModule } from '../webhook-dispatch.module';
 import { WebhookDispatcher } from '../webhook-dispatcher';
 import { WebhookEventRecorder } from '../webhook-event.recorder';
 import { WebhookEventStore } from '../webhook-event.store';
@@ -137,10 +136,7 @@ export async function startWebhookStack(options: WebhookStackOptions): Promise<W
   };
   const gateway: DynamicModule = {
     module: TestGatewayModule,
-    imports: [
-      MerchantsModule.forRoot(merchants),
-      WebhooksApiModule.forRoot({ imports: [WebhooksGatewayModule.forRoot(shared)] }),
-    ],
+    imports: [MerchantsModule.forRoot(merchants), webhooksHttpModule()],
     providers: [{ provide: APP_GUARD, useClass: ApiKeyGuard }],
   };
   const service = await startService(

@@ -1,50 +1,28 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Controller, Inject } from '@nestjs/common';
+import { Payload } from '@nestjs/microservices';
 import { CLOCK } from '@stablepay/aggregate';
+import { CommandHandler } from '@stablepay/commands';
 import { type Clock, DomainError, invalidRequest, newId, notFound } from '@stablepay/util';
+import { type SendTestWebhookCommand, WEBHOOK_COMMANDS } from '@stablepay/webhooks-api';
 import {
   failureCode,
   isDeliverySuccess,
   type TestDeliveryResult,
   testDeliveryEvent,
-  type WebhookEventListQuery,
-  type WebhookEventLog,
-  type WebhookTester,
 } from '@stablepay/webhooks-domain';
-import { DISPATCH_OPTIONS, type DispatchOptions } from './dispatch.config';
-import { WebhookHttpSender } from './http/webhook-http-sender';
-import { MerchantEndpoints } from './merchant-endpoints';
-import { prepareDelivery } from './webhook-deliverer';
-import { WebhookEventStore } from './webhook-event.store';
-
-/** The merchant's webhook event log (list, one event with its attempts, manual redelivery). */
-@Injectable()
-export class WebhookEventLogService implements WebhookEventLog {
-  constructor(
-    @Inject(WebhookEventStore) private readonly store: WebhookEventStore,
-    @Inject(CLOCK) private readonly clock: Clock,
-  ) {}
-
-  list(query: WebhookEventListQuery) {
-    return this.store.list(query);
-  }
-
-  get(merchantId: string, eventId: string) {
-    return this.store.get(merchantId, eventId);
-  }
-
-  /** Picked up by the dispatcher's next poll (at most its poll interval later). */
-  requestRedelivery(merchantId: string, eventId: string) {
-    return this.store.requestRedelivery(merchantId, eventId, this.clock.now());
-  }
-}
+import { DISPATCH_OPTIONS, type DispatchOptions } from '../dispatch.config';
+import { WebhookHttpSender } from '../http/webhook-http-sender';
+import { MerchantEndpoints } from '../merchant-endpoints';
+import { prepareDelivery } from '../webhook-deliverer';
 
 /**
+ * Use case: POST /settings/webhook/test, in the webhook-dispatch service (it owns the egress and the secrets).
  * SPEC Events > test delivery: a `subscription.charge_succeeded` with placeholder data and `livemode: false`,
- * signed with the merchant's real secret(s) exactly like a live delivery, sent once, now, through the same
- * egress policy and deadline; the receiver's answer is reported. Not recorded in the event log.
+ * signed with the merchant's real secret(s) exactly like a live delivery, sent once, now, through the same egress
+ * policy and deadline; the receiver's answer is reported. Not recorded in the event log.
  */
-@Injectable()
-export class WebhookTestService implements WebhookTester {
+@Controller()
+export class SendTestWebhookHandler {
   constructor(
     @Inject(MerchantEndpoints) private readonly endpoints: MerchantEndpoints,
     @Inject(WebhookHttpSender) private readonly sender: WebhookHttpSender,
@@ -52,7 +30,9 @@ export class WebhookTestService implements WebhookTester {
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
 
-  async sendTest(merchantId: string): Promise<TestDeliveryResult> {
+  @CommandHandler(WEBHOOK_COMMANDS.sendTest)
+  async handle(@Payload() command: SendTestWebhookCommand): Promise<TestDeliveryResult> {
+    const merchantId = command.merchantId;
     const endpoint = (await this.endpoints.forMerchants([merchantId])).get(merchantId);
     if (!endpoint) throw notFound('merchant', merchantId);
     const url = endpoint.url;

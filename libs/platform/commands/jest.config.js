@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'platform-commands',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,36 @@
+import { defineCommands } from '@stablepay/commands';
+import type { AuthenticatedMerchant } from '@stablepay/http';
+import type { CreateSubscriptionCheckoutInput } from '@stablepay/subscriptions-domain';
+
+/**
+ * The commands of the SubscriptionCheckout aggregate, owned by the subscriptions service: what the gateway sends
+ * (payloads are JSON) and what the owner answers (the stream revision its append reached, so the caller can wait
+ * for its read model: read-your-writes).
+ */
+export const SUBSCRIPTION_CHECKOUT_COMMANDS = defineCommands('subscriptions', {
+  create: 'subscriptions.subscription-checkout.create',
+  cancel: 'subscriptions.subscription-checkout.cancel',
+  dismiss: 'subscriptions.subscription-checkout.dismiss',
+});
+
+export interface CreateSubscriptionCheckoutCommand {
+  readonly merchant: AuthenticatedMerchant;
+  readonly input: CreateSubscriptionCheckoutInput;
+  /** The address the API was called on (`{hosted_url}` defaults to `<origin>/hosted`). */
+  readonly origin: string;
+}
+
+export interface CancelSubscriptionCheckoutCommand {
+  readonly merchant: AuthenticatedMerchant;
+  readonly id: string;
+}
+
+export interface DismissSubscriptionCheckoutCommand {
+  readonly id: string;
+}
+
+/** The owner's answer: the intent and the revision of its stream after the command. */
+export interface SubscriptionCheckoutCommandResult {
+  readonly id: string;
+  readonly revision: number;
+}
