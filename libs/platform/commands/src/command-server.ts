@@ -1,7 +1,7 @@
 import type { INestApplication } from '@nestjs/common';
 import { type MicroserviceOptions, Transport } from '@nestjs/microservices';
 import type { CommandsConfig } from './commands.config';
-import { InProcessBroker, InProcessServer } from './in-process.transport';
+import { type InProcessBroker, InProcessServer } from './in-process.transport';
 import { CommandErrorFilter } from './remote-error';
 
 /**

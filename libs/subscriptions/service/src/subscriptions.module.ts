@@ -42,8 +42,8 @@ class ConfigHolder {
 }
 
 /**
- * What the subscription checkout command and query side needs wherever it runs: the gateway (reads, presenting)
- * and the subscriptions service (commands, projection, expiry timer). A static module, so one process that hosts
+ * What the subscription checkout read side needs wherever it runs: the gateway (reads, presenting) and the
+ * subscriptions service (its commands, projection and expiry timer build on it). A static module, so one process that hosts
  * both shares one instance. Configuration: subscriptionsService(config) when the process hosts the service, else
  * the environment (the gateway alone).
  */
@@ -63,7 +63,6 @@ class ConfigHolder {
     },
     SubscriptionCheckoutChanges,
     SubscriptionCheckoutReader,
-    SubscriptionCheckoutCommands,
     MerchantProfiles,
     SubscriptionCheckoutPresenter,
   ],
@@ -72,7 +71,6 @@ class ConfigHolder {
     RATE_SOURCE,
     SubscriptionCheckoutChanges,
     SubscriptionCheckoutReader,
-    SubscriptionCheckoutCommands,
     MerchantProfiles,
     SubscriptionCheckoutPresenter,
   ],
@@ -91,8 +89,9 @@ export class SubscriptionCheckoutsCoreModule {}
     CancelSubscriptionCheckoutHandler,
     DismissSubscriptionCheckoutHandler,
   ],
-  providers: [SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
-  exports: [SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
+  // The command side lives only here: the gateway, which imports the core module, cannot append to these streams.
+  providers: [SubscriptionCheckoutCommands, SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
+  exports: [SubscriptionCheckoutCommands, SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
 })
 export class SubscriptionsServiceModule {}
 
