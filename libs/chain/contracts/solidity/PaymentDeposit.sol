@@ -142,6 +142,7 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
     error PayerNotFinal(uint256 finalAt, uint256 timestamp);
     error PayerAlreadyFinal(uint256 finalAt);
     error PayerUnknown();
+    error PayerNotDisputed(address payer);
     error PayerOwnedToken(address token);
 
     constructor(StablepayRegistry registry_) {
@@ -340,12 +341,14 @@ contract PaymentDeposit is StablepayEip712, ReentrancyGuard {
         emit PayerDisputed(p.paymentId, payer);
     }
 
-    /// @notice Admin (cold key) only: attests the payer after a dispute (or corrects it), restarting the
-    /// challenge period.
+    /// @notice Admin (cold key) only, and only after the merchant disputed the payer: attests the right one, with
+    /// a fresh challenge period (so the admin alone can never replace a payer that stands).
     function attestPayer(address payer) external nonReentrant {
         _requireClone();
         if (msg.sender != registry.admin()) revert NotAdmin(msg.sender);
-        _attest(_payment, payer);
+        Payment storage p = _payment;
+        if (p.payer != address(0)) revert PayerNotDisputed(p.payer);
+        _attest(p, payer);
     }
 
     /// @notice Everything recorded about this payment.

@@ -732,6 +732,8 @@ describe('PaymentDeposit: the payer (the operator key alone cannot take funds in
     const deposit = await deploy(paymentId, PaymentMethod.NONE, 0n, { payer: f.operator.address });
     const err = await expectRevert(deposit.connect(f.operator).recover(), 'PayerNotFinal');
     expect(err.args['finalAt']).toBe(await deposit.payerFinalAt());
+    // Nor can the admin alone replace a payer that stands.
+    await expectRevert(deposit.connect(f.admin).attestPayer(f.admin.address), 'PayerNotDisputed');
     // The merchant, which knows the real sender, disputes within the period.
     const receipt = await mined(dispute(deposit, paymentId, f.operator.address));
     expect(eventIn<Ev, 'PayerDisputed'>(receipt, deposit, 'PayerDisputed')).toMatchObject({
