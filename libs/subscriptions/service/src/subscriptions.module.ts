@@ -14,9 +14,9 @@ import { SubscriptionCheckoutProjection } from './subscription-checkouts/subscri
 import { SubscriptionCheckoutReader } from './subscription-checkouts/subscription-checkout.reader';
 import { SubscriptionCheckoutPresenter } from './subscription-checkouts/subscription-checkout.presenter';
 import { SubscriptionCheckoutsGateway } from './subscription-checkouts/subscription-checkouts.gateway';
-import { CancelSubscriptionCheckoutHandler } from './cancel-subscription-checkout/cancel-subscription-checkout.handler';
-import { CreateSubscriptionCheckoutHandler } from './create-subscription-checkout/create-subscription-checkout.handler';
-import { DismissSubscriptionCheckoutHandler } from './dismiss-subscription-checkout/dismiss-subscription-checkout.handler';
+import { CancelSubscriptionCheckoutHandler } from './commands/cancel-subscription-checkout/cancel-subscription-checkout.handler';
+import { CreateSubscriptionCheckoutHandler } from './commands/create-subscription-checkout/create-subscription-checkout.handler';
+import { DismissSubscriptionCheckoutHandler } from './commands/dismiss-subscription-checkout/dismiss-subscription-checkout.handler';
 import {
   SUBSCRIPTIONS_CONFIG,
   SUBSCRIPTIONS_CONFIG_OVERRIDE,

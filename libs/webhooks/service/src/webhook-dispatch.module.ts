@@ -11,8 +11,8 @@ import {
 import type { ResolveAll } from './http/egress-policy';
 import { WebhookHttpSender } from './http/webhook-http-sender';
 import { MerchantEndpoints } from './merchant-endpoints';
-import { RedeliverWebhookEventHandler } from './redeliver-webhook-event/redeliver-webhook-event.handler';
-import { SendTestWebhookHandler } from './send-test-webhook/send-test-webhook.handler';
+import { RedeliverWebhookEventHandler } from './commands/redeliver-webhook-event/redeliver-webhook-event.handler';
+import { SendTestWebhookHandler } from './commands/send-test-webhook/send-test-webhook.handler';
 import { WebhookEventsGateway } from './webhook-events.gateway';
 import { WEBHOOKS_MIGRATIONS } from './migrations';
 import { type WebhookSource, WebhookSourceRegistry } from './sources';

@@ -8,10 +8,10 @@ import {
   type SubscriptionCheckoutCommandResult,
 } from '@stablepay/subscriptions-api';
 import type { CreateSubscriptionCheckoutInput } from '@stablepay/subscriptions-domain';
-import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
-import { MerchantProfiles } from '../subscription-checkouts/merchant-profiles';
-import { SubscriptionCheckoutCommands } from '../subscription-checkouts/subscription-checkout.commands';
-import { SubscriptionCheckoutPresenter } from '../subscription-checkouts/subscription-checkout.presenter';
+import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../../subscriptions.config';
+import { MerchantProfiles } from '../../subscription-checkouts/merchant-profiles';
+import { SubscriptionCheckoutCommands } from '../../subscription-checkouts/subscription-checkout.commands';
+import { SubscriptionCheckoutPresenter } from '../../subscription-checkouts/subscription-checkout.presenter';
 
 /** Use case: create a subscription checkout intent (POST /subscription-checkouts), in the owning service. */
 @Controller()

@@ -7,8 +7,8 @@ import {
   type SubscriptionCheckoutCommandResult,
 } from '@stablepay/subscriptions-api';
 import { DomainError } from '@stablepay/util';
-import { SubscriptionCheckoutCommands } from '../subscription-checkouts/subscription-checkout.commands';
-import { SubscriptionCheckoutReader } from '../subscription-checkouts/subscription-checkout.reader';
+import { SubscriptionCheckoutCommands } from '../../subscription-checkouts/subscription-checkout.commands';
+import { SubscriptionCheckoutReader } from '../../subscription-checkouts/subscription-checkout.reader';
 
 /**
  * Use case: the customer dismissed the hosted page (POST /hosted/subscribe/:id/dismiss). Cancels a pending

@@ -6,8 +6,8 @@ import {
   SUBSCRIPTION_CHECKOUT_COMMANDS,
   type SubscriptionCheckoutCommandResult,
 } from '@stablepay/subscriptions-api';
-import { SubscriptionCheckoutCommands } from '../subscription-checkouts/subscription-checkout.commands';
-import { SubscriptionCheckoutReader } from '../subscription-checkouts/subscription-checkout.reader';
+import { SubscriptionCheckoutCommands } from '../../subscription-checkouts/subscription-checkout.commands';
+import { SubscriptionCheckoutReader } from '../../subscription-checkouts/subscription-checkout.reader';
 
 /** Use case: the merchant cancels a pending intent (PATCH /subscription-checkouts/:id/cancel). */
 @Controller()

@@ -8,8 +8,8 @@ import {
   type RedeliverWebhookEventResult,
   WEBHOOK_COMMANDS,
 } from '@stablepay/webhooks-api';
-import { WebhookDispatcher } from '../webhook-dispatcher';
-import { WebhookEventStore } from '../webhook-event.store';
+import { WebhookDispatcher } from '../../webhook-dispatcher';
+import { WebhookEventStore } from '../../webhook-event.store';
 
 /**
  * Use case: POST /merchants/:merchantId/webhook-events/:eventId/redeliver, in the webhook-dispatch service (it

@@ -10,10 +10,10 @@ import {
   type TestDeliveryResult,
   testDeliveryEvent,
 } from '@stablepay/webhooks-domain';
-import { DISPATCH_OPTIONS, type DispatchOptions } from '../dispatch.config';
-import { WebhookHttpSender } from '../http/webhook-http-sender';
-import { MerchantEndpoints } from '../merchant-endpoints';
-import { prepareDelivery } from '../webhook-deliverer';
+import { DISPATCH_OPTIONS, type DispatchOptions } from '../../dispatch.config';
+import { WebhookHttpSender } from '../../http/webhook-http-sender';
+import { MerchantEndpoints } from '../../merchant-endpoints';
+import { prepareDelivery } from '../../webhook-deliverer';
 
 /**
  * Use case: POST /settings/webhook/test, in the webhook-dispatch service (it owns the egress and the secrets).
