@@ -271,6 +271,22 @@ function startReceiver() {
       expect((list.body['data'] as Array<{ id: string }>).map((x) => x.id).sort()).toEqual(
         [aId, bId, cId].sort(),
       );
+
+      // 6. The webhook commands cross too: a manual redelivery (sent again, same event id) and a test delivery,
+      // both carried out by webhook-dispatch, which owns the schedule and the egress.
+      const merchantId = String((await api('GET', '/settings')).body['merchant_id']);
+      const first = delivered[0];
+      if (!first) throw new Error('no delivery');
+      const redeliver = await api('POST', `/merchants/${merchantId}/webhook-events/${first.id}/redeliver`);
+      expect(redeliver.status).toBe(202);
+      expect(redeliver.body).toMatchObject({ id: first.id });
+      await receiver.waitFor(5, 60_000);
+      expect(webhooks()[4]?.id).toBe(first.id);
+      const missing = await api('POST', `/merchants/${merchantId}/webhook-events/evt_unknown/redeliver`);
+      expect(missing.status).toBe(404);
+      const test = await api('POST', '/settings/webhook/test');
+      expect(test.status).toBe(200);
+      expect(test.body).toMatchObject({ delivered: true, response_status: 200 });
     },
     6 * READY_MS,
   );

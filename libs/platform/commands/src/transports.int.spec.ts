@@ -9,13 +9,14 @@ import { CommandHandler } from './command-handler';
 import { connectCommandServer } from './command-server';
 import { type CommandsConfig, commandsConfigFromEnv } from './commands.config';
 import { InProcessBroker } from './in-process.transport';
+import { defineCommands } from './patterns';
 
-const PATTERNS = {
+const PATTERNS = defineCommands('subscriptions', {
   echo: 'subscriptions.test.echo',
   refuse: 'subscriptions.test.refuse',
   crash: 'subscriptions.test.crash',
   nothing: 'subscriptions.test.nothing',
-};
+});
 
 const REFUSALS = {
   validation: () => validationError('price', 'price must be a positive integer string.', 'invalid_price'),
@@ -73,7 +74,11 @@ async function start(config: CommandsConfig, withHandlers: boolean): Promise<Nes
   return app;
 }
 
-describe.each(['in-process', 'tcp'] as const)('commands over the %s transport', (transport) => {
+const kafkaBrokers = process.env['KAFKA_BROKERS'];
+if (!kafkaBrokers) console.log('Kafka request-reply commands not tested: KAFKA_BROKERS is not set');
+const TRANSPORTS = ['in-process', 'tcp', ...(kafkaBrokers ? (['kafka'] as const) : [])] as const;
+
+describe.each(TRANSPORTS)('commands over the %s transport', (transport) => {
   let owner: NestFastifyApplication;
   let caller: NestFastifyApplication;
   let client: CommandClient;
@@ -86,7 +91,8 @@ describe.each(['in-process', 'tcp'] as const)('commands over the %s transport', 
         COMMANDS_HOST: '127.0.0.1',
         COMMANDS_PORT: String(port),
         SUBSCRIPTIONS_COMMANDS_ADDRESS: `127.0.0.1:${port}`,
-        COMMAND_TIMEOUT_MS: '5000',
+        COMMAND_TIMEOUT_MS: transport === 'kafka' ? '60000' : '5000',
+        ...(kafkaBrokers ? { KAFKA_BROKERS: kafkaBrokers } : {}),
       },
       {},
     );
