@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'payments-domain',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,4 @@
+export * from './payment.events';
+export * from './payment';
+export * from './rules';
+export * from './payment-object';

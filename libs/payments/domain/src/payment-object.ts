@@ -1,0 +1,193 @@
+import type { RecoverableReason, SettlementFailureReason } from './payment.events';
+import { formatTokenAmount } from './rules';
+import { type PaymentState, type PaymentStatus, amountPaid, detectedAsset, paymentStatus } from './payment';
+
+/** SPEC Resources > Payment object: one `transactions[]` entry. */
+export interface PaymentTransaction {
+  readonly tx_hash: string;
+  readonly log_index: number;
+  readonly from: string;
+  readonly amount: string;
+  readonly asset: string;
+  readonly token_symbol: string | null;
+  readonly chain: string;
+  readonly block_number: string;
+  readonly is_funding: boolean;
+  /** Ours: why it does not fund (wrong_token, wrong_chain, duplicate, straggler); null when funding. */
+  readonly non_funding_reason: string | null;
+  /** Ours: reached the chain's required confirmations. */
+  readonly confirmed: boolean;
+}
+
+/** SPEC Resources > Payment object (the body of `data.object` of every payment event). */
+export interface PaymentObject {
+  readonly id: string;
+  readonly object: 'payment';
+  readonly checkout_id: string;
+  readonly status: PaymentStatus;
+  readonly method: 'DIRECT' | 'TWO_STEP';
+  readonly amount: string;
+  readonly amount_paid: string;
+  readonly currency: string;
+  readonly detected_asset: string | null;
+  readonly detected_token_symbol: string | null;
+  readonly detected_chain: string | null;
+  readonly token_amount: string | null;
+  readonly token_amount_decimal: string | null;
+  readonly on_chain_id: string;
+  readonly deposit_address: string;
+  readonly deploy_tx_hash: string | null;
+  readonly payer_addresses: readonly string[];
+  readonly transactions: readonly PaymentTransaction[];
+  readonly non_funding_transactions_count: number;
+  /** Ours, TWO_STEP: smallest units captured to the settlement address / returned to the payer so far. */
+  readonly amount_captured: string;
+  readonly amount_refunded: string;
+  /** Ours, TWO_STEP: capture is refused from this time on; the payer can reclaim. */
+  readonly authorization_expires_at: string | null;
+  readonly expires_at: string;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly failure_reason?: string;
+  readonly failure_message?: string;
+  readonly recoverable_reason?: RecoverableReason;
+  readonly recovery_destination?: string;
+  readonly recoverable_amount?: string;
+  readonly settlement_failure_reason?: SettlementFailureReason;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+/** The payment object as a pure function of the aggregate's state. */
+export function toPaymentObject(state: PaymentState): PaymentObject {
+  const created = state.created;
+  if (!created) throw new Error('toPaymentObject: the payment was never created');
+  const detected = detectedAsset(state);
+  const symbolOf = (asset: string) => created.acceptedAssets.find((a) => a.asset === asset)?.symbol ?? null;
+  const transactions = state.transfers.map((t): PaymentTransaction => ({
+    tx_hash: t.txHash,
+    log_index: t.logIndex,
+    from: t.from,
+    amount: t.amount,
+    asset: t.asset,
+    token_symbol: symbolOf(t.asset),
+    chain: t.chain,
+    block_number: t.blockNumber,
+    is_funding: t.isFunding,
+    non_funding_reason: t.nonFundingReason,
+    confirmed: t.confirmed,
+  }));
+  const payers = [...new Set(state.transfers.filter((t) => t.isFunding).map((t) => t.from))];
+  const lastSettlementDelay = state.settlementDelayReasons.at(-1);
+  return {
+    id: created.paymentId,
+    object: 'payment',
+    checkout_id: created.checkoutId,
+    status: paymentStatus(state),
+    method: created.method,
+    amount: created.amount,
+    amount_paid: amountPaid(state).toString(),
+    currency: created.currency,
+    detected_asset: detected?.asset ?? null,
+    detected_token_symbol: detected?.symbol ?? null,
+    detected_chain: detected?.chain ?? null,
+    token_amount: detected?.tokenAmount ?? null,
+    token_amount_decimal: detected
+      ? formatTokenAmount(BigInt(detected.tokenAmount), detected.decimals)
+      : null,
+    on_chain_id: created.onChainId,
+    deposit_address: created.depositAddress,
+    deploy_tx_hash: state.deployment?.txHash ?? null,
+    payer_addresses:
+      state.deployment && !payers.includes(state.deployment.payer)
+        ? [state.deployment.payer, ...payers]
+        : payers,
+    transactions,
+    non_funding_transactions_count: transactions.filter((t) => !t.is_funding).length,
+    amount_captured: state.captured.toString(),
+    amount_refunded: state.refunded.toString(),
+    authorization_expires_at: state.authorizationExpiry,
+    expires_at: created.expiresAt,
+    metadata: created.metadata,
+    ...(state.failure
+      ? { failure_reason: state.failure.reason, failure_message: state.failure.message }
+      : {}),
+    ...(state.recoverable
+      ? {
+          recoverable_reason: state.recoverable.reason,
+          recovery_destination: state.recoverable.destination,
+          recoverable_amount: state.recoverable.amount.toString(),
+        }
+      : {}),
+    ...(state.settlementFailureReason
+      ? { settlement_failure_reason: state.settlementFailureReason }
+      : lastSettlementDelay && lastSettlementDelay !== 'unknown'
+        ? { settlement_failure_reason: lastSettlementDelay as SettlementFailureReason }
+        : {}),
+    created_at: created.createdAt,
+    updated_at: state.updatedAt ?? created.createdAt,
+  };
+}
+
+export type CheckoutStatus = 'pending' | 'paid' | 'cancelled' | 'expired';
+
+/** Ours (SPEC: "not shown"): the checkout session the merchant created; its payment carries the money facts. */
+export interface CheckoutObject {
+  readonly id: string;
+  readonly object: 'checkout';
+  readonly status: CheckoutStatus;
+  readonly payment_id: string;
+  readonly amount: string;
+  readonly currency: string;
+  readonly method: 'DIRECT' | 'TWO_STEP';
+  readonly accepted_chains: readonly string[];
+  readonly accepted_assets: ReadonlyArray<{
+    readonly asset: string;
+    readonly chain: string;
+    readonly token_symbol: string;
+    readonly token_amount: string;
+    readonly token_amount_decimal: string;
+  }>;
+  readonly deposit_address: string;
+  readonly checkout_url: string;
+  readonly success_url: string | null;
+  readonly cancel_url: string | null;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly expires_at: string;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+export function toCheckoutObject(state: PaymentState): CheckoutObject {
+  const created = state.created;
+  if (!created) throw new Error('toCheckoutObject: the checkout was never created');
+  const status: CheckoutStatus = state.depositConfirmed
+    ? 'paid'
+    : state.phase === 'cancelled' || state.phase === 'expired'
+      ? state.phase
+      : 'pending';
+  return {
+    id: created.checkoutId,
+    object: 'checkout',
+    status,
+    payment_id: created.paymentId,
+    amount: created.amount,
+    currency: created.currency,
+    method: created.method,
+    accepted_chains: [...new Set(created.acceptedAssets.map((a) => a.chain))],
+    accepted_assets: created.acceptedAssets.map((a) => ({
+      asset: a.asset,
+      chain: a.chain,
+      token_symbol: a.symbol,
+      token_amount: a.tokenAmount,
+      token_amount_decimal: formatTokenAmount(BigInt(a.tokenAmount), a.decimals),
+    })),
+    deposit_address: created.depositAddress,
+    checkout_url: created.checkoutUrl,
+    success_url: created.successUrl,
+    cancel_url: created.cancelUrl,
+    metadata: created.metadata,
+    expires_at: created.expiresAt,
+    created_at: created.createdAt,
+    updated_at: state.updatedAt ?? created.createdAt,
+  };
+}

@@ -1,0 +1,330 @@
+/**
+ * Events of the `payment-<payment id>` stream: one stream per checkout (the checkout is the session that creates
+ * exactly one payment; both ids are fixed at creation).
+ *
+ * Events are facts, past tense, with an explicit version, carrying only what happened (never the API object: the
+ * payment object is `toPaymentObject(state)`, a pure projection). A changed shape becomes a new version plus an
+ * upcaster. Amounts are integer strings (token smallest unit unless named otherwise).
+ */
+
+export type PaymentMethod = 'DIRECT' | 'TWO_STEP';
+
+/** A stablecoin the checkout accepts, fixed at creation so later decisions never depend on configuration drift. */
+export interface AcceptedAsset {
+  /** CAIP-19, e.g. `eip155:8453/erc20:0x8335...`. */
+  readonly asset: string;
+  /** CAIP-2 of the asset's chain. */
+  readonly chain: string;
+  readonly symbol: string;
+  readonly decimals: number;
+  /** Smallest units of this token the order requires (see `orderAmountToTokenUnits`). */
+  readonly tokenAmount: string;
+}
+
+/** One ERC-20 Transfer log into the deposit address, as the indexer saw it. Key: (chain, txHash, logIndex). */
+export interface ObservedTransfer {
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly from: string;
+  /** CAIP-19 of the token contract that emitted the log. */
+  readonly asset: string;
+  /** CAIP-2. */
+  readonly chain: string;
+  readonly amount: string;
+  readonly blockNumber: string;
+}
+
+/**
+ * Why a transfer does not fund the order (SPEC `non_funding_transactions_count`):
+ * - `wrong_token`: not an accepted token of this checkout, or another token than the detected one on its chain;
+ * - `wrong_chain`: a chain the checkout does not accept, or another chain than the detected one;
+ * - `duplicate`: the order was already fully paid when it arrived (the customer paid twice);
+ * - `straggler`: arrived after the funding window closed (deposit confirmed, settled, expired, cancelled...).
+ */
+export type NonFundingReason = 'wrong_token' | 'wrong_chain' | 'duplicate' | 'straggler';
+
+export type RecoverableReason = 'over_deposit' | 'abandoned';
+
+export type SettlementFailureReason =
+  'deposit_not_credited' | 'rampoff_order_failed' | 'rampoff_withdraw_failed' | 'provider_rejected';
+
+export type PaymentCreated = {
+  type: 'PaymentCreated.v1';
+  data: {
+    readonly paymentId: string;
+    readonly checkoutId: string;
+    readonly merchantId: string;
+    readonly onChainId: string;
+    readonly depositAddress: string;
+    readonly method: PaymentMethod;
+    /** Order value, 6-decimal canonical integer string. */
+    readonly amount: string;
+    readonly currency: string;
+    readonly acceptedAssets: readonly AcceptedAsset[];
+    readonly settlementMode: 'crypto' | 'fiat';
+    /** TWO_STEP only: seconds from deployment until the escrow can no longer be captured (else null). */
+    readonly authorizationPeriodSeconds: number | null;
+    readonly checkoutUrl: string;
+    readonly successUrl: string | null;
+    readonly cancelUrl: string | null;
+    readonly metadata: Readonly<Record<string, string>>;
+    readonly expiresAt: string;
+    readonly createdAt: string;
+  };
+};
+
+export type PaymentTransferObserved = {
+  type: 'PaymentTransferObserved.v1';
+  data: {
+    readonly transfer: ObservedTransfer;
+    /** Classified once, at observation: later events never reclassify history. */
+    readonly isFunding: boolean;
+    readonly nonFundingReason: NonFundingReason | null;
+    readonly observedAt: string;
+  };
+};
+
+export type PaymentTransferConfirmed = {
+  type: 'PaymentTransferConfirmed.v1';
+  data: {
+    readonly chain: string;
+    readonly txHash: string;
+    readonly logIndex: number;
+    readonly confirmedAt: string;
+  };
+};
+
+/** A reorg removed a transfer that had not reached its confirmations: it simply never happened. */
+export type PaymentTransferRetracted = {
+  type: 'PaymentTransferRetracted.v1';
+  data: {
+    readonly chain: string;
+    readonly txHash: string;
+    readonly logIndex: number;
+    readonly retractedAt: string;
+  };
+};
+
+/** Confirmed funding transfers reached the order's token amount (SPEC payment.deposit_confirmed). */
+export type PaymentDepositConfirmed = {
+  type: 'PaymentDepositConfirmed.v1';
+  data: { readonly asset: string; readonly amountPaid: string; readonly confirmedAt: string };
+};
+
+export type PaymentPayerCleared = {
+  type: 'PaymentPayerCleared.v1';
+  data: { readonly addresses: readonly string[]; readonly screenedAt: string };
+};
+
+export type PaymentScreeningUnavailable = {
+  type: 'PaymentScreeningUnavailable.v1';
+  data: { readonly addresses: readonly string[]; readonly at: string };
+};
+
+export type PaymentFlagged = {
+  type: 'PaymentFlagged.v1';
+  /** Matched address; kept in the stream for the operator, never shown in the payment object or webhook. */
+  data: { readonly address: string; readonly flaggedAt: string };
+};
+
+/**
+ * The relayer is to call `PaymentFactory.deployDeposit`. `NONE` deploys an abandoned deposit without moving
+ * funds, so `recover` can then run.
+ */
+export type PaymentDeployRequested = {
+  type: 'PaymentDeployRequested.v1';
+  data: {
+    readonly method: PaymentMethod | 'NONE';
+    readonly chain: string;
+    readonly asset: string;
+    /** The attested payer: sender of the first funding (or, abandoned, first payment-token) transfer. */
+    readonly payer: string;
+    /** Forwarded (DIRECT) or escrowed (TWO_STEP); 0 for NONE. */
+    readonly amount: string;
+    readonly requestedAt: string;
+  };
+};
+
+/** Fields every deployment fact shares (from the DepositDeployed and PayerAttested logs). */
+interface DeploymentFact {
+  readonly deployTxHash: string;
+  readonly chain: string;
+  readonly payer: string;
+  readonly payerFinalAt: string;
+  readonly at: string;
+}
+
+/** DIRECT: deployed, `amount` forwarded to the settlement address (SPEC payment.settled). */
+export type PaymentSettled = {
+  type: 'PaymentSettled.v1';
+  data: DeploymentFact & { readonly amount: string; readonly settlementAddress: string };
+};
+
+/** TWO_STEP: deployed, `amount` held in escrow until `authorizationExpiry` (SPEC payment.escrow_confirmed). */
+export type PaymentEscrowFunded = {
+  type: 'PaymentEscrowFunded.v1';
+  data: DeploymentFact & { readonly amount: string; readonly authorizationExpiry: string };
+};
+
+/** NONE: deployed to make an abandoned deposit recoverable; no funds moved. */
+export type PaymentDepositDeployed = {
+  type: 'PaymentDepositDeployed.v1';
+  data: DeploymentFact;
+};
+
+/** Payer-owned funds sit in the deposit address (SPEC payment.recoverable). */
+export type PaymentRecoverable = {
+  type: 'PaymentRecoverable.v1';
+  data: {
+    readonly reason: RecoverableReason;
+    readonly destination: string;
+    readonly asset: string;
+    readonly amount: string;
+    readonly at: string;
+  };
+};
+
+/** A merchant-signed action accepted at preflight, for the relayer to submit. */
+export type PaymentActionRequested = {
+  type: 'PaymentCaptureRequested.v1' | 'PaymentRefundRequested.v1' | 'PaymentRescueRequested.v1';
+  data: {
+    readonly asset: string;
+    readonly amount: string;
+    /** Refund: the attested payer; rescue: the signed destination; capture: the settlement bound at deploy. */
+    readonly to: string;
+    readonly requestedAt: string;
+  };
+};
+
+export type PaymentRecoverRequested = {
+  type: 'PaymentRecoverRequested.v1';
+  data: { readonly asset: string; readonly destination: string; readonly requestedAt: string };
+};
+
+/** On-chain fund movements out of the deposit address (from the PaymentDeposit logs). */
+interface Outflow {
+  readonly txHash: string;
+  readonly asset: string;
+  readonly amount: string;
+  readonly to: string;
+  readonly at: string;
+}
+
+export type PaymentCaptured = { type: 'PaymentCaptured.v1'; data: Outflow };
+export type PaymentRefunded = { type: 'PaymentRefunded.v1'; data: Outflow };
+/** The payer took the escrow back after the authorization expiry (anyone may trigger `reclaim`). */
+export type PaymentReclaimed = { type: 'PaymentReclaimed.v1'; data: Outflow };
+export type PaymentRecovered = { type: 'PaymentRecovered.v1'; data: Outflow };
+export type PaymentRescued = { type: 'PaymentRescued.v1'; data: Outflow };
+
+export type PaymentCancelled = { type: 'PaymentCancelled.v1'; data: { readonly cancelledAt: string } };
+
+export type PaymentExpired = { type: 'PaymentExpired.v1'; data: { readonly expiredAt: string } };
+
+export type PaymentFailed = {
+  type: 'PaymentFailed.v1';
+  data: {
+    readonly reason: 'deposit_lost_to_reorg';
+    readonly txHash: string;
+    readonly chain: string;
+    readonly failedAt: string;
+  };
+};
+
+export type PaymentSettlementDelayed = {
+  type: 'PaymentSettlementDelayed.v1';
+  data: { readonly reason: SettlementFailureReason | null; readonly at: string };
+};
+
+export type PaymentSettlementFailed = {
+  type: 'PaymentSettlementFailed.v1';
+  data: { readonly reason: SettlementFailureReason; readonly at: string };
+};
+
+export type PaymentEvent =
+  | PaymentCreated
+  | PaymentTransferObserved
+  | PaymentTransferConfirmed
+  | PaymentTransferRetracted
+  | PaymentDepositConfirmed
+  | PaymentPayerCleared
+  | PaymentScreeningUnavailable
+  | PaymentFlagged
+  | PaymentDeployRequested
+  | PaymentSettled
+  | PaymentEscrowFunded
+  | PaymentDepositDeployed
+  | PaymentRecoverable
+  | PaymentActionRequested
+  | PaymentRecoverRequested
+  | PaymentCaptured
+  | PaymentRefunded
+  | PaymentReclaimed
+  | PaymentRecovered
+  | PaymentRescued
+  | PaymentCancelled
+  | PaymentExpired
+  | PaymentFailed
+  | PaymentSettlementDelayed
+  | PaymentSettlementFailed;
+
+export type PaymentEventType = PaymentEvent['type'];
+
+export const PAYMENT_CATEGORY = 'payment';
+export const paymentStreamId = (paymentId: string): string => `${PAYMENT_CATEGORY}-${paymentId}`;
+
+/** SPEC Events > Payment events. */
+export const PAYMENT_WEBHOOK_TYPES = [
+  'payment.deposit_confirmed',
+  'payment.settled',
+  'payment.escrow_confirmed',
+  'payment.expired',
+  'payment.cancelled',
+  'payment.failed',
+  'payment.refunded',
+  'payment.settlement_delayed',
+  'payment.settlement_failed',
+  'payment.flagged',
+  'payment.screening_pending',
+  'payment.recoverable',
+] as const;
+export type PaymentWebhookType = (typeof PAYMENT_WEBHOOK_TYPES)[number];
+
+/**
+ * Stored event type -> the webhook it produces (null: a fact merchants are not notified of). Every SPEC payment
+ * event has at least one producing fact; a capture produces `payment.settled` (funds reached the settlement
+ * address, the same meaning as a DIRECT settle), a reclaim produces `payment.refunded` (the escrow went back to
+ * the payer).
+ */
+export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, PaymentWebhookType | null>> = {
+  'PaymentCreated.v1': null,
+  'PaymentTransferObserved.v1': null,
+  'PaymentTransferConfirmed.v1': null,
+  'PaymentTransferRetracted.v1': null,
+  'PaymentDepositConfirmed.v1': 'payment.deposit_confirmed',
+  'PaymentPayerCleared.v1': null,
+  'PaymentScreeningUnavailable.v1': 'payment.screening_pending',
+  'PaymentFlagged.v1': 'payment.flagged',
+  'PaymentDeployRequested.v1': null,
+  'PaymentSettled.v1': 'payment.settled',
+  'PaymentEscrowFunded.v1': 'payment.escrow_confirmed',
+  'PaymentDepositDeployed.v1': null,
+  'PaymentRecoverable.v1': 'payment.recoverable',
+  'PaymentCaptureRequested.v1': null,
+  'PaymentRefundRequested.v1': null,
+  'PaymentRescueRequested.v1': null,
+  'PaymentRecoverRequested.v1': null,
+  'PaymentCaptured.v1': 'payment.settled',
+  'PaymentRefunded.v1': 'payment.refunded',
+  'PaymentReclaimed.v1': 'payment.refunded',
+  'PaymentRecovered.v1': null,
+  'PaymentRescued.v1': null,
+  'PaymentCancelled.v1': 'payment.cancelled',
+  'PaymentExpired.v1': 'payment.expired',
+  'PaymentFailed.v1': 'payment.failed',
+  'PaymentSettlementDelayed.v1': 'payment.settlement_delayed',
+  'PaymentSettlementFailed.v1': 'payment.settlement_failed',
+};
+
+export const paymentWebhookType = (event: PaymentEvent): PaymentWebhookType | null =>
+  PAYMENT_WEBHOOK_BY_EVENT[event.type];

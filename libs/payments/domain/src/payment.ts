@@ -1,0 +1,951 @@
+import { cannotProcess, conflict, notFound, validationError } from '@stablepay/util';
+import type {
+  AcceptedAsset,
+  NonFundingReason,
+  ObservedTransfer,
+  PaymentCreated,
+  PaymentEvent,
+  PaymentMethod,
+  RecoverableReason,
+  SettlementFailureReason,
+} from './payment.events';
+import {
+  CHECKOUT_LIMITS as LIMITS,
+  type SupportedStablecoin,
+  parseCurrency,
+  parseMetadata,
+  parseMethod,
+  parseOrderAmount,
+  parseRedirectUrl,
+  parseSeconds,
+  resolveAcceptedAssets,
+} from './rules';
+
+/**
+ * The Payment aggregate (one per checkout): SPEC Resources > Payment object, States > Payment, Events > Payment
+ * events. A pure decider: `decidePayment(command, state)` -> facts, `evolvePayment(state, fact)` -> state; every
+ * command carries `now` (no clock here) and nothing here does I/O.
+ *
+ *   pending --(funding confirmed >= token amount)--> pending + deposit_confirmed
+ *           --(payers screened clear)--> deploy requested
+ *           --(deployed, DIRECT)--> settled          --(surplus)--> recoverable (over_deposit) --recover--> settled
+ *           --(deployed, TWO_STEP)--> escrow_confirmed --capture--> settled | --refund/reclaim--> refunded
+ *   pending --cancel--> cancelled;  pending --expires_at--> expired (--funds--> recoverable (abandoned))
+ *   any paid state --confirmed funding lost to a reorg--> failed (deposit_lost_to_reorg)
+ *   settled (fiat) --settlement_failed--> failed;   any --sanctions match--> flagged (final)
+ *
+ * After every command the aggregate runs its own reactions (`react`): expiry once due, deposit confirmation once
+ * the confirmed funding reaches the order, the deploy request once every payer is screened clear, and a
+ * recoverable notice whenever payer-owned funds in the payment token grow.
+ */
+
+export type PaymentPhase =
+  'pending' | 'settled' | 'escrow_confirmed' | 'refunded' | 'cancelled' | 'expired' | 'failed';
+
+/** SPEC States > Payment, as `status` shows them. */
+export type PaymentStatus = PaymentPhase | 'flagged' | 'screening_pending' | 'recoverable';
+
+export interface TransferState extends ObservedTransfer {
+  readonly isFunding: boolean;
+  readonly nonFundingReason: NonFundingReason | null;
+  readonly confirmed: boolean;
+}
+
+export interface PaymentState {
+  readonly created: PaymentCreated['data'] | null;
+  readonly phase: PaymentPhase;
+  readonly transfers: readonly TransferState[];
+  readonly depositConfirmed: boolean;
+  readonly clearedAddresses: readonly string[];
+  readonly screeningPending: boolean;
+  readonly flagged: boolean;
+  readonly deployRequested: boolean;
+  readonly deployment: {
+    readonly txHash: string;
+    readonly chain: string;
+    readonly payer: string;
+    readonly payerFinalAt: string;
+  } | null;
+  readonly authorizationExpiry: string | null;
+  readonly escrowFunded: bigint;
+  readonly forwarded: bigint;
+  readonly captured: bigint;
+  readonly refunded: bigint;
+  /** Outflows by asset: forwarded, captured, refunded, reclaimed, recovered, rescued. */
+  readonly outflows: Readonly<Record<string, bigint>>;
+  readonly outflowTxs: readonly string[];
+  /** The last payer-owned surplus announced (payment.recoverable); null when none is outstanding. */
+  readonly recoverable: {
+    readonly reason: RecoverableReason;
+    readonly destination: string;
+    readonly asset: string;
+    readonly amount: bigint;
+  } | null;
+  readonly failure: { readonly reason: string; readonly message: string } | null;
+  readonly settlementDelayReasons: readonly string[];
+  readonly settlementFailureReason: SettlementFailureReason | null;
+  readonly updatedAt: string | null;
+}
+
+export const initialPaymentState = (): PaymentState => ({
+  created: null,
+  phase: 'pending',
+  transfers: [],
+  depositConfirmed: false,
+  clearedAddresses: [],
+  screeningPending: false,
+  flagged: false,
+  deployRequested: false,
+  deployment: null,
+  authorizationExpiry: null,
+  escrowFunded: 0n,
+  forwarded: 0n,
+  captured: 0n,
+  refunded: 0n,
+  outflows: {},
+  outflowTxs: [],
+  recoverable: null,
+  failure: null,
+  settlementDelayReasons: [],
+  settlementFailureReason: null,
+  updatedAt: null,
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Derived values (pure functions of state; the projection and the decisions share them)
+
+const sameTransfer = (t: { chain: string; txHash: string; logIndex: number }) => (u: TransferState) =>
+  u.chain === t.chain && u.txHash.toLowerCase() === t.txHash.toLowerCase() && u.logIndex === t.logIndex;
+
+const sum = (values: Iterable<bigint>): bigint => {
+  let total = 0n;
+  for (const v of values) total += v;
+  return total;
+};
+
+/** The first funding transfer fixes the asset (and so the chain) of the payment. */
+export function detectedAsset(state: PaymentState): AcceptedAsset | null {
+  const first = state.transfers.find((t) => t.isFunding);
+  if (!first || !state.created) return null;
+  return state.created.acceptedAssets.find((a) => a.asset === first.asset) ?? null;
+}
+
+/** SPEC `amount_paid`: every funding transfer observed, confirmed or not, in smallest units of the detected token. */
+export const amountPaid = (state: PaymentState): bigint =>
+  sum(state.transfers.filter((t) => t.isFunding).map((t) => BigInt(t.amount)));
+
+const confirmedFunding = (state: PaymentState): bigint =>
+  sum(state.transfers.filter((t) => t.isFunding && t.confirmed).map((t) => BigInt(t.amount)));
+
+/** The payer (attested at deployment): sender of the first funding transfer, else of the first payment-token one. */
+export function payerOf(state: PaymentState): string | null {
+  if (state.deployment) return state.deployment.payer;
+  const asset = paymentAsset(state);
+  return (
+    state.transfers.find((t) => t.isFunding)?.from ??
+    state.transfers.find((t) => t.asset === asset)?.from ??
+    null
+  );
+}
+
+/**
+ * The token whose surplus is the payer's: the detected asset, or, when nothing funded the order, the first
+ * accepted token that arrived after the funding window closed (an abandoned deposit).
+ */
+export function paymentAsset(state: PaymentState): string | null {
+  const detected = detectedAsset(state);
+  if (detected) return detected.asset;
+  const accepted = new Set(state.created?.acceptedAssets.map((a) => a.asset) ?? []);
+  return state.transfers.find((t) => accepted.has(t.asset))?.asset ?? null;
+}
+
+/** Confirmed tokens of `asset` still in the deposit address. */
+export const heldBalance = (state: PaymentState, asset: string): bigint =>
+  sum(state.transfers.filter((t) => t.confirmed && t.asset === asset).map((t) => BigInt(t.amount))) -
+  (state.outflows[asset] ?? 0n);
+
+export const escrowRemaining = (state: PaymentState): bigint =>
+  state.escrowFunded - state.captured - state.refunded;
+
+/** Payer-owned funds of the payment token in the deposit address: everything above the escrow, once deployed. */
+export function payerSurplus(
+  state: PaymentState,
+): { asset: string; amount: bigint; reason: RecoverableReason } | null {
+  const asset = paymentAsset(state);
+  if (!asset || state.flagged || state.phase === 'failed') return null;
+  const abandoned = state.phase === 'expired' || state.phase === 'cancelled';
+  if (!abandoned && !state.deployment) return null;
+  const amount = heldBalance(state, asset) - escrowRemaining(state);
+  if (amount <= 0n) return null;
+  return { asset, amount, reason: abandoned ? 'abandoned' : 'over_deposit' };
+}
+
+export function paymentStatus(state: PaymentState): PaymentStatus {
+  if (state.flagged) return 'flagged';
+  if (state.phase === 'failed') return 'failed';
+  if (state.screeningPending) return 'screening_pending';
+  // A TWO_STEP escrow stays capturable: its surplus is announced but the status keeps saying escrow_confirmed.
+  if (state.recoverable && state.phase !== 'escrow_confirmed') return 'recoverable';
+  return state.phase;
+}
+
+/** Addresses the service must screen before the deposit can be deployed (empty: nothing to screen now). */
+export function addressesToScreen(state: PaymentState): string[] {
+  if (state.flagged || state.deployRequested || !state.created) return [];
+  const asset = paymentAsset(state);
+  const due = state.depositConfirmed || (payerSurplus(state)?.amount ?? 0n) > 0n;
+  if (!due || !asset) return [];
+  const senders = state.transfers
+    .filter((t) => t.confirmed && t.asset === asset)
+    .map((t) => t.from.toLowerCase());
+  return [...new Set(senders)].filter((a) => !state.clearedAddresses.includes(a));
+}
+
+const isDue = (state: PaymentState, at: Date): boolean =>
+  state.created !== null && at.getTime() >= Date.parse(state.created.expiresAt);
+
+// ---------------------------------------------------------------------------------------------------------------
+// evolve
+
+function addOutflow(state: PaymentState, asset: string, amount: bigint, tx: string): PaymentState {
+  return {
+    ...state,
+    outflows: { ...state.outflows, [asset]: (state.outflows[asset] ?? 0n) + amount },
+    outflowTxs: [...state.outflowTxs, tx],
+  };
+}
+
+function afterEscrowMoved(state: PaymentState): PaymentState {
+  if (state.phase !== 'escrow_confirmed' || escrowRemaining(state) > 0n) return state;
+  return { ...state, phase: state.captured > 0n ? 'settled' : 'refunded' };
+}
+
+export function evolvePayment(state: PaymentState, event: PaymentEvent): PaymentState {
+  const s = evolveInner(state, event);
+  const at = eventTime(event);
+  return at ? { ...s, updatedAt: at } : s;
+}
+
+function eventTime(event: PaymentEvent): string | null {
+  const d = event.data as unknown as Record<string, unknown>;
+  for (const k of [
+    'at',
+    'createdAt',
+    'observedAt',
+    'confirmedAt',
+    'retractedAt',
+    'screenedAt',
+    'flaggedAt',
+  ]) {
+    if (typeof d[k] === 'string') return d[k] as string;
+  }
+  for (const k of ['requestedAt', 'cancelledAt', 'expiredAt', 'failedAt']) {
+    if (typeof d[k] === 'string') return d[k] as string;
+  }
+  return null;
+}
+
+function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
+  switch (event.type) {
+    case 'PaymentCreated.v1':
+      return { ...state, created: event.data };
+    case 'PaymentTransferObserved.v1':
+      return {
+        ...state,
+        transfers: [
+          ...state.transfers,
+          {
+            ...event.data.transfer,
+            isFunding: event.data.isFunding,
+            nonFundingReason: event.data.nonFundingReason,
+            confirmed: false,
+          },
+        ],
+      };
+    case 'PaymentTransferConfirmed.v1': {
+      const match = sameTransfer(event.data);
+      return { ...state, transfers: state.transfers.map((t) => (match(t) ? { ...t, confirmed: true } : t)) };
+    }
+    case 'PaymentTransferRetracted.v1': {
+      const match = sameTransfer(event.data);
+      return { ...state, transfers: state.transfers.filter((t) => !match(t)) };
+    }
+    case 'PaymentDepositConfirmed.v1':
+      return { ...state, depositConfirmed: true };
+    case 'PaymentPayerCleared.v1':
+      return {
+        ...state,
+        screeningPending: false,
+        clearedAddresses: [
+          ...new Set([...state.clearedAddresses, ...event.data.addresses.map((a) => a.toLowerCase())]),
+        ],
+      };
+    case 'PaymentScreeningUnavailable.v1':
+      return { ...state, screeningPending: true };
+    case 'PaymentFlagged.v1':
+      return { ...state, flagged: true, screeningPending: false, recoverable: null };
+    case 'PaymentDeployRequested.v1':
+      return { ...state, deployRequested: true };
+    case 'PaymentSettled.v1': {
+      const amount = BigInt(event.data.amount);
+      const deployed = withDeployment(state, event.data);
+      const asset = paymentAsset(state) ?? '';
+      return {
+        ...addOutflow(deployed, asset, amount, event.data.deployTxHash),
+        phase: 'settled',
+        forwarded: amount,
+      };
+    }
+    case 'PaymentEscrowFunded.v1':
+      return {
+        ...withDeployment(state, event.data),
+        phase: 'escrow_confirmed',
+        escrowFunded: BigInt(event.data.amount),
+        authorizationExpiry: event.data.authorizationExpiry,
+      };
+    case 'PaymentDepositDeployed.v1':
+      return withDeployment(state, event.data);
+    case 'PaymentRecoverable.v1':
+      return {
+        ...state,
+        recoverable: {
+          reason: event.data.reason,
+          destination: event.data.destination,
+          asset: event.data.asset,
+          amount: BigInt(event.data.amount),
+        },
+      };
+    case 'PaymentCaptureRequested.v1':
+    case 'PaymentRefundRequested.v1':
+    case 'PaymentRescueRequested.v1':
+    case 'PaymentRecoverRequested.v1':
+      return state;
+    case 'PaymentCaptured.v1': {
+      const s = addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
+      return afterEscrowMoved({ ...s, captured: s.captured + BigInt(event.data.amount) });
+    }
+    case 'PaymentRefunded.v1':
+    case 'PaymentReclaimed.v1': {
+      const s = addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
+      return afterEscrowMoved({ ...s, refunded: s.refunded + BigInt(event.data.amount) });
+    }
+    case 'PaymentRecovered.v1': {
+      const s = addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
+      return { ...s, recoverable: null };
+    }
+    case 'PaymentRescued.v1':
+      return addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
+    case 'PaymentCancelled.v1':
+      return { ...state, phase: 'cancelled' };
+    case 'PaymentExpired.v1':
+      return { ...state, phase: 'expired' };
+    case 'PaymentFailed.v1':
+      return {
+        ...state,
+        phase: 'failed',
+        recoverable: null,
+        failure: {
+          reason: event.data.reason,
+          message: `The confirmed deposit ${event.data.txHash} on ${event.data.chain} was lost to a chain reorganization.`,
+        },
+      };
+    case 'PaymentSettlementDelayed.v1':
+      return {
+        ...state,
+        settlementDelayReasons: [...state.settlementDelayReasons, event.data.reason ?? 'unknown'],
+      };
+    case 'PaymentSettlementFailed.v1':
+      return {
+        ...state,
+        phase: 'failed',
+        settlementFailureReason: event.data.reason,
+        failure: {
+          reason: event.data.reason,
+          message: `Fiat settlement will not complete on its own (${event.data.reason}).`,
+        },
+      };
+  }
+}
+
+function withDeployment(
+  state: PaymentState,
+  d: { deployTxHash: string; chain: string; payer: string; payerFinalAt: string },
+): PaymentState {
+  return {
+    ...state,
+    deployment: { txHash: d.deployTxHash, chain: d.chain, payer: d.payer, payerFinalAt: d.payerFinalAt },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Commands
+
+/** What the merchant sent to POST /checkouts (types checked at the edge; values checked here). */
+export interface CreateCheckoutInput {
+  readonly amount?: unknown;
+  readonly currency?: unknown;
+  readonly method?: unknown;
+  readonly accepted_chains?: unknown;
+  readonly accepted_tokens?: unknown;
+  readonly expires_in?: unknown;
+  /** TWO_STEP only: seconds the escrow stays capturable after deployment (1 hour to 30 days, default 7 days). */
+  readonly authorization_period?: unknown;
+  readonly metadata?: unknown;
+  readonly success_url?: unknown;
+  readonly cancel_url?: unknown;
+}
+
+export interface CreateCheckoutContext {
+  readonly stablecoins: readonly SupportedStablecoin[];
+  readonly settlementMode: 'crypto' | 'fiat';
+}
+
+interface DeploymentRecord {
+  readonly txHash: string;
+  readonly chain: string;
+  readonly payer: string;
+  readonly payerFinalAt: Date;
+}
+
+export type PaymentCommand =
+  | {
+      readonly type: 'CreateCheckout';
+      readonly paymentId: string;
+      readonly checkoutId: string;
+      readonly merchantId: string;
+      readonly onChainId: string;
+      readonly depositAddress: string;
+      readonly checkoutUrl: string;
+      readonly input: CreateCheckoutInput;
+      readonly context: CreateCheckoutContext;
+      readonly now: Date;
+    }
+  | {
+      readonly type: 'ObserveTransfer';
+      readonly transfer: ObservedTransfer;
+      /** When the block holding the transfer was produced: decides "in time" against expires_at. */
+      readonly blockTime: Date;
+      readonly now: Date;
+    }
+  | {
+      readonly type: 'ConfirmTransfer';
+      readonly chain: string;
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly now: Date;
+    }
+  | {
+      readonly type: 'RetractTransfer';
+      readonly chain: string;
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly now: Date;
+    }
+  | {
+      readonly type: 'RecordScreening';
+      readonly result:
+        | { readonly kind: 'clear'; readonly addresses: readonly string[] }
+        | { readonly kind: 'match'; readonly address: string }
+        | { readonly kind: 'unreachable'; readonly addresses: readonly string[] };
+      readonly now: Date;
+    }
+  | (DeploymentRecord & { readonly type: 'RecordDeployed'; readonly method: 'NONE'; readonly now: Date })
+  | (DeploymentRecord & {
+      readonly type: 'RecordDeployed';
+      readonly method: 'DIRECT';
+      readonly amount: string;
+      readonly settlementAddress: string;
+      readonly now: Date;
+    })
+  | (DeploymentRecord & {
+      readonly type: 'RecordDeployed';
+      readonly method: 'TWO_STEP';
+      readonly amount: string;
+      readonly authorizationExpiry: Date;
+      readonly now: Date;
+    })
+  | {
+      readonly type: 'RequestCapture';
+      readonly amount: string;
+      readonly settlementAddress: string;
+      readonly now: Date;
+    }
+  | { readonly type: 'RequestRefund'; readonly amount: string; readonly now: Date }
+  | {
+      readonly type: 'RequestRescue';
+      readonly asset: string;
+      readonly to: string;
+      readonly amount: string;
+      readonly now: Date;
+    }
+  | { readonly type: 'RequestRecover'; readonly now: Date }
+  | {
+      readonly type: 'RecordOutflow';
+      readonly kind: 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+      readonly txHash: string;
+      readonly asset: string;
+      readonly amount: string;
+      readonly to: string;
+      readonly now: Date;
+    }
+  | { readonly type: 'Cancel'; readonly now: Date }
+  | { readonly type: 'Expire'; readonly now: Date }
+  | {
+      readonly type: 'RecordSettlementDelayed';
+      readonly reason: SettlementFailureReason | null;
+      readonly now: Date;
+    }
+  | { readonly type: 'RecordSettlementFailed'; readonly reason: SettlementFailureReason; readonly now: Date };
+
+const OUTFLOW_EVENT = {
+  captured: 'PaymentCaptured.v1',
+  refunded: 'PaymentRefunded.v1',
+  reclaimed: 'PaymentReclaimed.v1',
+  recovered: 'PaymentRecovered.v1',
+  rescued: 'PaymentRescued.v1',
+} as const;
+
+function requireCreated(state: PaymentState): PaymentCreated['data'] {
+  if (!state.created) throw notFound('payment');
+  return state.created;
+}
+
+function refuseFlagged(state: PaymentState): void {
+  if (state.flagged) {
+    throw cannotProcess(
+      'payment_flagged',
+      'This payment is flagged by sanctions screening and permanently halted.',
+    );
+  }
+}
+
+function parseTokenAmount(value: string, param = 'amount'): bigint {
+  if (!/^(0|[1-9][0-9]*)$/.test(value) || value.length > 78) {
+    throw validationError(param, `${param} must be an integer string in the token's smallest unit.`);
+  }
+  const amount = BigInt(value);
+  if (amount === 0n) throw validationError(param, `${param} must be greater than 0.`);
+  return amount;
+}
+
+/** Decide, then apply the aggregate's own reactions until none is due. */
+export function decidePayment(command: PaymentCommand, state: PaymentState): PaymentEvent[] {
+  const out: PaymentEvent[] = [];
+  let s = state;
+  const emit = (event: PaymentEvent) => {
+    out.push(event);
+    s = evolvePayment(s, event);
+  };
+  // A command after expires_at (other than a transfer stamped in time) first lets the expiry happen.
+  if (command.type !== 'CreateCheckout' && command.type !== 'ObserveTransfer' && state.created) {
+    react(command.now, emit, () => s);
+  }
+  decideCommand(command, s, emit);
+  react(command.now, emit, () => s);
+  return out;
+}
+
+function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: PaymentEvent) => void): void {
+  const at = command.now.toISOString();
+  switch (command.type) {
+    case 'CreateCheckout': {
+      if (s.created) throw conflict('checkout_exists', `Checkout ${command.checkoutId} already exists.`);
+      emit({ type: 'PaymentCreated.v1', data: validateCreate(command) });
+      return;
+    }
+    case 'ObserveTransfer': {
+      requireCreated(s);
+      const t = command.transfer;
+      if (s.transfers.some(sameTransfer(t))) return; // the indexer may deliver a log twice
+      const { isFunding, nonFundingReason } = classify(s, t, command.blockTime);
+      emit({
+        type: 'PaymentTransferObserved.v1',
+        data: { transfer: t, isFunding, nonFundingReason, observedAt: at },
+      });
+      return;
+    }
+    case 'ConfirmTransfer': {
+      const t = s.transfers.find(sameTransfer(command));
+      if (!t || t.confirmed) return;
+      emit({
+        type: 'PaymentTransferConfirmed.v1',
+        data: { chain: command.chain, txHash: t.txHash, logIndex: t.logIndex, confirmedAt: at },
+      });
+      return;
+    }
+    case 'RetractTransfer': {
+      const t = s.transfers.find(sameTransfer(command));
+      if (!t) return;
+      if (t.confirmed && t.isFunding && s.depositConfirmed && s.phase !== 'failed') {
+        // A confirmed deposit lost beyond recovery: the payment fails, the record of the transfer stays.
+        emit({
+          type: 'PaymentFailed.v1',
+          data: { reason: 'deposit_lost_to_reorg', txHash: t.txHash, chain: t.chain, failedAt: at },
+        });
+        return;
+      }
+      emit({
+        type: 'PaymentTransferRetracted.v1',
+        data: { chain: t.chain, txHash: t.txHash, logIndex: t.logIndex, retractedAt: at },
+      });
+      return;
+    }
+    case 'RecordScreening': {
+      requireCreated(s);
+      if (s.flagged) return; // never re-screened
+      const r = command.result;
+      if (r.kind === 'match') {
+        emit({ type: 'PaymentFlagged.v1', data: { address: r.address, flaggedAt: at } });
+      } else if (r.kind === 'unreachable') {
+        if (!s.screeningPending) {
+          emit({ type: 'PaymentScreeningUnavailable.v1', data: { addresses: r.addresses, at } });
+        }
+      } else {
+        emit({ type: 'PaymentPayerCleared.v1', data: { addresses: r.addresses, screenedAt: at } });
+      }
+      return;
+    }
+    case 'RecordDeployed': {
+      requireCreated(s);
+      if (s.deployment) return;
+      const fact = {
+        deployTxHash: command.txHash,
+        chain: command.chain,
+        payer: command.payer,
+        payerFinalAt: command.payerFinalAt.toISOString(),
+        at,
+      };
+      if (command.method === 'DIRECT') {
+        emit({
+          type: 'PaymentSettled.v1',
+          data: { ...fact, amount: command.amount, settlementAddress: command.settlementAddress },
+        });
+      } else if (command.method === 'TWO_STEP') {
+        emit({
+          type: 'PaymentEscrowFunded.v1',
+          data: {
+            ...fact,
+            amount: command.amount,
+            authorizationExpiry: command.authorizationExpiry.toISOString(),
+          },
+        });
+      } else {
+        emit({ type: 'PaymentDepositDeployed.v1', data: fact });
+      }
+      return;
+    }
+    case 'RequestCapture': {
+      requireCreated(s);
+      refuseFlagged(s);
+      const amount = parseTokenAmount(command.amount);
+      if (s.phase !== 'escrow_confirmed') {
+        throw conflict(
+          'payment_not_capturable',
+          `Only an escrow_confirmed TWO_STEP payment can be captured; this one is ${paymentStatus(s)}.`,
+        );
+      }
+      if (s.authorizationExpiry && command.now.getTime() >= Date.parse(s.authorizationExpiry)) {
+        throw cannotProcess(
+          'authorization_expired',
+          `The escrow authorization expired at ${s.authorizationExpiry}; the payer can reclaim it.`,
+        );
+      }
+      if (amount > escrowRemaining(s)) {
+        throw validationError(
+          'amount',
+          `amount exceeds the escrow left (${escrowRemaining(s)}).`,
+          'amount_exceeds_escrow',
+        );
+      }
+      emit({
+        type: 'PaymentCaptureRequested.v1',
+        data: {
+          asset: paymentAsset(s) ?? '',
+          amount: amount.toString(),
+          to: command.settlementAddress,
+          requestedAt: at,
+        },
+      });
+      return;
+    }
+    case 'RequestRefund': {
+      requireCreated(s);
+      refuseFlagged(s);
+      const amount = parseTokenAmount(command.amount);
+      if (s.phase !== 'escrow_confirmed') {
+        throw conflict(
+          'payment_not_refundable',
+          `Only an escrow_confirmed TWO_STEP payment can be refunded; this one is ${paymentStatus(s)}.`,
+        );
+      }
+      if (amount > escrowRemaining(s)) {
+        throw validationError(
+          'amount',
+          `amount exceeds the escrow left (${escrowRemaining(s)}).`,
+          'amount_exceeds_escrow',
+        );
+      }
+      emit({
+        type: 'PaymentRefundRequested.v1',
+        data: {
+          asset: paymentAsset(s) ?? '',
+          amount: amount.toString(),
+          to: s.deployment?.payer ?? '',
+          requestedAt: at,
+        },
+      });
+      return;
+    }
+    case 'RequestRescue': {
+      requireCreated(s);
+      refuseFlagged(s);
+      const amount = parseTokenAmount(command.amount);
+      if (!s.deployment) {
+        throw conflict(
+          'deposit_not_deployed',
+          'The deposit contract is not deployed yet; nothing can be rescued.',
+        );
+      }
+      if (command.asset === paymentAsset(s)) {
+        throw cannotProcess(
+          'payer_owned_token',
+          'Funds in the payment token belong to the payer: use recover.',
+          'asset',
+        );
+      }
+      if (amount > heldBalance(s, command.asset)) {
+        throw validationError(
+          'amount',
+          `amount exceeds what the deposit holds of ${command.asset} (${heldBalance(s, command.asset)}).`,
+          'amount_exceeds_balance',
+        );
+      }
+      emit({
+        type: 'PaymentRescueRequested.v1',
+        data: { asset: command.asset, amount: amount.toString(), to: command.to, requestedAt: at },
+      });
+      return;
+    }
+    case 'RequestRecover': {
+      requireCreated(s);
+      refuseFlagged(s);
+      if (!s.recoverable) throw conflict('nothing_to_recover', 'This payment holds no funds to recover.');
+      if (!s.deployment) {
+        throw conflict('deposit_not_deployed', 'The deposit contract is being deployed; recover once it is.');
+      }
+      if (command.now.getTime() < Date.parse(s.deployment.payerFinalAt)) {
+        throw cannotProcess(
+          'payer_not_final',
+          `The payer becomes final at ${s.deployment.payerFinalAt} (challenge period).`,
+        );
+      }
+      emit({
+        type: 'PaymentRecoverRequested.v1',
+        data: { asset: s.recoverable.asset, destination: s.deployment.payer, requestedAt: at },
+      });
+      return;
+    }
+    case 'RecordOutflow': {
+      requireCreated(s);
+      if (s.outflowTxs.includes(command.txHash)) return;
+      emit({
+        type: OUTFLOW_EVENT[command.kind],
+        data: { txHash: command.txHash, asset: command.asset, amount: command.amount, to: command.to, at },
+      } as PaymentEvent);
+      return;
+    }
+    case 'Cancel': {
+      requireCreated(s);
+      if (s.phase !== 'pending' || s.flagged) {
+        throw conflict(
+          'checkout_not_pending',
+          `Only a pending checkout can be cancelled; this one is ${paymentStatus(s)}.`,
+        );
+      }
+      if (s.transfers.some((t) => t.isFunding)) {
+        throw conflict(
+          'checkout_has_deposit',
+          'A deposit has arrived for this checkout; it can no longer be cancelled.',
+        );
+      }
+      emit({ type: 'PaymentCancelled.v1', data: { cancelledAt: at } });
+      return;
+    }
+    case 'Expire':
+      requireCreated(s);
+      return; // the reaction expires a due payment; a timer firing twice or early decides nothing
+    case 'RecordSettlementDelayed': {
+      requireCreated(s);
+      if (s.created?.settlementMode !== 'fiat' || s.phase !== 'settled') return;
+      // Once per distinct failure reason, not on every retry (SPEC Fiat settlement delay and failure).
+      if (s.settlementDelayReasons.includes(command.reason ?? 'unknown')) return;
+      emit({ type: 'PaymentSettlementDelayed.v1', data: { reason: command.reason, at } });
+      return;
+    }
+    case 'RecordSettlementFailed': {
+      requireCreated(s);
+      if (s.created?.settlementMode !== 'fiat' || s.phase !== 'settled') return;
+      emit({ type: 'PaymentSettlementFailed.v1', data: { reason: command.reason, at } });
+      return;
+    }
+  }
+}
+
+/** is_funding: an accepted token on an accepted chain, in time, while the order is not yet fully paid. */
+function classify(
+  s: PaymentState,
+  t: ObservedTransfer,
+  blockTime: Date,
+): { isFunding: boolean; nonFundingReason: NonFundingReason | null } {
+  const created = requireCreated(s);
+  const no = (reason: NonFundingReason) => ({ isFunding: false, nonFundingReason: reason });
+  const accepted = created.acceptedAssets.find((a) => a.asset === t.asset);
+  if (!created.acceptedAssets.some((a) => a.chain === t.chain)) return no('wrong_chain');
+  if (!accepted) return no('wrong_token');
+  const windowOpen =
+    s.phase === 'pending' &&
+    !s.flagged &&
+    !s.depositConfirmed &&
+    blockTime.getTime() < Date.parse(created.expiresAt);
+  if (!windowOpen) return no('straggler');
+  const detected = detectedAsset(s);
+  if (detected && detected.asset !== t.asset)
+    return no(detected.chain === t.chain ? 'wrong_token' : 'wrong_chain');
+  if (detected && amountPaid(s) >= BigInt(detected.tokenAmount)) return no('duplicate');
+  return { isFunding: true, nonFundingReason: null };
+}
+
+/** The aggregate's own consequences of the state it reached. */
+function react(now: Date, emit: (e: PaymentEvent) => void, current: () => PaymentState): void {
+  const at = now.toISOString();
+  let s = current();
+  const created = s.created;
+  if (!created) return;
+  const detected = detectedAsset(s);
+
+  // Expiry: due, still pending, and what arrived in time does not cover the order.
+  if (s.phase === 'pending' && !s.flagged && !s.depositConfirmed && isDue(s, now)) {
+    if (!detected || amountPaid(s) < BigInt(detected.tokenAmount)) {
+      emit({ type: 'PaymentExpired.v1', data: { expiredAt: at } });
+      s = current();
+    }
+  }
+
+  // Deposit confirmed: confirmed funding reached the order (always before settled / escrow_confirmed).
+  if (s.phase === 'pending' && !s.depositConfirmed && !s.flagged && detected) {
+    const paid = confirmedFunding(s);
+    if (paid >= BigInt(detected.tokenAmount)) {
+      emit({
+        type: 'PaymentDepositConfirmed.v1',
+        data: { asset: detected.asset, amountPaid: paid.toString(), confirmedAt: at },
+      });
+      s = current();
+    }
+  }
+
+  // Payer-owned surplus grew: announce it (again with the new amount).
+  const surplus = payerSurplus(s);
+  const payer = payerOf(s);
+  if (surplus && payer && (!s.recoverable || surplus.amount > s.recoverable.amount)) {
+    emit({
+      type: 'PaymentRecoverable.v1',
+      data: {
+        reason: surplus.reason,
+        destination: payer,
+        asset: surplus.asset,
+        amount: surplus.amount.toString(),
+        at,
+      },
+    });
+    s = current();
+  }
+
+  // Deploy once the deposit is confirmed (or funds were abandoned) and every sender is screened clear.
+  if (
+    !s.deployRequested &&
+    !s.flagged &&
+    s.phase !== 'failed' &&
+    payer &&
+    addressesToScreen(s).length === 0
+  ) {
+    const asset = paymentAsset(s);
+    const abandoned = s.phase === 'expired' || s.phase === 'cancelled';
+    const screened = s.clearedAddresses.includes(payer.toLowerCase());
+    if (asset && screened && (s.depositConfirmed || (abandoned && payerSurplus(s)))) {
+      const method: PaymentMethod | 'NONE' = s.depositConfirmed && detected ? created.method : 'NONE';
+      emit({
+        type: 'PaymentDeployRequested.v1',
+        data: {
+          method,
+          chain: created.acceptedAssets.find((a) => a.asset === asset)?.chain ?? '',
+          asset,
+          payer,
+          amount: method === 'NONE' || !detected ? '0' : detected.tokenAmount,
+          requestedAt: at,
+        },
+      });
+    }
+  }
+}
+
+function validateCreate(
+  command: Extract<PaymentCommand, { type: 'CreateCheckout' }>,
+): PaymentCreated['data'] {
+  const input = command.input;
+  const amount = parseOrderAmount(input.amount);
+  const currency = parseCurrency(input.currency);
+  const method = parseMethod(input.method);
+  const expiresIn = parseSeconds(
+    input.expires_in,
+    'expires_in',
+    LIMITS.minExpiresInSeconds,
+    LIMITS.maxExpiresInSeconds,
+    LIMITS.defaultExpiresInSeconds,
+  );
+  if (
+    method !== 'TWO_STEP' &&
+    input.authorization_period !== undefined &&
+    input.authorization_period !== null
+  ) {
+    throw validationError('authorization_period', 'authorization_period applies to TWO_STEP payments only.');
+  }
+  const authorizationPeriodSeconds =
+    method === 'TWO_STEP'
+      ? parseSeconds(
+          input.authorization_period,
+          'authorization_period',
+          LIMITS.minAuthorizationSeconds,
+          LIMITS.maxAuthorizationSeconds,
+          LIMITS.defaultAuthorizationSeconds,
+        )
+      : null;
+  const metadata = parseMetadata(input.metadata);
+  const successUrl = parseRedirectUrl(input.success_url, 'success_url');
+  const cancelUrl = parseRedirectUrl(input.cancel_url, 'cancel_url');
+  const acceptedAssets = resolveAcceptedAssets(
+    input.accepted_chains,
+    input.accepted_tokens,
+    currency,
+    amount,
+    command.context.stablecoins,
+  );
+  return {
+    paymentId: command.paymentId,
+    checkoutId: command.checkoutId,
+    merchantId: command.merchantId,
+    onChainId: command.onChainId,
+    depositAddress: command.depositAddress,
+    method,
+    amount: amount.toString(),
+    currency,
+    acceptedAssets,
+    settlementMode: command.context.settlementMode,
+    authorizationPeriodSeconds,
+    checkoutUrl: command.checkoutUrl,
+    successUrl,
+    cancelUrl,
+    metadata,
+    expiresAt: new Date(command.now.getTime() + expiresIn * 1000).toISOString(),
+    createdAt: command.now.toISOString(),
+  };
+}

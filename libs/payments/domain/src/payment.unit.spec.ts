@@ -1,0 +1,937 @@
+import { DomainError } from '@stablepay/util';
+import {
+  type CreateCheckoutInput,
+  type PaymentCommand,
+  type PaymentState,
+  addressesToScreen,
+  decidePayment,
+  evolvePayment,
+  initialPaymentState,
+} from './payment';
+import {
+  PAYMENT_WEBHOOK_BY_EVENT,
+  PAYMENT_WEBHOOK_TYPES,
+  type ObservedTransfer,
+  type PaymentEvent,
+  paymentWebhookType,
+} from './payment.events';
+import { toCheckoutObject, toPaymentObject } from './payment-object';
+import type { SupportedStablecoin } from './rules';
+
+const T0 = new Date('2026-06-01T10:00:00.000Z');
+const at = (minutes: number) => new Date(T0.getTime() + minutes * 60_000);
+const BASE = 'eip155:8453';
+const ETH = 'eip155:1';
+const POLYGON = 'eip155:137';
+const USDC_BASE = `${BASE}/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913`;
+const USDT_BASE = `${BASE}/erc20:0xfde4C96c8593536E31F229EA8f37b2ADa2699bb2`;
+const USDC_ETH = `${ETH}/erc20:0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48`;
+const DAI_ETH = `${ETH}/erc20:0x6B175474E89094C44Da98b954EedeAC495271d0F`;
+const OTHER_BASE = `${BASE}/erc20:0x4200000000000000000000000000000000000042`;
+const USDC_POLYGON = `${POLYGON}/erc20:0x3c499c542cEF5E3811e1192ce70d8cC03d5c3359`;
+const PAYER = '0x1111111111111111111111111111111111111111';
+const SECOND_WALLET = '0x2222222222222222222222222222222222222222';
+const SETTLEMENT = '0x3333333333333333333333333333333333333333';
+const MERCHANT_CHOSEN = '0x4444444444444444444444444444444444444444';
+
+const STABLECOINS: SupportedStablecoin[] = [
+  { asset: USDC_BASE, chain: BASE, symbol: 'USDC', decimals: 6, pegCurrency: 'USD' },
+  { asset: USDT_BASE, chain: BASE, symbol: 'USDT', decimals: 6, pegCurrency: 'USD' },
+  { asset: USDC_ETH, chain: ETH, symbol: 'USDC', decimals: 6, pegCurrency: 'USD' },
+  { asset: DAI_ETH, chain: ETH, symbol: 'DAI', decimals: 18, pegCurrency: 'USD' },
+];
+
+/** 12.50 USD: 12500000 in 6-decimal order units; 12500000 USDC units; 12.5e18 DAI units. */
+const ORDER = '12500000';
+
+const create = (
+  input: CreateCheckoutInput = {},
+  settlementMode: 'crypto' | 'fiat' = 'crypto',
+): PaymentCommand => ({
+  type: 'CreateCheckout',
+  paymentId: 'pay_01',
+  checkoutId: 'chk_01',
+  merchantId: 'mer_01',
+  onChainId: `0x${'ab'.repeat(32)}`,
+  depositAddress: '0x5555555555555555555555555555555555555555',
+  checkoutUrl: 'https://pay.example/checkout/chk_01',
+  input: { amount: ORDER, currency: 'USD', ...input },
+  context: { stablecoins: STABLECOINS, settlementMode },
+  now: T0,
+});
+
+let txCounter = 0;
+const transfer = (over: Partial<ObservedTransfer> = {}): ObservedTransfer => ({
+  txHash: `0x${(++txCounter).toString(16).padStart(64, '0')}`,
+  logIndex: 0,
+  from: PAYER,
+  asset: USDC_BASE,
+  chain: BASE,
+  amount: ORDER,
+  blockNumber: '100',
+  ...over,
+});
+
+const observe = (t: ObservedTransfer, minutes = 1): PaymentCommand => ({
+  type: 'ObserveTransfer',
+  transfer: t,
+  blockTime: at(minutes),
+  now: at(minutes),
+});
+const confirm = (t: ObservedTransfer, minutes = 2): PaymentCommand => ({
+  type: 'ConfirmTransfer',
+  chain: t.chain,
+  txHash: t.txHash,
+  logIndex: t.logIndex,
+  now: at(minutes),
+});
+const clear = (minutes = 3, addresses = [PAYER]): PaymentCommand => ({
+  type: 'RecordScreening',
+  result: { kind: 'clear', addresses },
+  now: at(minutes),
+});
+const deployDirect = (amount = ORDER, minutes = 4): PaymentCommand => ({
+  type: 'RecordDeployed',
+  method: 'DIRECT',
+  txHash: '0xdeploy',
+  chain: BASE,
+  payer: PAYER,
+  payerFinalAt: at(minutes + 24 * 60),
+  amount,
+  settlementAddress: SETTLEMENT,
+  now: at(minutes),
+});
+const deployTwoStep = (amount = ORDER, minutes = 4): PaymentCommand => ({
+  type: 'RecordDeployed',
+  method: 'TWO_STEP',
+  txHash: '0xdeploy',
+  chain: BASE,
+  payer: PAYER,
+  payerFinalAt: at(minutes + 24 * 60),
+  amount,
+  authorizationExpiry: at(minutes + 7 * 24 * 60),
+  now: at(minutes),
+});
+const deployNone = (minutes: number): PaymentCommand => ({
+  type: 'RecordDeployed',
+  method: 'NONE',
+  txHash: '0xdeploy',
+  chain: BASE,
+  payer: PAYER,
+  payerFinalAt: at(minutes + 24 * 60),
+  now: at(minutes),
+});
+
+/** given a history of commands (each decided on the state so far), when a command, then events or an error. */
+function given(...commands: PaymentCommand[]) {
+  let state: PaymentState = initialPaymentState();
+  const history: PaymentEvent[] = [];
+  for (const c of commands) {
+    const events = decidePayment(c, state);
+    history.push(...events);
+    for (const e of events) state = evolvePayment(state, e);
+  }
+  return {
+    state,
+    history,
+    when(command: PaymentCommand) {
+      const events = decidePayment(command, state);
+      const after = events.reduce(evolvePayment, state);
+      return { events, types: events.map((e) => e.type), state: after, object: toPaymentObject(after) };
+    },
+    whenRejected(command: PaymentCommand): DomainError {
+      try {
+        decidePayment(command, state);
+      } catch (error) {
+        if (error instanceof DomainError) return error;
+        throw error;
+      }
+      throw new Error('expected the command to be refused');
+    },
+  };
+}
+
+const paid = (t = transfer()) => [create(), observe(t), confirm(t), clear()] as const;
+
+describe('Payment: create (POST /checkouts)', () => {
+  it('records the checkout with the order amount as a 6-decimal integer and each accepted token amount', () => {
+    const { events, object } = given().when(
+      create({ metadata: { order: '42' }, success_url: 'https://shop.example/ok' }),
+    );
+    expect(events).toHaveLength(1);
+    const created = events[0];
+    if (created?.type !== 'PaymentCreated.v1') throw new Error('expected PaymentCreated.v1');
+    expect(created.data.acceptedAssets.map((a) => [a.asset, a.tokenAmount])).toEqual([
+      [USDC_BASE, '12500000'],
+      [USDT_BASE, '12500000'],
+      [USDC_ETH, '12500000'],
+      [DAI_ETH, '12500000000000000000'],
+    ]);
+    expect(created.data.expiresAt).toBe(at(60).toISOString());
+    expect(object).toMatchObject({
+      id: 'pay_01',
+      object: 'payment',
+      status: 'pending',
+      method: 'DIRECT',
+      amount: ORDER,
+      amount_paid: '0',
+      currency: 'USD',
+      detected_asset: null,
+      deploy_tx_hash: null,
+      payer_addresses: [],
+      transactions: [],
+      non_funding_transactions_count: 0,
+      metadata: { order: '42' },
+    });
+  });
+
+  it('narrows the accepted assets to accepted_chains x accepted_tokens', () => {
+    const { events } = given().when(create({ accepted_chains: [ETH], accepted_tokens: ['dai'] }));
+    const created = events[0];
+    if (created?.type !== 'PaymentCreated.v1') throw new Error('expected PaymentCreated.v1');
+    expect(created.data.acceptedAssets.map((a) => a.asset)).toEqual([DAI_ETH]);
+  });
+
+  it.each<[string, CreateCheckoutInput, string, string?]>([
+    ['amount missing', { amount: undefined }, 'amount'],
+    ['amount with a decimal point', { amount: '12.50' }, 'amount'],
+    ['amount as a number', { amount: 12500000 }, 'amount'],
+    ['amount with a leading zero', { amount: '012' }, 'amount'],
+    ['amount zero', { amount: '0' }, 'amount'],
+    ['amount of 25 digits', { amount: '1'.repeat(25) }, 'amount'],
+    ['currency missing', { currency: undefined }, 'currency'],
+    ['currency not ISO-4217 shaped', { currency: 'US$' }, 'currency'],
+    ['unknown method', { method: 'ESCROW' }, 'method'],
+    ['authorization_period on DIRECT', { authorization_period: 7200 }, 'authorization_period'],
+    [
+      'authorization_period below one hour',
+      { method: 'TWO_STEP', authorization_period: 60 },
+      'authorization_period',
+    ],
+    [
+      'authorization_period above 30 days',
+      { method: 'TWO_STEP', authorization_period: 31 * 86400 },
+      'authorization_period',
+    ],
+    ['expires_in below 5 minutes', { expires_in: 60 }, 'expires_in'],
+    ['expires_in above 24 hours', { expires_in: 86401 }, 'expires_in'],
+    ['expires_in not an integer', { expires_in: 600.5 }, 'expires_in'],
+    ['accepted_chains not CAIP-2', { accepted_chains: ['base'] }, 'accepted_chains', 'invalid_caip2'],
+    [
+      'accepted_chains unsupported',
+      { accepted_chains: ['eip155:999'] },
+      'accepted_chains',
+      'unsupported_chain',
+    ],
+    ['accepted_chains empty', { accepted_chains: [] }, 'accepted_chains'],
+    ['accepted_chains duplicated', { accepted_chains: [BASE, BASE] }, 'accepted_chains', 'duplicate_value'],
+    ['accepted_tokens unsupported', { accepted_tokens: ['EURC'] }, 'accepted_tokens', 'unsupported_token'],
+    [
+      'no accepted token on the chains',
+      { accepted_chains: [BASE], accepted_tokens: ['DAI'] },
+      'accepted_tokens',
+      'no_accepted_asset',
+    ],
+    ['metadata an array', { metadata: ['x'] }, 'metadata'],
+    ['metadata value too long', { metadata: { note: 'x'.repeat(501) } }, 'metadata.note'],
+    ['metadata value not a string', { metadata: { n: 1 } }, 'metadata.n'],
+    ['success_url not a URL', { success_url: 'shop/ok' }, 'success_url'],
+    ['cancel_url with credentials', { cancel_url: 'https://u:p@shop.example' }, 'cancel_url'],
+    ['cancel_url not http(s)', { cancel_url: 'javascript:alert(1)' }, 'cancel_url'],
+  ])('refuses %s with a validation error naming the param', (_name, input, param, ...rest) => {
+    const code = rest[0];
+    const error = given().whenRejected(create(input));
+    expect(error).toMatchObject({ type: 'validation_error', status: 400, param });
+    if (code) expect(error.code).toBe(code);
+  });
+
+  it('refuses a currency no supported stablecoin is pegged to (422 currency_not_supported)', () => {
+    expect(given().whenRejected(create({ currency: 'eur' }))).toMatchObject({
+      status: 422,
+      code: 'currency_not_supported',
+      param: 'currency',
+    });
+  });
+
+  it('refuses a second create of the same checkout', () => {
+    expect(given(create()).whenRejected(create())).toMatchObject({ status: 409, code: 'checkout_exists' });
+  });
+});
+
+describe('Payment: transfers observed to the deposit address', () => {
+  it('the first funding transfer fixes detected_asset and detected_chain; amount_paid counts it before confirmation', () => {
+    const t = transfer();
+    const { types, object } = given(create()).when(observe(t));
+    expect(types).toEqual(['PaymentTransferObserved.v1']);
+    expect(object).toMatchObject({
+      status: 'pending',
+      amount_paid: ORDER,
+      detected_asset: USDC_BASE,
+      detected_token_symbol: 'USDC',
+      detected_chain: BASE,
+      token_amount: '12500000',
+      token_amount_decimal: '12.5',
+      payer_addresses: [PAYER],
+      non_funding_transactions_count: 0,
+    });
+    expect(object.transactions).toEqual([
+      {
+        tx_hash: t.txHash,
+        log_index: 0,
+        from: PAYER,
+        amount: ORDER,
+        asset: USDC_BASE,
+        token_symbol: 'USDC',
+        chain: BASE,
+        block_number: '100',
+        is_funding: true,
+        non_funding_reason: null,
+        confirmed: false,
+      },
+    ]);
+  });
+
+  it('an 18-decimal stablecoin pays the order in 10^12 times as many units', () => {
+    const t = transfer({ asset: DAI_ETH, chain: ETH, amount: '12500000000000000000' });
+    const { object, types } = given(create(), observe(t)).when(confirm(t));
+    expect(types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentDepositConfirmed.v1']);
+    expect(object).toMatchObject({
+      detected_asset: DAI_ETH,
+      token_amount: '12500000000000000000',
+      token_amount_decimal: '12.5',
+    });
+  });
+
+  it('the same log delivered twice is recorded once', () => {
+    const t = transfer();
+    expect(given(create(), observe(t)).when(observe(t)).events).toEqual([]);
+  });
+
+  it('is_funding false: wrong token, wrong chain, another token than the detected one; counted in non_funding_transactions_count', () => {
+    const first = transfer({ amount: '1000000' });
+    const { object } = given(
+      create(),
+      observe(transfer({ asset: OTHER_BASE })),
+      observe(transfer({ asset: USDC_POLYGON, chain: POLYGON })),
+      observe(first),
+      observe(transfer({ asset: USDT_BASE })),
+      observe(transfer({ asset: USDC_ETH, chain: ETH })),
+    ).when({ type: 'Expire', now: at(1) });
+    expect(object.transactions.map((t) => [t.is_funding, t.non_funding_reason])).toEqual([
+      [false, 'wrong_token'],
+      [false, 'wrong_chain'],
+      [true, null],
+      [false, 'wrong_token'],
+      [false, 'wrong_chain'],
+    ]);
+    expect(object.non_funding_transactions_count).toBe(4);
+    expect(object.amount_paid).toBe('1000000');
+  });
+
+  it('a second full payment after the order was paid is a duplicate (non-funding), later recoverable as over_deposit', () => {
+    const t1 = transfer();
+    const t2 = transfer();
+    const { object } = given(create(), observe(t1), observe(t2)).when(confirm(t1));
+    expect(object.transactions.map((t) => t.non_funding_reason)).toEqual([null, 'duplicate']);
+    expect(object.non_funding_transactions_count).toBe(1);
+  });
+
+  it('a transfer after settlement is a post-settle straggler: non-funding, recoverable to the payer', () => {
+    const straggler = transfer({ amount: '500000', from: SECOND_WALLET });
+    const g = given(...paid(), deployDirect(), observe(straggler, 10));
+    const { types, object } = g.when(confirm(straggler, 11));
+    expect(g.state.transfers.at(-1)?.nonFundingReason).toBe('straggler');
+    expect(types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentRecoverable.v1']);
+    expect(object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'over_deposit',
+      recovery_destination: PAYER,
+      recoverable_amount: '500000',
+      non_funding_transactions_count: 1,
+    });
+  });
+});
+
+describe('Payment: deposit_confirmed, deploy, settled, escrow_confirmed', () => {
+  it('deposit_confirmed comes when confirmed funding reaches the token amount, before any deploy', () => {
+    const t = transfer();
+    const { types } = given(create(), observe(t)).when(confirm(t));
+    expect(types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentDepositConfirmed.v1']);
+  });
+
+  it('the payer is screened before the deploy is requested, with the order amount of the detected token', () => {
+    const t = transfer();
+    const g = given(create(), observe(t), confirm(t));
+    expect(addressesToScreen(g.state)).toEqual([PAYER.toLowerCase()]);
+    const { events } = g.when(clear());
+    expect(events.map((e) => e.type)).toEqual(['PaymentPayerCleared.v1', 'PaymentDeployRequested.v1']);
+    expect(events[1]?.data).toMatchObject({
+      method: 'DIRECT',
+      chain: BASE,
+      asset: USDC_BASE,
+      payer: PAYER,
+      amount: ORDER,
+    });
+  });
+
+  it('DIRECT: deployed -> settled (payment.settled) with deploy_tx_hash', () => {
+    const { types, object } = given(...paid()).when(deployDirect());
+    expect(types).toEqual(['PaymentSettled.v1']);
+    expect(object).toMatchObject({ status: 'settled', deploy_tx_hash: '0xdeploy' });
+  });
+
+  it('TWO_STEP: deployed -> escrow_confirmed (payment.escrow_confirmed) with its authorization expiry', () => {
+    const t = transfer();
+    const { types, object } = given(create({ method: 'TWO_STEP' }), observe(t), confirm(t), clear()).when(
+      deployTwoStep(),
+    );
+    expect(types).toEqual(['PaymentEscrowFunded.v1']);
+    expect(object).toMatchObject({
+      status: 'escrow_confirmed',
+      authorization_expires_at: at(4 + 7 * 24 * 60).toISOString(),
+    });
+  });
+
+  it('the webhook order is deposit_confirmed, then settled', () => {
+    const g = given(...paid(), deployDirect());
+    const hooks = g.history.map(paymentWebhookType).filter((h) => h !== null);
+    expect(hooks).toEqual(['payment.deposit_confirmed', 'payment.settled']);
+  });
+
+  it('a deployment recorded twice is recorded once', () => {
+    expect(given(...paid(), deployDirect()).when(deployDirect()).events).toEqual([]);
+  });
+});
+
+describe('Payment: the cases peers keep reporting', () => {
+  it('a wallet that deducts its fee underpays: stays pending, amount_paid below the token amount, visible', () => {
+    const t = transfer({ amount: '12400000' });
+    const { types, object } = given(create(), observe(t)).when(confirm(t));
+    expect(types).toEqual(['PaymentTransferConfirmed.v1']);
+    expect(object).toMatchObject({ status: 'pending', amount_paid: '12400000', token_amount: ORDER });
+  });
+
+  it('a top-up before expiry adds up: two funding transfers -> deposit_confirmed -> settled', () => {
+    const short = transfer({ amount: '12400000' });
+    const topUp = transfer({ amount: '100000', from: SECOND_WALLET });
+    const g = given(create(), observe(short), confirm(short), observe(topUp, 10));
+    const confirmed = g.when(confirm(topUp, 11));
+    expect(confirmed.types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentDepositConfirmed.v1']);
+    const s = given(
+      create(),
+      observe(short),
+      confirm(short),
+      observe(topUp, 10),
+      confirm(topUp, 11),
+      clear(12, [PAYER, SECOND_WALLET]),
+    );
+    expect(s.history.at(-1)).toMatchObject({ type: 'PaymentDeployRequested.v1', data: { payer: PAYER } });
+    const { object } = s.when(deployDirect(ORDER, 13));
+    expect(object).toMatchObject({
+      status: 'settled',
+      amount_paid: ORDER,
+      payer_addresses: [PAYER, SECOND_WALLET],
+    });
+    expect(object.transactions.every((t) => t.is_funding)).toBe(true);
+  });
+
+  it('every sender is screened: a top-up from a second wallet holds the deploy until that wallet is clear', () => {
+    const short = transfer({ amount: '12400000' });
+    const topUp = transfer({ amount: '100000', from: SECOND_WALLET });
+    const g = given(
+      create(),
+      observe(short),
+      confirm(short),
+      observe(topUp),
+      confirm(topUp),
+      clear(3, [PAYER]),
+    );
+    expect(g.history.some((e) => e.type === 'PaymentDeployRequested.v1')).toBe(false);
+    expect(addressesToScreen(g.state)).toEqual([SECOND_WALLET.toLowerCase()]);
+  });
+
+  it('a transfer after expiry is recoverable to its sender (abandoned), after a NONE deployment', () => {
+    const late = transfer({ from: SECOND_WALLET });
+    const g = given(create(), { type: 'Expire', now: at(61) }, observe(late, 70));
+    expect(g.state.transfers[0]?.nonFundingReason).toBe('straggler');
+    const confirmed = g.when(confirm(late, 71));
+    expect(confirmed.types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentRecoverable.v1']);
+    expect(confirmed.object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: SECOND_WALLET,
+      recoverable_amount: ORDER,
+    });
+    const screened = given(
+      create(),
+      { type: 'Expire', now: at(61) },
+      observe(late, 70),
+      confirm(late, 71),
+    ).when(clear(72, [SECOND_WALLET]));
+    expect(screened.events[1]).toMatchObject({
+      type: 'PaymentDeployRequested.v1',
+      data: { method: 'NONE', payer: SECOND_WALLET, amount: '0' },
+    });
+  });
+
+  it('a partial payment expires (expired + recoverable abandoned), then a late transfer overpays: all of it recoverable to the payer', () => {
+    const partial = transfer({ amount: '5000000' });
+    const g = given(create(), observe(partial), confirm(partial));
+    const expired = g.when({ type: 'Expire', now: at(60) });
+    expect(expired.types).toEqual(['PaymentExpired.v1', 'PaymentRecoverable.v1']);
+    expect(expired.object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recoverable_amount: '5000000',
+      amount_paid: '5000000',
+    });
+    const late = transfer({ amount: '20000000' });
+    const after = given(
+      create(),
+      observe(partial),
+      confirm(partial),
+      { type: 'Expire', now: at(60) },
+      observe(late, 70),
+    ).when(confirm(late, 71));
+    expect(after.types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentRecoverable.v1']);
+    expect(after.object).toMatchObject({
+      status: 'recoverable',
+      amount_paid: '5000000',
+      recoverable_reason: 'abandoned',
+      recovery_destination: PAYER,
+      recoverable_amount: '25000000',
+      non_funding_transactions_count: 1,
+    });
+  });
+
+  it('a transfer mined before expires_at but observed after still funds the order (block time decides)', () => {
+    const t = transfer();
+    const { types } = given(create()).when({
+      type: 'ObserveTransfer',
+      transfer: t,
+      blockTime: at(59),
+      now: at(62),
+    });
+    expect(types).toEqual(['PaymentTransferObserved.v1']);
+    expect(
+      given(create(), { type: 'ObserveTransfer', transfer: t, blockTime: at(59), now: at(62) }).when(
+        confirm(t, 63),
+      ).types,
+    ).toEqual(['PaymentTransferConfirmed.v1', 'PaymentDepositConfirmed.v1']);
+  });
+});
+
+describe('Payment: over-deposit and recover', () => {
+  it('over-deposit (DIRECT): settled, then payment.recoverable with recoverable_reason over_deposit and recovery_destination the payer', () => {
+    const t = transfer({ amount: '15000000' });
+    const { types, object } = given(create(), observe(t), confirm(t), clear()).when(deployDirect());
+    expect(types).toEqual(['PaymentSettled.v1', 'PaymentRecoverable.v1']);
+    expect(object).toMatchObject({
+      status: 'recoverable',
+      amount_paid: '15000000',
+      recoverable_reason: 'over_deposit',
+      recovery_destination: PAYER,
+      recoverable_amount: '2500000',
+    });
+  });
+
+  it('recover: refused before the payer is final, then requested to the payer (never a supplied destination), then back to settled', () => {
+    const t = transfer({ amount: '15000000' });
+    const g = given(create(), observe(t), confirm(t), clear(), deployDirect());
+    expect(g.whenRejected({ type: 'RequestRecover', now: at(5) })).toMatchObject({
+      status: 422,
+      code: 'payer_not_final',
+    });
+    const requested = g.when({ type: 'RequestRecover', now: at(4 + 24 * 60) });
+    expect(requested.events).toEqual([
+      {
+        type: 'PaymentRecoverRequested.v1',
+        data: { asset: USDC_BASE, destination: PAYER, requestedAt: at(4 + 24 * 60).toISOString() },
+      },
+    ]);
+    const recovered = g.when({
+      type: 'RecordOutflow',
+      kind: 'recovered',
+      txHash: '0xrecover',
+      asset: USDC_BASE,
+      amount: '2500000',
+      to: PAYER,
+      now: at(4 + 24 * 60 + 1),
+    });
+    expect(recovered.object.status).toBe('settled');
+    expect(recovered.object.recoverable_reason).toBeUndefined();
+  });
+
+  it('recover with nothing to recover is refused', () => {
+    expect(
+      given(...paid(), deployDirect()).whenRejected({ type: 'RequestRecover', now: at(9999) }),
+    ).toMatchObject({
+      code: 'nothing_to_recover',
+    });
+  });
+
+  it('abandoned: the NONE deployment makes the deposit recoverable; after recover the payment stays expired', () => {
+    const partial = transfer({ amount: '5000000' });
+    const g = given(
+      create(),
+      observe(partial),
+      confirm(partial),
+      { type: 'Expire', now: at(60) },
+      clear(61),
+      deployNone(62),
+    );
+    expect(g.history.map((e) => e.type)).toContain('PaymentDeployRequested.v1');
+    const done = g.when({
+      type: 'RecordOutflow',
+      kind: 'recovered',
+      txHash: '0xr',
+      asset: USDC_BASE,
+      amount: '5000000',
+      to: PAYER,
+      now: at(62 + 24 * 60),
+    });
+    expect(done.object.status).toBe('expired');
+  });
+});
+
+describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
+  const escrowed = () => {
+    const t = transfer();
+    return given(create({ method: 'TWO_STEP' }), observe(t), confirm(t), clear(), deployTwoStep());
+  };
+  const outflow = (
+    kind: 'captured' | 'refunded' | 'reclaimed',
+    amount: string,
+    minutes = 10,
+  ): PaymentCommand => ({
+    type: 'RecordOutflow',
+    kind,
+    txHash: `0x${kind}${amount}`,
+    asset: USDC_BASE,
+    amount,
+    to: kind === 'captured' ? SETTLEMENT : PAYER,
+    now: at(minutes),
+  });
+
+  it('capture request: checked against the escrow, to the settlement address', () => {
+    const { events } = escrowed().when({
+      type: 'RequestCapture',
+      amount: ORDER,
+      settlementAddress: SETTLEMENT,
+      now: at(5),
+    });
+    expect(events[0]).toMatchObject({
+      type: 'PaymentCaptureRequested.v1',
+      data: { amount: ORDER, to: SETTLEMENT },
+    });
+    expect(
+      escrowed().whenRejected({
+        type: 'RequestCapture',
+        amount: '12500001',
+        settlementAddress: SETTLEMENT,
+        now: at(5),
+      }),
+    ).toMatchObject({
+      param: 'amount',
+      code: 'amount_exceeds_escrow',
+    });
+  });
+
+  it('capture: payment.settled follows it; a full capture leaves the payment settled', () => {
+    const { types, object } = escrowed().when(outflow('captured', ORDER));
+    expect(types).toEqual(['PaymentCaptured.v1']);
+    expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentCaptured.v1']).toBe('payment.settled');
+    expect(object).toMatchObject({ status: 'settled', amount_captured: ORDER });
+  });
+
+  it('partial capture: stays escrow_confirmed; the rest refunded -> settled (something was captured)', () => {
+    const partial = escrowed().when(outflow('captured', '10000000'));
+    expect(partial.object).toMatchObject({ status: 'escrow_confirmed', amount_captured: '10000000' });
+    const state = partial.events.reduce(evolvePayment, escrowed().state);
+    const rest = decidePayment(outflow('refunded', '2500000', 11), state).reduce(evolvePayment, state);
+    expect(toPaymentObject(rest)).toMatchObject({
+      status: 'settled',
+      amount_captured: '10000000',
+      amount_refunded: '2500000',
+    });
+  });
+
+  it('refund: escrow_confirmed -> refunded (payment.refunded), to the attested payer', () => {
+    const requested = escrowed().when({ type: 'RequestRefund', amount: ORDER, now: at(5) });
+    expect(requested.events[0]).toMatchObject({ type: 'PaymentRefundRequested.v1', data: { to: PAYER } });
+    const { types, object } = escrowed().when(outflow('refunded', ORDER));
+    expect(types).toEqual(['PaymentRefunded.v1']);
+    expect(object.status).toBe('refunded');
+  });
+
+  it('capture after the authorization expiry is refused; the payer reclaims -> refunded (payment.refunded)', () => {
+    const afterExpiry = at(4 + 7 * 24 * 60);
+    expect(
+      escrowed().whenRejected({
+        type: 'RequestCapture',
+        amount: ORDER,
+        settlementAddress: SETTLEMENT,
+        now: afterExpiry,
+      }),
+    ).toMatchObject({
+      status: 422,
+      code: 'authorization_expired',
+    });
+    const { types, object } = escrowed().when(outflow('reclaimed', ORDER, 4 + 7 * 24 * 60 + 1));
+    expect(types).toEqual(['PaymentReclaimed.v1']);
+    expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentReclaimed.v1']).toBe('payment.refunded');
+    expect(object.status).toBe('refunded');
+  });
+
+  it('capture or refund of a DIRECT payment is refused', () => {
+    const g = given(...paid(), deployDirect());
+    expect(
+      g.whenRejected({ type: 'RequestCapture', amount: ORDER, settlementAddress: SETTLEMENT, now: at(5) })
+        .code,
+    ).toBe('payment_not_capturable');
+    expect(g.whenRejected({ type: 'RequestRefund', amount: ORDER, now: at(5) }).code).toBe(
+      'payment_not_refundable',
+    );
+  });
+});
+
+describe('Payment: rescue', () => {
+  it('rescue moves another token to the merchant-chosen destination; never the payment token', () => {
+    const stray = transfer({ asset: USDT_BASE, amount: '700' });
+    const g = given(...paid(), observe(stray), confirm(stray), deployDirect());
+    expect(
+      g.when({ type: 'RequestRescue', asset: USDT_BASE, to: MERCHANT_CHOSEN, amount: '700', now: at(5) })
+        .events[0],
+    ).toMatchObject({
+      type: 'PaymentRescueRequested.v1',
+      data: { asset: USDT_BASE, to: MERCHANT_CHOSEN, amount: '700' },
+    });
+    expect(
+      g.whenRejected({
+        type: 'RequestRescue',
+        asset: USDC_BASE,
+        to: MERCHANT_CHOSEN,
+        amount: '1',
+        now: at(5),
+      }),
+    ).toMatchObject({
+      code: 'payer_owned_token',
+      param: 'asset',
+    });
+    expect(
+      g.whenRejected({
+        type: 'RequestRescue',
+        asset: USDT_BASE,
+        to: MERCHANT_CHOSEN,
+        amount: '701',
+        now: at(5),
+      }),
+    ).toMatchObject({
+      code: 'amount_exceeds_balance',
+      param: 'amount',
+    });
+    const rescued = g.when({
+      type: 'RecordOutflow',
+      kind: 'rescued',
+      txHash: '0xres',
+      asset: USDT_BASE,
+      amount: '700',
+      to: MERCHANT_CHOSEN,
+      now: at(6),
+    });
+    expect(rescued.object.non_funding_transactions_count).toBe(1);
+  });
+});
+
+describe('Payment: cancel and expiry', () => {
+  it('cancel: pending -> cancelled (payment.cancelled)', () => {
+    const { types, object } = given(create()).when({ type: 'Cancel', now: at(5) });
+    expect(types).toEqual(['PaymentCancelled.v1']);
+    expect(object.status).toBe('cancelled');
+    expect(toCheckoutObject(given(create(), { type: 'Cancel', now: at(5) }).state).status).toBe('cancelled');
+  });
+
+  it('cancel is refused once a deposit arrived, after expiry, and twice', () => {
+    expect(
+      given(create(), observe(transfer({ amount: '1' }))).whenRejected({ type: 'Cancel', now: at(5) }).code,
+    ).toBe('checkout_has_deposit');
+    expect(given(create()).whenRejected({ type: 'Cancel', now: at(61) }).code).toBe('checkout_not_pending');
+    expect(
+      given(create(), { type: 'Cancel', now: at(5) }).whenRejected({ type: 'Cancel', now: at(6) }),
+    ).toMatchObject({
+      status: 409,
+      code: 'checkout_not_pending',
+    });
+  });
+
+  it('expiry: no valid deposit -> expired (payment.expired); early or repeated timers decide nothing', () => {
+    expect(given(create()).when({ type: 'Expire', now: at(59) }).events).toEqual([]);
+    const { types, object } = given(create()).when({ type: 'Expire', now: at(60) });
+    expect(types).toEqual(['PaymentExpired.v1']);
+    expect(object.status).toBe('expired');
+    expect(
+      given(create(), { type: 'Expire', now: at(60) }).when({ type: 'Expire', now: at(61) }).events,
+    ).toEqual([]);
+  });
+
+  it('expiry waits for a full payment that arrived in time but is still confirming', () => {
+    const t = transfer();
+    expect(given(create(), observe(t, 59)).when({ type: 'Expire', now: at(61) }).events).toEqual([]);
+  });
+});
+
+describe('Payment: reorg', () => {
+  it('an unconfirmed transfer retracted by a reorg is simply removed', () => {
+    const t = transfer();
+    const { types, object } = given(create(), observe(t)).when({
+      type: 'RetractTransfer',
+      chain: BASE,
+      txHash: t.txHash,
+      logIndex: 0,
+      now: at(2),
+    });
+    expect(types).toEqual(['PaymentTransferRetracted.v1']);
+    expect(object).toMatchObject({
+      status: 'pending',
+      amount_paid: '0',
+      transactions: [],
+      detected_asset: null,
+    });
+  });
+
+  it('a confirmed deposit lost to a reorg -> failed with failure_reason deposit_lost_to_reorg (payment.failed)', () => {
+    const lost = transfer();
+    const g = given(create(), observe(lost), confirm(lost), clear(), deployDirect());
+    const failed = g.when({
+      type: 'RetractTransfer',
+      chain: BASE,
+      txHash: lost.txHash,
+      logIndex: 0,
+      now: at(9),
+    });
+    expect(failed.types).toEqual(['PaymentFailed.v1']);
+    expect(failed.object).toMatchObject({ status: 'failed', failure_reason: 'deposit_lost_to_reorg' });
+    expect(failed.object.failure_message).toContain(lost.txHash);
+    expect(failed.object.transactions).toHaveLength(1);
+  });
+});
+
+describe('Payment: sanctions screening', () => {
+  it('match -> flagged (payment.flagged), permanent: no deploy, capture and refund refused, never re-screened', () => {
+    const t = transfer();
+    const g = given(create({ method: 'TWO_STEP' }), observe(t), confirm(t));
+    const flagged = g.when({
+      type: 'RecordScreening',
+      result: { kind: 'match', address: PAYER },
+      now: at(3),
+    });
+    expect(flagged.types).toEqual(['PaymentFlagged.v1']);
+    expect(flagged.object.status).toBe('flagged');
+    const after = given(create({ method: 'TWO_STEP' }), observe(t), confirm(t), {
+      type: 'RecordScreening',
+      result: { kind: 'match', address: PAYER },
+      now: at(3),
+    });
+    expect(addressesToScreen(after.state)).toEqual([]);
+    expect(after.when(clear(4)).events).toEqual([]);
+    expect(after.whenRejected({ type: 'RequestRefund', amount: ORDER, now: at(5) })).toMatchObject({
+      status: 422,
+      code: 'payment_flagged',
+    });
+    expect(
+      after.whenRejected({ type: 'RequestCapture', amount: ORDER, settlementAddress: SETTLEMENT, now: at(5) })
+        .code,
+    ).toBe('payment_flagged');
+    expect(after.whenRejected({ type: 'RequestRecover', now: at(5) }).code).toBe('payment_flagged');
+    expect(after.when({ type: 'Expire', now: at(999) }).events).toEqual([]);
+  });
+
+  it('provider unreachable -> screening_pending (payment.screening_pending, once), then re-screen clear -> the normal path', () => {
+    const t = transfer();
+    const g = given(create(), observe(t), confirm(t));
+    const unreachable: PaymentCommand = {
+      type: 'RecordScreening',
+      result: { kind: 'unreachable', addresses: [PAYER] },
+      now: at(3),
+    };
+    const pending = g.when(unreachable);
+    expect(pending.types).toEqual(['PaymentScreeningUnavailable.v1']);
+    expect(pending.object.status).toBe('screening_pending');
+    const held = given(create(), observe(t), confirm(t), unreachable);
+    expect(held.when({ ...unreachable, now: at(4) }).events).toEqual([]);
+    expect(addressesToScreen(held.state)).toEqual([PAYER.toLowerCase()]);
+    const rescreened = held.when(clear(5));
+    expect(rescreened.types).toEqual(['PaymentPayerCleared.v1', 'PaymentDeployRequested.v1']);
+    expect(rescreened.object.status).toBe('pending');
+    const settled = given(create(), observe(t), confirm(t), unreachable, clear(5)).when(
+      deployDirect(ORDER, 6),
+    );
+    expect(settled.object.status).toBe('settled');
+  });
+});
+
+describe('Payment: fiat settlement signals', () => {
+  const fiatSettled = () => {
+    const t = transfer();
+    return given(create({}, 'fiat'), observe(t), confirm(t), clear(), deployDirect());
+  };
+
+  it('settlement_delayed: non-terminal, once per distinct reason, settlement_failure_reason only when known', () => {
+    const unknown = fiatSettled().when({ type: 'RecordSettlementDelayed', reason: null, now: at(360) });
+    expect(unknown.types).toEqual(['PaymentSettlementDelayed.v1']);
+    expect(unknown.object.status).toBe('settled');
+    expect(unknown.object.settlement_failure_reason).toBeUndefined();
+    const t = transfer();
+    const once = given(create({}, 'fiat'), observe(t), confirm(t), clear(), deployDirect(), {
+      type: 'RecordSettlementDelayed',
+      reason: 'rampoff_withdraw_failed',
+      now: at(10),
+    });
+    expect(
+      once.when({ type: 'RecordSettlementDelayed', reason: 'rampoff_withdraw_failed', now: at(20) }).events,
+    ).toEqual([]);
+    const other = once.when({ type: 'RecordSettlementDelayed', reason: 'deposit_not_credited', now: at(30) });
+    expect(other.types).toEqual(['PaymentSettlementDelayed.v1']);
+    expect(other.object.settlement_failure_reason).toBe('deposit_not_credited');
+  });
+
+  it('settlement_failed -> failed (payment.settlement_failed) with settlement_failure_reason', () => {
+    const { types, object } = fiatSettled().when({
+      type: 'RecordSettlementFailed',
+      reason: 'rampoff_order_failed',
+      now: at(4000),
+    });
+    expect(types).toEqual(['PaymentSettlementFailed.v1']);
+    expect(object).toMatchObject({
+      status: 'failed',
+      settlement_failure_reason: 'rampoff_order_failed',
+      failure_reason: 'rampoff_order_failed',
+    });
+  });
+
+  it('crypto-settled payments never produce fiat signals', () => {
+    const g = given(...paid(), deployDirect());
+    expect(
+      g.when({ type: 'RecordSettlementFailed', reason: 'provider_rejected', now: at(10) }).events,
+    ).toEqual([]);
+  });
+});
+
+describe('Payment events -> webhook types', () => {
+  it('every SPEC payment event is produced by at least one fact, and nothing else is', () => {
+    const produced = new Set(Object.values(PAYMENT_WEBHOOK_BY_EVENT).filter((v) => v !== null));
+    expect([...produced].sort()).toEqual([...PAYMENT_WEBHOOK_TYPES].sort());
+  });
+
+  it('bookkeeping facts produce no webhook', () => {
+    for (const type of [
+      'PaymentCreated.v1',
+      'PaymentTransferObserved.v1',
+      'PaymentTransferConfirmed.v1',
+      'PaymentDeployRequested.v1',
+      'PaymentCaptureRequested.v1',
+    ] as const) {
+      expect(PAYMENT_WEBHOOK_BY_EVENT[type]).toBeNull();
+    }
+  });
+});
