@@ -6,3 +6,5 @@ export * from './http-app';
 export * from './idempotency.interceptor';
 export * from './pagination';
 export * from './validation';
+export * from './json-body';
+export * from './rate-limits';

@@ -28,4 +28,28 @@ describe('platformConfigFromEnv (fail fast, naming the variable)', () => {
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', PORT: '99999' })).toThrow(/PORT/);
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', LOG_LEVEL: 'chatty' })).toThrow(/LOG_LEVEL/);
   });
+  it('reads HTTP deadlines and rate limits, with defaults, naming a bad variable', () => {
+    const config = platformConfigFromEnv({ DATABASE_URL: 'x', RATE_LIMIT_PER_KEY_PER_SECOND: '0' });
+    expect(config.rateLimits).toEqual({
+      perKeyPerSecond: 0,
+      perSourcePerSecond: 5000,
+      authFailuresPerMinute: 30,
+    });
+    expect(config.httpTimeouts).toEqual({
+      requestMs: 30000,
+      headersMs: 10000,
+      keepAliveMs: 5000,
+      idleMs: 60000,
+    });
+    expect(() =>
+      platformConfigFromEnv({ DATABASE_URL: 'x', RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: 'many' }),
+    ).toThrow(/RATE_LIMIT_AUTH_FAILURES_PER_MINUTE/);
+    expect(() =>
+      platformConfigFromEnv({
+        DATABASE_URL: 'x',
+        HTTP_REQUEST_TIMEOUT_MS: '1000',
+        HTTP_HEADERS_TIMEOUT_MS: '5000',
+      }),
+    ).toThrow(/HTTP_HEADERS_TIMEOUT_MS/);
+  });
 });

@@ -1,4 +1,5 @@
 import { type CommandsConfig, commandsConfigFromEnv, type CommandTransport } from '@stablepay/commands';
+import { httpTimeoutsFromEnv, type HttpTimeouts, type RateLimits, rateLimitsFromEnv } from '@stablepay/http';
 import { envEnum, envInt, envOptional, envString, type LogLevel } from '@stablepay/util';
 
 /** Configuration every service process shares, validated at start: a wrong value stops the process with its name. */
@@ -16,6 +17,10 @@ export interface PlatformConfig {
    * in-process (a process hosting the owners itself, as tests do).
    */
   readonly commands?: CommandsConfig;
+  /** Default DEFAULT_HTTP_TIMEOUTS. */
+  readonly httpTimeouts?: HttpTimeouts;
+  /** None when absent (tests that build a config by hand); platformConfigFromEnv always sets them. */
+  readonly rateLimits?: RateLimits;
 }
 
 export function platformConfigFromEnv(
@@ -51,5 +56,7 @@ export function platformConfigFromEnv(
       env,
       defaults.commandTransport ? { transport: defaults.commandTransport } : {},
     ),
+    httpTimeouts: httpTimeoutsFromEnv(env),
+    rateLimits: rateLimitsFromEnv(env),
   };
 }

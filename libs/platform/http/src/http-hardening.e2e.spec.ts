@@ -1,0 +1,306 @@
+import { Body, Controller, Get, HttpCode, Module, Post } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { IsObject, IsOptional, IsString } from 'class-validator';
+import { connect, type Socket } from 'node:net';
+import { hashApiKey } from './api-key';
+import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './auth';
+import { HealthModule, ReadinessRegistry } from './health';
+import { createHttpApp, type HttpAppOptions } from './http-app';
+
+const KEY = 'sk_test_' + 'h'.repeat(32);
+const OTHER_KEY = 'sk_test_' + 'o'.repeat(32);
+
+class NoteDto {
+  @IsString()
+  text!: string;
+
+  @IsOptional()
+  @IsObject()
+  extra?: Record<string, unknown>;
+}
+
+let writes = 0;
+
+@Controller('notes')
+class NoteController {
+  @Post()
+  @HttpCode(201)
+  create(@Body() body: NoteDto) {
+    writes++;
+    return { object: 'note', text: body.text };
+  }
+
+  @Get()
+  list() {
+    return { object: 'list', data: [] };
+  }
+}
+
+@Public()
+@Controller('open')
+class OpenController {
+  @Post()
+  @HttpCode(200)
+  touch() {
+    return { ok: true };
+  }
+}
+
+const resolver: ApiKeyResolver = {
+  resolve: async (hash) =>
+    hash === hashApiKey(KEY) || hash === hashApiKey(OTHER_KEY)
+      ? { merchantId: hash === hashApiKey(KEY) ? 'mer_h' : 'mer_o', mode: 'test', keyHash: hash }
+      : null,
+};
+
+async function startApp(options: Partial<HttpAppOptions> = {}): Promise<{
+  app: NestFastifyApplication;
+  base: string;
+  port: number;
+}> {
+  @Module({
+    imports: [HealthModule],
+    controllers: [NoteController, OpenController],
+    providers: [
+      { provide: API_KEY_RESOLVER, useValue: resolver },
+      { provide: APP_GUARD, useClass: ApiKeyGuard },
+    ],
+  })
+  class TestModule {}
+  const app = await createHttpApp(TestModule, { service: 'test', logLevel: 'fatal', ...options });
+  app.get(ReadinessRegistry).register('always', async () => undefined);
+  await app.listen(0, '127.0.0.1');
+  const address = app.getHttpServer().address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return { app, base: `http://127.0.0.1:${port}`, port };
+}
+
+/** Sends raw bytes on a fresh connection and returns the status line's code and the body. */
+function rawRequest(port: number, head: string, body: Buffer): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
+      resolve({ status, body: text.slice(text.indexOf('\r\n\r\n') + 4) });
+    });
+    socket.write(`${head}\r\nHost: 127.0.0.1\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+    socket.end(body);
+  });
+}
+
+describe('HTTP hardening (real Fastify server)', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+  let port: number;
+
+  beforeAll(async () => {
+    ({ app, base, port } = await startApp());
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  const post = (body: string | Buffer, contentType = 'application/json') =>
+    fetch(`${base}/notes`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': contentType },
+      body,
+    });
+
+  async function expectRefused(res: Response, status: number, code: string, param?: string): Promise<void> {
+    const body = (await res.json()) as { error: Record<string, unknown> };
+    expect({ status: res.status, ...body.error }).toMatchObject({
+      status,
+      type: 'invalid_request',
+      code,
+      ...(param ? { param } : {}),
+    });
+  }
+
+  it('refuses form-encoded and other non-JSON bodies with 415 in the envelope, running nothing', async () => {
+    const before = writes;
+    await expectRefused(
+      await post('text=hello', 'application/x-www-form-urlencoded'),
+      415,
+      'unsupported_media_type',
+    );
+    await expectRefused(await post('{"text":"hello"}', 'text/plain'), 415, 'unsupported_media_type');
+    await expectRefused(await post('<text>hello</text>', 'application/xml'), 415, 'unsupported_media_type');
+    expect(writes).toBe(before);
+    // JSON with a charset parameter is JSON.
+    expect((await post('{"text":"ok"}', 'application/json; charset=utf-8')).status).toBe(201);
+  });
+
+  it('still accepts an empty text/plain body (the hosted pages post an empty form)', async () => {
+    const res = await fetch(`${base}/open`, { method: 'POST', headers: { 'content-type': 'text/plain' } });
+    expect(res.status).toBe(200);
+  });
+
+  it('refuses a NUL character in a string with 400 and the param, writing nothing', async () => {
+    const before = writes;
+    await expectRefused(await post('{"text":"a\\u0000b"}'), 400, 'invalid_string', 'text');
+    await expectRefused(
+      await post('{"text":"ok","extra":{"k":["x","\\u0000"]}}'),
+      400,
+      'invalid_string',
+      'extra.k.1',
+    );
+    await expectRefused(await post('{"text":"ok","extra":{"a\\u0000":"x"}}'), 400, 'invalid_string', 'extra');
+    expect(writes).toBe(before);
+  });
+
+  it('refuses a lone surrogate in a string with 400 and the param', async () => {
+    await expectRefused(await post('{"text":"\\ud800"}'), 400, 'invalid_string', 'text');
+    await expectRefused(await post('{"text":"x\\udc00y"}'), 400, 'invalid_string', 'text');
+    // A proper pair (an emoji) is fine.
+    expect((await post('{"text":"\\ud83d\\ude00"}')).status).toBe(201);
+  });
+
+  it('refuses JSON nested thousands deep with 400, not 500', async () => {
+    const deep = '{"text":"x","extra":' + '{"a":'.repeat(5000) + '1' + '}'.repeat(5000) + '}';
+    await expectRefused(await post(deep), 400, 'invalid_json');
+    const deepArrays = '{"text":"x","extra":{"a":' + '['.repeat(100_000) + ']'.repeat(100_000) + '}}';
+    await expectRefused(await post(deepArrays), 400, 'invalid_json');
+  });
+
+  it('refuses invalid UTF-8 with 400 instead of replacing bytes', async () => {
+    const before = writes;
+    const bytes = Buffer.concat([Buffer.from('{"text":"a'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
+    const res = await rawRequest(
+      port,
+      `POST /notes HTTP/1.1\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json`,
+      bytes,
+    );
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { type: 'invalid_request', code: 'invalid_json' } });
+    expect(writes).toBe(before);
+  });
+
+  it('refuses __proto__ keys (prototype poisoning) with 400', async () => {
+    await expectRefused(await post('{"text":"x","extra":{"__proto__":{"admin":true}}}'), 400, 'invalid_json');
+  });
+
+  it('marks API responses no-store and nosniff, errors included', async () => {
+    for (const res of [
+      await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }),
+      await fetch(`${base}/notes`),
+      await fetch(`${base}/health`),
+    ]) {
+      expect(res.headers.get('cache-control')).toBe('no-store');
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+    }
+  });
+});
+
+describe('HTTP timeouts (slow clients are cut)', () => {
+  let app: NestFastifyApplication;
+  let port: number;
+
+  beforeAll(async () => {
+    ({ app, port } = await startApp({
+      timeouts: { requestMs: 1500, headersMs: 1000, keepAliveMs: 500, idleMs: 2000 },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  /** Opens a connection that trickles `parts` one every 200 ms forever; resolves when the server closes it. */
+  function trickle(first: string, next: string): Promise<{ received: string; sent: number }> {
+    return new Promise((resolve) => {
+      const socket: Socket = connect(port, '127.0.0.1');
+      let received = '';
+      let sent = 0;
+      socket.on('data', (c: Buffer) => (received += c.toString('utf8')));
+      socket.on('error', () => undefined);
+      socket.write(first);
+      const timer = setInterval(() => {
+        if (!socket.writable) return;
+        socket.write(next);
+        sent++;
+      }, 200);
+      socket.on('close', () => {
+        clearInterval(timer);
+        resolve({ received, sent });
+      });
+    });
+  }
+
+  it('cuts a client that sends its headers a byte at a time (slowloris)', async () => {
+    const result = await trickle('GET /health HTTP/1.1\r\nHost: x\r\n', 'X-a: b\r\n');
+    // It was cut: the server closed the connection while the client still had more to send.
+    expect(result.received === '' || /^HTTP\/1\.1 408/.test(result.received)).toBe(true);
+  }, 20_000);
+
+  it('cuts a client that sends its body a byte at a time', async () => {
+    const result = await trickle(
+      `POST /notes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"text":"`,
+      'a',
+    );
+    expect(result.received === '' || /^HTTP\/1\.1 408/.test(result.received)).toBe(true);
+  }, 20_000);
+
+  it('closes an idle keep-alive connection', async () => {
+    const closed = await new Promise<string>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      let received = '';
+      socket.on('data', (c: Buffer) => (received += c.toString('utf8')));
+      socket.on('close', () => resolve(received));
+      socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+    });
+    expect(closed).toMatch(/^HTTP\/1\.1 200/);
+  }, 20_000);
+});
+
+describe('rate limits (429 in the envelope with Retry-After)', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    ({ app, base } = await startApp({
+      rateLimits: { perKeyPerSecond: 20, perSourcePerSecond: 60, authFailuresPerMinute: 5 },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  const get = (key: string) => fetch(`${base}/notes`, { headers: { authorization: `Bearer ${key}` } });
+
+  it('limits one key, and another key is unaffected', async () => {
+    const statuses = (await Promise.all(Array.from({ length: 30 }, () => get(KEY)))).map((r) => r.status);
+    expect(statuses.filter((s) => s === 200).length).toBeLessThanOrEqual(20);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(10);
+    const limited = await get(KEY);
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await limited.json()).toMatchObject({
+      error: { type: 'rate_limited', code: 'rate_limited', message: expect.stringMatching(/too many/i) },
+    });
+    expect((await get(OTHER_KEY)).status).toBe(200);
+  });
+
+  it('limits failed authentication far more tightly, then refuses the source even with a valid key', async () => {
+    const bad = 'sk_test_' + 'z'.repeat(32);
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await get(bad)).status);
+    expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
+    expect(statuses.slice(5)).toEqual([429, 429, 429]);
+    const res = await get(OTHER_KEY);
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(await res.json()).toMatchObject({ error: { type: 'rate_limited', code: 'rate_limited' } });
+  });
+
+  it('never limits the health and readiness probes', async () => {
+    const statuses = (await Promise.all(Array.from({ length: 80 }, () => fetch(`${base}/health`)))).map(
+      (r) => r.status,
+    );
+    expect(new Set(statuses)).toEqual(new Set([200]));
+  });
+});
