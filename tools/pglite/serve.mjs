@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Serves an embedded PGlite database over the Postgres wire protocol, so every part of Stablepay talks
 // to "a Postgres server" the same way whether it is PGlite (embedded default) or a real one.
-// Usage: node tools/pglite/serve.mjs [--port 0] [--data-dir DIR|memory://] [--max-connections 16]
+// Usage: node tools/pglite/serve.mjs [--port 0] [--data-dir DIR|memory://] [--max-connections 256] [--managed]
 // Prints one JSON line {"ready":true,"port":N,"url":"postgres://..."} on stdout once listening.
 //
 // One fix over @electric-sql/pglite-socket 0.2.17: it queues each wire-protocol MESSAGE of every connection in one
@@ -22,7 +22,10 @@ const opt = (name, fallback) => {
 };
 const port = Number(opt('port', '0'));
 const dataDir = opt('data-dir', 'memory://');
-const maxConnections = Number(opt('max-connections', '16'));
+// Every pool of the process (event store, read models, consumers' listeners) connects here; a connection past the
+// limit is dropped by pglite-socket mid-handshake (ECONNRESET, "Connection terminated unexpectedly" at the
+// client). Connections are cheap (one backend serves them all in turn), so the limit sits far above the pools.
+const maxConnections = Number(opt('max-connections', '256'));
 
 if (!dataDir.startsWith('memory://')) mkdirSync(dataDir, { recursive: true });
 const db = await PGlite.create(dataDir);
@@ -112,9 +115,13 @@ const stop = async () => {
     process.exit(0);
   }
 };
-process.on('SIGINT', stop);
-process.on('SIGTERM', stop);
-// The parent owns us: when its pipe closes (it died or exited), we go too.
+// Managed by a parent (--managed): a signal to the whole process group (Ctrl-C, `kill -TERM -PGID`, an
+// orchestrator) must not close the database under the parent while it drains its requests; the parent closes our
+// stdin once it no longer needs us. Standalone, a signal stops us.
+const managed = args.includes('--managed');
+process.on('SIGINT', managed ? () => undefined : stop);
+process.on('SIGTERM', managed ? () => undefined : stop);
+// The parent owns us: when its pipe closes (it stopped us, died or exited), we go too.
 process.stdin.on('end', stop);
 process.stdin.on('close', stop);
 process.stdin.resume();

@@ -104,6 +104,8 @@ export async function startService(
   const app = await createHttpApp(platformRootModule(config, services, options.clock, broker), {
     service,
     logLevel: config.logLevel,
+    ...(config.httpTimeouts ? { timeouts: config.httpTimeouts } : {}),
+    ...(config.rateLimits ? { rateLimits: config.rateLimits } : {}),
   });
   if (services.some((s) => s.handlesCommands)) {
     connectCommandServer(app, config.commands ?? IN_PROCESS_COMMANDS, broker, service);
@@ -113,5 +115,14 @@ export async function startService(
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-  return { app, url: `http://${host}:${port}`, stop: () => app.close() };
+  let stopping: Promise<void> | undefined;
+  // Nest's close() runs the destroy hooks (bus consumers) before it closes the HTTP server, so a request in flight
+  // could outlive its consumers, and new ones keep arriving meanwhile. The HTTP server goes first: it stops
+  // accepting, answers 503 to new requests on open keep-alive connections and waits for those in flight; then
+  // Nest stops the consumers and, last, the database pools.
+  const stop = async (): Promise<void> => {
+    await app.getHttpAdapter().getInstance().close();
+    await app.close();
+  };
+  return { app, url: `http://${host}:${port}`, stop: () => (stopping ??= stop()) };
 }

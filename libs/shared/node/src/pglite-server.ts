@@ -20,7 +20,14 @@ export async function startPgliteServer(
   options: { dataDir?: string; port?: number } = {},
 ): Promise<PgliteServer> {
   const script = join(workspaceRoot, 'tools', 'pglite', 'serve.mjs');
-  const args = [script, '--port', String(options.port ?? 0), '--data-dir', options.dataDir ?? 'memory://'];
+  const args = [
+    script,
+    '--port',
+    String(options.port ?? 0),
+    '--data-dir',
+    options.dataDir ?? 'memory://',
+    '--managed',
+  ];
   const child: ChildProcess = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   if (!child.stdout) throw new Error('PGlite server has no stdout pipe');
   const lines = createInterface({ input: child.stdout });
@@ -46,8 +53,13 @@ export async function startPgliteServer(
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
+        // It ignores signals (a process-group signal must not stop it before us): closing its stdin stops it.
+        const force = setTimeout(() => child.kill('SIGKILL'), 15_000);
+        child.once('exit', () => {
+          clearTimeout(force);
+          resolve();
+        });
+        child.stdin?.end();
       }),
   };
 }
