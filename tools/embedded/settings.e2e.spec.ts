@@ -198,6 +198,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       ['not an address', 'merchant_signer'],
       // mixed case with a broken checksum
       ['0x' + 'aB'.repeat(20), 'merchant_signer'],
+      ['0x0000000000000000000000000000000000000000', 'merchant_signer'],
     ])(
       'POST /settings refuses merchant_signer %j with 400 param %s and changes nothing',
       async (value, param) => {
@@ -219,6 +220,14 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect((await api('PUT', '/settings', { settlement_address: '0xZZ' })).body).toMatchObject({
         error: { param: 'settlement_address' },
       });
+      const zero = '0x0000000000000000000000000000000000000000';
+      expect(await api('PUT', '/settings', { settlement_address: zero })).toMatchObject({
+        status: 400,
+        body: { error: { type: 'validation_error', param: 'settlement_address' } },
+      });
+      expect(
+        await api('POST', '/settings', { merchant_signer: signer.address, settlement_address: zero }),
+      ).toMatchObject({ status: 400, body: { error: { param: 'settlement_address' } } });
       expect((await api('GET', '/settings')).body['settlement_address']).toBe(next);
     });
 
@@ -268,6 +277,21 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
         expect((await api('GET', '/settings')).body['primary_color']).toBe('#FF8800');
       },
     );
+
+    it.each([
+      ['null', null],
+      ['a number', 5],
+      ['blank', '  '],
+      ['too long', 'd'.repeat(101)],
+      ['with a NUL', 'a\u0000b'],
+    ])('refuses display_name %s with 400 param display_name; settings stay writable', async (_l, value) => {
+      const res = await api('PATCH', '/settings', { display_name: value });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { param: 'display_name' } });
+      // Nothing poisoned the read model: the next write of this merchant (and a new merchant) still goes through.
+      expect((await api('PATCH', '/settings', { display_name: 'Acme Again' })).status).toBe(200);
+      expect((await newMerchant('Another')).status).toBe(201);
+    });
 
     it('refuses an unknown field and an empty patch', async () => {
       expect((await api('PATCH', '/settings', { colour: '#000000' })).body).toMatchObject({
@@ -333,6 +357,21 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       const settings = await stack.service.app.get(SettingsReader).get(merchantId);
       const active = await stack.service.app.get(WebhookSecrets).active(settings, clock);
       expect(active).toEqual({ current: res.body['webhook_secret'], previous: firstSecret });
+    });
+
+    it('a malformed or non-empty rotation body is refused and rotates nothing', async () => {
+      const fingerprint = (await api('GET', '/settings')).body['webhook_secret_fingerprint'];
+      for (const [body, headers, status] of [
+        ['{"oops":', {}, 400],
+        [{ unexpected: 1 }, {}, 400],
+        ['[1]', {}, 400],
+        ['rotate=1', { 'content-type': 'application/x-www-form-urlencoded' }, 415],
+      ] as const) {
+        const res = await api('POST', '/settings/webhook/secret', body, headers);
+        expect(res.status).toBe(status);
+        expect(res.body).toMatchObject({ error: { type: expect.any(String) } });
+      }
+      expect((await api('GET', '/settings')).body['webhook_secret_fingerprint']).toBe(fingerprint);
     });
 
     it('rotating again inside the window invalidates the older secret at once (one previous slot)', async () => {

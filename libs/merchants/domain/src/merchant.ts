@@ -1,6 +1,6 @@
 import { cannotProcess, conflict, DomainError, invalidRequest, notFound } from '@stablepay/util';
 import type { FiatSettlementDetails, MerchantEvent, Mode, SettlementMode } from './merchant.events';
-import { WEBHOOK_SECRET_GRACE_MS } from './rules';
+import { requireAddress, requireName, requireProfileFields, WEBHOOK_SECRET_GRACE_MS } from './rules';
 
 export interface MerchantState {
   readonly exists: boolean;
@@ -153,6 +153,7 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
   switch (command.type) {
     case 'CreateMerchant':
       if (state.exists) throw conflict('merchant_exists', `Merchant ${command.merchantId} already exists.`);
+      requireName('name', command.name);
       return [
         {
           type: 'MerchantCreated.v1',
@@ -169,6 +170,9 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
       ];
     case 'RegisterSigner': {
       requireExists(state);
+      requireAddress('merchant_signer', command.merchantSigner);
+      if (command.settlementAddress !== undefined)
+        requireAddress('settlement_address', command.settlementAddress);
       const events: MerchantEvent[] = [];
       if (state.merchantSigner !== command.merchantSigner) {
         events.push({
@@ -186,6 +190,7 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
     }
     case 'UpdateSettlementAddress':
       requireExists(state);
+      requireAddress('settlement_address', command.settlementAddress);
       if (command.settlementAddress === state.settlementAddress) return [];
       return [
         {
@@ -195,6 +200,7 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
       ];
     case 'UpdateProfile': {
       requireExists(state);
+      requireProfileFields(command);
       const changes: Omit<
         Extract<MerchantEvent, { type: 'MerchantProfileUpdated.v1' }>['data'],
         'updatedAt'
@@ -303,6 +309,8 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
       ];
     case 'ConfigureSettlement': {
       requireExists(state);
+      if (command.settlementAddress !== undefined)
+        requireAddress('settlement_address', command.settlementAddress);
       const events: MerchantEvent[] = [];
       if (command.settlementAddress !== undefined && command.settlementAddress !== state.settlementAddress) {
         events.push({

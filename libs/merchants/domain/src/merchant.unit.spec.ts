@@ -346,3 +346,79 @@ describe('fiat settlement configuration (SPEC Rules 8: a complete configuration 
     ]);
   });
 });
+
+describe('the decider refuses what the settings read model cannot hold (400 with param, nothing recorded)', () => {
+  const secret = { secretId: 'whs_1', fingerprint: 'f' };
+  const profile = (over: Record<string, unknown>): MerchantCommand =>
+    ({ type: 'UpdateProfile', candidateSecret: secret, now, ...over }) as unknown as MerchantCommand;
+  const ZERO = '0x0000000000000000000000000000000000000000';
+
+  it.each([
+    ['null', null],
+    ['a number', 42],
+    ['empty', ''],
+    ['only spaces', '   '],
+    ['101 characters', 'x'.repeat(101)],
+    ['a control character', 'Acme\u0007'],
+    ['a NUL', 'Ac\u0000me'],
+  ])('display_name %s', (_label, displayName) => {
+    given(created)
+      .when(profile({ displayName }))
+      .thenError({ type: 'validation_error', param: 'display_name' });
+  });
+
+  it('accepts a display name of 100 characters', () => {
+    expect(
+      decideMerchant(
+        profile({ displayName: 'y'.repeat(100) }),
+        evolveMerchant(initialMerchantState(), created),
+      ),
+    ).toHaveLength(1);
+  });
+
+  it.each([
+    ['webhook_url', { webhookUrl: 7 }],
+    ['webhook_url', { webhookUrl: 'https://x.example/' + 'a'.repeat(2048) }],
+    ['background_color', { backgroundColor: '#fff' }],
+    ['primary_color', { primaryColor: 12 }],
+    ['webhook_event_types', { webhookEventTypes: 'subscription_checkout.created' }],
+    ['webhook_event_types', { webhookEventTypes: [null] }],
+  ])('%s of the wrong type or shape', (param, over) => {
+    given(created).when(profile(over)).thenError({ type: 'validation_error', param });
+  });
+
+  it('a merchant name must be 1 to 100 characters of text', () => {
+    for (const name of [null, '', ' ', 'n'.repeat(101)]) {
+      given()
+        .when({
+          type: 'CreateMerchant',
+          merchantId: 'mer_1',
+          name: name as unknown as string,
+          mode: 'test',
+          settlementMode: 'crypto',
+          apiKeyHash: 'h',
+          apiKeyHint: 'sk_test_...abcd',
+          now,
+        })
+        .thenError({ type: 'validation_error', param: 'name' });
+    }
+  });
+
+  it('the zero address is neither a merchant signer nor a settlement address', () => {
+    given(created)
+      .when({ type: 'RegisterSigner', merchantSigner: ZERO, now })
+      .thenError({ type: 'validation_error', param: 'merchant_signer' });
+    given(created)
+      .when({ type: 'RegisterSigner', merchantSigner: SIGNER, settlementAddress: ZERO, now })
+      .thenError({ type: 'validation_error', param: 'settlement_address' });
+    given(created)
+      .when({ type: 'UpdateSettlementAddress', settlementAddress: ZERO, now })
+      .thenError({ type: 'validation_error', param: 'settlement_address' });
+    given(created)
+      .when({ type: 'ConfigureSettlement', settlementAddress: ZERO, now })
+      .thenError({ type: 'validation_error', param: 'settlement_address' });
+    given(created)
+      .when({ type: 'UpdateSettlementAddress', settlementAddress: 'not an address', now })
+      .thenError({ type: 'validation_error', param: 'settlement_address' });
+  });
+});

@@ -57,3 +57,74 @@ export function missingFiatSettlementFields(
 export function isFiatSettlementComplete(fiat: FiatSettlementDetails | null): boolean {
   return missingFiatSettlementFields(fiat).length === 0;
 }
+
+/** Names shown to customers (merchant name, display name): 1 to 100 characters of text, not blank. */
+export const MAX_NAME_LENGTH = 100;
+/** Longest webhook URL kept (browsers and proxies handle far less in practice). */
+export const MAX_WEBHOOK_URL_LENGTH = 2048;
+export const MAX_WEBHOOK_EVENT_TYPES = 100;
+
+// C0 and C1 control characters (NUL included): nothing a name shown on a page may hold.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+export function requireName(param: string, value: unknown): string {
+  if (
+    typeof value !== 'string' ||
+    value.trim() === '' ||
+    value.length > MAX_NAME_LENGTH ||
+    CONTROL.test(value)
+  ) {
+    throw validationError(
+      param,
+      `${param} must be text of 1 to ${MAX_NAME_LENGTH} characters, not blank, without control characters.`,
+    );
+  }
+  return value;
+}
+
+const ZERO_ADDRESS = /^0x0{40}$/;
+
+/** A 20-byte hex address that can receive or sign: the zero address burns funds and has no key. */
+export function requireAddress(param: string, value: unknown): string {
+  if (typeof value !== 'string' || !isAddressShape(value))
+    throw validationError(param, `${param} must be a 20-byte hex address (0x followed by 40 hex digits).`);
+  if (ZERO_ADDRESS.test(value)) throw validationError(param, `${param} must not be the zero address.`);
+  return value;
+}
+
+/** The fields of a profile update as the read model holds them (the decider's last line of defence). */
+export function requireProfileFields(fields: {
+  displayName?: unknown;
+  webhookUrl?: unknown;
+  backgroundColor?: unknown;
+  primaryColor?: unknown;
+  webhookEventTypes?: unknown;
+}): void {
+  if (fields.displayName !== undefined) requireName('display_name', fields.displayName);
+  const url = fields.webhookUrl;
+  if (url !== undefined && url !== null && (typeof url !== 'string' || url.length > MAX_WEBHOOK_URL_LENGTH))
+    throw validationError(
+      'webhook_url',
+      `webhook_url must be a URL of at most ${MAX_WEBHOOK_URL_LENGTH} characters, or null.`,
+    );
+  for (const [param, value] of [
+    ['background_color', fields.backgroundColor],
+    ['primary_color', fields.primaryColor],
+  ] as const) {
+    if (value !== undefined && value !== null && (typeof value !== 'string' || !isBrandingColor(value)))
+      requireBrandingColor(param, typeof value === 'string' ? value : '');
+  }
+  const types = fields.webhookEventTypes;
+  if (
+    types !== undefined &&
+    types !== null &&
+    (!Array.isArray(types) ||
+      types.length > MAX_WEBHOOK_EVENT_TYPES ||
+      types.some((t) => typeof t !== 'string' || t.length === 0 || t.length > 100))
+  )
+    throw validationError(
+      'webhook_event_types',
+      `webhook_event_types must be a list of at most ${MAX_WEBHOOK_EVENT_TYPES} event type names, or null.`,
+    );
+}

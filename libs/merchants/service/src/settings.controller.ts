@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
 import { pauserDeclarationMessage, requireBrandingColor } from '@stablepay/merchants-domain';
-import { invalidRequest } from '@stablepay/util';
+import { invalidRequest, validationError } from '@stablepay/util';
 import { MerchantCommands, parseAddress } from './merchant-commands';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { presentSettings } from './settings.presenter';
@@ -80,7 +80,10 @@ export class SettingsController {
 
   @Post('webhook/secret')
   @HttpCode(200)
-  async rotateSecret(@CurrentMerchant() merchant: AuthenticatedMerchant) {
+  async rotateSecret(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+    // It takes no parameters; a body that is anything but nothing or `{}` is a client mistake, refused before a
+    // secret changes.
+    requireNoParameters(body);
     const { row, secret } = await this.commands.rotateWebhookSecret(merchant.merchantId);
     return {
       object: 'webhook_secret' as const,
@@ -147,4 +150,12 @@ function parseDeclaration(body: unknown): {
   if (ack !== undefined && typeof ack !== 'boolean')
     throw invalid('acknowledge_shared_pauser_risk', 'acknowledge_shared_pauser_risk must be a boolean.');
   return { merchantPauser, signature, acknowledgeSharedPauserRisk: ack === true };
+}
+
+function requireNoParameters(body: unknown): void {
+  if (body === undefined || body === null) return;
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw invalidRequest('This request takes no parameters: send no body or {}.');
+  const [unknown] = Object.keys(body);
+  if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
 }

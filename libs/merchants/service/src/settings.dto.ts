@@ -25,7 +25,8 @@ export class UpdateSettlementDto {
 
 /** PATCH /settings: each field optional; `null` clears webhook_url and resets a color to the default. */
 export class UpdateProfileDto {
-  @IsOptional()
+  // Absent leaves it; null is not "unset" here (a display name always exists), so it fails as a non-string.
+  @ValidateIf((_o, v) => v !== undefined)
   @IsString()
   @Length(1, 100)
   display_name?: string;

@@ -21,6 +21,17 @@ describe('validateWebhookUrl', () => {
       param: 'webhook_url',
     });
   });
+  it.each([
+    'https://[64:ff9b::a9fe:a9fe]/latest/meta-data',
+    'https://[64:ff9b::10.0.0.1]/hook',
+    'https://[64:ff9b:1::808:808]/hook',
+    'https://[::ffff:0:a00:1]/hook',
+    'https://[::10.0.0.1]/hook',
+    'https://[2002:a00:1::1]/hook',
+    'https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook',
+  ])('refuses the IPv4-embedding literal %s, even with local webhooks allowed', async (url) => {
+    await expect(validateWebhookUrl(url, true)).rejects.toMatchObject({ param: 'webhook_url' });
+  });
   it('refuses credentials in the URL', async () => {
     await expect(validateWebhookUrl('https://user:pw@hooks.example.com/x', false)).rejects.toMatchObject({
       param: 'webhook_url',
