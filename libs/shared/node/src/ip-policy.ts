@@ -4,7 +4,8 @@ import { BlockList, isIP } from 'node:net';
  * Which IP addresses a merchant webhook may point at. Only public unicast addresses pass: private, loopback,
  * link-local (cloud metadata lives at 169.254.169.254), shared CGNAT, multicast, reserved, documentation,
  * benchmarking, unique-local and the like are refused. IPv4-mapped and IPv4-compatible IPv6 literals are
- * canonicalised to IPv4 first so `[::ffff:127.0.0.1]` cannot sneak past as "IPv6".
+ * canonicalised to IPv4 first so `[::ffff:127.0.0.1]` cannot sneak past as "IPv6"; NAT64 and IPv4-translated
+ * literals are judged by the IPv4 address they reach; 6to4, Teredo and local-use NAT64 are refused wholesale.
  */
 const blocked = new BlockList();
 const v4: Array<[string, number]> = [
@@ -77,6 +78,21 @@ export function canonicalIp(address: string): string {
   return bare;
 }
 
+/**
+ * The IPv4 address a translated IPv6 literal reaches: NAT64's well-known prefix 64:ff9b::/96 (RFC 6052) and
+ * SIIT's IPv4-translated ::ffff:0:0:0/96 (RFC 2765) carry it in the low 32 bits. Other embedding forms are
+ * refused wholesale by the block list (6to4 2002::/16, Teredo 2001::/32, local-use NAT64 64:ff9b:1::/48) or
+ * canonicalised to IPv4 (mapped, compatible).
+ */
+export function translatedIpv4(address: string): string | null {
+  const groups = ipv6Groups(address.replace(/^\[|\]$/g, '').toLowerCase());
+  if (!groups) return null;
+  const [g0, g1, g2, g3, g4, g5, g6 = 0, g7 = 0] = groups;
+  const nat64 = g0 === 0x64 && g1 === 0xff9b && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0;
+  const translated = g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0 && g4 === 0xffff && g5 === 0;
+  return nat64 || translated ? `${g6 >> 8}.${g6 & 0xff}.${g7 >> 8}.${g7 & 0xff}` : null;
+}
+
 export interface AddressPolicy {
   /** Admit 127.0.0.0/8 and ::1 (local development and tests only). */
   readonly allowLoopback?: boolean;
@@ -95,5 +111,8 @@ export function isPublicAddress(address: string, policy: AddressPolicy = {}): bo
   const family = isIP(ip);
   if (family === 0) return false;
   if (policy.allowLoopback && isLoopbackAddress(ip)) return true;
+  // A translated address is only as public as the IPv4 address it reaches (and never counts as loopback).
+  const reached = family === 6 ? translatedIpv4(ip) : null;
+  if (reached !== null) return !blocked.check(reached, 'ipv4');
   return !blocked.check(ip, family === 4 ? 'ipv4' : 'ipv6');
 }
