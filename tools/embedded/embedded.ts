@@ -1,5 +1,6 @@
 import 'reflect-metadata';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { chargeLedgerService } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
@@ -66,21 +67,21 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   const env = { ...(options.env ?? process.env) };
   const dataDir = options.dataDir ?? env['STABLEPAY_DATA_DIR'] ?? join(process.cwd(), '.stablepay');
   const persistent = dataDir !== 'memory';
+  const chainIds =
+    (options.localChains ?? env['STABLEPAY_LOCAL_CHAINS'] !== 'false') ? localChainIds(env) : [];
+  // Every variable is checked before anything starts (database, chains, port): a mistake is reported at once.
+  validateEnvironment(env, chainIds);
+  if (persistent) mkdirSync(dataDir, { recursive: true });
+  if (persistent && !env['WEBHOOK_SECRET_ENCRYPTION_KEY'])
+    env['WEBHOOK_SECRET_ENCRYPTION_KEY'] = sealingKey(join(dataDir, 'webhook-secret-key'));
   let pglite: PgliteServer | undefined;
   let chains: LocalChains | undefined;
   if (!env['DATABASE_URL']) {
-    if (persistent) mkdirSync(dataDir, { recursive: true });
     pglite = await startPgliteServer({ dataDir: persistent ? join(dataDir, 'pglite') : 'memory://' });
     env['DATABASE_URL'] = pglite.url;
   }
   try {
-    if (options.localChains ?? env['STABLEPAY_LOCAL_CHAINS'] !== 'false') {
-      const chainIds = (env['LOCAL_CHAIN_IDS'] ?? '8453,137').split(',').map((c) => Number(c.trim()));
-      if (chainIds.some((c) => !Number.isSafeInteger(c) || c <= 0)) {
-        throw new ConfigError(
-          'environment variable LOCAL_CHAIN_IDS must be comma-separated positive chain ids',
-        );
-      }
+    if (chainIds.length > 0) {
       chains = await startLocalChains({ chainIds });
       // In test mode each supported chain is a local anvil standing in for the real one (same chain id).
       env['SUPPORTED_CHAINS'] ??= chains.chains.map((c) => c.caip2).join(',');
@@ -131,6 +132,65 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   }
 }
 
+function localChainIds(env: Record<string, string | undefined>): number[] {
+  const chainIds = (env['LOCAL_CHAIN_IDS'] ?? '8453,137').split(',').map((c) => Number(c.trim()));
+  if (chainIds.length === 0 || chainIds.some((c) => !Number.isSafeInteger(c) || c <= 0)) {
+    throw new ConfigError('environment variable LOCAL_CHAIN_IDS must be comma-separated positive chain ids');
+  }
+  return chainIds;
+}
+
+/**
+ * Reads every module's configuration once with stand-ins for what the embedded run fills in itself (the database
+ * URL, the local chains' endpoints), so a wrong variable stops the start before anything was started.
+ */
+function validateEnvironment(env: Record<string, string | undefined>, chainIds: readonly number[]): void {
+  const standIn = chainIds.map((id) => `eip155:${id}`);
+  const probe: Record<string, string | undefined> = {
+    DATABASE_URL: 'postgres://stand-in',
+    ...(standIn.length > 0
+      ? {
+          SUPPORTED_CHAINS: standIn.join(','),
+          CHAIN_RPC_URLS: standIn.map((c) => `${c}=http://127.0.0.1:1`).join(','),
+        }
+      : {}),
+    ...Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== '')),
+  };
+  platformConfigFromEnv(probe, { port: 3000 });
+  merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...probe }, { allowEphemeralKey: true });
+  subscriptionsConfigFromEnv(probe);
+  indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...probe });
+  dispatchOptionsFromEnv(probe);
+  if (env['DEMO_API_KEY'] !== undefined) requireDemoKey(env['DEMO_API_KEY']);
+}
+
+function requireDemoKey(apiKey: string): void {
+  if (parseApiKey(apiKey)?.mode !== 'test') {
+    throw new ConfigError(
+      'environment variable DEMO_API_KEY must be a test key: sk_test_ followed by 24 to 128 letters and digits',
+    );
+  }
+}
+
+/**
+ * The key sealing webhook secrets at rest, kept with the embedded data (owner-only file): a restart on the same
+ * data must open what the previous run sealed. Made once, on the first start.
+ */
+function sealingKey(file: string): string {
+  if (!existsSync(file)) {
+    try {
+      writeFileSync(file, randomBytes(32).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+  }
+  chmodSync(file, 0o600);
+  const key = readFileSync(file, 'utf8').trim();
+  if (!/^[0-9a-f]{64}$/i.test(key))
+    throw new ConfigError(`the embedded sealing key in ${file} is not 32 bytes as 64 hex characters`);
+  return key;
+}
+
 /** DEMO_API_KEY fixes the demo key; otherwise one is made once and remembered beside the embedded database. */
 async function ensureDemoMerchant(
   service: RunningService,
@@ -141,11 +201,7 @@ async function ensureDemoMerchant(
   const apiKey =
     env['DEMO_API_KEY'] ??
     (keyFile && existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
-  if (apiKey !== undefined && parseApiKey(apiKey)?.mode !== 'test') {
-    throw new ConfigError(
-      'environment variable DEMO_API_KEY must be a test key: sk_test_ followed by 24 to 128 letters and digits',
-    );
-  }
+  if (apiKey !== undefined) requireDemoKey(apiKey);
   const resolver = service.app.get<ApiKeyResolver>(API_KEY_RESOLVER);
   const existing = apiKey ? await resolver.resolve(hashApiKey(apiKey)) : null;
   if (existing && apiKey) return { merchantId: existing.merchantId, apiKey };

@@ -44,5 +44,6 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`Stablepay failed to start: ${message}\n`);
-  process.exit(error instanceof ConfigError ? 78 : 1);
+  const config = error instanceof ConfigError || /environment variable/.test(message);
+  process.exit(config ? 78 : 1);
 });

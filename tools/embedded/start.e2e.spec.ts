@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, freePort, type TestDatabase } from '@stablepay/testing';
@@ -64,4 +64,32 @@ describe('npm start (tools/embedded/start.js)', () => {
 
     expect(await proc.stop('SIGTERM')).toBe(0);
   });
+
+  it.each([
+    ['DEMO_API_KEY', 'sk_live_' + 'x'.repeat(32)],
+    ['RATE_LIMIT_PER_KEY_PER_SECOND', 'lots'],
+    ['WEBHOOK_SECRET_ENCRYPTION_KEY', 'short'],
+    ['LOCAL_CHAIN_IDS', '8453,zero'],
+    ['HOSTED_URL', 'ftp://pages'],
+  ])(
+    'reports a bad %s before anything starts: exit 78 naming it, no database, no chain',
+    async (name, value) => {
+      const dir = mkdtempSync(join(tmpdir(), 'stablepay-badenv-'));
+      try {
+        const bad = spawnNode(
+          ['tools/embedded/start.js'],
+          cleanEnv({ PORT: '0', STABLEPAY_DATA_DIR: dir, LOG_LEVEL: 'warn', [name]: value }),
+        );
+        expect(await bad.stop('SIGCONT')).toBe(78);
+        expect(bad.output.join('\n')).toContain(name);
+        // Nothing was started or written: no PGlite files, no chain state, no keys.
+        expect(existsSync(join(dir, 'pglite'))).toBe(false);
+        expect(readdirSync(dir)).toEqual([]);
+        expect(bad.output.join('\n')).not.toMatch(/Chain eip155|listening|ready/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
 });
