@@ -83,6 +83,12 @@ export async function startAnvil(options: {
   chainId: number;
   port?: number;
   blockTime?: number;
+  /**
+   * Keep the chain in this file: loaded at start when it exists, written every `stateIntervalSeconds` (default 1)
+   * and on exit, so a restart (even after kill -9 of the process that started the node) resumes the same chain.
+   */
+  stateFile?: string;
+  stateIntervalSeconds?: number;
 }): Promise<AnvilNode> {
   const port = options.port ?? (await freeLoopbackPort());
   const args = [
@@ -95,6 +101,9 @@ export async function startAnvil(options: {
     '--silent',
   ];
   if (options.blockTime !== undefined) args.push('--block-time', String(options.blockTime));
+  if (options.stateFile !== undefined) {
+    args.push('--state', options.stateFile, '--state-interval', String(options.stateIntervalSeconds ?? 1));
+  }
   // detached: its own process group, so a terminal's Ctrl+C reaches only us; the watchdog alone ends the node,
   // and always reaps it.
   const child: ChildProcess = spawn('/bin/sh', ['-c', WATCHDOG, 'anvil-watchdog', anvilBinary(), ...args], {

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectStablepayRegistry, connectTestStablecoin } from '@stablepay/contracts';
 import { localChainProvider, startLocalChains, type LocalChain } from './local-chains';
@@ -107,4 +109,52 @@ describe('tools/local-chains/cli.ts', () => {
     }
     for (const c of printed.chains) expect(await isDown(c.rpcUrl, 5_000)).toBe(true);
   });
+
+  it('keeps each chain in its state directory: a restart resumes the same blocks; an unreadable file is set aside', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'stablepay-chain-state-'));
+    const rpc = async (url: string, method: string, params: unknown[] = []) => {
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+      });
+      return ((await res.json()) as { result: unknown }).result;
+    };
+    try {
+      const first = await startLocalChains({ chainIds: [31337], stateDir });
+      const url = first.chains[0]?.rpcUrl ?? '';
+      expect(first.chains[0]?.restoredState).toBe(false);
+      await rpc(url, 'anvil_mine', ['0x7']);
+      const head = (await rpc(url, 'eth_getBlockByNumber', ['latest', false])) as {
+        number: string;
+        hash: string;
+      };
+      await first.stop();
+
+      const second = await startLocalChains({ chainIds: [31337], stateDir });
+      try {
+        expect(second.chains[0]?.restoredState).toBe(true);
+        const again = (await rpc(second.chains[0]?.rpcUrl ?? '', 'eth_getBlockByNumber', [
+          head.number,
+          false,
+        ])) as {
+          hash: string;
+        };
+        expect(again.hash).toBe(head.hash);
+      } finally {
+        await second.stop();
+      }
+
+      writeFileSync(join(stateDir, 'chain-31337.json'), '{"cut short');
+      const third = await startLocalChains({ chainIds: [31337], stateDir });
+      try {
+        expect(third.chains[0]?.restoredState).toBe(false);
+        expect(readdirSync(stateDir).some((f) => f.startsWith('chain-31337.json.unreadable-'))).toBe(true);
+      } finally {
+        await third.stop();
+      }
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -1,3 +1,5 @@
+import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
 import { JsonRpcProvider, Network, Wallet, getAddress } from 'ethers';
 import {
   DETERMINISTIC_DEPLOYER,
@@ -31,6 +33,8 @@ export interface LocalChain {
   readonly addresses: LocalChainAddresses;
   /** The same tokens as a list (the shape the chain registry's test mode takes). */
   readonly stablecoins: readonly LocalStablecoin[];
+  /** With a state directory: whether the chain resumed from its saved state (false: it started empty). */
+  readonly restoredState: boolean;
 }
 
 export interface LocalChainKey {
@@ -67,6 +71,11 @@ export interface StartLocalChainsOptions {
   readonly operatorPauserPrivateKey?: string;
   /** Fixed ports, one per chain id (default: free ports). */
   readonly ports?: readonly number[];
+  /**
+   * Keep each chain's state in this directory (`chain-<id>.json`) across restarts (default: in memory only). A file
+   * anvil cannot load is set aside (`.unreadable-<time>`) and the chain starts afresh: `restoredState` says which.
+   */
+  readonly stateDir?: string;
 }
 
 /**
@@ -120,10 +129,25 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
   const expected = computeStablepayAddresses(roles);
   const tokens = computeTestStablecoinAddresses();
 
+  const restored = new Set<number>();
   const started = await Promise.allSettled(
-    chainIds.map((chainId, i) => {
+    chainIds.map(async (chainId, i) => {
       const port = options.ports?.[i];
-      return startAnvil(port === undefined ? { chainId } : { chainId, port });
+      const base = port === undefined ? { chainId } : { chainId, port };
+      if (options.stateDir === undefined) return startAnvil(base);
+      mkdirSync(options.stateDir, { recursive: true });
+      const stateFile = join(options.stateDir, `chain-${chainId}.json`);
+      const saved = existsSync(stateFile);
+      try {
+        const node = await startAnvil({ ...base, stateFile });
+        if (saved) restored.add(chainId);
+        return node;
+      } catch (error) {
+        if (!saved) throw error;
+        // A state file cut short (the machine died mid-write) must not keep the chain down: it is local test data.
+        renameSync(stateFile, `${stateFile}.unreadable-${Date.now()}`);
+        return startAnvil({ ...base, stateFile });
+      }
     }),
   );
   const nodes = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
@@ -165,6 +189,7 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
               decimals: t.decimals,
               address: tokens[t.symbol],
             })),
+            restoredState: restored.has(node.chainId),
           };
         } finally {
           provider.destroy();
