@@ -16,6 +16,7 @@ import type { ServiceDefinition } from '@stablepay/runtime';
 import { type Clock, JsonLogger } from '@stablepay/util';
 import { ChainFollower, type FollowerStatus } from './chain-follower';
 import { JsonRpcChainClient } from './chain-rpc';
+import { trackFollowers, untrackFollowers } from './follower-metrics';
 import { indexerConfigFromEnv, type IndexerConfig } from './indexer.config';
 import { IndexerStore } from './indexer-store';
 import { WATCHED_CONTRACT_KINDS, type WatchedContractKind } from './log-decoder';
@@ -113,6 +114,7 @@ export class ChainFollowers implements OnModuleInit, OnApplicationBootstrap, OnM
     // service reports not ready. A node that is merely unreachable is retried and does not fail readiness.
     // Without chains there is nothing to report (embedded mode without local chains).
     if (this.followers.length === 0) return;
+    trackFollowers(this.followers);
     this.readiness.register('chain_followers', async () => {
       const halted = this.followers.flatMap((f) => f.status().halted ?? []);
       if (halted.length > 0) throw new Error(halted.join('; '));
@@ -124,6 +126,7 @@ export class ChainFollowers implements OnModuleInit, OnApplicationBootstrap, OnM
   }
 
   async onModuleDestroy(): Promise<void> {
+    untrackFollowers(this.followers);
     await Promise.all(this.followers.map((f) => f.stop()));
     for (const client of this.clients) client.close();
   }
