@@ -5,12 +5,22 @@ import { join } from 'node:path';
 import { chargeLedgerService } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
 import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
-import { indexerConfigFromEnv, indexerService } from '@stablepay/indexer-service';
+import {
+  indexerConfigFromEnv,
+  indexerService,
+  resetFollowersOfLostLocalChains,
+} from '@stablepay/indexer-service';
 import { type LocalChains, startLocalChains } from '@stablepay/local-chains';
 import { MerchantCommands, merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import { paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
-import { platformConfigFromEnv, relayService, type RunningService, startService } from '@stablepay/runtime';
+import {
+  platformConfigFromEnv,
+  type PlatformConfig,
+  relayService,
+  type RunningService,
+  startService,
+} from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
 import {
   subscriptionsConfigFromEnv,
@@ -18,7 +28,7 @@ import {
   subscriptionCheckoutWebhook,
 } from '@stablepay/subscriptions-service';
 import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
-import { type Clock, ConfigError } from '@stablepay/util';
+import { type Clock, ConfigError, JsonLogger } from '@stablepay/util';
 import {
   dispatchOptionsFromEnv,
   domainEventSource,
@@ -70,7 +80,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   const chainIds =
     (options.localChains ?? env['STABLEPAY_LOCAL_CHAINS'] !== 'false') ? localChainIds(env) : [];
   // Every variable is checked before anything starts (database, chains, port): a mistake is reported at once.
-  validateEnvironment(env, chainIds);
+  const logger = new JsonLogger('stablepay-embedded', validateEnvironment(env, chainIds).logLevel);
   if (persistent) mkdirSync(dataDir, { recursive: true });
   if (persistent && !env['WEBHOOK_SECRET_ENCRYPTION_KEY'])
     env['WEBHOOK_SECRET_ENCRYPTION_KEY'] = sealingKey(join(dataDir, 'webhook-secret-key'));
@@ -82,10 +92,26 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   }
   try {
     if (chainIds.length > 0) {
-      chains = await startLocalChains({ chainIds });
+      // Persistent runs keep each chain's state with the rest of the data, so a restart resumes the same chains.
+      chains = await startLocalChains({
+        chainIds,
+        ...(persistent ? { stateDir: join(dataDir, 'chains') } : {}),
+      });
       // In test mode each supported chain is a local anvil standing in for the real one (same chain id).
       env['SUPPORTED_CHAINS'] ??= chains.chains.map((c) => c.caip2).join(',');
+      const followsLocalChains = env['CHAIN_RPC_URLS'] === undefined;
       env['CHAIN_RPC_URLS'] ??= chains.chains.map((c) => `${c.caip2}=${c.rpcUrl}`).join(',');
+      // A local chain that came back behind what the database recorded (its state was lost or is older) would halt
+      // its follower for good; it is local test data, so its follower starts again from the chain's head.
+      if (followsLocalChains) {
+        for (const reset of await resetFollowersOfLostLocalChains(env['DATABASE_URL'], chains.chains)) {
+          logger.warn({
+            msg: 'local chain came back behind the database: its follower was reset and follows from the chain head',
+            ...reset,
+            restoredState: chains.chains.find((c) => c.caip2 === reset.chain)?.restoredState ?? false,
+          });
+        }
+      }
       env['PAYMENT_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.paymentFactory;
       env['OPERATOR_PAUSER_ADDRESS'] ??= chains.operatorPauser.address;
     }
@@ -144,7 +170,10 @@ function localChainIds(env: Record<string, string | undefined>): number[] {
  * Reads every module's configuration once with stand-ins for what the embedded run fills in itself (the database
  * URL, the local chains' endpoints), so a wrong variable stops the start before anything was started.
  */
-function validateEnvironment(env: Record<string, string | undefined>, chainIds: readonly number[]): void {
+function validateEnvironment(
+  env: Record<string, string | undefined>,
+  chainIds: readonly number[],
+): PlatformConfig {
   const standIn = chainIds.map((id) => `eip155:${id}`);
   const probe: Record<string, string | undefined> = {
     DATABASE_URL: 'postgres://stand-in',
@@ -156,12 +185,13 @@ function validateEnvironment(env: Record<string, string | undefined>, chainIds: 
       : {}),
     ...Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== '')),
   };
-  platformConfigFromEnv(probe, { port: 3000 });
+  const platform = platformConfigFromEnv(probe, { port: 3000 });
   merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...probe }, { allowEphemeralKey: true });
   subscriptionsConfigFromEnv(probe);
   indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...probe });
   dispatchOptionsFromEnv(probe);
   if (env['DEMO_API_KEY'] !== undefined) requireDemoKey(env['DEMO_API_KEY']);
+  return platform;
 }
 
 function requireDemoKey(apiKey: string): void {
