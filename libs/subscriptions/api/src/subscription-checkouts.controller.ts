@@ -8,12 +8,16 @@ import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './su
 
 const ID = /^schk_[0-9a-z]{26}$/;
 
-/** The address the API was called on, from the Host header (sanitised: it may end up in checkout_url). */
-export function requestOrigin(request: Pick<FastifyRequest, 'protocol' | 'host'>): string {
-  const host = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$/.test(request.host)
-    ? request.host
-    : 'localhost';
-  return `${request.protocol === 'https' ? 'https' : 'http'}://${host}`;
+/**
+ * The gateway's own address, from the socket the request arrived on (`{hosted_url}` defaults to `<origin>/hosted`
+ * when HOSTED_URL is unset). Never the Host header: checkout_url is a link the merchant hands its customer, and a
+ * caller must not choose where it points. Behind a proxy or TLS terminator, HOSTED_URL names the public address.
+ */
+export function requestOrigin(request: Pick<FastifyRequest, 'socket'>): string {
+  const raw = request.socket.localAddress ?? '127.0.0.1';
+  const address = raw.startsWith('::ffff:') ? raw.slice(7) : raw;
+  const host = address.includes(':') ? `[${address}]` : address;
+  return `http://${host}:${request.socket.localPort ?? 80}`;
 }
 
 function checkId(id: string): string {

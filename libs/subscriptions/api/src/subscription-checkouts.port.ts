@@ -44,7 +44,7 @@ export interface HostedSubscribeView {
  * @stablepay/subscriptions-service; for now the gateway calls it in-process (as it does the merchant aggregate).
  */
 export interface SubscriptionCheckoutsUseCases {
-  /** `origin` is the address the API was called on (`{hosted_url}` defaults to `<origin>/hosted`). */
+  /** `origin` is the gateway's own address (`{hosted_url}` defaults to `<origin>/hosted`), never the Host header. */
   create(
     merchant: AuthenticatedMerchant,
     input: CreateSubscriptionCheckoutInput,
