@@ -5,6 +5,9 @@ import {
   type PaymentState,
   addressesToScreen,
   decidePayment,
+  escrowRemaining,
+  heldBalance,
+  paymentAsset,
   evolvePayment,
   initialPaymentState,
 } from './payment';
@@ -917,10 +920,158 @@ describe('Payment: fiat settlement signals', () => {
   });
 });
 
+/**
+ * Nothing lost: every unit of the payment token still in the deposit address is either escrow (capturable or
+ * refundable) or announced as recoverable to the payer; the rest left through a recorded outflow.
+ */
+function expectNothingLost(state: PaymentState): void {
+  const asset = paymentAsset(state);
+  if (!asset) return;
+  const held = heldBalance(state, asset);
+  expect(held).toBe(escrowRemaining(state) + (state.recoverable?.amount ?? 0n));
+}
+
+describe('Payment: nothing is lost in the peer cases', () => {
+  const late = transfer({ from: SECOND_WALLET });
+  const partial = transfer({ amount: '5000000' });
+  const overpay = transfer({ amount: '20000000' });
+  const short = transfer({ amount: '12400000' });
+  const topUp = transfer({ amount: '100000', from: SECOND_WALLET });
+  const over = transfer({ amount: '15000000' });
+  it.each<[string, PaymentCommand[], string]>([
+    [
+      'top-up before expiry',
+      [
+        create(),
+        observe(short),
+        confirm(short),
+        observe(topUp),
+        confirm(topUp),
+        clear(3, [PAYER, SECOND_WALLET]),
+        deployDirect(),
+      ],
+      'settled',
+    ],
+    [
+      'transfer after expiry',
+      [create(), { type: 'Expire', now: at(61) }, observe(late, 70), confirm(late, 71)],
+      'recoverable',
+    ],
+    [
+      'partial, expired, then a late overpay',
+      [
+        create(),
+        observe(partial),
+        confirm(partial),
+        { type: 'Expire', now: at(60) },
+        observe(overpay, 70),
+        confirm(overpay, 71),
+      ],
+      'recoverable',
+    ],
+    ['over-deposit', [create(), observe(over), confirm(over), clear(), deployDirect()], 'recoverable'],
+    [
+      'over-deposit on TWO_STEP',
+      [create({ method: 'TWO_STEP' }), observe(over), confirm(over), clear(), deployTwoStep()],
+      'escrow_confirmed',
+    ],
+  ])('%s: every unit is escrow, forwarded or recoverable (status %s)', (_name, commands, status) => {
+    const g = given(...commands);
+    expect(toPaymentObject(g.state).status).toBe(status);
+    expectNothingLost(g.state);
+  });
+});
+
+describe('Payment object (SPEC Resources > Payment object)', () => {
+  it('shows every SPEC field: id, object, status, method, amount, amount_paid, currency, detected_*, token_amount(_decimal), on_chain_id, deposit_address, deploy_tx_hash, payer_addresses, transactions, non_funding_transactions_count, created_at, updated_at', () => {
+    const t = transfer();
+    const { object } = given(...paid(t)).when(deployDirect());
+    expect(object).toMatchObject({
+      id: 'pay_01',
+      object: 'payment',
+      status: 'settled',
+      method: 'DIRECT',
+      amount: ORDER,
+      amount_paid: ORDER,
+      currency: 'USD',
+      detected_asset: USDC_BASE,
+      detected_token_symbol: 'USDC',
+      detected_chain: BASE,
+      token_amount: ORDER,
+      token_amount_decimal: '12.5',
+      on_chain_id: `0x${'ab'.repeat(32)}`,
+      deposit_address: '0x5555555555555555555555555555555555555555',
+      deploy_tx_hash: '0xdeploy',
+      payer_addresses: [PAYER],
+      non_funding_transactions_count: 0,
+      created_at: T0.toISOString(),
+      updated_at: at(4).toISOString(),
+    });
+    expect(Object.keys(object.transactions[0] ?? {})).toEqual(
+      expect.arrayContaining([
+        'tx_hash',
+        'from',
+        'amount',
+        'asset',
+        'token_symbol',
+        'chain',
+        'block_number',
+        'is_funding',
+      ]),
+    );
+    // failure_reason / failure_message, recoverable_reason / recovery_destination and settlement_failure_reason
+    // appear only on the payments they describe.
+    expect(object).not.toHaveProperty('failure_reason');
+    expect(object).not.toHaveProperty('failure_message');
+    expect(object).not.toHaveProperty('recoverable_reason');
+    expect(object).not.toHaveProperty('recovery_destination');
+    expect(object).not.toHaveProperty('settlement_failure_reason');
+  });
+
+  it('the checkout object lists the accepted assets with their token amounts and the deposit address', () => {
+    const checkout = toCheckoutObject(given(create()).state);
+    expect(checkout).toMatchObject({
+      id: 'chk_01',
+      object: 'checkout',
+      status: 'pending',
+      payment_id: 'pay_01',
+      accepted_chains: [BASE, ETH],
+      deposit_address: '0x5555555555555555555555555555555555555555',
+      checkout_url: 'https://pay.example/checkout/chk_01',
+    });
+    expect(checkout.accepted_assets.find((a) => a.asset === DAI_ETH)).toMatchObject({
+      token_amount: '12500000000000000000',
+      token_amount_decimal: '12.5',
+    });
+    const t = transfer();
+    expect(toCheckoutObject(given(create(), observe(t), confirm(t)).state).status).toBe('paid');
+  });
+});
+
 describe('Payment events -> webhook types', () => {
   it('every SPEC payment event is produced by at least one fact, and nothing else is', () => {
     const produced = new Set(Object.values(PAYMENT_WEBHOOK_BY_EVENT).filter((v) => v !== null));
     expect([...produced].sort()).toEqual([...PAYMENT_WEBHOOK_TYPES].sort());
+  });
+
+  it.each<[string, string[]]>([
+    ['payment.deposit_confirmed', ['PaymentDepositConfirmed.v1']],
+    ['payment.settled', ['PaymentSettled.v1', 'PaymentCaptured.v1']],
+    ['payment.escrow_confirmed', ['PaymentEscrowFunded.v1']],
+    ['payment.expired', ['PaymentExpired.v1']],
+    ['payment.cancelled', ['PaymentCancelled.v1']],
+    ['payment.failed', ['PaymentFailed.v1']],
+    ['payment.refunded', ['PaymentRefunded.v1', 'PaymentReclaimed.v1']],
+    ['payment.settlement_delayed', ['PaymentSettlementDelayed.v1']],
+    ['payment.settlement_failed', ['PaymentSettlementFailed.v1']],
+    ['payment.flagged', ['PaymentFlagged.v1']],
+    ['payment.screening_pending', ['PaymentScreeningUnavailable.v1']],
+    ['payment.recoverable', ['PaymentRecoverable.v1']],
+  ])('%s is produced exactly by %j', (webhook, facts) => {
+    const producers = Object.entries(PAYMENT_WEBHOOK_BY_EVENT)
+      .filter(([, type]) => type === webhook)
+      .map(([fact]) => fact);
+    expect(producers.sort()).toEqual([...facts].sort());
   });
 
   it('bookkeeping facts produce no webhook', () => {
