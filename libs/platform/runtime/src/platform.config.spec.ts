@@ -32,7 +32,7 @@ describe('platformConfigFromEnv (fail fast, naming the variable)', () => {
     const config = platformConfigFromEnv({ DATABASE_URL: 'x', RATE_LIMIT_PER_KEY_PER_SECOND: '0' });
     expect(config.rateLimits).toEqual({
       perKeyPerSecond: 0,
-      perSourcePerSecond: 5000,
+      perSourcePerSecond: 10000,
       authFailuresPerMinute: 30,
     });
     expect(config.httpTimeouts).toEqual({
