@@ -1,7 +1,7 @@
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyInstance } from 'fastify';
-import { DomainError, envInt, JsonLogger, type LogLevel } from '@stablepay/util';
+import { ConfigError, DomainError, envInt, JsonLogger, type LogLevel } from '@stablepay/util';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { parseJsonBody } from './json-body';
 import { installRateLimits, type RateLimits } from './rate-limits';
@@ -47,6 +47,25 @@ export interface HttpAppOptions {
   readonly timeouts?: HttpTimeouts;
   /** Per-key, per-source and failed-authentication limits (none when absent). */
   readonly rateLimits?: RateLimits;
+  /**
+   * Which proxies' X-Forwarded-For to believe for the source address (rate limits, logs): a hop count, or
+   * addresses/CIDRs. Default none: the source is the peer of the socket.
+   */
+  readonly trustProxy?: number | readonly string[];
+}
+
+/** TRUST_PROXY: unset (trust no proxy), a hop count (`1`), or comma-separated addresses/CIDRs of the proxies. */
+export function trustProxyFromEnv(env: Record<string, string | undefined>): number | string[] | undefined {
+  const raw = env['TRUST_PROXY']?.trim();
+  if (!raw) return undefined;
+  if (/^[0-9]{1,2}$/.test(raw)) return Number(raw);
+  const entries = raw.split(',').map((e) => e.trim());
+  if (entries.some((e) => !/^[0-9A-Fa-f:.]+(\/[0-9]{1,3})?$/.test(e))) {
+    throw new ConfigError(
+      'environment variable TRUST_PROXY must be a hop count or comma-separated proxy addresses/CIDRs',
+    );
+  }
+  return entries;
 }
 
 const unsupportedMediaType = (): DomainError =>
@@ -93,6 +112,9 @@ export async function createHttpApp(
   const adapter = new FastifyAdapter({
     bodyLimit,
     return503OnClosing: true,
+    ...(options.trustProxy !== undefined
+      ? { trustProxy: typeof options.trustProxy === 'number' ? options.trustProxy : [...options.trustProxy] }
+      : {}),
     requestTimeout: t.requestMs,
     keepAliveTimeout: t.keepAliveMs,
     connectionTimeout: t.idleMs,

@@ -304,3 +304,31 @@ describe('rate limits (429 in the envelope with Retry-After)', () => {
     expect(new Set(statuses)).toEqual(new Set([200]));
   });
 });
+
+describe('rate limits behind a trusted proxy (TRUST_PROXY)', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    ({ app, base } = await startApp({
+      rateLimits: { perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 2 },
+      trustProxy: ['127.0.0.1'],
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  const bad = (client: string) =>
+    fetch(`${base}/notes`, {
+      headers: { authorization: `Bearer sk_test_${'q'.repeat(32)}`, 'x-forwarded-for': client },
+    }).then((r) => r.status);
+
+  it('counts failed authentication per client named by the trusted proxy, not per proxy', async () => {
+    expect([await bad('203.0.113.1'), await bad('203.0.113.1'), await bad('203.0.113.1')]).toEqual([
+      401, 401, 429,
+    ]);
+    // Another client behind the same proxy still has its own budget.
+    expect(await bad('198.51.100.2')).toBe(401);
+  });
+});

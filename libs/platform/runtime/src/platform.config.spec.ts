@@ -52,4 +52,14 @@ describe('platformConfigFromEnv (fail fast, naming the variable)', () => {
       }),
     ).toThrow(/HTTP_HEADERS_TIMEOUT_MS/);
   });
+  it('reads TRUST_PROXY as a hop count or proxy addresses, naming it when malformed', () => {
+    expect(platformConfigFromEnv({ DATABASE_URL: 'x' }).trustProxy).toBeUndefined();
+    expect(platformConfigFromEnv({ DATABASE_URL: 'x', TRUST_PROXY: '1' }).trustProxy).toBe(1);
+    expect(
+      platformConfigFromEnv({ DATABASE_URL: 'x', TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }).trustProxy,
+    ).toEqual(['10.0.0.0/8', '127.0.0.1']);
+    expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', TRUST_PROXY: 'everyone' })).toThrow(
+      /TRUST_PROXY/,
+    );
+  });
 });

@@ -1,5 +1,11 @@
 import { type CommandsConfig, commandsConfigFromEnv, type CommandTransport } from '@stablepay/commands';
-import { httpTimeoutsFromEnv, type HttpTimeouts, type RateLimits, rateLimitsFromEnv } from '@stablepay/http';
+import {
+  httpTimeoutsFromEnv,
+  type HttpTimeouts,
+  type RateLimits,
+  rateLimitsFromEnv,
+  trustProxyFromEnv,
+} from '@stablepay/http';
 import { envEnum, envInt, envOptional, envString, type LogLevel } from '@stablepay/util';
 
 /** Configuration every service process shares, validated at start: a wrong value stops the process with its name. */
@@ -21,6 +27,8 @@ export interface PlatformConfig {
   readonly httpTimeouts?: HttpTimeouts;
   /** None when absent (tests that build a config by hand); platformConfigFromEnv always sets them. */
   readonly rateLimits?: RateLimits;
+  /** TRUST_PROXY: whose X-Forwarded-For names the source address (default: nobody's). */
+  readonly trustProxy?: number | readonly string[];
 }
 
 export function platformConfigFromEnv(
@@ -31,6 +39,7 @@ export function platformConfigFromEnv(
   const eventBus = envEnum(env, 'EVENT_BUS', ['store-log', 'kafka'] as const, 'store-log');
   const esdbUrl = eventStore === 'esdb' ? envString(env, 'ESDB_URL') : envOptional(env, 'ESDB_URL');
   const brokers = eventBus === 'kafka' ? envString(env, 'KAFKA_BROKERS') : envOptional(env, 'KAFKA_BROKERS');
+  const trustProxy = trustProxyFromEnv(env);
   return {
     databaseUrl: envString(env, 'DATABASE_URL'),
     eventStore,
@@ -58,5 +67,6 @@ export function platformConfigFromEnv(
     ),
     httpTimeouts: httpTimeoutsFromEnv(env),
     rateLimits: rateLimitsFromEnv(env),
+    ...(trustProxy !== undefined ? { trustProxy } : {}),
   };
 }

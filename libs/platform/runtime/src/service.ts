@@ -106,6 +106,7 @@ export async function startService(
     logLevel: config.logLevel,
     ...(config.httpTimeouts ? { timeouts: config.httpTimeouts } : {}),
     ...(config.rateLimits ? { rateLimits: config.rateLimits } : {}),
+    ...(config.trustProxy !== undefined ? { trustProxy: config.trustProxy } : {}),
   });
   if (services.some((s) => s.handlesCommands)) {
     connectCommandServer(app, config.commands ?? IN_PROCESS_COMMANDS, broker, service);
