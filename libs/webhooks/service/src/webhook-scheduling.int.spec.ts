@@ -25,7 +25,7 @@ describe('fair scheduling across merchants', () => {
         pollIntervalMs: 100,
         concurrency: 4,
         perMerchantConcurrency: 2,
-        policy: { jitterRatio: 0, responseDeadlineMs: 1_500 },
+        policy: { jitterRatio: 0, responseDeadlineMs: 4_000 },
       },
     });
   });
@@ -48,18 +48,17 @@ describe('fair scheduling across merchants', () => {
         amount: '1',
       });
     await receiver.waitFor(2, '/slow', 5_000);
-    const started = Date.now();
     for (let i = 0; i < 5; i++)
       await stack.emit(fast.merchantId, 'TestChargeSucceeded.v1', {
         chargeId: `subc_fast_${i}`,
         amount: '1',
       });
-    await receiver.waitFor(5, '/fast', 1_400);
-    // All five arrived while the slow endpoint still held its two connections (its deadline is 1.5 s).
-    expect(Date.now() - started).toBeLessThan(1_400);
+    await receiver.waitFor(5, '/fast', 3_900);
+    // All five arrived while the slow endpoint still held its two connections: had the fast merchant waited for
+    // the slow one's slots, the slow deadline (4 s) would have expired first and a third slow attempt started.
     expect(receiver.on('/slow')).toHaveLength(2);
     // The slow merchant's backlog proceeds two at a time as deadlines expire, and is retried on schedule.
-    await receiver.waitFor(6, '/slow', 10_000);
+    await receiver.waitFor(6, '/slow', 30_000);
     await stack.dispatcher.drain();
     const slowRows = (await stack.events.list({ merchantId: slow.merchantId, limit: 10 })).rows;
     expect(slowRows.map((r) => [r.deliveryStatus, r.lastError])).toEqual(
