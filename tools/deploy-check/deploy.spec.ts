@@ -91,6 +91,16 @@ describe('distributed deployment files', () => {
     });
   });
 
+  it('names the public address of the hosted pages where checkout_url is built (never a pod address)', () => {
+    for (const app of ['gateway', 'subscriptions']) {
+      expect(compose.services[app]?.environment?.['HOSTED_URL']).toMatch(/^https?:\/\/[^/]+\/hosted$/);
+      const config = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${app}.yaml`), 'utf8'))
+        .map((d) => d.toJSON() as { kind: string; data?: Record<string, string> })
+        .find((d) => d.kind === 'ConfigMap');
+      expect(config?.data?.['HOSTED_URL']).toMatch(/^https:\/\/[^/]+\/hosted$/);
+    }
+  });
+
   it('the Dockerfile builds any one service and checks its health', () => {
     const dockerfile = readFileSync(join(root, 'deploy', 'Dockerfile'), 'utf8');
     expect(dockerfile).toMatch(/ARG SERVICE/);
