@@ -93,7 +93,10 @@ describe('distributed deployment files', () => {
 
   it('names the public address of the hosted pages where checkout_url is built (never a pod address)', () => {
     for (const app of ['gateway', 'subscriptions']) {
-      expect(compose.services[app]?.environment?.['HOSTED_URL']).toMatch(/^https?:\/\/[^/]+\/hosted$/);
+      // Compose interpolates it with a default: `${HOSTED_URL:-http://localhost:3000/hosted}`.
+      expect(compose.services[app]?.environment?.['HOSTED_URL']).toMatch(
+        /^\$\{HOSTED_URL:-https?:\/\/[^/]+\/hosted\}$/,
+      );
       const config = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${app}.yaml`), 'utf8'))
         .map((d) => d.toJSON() as { kind: string; data?: Record<string, string> })
         .find((d) => d.kind === 'ConfigMap');
