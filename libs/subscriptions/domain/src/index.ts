@@ -3,3 +3,6 @@ export * from './subscription-checkout';
 export * from './subscription-options';
 export * from './rates';
 export * from './rules';
+export * from './subscription.events';
+export * from './subscription';
+export * from './charge-preflight';

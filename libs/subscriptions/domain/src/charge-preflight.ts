@@ -1,0 +1,239 @@
+import { type ErrorType } from '@stablepay/util';
+import { budgetWindow, type SubscriptionState } from './subscription';
+
+/**
+ * SPEC Errors > charge preflight and Subscriptions > Charge behavior rule 2: the checks `POST /subscriptions/:id/charge`
+ * runs before anything is submitted. Pure: it reads the subscription state, the chain time, the request, the quote the
+ * service resolved and the signature check the service ran, and answers. A rejection has no side effect (SPEC fiat field
+ * rule 7: never persisted as a charge, no transaction, no event).
+ *
+ * Order: the contract's own (NonceAlreadyUsed first, then status, deadline, nonce ahead, signature, zero, cap, budget)
+ * with our checks slotted where a merchant would fix them. Statuses (SPEC: "not shown"; ours, also in
+ * docs/subscriptions.md):
+ *
+ * | code                           | status | type            | when                                                                      |
+ * |--------------------------------|--------|-----------------|---------------------------------------------------------------------------|
+ * | nonce_already_used             | 409    | invalid_request | the nonce charged already, for another amount or quote                    |
+ * | subscription_cancelled         | 409    | invalid_request | status cancelling or cancelled: no further charges eligible               |
+ * | subscription_flagged           | 422    | cannot_process  | compliance flag (ours: SPEC lists no code; an auditor expects no charge)   |
+ * | missing_budget_state           | 409    | invalid_request | the first charge's window state is not recorded yet; retry shortly        |
+ * | signature_expired              | 422    | cannot_process  | deadline before chain time (SignatureExpired)                             |
+ * | signature_deadline_too_far     | 422    | cannot_process  | deadline more than 7 days after chain time (DeadlineTooFar)               |
+ * | nonce_mismatch                 | 409    | invalid_request | nonce ahead of charge_nonce (InvalidNonce)                                |
+ * | invalid_signature              | 422    | cannot_process  | not the merchant signer at the current epoch, or not over these terms     |
+ * | invalid_amount                 | 400    | validation_error| zero (ZeroAmount)                                                         |
+ * | quote_required                 | 400    | validation_error| fiat-priced plan without a quote code                                    |
+ * | quote_not_found                | 404    | invalid_request | unknown code, or a code of another merchant                               |
+ * | quote_subscription_mismatch    | 422    | cannot_process  | the quote was issued for another subscription                             |
+ * | quote_amount_mismatch          | 422    | cannot_process  | the charged amount differs from the quoted token amount                   |
+ * | quote_hash_mismatch            | 422    | cannot_process  | the signature's quoteHash is not this quote's                             |
+ * | quote_expired                  | 422    | cannot_process  | reference quote past its 120 s, price lock past its expiry                |
+ * | quote_already_used             | 409    | invalid_request | the quote paid another charge already                                    |
+ * | amount_exceeds_cap             | 422    | cannot_process  | amount > cap_amount (cap and budget rule 1)                               |
+ * | budget_exceeded                | 422    | cannot_process  | spent_this_period + amount > budget (rule 2)                              |
+ *
+ * 409 says "the state moved: re-read and retry"; 422 "these terms can never pass as they are"; 400 a bad field.
+ * A used nonce whose recorded charge has this amount and quote is not an error: `already_charged` answers with that
+ * charge, so a merchant retry of a charge that landed (ours or someone else's submission) never charges twice.
+ */
+export type ChargePreflightCode =
+  | 'nonce_already_used'
+  | 'subscription_cancelled'
+  | 'subscription_flagged'
+  | 'missing_budget_state'
+  | 'signature_expired'
+  | 'signature_deadline_too_far'
+  | 'nonce_mismatch'
+  | 'invalid_signature'
+  | 'invalid_amount'
+  | 'quote_required'
+  | 'quote_not_found'
+  | 'quote_subscription_mismatch'
+  | 'quote_amount_mismatch'
+  | 'quote_hash_mismatch'
+  | 'quote_expired'
+  | 'quote_already_used'
+  | 'amount_exceeds_cap'
+  | 'budget_exceeded';
+
+export const CHARGE_PREFLIGHT_ERRORS: Readonly<
+  Record<ChargePreflightCode, { readonly status: number; readonly type: ErrorType; readonly param?: string }>
+> = {
+  nonce_already_used: { status: 409, type: 'invalid_request', param: 'nonce' },
+  subscription_cancelled: { status: 409, type: 'invalid_request' },
+  subscription_flagged: { status: 422, type: 'cannot_process' },
+  missing_budget_state: { status: 409, type: 'invalid_request' },
+  signature_expired: { status: 422, type: 'cannot_process', param: 'deadline' },
+  signature_deadline_too_far: { status: 422, type: 'cannot_process', param: 'deadline' },
+  nonce_mismatch: { status: 409, type: 'invalid_request', param: 'nonce' },
+  invalid_signature: { status: 422, type: 'cannot_process', param: 'signature' },
+  invalid_amount: { status: 400, type: 'validation_error', param: 'amount' },
+  quote_required: { status: 400, type: 'validation_error', param: 'quote_code' },
+  quote_not_found: { status: 404, type: 'invalid_request', param: 'quote_code' },
+  quote_subscription_mismatch: { status: 422, type: 'cannot_process', param: 'quote_code' },
+  quote_amount_mismatch: { status: 422, type: 'cannot_process', param: 'amount' },
+  quote_hash_mismatch: { status: 422, type: 'cannot_process', param: 'signature' },
+  quote_expired: { status: 422, type: 'cannot_process', param: 'quote_code' },
+  quote_already_used: { status: 409, type: 'invalid_request', param: 'quote_code' },
+  amount_exceeds_cap: { status: 422, type: 'cannot_process', param: 'amount' },
+  budget_exceeded: { status: 422, type: 'cannot_process', param: 'amount' },
+};
+
+/** SPEC Subscriptions > Quote behavior: a reference quote proves the amount shown for 120 seconds. */
+export const REFERENCE_QUOTE_TTL_SECONDS = 120;
+/** SubscriptionManager's MAX_SIGNATURE_HORIZON: merchant signature deadlines at most 7 days ahead of chain time. */
+export const MAX_SIGNATURE_HORIZON_SECONDS = 7n * 24n * 3600n;
+export const ZERO_QUOTE_HASH = `0x${'0'.repeat(64)}`;
+
+/** A quote the service issued, as its store resolved the request's code (within the merchant's scope). */
+export interface ChargeQuote {
+  /** `refq_...` for a reference quote (crypto-settled), the provider's `price_lock_code` for a price lock. */
+  readonly code: string;
+  readonly kind: 'reference' | 'price_lock';
+  readonly subscriptionId: string;
+  /** Token smallest units the quote converted to. */
+  readonly tokenAmount: bigint;
+  /** The bytes32 the merchant signs as quoteHash (and SubscriptionCharged echoes). */
+  readonly quoteHash: string;
+  /** Service time; a reference quote's is its issue time + 120 s. */
+  readonly expiresAt: Date;
+  /** The charge the quote already paid, if any. */
+  readonly usedByChargeId: string | null;
+}
+
+export interface ChargeRequest {
+  readonly subscriptionId: string;
+  readonly amount: bigint;
+  readonly nonce: number;
+  /** Unix seconds, as signed. */
+  readonly deadline: bigint;
+  readonly quoteHash: string;
+  /** The code sent in the body; null when none was sent. */
+  readonly quoteCode: string | null;
+}
+
+export interface ChargePreflightInput {
+  readonly state: SubscriptionState;
+  readonly request: ChargeRequest;
+  /** The quote `request.quoteCode` resolved to (null: none sent, or unknown). */
+  readonly quote: ChargeQuote | null;
+  /**
+   * The service's EIP-712 check: the recovered signer is the merchant's registered signer and the signed epoch its
+   * current one (an epoch bump voids every earlier signature).
+   */
+  readonly signatureValid: boolean;
+  /** Latest block time, unix seconds: windows and deadlines are chain time. */
+  readonly chainNow: bigint;
+  /** Service time: quote expiry. */
+  readonly now: Date;
+}
+
+export type ChargePreflightResult =
+  | { readonly outcome: 'ok' }
+  | { readonly outcome: 'already_charged'; readonly chargeId: string; readonly txHash: string }
+  | {
+      readonly outcome: 'rejected';
+      readonly code: ChargePreflightCode;
+      readonly status: number;
+      readonly type: ErrorType;
+      readonly param?: string;
+      readonly message: string;
+    };
+
+const reject = (code: ChargePreflightCode, message: string): ChargePreflightResult => ({
+  outcome: 'rejected',
+  code,
+  ...CHARGE_PREFLIGHT_ERRORS[code],
+  message,
+});
+
+export function chargePreflight(input: ChargePreflightInput): ChargePreflightResult {
+  const { state, request } = input;
+  const created = state.created;
+  if (!created || created.subscriptionId.toLowerCase() !== request.subscriptionId.toLowerCase())
+    throw new RangeError('chargePreflight needs the state of the requested subscription');
+
+  // NonceAlreadyUsed comes first on chain, even when cancelled: a retry of a landed charge is answered, not refused.
+  const landed = state.chargesByNonce.get(request.nonce);
+  if (landed) {
+    if (
+      landed.amount === request.amount &&
+      landed.quoteHash.toLowerCase() === request.quoteHash.toLowerCase()
+    )
+      return { outcome: 'already_charged', chargeId: landed.chargeId, txHash: landed.txHash };
+    return reject(
+      'nonce_already_used',
+      `Nonce ${request.nonce} already charged ${landed.amount} (charge ${landed.chargeId}); the next nonce is ${state.nextNonce}.`,
+    );
+  }
+  if (state.status !== 'active')
+    return reject('subscription_cancelled', `Subscription ${created.subscriptionId} is ${state.status}.`);
+  if (state.flagged)
+    return reject(
+      'subscription_flagged',
+      `Subscription ${created.subscriptionId} is flagged by compliance screening.`,
+    );
+  if (state.nextNonce === 0)
+    return reject(
+      'missing_budget_state',
+      `The first charge of subscription ${created.subscriptionId} is not recorded yet, so its budget window is unknown; retry shortly.`,
+    );
+  if (request.deadline < input.chainNow)
+    return reject('signature_expired', 'The signature deadline has passed (chain time).');
+  if (request.deadline > input.chainNow + MAX_SIGNATURE_HORIZON_SECONDS)
+    return reject('signature_deadline_too_far', 'The signature deadline lies more than 7 days ahead.');
+  if (request.nonce !== state.nextNonce)
+    return reject('nonce_mismatch', `The next charge_nonce is ${state.nextNonce}, not ${request.nonce}.`);
+  if (!input.signatureValid)
+    return reject(
+      'invalid_signature',
+      "The signature is not the merchant signer's over this charge at the merchant's current epoch.",
+    );
+  if (request.amount <= 0n) return reject('invalid_amount', 'amount must be positive.');
+
+  const quoteRejection = checkQuote(input, created.priceCurrency !== null);
+  if (quoteRejection) return quoteRejection;
+
+  // SPEC cap and budget rule 1.
+  if (request.amount > state.cap)
+    return reject('amount_exceeds_cap', `amount ${request.amount} exceeds cap_amount ${state.cap}.`);
+  // Rule 2, in the window anchored at the on-chain start (rule 3), at chain time.
+  const window = budgetWindow(state, input.chainNow);
+  if (request.amount > window.remainingBudget)
+    return reject(
+      'budget_exceeded',
+      `amount ${request.amount} exceeds remaining_budget ${window.remainingBudget} of the current window (spent_this_period ${window.spentThisPeriod} of budget ${state.budget}).`,
+    );
+  return { outcome: 'ok' };
+}
+
+/** The quote binding errors: a quote proves this amount, for this subscription, once, in time, under this signature. */
+function checkQuote(input: ChargePreflightInput, fiatPriced: boolean): ChargePreflightResult | null {
+  const { request, quote } = input;
+  if (request.quoteCode === null) {
+    if (fiatPriced)
+      return reject(
+        'quote_required',
+        'A fiat-priced plan charges with the quote_code of POST /subscriptions/:id/charge-quote.',
+      );
+    if (request.quoteHash.toLowerCase() !== ZERO_QUOTE_HASH)
+      return reject('quote_hash_mismatch', 'The signature names a quote but no quote_code was sent.');
+    return null;
+  }
+  if (!quote || quote.code !== request.quoteCode)
+    return reject('quote_not_found', `No such quote: '${request.quoteCode}'.`);
+  if (quote.subscriptionId.toLowerCase() !== request.subscriptionId.toLowerCase())
+    return reject('quote_subscription_mismatch', `Quote ${quote.code} was issued for another subscription.`);
+  if (quote.tokenAmount !== request.amount)
+    return reject(
+      'quote_amount_mismatch',
+      `Quote ${quote.code} is for amount ${quote.tokenAmount}, not ${request.amount}.`,
+    );
+  if (quote.quoteHash.toLowerCase() !== request.quoteHash.toLowerCase())
+    return reject('quote_hash_mismatch', `The signature's quoteHash is not quote ${quote.code}'s.`);
+  if (quote.usedByChargeId !== null)
+    return reject('quote_already_used', `Quote ${quote.code} already paid charge ${quote.usedByChargeId}.`);
+  if (input.now.getTime() >= quote.expiresAt.getTime())
+    return reject('quote_expired', `Quote ${quote.code} expired at ${quote.expiresAt.toISOString()}.`);
+  return null;
+}

@@ -1,0 +1,179 @@
+/**
+ * Events of the `subscription-<0x id>` stream (topic `subscriptions.subscription.v1`).
+ *
+ * Events record facts: what the chain confirmed (or what our charge attempt met) and the decisions the service took
+ * from them (the paused brake), with the minimum data that rebuilds the aggregate. Amounts are integer strings in the
+ * token's smallest unit, chain instants are unix seconds (strings) of block time, service instants ISO strings. The
+ * subscription object of the API and of webhooks is a projection of the state (subscriptionObject), never stored
+ * here. A changed shape becomes a new version plus an upcaster.
+ */
+
+/** SPEC States > Subscription. `cancelling`: a cancel transaction confirmed that the indexer has not yet ingested. */
+export type SubscriptionStatus = 'active' | 'cancelling' | 'cancelled';
+
+/** SubscriptionCancelled.cancelledBy on chain (Canceller in @stablepay/contracts). */
+export type SubscriptionCanceller = 'merchant' | 'subscriber';
+
+/** Which write path recorded a charge (SPEC fiat field rule 5): the charge or subscribe call, or the indexer. */
+export type ChargeWritePath = 'api' | 'indexer';
+
+/**
+ * The subscribe transaction confirmed: `SubscriptionCreated(subscriptionId, subscriber, token, cap, budget,
+ * periodDuration, startedAt)` plus what the completed subscription checkout says about the plan.
+ */
+export interface SubscriptionCreatedData {
+  readonly subscriptionId: string;
+  readonly checkoutId: string | null;
+  readonly subscriber: string;
+  readonly externalCustomerId: string | null;
+  readonly chain: string;
+  readonly asset: string;
+  readonly tokenSymbol: string;
+  readonly tokenDecimals: number;
+  readonly cap: string;
+  readonly budget: string;
+  /** The plan price: fiat minor units when priceCurrency is set, else token smallest units (SPEC). */
+  readonly price: string;
+  readonly priceCurrency: string | null;
+  readonly periodDuration: number;
+  /** The immutable on-chain start (block time, unix seconds): every window is anchored here (cap and budget rule 3). */
+  readonly startedAt: string;
+  readonly txHash: string;
+  readonly createdAt: string;
+}
+
+/** A `SubscriptionCharged` log as a receipt or the indexer reports it: the nonce it consumed and the window state after it. */
+export interface ChargeObservation {
+  readonly nonce: number;
+  readonly amount: string;
+  /** Network fee in token smallest units (SPEC `fee`). */
+  readonly fee: string;
+  readonly txHash: string;
+  readonly blockNumber: string;
+  /** Block time, ISO. */
+  readonly chargedAt: string;
+  readonly windowIndex: string;
+  readonly windowSpent: string;
+  readonly quoteHash: string;
+}
+
+export interface SubscriptionChargeSucceededData extends ChargeObservation {
+  readonly chargeId: string;
+  readonly writtenBy: ChargeWritePath;
+  /**
+   * True when our own transaction reverted NonceAlreadyUsed and this is the log of whoever submitted the merchant's
+   * signature first: the charge succeeded, it is not a failure and it does not pause.
+   */
+  readonly landedByAnotherSubmitter: boolean;
+}
+
+/** Where a failed attempt stopped: the contract simulation (never broadcast) or the mined receipt. */
+export type ChargeFailureStage = 'simulation' | 'receipt';
+
+export interface SubscriptionChargeFailedData {
+  readonly chargeId: string;
+  /** The nonce the attempt carried; not consumed (a reverted charge leaves the next nonce where it was). */
+  readonly nonce: number;
+  readonly amount: string;
+  /** Null when rejected at simulation (never broadcast). */
+  readonly txHash: string | null;
+  readonly failureReason: string;
+  readonly stage: ChargeFailureStage;
+  /** API submission time, ISO. */
+  readonly failedAt: string;
+}
+
+export type SubscriptionCreated = { type: 'SubscriptionCreated.v1'; data: SubscriptionCreatedData };
+export type SubscriptionChargeSucceeded = {
+  type: 'SubscriptionChargeSucceeded.v1';
+  data: SubscriptionChargeSucceededData;
+};
+export type SubscriptionChargeFailed = {
+  type: 'SubscriptionChargeFailed.v1';
+  data: SubscriptionChargeFailedData;
+};
+/** The dunning brake engaged (SPEC States > Subscription, paused table), because of the failed charge named. */
+export type SubscriptionPaused = {
+  type: 'SubscriptionPaused.v1';
+  data: { chargeId: string; failureReason: string; pausedAt: string };
+};
+/** The brake released by the successful charge named. */
+export type SubscriptionUnpaused = {
+  type: 'SubscriptionUnpaused.v1';
+  data: { chargeId: string; unpausedAt: string };
+};
+/** A cancel transaction was submitted and confirmed (active -> cancelling). */
+export type SubscriptionCancelConfirmed = {
+  type: 'SubscriptionCancelConfirmed.v1';
+  data: { by: SubscriptionCanceller; txHash: string; confirmedAt: string };
+};
+/** The indexer ingested `SubscriptionCancelled` (-> cancelled, terminal). */
+export type SubscriptionCancelled = {
+  type: 'SubscriptionCancelled.v1';
+  data: { by: SubscriptionCanceller; txHash: string; cancelledAt: string };
+};
+export type SubscriptionCapUpdated = {
+  type: 'SubscriptionCapUpdated.v1';
+  data: { oldCap: string; newCap: string; txHash: string; updatedAt: string };
+};
+export type SubscriptionBudgetUpdated = {
+  type: 'SubscriptionBudgetUpdated.v1';
+  data: {
+    oldBudget: string;
+    newBudget: string;
+    windowIndex: string;
+    windowSpent: string;
+    txHash: string;
+    updatedAt: string;
+  };
+};
+/** `SubscriptionMigrated`: balance and allowance of the new wallet as the contract read them in that block. */
+export type SubscriptionMigrated = {
+  type: 'SubscriptionMigrated.v1';
+  data: {
+    oldSubscriber: string;
+    newSubscriber: string;
+    newSubscriberBalance: string;
+    newSubscriberAllowance: string;
+    txHash: string;
+    migratedAt: string;
+  };
+};
+/** Compliance screening matched the subscriber. */
+export type SubscriptionFlagged = {
+  type: 'SubscriptionFlagged.v1';
+  data: { subscriber: string; flaggedAt: string };
+};
+
+export type SubscriptionEvent =
+  | SubscriptionCreated
+  | SubscriptionChargeSucceeded
+  | SubscriptionChargeFailed
+  | SubscriptionPaused
+  | SubscriptionUnpaused
+  | SubscriptionCancelConfirmed
+  | SubscriptionCancelled
+  | SubscriptionCapUpdated
+  | SubscriptionBudgetUpdated
+  | SubscriptionMigrated
+  | SubscriptionFlagged;
+
+export const SUBSCRIPTION_CATEGORY = 'subscription';
+export const subscriptionStreamId = (id: string): string => `${SUBSCRIPTION_CATEGORY}-${id}`;
+
+/**
+ * Stored event type -> webhook event type (SPEC Events > Subscription events). Paused, unpaused and the cancel
+ * confirmation have no webhook: SPEC names none (the brake shows in `paused` of the next subscription object).
+ */
+export const SUBSCRIPTION_WEBHOOK_TYPE_BY_EVENT: Readonly<
+  Partial<Record<SubscriptionEvent['type'], string>>
+> = {
+  'SubscriptionCreated.v1': 'subscription.created',
+  'SubscriptionChargeSucceeded.v1': 'subscription.charge_succeeded',
+  'SubscriptionChargeFailed.v1': 'subscription.charge_failed',
+  'SubscriptionCapUpdated.v1': 'subscription.cap_updated',
+  'SubscriptionBudgetUpdated.v1': 'subscription.budget_updated',
+  'SubscriptionMigrated.v1': 'subscription.migrated',
+  'SubscriptionCancelled.v1': 'subscription.cancelled',
+  'SubscriptionFlagged.v1': 'subscription.flagged',
+};
