@@ -1,0 +1,77 @@
+import { parseCaip2 } from '@stablepay/evm';
+import { validationError } from '@stablepay/util';
+import type { SubscriptionChargeObject } from './charge';
+
+/**
+ * `GET /merchants/:merchantId/charges` filters (SPEC: by subscription, subscriber, date range, status, chain; names
+ * other than `status`: not shown, ours): `subscription_id`, `subscriber`, `status` (`succeeded`/`failed`), `chain`
+ * (CAIP-2), and `charged_from` (inclusive) / `charged_to` (exclusive) on `charged_at` (block time on success,
+ * submission time on failure: when the money moved or was attempted, which is what a billing team reconciles on).
+ */
+export interface ChargeListFilter {
+  readonly subscriptionId?: string;
+  readonly subscriber?: string;
+  readonly status?: 'succeeded' | 'failed';
+  readonly chain?: string;
+  readonly chargedFrom?: Date;
+  readonly chargedTo?: Date;
+}
+
+const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+function parseInstant(value: unknown, param: string): Date {
+  const at = typeof value === 'string' && ISO_INSTANT.test(value) ? new Date(value) : null;
+  if (!at || Number.isNaN(at.getTime()))
+    throw validationError(
+      param,
+      `${param} must be an ISO 8601 timestamp with a time zone, e.g. 2026-06-01T00:00:00Z.`,
+    );
+  return at;
+}
+
+/** Query parameters as received (strings); unknown parameters are the controller's concern. Ids compare lower case. */
+export function parseChargeListFilter(query: Readonly<Record<string, unknown>>): ChargeListFilter {
+  const filter: {
+    -readonly [K in keyof ChargeListFilter]: ChargeListFilter[K];
+  } = {};
+  const { subscription_id, subscriber, status, chain, charged_from, charged_to } = query;
+  if (subscription_id !== undefined) {
+    if (typeof subscription_id !== 'string' || !BYTES32.test(subscription_id))
+      throw validationError(
+        'subscription_id',
+        'subscription_id must be a 32-byte hex string (0x + 64 hex digits).',
+      );
+    filter.subscriptionId = subscription_id.toLowerCase();
+  }
+  if (subscriber !== undefined) {
+    if (typeof subscriber !== 'string' || !ADDRESS.test(subscriber))
+      throw validationError('subscriber', 'subscriber must be a wallet address (0x + 40 hex digits).');
+    filter.subscriber = subscriber.toLowerCase();
+  }
+  if (status !== undefined) {
+    if (status !== 'succeeded' && status !== 'failed')
+      throw validationError('status', "status must be 'succeeded' or 'failed'.");
+    filter.status = status;
+  }
+  if (chain !== undefined) filter.chain = parseCaip2(chain, 'chain').caip2;
+  if (charged_from !== undefined) filter.chargedFrom = parseInstant(charged_from, 'charged_from');
+  if (charged_to !== undefined) filter.chargedTo = parseInstant(charged_to, 'charged_to');
+  if (filter.chargedFrom && filter.chargedTo && filter.chargedFrom >= filter.chargedTo)
+    throw validationError('charged_to', 'charged_to must be after charged_from.');
+  return filter;
+}
+
+/** The same filter in memory (the read model applies it in SQL; this is its reference). */
+export function chargeMatches(filter: ChargeListFilter, charge: SubscriptionChargeObject): boolean {
+  const chargedAt = Date.parse(charge.charged_at);
+  return (
+    (filter.subscriptionId === undefined || charge.subscription_id.toLowerCase() === filter.subscriptionId) &&
+    (filter.subscriber === undefined || charge.subscriber.toLowerCase() === filter.subscriber) &&
+    (filter.status === undefined || charge.status === filter.status) &&
+    (filter.chain === undefined || charge.chain === filter.chain) &&
+    (filter.chargedFrom === undefined || chargedAt >= filter.chargedFrom.getTime()) &&
+    (filter.chargedTo === undefined || chargedAt < filter.chargedTo.getTime())
+  );
+}

@@ -1,0 +1,78 @@
+/**
+ * Events of the `charge-<subc_ id>` stream (topic `charge-ledger.charge.v1` once wired): one stream per ledger row of SPEC's
+ * Subscription charge. Facts only: what a write path reported, the fiat fields it wrote, and the settlement transitions
+ * of a fiat-settled charge. The `subscription_charge` object is a projection (chargeObject). Amounts are integer
+ * strings (token smallest units; fiat in minor units), instants ISO strings.
+ */
+export type ChargeStatus = 'succeeded' | 'failed';
+
+/** SPEC Subscription charge settlement (fiat-settled plans). */
+export type SettlementStatus = 'pending' | 'delayed' | 'completed' | 'failed';
+
+/** SPEC Events > Fiat settlement delay and failure: the reasons. */
+export const SETTLEMENT_FAILURE_REASONS = [
+  'deposit_not_credited',
+  'rampoff_order_failed',
+  'rampoff_withdraw_failed',
+  'provider_rejected',
+] as const;
+export type SettlementFailureReason = (typeof SETTLEMENT_FAILURE_REASONS)[number];
+
+/** Which path wrote the row (SPEC fiat field rule 5): the charge or subscribe call, or the indexer. */
+export type LedgerWritePath = 'api' | 'indexer';
+
+/** The charge attempt as the write path saw it. Failed charges: fee "0", block_number "0", charged_at = submission time. */
+export interface ChargeFacts {
+  readonly chargeId: string;
+  readonly subscriptionId: string;
+  readonly subscriber: string;
+  readonly chain: string;
+  readonly nonce: number;
+  readonly amount: string;
+  readonly fee: string;
+  readonly txHash: string | null;
+  readonly blockNumber: string;
+  readonly chargedAt: string;
+  readonly status: ChargeStatus;
+  readonly failureReason: string | null;
+}
+
+/** SPEC fiat fields: all three set or none (`settlementStatus` null on a crypto-settled business, rule 2). */
+export interface FiatFields {
+  readonly fiatAmount: string;
+  readonly fiatCurrency: string;
+  readonly settlementStatus: 'pending' | null;
+}
+
+export type ChargeRecorded = {
+  type: 'ChargeRecorded.v1';
+  data: ChargeFacts & { fiat: FiatFields | null; writtenBy: LedgerWritePath; recordedAt: string };
+};
+/** SPEC fiat field rule 3: the subscribe call's fiat fields onto the first charge the indexer wrote first. */
+export type ChargeFiatBackfilled = {
+  type: 'ChargeFiatBackfilled.v1';
+  data: { fiat: FiatFields; backfilledAt: string };
+};
+export type ChargeSettlementDelayed = {
+  type: 'ChargeSettlementDelayed.v1';
+  data: { reason: SettlementFailureReason | null; delayedAt: string };
+};
+export type ChargeSettled = { type: 'ChargeSettled.v1'; data: { settledAt: string } };
+export type ChargeSettlementFailed = {
+  type: 'ChargeSettlementFailed.v1';
+  data: { reason: SettlementFailureReason; failedAt: string };
+};
+
+export type ChargeEvent =
+  ChargeRecorded | ChargeFiatBackfilled | ChargeSettlementDelayed | ChargeSettled | ChargeSettlementFailed;
+
+export const CHARGE_CATEGORY = 'charge';
+export const chargeStreamId = (id: string): string => `${CHARGE_CATEGORY}-${id}`;
+
+/** Stored event type -> webhook event type of the settlement events (SPEC Events > Subscription events). */
+export const CHARGE_SETTLEMENT_WEBHOOK_TYPE_BY_EVENT: Readonly<Partial<Record<ChargeEvent['type'], string>>> =
+  {
+    'ChargeSettled.v1': 'subscription.charge_settled',
+    'ChargeSettlementDelayed.v1': 'subscription.charge_settlement_delayed',
+    'ChargeSettlementFailed.v1': 'subscription.charge_settlement_failed',
+  };

@@ -1,0 +1,236 @@
+import { conflict, notFound } from '@stablepay/util';
+import type {
+  ChargeEvent,
+  ChargeFacts,
+  ChargeRecorded,
+  FiatFields,
+  LedgerWritePath,
+  SettlementFailureReason,
+  SettlementStatus,
+} from './charge.events';
+
+/**
+ * The Charge aggregate: one row of the charge ledger (SPEC Resources > Subscription charge). Written by the API path
+ * (charge call, subscribe call) or by the indexer, whichever comes first; the second writer merges into it. Rows are
+ * unique by `tx_hash` (SPEC fiat field rule 5): the stream is keyed by the `subc_` id, which the subscription aggregate
+ * derives from (chain, subscription, nonce) for a succeeded charge, and a nonce charges in exactly one transaction, so
+ * one id has one transaction; a second transaction for a recorded id is refused.
+ *
+ *   settlement (fiat-settled only): pending --delayed--> delayed; pending|delayed --settled--> completed;
+ *                                   pending|delayed --failed--> failed
+ */
+export interface ChargeState {
+  readonly recorded: ChargeRecorded['data'] | null;
+  readonly fiat: FiatFields | null;
+  readonly settlementStatus: SettlementStatus | null;
+  readonly settlementFailureReason: SettlementFailureReason | null;
+  /** Delay reasons already announced: a delayed event fires once per distinct reason (null: reason unknown). */
+  readonly delayReasons: ReadonlyArray<SettlementFailureReason | null>;
+}
+
+export const initialChargeState = (): ChargeState => ({
+  recorded: null,
+  fiat: null,
+  settlementStatus: null,
+  settlementFailureReason: null,
+  delayReasons: [],
+});
+
+export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeState {
+  switch (event.type) {
+    case 'ChargeRecorded.v1':
+      return {
+        ...state,
+        recorded: event.data,
+        fiat: event.data.fiat,
+        settlementStatus: event.data.fiat?.settlementStatus ?? null,
+      };
+    case 'ChargeFiatBackfilled.v1':
+      return { ...state, fiat: event.data.fiat, settlementStatus: event.data.fiat.settlementStatus };
+    case 'ChargeSettlementDelayed.v1':
+      return {
+        ...state,
+        settlementStatus: 'delayed',
+        settlementFailureReason: event.data.reason ?? state.settlementFailureReason,
+        delayReasons: [...state.delayReasons, event.data.reason],
+      };
+    case 'ChargeSettled.v1':
+      return { ...state, settlementStatus: 'completed' };
+    case 'ChargeSettlementFailed.v1':
+      return { ...state, settlementStatus: 'failed', settlementFailureReason: event.data.reason };
+  }
+}
+
+/** The plan's pricing and the business's settlement, as the API path knows them when it writes. */
+export interface FiatContext {
+  /** Fiat minor units when `priceCurrency` is set (a fiat-priced plan). */
+  readonly price: string;
+  readonly priceCurrency: string | null;
+  readonly settlement: 'crypto' | 'fiat';
+}
+
+/**
+ * SPEC fiat field rules 1-3: null on plans that are not fiat-priced, on failed charges and on charges the indexer
+ * wrote; otherwise the plan's fixed fiat price, with settlement `pending` on a fiat-settling business and null on a
+ * crypto-settled one (no payout behind it).
+ */
+export function fiatFieldsFor(
+  status: ChargeFacts['status'],
+  writtenBy: LedgerWritePath,
+  context: FiatContext | null,
+): FiatFields | null {
+  if (status !== 'succeeded' || writtenBy !== 'api' || !context || context.priceCurrency === null)
+    return null;
+  return {
+    fiatAmount: context.price,
+    fiatCurrency: context.priceCurrency,
+    settlementStatus: context.settlement === 'fiat' ? 'pending' : null,
+  };
+}
+
+export type ChargeCommand =
+  | {
+      readonly type: 'RecordCharge';
+      readonly charge: ChargeFacts;
+      readonly writtenBy: LedgerWritePath;
+      /** What the API path knows of the plan; null from the indexer. */
+      readonly fiatContext: FiatContext | null;
+      readonly now: Date;
+    }
+  | { readonly type: 'DelaySettlement'; readonly reason: SettlementFailureReason | null; readonly now: Date }
+  | { readonly type: 'CompleteSettlement'; readonly now: Date }
+  | { readonly type: 'FailSettlement'; readonly reason: SettlementFailureReason; readonly now: Date };
+
+const sameTx = (a: string | null, b: string | null) => (a ?? '').toLowerCase() === (b ?? '').toLowerCase();
+
+export function decideCharge(command: ChargeCommand, state: ChargeState): ChargeEvent[] {
+  if (command.type === 'RecordCharge') return decideRecord(command, state);
+  if (!state.recorded) throw notFound('subscription_charge');
+  const at = command.now.toISOString();
+  const status = state.settlementStatus;
+  if (status === null)
+    throw conflict(
+      'charge_not_fiat_settled',
+      `Charge ${state.recorded.chargeId} has no fiat settlement (crypto-settled, not fiat-priced, or failed).`,
+    );
+  const open = status === 'pending' || status === 'delayed';
+  switch (command.type) {
+    case 'DelaySettlement':
+      // Non-terminal, once per distinct reason; a late delay after the end is stale and says nothing new.
+      if (!open || state.delayReasons.includes(command.reason)) return [];
+      return [{ type: 'ChargeSettlementDelayed.v1', data: { reason: command.reason, delayedAt: at } }];
+    case 'CompleteSettlement':
+      if (status === 'completed') return [];
+      if (!open) throw settlementFinal(state.recorded.chargeId, status);
+      return [{ type: 'ChargeSettled.v1', data: { settledAt: at } }];
+    case 'FailSettlement':
+      if (status === 'failed') return [];
+      if (!open) throw settlementFinal(state.recorded.chargeId, status);
+      return [{ type: 'ChargeSettlementFailed.v1', data: { reason: command.reason, failedAt: at } }];
+  }
+}
+
+const settlementFinal = (chargeId: string, status: SettlementStatus) =>
+  conflict('settlement_final', `The settlement of charge ${chargeId} is already ${status}.`);
+
+/**
+ * First writer records the row; the second merges: the same facts record nothing, the subscribe call's fiat fields are
+ * backfilled onto a first charge (nonce 0) the indexer wrote first (rule 3), and nothing else is backfilled (rule 4:
+ * a charge call may leave its row to the indexer, which writes no fiat fields; reconcile on the fields being present).
+ */
+function decideRecord(
+  command: Extract<ChargeCommand, { type: 'RecordCharge' }>,
+  state: ChargeState,
+): ChargeEvent[] {
+  const { charge, writtenBy } = command;
+  const at = command.now.toISOString();
+  const fiat = fiatFieldsFor(charge.status, writtenBy, command.fiatContext);
+  const existing = state.recorded;
+  if (!existing) return [{ type: 'ChargeRecorded.v1', data: { ...charge, fiat, writtenBy, recordedAt: at } }];
+  if (!sameTx(existing.txHash, charge.txHash) || existing.status !== charge.status)
+    throw conflict(
+      'charge_conflict',
+      `Charge ${charge.chargeId} is recorded as ${existing.status} in ${existing.txHash ?? 'no transaction'}, not ${charge.status} in ${charge.txHash ?? 'no transaction'}.`,
+    );
+  if (state.fiat === null && fiat !== null && existing.nonce === 0)
+    return [{ type: 'ChargeFiatBackfilled.v1', data: { fiat, backfilledAt: at } }];
+  return [];
+}
+
+/** SPEC Resources > Subscription charge: the API object and `data.charge` of the charge webhooks. */
+export interface SubscriptionChargeObject {
+  readonly object: 'subscription_charge';
+  readonly id: string;
+  readonly subscription_id: string;
+  readonly subscriber: string;
+  readonly amount: string;
+  readonly fee: string;
+  readonly tx_hash: string | null;
+  readonly chain: string;
+  readonly charge_nonce: number;
+  readonly charged_at: string;
+  readonly block_number: string;
+  readonly created_at: string;
+  readonly status: 'succeeded' | 'failed';
+  readonly failure_reason: string | null;
+  readonly fiat_amount: string | null;
+  readonly fiat_currency: string | null;
+  readonly settlement_status: SettlementStatus | null;
+}
+
+export function chargeObject(state: ChargeState): SubscriptionChargeObject {
+  const r = state.recorded;
+  if (!r) throw notFound('subscription_charge');
+  const failed = r.status === 'failed';
+  return {
+    object: 'subscription_charge',
+    id: r.chargeId,
+    subscription_id: r.subscriptionId,
+    subscriber: r.subscriber,
+    amount: r.amount,
+    fee: failed ? '0' : r.fee,
+    tx_hash: r.txHash,
+    chain: r.chain,
+    charge_nonce: r.nonce,
+    charged_at: r.chargedAt,
+    block_number: failed ? '0' : r.blockNumber,
+    created_at: r.recordedAt,
+    status: r.status,
+    failure_reason: failed ? r.failureReason : null,
+    fiat_amount: state.fiat?.fiatAmount ?? null,
+    fiat_currency: state.fiat?.fiatCurrency ?? null,
+    settlement_status: state.settlementStatus,
+  };
+}
+
+/**
+ * SPEC Events: the settlement summary, `data.object` of subscription.charge_settled, charge_settlement_delayed and
+ * charge_settlement_failed. `settlement_failure_reason` always on failed, on delayed only when known.
+ */
+export interface SettlementSummary {
+  readonly subscription_id: string;
+  readonly charge_nonce: number;
+  readonly amount: string;
+  readonly fiat_amount: string;
+  readonly fiat_currency: string;
+  readonly settlement_status: 'delayed' | 'completed' | 'failed';
+  readonly settlement_failure_reason?: SettlementFailureReason;
+}
+
+/** The summary as of a settlement event (the state folded up to and including it). */
+export function settlementSummary(state: ChargeState): SettlementSummary {
+  const r = state.recorded;
+  const status = state.settlementStatus;
+  if (!r || !state.fiat || (status !== 'delayed' && status !== 'completed' && status !== 'failed'))
+    throw new RangeError('a settlement summary needs a fiat-settled charge after a settlement event');
+  const reason = status === 'completed' ? null : state.settlementFailureReason;
+  return {
+    subscription_id: r.subscriptionId,
+    charge_nonce: r.nonce,
+    amount: r.amount,
+    fiat_amount: state.fiat.fiatAmount,
+    fiat_currency: state.fiat.fiatCurrency,
+    settlement_status: status,
+    ...(reason ? { settlement_failure_reason: reason } : {}),
+  };
+}

@@ -1,0 +1,244 @@
+import { DomainError } from '@stablepay/util';
+import {
+  type ChargeCommand,
+  chargeObject,
+  decideCharge,
+  evolveCharge,
+  type FiatContext,
+  initialChargeState,
+  settlementSummary,
+} from './charge';
+import type { ChargeEvent, ChargeFacts } from './charge.events';
+
+const now = new Date('2026-06-01T10:00:00.000Z');
+const later = new Date('2026-06-01T16:00:00.000Z');
+const SUB = `0x${'5a'.repeat(32)}`;
+
+const succeeded = (nonce: number, over: Partial<ChargeFacts> = {}): ChargeFacts => ({
+  chargeId: `subc_${nonce}`,
+  subscriptionId: SUB,
+  subscriber: '0x1111111111111111111111111111111111111111',
+  chain: 'eip155:8453',
+  nonce,
+  amount: '2000000',
+  fee: '1200',
+  txHash: `0x${String(nonce).padStart(64, '7')}`,
+  blockNumber: '1234',
+  chargedAt: '2026-06-01T09:59:58.000Z',
+  status: 'succeeded',
+  failureReason: null,
+  ...over,
+});
+const failed = (over: Partial<ChargeFacts> = {}): ChargeFacts =>
+  succeeded(1, {
+    chargeId: 'subc_attempt',
+    txHash: null,
+    fee: '900',
+    blockNumber: '99',
+    chargedAt: now.toISOString(),
+    status: 'failed',
+    failureReason: 'InsufficientBalance',
+    ...over,
+  });
+
+const fiatSettled: FiatContext = { price: '150000', priceCurrency: 'ARS', settlement: 'fiat' };
+const cryptoSettled: FiatContext = { price: '150000', priceCurrency: 'ARS', settlement: 'crypto' };
+const tokenPriced: FiatContext = { price: '2000000', priceCurrency: null, settlement: 'crypto' };
+
+const byApi = (charge: ChargeFacts, fiatContext: FiatContext | null = fiatSettled): ChargeCommand => ({
+  type: 'RecordCharge',
+  charge,
+  writtenBy: 'api',
+  fiatContext,
+  now,
+});
+const byIndexer = (charge: ChargeFacts): ChargeCommand => ({
+  type: 'RecordCharge',
+  charge,
+  writtenBy: 'indexer',
+  fiatContext: null,
+  now: later,
+});
+
+const fold = (events: readonly ChargeEvent[]) => events.reduce(evolveCharge, initialChargeState());
+const run = (...commands: ChargeCommand[]) =>
+  commands.reduce<ChargeEvent[]>((events, c) => [...events, ...decideCharge(c, fold(events))], []);
+const objectAfter = (...commands: ChargeCommand[]) => chargeObject(fold(run(...commands)));
+const fiatOf = (...commands: ChargeCommand[]) => {
+  const o = objectAfter(...commands);
+  return [o.fiat_amount, o.fiat_currency, o.settlement_status];
+};
+function thrown(f: () => unknown): unknown {
+  try {
+    f();
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected an error');
+}
+
+describe('Charge ledger row: SPEC Resources > Subscription charge', () => {
+  it('carries every field of the SPEC table', () => {
+    expect(Object.keys(objectAfter(byApi(succeeded(1)))).sort()).toEqual(
+      [
+        'object',
+        'id',
+        'subscription_id',
+        'subscriber',
+        'amount',
+        'fee',
+        'tx_hash',
+        'chain',
+        'charge_nonce',
+        'charged_at',
+        'block_number',
+        'created_at',
+        'status',
+        'failure_reason',
+        'fiat_amount',
+        'fiat_currency',
+        'settlement_status',
+      ].sort(),
+    );
+  });
+
+  it('a failed charge: fee 0, block_number 0, tx_hash null when rejected at simulation, the typed failure name', () => {
+    expect(objectAfter(byApi(failed()))).toMatchObject({
+      object: 'subscription_charge',
+      status: 'failed',
+      fee: '0',
+      block_number: '0',
+      tx_hash: null,
+      failure_reason: 'InsufficientBalance',
+      charged_at: now.toISOString(),
+      created_at: now.toISOString(),
+    });
+  });
+});
+
+describe('Fiat field rules', () => {
+  it('rule 1: null on a plan that is not fiat-priced, on failed charges, on recurring charges the indexer wrote', () => {
+    expect(fiatOf(byApi(succeeded(1), tokenPriced))).toEqual([null, null, null]);
+    expect(fiatOf(byApi(failed()))).toEqual([null, null, null]);
+    expect(fiatOf(byIndexer(succeeded(3)))).toEqual([null, null, null]);
+  });
+
+  it('rule 2: crypto-settled business: fiat_amount is the plan price, settlement_status null', () => {
+    expect(fiatOf(byApi(succeeded(1), cryptoSettled))).toEqual(['150000', 'ARS', null]);
+  });
+
+  it('rule 3: fiat-settling business: the subscribe call writes the three fields on the first charge', () => {
+    expect(fiatOf(byApi(succeeded(0)))).toEqual(['150000', 'ARS', 'pending']);
+  });
+
+  it('rule 3: ...and backfills them onto the indexer row when the indexer wrote first', () => {
+    const events = run(byIndexer(succeeded(0)), byApi(succeeded(0)));
+    expect(events.map((e) => e.type)).toEqual(['ChargeRecorded.v1', 'ChargeFiatBackfilled.v1']);
+    expect(chargeObject(fold(events))).toMatchObject({
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'pending',
+      // The row keeps the first writer's created_at (its place in the ledger).
+      created_at: later.toISOString(),
+    });
+  });
+
+  it('rule 4: a recurring charge the indexer wrote first stays without fiat fields (reconcile on presence)', () => {
+    expect(run(byIndexer(succeeded(2)), byApi(succeeded(2))).map((e) => e.type)).toEqual([
+      'ChargeRecorded.v1',
+    ]);
+  });
+
+  it('rule 5: one row per tx_hash whichever path writes first; the second writer of the same facts records nothing', () => {
+    expect(run(byApi(succeeded(2)), byIndexer(succeeded(2))).map((e) => e.type)).toEqual([
+      'ChargeRecorded.v1',
+    ]);
+    expect(fiatOf(byApi(succeeded(2)), byIndexer(succeeded(2)))).toEqual(['150000', 'ARS', 'pending']);
+  });
+
+  it('rule 5: one id with another transaction or status is refused (a reorg must retract the first)', () => {
+    const state = fold(run(byApi(succeeded(2))));
+    expect(
+      thrown(() => decideCharge(byIndexer(succeeded(2, { txHash: `0x${'e'.repeat(64)}` })), state)),
+    ).toMatchObject({
+      code: 'charge_conflict',
+      status: 409,
+    });
+  });
+});
+
+describe('Settlement transitions (SPEC States > Subscription charge settlement)', () => {
+  const pending = () => run(byApi(succeeded(1)));
+  const after = (events: ChargeEvent[], command: ChargeCommand) => [
+    ...events,
+    ...decideCharge(command, fold(events)),
+  ];
+
+  it('pending -> delayed -> completed, with the summary of each event', () => {
+    const delayed = after(pending(), { type: 'DelaySettlement', reason: 'deposit_not_credited', now: later });
+    expect(settlementSummary(fold(delayed))).toEqual({
+      subscription_id: SUB,
+      charge_nonce: 1,
+      amount: '2000000',
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'delayed',
+      settlement_failure_reason: 'deposit_not_credited',
+    });
+    const settled = after(delayed, { type: 'CompleteSettlement', now: later });
+    expect(settled.at(-1)?.type).toBe('ChargeSettled.v1');
+    expect(settlementSummary(fold(settled))).toEqual({
+      subscription_id: SUB,
+      charge_nonce: 1,
+      amount: '2000000',
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'completed',
+    });
+    expect(chargeObject(fold(settled)).settlement_status).toBe('completed');
+  });
+
+  it('a delayed event fires once per distinct reason; without a known reason the summary has none', () => {
+    const once = after(pending(), { type: 'DelaySettlement', reason: null, now: later });
+    expect(settlementSummary(fold(once))).not.toHaveProperty('settlement_failure_reason');
+    expect(decideCharge({ type: 'DelaySettlement', reason: null, now: later }, fold(once))).toEqual([]);
+    expect(
+      decideCharge({ type: 'DelaySettlement', reason: 'rampoff_order_failed', now: later }, fold(once)).map(
+        (e) => e.type,
+      ),
+    ).toEqual(['ChargeSettlementDelayed.v1']);
+  });
+
+  it('pending or delayed -> failed with its reason; failed and completed are final', () => {
+    const failedSettlement = after(pending(), {
+      type: 'FailSettlement',
+      reason: 'rampoff_withdraw_failed',
+      now: later,
+    });
+    expect(settlementSummary(fold(failedSettlement))).toMatchObject({
+      settlement_status: 'failed',
+      settlement_failure_reason: 'rampoff_withdraw_failed',
+    });
+    expect(
+      decideCharge(
+        { type: 'FailSettlement', reason: 'rampoff_withdraw_failed', now: later },
+        fold(failedSettlement),
+      ),
+    ).toEqual([]);
+    expect(
+      thrown(() => decideCharge({ type: 'CompleteSettlement', now: later }, fold(failedSettlement))),
+    ).toMatchObject({
+      code: 'settlement_final',
+    });
+    expect(
+      decideCharge({ type: 'DelaySettlement', reason: null, now: later }, fold(failedSettlement)),
+    ).toEqual([]);
+  });
+
+  it('a charge without fiat settlement (crypto-settled, failed) has no settlement transitions', () => {
+    const crypto = fold(run(byApi(succeeded(1), cryptoSettled)));
+    const e = thrown(() => decideCharge({ type: 'CompleteSettlement', now: later }, crypto));
+    expect(e).toBeInstanceOf(DomainError);
+    expect(e).toMatchObject({ code: 'charge_not_fiat_settled' });
+  });
+});

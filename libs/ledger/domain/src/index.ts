@@ -1,0 +1,4 @@
+export * from './charge.events';
+export * from './charge';
+export * from './ledger-sequence';
+export * from './charge-list-filter';
