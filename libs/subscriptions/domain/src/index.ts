@@ -6,3 +6,4 @@ export * from './rules';
 export * from './subscription.events';
 export * from './subscription';
 export * from './charge-preflight';
+export * from './subscription.webhooks';

@@ -1,5 +1,5 @@
 /**
- * Events of the `subscription-<0x id>` stream (topic `subscriptions.subscription.v1`).
+ * Events of the `subscription-<0x id>` stream (its topic, `subscriptions.subscription.v1`, is registered when it is wired).
  *
  * Events record facts: what the chain confirmed (or what our charge attempt met) and the decisions the service took
  * from them (the paused brake), with the minimum data that rebuilds the aggregate. Amounts are integer strings in the

@@ -67,3 +67,30 @@ export const stateOf = (events: readonly SubscriptionEvent[]) =>
 export function subscribedEvents(): SubscriptionEvent[] {
   return decideSubscription(subscribed, initialSubscriptionState());
 }
+
+/** SPEC Resources > Subscription: every field of the object. */
+export const SUBSCRIPTION_FIELDS: readonly string[] = [
+  'object',
+  'id',
+  'subscription_id',
+  'subscriber',
+  'external_customer_id',
+  'asset',
+  'token_symbol',
+  'token_decimals',
+  'chain',
+  'cap_amount',
+  'price',
+  'price_currency',
+  'period_duration',
+  'last_charged_at',
+  'next_charge_at',
+  'charge_nonce',
+  'status',
+  'paused',
+  'flagged',
+  'budget',
+  'spent_this_period',
+  'remaining_budget',
+  'created_at',
+];

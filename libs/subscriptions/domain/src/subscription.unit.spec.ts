@@ -16,6 +16,7 @@ import {
   START,
   stateOf,
   SUB_ID,
+  SUBSCRIPTION_FIELDS,
   subscribed,
   subscribedEvents,
   tx,
@@ -70,33 +71,7 @@ describe('Subscription: created from the confirmed on-chain subscribe', () => {
 
   it('every field of SPEC Resources > Subscription is in the object', () => {
     const object = subscriptionObject(stateOf(subscribedEvents()), START);
-    expect(Object.keys(object).sort()).toEqual(
-      [
-        'object',
-        'id',
-        'subscription_id',
-        'subscriber',
-        'external_customer_id',
-        'asset',
-        'token_symbol',
-        'token_decimals',
-        'chain',
-        'cap_amount',
-        'price',
-        'price_currency',
-        'period_duration',
-        'last_charged_at',
-        'next_charge_at',
-        'charge_nonce',
-        'status',
-        'paused',
-        'flagged',
-        'budget',
-        'spent_this_period',
-        'remaining_budget',
-        'created_at',
-      ].sort(),
-    );
+    expect(Object.keys(object).sort()).toEqual([...SUBSCRIPTION_FIELDS].sort());
   });
 
   it('the indexer reporting the same subscribe again records nothing (both write paths, redeliveries)', () => {

@@ -1,0 +1,187 @@
+import { type SubscriptionObject, subscriptionObject, type SubscriptionState } from './subscription';
+import type { SubscriptionCanceller, SubscriptionEvent } from './subscription.events';
+
+/**
+ * SPEC Events > Subscription events: the `data` of each subscription webhook, as pure functions of the subscription
+ * object (the projection of the state as of the event) and, for charges, of the charge object of the charge ledger
+ * (`subscription_charge`, built by @stablepay/ledger-domain's chargeObject; typed here by the fields the spread needs, so
+ * this scope does not import the ledger's). The settlement summaries are the ledger's (settlementSummary).
+ */
+export interface WebhookCharge {
+  readonly object: 'subscription_charge';
+  readonly id: string;
+  readonly subscription_id: string;
+  readonly amount: string;
+  readonly fee: string;
+  readonly tx_hash: string | null;
+  readonly block_number: string;
+  readonly charged_at: string;
+  /** The nonce the charge used (rule 4). */
+  readonly charge_nonce: number;
+  readonly status: 'succeeded' | 'failed';
+  readonly failure_reason: string | null;
+}
+
+/** The deprecated charge fields spread into `data.object` (rule 5: read `data.charge`). */
+export interface SpreadChargeSucceeded {
+  readonly amount: string;
+  readonly fee: string;
+  readonly subscription_charge_id: string;
+  readonly tx_hash: string | null;
+  readonly block_number: string;
+  readonly charged_at: string;
+}
+export type SpreadChargeFailed = Omit<SpreadChargeSucceeded, 'fee'> & {
+  readonly failure_reason: string | null;
+};
+
+export interface ChargeWebhookData<S, C extends WebhookCharge> {
+  /** The subscription plus the deprecated spread; its `charge_nonce` stays the subscription's NEXT nonce (rule 4). */
+  readonly object: SubscriptionObject & S;
+  readonly charge: C;
+}
+
+function requireChargeOf(
+  subscription: SubscriptionObject,
+  charge: WebhookCharge,
+  status: WebhookCharge['status'],
+) {
+  if (
+    charge.subscription_id.toLowerCase() !== subscription.subscription_id.toLowerCase() ||
+    charge.status !== status
+  )
+    throw new RangeError(`a ${status} charge of subscription ${subscription.subscription_id} is required`);
+}
+
+/** subscription.created: data.object is the subscription. Also cap_updated and budget_updated. */
+export const subscriptionWebhookData = (subscription: SubscriptionObject) => ({ object: subscription });
+
+/** subscription.charge_succeeded: the subscription plus the spread; data.charge the charge (nonces differ by one). */
+export function chargeSucceededWebhookData<C extends WebhookCharge>(
+  subscription: SubscriptionObject,
+  charge: C,
+): ChargeWebhookData<SpreadChargeSucceeded, C> {
+  requireChargeOf(subscription, charge, 'succeeded');
+  return {
+    object: {
+      ...subscription,
+      amount: charge.amount,
+      fee: charge.fee,
+      subscription_charge_id: charge.id,
+      tx_hash: charge.tx_hash,
+      block_number: charge.block_number,
+      charged_at: charge.charged_at,
+    },
+    charge,
+  };
+}
+
+/** subscription.charge_failed: same shape plus failure_reason, no fee on data.object; data.charge.fee is "0". */
+export function chargeFailedWebhookData<C extends WebhookCharge>(
+  subscription: SubscriptionObject,
+  charge: C,
+): ChargeWebhookData<SpreadChargeFailed, C> {
+  requireChargeOf(subscription, charge, 'failed');
+  return {
+    object: {
+      ...subscription,
+      amount: charge.amount,
+      subscription_charge_id: charge.id,
+      tx_hash: charge.tx_hash,
+      block_number: charge.block_number,
+      charged_at: charge.charged_at,
+      failure_reason: charge.failure_reason,
+    },
+    charge,
+  };
+}
+
+export interface MigrationFacts {
+  readonly oldSubscriber: string;
+  readonly newSubscriber: string;
+  readonly newSubscriberBalance: string;
+  readonly newSubscriberAllowance: string;
+}
+
+/** subscription.migrated: the subscription plus the old and new wallets and the new wallet's balance and allowance. */
+export const migratedWebhookData = (subscription: SubscriptionObject, m: MigrationFacts) => ({
+  object: {
+    ...subscription,
+    old_subscriber: m.oldSubscriber,
+    new_subscriber: m.newSubscriber,
+    new_subscriber_balance: m.newSubscriberBalance,
+    new_subscriber_allowance: m.newSubscriberAllowance,
+  },
+});
+
+/** subscription.cancelled: the subscription plus cancelled_by; terminal. */
+export const cancelledWebhookData = (subscription: SubscriptionObject, by: SubscriptionCanceller) => ({
+  object: { ...subscription, cancelled_by: by },
+});
+
+/** subscription.flagged: data.object has id, subscription_id, object and subscriber only. */
+export const flaggedWebhookData = (subscription: SubscriptionObject, subscriber: string) => ({
+  object: {
+    id: subscription.id,
+    subscription_id: subscription.subscription_id,
+    object: 'subscription' as const,
+    subscriber,
+  },
+});
+
+const unixOf = (iso: string) => BigInt(Math.floor(Date.parse(iso) / 1000));
+
+/** The chain time an event happened at: the subscription object of its webhook shows the window of that moment. */
+export function subscriptionEventChainTime(event: SubscriptionEvent): bigint {
+  switch (event.type) {
+    case 'SubscriptionCreated.v1':
+      return BigInt(event.data.startedAt);
+    case 'SubscriptionChargeSucceeded.v1':
+      return unixOf(event.data.chargedAt);
+    case 'SubscriptionChargeFailed.v1':
+      return unixOf(event.data.failedAt);
+    case 'SubscriptionPaused.v1':
+      return unixOf(event.data.pausedAt);
+    case 'SubscriptionUnpaused.v1':
+      return unixOf(event.data.unpausedAt);
+    case 'SubscriptionCancelConfirmed.v1':
+      return unixOf(event.data.confirmedAt);
+    case 'SubscriptionCancelled.v1':
+      return unixOf(event.data.cancelledAt);
+    case 'SubscriptionCapUpdated.v1':
+    case 'SubscriptionBudgetUpdated.v1':
+      return unixOf(event.data.updatedAt);
+    case 'SubscriptionMigrated.v1':
+      return unixOf(event.data.migratedAt);
+    case 'SubscriptionFlagged.v1':
+      return unixOf(event.data.flaggedAt);
+  }
+}
+
+/**
+ * The webhook of a subscription event that is not about a charge, from the state folded up to and including it (the
+ * charge webhooks need the ledger's charge object: chargeSucceededWebhookData / chargeFailedWebhookData). Null for the
+ * events that have no webhook (paused, unpaused, cancel confirmed) and for the charge events.
+ */
+export function subscriptionEventWebhook(
+  event: SubscriptionEvent,
+  stateAfter: SubscriptionState,
+): { readonly type: string; readonly data: Record<string, unknown> } | null {
+  const subscription = subscriptionObject(stateAfter, subscriptionEventChainTime(event));
+  switch (event.type) {
+    case 'SubscriptionCreated.v1':
+      return { type: 'subscription.created', data: subscriptionWebhookData(subscription) };
+    case 'SubscriptionCapUpdated.v1':
+      return { type: 'subscription.cap_updated', data: subscriptionWebhookData(subscription) };
+    case 'SubscriptionBudgetUpdated.v1':
+      return { type: 'subscription.budget_updated', data: subscriptionWebhookData(subscription) };
+    case 'SubscriptionMigrated.v1':
+      return { type: 'subscription.migrated', data: migratedWebhookData(subscription, event.data) };
+    case 'SubscriptionCancelled.v1':
+      return { type: 'subscription.cancelled', data: cancelledWebhookData(subscription, event.data.by) };
+    case 'SubscriptionFlagged.v1':
+      return { type: 'subscription.flagged', data: flaggedWebhookData(subscription, event.data.subscriber) };
+    default:
+      return null;
+  }
+}
