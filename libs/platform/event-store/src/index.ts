@@ -7,3 +7,5 @@ export * from './postgres/postgres-event-store';
 export * from './postgres/postgres-event-store.schema';
 export * from './esdb/esdb-event-store';
 export * from './in-memory/in-memory-event-store';
+export * from './upcasting';
+export * from './stream-history';

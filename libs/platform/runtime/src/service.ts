@@ -17,6 +17,7 @@ import {
   InProcessBroker,
 } from '@stablepay/commands';
 import { CreateParkedStreams1767312000000 } from '@stablepay/event-bus';
+import { type Upcaster, UpcasterRegistry, withUpcasters } from '@stablepay/event-store';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
   createHttpApp,
@@ -36,6 +37,11 @@ export interface ServiceDefinition {
   readonly providers?: readonly Provider[];
   /** True when the service owns aggregates whose commands others send it (its `@CommandHandler`s answer them). */
   readonly handlesCommands?: boolean;
+  /**
+   * Upcasters of the events this service reads (its own aggregates' and any other scope's it consumes): the
+   * process's store reads old shapes as the newest through all of them (see docs/architecture.md, Event versioning).
+   */
+  readonly upcasters?: readonly Upcaster[];
 }
 
 @Injectable()
@@ -76,7 +82,11 @@ export function platformRootModule(
         applicationName: services.map((s) => s.name).join('+'),
       }),
       EventSourcingModule.forRoot({
-        createStore: () => openEventStore(config),
+        createStore: async () =>
+          withUpcasters(
+            await openEventStore(config),
+            new UpcasterRegistry(services.flatMap((s) => s.upcasters ?? [])),
+          ),
         createBus: (store) => openEventBus(config, store),
         ...(clock ? { clock } : {}),
       }),
