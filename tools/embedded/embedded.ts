@@ -25,7 +25,7 @@ import { settlementService } from '@stablepay/settlement-service';
 import {
   subscriptionsConfigFromEnv,
   subscriptionsService,
-  subscriptionCheckoutWebhook,
+  SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
 import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
 import { type Clock, ConfigError, JsonLogger } from '@stablepay/util';
@@ -35,16 +35,9 @@ import {
   webhookDispatchService,
   type WebhookSource,
 } from '@stablepay/webhook-dispatch-service';
-import { topicForCategory } from '@stablepay/event-bus';
 
 /** Webhook sources: each scope's mapping from its domain events to merchant webhook events (see docs/architecture.md, Webhooks). */
-const webhookSources: WebhookSource[] = [
-  domainEventSource({
-    name: 'subscription-checkouts',
-    topic: topicForCategory('subscriptionCheckout'),
-    map: subscriptionCheckoutWebhook,
-  }),
-];
+const webhookSources: WebhookSource[] = [domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE)];
 
 export interface EmbeddedOptions {
   readonly env?: Record<string, string | undefined>;

@@ -1,5 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { verifyWebhook } from '@stablepay/merchant-sdk';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import { SubscriptionCheckoutProjection } from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
@@ -60,13 +63,19 @@ describe('subscription checkout events are delivered as signed webhooks', () => 
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
 
-  const waitFor = async (type: string) => {
+  /** The first webhook of `type` received (about the intent `id` when given). */
+  const waitFor = async (type: string, id?: string) => {
     const deadline = Date.now() + 30_000;
     for (;;) {
-      const hit = received.find((r) => (JSON.parse(r.body) as { type: string }).type === type);
+      const hit = received.find((r) => {
+        const event = JSON.parse(r.body) as { type: string; data: { object: { id?: unknown } } };
+        return event.type === type && (id === undefined || event.data.object.id === id);
+      });
       if (hit) return hit;
       if (Date.now() > deadline)
-        throw new Error(`no ${type} webhook; got ${received.map((r) => r.body).join('\n')}`);
+        throw new Error(
+          `no ${type} webhook of ${id ?? 'any intent'}; got ${received.map((r) => r.body).join('\n')}`,
+        );
       await new Promise((r) => setTimeout(r, 100));
     }
   };
@@ -108,5 +117,66 @@ describe('subscription checkout events are delivered as signed webhooks', () => 
     expect(
       (JSON.parse(cancelledHook.body) as { data: { object: { status: string } } }).data.object.status,
     ).toBe('cancelled');
+  });
+
+  it('an intent stored by the v1 code (snapshot events) still reads, cancels and sends webhooks of its object', async () => {
+    // As the previous release stored it: a v1 event carrying the whole object (the API's, less options and colors).
+    const template = await api('POST', '/subscription-checkouts', {
+      price: '4200',
+      price_currency: 'ARS',
+      metadata: { plan_name: 'Legacy' },
+      external_customer_id: 'cus_v1',
+    });
+    const {
+      subscription_options: _options,
+      background_color: _bg,
+      primary_color: _primary,
+      ...v1Object
+    } = template.body;
+    const id = 'schk_01kaqz0cw3fqq8v6b1nkxd2m7f';
+    const object: Record<string, unknown> = { ...v1Object, id, checkout_url: `${stack.url}/subscribe/${id}` };
+    const store = stack.service.app.get<symbol, EventStore>(EVENT_STORE);
+    await store.appendToStream(`subscriptionCheckout-${id}`, [
+      {
+        id: `${id}:created`,
+        type: 'SubscriptionCheckoutCreated.v1',
+        data: { object },
+        metadata: {
+          merchantId: stack.demoMerchantId,
+          mode: 'test',
+          occurredAt: String(object['created_at']),
+        },
+      },
+    ]);
+    const hookOf = async (type: string) =>
+      JSON.parse((await waitFor(type, id)).body) as { data: { object: Record<string, unknown> } };
+    expect((await hookOf('subscription_checkout.created')).data.object).toEqual(object);
+    await stack.service.app.get(SubscriptionCheckoutProjection).caughtUp();
+    const read = await api('GET', `/subscription-checkouts/${id}`);
+    expect(read.body).toMatchObject({
+      id,
+      status: 'pending',
+      metadata: object['metadata'],
+      price: object['price'],
+    });
+
+    const cancelled = await api('PATCH', `/subscription-checkouts/${id}/cancel`);
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toMatchObject({ status: 'cancelled', cancellation_reason: 'merchant_cancelled' });
+    const cancelledAt = cancelled.body['cancelled_at'];
+    expect(typeof cancelledAt).toBe('string');
+    expect((await hookOf('subscription_checkout.cancelled')).data.object).toEqual({
+      ...object,
+      status: 'cancelled',
+      cancellation_reason: 'merchant_cancelled',
+      cancelled_at: cancelledAt,
+      updated_at: cancelledAt,
+    });
+    // Through the upcaster the stored v1 reads as v2, beside the v2 fact the cancel appended.
+    const stored = await store.readStream(`subscriptionCheckout-${id}`);
+    expect(stored.map((e) => e.type)).toEqual([
+      'SubscriptionCheckoutCreated.v2',
+      'SubscriptionCheckoutCancelled.v2',
+    ]);
   });
 });

@@ -120,12 +120,12 @@ describe('durable subscription checkout expiry across restarts (embedded stack)'
     expect(await timer.tick()).toBe(0);
     await new Promise((r) => setTimeout(r, 200));
     expect(await streamTypes(second, soon)).toEqual([
-      'SubscriptionCheckoutCreated.v1',
-      'SubscriptionCheckoutExpired.v1',
+      'SubscriptionCheckoutCreated.v2',
+      'SubscriptionCheckoutExpired.v2',
     ]);
     expect(await streamTypes(second, cancelled)).toEqual([
-      'SubscriptionCheckoutCreated.v1',
-      'SubscriptionCheckoutCancelled.v1',
+      'SubscriptionCheckoutCreated.v2',
+      'SubscriptionCheckoutCancelled.v2',
     ]);
 
     // The hour passes while running: `later` expires too.
@@ -135,8 +135,8 @@ describe('durable subscription checkout expiry across restarts (embedded stack)'
       await new Promise((r) => setTimeout(r, 25));
     }
     expect(await streamTypes(second, later)).toEqual([
-      'SubscriptionCheckoutCreated.v1',
-      'SubscriptionCheckoutExpired.v1',
+      'SubscriptionCheckoutCreated.v2',
+      'SubscriptionCheckoutExpired.v2',
     ]);
   });
 });

@@ -117,9 +117,9 @@ describe('subscription checkout lists over thousands of intents (embedded stack)
     await projection.caughtUp();
     const store = stack.service.app.get<EventStore>(EVENT_STORE);
     const created = (await store.readAll({ categories: ['subscriptionCheckout'] })).filter(
-      (e) => e.type === 'SubscriptionCheckoutCreated.v1',
+      (e) => e.type === 'SubscriptionCheckoutCreated.v2',
     );
-    newestFirst = created.map((e) => (e.data as { object: { id: string } }).object.id).reverse();
+    newestFirst = created.map((e) => (e.data as { id: string }).id).reverse();
     expect(newestFirst).toHaveLength(COUNT);
     expect(expired.size).toBe(COUNT / 5);
   }, 300_000);

@@ -658,12 +658,13 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
   });
 
   describe('events on the bus (subscriptions.subscription-checkout.v1)', () => {
-    it('created, cancelled and expired carry the object as webhooks shape it: metadata echoed, no subscription_options', async () => {
+    it('created, cancelled and expired carry facts, not the object; the read model projects the object from them', async () => {
       const metadata = { plan_name: 'Basic', order: '77' };
       const a = str(
         (await create({ price: '5000', price_currency: 'ARS', metadata, expires_in: 60 })).body['id'],
       );
       const b = str((await create({ price: '5000', price_currency: 'ARS', metadata })).body['id']);
+      const cancelledAt = clock.now().toISOString();
       await call('PATCH', `/subscription-checkouts/${b}/cancel`);
       clock.advance(61_000);
       const reader = stack.service.app.get(SubscriptionCheckoutReader);
@@ -671,26 +672,22 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       await busSubscription.caughtUp();
       const of = (id: string) => busMessages.filter((m) => m.key === `subscriptionCheckout-${id}`);
       expect(of(a).map((m) => m.type)).toEqual([
-        'SubscriptionCheckoutCreated.v1',
-        'SubscriptionCheckoutExpired.v1',
+        'SubscriptionCheckoutCreated.v2',
+        'SubscriptionCheckoutExpired.v2',
       ]);
       expect(of(b).map((m) => m.type)).toEqual([
-        'SubscriptionCheckoutCreated.v1',
-        'SubscriptionCheckoutCancelled.v1',
+        'SubscriptionCheckoutCreated.v2',
+        'SubscriptionCheckoutCancelled.v2',
       ]);
       for (const message of [...of(a), ...of(b)]) {
         expect(message.topic).toBe(TOPIC);
         expect(message.metadata).toMatchObject({ merchantId, mode: 'test' });
-        const object = (message.data as { object: Json }).object;
-        expect(object).not.toHaveProperty('subscription_options');
-        expect(object).toMatchObject({ object: 'subscription_checkout', metadata });
+        expect(message.data).not.toHaveProperty('object');
       }
-      const cancelled = of(b)[1];
-      expect(cancelled?.data).toMatchObject({
-        cancelledBy: 'merchant',
-        object: { status: 'cancelled', cancellation_reason: 'merchant_cancelled' },
-      });
-      // The webhook data.object builds from the read-model row and equals the event's object and the API's (less options and colors).
+      expect(of(b)[0]?.data).toMatchObject({ id: b, price: '5000', priceCurrency: 'ARS', metadata });
+      expect(of(b)[1]?.data).toEqual({ by: 'merchant', cancelledAt });
+      expect(of(a)[1]?.data).toEqual({ expiredAt: (await reader.find(a))?.object.expired_at });
+      // The webhook data.object builds from the read-model row and equals the API's (less options and colors).
       const row = await reader.find(b);
       if (!row) throw new Error('row missing');
       const {
@@ -700,7 +697,12 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         ...fromApi
       } = (await call('GET', `/subscription-checkouts/${b}`)).body;
       expect(subscriptionCheckoutWebhookObject(row)).toEqual(fromApi);
-      expect(subscriptionCheckoutWebhookObject(row)).toEqual((cancelled?.data as { object: Json }).object);
+      expect(fromApi).toMatchObject({
+        status: 'cancelled',
+        cancellation_reason: 'merchant_cancelled',
+        cancelled_at: cancelledAt,
+        metadata,
+      });
     });
 
     it('a completion recorded by the subscribe flow is shown once and emitted once', async () => {
@@ -725,8 +727,8 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       expect((await call('PATCH', `/subscription-checkouts/${id}/cancel`)).status).toBe(409);
       await busSubscription.caughtUp();
       expect(busMessages.filter((m) => m.key === `subscriptionCheckout-${id}`).map((m) => m.type)).toEqual([
-        'SubscriptionCheckoutCreated.v1',
-        'SubscriptionCheckoutCompleted.v1',
+        'SubscriptionCheckoutCreated.v2',
+        'SubscriptionCheckoutCompleted.v2',
       ]);
     });
   });

@@ -6,21 +6,14 @@ import {
   webhookDispatchService,
   type WebhookSource,
 } from '@stablepay/webhook-dispatch-service';
-import { topicForCategory } from '@stablepay/event-bus';
-import { subscriptionCheckoutWebhook } from '@stablepay/subscriptions-service';
+import { SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE } from '@stablepay/subscriptions-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 /**
  * The webhook source registry of this deployable: each scope's mapping from its domain events to merchant webhook
  * events. Add a scope's source here (and in tools/embedded/embedded.ts) when it starts emitting events.
  */
-const sources: WebhookSource[] = [
-  domainEventSource({
-    name: 'subscription-checkouts',
-    topic: topicForCategory('subscriptionCheckout'),
-    map: subscriptionCheckoutWebhook,
-  }),
-];
+const sources: WebhookSource[] = [domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE)];
 
 runMain('webhook-dispatch', () =>
   startService(

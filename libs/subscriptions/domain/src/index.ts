@@ -7,3 +7,5 @@ export * from './subscription.events';
 export * from './subscription';
 export * from './charge-preflight';
 export * from './subscription.webhooks';
+export * from './subscription-checkout.upcasters';
+export * from './subscription-checkout.v1.fixtures';

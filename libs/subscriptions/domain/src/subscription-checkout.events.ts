@@ -1,13 +1,11 @@
 /**
  * Events of the `subscriptionCheckout-<schk_id>` stream (topic `subscriptions.subscription-checkout.v1`).
  *
- * Each event carries `object`: the subscription checkout object exactly as SPEC.md's Events section shapes
- * `data.object` of the `subscription_checkout.*` webhooks (every field of the resource table, metadata echoed,
- * never `subscription_options`). The webhook dispatcher builds a delivery from the event alone; the read model
- * stores the latest object. Other fields are facts the object does not show (who cancelled, which chain the
- * subscribe confirmed on).
- *
- * Types are past tense with an explicit version; a changed shape becomes a new version plus an upcaster.
+ * Events record facts: what was decided and when, the minimum that rebuilds the aggregate's state. The API
+ * object (and a webhook's `data.object`) is a projection of that state (subscriptionCheckoutObject), never
+ * stored in an event. Types are past tense with an explicit version; a changed shape becomes a new version plus
+ * an upcaster (subscription-checkout.upcasters.ts) that reads the old one as the new, so every reader, the bus
+ * included, only sees the newest version.
  */
 export type SubscriptionCheckoutStatus = 'pending' | 'completed' | 'cancelled' | 'expired';
 
@@ -45,19 +43,47 @@ export interface SubscriptionCheckoutObject {
 /** `merchant_cancelled`: PATCH /subscription-checkouts/:id/cancel. `customer_dismissed`: the hosted page's dismiss. */
 export type CancellationReason = 'merchant_cancelled' | 'customer_dismissed';
 
+/** Who cancelled: the merchant (PATCH .../cancel) or the customer (the hosted page's dismiss). */
+export type CancelledBy = 'merchant' | 'customer';
+
+/**
+ * The decided inputs of a creation (defaults applied, values normalised) and what the service derived for it
+ * (ids, urls, the expiry instant). Amounts are integer strings in minor units of `priceCurrency`.
+ */
+export interface SubscriptionCheckoutCreatedData {
+  readonly id: string;
+  readonly onchainId: string;
+  /** The merchant's business name when the intent was created (the object keeps showing that name). */
+  readonly businessName: string;
+  readonly checkoutUrl: string;
+  readonly price: string;
+  readonly priceCurrency: string | null;
+  readonly cap: string;
+  readonly budget: string;
+  readonly periodDuration: number;
+  readonly supportedChains: readonly string[];
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly externalCustomerId: string | null;
+  readonly successUrl: string | null;
+  readonly cancelUrl: string | null;
+  readonly returnUrl: string | null;
+  readonly expiresAt: string;
+  readonly createdAt: string;
+}
+
 export type SubscriptionCheckoutCreated = {
-  type: 'SubscriptionCheckoutCreated.v1';
-  data: { object: SubscriptionCheckoutObject };
+  type: 'SubscriptionCheckoutCreated.v2';
+  data: SubscriptionCheckoutCreatedData;
 };
 
 export type SubscriptionCheckoutCancelled = {
-  type: 'SubscriptionCheckoutCancelled.v1';
-  data: { object: SubscriptionCheckoutObject; cancelledBy: 'merchant' | 'customer' };
+  type: 'SubscriptionCheckoutCancelled.v2';
+  data: { by: CancelledBy; cancelledAt: string };
 };
 
 export type SubscriptionCheckoutExpired = {
-  type: 'SubscriptionCheckoutExpired.v1';
-  data: { object: SubscriptionCheckoutObject };
+  type: 'SubscriptionCheckoutExpired.v2';
+  data: { expiredAt: string };
 };
 
 /**
@@ -65,8 +91,8 @@ export type SubscriptionCheckoutExpired = {
  * confirm. May follow cancelled or expired: on-chain truth wins (SPEC States > Subscription checkout).
  */
 export type SubscriptionCheckoutCompleted = {
-  type: 'SubscriptionCheckoutCompleted.v1';
-  data: { object: SubscriptionCheckoutObject; chain: string; asset: string; txHash: string | null };
+  type: 'SubscriptionCheckoutCompleted.v2';
+  data: { subscriber: string; chain: string; asset: string; txHash: string | null; completedAt: string };
 };
 
 export type SubscriptionCheckoutEvent =
@@ -80,8 +106,8 @@ export const subscriptionCheckoutStreamId = (id: string): string => `${SUBSCRIPT
 
 /** Stored event type -> webhook event type (SPEC Events > Subscription checkout events). */
 export const WEBHOOK_TYPE_BY_EVENT: Readonly<Record<SubscriptionCheckoutEvent['type'], string>> = {
-  'SubscriptionCheckoutCreated.v1': 'subscription_checkout.created',
-  'SubscriptionCheckoutCancelled.v1': 'subscription_checkout.cancelled',
-  'SubscriptionCheckoutExpired.v1': 'subscription_checkout.expired',
-  'SubscriptionCheckoutCompleted.v1': 'subscription_checkout.completed',
+  'SubscriptionCheckoutCreated.v2': 'subscription_checkout.created',
+  'SubscriptionCheckoutCancelled.v2': 'subscription_checkout.cancelled',
+  'SubscriptionCheckoutExpired.v2': 'subscription_checkout.expired',
+  'SubscriptionCheckoutCompleted.v2': 'subscription_checkout.completed',
 };

@@ -11,8 +11,11 @@ import {
 } from './rules';
 import type {
   CancellationReason,
+  CancelledBy,
+  SubscriptionCheckoutCreatedData,
   SubscriptionCheckoutEvent,
   SubscriptionCheckoutObject,
+  SubscriptionCheckoutStatus,
 } from './subscription-checkout.events';
 
 /**
@@ -24,28 +27,125 @@ import type {
  *   pending --expire----> expired            (expires_at passed; the durable timer issues it)
  *   cancelled|expired --complete--> completed (a subscribe already broadcast confirms late: on-chain truth wins)
  */
-export interface SubscriptionCheckoutState {
-  readonly exists: boolean;
-  /** The latest object (as every event carries it); null before creation. */
-  readonly object: SubscriptionCheckoutObject | null;
+export interface SubscriptionCheckout {
+  /** What creation decided; never changes afterwards. */
+  readonly created: SubscriptionCheckoutCreatedData;
+  readonly status: SubscriptionCheckoutStatus;
+  readonly subscriber: string | null;
+  readonly cancelledBy: CancelledBy | null;
+  readonly cancelledAt: string | null;
+  readonly expiredAt: string | null;
+  readonly completedAt: string | null;
+  /** When the latest event happened. */
+  readonly updatedAt: string;
 }
 
-export const initialSubscriptionCheckoutState = (): SubscriptionCheckoutState => ({
-  exists: false,
-  object: null,
-});
+export interface SubscriptionCheckoutState {
+  /** Null before creation. */
+  readonly checkout: SubscriptionCheckout | null;
+}
 
+export const initialSubscriptionCheckoutState = (): SubscriptionCheckoutState => ({ checkout: null });
+
+/** Builds state from facts (events of the newest version; older ones arrive upcast). */
 export function evolveSubscriptionCheckout(
   state: SubscriptionCheckoutState,
   event: SubscriptionCheckoutEvent,
 ): SubscriptionCheckoutState {
-  switch (event.type) {
-    case 'SubscriptionCheckoutCreated.v1':
-    case 'SubscriptionCheckoutCancelled.v1':
-    case 'SubscriptionCheckoutExpired.v1':
-    case 'SubscriptionCheckoutCompleted.v1':
-      return { exists: true, object: event.data.object };
+  if (event.type === 'SubscriptionCheckoutCreated.v2') {
+    const created = event.data;
+    return {
+      checkout: {
+        created,
+        status: 'pending',
+        subscriber: null,
+        cancelledBy: null,
+        cancelledAt: null,
+        expiredAt: null,
+        completedAt: null,
+        updatedAt: created.createdAt,
+      },
+    };
   }
+  const checkout = state.checkout;
+  // A stream always starts with its creation; anything else first is a corrupted stream, not a state.
+  if (!checkout) throw new Error(`${event.type} before SubscriptionCheckoutCreated`);
+  switch (event.type) {
+    case 'SubscriptionCheckoutCancelled.v2':
+      return {
+        checkout: {
+          ...checkout,
+          status: 'cancelled',
+          cancelledBy: event.data.by,
+          cancelledAt: event.data.cancelledAt,
+          updatedAt: event.data.cancelledAt,
+        },
+      };
+    case 'SubscriptionCheckoutExpired.v2':
+      return {
+        checkout: {
+          ...checkout,
+          status: 'expired',
+          expiredAt: event.data.expiredAt,
+          updatedAt: event.data.expiredAt,
+        },
+      };
+    case 'SubscriptionCheckoutCompleted.v2':
+      return {
+        checkout: {
+          ...checkout,
+          status: 'completed',
+          subscriber: event.data.subscriber,
+          completedAt: event.data.completedAt,
+          updatedAt: event.data.completedAt,
+        },
+      };
+  }
+}
+
+/** The state after `events` (a stream, or its prefix up to one event: the aggregate as of that event). */
+export const foldSubscriptionCheckout = (
+  events: readonly SubscriptionCheckoutEvent[],
+): SubscriptionCheckoutState => events.reduce(evolveSubscriptionCheckout, initialSubscriptionCheckoutState());
+
+const REASON_BY_CANCELLER: Readonly<Record<CancelledBy, CancellationReason>> = {
+  merchant: 'merchant_cancelled',
+  customer: 'customer_dismissed',
+};
+
+/**
+ * The API object is a projection of state (SPEC Resources > Subscription checkout, without the API-only
+ * `subscription_options`): what the read model stores and what a webhook's `data.object` shows.
+ */
+export function subscriptionCheckoutObject(checkout: SubscriptionCheckout): SubscriptionCheckoutObject {
+  const c = checkout.created;
+  return {
+    object: 'subscription_checkout',
+    id: c.id,
+    status: checkout.status,
+    onchain_id: c.onchainId,
+    business_name: c.businessName,
+    subscriber: checkout.subscriber,
+    external_customer_id: c.externalCustomerId,
+    price: c.price,
+    price_currency: c.priceCurrency,
+    period_duration: c.periodDuration,
+    cap: c.cap,
+    budget: c.budget,
+    checkout_url: c.checkoutUrl,
+    success_url: c.successUrl,
+    cancel_url: c.cancelUrl,
+    return_url: c.returnUrl,
+    metadata: { ...c.metadata },
+    supported_chains: [...c.supportedChains],
+    expires_at: c.expiresAt,
+    created_at: c.createdAt,
+    updated_at: checkout.updatedAt,
+    completed_at: checkout.completedAt,
+    cancelled_at: checkout.cancelledAt,
+    expired_at: checkout.expiredAt,
+    cancellation_reason: checkout.cancelledBy ? REASON_BY_CANCELLER[checkout.cancelledBy] : null,
+  };
 }
 
 /** What the merchant sent (types already checked at the edge; values are checked here). */
@@ -93,7 +193,7 @@ export type SubscriptionCheckoutCommand =
       readonly context: CreateContext;
       readonly now: Date;
     }
-  | { readonly type: 'CancelSubscriptionCheckout'; readonly by: 'merchant' | 'customer'; readonly now: Date }
+  | { readonly type: 'CancelSubscriptionCheckout'; readonly by: CancelledBy; readonly now: Date }
   | { readonly type: 'ExpireSubscriptionCheckout'; readonly now: Date }
   | {
       readonly type: 'CompleteSubscriptionCheckout';
@@ -104,19 +204,19 @@ export type SubscriptionCheckoutCommand =
       readonly now: Date;
     };
 
-export function notPending(object: SubscriptionCheckoutObject, why?: string): DomainError {
+export function notPending(checkout: SubscriptionCheckout, why?: string): DomainError {
   return conflict(
     'subscription_checkout_not_pending',
-    `Subscription checkout ${object.id} is ${why ?? object.status}; only a pending subscription checkout can be cancelled.`,
+    `Subscription checkout ${checkout.created.id} is ${why ?? checkout.status}; only a pending subscription checkout can be cancelled.`,
   );
 }
 
-const isDue = (object: SubscriptionCheckoutObject, now: Date) =>
-  now.getTime() >= Date.parse(object.expires_at);
+const isDue = (checkout: SubscriptionCheckout, now: Date) =>
+  now.getTime() >= Date.parse(checkout.created.expiresAt);
 
-function requireObject(state: SubscriptionCheckoutState): SubscriptionCheckoutObject {
-  if (!state.object) throw notFound('subscription_checkout');
-  return state.object;
+function requireCheckout(state: SubscriptionCheckoutState): SubscriptionCheckout {
+  if (!state.checkout) throw notFound('subscription_checkout');
+  return state.checkout;
 }
 
 export function decideSubscriptionCheckout(
@@ -126,62 +226,35 @@ export function decideSubscriptionCheckout(
   const at = command.now.toISOString();
   switch (command.type) {
     case 'CreateSubscriptionCheckout': {
-      if (state.exists)
+      if (state.checkout)
         throw conflict('subscription_checkout_exists', `Subscription checkout ${command.id} already exists.`);
-      const object = validateCreate(command);
-      return [{ type: 'SubscriptionCheckoutCreated.v1', data: { object } }];
+      return [{ type: 'SubscriptionCheckoutCreated.v2', data: validateCreate(command) }];
     }
     case 'CancelSubscriptionCheckout': {
-      const object = requireObject(state);
-      if (object.status !== 'pending') throw notPending(object);
-      if (isDue(object, command.now)) throw notPending(object, 'expired');
-      const reason: CancellationReason =
-        command.by === 'merchant' ? 'merchant_cancelled' : 'customer_dismissed';
-      return [
-        {
-          type: 'SubscriptionCheckoutCancelled.v1',
-          data: {
-            object: {
-              ...object,
-              status: 'cancelled',
-              cancelled_at: at,
-              cancellation_reason: reason,
-              updated_at: at,
-            },
-            cancelledBy: command.by,
-          },
-        },
-      ];
+      const checkout = requireCheckout(state);
+      if (checkout.status !== 'pending') throw notPending(checkout);
+      if (isDue(checkout, command.now)) throw notPending(checkout, 'expired');
+      return [{ type: 'SubscriptionCheckoutCancelled.v2', data: { by: command.by, cancelledAt: at } }];
     }
     case 'ExpireSubscriptionCheckout': {
-      const object = requireObject(state);
+      const checkout = requireCheckout(state);
       // Idempotent: the timer may fire twice, or race a cancel or a completion; only a due pending intent expires.
-      if (object.status !== 'pending' || !isDue(object, command.now)) return [];
-      return [
-        {
-          type: 'SubscriptionCheckoutExpired.v1',
-          data: { object: { ...object, status: 'expired', expired_at: at, updated_at: at } },
-        },
-      ];
+      if (checkout.status !== 'pending' || !isDue(checkout, command.now)) return [];
+      return [{ type: 'SubscriptionCheckoutExpired.v2', data: { expiredAt: at } }];
     }
     case 'CompleteSubscriptionCheckout': {
-      const object = requireObject(state);
+      const checkout = requireCheckout(state);
       // Completed fires once per intent.
-      if (object.status === 'completed') return [];
+      if (checkout.status === 'completed') return [];
       return [
         {
-          type: 'SubscriptionCheckoutCompleted.v1',
+          type: 'SubscriptionCheckoutCompleted.v2',
           data: {
-            object: {
-              ...object,
-              status: 'completed',
-              subscriber: command.subscriber,
-              completed_at: at,
-              updated_at: at,
-            },
+            subscriber: command.subscriber,
             chain: command.chain,
             asset: command.asset,
             txHash: command.txHash,
+            completedAt: at,
           },
         },
       ];
@@ -192,7 +265,7 @@ export function decideSubscriptionCheckout(
 /** Every create rule of SPEC, in the order a merchant fixes them: 400s (field by field), then the 422s. */
 function validateCreate(
   command: Extract<SubscriptionCheckoutCommand, { type: 'CreateSubscriptionCheckout' }>,
-): SubscriptionCheckoutObject {
+): SubscriptionCheckoutCreatedData {
   const input = command.input;
   if (input.price === undefined)
     throw validationError(
@@ -295,33 +368,24 @@ function validateCreate(
     );
   }
 
-  const at = command.now.toISOString();
   return {
-    object: 'subscription_checkout',
     id: command.id,
-    status: 'pending',
-    onchain_id: command.onchainId,
-    business_name: command.businessName,
-    subscriber: null,
-    external_customer_id: externalCustomerId,
+    onchainId: command.onchainId,
+    businessName: command.businessName,
+    checkoutUrl: command.checkoutUrl,
     price: price.toString(),
-    price_currency: currency,
-    period_duration: period,
+    priceCurrency: currency,
     cap: cap.toString(),
     budget: budget.toString(),
-    checkout_url: command.checkoutUrl,
-    success_url: successUrl,
-    cancel_url: cancelUrl,
-    return_url: returnUrl,
+    periodDuration: period,
+    supportedChains,
     metadata,
-    supported_chains: supportedChains,
-    expires_at: new Date(command.now.getTime() + expiresIn * 1000).toISOString(),
-    created_at: at,
-    updated_at: at,
-    completed_at: null,
-    cancelled_at: null,
-    expired_at: null,
-    cancellation_reason: null,
+    externalCustomerId,
+    successUrl,
+    cancelUrl,
+    returnUrl,
+    expiresAt: new Date(command.now.getTime() + expiresIn * 1000).toISOString(),
+    createdAt: command.now.toISOString(),
   };
 }
 

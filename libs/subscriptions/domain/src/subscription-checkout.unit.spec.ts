@@ -6,6 +6,7 @@ import {
   evolveSubscriptionCheckout,
   initialSubscriptionCheckoutState,
   type SubscriptionCheckoutCommand,
+  subscriptionCheckoutObject,
 } from './subscription-checkout';
 import type { SubscriptionCheckoutEvent, SubscriptionCheckoutObject } from './subscription-checkout.events';
 
@@ -45,9 +46,12 @@ function given(...events: SubscriptionCheckoutEvent[]) {
       const run = () => decideSubscriptionCheckout(command, state);
       return {
         then: (expected: SubscriptionCheckoutEvent[]) => expect(run()).toEqual(expected),
+        /** The API object as of the decided events: the projection of the state they evolve to. */
         thenObject: (shape: Partial<Record<keyof SubscriptionCheckoutObject, unknown>>) => {
-          const [event] = run();
-          expect(event?.data.object).toMatchObject(shape);
+          const events = run();
+          expect(events).toHaveLength(1);
+          const { checkout } = events.reduce(evolveSubscriptionCheckout, state);
+          expect(checkout && subscriptionCheckoutObject(checkout)).toMatchObject(shape);
         },
         thenError: (shape: Partial<DomainError>) => {
           let thrown: unknown;
@@ -82,43 +86,65 @@ const later = (ms: number) => new Date(now.getTime() + ms);
 
 describe('subscription checkout aggregate', () => {
   describe('create', () => {
-    it('records the whole object with the SPEC defaults', () => {
+    it('records the decided inputs and derived values (the SPEC defaults applied) as facts', () => {
       given()
         .when(create(base))
         .then([
           {
-            type: 'SubscriptionCheckoutCreated.v1',
+            type: 'SubscriptionCheckoutCreated.v2',
             data: {
-              object: {
-                object: 'subscription_checkout',
-                id: ID,
-                status: 'pending',
-                onchain_id: ONCHAIN,
-                business_name: 'Acme',
-                subscriber: null,
-                external_customer_id: null,
-                price: '150000',
-                price_currency: 'ARS',
-                period_duration: 2592000,
-                cap: '1500000',
-                budget: '1500000',
-                checkout_url: `https://pay.example/subscribe/${ID}`,
-                success_url: null,
-                cancel_url: null,
-                return_url: null,
-                metadata: {},
-                supported_chains: CHAINS,
-                expires_at: '2026-06-01T10:05:00.000Z',
-                created_at: now.toISOString(),
-                updated_at: now.toISOString(),
-                completed_at: null,
-                cancelled_at: null,
-                expired_at: null,
-                cancellation_reason: null,
-              },
+              id: ID,
+              onchainId: ONCHAIN,
+              businessName: 'Acme',
+              checkoutUrl: `https://pay.example/subscribe/${ID}`,
+              price: '150000',
+              priceCurrency: 'ARS',
+              cap: '1500000',
+              budget: '1500000',
+              periodDuration: 2592000,
+              supportedChains: CHAINS,
+              metadata: {},
+              externalCustomerId: null,
+              successUrl: null,
+              cancelUrl: null,
+              returnUrl: null,
+              expiresAt: '2026-06-01T10:05:00.000Z',
+              createdAt: now.toISOString(),
             },
           },
         ]);
+    });
+
+    it('the object is the projection of the created state', () => {
+      given()
+        .when(create(base))
+        .thenObject({
+          object: 'subscription_checkout',
+          id: ID,
+          status: 'pending',
+          onchain_id: ONCHAIN,
+          business_name: 'Acme',
+          subscriber: null,
+          external_customer_id: null,
+          price: '150000',
+          price_currency: 'ARS',
+          period_duration: 2592000,
+          cap: '1500000',
+          budget: '1500000',
+          checkout_url: `https://pay.example/subscribe/${ID}`,
+          success_url: null,
+          cancel_url: null,
+          return_url: null,
+          metadata: {},
+          supported_chains: CHAINS,
+          expires_at: '2026-06-01T10:05:00.000Z',
+          created_at: now.toISOString(),
+          updated_at: now.toISOString(),
+          completed_at: null,
+          cancelled_at: null,
+          expired_at: null,
+          cancellation_reason: null,
+        });
     });
 
     it('is created once', () => {
@@ -434,6 +460,33 @@ describe('subscription checkout aggregate', () => {
       return events;
     };
 
+    it('records who cancelled and when, and nothing else', () => {
+      given(created)
+        .when(cancel())
+        .then([
+          {
+            type: 'SubscriptionCheckoutCancelled.v2',
+            data: { by: 'merchant', cancelledAt: '2026-06-01T10:01:00.000Z' },
+          },
+        ]);
+      given(created)
+        .when(expire())
+        .then([{ type: 'SubscriptionCheckoutExpired.v2', data: { expiredAt: '2026-06-01T10:05:00.000Z' } }]);
+      given(created)
+        .when(complete())
+        .then([
+          {
+            type: 'SubscriptionCheckoutCompleted.v2',
+            data: {
+              subscriber: '0x1111111111111111111111111111111111111111',
+              chain: 'eip155:8453',
+              asset: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+              txHash: null,
+              completedAt: '2026-06-01T10:01:00.000Z',
+            },
+          },
+        ]);
+    });
     it('pending -> cancelled by the merchant', () => {
       given(created).when(cancel()).thenObject({
         status: 'cancelled',
@@ -493,7 +546,12 @@ describe('subscription checkout aggregate', () => {
         .thenObject({ status: 'completed', expired_at: '2026-06-01T10:05:00.000Z' });
       given(...after(cancel()))
         .when(complete())
-        .thenObject({ status: 'completed' });
+        .thenObject({
+          status: 'completed',
+          cancelled_at: '2026-06-01T10:01:00.000Z',
+          cancellation_reason: 'merchant_cancelled',
+          updated_at: '2026-06-01T10:01:00.000Z',
+        });
       given(...after(complete()))
         .when(complete())
         .then([]);

@@ -15,3 +15,4 @@ export * from './commands/dismiss-subscription-checkout/dismiss-subscription-che
 export * from './subscription-checkouts/expiry-timer';
 export * from './subscription-checkouts/merchant-profiles';
 export * from './subscription-checkouts/webhook-object';
+export * from './upcasters';

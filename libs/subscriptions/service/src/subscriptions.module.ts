@@ -4,6 +4,7 @@ import type { ServiceDefinition } from '@stablepay/runtime';
 import { SubscriptionsApiModule } from '@stablepay/subscriptions-api';
 import type { Clock } from '@stablepay/util';
 import { SUBSCRIPTIONS_MIGRATIONS } from './migrations';
+import { SUBSCRIPTIONS_UPCASTERS } from './upcasters';
 import { RATE_SOURCE } from './rates/rate-source.token';
 import { SandboxRateSource } from './rates/sandbox-rate-source';
 import { SubscriptionCheckoutChanges } from './subscription-checkouts/changes';
@@ -103,6 +104,7 @@ export function subscriptionsService(
     imports: [SubscriptionsConfigModule.forRoot(config), SubscriptionsServiceModule],
     migrations: SUBSCRIPTIONS_MIGRATIONS,
     handlesCommands: true,
+    upcasters: SUBSCRIPTIONS_UPCASTERS,
   };
 }
 

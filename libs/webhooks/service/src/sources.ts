@@ -1,4 +1,5 @@
 import type { BusMessage } from '@stablepay/event-bus';
+import type { Upcaster } from '@stablepay/event-store';
 import {
   isWebhookEventType,
   WEBHOOK_EVENT_ID,
@@ -40,16 +41,30 @@ export interface RecordedWebhookEvent extends WebhookEventDraft {
   readonly origin: WebhookEventOrigin;
 }
 
+/** A stored event as a source sees it: newest version (the process's store reads through the upcasters). */
+export interface StreamEvent {
+  readonly type: string;
+  readonly data: unknown;
+}
+
 export interface WebhookSource {
   /** Unique among the registered sources; stored with each event it produced. */
   readonly name: string;
   /** The bus topic it reads (`topicForCategory(...)`). */
   readonly topic: string;
   /**
+   * Set when the mapping needs the aggregate as of the event (events are facts, the object is a projection): the
+   * recorder reads the message's stream from its start up to and including the message and passes it as
+   * `history`. A failed read is retried like any I/O failure; the result is the same on every redelivery.
+   */
+  readonly withHistory?: boolean;
+  /** Upcasters of the events it reads (the owning scope's): the dispatch process registers them with its store. */
+  readonly upcasters?: readonly Upcaster[];
+  /**
    * Pure mapping from one bus message to zero or more webhook events (most domain events map to none). Thrown
    * errors are treated as a bug in the source: the message is logged and skipped, never retried forever.
    */
-  toWebhookEvents(message: BusMessage): readonly WebhookEventDraft[];
+  toWebhookEvents(message: BusMessage, history?: readonly StreamEvent[]): readonly WebhookEventDraft[];
   /**
    * Read-your-writes: resolves true once the read model a merchant would query next (e.g. the charges list
    * after a charge event) holds the record the event is about. The dispatcher does not deliver before that.
@@ -132,16 +147,24 @@ export class WebhookSourceRegistry {
 export function domainEventSource(options: {
   readonly name: string;
   readonly topic: string;
-  readonly map: (event: {
-    readonly type: string;
-    readonly data: unknown;
-  }) => { type: string; data: { readonly object: object } } | null;
+  /** `history`: the stream up to and including `event` when `withHistory` is set, else just `[event]`. */
+  readonly map: (
+    event: StreamEvent,
+    history: readonly StreamEvent[],
+  ) => { type: string; data: { readonly object: object } } | null;
+  readonly withHistory?: boolean;
+  readonly upcasters?: readonly Upcaster[];
 }): WebhookSource {
   return {
     name: options.name,
     topic: options.topic,
-    toWebhookEvents: (message) => {
-      const mapped = options.map({ type: message.type, data: message.data });
+    ...(options.withHistory ? { withHistory: true } : {}),
+    ...(options.upcasters ? { upcasters: options.upcasters } : {}),
+    toWebhookEvents: (message, history) => {
+      const event = { type: message.type, data: message.data };
+      if (options.withHistory && !history)
+        throw new InvalidWebhookEventDraftError(options.name, 'needs the stream history and got none');
+      const mapped = options.map(event, history ?? [event]);
       if (!mapped) return [];
       if (!isWebhookEventType(mapped.type))
         throw new InvalidWebhookEventDraftError(options.name, `unknown webhook type '${mapped.type}'`);

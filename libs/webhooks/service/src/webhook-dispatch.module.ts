@@ -103,5 +103,6 @@ export function webhookDispatchService(options: WebhookDispatchModuleOptions): S
     imports: [WebhookDispatchServiceModule.forRoot(options)],
     migrations: WEBHOOKS_MIGRATIONS,
     handlesCommands: true,
+    upcasters: options.sources.flatMap((source) => source.upcasters ?? []),
   };
 }

@@ -5,7 +5,8 @@ import {
   Logger,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import { CLOCK } from '@stablepay/aggregate';
+import { CLOCK, EVENT_STORE } from '@stablepay/aggregate';
+import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import type { Clock } from '@stablepay/util';
 import { recordedDelivery } from '@stablepay/webhooks-domain';
@@ -33,6 +34,7 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
     @Inject(WebhookEventStore) private readonly store: WebhookEventStore,
     @Inject(WebhookDispatcher) private readonly dispatcher: WebhookDispatcher,
     @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(EVENT_STORE) private readonly eventStore: EventStore,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -79,8 +81,10 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
   private draftsOf(message: BusMessage): RecordedWebhookEvent[] {
     const events: RecordedWebhookEvent[] = [];
     for (const source of this.sources.forTopic(message.topic)) {
+      // Outside the try: a failed read is I/O, so the message is retried rather than skipped.
+      const history = source.withHistory ? await this.history(message) : undefined;
       try {
-        for (const draft of source.toWebhookEvents(message)) {
+        for (const draft of source.toWebhookEvents(message, history)) {
           assertValidDraft(source.name, draft);
           events.push({
             ...draft,
@@ -105,5 +109,9 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       }
     }
     return events;
+  }
+
+  private history(message: BusMessage) {
+    return streamHistoryThrough(this.eventStore, { ...message, streamId: message.key });
   }
 }

@@ -1,12 +1,22 @@
 import type { DataSource } from 'typeorm';
 import { openDataSource } from '@stablepay/database';
-import type { BusMessage } from '@stablepay/event-bus';
 import type { Projections } from '@stablepay/aggregate';
+import { toBusMessage } from '@stablepay/event-bus';
+import {
+  createPostgresEventStore,
+  type EventStore,
+  type RecordedEvent,
+  UpcasterRegistry,
+  withUpcasters,
+} from '@stablepay/event-store';
 import {
   decideSubscriptionCheckout,
-  evolveSubscriptionCheckout,
-  initialSubscriptionCheckoutState,
+  foldSubscriptionCheckout,
+  SUBSCRIPTION_CHECKOUT_UPCASTERS,
   type SubscriptionCheckoutEvent,
+  subscriptionCheckoutObject,
+  V1_CANCELLED,
+  V1_CREATED,
 } from '@stablepay/subscriptions-domain';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { SUBSCRIPTIONS_MIGRATIONS } from '../migrations';
@@ -34,75 +44,113 @@ function events(): SubscriptionCheckoutEvent[] {
       },
       now,
     },
-    initialSubscriptionCheckoutState(),
+    foldSubscriptionCheckout([]),
   );
-  const state = created.reduce(evolveSubscriptionCheckout, initialSubscriptionCheckoutState());
   return [
     ...created,
-    ...decideSubscriptionCheckout({ type: 'CancelSubscriptionCheckout', by: 'customer', now }, state),
+    ...decideSubscriptionCheckout(
+      { type: 'CancelSubscriptionCheckout', by: 'customer', now },
+      foldSubscriptionCheckout(created),
+    ),
   ];
 }
 
-const message = (event: SubscriptionCheckoutEvent, revision: number): BusMessage => ({
-  id: `evt-${revision}`,
-  topic: 'subscriptions.subscription-checkout.v1',
-  key: `subscriptionCheckout-${ID}`,
-  type: event.type,
-  data: event.data,
-  metadata: { merchantId: 'mer_1', mode: 'test' },
-  revision,
-  recordedAt: now.toISOString(),
-});
-
-describe('subscription checkout projection (idempotent by stream revision)', () => {
+describe('subscription checkout projection (facts -> the object, idempotent by stream revision)', () => {
   let db: TestDatabase;
   let dataSource: DataSource;
+  let raw: EventStore;
+  let store: EventStore;
   let projection: SubscriptionCheckoutProjection;
   let reader: SubscriptionCheckoutReader;
 
   beforeAll(async () => {
     db = await createTestDatabase();
     dataSource = await openDataSource({ url: db.url, migrations: SUBSCRIPTIONS_MIGRATIONS });
+    raw = await createPostgresEventStore({ url: db.url, poolSize: 2 });
+    store = withUpcasters(raw, new UpcasterRegistry(SUBSCRIPTION_CHECKOUT_UPCASTERS));
     const changes = new SubscriptionCheckoutChanges();
-    projection = new SubscriptionCheckoutProjection(dataSource, {} as Projections, changes);
+    projection = new SubscriptionCheckoutProjection(dataSource, {} as Projections, changes, store);
     reader = new SubscriptionCheckoutReader(dataSource, changes);
   });
 
   afterAll(async () => {
+    await raw?.close();
     await dataSource?.destroy();
     await db?.drop();
   });
 
-  it('projects each event once; redelivered and older events change nothing', async () => {
-    const [created, cancelled] = events();
+  const append = async (streamId: string, stored: ReadonlyArray<{ type: string; data: unknown }>) => {
+    await raw.appendToStream(
+      streamId,
+      stored.map((event, i) => ({
+        id: `${streamId}:${i}`,
+        ...event,
+        metadata: { merchantId: 'mer_1', mode: 'test' },
+      })),
+    );
+    return store.readStream(streamId);
+  };
+
+  it('projects each event once as the object of the state it folds to; redelivered and older events change nothing', async () => {
+    const recorded = await append(`subscriptionCheckout-${ID}`, events());
+    const [created, cancelled] = recorded.map(toBusMessage);
     if (!created || !cancelled) throw new Error('events missing');
-    await projection.apply(message(created, 0));
+    await projection.apply(created);
     expect(await reader.find(ID)).toMatchObject({
       status: 'pending',
       merchant_id: 'mer_1',
       mode: 'test',
       revision: 0,
     });
-    await projection.apply(message(cancelled, 1));
-    await projection.apply(message(cancelled, 1));
-    await projection.apply(message(created, 0));
+    await projection.apply(cancelled);
+    await projection.apply(cancelled);
+    await projection.apply(created);
     const row = await reader.find(ID);
     expect(row).toMatchObject({ status: 'cancelled', revision: 1 });
-    expect(row?.object).toEqual(cancelled.data.object);
-    // The webhook object is the same from the row and from the event; metadata echoed, no options.
-    if (!row) throw new Error('row missing');
-    expect(subscriptionCheckoutWebhookObject(row)).toEqual(subscriptionCheckoutWebhookObject(cancelled));
-    expect(subscriptionCheckoutWebhook(cancelled)).toEqual({
-      type: 'subscription_checkout.cancelled',
-      data: {
-        object: expect.objectContaining({
-          status: 'cancelled',
-          cancellation_reason: 'customer_dismissed',
-          metadata: { plan_name: 'Pro' },
-        }),
-      },
+    const { checkout } = foldSubscriptionCheckout(recorded as unknown as SubscriptionCheckoutEvent[]);
+    if (!row || !checkout) throw new Error('row missing');
+    expect(row.object).toEqual(subscriptionCheckoutObject(checkout));
+    expect(row.object).toMatchObject({
+      status: 'cancelled',
+      cancellation_reason: 'customer_dismissed',
+      cancelled_at: now.toISOString(),
+      metadata: { plan_name: 'Pro' },
     });
-    expect(subscriptionCheckoutWebhook({ type: 'SomethingElse.v1', data: {} })).toBeNull();
     expect(await reader.dueForExpiry(new Date('2030-01-01T00:00:00Z'), 10)).toEqual([]);
+  });
+
+  it('a webhook shows the object as of its own event, the same on every redelivery, whatever the row holds now', () => {
+    const [created, cancelled] = events();
+    if (!created || !cancelled) throw new Error('events missing');
+    const asOfCreated = subscriptionCheckoutWebhook(created, [created]);
+    expect(asOfCreated).toMatchObject({
+      type: 'subscription_checkout.created',
+      data: { object: { status: 'pending', cancelled_at: null, metadata: { plan_name: 'Pro' } } },
+    });
+    expect(asOfCreated?.data.object).not.toHaveProperty('subscription_options');
+    expect(subscriptionCheckoutWebhook(created, [created])).toEqual(asOfCreated);
+    expect(subscriptionCheckoutWebhook(cancelled, [created, cancelled])).toMatchObject({
+      type: 'subscription_checkout.cancelled',
+      data: { object: { status: 'cancelled', cancellation_reason: 'customer_dismissed' } },
+    });
+    expect(() => subscriptionCheckoutWebhook(cancelled, [created])).toThrow('must end with that event');
+    expect(subscriptionCheckoutWebhook({ type: 'SomethingElse.v1', data: {} }, [])).toBeNull();
+  });
+
+  it('a stream stored in the v1 snapshot shape projects to the very object v1 stored', async () => {
+    const oldId = V1_CREATED.data.object.id;
+    const recorded: RecordedEvent[] = await append(`subscriptionCheckout-${oldId}`, [
+      V1_CREATED,
+      V1_CANCELLED,
+    ]);
+    expect(recorded.map((e) => e.type)).toEqual([
+      'SubscriptionCheckoutCreated.v2',
+      'SubscriptionCheckoutCancelled.v2',
+    ]);
+    for (const message of recorded.map(toBusMessage)) await projection.apply(message);
+    const row = await reader.find(oldId);
+    if (!row) throw new Error('row missing');
+    expect(row.object).toEqual(V1_CANCELLED.data.object);
+    expect(subscriptionCheckoutWebhookObject(row)).toEqual(V1_CANCELLED.data.object);
   });
 });

@@ -1,25 +1,22 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
-import { Projections } from '@stablepay/aggregate';
+import { EVENT_STORE, Projections } from '@stablepay/aggregate';
 import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
-import {
-  SUBSCRIPTION_CHECKOUT_CATEGORY,
-  type SubscriptionCheckoutEvent,
-} from '@stablepay/subscriptions-domain';
+import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
+import { SUBSCRIPTION_CHECKOUT_CATEGORY, WEBHOOK_TYPE_BY_EVENT } from '@stablepay/subscriptions-domain';
 import { SubscriptionCheckoutChanges } from './changes';
+import { subscriptionCheckoutObjectAsOf } from './webhook-object';
 
 export const SUBSCRIPTION_CHECKOUT_TOPIC = topicForCategory(SUBSCRIPTION_CHECKOUT_CATEGORY);
 export const SUBSCRIPTION_CHECKOUT_PROJECTION = 'subscriptions.subscription-checkout-projection';
-const KNOWN = new Set<string>([
-  'SubscriptionCheckoutCreated.v1',
-  'SubscriptionCheckoutCancelled.v1',
-  'SubscriptionCheckoutExpired.v1',
-  'SubscriptionCheckoutCompleted.v1',
-]);
+/** The event types it knows (the newest versions: the store reads older ones through the upcasters). */
+const KNOWN = new Set<string>(Object.keys(WEBHOOK_TYPE_BY_EVENT));
 
 /**
- * subscriptionCheckout-<id> events -> subscription_checkouts rows. Idempotent by stream revision: a row stores
- * the revision it reflects and an event at or below it changes nothing, so redelivery is harmless.
+ * subscriptionCheckout-<id> events -> subscription_checkouts rows. Events are facts, so the row's object is the
+ * projection of the state the stream folds to up to the event (a creation needs nothing else; a later event
+ * reads its stream's prefix). Idempotent by stream revision: a row stores the revision it reflects and an event
+ * at or below it changes nothing, so redelivery is harmless.
  */
 @Injectable()
 export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, OnModuleDestroy {
@@ -29,6 +26,7 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(Projections) private readonly projections: Projections,
     @Inject(SubscriptionCheckoutChanges) private readonly changes: SubscriptionCheckoutChanges,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -59,17 +57,18 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
   }
 
   private emitChange(message: BusMessage): void {
-    const o = (message.data as SubscriptionCheckoutEvent['data']).object;
-    this.changes.emit(o.id, message.revision);
+    // The stream id is `subscriptionCheckout-<schk_id>`.
+    this.changes.emit(message.key.slice(SUBSCRIPTION_CHECKOUT_CATEGORY.length + 1), message.revision);
   }
 
   /** The write and its revision check, inside the caller's transaction; true when a row changed. */
   private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
-    if (!KNOWN.has(message.type)) return false; // newer event types: skipped (the next known one carries the whole object)
-    const event = { type: message.type, data: message.data } as SubscriptionCheckoutEvent;
-    const o = event.data.object;
+    if (!KNOWN.has(message.type)) return false; // a type this release does not know: skipped
+    const o = subscriptionCheckoutObjectAsOf(
+      await streamHistoryThrough(this.store, { ...message, streamId: message.key }),
+    );
     {
-      if (event.type === 'SubscriptionCheckoutCreated.v1') {
+      if (message.revision === 0) {
         const merchantId = message.metadata.merchantId;
         const mode = message.metadata.mode;
         if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live')) {

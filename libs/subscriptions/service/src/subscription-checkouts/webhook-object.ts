@@ -1,21 +1,40 @@
 import {
+  foldSubscriptionCheckout,
+  SUBSCRIPTION_CHECKOUT_CATEGORY,
   type SubscriptionCheckoutEvent,
   type SubscriptionCheckoutObject,
+  subscriptionCheckoutObject,
   WEBHOOK_TYPE_BY_EVENT,
 } from '@stablepay/subscriptions-domain';
+import { topicForCategory } from '@stablepay/event-bus';
 import type { SubscriptionCheckoutRow } from './subscription-checkout.reader';
+import { SUBSCRIPTIONS_UPCASTERS } from '../upcasters';
+
+interface StoredEvent {
+  readonly type: string;
+  readonly data: unknown;
+}
 
 /**
- * `data.object` of a `subscription_checkout.*` webhook (SPEC Events > Subscription checkout events): every field
- * of the subscription checkout object, metadata echoed, without `subscription_options` (and without the
- * branding colors, which only API responses echo). Built from a read-model row or from the stored event.
+ * The subscription checkout object as of the last of `history` (a stream's events from its first up to one
+ * event, newest versions): the projection of the state they fold to. The read model and the webhooks both use
+ * it, so a webhook's `data.object` is what the API showed right after that event, on every redelivery alike.
+ */
+export function subscriptionCheckoutObjectAsOf(history: readonly StoredEvent[]): SubscriptionCheckoutObject {
+  const { checkout } = foldSubscriptionCheckout(history as readonly SubscriptionCheckoutEvent[]);
+  if (!checkout) throw new Error('a subscription checkout stream must start with its creation');
+  return subscriptionCheckoutObject(checkout);
+}
+
+/**
+ * The object of a read-model row (the projection stored subscriptionCheckoutObjectAsOf its revision): every field
+ * of the subscription checkout object, metadata echoed, without `subscription_options` (and without the branding
+ * colors, which only API responses echo): exactly what a webhook of that revision shows as `data.object`.
  */
 export function subscriptionCheckoutWebhookObject(
-  source:
-    | Pick<SubscriptionCheckoutRow, 'object'>
-    | { readonly data: { readonly object: SubscriptionCheckoutObject } },
+  row: Pick<SubscriptionCheckoutRow, 'object'>,
 ): SubscriptionCheckoutObject {
-  const o = 'object' in source ? source.object : source.data.object;
+  const o = row.object;
   return {
     object: 'subscription_checkout',
     id: o.id,
@@ -46,15 +65,32 @@ export function subscriptionCheckoutWebhookObject(
 }
 
 /**
- * The webhook a stored subscription checkout event becomes: its type (`subscription_checkout.created`, ...) and
- * `data.object`; null for event types that are not delivered. `completed` will also carry `data.subscription`
- * and `data.first_charge` once the subscribe flow records them.
+ * The webhook a stored subscription checkout event becomes (SPEC Events > Subscription checkout events): its type
+ * (`subscription_checkout.created`, ...) and `data.object` as of that event (every field of the object, metadata
+ * echoed, no `subscription_options`); null for event types that are not delivered. `history` is the stream up to
+ * and including `event`. `completed` will also carry `data.subscription` and `data.first_charge` once the
+ * subscribe flow records them.
  */
-export function subscriptionCheckoutWebhook(event: {
-  readonly type: string;
-  readonly data: unknown;
-}): { type: string; data: { object: SubscriptionCheckoutObject } } | null {
+export function subscriptionCheckoutWebhook(
+  event: StoredEvent,
+  history: readonly StoredEvent[],
+): { type: string; data: { object: SubscriptionCheckoutObject } } | null {
   const type = (WEBHOOK_TYPE_BY_EVENT as Record<string, string | undefined>)[event.type];
   if (type === undefined) return null;
-  return { type, data: { object: subscriptionCheckoutWebhookObject(event as SubscriptionCheckoutEvent) } };
+  const last = history.at(-1);
+  if (last?.type !== event.type)
+    throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
+  return { type, data: { object: subscriptionCheckoutObjectAsOf(history) } };
 }
+
+/**
+ * What the composition roots register with `domainEventSource` (apps/webhook-dispatch, the embedded launcher):
+ * the mapping reads the stream up to each event, and the process's store reads v1 events through our upcasters.
+ */
+export const SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE = {
+  name: 'subscription-checkouts',
+  topic: topicForCategory(SUBSCRIPTION_CHECKOUT_CATEGORY),
+  map: subscriptionCheckoutWebhook,
+  withHistory: true,
+  upcasters: SUBSCRIPTIONS_UPCASTERS,
+} as const;
