@@ -76,11 +76,15 @@ class RelayLifecycle implements OnApplicationBootstrap, OnModuleDestroy {
  * once per producer session. A crash between Kafka's acknowledgement and the checkpoint write republishes that
  * last batch after restart with the same message ids; consumers are idempotent by message id.
  */
-export function relayService(config: Pick<PlatformConfig, 'eventBus'>): ServiceDefinition {
+export function relayService(
+  config: Pick<PlatformConfig, 'eventBus'>,
+  options: Pick<ServiceDefinition, 'upcasters'> = {},
+): ServiceDefinition {
   if (config.eventBus !== 'kafka') {
     throw new ConfigError(
       'environment variable EVENT_BUS must be kafka for the relay: with EVENT_BUS=store-log the event store is the bus and no relay runs',
     );
   }
-  return { name: 'relay', imports: [], providers: [RelayLifecycle] };
+  // Topics carry the newest version of each event type: the relay reads the store through every scope's upcasters.
+  return { name: 'relay', imports: [], providers: [RelayLifecycle], ...options };
 }
