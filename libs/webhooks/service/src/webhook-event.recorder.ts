@@ -69,7 +69,8 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
 
   /** A batch of bus messages -> their webhook events, recorded in ONE statement (one transaction). */
   async handleBatch(messages: readonly BusMessage[]): Promise<void> {
-    const events = messages.flatMap((message) => this.draftsOf(message));
+    const events: RecordedWebhookEvent[] = [];
+    for (const message of messages) events.push(...(await this.draftsOf(message)));
     if (events.length === 0) return;
     const now = this.clock.now();
     const inserted = await this.store.record(
@@ -78,7 +79,7 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
     if (inserted > 0) this.dispatcher.wake();
   }
 
-  private draftsOf(message: BusMessage): RecordedWebhookEvent[] {
+  private async draftsOf(message: BusMessage): Promise<RecordedWebhookEvent[]> {
     const events: RecordedWebhookEvent[] = [];
     for (const source of this.sources.forTopic(message.topic)) {
       // Outside the try: a failed read is I/O, so the message is retried rather than skipped.
