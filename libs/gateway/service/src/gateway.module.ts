@@ -6,11 +6,7 @@ import { MERCHANTS_MIGRATIONS, MerchantsModule, type MerchantsConfig } from '@st
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { WEBHOOKS_MIGRATIONS, webhooksHttpModule } from '@stablepay/webhook-dispatch-service';
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
-import {
-  SUBSCRIPTIONS_MIGRATIONS,
-  SUBSCRIPTIONS_UPCASTERS,
-  subscriptionsHttpModule,
-} from '@stablepay/subscriptions-service';
+import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/subscriptions-service';
 
 /**
  * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
@@ -41,7 +37,5 @@ export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
     name: 'gateway',
     imports: [GatewayModule.forRoot(merchants)],
     migrations: [...MERCHANTS_MIGRATIONS, ...WEBHOOKS_MIGRATIONS, ...SUBSCRIPTIONS_MIGRATIONS],
-    // The subscription checkout commands it hosts load their streams: old event shapes read through these.
-    upcasters: SUBSCRIPTIONS_UPCASTERS,
   };
 }
