@@ -1,12 +1,20 @@
 /**
  * Operator CLI for the admin API.
  *   ADMIN_TOKEN=... npm run admin -- create-merchant --name "Acme" --mode test [--settlement-mode crypto|fiat] [--url http://localhost:3000]
- * Prints the created merchant (including its secret API key, shown only once) as JSON.
+ *   ADMIN_TOKEN=... npm run admin -- parked-streams [--url ...]
+ *   ADMIN_TOKEN=... npm run admin -- retry-parked --projection <name> --stream <stream id> [--url ...]
+ * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once).
  */
 function option(args: string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : undefined;
 }
+
+const USAGE = [
+  'usage: admin create-merchant --name <name> --mode test|live [--settlement-mode crypto|fiat] [--url <gateway url>]',
+  '       admin parked-streams [--url <gateway url>]',
+  '       admin retry-parked --projection <name> --stream <stream id> [--url <gateway url>]',
+].join('\n');
 
 export async function runAdminCli(
   argv: string[],
@@ -14,10 +22,14 @@ export async function runAdminCli(
   out: (s: string) => void,
 ): Promise<number> {
   const [command, ...args] = argv;
-  if (command !== 'create-merchant') {
-    out(
-      'usage: admin create-merchant --name <name> --mode test|live [--settlement-mode crypto|fiat] [--url <gateway url>]',
-    );
+  const projection = option(args, 'projection');
+  const stream = option(args, 'stream');
+  if (
+    command !== 'create-merchant' &&
+    command !== 'parked-streams' &&
+    !(command === 'retry-parked' && projection && stream)
+  ) {
+    out(USAGE);
     return 2;
   }
   const token = env['ADMIN_TOKEN'];
@@ -26,20 +38,31 @@ export async function runAdminCli(
     return 2;
   }
   const url = option(args, 'url') ?? env['STABLEPAY_URL'] ?? 'http://127.0.0.1:3000';
-  const body = {
-    name: option(args, 'name'),
-    mode: option(args, 'mode'),
-    ...(option(args, 'settlement-mode') ? { settlement_mode: option(args, 'settlement-mode') } : {}),
-  };
-  const res = await fetch(`${url}/admin/merchants`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      'idempotency-key': crypto.randomUUID(),
-    },
-    body: JSON.stringify(body),
-  });
+  const headers = { authorization: `Bearer ${token}` };
+  let res: Response;
+  if (command === 'parked-streams') {
+    res = await fetch(`${url}/admin/parked-streams`, { headers });
+  } else if (command === 'retry-parked') {
+    res = await fetch(
+      `${url}/admin/projections/${encodeURIComponent(projection ?? '')}/parked-streams/${encodeURIComponent(stream ?? '')}/retry`,
+      { method: 'POST', headers },
+    );
+  } else {
+    const body = {
+      name: option(args, 'name'),
+      mode: option(args, 'mode'),
+      ...(option(args, 'settlement-mode') ? { settlement_mode: option(args, 'settlement-mode') } : {}),
+    };
+    res = await fetch(`${url}/admin/merchants`, {
+      method: 'POST',
+      headers: {
+        ...headers,
+        'content-type': 'application/json',
+        'idempotency-key': crypto.randomUUID(),
+      },
+      body: JSON.stringify(body),
+    });
+  }
   out(JSON.stringify(await res.json(), null, 2));
   return res.ok ? 0 : 1;
 }

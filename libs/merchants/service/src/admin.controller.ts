@@ -3,13 +3,19 @@ import {
   type CanActivate,
   Controller,
   type ExecutionContext,
+  Get,
   HttpCode,
   Inject,
   Injectable,
+  Param,
   Post,
+  Res,
   UseGuards,
 } from '@nestjs/common';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { DataSource } from 'typeorm';
+import { Projections } from '@stablepay/aggregate';
+import { listParkedStreams, type ParkedStream, requestParkedStreamRetry } from '@stablepay/event-bus';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { Public, unauthenticated } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
@@ -44,7 +50,55 @@ export class AdminTokenGuard implements CanActivate {
 @UseGuards(AdminTokenGuard)
 @Controller('admin')
 export class AdminController {
-  constructor(@Inject(MerchantCommands) private readonly commands: MerchantCommands) {}
+  constructor(
+    @Inject(MerchantCommands) private readonly commands: MerchantCommands,
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(Projections) private readonly projections: Projections,
+  ) {}
+
+  /** Streams a projection parked on an event it could not apply (every projection sharing this database). */
+  @Get('parked-streams')
+  async parkedStreams() {
+    const parked = await listParkedStreams(this.dataSource);
+    return { object: 'list' as const, data: parked.map(parkedStreamJson), has_more: false };
+  }
+
+  /**
+   * Retries a parked stream once its cause is fixed. Run at once when the projection runs in this process
+   * (200, `applied` or `still_parked` with the new error); otherwise marked for the owning process, which
+   * picks it up within a second (202, `requested`).
+   */
+  @Post('projections/:projection/parked-streams/:streamId/retry')
+  async retryParkedStream(
+    @Param('projection') projection: string,
+    @Param('streamId') streamId: string,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ) {
+    const runner = this.projections.registry.get(projection);
+    const outcome = runner
+      ? await runner.retry(streamId)
+      : (await requestParkedStreamRetry(this.dataSource, projection, streamId))
+        ? 'requested'
+        : 'not_parked';
+    if (outcome === 'not_parked') {
+      throw new DomainError({
+        type: 'invalid_request',
+        status: 404,
+        code: 'resource_missing',
+        param: 'stream_id',
+        message: `No stream ${streamId} is parked by projection ${projection}.`,
+      });
+    }
+    void reply.status(outcome === 'requested' ? 202 : 200);
+    const still = (await listParkedStreams(this.dataSource, projection)).find((p) => p.streamId === streamId);
+    return {
+      object: 'parked_stream_retry' as const,
+      projection,
+      stream_id: streamId,
+      status: outcome,
+      parked_stream: still ? parkedStreamJson(still) : null,
+    };
+  }
 
   /** Creates a merchant; its secret API key is returned here once and never again. */
   @Post('merchants')
@@ -65,4 +119,20 @@ export class AdminController {
       created_at: new Date(row.created_at).toISOString(),
     };
   }
+}
+
+function parkedStreamJson(p: ParkedStream) {
+  return {
+    object: 'parked_stream' as const,
+    projection: p.projection,
+    stream_id: p.streamId,
+    event_id: p.eventId,
+    revision: p.revision,
+    event_type: p.eventType,
+    error: p.error,
+    parked_at: p.parkedAt,
+    attempts: p.attempts,
+    waiting_revision: p.waitingRevision,
+    retry_requested_at: p.retryRequestedAt,
+  };
 }
