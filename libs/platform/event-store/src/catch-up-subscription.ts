@@ -54,6 +54,12 @@ export interface CatchUpSettings {
    * still below it polls again almost at once instead of after a full poll interval.
    */
   readonly onAppend?: (wake: (mark?: bigint) => void) => () => void;
+  /**
+   * Least time between two checkpoint writes while events flow (default 100 ms): a crash redelivers at most
+   * that much more (delivery is at-least-once anyway), and a busy subscription does not pay one synchronous
+   * commit per batch. The checkpoint is always written at stop and after a failing handler.
+   */
+  readonly checkpointIntervalMs?: number;
   /** Reports read or checkpoint-write failures (the subscription keeps retrying them). */
   readonly onInfrastructureError?: (error: unknown, subscriptionId: string) => void;
 }
@@ -62,6 +68,7 @@ const DEFAULT_POLL_INTERVAL_MS = 50;
 /** Re-poll delay while an append this process made is known to be committed but not readable yet. */
 const PENDING_REPOLL_MS = 2;
 const DEFAULT_BATCH_SIZE = 200;
+const DEFAULT_CHECKPOINT_INTERVAL_MS = 100;
 
 /**
  * Starts a catch-up subscription: reads the global log after the stored checkpoint, hands each event to the
@@ -108,6 +115,7 @@ class CatchUpSubscription implements StoreSubscription {
   /** The newest readable-at mark an in-process append announced. */
   private pendingMark = -1n;
   private savedPosition: bigint;
+  private savedAt = 0;
   private stopped = false;
   private loop: Promise<void> = Promise.resolve();
   private readonly pollSleep = new InterruptibleSleep();
@@ -181,7 +189,7 @@ class CatchUpSubscription implements StoreSubscription {
           if (batch.horizon > this.horizon) this.horizon = batch.horizon;
           pending = this.pendingMark >= this.horizon;
         }
-        await this.persist();
+        await this.persist(false);
         this.settleWaiters();
         failedReads = 0;
       } catch (error) {
@@ -236,11 +244,14 @@ class CatchUpSubscription implements StoreSubscription {
     }
   }
 
-  private async persist(): Promise<void> {
+  private async persist(force = true): Promise<void> {
     if (this.position === this.savedPosition) return;
+    const interval = this.settings.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
+    if (!force && Date.now() - this.savedAt < interval) return;
     const position = this.position;
     await this.checkpoints.save(this.options.subscriptionId, position);
     this.savedPosition = position;
+    this.savedAt = Date.now();
   }
 
   private settleWaiters(): void {

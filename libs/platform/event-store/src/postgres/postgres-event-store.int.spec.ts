@@ -117,6 +117,32 @@ describe('PostgresEventStore specifics', () => {
     }
   });
 
+  it('is not held back by a transaction in flight in another database of the cluster', async () => {
+    const db = await testDatabase();
+    if (db.kind === 'pglite') {
+      console.log('skipped on PGlite: one database, one backend');
+      return;
+    }
+    const other = await createTestDatabase();
+    const elsewhere = new Pool({ connectionString: other.url, max: 1 });
+    const client = await elsewhere.connect();
+    const reader = await openStore();
+    try {
+      const before = await reader.headPosition();
+      await client.query('BEGIN');
+      await client.query('SELECT pg_current_xact_id()'); // holds a transaction id, like CREATE/DROP DATABASE does
+      await store.appendToStream('elsewhere-1', [{ id: 'elsewhere-1', type: 'Noted', data: {} }]);
+      const batch = await reader.readCatchUpBatch({ after: before, categories: ['elsewhere'] });
+      expect(batch.events.map((e) => e.id)).toEqual(['elsewhere-1']);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+      await elsewhere.end();
+      await reader.close();
+      await other.drop();
+    }
+  });
+
   it('upgrades a version-1 table: old events keep their order in front of new ones and checkpoints stay valid', async () => {
     const db = await testDatabase();
     const legacy = new Pool({ connectionString: db.url, max: 1 });

@@ -137,13 +137,31 @@ const APPEND_SQL = `
   SELECT 'stored', NULL, event_id, stream_id, revision, global_position::text, NULL FROM stored`;
 
 /**
+ * `h.horizon`: the oldest transaction still in flight (`pg_snapshot_xmin(pg_current_snapshot())`), except that a
+ * transaction seen running in ANOTHER database of the cluster is passed over: it cannot write this database's
+ * events, and without this a `CREATE/DROP DATABASE` elsewhere (about a second each, holding a transaction id)
+ * holds every reader here back. An in-flight id not found in pg_stat_activity counts (conservative). Both
+ * come from the statement's snapshot time; a transaction that starts later gets an id at or above xmax.
+ */
+const HORIZON_CTE = `
+  s AS (SELECT pg_current_snapshot() AS snap),
+  h AS (
+    SELECT coalesce(
+      (SELECT min(x) FROM s, pg_snapshot_xip(s.snap) AS x
+        WHERE NOT EXISTS (
+          SELECT 1 FROM pg_stat_activity a
+           WHERE a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+             AND a.backend_xid::text::bigint = (x::text::numeric % 4294967296)::bigint)),
+      (SELECT pg_snapshot_xmax(s.snap) FROM s)) AS horizon)`;
+
+/**
  * A catch-up batch: events after the cursor event ($1; an unknown position counts as transaction 0, which is
  * what rows written before transaction ids were recorded carry) in log order, below the oldest in-flight
  * transaction, and that horizon. One statement, so the horizon and the rows come from one snapshot; the outer
  * join keeps the horizon row when no event qualifies.
  */
 const READ_BATCH_SQL = `
-  WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon),
+  WITH ${HORIZON_CTE},
        c AS (SELECT coalesce((SELECT transaction_id FROM events WHERE global_position = $1::bigint), '0'::xid8) AS tx)
   SELECT h.horizon::text AS horizon, x.*
     FROM h
@@ -159,7 +177,7 @@ const READ_BATCH_SQL = `
    ORDER BY x.log_tx, x.log_pos`;
 
 const HEAD_SQL = `
-  WITH h AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS horizon)
+  WITH ${HORIZON_CTE}
   SELECT h.horizon::text AS horizon,
          (SELECT e.global_position::text FROM events e
            WHERE e.transaction_id < h.horizon
@@ -196,7 +214,7 @@ const HEAD_SQL = `
 export class PostgresEventStore implements EventStore {
   private readonly clock: Clock;
   private readonly ownsPool: boolean;
-  private readonly appendListeners = new Set<(mark?: bigint) => void>();
+  private readonly appendListeners = new Set<(mark: bigint, category: string) => void>();
   /** The highest transaction id of an append made through this instance (readable once the horizon passes it). */
   private lastAppendMark = -1n;
   private readonly subscriptions = new Set<StoreSubscription>();
@@ -252,7 +270,7 @@ export class PostgresEventStore implements EventStore {
       if (last?.revision != null && last.global_position !== null && last.transaction_id !== null) {
         const mark = BigInt(last.transaction_id);
         if (mark > this.lastAppendMark) this.lastAppendMark = mark;
-        this.notifyAppended(mark);
+        this.notifyAppended(mark, streamCategory(streamId));
         return { nextExpectedRevision: last.revision, lastGlobalPosition: BigInt(last.global_position) };
       }
       const current = rows.find((r) => r.kind === 'current')?.current_revision ?? -1;
@@ -349,8 +367,13 @@ export class PostgresEventStore implements EventStore {
     const subscription = await startCatchUpSubscription(source, this.checkpoints, options, {
       ...this.options.subscriptions,
       onAppend: (wake) => {
-        this.appendListeners.add(wake);
-        return () => this.appendListeners.delete(wake);
+        // Only appends to the subscription's categories wake it: the others would cost it an empty read.
+        const categories = options.categories ? new Set(options.categories) : undefined;
+        const listener = (mark: bigint, category: string): void => {
+          if (!categories || categories.has(category)) wake(mark);
+        };
+        this.appendListeners.add(listener);
+        return () => this.appendListeners.delete(listener);
       },
     });
     this.subscriptions.add(subscription);
@@ -372,8 +395,8 @@ export class PostgresEventStore implements EventStore {
     if (this.ownsPool) await this.pool.end();
   }
 
-  private notifyAppended(mark: bigint): void {
-    for (const listener of this.appendListeners) listener(mark);
+  private notifyAppended(mark: bigint, category: string): void {
+    for (const listener of this.appendListeners) listener(mark, category);
   }
 }
 
