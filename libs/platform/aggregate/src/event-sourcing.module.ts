@@ -10,13 +10,14 @@ import {
   Optional,
 } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { type EventStore } from '@stablepay/event-store';
+import { type EventStore, PostgresEventStore } from '@stablepay/event-store';
 import {
   EVENT_BUS,
   type EventBus,
   type ProjectionDefinition,
   ProjectionRegistry,
   ProjectionRunner,
+  StoreLogEventBus,
 } from '@stablepay/event-bus';
 import { type Clock, systemClock } from '@stablepay/util';
 import { ReadinessRegistry } from '@stablepay/http';
@@ -53,6 +54,9 @@ export class Projections {
       dataSource: this.dataSource,
       bus: this.bus,
       store: this.store,
+      // The platform opens the Postgres event store on the read models' database (runtime adapters), so with the
+      // store-log bus the bus position is committed, synchronously, to the same WAL after each batch.
+      asyncCommit: this.store instanceof PostgresEventStore && this.bus instanceof StoreLogEventBus,
       logger: {
         error: (m) => logger.error(m),
         warn: (m) => logger.warn(m),
