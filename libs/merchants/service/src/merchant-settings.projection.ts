@@ -17,7 +17,10 @@ export const MERCHANT_SETTINGS_PROJECTION = 'merchants.settings-projection';
 @Injectable()
 export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
-  /** Emits `<merchantId>` after a row changed, so read-your-writes waits wake at once in this process. */
+  /**
+   * Emits `<merchantId>` after a row changed, so read-your-writes waits wake at once in this process, and
+   * `changed` with the merchant id for caches.
+   */
   readonly changes = new EventEmitter().setMaxListeners(0);
 
   constructor(
@@ -31,7 +34,7 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
       topics: [MERCHANT_TOPIC],
       apply: (em, message) => this.applyMessage(em, message),
       onCommitted: (changed) => {
-        for (const message of changed) this.changes.emit(merchantIdOf(message), message.revision);
+        for (const message of changed) this.emitChange(message);
       },
     });
   }
@@ -43,7 +46,14 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
   /** Applies one message in its own transaction (tests and tools; the runner batches). */
   async apply(message: BusMessage): Promise<void> {
     const applied = await this.dataSource.transaction((em) => this.applyMessage(em, message));
-    if (applied) this.changes.emit(merchantIdOf(message), message.revision);
+    if (applied) this.emitChange(message);
+  }
+
+  /** `<merchantId>` wakes read-your-writes waits; `changed` (with the id) lets caches drop the merchant. */
+  private emitChange(message: BusMessage): void {
+    const merchantId = merchantIdOf(message);
+    this.changes.emit(merchantId, message.revision);
+    this.changes.emit('changed', merchantId);
   }
 
   private applyMessage(em: EntityManager, message: BusMessage): Promise<boolean> {

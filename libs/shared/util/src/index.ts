@@ -6,3 +6,4 @@ export * from './config';
 export * from './json-logger';
 export * from './secret-box';
 export * from './read-your-writes';
+export * from './invalidated-cache';
