@@ -1,0 +1,291 @@
+/**
+ * The write path beside the database's own insert rate, in one run on one database server:
+ *   DATABASE_URL=postgres://... node -r @swc-node/register tools/bench-write/bench.ts
+ *
+ *   1. floor: BENCH_CLIENTS (8) pg clients doing single-row autocommit INSERTs of a jsonb row, for BENCH_SECONDS;
+ *   2. the command path: HTTP `POST /subscription-checkouts` (validation, API-key auth, aggregate, event store
+ *      append, projection, read-your-writes wait, response) against the gateway + subscriptions + webhook services
+ *      in one process, with 8 and with 64 keep-alive connections, for BENCH_SECONDS each;
+ *   3. projection lag: BENCH_RATE (500) commands per second paced open-loop for BENCH_SECONDS, and the projection's
+ *      lag (stored -> projected, from the prom-client histogram) plus the HTTP latency at that rate.
+ * Printed: rate, p50/p99, and the ratio to the floor. Figures: docs/benchmarks.md. Without DATABASE_URL the stack
+ * runs on a private PGlite (the floor is then PGlite's).
+ */
+import 'reflect-metadata';
+import * as http from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { Client } from 'pg';
+import { register } from 'prom-client';
+import { topicForCategory } from '@stablepay/event-bus';
+import { gatewayService } from '@stablepay/gateway-service';
+import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
+import { platformConfigFromEnv, startService } from '@stablepay/runtime';
+import {
+  subscriptionCheckoutWebhook,
+  subscriptionsConfigFromEnv,
+  subscriptionsService,
+} from '@stablepay/subscriptions-service';
+import { createTestDatabase } from '@stablepay/testing';
+import {
+  domainEventSource,
+  dispatchOptionsFromEnv,
+  webhookDispatchService,
+} from '@stablepay/webhook-dispatch-service';
+
+const num = (name: string, fallback: number): number => {
+  const raw = process.env[name];
+  const value = raw === undefined || raw === '' ? fallback : Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
+  return value;
+};
+const SECONDS = num('BENCH_SECONDS', 5);
+const CLIENTS = num('BENCH_CLIENTS', 8);
+const RATE = num('BENCH_RATE', 500);
+const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
+const percentile = (values: readonly number[], p: number): number => {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+};
+
+interface Row {
+  readonly name: string;
+  readonly count: number;
+  readonly errors: number;
+  readonly ms: number;
+  readonly latencies: readonly number[];
+}
+
+/** Runs `workers` loops of `once` until the time is up. */
+async function closedLoop(workers: number, once: () => Promise<boolean>): Promise<Omit<Row, 'name'>> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const start = performance.now();
+  const end = start + SECONDS * 1000;
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (performance.now() < end) {
+        const t = performance.now();
+        if (await once()) latencies.push(performance.now() - t);
+        else errors++;
+      }
+    }),
+  );
+  return { count: latencies.length, errors, ms: performance.now() - start, latencies };
+}
+
+async function floor(url: string): Promise<Row> {
+  const setup = new Client({ connectionString: url });
+  await setup.connect();
+  await setup.query('CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, body jsonb NOT NULL)');
+  await setup.end();
+  const clients = await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      const c = new Client({ connectionString: url });
+      await c.connect();
+      return c;
+    }),
+  );
+  const body = JSON.stringify({ price: '1000', price_currency: 'USD', metadata: { order: 'o-1' } });
+  const idle = [...clients];
+  const result = await closedLoop(CLIENTS, async () => {
+    // Each loop takes a client of its own for the call (CLIENTS loops, CLIENTS clients).
+    const client = idle.pop();
+    if (!client) throw new Error('more loops than clients');
+    try {
+      await client.query('INSERT INTO bench_floor (body) VALUES ($1::jsonb)', [body]);
+    } finally {
+      idle.push(client);
+    }
+    return true;
+  });
+  await Promise.all(clients.map((c) => c.end()));
+  return { name: `floor: single-row INSERT jsonb, ${CLIENTS} clients`, ...result };
+}
+
+function poster(base: string, key: string, connections: number) {
+  const url = new URL(base);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const body = Buffer.from(JSON.stringify({ price: '1000', price_currency: 'USD' }));
+  const post = (): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const req = http.request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: '/subscription-checkouts',
+          method: 'POST',
+          agent,
+          headers: {
+            authorization: `Bearer ${key}`,
+            'content-type': 'application/json',
+            'content-length': String(body.length),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  return { post: async () => (await post()) === 201, close: () => agent.destroy() };
+}
+
+async function main(): Promise<void> {
+  const database = await createTestDatabase();
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    DATABASE_URL: database.url,
+    PORT: '0',
+    ADMIN_TOKEN,
+    LOG_LEVEL: 'error',
+    SANDBOX_RATES: 'USD/USDC=1,USD/USDT=1',
+  };
+  const platform = platformConfigFromEnv(env, { port: 0 });
+  const merchants = merchantsConfigFromEnv(
+    { ALLOW_LOCAL_WEBHOOKS: 'true', ...env },
+    { allowEphemeralKey: true },
+  );
+  const service = await startService({ ...platform, host: '127.0.0.1' }, [
+    gatewayService(merchants),
+    subscriptionsService(subscriptionsConfigFromEnv(env, { localChains: [] })),
+    webhookDispatchService({
+      merchants,
+      sources: [
+        domainEventSource({
+          name: 'subscription-checkouts',
+          topic: topicForCategory('subscriptionCheckout'),
+          map: subscriptionCheckoutWebhook,
+        }),
+      ],
+      dispatch: dispatchOptionsFromEnv(env),
+    }),
+  ]);
+  const rows: Row[] = [];
+  const cpuNotes: string[] = [];
+  try {
+    const res = await fetch(`${service.url}/admin/merchants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Bench Merchant', mode: 'test' }),
+    });
+    const key = String(((await res.json()) as Record<string, unknown>)['api_key']);
+    const probe = poster(service.url, key, 1);
+    if (!(await probe.post())) throw new Error('POST /subscription-checkouts does not answer 201 here');
+    probe.close();
+
+    rows.push(await floor(database.url));
+    for (const connections of [8, 64]) {
+      const p = poster(service.url, key, connections);
+      // Warm-up: JIT, pools, caches.
+      await Promise.all(Array.from({ length: connections }, () => p.post()));
+      const cpu = process.cpuUsage();
+      const result = await closedLoop(connections, p.post);
+      const used = process.cpuUsage(cpu);
+      p.close();
+      rows.push({ name: `POST /subscription-checkouts, ${connections} connections`, ...result });
+      cpuNotes.push(
+        `${connections} connections: ${((used.user + used.system) / 1000 / Math.max(1, result.count)).toFixed(2)} ms of this process's CPU per request (client and server share it)`,
+      );
+    }
+
+    // Projection lag at a paced rate (open loop: a request every 1/RATE s whatever the answers do).
+    const lagBefore = await lagSnapshot();
+    const p = poster(service.url, key, 256);
+    const latencies: number[] = [];
+    let errors = 0;
+    const total = Math.round(RATE * SECONDS);
+    const start = performance.now();
+    const inflight: Promise<void>[] = [];
+    for (let i = 0; i < total; i++) {
+      const due = start + (i * 1000) / RATE;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const t = performance.now();
+      inflight.push(
+        p.post().then((ok) => {
+          if (ok) latencies.push(performance.now() - t);
+          else errors++;
+        }),
+      );
+    }
+    await Promise.all(inflight);
+    const ms = performance.now() - start;
+    p.close();
+    rows.push({
+      name: `paced ${RATE}/s for ${SECONDS}s (HTTP latency)`,
+      count: latencies.length,
+      errors,
+      ms,
+      latencies,
+    });
+    const lag = lagDelta(lagBefore, await lagSnapshot());
+
+    const floorRate = rows[0] ? (rows[0].count / rows[0].ms) * 1000 : Number.NaN;
+    console.log(
+      `\nwrite path, ${SECONDS}s per row, database ${new URL(database.url).host} (${database.kind})`,
+    );
+    console.log(
+      'row'.padEnd(52),
+      'ops/s'.padStart(8),
+      'ratio'.padStart(7),
+      'p50 ms'.padStart(8),
+      'p99 ms'.padStart(8),
+      'errors'.padStart(7),
+    );
+    for (const row of rows) {
+      const rate = (row.count / row.ms) * 1000;
+      console.log(
+        row.name.padEnd(52),
+        rate.toFixed(0).padStart(8),
+        (rate / floorRate).toFixed(3).padStart(7),
+        percentile(row.latencies, 50).toFixed(1).padStart(8),
+        percentile(row.latencies, 99).toFixed(1).padStart(8),
+        String(row.errors).padStart(7),
+      );
+    }
+    for (const note of cpuNotes) console.log(note);
+    console.log(
+      `projection lag at ${RATE}/s (subscription checkouts, stored -> projected): p50 <= ${lag.p50} ms, p99 <= ${lag.p99} ms over ${lag.count} events`,
+    );
+  } finally {
+    await service.stop();
+    await database.drop();
+  }
+}
+
+type Buckets = Map<number, number>;
+
+/** The cumulative buckets of the subscription checkout projection's lag histogram. */
+async function lagSnapshot(): Promise<Buckets> {
+  const metric = await register.getSingleMetric('stablepay_projection_lag_seconds')?.get();
+  const buckets: Buckets = new Map();
+  for (const v of metric?.values ?? []) {
+    if (v.labels['projection'] !== 'subscriptions.subscription-checkout-projection') continue;
+    if ((v as { metricName?: string }).metricName !== 'stablepay_projection_lag_seconds_bucket') continue;
+    const le = v.labels['le'];
+    buckets.set(le === '+Inf' ? Infinity : Number(le), v.value);
+  }
+  return buckets;
+}
+
+/** Percentile upper bounds (bucket edges, ms) of the events observed between two snapshots. */
+function lagDelta(before: Buckets, after: Buckets): { p50: string; p99: string; count: number } {
+  const edges = [...after.keys()].sort((a, b) => a - b);
+  const counts = edges.map((le) => (after.get(le) ?? 0) - (before.get(le) ?? 0));
+  const total = counts[counts.length - 1] ?? 0;
+  const at = (q: number): string => {
+    const i = counts.findIndex((c) => c >= q * total);
+    const le = edges[i] ?? Infinity;
+    return le === Infinity ? 'inf' : String(le * 1000);
+  };
+  return { p50: at(0.5), p99: at(0.99), count: total };
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
