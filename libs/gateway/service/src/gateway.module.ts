@@ -2,7 +2,11 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { CLOCK } from '@stablepay/aggregate';
 import { ApiKeyGuard, IDEMPOTENCY_CLOCK, IdempotencyInterceptor } from '@stablepay/http';
-import { MERCHANTS_MIGRATIONS, MerchantsModule, type MerchantsConfig } from '@stablepay/merchants-service';
+import {
+  MERCHANTS_MIGRATIONS,
+  merchantsHttpModule,
+  type MerchantsConfig,
+} from '@stablepay/merchants-service';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { WEBHOOKS_MIGRATIONS, webhooksHttpModule } from '@stablepay/webhook-dispatch-service';
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
@@ -19,7 +23,7 @@ export class GatewayModule {
       module: GatewayModule,
       imports: [
         // The webhooks scope's event-type catalogue validates PATCH /settings webhook_event_types.
-        MerchantsModule.forRoot({ ...merchants, webhookEventCatalogue: WEBHOOK_EVENT_TYPES }),
+        merchantsHttpModule({ ...merchants, webhookEventCatalogue: WEBHOOK_EVENT_TYPES }),
         webhooksHttpModule(),
         subscriptionsHttpModule(),
       ],

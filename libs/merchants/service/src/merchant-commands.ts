@@ -1,11 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { getAddress, verifyMessage } from 'ethers';
+import { verifyMessage } from 'ethers';
 import { randomBytes } from 'node:crypto';
 import { CLOCK, handleCommand } from '@stablepay/aggregate';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore, Mode } from '@stablepay/event-store';
 import { apiKeyHint, generateApiKey, hashApiKey, parseApiKey } from '@stablepay/http';
+import { parseAddress } from '@stablepay/merchants-api';
 import {
   type FiatSettlementDetails,
   type MerchantCommand,
@@ -23,19 +24,6 @@ import { validateWebhookUrl } from './webhook-url';
 /** `whsec_` + 32 random bytes base64url: the secret as issued, used verbatim as the HMAC key. */
 function generateWebhookSecret(): string {
   return `whsec_${randomBytes(32).toString('base64url')}`;
-}
-
-/** Checksummed or all-lowercase 20-byte hex; a mixed-case address with a wrong checksum is refused. */
-export function parseAddress(param: string, value: string, invalid = validationError): string {
-  if (!/^0x[0-9a-fA-F]{40}$/.test(value))
-    throw invalid(param, `${param} must be a 20-byte hex address (0x followed by 40 hex digits).`);
-  const hex = value.slice(2);
-  const lower = hex === hex.toLowerCase();
-  const upper = hex === hex.toUpperCase();
-  const checksummed = getAddress(value.toLowerCase());
-  if (!lower && !upper && checksummed !== value)
-    throw invalid(param, `${param} has an invalid EIP-55 checksum.`);
-  return checksummed;
 }
 
 export interface CreatedMerchant {

@@ -8,7 +8,7 @@ import { ApiKeyGuard } from '@stablepay/http';
 import {
   MERCHANTS_MIGRATIONS,
   MerchantCommands,
-  MerchantsModule,
+  merchantsHttpModule,
   merchantsConfigFromEnv,
 } from '@stablepay/merchants-service';
 import { type RunningService, startService } from '@stablepay/runtime';
@@ -136,7 +136,7 @@ export async function startWebhookStack(options: WebhookStackOptions): Promise<W
   };
   const gateway: DynamicModule = {
     module: TestGatewayModule,
-    imports: [MerchantsModule.forRoot(merchants), webhooksHttpModule()],
+    imports: [merchantsHttpModule(merchants), webhooksHttpModule()],
     providers: [{ provide: APP_GUARD, useClass: ApiKeyGuard }],
   };
   const service = await startService(

@@ -19,17 +19,16 @@ import { listParkedStreams, type ParkedStream, requestParkedStreamRetry } from '
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { Public, unauthenticated } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
-import { MerchantCommands } from './merchant-commands';
-import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
+import { MERCHANTS_ADMIN_TOKEN, MERCHANTS_USE_CASES, type MerchantsUseCases } from './merchants.port';
 import { CreateMerchantDto } from './settings.dto';
 
 /** Operator API: absent (404) unless ADMIN_TOKEN is set; then `Authorization: Bearer <ADMIN_TOKEN>`. */
 @Injectable()
 export class AdminTokenGuard implements CanActivate {
-  constructor(@Inject(MERCHANTS_CONFIG) private readonly config: MerchantsConfig) {}
+  constructor(@Inject(MERCHANTS_ADMIN_TOKEN) private readonly token: string | null) {}
 
   canActivate(context: ExecutionContext): boolean {
-    const token = this.config.adminToken;
+    const token = this.token;
     if (!token) {
       throw new DomainError({
         type: 'invalid_request',
@@ -51,7 +50,9 @@ export class AdminTokenGuard implements CanActivate {
 @Controller('admin')
 export class AdminController {
   constructor(
-    @Inject(MerchantCommands) private readonly commands: MerchantCommands,
+    @Inject(MERCHANTS_USE_CASES) private readonly merchants: MerchantsUseCases,
+    // The parked-stream routes are the platform's operator API (every projection's table in this database),
+    // not a merchant use case: they read the platform's tables directly.
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(Projections) private readonly projections: Projections,
   ) {}
@@ -103,21 +104,12 @@ export class AdminController {
   /** Creates a merchant; its secret API key is returned here once and never again. */
   @Post('merchants')
   @HttpCode(201)
-  async createMerchant(@Body() body: CreateMerchantDto) {
-    const { row, apiKey } = await this.commands.createMerchant({
+  createMerchant(@Body() body: CreateMerchantDto) {
+    return this.merchants.createMerchant({
       name: body.name,
       mode: body.mode,
       settlementMode: body.settlement_mode ?? 'crypto',
     });
-    return {
-      object: 'merchant' as const,
-      id: row.merchant_id,
-      name: row.name,
-      mode: row.mode,
-      settlement_mode: row.settlement_mode,
-      api_key: apiKey,
-      created_at: new Date(row.created_at).toISOString(),
-    };
   }
 }
 

@@ -1,59 +1,43 @@
 import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
-import { pauserDeclarationMessage, requireBrandingColor } from '@stablepay/merchants-domain';
+import { requireBrandingColor } from '@stablepay/merchants-domain';
 import { invalidRequest, validationError } from '@stablepay/util';
-import { MerchantCommands, parseAddress } from './merchant-commands';
-import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
-import { presentSettings } from './settings.presenter';
+import { parseAddress } from './address';
+import { MERCHANTS_USE_CASES, type MerchantsUseCases } from './merchants.port';
 import { RegisterSignerDto, UpdateProfileDto, UpdateSettlementDto } from './settings.dto';
-import { SettingsReader } from './settings.reader';
-import { requireKnownEventTypes } from './webhook-event-types';
 
 @Controller('settings')
 export class SettingsController {
-  constructor(
-    @Inject(MerchantCommands) private readonly commands: MerchantCommands,
-    @Inject(SettingsReader) private readonly reader: SettingsReader,
-    @Inject(MERCHANTS_CONFIG) private readonly config: MerchantsConfig,
-  ) {}
+  constructor(@Inject(MERCHANTS_USE_CASES) private readonly merchants: MerchantsUseCases) {}
 
   @Get()
-  async get(@CurrentMerchant() merchant: AuthenticatedMerchant) {
-    return presentSettings(await this.reader.get(merchant.merchantId), this.config);
+  get(@CurrentMerchant() merchant: AuthenticatedMerchant) {
+    return this.merchants.settings(merchant);
   }
 
   /** Registers the merchant signer (and optionally the settlement address). */
   @Post()
   @HttpCode(200)
-  async registerSigner(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: RegisterSignerDto) {
-    const row = await this.commands.registerSigner(
-      merchant.merchantId,
-      body.merchant_signer,
-      body.settlement_address,
-    );
-    return presentSettings(row, this.config);
+  registerSigner(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: RegisterSignerDto) {
+    return this.merchants.registerSigner(merchant, body.merchant_signer, body.settlement_address);
   }
 
   @Put()
-  async updateSettlement(
-    @CurrentMerchant() merchant: AuthenticatedMerchant,
-    @Body() body: UpdateSettlementDto,
-  ) {
-    return presentSettings(
-      await this.commands.updateSettlementAddress(merchant.merchantId, body.settlement_address),
-      this.config,
-    );
+  updateSettlement(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: UpdateSettlementDto) {
+    return this.merchants.updateSettlementAddress(merchant, body.settlement_address);
   }
 
   @Patch()
-  async updateProfile(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: UpdateProfileDto) {
+  updateProfile(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: UpdateProfileDto) {
     // DTO instances define every declared field (as undefined), so "empty" means no defined value.
     if (Object.values(body).every((v) => v === undefined)) {
       throw invalidRequest(
         'Send at least one of display_name, webhook_url, background_color, primary_color, webhook_event_types.',
       );
     }
-    const { row, issuedSecret } = await this.commands.updateProfile(merchant.merchantId, {
+    // webhook_event_types are checked against the webhook catalogue, and webhook_url against the egress rules, by
+    // the use case (both need the service's configuration).
+    return this.merchants.updateProfile(merchant, {
       ...(body.display_name !== undefined ? { displayName: body.display_name } : {}),
       ...(body.webhook_url !== undefined ? { webhookUrl: body.webhook_url } : {}),
       ...(body.background_color !== undefined
@@ -62,63 +46,29 @@ export class SettingsController {
       ...(body.primary_color !== undefined
         ? { primaryColor: requireBrandingColor('primary_color', body.primary_color) }
         : {}),
-      ...(body.webhook_event_types !== undefined
-        ? {
-            webhookEventTypes: requireKnownEventTypes(
-              body.webhook_event_types,
-              this.config.webhookEventCatalogue,
-            ),
-          }
-        : {}),
+      ...(body.webhook_event_types !== undefined ? { webhookEventTypes: body.webhook_event_types } : {}),
     });
-    // The secret is shown once, in the response of the update that issued it.
-    return {
-      ...presentSettings(row, this.config),
-      ...(issuedSecret ? { webhook_secret: issuedSecret } : {}),
-    };
   }
 
   @Post('webhook/secret')
   @HttpCode(200)
-  async rotateSecret(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+  rotateSecret(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
     // It takes no parameters; a body that is anything but nothing or `{}` is a client mistake, refused before a
     // secret changes.
     requireNoParameters(body);
-    const { row, secret } = await this.commands.rotateWebhookSecret(merchant.merchantId);
-    return {
-      object: 'webhook_secret' as const,
-      webhook_secret: secret,
-      previous_secret_expires_at: row.previous_secret_expires_at
-        ? new Date(row.previous_secret_expires_at).toISOString()
-        : null,
-    };
+    return this.merchants.rotateWebhookSecret(merchant);
   }
 
   @Get('pauser')
-  async getPauser(@CurrentMerchant() merchant: AuthenticatedMerchant) {
-    const row = await this.reader.get(merchant.merchantId);
-    return {
-      object: 'pauser_declaration' as const,
-      declaration_message: pauserDeclarationMessage(merchant.merchantId, merchant.mode),
-      merchant_pauser: row.merchant_pauser,
-      shared_pauser_risk_acknowledged: row.shared_pauser_risk_acknowledged,
-      locked: row.subscription_manager_address !== null,
-    };
+  getPauser(@CurrentMerchant() merchant: AuthenticatedMerchant) {
+    return this.merchants.pauser(merchant);
   }
 
   /** SPEC: a malformed merchant_pauser or signature is 400 invalid_request, before any business rule. */
   @Post('pauser')
   @HttpCode(200)
-  async declarePauser(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
-    const input = parseDeclaration(body);
-    const row = await this.commands.declarePauser(merchant.merchantId, merchant.mode, input);
-    return {
-      object: 'pauser_declaration' as const,
-      declaration_message: pauserDeclarationMessage(merchant.merchantId, merchant.mode),
-      merchant_pauser: row.merchant_pauser,
-      shared_pauser_risk_acknowledged: row.shared_pauser_risk_acknowledged,
-      locked: row.subscription_manager_address !== null,
-    };
+  declarePauser(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+    return this.merchants.declarePauser(merchant, parseDeclaration(body));
   }
 }
 

@@ -1,16 +1,11 @@
 import { Body, Controller, Get, Inject, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
-import {
-  type FiatSettlementDetails,
-  FIAT_SETTLEMENT_REQUIRED_FIELDS,
-  missingFiatSettlementFields,
-} from '@stablepay/merchants-domain';
+import type { FiatSettlementDetails } from '@stablepay/merchants-domain';
 import { invalidRequest, validationError } from '@stablepay/util';
-import { MerchantCommands } from './merchant-commands';
-import { fiatSettlementOf, SettingsReader, type MerchantSettingsRow } from './settings.reader';
+import { MERCHANTS_USE_CASES, type MerchantsUseCases, type SettlementInput } from './merchants.port';
 
-/** Wire name <-> domain name of each fiat settlement field. */
-const FIAT_FIELDS = {
+/** Wire name -> domain name of each fiat settlement field. */
+export const FIAT_FIELDS = {
   currency: 'currency',
   beneficiary_name: 'beneficiaryName',
   bank_name: 'bankName',
@@ -18,10 +13,7 @@ const FIAT_FIELDS = {
   bank_code: 'bankCode',
   country: 'country',
 } as const satisfies Record<string, keyof FiatSettlementDetails>;
-type WireField = keyof typeof FIAT_FIELDS;
-const WIRE_BY_DOMAIN = Object.fromEntries(
-  Object.entries(FIAT_FIELDS).map(([wire, domain]) => [domain, wire]),
-) as Record<keyof FiatSettlementDetails, WireField>;
+export type WireField = keyof typeof FIAT_FIELDS;
 
 /** 1-140 characters, not only spaces, none of them control characters (letters of any script allowed). */
 const PRINTABLE_NAME = /^(?=.*\S)[^\p{Cc}]{1,140}$/u;
@@ -57,45 +49,13 @@ const FIELD_RULES: Record<
   },
 };
 
-/**
- * The settlement configuration record (SPEC Endpoints > Payments: GET/PUT /payments/settlement; not paginated).
- * It holds the crypto settlement address and, for a fiat-settled business, the fiat configuration: settlement
- * currency and payout bank details. The account number is shown masked (last four) once saved.
- */
-export function presentSettlement(row: MerchantSettingsRow) {
-  const fiat = fiatSettlementOf(row);
-  return {
-    object: 'settlement_configuration' as const,
-    settlement_mode: row.settlement_mode,
-    settlement_address: row.settlement_address,
-    fiat: fiat
-      ? {
-          currency: fiat.currency,
-          beneficiary_name: fiat.beneficiaryName,
-          bank_name: fiat.bankName,
-          account_number_last4: fiat.accountNumber ? fiat.accountNumber.slice(-4) : null,
-          bank_code: fiat.bankCode,
-          country: fiat.country,
-          complete: missingFiatSettlementFields(fiat).length === 0,
-          missing_fields: missingFiatSettlementFields(fiat).map((f) => WIRE_BY_DOMAIN[f]),
-          configured_at: row.fiat_configured_at ? new Date(row.fiat_configured_at).toISOString() : null,
-        }
-      : null,
-    fiat_settlement_required_fields: FIAT_SETTLEMENT_REQUIRED_FIELDS.map((f) => WIRE_BY_DOMAIN[f]),
-    updated_at: new Date(row.updated_at).toISOString(),
-  };
-}
-
 @Controller('payments/settlement')
 export class SettlementController {
-  constructor(
-    @Inject(MerchantCommands) private readonly commands: MerchantCommands,
-    @Inject(SettingsReader) private readonly reader: SettingsReader,
-  ) {}
+  constructor(@Inject(MERCHANTS_USE_CASES) private readonly merchants: MerchantsUseCases) {}
 
   @Get()
-  async get(@CurrentMerchant() merchant: AuthenticatedMerchant) {
-    return presentSettlement(await this.reader.get(merchant.merchantId));
+  get(@CurrentMerchant() merchant: AuthenticatedMerchant) {
+    return this.merchants.settlement(merchant);
   }
 
   /**
@@ -103,16 +63,12 @@ export class SettlementController {
    * (a field set to null is unset; `"fiat": null` removes the configuration).
    */
   @Put()
-  async put(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
-    const input = parseSettlementBody(body);
-    return presentSettlement(await this.commands.configureSettlement(merchant.merchantId, input));
+  put(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+    return this.merchants.configureSettlement(merchant, parseSettlementBody(body));
   }
 }
 
-export function parseSettlementBody(body: unknown): {
-  settlementAddress?: string;
-  fiat?: Partial<FiatSettlementDetails> | null;
-} {
+export function parseSettlementBody(body: unknown): SettlementInput {
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     throw invalidRequest('The request body must be a JSON object.');
   const b = body as Record<string, unknown>;

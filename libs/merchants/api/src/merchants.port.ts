@@ -1,0 +1,137 @@
+import type { Mode } from '@stablepay/event-store';
+import type { AuthenticatedMerchant } from '@stablepay/http';
+import type { FiatSettlementDetails, SettlementMode } from '@stablepay/merchants-domain';
+
+/** GET/POST/PUT/PATCH /settings: the settings record (snake_case, every field present, null when unset). */
+export interface SettingsResource {
+  readonly object: 'settings';
+  readonly merchant_id: string;
+  readonly mode: Mode;
+  readonly display_name: string;
+  readonly settlement_mode: SettlementMode;
+  readonly settlement_address: string | null;
+  readonly merchant_signer: string | null;
+  readonly signers: ReadonlyArray<{
+    readonly chain: string;
+    readonly address: string | null;
+    readonly status: 'registered' | 'missing';
+  }>;
+  readonly payment_factory_address: string | null;
+  readonly payment_factory_status: 'deployed' | 'pending_chain_layer';
+  readonly background_color: string | null;
+  readonly primary_color: string | null;
+  readonly webhook_url: string | null;
+  readonly webhook_secret_fingerprint: string | null;
+  readonly previous_secret_expires_at: string | null;
+  readonly webhook_event_types: string[] | null;
+  readonly merchant_pauser: string | null;
+  readonly subscription_manager_address: string | null;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+/** PATCH /settings answers the settings, with the webhook secret when this update issued it (shown once). */
+export type UpdatedSettingsResource = SettingsResource & { readonly webhook_secret?: string };
+
+export interface WebhookSecretResource {
+  readonly object: 'webhook_secret';
+  readonly webhook_secret: string;
+  readonly previous_secret_expires_at: string | null;
+}
+
+export interface PauserDeclarationResource {
+  readonly object: 'pauser_declaration';
+  readonly declaration_message: string;
+  readonly merchant_pauser: string | null;
+  readonly shared_pauser_risk_acknowledged: boolean;
+  readonly locked: boolean;
+}
+
+/** GET/PUT /payments/settlement (SPEC Endpoints > Payments). */
+export interface SettlementConfigurationResource {
+  readonly object: 'settlement_configuration';
+  readonly settlement_mode: SettlementMode;
+  readonly settlement_address: string | null;
+  readonly fiat: {
+    readonly currency: string | null;
+    readonly beneficiary_name: string | null;
+    readonly bank_name: string | null;
+    readonly account_number_last4: string | null;
+    readonly bank_code: string | null;
+    readonly country: string | null;
+    readonly complete: boolean;
+    readonly missing_fields: string[];
+    readonly configured_at: string | null;
+  } | null;
+  readonly fiat_settlement_required_fields: string[];
+  readonly updated_at: string;
+}
+
+/** POST /admin/merchants: the merchant, with its secret API key (returned here once and never again). */
+export interface CreatedMerchantResource {
+  readonly object: 'merchant';
+  readonly id: string;
+  readonly name: string;
+  readonly mode: Mode;
+  readonly settlement_mode: SettlementMode;
+  readonly api_key: string;
+  readonly created_at: string;
+}
+
+export interface ProfilePatch {
+  readonly displayName?: string;
+  readonly webhookUrl?: string | null;
+  readonly backgroundColor?: string | null;
+  readonly primaryColor?: string | null;
+  readonly webhookEventTypes?: string[] | null;
+}
+
+export interface PauserDeclarationInput {
+  readonly merchantPauser: string;
+  readonly signature: string;
+  readonly acknowledgeSharedPauserRisk: boolean;
+}
+
+export interface SettlementInput {
+  readonly settlementAddress?: string;
+  readonly fiat?: Partial<FiatSettlementDetails> | null;
+}
+
+/**
+ * The inbound port of the merchants scope that the gateway's controllers call (settings, settlement, operator
+ * API). Implemented by MerchantsGateway in @stablepay/merchants-service.
+ */
+export interface MerchantsUseCases {
+  settings(merchant: AuthenticatedMerchant): Promise<SettingsResource>;
+  registerSigner(
+    merchant: AuthenticatedMerchant,
+    merchantSigner: string,
+    settlementAddress?: string,
+  ): Promise<SettingsResource>;
+  updateSettlementAddress(
+    merchant: AuthenticatedMerchant,
+    settlementAddress: string,
+  ): Promise<SettingsResource>;
+  updateProfile(merchant: AuthenticatedMerchant, patch: ProfilePatch): Promise<UpdatedSettingsResource>;
+  rotateWebhookSecret(merchant: AuthenticatedMerchant): Promise<WebhookSecretResource>;
+  pauser(merchant: AuthenticatedMerchant): Promise<PauserDeclarationResource>;
+  declarePauser(
+    merchant: AuthenticatedMerchant,
+    input: PauserDeclarationInput,
+  ): Promise<PauserDeclarationResource>;
+  settlement(merchant: AuthenticatedMerchant): Promise<SettlementConfigurationResource>;
+  configureSettlement(
+    merchant: AuthenticatedMerchant,
+    input: SettlementInput,
+  ): Promise<SettlementConfigurationResource>;
+  createMerchant(input: {
+    name: string;
+    mode: Mode;
+    settlementMode: SettlementMode;
+  }): Promise<CreatedMerchantResource>;
+}
+
+export const MERCHANTS_USE_CASES = Symbol('MERCHANTS_USE_CASES');
+
+/** The operator token (ADMIN_TOKEN) the admin routes require, or null when the operator API is off (404). */
+export const MERCHANTS_ADMIN_TOKEN = Symbol('MERCHANTS_ADMIN_TOKEN');

@@ -1,0 +1,14 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { RotateWebhookSecretCommand, RotateWebhookSecretResult } from '@stablepay/merchants-api';
+import { MerchantCommands } from '../../merchant-commands';
+
+/** Use case: the merchant rotates its webhook secret (POST /settings/webhook/secret). */
+@Injectable()
+export class RotateWebhookSecretHandler {
+  constructor(@Inject(MerchantCommands) private readonly commands: MerchantCommands) {}
+
+  async handle(command: RotateWebhookSecretCommand): Promise<RotateWebhookSecretResult> {
+    const { row, secret } = await this.commands.rotateWebhookSecret(command.merchant.merchantId);
+    return { id: row.merchant_id, revision: row.revision, secret };
+  }
+}

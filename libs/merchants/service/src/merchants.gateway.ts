@@ -1,0 +1,153 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Mode } from '@stablepay/event-store';
+import type { AuthenticatedMerchant } from '@stablepay/http';
+import type {
+  CreatedMerchantResource,
+  MerchantsUseCases,
+  PauserDeclarationInput,
+  PauserDeclarationResource,
+  ProfilePatch,
+  SettingsResource,
+  SettlementConfigurationResource,
+  SettlementInput,
+  UpdatedSettingsResource,
+  WebhookSecretResource,
+} from '@stablepay/merchants-api';
+import { pauserDeclarationMessage, type SettlementMode } from '@stablepay/merchants-domain';
+import { ConfigureSettlementHandler } from './commands/configure-settlement/configure-settlement.handler';
+import { CreateMerchantHandler } from './commands/create-merchant/create-merchant.handler';
+import { DeclarePauserHandler } from './commands/declare-pauser/declare-pauser.handler';
+import { RegisterSignerHandler } from './commands/register-signer/register-signer.handler';
+import { RotateWebhookSecretHandler } from './commands/rotate-webhook-secret/rotate-webhook-secret.handler';
+import { UpdateProfileHandler } from './commands/update-profile/update-profile.handler';
+import { UpdateSettlementAddressHandler } from './commands/update-settlement-address/update-settlement-address.handler';
+import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
+import { presentSettings } from './settings.presenter';
+import { SettingsReader, type MerchantSettingsRow } from './settings.reader';
+import { presentSettlement } from './settlement.presenter';
+
+/**
+ * The gateway's side of the merchants use cases (the port its controllers call). The gateway owns the merchant
+ * aggregate, so the use-case handlers run in this process and are called directly rather than through the
+ * CommandClient (docs/architecture.md, "Gateway route -> use case": why the owner-is-gateway case differs); as
+ * in every scope, a handler answers `{ id, revision }` and the read model is awaited at that revision.
+ */
+@Injectable()
+export class MerchantsGateway implements MerchantsUseCases {
+  constructor(
+    @Inject(SettingsReader) private readonly reader: SettingsReader,
+    @Inject(MERCHANTS_CONFIG) private readonly config: MerchantsConfig,
+    @Inject(CreateMerchantHandler) private readonly createMerchantHandler: CreateMerchantHandler,
+    @Inject(RegisterSignerHandler) private readonly registerSignerHandler: RegisterSignerHandler,
+    @Inject(UpdateSettlementAddressHandler)
+    private readonly updateSettlementAddressHandler: UpdateSettlementAddressHandler,
+    @Inject(UpdateProfileHandler) private readonly updateProfileHandler: UpdateProfileHandler,
+    @Inject(RotateWebhookSecretHandler)
+    private readonly rotateWebhookSecretHandler: RotateWebhookSecretHandler,
+    @Inject(DeclarePauserHandler) private readonly declarePauserHandler: DeclarePauserHandler,
+    @Inject(ConfigureSettlementHandler)
+    private readonly configureSettlementHandler: ConfigureSettlementHandler,
+  ) {}
+
+  async settings(merchant: AuthenticatedMerchant): Promise<SettingsResource> {
+    return presentSettings(await this.reader.get(merchant.merchantId), this.config);
+  }
+
+  async registerSigner(
+    merchant: AuthenticatedMerchant,
+    merchantSigner: string,
+    settlementAddress?: string,
+  ): Promise<SettingsResource> {
+    const done = await this.registerSignerHandler.handle({
+      merchant,
+      merchantSigner,
+      ...(settlementAddress !== undefined ? { settlementAddress } : {}),
+    });
+    return presentSettings(await this.reader.getAtLeast(done.id, done.revision), this.config);
+  }
+
+  async updateSettlementAddress(
+    merchant: AuthenticatedMerchant,
+    settlementAddress: string,
+  ): Promise<SettingsResource> {
+    const done = await this.updateSettlementAddressHandler.handle({ merchant, settlementAddress });
+    return presentSettings(await this.reader.getAtLeast(done.id, done.revision), this.config);
+  }
+
+  async updateProfile(
+    merchant: AuthenticatedMerchant,
+    patch: ProfilePatch,
+  ): Promise<UpdatedSettingsResource> {
+    const done = await this.updateProfileHandler.handle({ merchant, ...patch });
+    const row = await this.reader.getAtLeast(done.id, done.revision);
+    // The secret is shown once, in the response of the update that issued it.
+    return {
+      ...presentSettings(row, this.config),
+      ...(done.issuedSecret ? { webhook_secret: done.issuedSecret } : {}),
+    };
+  }
+
+  async rotateWebhookSecret(merchant: AuthenticatedMerchant): Promise<WebhookSecretResource> {
+    const done = await this.rotateWebhookSecretHandler.handle({ merchant });
+    const row = await this.reader.getAtLeast(done.id, done.revision);
+    return {
+      object: 'webhook_secret' as const,
+      webhook_secret: done.secret,
+      previous_secret_expires_at: row.previous_secret_expires_at
+        ? new Date(row.previous_secret_expires_at).toISOString()
+        : null,
+    };
+  }
+
+  async pauser(merchant: AuthenticatedMerchant): Promise<PauserDeclarationResource> {
+    return presentPauser(merchant, await this.reader.get(merchant.merchantId));
+  }
+
+  async declarePauser(
+    merchant: AuthenticatedMerchant,
+    input: PauserDeclarationInput,
+  ): Promise<PauserDeclarationResource> {
+    const done = await this.declarePauserHandler.handle({ merchant, ...input });
+    return presentPauser(merchant, await this.reader.getAtLeast(done.id, done.revision));
+  }
+
+  async settlement(merchant: AuthenticatedMerchant): Promise<SettlementConfigurationResource> {
+    return presentSettlement(await this.reader.get(merchant.merchantId));
+  }
+
+  async configureSettlement(
+    merchant: AuthenticatedMerchant,
+    input: SettlementInput,
+  ): Promise<SettlementConfigurationResource> {
+    const done = await this.configureSettlementHandler.handle({ merchant, ...input });
+    return presentSettlement(await this.reader.getAtLeast(done.id, done.revision));
+  }
+
+  async createMerchant(input: {
+    name: string;
+    mode: Mode;
+    settlementMode: SettlementMode;
+  }): Promise<CreatedMerchantResource> {
+    const done = await this.createMerchantHandler.handle(input);
+    const row = await this.reader.getAtLeast(done.id, done.revision);
+    return {
+      object: 'merchant' as const,
+      id: row.merchant_id,
+      name: row.name,
+      mode: row.mode,
+      settlement_mode: row.settlement_mode,
+      api_key: done.apiKey,
+      created_at: new Date(row.created_at).toISOString(),
+    };
+  }
+}
+
+function presentPauser(merchant: AuthenticatedMerchant, row: MerchantSettingsRow): PauserDeclarationResource {
+  return {
+    object: 'pauser_declaration' as const,
+    declaration_message: pauserDeclarationMessage(merchant.merchantId, merchant.mode),
+    merchant_pauser: row.merchant_pauser,
+    shared_pauser_risk_acknowledged: row.shared_pauser_risk_acknowledged,
+    locked: row.subscription_manager_address !== null,
+  };
+}
