@@ -99,4 +99,16 @@ describe('handleCommand on the Postgres event store', () => {
     expect(other.revision).toBe(1);
     expect((await loadAggregate(store, 'seat-c', seat)).state.notes).toBe(2);
   });
+
+  it('a command already applied under its key is answered, not decided again (a retried create is not refused)', async () => {
+    const take = { type: 'Take', by: 'p1' } as const;
+    const first = await handleCommand(store, 'seat-d', seat, take, { idempotencyKey: 'take-1' });
+    // Deciding Take again would throw seat_taken; the retry of the same command answers the state instead.
+    const retry = await handleCommand(store, 'seat-d', seat, take, { idempotencyKey: 'take-1' });
+    expect(retry).toMatchObject({ newEvents: [], revision: first.revision });
+    await expect(
+      handleCommand(store, 'seat-d', seat, { type: 'Take', by: 'p2' }, { idempotencyKey: 'take-2' }),
+    ).rejects.toMatchObject({ code: 'seat_taken' });
+    expect(await store.readStream('seat-d')).toHaveLength(1);
+  });
 });

@@ -67,7 +67,13 @@ export async function handleCommand<State, Command, Event extends DomainEvent>(
 ): Promise<CommandResult<State, Event>> {
   const maxRetries = options.maxRetries ?? 5;
   for (let attempt = 0; ; attempt++) {
-    const { state, revision } = await loadAggregate(store, streamId, decider);
+    const { state, revision, events } = await loadAggregate(store, streamId, decider);
+    // Already applied (a retry after a lost answer): its first event is in the stream under the id the key
+    // derives. Answered without deciding again, which could now refuse (a create finds its own aggregate).
+    if (options.idempotencyKey) {
+      const firstId = deterministicEventId(streamId, options.idempotencyKey, 0);
+      if (events.some((e) => e.id === firstId)) return { state, newEvents: [], revision };
+    }
     const newEvents = decider.decide(command, state);
     if (newEvents.length === 0) return { state, newEvents, revision };
     const toAppend: NewEvent[] = newEvents.map((e, i) => ({

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 /**
  * Prefixed, time-sortable ids: `<prefix>_` + 10 chars of Crockford base32 milliseconds + 16 random chars.
@@ -25,6 +25,18 @@ function encodeRandom(length: number): string {
 
 export function newId(prefix: string, at: Date = new Date()): string {
   return `${prefix}_${encodeTime(at.getTime())}${encodeRandom(16)}`.toLowerCase();
+}
+
+/**
+ * An id of newId's shape derived from a seed (a command id with what scopes it): the same seed always gives the
+ * same id, so a retried create names the aggregate its first attempt created. Not time-sortable; lists order by
+ * their own sequence, not by id.
+ */
+export function derivedId(prefix: string, seed: string): string {
+  const digest = createHash('sha256').update(seed).digest();
+  let out = '';
+  for (let i = 0; i < 26; i++) out += ALPHABET[(digest[i] ?? 0) % 32];
+  return `${prefix}_${out}`.toLowerCase();
 }
 
 /** A UUID v4-shaped id, for event ids where the store expects a UUID. */

@@ -13,7 +13,13 @@ export const SUBSCRIPTION_CHECKOUT_COMMANDS = defineCommands('subscriptions', {
   dismiss: 'subscriptions.subscription-checkout.dismiss',
 });
 
+/**
+ * Every command carries the id of the request that caused it: the Idempotency-Key when the caller sent one, else
+ * an id fresh per HTTP request. The owner derives event ids (and a create, the new aggregate's id) from it, so a
+ * command retried after a timeout or a 503 (the owner appended, the answer was lost) appends nothing twice.
+ */
 export interface CreateSubscriptionCheckoutCommand {
+  readonly commandId: string;
   readonly merchant: AuthenticatedMerchant;
   readonly input: CreateSubscriptionCheckoutInput;
   /** The address the API was called on (`{hosted_url}` defaults to `<origin>/hosted`). */
@@ -21,11 +27,13 @@ export interface CreateSubscriptionCheckoutCommand {
 }
 
 export interface CancelSubscriptionCheckoutCommand {
+  readonly commandId: string;
   readonly merchant: AuthenticatedMerchant;
   readonly id: string;
 }
 
 export interface DismissSubscriptionCheckoutCommand {
+  readonly commandId: string;
   readonly id: string;
 }
 

@@ -37,7 +37,11 @@ export class SubscriptionCheckoutsController {
     @Body() body: CreateSubscriptionCheckoutDto,
     @Req() request: FastifyRequest,
   ) {
-    return this.useCases.create(merchant, toCreateInput(body), requestOrigin(request));
+    // The interceptor has checked the key (1-255 characters) and answers a replay itself; a retry it lets through
+    // (the first attempt failed with a 5xx) carries the key on to the owner.
+    const raw = request.headers['idempotency-key'];
+    const key = Array.isArray(raw) ? raw[0] : raw;
+    return this.useCases.create(merchant, toCreateInput(body), requestOrigin(request), key || undefined);
   }
 
   @Get()

@@ -44,11 +44,15 @@ export interface HostedSubscribeView {
  * @stablepay/subscriptions-service; for now the gateway calls it in-process (as it does the merchant aggregate).
  */
 export interface SubscriptionCheckoutsUseCases {
-  /** `origin` is the gateway's own address (`{hosted_url}` defaults to `<origin>/hosted`), never the Host header. */
+  /**
+   * `origin` is the gateway's own address (`{hosted_url}` defaults to `<origin>/hosted`), never the Host header.
+   * `idempotencyKey` (the request's Idempotency-Key) makes a retried create name the same intent.
+   */
   create(
     merchant: AuthenticatedMerchant,
     input: CreateSubscriptionCheckoutInput,
     origin: string,
+    idempotencyKey?: string,
   ): Promise<SubscriptionCheckoutResource>;
   retrieve(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource>;
   list(

@@ -9,7 +9,7 @@ import {
   subscriptionCheckoutDecider,
   subscriptionCheckoutStreamId,
 } from '@stablepay/subscriptions-domain';
-import { type Clock, newId } from '@stablepay/util';
+import { type Clock, derivedId, newId } from '@stablepay/util';
 import { type SubscriptionCheckoutRow, SubscriptionCheckoutReader } from './subscription-checkout.reader';
 
 export interface CommandResult {
@@ -23,6 +23,34 @@ export interface Appended {
   readonly id: string;
   readonly revision: number;
   readonly changed: boolean;
+}
+
+/** JSON with object keys sorted: the same parameters in another key order are the same seed. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
+function createCommand(
+  id: string,
+  input: CreateSubscriptionCheckoutInput,
+  details: { businessName: string; hostedUrl: string; context: CreateContext },
+  now: Date,
+): SubscriptionCheckoutCommand {
+  return {
+    type: 'CreateSubscriptionCheckout',
+    id,
+    // Random 32 bytes: the on-chain id the subscribe transaction registers (and the subscription id after).
+    onchainId: `0x${randomBytes(32).toString('hex')}`,
+    businessName: details.businessName,
+    checkoutUrl: `${details.hostedUrl}/subscribe/${id}`,
+    input,
+    context: details.context,
+    now,
+  };
 }
 
 /**
@@ -70,20 +98,15 @@ export class SubscriptionCheckoutCommands {
     owner: { merchantId: string; mode: Mode },
     input: CreateSubscriptionCheckoutInput,
     details: { businessName: string; hostedUrl: string; context: CreateContext },
+    commandId?: string,
   ): Promise<Appended> {
     const now = this.clock.now();
-    const id = newId('schk', now);
-    return this.append(id, owner, {
-      type: 'CreateSubscriptionCheckout',
-      id,
-      // Random 32 bytes: the on-chain id the subscribe transaction registers (and the subscription id after).
-      onchainId: `0x${randomBytes(32).toString('hex')}`,
-      businessName: details.businessName,
-      checkoutUrl: `${details.hostedUrl}/subscribe/${id}`,
-      input,
-      context: details.context,
-      now,
-    });
+    // With a command id the new intent's id derives from it (scoped by merchant, mode and the parameters), so a
+    // retried create finds the intent its first attempt appended and answers it instead of creating a second.
+    const id = commandId
+      ? derivedId('schk', [owner.merchantId, owner.mode, commandId, canonicalJson(input)].join('\u0000'))
+      : newId('schk', now);
+    return this.append(id, owner, createCommand(id, input, details, now), commandId);
   }
 
   /**
@@ -100,17 +123,7 @@ export class SubscriptionCheckoutCommands {
     const now = this.clock.now();
     const commands = inputs.map((input) => {
       const id = newId('schk', now);
-      const command: SubscriptionCheckoutCommand = {
-        type: 'CreateSubscriptionCheckout',
-        id,
-        onchainId: `0x${randomBytes(32).toString('hex')}`,
-        businessName: details.businessName,
-        checkoutUrl: `${details.hostedUrl}/subscribe/${id}`,
-        input,
-        context: details.context,
-        now,
-      };
-      return { id, command };
+      return { id, command: createCommand(id, input, details, now) };
     });
     // Decide everything first, so a refused input appends nothing of the batch.
     commands.forEach(({ command }, index) => {
@@ -143,11 +156,13 @@ export class SubscriptionCheckoutCommands {
   cancel(
     row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>,
     by: 'merchant' | 'customer',
+    commandId?: string,
   ): Promise<Appended> {
     return this.append(
       row.id,
       { merchantId: row.merchant_id, mode: row.mode },
       { type: 'CancelSubscriptionCheckout', by, now: this.clock.now() },
+      commandId,
     );
   }
 

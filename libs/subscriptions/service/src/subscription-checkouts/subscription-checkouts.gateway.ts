@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import { CLOCK } from '@stablepay/aggregate';
 import { CommandClient } from '@stablepay/commands';
 import { type AuthenticatedMerchant, type ListEnvelope, listEnvelope, type ListQuery } from '@stablepay/http';
@@ -43,8 +44,14 @@ export class SubscriptionCheckoutsGateway implements SubscriptionCheckoutsUseCas
     merchant: AuthenticatedMerchant,
     input: CreateSubscriptionCheckoutInput,
     origin: string,
+    idempotencyKey?: string,
   ): Promise<SubscriptionCheckoutResource> {
-    const command: CreateSubscriptionCheckoutCommand = { merchant, input, origin };
+    const command: CreateSubscriptionCheckoutCommand = {
+      commandId: idempotencyKey ?? randomUUID(),
+      merchant,
+      input,
+      origin,
+    };
     const done = await this.commands.send<SubscriptionCheckoutCommandResult>(
       'subscriptions',
       SUBSCRIPTION_CHECKOUT_COMMANDS.create,
@@ -75,7 +82,7 @@ export class SubscriptionCheckoutsGateway implements SubscriptionCheckoutsUseCas
   }
 
   async cancel(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource> {
-    const command: CancelSubscriptionCheckoutCommand = { merchant, id };
+    const command: CancelSubscriptionCheckoutCommand = { commandId: randomUUID(), merchant, id };
     const done = await this.commands.send<SubscriptionCheckoutCommandResult>(
       'subscriptions',
       SUBSCRIPTION_CHECKOUT_COMMANDS.cancel,
@@ -110,7 +117,7 @@ export class SubscriptionCheckoutsGateway implements SubscriptionCheckoutsUseCas
   }
 
   async dismiss(id: string): Promise<void> {
-    const command: DismissSubscriptionCheckoutCommand = { id };
+    const command: DismissSubscriptionCheckoutCommand = { commandId: randomUUID(), id };
     const done = await this.commands.send<SubscriptionCheckoutCommandResult | null>(
       'subscriptions',
       SUBSCRIPTION_CHECKOUT_COMMANDS.dismiss,

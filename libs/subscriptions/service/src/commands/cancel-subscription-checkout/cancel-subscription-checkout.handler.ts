@@ -23,7 +23,7 @@ export class CancelSubscriptionCheckoutHandler {
   ): Promise<SubscriptionCheckoutCommandResult> {
     // Ownership first: another merchant's id is as unknown as a made-up one.
     const row = await this.reader.getOwned(command.merchant.merchantId, command.id);
-    const { id, revision } = await this.commands.cancel(row, 'merchant');
+    const { id, revision } = await this.commands.cancel(row, 'merchant', command.commandId);
     return { id, revision };
   }
 }

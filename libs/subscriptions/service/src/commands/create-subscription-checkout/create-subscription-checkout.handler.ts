@@ -32,6 +32,7 @@ export class CreateSubscriptionCheckoutHandler {
       { merchantId: command.merchant.merchantId, mode: command.merchant.mode },
       command.input,
       details,
+      command.commandId,
     );
     return { id, revision };
   }

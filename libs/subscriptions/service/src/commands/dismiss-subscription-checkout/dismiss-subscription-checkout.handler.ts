@@ -28,7 +28,7 @@ export class DismissSubscriptionCheckoutHandler {
     const row = await this.reader.find(command.id);
     if (!row || row.status !== 'pending') return null;
     try {
-      const { id, revision } = await this.commands.cancel(row, 'customer');
+      const { id, revision } = await this.commands.cancel(row, 'customer', command.commandId);
       return { id, revision };
     } catch (error) {
       // Completed, cancelled or expired meanwhile: the page shows that state.
