@@ -143,6 +143,8 @@ async function main(): Promise<void> {
     ADMIN_TOKEN,
     LOG_LEVEL: 'error',
     SANDBOX_RATES: 'USD/USDC=1,USD/USDT=1',
+    // Every service in this one process, as npm start composes them: commands stay in-process.
+    COMMAND_TRANSPORT: 'in-process',
   };
   const platform = platformConfigFromEnv(env, { port: 0 });
   const merchants = merchantsConfigFromEnv(
