@@ -1,4 +1,4 @@
-import { Client } from 'pg';
+import { Client, Pool, type PoolConfig } from 'pg';
 import { randomBytes } from 'node:crypto';
 import { startPgliteServer } from '@stablepay/node-util';
 
@@ -44,4 +44,16 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       }
     },
   };
+}
+
+/**
+ * A pg Pool for a test. The database is dropped WITH (FORCE) at teardown, and a connection the server ends while
+ * the pool is still shutting down surfaces as an 'error' event on the pool; without a listener that event is an
+ * unhandled error that fails whichever test Jest happens to be running. Query errors still reject as usual: only
+ * idle connections report through this event.
+ */
+export function testPool(config: PoolConfig): Pool {
+  const pool = new Pool(config);
+  pool.on('error', () => undefined);
+  return pool;
 }

@@ -1,6 +1,6 @@
-import { Pool } from 'pg';
+import type { Pool } from 'pg';
 import { DataSource } from 'typeorm';
-import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
 import type { BusMessage } from '../event-bus.port';
 import {
   CreateProcessedMessages1767225600000,
@@ -26,7 +26,7 @@ describe('idempotent handlers', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    pool = new Pool({ connectionString: database.url, max: 3 });
+    pool = testPool({ connectionString: database.url, max: 3 });
     await migrateProcessedMessages(pool);
     await pool.query('CREATE TABLE effects (consumer text NOT NULL, message_id text NOT NULL)');
   });

@@ -1,9 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { Pool } from 'pg';
 import { createPostgresEventStore } from '@stablepay/event-store';
-import { createTestDatabase } from '@stablepay/testing';
+import { createTestDatabase, testPool } from '@stablepay/testing';
 import { describeEventBusConformance } from '../event-bus.conformance';
 import { EventStoreRelay } from '../relay/event-store-relay';
 import { KafkaEventBus } from './kafka-event-bus';
@@ -64,7 +63,7 @@ if (plan.kind === 'skip') {
     }
     const database = await createTestDatabase();
     const store = await createPostgresEventStore({ url: database.url, poolSize: 4 });
-    const pool = new Pool({ connectionString: database.url, max: 3 });
+    const pool = testPool({ connectionString: database.url, max: 3 });
     // Production's path: services append to the store, the relay publishes to Kafka, consumers read Kafka.
     const publisher = new KafkaEventBus({ brokers, numPartitions: 3 });
     const relay = new EventStoreRelay(store, publisher, {

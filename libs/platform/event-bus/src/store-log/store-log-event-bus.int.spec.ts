@@ -1,6 +1,5 @@
-import { Pool } from 'pg';
 import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
-import { createTestDatabase } from '@stablepay/testing';
+import { createTestDatabase, testPool } from '@stablepay/testing';
 import { describeEventBusConformance } from '../event-bus.conformance';
 import { StoreIsTheBusError, StoreLogEventBus, storeLogSubscriptionId } from './store-log-event-bus';
 
@@ -9,7 +8,7 @@ const subscriptions = { retry: { initialMs: 20, maxMs: 200 } };
 describeEventBusConformance('StoreLogEventBus', async () => {
   const database = await createTestDatabase();
   const store = await createPostgresEventStore({ url: database.url, poolSize: 4, subscriptions });
-  const pool = new Pool({ connectionString: database.url, max: 3 });
+  const pool = testPool({ connectionString: database.url, max: 3 });
   const processes = new Set<PostgresEventStore>();
   return {
     append: async (streamId, events) => {

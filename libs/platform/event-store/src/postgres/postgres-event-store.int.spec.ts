@@ -1,5 +1,5 @@
-import { Pool } from 'pg';
-import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import type { Pool } from 'pg';
+import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { collectSubscription, describeEventStoreConformance } from '../event-store.conformance';
 import { WrongExpectedRevisionError, type RecordedEvent } from '../event-store.port';
@@ -33,7 +33,7 @@ describe('PostgresEventStore specifics', () => {
 
   beforeAll(async () => {
     store = await openStore();
-    pool = new Pool({ connectionString: (await testDatabase()).url, max: 2 });
+    pool = testPool({ connectionString: (await testDatabase()).url, max: 2 });
   });
 
   afterAll(async () => {
@@ -124,7 +124,7 @@ describe('PostgresEventStore specifics', () => {
       return;
     }
     const other = await createTestDatabase();
-    const elsewhere = new Pool({ connectionString: other.url, max: 1 });
+    const elsewhere = testPool({ connectionString: other.url, max: 1 });
     const client = await elsewhere.connect();
     const reader = await openStore();
     try {
@@ -145,7 +145,7 @@ describe('PostgresEventStore specifics', () => {
 
   it('upgrades a version-1 table: old events keep their order in front of new ones and checkpoints stay valid', async () => {
     const db = await testDatabase();
-    const legacy = new Pool({ connectionString: db.url, max: 1 });
+    const legacy = testPool({ connectionString: db.url, max: 1 });
     try {
       // A version-1 schema in its own PostgreSQL schema (search_path), with rows as version 1 wrote them.
       await legacy.query('CREATE SCHEMA legacy_v1; SET search_path TO legacy_v1');
