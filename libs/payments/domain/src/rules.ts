@@ -6,9 +6,13 @@ import {
   DAY,
   cannotProcess,
   isAmountString,
+  REQUEST_FIELD_LIMITS,
   validationError,
 } from '@stablepay/util';
 import type { AcceptedAsset, PaymentMethod } from './payment.events';
+
+// One rule for every create call's free-form fields (shared with the other scopes).
+export { parseMetadata, parseRedirectUrl } from '@stablepay/util';
 
 /** SPEC Limits where they apply, and the limits this service adds where SPEC is silent (docs/payments.md). */
 export const CHECKOUT_LIMITS = {
@@ -25,10 +29,10 @@ export const CHECKOUT_LIMITS = {
   minAuthorizationSeconds: HOUR / 1000,
   maxAuthorizationSeconds: (30 * DAY) / 1000,
   /** SPEC: metadata values at most 500 characters; ours: at most 50 keys of 1-40 characters. */
-  maxMetadataValueLength: 500,
-  maxMetadataKeys: 50,
-  maxMetadataKeyLength: 40,
-  maxUrlLength: 2048,
+  maxMetadataValueLength: REQUEST_FIELD_LIMITS.maxMetadataValueLength,
+  maxMetadataKeys: REQUEST_FIELD_LIMITS.maxMetadataKeys,
+  maxMetadataKeyLength: REQUEST_FIELD_LIMITS.maxMetadataKeyLength,
+  maxUrlLength: REQUEST_FIELD_LIMITS.maxUrlLength,
 } as const;
 
 /**
@@ -117,58 +121,6 @@ export function parseSeconds(
   if (value < min || value > max) {
     throw validationError(param, `${param} must be between ${min} and ${max} seconds.`);
   }
-  return value;
-}
-
-/** SPEC: string values of at most 500 characters; ours: at most 50 keys of 1-40 characters. */
-export function parseMetadata(value: unknown): Record<string, string> {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) {
-    throw validationError('metadata', 'metadata must be an object of string values.');
-  }
-  const entries = Object.entries(value as Record<string, unknown>);
-  const limits = CHECKOUT_LIMITS;
-  if (entries.length > limits.maxMetadataKeys) {
-    throw validationError('metadata', `metadata can have at most ${limits.maxMetadataKeys} keys.`);
-  }
-  const out: Record<string, string> = {};
-  for (const [key, v] of entries) {
-    if (key.length === 0 || key.length > limits.maxMetadataKeyLength) {
-      throw validationError(
-        'metadata',
-        `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`,
-      );
-    }
-    const param = `metadata.${key}`;
-    if (typeof v !== 'string') throw validationError(param, `${param} must be a string.`);
-    // Characters as a person counts them (code points), so an emoji is one.
-    if ([...v].length > limits.maxMetadataValueLength) {
-      throw validationError(param, `${param} must be at most ${limits.maxMetadataValueLength} characters.`);
-    }
-    out[key] = v;
-  }
-  return out;
-}
-
-/** An absolute http(s) URL without credentials. */
-export function parseRedirectUrl(value: unknown, param: string): string | null {
-  if (value === undefined || value === null) return null;
-  if (typeof value !== 'string' || value.length === 0) {
-    throw validationError(param, `${param} must be an absolute http(s) URL.`);
-  }
-  if (value.length > CHECKOUT_LIMITS.maxUrlLength) {
-    throw validationError(param, `${param} must be at most ${CHECKOUT_LIMITS.maxUrlLength} characters.`);
-  }
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw validationError(param, `${param} must be an absolute http(s) URL.`);
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw validationError(param, `${param} must use https (or http).`);
-  }
-  if (url.username || url.password) throw validationError(param, `${param} must not contain credentials.`);
   return value;
 }
 

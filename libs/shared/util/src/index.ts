@@ -7,3 +7,4 @@ export * from './json-logger';
 export * from './secret-box';
 export * from './read-your-writes';
 export * from './invalidated-cache';
+export * from './request-fields';

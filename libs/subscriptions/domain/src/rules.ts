@@ -1,5 +1,15 @@
 import { parseCaip2 } from '@stablepay/evm';
-import { DomainError, HOUR, MINUTE, isAmountString, validationError } from '@stablepay/util';
+import {
+  DomainError,
+  HOUR,
+  MINUTE,
+  REQUEST_FIELD_LIMITS,
+  isAmountString,
+  validationError,
+} from '@stablepay/util';
+
+// One rule for every create call's free-form fields (shared with the other scopes).
+export { parseMetadata, parseRedirectUrl } from '@stablepay/util';
 
 /** SPEC Limits, and the limits this service adds where SPEC is silent (documented in docs/subscription-checkouts.md). */
 export const SUBSCRIPTION_CHECKOUT_LIMITS = {
@@ -20,11 +30,11 @@ export const SUBSCRIPTION_CHECKOUT_LIMITS = {
   /** Ours: amounts of at most 30 digits (far beyond any price; keeps converted figures within uint256). */
   maxAmountDigits: 30,
   /** SPEC: metadata values at most 500 characters. */
-  maxMetadataValueLength: 500,
+  maxMetadataValueLength: REQUEST_FIELD_LIMITS.maxMetadataValueLength,
   /** Ours (as Stripe): at most 50 keys of at most 40 characters. */
-  maxMetadataKeys: 50,
-  maxMetadataKeyLength: 40,
-  maxUrlLength: 2048,
+  maxMetadataKeys: REQUEST_FIELD_LIMITS.maxMetadataKeys,
+  maxMetadataKeyLength: REQUEST_FIELD_LIMITS.maxMetadataKeyLength,
+  maxUrlLength: REQUEST_FIELD_LIMITS.maxUrlLength,
   maxExternalCustomerIdLength: 255,
 } as const;
 
@@ -68,59 +78,6 @@ export function parseIntegerInRange(
   if (value < min || value > max) {
     throw validationError(param, `${param} must be between ${min} and ${max} ${unit}.`);
   }
-  return value;
-}
-
-/** SPEC: string values of at most 500 characters; ours: at most 50 keys of 1-40 characters. */
-export function parseMetadata(value: unknown): Record<string, string> {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) {
-    throw validationError('metadata', 'metadata must be an object of string values.');
-  }
-  const entries = Object.entries(value as Record<string, unknown>);
-  const limits = SUBSCRIPTION_CHECKOUT_LIMITS;
-  if (entries.length > limits.maxMetadataKeys) {
-    throw validationError('metadata', `metadata can have at most ${limits.maxMetadataKeys} keys.`);
-  }
-  const out: Record<string, string> = {};
-  for (const [key, v] of entries) {
-    if (key.length === 0 || key.length > limits.maxMetadataKeyLength) {
-      throw validationError(
-        'metadata',
-        `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`,
-      );
-    }
-    const param = `metadata.${key}`;
-    if (typeof v !== 'string') throw validationError(param, `${param} must be a string.`);
-    // Characters as a person counts them (code points), so an emoji is one.
-    if ([...v].length > limits.maxMetadataValueLength) {
-      throw validationError(param, `${param} must be at most ${limits.maxMetadataValueLength} characters.`);
-    }
-    out[key] = v;
-  }
-  return out;
-}
-
-/** An absolute http(s) URL. `{SUBSCRIPTION_CHECKOUT_ID}` is allowed and kept verbatim (replaced at redirect time). */
-export function parseRedirectUrl(value: unknown, param: string): string | null {
-  if (value === undefined || value === null) return null;
-  if (typeof value !== 'string' || value.length === 0)
-    throw validationError(param, `${param} must be an absolute http(s) URL.`);
-  if (value.length > SUBSCRIPTION_CHECKOUT_LIMITS.maxUrlLength) {
-    throw validationError(
-      param,
-      `${param} must be at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxUrlLength} characters.`,
-    );
-  }
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw validationError(param, `${param} must be an absolute http(s) URL.`);
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:')
-    throw validationError(param, `${param} must use https (or http).`);
-  if (url.username || url.password) throw validationError(param, `${param} must not contain credentials.`);
   return value;
 }
 

@@ -1,0 +1,64 @@
+import { validationError } from './errors';
+
+/**
+ * Limits of the free-form fields every create call accepts (subscription checkouts, checkouts). SPEC: metadata
+ * values of at most 500 characters; the key count, key length and URL length are ours.
+ */
+export const REQUEST_FIELD_LIMITS = {
+  maxMetadataValueLength: 500,
+  maxMetadataKeys: 50,
+  maxMetadataKeyLength: 40,
+  maxUrlLength: 2048,
+} as const;
+
+/** `metadata`: an object of string values within REQUEST_FIELD_LIMITS; absent or null is empty. */
+export function parseMetadata(value: unknown): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw validationError('metadata', 'metadata must be an object of string values.');
+  }
+  const entries = Object.entries(value as Record<string, unknown>);
+  const limits = REQUEST_FIELD_LIMITS;
+  if (entries.length > limits.maxMetadataKeys) {
+    throw validationError('metadata', `metadata can have at most ${limits.maxMetadataKeys} keys.`);
+  }
+  const out: Record<string, string> = {};
+  for (const [key, v] of entries) {
+    if (key.length === 0 || key.length > limits.maxMetadataKeyLength) {
+      throw validationError(
+        'metadata',
+        `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`,
+      );
+    }
+    const param = `metadata.${key}`;
+    if (typeof v !== 'string') throw validationError(param, `${param} must be a string.`);
+    // Characters as a person counts them (code points), so an emoji is one.
+    if ([...v].length > limits.maxMetadataValueLength) {
+      throw validationError(param, `${param} must be at most ${limits.maxMetadataValueLength} characters.`);
+    }
+    out[key] = v;
+  }
+  return out;
+}
+
+/** A merchant redirect address: an absolute http(s) URL without credentials; absent or null is null. */
+export function parseRedirectUrl(value: unknown, param: string): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string' || value.length === 0) {
+    throw validationError(param, `${param} must be an absolute http(s) URL.`);
+  }
+  if (value.length > REQUEST_FIELD_LIMITS.maxUrlLength) {
+    throw validationError(param, `${param} must be at most ${REQUEST_FIELD_LIMITS.maxUrlLength} characters.`);
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw validationError(param, `${param} must be an absolute http(s) URL.`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw validationError(param, `${param} must use https (or http).`);
+  }
+  if (url.username || url.password) throw validationError(param, `${param} must not contain credentials.`);
+  return value;
+}
