@@ -1,0 +1,267 @@
+import { Wallet, ZeroAddress } from 'ethers';
+import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
+import { DomainError } from '@stablepay/util';
+import {
+  buildSignedAction,
+  verifySignedAction,
+  type PaymentSigningFacts,
+  type SignedActionBody,
+  type SignedActionKind,
+} from './signed-action-preflight';
+
+const MERCHANT = new Wallet('0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d');
+const OTHER_KEY = new Wallet('0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a');
+const DEPOSIT = '0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512';
+const OTHER_DEPOSIT = '0x9fE46736679d2D9a65F0992F2272dE9f3c7fa6e0';
+const USDC = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+const DAI = '0x50c5725949A6F0c72E6C4a641F24049A917DB0Cb';
+const PAYER = '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc';
+const RESCUE_TO = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
+const NOW = 1_800_000_000n;
+const DEADLINE = NOW + 3_600n;
+
+const payment: PaymentSigningFacts = {
+  onChainId: `0x${'ab'.repeat(32)}`,
+  depositAddress: DEPOSIT,
+  chain: 'eip155:8453',
+  asset: `eip155:8453/erc20:${USDC}`,
+  payer: PAYER,
+};
+const chainFacts = { signer: MERCHANT.address, epoch: 2n, chainTime: NOW };
+const signing = { chain: payment.chain, verifyingContract: DEPOSIT };
+
+async function captureBody(over: Partial<Parameters<typeof signCapture>[2]> = {}, signer = MERCHANT) {
+  const request = {
+    paymentId: payment.onChainId,
+    token: payment.asset,
+    amount: '25000000',
+    epoch: 2,
+    deadline: DEADLINE,
+    ...over,
+  };
+  const { signature } = await signCapture(signer, signing, request);
+  return { amount: String(request.amount), deadline: String(request.deadline), signature };
+}
+
+function preflight(kind: SignedActionKind, body: SignedActionBody, digestUsed = false, facts = chainFacts) {
+  const action = buildSignedAction(kind, body, payment, facts.epoch);
+  verifySignedAction(action, facts, digestUsed);
+  return action;
+}
+
+function refused(run: () => unknown): DomainError {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof DomainError) return error;
+    throw error;
+  }
+  throw new Error('expected a DomainError');
+}
+
+describe('signed payment action preflight', () => {
+  it('accepts a capture signed with signCapture and binds chain, deposit, epoch and amount', async () => {
+    const action = preflight('capture', await captureBody());
+    expect(action.primaryType).toBe('Capture');
+    expect(action.domain).toEqual({
+      name: 'Stablepay',
+      version: '1',
+      chainId: 8453n,
+      verifyingContract: DEPOSIT,
+    });
+    expect(action.message).toEqual({
+      paymentId: payment.onChainId,
+      token: USDC,
+      amount: 25_000_000n,
+      epoch: 2n,
+      deadline: DEADLINE,
+    });
+    expect(action.digest).toMatch(/^0x[0-9a-f]{64}$/);
+  });
+
+  it('accepts a refund signed with signRefund, to the attested payer', async () => {
+    const { signature } = await signRefund(MERCHANT, signing, {
+      paymentId: payment.onChainId,
+      token: payment.asset,
+      payer: PAYER,
+      amount: '1000000',
+      epoch: 2,
+      deadline: DEADLINE,
+    });
+    const action = preflight('refund', { amount: '1000000', deadline: Number(DEADLINE), signature });
+    expect(action.to).toBe(PAYER);
+  });
+
+  it('accepts a rescue of another token signed with signRescue', async () => {
+    const { signature } = await signRescue(MERCHANT, signing, {
+      paymentId: payment.onChainId,
+      token: DAI,
+      to: RESCUE_TO,
+      amount: '5',
+      epoch: 2,
+      deadline: DEADLINE,
+    });
+    const action = preflight('rescue', {
+      token: `eip155:8453/erc20:${DAI}`,
+      to: RESCUE_TO,
+      amount: '5',
+      deadline: String(DEADLINE),
+      signature,
+    });
+    expect(action.asset).toBe(`eip155:8453/erc20:${DAI}`);
+    expect(action.to).toBe(RESCUE_TO);
+  });
+
+  it('accepts a rescue of the native coin', async () => {
+    const { signature } = await signRescue(MERCHANT, signing, {
+      paymentId: payment.onChainId,
+      token: ZeroAddress,
+      to: RESCUE_TO,
+      amount: '7',
+      epoch: 2,
+      deadline: DEADLINE,
+    });
+    const action = preflight('rescue', {
+      token: 'native',
+      to: RESCUE_TO,
+      amount: '7',
+      deadline: String(DEADLINE),
+      signature,
+    });
+    expect(action.token).toBe(ZeroAddress);
+  });
+
+  it('refuses a signature by another key with 422 invalid_signature', async () => {
+    const body = await captureBody({}, OTHER_KEY);
+    const e = refused(() => preflight('capture', body));
+    expect([e.status, e.type, e.code, e.param]).toEqual([
+      422,
+      'cannot_process',
+      'invalid_signature',
+      'signature',
+    ]);
+  });
+
+  it('refuses a signature over another amount than the one sent', async () => {
+    const body = { ...(await captureBody()), amount: '25000001' };
+    expect(refused(() => preflight('capture', body)).code).toBe('invalid_signature');
+  });
+
+  it('refuses a signature for another deposit (domain bound to the deposit address)', async () => {
+    const { signature } = await signCapture(
+      MERCHANT,
+      { chain: payment.chain, verifyingContract: OTHER_DEPOSIT },
+      { paymentId: payment.onChainId, token: USDC, amount: '1', epoch: 2, deadline: DEADLINE },
+    );
+    const body = { amount: '1', deadline: String(DEADLINE), signature };
+    expect(refused(() => preflight('capture', body)).code).toBe('invalid_signature');
+  });
+
+  it('refuses a signature for another chain (domain bound to the chain id)', async () => {
+    const { signature } = await signCapture(
+      MERCHANT,
+      { chain: 'eip155:137', verifyingContract: DEPOSIT },
+      { paymentId: payment.onChainId, token: USDC, amount: '1', epoch: 2, deadline: DEADLINE },
+    );
+    const body = { amount: '1', deadline: String(DEADLINE), signature };
+    expect(refused(() => preflight('capture', body)).code).toBe('invalid_signature');
+  });
+
+  it('refuses a signature at an old epoch (revoked) with invalid_signature, or epoch_mismatch when the epoch is sent', async () => {
+    const body = await captureBody({ epoch: 1 });
+    expect(refused(() => preflight('capture', body)).code).toBe('invalid_signature');
+    const e = refused(() => preflight('capture', { ...body, epoch: '1' }));
+    expect([e.status, e.code, e.param]).toEqual([422, 'epoch_mismatch', 'epoch']);
+  });
+
+  it('refuses a capture signature posted as a refund', async () => {
+    const body = await captureBody();
+    expect(refused(() => preflight('refund', body)).code).toBe('invalid_signature');
+  });
+
+  it('refuses an expired deadline with signature_expired', async () => {
+    const body = await captureBody({ deadline: NOW - 1n });
+    const e = refused(() => preflight('capture', body));
+    expect([e.status, e.code, e.param]).toEqual([422, 'signature_expired', 'deadline']);
+  });
+
+  it('refuses a deadline beyond the 7-day horizon with signature_deadline_too_far', async () => {
+    const body = await captureBody({ deadline: NOW + 7n * 86_400n + 1n });
+    expect(refused(() => preflight('capture', body)).code).toBe('signature_deadline_too_far');
+  });
+
+  it('accepts a deadline exactly at the 7-day horizon', async () => {
+    const body = await captureBody({ deadline: NOW + 7n * 86_400n });
+    expect(() => preflight('capture', body)).not.toThrow();
+  });
+
+  it('refuses a digest already burned on chain with 409 signature_already_used', async () => {
+    const e = refused(() => preflight('capture', body0, true));
+    expect([e.status, e.type, e.code, e.param]).toEqual([
+      409,
+      'invalid_request',
+      'signature_already_used',
+      'signature',
+    ]);
+  });
+
+  it('refuses when the merchant has no signer registered on the chain', async () => {
+    const body = await captureBody();
+    const e = refused(() => preflight('capture', body, false, { ...chainFacts, signer: ZeroAddress }));
+    expect(e.code).toBe('merchant_not_registered');
+  });
+
+  it('refuses a refund naming another payer than the attested one', async () => {
+    const e = refused(() => buildSignedAction('refund', { ...body0, payer: RESCUE_TO }, payment, 2n));
+    expect([e.status, e.code, e.param]).toEqual([422, 'payer_mismatch', 'payer']);
+  });
+
+  it('refuses a capture of another token than the payment token', () => {
+    const e = refused(() =>
+      buildSignedAction('capture', { ...body0, token: `eip155:8453/erc20:${DAI}` }, payment, 2n),
+    );
+    expect([e.code, e.param]).toEqual(['token_mismatch', 'token']);
+  });
+
+  it('refuses a rescue of the payment token (payer-owned: recover)', () => {
+    const e = refused(() =>
+      buildSignedAction('rescue', { ...body0, token: USDC, to: RESCUE_TO }, payment, 2n),
+    );
+    expect([e.status, e.code, e.param]).toEqual([422, 'payer_owned_token', 'token']);
+  });
+
+  it('refuses a rescue token of another chain than the deposit', () => {
+    const e = refused(() =>
+      buildSignedAction('rescue', { ...body0, token: `eip155:137/erc20:${DAI}`, to: RESCUE_TO }, payment, 2n),
+    );
+    expect(e.code).toBe('chain_mismatch');
+  });
+
+  it('refuses a rescue to the deposit itself or to the zero address', () => {
+    for (const to of [DEPOSIT, ZeroAddress]) {
+      const e = refused(() => buildSignedAction('rescue', { ...body0, token: DAI, to }, payment, 2n));
+      expect([e.code, e.param]).toEqual(['invalid_destination', 'to']);
+    }
+  });
+
+  it.each([
+    [{ amount: '1.5' }, 'amount', 'invalid_amount'],
+    [{ amount: '0' }, 'amount', 'invalid_amount'],
+    [{ amount: '01' }, 'amount', 'invalid_amount'],
+    [{ amount: 5 }, 'amount', 'invalid_amount'],
+    [{ deadline: '1e9' }, 'deadline', 'invalid_deadline'],
+    [{ deadline: -1 }, 'deadline', 'invalid_deadline'],
+    [{ signature: '0x1234' }, 'signature', 'invalid_signature'],
+    [{ signature: undefined }, 'signature', 'invalid_signature'],
+    [{ epoch: 'two' }, 'epoch', 'invalid_epoch'],
+  ])('refuses %j with 400 on %s', (over, param, code) => {
+    const e = refused(() => buildSignedAction('capture', { ...body0, ...over }, payment, 2n));
+    expect([e.status, e.type, e.param, e.code]).toEqual([400, 'validation_error', param, code]);
+  });
+});
+
+const body0: SignedActionBody = {
+  amount: '1',
+  deadline: String(DEADLINE),
+  signature: `0x${'11'.repeat(64)}1b`,
+};

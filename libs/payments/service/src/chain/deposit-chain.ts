@@ -1,0 +1,239 @@
+import { Interface, ZeroAddress, getAddress, type TransactionReceipt } from 'ethers';
+import {
+  PaymentDepositAbi,
+  connectPaymentDeposit,
+  connectStablepayRegistry,
+  connectTestStablecoin,
+} from '@stablepay/contracts';
+import type { ChainRelayer, RelayOutcome } from '@stablepay/relayer';
+
+/**
+ * The payments service's view of one PaymentDeposit on one chain: what preflight reads (the deposit's record, the
+ * merchant's registered signer and epoch, the chain time, whether a digest was burned) and the calls the relayer
+ * submits for a payment after its deposit (capture, refund, rescue, recover, reclaim). Every outcome a caller acts
+ * on is a value, never an exception; exceptions mean infrastructure trouble (RPC down, ...).
+ */
+
+export type DepositMethod = 'DIRECT' | 'TWO_STEP' | 'NONE';
+const METHODS: readonly DepositMethod[] = ['DIRECT', 'TWO_STEP', 'NONE'];
+
+/** PaymentDeposit.payment() plus flagged(), or `deployed: false` while the address holds no code. */
+export type DepositRecord =
+  | { readonly deployed: false }
+  | {
+      readonly deployed: true;
+      readonly merchantId: string;
+      readonly paymentId: string;
+      readonly token: string;
+      readonly method: DepositMethod;
+      /** Zero address after a merchant dispute. */
+      readonly payer: string;
+      /** Unix seconds; 0 when no payer is attested. */
+      readonly payerFinalAt: bigint;
+      readonly authorizationExpiry: bigint;
+      readonly settlement: string;
+      readonly escrowed: bigint;
+      readonly flagged: boolean;
+    };
+
+export interface MerchantAuth {
+  /** Zero address when the merchant is not registered on this chain. */
+  readonly signer: string;
+  readonly epoch: bigint;
+}
+
+export type OutflowKind = 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+
+/** One fund movement out of the deposit, decoded from its log. */
+export interface DepositOutflow {
+  readonly kind: OutflowKind;
+  readonly txHash: string;
+  readonly logIndex: number;
+  /** Token address (checksummed); the zero address for the native coin. */
+  readonly token: string;
+  readonly to: string;
+  readonly amount: bigint;
+  readonly received: bigint;
+}
+
+export type DepositActionOutcome =
+  /** Mined with its confirmations; `outflows` are the deposit's own logs in that receipt. */
+  | {
+      readonly kind: 'confirmed';
+      readonly txHash: string;
+      readonly blockNumber: number;
+      readonly outflows: readonly DepositOutflow[];
+    }
+  /** The contract refused the call in simulation: nothing was broadcast. */
+  | { readonly kind: 'rejected'; readonly errorName: string; readonly args: readonly unknown[] }
+  /** Mined and reverted (the state moved between simulation and mining). */
+  | { readonly kind: 'reverted'; readonly txHash: string; readonly errorName: string | null }
+  /** Broadcast, receipt not in time: it may still land (the indexer or a later read records it). */
+  | { readonly kind: 'pending'; readonly txHash: string };
+
+export interface SignedEscrowMove {
+  readonly token: string;
+  readonly amount: bigint;
+  readonly deadline: bigint;
+  readonly signature: string;
+}
+
+const DEPOSIT = new Interface(PaymentDepositAbi);
+
+const OUTFLOW_EVENTS: Readonly<Record<string, { kind: OutflowKind; to: string }>> = {
+  PaymentCaptured: { kind: 'captured', to: 'settlement' },
+  PaymentRefunded: { kind: 'refunded', to: 'payer' },
+  PaymentReclaimed: { kind: 'reclaimed', to: 'payer' },
+  PaymentRecovered: { kind: 'recovered', to: 'payer' },
+  PaymentRescued: { kind: 'rescued', to: 'to' },
+};
+
+/** The deposit's outflow logs in a receipt (logs of other contracts, e.g. the token's Transfer, are skipped). */
+export function depositOutflows(receipt: TransactionReceipt, deposit: string): DepositOutflow[] {
+  const address = getAddress(deposit);
+  const out: DepositOutflow[] = [];
+  for (const log of receipt.logs) {
+    if (getAddress(log.address) !== address) continue;
+    const parsed = DEPOSIT.parseLog({ topics: [...log.topics], data: log.data });
+    const spec = parsed ? OUTFLOW_EVENTS[parsed.name] : undefined;
+    if (!parsed || !spec) continue;
+    out.push({
+      kind: spec.kind,
+      txHash: receipt.hash,
+      logIndex: log.index,
+      token: getAddress(parsed.args.getValue('token') as string),
+      to: getAddress(parsed.args.getValue(spec.to) as string),
+      amount: parsed.args.getValue('amount') as bigint,
+      received: parsed.args.getValue('received') as bigint,
+    });
+  }
+  return out;
+}
+
+export class DepositChain {
+  constructor(
+    private readonly relayer: ChainRelayer,
+    private readonly registryAddress: string,
+  ) {}
+
+  get chainId(): bigint {
+    return this.relayer.chainId;
+  }
+
+  /** The operator's address (the relayer key): rescue and recover only pass from it. */
+  get operator(): string {
+    return this.relayer.address;
+  }
+
+  async readDeposit(deposit: string): Promise<DepositRecord> {
+    const provider = this.relayer.provider;
+    if ((await provider.getCode(deposit)) === '0x') return { deployed: false };
+    const contract = connectPaymentDeposit(deposit, provider);
+    const [p, flagged, payerFinalAt] = await Promise.all([
+      contract.payment(),
+      contract.flagged(),
+      contract.payerFinalAt(),
+    ]);
+    return {
+      deployed: true,
+      merchantId: p.merchantId,
+      paymentId: p.paymentId,
+      token: getAddress(p.token),
+      method: METHODS[Number(p.method)] ?? 'NONE',
+      payer: getAddress(p.payer),
+      payerFinalAt,
+      authorizationExpiry: p.authorizationExpiry,
+      settlement: getAddress(p.settlement),
+      escrowed: p.escrowed,
+      flagged,
+    };
+  }
+
+  async merchantAuth(onChainMerchantId: string): Promise<MerchantAuth> {
+    const registry = connectStablepayRegistry(this.registryAddress, this.relayer.provider);
+    const auth = await registry.merchantAuth(onChainMerchantId);
+    return { signer: getAddress(auth.signer), epoch: auth.epoch };
+  }
+
+  /** The latest block's timestamp: what the contract's deadline and expiry checks compare against. */
+  async chainTime(): Promise<bigint> {
+    const block = await this.relayer.provider.getBlock('latest');
+    if (!block) throw new Error(`chain ${this.chainId}: no latest block`);
+    return BigInt(block.timestamp);
+  }
+
+  async signatureUsed(deposit: string, digest: string): Promise<boolean> {
+    return connectPaymentDeposit(deposit, this.relayer.provider).signatureUsed(digest);
+  }
+
+  /** ERC-20 balance, or the native balance for the zero address. */
+  async balanceOf(token: string, holder: string): Promise<bigint> {
+    if (getAddress(token) === ZeroAddress) return this.relayer.provider.getBalance(holder);
+    return connectTestStablecoin(token, this.relayer.provider).balanceOf(holder);
+  }
+
+  capture(deposit: string, move: SignedEscrowMove): Promise<DepositActionOutcome> {
+    return this.submit(
+      deposit,
+      DEPOSIT.encodeFunctionData('capture', [move.token, move.amount, move.deadline, move.signature]),
+    );
+  }
+
+  refund(
+    deposit: string,
+    move: SignedEscrowMove & { readonly payer: string },
+  ): Promise<DepositActionOutcome> {
+    return this.submit(
+      deposit,
+      DEPOSIT.encodeFunctionData('refund', [
+        move.token,
+        move.payer,
+        move.amount,
+        move.deadline,
+        move.signature,
+      ]),
+    );
+  }
+
+  rescue(deposit: string, move: SignedEscrowMove & { readonly to: string }): Promise<DepositActionOutcome> {
+    return this.submit(
+      deposit,
+      DEPOSIT.encodeFunctionData('rescue', [move.token, move.to, move.amount, move.deadline, move.signature]),
+    );
+  }
+
+  /** Operator only: everything of the payment token above the escrow, to the final payer. */
+  recover(deposit: string): Promise<DepositActionOutcome> {
+    return this.submit(deposit, DEPOSIT.encodeFunctionData('recover', []));
+  }
+
+  /** Anyone, after the authorization expiry: the remaining escrow to the final payer. */
+  reclaim(deposit: string): Promise<DepositActionOutcome> {
+    return this.submit(deposit, DEPOSIT.encodeFunctionData('reclaim', []));
+  }
+
+  /** The outflows a mined transaction made from `deposit` (for a transaction someone else submitted). */
+  async outflowsOfTransaction(deposit: string, txHash: string): Promise<DepositOutflow[]> {
+    const receipt = await this.relayer.provider.getTransactionReceipt(txHash);
+    return receipt && receipt.status === 1 ? depositOutflows(receipt, deposit) : [];
+  }
+
+  private async submit(deposit: string, data: string): Promise<DepositActionOutcome> {
+    const outcome: RelayOutcome = await this.relayer.submit({ to: deposit, data, abi: DEPOSIT });
+    switch (outcome.kind) {
+      case 'simulation_rejected':
+        return { kind: 'rejected', errorName: outcome.errorName, args: outcome.args };
+      case 'confirmed':
+        return {
+          kind: 'confirmed',
+          txHash: outcome.txHash,
+          blockNumber: outcome.blockNumber,
+          outflows: depositOutflows(outcome.receipt, deposit),
+        };
+      case 'reverted':
+        return { kind: 'reverted', txHash: outcome.txHash, errorName: outcome.revert?.errorName ?? null };
+      case 'receipt_timeout':
+        return { kind: 'pending', txHash: outcome.txHash };
+    }
+  }
+}
