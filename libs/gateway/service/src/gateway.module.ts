@@ -11,6 +11,7 @@ import type { ServiceDefinition } from '@stablepay/runtime';
 import { WEBHOOKS_MIGRATIONS, webhooksHttpModule } from '@stablepay/webhook-dispatch-service';
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
 import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/subscriptions-service';
+import { chargeLedgerHttpModule, LEDGER_MIGRATIONS } from '@stablepay/charge-ledger-service';
 
 /**
  * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
@@ -26,6 +27,7 @@ export class GatewayModule {
         merchantsHttpModule({ ...merchants, webhookEventCatalogue: WEBHOOK_EVENT_TYPES }),
         webhooksHttpModule(),
         subscriptionsHttpModule(),
+        chargeLedgerHttpModule(),
       ],
       providers: [
         { provide: APP_GUARD, useClass: ApiKeyGuard },
@@ -40,6 +42,11 @@ export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
   return {
     name: 'gateway',
     imports: [GatewayModule.forRoot(merchants)],
-    migrations: [...MERCHANTS_MIGRATIONS, ...WEBHOOKS_MIGRATIONS, ...SUBSCRIPTIONS_MIGRATIONS],
+    migrations: [
+      ...MERCHANTS_MIGRATIONS,
+      ...WEBHOOKS_MIGRATIONS,
+      ...SUBSCRIPTIONS_MIGRATIONS,
+      ...LEDGER_MIGRATIONS,
+    ],
   };
 }

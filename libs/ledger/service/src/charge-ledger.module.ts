@@ -1,14 +1,38 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Module } from '@nestjs/common';
+import { LedgerApiModule } from '@stablepay/ledger-api';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { ChargeLedgerGateway } from './charge-ledger.gateway';
+import { ChargeLedgerChanges } from './charges/changes';
+import { ChargeLedgerCommands } from './charges/charge-ledger.commands';
+import { ChargeLedgerProjection } from './charges/charge-ledger.projection';
+import { ChargeLedgerReader } from './charges/charge-ledger.reader';
+import { SubscriptionChargesConsumer } from './consumers/subscription-charges.consumer';
+import { LEDGER_MIGRATIONS } from './migrations';
+
+/** The ledger's read side, wherever it is read: the gateway (lists) and the service (read-your-writes). */
+@Module({
+  providers: [ChargeLedgerChanges, ChargeLedgerReader],
+  exports: [ChargeLedgerChanges, ChargeLedgerReader],
+})
+export class ChargeLedgerCoreModule {}
 
 /**
- * The charge-ledger service: the Charge aggregate and its ledger.
- * Its features arrive with their issues; today it hosts the platform wiring (database, event store, bus,
- * health and readiness) so the service deploys, boots and reports ready on its own.
+ * The charge-ledger service: owner of the Charge aggregate (`charge-<subc_ id>`), the writer of the ledger from the
+ * subscription charge facts (SubscriptionChargesConsumer) and its projection (subscription_charges, with the ledger
+ * sequence). The command side lives only here.
  */
-@Module({})
+@Module({
+  imports: [ChargeLedgerCoreModule],
+  providers: [ChargeLedgerCommands, ChargeLedgerProjection, SubscriptionChargesConsumer],
+  exports: [ChargeLedgerCommands, ChargeLedgerProjection, SubscriptionChargesConsumer],
+})
 export class ChargeLedgerServiceModule {}
 
 export function chargeLedgerService(): ServiceDefinition {
-  return { name: 'charge-ledger', imports: [ChargeLedgerServiceModule] };
+  return { name: 'charge-ledger', imports: [ChargeLedgerServiceModule], migrations: LEDGER_MIGRATIONS };
+}
+
+/** GET /merchants/:merchantId/charges in the gateway: reads the ledger read model in-process. */
+export function chargeLedgerHttpModule(): DynamicModule {
+  return LedgerApiModule.forRoot({ imports: [ChargeLedgerCoreModule], useCases: ChargeLedgerGateway });
 }

@@ -1,0 +1,24 @@
+import { Controller, Get, Inject, Param, Query } from '@nestjs/common';
+import { assertOwnMerchant, type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { CHARGE_LEDGER, type ChargeLedgerUseCases } from './charge-ledger.port';
+import { parseChargeListQuery } from './list-query';
+
+/**
+ * SPEC Endpoints > Subscription charges: the merchant's charge ledger, newest first by the ledger's own sequence
+ * (Pagination rule 6), filtered by subscription, subscriber, status, chain and a charged_at range.
+ */
+@Controller('merchants/:merchantId/charges')
+export class ChargesController {
+  constructor(@Inject(CHARGE_LEDGER) private readonly ledger: ChargeLedgerUseCases) {}
+
+  @Get()
+  list(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('merchantId') merchantId: string,
+    @Query() query: Record<string, unknown>,
+  ) {
+    assertOwnMerchant(merchant, merchantId);
+    const { list, filter } = parseChargeListQuery(query);
+    return this.ledger.list(merchant, list, filter);
+  }
+}

@@ -1,0 +1,106 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { EVENT_STORE, Projections } from '@stablepay/aggregate';
+import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
+import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
+import {
+  CHARGE_CATEGORY,
+  type ChargeEvent,
+  chargeObject,
+  evolveCharge,
+  initialChargeState,
+} from '@stablepay/ledger-domain';
+import { ChargeLedgerChanges } from './changes';
+
+export const CHARGE_TOPIC = topicForCategory(CHARGE_CATEGORY);
+export const CHARGE_LEDGER_PROJECTION = 'charge-ledger.charge-projection';
+const KNOWN = new Set<string>([
+  'ChargeRecorded.v1',
+  'ChargeFiatBackfilled.v1',
+  'ChargeSettlementDelayed.v1',
+  'ChargeSettled.v1',
+  'ChargeSettlementFailed.v1',
+]);
+
+/**
+ * charge-<subc_ id> events -> subscription_charges rows (the ledger). The row's object is the chargeObject of the
+ * stream folded up to the event. The first event inserts the row and takes the next ledger sequence value; later
+ * events (fiat backfill, settlement) update it in place and never touch `seq` (SPEC Pagination rule 6). Idempotent
+ * by stream revision.
+ */
+@Injectable()
+export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleDestroy {
+  private runner?: ProjectionRunner;
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(Projections) private readonly projections: Projections,
+    @Inject(ChargeLedgerChanges) private readonly changes: ChargeLedgerChanges,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.runner = await this.projections.start({
+      name: CHARGE_LEDGER_PROJECTION,
+      topics: [CHARGE_TOPIC],
+      apply: (em, message) => this.applyIn(em, message),
+      onCommitted: (changed) => {
+        for (const message of changed) this.emitChange(message);
+      },
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.projections.stop(this.runner);
+  }
+
+  /** Resolves once every charge event stored before the call is projected (tests and tools). */
+  async caughtUp(): Promise<void> {
+    await this.runner?.caughtUp();
+  }
+
+  /** Applies one message in its own transaction (tests; the runner batches). */
+  async apply(message: BusMessage): Promise<void> {
+    const changed = await this.dataSource.transaction((em) => this.applyIn(em, message));
+    if (changed) this.emitChange(message);
+  }
+
+  private emitChange(message: BusMessage): void {
+    this.changes.emit(message.key.slice(CHARGE_CATEGORY.length + 1), message.revision);
+  }
+
+  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+    if (!KNOWN.has(message.type)) return false;
+    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    const state = history.reduce((s, e) => evolveCharge(s, e as ChargeEvent), initialChargeState());
+    const o = chargeObject(state);
+    const merchantId = message.metadata.merchantId;
+    const mode = message.metadata.mode;
+    if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
+      throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+    const written: unknown[] = await em.query(
+      `INSERT INTO subscription_charges (id, merchant_id, mode, subscription_id, subscriber, chain, status, tx_hash,
+         charge_nonce, charged_at, created_at, object, revision)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13)
+       ON CONFLICT (id) DO UPDATE SET object = EXCLUDED.object, revision = EXCLUDED.revision
+         WHERE subscription_charges.revision < EXCLUDED.revision
+       RETURNING id`,
+      [
+        o.id,
+        merchantId,
+        mode,
+        o.subscription_id.toLowerCase(),
+        o.subscriber.toLowerCase(),
+        o.chain,
+        o.status,
+        o.tx_hash,
+        o.charge_nonce,
+        o.charged_at,
+        o.created_at,
+        JSON.stringify(o),
+        message.revision,
+      ],
+    );
+    return written.length > 0;
+  }
+}

@@ -1,0 +1,91 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type Clause, keysetPage, type ListQuery } from '@stablepay/http';
+import type { ChargeListFilter, SubscriptionChargeObject } from '@stablepay/ledger-domain';
+import { readAtLeastRevision } from '@stablepay/util';
+import { ChargeLedgerChanges } from './changes';
+
+export interface ChargeLedgerRow {
+  id: string;
+  seq: string;
+  merchant_id: string;
+  mode: 'test' | 'live';
+  subscription_id: string;
+  subscriber: string;
+  chain: string;
+  status: 'succeeded' | 'failed';
+  tx_hash: string | null;
+  charge_nonce: number;
+  charged_at: Date;
+  created_at: Date;
+  object: SubscriptionChargeObject;
+  revision: number;
+}
+
+const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
+
+@Injectable()
+export class ChargeLedgerReader {
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(ChargeLedgerChanges) private readonly changes: ChargeLedgerChanges,
+  ) {}
+
+  async find(id: string): Promise<ChargeLedgerRow | undefined> {
+    const rows: ChargeLedgerRow[] = await this.dataSource.query(
+      'SELECT * FROM subscription_charges WHERE id = $1',
+      [id],
+    );
+    return rows[0];
+  }
+
+  /**
+   * Whether the charge is listed (the `isReadable` of the charge webhooks, passed by the composition roots): SPEC
+   * fiat field rule 6, a charge webhook is never attempted before its row is in GET /merchants/:merchantId/charges.
+   */
+  async isListed(id: string): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query('SELECT 1 FROM subscription_charges WHERE id = $1', [
+      id,
+    ]);
+    return rows.length > 0;
+  }
+
+  /** Read-your-writes: the row once the ledger reflects at least `revision` of its stream (0: the row exists). */
+  getAtLeast(id: string, revision = 0): Promise<ChargeLedgerRow> {
+    return readAtLeastRevision({
+      read: () => this.find(id),
+      revision,
+      changes: this.changes,
+      key: id,
+      timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+    });
+  }
+
+  /**
+   * SPEC Pagination over the ledger sequence (newest first, rule 6); cursors resolve within the merchant's own rows
+   * of its mode, filters narrow.
+   */
+  async list(
+    owner: { merchantId: string; mode: 'test' | 'live' },
+    query: ListQuery,
+    filter: ChargeListFilter,
+  ): Promise<{ rows: ChargeLedgerRow[]; hasMore: boolean }> {
+    const clauses: Clause[] = [];
+    const eq = (column: string, value: string | undefined) => {
+      if (value !== undefined) clauses.push((p) => `${column} = ${p(value)}`);
+    };
+    eq('subscription_id', filter.subscriptionId);
+    eq('subscriber', filter.subscriber);
+    eq('status', filter.status);
+    eq('chain', filter.chain);
+    const { chargedFrom, chargedTo } = filter;
+    if (chargedFrom) clauses.push((p) => `charged_at >= ${p(chargedFrom.toISOString())}::timestamptz`);
+    if (chargedTo) clauses.push((p) => `charged_at < ${p(chargedTo.toISOString())}::timestamptz`);
+    return keysetPage<ChargeLedgerRow>(this.dataSource, {
+      table: 'subscription_charges',
+      scope: [(p) => `merchant_id = ${p(owner.merchantId)}`, (p) => `mode = ${p(owner.mode)}`],
+      filters: clauses,
+      query,
+    });
+  }
+}

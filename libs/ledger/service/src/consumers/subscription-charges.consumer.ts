@@ -1,0 +1,179 @@
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
+import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
+import type { ChargeFacts, FiatContext, LedgerWritePath } from '@stablepay/ledger-domain';
+import { DomainError } from '@stablepay/util';
+import { ChargeLedgerCommands } from '../charges/charge-ledger.commands';
+
+export const SUBSCRIPTION_TOPIC = 'subscriptions.subscription.v1';
+export const SUBSCRIPTION_CHARGES_GROUP = 'charge-ledger.subscription-charges';
+
+/**
+ * The facts of the `subscriptions.subscription.v1` topic the ledger reads (a published contract, docs/asyncapi.yaml):
+ * typed here by the fields used, so this scope does not import the subscriptions scope.
+ */
+interface SubscriptionCreatedFacts {
+  readonly subscriptionId: string;
+  readonly subscriber: string;
+  readonly chain: string;
+  readonly price: string;
+  readonly priceCurrency: string | null;
+}
+interface ChargeSucceededFacts {
+  readonly chargeId: string;
+  readonly nonce: number;
+  readonly amount: string;
+  readonly fee: string;
+  readonly txHash: string;
+  readonly blockNumber: string;
+  readonly chargedAt: string;
+  readonly writtenBy: LedgerWritePath;
+}
+interface ChargeFailedFacts {
+  readonly chargeId: string;
+  readonly nonce: number;
+  readonly amount: string;
+  readonly txHash: string | null;
+  readonly failureReason: string;
+  readonly failedAt: string;
+}
+
+const SUCCEEDED = 'SubscriptionChargeSucceeded.v1';
+const FAILED = 'SubscriptionChargeFailed.v1';
+
+/**
+ * Writes the ledger from the subscription's charge facts. Both write paths meet in the Subscription aggregate first
+ * (the charge call's receipt, the subscribe call, the indexer's SubscriptionCharged log: recorded once per nonce, with
+ * the path that won), and every charge fact of that stream becomes a `RecordCharge` of the Charge aggregate here,
+ * keyed by the same `subc_` id: one ledger row per charge, whichever path came first (SPEC fiat field rule 5), with
+ * the fiat fields of rules 1-3 from the plan (SubscriptionCreated) and the merchant's settlement mode. A preflight
+ * rejection never reaches the subscription stream, so it never reaches the ledger (rule 7). Event ids derive from the
+ * bus message id, so a redelivery appends nothing.
+ */
+@Injectable()
+export class SubscriptionChargesConsumer implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('charge-ledger');
+  private subscription: BusSubscription | undefined;
+
+  constructor(
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(ChargeLedgerCommands) private readonly commands: ChargeLedgerCommands,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.subscription = await this.bus.consume({
+      group: SUBSCRIPTION_CHARGES_GROUP,
+      topics: [SUBSCRIPTION_TOPIC],
+      handler: (message) => this.handle(message),
+      onError: (error, message) =>
+        this.logger.error({
+          msg: 'recording a charge failed, will retry',
+          messageId: message.id,
+          error: String(error),
+        }),
+    });
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.subscription?.stop();
+  }
+
+  async caughtUp(): Promise<void> {
+    await this.subscription?.caughtUp();
+  }
+
+  async handle(message: BusMessage): Promise<void> {
+    if (message.type !== SUCCEEDED && message.type !== FAILED) return;
+    const merchantId = message.metadata.merchantId;
+    const mode = message.metadata.mode;
+    if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
+      throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    const first = history[0];
+    if (first?.type !== 'SubscriptionCreated.v1')
+      throw new Error(`stream ${message.key} does not start with SubscriptionCreated.v1`);
+    const created = first.data as SubscriptionCreatedFacts;
+    // The wallet charged is the subscriber as of this charge (a migration moves later charges to the new wallet).
+    let subscriber = created.subscriber;
+    for (const e of history)
+      if (e.type === 'SubscriptionMigrated.v1')
+        subscriber = (e.data as { newSubscriber: string }).newSubscriber;
+
+    const base = { subscriptionId: created.subscriptionId, subscriber, chain: created.chain };
+    let charge: ChargeFacts;
+    let writtenBy: LedgerWritePath;
+    if (message.type === SUCCEEDED) {
+      const d = message.data as ChargeSucceededFacts;
+      writtenBy = d.writtenBy;
+      charge = {
+        ...base,
+        chargeId: d.chargeId,
+        nonce: d.nonce,
+        amount: d.amount,
+        fee: d.fee,
+        txHash: d.txHash,
+        blockNumber: d.blockNumber,
+        chargedAt: d.chargedAt,
+        status: 'succeeded',
+        failureReason: null,
+      };
+    } else {
+      const d = message.data as ChargeFailedFacts;
+      writtenBy = 'api';
+      charge = {
+        ...base,
+        chargeId: d.chargeId,
+        nonce: d.nonce,
+        amount: d.amount,
+        fee: '0',
+        txHash: d.txHash,
+        blockNumber: '0',
+        chargedAt: d.failedAt,
+        status: 'failed',
+        failureReason: d.failureReason,
+      };
+    }
+    const fiatContext: FiatContext | null =
+      writtenBy === 'api'
+        ? {
+            price: created.price,
+            priceCurrency: created.priceCurrency,
+            settlement: await this.settlementMode(merchantId),
+          }
+        : null;
+    try {
+      await this.commands.run(
+        charge.chargeId,
+        { merchantId, mode },
+        { type: 'RecordCharge', charge, writtenBy, fiatContext, now: this.commands.now() },
+        message.id,
+      );
+    } catch (error) {
+      // A fact the ledger refuses (charge_conflict: another transaction for a recorded charge) will be refused on
+      // every redelivery: reported, not retried for ever (a reorg retraction is the path that may replace it).
+      if (error instanceof DomainError) {
+        this.logger.error({ msg: 'charge refused by the ledger', messageId: message.id, code: error.code });
+        return;
+      }
+      throw error;
+    }
+  }
+
+  private async settlementMode(merchantId: string): Promise<'crypto' | 'fiat'> {
+    const rows: Array<{ settlement_mode: 'crypto' | 'fiat' }> = await this.dataSource.query(
+      'SELECT settlement_mode FROM merchant_settings WHERE merchant_id = $1',
+      [merchantId],
+    );
+    return rows[0]?.settlement_mode ?? 'crypto';
+  }
+}

@@ -1,0 +1,46 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The charge ledger read model: one row per `charge-<subc_ id>` stream. `seq` is the ledger sequence (SPEC
+ * Pagination rule 6): taken when the row is FIRST written, whichever path wrote it, and never changed by a merge,
+ * so a row the indexer writes late appears at the head and pages already read stay valid. Rows are unique by
+ * transaction (SPEC fiat field rule 5); failed attempts rejected at simulation have none. `object` is the
+ * `subscription_charge` object; the other columns serve the filters.
+ */
+export class CreateSubscriptionCharges1767400000100 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE subscription_charges (
+      id text PRIMARY KEY,
+      seq bigserial NOT NULL UNIQUE,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      subscription_id text NOT NULL,
+      subscriber text NOT NULL,
+      chain text NOT NULL,
+      status text NOT NULL CHECK (status IN ('succeeded', 'failed')),
+      tx_hash text,
+      charge_nonce integer NOT NULL,
+      charged_at timestamptz NOT NULL,
+      created_at timestamptz NOT NULL,
+      object jsonb NOT NULL,
+      revision integer NOT NULL
+    )`);
+    await q.query(
+      'CREATE UNIQUE INDEX subscription_charges_tx ON subscription_charges (chain, lower(tx_hash)) WHERE tx_hash IS NOT NULL',
+    );
+    await q.query(
+      'CREATE INDEX subscription_charges_merchant_seq ON subscription_charges (merchant_id, mode, seq)',
+    );
+    await q.query(
+      'CREATE INDEX subscription_charges_merchant_subscription_seq ON subscription_charges (merchant_id, mode, subscription_id, seq)',
+    );
+    await q.query(
+      'CREATE INDEX subscription_charges_merchant_subscriber_seq ON subscription_charges (merchant_id, mode, subscriber, seq)',
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE subscription_charges');
+  }
+}
+
+export const LEDGER_MIGRATIONS = [CreateSubscriptionCharges1767400000100];
