@@ -198,6 +198,29 @@ describe('charge ledger (GET /merchants/:merchantId/charges)', () => {
     });
   });
 
+  it('backfills the first charge the indexer wrote with the fiat fields once the subscribe call reports it (rule 3)', async () => {
+    const s = await subscription(merchant);
+    await charged(merchant, s, 0, 'indexer');
+    await settled();
+    const before = await get(merchant, `?subscription_id=${s.subscriptionId}`);
+    expect(before.body.data[0]).toMatchObject({ charge_nonce: 0, fiat_amount: null });
+    await append(merchant, s.subscriptionId, 'SubscriptionFirstChargeReported.v1', {
+      chargeId: chargeIdOf(s.subscriptionId, 0),
+      txHash: tx(s.n * 1000),
+      reportedAt: new Date().toISOString(),
+    });
+    await settled();
+    const after = await get(merchant, `?subscription_id=${s.subscriptionId}`);
+    expect(after.body.data).toEqual([
+      expect.objectContaining({
+        id: chargeIdOf(s.subscriptionId, 0),
+        fiat_amount: '150000',
+        fiat_currency: 'ARS',
+        settlement_status: null,
+      }),
+    ]);
+  });
+
   it('lists a charge rejected at simulation with tx_hash null, fee 0 and the contract error', async () => {
     const s = await subscription(merchant);
     await charged(merchant, s, 0, 'api');

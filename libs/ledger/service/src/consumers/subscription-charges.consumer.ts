@@ -48,6 +48,25 @@ interface ChargeFailedFacts {
 
 const SUCCEEDED = 'SubscriptionChargeSucceeded.v1';
 const FAILED = 'SubscriptionChargeFailed.v1';
+const FIRST_CHARGE_REPORTED = 'SubscriptionFirstChargeReported.v1';
+
+function succeededFacts(
+  base: Pick<ChargeFacts, 'subscriptionId' | 'subscriber' | 'chain'>,
+  d: ChargeSucceededFacts,
+): ChargeFacts {
+  return {
+    ...base,
+    chargeId: d.chargeId,
+    nonce: d.nonce,
+    amount: d.amount,
+    fee: d.fee,
+    txHash: d.txHash,
+    blockNumber: d.blockNumber,
+    chargedAt: d.chargedAt,
+    status: 'succeeded',
+    failureReason: null,
+  };
+}
 
 /**
  * Writes the ledger from the subscription's charge facts. Both write paths meet in the Subscription aggregate first
@@ -93,7 +112,8 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
   }
 
   async handle(message: BusMessage): Promise<void> {
-    if (message.type !== SUCCEEDED && message.type !== FAILED) return;
+    if (message.type !== SUCCEEDED && message.type !== FAILED && message.type !== FIRST_CHARGE_REPORTED)
+      return;
     const merchantId = message.metadata.merchantId;
     const mode = message.metadata.mode;
     if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
@@ -108,41 +128,40 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
     for (const e of history)
       if (e.type === 'SubscriptionMigrated.v1')
         subscriber = (e.data as { newSubscriber: string }).newSubscriber;
-
     const base = { subscriptionId: created.subscriptionId, subscriber, chain: created.chain };
-    let charge: ChargeFacts;
-    let writtenBy: LedgerWritePath;
-    if (message.type === SUCCEEDED) {
+
+    let recorded: { charge: ChargeFacts; writtenBy: LedgerWritePath } | null;
+    if (message.type === FIRST_CHARGE_REPORTED) {
+      // The subscribe call reported the first charge the indexer had recorded: the same facts again, from the API
+      // path this time, so the ledger backfills the first charge's fiat fields (rule 3).
+      const { chargeId } = message.data as { chargeId: string };
+      const charge = history.find(
+        (e) => e.type === SUCCEEDED && (e.data as ChargeSucceededFacts).chargeId === chargeId,
+      );
+      if (!charge) throw new Error(`${message.key} reports charge ${chargeId} that it never recorded`);
+      recorded = { charge: succeededFacts(base, charge.data as ChargeSucceededFacts), writtenBy: 'api' };
+    } else if (message.type === SUCCEEDED) {
       const d = message.data as ChargeSucceededFacts;
-      writtenBy = d.writtenBy;
-      charge = {
-        ...base,
-        chargeId: d.chargeId,
-        nonce: d.nonce,
-        amount: d.amount,
-        fee: d.fee,
-        txHash: d.txHash,
-        blockNumber: d.blockNumber,
-        chargedAt: d.chargedAt,
-        status: 'succeeded',
-        failureReason: null,
-      };
+      recorded = { charge: succeededFacts(base, d), writtenBy: d.writtenBy };
     } else {
       const d = message.data as ChargeFailedFacts;
-      writtenBy = 'api';
-      charge = {
-        ...base,
-        chargeId: d.chargeId,
-        nonce: d.nonce,
-        amount: d.amount,
-        fee: '0',
-        txHash: d.txHash,
-        blockNumber: '0',
-        chargedAt: d.failedAt,
-        status: 'failed',
-        failureReason: d.failureReason,
+      recorded = {
+        writtenBy: 'api',
+        charge: {
+          ...base,
+          chargeId: d.chargeId,
+          nonce: d.nonce,
+          amount: d.amount,
+          fee: '0',
+          txHash: d.txHash,
+          blockNumber: '0',
+          chargedAt: d.failedAt,
+          status: 'failed',
+          failureReason: d.failureReason,
+        },
       };
     }
+    const { charge, writtenBy } = recorded;
     const fiatContext: FiatContext | null =
       writtenBy === 'api'
         ? {
