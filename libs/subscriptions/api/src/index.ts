@@ -5,6 +5,5 @@ export * from './create-subscription-checkout.dto';
 export * from './list-query';
 export * from './hosted/hosted-subscribe.controller';
 export * from './hosted/subscribe-page';
-export * from './hosted/colors';
 export * from './hosted/format';
 export * from './subscription-checkout.commands';

@@ -1,7 +1,7 @@
 import type { SubscriptionCheckoutObject, SubscriptionOption } from '@stablepay/subscriptions-domain';
 import type { HostedSubscribeView } from '../subscription-checkouts.port';
-import { palette, type Palette } from './colors';
-import { escapeHtml as e, formatFiat, formatPeriod, formatRate, formatToken, jsonForScript } from './format';
+import { escapeHtml as e, jsonForScript, palette, type Palette } from '@stablepay/hosted-ui';
+import { formatFiat, formatPeriod, formatRate, formatToken } from './format';
 
 /**
  * The hosted subscribe page (SPEC Rules 6-7, States > Subscription checkout), rendered on the server.

@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'shared-hosted-ui',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};
