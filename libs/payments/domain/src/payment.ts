@@ -476,6 +476,11 @@ export type PaymentCommand =
       readonly asset: string;
       readonly to: string;
       readonly amount: string;
+      /**
+       * What the deposit holds of `asset`, read from the chain just before. When given it bounds the rescue instead
+       * of the observed transfers: the native coin and tokens outside the indexer's watch list are never observed.
+       */
+      readonly onChainBalance?: string;
       readonly now: Date;
     }
   | { readonly type: 'RequestRecover'; readonly now: Date }
@@ -713,10 +718,12 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
           'asset',
         );
       }
-      if (amount > heldBalance(s, command.asset)) {
+      const available =
+        command.onChainBalance !== undefined ? BigInt(command.onChainBalance) : heldBalance(s, command.asset);
+      if (amount > available) {
         throw validationError(
           'amount',
-          `amount exceeds what the deposit holds of ${command.asset} (${heldBalance(s, command.asset)}).`,
+          `amount exceeds what the deposit holds of ${command.asset} (${available}).`,
           'amount_exceeds_balance',
         );
       }

@@ -744,6 +744,18 @@ describe('Payment: rescue', () => {
     });
     expect(rescued.object.non_funding_transactions_count).toBe(1);
   });
+
+  it('a rescue is bounded by the balance read on chain when given (native coin, unwatched tokens)', () => {
+    const g = given(...paid(), deployDirect());
+    const rescue = { type: 'RequestRescue', asset: 'native', to: MERCHANT_CHOSEN, now: at(5) } as const;
+    expect(g.when({ ...rescue, amount: '5', onChainBalance: '5' }).events[0]).toMatchObject({
+      type: 'PaymentRescueRequested.v1',
+      data: { asset: 'native', amount: '5' },
+    });
+    expect(g.whenRejected({ ...rescue, amount: '6', onChainBalance: '5' }).code).toBe(
+      'amount_exceeds_balance',
+    );
+  });
 });
 
 describe('Payment: cancel and expiry', () => {

@@ -10,7 +10,7 @@ import {
   type Eip712Domain,
   type MessageByKind,
 } from '@stablepay/evm';
-import { DomainError, cannotProcess, validationError } from '@stablepay/util';
+import { cannotProcess, conflict, validationError } from '@stablepay/util';
 
 /**
  * API preflight of the merchant-signed payment actions (POST /payments/:paymentId/capture, /refund, /rescue): the
@@ -106,7 +106,8 @@ const SIGNATURE_HEX = /^0x[0-9a-fA-F]{130}$/;
 const MAX_UINT256 = (1n << 256n) - 1n;
 export const NATIVE_ASSET = 'native';
 
-function parseAmount(value: unknown): bigint {
+/** `amount` of a payment action: the token's smallest unit as a canonical positive integer string. */
+export function parseActionAmount(value: unknown): bigint {
   if (typeof value !== 'string' || !DECIMAL.test(value) || BigInt(value) > MAX_UINT256) {
     throw validationError(
       'amount',
@@ -169,7 +170,7 @@ export function buildSignedAction(
   payment: PaymentSigningFacts,
   epoch: bigint,
 ): SignedAction {
-  const amount = parseAmount(body.amount);
+  const amount = parseActionAmount(body.amount);
   const deadline = parseUint(body.deadline, 'deadline', 'invalid_deadline');
   const signature = parseSignature(body.signature);
   if (body.epoch !== undefined && body.epoch !== null) {
@@ -300,14 +301,11 @@ export function verifySignedAction(
     );
   }
   if (digestUsed) {
-    throw new DomainError({
-      type: 'invalid_request',
-      status: 409,
-      code: 'signature_already_used',
-      param: 'signature',
-      message:
-        'This signature was already used on chain (each merchant signature is single-use): sign a new request.',
-    });
+    throw conflict(
+      'signature_already_used',
+      'This signature was already used on chain (each merchant signature is single-use): sign a new request.',
+      'signature',
+    );
   }
   if (sameAddress(chain.signer, ZeroAddress)) {
     throw cannotProcess(

@@ -80,6 +80,17 @@ export interface SignedEscrowMove {
 
 const DEPOSIT = new Interface(PaymentDepositAbi);
 
+/** A PaymentDeposit call ready for the relayer. */
+export interface DepositCall {
+  readonly to: string;
+  readonly data: string;
+}
+
+const call = (deposit: string, fn: string, args: readonly unknown[]): DepositCall => ({
+  to: deposit,
+  data: DEPOSIT.encodeFunctionData(fn, args),
+});
+
 const OUTFLOW_EVENTS: Readonly<Record<string, { kind: OutflowKind; to: string }>> = {
   PaymentCaptured: { kind: 'captured', to: 'settlement' },
   PaymentRefunded: { kind: 'refunded', to: 'payer' },
@@ -172,44 +183,59 @@ export class DepositChain {
     return connectTestStablecoin(token, this.relayer.provider).balanceOf(holder);
   }
 
+  captureCall(deposit: string, move: SignedEscrowMove): DepositCall {
+    return call(deposit, 'capture', [move.token, move.amount, move.deadline, move.signature]);
+  }
+
+  refundCall(deposit: string, move: SignedEscrowMove & { readonly payer: string }): DepositCall {
+    return call(deposit, 'refund', [move.token, move.payer, move.amount, move.deadline, move.signature]);
+  }
+
+  rescueCall(deposit: string, move: SignedEscrowMove & { readonly to: string }): DepositCall {
+    return call(deposit, 'rescue', [move.token, move.to, move.amount, move.deadline, move.signature]);
+  }
+
+  /** Operator only: everything of the payment token above the escrow, to the final payer. */
+  recoverCall(deposit: string): DepositCall {
+    return call(deposit, 'recover', []);
+  }
+
+  /** Anyone, after the authorization expiry: the remaining escrow to the final payer. */
+  reclaimCall(deposit: string): DepositCall {
+    return call(deposit, 'reclaim', []);
+  }
+
   capture(deposit: string, move: SignedEscrowMove): Promise<DepositActionOutcome> {
-    return this.submit(
-      deposit,
-      DEPOSIT.encodeFunctionData('capture', [move.token, move.amount, move.deadline, move.signature]),
-    );
+    return this.submit(this.captureCall(deposit, move));
   }
 
   refund(
     deposit: string,
     move: SignedEscrowMove & { readonly payer: string },
   ): Promise<DepositActionOutcome> {
-    return this.submit(
-      deposit,
-      DEPOSIT.encodeFunctionData('refund', [
-        move.token,
-        move.payer,
-        move.amount,
-        move.deadline,
-        move.signature,
-      ]),
-    );
+    return this.submit(this.refundCall(deposit, move));
   }
 
   rescue(deposit: string, move: SignedEscrowMove & { readonly to: string }): Promise<DepositActionOutcome> {
-    return this.submit(
-      deposit,
-      DEPOSIT.encodeFunctionData('rescue', [move.token, move.to, move.amount, move.deadline, move.signature]),
-    );
+    return this.submit(this.rescueCall(deposit, move));
   }
 
-  /** Operator only: everything of the payment token above the escrow, to the final payer. */
   recover(deposit: string): Promise<DepositActionOutcome> {
-    return this.submit(deposit, DEPOSIT.encodeFunctionData('recover', []));
+    return this.submit(this.recoverCall(deposit));
   }
 
-  /** Anyone, after the authorization expiry: the remaining escrow to the final payer. */
   reclaim(deposit: string): Promise<DepositActionOutcome> {
-    return this.submit(deposit, DEPOSIT.encodeFunctionData('reclaim', []));
+    return this.submit(this.reclaimCall(deposit));
+  }
+
+  /** eth_call + gas estimate from the relayer: the contract's answer without sending anything. */
+  async simulate(
+    depositCall: DepositCall,
+  ): Promise<{ readonly kind: 'simulated' } | Extract<DepositActionOutcome, { kind: 'rejected' }>> {
+    const outcome = await this.relayer.simulate({ ...depositCall, abi: DEPOSIT });
+    return outcome.kind === 'simulated'
+      ? { kind: 'simulated' }
+      : { kind: 'rejected', errorName: outcome.errorName, args: outcome.args };
   }
 
   /** The outflows a mined transaction made from `deposit` (for a transaction someone else submitted). */
@@ -218,8 +244,10 @@ export class DepositChain {
     return receipt && receipt.status === 1 ? depositOutflows(receipt, deposit) : [];
   }
 
-  private async submit(deposit: string, data: string): Promise<DepositActionOutcome> {
-    const outcome: RelayOutcome = await this.relayer.submit({ to: deposit, data, abi: DEPOSIT });
+  /** Simulates, broadcasts with the operator key and waits for the receipt. */
+  async submit(depositCall: DepositCall): Promise<DepositActionOutcome> {
+    const deposit = depositCall.to;
+    const outcome: RelayOutcome = await this.relayer.submit({ ...depositCall, abi: DEPOSIT });
     switch (outcome.kind) {
       case 'simulation_rejected':
         return { kind: 'rejected', errorName: outcome.errorName, args: outcome.args };

@@ -1,0 +1,376 @@
+import { ZeroAddress, id, parseEther } from 'ethers';
+import { handleCommand } from '@stablepay/aggregate';
+import { InMemoryEventStore } from '@stablepay/event-store';
+import { formatCaip19 } from '@stablepay/evm';
+import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
+import {
+  type PaymentCommand,
+  decidePayment,
+  evolvePayment,
+  initialPaymentState,
+  paymentStreamId,
+  toPaymentObject,
+} from '@stablepay/payments-domain';
+import { DomainError, ManualClock } from '@stablepay/util';
+import { startDepositFixture, type DepositFixture } from '../chain/testing/deposit-fixture';
+import { PaymentActions, type ActionOwner } from './payment-actions';
+
+const USDC = 10n ** 6n;
+const ORDER = 100n * USDC;
+type Cmd = PaymentCommand extends infer C ? (C extends { now: Date } ? Omit<C, 'now'> : never) : never;
+const decider = { initialState: initialPaymentState, evolve: evolvePayment, decide: decidePayment };
+
+let f: DepositFixture;
+let store: InMemoryEventStore;
+let clock: ManualClock;
+let actions: PaymentActions;
+let counter = 0;
+const owner: ActionOwner = { merchantId: 'mer_actions', mode: 'test' };
+
+beforeAll(async () => {
+  f = await startDepositFixture();
+});
+afterAll(async () => {
+  await f?.stop();
+});
+beforeEach(async () => {
+  store = new InMemoryEventStore();
+  clock = new ManualClock(new Date(Number(await f.chainTime()) * 1000));
+  actions = new PaymentActions(store, clock, { for: () => f.deposits });
+});
+
+const usdcAsset = () => formatCaip19(f.chain.chainId, f.usdc);
+
+async function append(paymentId: string, command: Cmd): Promise<void> {
+  await handleCommand(
+    store,
+    paymentStreamId(paymentId),
+    decider,
+    { ...command, now: clock.now() } as PaymentCommand,
+    {
+      metadata: { merchantId: owner.merchantId, mode: owner.mode },
+    },
+  );
+}
+
+async function syncClock(): Promise<void> {
+  clock.set(Number(await f.chainTime()) * 1000);
+}
+
+/**
+ * A payment whose deposit is funded and deployed on anvil, with the same facts in its stream (what the chain feed
+ * and the deploy flow append): `paid` of USDC for an order of ORDER.
+ */
+async function deployedPayment(
+  method: 'DIRECT' | 'TWO_STEP',
+  paid = ORDER,
+  extra: { dai?: bigint; native?: bigint } = {},
+): Promise<{ paymentId: string; onChainId: string; deposit: string }> {
+  counter += 1;
+  const paymentId = `pay_actions_${counter}_${Date.now()}`;
+  const onChainId = id(paymentId);
+  const deposit = await f.depositAddress(onChainId);
+  await append(paymentId, {
+    type: 'CreateCheckout',
+    paymentId,
+    checkoutId: `chk_actions_${counter}`,
+    merchantId: owner.merchantId,
+    onChainId,
+    depositAddress: deposit,
+    checkoutUrl: 'https://pay.example/c',
+    input: { amount: ORDER.toString(), currency: 'USD', method },
+    context: {
+      stablecoins: [
+        { asset: usdcAsset(), chain: f.chain.caip2, symbol: 'USDC', decimals: 6, pegCurrency: 'USD' },
+      ],
+      settlementMode: 'crypto',
+    },
+  });
+  const txHash = await f.pay(deposit, paid);
+  const transfer = {
+    txHash,
+    logIndex: 1,
+    from: f.payer.address,
+    asset: usdcAsset(),
+    chain: f.chain.caip2,
+    amount: paid.toString(),
+    blockNumber: '1',
+  };
+  await append(paymentId, { type: 'ObserveTransfer', transfer, blockTime: clock.now() });
+  await append(paymentId, { type: 'ConfirmTransfer', chain: f.chain.caip2, txHash, logIndex: 1 });
+  await append(paymentId, {
+    type: 'RecordScreening',
+    result: { kind: 'clear', addresses: [f.payer.address] },
+  });
+  if (extra.dai) await f.pay(deposit, extra.dai, f.dai);
+  if (extra.native) await (await f.payer.sendTransaction({ to: deposit, value: extra.native })).wait();
+  const deployTx = await f.deploy(onChainId, method, ORDER);
+  await syncClock();
+  const chainNow = Number(await f.chainTime()) * 1000;
+  const deployed = {
+    type: 'RecordDeployed',
+    txHash: deployTx,
+    chain: f.chain.caip2,
+    payer: f.payer.address,
+    payerFinalAt: new Date(chainNow + 86_400_000),
+    amount: ORDER.toString(),
+  } as const;
+  await append(
+    paymentId,
+    method === 'DIRECT'
+      ? { ...deployed, method, settlementAddress: f.settlement }
+      : { ...deployed, method, authorizationExpiry: new Date(chainNow + 7 * 86_400_000) },
+  );
+  return { paymentId, onChainId, deposit };
+}
+
+async function state(paymentId: string) {
+  const events = await store.readStream(paymentStreamId(paymentId));
+  const s = events.reduce((acc, e) => evolvePayment(acc, e as never), initialPaymentState());
+  return { types: events.map((e) => e.type), object: toPaymentObject(s) };
+}
+
+async function refusal(run: Promise<unknown>): Promise<DomainError> {
+  try {
+    await run;
+  } catch (error) {
+    if (error instanceof DomainError) return error;
+    throw error;
+  }
+  throw new Error('expected a DomainError');
+}
+
+const soon = async () => (await f.chainTime()) + 3_600n;
+
+describe('PaymentActions (use cases over the payment stream and the deposit on anvil)', () => {
+  it('captures a TWO_STEP escrow: request, transaction, PaymentCaptured.v1 and status settled', async () => {
+    const p = await deployedPayment('TWO_STEP');
+    const deadline = await soon();
+    const { signature } = await signCapture(
+      f.merchantSigner,
+      { chain: f.chain.caip2, verifyingContract: p.deposit },
+      {
+        paymentId: p.onChainId,
+        token: usdcAsset(),
+        amount: ORDER,
+        epoch: 0,
+        deadline,
+      },
+    );
+    const before = await f.deposits.balanceOf(f.usdc, f.settlement);
+    const answer = await actions.capture(
+      owner,
+      p.paymentId,
+      { amount: ORDER.toString(), deadline: deadline.toString(), signature },
+      'cmd-capture-1',
+    );
+    expect(answer.submission).toBe('confirmed');
+    expect((await f.deposits.balanceOf(f.usdc, f.settlement)) - before).toBe(ORDER);
+    const { types, object } = await state(p.paymentId);
+    expect(types.slice(-2)).toEqual(['PaymentCaptureRequested.v1', 'PaymentCaptured.v1']);
+    expect(object.status).toBe('settled');
+    expect(object.amount_captured).toBe(ORDER.toString());
+
+    // Replaying the same signature (a new request id): burned on chain, refused before anything is sent.
+    const replay = await refusal(
+      actions.capture(
+        owner,
+        p.paymentId,
+        { amount: ORDER.toString(), deadline: deadline.toString(), signature },
+        'cmd-capture-2',
+      ),
+    );
+    expect([replay.status, replay.code]).toEqual([409, 'payment_not_capturable']);
+  });
+
+  it('a retried capture (same command id) answers what happened; a replay under a new id is signature_already_used', async () => {
+    const p = await deployedPayment('TWO_STEP');
+    const deadline = await soon();
+    const { signature } = await signCapture(
+      f.merchantSigner,
+      { chain: f.chain.caip2, verifyingContract: p.deposit },
+      {
+        paymentId: p.onChainId,
+        token: usdcAsset(),
+        amount: 10n * USDC,
+        epoch: 0,
+        deadline,
+      },
+    );
+    const body = { amount: (10n * USDC).toString(), deadline: deadline.toString(), signature };
+    const first = await actions.capture(owner, p.paymentId, body, 'cmd-same');
+    const nonce = await f.provider.getTransactionCount(f.relayer.address);
+    const retried = await actions.capture(owner, p.paymentId, body, 'cmd-same');
+    expect(retried).toMatchObject({ submission: 'replayed', revision: first.revision });
+    const again = await refusal(actions.capture(owner, p.paymentId, body, 'cmd-other'));
+    expect(again.code).toBe('signature_already_used');
+    expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+  });
+
+  it('refunds the escrow to the attested payer: PaymentRefunded.v1, status refunded', async () => {
+    const p = await deployedPayment('TWO_STEP');
+    const deadline = await soon();
+    const { signature } = await signRefund(
+      f.merchantSigner,
+      { chain: f.chain.caip2, verifyingContract: p.deposit },
+      {
+        paymentId: p.onChainId,
+        token: usdcAsset(),
+        payer: f.payer.address,
+        amount: ORDER,
+        epoch: 0,
+        deadline,
+      },
+    );
+    const before = await f.deposits.balanceOf(f.usdc, f.payer.address);
+    await actions.refund(
+      owner,
+      p.paymentId,
+      { amount: ORDER.toString(), deadline: Number(deadline), signature },
+      'r1',
+    );
+    expect((await f.deposits.balanceOf(f.usdc, f.payer.address)) - before).toBe(ORDER);
+    const { types, object } = await state(p.paymentId);
+    expect(types.at(-1)).toBe('PaymentRefunded.v1');
+    expect(object.status).toBe('refunded');
+  });
+
+  it("refuses a capture signed by another key, and another merchant's payment as not found, sending nothing", async () => {
+    const p = await deployedPayment('TWO_STEP');
+    const deadline = await soon();
+    const { signature } = await signCapture(
+      f.stranger,
+      { chain: f.chain.caip2, verifyingContract: p.deposit },
+      {
+        paymentId: p.onChainId,
+        token: usdcAsset(),
+        amount: ORDER,
+        epoch: 0,
+        deadline,
+      },
+    );
+    const body = { amount: ORDER.toString(), deadline: deadline.toString(), signature };
+    const nonce = await f.provider.getTransactionCount(f.relayer.address);
+    const bad = await refusal(actions.capture(owner, p.paymentId, body, 'x1'));
+    expect([bad.status, bad.type, bad.code, bad.param]).toEqual([
+      422,
+      'cannot_process',
+      'invalid_signature',
+      'signature',
+    ]);
+    const other = await refusal(
+      actions.capture({ merchantId: 'mer_other', mode: 'test' }, p.paymentId, body, 'x2'),
+    );
+    expect(other.status).toBe(404);
+    const live = await refusal(actions.capture({ ...owner, mode: 'live' }, p.paymentId, body, 'x3'));
+    expect(live.status).toBe(404);
+    expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+    expect((await state(p.paymentId)).types.at(-1)).toBe('PaymentEscrowFunded.v1');
+  });
+
+  it('refuses capture and refund of a flagged payment', async () => {
+    const p = await deployedPayment('TWO_STEP');
+    await append(p.paymentId, {
+      type: 'RecordScreening',
+      result: { kind: 'match', address: f.payer.address },
+    });
+    const body = { amount: '1', deadline: (await soon()).toString(), signature: `0x${'11'.repeat(64)}1b` };
+    expect((await refusal(actions.capture(owner, p.paymentId, body, 'f1'))).code).toBe('payment_flagged');
+    expect((await refusal(actions.refund(owner, p.paymentId, body, 'f2'))).code).toBe('payment_flagged');
+  });
+
+  it('rescues another ERC-20 and the native coin sent to a DIRECT deposit; refuses the payment token', async () => {
+    const p = await deployedPayment('DIRECT', ORDER, { dai: parseEther('2'), native: parseEther('0.25') });
+    const to = f.stranger.address;
+    const domain = { chain: f.chain.caip2, verifyingContract: p.deposit };
+    const deadline = await soon();
+    const dai = await signRescue(f.merchantSigner, domain, {
+      paymentId: p.onChainId,
+      token: f.dai,
+      to,
+      amount: parseEther('2'),
+      epoch: 0,
+      deadline,
+    });
+    const daiBefore = await f.deposits.balanceOf(f.dai, to);
+    await actions.rescue(
+      owner,
+      p.paymentId,
+      {
+        token: formatCaip19(f.chain.chainId, f.dai),
+        to,
+        amount: parseEther('2').toString(),
+        deadline: deadline.toString(),
+        signature: dai.signature,
+      },
+      'rescue-dai',
+    );
+    expect((await f.deposits.balanceOf(f.dai, to)) - daiBefore).toBe(parseEther('2'));
+
+    const native = await signRescue(f.merchantSigner, domain, {
+      paymentId: p.onChainId,
+      token: ZeroAddress,
+      to,
+      amount: parseEther('0.25'),
+      epoch: 0,
+      deadline,
+    });
+    const nativeBefore = await f.deposits.balanceOf(ZeroAddress, to);
+    await actions.rescue(
+      owner,
+      p.paymentId,
+      {
+        token: 'native',
+        to,
+        amount: parseEther('0.25').toString(),
+        deadline: deadline.toString(),
+        signature: native.signature,
+      },
+      'rescue-native',
+    );
+    expect((await f.deposits.balanceOf(ZeroAddress, to)) - nativeBefore).toBe(parseEther('0.25'));
+    expect((await state(p.paymentId)).types.filter((t) => t === 'PaymentRescued.v1')).toHaveLength(2);
+
+    const own = await refusal(
+      actions.rescue(
+        owner,
+        p.paymentId,
+        { token: f.usdc, to, amount: '1', deadline: deadline.toString(), signature: native.signature },
+        'rescue-own',
+      ),
+    );
+    expect(own.code).toBe('payer_owned_token');
+  });
+
+  it('recovers an over-deposit to the payer once final: recoverable -> PaymentRecovered.v1 -> settled', async () => {
+    const p = await deployedPayment('DIRECT', ORDER + 30n * USDC);
+    const recoverable = await state(p.paymentId);
+    expect(recoverable.object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'over_deposit',
+      recovery_destination: f.payer.address,
+    });
+    expect((await refusal(actions.recover(owner, p.paymentId, 'rec-early'))).code).toBe('payer_not_final');
+    await f.increaseTime(86_400n + 1n);
+    await syncClock();
+    const before = await f.deposits.balanceOf(f.usdc, f.payer.address);
+    await actions.recover(owner, p.paymentId, 'rec-1');
+    expect((await f.deposits.balanceOf(f.usdc, f.payer.address)) - before).toBe(30n * USDC);
+    const { types, object } = await state(p.paymentId);
+    expect(types.slice(-2)).toEqual(['PaymentRecoverRequested.v1', 'PaymentRecovered.v1']);
+    expect(object.status).toBe('settled');
+    expect((await refusal(actions.recover(owner, p.paymentId, 'rec-2'))).code).toBe('nothing_to_recover');
+  });
+
+  it('reclaims an escrow whose authorization expired through recover: PaymentReclaimed.v1, status refunded', async () => {
+    const p = await deployedPayment('TWO_STEP');
+    await f.increaseTime(7n * 86_400n + 1n);
+    await syncClock();
+    const before = await f.deposits.balanceOf(f.usdc, f.payer.address);
+    await actions.recover(owner, p.paymentId, 'reclaim-1');
+    expect((await f.deposits.balanceOf(f.usdc, f.payer.address)) - before).toBe(ORDER);
+    const { types, object } = await state(p.paymentId);
+    expect(types.at(-1)).toBe('PaymentReclaimed.v1');
+    expect(object.status).toBe('refunded');
+  });
+});

@@ -1,0 +1,394 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ZeroAddress, getAddress } from 'ethers';
+import { CLOCK, EVENT_STORE, deterministicEventId, handleCommand, loadAggregate } from '@stablepay/aggregate';
+import type { EventStore, Mode } from '@stablepay/event-store';
+import { formatCaip19, parseCaip2 } from '@stablepay/evm';
+import {
+  type PaymentCommand,
+  type PaymentState,
+  decidePayment,
+  evolvePayment,
+  initialPaymentState,
+  paymentAsset,
+  paymentStreamId,
+} from '@stablepay/payments-domain';
+import { type Clock, DomainError, conflict, notFound } from '@stablepay/util';
+import type { DepositActionOutcome, DepositCall, DepositChain, DepositOutflow } from '../chain/deposit-chain';
+import { chainRejection } from './chain-rejections';
+import {
+  NATIVE_ASSET,
+  buildSignedAction,
+  parseActionAmount,
+  verifySignedAction,
+  type PaymentSigningFacts,
+  type SignedActionBody,
+  type SignedActionKind,
+} from './signed-action-preflight';
+
+/** The deposit contracts of every supported chain, by CAIP-2 id (one relayer, the operator key, per chain). */
+export interface DepositChains {
+  for(caip2: string): DepositChain;
+}
+export const DEPOSIT_CHAINS = Symbol('DEPOSIT_CHAINS');
+
+export interface ActionOwner {
+  readonly merchantId: string;
+  readonly mode: Mode;
+}
+
+/**
+ * What an action answers: the payment stream's revision after it (the gateway waits for its read model there) and
+ * the transaction. `submission`: `confirmed` (mined, its outflow recorded), `pending` (broadcast, receipt not in
+ * time: the outflow is recorded when the transaction is observed).
+ */
+export interface ActionAnswer {
+  readonly paymentId: string;
+  readonly revision: number;
+  readonly txHash: string | null;
+  readonly submission: 'confirmed' | 'pending' | 'replayed';
+}
+
+const paymentDecider = { initialState: initialPaymentState, evolve: evolvePayment, decide: decidePayment };
+
+type CommandWithoutTime = PaymentCommand extends infer C
+  ? C extends { type: 'CreateCheckout' }
+    ? never
+    : C extends { now: Date }
+      ? Omit<C, 'now'>
+      : never
+  : never;
+
+interface Loaded {
+  readonly state: PaymentState;
+  readonly owner: ActionOwner;
+  readonly paymentId: string;
+  readonly revision: number;
+  /** Ids of the requests already applied to the stream (their first event's id derives from the id). */
+  readonly commandIds: { has(commandId: string): boolean };
+}
+
+/**
+ * The merchant's actions on a payment after its deposit, in the payments service (owner of `payment-<id>`):
+ * capture, refund, rescue (merchant-signed, preflighted with the contract's own EIP-712 checks) and recover
+ * (operator; destination derived). Each: the aggregate's rules first (state, flag, amounts: nothing read from the
+ * chain for a refused request), then the signature against the chain's view (registry signer and epoch, chain
+ * time, burned digests), then a simulation; only then the request fact is appended, the relayer submits, and the
+ * receipt's outflow becomes the aggregate's fact (`PaymentCaptured.v1`, ... -> webhooks via the payment webhook
+ * source). Actions on one payment run one at a time in this process.
+ */
+@Injectable()
+export class PaymentActions {
+  private readonly running = new Map<string, Promise<unknown>>();
+
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(DEPOSIT_CHAINS) private readonly chains: DepositChains,
+  ) {}
+
+  capture(owner: ActionOwner, paymentId: string, body: SignedActionBody, commandId: string) {
+    return this.signed('capture', owner, paymentId, body, commandId);
+  }
+
+  refund(owner: ActionOwner, paymentId: string, body: SignedActionBody, commandId: string) {
+    return this.signed('refund', owner, paymentId, body, commandId);
+  }
+
+  rescue(owner: ActionOwner, paymentId: string, body: SignedActionBody, commandId: string) {
+    return this.signed('rescue', owner, paymentId, body, commandId);
+  }
+
+  /**
+   * Returns payer-owned funds to the payer attested on chain (never a supplied address): `recover` for the payment
+   * token above the escrow (over-deposit, abandoned deposit, stragglers), or `reclaim` of a TWO_STEP escrow whose
+   * authorization expired without a capture.
+   */
+  recover(owner: ActionOwner, paymentId: string, commandId: string): Promise<ActionAnswer> {
+    return this.exclusive(paymentId, async () => {
+      const loaded = await this.loadOwned(owner, paymentId);
+      if (loaded.commandIds.has(commandId)) return this.replayed(paymentId, loaded.revision);
+      const { state } = loaded;
+      const now = this.clock.now();
+      if (this.escrowReclaimable(state, now)) return this.reclaim(loaded);
+      // The aggregate's rules (nothing to recover, not deployed, payer not final, flagged) before the chain.
+      decidePayment({ type: 'RequestRecover', now }, state);
+      const { chain, deposit } = this.depositOf(state);
+      const call = chain.recoverCall(deposit);
+      await this.simulateOrRefuse(chain, call);
+      const appended = await this.append(loaded, { type: 'RequestRecover' }, commandId);
+      if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
+      return this.submitAndRecord(loaded, chain, call);
+    });
+  }
+
+  /**
+   * Records the outflows of a transaction someone else submitted from the payment's deposit (a reclaim by the
+   * payer after the authorization expiry, a capture submitted with the merchant's signature by a third party).
+   */
+  async recordTransaction(paymentId: string, txHash: string): Promise<ActionAnswer> {
+    return this.exclusive(paymentId, async () => {
+      const loaded = await this.load(paymentId);
+      const { chain, deposit } = this.depositOf(loaded.state);
+      const outflows = await chain.outflowsOfTransaction(deposit, txHash);
+      const revision = await this.recordOutflows(loaded, chain, outflows);
+      return { paymentId, revision, txHash, submission: 'confirmed' };
+    });
+  }
+
+  private signed(
+    kind: SignedActionKind,
+    owner: ActionOwner,
+    paymentId: string,
+    body: SignedActionBody,
+    commandId: string,
+  ): Promise<ActionAnswer> {
+    return this.exclusive(paymentId, async () => {
+      const loaded = await this.loadOwned(owner, paymentId);
+      // A retry of a request that was applied (its answer lost): answer it, never submit twice.
+      if (loaded.commandIds.has(commandId)) return this.replayed(paymentId, loaded.revision);
+      const { state } = loaded;
+      const amount = parseActionAmount(body.amount).toString();
+      const now = this.clock.now();
+      // The aggregate's rules first: a flagged, unfunded or already settled payment is refused whatever was signed.
+      if (kind === 'capture')
+        decidePayment({ type: 'RequestCapture', amount, settlementAddress: '', now }, state);
+      if (kind === 'refund') decidePayment({ type: 'RequestRefund', amount, now }, state);
+      if (kind === 'rescue' && !state.deployment) {
+        throw conflict(
+          'deposit_not_deployed',
+          'The deposit contract is not deployed yet; nothing can be rescued.',
+        );
+      }
+
+      const { chain, deposit, facts } = this.depositOf(state);
+      const record = await chain.readDeposit(deposit);
+      if (!record.deployed) {
+        throw conflict('deposit_not_deployed', 'The deposit contract is not deployed yet.');
+      }
+      if (record.flagged) throw chainRejection('PaymentIsFlagged');
+      const [auth, chainTime] = await Promise.all([chain.merchantAuth(record.merchantId), chain.chainTime()]);
+      const action = buildSignedAction(kind, body, { ...facts, payer: record.payer }, auth.epoch);
+      verifySignedAction(action, { ...auth, chainTime }, await chain.signatureUsed(deposit, action.digest));
+
+      // A rescue is bounded by what the chain says the deposit holds (native coin is not observed).
+      const onChainBalance =
+        kind === 'rescue' ? (await chain.balanceOf(action.token, deposit)).toString() : undefined;
+      if (kind === 'rescue') {
+        decidePayment(
+          { type: 'RequestRescue', asset: action.asset, to: action.to ?? '', amount, onChainBalance, now },
+          state,
+        );
+      }
+      const move = {
+        token: action.token,
+        amount: action.amount,
+        deadline: action.deadline,
+        signature: action.signature,
+      };
+      const call: DepositCall =
+        kind === 'capture'
+          ? chain.captureCall(deposit, move)
+          : kind === 'refund'
+            ? chain.refundCall(deposit, { ...move, payer: action.to ?? '' })
+            : chain.rescueCall(deposit, { ...move, to: action.to ?? '' });
+      await this.simulateOrRefuse(chain, call);
+
+      const command: CommandWithoutTime =
+        kind === 'capture'
+          ? { type: 'RequestCapture', amount, settlementAddress: record.settlement }
+          : kind === 'refund'
+            ? { type: 'RequestRefund', amount }
+            : {
+                type: 'RequestRescue',
+                asset: action.asset,
+                to: action.to ?? '',
+                amount,
+                ...(onChainBalance !== undefined ? { onChainBalance } : {}),
+              };
+      const appended = await this.append(loaded, command, commandId);
+      if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
+      return this.submitAndRecord(loaded, chain, call);
+    });
+  }
+
+  private async reclaim(loaded: Loaded): Promise<ActionAnswer> {
+    const { chain, deposit } = this.depositOf(loaded.state);
+    const call = chain.reclaimCall(deposit);
+    await this.simulateOrRefuse(chain, call);
+    // No request fact: anyone may trigger a reclaim, and its outflow is the fact.
+    return this.submitAndRecord(loaded, chain, call);
+  }
+
+  private escrowReclaimable(state: PaymentState, now: Date): boolean {
+    return (
+      !state.flagged &&
+      state.phase === 'escrow_confirmed' &&
+      state.authorizationExpiry !== null &&
+      now.getTime() >= Date.parse(state.authorizationExpiry) &&
+      state.escrowFunded - state.captured - state.refunded > 0n
+    );
+  }
+
+  private async simulateOrRefuse(chain: DepositChain, call: DepositCall): Promise<void> {
+    const simulated = await chain.simulate(call);
+    if (simulated.kind === 'rejected') throw chainRejection(simulated.errorName);
+  }
+
+  private async submitAndRecord(
+    loaded: Loaded,
+    chain: DepositChain,
+    call: DepositCall,
+  ): Promise<ActionAnswer> {
+    const outcome: DepositActionOutcome = await chain.submit(call);
+    switch (outcome.kind) {
+      case 'rejected':
+        throw chainRejection(outcome.errorName);
+      case 'reverted':
+        throw new DomainError({
+          type: 'api_error',
+          status: 502,
+          code: 'transaction_reverted',
+          message: `The transaction ${outcome.txHash} reverted on chain (${outcome.errorName ?? 'no reason'}); nothing moved. Retry with a new signature.`,
+        });
+      case 'pending': {
+        const { revision } = await this.load(loaded.paymentId);
+        return { paymentId: loaded.paymentId, revision, txHash: outcome.txHash, submission: 'pending' };
+      }
+      case 'confirmed': {
+        const revision = await this.recordOutflows(loaded, chain, outcome.outflows);
+        return { paymentId: loaded.paymentId, revision, txHash: outcome.txHash, submission: 'confirmed' };
+      }
+    }
+  }
+
+  private async recordOutflows(
+    loaded: Loaded,
+    chain: DepositChain,
+    outflows: readonly DepositOutflow[],
+  ): Promise<number> {
+    const current = await this.load(loaded.paymentId);
+    let revision = current.revision;
+    const asset = paymentAsset(current.state);
+    for (const o of outflows) {
+      const token = getAddress(o.token);
+      const outflowAsset =
+        token === ZeroAddress
+          ? NATIVE_ASSET
+          : asset && sameToken(asset, token)
+            ? asset
+            : formatCaip19(chain.chainId, token);
+      const appended = await this.append(
+        loaded,
+        {
+          type: 'RecordOutflow',
+          kind: o.kind,
+          txHash: o.txHash,
+          asset: outflowAsset,
+          amount: o.amount.toString(),
+          to: o.to,
+        },
+        `outflow:${o.txHash}:${o.logIndex}`,
+      );
+      revision = appended.revision;
+    }
+    return revision;
+  }
+
+  private replayed(paymentId: string, revision: number): ActionAnswer {
+    return { paymentId, revision, txHash: null, submission: 'replayed' };
+  }
+
+  private depositOf(state: PaymentState): {
+    chain: DepositChain;
+    deposit: string;
+    facts: PaymentSigningFacts;
+  } {
+    const created = state.created;
+    if (!created) throw notFound('payment');
+    const asset = paymentAsset(state);
+    const chainId = state.deployment?.chain ?? null;
+    if (!state.deployment || !chainId || !asset) {
+      throw conflict('deposit_not_deployed', 'The deposit contract is not deployed yet.');
+    }
+    parseCaip2(chainId, 'chain');
+    return {
+      chain: this.chains.for(chainId),
+      deposit: created.depositAddress,
+      facts: {
+        onChainId: created.onChainId,
+        depositAddress: created.depositAddress,
+        chain: chainId,
+        asset,
+        payer: state.deployment.payer,
+      },
+    };
+  }
+
+  private async load(paymentId: string): Promise<Loaded> {
+    const streamId = paymentStreamId(paymentId);
+    const { state, revision, events } = await loadAggregate(this.store, streamId, paymentDecider);
+    if (!state.created) throw notFound('payment', paymentId);
+    const mode = events[0]?.metadata?.mode ?? 'test';
+    const ids = new Set(events.map((e) => e.id));
+    return {
+      state,
+      revision,
+      paymentId,
+      owner: { merchantId: state.created.merchantId, mode },
+      commandIds: { has: (commandId) => ids.has(deterministicEventId(streamId, commandId, 0)) },
+    };
+  }
+
+  /** Another merchant's payment (or one of the other mode) is as unknown as a made-up id. */
+  private async loadOwned(owner: ActionOwner, paymentId: string): Promise<Loaded> {
+    const loaded = await this.load(paymentId).catch((error: unknown) => {
+      if (error instanceof DomainError && error.status === 404) throw notFound('payment', paymentId);
+      throw error;
+    });
+    if (loaded.owner.merchantId !== owner.merchantId || loaded.owner.mode !== owner.mode) {
+      throw notFound('payment', paymentId);
+    }
+    return loaded;
+  }
+
+  private async append(
+    loaded: Loaded,
+    command: CommandWithoutTime,
+    idempotencyKey: string,
+  ): Promise<{ revision: number; changed: boolean }> {
+    const now = this.clock.now();
+    const result = await handleCommand(
+      this.store,
+      paymentStreamId(loaded.paymentId),
+      paymentDecider,
+      { ...command, now } as PaymentCommand,
+      {
+        idempotencyKey,
+        metadata: {
+          merchantId: loaded.owner.merchantId,
+          mode: loaded.owner.mode,
+          occurredAt: now.toISOString(),
+        },
+      },
+    );
+    return { revision: result.revision, changed: result.newEvents.length > 0 };
+  }
+
+  private exclusive<T>(paymentId: string, run: () => Promise<T>): Promise<T> {
+    const previous = this.running.get(paymentId) ?? Promise.resolve();
+    const next = previous.then(run, run);
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.running.set(paymentId, settled);
+    void settled.then(() => {
+      if (this.running.get(paymentId) === settled) this.running.delete(paymentId);
+    });
+    return next;
+  }
+}
+
+function sameToken(caip19: string, token: string): boolean {
+  return caip19.toLowerCase().endsWith(`:${token.toLowerCase()}`);
+}
