@@ -139,6 +139,15 @@ export type SubscriptionMigrated = {
     migratedAt: string;
   };
 };
+/**
+ * The subscribe call reported the first charge (nonce 0) after the indexer had recorded it: the charge itself is
+ * recorded once (by the indexer), and this fact is what lets the charge ledger backfill the first charge's fiat
+ * fields (SPEC fiat field rule 3). Never emitted when the subscribe call recorded the charge first.
+ */
+export type SubscriptionFirstChargeReported = {
+  type: 'SubscriptionFirstChargeReported.v1';
+  data: { chargeId: string; txHash: string; reportedAt: string };
+};
 /** Compliance screening matched the subscriber. */
 export type SubscriptionFlagged = {
   type: 'SubscriptionFlagged.v1';
@@ -156,7 +165,8 @@ export type SubscriptionEvent =
   | SubscriptionCapUpdated
   | SubscriptionBudgetUpdated
   | SubscriptionMigrated
-  | SubscriptionFlagged;
+  | SubscriptionFlagged
+  | SubscriptionFirstChargeReported;
 
 export const SUBSCRIPTION_CATEGORY = 'subscription';
 export const subscriptionStreamId = (id: string): string => `${SUBSCRIPTION_CATEGORY}-${id}`;

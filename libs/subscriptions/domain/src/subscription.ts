@@ -50,6 +50,8 @@ export interface SubscriptionState {
   readonly failedChargeIds: ReadonlySet<string>;
   /** Transactions whose cap, budget or migration log is already applied (the indexer may deliver twice). */
   readonly appliedTxs: ReadonlySet<string>;
+  /** The subscribe call (API path) reported the first charge, as the writer or after the indexer. */
+  readonly firstChargeReportedByApi: boolean;
 }
 
 export const initialSubscriptionState = (): SubscriptionState => ({
@@ -68,6 +70,7 @@ export const initialSubscriptionState = (): SubscriptionState => ({
   chargesByNonce: new Map(),
   failedChargeIds: new Set(),
   appliedTxs: new Set(),
+  firstChargeReportedByApi: false,
 });
 
 /** On-chain failure names that engage the brake already at simulation (SPEC paused table, first row). */
@@ -108,13 +111,65 @@ export interface BudgetWindowView {
 
 export function budgetWindow(state: SubscriptionState, chainNow: bigint): BudgetWindowView {
   const created = requireCreated(state);
-  const startedAt = BigInt(created.startedAt);
-  const period = BigInt(created.periodDuration);
-  const windowIndex = windowIndexAt(startedAt, period, chainNow);
-  const windowStart = startedAt + windowIndex * period;
-  const spentThisPeriod = windowIndex === state.windowIndex ? state.windowSpent : 0n;
-  const remainingBudget = spentThisPeriod >= state.budget ? 0n : state.budget - spentThisPeriod;
+  return windowView(
+    {
+      startedAt: BigInt(created.startedAt),
+      periodDuration: BigInt(created.periodDuration),
+      windowIndex: state.windowIndex,
+      windowSpent: state.windowSpent,
+      budget: state.budget,
+    },
+    chainNow,
+  );
+}
+
+/** The window facts a read model keeps beside the object, so the time-dependent fields can follow chain time. */
+export interface WindowFacts {
+  readonly startedAt: bigint;
+  readonly periodDuration: bigint;
+  /** The window the contract last reported spend for, and that spend. */
+  readonly windowIndex: bigint;
+  readonly windowSpent: bigint;
+  readonly budget: bigint;
+}
+
+export function windowView(facts: WindowFacts, chainNow: bigint): BudgetWindowView {
+  const period = facts.periodDuration;
+  const windowIndex = windowIndexAt(facts.startedAt, period, chainNow);
+  const windowStart = facts.startedAt + windowIndex * period;
+  const spentThisPeriod = windowIndex === facts.windowIndex ? facts.windowSpent : 0n;
+  const remainingBudget = spentThisPeriod >= facts.budget ? 0n : facts.budget - spentThisPeriod;
   return { windowIndex, windowStart, windowEnd: windowStart + period, spentThisPeriod, remainingBudget };
+}
+
+/** The window facts of a state (what a read model stores beside the object). */
+export function windowFacts(state: SubscriptionState): WindowFacts {
+  const created = requireCreated(state);
+  return {
+    startedAt: BigInt(created.startedAt),
+    periodDuration: BigInt(created.periodDuration),
+    windowIndex: state.windowIndex,
+    windowSpent: state.windowSpent,
+    budget: state.budget,
+  };
+}
+
+/**
+ * A stored subscription object brought to chain time `chainNow`: `spent_this_period`, `remaining_budget` and
+ * `next_charge_at` move with the window (cap and budget rule 3); everything else is the stored object.
+ */
+export function subscriptionObjectAt(
+  object: SubscriptionObject,
+  facts: WindowFacts,
+  chainNow: bigint,
+): SubscriptionObject {
+  const w = windowView(facts, chainNow);
+  return {
+    ...object,
+    next_charge_at: object.status === 'active' ? isoFromUnix(w.windowEnd) : null,
+    spent_this_period: w.spentThisPeriod.toString(),
+    remaining_budget: w.remainingBudget.toString(),
+  };
 }
 
 /** The contract's window state moves forward only: a later window, or more spend in the same one. */
@@ -154,6 +209,7 @@ export function evolveSubscription(state: SubscriptionState, event: Subscription
         chargesByNonce: charges,
         nextNonce: Math.max(state.nextNonce, d.nonce + 1),
         lastChargedAt: later ? d.chargedAt : state.lastChargedAt,
+        firstChargeReportedByApi: state.firstChargeReportedByApi || (d.nonce === 0 && d.writtenBy === 'api'),
       };
     }
     case 'SubscriptionChargeFailed.v1':
@@ -187,6 +243,8 @@ export function evolveSubscription(state: SubscriptionState, event: Subscription
       };
     case 'SubscriptionFlagged.v1':
       return { ...state, flagged: true };
+    case 'SubscriptionFirstChargeReported.v1':
+      return { ...state, firstChargeReportedByApi: true };
   }
 }
 
@@ -273,8 +331,18 @@ function chargeSucceeded(
 ): SubscriptionEvent[] {
   const known = state.chargesByNonce.get(charge.nonce);
   if (known) {
-    // Both write paths and redeliveries report the same log: recorded once.
-    if (known.txHash.toLowerCase() === charge.txHash.toLowerCase()) return [];
+    // Both write paths and redeliveries report the same log: recorded once. The subscribe call reporting the first
+    // charge after the indexer is a fact of its own (the ledger backfills the fiat fields from it, fiat rule 3).
+    if (known.txHash.toLowerCase() === charge.txHash.toLowerCase()) {
+      if (charge.nonce === 0 && writtenBy === 'api' && !state.firstChargeReportedByApi)
+        return [
+          {
+            type: 'SubscriptionFirstChargeReported.v1',
+            data: { chargeId: known.chargeId, txHash: known.txHash, reportedAt: charge.chargedAt },
+          },
+        ];
+      return [];
+    }
     throw conflict(
       'charge_nonce_conflict',
       `Nonce ${charge.nonce} of subscription ${created.subscriptionId} is recorded with transaction ${known.txHash}, not ${charge.txHash}; a nonce charges once (a reorg must retract the first).`,
@@ -291,6 +359,10 @@ function chargeSucceeded(
 
 const fold = (state: SubscriptionState, events: readonly SubscriptionEvent[]) =>
   events.reduce(evolveSubscription, state);
+
+/** The state a stream's events fold to. */
+export const foldSubscription = (events: readonly SubscriptionEvent[]): SubscriptionState =>
+  fold(initialSubscriptionState(), events);
 
 export function decideSubscription(
   command: SubscriptionCommand,
@@ -460,3 +532,10 @@ export function subscriptionObject(state: SubscriptionState, chainNow: bigint): 
     created_at: c.createdAt,
   };
 }
+
+/** The aggregate as plain functions, for handleCommand. */
+export const subscriptionDecider = {
+  initialState: initialSubscriptionState,
+  evolve: evolveSubscription,
+  decide: decideSubscription,
+};

@@ -4,7 +4,9 @@ import {
   initialSubscriptionState,
   type SubscriptionCommand,
   subscriptionObject,
+  subscriptionObjectAt,
   succeededChargeId,
+  windowFacts,
 } from './subscription';
 import type { ChargeObservation, SubscriptionEvent } from './subscription.events';
 import {
@@ -477,5 +479,71 @@ describe('Subscription: subscriber-side changes and compliance', () => {
     given(...subscribedEvents(), ...events)
       .when({ type: 'FlagSubscription', now })
       .then([]);
+  });
+});
+
+describe('Subscription: the subscribe call reporting a first charge the indexer recorded first (fiat rule 3)', () => {
+  const created = { ...subscribed, firstCharge: null, writtenBy: 'indexer' as const };
+  const indexerFirst = (): SubscriptionEvent[] => {
+    const createdEvents = decideSubscription(created, initialSubscriptionState());
+    const charged = decideSubscription(
+      {
+        type: 'RecordChargeSucceeded',
+        charge: chargeLog(0, 5_000_000n, 0n, 5_000_000n, 1),
+        writtenBy: 'indexer',
+      },
+      stateOf(createdEvents),
+    );
+    return [...createdEvents, ...charged];
+  };
+
+  it('records SubscriptionFirstChargeReported once, naming the charge the indexer recorded', () => {
+    const history = indexerFirst();
+    const report = {
+      type: 'RecordChargeSucceeded' as const,
+      charge: chargeLog(0, 5_000_000n, 0n, 5_000_000n, 1),
+      writtenBy: 'api' as const,
+    };
+    given(...history)
+      .when(report)
+      .then([
+        {
+          type: 'SubscriptionFirstChargeReported.v1',
+          data: { chargeId: succeededChargeId(CHAIN, SUB_ID, 0), txHash: tx(1), reportedAt: iso(START) },
+        },
+      ]);
+    const reported = [...history, ...decideSubscription(report, stateOf(history))];
+    given(...reported)
+      .when(report)
+      .then([]);
+  });
+
+  it('is not recorded when the subscribe call wrote the first charge itself', () => {
+    given(...subscribedEvents())
+      .when({
+        type: 'RecordChargeSucceeded',
+        charge: chargeLog(0, 5_000_000n, 0n, 5_000_000n, 1),
+        writtenBy: 'api',
+      })
+      .then([]);
+  });
+});
+
+describe('Subscription object at chain time (the read model brings the window fields forward)', () => {
+  it('keeps the stored spend inside its window and resets it at the boundary, never at last_charged_at', () => {
+    const state = stateOf(subscribedEvents());
+    const stored = subscriptionObject(state, START);
+    const facts = windowFacts(state);
+    expect(subscriptionObjectAt(stored, facts, START + BigInt(PERIOD) - 1n)).toMatchObject({
+      spent_this_period: '5000000',
+      remaining_budget: '20000000',
+      next_charge_at: iso(START + BigInt(PERIOD)),
+    });
+    expect(subscriptionObjectAt(stored, facts, START + BigInt(PERIOD))).toMatchObject({
+      spent_this_period: '0',
+      remaining_budget: '25000000',
+      next_charge_at: iso(START + 2n * BigInt(PERIOD)),
+    });
+    expect(subscriptionObjectAt(stored, facts, START + 5n)).toEqual(subscriptionObject(state, START + 5n));
   });
 });

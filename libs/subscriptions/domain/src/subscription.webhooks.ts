@@ -155,6 +155,8 @@ export function subscriptionEventChainTime(event: SubscriptionEvent): bigint {
       return unixOf(event.data.migratedAt);
     case 'SubscriptionFlagged.v1':
       return unixOf(event.data.flaggedAt);
+    case 'SubscriptionFirstChargeReported.v1':
+      return unixOf(event.data.reportedAt);
   }
 }
 
