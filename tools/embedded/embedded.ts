@@ -107,6 +107,10 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       }
       env['PAYMENT_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.paymentFactory;
       env['OPERATOR_PAUSER_ADDRESS'] ??= chains.operatorPauser.address;
+      // The operator's hot key of the local chains (a public anvil dev key) deploys managers and signs subscribe terms.
+      env['OPERATOR_PRIVATE_KEY'] ??= chains.operator.privateKey;
+      env['SUBSCRIPTION_MANAGER_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.subscriptionManagerFactory;
+      env['REGISTRY_ADDRESS'] ??= chains.chains[0]?.addresses.registry;
     }
     // One process hosts every owner: commands stay in it (still serialised, like on a wire).
     const platform = platformConfigFromEnv(env, { port: 3000, commandTransport: 'in-process' });

@@ -7,3 +7,6 @@ export * from './hosted/hosted-subscribe.controller';
 export * from './hosted/subscribe-page';
 export * from './hosted/format';
 export * from './subscription-checkout.commands';
+export * from './subscription.commands';
+export * from './subscriptions.port';
+export * from './subscriptions.controller';

@@ -2,9 +2,12 @@ import { type DynamicModule, Module, type ModuleMetadata, type Type } from '@nes
 import { HostedSubscribeController } from './hosted/hosted-subscribe.controller';
 import { SubscriptionCheckoutsController } from './subscription-checkouts.controller';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
+import { SubscribeController, SubscriptionsController } from './subscriptions.controller';
+import { SUBSCRIPTIONS_USE_CASES, type SubscriptionsUseCases } from './subscriptions.port';
 
 /**
- * The subscriptions scope's HTTP surface in the gateway: /subscription-checkouts and the hosted subscribe page.
+ * The subscriptions scope's HTTP surface in the gateway: /subscription-checkouts, the hosted subscribe
+ * page, the subscribe call and /subscriptions.
  * The use cases are supplied by whoever composes it (see subscriptionsHttpModule in @stablepay/subscriptions-service).
  */
 @Module({})
@@ -12,12 +15,22 @@ export class SubscriptionsApiModule {
   static forRoot(options: {
     imports: NonNullable<ModuleMetadata['imports']>;
     useCases: Type<SubscriptionCheckoutsUseCases>;
+    /** The subscribe call and the /subscriptions routes. */
+    subscriptionUseCases: Type<SubscriptionsUseCases>;
   }): DynamicModule {
     return {
       module: SubscriptionsApiModule,
       imports: options.imports,
-      controllers: [SubscriptionCheckoutsController, HostedSubscribeController],
-      providers: [{ provide: SUBSCRIPTION_CHECKOUTS, useClass: options.useCases }],
+      controllers: [
+        SubscriptionCheckoutsController,
+        HostedSubscribeController,
+        SubscribeController,
+        SubscriptionsController,
+      ],
+      providers: [
+        { provide: SUBSCRIPTION_CHECKOUTS, useClass: options.useCases },
+        { provide: SUBSCRIPTIONS_USE_CASES, useClass: options.subscriptionUseCases },
+      ],
     };
   }
 }

@@ -39,4 +39,65 @@ export class CreateSubscriptionCheckouts1767300000100 implements MigrationInterf
   }
 }
 
-export const SUBSCRIPTIONS_MIGRATIONS = [CreateSubscriptionCheckouts1767300000100];
+/**
+ * The Subscription read model (one row per on-chain subscription, projected from `subscription-<id>`) and the
+ * merchants' deployed subscription managers (which manager belongs to whom: the chain observation consumer maps a
+ * manager's logs to its merchant through it). `object` is the subscription object as of the row's revision; the
+ * window columns let a read bring the time-dependent fields to chain time. The intents' on-chain ids are indexed so a
+ * `SubscriptionCreated` finds its intent.
+ */
+export class CreateSubscriptions1767400000310 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE subscriptions (
+      id text PRIMARY KEY,
+      seq bigserial NOT NULL UNIQUE,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      checkout_id text,
+      chain text NOT NULL,
+      subscriber text NOT NULL,
+      status text NOT NULL CHECK (status IN ('active', 'cancelling', 'cancelled')),
+      external_customer_id text,
+      started_at bigint NOT NULL,
+      period_duration bigint NOT NULL,
+      window_index numeric(78, 0) NOT NULL,
+      window_spent numeric(78, 0) NOT NULL,
+      budget numeric(78, 0) NOT NULL,
+      object jsonb NOT NULL,
+      revision integer NOT NULL,
+      created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL
+    )`);
+    await q.query('CREATE INDEX subscriptions_merchant_seq ON subscriptions (merchant_id, seq)');
+    await q.query(
+      'CREATE INDEX subscriptions_merchant_subscriber_seq ON subscriptions (merchant_id, subscriber, seq)',
+    );
+    await q.query('CREATE UNIQUE INDEX subscriptions_checkout ON subscriptions (checkout_id)');
+    await q.query(`CREATE TABLE subscription_managers (
+      merchant_id text NOT NULL,
+      chain text NOT NULL,
+      address text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      merchant_pauser text NOT NULL,
+      deploy_tx_hash text,
+      deployed_at timestamptz NOT NULL,
+      PRIMARY KEY (merchant_id, chain)
+    )`);
+    await q.query(
+      'CREATE UNIQUE INDEX subscription_managers_address ON subscription_managers (chain, address)',
+    );
+    await q.query(
+      `CREATE INDEX subscription_checkouts_onchain_id ON subscription_checkouts ((lower(object->>'onchain_id')))`,
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX subscription_checkouts_onchain_id');
+    await q.query('DROP TABLE subscription_managers');
+    await q.query('DROP TABLE subscriptions');
+  }
+}
+
+export const SUBSCRIPTIONS_MIGRATIONS = [
+  CreateSubscriptionCheckouts1767300000100,
+  CreateSubscriptions1767400000310,
+];

@@ -1,4 +1,5 @@
-import { createChainRegistry, type ChainRegistry, type LocalChain } from '@stablepay/evm';
+import { createChainRegistry, parseAddress, type ChainRegistry, type LocalChain } from '@stablepay/evm';
+import { parseChainRpcUrls } from '@stablepay/merchants-service';
 import { ConfigError, envInt, envOptional } from '@stablepay/util';
 import { parseRateTable, type RateTable } from './rates/sandbox-rate-source';
 
@@ -20,6 +21,14 @@ export interface SubscriptionsConfig {
   readonly chains: { readonly live: ChainRegistry; readonly test: ChainRegistry };
   /** Narrows the offered chains (SUPPORTED_CHAINS, comma-separated CAIP-2, shared with the merchants config). */
   readonly supportedChains: readonly string[] | null;
+  /**
+   * The operator's hot key (OPERATOR_PRIVATE_KEY): deploys subscription managers, signs SubscribeAuthorizations and
+   * submits merchant-signed cancels. Unset: subscribe and cancel answer 503 chain_unavailable.
+   */
+  readonly operatorPrivateKey: string | null;
+  /** SUBSCRIPTION_MANAGER_FACTORY_ADDRESS and REGISTRY_ADDRESS: the same on every chain (deterministic deployment). */
+  readonly subscriptionManagerFactory: string | null;
+  readonly registry: string | null;
 }
 
 export const SUBSCRIPTIONS_CONFIG = Symbol('SUBSCRIPTIONS_CONFIG');
@@ -49,7 +58,13 @@ export function subscriptionsConfigFromEnv(
       throw new ConfigError('environment variable HOSTED_URL must use http or https');
     hostedUrl = hosted.replace(/\/+$/, '');
   }
-  const live = createChainRegistry({ mode: 'live' });
+  let rpcUrls: Record<string, string>;
+  try {
+    rpcUrls = parseChainRpcUrls(envOptional(env, 'CHAIN_RPC_URLS'));
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+  const live = createChainRegistry({ mode: 'live', rpcUrls });
   const chainsRaw = envOptional(env, 'SUPPORTED_CHAINS');
   const supportedChains = chainsRaw
     ? chainsRaw
@@ -72,5 +87,25 @@ export function subscriptionsConfigFromEnv(
         : live,
     },
     supportedChains,
+    operatorPrivateKey: privateKey(envOptional(env, 'OPERATOR_PRIVATE_KEY')),
+    subscriptionManagerFactory: address(env, 'SUBSCRIPTION_MANAGER_FACTORY_ADDRESS'),
+    registry: address(env, 'REGISTRY_ADDRESS'),
   };
+}
+
+function privateKey(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  if (!/^0x[0-9a-fA-F]{64}$/.test(raw))
+    throw new ConfigError('environment variable OPERATOR_PRIVATE_KEY must be a 0x-prefixed 32-byte hex key');
+  return raw;
+}
+
+function address(env: Record<string, string | undefined>, name: string): string | null {
+  const raw = envOptional(env, name);
+  if (raw === undefined) return null;
+  try {
+    return parseAddress(raw, name);
+  } catch {
+    throw new ConfigError(`environment variable ${name} must be a 20-byte hex address`);
+  }
 }

@@ -18,6 +18,19 @@ import { SubscriptionCheckoutsGateway } from './subscription-checkouts/subscript
 import { CancelSubscriptionCheckoutHandler } from './commands/cancel-subscription-checkout/cancel-subscription-checkout.handler';
 import { CreateSubscriptionCheckoutHandler } from './commands/create-subscription-checkout/create-subscription-checkout.handler';
 import { DismissSubscriptionCheckoutHandler } from './commands/dismiss-subscription-checkout/dismiss-subscription-checkout.handler';
+import { CancelSubscriptionHandler } from './commands/cancel-subscription/cancel-subscription.handler';
+import { SubscribeHandler } from './commands/subscribe/subscribe.handler';
+import { ChainTime, OperatorRelayers } from './subscriptions/chain-access';
+import { SubscriptionChainFacts } from './subscriptions/chain-facts';
+import { ChainObservationsConsumer } from './subscriptions/chain-observations.consumer';
+import { SubscriptionChanges } from './subscriptions/changes';
+import { MerchantCancel } from './subscriptions/merchant-cancel';
+import { SubscribeFlow } from './subscriptions/subscribe-flow';
+import { SubscriptionCommands } from './subscriptions/subscription.commands';
+import { SubscriptionManagers } from './subscriptions/subscription-managers';
+import { SubscriptionProjection } from './subscriptions/subscription.projection';
+import { SubscriptionReader } from './subscriptions/subscription.reader';
+import { SubscriptionsGateway } from './subscriptions/subscriptions.gateway';
 import {
   SUBSCRIPTIONS_CONFIG,
   SUBSCRIPTIONS_CONFIG_OVERRIDE,
@@ -66,6 +79,9 @@ class ConfigHolder {
     SubscriptionCheckoutReader,
     MerchantProfiles,
     SubscriptionCheckoutPresenter,
+    SubscriptionChanges,
+    SubscriptionReader,
+    ChainTime,
   ],
   exports: [
     SUBSCRIPTIONS_CONFIG,
@@ -74,6 +90,9 @@ class ConfigHolder {
     SubscriptionCheckoutReader,
     MerchantProfiles,
     SubscriptionCheckoutPresenter,
+    SubscriptionChanges,
+    SubscriptionReader,
+    ChainTime,
   ],
 })
 export class SubscriptionCheckoutsCoreModule {}
@@ -89,10 +108,32 @@ export class SubscriptionCheckoutsCoreModule {}
     CreateSubscriptionCheckoutHandler,
     CancelSubscriptionCheckoutHandler,
     DismissSubscriptionCheckoutHandler,
+    SubscribeHandler,
+    CancelSubscriptionHandler,
   ],
   // The command side lives only here: the gateway, which imports the core module, cannot append to these streams.
-  providers: [SubscriptionCheckoutCommands, SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
-  exports: [SubscriptionCheckoutCommands, SubscriptionCheckoutProjection, SubscriptionCheckoutExpiryTimer],
+  providers: [
+    SubscriptionCheckoutCommands,
+    SubscriptionCheckoutProjection,
+    SubscriptionCheckoutExpiryTimer,
+    SubscriptionCommands,
+    SubscriptionProjection,
+    OperatorRelayers,
+    SubscriptionManagers,
+    SubscriptionChainFacts,
+    ChainObservationsConsumer,
+    SubscribeFlow,
+    MerchantCancel,
+  ],
+  exports: [
+    SubscriptionCheckoutCommands,
+    SubscriptionCheckoutProjection,
+    SubscriptionCheckoutExpiryTimer,
+    SubscriptionCommands,
+    SubscriptionProjection,
+    SubscriptionManagers,
+    ChainObservationsConsumer,
+  ],
 })
 export class SubscriptionsServiceModule {}
 
@@ -116,5 +157,6 @@ export function subscriptionsHttpModule(): DynamicModule {
   return SubscriptionsApiModule.forRoot({
     imports: [SubscriptionCheckoutsCoreModule],
     useCases: SubscriptionCheckoutsGateway,
+    subscriptionUseCases: SubscriptionsGateway,
   });
 }

@@ -1,0 +1,176 @@
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import {
+  assertOwnMerchant,
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  parseListQuery,
+  Public,
+} from '@stablepay/http';
+import type { SubscriptionStatus } from '@stablepay/subscriptions-domain';
+import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import {
+  type CancelSubscriptionInput,
+  type SubscribeInput,
+  type SubscriptionListFilters,
+  SUBSCRIPTIONS_USE_CASES,
+  type SubscriptionsUseCases,
+} from './subscriptions.port';
+
+const CHECKOUT_ID = /^schk_[0-9a-z]{26}$/;
+const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+const STATUSES: readonly SubscriptionStatus[] = ['active', 'cancelling', 'cancelled'];
+
+function objectBody(body: unknown, allowed: readonly string[]): Record<string, unknown> {
+  if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body))
+    throw invalidRequest('The request body must be a JSON object.');
+  for (const key of Object.keys(body))
+    if (!allowed.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+  return body as Record<string, unknown>;
+}
+
+function requiredString(
+  body: Record<string, unknown>,
+  name: string,
+  pattern?: RegExp,
+  what?: string,
+): string {
+  const value = body[name];
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    value.length > 200 ||
+    (pattern && !pattern.test(value))
+  )
+    throw validationError(name, `${name} is required and must be ${what ?? 'a string'}.`);
+  return value;
+}
+
+/** The subscribe body (docs/openapi.yaml SubscribeRequest); which chain and token are offered is the service's check. */
+export function parseSubscribeBody(body: unknown): SubscribeInput {
+  const b = objectBody(body, ['chain', 'asset', 'subscriber', 'tx_hash']);
+  const input: SubscribeInput = {
+    chain: requiredString(b, 'chain', /^eip155:[1-9][0-9]{0,15}$/, 'a CAIP-2 chain id such as eip155:8453'),
+    asset: requiredString(b, 'asset', undefined, 'the CAIP-19 asset of a subscription_options entry'),
+    subscriber: requiredString(b, 'subscriber', ADDRESS, 'an EVM address (0x followed by 40 hex digits)'),
+  };
+  if (b['tx_hash'] === undefined || b['tx_hash'] === null) return input;
+  return {
+    ...input,
+    txHash: requiredString(b, 'tx_hash', TX_HASH, 'a 32-byte transaction hash').toLowerCase(),
+  };
+}
+
+/** The merchant cancel body: what signCancelSubscription signed. */
+export function parseCancelBody(body: unknown): CancelSubscriptionInput {
+  const b = objectBody(body, ['nonce', 'deadline', 'signature']);
+  const nonce = b['nonce'];
+  if (typeof nonce !== 'number' || !Number.isSafeInteger(nonce) || nonce < 0)
+    throw validationError('nonce', "nonce is required: the subscription's current charge_nonce.");
+  const deadline = b['deadline'];
+  if (typeof deadline !== 'number' || !Number.isSafeInteger(deadline) || deadline <= 0)
+    throw validationError('deadline', 'deadline is required: the Unix seconds the signature names.');
+  const signature = requiredString(b, 'signature', /^0x[0-9a-fA-F]{130}$/, 'a 65-byte 0x-hex signature');
+  return { nonce, deadline, signature };
+}
+
+export function parseSubscriptionListQuery(query: Record<string, unknown>): {
+  list: ReturnType<typeof parseListQuery>;
+  filters: SubscriptionListFilters;
+} {
+  const known = [
+    'limit',
+    'starting_after',
+    'ending_before',
+    'status',
+    'subscriber',
+    'chain',
+    'external_customer_id',
+  ];
+  for (const key of Object.keys(query))
+    if (!known.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+  const list = parseListQuery(query);
+  const one = (name: string): string | undefined => {
+    const v = query[name];
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string' || v.length === 0 || v.length > 255)
+      throw validationError(name, `${name} must be given once, 1 to 255 characters.`);
+    return v;
+  };
+  const filters: { -readonly [K in keyof SubscriptionListFilters]: SubscriptionListFilters[K] } = {};
+  const status = one('status');
+  if (status !== undefined) {
+    if (!(STATUSES as readonly string[]).includes(status))
+      throw validationError('status', `status must be one of ${STATUSES.join(', ')}.`);
+    filters.status = status as SubscriptionStatus;
+  }
+  const subscriber = one('subscriber');
+  if (subscriber !== undefined) {
+    if (!ADDRESS.test(subscriber)) throw validationError('subscriber', 'subscriber must be an EVM address.');
+    filters.subscriber = subscriber;
+  }
+  const chain = one('chain');
+  if (chain !== undefined) {
+    if (!/^eip155:[1-9][0-9]{0,15}$/.test(chain))
+      throw validationError('chain', 'chain must be a CAIP-2 id such as eip155:8453.');
+    filters.chain = chain;
+  }
+  const customer = one('external_customer_id');
+  if (customer !== undefined) filters.externalCustomerId = customer;
+  return { list, filters };
+}
+
+function checkSubscriptionId(id: string): string {
+  if (!SUBSCRIPTION_ID.test(id)) throw notFound('subscription', id);
+  return id.toLowerCase();
+}
+
+/** The subscribe call of the hosted page (public: the intent id is the customer's capability). */
+@Public()
+@Controller('subscription-checkouts')
+export class SubscribeController {
+  constructor(@Inject(SUBSCRIPTIONS_USE_CASES) private readonly useCases: SubscriptionsUseCases) {}
+
+  @Post(':id/subscribe')
+  @HttpCode(200)
+  async subscribe(
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ) {
+    if (!CHECKOUT_ID.test(id)) throw notFound('subscription_checkout', id);
+    const result = await this.useCases.subscribe(id, parseSubscribeBody(body));
+    if (result.object === 'subscribe_result' && result.status === 'pending') void reply.status(202);
+    return result;
+  }
+}
+
+@Controller()
+export class SubscriptionsController {
+  constructor(@Inject(SUBSCRIPTIONS_USE_CASES) private readonly useCases: SubscriptionsUseCases) {}
+
+  @Get('subscriptions/:id')
+  retrieve(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string) {
+    return this.useCases.retrieve(merchant, checkSubscriptionId(id));
+  }
+
+  @Get('merchants/:merchantId/subscriptions')
+  list(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('merchantId') merchantId: string,
+    @Query() query: Record<string, unknown>,
+  ) {
+    assertOwnMerchant(merchant, merchantId);
+    const { list, filters } = parseSubscriptionListQuery(query);
+    return this.useCases.list(merchant, list, filters);
+  }
+
+  /** Merchant cancel, signed with signCancelSubscription. */
+  @Post('subscriptions/:id/cancel')
+  @HttpCode(200)
+  cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
+    return this.useCases.cancel(merchant, checkSubscriptionId(id), parseCancelBody(body));
+  }
+}

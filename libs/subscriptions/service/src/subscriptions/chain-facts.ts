@@ -1,0 +1,214 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { formatCaip19 } from '@stablepay/evm';
+import type {
+  ChargeObservation,
+  ChargeWritePath,
+  SubscriptionCommand,
+} from '@stablepay/subscriptions-domain';
+import { DomainError } from '@stablepay/util';
+import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
+import { SubscriptionCheckoutCommands } from '../subscription-checkouts/subscription-checkout.commands';
+import type { SubscriptionCheckoutRow } from '../subscription-checkouts/subscription-checkout.reader';
+import { SubscriptionCommands } from './subscription.commands';
+import { type ManagerRow, SubscriptionManagers } from './subscription-managers';
+
+/** One decoded SubscriptionManager log, from the indexer's observation or from a receipt the service read itself. */
+export interface ManagerLog {
+  readonly chain: string;
+  readonly contract: string;
+  readonly event: string;
+  /** Decoded arguments as strings (uints decimal, addresses checksummed, bytes32 lower-case hex). */
+  readonly args: Readonly<Record<string, string>>;
+  readonly txHash: string;
+  readonly blockNumber: string;
+  /** ISO block time. */
+  readonly blockTime: string;
+}
+
+const isoOf = (unixSeconds: string) => new Date(Number(unixSeconds) * 1000).toISOString();
+
+/**
+ * Chain facts of a merchant's SubscriptionManager -> commands of the Subscription aggregate, for both write paths:
+ * the indexer's observations (`writtenBy` indexer) and the subscribe call's receipt (`api`). The aggregate records a
+ * fact once whichever path reports it first. When a subscription and its first charge (nonce 0) are recorded, its
+ * intent completes (once; late after a cancel or expiry: on-chain truth wins).
+ */
+@Injectable()
+export class SubscriptionChainFacts {
+  private readonly logger = new Logger('subscription-chain-facts');
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
+    @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
+    @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
+    @Inject(SubscriptionCheckoutCommands) private readonly checkouts: SubscriptionCheckoutCommands,
+  ) {}
+
+  async checkoutByOnchainId(onchainId: string): Promise<SubscriptionCheckoutRow | undefined> {
+    const rows: SubscriptionCheckoutRow[] = await this.dataSource.query(
+      `SELECT * FROM subscription_checkouts WHERE lower(object->>'onchain_id') = $1`,
+      [onchainId.toLowerCase()],
+    );
+    return rows[0];
+  }
+
+  /**
+   * Records one log. `key` makes the append idempotent across redeliveries (the observation id, or the receipt's
+   * transaction and log index). Returns the subscription stream's revision after it, null when the log is not one of ours (unknown manager or
+   * intent) or was refused.
+   */
+  async record(log: ManagerLog, writtenBy: ChargeWritePath, key: string): Promise<number | null> {
+    const manager = await this.managers.findByAddress(log.chain, log.contract);
+    if (!manager) {
+      this.logger.warn({
+        msg: 'log of an unknown subscription manager skipped',
+        chain: log.chain,
+        contract: log.contract,
+      });
+      return null;
+    }
+    const a = log.args;
+    const subscriptionId = (a['subscriptionId'] ?? '').toLowerCase();
+    if (!subscriptionId) return null;
+    const owner = { merchantId: manager.merchant_id, mode: manager.mode };
+    const run = async (command: SubscriptionCommand): Promise<number | null> => {
+      try {
+        return (await this.commands.run(subscriptionId, owner, command, key)).revision;
+      } catch (error) {
+        // A fact the aggregate refuses (a second transaction for a nonce, a fact of a subscription it never saw
+        // created) is refused on every redelivery: reported, never retried for ever.
+        if (error instanceof DomainError) {
+          this.logger.error({
+            msg: 'chain fact refused',
+            subscriptionId,
+            event: log.event,
+            code: error.code,
+            key,
+          });
+          return null;
+        }
+        throw error;
+      }
+    };
+    switch (log.event) {
+      case 'SubscriptionCreated': {
+        const checkout = await this.checkoutByOnchainId(subscriptionId);
+        if (!checkout || checkout.merchant_id !== manager.merchant_id) {
+          this.logger.warn({
+            msg: 'SubscriptionCreated without an intent of this merchant skipped',
+            subscriptionId,
+          });
+          return null;
+        }
+        const token = this.config.chains[manager.mode].findStablecoin(log.chain, a['token'] ?? '');
+        const chainId = BigInt(log.chain.slice('eip155:'.length));
+        return run({
+          type: 'RecordSubscriptionCreated',
+          subscription: {
+            subscriptionId,
+            checkoutId: checkout.id,
+            subscriber: a['subscriber'] ?? '',
+            externalCustomerId: checkout.object.external_customer_id,
+            chain: log.chain,
+            asset: formatCaip19(chainId, a['token'] ?? ''),
+            tokenSymbol: token?.symbol ?? 'UNKNOWN',
+            tokenDecimals: token?.decimals ?? 0,
+            cap: a['cap'] ?? '0',
+            budget: a['budget'] ?? '0',
+            price: checkout.object.price,
+            priceCurrency: checkout.object.price_currency,
+            periodDuration: Number(a['periodDuration']),
+            startedAt: a['startedAt'] ?? '0',
+            txHash: log.txHash,
+            createdAt: log.blockTime,
+          },
+          firstCharge: null,
+          writtenBy,
+        });
+      }
+      case 'SubscriptionCharged': {
+        const charge = chargeObservation(log);
+        const revision = await run({ type: 'RecordChargeSucceeded', charge, writtenBy });
+        if (charge.nonce === 0 && revision !== null)
+          await this.completeCheckout(manager, subscriptionId, log);
+        return revision;
+      }
+      case 'SubscriptionCancelled':
+        return run({
+          type: 'RecordCancelled',
+          by: a['cancelledBy'] === '0' ? 'merchant' : 'subscriber',
+          txHash: log.txHash,
+          cancelledAt: isoOf(a['timestamp'] ?? '0'),
+        });
+      case 'CapUpdated':
+        return run({
+          type: 'RecordCapUpdated',
+          oldCap: a['oldCap'] ?? '0',
+          newCap: a['newCap'] ?? '0',
+          txHash: log.txHash,
+          updatedAt: isoOf(a['timestamp'] ?? '0'),
+        });
+      case 'BudgetUpdated':
+        return run({
+          type: 'RecordBudgetUpdated',
+          oldBudget: a['oldBudget'] ?? '0',
+          newBudget: a['newBudget'] ?? '0',
+          windowIndex: a['windowIndex'] ?? '0',
+          windowSpent: a['windowSpent'] ?? '0',
+          txHash: log.txHash,
+          updatedAt: isoOf(a['timestamp'] ?? '0'),
+        });
+      case 'SubscriptionMigrated':
+        return run({
+          type: 'RecordMigrated',
+          oldSubscriber: a['oldSubscriber'] ?? '',
+          newSubscriber: a['newSubscriber'] ?? '',
+          newSubscriberBalance: a['newSubscriberBalance'] ?? '0',
+          newSubscriberAllowance: a['newSubscriberAllowance'] ?? '0',
+          txHash: log.txHash,
+          migratedAt: isoOf(a['timestamp'] ?? '0'),
+        });
+      default:
+        // MigrationProposed / MigrationVoided (no subscription change until accepted), Paused / Unpaused (the
+        // manager's incident brake, not the dunning `paused` of a subscription): no fact of the aggregate.
+        return null;
+    }
+  }
+
+  /** The intent of a subscription whose first charge is recorded completes (completed fires once). */
+  private async completeCheckout(
+    manager: ManagerRow,
+    subscriptionId: string,
+    log: ManagerLog,
+  ): Promise<void> {
+    const checkout = await this.checkoutByOnchainId(subscriptionId);
+    if (!checkout || checkout.merchant_id !== manager.merchant_id) return;
+    const chainId = BigInt(log.chain.slice('eip155:'.length));
+    await this.checkouts.complete(checkout, {
+      subscriber: log.args['subscriber'] ?? '',
+      chain: log.chain,
+      asset: formatCaip19(chainId, log.args['token'] ?? ''),
+      txHash: log.txHash,
+    });
+  }
+}
+
+export function chargeObservation(log: ManagerLog): ChargeObservation {
+  const a = log.args;
+  const amount = BigInt(a['amount'] ?? '0');
+  const received = BigInt(a['received'] ?? a['amount'] ?? '0');
+  return {
+    nonce: Number(a['nonce']),
+    amount: amount.toString(),
+    // What the payee did not receive of the amount (a fee-on-transfer token's cut); 0 for the accepted stablecoins.
+    fee: (amount > received ? amount - received : 0n).toString(),
+    txHash: log.txHash,
+    blockNumber: log.blockNumber,
+    chargedAt: log.blockTime,
+    windowIndex: a['windowIndex'] ?? '0',
+    windowSpent: a['windowSpent'] ?? '0',
+    quoteHash: a['quoteHash'] ?? '0x'.padEnd(66, '0'),
+  };
+}

@@ -1,0 +1,96 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { Interface, getAddress } from 'ethers';
+import { connectStablepayRegistry, SubscriptionManagerAbi, toOnChainId } from '@stablepay/contracts';
+import { isSignedBy, stablepayDomain } from '@stablepay/evm';
+import type { CancelSubscriptionCommand, SubscriptionCommandResult } from '@stablepay/subscriptions-api';
+import { cannotProcess, conflict } from '@stablepay/util';
+import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
+import { ChainTime, chainUnavailable, OperatorRelayers } from './chain-access';
+import { SubscriptionCommands } from './subscription.commands';
+import { outcomeName, SubscriptionManagers } from './subscription-managers';
+import { SubscriptionReader } from './subscription.reader';
+
+const MANAGER = new Interface(SubscriptionManagerAbi);
+/** MAX_SIGNATURE_HORIZON of the contracts: a merchant signature's deadline lies at most 7 days ahead. */
+const MAX_SIGNATURE_HORIZON_SECONDS = 7n * 24n * 3600n;
+
+/**
+ * Merchant cancel: preflight the `CancelSubscription` the merchant signed with signCancelSubscription (status, nonce,
+ * deadline at chain time, the signature against the registry's signer at its current epoch), then the operator's
+ * relayer submits `merchantCancel`; its confirmed receipt makes the subscription `cancelling` (the indexer's
+ * SubscriptionCancelled then makes it `cancelled`). A rejection submits nothing and records nothing.
+ */
+@Injectable()
+export class MerchantCancel {
+  constructor(
+    @Inject(SubscriptionReader) private readonly reader: SubscriptionReader,
+    @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
+    @Inject(OperatorRelayers) private readonly relayers: OperatorRelayers,
+    @Inject(ChainTime) private readonly chains: ChainTime,
+    @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
+    @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
+  ) {}
+
+  async handle(command: CancelSubscriptionCommand): Promise<SubscriptionCommandResult> {
+    const row = await this.reader.getOwned(command.merchant, command.id);
+    const o = row.object;
+    if (o.status !== 'active')
+      throw conflict('subscription_cancelled', `Subscription ${o.id} is ${o.status}: no cancel is needed.`);
+    if (command.nonce !== o.charge_nonce)
+      throw conflict(
+        'nonce_mismatch',
+        `nonce must be the subscription's current charge_nonce (${o.charge_nonce}), not ${command.nonce}.`,
+        'nonce',
+      );
+    const chainNow = await this.chains.now(row.mode, row.chain);
+    const deadline = BigInt(command.deadline);
+    if (deadline < chainNow)
+      throw cannotProcess('signature_expired', 'The signature deadline has passed (chain time).', 'deadline');
+    if (deadline > chainNow + MAX_SIGNATURE_HORIZON_SECONDS)
+      throw cannotProcess(
+        'signature_deadline_too_far',
+        'The signature deadline lies more than 7 days ahead; the contract refuses it.',
+        'deadline',
+      );
+    const manager = await this.managers.find(row.merchant_id, row.chain);
+    const chain = this.chains.chain(row.mode, row.chain);
+    if (!manager || !chain || !this.config.registry)
+      throw chainUnavailable(`The subscription manager on ${row.chain} cannot be reached.`);
+    const relayer = this.relayers.for(row.mode, row.chain);
+    const auth = await connectStablepayRegistry(this.config.registry, relayer.provider).merchantAuth(
+      toOnChainId(row.merchant_id),
+    );
+    const domain = stablepayDomain(chain.chainId, getAddress(manager.address));
+    const message = {
+      subscriptionId: o.id,
+      nonce: BigInt(command.nonce),
+      epoch: auth.epoch,
+      deadline,
+    };
+    if (!isSignedBy('CancelSubscription', domain, message, command.signature, auth.signer))
+      throw cannotProcess(
+        'invalid_signature',
+        "The signature is not the merchant signer's CancelSubscription of these terms at its current epoch.",
+        'signature',
+      );
+    const outcome = await relayer.submit({
+      to: manager.address,
+      data: MANAGER.encodeFunctionData('merchantCancel', [o.id, command.nonce, deadline, command.signature]),
+      abi: MANAGER,
+    });
+    if (outcome.kind === 'simulation_rejected' || outcome.kind === 'reverted')
+      throw cannotProcess('cancel_rejected', `The contract refused the cancel: ${outcomeName(outcome)}.`);
+    if (outcome.kind !== 'confirmed')
+      throw chainUnavailable(
+        `The cancel transaction ${outcome.txHash} was not mined in time; it may still land.`,
+      );
+    this.chains.invalidate(row.mode, row.chain);
+    const { revision } = await this.commands.run(
+      o.id,
+      { merchantId: row.merchant_id, mode: row.mode },
+      { type: 'ConfirmCancel', by: 'merchant', txHash: outcome.txHash, now: this.commands.now() },
+      command.commandId,
+    );
+    return { id: o.id, revision };
+  }
+}

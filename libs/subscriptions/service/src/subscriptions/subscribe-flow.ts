@@ -1,0 +1,268 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { Interface, MaxUint256, Wallet, getAddress, type Log, type TransactionReceipt } from 'ethers';
+import { SubscriptionManagerAbi, TestStablecoinAbi } from '@stablepay/contracts';
+import { stablepayDomain, typesFor, type SubscribeAuthorizationMessage } from '@stablepay/evm';
+import type {
+  SubscribeAuthorizationResource,
+  SubscribeCommand,
+  SubscribeReported,
+} from '@stablepay/subscriptions-api';
+import { subscriptionOptions } from '@stablepay/subscriptions-domain';
+import { cannotProcess, conflict, DomainError, type Clock, notFound, validationError } from '@stablepay/util';
+import { CLOCK } from '@stablepay/aggregate';
+import { SubscriptionCheckoutPresenter } from '../subscription-checkouts/subscription-checkout.presenter';
+import {
+  type SubscriptionCheckoutRow,
+  SubscriptionCheckoutReader,
+} from '../subscription-checkouts/subscription-checkout.reader';
+import { ChainTime, OperatorRelayers } from './chain-access';
+import { type ManagerLog, SubscriptionChainFacts } from './chain-facts';
+import { SubscriptionManagers } from './subscription-managers';
+
+const MANAGER = new Interface(SubscriptionManagerAbi);
+const ERC20 = new Interface(TestStablecoinAbi);
+/** A subscribe sent just before the intent expires must still be able to land (it then completes the intent). */
+export const SUBSCRIBE_DEADLINE_GRACE_SECONDS = 15 * 60;
+const RECEIPT_WAIT_MS = 30_000;
+
+const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+
+/** A decoded log as the indexer would publish it (uints decimal, addresses checksummed, bytes32 lower-case). */
+export function decodeManagerLog(log: Log): { event: string; args: Record<string, string> } | null {
+  let parsed;
+  try {
+    parsed = MANAGER.parseLog({ topics: [...log.topics], data: log.data });
+  } catch {
+    return null;
+  }
+  if (!parsed) return null;
+  const args: Record<string, string> = {};
+  parsed.fragment.inputs.forEach((input, i) => {
+    const v: unknown = parsed.args[i];
+    args[input.name] =
+      typeof v === 'string' ? (input.type === 'address' ? getAddress(v) : v.toLowerCase()) : String(v);
+  });
+  return { event: parsed.name, args };
+}
+
+/**
+ * POST /subscription-checkouts/:id/subscribe in the owning service: authorize (deploy the manager when first needed,
+ * convert at one rate, sign the operator's SubscribeAuthorization naming the subscriber) or report (read the
+ * receipt, record the subscription and its first charge: the API write path).
+ */
+@Injectable()
+export class SubscribeFlow {
+  constructor(
+    @Inject(SubscriptionCheckoutReader) private readonly checkouts: SubscriptionCheckoutReader,
+    @Inject(SubscriptionCheckoutPresenter) private readonly presenter: SubscriptionCheckoutPresenter,
+    @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
+    @Inject(OperatorRelayers) private readonly relayers: OperatorRelayers,
+    @Inject(ChainTime) private readonly chains: ChainTime,
+    @Inject(SubscriptionChainFacts) private readonly facts: SubscriptionChainFacts,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  async handle(command: SubscribeCommand): Promise<SubscribeAuthorizationResource | SubscribeReported> {
+    const row = await this.checkouts.find(command.checkoutId);
+    if (!row) throw notFound('subscription_checkout', command.checkoutId);
+    if (!row.object.supported_chains.includes(command.chain))
+      throw validationError(
+        'chain',
+        `${command.chain} is not one of this subscription checkout's supported_chains.`,
+        'unsupported_chain',
+      );
+    const chain = this.chains.chain(row.mode, command.chain);
+    if (!chain) throw validationError('chain', `${command.chain} is not offered.`, 'unsupported_chain');
+    const token = chain.stablecoins.find((t) => t.assetId.toLowerCase() === command.asset.toLowerCase());
+    if (!token)
+      throw validationError(
+        'asset',
+        `${command.asset} is not a stablecoin offered on ${command.chain}.`,
+        'unsupported_asset',
+      );
+    return command.txHash
+      ? this.report(row, command, command.txHash)
+      : this.authorize(row, command, chain.chainId, token);
+  }
+
+  private async authorize(
+    row: SubscriptionCheckoutRow,
+    command: SubscribeCommand,
+    chainId: bigint,
+    token: { address: string; assetId: string; symbol: string; decimals: number },
+  ): Promise<SubscribeAuthorizationResource> {
+    const o = row.object;
+    const now = this.clock.now();
+    if (o.status !== 'pending') throw notPending(row.id, o.status);
+    if (now.getTime() >= Date.parse(o.expires_at)) throw notPending(row.id, 'expired');
+    const rates = await this.presenter.quote(o.price_currency);
+    const option = subscriptionOptions(o, this.presenter.offeredChains(row.mode), rates).find(
+      (opt) => opt.chain === command.chain && opt.asset.toLowerCase() === token.assetId.toLowerCase(),
+    );
+    if (!option)
+      throw cannotProcess(
+        'price_currency_not_quotable',
+        `No rate quotes ${o.price_currency ?? 'the price'} against ${token.symbol} now.`,
+      );
+    const manager = await this.managers.ensureDeployed(row.merchant_id, row.mode, command.chain);
+    const subscriber = getAddress(command.subscriber);
+    const deadline = BigInt(Math.floor(Date.parse(o.expires_at) / 1000) + SUBSCRIBE_DEADLINE_GRACE_SECONDS);
+    const message: SubscribeAuthorizationMessage = {
+      subscriptionId: o.onchain_id.toLowerCase(),
+      subscriber,
+      token: getAddress(token.address),
+      cap: BigInt(option.cap_amount),
+      budget: BigInt(option.budget_amount),
+      periodDuration: BigInt(o.period_duration),
+      firstChargeAmount: BigInt(option.price_amount),
+      deadline,
+    };
+    const managerAddress = getAddress(manager.address);
+    const operator = new Wallet(this.relayers.operatorKey);
+    const signature = await operator.signTypedData(
+      stablepayDomain(chainId, managerAddress),
+      typesFor('SubscribeAuthorization'),
+      { ...message },
+    );
+    const authorization = {
+      subscriptionId: message.subscriptionId,
+      subscriber,
+      token: message.token,
+      cap: message.cap.toString(),
+      budget: message.budget.toString(),
+      periodDuration: message.periodDuration.toString(),
+      firstChargeAmount: message.firstChargeAmount.toString(),
+      deadline: deadline.toString(),
+    };
+    return {
+      object: 'subscribe_authorization',
+      subscription_checkout_id: row.id,
+      subscription_id: message.subscriptionId,
+      chain: command.chain,
+      chain_id: Number(chainId),
+      asset: token.assetId,
+      token_address: message.token,
+      token_symbol: token.symbol,
+      token_decimals: token.decimals,
+      subscriber,
+      manager_address: managerAddress,
+      price_amount: option.price_amount,
+      cap_amount: option.cap_amount,
+      budget_amount: option.budget_amount,
+      first_charge_amount: option.price_amount,
+      rate: {
+        value: option.rate,
+        currency: option.rate_currency,
+        as_of: option.rate_as_of,
+        source: option.rate_source,
+      },
+      authorization,
+      operator_signature: signature,
+      approval: { token: message.token, spender: managerAddress, amount: MaxUint256.toString() },
+      transactions: [
+        {
+          to: message.token,
+          data: ERC20.encodeFunctionData('approve', [managerAddress, MaxUint256]),
+          value: '0',
+        },
+        {
+          to: managerAddress,
+          data: MANAGER.encodeFunctionData('subscribe', [message, signature]),
+          value: '0',
+        },
+      ],
+    };
+  }
+
+  private async report(
+    row: SubscriptionCheckoutRow,
+    command: SubscribeCommand,
+    txHash: string,
+  ): Promise<SubscribeReported> {
+    const onchainId = row.object.onchain_id.toLowerCase();
+    const pending: SubscribeReported = {
+      object: 'subscribe_result',
+      status: 'pending',
+      subscription_checkout_id: row.id,
+      tx_hash: txHash,
+      subscriptionId: onchainId,
+      revision: null,
+    };
+    const manager = await this.managers.find(row.merchant_id, command.chain);
+    if (!manager) throw mismatch('The merchant has no subscription manager on this chain.');
+    const provider = this.chains.provider(row.mode, command.chain);
+    if (!provider)
+      throw new DomainError({
+        type: 'api_error',
+        status: 503,
+        code: 'chain_unavailable',
+        message: `No RPC endpoint is configured for ${command.chain}.`,
+      });
+    const receipt = await this.waitForReceipt(provider, txHash);
+    if (receipt === 'unknown')
+      throw new DomainError({
+        type: 'invalid_request',
+        status: 404,
+        code: 'transaction_not_found',
+        param: 'tx_hash',
+        message: `${command.chain} does not know transaction ${txHash}.`,
+      });
+    if (receipt === 'pending') return pending;
+    if (receipt.status !== 1)
+      throw cannotProcess('subscribe_transaction_reverted', `Transaction ${txHash} reverted.`, 'tx_hash');
+    const ours = receipt.logs
+      .filter((l) => sameAddress(l.address, manager.address))
+      .map((l) => ({ log: l, decoded: decodeManagerLog(l) }))
+      .filter((x) => x.decoded?.args['subscriptionId'] === onchainId);
+    const created = ours.find((x) => x.decoded?.event === 'SubscriptionCreated');
+    if (!created?.decoded || !sameAddress(created.decoded.args['subscriber'] ?? '', command.subscriber))
+      throw mismatch(
+        `Transaction ${txHash} holds no subscribe of this subscription checkout by ${command.subscriber}.`,
+      );
+    const block = await provider.getBlock(receipt.blockNumber);
+    const blockTime = new Date(Number(block?.timestamp ?? 0) * 1000).toISOString();
+    let revision: number | null = null;
+    for (const { log, decoded } of ours) {
+      if (!decoded) continue;
+      const managerLog: ManagerLog = {
+        chain: command.chain,
+        contract: manager.address,
+        event: decoded.event,
+        args: decoded.args,
+        txHash: txHash,
+        blockNumber: String(receipt.blockNumber),
+        blockTime,
+      };
+      const r = await this.facts.record(managerLog, 'api', `receipt:${txHash}:${log.index}`);
+      if (r !== null) revision = r;
+    }
+    this.chains.invalidate(row.mode, command.chain);
+    return { ...pending, status: 'recorded', revision };
+  }
+
+  private async waitForReceipt(
+    provider: NonNullable<ReturnType<ChainTime['provider']>>,
+    txHash: string,
+  ): Promise<TransactionReceipt | 'pending' | 'unknown'> {
+    const deadline = Date.now() + RECEIPT_WAIT_MS;
+    let seen = false;
+    for (;;) {
+      const receipt = await provider.getTransactionReceipt(txHash);
+      if (receipt) return receipt;
+      seen ||= (await provider.getTransaction(txHash)) !== null;
+      if (Date.now() > deadline) return seen ? 'pending' : 'unknown';
+      // A hash the node has never seen, a few seconds after the wallet sent it, is not coming.
+      if (!seen && Date.now() > deadline - RECEIPT_WAIT_MS + 5000) return 'unknown';
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
+function notPending(id: string, status: string): DomainError {
+  return conflict(
+    'subscription_checkout_not_pending',
+    `Subscription checkout ${id} is ${status}; only a pending subscription checkout can be subscribed to.`,
+  );
+}
+
+const mismatch = (message: string) => cannotProcess('subscribe_transaction_mismatch', message, 'tx_hash');

@@ -1,0 +1,196 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { ZeroAddress } from 'ethers';
+import { CLOCK, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
+import {
+  computeSubscriptionManagerAddress,
+  connectStablepayRegistry,
+  StablepayRegistryAbi,
+  SubscriptionManagerFactoryAbi,
+  toOnChainId,
+} from '@stablepay/contracts';
+import type { EventStore } from '@stablepay/event-store';
+import { merchantDecider, merchantStreamId } from '@stablepay/merchants-domain';
+import type { MerchantSettingsRow } from '@stablepay/merchants-service';
+import { type Clock, DomainError, notFound } from '@stablepay/util';
+import { Interface } from 'ethers';
+import type { RelayOutcome } from '@stablepay/relayer';
+import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
+import { chainUnavailable, type Mode, OperatorRelayers } from './chain-access';
+
+export interface ManagerRow {
+  readonly merchant_id: string;
+  readonly chain: string;
+  readonly mode: Mode;
+  readonly address: string;
+  readonly merchant_pauser: string;
+}
+
+const FACTORY = new Interface(SubscriptionManagerFactoryAbi);
+const REGISTRY = new Interface(StablepayRegistryAbi);
+
+const cannotProcess = (code: string, message: string) =>
+  new DomainError({ type: 'cannot_process', status: 422, code, message });
+
+/**
+ * The merchants' SubscriptionManagers: one per merchant and chain, deployed by the operator when first needed
+ * (`SubscriptionManagerFactory.deployManager(merchantId, merchantPauser)`, the declared pauser bound into the
+ * address), then recorded three ways: here (`subscription_managers`: the chain observation consumer maps a manager's
+ * logs to its merchant), on the merchant (`RecordSubscriptionManagerDeployed`: the pauser is locked from then on,
+ * `pauser_locked_by_deployment`) and in the indexer's watch list (`indexer_watched_contracts`, a documented write
+ * interface of the indexer), from the deployment block on.
+ */
+@Injectable()
+export class SubscriptionManagers {
+  private readonly logger = new Logger('subscription-managers');
+  /** One deployment at a time per merchant and chain in this process (two subscribe calls racing). */
+  private readonly inFlight = new Map<string, Promise<ManagerRow>>();
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
+    @Inject(OperatorRelayers) private readonly relayers: OperatorRelayers,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  async find(merchantId: string, chain: string): Promise<ManagerRow | undefined> {
+    const rows: ManagerRow[] = await this.dataSource.query(
+      'SELECT merchant_id, chain, mode, address, merchant_pauser FROM subscription_managers WHERE merchant_id = $1 AND chain = $2',
+      [merchantId, chain],
+    );
+    return rows[0];
+  }
+
+  async findByAddress(chain: string, address: string): Promise<ManagerRow | undefined> {
+    const rows: ManagerRow[] = await this.dataSource.query(
+      'SELECT merchant_id, chain, mode, address, merchant_pauser FROM subscription_managers WHERE chain = $1 AND address = $2',
+      [chain, address.toLowerCase()],
+    );
+    return rows[0];
+  }
+
+  /** The merchant's manager on `chain`, deployed now if it is not yet. */
+  ensureDeployed(merchantId: string, mode: Mode, chain: string): Promise<ManagerRow> {
+    const key = `${merchantId}|${chain}`;
+    let running = this.inFlight.get(key);
+    if (!running) {
+      running = this.deploy(merchantId, mode, chain).finally(() => this.inFlight.delete(key));
+      this.inFlight.set(key, running);
+    }
+    return running;
+  }
+
+  private async deploy(merchantId: string, mode: Mode, chain: string): Promise<ManagerRow> {
+    const known = await this.find(merchantId, chain);
+    if (known) return known;
+    const settings = await this.settings(merchantId);
+    if (!settings.merchant_signer || !settings.settlement_address)
+      throw cannotProcess(
+        'merchant_signer_required',
+        'The merchant has no signer registered (POST /settings): a subscription could never be charged or cancelled.',
+      );
+    if (!settings.merchant_pauser)
+      throw cannotProcess(
+        'merchant_pauser_required',
+        'The merchant has not declared a pause authority (POST /settings/pauser); it is bound into the subscription manager for good.',
+      );
+    const factory = this.config.subscriptionManagerFactory;
+    const registry = this.config.registry;
+    if (!factory || !registry)
+      throw chainUnavailable(
+        'The subscription manager factory or the registry address is not configured (SUBSCRIPTION_MANAGER_FACTORY_ADDRESS, REGISTRY_ADDRESS).',
+      );
+    const relayer = this.relayers.for(mode, chain);
+    const onChainMerchant = toOnChainId(merchantId);
+    await this.ensureRegistered(relayer, registry, onChainMerchant, settings);
+    const pauser = settings.merchant_pauser;
+    const address = computeSubscriptionManagerAddress(factory, registry, onChainMerchant, pauser);
+    let txHash: string | null = null;
+    let fromBlock: number;
+    if ((await relayer.provider.getCode(address)) === '0x') {
+      const outcome = await relayer.submit({
+        to: factory,
+        data: FACTORY.encodeFunctionData('deployManager', [onChainMerchant, pauser]),
+        abi: FACTORY,
+      });
+      if (outcome.kind !== 'confirmed')
+        throw chainUnavailable(
+          `Deploying the subscription manager on ${chain} failed (${outcomeName(outcome)}).`,
+        );
+      txHash = outcome.txHash;
+      fromBlock = outcome.blockNumber;
+    } else {
+      fromBlock = await relayer.provider.getBlockNumber();
+    }
+    const at = this.clock.now();
+    await this.dataSource.query(
+      `INSERT INTO subscription_managers (merchant_id, chain, mode, address, merchant_pauser, deploy_tx_hash, deployed_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+      [merchantId, chain, mode, address.toLowerCase(), pauser.toLowerCase(), txHash, at],
+    );
+    await this.dataSource.query(
+      `INSERT INTO indexer_watched_contracts (chain, address, kind, scanned_through) VALUES ($1, $2, 'subscription_manager', $3)
+       ON CONFLICT (chain, address) DO NOTHING`,
+      [chain, address.toLowerCase(), fromBlock - 1],
+    );
+    // The merchant aggregate decides (handleCommand on its stream, as its own gateway does): from now on the pauser
+    // is locked (pauser_locked_by_deployment).
+    await handleCommand(
+      this.store,
+      merchantStreamId(merchantId),
+      merchantDecider,
+      { type: 'RecordSubscriptionManagerDeployed', chain, address, now: at },
+      {
+        idempotencyKey: `subscription-manager:${chain}`,
+        metadata: { merchantId, mode, occurredAt: at.toISOString() },
+      },
+    );
+    this.logger.log({ msg: 'subscription manager deployed', merchantId, chain, address, txHash });
+    const row = await this.find(merchantId, chain);
+    if (!row) throw new Error(`manager of ${merchantId} on ${chain} was not recorded`);
+    return row;
+  }
+
+  /**
+   * A merchant must be registered on the chain before its manager can take a subscribe (MerchantNotConfigured).
+   * Registration on every chain at POST /settings belongs to the settings flow; this covers a chain it has not
+   * reached yet. A merchant registered already (by that flow, or with other values) is left as it is.
+   */
+  private async ensureRegistered(
+    relayer: ReturnType<OperatorRelayers['for']>,
+    registry: string,
+    onChainMerchant: string,
+    settings: MerchantSettingsRow,
+  ): Promise<void> {
+    const current = await connectStablepayRegistry(registry, relayer.provider).merchant(onChainMerchant);
+    if (current.signer !== ZeroAddress) return;
+    const outcome = await relayer.submit({
+      to: registry,
+      data: REGISTRY.encodeFunctionData('registerMerchant', [
+        onChainMerchant,
+        settings.merchant_signer,
+        settings.settlement_address,
+      ]),
+      abi: REGISTRY,
+    });
+    if (outcome.kind === 'confirmed') return;
+    if (outcome.kind === 'simulation_rejected' && outcome.errorName === 'MerchantAlreadyRegistered') return;
+    throw chainUnavailable(`Registering the merchant on chain failed (${outcomeName(outcome)}).`);
+  }
+
+  private async settings(merchantId: string): Promise<MerchantSettingsRow> {
+    const rows: MerchantSettingsRow[] = await this.dataSource.query(
+      'SELECT * FROM merchant_settings WHERE merchant_id = $1',
+      [merchantId],
+    );
+    if (!rows[0]) throw notFound('merchant', merchantId);
+    return rows[0];
+  }
+}
+
+export function outcomeName(outcome: RelayOutcome): string {
+  if (outcome.kind === 'simulation_rejected') return outcome.errorName;
+  if (outcome.kind === 'reverted') return outcome.revert?.errorName ?? 'reverted';
+  return outcome.kind;
+}

@@ -1,0 +1,116 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { EVENT_STORE, Projections } from '@stablepay/aggregate';
+import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
+import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
+import {
+  foldSubscription,
+  SUBSCRIPTION_CATEGORY,
+  type SubscriptionEvent,
+  subscriptionObject,
+  windowFacts,
+} from '@stablepay/subscriptions-domain';
+import { SubscriptionChanges } from './changes';
+
+export const SUBSCRIPTION_TOPIC = topicForCategory(SUBSCRIPTION_CATEGORY);
+export const SUBSCRIPTION_PROJECTION = 'subscriptions.subscription-projection';
+
+const KNOWN = new Set<string>([
+  'SubscriptionCreated.v1',
+  'SubscriptionChargeSucceeded.v1',
+  'SubscriptionChargeFailed.v1',
+  'SubscriptionPaused.v1',
+  'SubscriptionUnpaused.v1',
+  'SubscriptionCancelConfirmed.v1',
+  'SubscriptionCancelled.v1',
+  'SubscriptionCapUpdated.v1',
+  'SubscriptionBudgetUpdated.v1',
+  'SubscriptionMigrated.v1',
+  'SubscriptionFlagged.v1',
+  'SubscriptionFirstChargeReported.v1',
+]);
+
+/**
+ * subscription-<id> events -> `subscriptions` rows: the object of the state the stream folds to up to the event, and
+ * the window facts beside it (the reader brings spent_this_period, remaining_budget and next_charge_at to chain time).
+ * Idempotent by stream revision.
+ */
+@Injectable()
+export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleDestroy {
+  private runner?: ProjectionRunner;
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(Projections) private readonly projections: Projections,
+    @Inject(SubscriptionChanges) private readonly changes: SubscriptionChanges,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.runner = await this.projections.start({
+      name: SUBSCRIPTION_PROJECTION,
+      topics: [SUBSCRIPTION_TOPIC],
+      apply: (em, message) => this.applyIn(em, message),
+      onCommitted: (changed) => {
+        for (const message of changed) this.emitChange(message);
+      },
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.projections.stop(this.runner);
+  }
+
+  async caughtUp(): Promise<void> {
+    await this.runner?.caughtUp();
+  }
+
+  private emitChange(message: BusMessage): void {
+    this.changes.emit(message.key.slice(SUBSCRIPTION_CATEGORY.length + 1), message.revision);
+  }
+
+  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+    if (!KNOWN.has(message.type)) return false;
+    const merchantId = message.metadata.merchantId;
+    const mode = message.metadata.mode;
+    if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
+      throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    const state = foldSubscription(history as unknown as readonly SubscriptionEvent[]);
+    const created = state.created;
+    if (!created) throw new Error(`stream ${message.key} does not start with SubscriptionCreated.v1`);
+    const facts = windowFacts(state);
+    // Stored at the start's chain time; every read brings the window fields to its own chain time.
+    const object = subscriptionObject(state, facts.startedAt);
+    const rows: unknown[] = await em.query(
+      `INSERT INTO subscriptions (id, merchant_id, mode, checkout_id, chain, subscriber, status, external_customer_id,
+         started_at, period_duration, window_index, window_spent, budget, object, revision, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, $17)
+       ON CONFLICT (id) DO UPDATE SET subscriber = EXCLUDED.subscriber, status = EXCLUDED.status,
+         window_index = EXCLUDED.window_index, window_spent = EXCLUDED.window_spent, budget = EXCLUDED.budget,
+         object = EXCLUDED.object, revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at
+       WHERE subscriptions.revision < EXCLUDED.revision
+       RETURNING id`,
+      [
+        created.subscriptionId.toLowerCase(),
+        merchantId,
+        mode,
+        created.checkoutId,
+        created.chain,
+        state.subscriber.toLowerCase(),
+        state.status,
+        created.externalCustomerId,
+        facts.startedAt.toString(),
+        facts.periodDuration.toString(),
+        facts.windowIndex.toString(),
+        facts.windowSpent.toString(),
+        facts.budget.toString(),
+        JSON.stringify(object),
+        message.revision,
+        created.createdAt,
+        message.recordedAt,
+      ],
+    );
+    return rows.length > 0;
+  }
+}

@@ -1,0 +1,110 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type Clause, keysetPage, type ListQuery } from '@stablepay/http';
+import type { SubscriptionObject, SubscriptionStatus, WindowFacts } from '@stablepay/subscriptions-domain';
+import { notFound, readAtLeastRevision } from '@stablepay/util';
+import { SubscriptionChanges } from './changes';
+
+export interface SubscriptionRow {
+  id: string;
+  seq: string;
+  merchant_id: string;
+  mode: 'test' | 'live';
+  checkout_id: string | null;
+  chain: string;
+  subscriber: string;
+  status: SubscriptionStatus;
+  external_customer_id: string | null;
+  started_at: string;
+  period_duration: string;
+  window_index: string;
+  window_spent: string;
+  budget: string;
+  object: SubscriptionObject;
+  revision: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface SubscriptionListFilters {
+  readonly status?: SubscriptionStatus;
+  readonly subscriber?: string;
+  readonly chain?: string;
+  readonly externalCustomerId?: string;
+}
+
+export const rowWindowFacts = (row: SubscriptionRow): WindowFacts => ({
+  startedAt: BigInt(row.started_at),
+  periodDuration: BigInt(row.period_duration),
+  windowIndex: BigInt(row.window_index),
+  windowSpent: BigInt(row.window_spent),
+  budget: BigInt(row.budget),
+});
+
+const READ_YOUR_WRITES_TIMEOUT_MS = 15_000;
+
+@Injectable()
+export class SubscriptionReader {
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(SubscriptionChanges) private readonly changes: SubscriptionChanges,
+  ) {}
+
+  async find(id: string): Promise<SubscriptionRow | undefined> {
+    const rows: SubscriptionRow[] = await this.dataSource.query(
+      `SELECT *, started_at::text AS started_at, period_duration::text AS period_duration,
+         window_index::text AS window_index, window_spent::text AS window_spent, budget::text AS budget
+       FROM subscriptions WHERE id = $1`,
+      [id.toLowerCase()],
+    );
+    return rows[0];
+  }
+
+  async findByCheckout(checkoutId: string): Promise<SubscriptionRow | undefined> {
+    const rows: SubscriptionRow[] = await this.dataSource.query(
+      'SELECT id FROM subscriptions WHERE checkout_id = $1',
+      [checkoutId],
+    );
+    return rows[0] ? this.find(rows[0].id) : undefined;
+  }
+
+  /** The merchant's own subscription in the caller's mode, or 404. */
+  async getOwned(merchant: { merchantId: string; mode: string }, id: string): Promise<SubscriptionRow> {
+    const row = await this.find(id);
+    if (!row || row.merchant_id !== merchant.merchantId || row.mode !== merchant.mode)
+      throw notFound('subscription', id);
+    return row;
+  }
+
+  getAtLeast(id: string, revision: number): Promise<SubscriptionRow> {
+    return readAtLeastRevision({
+      read: () => this.find(id),
+      revision,
+      changes: this.changes,
+      key: id.toLowerCase(),
+      timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+    });
+  }
+
+  async list(
+    merchant: { merchantId: string; mode: string },
+    query: ListQuery,
+    filters: SubscriptionListFilters,
+  ): Promise<{ rows: SubscriptionRow[]; hasMore: boolean }> {
+    const clauses: Clause[] = [];
+    const { status, subscriber, chain, externalCustomerId } = filters;
+    if (status !== undefined) clauses.push((p) => `status = ${p(status)}`);
+    if (subscriber !== undefined) clauses.push((p) => `subscriber = ${p(subscriber.toLowerCase())}`);
+    if (chain !== undefined) clauses.push((p) => `chain = ${p(chain)}`);
+    if (externalCustomerId !== undefined)
+      clauses.push((p) => `external_customer_id = ${p(externalCustomerId)}`);
+    return keysetPage<SubscriptionRow>(this.dataSource, {
+      table: 'subscriptions',
+      select: `*, started_at::text AS started_at, period_duration::text AS period_duration,
+        window_index::text AS window_index, window_spent::text AS window_spent, budget::text AS budget`,
+      scope: [(p) => `merchant_id = ${p(merchant.merchantId)}`, (p) => `mode = ${p(merchant.mode)}`],
+      filters: clauses,
+      query,
+    });
+  }
+}
