@@ -1,2 +1,5 @@
 export * from './colors';
 export * from './html';
+export * from './shell';
+export * from './qr';
+export * from './pay-page';

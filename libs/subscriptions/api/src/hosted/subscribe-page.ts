@@ -1,6 +1,6 @@
 import type { SubscriptionCheckoutObject, SubscriptionOption } from '@stablepay/subscriptions-domain';
 import type { HostedSubscribeView } from '../subscription-checkouts.port';
-import { escapeHtml as e, jsonForScript, palette, type Palette } from '@stablepay/hosted-ui';
+import { escapeHtml as e, hostedPage, jsonForScript, palette, type Palette } from '@stablepay/hosted-ui';
 import { formatFiat, formatPeriod, formatRate, formatToken } from './format';
 
 /**
@@ -32,7 +32,7 @@ export function renderSubscribePage(view: HostedSubscribeView, nonce: string): s
     nonce,
     body,
     status: view.status,
-    script: view.status === 'pending' ? pickerScript(view) : '',
+    data: view.status === 'pending' ? pickerData(view) : null,
   });
 }
 
@@ -45,7 +45,7 @@ export function renderNotFoundPage(nonce: string): string {
     nonce,
     status: 'not_found',
     body: `<h1>Subscription link not found</h1><p class="muted">This subscription link is not valid. Ask the business for a new one.</p>`,
-    script: '',
+    data: null,
   });
 }
 
@@ -149,7 +149,7 @@ ${picker}
 <p class="muted small">This link expires at <time data-testid="expires-at" datetime="${e(c.expires_at)}">${e(c.expires_at.replace('T', ' ').replace(/\.\d+Z$/, ' UTC'))}</time>.</p>`;
 }
 
-function pickerScript(view: HostedSubscribeView): string {
+function pickerData(view: HostedSubscribeView): string {
   const c = view.checkout;
   // Display strings are computed here (exact bigint formatting) so the script only swaps text.
   const options = view.options.map((o) => ({ ...o, display: optionSummary(o, c) }));
@@ -166,7 +166,7 @@ function pickerScript(view: HostedSubscribeView): string {
     supported_chains: c.supported_chains,
     expires_at: c.expires_at,
   };
-  return `<script type="application/json" id="subscribe-data">${jsonForScript({ checkout, options })}</script>`;
+  return jsonForScript({ checkout, options });
 }
 
 const CLIENT_SCRIPT = `
@@ -207,33 +207,15 @@ const CLIENT_SCRIPT = `
 })();
 `;
 
-function styles(p: Palette): string {
-  return `
-*{box-sizing:border-box}
-html,body{margin:0}
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;background:${p.pageBackground};color:${p.pageText};line-height:1.45}
-header.bar{background:${p.headerBackground};color:${p.headerText};padding:14px 24px;font-weight:600;border-bottom:1px solid rgba(0,0,0,.08)}
-main{max-width:460px;margin:32px auto;padding:0 16px}
-.card{background:${p.cardBackground};color:${p.cardText};border-radius:14px;padding:28px;box-shadow:0 2px 12px rgba(0,0,0,.08)}
-h1{font-size:1.35rem;margin:0 0 8px}
-.amount{font-size:1.6rem;font-weight:700;margin:16px 0 20px}
+const SUBSCRIBE_STYLES = (p: Palette): string => `
 .amount [data-testid=period]{font-size:1rem;font-weight:500;opacity:.8}
-.muted{opacity:.78;margin:6px 0}
-.small{font-size:.85rem}
 .picker{display:grid;grid-template-columns:1fr 1fr;gap:6px 12px;margin:8px 0 16px}
 .picker label{font-size:.8rem;font-weight:600;text-transform:uppercase;letter-spacing:.04em;opacity:.8;grid-row:1}
 .picker select{font:inherit;padding:9px;border-radius:8px;border:1px solid rgba(0,0,0,.25);background:#FFFFFF;color:#111827;grid-row:2}
 .quote{border:2px solid ${p.accentOnCard};border-radius:10px;padding:12px 14px;margin-bottom:18px}
 .token-amount{font-size:1.15rem;font-weight:650;margin:0 0 4px}
-.button{display:inline-block;width:100%;text-align:center;font:inherit;font-weight:600;padding:12px 16px;border:0;border-radius:10px;background:${p.primary};color:${p.primaryText};text-decoration:none;cursor:pointer}
-.button[disabled]{opacity:.55;cursor:not-allowed}
 .dismiss{margin:14px 0 6px;text-align:center}
-.link{background:none;border:0;padding:0;font:inherit;color:${p.accentOnCard};text-decoration:underline;cursor:pointer}
-.notice{padding:12px;border-radius:8px;background:rgba(0,0,0,.06)}
-.state{text-align:center}
-.state .button{margin-top:16px}
 `;
-}
 
 function layout(input: {
   title: string;
@@ -242,25 +224,21 @@ function layout(input: {
   nonce: string;
   body: string;
   status: string;
-  script: string;
+  data: string | null;
 }): string {
-  const { colors, nonce } = input;
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex">
-<title>${e(input.title)}</title>
-<style nonce="${nonce}">${styles(colors)}</style>
-</head>
-<body data-status="${e(input.status)}">
-<header class="bar" data-testid="business-name">${e(input.businessName || 'Stablepay')}</header>
-<main><div class="card">
-${input.body}
-</div></main>
-${input.script}${input.script ? `\n<script nonce="${nonce}">${CLIENT_SCRIPT}</script>` : ''}
-</body>
-</html>
-`;
+  return hostedPage({
+    title: input.title,
+    businessName: input.businessName,
+    colors: input.colors,
+    nonce: input.nonce,
+    styles: SUBSCRIBE_STYLES(input.colors),
+    body: input.body,
+    status: input.status,
+    ...(input.data !== null ? { data: { 'subscribe-data': input.data }, scripts: [CLIENT_SCRIPT] } : {}),
+  });
+}
+
+/** The script sources a rendered subscribe page carries (for hostedPageHeaders). */
+export function subscribePageScripts(view: HostedSubscribeView): readonly string[] {
+  return view.status === 'pending' ? [CLIENT_SCRIPT] : [];
 }
