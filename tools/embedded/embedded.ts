@@ -10,8 +10,13 @@ import {
   indexerService,
   resetFollowersOfLostLocalChains,
 } from '@stablepay/indexer-service';
-import { type LocalChains, startLocalChains } from '@stablepay/local-chains';
-import { MerchantCommands, merchantsConfigFromEnv } from '@stablepay/merchants-service';
+import { chainOperatorConfigFromEnv } from '@stablepay/chain-operator';
+import { ANVIL_DEV_PRIVATE_KEYS, type LocalChains, startLocalChains } from '@stablepay/local-chains';
+import {
+  MerchantCommands,
+  merchantChainRegistrationService,
+  merchantsConfigFromEnv,
+} from '@stablepay/merchants-service';
 import { paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
 import {
@@ -107,11 +112,17 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       }
       env['PAYMENT_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.paymentFactory;
       env['OPERATOR_PAUSER_ADDRESS'] ??= chains.operatorPauser.address;
-      // The operator's hot key of the local chains (a public anvil dev key) deploys managers and signs subscribe terms.
+      // The local chains' roles (anvil dev keys): the operator is the hot key the services sign with (deploys
+      // deposits and managers, registers merchants, signs subscribe terms); the admin (cold) key only fixes the
+      // contract addresses here.
       env['OPERATOR_PRIVATE_KEY'] ??= chains.operator.privateKey;
+      env['REGISTRY_ADMIN_ADDRESS'] ??= chains.admin.address;
       env['SUBSCRIPTION_MANAGER_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.subscriptionManagerFactory;
       env['REGISTRY_ADDRESS'] ??= chains.chains[0]?.addresses.registry;
+      // anvil mines a block per transaction: one block (the deposit's own) is the local confirmation depth.
+      env['CHAIN_CONFIRMATIONS'] ??= '1';
     }
+    const chainOperator = chainOperatorConfigFromEnv(env, { localChains: chains?.chains ?? [] });
     // One process hosts every owner: commands stay in it (still serialised, like on a wire).
     const platform = platformConfigFromEnv(env, { port: 3000, commandTransport: 'in-process' });
     const merchants = merchantsConfigFromEnv(
@@ -128,6 +139,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
         indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
         settlementService(),
         payoutsService(),
+        merchantChainRegistrationService(chainOperator),
         webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),
         // With EVENT_BUS=kafka the process relays the store to Kafka itself; with store-log the store is the bus.
         ...(platform.eventBus === 'kafka' ? [relayService(platform)] : []),
@@ -178,6 +190,10 @@ function validateEnvironment(
       ? {
           SUPPORTED_CHAINS: standIn.join(','),
           CHAIN_RPC_URLS: standIn.map((c) => `${c}=http://127.0.0.1:1`).join(','),
+          OPERATOR_PRIVATE_KEY: ANVIL_DEV_PRIVATE_KEYS[0],
+          REGISTRY_ADMIN_ADDRESS: '0x0000000000000000000000000000000000000a11',
+          OPERATOR_PAUSER_ADDRESS: '0x0000000000000000000000000000000000000b22',
+          CHAIN_MODE: 'test',
         }
       : {}),
     ...Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== '')),
@@ -186,6 +202,7 @@ function validateEnvironment(
   merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...probe }, { allowEphemeralKey: true });
   subscriptionsConfigFromEnv(probe);
   indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...probe });
+  chainOperatorConfigFromEnv(probe);
   dispatchOptionsFromEnv(probe);
   if (env['DEMO_API_KEY'] !== undefined) requireDemoKey(env['DEMO_API_KEY']);
   return platform;

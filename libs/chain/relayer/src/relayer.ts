@@ -1,5 +1,6 @@
 import {
   JsonRpcProvider,
+  Network,
   Wallet,
   getAddress,
   isError,
@@ -149,8 +150,11 @@ export class ChainRelayer {
     this.pollingIntervalMs = positiveInteger(options.pollingIntervalMs ?? 50, 'pollingIntervalMs');
     // staticNetwork: no eth_chainId round trip per request; cacheTimeout -1: without it ethers serves a cached
     // nonce/block for 250 ms, which breaks back-to-back submissions on a node that mines instantly.
-    this.provider = new JsonRpcProvider(options.rpcUrl, this.chainId, {
-      staticNetwork: true,
+    // A plain Network, not ethers' built-in one for the id: the built-in Polygon network carries a plugin that
+    // fetches fees from the Polygon gas station over the internet (fees come from our own RPC endpoint instead).
+    const network = new Network(`chain-${this.chainId}`, this.chainId);
+    this.provider = new JsonRpcProvider(options.rpcUrl, network, {
+      staticNetwork: network,
       cacheTimeout: -1,
       pollingInterval: this.pollingIntervalMs,
     });

@@ -10,7 +10,6 @@ import {
 import { DataSource } from 'typeorm';
 import { CLOCK, EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { parseAddress, parseCaip2 } from '@stablepay/evm';
 import { ReadinessRegistry } from '@stablepay/http';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { type Clock, JsonLogger } from '@stablepay/util';
@@ -19,66 +18,13 @@ import { JsonRpcChainClient } from './chain-rpc';
 import { trackFollowers, untrackFollowers } from './follower-metrics';
 import { indexerConfigFromEnv, type IndexerConfig } from './indexer.config';
 import { IndexerStore } from './indexer-store';
-import { WATCHED_CONTRACT_KINDS, type WatchedContractKind } from './log-decoder';
 import { INDEXER_MIGRATIONS } from './migrations';
+import { WatchCommandsHandler } from './watch-commands.handler';
+import { IndexerWatchList } from './watch-list';
+
+export { IndexerWatchList } from './watch-list';
 
 export const INDEXER_CONFIG = Symbol('INDEXER_CONFIG');
-
-/**
- * What the indexer watches. The payments service registers deposit addresses (ERC-20 Transfers to them become
- * Erc20TransferObserved) and the subscriptions service subscription managers (every event becomes
- * SubscriptionManagerEventObserved). Rows may also be written straight into `indexer_watched_addresses` /
- * `indexer_watched_contracts` (lower-case addresses; scanned_through = the block before the first one to scan).
- */
-@Injectable()
-export class IndexerWatchList {
-  private readonly store: IndexerStore;
-
-  constructor(@Inject(DataSource) dataSource: DataSource) {
-    this.store = new IndexerStore(dataSource);
-  }
-
-  /**
-   * Watches ERC-20 Transfers to `address` on `chain` from `fromBlock` (default: the follower's checkpoint now, so
-   * nothing between this call and the next range is missed). True when the watch is new.
-   */
-  watchDepositAddress(
-    chain: string,
-    address: string,
-    options: { readonly fromBlock?: number } = {},
-  ): Promise<boolean> {
-    return this.store.addWatch(
-      parseCaip2(chain).caip2,
-      parseAddress(address),
-      { table: 'address' },
-      validFrom(options.fromBlock),
-    );
-  }
-
-  /** Watches every event of a contract (a subscription manager) on `chain`. True when the watch is new. */
-  watchContract(
-    chain: string,
-    address: string,
-    kind: WatchedContractKind,
-    options: { readonly fromBlock?: number } = {},
-  ): Promise<boolean> {
-    if (!WATCHED_CONTRACT_KINDS.includes(kind))
-      throw new Error(`unknown watched contract kind '${String(kind)}'`);
-    return this.store.addWatch(
-      parseCaip2(chain).caip2,
-      parseAddress(address),
-      { table: 'contract', kind },
-      validFrom(options.fromBlock),
-    );
-  }
-}
-
-function validFrom(fromBlock: number | undefined): number | undefined {
-  if (fromBlock !== undefined && (!Number.isSafeInteger(fromBlock) || fromBlock < 0)) {
-    throw new RangeError(`fromBlock must be a block number, got ${fromBlock}`);
-  }
-  return fromBlock;
-}
 
 /** Starts one follower per configured chain once the application is up, and stops them before the store closes. */
 @Injectable()
@@ -145,6 +91,7 @@ export class IndexerServiceModule {
   static forRoot(config: IndexerConfig): DynamicModule {
     return {
       module: IndexerServiceModule,
+      controllers: [WatchCommandsHandler],
       providers: [{ provide: INDEXER_CONFIG, useValue: config }, ChainFollowers, IndexerWatchList],
       exports: [IndexerWatchList, ChainFollowers],
     };
@@ -153,5 +100,11 @@ export class IndexerServiceModule {
 
 /** The service definition; configuration comes from the environment unless given (validated here, at start). */
 export function indexerService(config: IndexerConfig = indexerConfigFromEnv(process.env)): ServiceDefinition {
-  return { name: 'indexer', imports: [IndexerServiceModule.forRoot(config)], migrations: INDEXER_MIGRATIONS };
+  return {
+    name: 'indexer',
+    imports: [IndexerServiceModule.forRoot(config)],
+    migrations: INDEXER_MIGRATIONS,
+    // Other services ask it to watch addresses and contracts (INDEXER_COMMANDS, @stablepay/chain-operator).
+    handlesCommands: true,
+  };
 }

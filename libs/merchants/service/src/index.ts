@@ -11,3 +11,4 @@ export * from './merchant-settings.projection';
 export * from './webhook-url';
 export * from './webhook-event-types';
 export * from './contract-signatures';
+export * from './chain-registration';

@@ -12,6 +12,7 @@ export type CommandTransport = 'in-process' | 'tcp' | 'kafka';
 export const COMMAND_OWNERS = {
   subscriptions: 'SUBSCRIPTIONS_COMMANDS_ADDRESS',
   'webhook-dispatch': 'WEBHOOK_DISPATCH_COMMANDS_ADDRESS',
+  indexer: 'INDEXER_COMMANDS_ADDRESS',
 } as const;
 export type CommandOwner = keyof typeof COMMAND_OWNERS;
 

@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'chain-operator',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

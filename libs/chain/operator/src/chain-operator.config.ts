@@ -1,0 +1,344 @@
+import { Wallet, getAddress, isAddress } from 'ethers';
+import {
+  TEST_STABLECOINS,
+  computeStablepayAddresses,
+  computeTestStablecoinAddresses,
+  type StablepayAddresses,
+  type StablepayRoles,
+} from '@stablepay/contracts';
+import {
+  createChainRegistry,
+  formatCaip2,
+  parseCaip2,
+  type ChainRegistry,
+  type LocalChain,
+  type Stablecoin,
+} from '@stablepay/evm';
+import { ConfigError, envEnum, envOptional } from '@stablepay/util';
+
+/** One chain the service acts on: where to reach it, what it accepts, how deep a deposit must be buried. */
+export interface OperatorChain {
+  /** Canonical CAIP-2 id. */
+  readonly caip2: string;
+  readonly chainId: bigint;
+  readonly name: string;
+  readonly rpcUrl: string;
+  /** Blocks on top of (and including) a deposit's block before it counts as confirmed. */
+  readonly confirmations: number;
+  /** Accepted stablecoins on this chain (the chain registry's, or the local test tokens). */
+  readonly stablecoins: readonly Stablecoin[];
+}
+
+/** The operator's hot key. Never the registry admin (that cold key signs nothing in the service). */
+export interface OperatorKey {
+  readonly address: string;
+  readonly privateKey: string;
+}
+
+export interface ChainOperatorConfig {
+  /**
+   * False when no chain is configured (no CHAIN_RPC_URLS): the services boot and serve what needs no chain;
+   * nothing is registered, deployed or watched.
+   */
+  readonly enabled: boolean;
+  /** `live`: the mainnet registry's tokens; `test`: the test stablecoins at their deterministic addresses. */
+  readonly mode: 'live' | 'test';
+  /** The supported chains, in SPEC order (SUPPORTED_CHAINS narrowed to those with an RPC URL). */
+  readonly chains: readonly OperatorChain[];
+  /** The registry view of the same chains (CAIP parsing, `unsupported_chain` / `unsupported_asset` errors). */
+  readonly registry: ChainRegistry;
+  readonly operator: OperatorKey | null;
+  /** admin (cold, public address only), operator, operatorPauser: they fix every contract address. */
+  readonly roles: StablepayRoles | null;
+  /** Registry, PaymentFactory, ...: identical on every chain, computed offline from the roles. */
+  readonly addresses: StablepayAddresses | null;
+}
+
+type Env = Record<string, string | undefined>;
+
+export const DEFAULT_CHAIN_CONFIRMATIONS = 12;
+
+export interface ChainOperatorConfigOptions {
+  /**
+   * Local anvil chains the embedded launcher started: test mode then uses their RPC URLs and tokens unless the
+   * environment names others.
+   */
+  readonly localChains?: readonly LocalChain[];
+}
+
+/**
+ * Reads and validates the chain configuration shared by every service that acts on chain (payments,
+ * subscriptions). Every error is a ConfigError naming the variable (exit 78 at start).
+ *
+ * - `CHAIN_RPC_URLS`: `eip155:8453=https://...,eip155:137=https://...` (absent: chains disabled).
+ * - `SUPPORTED_CHAINS`: comma-separated CAIP-2 ids (default: every chain with an RPC URL); each needs an RPC URL.
+ * - `CHAIN_MODE`: `live` (default; the mainnet stablecoins of the chain registry) or `test` (the test stablecoins
+ *   USDC/USDT/DAI at their deterministic addresses, as on the local chains and the compose anvil).
+ * - `CHAIN_CONFIRMATIONS`: `12` for every chain, or `12,eip155:137=64,eip155:8453=3` (default 12).
+ * - `OPERATOR_PRIVATE_KEY` (secret): the hot relayer key, 0x + 64 hex. Required with chains.
+ * - `REGISTRY_ADMIN_ADDRESS`: the registry admin's public address (the cold key stays offline; it must differ
+ *   from the operator). `OPERATOR_PAUSER_ADDRESS`: the operator pauser. Both required with chains: with the
+ *   operator they fix the contract addresses (`computeStablepayAddresses`).
+ */
+export function chainOperatorConfigFromEnv(
+  env: Env,
+  options: ChainOperatorConfigOptions = {},
+): ChainOperatorConfig {
+  const mode = envEnum(
+    env,
+    'CHAIN_MODE',
+    ['live', 'test'] as const,
+    options.localChains?.length ? 'test' : 'live',
+  );
+  const rpcUrls = parseChainMap(env, 'CHAIN_RPC_URLS', parseRpcUrl);
+  const live = createChainRegistry({ mode: 'live' });
+  for (const chain of rpcUrls.keys()) {
+    if (!live.isSupported(chain))
+      throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} is not a supported chain`);
+  }
+  const supported = parseSupportedChains(env, live, rpcUrls);
+  const confirmations = parseConfirmations(env, supported);
+  if (supported.length === 0) {
+    return {
+      enabled: false,
+      mode,
+      chains: [],
+      registry: createChainRegistry({ mode: 'test', localChains: [] }),
+      operator: null,
+      roles: null,
+      addresses: null,
+    };
+  }
+
+  const operator = parseOperatorKey(env);
+  const admin = requiredAddress(env, 'REGISTRY_ADMIN_ADDRESS');
+  const operatorPauser = requiredAddress(env, 'OPERATOR_PAUSER_ADDRESS');
+  if (admin === operator.address) {
+    throw new ConfigError(
+      'environment variable REGISTRY_ADMIN_ADDRESS must not be the operator: the admin is the cold key',
+    );
+  }
+  const roles: StablepayRoles = { admin, operator: operator.address, operatorPauser };
+
+  const localByCaip2 = new Map((options.localChains ?? []).map((c) => [formatCaip2(c.chainId), c]));
+  const testTokens = computeTestStablecoinAddresses();
+  const registry =
+    mode === 'live'
+      ? createChainRegistry({
+          mode: 'live',
+          rpcUrls: Object.fromEntries(supported.map((c) => [c, rpcUrls.get(c) ?? ''])),
+        })
+      : createChainRegistry({
+          mode: 'test',
+          localChains: supported.map((caip2) => ({
+            chainId: parseCaip2(caip2).chainId,
+            rpcUrl: rpcUrls.get(caip2) ?? '',
+            stablecoins:
+              localByCaip2.get(caip2)?.stablecoins ??
+              TEST_STABLECOINS.map((t) => ({
+                symbol: t.symbol,
+                decimals: t.decimals,
+                address: testTokens[t.symbol],
+              })),
+          })),
+        });
+  const chains = supported.map((caip2): OperatorChain => {
+    const info = registry.get(caip2);
+    return {
+      caip2,
+      chainId: info.chainId,
+      name: info.name,
+      rpcUrl: rpcUrls.get(caip2) ?? '',
+      confirmations: confirmations.perChain.get(caip2) ?? confirmations.fallback,
+      stablecoins: info.stablecoins,
+    };
+  });
+  return {
+    enabled: true,
+    mode,
+    chains,
+    registry: narrowRegistry(registry, supported),
+    operator,
+    roles,
+    addresses: computeStablepayAddresses(roles),
+  };
+}
+
+/** The same registry, answering only for the supported chains (a live registry lists every SPEC chain). */
+function narrowRegistry(registry: ChainRegistry, supported: readonly string[]): ChainRegistry {
+  if (registry.list().every((c) => supported.includes(c.caip2))) return registry;
+  const local = registry.list().filter((c) => supported.includes(c.caip2));
+  return {
+    mode: registry.mode,
+    list: () => local,
+    find: (caip2) => (supported.includes(caip2) ? registry.find(caip2) : undefined),
+    isSupported: (caip2) => supported.includes(caip2),
+    get: (caip2, param) => {
+      const chain = registry.get(caip2, param);
+      if (!supported.includes(chain.caip2))
+        return createChainRegistry({ mode: 'test', localChains: [] }).get(caip2, param);
+      return chain;
+    },
+    getAsset: (assetId, param) => {
+      const resolved = registry.getAsset(assetId, param);
+      if (!supported.includes(resolved.chain.caip2))
+        return createChainRegistry({ mode: 'test', localChains: [] }).getAsset(assetId, param);
+      return resolved;
+    },
+    findStablecoin: (caip2, symbolOrAddress) =>
+      supported.includes(caip2) ? registry.findStablecoin(caip2, symbolOrAddress) : undefined,
+  };
+}
+
+function parseRpcUrl(value: string, chain: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} has an invalid URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} must use an http(s) URL`);
+  return value;
+}
+
+function parseSupportedChains(env: Env, live: ChainRegistry, rpcUrls: ReadonlyMap<string, string>): string[] {
+  const raw = envOptional(env, 'SUPPORTED_CHAINS');
+  if (raw === undefined)
+    return live
+      .list()
+      .map((c) => c.caip2)
+      .filter((c) => rpcUrls.has(c));
+  const chains: string[] = [];
+  for (const entry of raw
+    .split(',')
+    .map((c) => c.trim())
+    .filter(Boolean)) {
+    const caip2 = canonicalChain('SUPPORTED_CHAINS', entry);
+    if (!live.isSupported(caip2))
+      throw new ConfigError(`environment variable SUPPORTED_CHAINS: ${caip2} is not a supported chain`);
+    if (chains.includes(caip2))
+      throw new ConfigError(`environment variable SUPPORTED_CHAINS lists ${caip2} twice`);
+    chains.push(caip2);
+  }
+  // Chains without an RPC URL cannot be acted on; with no chain at all the deployment runs without chains.
+  if (rpcUrls.size === 0) return [];
+  const missing = chains.filter((c) => !rpcUrls.has(c));
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `environment variable CHAIN_RPC_URLS has no URL for ${missing.join(', ')}, which SUPPORTED_CHAINS lists`,
+    );
+  }
+  // SPEC order, whatever order the variable gave.
+  return live
+    .list()
+    .map((c) => c.caip2)
+    .filter((c) => chains.includes(c));
+}
+
+function parseOperatorKey(env: Env): OperatorKey {
+  const raw = envOptional(env, 'OPERATOR_PRIVATE_KEY');
+  if (raw === undefined) {
+    throw new ConfigError(
+      'environment variable OPERATOR_PRIVATE_KEY is required when CHAIN_RPC_URLS is set (the hot relayer key)',
+    );
+  }
+  if (!/^0x[0-9a-fA-F]{64}$/.test(raw))
+    throw new ConfigError(
+      'environment variable OPERATOR_PRIVATE_KEY must be 0x followed by 64 hex characters',
+    );
+  try {
+    const wallet = new Wallet(raw);
+    return { address: wallet.address, privateKey: raw };
+  } catch {
+    // The message never repeats the key.
+    throw new ConfigError('environment variable OPERATOR_PRIVATE_KEY is not a valid secp256k1 private key');
+  }
+}
+
+function requiredAddress(env: Env, name: string): string {
+  const raw = envOptional(env, name);
+  if (raw === undefined)
+    throw new ConfigError(`environment variable ${name} is required when CHAIN_RPC_URLS is set`);
+  if (!isAddress(raw))
+    throw new ConfigError(`environment variable ${name} must be an EVM address, got '${raw}'`);
+  const address = getAddress(raw);
+  if (address === '0x0000000000000000000000000000000000000000')
+    throw new ConfigError(`environment variable ${name} must not be the zero address`);
+  return address;
+}
+
+function canonicalChain(name: string, raw: string): string {
+  try {
+    return parseCaip2(raw).caip2;
+  } catch (error) {
+    throw new ConfigError(
+      `environment variable ${name}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}
+
+/** `caip2=value` pairs separated by commas, keyed by canonical CAIP-2 id. */
+export function parseChainMap<T>(
+  env: Env,
+  name: string,
+  parseValue: (value: string, chain: string) => T,
+): Map<string, T> {
+  const raw = envOptional(env, name);
+  const out = new Map<string, T>();
+  if (raw === undefined) return out;
+  for (const entry of raw
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
+    const eq = entry.indexOf('=');
+    if (eq < 0)
+      throw new ConfigError(`environment variable ${name}: expected <caip2>=<value>, got '${entry}'`);
+    const chain = canonicalChain(name, entry.slice(0, eq).trim());
+    const value = entry.slice(eq + 1).trim();
+    if (value === '') throw new ConfigError(`environment variable ${name}: ${chain} has no value`);
+    if (out.has(chain)) throw new ConfigError(`environment variable ${name} lists ${chain} twice`);
+    out.set(chain, parseValue(value, chain));
+  }
+  return out;
+}
+
+function parseConfirmations(
+  env: Env,
+  supported: readonly string[],
+): { fallback: number; perChain: Map<string, number> } {
+  const name = 'CHAIN_CONFIRMATIONS';
+  const raw = envOptional(env, name);
+  const perChain = new Map<string, number>();
+  let fallback = DEFAULT_CHAIN_CONFIRMATIONS;
+  if (raw === undefined) return { fallback, perChain };
+  const depth = (value: string, what: string): number => {
+    if (!/^[0-9]+$/.test(value) || Number(value) < 1 || Number(value) > 10_000) {
+      throw new ConfigError(
+        `environment variable ${name}: ${what} must be an integer between 1 and 10000, got '${value}'`,
+      );
+    }
+    return Number(value);
+  };
+  let sawDefault = false;
+  for (const entry of raw
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)) {
+    const eq = entry.indexOf('=');
+    if (eq < 0) {
+      if (sawDefault) throw new ConfigError(`environment variable ${name} gives the default depth twice`);
+      sawDefault = true;
+      fallback = depth(entry, 'the default depth');
+      continue;
+    }
+    const chain = canonicalChain(name, entry.slice(0, eq).trim());
+    if (perChain.has(chain)) throw new ConfigError(`environment variable ${name} lists ${chain} twice`);
+    if (supported.length > 0 && !supported.includes(chain))
+      throw new ConfigError(
+        `environment variable ${name} names ${chain}, which is not a supported chain here`,
+      );
+    perChain.set(chain, depth(entry.slice(eq + 1).trim(), chain));
+  }
+  return { fallback, perChain };
+}

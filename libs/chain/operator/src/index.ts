@@ -1,0 +1,3 @@
+export * from './chain-operator.config';
+export * from './chain-operator.module';
+export * from './indexer-watch.commands';

@@ -1,0 +1,3 @@
+export * from './merchant-chain-registration.module';
+export * from './merchant-chain-registrar';
+export * from './registration.store';
