@@ -31,6 +31,7 @@ import {
   subscriptionsConfigFromEnv,
   subscriptionsService,
   SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
+  SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
 import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
 import { type Clock, ConfigError, JsonLogger } from '@stablepay/util';
@@ -42,7 +43,10 @@ import {
 } from '@stablepay/webhook-dispatch-service';
 
 /** Webhook sources: each scope's mapping from its domain events to merchant webhook events (see docs/architecture.md, Webhooks). */
-const webhookSources: WebhookSource[] = [domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE)];
+const webhookSources: WebhookSource[] = [
+  domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
+  domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
+];
 
 export interface EmbeddedOptions {
   readonly env?: Record<string, string | undefined>;

@@ -1,3 +1,4 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { MaxUint256, type Signer, Wallet } from 'ethers';
 import {
   connectStablepayRegistry,
@@ -6,7 +7,7 @@ import {
   toOnChainId,
 } from '@stablepay/contracts';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
-import { signCancelSubscription } from '@stablepay/merchant-sdk';
+import { signCancelSubscription, verifyWebhook } from '@stablepay/merchant-sdk';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
@@ -37,6 +38,23 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
   const merchantSigner = Wallet.createRandom();
   const merchantPauser = Wallet.createRandom();
   const settlement = Wallet.createRandom().address;
+  let receiver: Server;
+  let webhookSecret = '';
+  const received: Array<{ body: string; headers: IncomingHttpHeaders }> = [];
+  type Hook = { type: string; data: Record<string, Json> };
+  const hooks = () => received.map((r) => ({ ...r, event: JSON.parse(r.body) as Hook }));
+  /** The webhook of `type` whose data.object.id is `id`. */
+  const hook = (type: string, id: string, extra: (e: Hook) => boolean = () => true) =>
+    until(
+      async () =>
+        hooks().find((h) => h.event.type === type && h.event.data['object']?.['id'] === id && extra(h.event)),
+      (h) => h !== undefined,
+      `webhook ${type} of ${id}`,
+    ).then((h) => {
+      if (!h) throw new Error('unreachable');
+      expect(verifyWebhook(h.body, h.headers, webhookSecret)).toMatchObject({ valid: true });
+      return h.event;
+    });
 
   const api = async (method: string, path: string, body?: unknown, auth = true) => {
     const res = await fetch(`${stack.url}${path}`, {
@@ -92,6 +110,17 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
   };
 
   beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ body: Buffer.concat(chunks).toString('utf8'), headers: req.headers });
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const address = receiver.address();
+    if (address === null || typeof address === 'string') throw new Error('receiver has no port');
     db = await createTestDatabase();
     stack = await startEmbedded({
       env: {
@@ -102,6 +131,8 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
         LOCAL_CHAIN_IDS: '8453',
         INDEXER_POLL_MS: '100',
         SUBSCRIPTION_EXPIRY_POLL_MS: '50',
+        ALLOW_LOCAL_WEBHOOKS: 'true',
+        WEBHOOK_POLL_INTERVAL_MS: '100',
       },
       dataDir: 'memory',
       clock,
@@ -120,15 +151,24 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
       signature: await merchantPauser.signMessage(String(declaration.body['declaration_message'])),
     });
     expect(declared.status).toBe(200);
+    const settings = await api('PATCH', '/settings', {
+      webhook_url: `http://127.0.0.1:${address.port}/hooks`,
+    });
+    webhookSecret = String(settings.body['webhook_secret']);
   }, 120_000);
 
   afterAll(async () => {
     await stack?.stop();
     await db?.drop();
+    await new Promise<void>((resolve) => receiver?.close(() => resolve()));
   });
 
   let subscriptionId = '';
   let managerAddress = '';
+  let firstCheckoutId = '';
+  let firstTxHash = '';
+  let daiSubscriptionId = '';
+  let daiMigration = { from: '', to: '' };
 
   it('subscribes with USDC (6 decimals) on a fiat-priced plan: authorize, wallet transactions, report -> active, completed', async () => {
     const checkout = await createCheckout();
@@ -202,6 +242,8 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
       },
     });
     subscriptionId = String(checkout['onchain_id']);
+    firstCheckoutId = String(checkout['id']);
+    firstTxHash = txHash;
     const intent = await api('GET', `/subscription-checkouts/${String(checkout['id'])}`);
     expect(intent.body).toMatchObject({ status: 'completed', subscriber: subscriber.address });
 
@@ -314,6 +356,7 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
       'the indexer to complete the intent',
     );
     const id = String(checkout['onchain_id']);
+    daiSubscriptionId = id;
     const sub = await api('GET', `/subscriptions/${id}`);
     expect(sub.body).toMatchObject({ status: 'active', charge_nonce: 1, token_decimals: 18 });
 
@@ -328,6 +371,7 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
       'cap and budget updates',
     );
     const next = wallet(6);
+    daiMigration = { from: subscriber.address, to: next.address };
     await (await manager.proposeMigration(id, next.address)).wait();
     const token = connectTestStablecoin(String(auth.body['token_address']), next);
     await (await token.mint(next.address, 1000n)).wait();
@@ -385,5 +429,43 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
       'the late completion',
     );
     expect(done.body['expired_at']).not.toBeNull();
+  }, 60_000);
+
+  it('every subscription event reached the merchant as a signed webhook, in the shapes of SPEC Events rules 1-6', async () => {
+    const created = await hook('subscription.created', subscriptionId);
+    expect(created.data['object']).toMatchObject({ object: 'subscription', subscription_id: subscriptionId });
+    const charged = await hook('subscription.charge_succeeded', subscriptionId);
+    expect(charged.data['charge']).toMatchObject({
+      object: 'subscription_charge',
+      subscription_id: subscriptionId,
+      charge_nonce: 0,
+      status: 'succeeded',
+      tx_hash: firstTxHash,
+    });
+    // Rule 4: the object's charge_nonce is the next nonce; rule 5: the deprecated spread names the same charge.
+    expect(charged.data['object']).toMatchObject({
+      charge_nonce: 1,
+      subscription_charge_id: charged.data['charge']?.['id'],
+      tx_hash: firstTxHash,
+    });
+    const completed = await hook('subscription_checkout.completed', firstCheckoutId);
+    expect(completed.data['object']).toMatchObject({ status: 'completed' });
+    const cancelled = await hook('subscription.cancelled', subscriptionId);
+    expect(cancelled.data['object']).toMatchObject({ status: 'cancelled', cancelled_by: 'merchant' });
+
+    await hook('subscription.cap_updated', daiSubscriptionId);
+    await hook('subscription.budget_updated', daiSubscriptionId);
+    const migrated = await hook('subscription.migrated', daiSubscriptionId);
+    expect(migrated.data['object']).toMatchObject({
+      old_subscriber: daiMigration.from,
+      new_subscriber: daiMigration.to,
+      new_subscriber_balance: '1000',
+      new_subscriber_allowance: '777',
+    });
+    const byCustomer = await hook('subscription.cancelled', daiSubscriptionId);
+    expect(byCustomer.data['object']).toMatchObject({
+      cancelled_by: 'subscriber',
+      subscriber: daiMigration.to,
+    });
   }, 60_000);
 });

@@ -6,14 +6,20 @@ import {
   webhookDispatchService,
   type WebhookSource,
 } from '@stablepay/webhook-dispatch-service';
-import { SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE } from '@stablepay/subscriptions-service';
+import {
+  SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
+  SUBSCRIPTION_WEBHOOK_SOURCE,
+} from '@stablepay/subscriptions-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 /**
  * The webhook source registry of this deployable: each scope's mapping from its domain events to merchant webhook
  * events. Add a scope's source here (and in tools/embedded/embedded.ts) when it starts emitting events.
  */
-const sources: WebhookSource[] = [domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE)];
+const sources: WebhookSource[] = [
+  domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
+  domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
+];
 
 runMain('webhook-dispatch', () =>
   startService(

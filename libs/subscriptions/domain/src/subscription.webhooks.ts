@@ -1,4 +1,9 @@
-import { type SubscriptionObject, subscriptionObject, type SubscriptionState } from './subscription';
+import {
+  foldSubscription,
+  type SubscriptionObject,
+  subscriptionObject,
+  type SubscriptionState,
+} from './subscription';
 import type { SubscriptionCanceller, SubscriptionEvent } from './subscription.events';
 
 /**
@@ -186,4 +191,68 @@ export function subscriptionEventWebhook(
     default:
       return null;
   }
+}
+
+/** `data.charge` of the charge webhooks as the subscription stream knows it (the ledger row adds created_at and fiat fields). */
+export interface StreamWebhookCharge extends WebhookCharge {
+  readonly subscriber: string;
+  readonly chain: string;
+}
+
+/**
+ * The webhook of any event of a `subscription-<id>` stream, from the stream up to and including it (the mapping of the
+ * subscriptions webhook source): the non-charge events through subscriptionEventWebhook, the charge events with the
+ * subscription as of the charge (`charge_nonce` the next nonce) and `data.charge` built from the charge facts (the
+ * `subc_` id the ledger keys on). Null for the events that have no webhook.
+ */
+export function subscriptionStreamWebhook(
+  event: SubscriptionEvent,
+  history: readonly SubscriptionEvent[],
+): { readonly type: string; readonly data: { readonly object: object } } | null {
+  const last = history.at(-1);
+  if (last?.type !== event.type)
+    throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
+  const state = foldSubscription(history);
+  if (event.type === 'SubscriptionChargeSucceeded.v1') {
+    const d = event.data;
+    const subscription = subscriptionObject(state, subscriptionEventChainTime(event));
+    const charge: StreamWebhookCharge = {
+      object: 'subscription_charge',
+      id: d.chargeId,
+      subscription_id: subscription.subscription_id,
+      subscriber: state.subscriber,
+      chain: subscription.chain,
+      amount: d.amount,
+      fee: d.fee,
+      tx_hash: d.txHash,
+      block_number: d.blockNumber,
+      charged_at: d.chargedAt,
+      charge_nonce: d.nonce,
+      status: 'succeeded',
+      failure_reason: null,
+    };
+    return { type: 'subscription.charge_succeeded', data: chargeSucceededWebhookData(subscription, charge) };
+  }
+  if (event.type === 'SubscriptionChargeFailed.v1') {
+    const d = event.data;
+    const subscription = subscriptionObject(state, subscriptionEventChainTime(event));
+    const charge: StreamWebhookCharge = {
+      object: 'subscription_charge',
+      id: d.chargeId,
+      subscription_id: subscription.subscription_id,
+      subscriber: state.subscriber,
+      chain: subscription.chain,
+      amount: d.amount,
+      fee: '0',
+      tx_hash: d.txHash,
+      block_number: '0',
+      charged_at: d.failedAt,
+      charge_nonce: d.nonce,
+      status: 'failed',
+      failure_reason: d.failureReason,
+    };
+    return { type: 'subscription.charge_failed', data: chargeFailedWebhookData(subscription, charge) };
+  }
+  // Every webhook subscriptionEventWebhook answers has data.object.
+  return subscriptionEventWebhook(event, state) as { type: string; data: { object: object } } | null;
 }

@@ -20,6 +20,7 @@ import {
   chargeFailedWebhookData,
   chargeSucceededWebhookData,
   subscriptionEventWebhook,
+  subscriptionStreamWebhook,
   type WebhookCharge,
 } from './subscription.webhooks';
 
@@ -228,5 +229,65 @@ describe('Subscription webhooks (SPEC Events > Subscription events, rules 1-6)',
         now,
       }),
     ).toBeNull();
+  });
+});
+
+describe('subscriptionStreamWebhook: the webhook source mapping of a subscription stream', () => {
+  it('a charge success: the subscription as of it (next nonce) and data.charge from the facts (nonce used)', () => {
+    const events = subscribedEvents();
+    const charged = events[1] as SubscriptionEvent;
+    const hook = subscriptionStreamWebhook(charged, events);
+    expect(hook?.type).toBe('subscription.charge_succeeded');
+    expect(hook?.data).toMatchObject({
+      object: { charge_nonce: 1, subscription_charge_id: succeededChargeId(CHAIN, SUB_ID, 0), fee: '1200' },
+      charge: {
+        object: 'subscription_charge',
+        id: succeededChargeId(CHAIN, SUB_ID, 0),
+        subscription_id: SUB_ID,
+        subscriber: createdData.subscriber,
+        chain: CHAIN,
+        charge_nonce: 0,
+        status: 'succeeded',
+        tx_hash: tx(1),
+      },
+    });
+  });
+
+  it('a failed charge: no fee on data.object, data.charge.fee 0, both nonces equal', () => {
+    const before = subscribedEvents();
+    const failed = decideSubscription(
+      {
+        type: 'RecordChargeReverted',
+        chargeId: 'subc_failed',
+        nonce: 1,
+        amount: '100',
+        txHash: null,
+        failureReason: 'InsufficientBalance',
+        stage: 'simulation',
+        landed: null,
+        now,
+      },
+      stateOf(before),
+    );
+    const history = [...before, ...failed.slice(0, 1)];
+    const hook = subscriptionStreamWebhook(failed[0] as SubscriptionEvent, history);
+    expect(hook?.type).toBe('subscription.charge_failed');
+    expect(hook?.data).toMatchObject({
+      object: { charge_nonce: 1, failure_reason: 'InsufficientBalance', tx_hash: null },
+      charge: { fee: '0', charge_nonce: 1, block_number: '0', status: 'failed', tx_hash: null },
+    });
+    expect(hook?.data.object).not.toHaveProperty('fee');
+  });
+
+  it('no webhook for the brake and the cancel confirmation; the history must end with the event', () => {
+    const events = subscribedEvents();
+    const confirmed = decideSubscription(
+      { type: 'ConfirmCancel', by: 'merchant', txHash: tx(9), now },
+      stateOf(events),
+    );
+    expect(
+      subscriptionStreamWebhook(confirmed[0] as SubscriptionEvent, [...events, ...confirmed]),
+    ).toBeNull();
+    expect(() => subscriptionStreamWebhook(events[0] as SubscriptionEvent, events)).toThrow();
   });
 });

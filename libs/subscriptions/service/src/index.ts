@@ -25,3 +25,4 @@ export * from './subscriptions/subscription.reader';
 export * from './subscriptions/subscription-managers';
 export * from './subscriptions/subscriptions.gateway';
 export * from './subscriptions/subscribe-flow';
+export * from './subscriptions/webhook-source';
