@@ -19,7 +19,6 @@ type Json = Record<string, unknown>;
 /** The browser globals the page functions below use (this project compiles without the DOM library). */
 interface BrowserGlobal {
   __pwned?: number;
-  StablepaySubscribe: { selectedOption(): { asset: string; price_amount: string } };
   getComputedStyle(element: unknown): { getPropertyValue(property: string): string };
 }
 
@@ -148,15 +147,11 @@ describeWithChromium('hosted-subscribe.e2e')(
         'Limits: 12.64489 USDT (ARS 15,000.00) per charge, 12.64489 USDT (ARS 15,000.00) per period.',
       );
 
-      // The wallet step plugs in later: the button waits for it, the selection is exposed for it.
+      // Without a wallet in the browser the wallet step cannot start, and the page says what is needed.
       expect(await page.getByTestId('continue').isDisabled()).toBe(true);
-      const selected = await page.evaluate(() =>
-        (globalThis as unknown as BrowserGlobal).StablepaySubscribe.selectedOption(),
+      expect(await text(page, 'wallet-note')).toBe(
+        'To subscribe, open this page in a browser with a crypto wallet.',
       );
-      expect(selected).toMatchObject({
-        asset: 'eip155:137/erc20:0xc2132D05D31c914a87C6611C10748AEb04B58e8F',
-        price_amount: '1264489',
-      });
 
       // Branding: dark background gets light text, a light primary gets dark text.
       const style = (selector: string, prop: string) =>

@@ -1,9 +1,12 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, Res } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { randomBytes } from 'node:crypto';
 import { hostedPageHeaders } from '@stablepay/hosted-ui';
 import { Public } from '@stablepay/http';
+import { notFound } from '@stablepay/util';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from '../subscription-checkouts.port';
+import { parseSubscribeBody } from '../subscriptions.controller';
+import { SUBSCRIPTIONS_USE_CASES, type SubscriptionsUseCases } from '../subscriptions.port';
 import { renderNotFoundPage, renderSubscribePage, subscribePageScripts } from './subscribe-page';
 
 const ID = /^schk_[0-9a-z]{26}$/;
@@ -15,7 +18,10 @@ const ID = /^schk_[0-9a-z]{26}$/;
 @Public()
 @Controller('hosted/subscribe')
 export class HostedSubscribeController {
-  constructor(@Inject(SUBSCRIPTION_CHECKOUTS) private readonly useCases: SubscriptionCheckoutsUseCases) {}
+  constructor(
+    @Inject(SUBSCRIPTION_CHECKOUTS) private readonly useCases: SubscriptionCheckoutsUseCases,
+    @Inject(SUBSCRIPTIONS_USE_CASES) private readonly subscriptions: SubscriptionsUseCases,
+  ) {}
 
   @Get(':id')
   async page(@Param('id') id: string, @Res({ passthrough: true }) reply: FastifyReply): Promise<string> {
@@ -39,5 +45,23 @@ export class HostedSubscribeController {
       .header('cache-control', 'no-store')
       .header('content-type', 'text/plain; charset=utf-8');
     return 'See Other';
+  }
+
+  /**
+   * The page's wallet step: the same call as `POST /subscription-checkouts/:id/subscribe`, on the page's own origin
+   * (the page's CSP allows connections to it only, and HOSTED_URL may be another host than the API).
+   */
+  @Post(':id/subscribe')
+  @HttpCode(200)
+  async subscribe(
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ) {
+    void reply.header('cache-control', 'no-store');
+    if (!ID.test(id)) throw notFound('subscription_checkout', id);
+    const result = await this.subscriptions.subscribe(id, parseSubscribeBody(body));
+    if (result.object === 'subscribe_result' && result.status === 'pending') void reply.status(202);
+    return result;
   }
 }

@@ -2,6 +2,7 @@ import type { SubscriptionCheckoutObject, SubscriptionOption } from '@stablepay/
 import type { HostedSubscribeView } from '../subscription-checkouts.port';
 import { escapeHtml as e, hostedPage, jsonForScript, palette, type Palette } from '@stablepay/hosted-ui';
 import { formatFiat, formatPeriod, formatRate, formatToken } from './format';
+import { SUBSCRIBE_SCRIPT } from './subscribe-script';
 
 /**
  * The hosted subscribe page (SPEC Rules 6-7, States > Subscription checkout), rendered on the server.
@@ -11,10 +12,10 @@ import { formatFiat, formatPeriod, formatRate, formatToken } from './format';
  * and the rate of the selected option, and a dismiss action (cancels the intent). Completed, cancelled, expired:
  * a state page with the way back to the merchant.
  *
- * Wallet seam: the "Connect wallet" button is disabled until the on-chain subscribe flow ships a script that
- * defines `window.StablepayWallet = { start(checkout, option) }` (loaded by this page with the same nonce). The
- * page keeps `window.StablepaySubscribe = { checkout, selectedOption() }` current for it; the checkout data it
- * needs (never the opaque metadata) is in `<script type="application/json" id="subscribe-data">`.
+ * Wallet step (subscribe-script.ts): with any EIP-1193 wallet the customer connects, the page asks the service for
+ * the subscribe authorization of the chosen option, shows the converted first charge, cap and budget, has the
+ * wallet approve the manager and send the one subscribe transaction, then reports its hash. The data it needs
+ * (never the opaque metadata) is in `<script type="application/json" id="subscribe-data">`.
  */
 export function renderSubscribePage(view: HostedSubscribeView, nonce: string): string {
   const c = view.checkout;
@@ -134,8 +135,16 @@ function pendingBody(view: HostedSubscribeView): string {
     ${fiatPriced ? `<p class="muted" data-testid="rate">${e(summary.rate)}</p>` : ''}
     <p class="muted small" data-testid="limits">${e(summary.limits)}</p>
   </div>
-  <button type="button" id="continue" class="button" data-testid="continue" data-wallet-seam disabled>Connect wallet</button>
-  <p class="muted small" id="wallet-note" data-testid="wallet-note">Wallet connection is coming soon to this page.</p>`
+  <div class="confirm" id="confirm" data-testid="confirm" hidden>
+    <p class="small">Wallet <span class="mono" data-testid="confirm-wallet"></span></p>
+    <p>First charge now: <strong data-testid="confirm-first-charge"></strong></p>
+    <p class="small">You allow at most <strong data-testid="confirm-cap"></strong> per charge and <strong data-testid="confirm-budget"></strong> per period. Your wallet approves the subscription contract <span class="mono small" data-testid="confirm-manager"></span>; the contract enforces these limits, and you can cancel at any time.</p>
+    <p class="muted small" data-testid="confirm-rate"></p>
+  </div>
+  <button type="button" id="continue" class="button" data-testid="continue" disabled>Connect wallet</button>
+  <button type="button" id="subscribe" class="button" data-testid="subscribe" hidden>Approve and subscribe</button>
+  <p class="muted small" id="wallet-note" data-testid="wallet-note" aria-live="polite">To subscribe, open this page in a browser with a crypto wallet.</p>
+  <p class="error small" id="wallet-error" data-testid="wallet-error" role="alert" hidden></p>`
       : `<p class="notice" data-testid="no-options">No stablecoin can be priced for this plan right now. Please try again later.</p>`;
   return `<div class="plan">
   ${planName !== undefined ? `<h1 data-testid="plan-name">${e(planName)}</h1>` : `<h1>Subscribe to ${e(c.business_name)}</h1>`}
@@ -166,46 +175,11 @@ function pickerData(view: HostedSubscribeView): string {
     supported_chains: c.supported_chains,
     expires_at: c.expires_at,
   };
-  return jsonForScript({ checkout, options });
+  // The page's own origin forwards the subscribe call (connect-src 'self'; the API may live elsewhere).
+  return jsonForScript({ checkout, options, subscribe_path: `${encodeURIComponent(c.id)}/subscribe` });
 }
 
-const CLIENT_SCRIPT = `
-(function () {
-  var data = JSON.parse(document.getElementById('subscribe-data').textContent);
-  var chain = document.getElementById('chain');
-  var token = document.getElementById('token');
-  var selected = data.options[0] || null;
-  function setText(id, text) { var el = document.querySelector('[data-testid="' + id + '"]'); if (el) el.textContent = text; }
-  function render() {
-    if (!selected) return;
-    setText('token-amount', selected.display.amount);
-    setText('rate', selected.display.rate);
-    setText('limits', selected.display.limits);
-  }
-  function fillTokens() {
-    var tokens = data.options.filter(function (o) { return o.chain === chain.value; });
-    token.textContent = '';
-    tokens.forEach(function (o) { var opt = document.createElement('option'); opt.value = o.asset; opt.textContent = o.token_symbol; token.appendChild(opt); });
-    selected = tokens[0] || null;
-    render();
-  }
-  if (chain && token) {
-    chain.addEventListener('change', fillTokens);
-    token.addEventListener('change', function () {
-      selected = data.options.filter(function (o) { return o.asset === token.value; })[0] || null;
-      render();
-    });
-  }
-  window.StablepaySubscribe = { checkout: data.checkout, selectedOption: function () { return selected; } };
-  var button = document.getElementById('continue');
-  if (button && window.StablepayWallet && typeof window.StablepayWallet.start === 'function') {
-    button.disabled = false;
-    var note = document.getElementById('wallet-note');
-    if (note) note.hidden = true;
-    button.addEventListener('click', function () { window.StablepayWallet.start(data.checkout, selected); });
-  }
-})();
-`;
+const CLIENT_SCRIPT = SUBSCRIBE_SCRIPT;
 
 const SUBSCRIBE_STYLES = (p: Palette): string => `
 .amount [data-testid=period]{font-size:1rem;font-weight:500;opacity:.8}
@@ -215,6 +189,9 @@ const SUBSCRIBE_STYLES = (p: Palette): string => `
 .quote{border:2px solid ${p.accentOnCard};border-radius:10px;padding:12px 14px;margin-bottom:18px}
 .token-amount{font-size:1.15rem;font-weight:650;margin:0 0 4px}
 .dismiss{margin:14px 0 6px;text-align:center}
+.confirm{border:1px solid rgba(0,0,0,.15);border-radius:10px;padding:10px 14px;margin-bottom:14px}
+.confirm p{margin:6px 0}
+#subscribe{margin-top:0}
 `;
 
 function layout(input: {
