@@ -8,3 +8,4 @@ export * from './pagination';
 export * from './validation';
 export * from './json-body';
 export * from './rate-limits';
+export * from './request-origin';

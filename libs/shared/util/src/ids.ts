@@ -43,3 +43,15 @@ export function derivedId(prefix: string, seed: string): string {
 export function newUuid(): string {
   return crypto.randomUUID();
 }
+
+/**
+ * JSON with object keys sorted: the same parameters in another key order give the same string (a derived id's
+ * seed must not depend on how a client ordered its body).
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}

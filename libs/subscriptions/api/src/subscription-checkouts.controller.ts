@@ -1,6 +1,6 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { type AuthenticatedMerchant, CurrentMerchant, requestOrigin } from '@stablepay/http';
 import { invalidRequest, notFound, validationError } from '@stablepay/util';
 import { CreateSubscriptionCheckoutDto, toCreateInput } from './create-subscription-checkout.dto';
 import { parseSubscriptionCheckoutListQuery } from './list-query';
@@ -8,17 +8,8 @@ import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './su
 
 const ID = /^schk_[0-9a-z]{26}$/;
 
-/**
- * The gateway's own address, from the socket the request arrived on (`{hosted_url}` defaults to `<origin>/hosted`
- * when HOSTED_URL is unset). Never the Host header: checkout_url is a link the merchant hands its customer, and a
- * caller must not choose where it points. Behind a proxy or TLS terminator, HOSTED_URL names the public address.
- */
-export function requestOrigin(request: Pick<FastifyRequest, 'socket'>): string {
-  const raw = request.socket.localAddress ?? '127.0.0.1';
-  const address = raw.startsWith('::ffff:') ? raw.slice(7) : raw;
-  const host = address.includes(':') ? `[${address}]` : address;
-  return `http://${host}:${request.socket.localPort ?? 80}`;
-}
+// Moved to @stablepay/http (the payments scope builds its hosted links the same way); re-exported for callers.
+export { requestOrigin };
 
 function checkId(id: string): string {
   if (!ID.test(id)) throw notFound('subscription_checkout', id);

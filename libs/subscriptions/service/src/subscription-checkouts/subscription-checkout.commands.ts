@@ -9,7 +9,7 @@ import {
   subscriptionCheckoutDecider,
   subscriptionCheckoutStreamId,
 } from '@stablepay/subscriptions-domain';
-import { type Clock, derivedId, newId } from '@stablepay/util';
+import { canonicalJson, type Clock, derivedId, newId } from '@stablepay/util';
 import { type SubscriptionCheckoutRow, SubscriptionCheckoutReader } from './subscription-checkout.reader';
 
 export interface CommandResult {
@@ -23,15 +23,6 @@ export interface Appended {
   readonly id: string;
   readonly revision: number;
   readonly changed: boolean;
-}
-
-/** JSON with object keys sorted: the same parameters in another key order are the same seed. */
-function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  );
 }
 
 function createCommand(
