@@ -73,7 +73,7 @@ describe('distributed deployment files', () => {
 
   it('the command owners expose their command port and the gateway knows where they are', () => {
     expect(compose.services['gateway']?.environment?.['COMMAND_TRANSPORT']).toBe('tcp');
-    for (const owner of ['subscriptions', 'webhook-dispatch']) {
+    for (const owner of ['payments', 'subscriptions', 'webhook-dispatch']) {
       const docs = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${owner}.yaml`), 'utf8')).map(
         (d) => d.toJSON() as { kind: string; spec?: { ports?: Array<{ name: string; port: number }> } },
       );
@@ -86,13 +86,14 @@ describe('distributed deployment files', () => {
       .find((d) => d.kind === 'ConfigMap');
     expect(gateway?.data).toMatchObject({
       COMMAND_TRANSPORT: 'tcp',
+      PAYMENTS_COMMANDS_ADDRESS: 'payments:4000',
       SUBSCRIPTIONS_COMMANDS_ADDRESS: 'subscriptions:4000',
       WEBHOOK_DISPATCH_COMMANDS_ADDRESS: 'webhook-dispatch:4000',
     });
   });
 
   it('names the public address of the hosted pages where checkout_url is built (never a pod address)', () => {
-    for (const app of ['gateway', 'subscriptions']) {
+    for (const app of ['gateway', 'subscriptions', 'payments']) {
       // Compose interpolates it with a default: `${HOSTED_URL:-http://localhost:3000/hosted}`.
       expect(compose.services[app]?.environment?.['HOSTED_URL']).toMatch(
         /^\$\{HOSTED_URL:-https?:\/\/[^/]+\/hosted\}$/,

@@ -17,7 +17,7 @@ import {
   merchantChainRegistrationService,
   merchantsConfigFromEnv,
 } from '@stablepay/merchants-service';
-import { paymentsService } from '@stablepay/payments-service';
+import { PAYMENT_WEBHOOK_SOURCE, paymentsConfigFromEnv, paymentsService } from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
 import {
   platformConfigFromEnv,
@@ -46,6 +46,7 @@ import {
 const webhookSources: WebhookSource[] = [
   domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
+  domainEventSource(PAYMENT_WEBHOOK_SOURCE),
 ];
 
 export interface EmbeddedOptions {
@@ -137,7 +138,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       { ...platform, host: env['HOST'] ?? '127.0.0.1' },
       [
         gatewayService(merchants),
-        paymentsService(),
+        paymentsService(paymentsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
         subscriptionsService(subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
         chargeLedgerService(),
         indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
@@ -205,6 +206,7 @@ function validateEnvironment(
   const platform = platformConfigFromEnv(probe, { port: 3000 });
   merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...probe }, { allowEphemeralKey: true });
   subscriptionsConfigFromEnv(probe);
+  paymentsConfigFromEnv(probe);
   indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...probe });
   chainOperatorConfigFromEnv(probe);
   dispatchOptionsFromEnv(probe);

@@ -10,6 +10,7 @@ import {
   SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
+import { PAYMENT_WEBHOOK_SOURCE } from '@stablepay/payments-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 /**
@@ -19,6 +20,7 @@ import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime
 const sources: WebhookSource[] = [
   domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
+  domainEventSource(PAYMENT_WEBHOOK_SOURCE),
 ];
 
 runMain('webhook-dispatch', () =>

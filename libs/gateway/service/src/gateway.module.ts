@@ -12,6 +12,7 @@ import { WEBHOOKS_MIGRATIONS, webhooksHttpModule } from '@stablepay/webhook-disp
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
 import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/subscriptions-service';
 import { chargeLedgerHttpModule, LEDGER_MIGRATIONS } from '@stablepay/charge-ledger-service';
+import { PAYMENTS_MIGRATIONS, paymentsHttpModule } from '@stablepay/payments-service';
 
 /**
  * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
@@ -28,6 +29,7 @@ export class GatewayModule {
         webhooksHttpModule(),
         subscriptionsHttpModule(),
         chargeLedgerHttpModule(),
+        paymentsHttpModule(),
       ],
       providers: [
         { provide: APP_GUARD, useClass: ApiKeyGuard },
@@ -47,6 +49,7 @@ export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
       ...WEBHOOKS_MIGRATIONS,
       ...SUBSCRIPTIONS_MIGRATIONS,
       ...LEDGER_MIGRATIONS,
+      ...PAYMENTS_MIGRATIONS,
     ],
   };
 }

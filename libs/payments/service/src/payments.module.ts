@@ -1,14 +1,96 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Global, Inject, Module, Optional, type Type } from '@nestjs/common';
+import { PaymentsApiModule } from '@stablepay/payments-api';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { CancelCheckoutHandler } from './commands/cancel-checkout/cancel-checkout.handler';
+import { CreateCheckoutHandler } from './commands/create-checkout/create-checkout.handler';
+import { PAYMENTS_MIGRATIONS } from './migrations';
+import {
+  PAYMENTS_CONFIG,
+  PAYMENTS_CONFIG_OVERRIDE,
+  type PaymentsConfig,
+  paymentsConfigFromEnv,
+} from './payments.config';
+import { PaymentChanges } from './payments/changes';
+import { PaymentExpiryTimer } from './payments/expiry-timer';
+import { PaymentMerchantProfiles } from './payments/merchant-profiles';
+import { PaymentCommands } from './payments/payment.commands';
+import { PaymentProjection } from './payments/payment.projection';
+import { PaymentReader } from './payments/payment.reader';
+import { PaymentsGateway } from './payments/payments.gateway';
+import { PAYMENTS_UPCASTERS } from './upcasters';
+
+/** Makes the process's payments configuration visible to every module (set by paymentsService(config)). */
+@Global()
+@Module({})
+export class PaymentsConfigModule {
+  static forRoot(config: PaymentsConfig): DynamicModule {
+    return {
+      module: PaymentsConfigModule,
+      providers: [{ provide: PAYMENTS_CONFIG_OVERRIDE, useValue: config }],
+      exports: [PAYMENTS_CONFIG_OVERRIDE],
+    };
+  }
+}
+
+class ConfigHolder {
+  constructor(@Optional() @Inject(PAYMENTS_CONFIG_OVERRIDE) readonly config?: PaymentsConfig) {}
+}
 
 /**
- * The payments service: Checkout and Payment aggregates (one-time payments).
- * Its features arrive with their issues; today it hosts the platform wiring (database, event store, bus,
- * health and readiness) so the service deploys, boots and reports ready on its own.
+ * The payment read side wherever it runs: the gateway (reads, the hosted status) and the payments service (its
+ * commands, projection and timer build on it). A static module, so one process that hosts both shares one
+ * instance. Configuration: paymentsService(config) when the process hosts the service, else the environment.
  */
-@Module({})
+@Module({
+  providers: [
+    ConfigHolder,
+    {
+      provide: PAYMENTS_CONFIG,
+      useFactory: (holder: ConfigHolder) => holder.config ?? paymentsConfigFromEnv(process.env),
+      inject: [ConfigHolder],
+    },
+    PaymentChanges,
+    PaymentReader,
+    PaymentMerchantProfiles,
+  ],
+  exports: [PAYMENTS_CONFIG, PaymentChanges, PaymentReader, PaymentMerchantProfiles],
+})
+export class PaymentsCoreModule {}
+
+/**
+ * The payments service: owner of the Payment aggregate (`payment-<id>` streams; one handler per use case under
+ * src/commands/, answering the gateway's commands), its projection and its durable expiry timer. Use cases added
+ * by other features add their handler here (one folder per use case under src/commands/).
+ */
+@Module({
+  imports: [PaymentsCoreModule],
+  controllers: [CreateCheckoutHandler, CancelCheckoutHandler],
+  // The command side lives only here: the gateway, which imports the core module, cannot append to these streams.
+  providers: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],
+  exports: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],
+})
 export class PaymentsServiceModule {}
 
-export function paymentsService(): ServiceDefinition {
-  return { name: 'payments', imports: [PaymentsServiceModule] };
+export function paymentsService(
+  config: PaymentsConfig = paymentsConfigFromEnv(process.env),
+): ServiceDefinition {
+  return {
+    name: 'payments',
+    imports: [PaymentsConfigModule.forRoot(config), PaymentsServiceModule],
+    migrations: PAYMENTS_MIGRATIONS,
+    handlesCommands: true,
+    upcasters: PAYMENTS_UPCASTERS,
+  };
+}
+
+/**
+ * The gateway's checkout and payment routes and the hosted page's status read: reads in the gateway, commands
+ * sent to the payments service (PaymentsGateway). `controllers`: further controllers of the payments API.
+ */
+export function paymentsHttpModule(options: { readonly controllers?: readonly Type[] } = {}): DynamicModule {
+  return PaymentsApiModule.forRoot({
+    imports: [PaymentsCoreModule],
+    useCases: PaymentsGateway,
+    ...(options.controllers ? { controllers: options.controllers } : {}),
+  });
 }

@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'payments-api',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,69 @@
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
+import {
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  idempotencyKeyOf,
+  requestOrigin,
+} from '@stablepay/http';
+import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import { CreateCheckoutDto, toCreateCheckoutInput } from './create-checkout.dto';
+import { CHECKOUT_ID, parseCheckoutListQuery } from './list-query';
+import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
+
+/** A malformed id is as unknown as a made-up one: 404 before anything runs. */
+export function checkCheckoutId(id: string): string {
+  if (!CHECKOUT_ID.test(id)) throw notFound('checkout', id);
+  return id;
+}
+
+/** Action routes take no parameters: an empty body or `{}`; anything else names the first unknown field. */
+export function refuseBodyParameters(body: unknown): void {
+  if (body === undefined || body === null) return;
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw invalidRequest('The request body must be empty or a JSON object.');
+  const [unknown] = Object.keys(body);
+  if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
+}
+
+/** SPEC Endpoints > Checkouts. Bodies are ours (SPEC: "not shown"), in docs/openapi.yaml. */
+@Controller('checkouts')
+export class CheckoutsController {
+  constructor(@Inject(PAYMENTS_USE_CASES) private readonly useCases: PaymentsUseCases) {}
+
+  /** Creates a checkout and its payment; the response carries checkout_url and deposit_address. */
+  @Post()
+  @HttpCode(201)
+  create(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Body() body: CreateCheckoutDto,
+    @Req() request: FastifyRequest,
+  ) {
+    // The interceptor answers a replayed key itself; a retry it lets through carries the key on to the owner.
+    return this.useCases.createCheckout(
+      merchant,
+      toCreateCheckoutInput(body),
+      requestOrigin(request),
+      idempotencyKeyOf(request),
+    );
+  }
+
+  @Get()
+  list(@CurrentMerchant() merchant: AuthenticatedMerchant, @Query() query: Record<string, unknown>) {
+    const { list, filters } = parseCheckoutListQuery(query);
+    return this.useCases.listCheckouts(merchant, list, filters);
+  }
+
+  @Get(':id')
+  retrieve(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string) {
+    return this.useCases.retrieveCheckout(merchant, checkCheckoutId(id));
+  }
+
+  /** Cancels a pending checkout with no deposit (409 otherwise); emits payment.cancelled. */
+  @Post(':id/cancel')
+  @HttpCode(200)
+  cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
+    refuseBodyParameters(body);
+    return this.useCases.cancelCheckout(merchant, checkCheckoutId(id));
+  }
+}

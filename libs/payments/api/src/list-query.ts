@@ -1,0 +1,154 @@
+import { type ListQuery, parseListQuery } from '@stablepay/http';
+import type { CheckoutStatus, PaymentStatus } from '@stablepay/payments-domain';
+import { validationError } from '@stablepay/util';
+import type { CheckoutListFilters, CreatedBounds, PaymentListFilters } from './payments.port';
+
+export const CHECKOUT_STATUSES: readonly CheckoutStatus[] = ['pending', 'paid', 'cancelled', 'expired'];
+export const PAYMENT_STATUSES: readonly PaymentStatus[] = [
+  'pending',
+  'settled',
+  'escrow_confirmed',
+  'refunded',
+  'cancelled',
+  'expired',
+  'failed',
+  'flagged',
+  'screening_pending',
+  'recoverable',
+];
+export const CHECKOUT_ID = /^chk_[0-9a-z]{26}$/;
+export const PAYMENT_ID = /^pay_[0-9a-z]{26}$/;
+
+const CREATED = {
+  'created[gte]': 'createdGte',
+  'created[gt]': 'createdGt',
+  'created[lte]': 'createdLte',
+  'created[lt]': 'createdLt',
+} as const;
+const PAGING = ['limit', 'starting_after', 'ending_before'];
+const ISO = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+
+function single(query: Record<string, unknown>, name: string): string | undefined {
+  const v = query[name];
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string') throw validationError(name, `${name} must be given once.`);
+  return v;
+}
+
+function refuseUnknown(query: Record<string, unknown>, known: readonly string[]): void {
+  for (const key of Object.keys(query)) {
+    if (!known.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+  }
+}
+
+/** A created bound: Unix seconds or an ISO 8601 date / date-time (a date alone is midnight UTC). */
+function parseTimestamp(value: string, param: string): Date {
+  if (/^[0-9]{1,11}$/.test(value)) return new Date(Number(value) * 1000);
+  const ms = ISO.test(value) ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : value) : NaN;
+  if (Number.isNaN(ms))
+    throw validationError(
+      param,
+      `${param} must be Unix seconds or an ISO 8601 timestamp (for example 2026-06-01T00:00:00Z).`,
+    );
+  return new Date(ms);
+}
+
+function createdBounds(query: Record<string, unknown>): CreatedBounds {
+  const out: { -readonly [K in keyof CreatedBounds]: CreatedBounds[K] } = {};
+  for (const [param, field] of Object.entries(CREATED) as Array<
+    [keyof typeof CREATED, (typeof CREATED)[keyof typeof CREATED]]
+  >) {
+    const raw = single(query, param);
+    if (raw !== undefined) out[field] = parseTimestamp(raw, param);
+  }
+  return out;
+}
+
+function oneOf<T extends string>(
+  query: Record<string, unknown>,
+  name: string,
+  values: readonly T[],
+): T | undefined {
+  const raw = single(query, name);
+  if (raw === undefined) return undefined;
+  if (!(values as readonly string[]).includes(raw))
+    throw validationError(name, `${name} must be one of ${values.join(', ')}.`);
+  return raw as T;
+}
+
+function matching(
+  query: Record<string, unknown>,
+  name: string,
+  pattern: RegExp,
+  what: string,
+): string | undefined {
+  const raw = single(query, name);
+  if (raw === undefined) return undefined;
+  if (!pattern.test(raw)) throw validationError(name, `${name} must be ${what}.`);
+  return raw;
+}
+
+/** GET /checkouts: SPEC pagination plus `status`, `payment_id` and `created[gte|gt|lte|lt]`. */
+export function parseCheckoutListQuery(query: Record<string, unknown>): {
+  list: ListQuery;
+  filters: CheckoutListFilters;
+} {
+  refuseUnknown(query, [...PAGING, 'status', 'payment_id', ...Object.keys(CREATED)]);
+  const list = parseListQuery(query);
+  const status = oneOf(query, 'status', CHECKOUT_STATUSES);
+  const paymentId = matching(query, 'payment_id', PAYMENT_ID, 'a payment id (pay_...)');
+  return {
+    list,
+    filters: {
+      ...createdBounds(query),
+      ...(status ? { status } : {}),
+      ...(paymentId ? { paymentId } : {}),
+    },
+  };
+}
+
+/**
+ * GET /payments: SPEC pagination plus `status`, `method`, `checkout_id`, `deposit_address`, `detected_chain` and
+ * `created[gte|gt|lte|lt]`.
+ */
+export function parsePaymentListQuery(query: Record<string, unknown>): {
+  list: ListQuery;
+  filters: PaymentListFilters;
+} {
+  refuseUnknown(query, [
+    ...PAGING,
+    'status',
+    'method',
+    'checkout_id',
+    'deposit_address',
+    'detected_chain',
+    ...Object.keys(CREATED),
+  ]);
+  const list = parseListQuery(query);
+  const status = oneOf(query, 'status', PAYMENT_STATUSES);
+  const method = oneOf(query, 'method', ['DIRECT', 'TWO_STEP'] as const);
+  const checkoutId = matching(query, 'checkout_id', CHECKOUT_ID, 'a checkout id (chk_...)');
+  const depositAddress = matching(
+    query,
+    'deposit_address',
+    /^0x[0-9a-fA-F]{40}$/,
+    'a 0x-prefixed 20-byte hex address',
+  )?.toLowerCase();
+  const detectedChain = matching(
+    query,
+    'detected_chain',
+    /^eip155:[1-9][0-9]{0,19}$/,
+    'a CAIP-2 chain id such as eip155:8453',
+  );
+  return {
+    list,
+    filters: {
+      ...createdBounds(query),
+      ...(status ? { status } : {}),
+      ...(method ? { method } : {}),
+      ...(checkoutId ? { checkoutId } : {}),
+      ...(depositAddress ? { depositAddress } : {}),
+      ...(detectedChain ? { detectedChain } : {}),
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import { Controller, Inject } from '@nestjs/common';
+import { Payload } from '@nestjs/microservices';
+import { CommandHandler } from '@stablepay/commands';
+import {
+  CHECKOUT_COMMANDS,
+  type CheckoutCommandResult,
+  type CreateCheckoutCommand,
+} from '@stablepay/payments-api';
+import { DomainError } from '@stablepay/util';
+import { PAYMENTS_CONFIG, type PaymentsConfig } from '../../payments.config';
+import { PaymentMerchantProfiles } from '../../payments/merchant-profiles';
+import { checkoutIds, depositAddressOf, PaymentCommands } from '../../payments/payment.commands';
+import { supportedStablecoins } from '../../payments/stablecoins';
+
+/** Use case: create a checkout and its payment (POST /checkouts), in the owning payments service. */
+@Controller()
+export class CreateCheckoutHandler {
+  constructor(
+    @Inject(PaymentCommands) private readonly commands: PaymentCommands,
+    @Inject(PaymentMerchantProfiles) private readonly profiles: PaymentMerchantProfiles,
+    @Inject(PAYMENTS_CONFIG) private readonly config: PaymentsConfig,
+  ) {}
+
+  @CommandHandler(CHECKOUT_COMMANDS.create)
+  async handle(@Payload() command: CreateCheckoutCommand): Promise<CheckoutCommandResult> {
+    const factory = this.config.paymentFactoryAddress;
+    if (!factory) {
+      throw new DomainError({
+        type: 'api_error',
+        status: 503,
+        code: 'payment_factory_not_configured',
+        message: 'One-time payments are not available: this deployment has no PAYMENT_FACTORY_ADDRESS.',
+      });
+    }
+    const { merchantId, mode } = command.merchant;
+    const profile = await this.profiles.get(merchantId);
+    const now = this.commands.now();
+    const ids = checkoutIds({ merchantId, mode }, command.input, command.commandId, now);
+    const hostedUrl = this.config.hostedUrl ?? `${command.origin}/hosted`;
+    const done = await this.commands.create(
+      { merchantId, mode },
+      ids,
+      {
+        input: command.input,
+        depositAddress: depositAddressOf(factory, merchantId, ids.onChainId),
+        checkoutUrl: `${hostedUrl}/pay/${ids.checkoutId}`,
+        context: {
+          stablecoins: supportedStablecoins(this.config, mode),
+          settlementMode: profile.settlementMode,
+        },
+        now,
+      },
+      command.commandId,
+    );
+    return { checkoutId: ids.checkoutId, paymentId: ids.paymentId, revision: done.revision };
+  }
+}

@@ -1,0 +1,56 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The read models of the payment stream (`payment-<pay_id>`): one row per checkout and one per payment, written
+ * in the same transaction by one projection. `object` is the checkout / payment object as of `revision` (the
+ * projection of the stream's state); the other columns serve lists, filters and the expiry timer. `seq` orders
+ * lists (SPEC Pagination: newest first, keyset cursors); `revision` makes the projection idempotent. The partial
+ * index on pending expiries is the durable timer's queue.
+ */
+export class CreatePaymentReadModels1767400000100 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE checkouts (
+      id text PRIMARY KEY,
+      seq bigserial NOT NULL UNIQUE,
+      payment_id text NOT NULL UNIQUE,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      status text NOT NULL,
+      created_at timestamptz NOT NULL,
+      expires_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL,
+      object jsonb NOT NULL,
+      revision integer NOT NULL
+    )`);
+    await q.query('CREATE INDEX checkouts_merchant_seq ON checkouts (merchant_id, seq)');
+    await q.query('CREATE INDEX checkouts_merchant_status_seq ON checkouts (merchant_id, status, seq)');
+    await q.query(`CREATE TABLE payments (
+      id text PRIMARY KEY,
+      seq bigserial NOT NULL UNIQUE,
+      checkout_id text NOT NULL UNIQUE,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      status text NOT NULL,
+      method text NOT NULL,
+      deposit_address text NOT NULL,
+      detected_chain text,
+      created_at timestamptz NOT NULL,
+      expires_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL,
+      object jsonb NOT NULL,
+      revision integer NOT NULL
+    )`);
+    await q.query('CREATE INDEX payments_merchant_seq ON payments (merchant_id, seq)');
+    await q.query('CREATE INDEX payments_merchant_status_seq ON payments (merchant_id, status, seq)');
+    await q.query('CREATE INDEX payments_deposit_address ON payments (deposit_address)');
+    await q.query(
+      `CREATE INDEX payments_pending_expiry ON payments (expires_at, id) WHERE status = 'pending'`,
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE payments');
+    await q.query('DROP TABLE checkouts');
+  }
+}
+
+export const PAYMENTS_MIGRATIONS = [CreatePaymentReadModels1767400000100];

@@ -1,0 +1,80 @@
+import { getAddress } from 'ethers';
+import { createChainRegistry, type ChainRegistry, type LocalChain } from '@stablepay/evm';
+import { ConfigError, envInt, envOptional } from '@stablepay/util';
+
+export interface PaymentsConfig {
+  /** `{hosted_url}` (HOSTED_URL): checkout_url is `{hosted_url}/pay/<checkout id>`; unset: `<API origin>/hosted`. */
+  readonly hostedUrl: string | null;
+  /** How often the durable expiry timer looks for due payments (PAYMENT_EXPIRY_POLL_MS, default 1000). */
+  readonly expiryPollIntervalMs: number;
+  /** The chains and stablecoins accepted, per merchant mode (as the subscriptions scope offers them). */
+  readonly chains: { readonly live: ChainRegistry; readonly test: ChainRegistry };
+  /** Narrows the accepted chains (SUPPORTED_CHAINS, comma-separated CAIP-2, shared with the other scopes). */
+  readonly supportedChains: readonly string[] | null;
+  /**
+   * The PaymentFactory every deposit address is derived from (PAYMENT_FACTORY_ADDRESS; one address on every chain).
+   * Null: checkouts are refused with 503 until it is configured (a deposit address from a guessed factory would
+   * receive funds nothing can move).
+   */
+  readonly paymentFactoryAddress: string | null;
+}
+
+export const PAYMENTS_CONFIG = Symbol('PAYMENTS_CONFIG');
+/** Set by paymentsService(config) for the whole process; read by the core module when present. */
+export const PAYMENTS_CONFIG_OVERRIDE = Symbol('PAYMENTS_CONFIG_OVERRIDE');
+
+function hostedUrlFrom(env: Record<string, string | undefined>): string | null {
+  const hosted = envOptional(env, 'HOSTED_URL');
+  if (hosted === undefined) return null;
+  let url: URL;
+  try {
+    url = new URL(hosted);
+  } catch {
+    throw new ConfigError(`environment variable HOSTED_URL must be an absolute http(s) URL, got '${hosted}'`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw new ConfigError('environment variable HOSTED_URL must use http or https');
+  return hosted.replace(/\/+$/, '');
+}
+
+/** `localChains`: the local nodes the embedded launcher started (test mode accepts their stablecoins). */
+export function paymentsConfigFromEnv(
+  env: Record<string, string | undefined>,
+  options: { readonly localChains?: readonly LocalChain[] } = {},
+): PaymentsConfig {
+  const live = createChainRegistry({ mode: 'live' });
+  const chainsRaw = envOptional(env, 'SUPPORTED_CHAINS');
+  const supportedChains = chainsRaw
+    ? chainsRaw
+        .split(',')
+        .map((c) => c.trim())
+        .filter(Boolean)
+    : null;
+  for (const chain of supportedChains ?? []) {
+    if (!live.isSupported(chain))
+      throw new ConfigError(`environment variable SUPPORTED_CHAINS: ${chain} is not a supported chain`);
+  }
+  const factory = envOptional(env, 'PAYMENT_FACTORY_ADDRESS');
+  let paymentFactoryAddress: string | null = null;
+  if (factory !== undefined) {
+    try {
+      paymentFactoryAddress = getAddress(factory);
+    } catch {
+      throw new ConfigError(
+        `environment variable PAYMENT_FACTORY_ADDRESS must be a 0x-prefixed 20-byte address, got '${factory}'`,
+      );
+    }
+  }
+  return {
+    hostedUrl: hostedUrlFrom(env),
+    expiryPollIntervalMs: envInt(env, 'PAYMENT_EXPIRY_POLL_MS', 1000, 10, 3_600_000),
+    chains: {
+      live,
+      test: options.localChains?.length
+        ? createChainRegistry({ mode: 'test', localChains: options.localChains })
+        : live,
+    },
+    supportedChains,
+    paymentFactoryAddress,
+  };
+}

@@ -1,0 +1,33 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import type { MerchantSettingsRow } from '@stablepay/merchants-service';
+import { notFound } from '@stablepay/util';
+
+/** What a checkout needs to know about its merchant, from the merchants scope's settings read model. */
+export interface PaymentMerchantProfile {
+  readonly businessName: string;
+  readonly backgroundColor: string | null;
+  readonly primaryColor: string | null;
+  readonly settlementMode: 'crypto' | 'fiat';
+}
+
+/** Reads `merchant_settings` (one database) directly, so the service and the gateway run it in any process. */
+@Injectable()
+export class PaymentMerchantProfiles {
+  constructor(@Inject(DataSource) private readonly dataSource: DataSource) {}
+
+  async get(merchantId: string): Promise<PaymentMerchantProfile> {
+    const rows: MerchantSettingsRow[] = await this.dataSource.query(
+      'SELECT * FROM merchant_settings WHERE merchant_id = $1',
+      [merchantId],
+    );
+    const row = rows[0];
+    if (!row) throw notFound('merchant', merchantId);
+    return {
+      businessName: row.display_name,
+      backgroundColor: row.background_color,
+      primaryColor: row.primary_color,
+      settlementMode: row.settlement_mode,
+    };
+  }
+}

@@ -1,0 +1,76 @@
+import {
+  type CheckoutObject,
+  evolvePayment,
+  initialPaymentState,
+  PAYMENT_CATEGORY,
+  PAYMENT_WEBHOOK_BY_EVENT,
+  type PaymentEvent,
+  type PaymentObject,
+  type PaymentState,
+  toCheckoutObject,
+  toPaymentObject,
+} from '@stablepay/payments-domain';
+import { topicForCategory } from '@stablepay/event-bus';
+import { PAYMENTS_UPCASTERS } from '../upcasters';
+
+interface StoredEvent {
+  readonly type: string;
+  readonly data: unknown;
+}
+
+export const PAYMENT_TOPIC = topicForCategory(PAYMENT_CATEGORY);
+
+/** The event types this release knows (newest versions; older ones are read through the upcasters). */
+export const KNOWN_PAYMENT_EVENTS = new Set<string>(Object.keys(PAYMENT_WEBHOOK_BY_EVENT));
+
+/** The aggregate's state after `history` (a stream's events from its first, newest versions). */
+export function foldPayment(history: readonly StoredEvent[]): PaymentState {
+  let state = initialPaymentState();
+  for (const event of history) {
+    // A type this release does not know changes nothing here (a newer writer's fact): the object shows the rest.
+    if (KNOWN_PAYMENT_EVENTS.has(event.type)) state = evolvePayment(state, event as PaymentEvent);
+  }
+  if (!state.created) throw new Error('a payment stream must start with its creation');
+  return state;
+}
+
+/**
+ * The payment and checkout objects as of the last of `history`. The read model and the webhooks both use it, so
+ * a webhook's `data.object` is what the API showed right after that event, on every redelivery alike.
+ */
+export function paymentObjectsAsOf(history: readonly StoredEvent[]): {
+  payment: PaymentObject;
+  checkout: CheckoutObject;
+} {
+  const state = foldPayment(history);
+  return { payment: toPaymentObject(state), checkout: toCheckoutObject(state) };
+}
+
+/**
+ * The webhook a stored payment event becomes (SPEC Events > Payment events): its type from
+ * PAYMENT_WEBHOOK_BY_EVENT and `data.object` the payment object as of that event (recoverable_reason and
+ * recovery_destination included while funds are recoverable); null for facts merchants are not notified of.
+ */
+export function paymentWebhook(
+  event: StoredEvent,
+  history: readonly StoredEvent[],
+): { type: string; data: { object: PaymentObject } } | null {
+  const type = (PAYMENT_WEBHOOK_BY_EVENT as Record<string, string | null | undefined>)[event.type];
+  if (!type) return null;
+  const last = history.at(-1);
+  if (last?.type !== event.type)
+    throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
+  return { type, data: { object: toPaymentObject(foldPayment(history)) } };
+}
+
+/**
+ * What the composition roots register with `domainEventSource` (apps/webhook-dispatch, the embedded launcher):
+ * the mapping reads the stream up to each event, and the process's store reads old versions through our upcasters.
+ */
+export const PAYMENT_WEBHOOK_SOURCE = {
+  name: 'payments',
+  topic: PAYMENT_TOPIC,
+  map: paymentWebhook,
+  withHistory: true,
+  upcasters: PAYMENTS_UPCASTERS,
+} as const;

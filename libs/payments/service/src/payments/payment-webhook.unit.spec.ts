@@ -1,0 +1,87 @@
+import {
+  decidePayment,
+  evolvePayment,
+  initialPaymentState,
+  type PaymentCommand,
+  type PaymentEvent,
+  type PaymentState,
+} from '@stablepay/payments-domain';
+import { paymentObjectsAsOf, paymentWebhook } from './payment-webhook';
+import { hostedStatusOf } from './payments.gateway';
+
+const T0 = new Date('2026-06-01T10:00:00.000Z');
+const BASE = 'eip155:8453';
+const USDC = `${BASE}/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913`;
+const PAYER = '0x1111111111111111111111111111111111111111';
+
+/** Runs commands through the decider, keeping every fact (the stream). */
+function stream(commands: PaymentCommand[]): PaymentEvent[] {
+  let state: PaymentState = initialPaymentState();
+  const events: PaymentEvent[] = [];
+  for (const command of commands) {
+    for (const event of decidePayment(command, state)) {
+      events.push(event);
+      state = evolvePayment(state, event);
+    }
+  }
+  return events;
+}
+
+const create: PaymentCommand = {
+  type: 'CreateCheckout',
+  paymentId: 'pay_01',
+  checkoutId: 'chk_01',
+  merchantId: 'mer_01',
+  onChainId: `0x${'ab'.repeat(32)}`,
+  depositAddress: '0x5555555555555555555555555555555555555555',
+  checkoutUrl: 'https://pay.example/pay/chk_01',
+  input: { amount: '1000000', currency: 'USD' },
+  context: {
+    stablecoins: [{ asset: USDC, chain: BASE, symbol: 'USDC', decimals: 6, pegCurrency: 'USD' }],
+    settlementMode: 'crypto',
+  },
+  now: T0,
+};
+const transfer = {
+  txHash: `0x${'01'.repeat(32)}`,
+  logIndex: 0,
+  from: PAYER,
+  asset: USDC,
+  chain: BASE,
+  amount: '1000000',
+  blockNumber: '7',
+};
+
+describe('payment webhooks and the hosted status', () => {
+  const events = stream([
+    create,
+    { type: 'ObserveTransfer', transfer, blockTime: T0, now: T0 },
+    { type: 'ConfirmTransfer', chain: BASE, txHash: transfer.txHash, logIndex: 0, now: T0 },
+  ]);
+
+  it('maps each fact to its webhook with the payment object as of that fact', () => {
+    const confirmedAt = events.findIndex((e) => e.type === 'PaymentDepositConfirmed.v1');
+    const history = events.slice(0, confirmedAt + 1);
+    const hook = paymentWebhook(events[confirmedAt] as PaymentEvent, history);
+    expect(hook?.type).toBe('payment.deposit_confirmed');
+    expect(hook?.data.object).toMatchObject({ id: 'pay_01', amount_paid: '1000000', detected_asset: USDC });
+    expect(paymentWebhook(events[0] as PaymentEvent, events.slice(0, 1))).toBeNull();
+    expect(() => paymentWebhook(events[confirmedAt] as PaymentEvent, events.slice(0, 1))).toThrow(
+      /must end with that event/,
+    );
+  });
+
+  it('shows the customer pending, then confirming once a funding transfer arrived, and expired when due', () => {
+    const created = paymentObjectsAsOf(events.slice(0, 1)).payment;
+    expect(hostedStatusOf(created, T0)).toBe('pending');
+    expect(hostedStatusOf(created, new Date('2026-06-01T11:00:00.000Z'))).toBe('expired');
+    expect(hostedStatusOf(paymentObjectsAsOf(events.slice(0, 2)).payment, T0)).toBe('confirming');
+    expect(hostedStatusOf({ ...created, status: 'escrow_confirmed' }, T0)).toBe('paid');
+    expect(hostedStatusOf({ ...created, status: 'flagged' }, T0)).toBe('flagged');
+  });
+
+  it('a fact of a type this release does not know leaves the objects as the known facts make them', () => {
+    const unknown = { type: 'PaymentSomethingNew.v9', data: {} };
+    expect(paymentObjectsAsOf([...events, unknown])).toEqual(paymentObjectsAsOf(events));
+  });
+});

@@ -1,0 +1,118 @@
+import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { EVENT_STORE, Projections } from '@stablepay/aggregate';
+import type { BusMessage, ProjectionRunner } from '@stablepay/event-bus';
+import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
+import { PAYMENT_CATEGORY } from '@stablepay/payments-domain';
+import { PaymentChanges } from './changes';
+import { KNOWN_PAYMENT_EVENTS, PAYMENT_TOPIC, paymentObjectsAsOf } from './payment-webhook';
+
+export const PAYMENT_PROJECTION = 'payments.payment-projection';
+
+/**
+ * payment-<id> events -> one `checkouts` row and one `payments` row, in the batch's transaction. Events are
+ * facts, so each row's object is the projection of the state the stream folds to up to the event (the chain facts
+ * other use cases append show up here without this code changing). Idempotent by stream revision: a row stores
+ * the revision it reflects and an event at or below it changes nothing, so redelivery is harmless.
+ */
+@Injectable()
+export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestroy {
+  private runner?: ProjectionRunner;
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(Projections) private readonly projections: Projections,
+    @Inject(PaymentChanges) private readonly changes: PaymentChanges,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.runner = await this.projections.start({
+      name: PAYMENT_PROJECTION,
+      topics: [PAYMENT_TOPIC],
+      apply: (em, message) => this.applyIn(em, message),
+      onCommitted: (changed) => {
+        for (const message of changed) this.emitChange(message);
+      },
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.projections.stop(this.runner);
+  }
+
+  /** Resolves once every event stored before the call is projected (tests and tools). */
+  async caughtUp(): Promise<void> {
+    await this.runner?.caughtUp();
+  }
+
+  private emitChange(message: BusMessage): void {
+    // The stream id is `payment-<pay_id>`.
+    this.changes.emit(message.key.slice(PAYMENT_CATEGORY.length + 1), message.revision);
+  }
+
+  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+    if (!KNOWN_PAYMENT_EVENTS.has(message.type)) return false; // a type this release does not know: skipped
+    const { payment: p, checkout: c } = paymentObjectsAsOf(
+      await streamHistoryThrough(this.store, { ...message, streamId: message.key }),
+    );
+    if (message.revision === 0) {
+      const merchantId = message.metadata.merchantId;
+      const mode = message.metadata.mode;
+      if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live')) {
+        throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+      }
+      const inserted: unknown[] = await em.query(
+        `INSERT INTO payments (id, checkout_id, merchant_id, mode, status, method, deposit_address, detected_chain, created_at, expires_at, updated_at, object, revision)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13) ON CONFLICT (id) DO NOTHING RETURNING id`,
+        [
+          p.id,
+          p.checkout_id,
+          merchantId,
+          mode,
+          p.status,
+          p.method,
+          p.deposit_address.toLowerCase(),
+          p.detected_chain,
+          p.created_at,
+          p.expires_at,
+          p.updated_at,
+          JSON.stringify(p),
+          message.revision,
+        ],
+      );
+      if (inserted.length === 0) return false;
+      await em.query(
+        `INSERT INTO checkouts (id, payment_id, merchant_id, mode, status, created_at, expires_at, updated_at, object, revision)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) ON CONFLICT (id) DO NOTHING`,
+        [
+          c.id,
+          c.payment_id,
+          merchantId,
+          mode,
+          c.status,
+          c.created_at,
+          c.expires_at,
+          c.updated_at,
+          JSON.stringify(c),
+          message.revision,
+        ],
+      );
+      return true;
+    }
+    const updated: unknown = await em.query(
+      `UPDATE payments SET status = $2, detected_chain = $3, updated_at = $4, object = $5::jsonb, revision = $6
+       WHERE id = $1 AND revision < $6`,
+      [p.id, p.status, p.detected_chain, p.updated_at, JSON.stringify(p), message.revision],
+    );
+    // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
+    const changed = Array.isArray(updated) && typeof updated[1] === 'number' && updated[1] > 0;
+    if (changed) {
+      await em.query(
+        `UPDATE checkouts SET status = $2, updated_at = $3, object = $4::jsonb, revision = $5 WHERE id = $1`,
+        [c.id, c.status, c.updated_at, JSON.stringify(c), message.revision],
+      );
+    }
+    return changed;
+  }
+}

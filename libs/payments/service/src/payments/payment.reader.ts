@@ -1,0 +1,167 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { type Clause, keysetPage, type ListQuery } from '@stablepay/http';
+import type { CheckoutListFilters, CreatedBounds, PaymentListFilters } from '@stablepay/payments-api';
+import type {
+  CheckoutObject,
+  CheckoutStatus,
+  PaymentObject,
+  PaymentStatus,
+} from '@stablepay/payments-domain';
+import { notFound, readAtLeastRevision } from '@stablepay/util';
+import { PaymentChanges } from './changes';
+
+export interface PaymentRow {
+  id: string;
+  seq: string;
+  checkout_id: string;
+  merchant_id: string;
+  mode: 'test' | 'live';
+  status: PaymentStatus;
+  method: 'DIRECT' | 'TWO_STEP';
+  deposit_address: string;
+  detected_chain: string | null;
+  created_at: Date;
+  expires_at: Date;
+  updated_at: Date;
+  object: PaymentObject;
+  revision: number;
+}
+
+export interface CheckoutRow {
+  id: string;
+  seq: string;
+  payment_id: string;
+  merchant_id: string;
+  mode: 'test' | 'live';
+  status: CheckoutStatus;
+  created_at: Date;
+  expires_at: Date;
+  updated_at: Date;
+  object: CheckoutObject;
+  revision: number;
+}
+
+export type PaymentOwner = Pick<PaymentRow, 'id' | 'merchant_id' | 'mode'>;
+
+const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
+
+function createdClauses(filters: CreatedBounds): Clause[] {
+  const bounds: Array<[Date | undefined, string]> = [
+    [filters.createdGte, '>='],
+    [filters.createdGt, '>'],
+    [filters.createdLte, '<='],
+    [filters.createdLt, '<'],
+  ];
+  return bounds.flatMap(([value, op]) =>
+    value === undefined ? [] : [(p) => `created_at ${op} ${p(value.toISOString())}::timestamptz`],
+  );
+}
+
+/** Reads of the checkouts and payments read models; every merchant-facing read is scoped to its merchant. */
+@Injectable()
+export class PaymentReader {
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(PaymentChanges) private readonly changes: PaymentChanges,
+  ) {}
+
+  async findPayment(id: string): Promise<PaymentRow | undefined> {
+    const rows: PaymentRow[] = await this.dataSource.query('SELECT * FROM payments WHERE id = $1', [id]);
+    return rows[0];
+  }
+
+  async findCheckout(id: string): Promise<CheckoutRow | undefined> {
+    const rows: CheckoutRow[] = await this.dataSource.query('SELECT * FROM checkouts WHERE id = $1', [id]);
+    return rows[0];
+  }
+
+  /** The merchant's own payment, or 404 (another merchant's id is as unknown as a made-up one). */
+  async getOwnedPayment(merchantId: string, id: string): Promise<PaymentRow> {
+    const row = await this.findPayment(id);
+    if (!row || row.merchant_id !== merchantId) throw notFound('payment', id);
+    return row;
+  }
+
+  async getOwnedCheckout(merchantId: string, id: string): Promise<CheckoutRow> {
+    const row = await this.findCheckout(id);
+    if (!row || row.merchant_id !== merchantId) throw notFound('checkout', id);
+    return row;
+  }
+
+  /** Read-your-writes: the payment row once the projection reflects at least `revision` of its stream. */
+  paymentAtLeast(paymentId: string, revision: number): Promise<PaymentRow> {
+    return readAtLeastRevision({
+      read: () => this.findPayment(paymentId),
+      revision,
+      changes: this.changes,
+      key: paymentId,
+      timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+    });
+  }
+
+  /** Both rows are written in one transaction, so the checkout is at the same revision once the payment is. */
+  async checkoutAtLeast(checkoutId: string, paymentId: string, revision: number): Promise<CheckoutRow> {
+    await this.paymentAtLeast(paymentId, revision);
+    const row = await this.findCheckout(checkoutId);
+    if (!row) throw new Error(`checkout ${checkoutId} of payment ${paymentId} is not projected`);
+    return row;
+  }
+
+  /** SPEC Pagination over `seq` (newest first); cursors resolve within the merchant's rows, filters narrow. */
+  listCheckouts(
+    merchantId: string,
+    query: ListQuery,
+    filters: CheckoutListFilters,
+  ): Promise<{ rows: CheckoutRow[]; hasMore: boolean }> {
+    const clauses: Clause[] = createdClauses(filters);
+    const { status, paymentId } = filters;
+    if (status !== undefined) clauses.push((p) => `status = ${p(status)}`);
+    if (paymentId !== undefined) clauses.push((p) => `payment_id = ${p(paymentId)}`);
+    return keysetPage<CheckoutRow>(this.dataSource, {
+      table: 'checkouts',
+      scope: [(p) => `merchant_id = ${p(merchantId)}`],
+      filters: clauses,
+      query,
+    });
+  }
+
+  listPayments(
+    merchantId: string,
+    query: ListQuery,
+    filters: PaymentListFilters,
+  ): Promise<{ rows: PaymentRow[]; hasMore: boolean }> {
+    const clauses: Clause[] = createdClauses(filters);
+    const { status, method, checkoutId, depositAddress, detectedChain } = filters;
+    if (status !== undefined) clauses.push((p) => `status = ${p(status)}`);
+    if (method !== undefined) clauses.push((p) => `method = ${p(method)}`);
+    if (checkoutId !== undefined) clauses.push((p) => `checkout_id = ${p(checkoutId)}`);
+    if (depositAddress !== undefined)
+      clauses.push((p) => `deposit_address = ${p(depositAddress.toLowerCase())}`);
+    if (detectedChain !== undefined) clauses.push((p) => `detected_chain = ${p(detectedChain)}`);
+    return keysetPage<PaymentRow>(this.dataSource, {
+      table: 'payments',
+      scope: [(p) => `merchant_id = ${p(merchantId)}`],
+      filters: clauses,
+      query,
+    });
+  }
+
+  /**
+   * Pending payments whose expiry has passed, in (expires_at, id) order after `after` (the durable timer's queue;
+   * the cursor lets a tick pass over a payment that is due but held off, e.g. a full deposit still confirming).
+   */
+  async dueForExpiry(
+    now: Date,
+    limit: number,
+    after?: { expiresAt: Date; id: string },
+  ): Promise<Array<PaymentOwner & { expires_at: Date }>> {
+    return this.dataSource.query(
+      `SELECT id, merchant_id, mode, expires_at FROM payments
+       WHERE status = 'pending' AND expires_at <= $1
+         AND ($3::timestamptz IS NULL OR (expires_at, id) > ($3::timestamptz, $4::text))
+       ORDER BY expires_at, id LIMIT $2`,
+      [now.toISOString(), limit, after?.expiresAt.toISOString() ?? null, after?.id ?? ''],
+    );
+  }
+}

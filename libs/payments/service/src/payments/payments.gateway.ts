@@ -1,0 +1,148 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { CLOCK } from '@stablepay/aggregate';
+import { CommandClient } from '@stablepay/commands';
+import { type AuthenticatedMerchant, type ListEnvelope, listEnvelope, type ListQuery } from '@stablepay/http';
+import {
+  type CancelCheckoutCommand,
+  CHECKOUT_COMMANDS,
+  type CheckoutCommandResult,
+  type CheckoutListFilters,
+  type CreateCheckoutCommand,
+  type HostedPaymentStatus,
+  type HostedStatus,
+  type PaymentListFilters,
+  type PaymentsUseCases,
+} from '@stablepay/payments-api';
+import type { CheckoutObject, CreateCheckoutInput, PaymentObject } from '@stablepay/payments-domain';
+import type { Clock } from '@stablepay/util';
+import { PaymentMerchantProfiles } from './merchant-profiles';
+import { PaymentReader } from './payment.reader';
+
+/**
+ * What the hosted page says to the customer. `confirming`: money arrived and the payment is on its way (waiting
+ * for confirmations, screening or the deploy); `paid`: the merchant has it (settled, in escrow). A pending payment
+ * past expires_at with nothing that covers the order shows as expired before the timer records it.
+ */
+export function hostedStatusOf(payment: PaymentObject, now: Date): HostedStatus {
+  switch (payment.status) {
+    case 'settled':
+    case 'escrow_confirmed':
+      return 'paid';
+    case 'screening_pending':
+      return 'confirming';
+    case 'pending': {
+      if (payment.transactions.some((t) => t.is_funding)) return 'confirming';
+      return now.getTime() >= Date.parse(payment.expires_at) ? 'expired' : 'pending';
+    }
+    default:
+      return payment.status;
+  }
+}
+
+/**
+ * The gateway's side of the payments use cases (the port its controllers call): commands go to the payments
+ * service, which owns the Payment aggregate, through the CommandClient; the answer's revision is awaited in the
+ * read model (read-your-writes), which is also where every read comes from.
+ */
+@Injectable()
+export class PaymentsGateway implements PaymentsUseCases {
+  constructor(
+    @Inject(CommandClient) private readonly commands: CommandClient,
+    @Inject(PaymentReader) private readonly reader: PaymentReader,
+    @Inject(PaymentMerchantProfiles) private readonly profiles: PaymentMerchantProfiles,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  async createCheckout(
+    merchant: AuthenticatedMerchant,
+    input: CreateCheckoutInput,
+    origin: string,
+    idempotencyKey?: string,
+  ): Promise<CheckoutObject> {
+    const command: CreateCheckoutCommand = {
+      commandId: idempotencyKey ?? randomUUID(),
+      merchant,
+      input,
+      origin,
+    };
+    const done = await this.commands.send<CheckoutCommandResult>(
+      'payments',
+      CHECKOUT_COMMANDS.create,
+      command,
+    );
+    return (await this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision)).object;
+  }
+
+  async retrieveCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutObject> {
+    return (await this.reader.getOwnedCheckout(merchant.merchantId, id)).object;
+  }
+
+  async listCheckouts(
+    merchant: AuthenticatedMerchant,
+    query: ListQuery,
+    filters: CheckoutListFilters,
+  ): Promise<ListEnvelope<CheckoutObject>> {
+    const { rows, hasMore } = await this.reader.listCheckouts(merchant.merchantId, query, filters);
+    return listEnvelope(
+      rows.map((r) => r.object),
+      hasMore,
+    );
+  }
+
+  async cancelCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutObject> {
+    const command: CancelCheckoutCommand = { commandId: randomUUID(), merchant, id };
+    const done = await this.commands.send<CheckoutCommandResult>(
+      'payments',
+      CHECKOUT_COMMANDS.cancel,
+      command,
+    );
+    return (await this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision)).object;
+  }
+
+  async retrievePayment(merchant: AuthenticatedMerchant, paymentId: string): Promise<PaymentObject> {
+    return (await this.reader.getOwnedPayment(merchant.merchantId, paymentId)).object;
+  }
+
+  async listPayments(
+    merchant: AuthenticatedMerchant,
+    query: ListQuery,
+    filters: PaymentListFilters,
+  ): Promise<ListEnvelope<PaymentObject>> {
+    const { rows, hasMore } = await this.reader.listPayments(merchant.merchantId, query, filters);
+    return listEnvelope(
+      rows.map((r) => r.object),
+      hasMore,
+    );
+  }
+
+  async hostedStatus(checkoutId: string): Promise<HostedPaymentStatus | null> {
+    const checkout = await this.reader.findCheckout(checkoutId);
+    if (!checkout) return null;
+    const payment = await this.reader.findPayment(checkout.payment_id);
+    if (!payment) return null;
+    const c = checkout.object;
+    const p = payment.object;
+    const profile = await this.profiles.get(checkout.merchant_id);
+    return {
+      object: 'hosted_payment_status',
+      checkout_id: c.id,
+      payment_id: p.id,
+      status: hostedStatusOf(p, this.clock.now()),
+      payment_status: p.status,
+      amount: c.amount,
+      currency: c.currency,
+      amount_paid: p.amount_paid,
+      accepted_assets: c.accepted_assets,
+      deposit_address: c.deposit_address,
+      detected_asset: p.detected_asset,
+      detected_chain: p.detected_chain,
+      expires_at: c.expires_at,
+      success_url: c.success_url,
+      cancel_url: c.cancel_url,
+      business_name: profile.businessName,
+      background_color: profile.backgroundColor,
+      primary_color: profile.primaryColor,
+    };
+  }
+}
