@@ -411,6 +411,7 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
       amount_paid: '0',
       accepted_assets: created.body['accepted_assets'],
       deposit_address: created.body['deposit_address'],
+      selected_asset: null,
       detected_asset: null,
       detected_chain: null,
       expires_at: created.body['expires_at'],

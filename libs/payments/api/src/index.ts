@@ -6,3 +6,6 @@ export * from './checkouts.controller';
 export * from './payments.controller';
 export * from './hosted-payment.controller';
 export * from './payments-api.module';
+export * from './payment-requests/x-api-key.guard';
+export * from './payment-requests/payment-requests.controller';
+export * from './payment-requests/legacy-subscriptions.controller';

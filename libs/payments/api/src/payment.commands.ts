@@ -39,3 +39,18 @@ export interface CheckoutCommandResult {
   readonly paymentId: string;
   readonly revision: number;
 }
+
+/** The alternate payment-request surface's own command (its create is CHECKOUT_COMMANDS.create). */
+export const PAYMENT_REQUEST_COMMANDS = defineCommands('payments', {
+  configure: 'payments.payment.configure',
+});
+
+/** POST /payment-requests/payments/configure/:paymentId: the token and chain the payer will send. */
+export interface ConfigurePaymentCommand {
+  readonly commandId: string;
+  readonly merchant: AuthenticatedMerchant;
+  /** The payment id (`pay_...`). */
+  readonly id: string;
+  readonly chain: unknown;
+  readonly token: unknown;
+}

@@ -2,6 +2,8 @@ import { type DynamicModule, Module, type ModuleMetadata, type Type } from '@nes
 import { CheckoutsController } from './checkouts.controller';
 import { HostedPaymentController } from './hosted-payment.controller';
 import { PaymentsController } from './payments.controller';
+import { LegacySubscriptionsController } from './payment-requests/legacy-subscriptions.controller';
+import { PaymentRequestsController } from './payment-requests/payment-requests.controller';
 import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
 
 /** The controllers of this module; a scope's further controllers (signed actions...) are passed in `controllers`. */
@@ -9,6 +11,8 @@ export const PAYMENTS_API_CONTROLLERS: readonly Type[] = [
   CheckoutsController,
   PaymentsController,
   HostedPaymentController,
+  PaymentRequestsController,
+  LegacySubscriptionsController,
 ];
 
 /**

@@ -51,6 +51,8 @@ export interface HostedPaymentStatus {
   readonly amount_paid: string;
   readonly accepted_assets: CheckoutObject['accepted_assets'];
   readonly deposit_address: string;
+  /** The token and chain chosen before paying (alternate surface), else null. */
+  readonly selected_asset: string | null;
   readonly detected_asset: string | null;
   readonly detected_chain: string | null;
   readonly expires_at: string;
@@ -76,7 +78,7 @@ export type HostedStatus =
  * The inbound port of the payments scope that the gateway's checkout and payment controllers call. Implemented
  * by PaymentsGateway in @stablepay/payments-service (reads in-process, commands sent to the payments service).
  */
-export interface PaymentsUseCases {
+export interface PaymentsUseCases extends PaymentRequestsUseCases {
   /** `idempotencyKey` (the request's Idempotency-Key) makes a retried create name the same checkout. */
   createCheckout(
     merchant: AuthenticatedMerchant,
@@ -99,6 +101,66 @@ export interface PaymentsUseCases {
   ): Promise<ListEnvelope<PaymentObject>>;
   /** Public: the hosted page's view of a checkout (by checkout id); null when no such checkout exists. */
   hostedStatus(checkoutId: string): Promise<HostedPaymentStatus | null>;
+}
+
+/**
+ * The alternate payment-request surface's view of a payment (docs/openapi.yaml `PaymentRequest`): the same
+ * aggregate as a checkout, shown with the redirect `url` and the configured token and chain.
+ */
+export interface PaymentRequestObject {
+  readonly object: 'payment_request';
+  readonly id: string;
+  readonly checkout_id: string;
+  /** Where to send the customer: the hosted payment page (the checkout's checkout_url). */
+  readonly url: string;
+  readonly status: PaymentStatus;
+  readonly amount: string;
+  readonly currency: string;
+  readonly method: 'DIRECT' | 'TWO_STEP';
+  readonly deposit_address: string;
+  readonly accepted_assets: CheckoutObject['accepted_assets'];
+  /** The configured chain (CAIP-2) and token (symbol), null until configured. */
+  readonly chain: string | null;
+  readonly token: string | null;
+  /** What to send of the configured token (smallest unit), null until configured. */
+  readonly token_amount: string | null;
+  readonly amount_paid: string;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly expires_at: string;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+/** GET /payment-requests/payments/:paymentId: the request and the full payment object. */
+export type PaymentRequestDetails = PaymentRequestObject & { readonly payment: PaymentObject };
+
+/** GET /payment-requests/payments/:paymentId/status: what a poller needs. */
+export interface PaymentRequestStatus {
+  readonly object: 'payment_request_status';
+  readonly id: string;
+  readonly status: PaymentStatus;
+  readonly amount_paid: string;
+  readonly detected_asset: string | null;
+  readonly detected_chain: string | null;
+  readonly expires_at: string;
+  readonly updated_at: string;
+}
+
+/** The alternate payment-request surface (x-api-key), over the same Payment aggregate. */
+export interface PaymentRequestsUseCases {
+  createPaymentRequest(
+    merchant: AuthenticatedMerchant,
+    input: CreateCheckoutInput,
+    origin: string,
+    idempotencyKey?: string,
+  ): Promise<PaymentRequestObject>;
+  retrievePaymentRequest(merchant: AuthenticatedMerchant, paymentId: string): Promise<PaymentRequestDetails>;
+  configurePaymentRequest(
+    merchant: AuthenticatedMerchant,
+    paymentId: string,
+    choice: { readonly chain: unknown; readonly token: unknown },
+  ): Promise<PaymentRequestObject>;
+  paymentRequestStatus(merchant: AuthenticatedMerchant, paymentId: string): Promise<PaymentRequestStatus>;
 }
 
 export const PAYMENTS_USE_CASES = Symbol('PAYMENTS_USE_CASES');

@@ -148,6 +148,8 @@ export interface CheckoutObject {
     readonly token_amount_decimal: string;
   }>;
   readonly deposit_address: string;
+  /** Ours: the asset chosen before paying (alternate surface's configure), else null (every accepted asset). */
+  readonly selected_asset: string | null;
   readonly checkout_url: string;
   readonly success_url: string | null;
   readonly cancel_url: string | null;
@@ -182,6 +184,7 @@ export function toCheckoutObject(state: PaymentState): CheckoutObject {
       token_amount_decimal: formatTokenAmount(BigInt(a.tokenAmount), a.decimals),
     })),
     deposit_address: created.depositAddress,
+    selected_asset: state.selectedAsset,
     checkout_url: created.checkoutUrl,
     success_url: created.successUrl,
     cancel_url: created.cancelUrl,

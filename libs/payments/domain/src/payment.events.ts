@@ -217,6 +217,15 @@ export type PaymentReclaimed = { type: 'PaymentReclaimed.v1'; data: Outflow };
 export type PaymentRecovered = { type: 'PaymentRecovered.v1'; data: Outflow };
 export type PaymentRescued = { type: 'PaymentRescued.v1'; data: Outflow };
 
+/**
+ * The payer's token and chain were chosen before paying (the alternate payment-request surface's configure
+ * call): from then on only that asset funds the order; the others are listed as wrong_token / wrong_chain.
+ */
+export type PaymentAssetSelected = {
+  type: 'PaymentAssetSelected.v1';
+  data: { readonly asset: string; readonly chain: string; readonly selectedAt: string };
+};
+
 export type PaymentCancelled = { type: 'PaymentCancelled.v1'; data: { readonly cancelledAt: string } };
 
 export type PaymentExpired = { type: 'PaymentExpired.v1'; data: { readonly expiredAt: string } };
@@ -262,6 +271,7 @@ export type PaymentEvent =
   | PaymentReclaimed
   | PaymentRecovered
   | PaymentRescued
+  | PaymentAssetSelected
   | PaymentCancelled
   | PaymentExpired
   | PaymentFailed
@@ -319,6 +329,7 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentReclaimed.v1': 'payment.refunded',
   'PaymentRecovered.v1': null,
   'PaymentRescued.v1': null,
+  'PaymentAssetSelected.v1': null,
   'PaymentCancelled.v1': 'payment.cancelled',
   'PaymentExpired.v1': 'payment.expired',
   'PaymentFailed.v1': 'payment.failed',

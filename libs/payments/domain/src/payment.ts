@@ -84,6 +84,8 @@ export interface PaymentState {
   readonly failure: { readonly reason: string; readonly message: string } | null;
   readonly settlementDelayReasons: readonly string[];
   readonly settlementFailureReason: SettlementFailureReason | null;
+  /** CAIP-19 of the asset chosen before paying (PaymentAssetSelected), else null: every accepted asset funds. */
+  readonly selectedAsset: string | null;
   readonly updatedAt: string | null;
 }
 
@@ -108,6 +110,7 @@ export const initialPaymentState = (): PaymentState => ({
   failure: null,
   settlementDelayReasons: [],
   settlementFailureReason: null,
+  selectedAsset: null,
   updatedAt: null,
 });
 
@@ -239,7 +242,7 @@ function eventTime(event: PaymentEvent): string | null {
   ]) {
     if (typeof d[k] === 'string') return d[k] as string;
   }
-  for (const k of ['requestedAt', 'cancelledAt', 'expiredAt', 'failedAt']) {
+  for (const k of ['requestedAt', 'cancelledAt', 'expiredAt', 'failedAt', 'selectedAt']) {
     if (typeof d[k] === 'string') return d[k] as string;
   }
   return null;
@@ -335,6 +338,8 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
     }
     case 'PaymentRescued.v1':
       return addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
+    case 'PaymentAssetSelected.v1':
+      return { ...state, selectedAsset: event.data.asset };
     case 'PaymentCancelled.v1':
       return { ...state, phase: 'cancelled' };
     case 'PaymentExpired.v1':
@@ -491,6 +496,13 @@ export type PaymentCommand =
       readonly asset: string;
       readonly amount: string;
       readonly to: string;
+      readonly now: Date;
+    }
+  | {
+      /** The alternate surface's configure call: `chain` (CAIP-2) and `token` (symbol), both as the caller sent them. */
+      readonly type: 'SelectAsset';
+      readonly chain: unknown;
+      readonly token: unknown;
       readonly now: Date;
     }
   | { readonly type: 'Cancel'; readonly now: Date }
@@ -761,6 +773,28 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       } as PaymentEvent);
       return;
     }
+    case 'SelectAsset': {
+      const created = requireCreated(s);
+      const asset = selectableAsset(created.acceptedAssets, command.chain, command.token);
+      if (s.phase !== 'pending' || s.flagged) {
+        throw conflict(
+          'payment_not_configurable',
+          `Only a pending payment can be configured; this one is ${paymentStatus(s)}.`,
+        );
+      }
+      if (s.selectedAsset === asset.asset) return; // the same choice again changes nothing
+      if (s.transfers.some((t) => t.isFunding)) {
+        throw conflict(
+          'payment_has_deposit',
+          'A deposit has arrived for this payment; its token and chain can no longer change.',
+        );
+      }
+      emit({
+        type: 'PaymentAssetSelected.v1',
+        data: { asset: asset.asset, chain: asset.chain, selectedAt: at },
+      });
+      return;
+    }
     case 'Cancel': {
       requireCreated(s);
       if (s.phase !== 'pending' || s.flagged) {
@@ -798,6 +832,43 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
   }
 }
 
+/** The accepted asset named by a CAIP-2 chain and a token symbol, or 400 naming `chain` / `token`. */
+function selectableAsset(accepted: readonly AcceptedAsset[], chain: unknown, token: unknown): AcceptedAsset {
+  if (typeof chain !== 'string' || chain.length === 0) {
+    throw validationError(
+      'chain',
+      'chain is required: a CAIP-2 chain id the payment accepts (for example eip155:8453).',
+    );
+  }
+  if (typeof token !== 'string' || token.length === 0) {
+    throw validationError(
+      'token',
+      'token is required: the symbol of a token the payment accepts (for example USDC).',
+    );
+  }
+  const chains = [...new Set(accepted.map((a) => a.chain))];
+  if (!chains.includes(chain)) {
+    throw validationError(
+      'chain',
+      `chain ${chain} is not accepted by this payment (accepted: ${chains.join(', ')}).`,
+      'unsupported_chain',
+    );
+  }
+  const symbol = token.toUpperCase();
+  const asset = accepted.find((a) => a.chain === chain && a.symbol === symbol);
+  if (!asset) {
+    throw validationError(
+      'token',
+      `token ${token} is not accepted on ${chain} (accepted: ${accepted
+        .filter((a) => a.chain === chain)
+        .map((a) => a.symbol)
+        .join(', ')}).`,
+      'unsupported_token',
+    );
+  }
+  return asset;
+}
+
 /** is_funding: an accepted token on an accepted chain, in time, while the order is not yet fully paid. */
 function classify(
   s: PaymentState,
@@ -809,6 +880,11 @@ function classify(
   const accepted = created.acceptedAssets.find((a) => a.asset === t.asset);
   if (!created.acceptedAssets.some((a) => a.chain === t.chain)) return no('wrong_chain');
   if (!accepted) return no('wrong_token');
+  // A chosen asset is the only one that funds (another chain or token is listed, never counted).
+  if (s.selectedAsset && t.asset !== s.selectedAsset) {
+    const selected = created.acceptedAssets.find((a) => a.asset === s.selectedAsset);
+    return no(selected && selected.chain !== t.chain ? 'wrong_chain' : 'wrong_token');
+  }
   const windowOpen =
     s.phase === 'pending' &&
     !s.flagged &&

@@ -795,6 +795,63 @@ describe('Payment: cancel and expiry', () => {
   });
 });
 
+describe('Payment: token and chain chosen before paying (alternate surface configure)', () => {
+  const select = (chain: unknown, token: unknown, minutes = 2): PaymentCommand => ({
+    type: 'SelectAsset',
+    chain,
+    token,
+    now: at(minutes),
+  });
+
+  it('records the choice once; only that asset funds, others are listed as wrong token or chain', () => {
+    const chosen = given(create()).when(select(BASE, 'usdt'));
+    expect(chosen.events).toEqual([
+      {
+        type: 'PaymentAssetSelected.v1',
+        data: { asset: USDT_BASE, chain: BASE, selectedAt: at(2).toISOString() },
+      },
+    ]);
+    expect(toCheckoutObject(chosen.state).selected_asset).toBe(USDT_BASE);
+    expect(given(create(), select(BASE, 'USDT')).when(select(BASE, 'USDT', 3)).events).toEqual([]);
+
+    const usdc = transfer({ asset: USDC_BASE });
+    const usdcEth = transfer({ asset: USDC_ETH, chain: ETH });
+    const usdt = transfer({ asset: USDT_BASE });
+    const { object } = given(create(), select(BASE, 'USDT'), observe(usdc), observe(usdcEth)).when(
+      observe(usdt),
+    );
+    expect(object.transactions.map((t) => [t.tx_hash, t.is_funding, t.non_funding_reason])).toEqual([
+      [usdc.txHash, false, 'wrong_token'],
+      [usdcEth.txHash, false, 'wrong_chain'],
+      [usdt.txHash, true, null],
+    ]);
+    expect(object.detected_asset).toBe(USDT_BASE);
+  });
+
+  it.each<[string, unknown, unknown, string, string | undefined]>([
+    ['no chain', undefined, 'USDC', 'chain', undefined],
+    ['a chain the checkout does not accept', POLYGON, 'USDC', 'chain', 'unsupported_chain'],
+    ['no token', BASE, 42, 'token', undefined],
+    ['a token not accepted on that chain', BASE, 'DAI', 'token', 'unsupported_token'],
+  ])('refuses %s with 400 naming the param', (_name, chain, token, param, code) => {
+    expect(given(create()).whenRejected(select(chain, token))).toMatchObject({
+      status: 400,
+      type: 'validation_error',
+      param,
+      ...(code ? { code } : {}),
+    });
+  });
+
+  it('refuses a change once a deposit arrived, and on a payment no longer pending', () => {
+    expect(given(create(), observe(transfer())).whenRejected(select(BASE, 'USDT')).code).toBe(
+      'payment_has_deposit',
+    );
+    expect(given(create(), { type: 'Cancel', now: at(1) }).whenRejected(select(BASE, 'USDT')).code).toBe(
+      'payment_not_configurable',
+    );
+  });
+});
+
 describe('Payment: reorg', () => {
   it('an unconfirmed transfer retracted by a reorg is simply removed', () => {
     const t = transfer();
@@ -1049,6 +1106,7 @@ describe('Payment object (SPEC Resources > Payment object)', () => {
       payment_id: 'pay_01',
       accepted_chains: [BASE, ETH],
       deposit_address: '0x5555555555555555555555555555555555555555',
+      selected_asset: null,
       checkout_url: 'https://pay.example/checkout/chk_01',
     });
     expect(checkout.accepted_assets.find((a) => a.asset === DAI_ETH)).toMatchObject({

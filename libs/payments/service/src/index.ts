@@ -13,3 +13,4 @@ export * from './payments/expiry-timer';
 export * from './payments/payments.gateway';
 export * from './commands/create-checkout/create-checkout.handler';
 export * from './commands/cancel-checkout/cancel-checkout.handler';
+export * from './commands/configure-payment/configure-payment.handler';

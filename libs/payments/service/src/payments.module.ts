@@ -3,6 +3,7 @@ import { PaymentsApiModule } from '@stablepay/payments-api';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { CancelCheckoutHandler } from './commands/cancel-checkout/cancel-checkout.handler';
 import { CreateCheckoutHandler } from './commands/create-checkout/create-checkout.handler';
+import { ConfigurePaymentHandler } from './commands/configure-payment/configure-payment.handler';
 import { PAYMENTS_MIGRATIONS } from './migrations';
 import {
   PAYMENTS_CONFIG,
@@ -64,7 +65,7 @@ export class PaymentsCoreModule {}
  */
 @Module({
   imports: [PaymentsCoreModule],
-  controllers: [CreateCheckoutHandler, CancelCheckoutHandler],
+  controllers: [CreateCheckoutHandler, CancelCheckoutHandler, ConfigurePaymentHandler],
   // The command side lives only here: the gateway, which imports the core module, cannot append to these streams.
   providers: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],
   exports: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],

@@ -8,16 +8,46 @@ import {
   CHECKOUT_COMMANDS,
   type CheckoutCommandResult,
   type CheckoutListFilters,
+  type ConfigurePaymentCommand,
   type CreateCheckoutCommand,
   type HostedPaymentStatus,
   type HostedStatus,
   type PaymentListFilters,
+  PAYMENT_REQUEST_COMMANDS,
+  type PaymentRequestDetails,
+  type PaymentRequestObject,
+  type PaymentRequestStatus,
   type PaymentsUseCases,
 } from '@stablepay/payments-api';
 import type { CheckoutObject, CreateCheckoutInput, PaymentObject } from '@stablepay/payments-domain';
 import type { Clock } from '@stablepay/util';
 import { PaymentMerchantProfiles } from './merchant-profiles';
-import { PaymentReader } from './payment.reader';
+import { type CheckoutRow, type PaymentRow, PaymentReader } from './payment.reader';
+
+/** A payment as the alternate payment-request surface shows it (same aggregate, its checkout's url). */
+export function paymentRequestObject(checkout: CheckoutObject, payment: PaymentObject): PaymentRequestObject {
+  const selected = checkout.accepted_assets.find((a) => a.asset === checkout.selected_asset) ?? null;
+  return {
+    object: 'payment_request',
+    id: payment.id,
+    checkout_id: checkout.id,
+    url: checkout.checkout_url,
+    status: payment.status,
+    amount: payment.amount,
+    currency: payment.currency,
+    method: payment.method,
+    deposit_address: payment.deposit_address,
+    accepted_assets: checkout.accepted_assets,
+    chain: selected?.chain ?? null,
+    token: selected?.token_symbol ?? null,
+    token_amount: selected?.token_amount ?? null,
+    amount_paid: payment.amount_paid,
+    metadata: payment.metadata,
+    expires_at: payment.expires_at,
+    created_at: payment.created_at,
+    updated_at: payment.updated_at,
+  };
+}
 
 /**
  * What the hosted page says to the customer. `confirming`: money arrived and the payment is on its way (waiting
@@ -116,6 +146,75 @@ export class PaymentsGateway implements PaymentsUseCases {
     );
   }
 
+  async createPaymentRequest(
+    merchant: AuthenticatedMerchant,
+    input: CreateCheckoutInput,
+    origin: string,
+    idempotencyKey?: string,
+  ): Promise<PaymentRequestObject> {
+    const checkout = await this.createCheckout(merchant, input, origin, idempotencyKey);
+    const { payment } = await this.ownedPair(merchant, checkout.payment_id);
+    return paymentRequestObject(checkout, payment.object);
+  }
+
+  async retrievePaymentRequest(
+    merchant: AuthenticatedMerchant,
+    paymentId: string,
+  ): Promise<PaymentRequestDetails> {
+    const { payment, checkout } = await this.ownedPair(merchant, paymentId);
+    return { ...paymentRequestObject(checkout.object, payment.object), payment: payment.object };
+  }
+
+  async configurePaymentRequest(
+    merchant: AuthenticatedMerchant,
+    paymentId: string,
+    choice: { readonly chain: unknown; readonly token: unknown },
+  ): Promise<PaymentRequestObject> {
+    const command: ConfigurePaymentCommand = {
+      commandId: randomUUID(),
+      merchant,
+      id: paymentId,
+      chain: choice.chain,
+      token: choice.token,
+    };
+    const done = await this.commands.send<CheckoutCommandResult>(
+      'payments',
+      PAYMENT_REQUEST_COMMANDS.configure,
+      command,
+    );
+    const payment = await this.reader.paymentAtLeast(done.paymentId, done.revision);
+    const checkout = await this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision);
+    return paymentRequestObject(checkout.object, payment.object);
+  }
+
+  async paymentRequestStatus(
+    merchant: AuthenticatedMerchant,
+    paymentId: string,
+  ): Promise<PaymentRequestStatus> {
+    const p = (await this.reader.getOwnedPayment(merchant.merchantId, paymentId)).object;
+    return {
+      object: 'payment_request_status',
+      id: p.id,
+      status: p.status,
+      amount_paid: p.amount_paid,
+      detected_asset: p.detected_asset,
+      detected_chain: p.detected_chain,
+      expires_at: p.expires_at,
+      updated_at: p.updated_at,
+    };
+  }
+
+  private async ownedPair(
+    merchant: AuthenticatedMerchant,
+    paymentId: string,
+  ): Promise<{ payment: PaymentRow; checkout: CheckoutRow }> {
+    const payment = await this.reader.getOwnedPayment(merchant.merchantId, paymentId);
+    const checkout = await this.reader.findCheckout(payment.checkout_id);
+    if (!checkout)
+      throw new Error(`checkout ${payment.checkout_id} of payment ${paymentId} is not projected`);
+    return { payment, checkout };
+  }
+
   async hostedStatus(checkoutId: string): Promise<HostedPaymentStatus | null> {
     const checkout = await this.reader.findCheckout(checkoutId);
     if (!checkout) return null;
@@ -135,6 +234,7 @@ export class PaymentsGateway implements PaymentsUseCases {
       amount_paid: p.amount_paid,
       accepted_assets: c.accepted_assets,
       deposit_address: c.deposit_address,
+      selected_asset: c.selected_asset,
       detected_asset: p.detected_asset,
       detected_chain: p.detected_chain,
       expires_at: c.expires_at,

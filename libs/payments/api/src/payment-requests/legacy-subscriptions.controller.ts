@@ -1,0 +1,40 @@
+import { All, Controller } from '@nestjs/common';
+import { Public } from '@stablepay/http';
+import { DomainError } from '@stablepay/util';
+import { PAYMENT_REQUEST_PREFIX } from './payment-requests.controller';
+
+/**
+ * The older `{payments_base_url}` listing shows `POST /subscriptions`, `GET /subscriptions[/:id]` and
+ * `POST /subscriptions/:id/cancel`; they conflict with the current model, where a subscription is created only by
+ * a customer through a subscription checkout. Under the payment-request prefix (where a client of that listing
+ * would call them) every such call is answered with 410 `subscriptions_use_subscription_checkouts`, naming the
+ * routes to use instead. Public: it reveals nothing and a client must learn the way whatever key it sends.
+ */
+@Public()
+@Controller(`${PAYMENT_REQUEST_PREFIX}/subscriptions`)
+export class LegacySubscriptionsController {
+  @All()
+  root(): never {
+    throw moved();
+  }
+
+  @All(':id')
+  one(): never {
+    throw moved();
+  }
+
+  @All(':id/cancel')
+  cancel(): never {
+    throw moved();
+  }
+}
+
+function moved(): DomainError {
+  return new DomainError({
+    type: 'invalid_request',
+    status: 410,
+    code: 'subscriptions_use_subscription_checkouts',
+    message:
+      'Subscriptions are not created or listed on this surface. Create a subscription checkout with POST /subscription-checkouts and send the customer to its checkout_url (the subscription is created when the customer subscribes on chain); read a subscription with GET /subscriptions/:id, list them with GET /merchants/:merchantId/subscriptions, cancel with POST /subscriptions/:id/cancel (signed).',
+  });
+}

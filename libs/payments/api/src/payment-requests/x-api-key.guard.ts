@@ -1,0 +1,42 @@
+import { type CanActivate, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import type { FastifyRequest } from 'fastify';
+import {
+  API_KEY_RESOLVER,
+  type ApiKeyResolver,
+  type AuthenticatedMerchant,
+  hashApiKey,
+  parseApiKey,
+  sameDigest,
+  unauthenticated,
+} from '@stablepay/http';
+
+/**
+ * SPEC Authentication 5: the alternate payment-request surface takes the secret API key in `x-api-key` (the same
+ * keys as `Authorization: Bearer`, resolved the same way). Its routes are @Public() to the bearer guard and carry
+ * this one instead, so each surface accepts exactly its own header.
+ */
+@Injectable()
+export class XApiKeyGuard implements CanActivate {
+  private resolver?: ApiKeyResolver;
+
+  constructor(@Inject(ModuleRef) private readonly moduleRef: ModuleRef) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const request = context
+      .switchToHttp()
+      .getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
+    const raw = request.headers['x-api-key'];
+    if (raw === undefined)
+      throw unauthenticated('No API key provided. Send it as "x-api-key: sk_test_..." on this surface.');
+    const key = Array.isArray(raw) ? undefined : raw.trim();
+    if (!key || !parseApiKey(key)) throw unauthenticated('Invalid API key provided.');
+    // The merchants scope provides the resolver to the whole gateway; looked up once, across modules.
+    this.resolver ??= this.moduleRef.get<ApiKeyResolver>(API_KEY_RESOLVER, { strict: false });
+    const hash = hashApiKey(key);
+    const found = await this.resolver.resolve(hash);
+    if (!found || !sameDigest(found.keyHash, hash)) throw unauthenticated('Invalid API key provided.');
+    request.merchant = { merchantId: found.merchantId, mode: found.mode };
+    return true;
+  }
+}

@@ -1,0 +1,34 @@
+import { Controller, Inject } from '@nestjs/common';
+import { Payload } from '@nestjs/microservices';
+import { CommandHandler } from '@stablepay/commands';
+import {
+  type CheckoutCommandResult,
+  type ConfigurePaymentCommand,
+  PAYMENT_REQUEST_COMMANDS,
+} from '@stablepay/payments-api';
+import { PaymentCommands } from '../../payments/payment.commands';
+import { PaymentReader } from '../../payments/payment.reader';
+
+/**
+ * Use case: the token and chain the payer will send are chosen before paying (POST
+ * /payment-requests/payments/configure/:paymentId); from then on only that asset funds the payment.
+ */
+@Controller()
+export class ConfigurePaymentHandler {
+  constructor(
+    @Inject(PaymentCommands) private readonly commands: PaymentCommands,
+    @Inject(PaymentReader) private readonly reader: PaymentReader,
+  ) {}
+
+  @CommandHandler(PAYMENT_REQUEST_COMMANDS.configure)
+  async handle(@Payload() command: ConfigurePaymentCommand): Promise<CheckoutCommandResult> {
+    // Ownership first: another merchant's id is as unknown as a made-up one.
+    const payment = await this.reader.getOwnedPayment(command.merchant.merchantId, command.id);
+    const done = await this.commands.run(
+      payment,
+      { type: 'SelectAsset', chain: command.chain, token: command.token },
+      command.commandId,
+    );
+    return { checkoutId: payment.checkout_id, paymentId: payment.id, revision: done.revision };
+  }
+}
