@@ -267,6 +267,18 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
     });
   });
 
+  it('refuses a checkout of a fiat-settled business without a complete settlement configuration (422)', async () => {
+    const res = await fetch(`${stack.url}/admin/merchants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Fiat Store', mode: 'test', settlement_mode: 'fiat' }),
+    });
+    const fiatKey = str(((await res.json()) as Json)['api_key']);
+    const refused = await create({ amount: '100', currency: 'USD' }, fiatKey);
+    expect(refused.status).toBe(422);
+    expect(refused.body['error']).toMatchObject({ type: 'cannot_process', code: 'fiat_settlement_required' });
+  });
+
   it('answers a retried create with the same Idempotency-Key with the same checkout, appending once', async () => {
     const body = { amount: '5000000', currency: 'USD' };
     const before = await paymentEvents();

@@ -403,6 +403,8 @@ export interface CreateCheckoutInput {
 export interface CreateCheckoutContext {
   readonly stablecoins: readonly SupportedStablecoin[];
   readonly settlementMode: 'crypto' | 'fiat';
+  /** Fiat-settled merchants: whether PUT /payments/settlement holds a complete configuration (absent: complete). */
+  readonly fiatSettlementComplete?: boolean;
 }
 
 interface DeploymentRecord {
@@ -1012,6 +1014,13 @@ function validateCreate(
     amount,
     command.context.stablecoins,
   );
+  // SPEC Errors: a fiat-settled business cannot take a payment its settlement could not pay out.
+  if (command.context.settlementMode === 'fiat' && command.context.fiatSettlementComplete === false) {
+    throw cannotProcess(
+      'fiat_settlement_required',
+      'This business settles in fiat and has no complete fiat settlement configuration: set it with PUT /payments/settlement first.',
+    );
+  }
   return {
     paymentId: command.paymentId,
     checkoutId: command.checkoutId,

@@ -795,6 +795,25 @@ describe('Payment: cancel and expiry', () => {
   });
 });
 
+describe('Payment: fiat-settled merchants', () => {
+  it('refuses a checkout while the fiat settlement configuration is incomplete (422 fiat_settlement_required)', () => {
+    const command = create();
+    if (command.type !== 'CreateCheckout') throw new Error('create() makes a CreateCheckout');
+    const incomplete = {
+      ...command,
+      context: { ...command.context, settlementMode: 'fiat' as const, fiatSettlementComplete: false },
+    };
+    expect(given().whenRejected(incomplete)).toMatchObject({ status: 422, code: 'fiat_settlement_required' });
+    // Input errors come first.
+    expect(given().whenRejected({ ...incomplete, input: { currency: 'USD' } })).toMatchObject({
+      status: 400,
+      param: 'amount',
+    });
+    const complete = { ...incomplete, context: { ...incomplete.context, fiatSettlementComplete: true } };
+    expect(given().when(complete).types).toEqual(['PaymentCreated.v1']);
+  });
+});
+
 describe('Payment: token and chain chosen before paying (alternate surface configure)', () => {
   const select = (chain: unknown, token: unknown, minutes = 2): PaymentCommand => ({
     type: 'SelectAsset',

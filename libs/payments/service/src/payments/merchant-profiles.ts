@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import type { MerchantSettingsRow } from '@stablepay/merchants-service';
+import { fiatSettlementStatus, type MerchantSettingsRow } from '@stablepay/merchants-service';
 import { notFound } from '@stablepay/util';
 
 /** What a checkout needs to know about its merchant, from the merchants scope's settings read model. */
@@ -9,6 +9,8 @@ export interface PaymentMerchantProfile {
   readonly backgroundColor: string | null;
   readonly primaryColor: string | null;
   readonly settlementMode: 'crypto' | 'fiat';
+  /** Fiat-settled: PUT /payments/settlement holds a complete configuration. */
+  readonly fiatSettlementComplete: boolean;
 }
 
 /** Reads `merchant_settings` (one database) directly, so the service and the gateway run it in any process. */
@@ -28,6 +30,7 @@ export class PaymentMerchantProfiles {
       backgroundColor: row.background_color,
       primaryColor: row.primary_color,
       settlementMode: row.settlement_mode,
+      fiatSettlementComplete: fiatSettlementStatus(row).complete,
     };
   }
 }

@@ -47,6 +47,7 @@ export class CreateCheckoutHandler {
         context: {
           stablecoins: supportedStablecoins(this.config, mode),
           settlementMode: profile.settlementMode,
+          fiatSettlementComplete: profile.fiatSettlementComplete,
         },
         now,
       },
