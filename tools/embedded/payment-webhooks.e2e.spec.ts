@@ -261,7 +261,8 @@ describe('payment events are delivered as signed webhooks; pending payments expi
         valid: true,
       });
       expect(hook.event.data.object).toMatchObject({ status: 'expired', expires_at: expect.any(String) });
-      expect((await api('GET', `/checkouts/${c.id}`)).body['status']).toBe('expired');
+      // The webhook and the read model are separate consumers of the same event: the read model catches up.
+      await eventually(async () => (await api('GET', `/checkouts/${c.id}`)).body['status'] === 'expired');
     }
     expect((await api('GET', `/payments/${partial.paymentId}`)).body).toMatchObject({
       status: 'expired',
