@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { chainOperatorConfigFromEnv } from '@stablepay/chain-operator';
 import { merchantChainRegistrationService } from '@stablepay/merchants-service';
-import { paymentsService } from '@stablepay/payments-service';
+import { paymentsConfigFromEnv, paymentsService } from '@stablepay/payments-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 runMain('payments', () => {
@@ -9,7 +9,17 @@ runMain('payments', () => {
   const chains = chainOperatorConfigFromEnv(process.env);
   return startService(
     platformConfigFromEnv(process.env),
-    [paymentsService(), merchantChainRegistrationService(chains)],
+    [
+      // Checkouts accept what the chain layer holds (its test-mode tokens) and derive deposit addresses from its
+      // PaymentFactory unless PAYMENT_FACTORY_ADDRESS says otherwise.
+      paymentsService(
+        paymentsConfigFromEnv(process.env, {
+          ...(chains.enabled && chains.mode === 'test' ? { testRegistry: chains.registry } : {}),
+          defaultPaymentFactory: chains.addresses?.paymentFactory ?? null,
+        }),
+      ),
+      merchantChainRegistrationService(chains),
+    ],
     { service: 'payments' },
   );
 });

@@ -37,10 +37,21 @@ function hostedUrlFrom(env: Record<string, string | undefined>): string | null {
   return hosted.replace(/\/+$/, '');
 }
 
-/** `localChains`: the local nodes the embedded launcher started (test mode accepts their stablecoins). */
+export interface PaymentsConfigOptions {
+  /** The local nodes the embedded launcher started (test mode accepts their stablecoins). */
+  readonly localChains?: readonly LocalChain[];
+  /**
+   * The test-mode registry of the process's chain layer (@stablepay/chain-operator with CHAIN_MODE=test: the test
+   * stablecoins at their deterministic addresses), so test merchants are offered the tokens the chain really holds.
+   */
+  readonly testRegistry?: ChainRegistry;
+  /** The PaymentFactory the chain layer computed from its roles; PAYMENT_FACTORY_ADDRESS overrides it. */
+  readonly defaultPaymentFactory?: string | null;
+}
+
 export function paymentsConfigFromEnv(
   env: Record<string, string | undefined>,
-  options: { readonly localChains?: readonly LocalChain[] } = {},
+  options: PaymentsConfigOptions = {},
 ): PaymentsConfig {
   const live = createChainRegistry({ mode: 'live' });
   const chainsRaw = envOptional(env, 'SUPPORTED_CHAINS');
@@ -55,7 +66,9 @@ export function paymentsConfigFromEnv(
       throw new ConfigError(`environment variable SUPPORTED_CHAINS: ${chain} is not a supported chain`);
   }
   const factory = envOptional(env, 'PAYMENT_FACTORY_ADDRESS');
-  let paymentFactoryAddress: string | null = null;
+  let paymentFactoryAddress: string | null = options.defaultPaymentFactory
+    ? getAddress(options.defaultPaymentFactory)
+    : null;
   if (factory !== undefined) {
     try {
       paymentFactoryAddress = getAddress(factory);
@@ -70,9 +83,11 @@ export function paymentsConfigFromEnv(
     expiryPollIntervalMs: envInt(env, 'PAYMENT_EXPIRY_POLL_MS', 1000, 10, 3_600_000),
     chains: {
       live,
-      test: options.localChains?.length
-        ? createChainRegistry({ mode: 'test', localChains: options.localChains })
-        : live,
+      test:
+        options.testRegistry ??
+        (options.localChains?.length
+          ? createChainRegistry({ mode: 'test', localChains: options.localChains })
+          : live),
     },
     supportedChains,
     paymentFactoryAddress,

@@ -1,0 +1,46 @@
+import { createChainRegistry } from '@stablepay/evm';
+import { ConfigError } from '@stablepay/util';
+import { paymentsConfigFromEnv } from './payments.config';
+
+const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
+const OTHER = '0x00000000000000000000000000000000000000aa';
+
+describe('payments configuration', () => {
+  it('takes the PaymentFactory from the chain layer unless PAYMENT_FACTORY_ADDRESS overrides it', () => {
+    expect(paymentsConfigFromEnv({}).paymentFactoryAddress).toBeNull();
+    expect(
+      paymentsConfigFromEnv({}, { defaultPaymentFactory: FACTORY.toLowerCase() }).paymentFactoryAddress,
+    ).toBe(FACTORY);
+    expect(
+      paymentsConfigFromEnv({ PAYMENT_FACTORY_ADDRESS: OTHER }, { defaultPaymentFactory: FACTORY })
+        .paymentFactoryAddress,
+    ).toBe('0x00000000000000000000000000000000000000AA');
+    expect(() => paymentsConfigFromEnv({ PAYMENT_FACTORY_ADDRESS: '0x12' })).toThrow(ConfigError);
+  });
+
+  it("offers test merchants the chain layer's test tokens when given, else the local chains, else mainnet", () => {
+    const testRegistry = createChainRegistry({
+      mode: 'test',
+      localChains: [
+        {
+          chainId: 8453,
+          rpcUrl: 'http://127.0.0.1:1',
+          stablecoins: [{ symbol: 'USDC', decimals: 6, address: OTHER }],
+        },
+      ],
+    });
+    const config = paymentsConfigFromEnv({}, { testRegistry });
+    expect(config.chains.test).toBe(testRegistry);
+    expect(config.chains.live.mode).toBe('live');
+    // Without either, test merchants see the mainnet registry (the embedded run without local chains).
+    expect(paymentsConfigFromEnv({}).chains.test.mode).toBe('live');
+  });
+
+  it('refuses a HOSTED_URL that is not http(s) and a SUPPORTED_CHAINS entry that is not supported', () => {
+    expect(() => paymentsConfigFromEnv({ HOSTED_URL: 'ftp://x' })).toThrow(/HOSTED_URL/);
+    expect(() => paymentsConfigFromEnv({ SUPPORTED_CHAINS: 'eip155:56' })).toThrow(/SUPPORTED_CHAINS/);
+    expect(paymentsConfigFromEnv({ HOSTED_URL: 'https://pay.example/hosted/' }).hostedUrl).toBe(
+      'https://pay.example/hosted',
+    );
+  });
+});
