@@ -1,4 +1,6 @@
 import { type DynamicModule, Module, type ModuleMetadata, type Type } from '@nestjs/common';
+import { HostedCancelController } from './hosted/hosted-cancel.controller';
+import { HOSTED_CANCEL_VIEWS, type HostedCancelViews } from './hosted/hosted-cancel.port';
 import { HostedSubscribeController } from './hosted/hosted-subscribe.controller';
 import { SubscriptionCheckoutsController } from './subscription-checkouts.controller';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
@@ -17,6 +19,8 @@ export class SubscriptionsApiModule {
     useCases: Type<SubscriptionCheckoutsUseCases>;
     /** The subscribe call and the /subscriptions routes. */
     subscriptionUseCases: Type<SubscriptionsUseCases>;
+    /** The hosted cancel page's read. */
+    hostedCancelViews: Type<HostedCancelViews>;
   }): DynamicModule {
     return {
       module: SubscriptionsApiModule,
@@ -24,12 +28,14 @@ export class SubscriptionsApiModule {
       controllers: [
         SubscriptionCheckoutsController,
         HostedSubscribeController,
+        HostedCancelController,
         SubscribeController,
         SubscriptionsController,
       ],
       providers: [
         { provide: SUBSCRIPTION_CHECKOUTS, useClass: options.useCases },
         { provide: SUBSCRIPTIONS_USE_CASES, useClass: options.subscriptionUseCases },
+        { provide: HOSTED_CANCEL_VIEWS, useExisting: options.hostedCancelViews },
       ],
     };
   }

@@ -31,6 +31,7 @@ import { SubscriptionManagers } from './subscriptions/subscription-managers';
 import { SubscriptionProjection } from './subscriptions/subscription.projection';
 import { SubscriptionReader } from './subscriptions/subscription.reader';
 import { SubscriptionsGateway } from './subscriptions/subscriptions.gateway';
+import { HostedCancelPageViews } from './subscriptions/hosted-cancel.views';
 import {
   SUBSCRIPTIONS_CONFIG,
   SUBSCRIPTIONS_CONFIG_OVERRIDE,
@@ -82,6 +83,7 @@ class ConfigHolder {
     SubscriptionChanges,
     SubscriptionReader,
     ChainTime,
+    HostedCancelPageViews,
   ],
   exports: [
     SUBSCRIPTIONS_CONFIG,
@@ -93,6 +95,7 @@ class ConfigHolder {
     SubscriptionChanges,
     SubscriptionReader,
     ChainTime,
+    HostedCancelPageViews,
   ],
 })
 export class SubscriptionCheckoutsCoreModule {}
@@ -158,5 +161,6 @@ export function subscriptionsHttpModule(): DynamicModule {
     imports: [SubscriptionCheckoutsCoreModule],
     useCases: SubscriptionCheckoutsGateway,
     subscriptionUseCases: SubscriptionsGateway,
+    hostedCancelViews: HostedCancelPageViews,
   });
 }

@@ -1,0 +1,55 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { getAddress } from 'ethers';
+import { DataSource } from 'typeorm';
+import type { HostedCancelView, HostedCancelViews } from '@stablepay/subscriptions-api';
+import { MerchantProfiles } from '../subscription-checkouts/merchant-profiles';
+import { SubscriptionCheckoutReader } from '../subscription-checkouts/subscription-checkout.reader';
+import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
+import { SubscriptionReader } from './subscription.reader';
+
+/**
+ * The hosted cancel page's read (gateway side): the subscription read model, the manager recorded for its merchant
+ * and chain (`subscription_managers`, same database), the intent's way back, and the merchant's name and colors.
+ */
+@Injectable()
+export class HostedCancelPageViews implements HostedCancelViews {
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(SubscriptionReader) private readonly subscriptions: SubscriptionReader,
+    @Inject(SubscriptionCheckoutReader) private readonly checkouts: SubscriptionCheckoutReader,
+    @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
+    @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
+  ) {}
+
+  async view(subscriptionId: string): Promise<HostedCancelView | null> {
+    const row = await this.subscriptions.find(subscriptionId);
+    if (!row) return null;
+    const managers: { address: string }[] = await this.dataSource.query(
+      'SELECT address FROM subscription_managers WHERE merchant_id = $1 AND chain = $2',
+      [row.merchant_id, row.chain],
+    );
+    const manager = managers[0];
+    if (!manager) return null;
+    const profile = await this.profiles.get(row.merchant_id);
+    const checkout = row.checkout_id ? await this.checkouts.find(row.checkout_id) : undefined;
+    const back = checkout ? (checkout.object.cancel_url ?? checkout.object.return_url) : null;
+    const chain = this.config.chains[row.mode].list().find((c) => c.caip2 === row.chain);
+    return {
+      subscription_id: row.id,
+      status: row.status,
+      subscriber: getAddress(row.subscriber),
+      chain: row.chain,
+      chain_id: Number(row.chain.split(':')[1]),
+      chain_name: chain?.name ?? row.chain,
+      token_symbol: row.object.token_symbol,
+      manager_address: getAddress(manager.address),
+      business_name: profile.businessName,
+      cancel_url:
+        back && checkout
+          ? back.split('{SUBSCRIPTION_CHECKOUT_ID}').join(encodeURIComponent(checkout.id))
+          : null,
+      background_color: profile.backgroundColor,
+      primary_color: profile.primaryColor,
+    };
+  }
+}
