@@ -17,7 +17,12 @@ import {
   merchantChainRegistrationService,
   merchantsConfigFromEnv,
 } from '@stablepay/merchants-service';
-import { PAYMENT_WEBHOOK_SOURCE, paymentsConfigFromEnv, paymentsService } from '@stablepay/payments-service';
+import {
+  PAYMENT_WEBHOOK_SOURCE,
+  paymentDepositsService,
+  paymentsConfigFromEnv,
+  paymentsService,
+} from '@stablepay/payments-service';
 import { payoutsService } from '@stablepay/payouts-service';
 import {
   platformConfigFromEnv,
@@ -145,6 +150,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
         settlementService(),
         payoutsService(),
         merchantChainRegistrationService(chainOperator),
+        paymentDepositsService(chainOperator),
         webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),
         // With EVENT_BUS=kafka the process relays the store to Kafka itself; with store-log the store is the bus.
         ...(platform.eventBus === 'kafka' ? [relayService(platform)] : []),

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { chainOperatorConfigFromEnv } from '@stablepay/chain-operator';
 import { merchantChainRegistrationService } from '@stablepay/merchants-service';
-import { paymentsConfigFromEnv, paymentsService } from '@stablepay/payments-service';
+import { paymentDepositsService, paymentsConfigFromEnv, paymentsService } from '@stablepay/payments-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 runMain('payments', () => {
@@ -19,6 +19,8 @@ runMain('payments', () => {
         }),
       ),
       merchantChainRegistrationService(chains),
+      // Deposits on chain: watch, observe, confirm, screen, deploy (docs/payment-deposits.md).
+      paymentDepositsService(chains),
     ],
     { service: 'payments' },
   );

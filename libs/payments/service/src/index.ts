@@ -14,3 +14,5 @@ export * from './payments/payments.gateway';
 export * from './commands/create-checkout/create-checkout.handler';
 export * from './commands/cancel-checkout/cancel-checkout.handler';
 export * from './commands/configure-payment/configure-payment.handler';
+export * from './deposits';
+export * from './commands/payment-facts';

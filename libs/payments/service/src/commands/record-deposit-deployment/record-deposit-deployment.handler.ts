@@ -1,0 +1,43 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { PaymentMethod } from '@stablepay/payments-domain';
+import { PaymentFacts } from '../payment-facts';
+
+export interface DepositDeployment {
+  readonly txHash: string;
+  readonly chain: string;
+  readonly method: PaymentMethod | 'NONE';
+  /** The payer the chain attested (PayerAttested), the sender of the funding transfer. */
+  readonly payer: string;
+  readonly payerFinalAt: Date;
+  readonly amount: string;
+  readonly settlementAddress: string;
+  readonly authorizationExpiry: Date | null;
+}
+
+/** The deposit contract is deployed: DIRECT forwarded (settled), TWO_STEP escrowed, NONE deployed only. */
+@Injectable()
+export class RecordDepositDeploymentHandler {
+  constructor(@Inject(PaymentFacts) private readonly facts: PaymentFacts) {}
+
+  handle(paymentId: string, d: DepositDeployment) {
+    const base = {
+      type: 'RecordDeployed' as const,
+      txHash: d.txHash,
+      chain: d.chain,
+      payer: d.payer,
+      payerFinalAt: d.payerFinalAt,
+    };
+    const command =
+      d.method === 'DIRECT'
+        ? { ...base, method: 'DIRECT' as const, amount: d.amount, settlementAddress: d.settlementAddress }
+        : d.method === 'TWO_STEP'
+          ? {
+              ...base,
+              method: 'TWO_STEP' as const,
+              amount: d.amount,
+              authorizationExpiry: d.authorizationExpiry ?? new Date(0),
+            }
+          : { ...base, method: 'NONE' as const };
+    return this.facts.append(paymentId, command, `deploy:${d.txHash}`);
+  }
+}

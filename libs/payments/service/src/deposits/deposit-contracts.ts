@@ -1,0 +1,154 @@
+import { Interface, getAddress } from 'ethers';
+import { PaymentDepositAbi, PaymentFactoryAbi, PaymentMethod, toOnChainId } from '@stablepay/contracts';
+import type { RelayerSet } from '@stablepay/relayer';
+
+const FACTORY = new Interface(PaymentFactoryAbi);
+const DEPOSIT = new Interface(PaymentDepositAbi);
+
+export interface DeployRequest {
+  readonly chain: string;
+  readonly merchantId: string;
+  readonly onChainPaymentId: string;
+  readonly method: 'DIRECT' | 'TWO_STEP' | 'NONE';
+  readonly token: string;
+  readonly payer: string;
+  readonly amount: bigint;
+  /** TWO_STEP: seconds from the chain's time now until the escrow can no longer be captured. */
+  readonly authorizationPeriodSeconds: number | null;
+}
+
+export type DeployOutcome =
+  | {
+      readonly kind: 'deployed';
+      readonly txHash: string;
+      readonly payer: string;
+      readonly payerFinalAt: Date;
+      readonly settlement: string;
+      readonly amount: bigint;
+      readonly authorizationExpiry: Date | null;
+    }
+  | { readonly kind: 'retry'; readonly error: string };
+
+/**
+ * The operator's PaymentFactory calls for the deposit flow. `deployDeposit` attests the payer the chain showed us
+ * (the funding transfer's sender); the deployment facts come from the receipt's own logs (DepositDeployed,
+ * PayerAttested), not from what we asked for. A deposit already deployed (an earlier attempt whose answer was lost)
+ * is read back from its DepositDeployed log.
+ */
+export class DepositContracts {
+  constructor(
+    private readonly relayers: RelayerSet,
+    private readonly paymentFactory: string,
+  ) {}
+
+  async deploy(request: DeployRequest): Promise<DeployOutcome> {
+    try {
+      const relayer = this.relayers.for(request.chain);
+      let expiry = 0n;
+      if (request.method === 'TWO_STEP') {
+        const block = await relayer.provider.getBlock('latest');
+        expiry =
+          BigInt(block?.timestamp ?? Math.floor(Date.now() / 1000)) +
+          BigInt(request.authorizationPeriodSeconds ?? 0);
+      }
+      const outcome = await relayer.submit({
+        to: this.paymentFactory,
+        abi: FACTORY,
+        data: FACTORY.encodeFunctionData('deployDeposit', [
+          toOnChainId(request.merchantId),
+          request.onChainPaymentId,
+          PaymentMethod[request.method],
+          request.token,
+          request.payer,
+          request.amount,
+          expiry,
+        ]),
+      });
+      if (outcome.kind === 'confirmed') return this.fromLogs(outcome.txHash, outcome.receipt.logs);
+      if (outcome.kind === 'simulation_rejected' && outcome.errorName === 'DepositAlreadyDeployed')
+        return this.alreadyDeployed(request);
+      if (outcome.kind === 'simulation_rejected')
+        return { kind: 'retry', error: `deployDeposit rejected: ${outcome.errorName}` };
+      if (outcome.kind === 'reverted')
+        return { kind: 'retry', error: `deployDeposit reverted: ${outcome.revert?.errorName ?? 'unknown'}` };
+      return { kind: 'retry', error: `deployDeposit ${outcome.txHash} not mined in time` };
+    } catch (error) {
+      return { kind: 'retry', error: error instanceof Error ? error.message : String(error) };
+    }
+  }
+
+  /** `flagPayment` (works before deployment): the deposit can never move its funds. Already flagged is done. */
+  async flag(
+    chain: string,
+    merchantId: string,
+    onChainPaymentId: string,
+  ): Promise<{ done: boolean; error?: string }> {
+    try {
+      const outcome = await this.relayers.for(chain).submit({
+        to: this.paymentFactory,
+        abi: FACTORY,
+        data: FACTORY.encodeFunctionData('flagPayment', [toOnChainId(merchantId), onChainPaymentId]),
+      });
+      if (outcome.kind === 'confirmed') return { done: true };
+      if (outcome.kind === 'simulation_rejected' && /Flagged/.test(outcome.errorName)) return { done: true };
+      return {
+        done: false,
+        error: outcome.kind === 'simulation_rejected' ? outcome.errorName : outcome.kind,
+      };
+    } catch (error) {
+      return { done: false, error: error instanceof Error ? error.message : String(error) };
+    }
+  }
+
+  private async alreadyDeployed(request: DeployRequest): Promise<DeployOutcome> {
+    const provider = this.relayers.for(request.chain).provider;
+    const topic = FACTORY.getEvent('DepositDeployed')?.topicHash ?? '';
+    const logs = await provider.getLogs({
+      address: this.paymentFactory,
+      topics: [topic, toOnChainId(request.merchantId), request.onChainPaymentId],
+      fromBlock: 0,
+    });
+    const log = logs[logs.length - 1];
+    if (!log) return { kind: 'retry', error: 'DepositAlreadyDeployed but no DepositDeployed log found' };
+    const receipt = await provider.getTransactionReceipt(log.transactionHash);
+    if (!receipt) return { kind: 'retry', error: 'no receipt for the DepositDeployed transaction' };
+    return this.fromLogs(log.transactionHash, receipt.logs);
+  }
+
+  private fromLogs(
+    txHash: string,
+    logs: readonly { address: string; topics: readonly string[]; data: string }[],
+  ): DeployOutcome {
+    let deployed: { payer: string; settlement: string; amount: bigint; expiry: bigint } | null = null;
+    let finalAt: bigint | null = null;
+    for (const log of logs) {
+      const iface = getAddress(log.address) === getAddress(this.paymentFactory) ? FACTORY : DEPOSIT;
+      let parsed;
+      try {
+        parsed = iface.parseLog({ topics: [...log.topics], data: log.data });
+      } catch {
+        continue;
+      }
+      if (parsed?.name === 'DepositDeployed') {
+        deployed = {
+          payer: getAddress(String(parsed.args['payer'])),
+          settlement: getAddress(String(parsed.args['settlement'])),
+          amount: BigInt(parsed.args['amount'] as bigint),
+          expiry: BigInt(parsed.args['authorizationExpiry'] as bigint),
+        };
+      }
+      if (parsed?.name === 'PayerAttested') finalAt = BigInt(parsed.args['finalAt'] as bigint);
+    }
+    if (!deployed || finalAt === null)
+      return { kind: 'retry', error: `no DepositDeployed/PayerAttested log in ${txHash}` };
+    return {
+      kind: 'deployed',
+      txHash,
+      payer: deployed.payer,
+      payerFinalAt: new Date(Number(finalAt) * 1000),
+      settlement: deployed.settlement,
+      amount: deployed.amount,
+      authorizationExpiry: deployed.expiry > 0n ? new Date(Number(deployed.expiry) * 1000) : null,
+    };
+  }
+}

@@ -1,0 +1,131 @@
+import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The deposit side's working tables (the payment stream stays the truth):
+ * - `payment_deposit_addresses`: deposit address -> payment (what an observed transfer belongs to);
+ * - `payment_deposit_transfers`: each observed transfer, until it is confirmed or retracted (the confirmation
+ *   worker's queue; the observation id finds it again when the indexer retracts it);
+ * - `payment_deposit_jobs`: a payment whose chain work (screening, deploy, flag) is to be retried at `next_at`.
+ */
+export class CreatePaymentDepositTables1767500000000 implements MigrationInterface {
+  name = 'CreatePaymentDepositTables1767500000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS payment_deposit_addresses (
+      deposit_address text PRIMARY KEY CHECK (deposit_address ~ '^0x[0-9a-f]{40}$'),
+      payment_id text NOT NULL UNIQUE
+    )`);
+    await q.query(`CREATE TABLE IF NOT EXISTS payment_deposit_transfers (
+      observation_id text PRIMARY KEY,
+      payment_id text NOT NULL,
+      chain text NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      block_number bigint NOT NULL,
+      state text NOT NULL CHECK (state IN ('observed', 'confirmed', 'retracted'))
+    )`);
+    await q.query(`CREATE INDEX IF NOT EXISTS payment_deposit_transfers_open
+      ON payment_deposit_transfers (chain, block_number) WHERE state = 'observed'`);
+    await q.query(`CREATE TABLE IF NOT EXISTS payment_deposit_jobs (
+      payment_id text PRIMARY KEY,
+      next_at timestamptz NOT NULL,
+      attempts integer NOT NULL DEFAULT 0,
+      last_error text
+    )`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE IF EXISTS payment_deposit_jobs');
+    await q.query('DROP TABLE IF EXISTS payment_deposit_transfers');
+    await q.query('DROP TABLE IF EXISTS payment_deposit_addresses');
+  }
+}
+
+export interface OpenTransfer {
+  readonly observation_id: string;
+  readonly payment_id: string;
+  readonly chain: string;
+  readonly tx_hash: string;
+  readonly log_index: number;
+  readonly block_number: string;
+}
+
+export class DepositStore {
+  constructor(private readonly db: DataSource) {}
+
+  async addAddress(depositAddress: string, paymentId: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO payment_deposit_addresses (deposit_address, payment_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+      [depositAddress.toLowerCase(), paymentId],
+    );
+  }
+
+  async paymentOf(depositAddress: string): Promise<string | null> {
+    const rows: { payment_id: string }[] = await this.db.query(
+      'SELECT payment_id FROM payment_deposit_addresses WHERE deposit_address = $1',
+      [depositAddress.toLowerCase()],
+    );
+    return rows[0]?.payment_id ?? null;
+  }
+
+  async addTransfer(t: Omit<OpenTransfer, 'block_number'> & { block_number: string }): Promise<void> {
+    await this.db.query(
+      `INSERT INTO payment_deposit_transfers (observation_id, payment_id, chain, tx_hash, log_index, block_number, state)
+       VALUES ($1, $2, $3, $4, $5, $6, 'observed') ON CONFLICT DO NOTHING`,
+      [t.observation_id, t.payment_id, t.chain, t.tx_hash, t.log_index, t.block_number],
+    );
+  }
+
+  async transfer(observationId: string): Promise<(OpenTransfer & { state: string }) | null> {
+    const rows: (OpenTransfer & { state: string })[] = await this.db.query(
+      'SELECT * FROM payment_deposit_transfers WHERE observation_id = $1',
+      [observationId],
+    );
+    return rows[0] ?? null;
+  }
+
+  async open(chain: string, throughBlock: number): Promise<OpenTransfer[]> {
+    return this.db.query(
+      `SELECT * FROM payment_deposit_transfers WHERE state = 'observed' AND chain = $1 AND block_number <= $2
+        ORDER BY block_number LIMIT 200`,
+      [chain, throughBlock],
+    );
+  }
+
+  async mark(observationId: string, state: 'confirmed' | 'retracted'): Promise<void> {
+    await this.db.query('UPDATE payment_deposit_transfers SET state = $2 WHERE observation_id = $1', [
+      observationId,
+      state,
+    ]);
+  }
+
+  async scheduleRetry(paymentId: string, at: Date, error: string): Promise<number> {
+    const rows: { attempts: number }[] = await this.db.query(
+      `INSERT INTO payment_deposit_jobs (payment_id, next_at, attempts, last_error) VALUES ($1, $2, 1, $3)
+       ON CONFLICT (payment_id) DO UPDATE SET next_at = $2, attempts = payment_deposit_jobs.attempts + 1, last_error = $3
+       RETURNING attempts`,
+      [paymentId, at, error],
+    );
+    return rows[0]?.attempts ?? 1;
+  }
+
+  async attempts(paymentId: string): Promise<number> {
+    const rows: { attempts: number }[] = await this.db.query(
+      'SELECT attempts FROM payment_deposit_jobs WHERE payment_id = $1',
+      [paymentId],
+    );
+    return rows[0]?.attempts ?? 0;
+  }
+
+  async clearRetry(paymentId: string): Promise<void> {
+    await this.db.query('DELETE FROM payment_deposit_jobs WHERE payment_id = $1', [paymentId]);
+  }
+
+  async dueRetries(now: Date): Promise<string[]> {
+    const rows: { payment_id: string }[] = await this.db.query(
+      'SELECT payment_id FROM payment_deposit_jobs WHERE next_at <= $1 ORDER BY next_at LIMIT 50',
+      [now],
+    );
+    return rows.map((r) => r.payment_id);
+  }
+}

@@ -1,0 +1,50 @@
+import { type DynamicModule, Module } from '@nestjs/common';
+import { ChainOperatorModule, type ChainOperatorConfig } from '@stablepay/chain-operator';
+import type { ServiceDefinition } from '@stablepay/runtime';
+import { ConfirmDepositTransferHandler } from '../commands/confirm-deposit-transfer/confirm-deposit-transfer.handler';
+import { ObserveDepositTransferHandler } from '../commands/observe-deposit-transfer/observe-deposit-transfer.handler';
+import { PaymentFacts } from '../commands/payment-facts';
+import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
+import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
+import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
+import { DepositFlow } from './deposit-flow';
+import { CreatePaymentDepositTables1767500000000 } from './deposit.store';
+import { SANCTIONS_SCREENING, SandboxSanctionsScreening, type SanctionsScreening } from './sanctions';
+
+export interface PaymentDepositsOptions {
+  /** The sanctions provider; default the sandbox adapter (magic payer addresses, docs/payment-deposits.md). */
+  readonly screening?: SanctionsScreening;
+}
+
+@Module({})
+export class PaymentDepositsModule {
+  static forRoot(config: ChainOperatorConfig, options: PaymentDepositsOptions = {}): DynamicModule {
+    return {
+      module: PaymentDepositsModule,
+      imports: [ChainOperatorModule.forRoot(config)],
+      providers: [
+        { provide: SANCTIONS_SCREENING, useValue: options.screening ?? new SandboxSanctionsScreening() },
+        PaymentFacts,
+        ObserveDepositTransferHandler,
+        ConfirmDepositTransferHandler,
+        RetractDepositTransferHandler,
+        RecordScreeningHandler,
+        RecordDepositDeploymentHandler,
+        DepositFlow,
+      ],
+      exports: [DepositFlow, PaymentFacts],
+    };
+  }
+}
+
+/** The deposit side of the payments service (hosted with it: it needs the operator key). */
+export function paymentDepositsService(
+  config: ChainOperatorConfig,
+  options: PaymentDepositsOptions = {},
+): ServiceDefinition {
+  return {
+    name: 'payment-deposits',
+    imports: [PaymentDepositsModule.forRoot(config, options)],
+    migrations: [CreatePaymentDepositTables1767500000000],
+  };
+}
