@@ -13,6 +13,7 @@ import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
 import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/subscriptions-service';
 import { chargeLedgerHttpModule, LEDGER_MIGRATIONS } from '@stablepay/charge-ledger-service';
 import { PAYMENTS_MIGRATIONS, paymentsHttpModule } from '@stablepay/payments-service';
+import { subscriptionChargesHttpModule } from './subscription-charges.gateway';
 
 /**
  * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
@@ -30,6 +31,7 @@ export class GatewayModule {
         subscriptionsHttpModule(),
         chargeLedgerHttpModule(),
         paymentsHttpModule(),
+        subscriptionChargesHttpModule(),
       ],
       providers: [
         { provide: APP_GUARD, useClass: ApiKeyGuard },

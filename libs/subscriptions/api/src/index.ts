@@ -13,3 +13,7 @@ export * from './subscription-checkout.commands';
 export * from './subscription.commands';
 export * from './subscriptions.port';
 export * from './subscriptions.controller';
+export * from './subscription-charge.commands';
+export * from './subscription-charges.port';
+export * from './subscription-charges.controller';
+export * from './subscription-charges-api.module';

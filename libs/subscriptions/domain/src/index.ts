@@ -9,3 +9,4 @@ export * from './charge-preflight';
 export * from './subscription.webhooks';
 export * from './subscription-checkout.upcasters';
 export * from './subscription-checkout.v1.fixtures';
+export * from './charge-quote';

@@ -26,3 +26,8 @@ export * from './subscriptions/subscription-managers';
 export * from './subscriptions/subscriptions.gateway';
 export * from './subscriptions/subscribe-flow';
 export * from './subscriptions/webhook-source';
+export * from './charges/charge-quotes';
+export * from './charges/settlement-provider';
+export * from './charges/owned-subscription';
+export * from './charges/subscription-charges.module';
+export * from './commands/quote-charge/quote-charge.handler';

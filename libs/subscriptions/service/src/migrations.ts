@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { CreateChargeQuotes1767400000200 } from './charges/charge-quotes';
 
 /**
  * The subscription checkout read model: one row per intent, projected from its stream. `object` is the latest
@@ -100,4 +101,5 @@ export class CreateSubscriptions1767400000310 implements MigrationInterface {
 export const SUBSCRIPTIONS_MIGRATIONS = [
   CreateSubscriptionCheckouts1767300000100,
   CreateSubscriptions1767400000310,
+  CreateChargeQuotes1767400000200,
 ];

@@ -4,6 +4,7 @@ import type { ServiceDefinition } from '@stablepay/runtime';
 import { SubscriptionsApiModule } from '@stablepay/subscriptions-api';
 import type { Clock } from '@stablepay/util';
 import { SUBSCRIPTIONS_MIGRATIONS } from './migrations';
+import { SubscriptionChargesModule } from './charges/subscription-charges.module';
 import { SUBSCRIPTIONS_UPCASTERS } from './upcasters';
 import { RATE_SOURCE } from './rates/rate-source.token';
 import { SandboxRateSource } from './rates/sandbox-rate-source';
@@ -145,7 +146,11 @@ export function subscriptionsService(
 ): ServiceDefinition {
   return {
     name: 'subscriptions',
-    imports: [SubscriptionsConfigModule.forRoot(config), SubscriptionsServiceModule],
+    imports: [
+      SubscriptionsConfigModule.forRoot(config),
+      SubscriptionsServiceModule,
+      SubscriptionChargesModule,
+    ],
     migrations: SUBSCRIPTIONS_MIGRATIONS,
     handlesCommands: true,
     upcasters: SUBSCRIPTIONS_UPCASTERS,

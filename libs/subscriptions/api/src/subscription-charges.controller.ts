@@ -1,0 +1,120 @@
+import { Body, Controller, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
+import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import {
+  type ChargeInput,
+  type ChargeQuoteInput,
+  SUBSCRIPTION_CHARGES,
+  type SubscriptionChargesUseCases,
+} from './subscription-charges.port';
+
+const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
+const UINT = /^(0|[1-9][0-9]{0,77})$/;
+const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
+const CODE = /^[A-Za-z0-9_-]{1,100}$/;
+
+function checkId(id: string): string {
+  if (!SUBSCRIPTION_ID.test(id)) throw notFound('subscription', id);
+  return id.toLowerCase();
+}
+
+function objectBody(body: unknown, known: readonly string[]): Record<string, unknown> {
+  if (body === undefined || body === null) return {};
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw invalidRequest('The request body must be a JSON object.');
+  for (const key of Object.keys(body))
+    if (!known.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+  return body as Record<string, unknown>;
+}
+
+function uintString(body: Record<string, unknown>, name: string, required: boolean): string | null {
+  const v = body[name];
+  if (v === undefined || v === null) {
+    if (required) throw validationError(name, `${name} is required.`);
+    return null;
+  }
+  if (typeof v !== 'string' || !UINT.test(v))
+    throw validationError(name, `${name} must be a non-negative integer string.`);
+  return v;
+}
+
+/** SPEC Endpoints > Subscriptions: quote the next charge, and charge (merchant-signed with signCharge). */
+@Controller('subscriptions/:id')
+export class SubscriptionChargesController {
+  constructor(@Inject(SUBSCRIPTION_CHARGES) private readonly useCases: SubscriptionChargesUseCases) {}
+
+  /**
+   * Body (optional): `fiat_amount` (minor units, integer string: an ad-hoc amount instead of the plan price) and
+   * `currency` (ISO-4217; needed with fiat_amount on a token-priced plan).
+   */
+  @Post('charge-quote')
+  @HttpCode(201)
+  quote(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() raw: unknown) {
+    const subscriptionId = checkId(id);
+    const body = objectBody(raw, ['fiat_amount', 'currency']);
+    const currency = body.currency;
+    if (currency !== undefined && currency !== null && typeof currency !== 'string')
+      throw validationError('currency', 'currency must be an ISO-4217 code such as USD.');
+    const input: ChargeQuoteInput = {
+      fiatAmount: uintString(body, 'fiat_amount', false),
+      currency: typeof currency === 'string' ? currency : null,
+    };
+    return this.useCases.quote(merchant, subscriptionId, input);
+  }
+
+  /**
+   * Body: `amount` (token smallest units), `nonce` (the subscription's charge_nonce), `deadline` (unix seconds),
+   * `signature` (signCharge's), and `quote_code` for a fiat-priced plan (or whenever a quote was signed).
+   */
+  @Post('charge')
+  @HttpCode(200)
+  charge(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('id') id: string,
+    @Body() raw: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    const subscriptionId = checkId(id);
+    const body = objectBody(raw, ['amount', 'nonce', 'deadline', 'signature', 'quote_code']);
+    const amount = uintString(body, 'amount', true) ?? '0';
+    const nonce = body.nonce;
+    if (typeof nonce !== 'number' || !Number.isSafeInteger(nonce) || nonce < 0)
+      throw validationError(
+        'nonce',
+        "nonce must be the subscription's charge_nonce (a non-negative integer).",
+      );
+    const rawDeadline = body.deadline;
+    const deadline =
+      typeof rawDeadline === 'number' && Number.isSafeInteger(rawDeadline) && rawDeadline >= 0
+        ? String(rawDeadline)
+        : uintString(body, 'deadline', true);
+    const signature = body.signature;
+    if (typeof signature !== 'string' || !SIGNATURE.test(signature))
+      throw validationError('signature', 'signature must be the 65-byte 0x-hex signature of signCharge.');
+    const quoteCode = body.quote_code;
+    if (
+      quoteCode !== undefined &&
+      quoteCode !== null &&
+      (typeof quoteCode !== 'string' || !CODE.test(quoteCode))
+    )
+      throw validationError(
+        'quote_code',
+        'quote_code must be the code of POST /subscriptions/:id/charge-quote.',
+      );
+    const input: ChargeInput = {
+      amount,
+      nonce,
+      deadline: deadline ?? '0',
+      signature,
+      quoteCode: typeof quoteCode === 'string' ? quoteCode : null,
+    };
+    const key = request.headers['idempotency-key'];
+    return this.useCases.charge(
+      merchant,
+      subscriptionId,
+      input,
+      (Array.isArray(key) ? key[0] : key) || undefined,
+    );
+  }
+}

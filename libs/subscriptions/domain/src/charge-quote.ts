@@ -1,0 +1,134 @@
+import { cannotProcess, DomainError, validationError } from '@stablepay/util';
+import { REFERENCE_QUOTE_TTL_SECONDS } from './charge-preflight';
+import { currencyExponent, parseRateValue, type Rate, toTokenUnits } from './rates';
+
+/**
+ * SPEC Subscriptions > Quote behavior: `POST /subscriptions/:id/charge-quote`. Pure: the service hands in the plan,
+ * the merchant's settlement mode, the live rate (crypto-settled) or the provider's price lock (fiat-settled) and the
+ * clock; this decides what is converted and what the merchant signs.
+ *
+ * - Fiat-priced plan: the plan's fiat price, or an ad-hoc `fiat_amount` of the body (metered usage, add-ons), in the
+ *   plan's currency, converted to the subscription's token at the live rate, rounding up (the merchant never receives
+ *   less than the fiat amount at that rate).
+ * - Token-priced (legacy) plan: the token price itself, or an ad-hoc `fiat_amount` with the `currency` it is in.
+ * - Crypto-settled business: a reference quote `refq_...`, valid 120 s, that only proves the charged amount is what
+ *   the subscriber was shown. Fiat-settled: the settlement provider's price lock (`price_lock_code`), redeemed at
+ *   off-ramp after the charge, valid until the provider's expiry.
+ *
+ * Either way the merchant signs `quoteHash = keccak256(code)` (signCharge's `quoteCode`), so a signature binds one
+ * quote; the charge preflight checks the binding (CHARGE_PREFLIGHT_ERRORS quote_*).
+ */
+export interface ChargeQuoteRequest {
+  /** Ad-hoc fiat amount in minor units (body `fiat_amount`); null: the plan price. */
+  readonly fiatAmount: bigint | null;
+  /** Body `currency`; required with `fiat_amount` on a token-priced plan, else must be the plan's. */
+  readonly currency: string | null;
+}
+
+export interface QuotedPlan {
+  readonly subscriptionId: string;
+  readonly price: string;
+  readonly priceCurrency: string | null;
+  readonly tokenSymbol: string;
+  readonly tokenDecimals: number;
+}
+
+/** What to convert: a fiat amount in a currency, or a token amount as is (legacy plan price). */
+export type QuoteBasis =
+  | { readonly kind: 'fiat'; readonly fiatAmount: bigint; readonly currency: string }
+  | { readonly kind: 'token'; readonly tokenAmount: bigint };
+
+const CURRENCY = /^[A-Za-z]{3}$/;
+
+export function quoteBasis(plan: QuotedPlan, request: ChargeQuoteRequest): QuoteBasis {
+  if (request.fiatAmount !== null && request.fiatAmount <= 0n)
+    throw validationError('fiat_amount', 'fiat_amount must be a positive integer string (minor units).');
+  if (request.currency !== null && !CURRENCY.test(request.currency))
+    throw validationError('currency', 'currency must be an ISO-4217 code such as USD.');
+  const asked = request.currency?.toUpperCase() ?? null;
+  if (plan.priceCurrency !== null) {
+    if (asked !== null && asked !== plan.priceCurrency)
+      throw cannotProcess(
+        'currency_mismatch',
+        `The plan is priced in ${plan.priceCurrency}; quote an ad-hoc amount in that currency.`,
+        'currency',
+      );
+    return {
+      kind: 'fiat',
+      fiatAmount: request.fiatAmount ?? BigInt(plan.price),
+      currency: plan.priceCurrency,
+    };
+  }
+  if (request.fiatAmount === null) {
+    if (asked !== null)
+      throw validationError('fiat_amount', 'currency is only meaningful with an ad-hoc fiat_amount.');
+    return { kind: 'token', tokenAmount: BigInt(plan.price) };
+  }
+  if (asked === null)
+    throw validationError('currency', 'A token-priced plan needs the currency of an ad-hoc fiat_amount.');
+  return { kind: 'fiat', fiatAmount: request.fiatAmount, currency: asked };
+}
+
+/** The rate of the subscription's token among what the rates port quoted; 422 when the currency cannot be priced. */
+export function rateFor(rates: readonly Rate[], currency: string, tokenSymbol: string): Rate {
+  const rate = rates.find((r) => r.tokenSymbol.toUpperCase() === tokenSymbol.toUpperCase());
+  if (!rate)
+    throw cannotProcess(
+      'price_currency_not_quotable',
+      `No rate converts ${currency} to ${tokenSymbol} right now.`,
+      'currency',
+    );
+  return rate;
+}
+
+/** Token smallest units for a fiat amount at one rate, rounding up (SPEC Rules 4). */
+export function convertAtRate(
+  fiatAmount: bigint,
+  currency: string,
+  rate: Rate,
+  tokenDecimals: number,
+): bigint {
+  return toTokenUnits(fiatAmount, parseRateValue(rate.value), tokenDecimals, currencyExponent(currency));
+}
+
+/** A reference quote's lifetime (SPEC Limits: 120 seconds). */
+export function referenceQuoteExpiry(now: Date): Date {
+  return new Date(now.getTime() + REFERENCE_QUOTE_TTL_SECONDS * 1000);
+}
+
+/** SPEC: `refq_` prefix for reference quote codes. */
+export const REFERENCE_QUOTE_PREFIX = 'refq_';
+
+/** The settlement provider could not lock a price (503: retry). */
+export function settlementProviderUnavailable(detail: string): DomainError {
+  return new DomainError({
+    type: 'api_error',
+    status: 503,
+    code: 'settlement_provider_unavailable',
+    message: `The settlement provider could not lock a price (${detail}); retry shortly.`,
+  });
+}
+
+/** SPEC Subscriptions > Quote behavior: the response of the charge-quote call (fields ours; docs/openapi.yaml). */
+export interface ChargeQuoteObject {
+  readonly object: 'subscription_charge_quote';
+  /** What the charge call takes as `quote_code` and signCharge as `quoteCode`. */
+  readonly quote_code: string;
+  readonly kind: 'reference_quote' | 'price_lock';
+  /** Fiat-settled only: the provider's price lock (equal to quote_code); null on a reference quote. */
+  readonly price_lock_code: string | null;
+  readonly subscription_id: string;
+  /** Token smallest units to charge (the `amount` to sign). */
+  readonly amount: string;
+  readonly token_symbol: string;
+  readonly token_decimals: number;
+  /** The fiat amount converted, minor units; null when a token-priced plan's token price was quoted as is. */
+  readonly fiat_amount: string | null;
+  readonly fiat_currency: string | null;
+  /** Currency major units per whole token used; null without conversion. */
+  readonly rate: string | null;
+  /** `keccak256(quote_code)`: the quoteHash the signature must carry. */
+  readonly quote_hash: string;
+  readonly expires_at: string;
+  readonly created_at: string;
+}

@@ -1,0 +1,95 @@
+import { DomainError } from '@stablepay/util';
+import { convertAtRate, type QuotedPlan, quoteBasis, rateFor, referenceQuoteExpiry } from './charge-quote';
+import type { Rate } from './rates';
+
+const fiatPlan: QuotedPlan = {
+  subscriptionId: `0x${'5a'.repeat(32)}`,
+  price: '150000',
+  priceCurrency: 'ARS',
+  tokenSymbol: 'USDC',
+  tokenDecimals: 6,
+};
+const tokenPlan: QuotedPlan = { ...fiatPlan, price: '2500000', priceCurrency: null };
+const rate = (value: string, tokenSymbol = 'USDC'): Rate => ({
+  currency: 'ARS',
+  tokenSymbol,
+  value,
+  asOf: '2026-06-01T10:00:00.000Z',
+  source: 'sandbox',
+});
+
+function refusal(run: () => unknown): DomainError {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof DomainError) return error;
+    throw error;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('charge quote', () => {
+  it('quotes the plan price of a fiat-priced plan in its currency', () => {
+    expect(quoteBasis(fiatPlan, { fiatAmount: null, currency: null })).toEqual({
+      kind: 'fiat',
+      fiatAmount: 150000n,
+      currency: 'ARS',
+    });
+  });
+
+  it('converts an ad-hoc fiat amount of the body instead of the plan price', () => {
+    expect(quoteBasis(fiatPlan, { fiatAmount: 999n, currency: 'ars' })).toEqual({
+      kind: 'fiat',
+      fiatAmount: 999n,
+      currency: 'ARS',
+    });
+  });
+
+  it('refuses an ad-hoc amount in another currency than the plan price (422 currency_mismatch)', () => {
+    expect(refusal(() => quoteBasis(fiatPlan, { fiatAmount: 999n, currency: 'USD' }))).toMatchObject({
+      status: 422,
+      code: 'currency_mismatch',
+      param: 'currency',
+    });
+  });
+
+  it('quotes a token-priced plan in tokens, and an ad-hoc fiat amount only with its currency', () => {
+    expect(quoteBasis(tokenPlan, { fiatAmount: null, currency: null })).toEqual({
+      kind: 'token',
+      tokenAmount: 2500000n,
+    });
+    expect(quoteBasis(tokenPlan, { fiatAmount: 1000n, currency: 'USD' })).toEqual({
+      kind: 'fiat',
+      fiatAmount: 1000n,
+      currency: 'USD',
+    });
+    expect(refusal(() => quoteBasis(tokenPlan, { fiatAmount: 1000n, currency: null }))).toMatchObject({
+      status: 400,
+      param: 'currency',
+    });
+  });
+
+  it('refuses a zero fiat amount', () => {
+    expect(refusal(() => quoteBasis(fiatPlan, { fiatAmount: 0n, currency: null }))).toMatchObject({
+      param: 'fiat_amount',
+    });
+  });
+
+  it('converts at one rate rounding up: 1,500.00 ARS at 1,185.50 ARS/USDC is 1.265289 USDC', () => {
+    expect(convertAtRate(150000n, 'ARS', rate('1185.50'), 6)).toBe(1265289n);
+    expect(convertAtRate(150000n, 'ARS', rate('1185.50'), 18)).toBe(1265288907633909743n);
+  });
+
+  it("picks the rate of the subscription's token, 422 price_currency_not_quotable without one", () => {
+    expect(rateFor([rate('1', 'USDT'), rate('2')], 'ARS', 'usdc').value).toBe('2');
+    expect(refusal(() => rateFor([rate('1', 'USDT')], 'ARS', 'USDC'))).toMatchObject({
+      code: 'price_currency_not_quotable',
+    });
+  });
+
+  it('keeps a reference quote valid 120 seconds', () => {
+    expect(referenceQuoteExpiry(new Date('2026-06-01T10:00:00.000Z')).toISOString()).toBe(
+      '2026-06-01T10:02:00.000Z',
+    );
+  });
+});

@@ -1,0 +1,104 @@
+import { randomBytes } from 'node:crypto';
+import { Controller, Inject } from '@nestjs/common';
+import { Payload } from '@nestjs/microservices';
+import { CLOCK, EVENT_STORE } from '@stablepay/aggregate';
+import { CommandHandler } from '@stablepay/commands';
+import type { EventStore } from '@stablepay/event-store';
+import { quoteHash } from '@stablepay/evm';
+import { type QuoteChargeCommand, SUBSCRIPTION_CHARGE_COMMANDS } from '@stablepay/subscriptions-api';
+import {
+  type ChargeQuoteObject,
+  convertAtRate,
+  quoteBasis,
+  type RateSource,
+  rateFor,
+  REFERENCE_QUOTE_PREFIX,
+  referenceQuoteExpiry,
+} from '@stablepay/subscriptions-domain';
+import { type Clock, conflict } from '@stablepay/util';
+import { ChargeQuotes } from '../../charges/charge-quotes';
+import { loadOwnedSubscription } from '../../charges/owned-subscription';
+import { SETTLEMENT_PROVIDER, type SettlementProvider } from '../../charges/settlement-provider';
+import { RATE_SOURCE } from '../../rates/rate-source.token';
+import { MerchantProfiles } from '../../subscription-checkouts/merchant-profiles';
+
+/**
+ * Use case: quote the next charge (POST /subscriptions/:id/charge-quote), in the owning service. A crypto-settled
+ * business gets a reference quote (`refq_...`, 120 s) at the live rate; a fiat-settled one the settlement provider's
+ * price lock. The quote is stored so the charge preflight can bind the signature, the amount and the subscription to
+ * it; nothing is appended to the subscription (a quote is an offer, not a fact of the subscription).
+ */
+@Controller()
+export class QuoteChargeHandler {
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
+    @Inject(RATE_SOURCE) private readonly rates: RateSource,
+    @Inject(SETTLEMENT_PROVIDER) private readonly provider: SettlementProvider,
+    @Inject(ChargeQuotes) private readonly quotes: ChargeQuotes,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  @CommandHandler(SUBSCRIPTION_CHARGE_COMMANDS.quote)
+  async handle(@Payload() command: QuoteChargeCommand): Promise<ChargeQuoteObject> {
+    const { state } = await loadOwnedSubscription(this.store, command.merchant, command.subscriptionId);
+    const c = state.created;
+    if (state.status !== 'active')
+      throw conflict(
+        'subscription_cancelled',
+        `Subscription ${c.subscriptionId} is ${state.status}: no charge is eligible.`,
+      );
+    const basis = quoteBasis(c, {
+      fiatAmount: command.fiatAmount === null ? null : BigInt(command.fiatAmount),
+      currency: command.currency,
+    });
+    const profile = await this.profiles.get(command.merchant.merchantId);
+    const now = this.clock.now();
+    let code: string;
+    let amount: bigint;
+    let rate: string | null = null;
+    let expiresAt: Date;
+    let priceLock = false;
+    if (basis.kind === 'fiat' && profile.settlement.mode === 'fiat') {
+      const lock = await this.provider.lockPrice({
+        merchantId: command.merchant.merchantId,
+        fiatAmount: basis.fiatAmount,
+        currency: basis.currency,
+        tokenSymbol: c.tokenSymbol,
+        tokenDecimals: c.tokenDecimals,
+        chain: c.chain,
+      });
+      ({ priceLockCode: code, tokenAmount: amount, rate, expiresAt } = lock);
+      priceLock = true;
+    } else {
+      // Crypto-settled, or a token price quoted as is (nothing to convert, so nothing for a provider to lock).
+      if (basis.kind === 'fiat') {
+        const live = rateFor(await this.rates.quote(basis.currency), basis.currency, c.tokenSymbol);
+        amount = convertAtRate(basis.fiatAmount, basis.currency, live, c.tokenDecimals);
+        rate = live.value;
+      } else {
+        amount = basis.tokenAmount;
+      }
+      code = `${REFERENCE_QUOTE_PREFIX}${randomBytes(12).toString('hex')}`;
+      expiresAt = referenceQuoteExpiry(now);
+    }
+    const quote: ChargeQuoteObject = {
+      object: 'subscription_charge_quote',
+      quote_code: code,
+      kind: priceLock ? 'price_lock' : 'reference_quote',
+      price_lock_code: priceLock ? code : null,
+      subscription_id: c.subscriptionId,
+      amount: amount.toString(),
+      token_symbol: c.tokenSymbol,
+      token_decimals: c.tokenDecimals,
+      fiat_amount: basis.kind === 'fiat' ? basis.fiatAmount.toString() : null,
+      fiat_currency: basis.kind === 'fiat' ? basis.currency : null,
+      rate,
+      quote_hash: quoteHash(code),
+      expires_at: expiresAt.toISOString(),
+      created_at: now.toISOString(),
+    };
+    await this.quotes.issue(command.merchant, quote);
+    return quote;
+  }
+}

@@ -1,0 +1,182 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { keccak256, toUtf8Bytes } from 'ethers';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { type EmbeddedStack, startEmbedded } from './embedded';
+
+/**
+ * POST /subscriptions/:id/charge-quote through HTTP (SPEC Subscriptions > Quote behavior). The subscription is the
+ * stream the subscriptions service records from a confirmed subscribe (its facts appended here directly); rates are
+ * the sandbox's (ARS/USDC 1185.50, USD/USDC 1).
+ */
+const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
+const CHAIN = 'eip155:8453';
+
+interface Quote {
+  object: string;
+  quote_code: string;
+  kind: string;
+  price_lock_code: string | null;
+  subscription_id: string;
+  amount: string;
+  fiat_amount: string | null;
+  fiat_currency: string | null;
+  rate: string | null;
+  quote_hash: string;
+  expires_at: string;
+  created_at: string;
+}
+
+describe('charge quote (POST /subscriptions/:id/charge-quote)', () => {
+  let db: TestDatabase;
+  let stack: EmbeddedStack;
+  let store: EventStore;
+
+  const newMerchant = async (name: string, settlement_mode = 'crypto') => {
+    const res = await fetch(`${stack.url}/admin/merchants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name, mode: 'test', settlement_mode }),
+    });
+    const body = (await res.json()) as { id: string; api_key: string };
+    return { id: body.id, apiKey: body.api_key };
+  };
+  /** A subscription as the subscribe flow records it: SubscriptionCreated.v1 then the first charge (nonce 0). */
+  const subscription = async (
+    owner: { id: string },
+    plan: { price: string; priceCurrency: string | null },
+  ) => {
+    const subscriptionId = `0x${randomBytes(32).toString('hex')}`;
+    const txHash = `0x${randomBytes(32).toString('hex')}`;
+    const metadata = { merchantId: owner.id, mode: 'test' as const, occurredAt: new Date().toISOString() };
+    await store.appendToStream(`subscription-${subscriptionId}`, [
+      {
+        id: randomUUID(),
+        type: 'SubscriptionCreated.v1',
+        metadata,
+        data: {
+          subscriptionId,
+          checkoutId: null,
+          subscriber: `0x${'1'.repeat(40)}`,
+          externalCustomerId: null,
+          chain: CHAIN,
+          asset: `${CHAIN}/erc20:0x833589fcd6edb6e08f4c7c32d4f71b54bda02913`,
+          tokenSymbol: 'USDC',
+          tokenDecimals: 6,
+          cap: '10000000',
+          budget: '25000000',
+          ...plan,
+          periodDuration: 3600,
+          startedAt: '1780000000',
+          txHash,
+          createdAt: new Date().toISOString(),
+        },
+      },
+    ]);
+    return subscriptionId;
+  };
+  const quote = async (who: { apiKey: string }, id: string, body?: object) => {
+    const res = await fetch(`${stack.url}/subscriptions/${id}/charge-quote`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${who.apiKey}`,
+        ...(body ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as Quote & { error?: Record<string, string> } };
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    stack = await startEmbedded({
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        STABLEPAY_LOCAL_CHAINS: 'false',
+        SANDBOX_RATES: 'USD/USDC=1',
+      },
+      dataDir: 'memory',
+    });
+    store = stack.service.app.get<EventStore>(EVENT_STORE);
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    await db?.drop();
+  });
+
+  it('gives a crypto-settled business a reference quote of the plan price, valid 120 s, whose hash the merchant signs', async () => {
+    const merchant = await newMerchant('Crypto Co');
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    const { status, body } = await quote(merchant, id);
+    expect(status).toBe(201);
+    expect(body).toMatchObject({
+      object: 'subscription_charge_quote',
+      kind: 'reference_quote',
+      price_lock_code: null,
+      subscription_id: id,
+      // 1,500.00 ARS at 1,185.50 ARS per USDC, rounded up to the token's smallest unit.
+      amount: '1265289',
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      rate: '1185.50',
+    });
+    expect(body.quote_code).toMatch(/^refq_[0-9a-f]{24}$/);
+    expect(body.quote_hash).toBe(keccak256(toUtf8Bytes(body.quote_code)));
+    expect(Date.parse(body.expires_at) - Date.parse(body.created_at)).toBe(120_000);
+  });
+
+  it('converts an ad-hoc fiat amount of the body instead of the plan price', async () => {
+    const merchant = await newMerchant('Metered Co');
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    const { body } = await quote(merchant, id, { fiat_amount: '11855' });
+    expect(body).toMatchObject({ amount: '100000', fiat_amount: '11855', fiat_currency: 'ARS' });
+    const other = await quote(merchant, id, { fiat_amount: '100', currency: 'USD' });
+    expect(other.status).toBe(422);
+    expect(other.body.error).toMatchObject({ code: 'currency_mismatch', param: 'currency' });
+  });
+
+  it('quotes a token-priced plan in tokens, without a rate', async () => {
+    const merchant = await newMerchant('Legacy Co');
+    const id = await subscription(merchant, { price: '2500000', priceCurrency: null });
+    expect((await quote(merchant, id)).body).toMatchObject({
+      kind: 'reference_quote',
+      amount: '2500000',
+      fiat_amount: null,
+      rate: null,
+    });
+    expect((await quote(merchant, id, { fiat_amount: '250', currency: 'usd' })).body).toMatchObject({
+      amount: '2500000',
+      fiat_currency: 'USD',
+    });
+  });
+
+  it("gives a fiat-settled business the settlement provider's price lock", async () => {
+    const merchant = await newMerchant('Fiat Co', 'fiat');
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    const { status, body } = await quote(merchant, id);
+    expect(status).toBe(201);
+    expect(body).toMatchObject({ kind: 'price_lock', amount: '1265289', rate: '1185.50' });
+    expect(body.price_lock_code).toMatch(/^plk_/);
+    expect(body.quote_code).toBe(body.price_lock_code);
+    const outage = await quote(merchant, id, { fiat_amount: '503' });
+    expect(outage.status).toBe(503);
+    expect(outage.body.error).toMatchObject({ code: 'settlement_provider_unavailable' });
+  });
+
+  it("answers 404 for another merchant's subscription and an unknown one, and refuses unknown parameters", async () => {
+    const owner = await newMerchant('Owner Co');
+    const other = await newMerchant('Other Co');
+    const id = await subscription(owner, { price: '150000', priceCurrency: 'ARS' });
+    expect((await quote(other, id)).status).toBe(404);
+    expect((await quote(owner, `0x${'0'.repeat(64)}`)).status).toBe(404);
+    expect((await quote(owner, 'sub_1')).status).toBe(404);
+    const unknown = await quote(owner, id, { amount: '1' });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error).toMatchObject({ type: 'validation_error', param: 'amount' });
+  });
+});
