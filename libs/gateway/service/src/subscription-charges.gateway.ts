@@ -15,6 +15,7 @@ import {
   type SubscriptionChargesUseCases,
 } from '@stablepay/subscriptions-api';
 import type { ChargeQuoteObject } from '@stablepay/subscriptions-domain';
+import { SubscriptionCheckoutsCoreModule, SubscriptionReader } from '@stablepay/subscriptions-service';
 
 /**
  * The gateway's side of the charge use cases. Composed here, in the gateway scope, because it joins two scopes: the
@@ -27,6 +28,7 @@ export class SubscriptionChargesGateway implements SubscriptionChargesUseCases {
   constructor(
     @Inject(CommandClient) private readonly commands: CommandClient,
     @Inject(ChargeLedgerReader) private readonly ledger: ChargeLedgerReader,
+    @Inject(SubscriptionReader) private readonly subscriptions: SubscriptionReader,
   ) {}
 
   quote(
@@ -59,14 +61,20 @@ export class SubscriptionChargesGateway implements SubscriptionChargesUseCases {
       SUBSCRIPTION_CHARGE_COMMANDS.charge,
       command,
     );
-    return (await this.ledger.getAtLeast(done.chargeId)).object;
+    // Both read models the merchant reads next reflect the charge: the subscription (nonce, spend, paused) and the
+    // ledger's row.
+    const [row] = await Promise.all([
+      this.ledger.getAtLeast(done.chargeId),
+      this.subscriptions.getAtLeast(subscriptionId, done.revision),
+    ]);
+    return row.object;
   }
 }
 
 /** POST /subscriptions/:id/charge-quote and /charge. */
 export function subscriptionChargesHttpModule(): DynamicModule {
   return SubscriptionChargesApiModule.forRoot({
-    imports: [ChargeLedgerCoreModule],
+    imports: [ChargeLedgerCoreModule, SubscriptionCheckoutsCoreModule],
     useCases: SubscriptionChargesGateway,
   });
 }

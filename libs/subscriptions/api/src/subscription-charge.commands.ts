@@ -41,4 +41,6 @@ export interface ChargeSubscriptionCommand {
 export interface ChargeSubscriptionResult {
   readonly chargeId: string;
   readonly status: 'succeeded' | 'failed';
+  /** The subscription stream's revision after the charge was recorded (the caller waits for its read model). */
+  readonly revision: number;
 }

@@ -31,3 +31,4 @@ export * from './charges/settlement-provider';
 export * from './charges/owned-subscription';
 export * from './charges/subscription-charges.module';
 export * from './commands/quote-charge/quote-charge.handler';
+export * from './commands/charge-subscription/charge-subscription.handler';

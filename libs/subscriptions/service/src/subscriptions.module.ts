@@ -137,6 +137,7 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionProjection,
     SubscriptionManagers,
     ChainObservationsConsumer,
+    OperatorRelayers,
   ],
 })
 export class SubscriptionsServiceModule {}

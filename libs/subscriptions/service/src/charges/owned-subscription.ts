@@ -13,6 +13,8 @@ import { notFound } from '@stablepay/util';
 export interface OwnedSubscription {
   readonly state: SubscriptionState & { readonly created: SubscriptionCreatedData };
   readonly revision: number;
+  /** The stream as stored (ids and types): what a retried command already appended. */
+  readonly events: ReadonlyArray<{ readonly id: string; readonly type: string; readonly data: unknown }>;
   readonly merchantId: string;
   readonly mode: 'test' | 'live';
 }
@@ -44,5 +46,11 @@ export async function loadOwnedSubscription(
     first.metadata.mode !== merchant.mode
   )
     throw notFound('subscription', id);
-  return { state: { ...state, created }, revision, merchantId: merchant.merchantId, mode: merchant.mode };
+  return {
+    state: { ...state, created },
+    revision,
+    events,
+    merchantId: merchant.merchantId,
+    mode: merchant.mode,
+  };
 }

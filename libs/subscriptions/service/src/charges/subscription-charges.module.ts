@@ -4,7 +4,8 @@ import type { RateSource } from '@stablepay/subscriptions-domain';
 import type { Clock } from '@stablepay/util';
 import { QuoteChargeHandler } from '../commands/quote-charge/quote-charge.handler';
 import { RATE_SOURCE } from '../rates/rate-source.token';
-import { SubscriptionCheckoutsCoreModule } from '../subscriptions.module';
+import { SubscriptionCheckoutsCoreModule, SubscriptionsServiceModule } from '../subscriptions.module';
+import { ChargeSubscriptionHandler } from '../commands/charge-subscription/charge-subscription.handler';
 import { ChargeQuotes } from './charge-quotes';
 import { SandboxSettlementProvider, SETTLEMENT_PROVIDER } from './settlement-provider';
 
@@ -13,8 +14,8 @@ import { SandboxSettlementProvider, SETTLEMENT_PROVIDER } from './settlement-pro
  * merchant-signed charge. Part of subscriptionsService(); the command side lives only there.
  */
 @Module({
-  imports: [forwardRef(() => SubscriptionCheckoutsCoreModule)],
-  controllers: [QuoteChargeHandler],
+  imports: [forwardRef(() => SubscriptionCheckoutsCoreModule), forwardRef(() => SubscriptionsServiceModule)],
+  controllers: [QuoteChargeHandler, ChargeSubscriptionHandler],
   providers: [
     ChargeQuotes,
     {

@@ -1,0 +1,318 @@
+import { Controller, Inject } from '@nestjs/common';
+import { Payload } from '@nestjs/microservices';
+import { getAddress, Interface, type JsonRpcProvider } from 'ethers';
+import { CLOCK, deterministicEventId, EVENT_STORE } from '@stablepay/aggregate';
+import { CommandHandler } from '@stablepay/commands';
+import {
+  connectStablepayRegistry,
+  connectSubscriptionManager,
+  SubscriptionManagerAbi,
+  toOnChainId,
+} from '@stablepay/contracts';
+import type { EventStore } from '@stablepay/event-store';
+import { isSignedBy, quoteHash, stablepayDomain } from '@stablepay/evm';
+import type { RelayOutcome } from '@stablepay/relayer';
+import {
+  type ChargeSubscriptionCommand,
+  type ChargeSubscriptionResult,
+  SUBSCRIPTION_CHARGE_COMMANDS,
+} from '@stablepay/subscriptions-api';
+import {
+  type ChargeObservation,
+  chargePreflight,
+  NONCE_ALREADY_USED,
+  subscriptionStreamId,
+  succeededChargeId,
+} from '@stablepay/subscriptions-domain';
+import { type Clock, derivedId, DomainError } from '@stablepay/util';
+import { ChargeQuotes } from '../../charges/charge-quotes';
+import { loadOwnedSubscription } from '../../charges/owned-subscription';
+import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../../subscriptions.config';
+import { ChainTime, chainUnavailable, OperatorRelayers } from '../../subscriptions/chain-access';
+import { chargeObservation } from '../../subscriptions/chain-facts';
+import { decodeManagerLog } from '../../subscriptions/subscribe-flow';
+import { SubscriptionCommands } from '../../subscriptions/subscription.commands';
+import { outcomeName, SubscriptionManagers } from '../../subscriptions/subscription-managers';
+
+const MANAGER = new Interface(SubscriptionManagerAbi);
+const CHARGED_TOPIC = MANAGER.getEvent('SubscriptionCharged')?.topicHash ?? '';
+
+/**
+ * Use case: charge a subscription (POST /subscriptions/:id/charge, signed with signCharge), in the owning service.
+ *
+ * 1. Preflight (`chargePreflight`, the pure table of docs/subscriptions.md) on the subscription's own stream, at chain
+ *    time, with the quote the code names and the EIP-712 check against the registry's signer at its current epoch. A
+ *    rejection throws: nothing is submitted, appended or sent (SPEC fiat field rule 7).
+ * 2. The operator's relayer simulates and submits `charge`; the receipt is recorded before answering (SPEC "persist the
+ *    receipt synchronously"): `RecordChargeSucceeded` from the SubscriptionCharged log, or `RecordChargeReverted`
+ *    (simulation: `tx_hash` null; receipt: the transaction) whose paused brake the aggregate applies.
+ * 3. "My charge landed via someone else": when our simulation or transaction fails and the nonce is used on chain
+ *    (NonceAlreadyUsed, or `chargeNonceUsed` true), the SubscriptionCharged log of that nonce is read and recorded as
+ *    the success it is (never failed, never paused). A merchant retry of that charge is `already_charged` at preflight
+ *    and answered with the landed charge: nothing is submitted twice.
+ *
+ * Answers the `subc_` id; the gateway answers with the ledger's row once it is listed.
+ */
+@Controller()
+export class ChargeSubscriptionHandler {
+  constructor(
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
+    @Inject(OperatorRelayers) private readonly relayers: OperatorRelayers,
+    @Inject(ChainTime) private readonly chains: ChainTime,
+    @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
+    @Inject(ChargeQuotes) private readonly quotes: ChargeQuotes,
+    @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
+    @Inject(CLOCK) private readonly clock: Clock,
+  ) {}
+
+  @CommandHandler(SUBSCRIPTION_CHARGE_COMMANDS.charge)
+  async handle(@Payload() command: ChargeSubscriptionCommand): Promise<ChargeSubscriptionResult> {
+    const owner = command.merchant;
+    const sub = await loadOwnedSubscription(this.store, owner, command.subscriptionId);
+    const c = sub.state.created;
+    const subscriptionId = c.subscriptionId.toLowerCase();
+    // A retried command (same Idempotency-Key) whose outcome is already recorded is answered, not submitted again.
+    const recorded = this.alreadyRecorded(sub.events, subscriptionId, command.commandId, sub.revision);
+    if (recorded) return recorded;
+
+    const manager = await this.managers.find(owner.merchantId, c.chain);
+    const chain = this.chains.chain(owner.mode, c.chain);
+    if (!manager || !chain || !this.config.registry)
+      throw chainUnavailable(`The subscription manager on ${c.chain} cannot be reached.`);
+    const relayer = this.relayers.for(owner.mode, c.chain);
+    const amount = BigInt(command.amount);
+    const nonce = command.nonce;
+    const deadline = BigInt(command.deadline);
+    const signedQuoteHash = quoteHash(command.quoteCode);
+    // Chain time fresh for every charge: a cached block time could miss a window boundary (budget) or a deadline.
+    this.chains.invalidate(owner.mode, c.chain);
+    const [chainNow, auth, quote] = await Promise.all([
+      this.chains.now(owner.mode, c.chain),
+      connectStablepayRegistry(this.config.registry, relayer.provider).merchantAuth(
+        toOnChainId(owner.merchantId),
+      ),
+      command.quoteCode ? this.quotes.find(owner, command.quoteCode) : Promise.resolve(null),
+    ]);
+    const signatureValid = isSignedBy(
+      'Charge',
+      stablepayDomain(chain.chainId, getAddress(manager.address)),
+      {
+        subscriptionId,
+        amount,
+        nonce: BigInt(nonce),
+        quoteHash: signedQuoteHash,
+        epoch: auth.epoch,
+        deadline,
+      },
+      command.signature,
+      auth.signer,
+    );
+    const now = this.clock.now();
+    const preflight = chargePreflight({
+      state: sub.state,
+      request: {
+        subscriptionId,
+        amount,
+        nonce,
+        deadline,
+        quoteHash: signedQuoteHash,
+        quoteCode: command.quoteCode,
+      },
+      quote,
+      signatureValid,
+      chainNow,
+      now,
+    });
+    if (preflight.outcome === 'rejected')
+      throw new DomainError({
+        type: preflight.type,
+        status: preflight.status,
+        code: preflight.code,
+        message: preflight.message,
+        ...(preflight.param !== undefined ? { param: preflight.param } : {}),
+      });
+    if (preflight.outcome === 'already_charged')
+      return { chargeId: preflight.chargeId, status: 'succeeded', revision: sub.revision };
+
+    const outcome = await relayer.submit({
+      to: manager.address,
+      data: MANAGER.encodeFunctionData('charge', [
+        subscriptionId,
+        amount,
+        nonce,
+        signedQuoteHash,
+        deadline,
+        command.signature,
+      ]),
+      abi: MANAGER,
+    });
+    this.chains.invalidate(owner.mode, c.chain);
+    const ownerKey = { merchantId: owner.merchantId, mode: owner.mode };
+
+    if (outcome.kind === 'confirmed') {
+      const landed = this.chargedLogIn(outcome.receipt.logs, manager.address, subscriptionId, nonce, c.chain);
+      const block = await relayer.provider.getBlock(outcome.blockNumber);
+      const observation = landed
+        ? { ...landed, chargedAt: new Date(Number(block?.timestamp ?? 0) * 1000).toISOString() }
+        : null;
+      if (!observation)
+        throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
+      const { revision } = await this.commands.run(
+        subscriptionId,
+        ownerKey,
+        { type: 'RecordChargeSucceeded', charge: observation, writtenBy: 'api' },
+        command.commandId,
+      );
+      return this.succeeded(c.chain, subscriptionId, nonce, command.quoteCode, revision);
+    }
+    if (outcome.kind === 'receipt_timeout')
+      throw chainUnavailable(
+        `Charge transaction ${outcome.txHash} was not mined in time; it may still land (the indexer then records it).`,
+      );
+
+    // The attempt failed. If the nonce is used on chain, the charge landed (someone submitted the signature first).
+    const name = outcomeName(outcome);
+    const nonceUsed =
+      name === NONCE_ALREADY_USED ||
+      (await connectSubscriptionManager(manager.address, relayer.provider).chargeNonceUsed(
+        subscriptionId,
+        nonce,
+      ));
+    if (nonceUsed) {
+      const landed = await this.findChargedLog(
+        relayer.provider,
+        manager.address,
+        subscriptionId,
+        nonce,
+        c.chain,
+      );
+      const { revision } = await this.commands.run(
+        subscriptionId,
+        ownerKey,
+        {
+          type: 'RecordChargeReverted',
+          chargeId: succeededChargeId(c.chain, subscriptionId, nonce),
+          nonce,
+          amount: amount.toString(),
+          txHash: txHashOf(outcome),
+          failureReason: NONCE_ALREADY_USED,
+          stage: outcome.kind === 'simulation_rejected' ? 'simulation' : 'receipt',
+          landed,
+          now,
+        },
+        command.commandId,
+      );
+      return this.succeeded(c.chain, subscriptionId, nonce, command.quoteCode, revision);
+    }
+    // A real failure: its own row (an id per attempt, derived from the command so a retry records it once).
+    const chargeId = derivedId(
+      'subc',
+      [owner.merchantId, owner.mode, subscriptionId, command.commandId].join('\u0000'),
+    );
+    const { revision } = await this.commands.run(
+      subscriptionId,
+      ownerKey,
+      {
+        type: 'RecordChargeReverted',
+        chargeId,
+        nonce,
+        amount: amount.toString(),
+        txHash: txHashOf(outcome),
+        failureReason: name,
+        stage: outcome.kind === 'simulation_rejected' ? 'simulation' : 'receipt',
+        landed: null,
+        now,
+      },
+      command.commandId,
+    );
+    return { chargeId, status: 'failed', revision };
+  }
+
+  private async succeeded(
+    chain: string,
+    subscriptionId: string,
+    nonce: number,
+    quoteCode: string | null,
+    revision: number,
+  ): Promise<ChargeSubscriptionResult> {
+    const chargeId = succeededChargeId(chain, subscriptionId, nonce);
+    if (quoteCode) await this.quotes.markUsed(quoteCode, chargeId);
+    return { chargeId, status: 'succeeded', revision };
+  }
+
+  private alreadyRecorded(
+    events: ReadonlyArray<{ readonly id: string; readonly type: string; readonly data: unknown }>,
+    subscriptionId: string,
+    commandId: string,
+    revision: number,
+  ): ChargeSubscriptionResult | null {
+    const first = deterministicEventId(subscriptionStreamId(subscriptionId), commandId, 0);
+    const event = events.find((e) => e.id === first);
+    if (!event) return null;
+    const { chargeId } = event.data as { chargeId: string };
+    return {
+      chargeId,
+      status: event.type === 'SubscriptionChargeFailed.v1' ? 'failed' : 'succeeded',
+      revision,
+    };
+  }
+
+  private chargedLogIn(
+    logs: ReadonlyArray<{
+      readonly address: string;
+      readonly topics: readonly string[];
+      readonly data: string;
+    }>,
+    manager: string,
+    subscriptionId: string,
+    nonce: number,
+    chain: string,
+  ): ChargeObservation | null {
+    for (const log of logs) {
+      if (log.address.toLowerCase() !== manager.toLowerCase()) continue;
+      const decoded = decodeManagerLog(log as Parameters<typeof decodeManagerLog>[0]);
+      if (
+        decoded?.event !== 'SubscriptionCharged' ||
+        decoded.args['subscriptionId'] !== subscriptionId ||
+        Number(decoded.args['nonce']) !== nonce
+      )
+        continue;
+      const txHash = (log as { transactionHash?: string }).transactionHash ?? '';
+      const blockNumber = String((log as { blockNumber?: number }).blockNumber ?? 0);
+      return chargeObservation({
+        chain,
+        contract: manager,
+        event: decoded.event,
+        args: decoded.args,
+        txHash,
+        blockNumber,
+        blockTime: new Date(Number(decoded.args['timestamp'] ?? 0) * 1000).toISOString(),
+      });
+    }
+    return null;
+  }
+
+  /** The SubscriptionCharged log of a nonce, whoever submitted it (topic: the subscription id). */
+  private async findChargedLog(
+    provider: JsonRpcProvider,
+    manager: string,
+    subscriptionId: string,
+    nonce: number,
+    chain: string,
+  ): Promise<ChargeObservation | null> {
+    const logs = await provider.getLogs({
+      address: manager,
+      topics: [CHARGED_TOPIC, subscriptionId],
+      fromBlock: 0,
+      toBlock: 'latest',
+    });
+    return this.chargedLogIn(logs, manager, subscriptionId, nonce, chain);
+  }
+}
+
+function txHashOf(
+  outcome: Exclude<RelayOutcome, { kind: 'confirmed' } | { kind: 'receipt_timeout' }>,
+): string | null {
+  return outcome.kind === 'reverted' ? outcome.txHash : null;
+}
