@@ -151,11 +151,14 @@ export class ChargeSubscriptionHandler {
     const ownerKey = { merchantId: owner.merchantId, mode: owner.mode };
 
     if (outcome.kind === 'confirmed') {
-      const landed = this.chargedLogIn(outcome.receipt.logs, manager.address, subscriptionId, nonce, c.chain);
-      const block = await relayer.provider.getBlock(outcome.blockNumber);
-      const observation = landed
-        ? { ...landed, chargedAt: new Date(Number(block?.timestamp ?? 0) * 1000).toISOString() }
-        : null;
+      // The log carries the block time (`timestamp`): no further RPC round trip before recording.
+      const observation = this.chargedLogIn(
+        outcome.receipt.logs,
+        manager.address,
+        subscriptionId,
+        nonce,
+        c.chain,
+      );
       if (!observation)
         throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
       const { revision } = await this.commands.run(
