@@ -51,6 +51,7 @@ describe('payment deposits on chain (embedded stack, local chain)', () => {
   let stack: EmbeddedStack;
   let merchantId: string;
   let settlement: string;
+  let apiKey: string;
   const clock = new ManualClock(new Date());
 
   beforeAll(async () => {
@@ -68,6 +69,7 @@ describe('payment deposits on chain (embedded stack, local chain)', () => {
       })
     ).json()) as { id: string; api_key: string };
     merchantId = created.id;
+    apiKey = created.api_key;
     settlement = Wallet.createRandom().address;
     await fetch(`${stack.url}/settings`, {
       method: 'POST',
@@ -287,5 +289,63 @@ describe('payment deposits on chain (embedded stack, local chain)', () => {
     } finally {
       provider.destroy();
     }
+  }, 90_000);
+
+  const http = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${stack.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${apiKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const httpStatusIs = (paymentId: string, status: string) =>
+    until(
+      async () => {
+        const res = await http('GET', `/payments/${paymentId}`);
+        return res.body['status'] === status ? res.body : null;
+      },
+      `GET /payments/${paymentId} to say ${status}`,
+      async () => (await http('GET', `/payments/${paymentId}`)).body,
+    );
+
+  it('through HTTP: POST /checkouts, the customer pays the deposit address, GET /payments/:id says settled', async () => {
+    const before = await balanceOf(settlement);
+    const created = await http('POST', '/checkouts', {
+      amount: '7000000',
+      currency: 'USD',
+      method: 'DIRECT',
+    });
+    expect(created.status).toBe(201);
+    const paymentId = String(created.body['payment_id']);
+    const deposit = await http('GET', `/payments/${paymentId}`);
+    await pay(customer, String(deposit.body['deposit_address']), 7_000_000n);
+    const settled = await httpStatusIs(paymentId, 'settled');
+    expect(settled).toMatchObject({ amount_paid: '7000000', detected_chain: CHAIN });
+    expect(settled['deploy_tx_hash']).toMatch(/^0x[0-9a-f]{64}$/);
+    expect((await balanceOf(settlement)) - before).toBe(7_000_000n);
+  }, 60_000);
+
+  // Last: it moves the stack's clock past an expiry.
+  it('a transfer after expiry is a straggler, recoverable to its sender (abandoned), after a NONE deployment', async () => {
+    const created = await http('POST', '/checkouts', { amount: '2500000', currency: 'USD', expires_in: 300 });
+    const paymentId = String(created.body['payment_id']);
+    const depositAddress = String((await http('GET', `/payments/${paymentId}`)).body['deposit_address']);
+    clock.advance(301_000);
+    await httpStatusIs(paymentId, 'expired');
+    await pay(customer, depositAddress, 2_500_000n);
+    const recoverable = await httpStatusIs(paymentId, 'recoverable');
+    expect(recoverable).toMatchObject({
+      recoverable_reason: 'abandoned',
+      recovery_destination: new Wallet(customer).address,
+      amount_paid: '0',
+      non_funding_transactions_count: 1,
+    });
+    await until(
+      async () => (await payment(paymentId)).deploy_tx_hash !== null,
+      'the NONE deployment',
+      () => payment(paymentId),
+    );
+    expect(await balanceOf(depositAddress)).toBe(2_500_000n);
   }, 90_000);
 });
