@@ -5,6 +5,7 @@ export * from './list-query';
 export * from './checkouts.controller';
 export * from './payments.controller';
 export * from './hosted-payment.controller';
+export * from './hosted-payment-page.controller';
 export * from './payments-api.module';
 export * from './payment-requests/x-api-key.guard';
 export * from './payment-requests/payment-requests.controller';

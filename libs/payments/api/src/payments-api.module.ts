@@ -1,6 +1,7 @@
 import { type DynamicModule, Module, type ModuleMetadata, type Type } from '@nestjs/common';
 import { CheckoutsController } from './checkouts.controller';
 import { HostedPaymentController } from './hosted-payment.controller';
+import { HostedPaymentPageController } from './hosted-payment-page.controller';
 import { PaymentsController } from './payments.controller';
 import { LegacySubscriptionsController } from './payment-requests/legacy-subscriptions.controller';
 import { PaymentRequestsController } from './payment-requests/payment-requests.controller';
@@ -11,6 +12,7 @@ export const PAYMENTS_API_CONTROLLERS: readonly Type[] = [
   CheckoutsController,
   PaymentsController,
   HostedPaymentController,
+  HostedPaymentPageController,
   PaymentRequestsController,
   LegacySubscriptionsController,
 ];
