@@ -144,7 +144,10 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       [
         gatewayService(merchants),
         paymentsService(paymentsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
-        subscriptionsService(subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
+        subscriptionsService(
+          subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] }),
+          chainOperator,
+        ),
         chargeLedgerService(),
         indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
         settlementService(),

@@ -1,6 +1,7 @@
 import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/common';
 import { CLOCK } from '@stablepay/aggregate';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { type ChainOperatorConfig, ChainOperatorModule } from '@stablepay/chain-operator';
 import { SubscriptionsApiModule } from '@stablepay/subscriptions-api';
 import type { Clock } from '@stablepay/util';
 import { SUBSCRIPTIONS_MIGRATIONS } from './migrations';
@@ -142,13 +143,29 @@ export class SubscriptionCheckoutsCoreModule {}
 })
 export class SubscriptionsServiceModule {}
 
+/**
+ * `chainOperator`: the process's shared chain layer (ChainOperatorModule: one RelayerSet for the operator key); the
+ * service then deploys, cancels and reads addresses through it.
+ */
 export function subscriptionsService(
   config: SubscriptionsConfig = subscriptionsConfigFromEnv(process.env),
+  chainOperator?: ChainOperatorConfig,
 ): ServiceDefinition {
+  const withChains: SubscriptionsConfig =
+    chainOperator?.addresses && chainOperator.enabled
+      ? {
+          ...config,
+          operatorPrivateKey: config.operatorPrivateKey ?? chainOperator.operator?.privateKey ?? null,
+          subscriptionManagerFactory:
+            config.subscriptionManagerFactory ?? chainOperator.addresses.subscriptionManagerFactory,
+          registry: config.registry ?? chainOperator.addresses.registry,
+        }
+      : config;
   return {
     name: 'subscriptions',
     imports: [
-      SubscriptionsConfigModule.forRoot(config),
+      SubscriptionsConfigModule.forRoot(withChains),
+      ...(chainOperator?.enabled ? [ChainOperatorModule.forRoot(chainOperator)] : []),
       SubscriptionsServiceModule,
       SubscriptionChargesModule,
     ],

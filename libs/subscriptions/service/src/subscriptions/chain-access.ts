@@ -1,4 +1,5 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleDestroy, Optional } from '@nestjs/common';
+import { OperatorRelayers as SharedOperatorRelayers } from '@stablepay/chain-operator';
 import { JsonRpcProvider } from 'ethers';
 import type { ChainInfo } from '@stablepay/evm';
 import { ChainRelayer } from '@stablepay/relayer';
@@ -81,13 +82,18 @@ export class ChainTime implements OnModuleDestroy {
 
 /**
  * The operator's relayer per chain (the hot key of OPERATOR_PRIVATE_KEY): deploys managers, submits merchant-signed
- * cancels, and is the wallet that signs SubscribeAuthorizations. Created on first use.
+ * cancels, and is the wallet that signs SubscribeAuthorizations. With the shared chain layer in the process
+ * (ChainOperatorModule, subscriptionsService(config, chainOperator)) its RelayerSet is used, so the operator key has
+ * one nonce sequence per process; otherwise a relayer per chain is created on first use.
  */
 @Injectable()
 export class OperatorRelayers implements OnModuleDestroy {
   private readonly relayers = new Map<string, ChainRelayer>();
 
-  constructor(@Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig) {}
+  constructor(
+    @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
+    @Optional() @Inject(SharedOperatorRelayers) private readonly shared?: SharedOperatorRelayers,
+  ) {}
 
   get operatorKey(): string {
     if (!this.config.operatorPrivateKey)
@@ -98,6 +104,8 @@ export class OperatorRelayers implements OnModuleDestroy {
   for(mode: Mode, caip2: string): ChainRelayer {
     const chain = this.config.chains[mode].find(caip2);
     if (!chain?.rpcUrl) throw chainUnavailable(`No RPC endpoint is configured for ${caip2}.`);
+    const shared = this.shared?.set;
+    if (shared?.chains().includes(caip2)) return shared.for(caip2);
     const key = `${mode}|${caip2}`;
     let relayer = this.relayers.get(key);
     if (!relayer) {
