@@ -728,7 +728,7 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       await busSubscription.caughtUp();
       expect(busMessages.filter((m) => m.key === `subscriptionCheckout-${id}`).map((m) => m.type)).toEqual([
         'SubscriptionCheckoutCreated.v2',
-        'SubscriptionCheckoutCompleted.v2',
+        'SubscriptionCheckoutCompleted.v3',
       ]);
     });
   });

@@ -168,6 +168,7 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
   let firstCheckoutId = '';
   let firstTxHash = '';
   let daiSubscriptionId = '';
+  let lateCheckoutId = '';
   let daiMigration = { from: '', to: '' };
 
   it('subscribes with USDC (6 decimals) on a fiat-priced plan: authorize, wallet transactions, report -> active, completed', async () => {
@@ -400,6 +401,7 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
 
   it('late completion: a subscribe that lands after the intent expired completes it', async () => {
     const checkout = await createCheckout({ expires_in: 60 });
+    lateCheckoutId = String(checkout['id']);
     const usdc = tokenOf(checkout, 'USDC');
     const subscriber = wallet(7);
     const auth = await api(
@@ -450,6 +452,33 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
     });
     const completed = await hook('subscription_checkout.completed', firstCheckoutId);
     expect(completed.data['object']).toMatchObject({ status: 'completed' });
+    expect(completed.data['object']).not.toHaveProperty('subscription_options');
+    expect(completed.data['subscription']).toMatchObject({
+      object: 'subscription',
+      id: subscriptionId,
+      charge_nonce: 1,
+      status: 'active',
+    });
+    expect(completed.data['first_charge']).toMatchObject({
+      object: 'subscription_charge',
+      id: charged.data['charge']?.['id'],
+      charge_nonce: 0,
+      tx_hash: firstTxHash,
+    });
+    // Late completion: completed after expired, with the subscription and its first charge; sent once.
+    const expired = await hook('subscription_checkout.expired', lateCheckoutId);
+    const late = await hook('subscription_checkout.completed', lateCheckoutId);
+    expect(Date.parse(String(late.data['object']?.['completed_at']))).toBeGreaterThan(
+      Date.parse(String(expired.data['object']?.['expired_at'])) - 1,
+    );
+    expect(late.data['first_charge']).toMatchObject({ charge_nonce: 0 });
+    expect(
+      hooks().filter(
+        (h) =>
+          h.event.type === 'subscription_checkout.completed' &&
+          h.event.data['object']?.['id'] === lateCheckoutId,
+      ),
+    ).toHaveLength(1);
     const cancelled = await hook('subscription.cancelled', subscriptionId);
     expect(cancelled.data['object']).toMatchObject({ status: 'cancelled', cancelled_by: 'merchant' });
 

@@ -7,6 +7,8 @@
  * an upcaster (subscription-checkout.upcasters.ts) that reads the old one as the new, so every reader, the bus
  * included, only sees the newest version.
  */
+import type { SubscriptionChargeSucceededData, SubscriptionCreatedData } from './subscription.events';
+
 export type SubscriptionCheckoutStatus = 'pending' | 'completed' | 'cancelled' | 'expired';
 
 /** SPEC Resources > Subscription checkout, without the API-only `subscription_options`. */
@@ -86,13 +88,24 @@ export type SubscriptionCheckoutExpired = {
   data: { expiredAt: string };
 };
 
-/**
- * Recorded by the on-chain subscribe flow (a later issue) once the subscribe transaction and first charge
- * confirm. May follow cancelled or expired: on-chain truth wins (SPEC States > Subscription checkout).
- */
-export type SubscriptionCheckoutCompleted = {
+/** The v2 completion (stored by earlier releases; read as v3 through the upcaster, without the chain facts). */
+export type SubscriptionCheckoutCompletedV2 = {
   type: 'SubscriptionCheckoutCompleted.v2';
   data: { subscriber: string; chain: string; asset: string; txHash: string | null; completedAt: string };
+};
+
+/**
+ * Recorded by the on-chain subscribe flow once the subscribe transaction and its first charge are recorded on the
+ * subscription. May follow cancelled or expired: on-chain truth wins (SPEC States > Subscription checkout). v3 adds
+ * the chain facts the completion rests on (the subscription's creation and first charge, as the Subscription
+ * aggregate recorded them), from which `data.subscription` and `data.first_charge` of the webhook are projected.
+ */
+export type SubscriptionCheckoutCompleted = {
+  type: 'SubscriptionCheckoutCompleted.v3';
+  data: SubscriptionCheckoutCompletedV2['data'] & {
+    readonly subscription: SubscriptionCreatedData | null;
+    readonly firstCharge: SubscriptionChargeSucceededData | null;
+  };
 };
 
 export type SubscriptionCheckoutEvent =
@@ -109,5 +122,5 @@ export const WEBHOOK_TYPE_BY_EVENT: Readonly<Record<SubscriptionCheckoutEvent['t
   'SubscriptionCheckoutCreated.v2': 'subscription_checkout.created',
   'SubscriptionCheckoutCancelled.v2': 'subscription_checkout.cancelled',
   'SubscriptionCheckoutExpired.v2': 'subscription_checkout.expired',
-  'SubscriptionCheckoutCompleted.v2': 'subscription_checkout.completed',
+  'SubscriptionCheckoutCompleted.v3': 'subscription_checkout.completed',
 };

@@ -17,6 +17,7 @@ import type {
   SubscriptionCheckoutObject,
   SubscriptionCheckoutStatus,
 } from './subscription-checkout.events';
+import type { SubscriptionChargeSucceededData, SubscriptionCreatedData } from './subscription.events';
 
 /**
  * The SubscriptionCheckout aggregate: a single-use intent that authorizes one subscriber to start one
@@ -90,7 +91,7 @@ export function evolveSubscriptionCheckout(
           updatedAt: event.data.expiredAt,
         },
       };
-    case 'SubscriptionCheckoutCompleted.v2':
+    case 'SubscriptionCheckoutCompleted.v3':
       return {
         checkout: {
           ...checkout,
@@ -201,6 +202,9 @@ export type SubscriptionCheckoutCommand =
       readonly chain: string;
       readonly asset: string;
       readonly txHash: string | null;
+      /** The subscription's creation and first charge as recorded (null only where a caller has none). */
+      readonly subscription?: SubscriptionCreatedData | null;
+      readonly firstCharge?: SubscriptionChargeSucceededData | null;
       readonly now: Date;
     };
 
@@ -248,13 +252,15 @@ export function decideSubscriptionCheckout(
       if (checkout.status === 'completed') return [];
       return [
         {
-          type: 'SubscriptionCheckoutCompleted.v2',
+          type: 'SubscriptionCheckoutCompleted.v3',
           data: {
             subscriber: command.subscriber,
             chain: command.chain,
             asset: command.asset,
             txHash: command.txHash,
             completedAt: at,
+            subscription: command.subscription ?? null,
+            firstCharge: command.firstCharge ?? null,
           },
         },
       ];

@@ -476,13 +476,15 @@ describe('subscription checkout aggregate', () => {
         .when(complete())
         .then([
           {
-            type: 'SubscriptionCheckoutCompleted.v2',
+            type: 'SubscriptionCheckoutCompleted.v3',
             data: {
               subscriber: '0x1111111111111111111111111111111111111111',
               chain: 'eip155:8453',
               asset: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
               txHash: null,
               completedAt: '2026-06-01T10:01:00.000Z',
+              subscription: null,
+              firstCharge: null,
             },
           },
         ]);

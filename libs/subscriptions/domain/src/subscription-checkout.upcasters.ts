@@ -2,6 +2,7 @@ import type {
   CancelledBy,
   SubscriptionCheckoutCancelled,
   SubscriptionCheckoutCompleted,
+  SubscriptionCheckoutCompletedV2,
   SubscriptionCheckoutCreated,
   SubscriptionCheckoutExpired,
   SubscriptionCheckoutObject,
@@ -55,7 +56,7 @@ const expired = (data: unknown): SubscriptionCheckoutExpired['data'] => ({
   expiredAt: stamp((data as V1Data).object, 'expired_at'),
 });
 
-const completed = (data: unknown): SubscriptionCheckoutCompleted['data'] => {
+const completed = (data: unknown): SubscriptionCheckoutCompletedV2['data'] => {
   const v1 = data as V1Data & {
     readonly chain: string;
     readonly asset: string;
@@ -77,6 +78,16 @@ export const SUBSCRIPTION_CHECKOUT_UPCASTERS = [
   { from: 'SubscriptionCheckoutCancelled.v1', to: 'SubscriptionCheckoutCancelled.v2', upcast: cancelled },
   { from: 'SubscriptionCheckoutExpired.v1', to: 'SubscriptionCheckoutExpired.v2', upcast: expired },
   { from: 'SubscriptionCheckoutCompleted.v1', to: 'SubscriptionCheckoutCompleted.v2', upcast: completed },
+  // v2 completions carried no chain facts: their webhook has no data.subscription / data.first_charge.
+  {
+    from: 'SubscriptionCheckoutCompleted.v2',
+    to: 'SubscriptionCheckoutCompleted.v3',
+    upcast: (data: unknown): SubscriptionCheckoutCompleted['data'] => ({
+      ...(data as SubscriptionCheckoutCompletedV2['data']),
+      subscription: null,
+      firstCharge: null,
+    }),
+  },
 ] as const satisfies ReadonlyArray<{
   readonly from: string;
   readonly to: string;

@@ -13,10 +13,14 @@ const upcasterOf = (type: string) => {
   if (!upcaster) throw new Error(`no upcaster reads ${type}`);
   return upcaster;
 };
-/** A frozen v1 event read as the newest version (what the store's registry does for one step). */
+/** A frozen v1 event read as the newest version (what the store's registry does, chaining v1 -> v2 -> v3). */
 const upcast = (event: { type: string; data: unknown }): SubscriptionCheckoutEvent => {
-  const upcaster = upcasterOf(event.type);
-  return { type: upcaster.to, data: upcaster.upcast(event.data) } as SubscriptionCheckoutEvent;
+  let current = { type: upcasterOf(event.type).to, data: upcasterOf(event.type).upcast(event.data) };
+  for (;;) {
+    const next = SUBSCRIPTION_CHECKOUT_UPCASTERS.find((u) => u.from === current.type);
+    if (!next) return current as SubscriptionCheckoutEvent;
+    current = { type: next.to, data: next.upcast(current.data) };
+  }
 };
 
 describe('subscription checkout upcasters (frozen v1 snapshots -> v2 facts)', () => {
@@ -59,15 +63,17 @@ describe('subscription checkout upcasters (frozen v1 snapshots -> v2 facts)', ()
     });
   });
 
-  it('Completed.v1 -> v2: subscriber, chain, asset, tx hash and when', () => {
+  it('Completed.v1 -> v2 -> v3: subscriber, chain, asset, tx hash and when; no chain facts', () => {
     expect(upcast(V1_COMPLETED_AFTER_EXPIRY)).toEqual({
-      type: 'SubscriptionCheckoutCompleted.v2',
+      type: 'SubscriptionCheckoutCompleted.v3',
       data: {
         subscriber: '0x1111111111111111111111111111111111111111',
         chain: 'eip155:8453',
         asset: 'USDC',
         txHash: '0xabababababababababababababababababababababababababababababababab',
         completedAt: '2026-06-01T10:06:00.000Z',
+        subscription: null,
+        firstCharge: null,
       },
     });
   });
@@ -92,5 +98,20 @@ describe('subscription checkout upcasters (frozen v1 snapshots -> v2 facts)', ()
       const { checkout } = foldSubscriptionCheckout(stream.map(upcast));
       expect(checkout && subscriptionCheckoutObject(checkout)).toEqual(stream.at(-1)?.data.object);
     }
+  });
+
+  it('Completed.v2 -> v3: the v2 facts, and no chain facts (no data.subscription / first_charge for it)', () => {
+    const v2 = {
+      subscriber: '0x1111111111111111111111111111111111111111',
+      chain: 'eip155:8453',
+      asset: 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913',
+      txHash: null,
+      completedAt: '2026-06-01T10:01:00.000Z',
+    };
+    expect(upcasterOf('SubscriptionCheckoutCompleted.v2').upcast(v2)).toEqual({
+      ...v2,
+      subscription: null,
+      firstCharge: null,
+    });
   });
 });

@@ -4,7 +4,12 @@ import {
   subscriptionObject,
   type SubscriptionState,
 } from './subscription';
-import type { SubscriptionCanceller, SubscriptionEvent } from './subscription.events';
+import type {
+  SubscriptionCanceller,
+  SubscriptionChargeSucceededData,
+  SubscriptionCreatedData,
+  SubscriptionEvent,
+} from './subscription.events';
 
 /**
  * SPEC Events > Subscription events: the `data` of each subscription webhook, as pure functions of the subscription
@@ -214,23 +219,8 @@ export function subscriptionStreamWebhook(
     throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
   const state = foldSubscription(history);
   if (event.type === 'SubscriptionChargeSucceeded.v1') {
-    const d = event.data;
     const subscription = subscriptionObject(state, subscriptionEventChainTime(event));
-    const charge: StreamWebhookCharge = {
-      object: 'subscription_charge',
-      id: d.chargeId,
-      subscription_id: subscription.subscription_id,
-      subscriber: state.subscriber,
-      chain: subscription.chain,
-      amount: d.amount,
-      fee: d.fee,
-      tx_hash: d.txHash,
-      block_number: d.blockNumber,
-      charged_at: d.chargedAt,
-      charge_nonce: d.nonce,
-      status: 'succeeded',
-      failure_reason: null,
-    };
+    const charge = succeededChargeObject(subscription, state.subscriber, event.data);
     return { type: 'subscription.charge_succeeded', data: chargeSucceededWebhookData(subscription, charge) };
   }
   if (event.type === 'SubscriptionChargeFailed.v1') {
@@ -255,4 +245,46 @@ export function subscriptionStreamWebhook(
   }
   // Every webhook subscriptionEventWebhook answers has data.object.
   return subscriptionEventWebhook(event, state) as { type: string; data: { object: object } } | null;
+}
+
+function succeededChargeObject(
+  subscription: SubscriptionObject,
+  subscriber: string,
+  d: SubscriptionChargeSucceededData,
+): StreamWebhookCharge {
+  return {
+    object: 'subscription_charge',
+    id: d.chargeId,
+    subscription_id: subscription.subscription_id,
+    subscriber,
+    chain: subscription.chain,
+    amount: d.amount,
+    fee: d.fee,
+    tx_hash: d.txHash,
+    block_number: d.blockNumber,
+    charged_at: d.chargedAt,
+    charge_nonce: d.nonce,
+    status: 'succeeded',
+    failure_reason: null,
+  };
+}
+
+/**
+ * `data.subscription` and `data.first_charge` of `subscription_checkout.completed` (SPEC Events > Subscription
+ * checkout events), from the chain facts the completion recorded: the subscription as of its first charge and that
+ * charge (nonce 0).
+ */
+export function completedCheckoutWebhookExtras(
+  created: SubscriptionCreatedData,
+  firstCharge: SubscriptionChargeSucceededData,
+): { readonly subscription: SubscriptionObject; readonly first_charge: StreamWebhookCharge } {
+  const state = foldSubscription([
+    { type: 'SubscriptionCreated.v1', data: created },
+    { type: 'SubscriptionChargeSucceeded.v1', data: firstCharge },
+  ]);
+  const subscription = subscriptionObject(
+    state,
+    BigInt(Math.floor(Date.parse(firstCharge.chargedAt) / 1000)),
+  );
+  return { subscription, first_charge: succeededChargeObject(subscription, state.subscriber, firstCharge) };
 }

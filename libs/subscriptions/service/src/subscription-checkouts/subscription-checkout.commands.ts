@@ -8,6 +8,8 @@ import {
   type SubscriptionCheckoutCommand,
   subscriptionCheckoutDecider,
   subscriptionCheckoutStreamId,
+  type SubscriptionChargeSucceededData,
+  type SubscriptionCreatedData,
 } from '@stablepay/subscriptions-domain';
 import { canonicalJson, type Clock, derivedId, newId } from '@stablepay/util';
 import { type SubscriptionCheckoutRow, SubscriptionCheckoutReader } from './subscription-checkout.reader';
@@ -170,7 +172,14 @@ export class SubscriptionCheckoutCommands {
   /** For the on-chain subscribe flow: the subscribe transaction and the first charge confirmed. */
   complete(
     row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>,
-    input: { subscriber: string; chain: string; asset: string; txHash: string | null },
+    input: {
+      subscriber: string;
+      chain: string;
+      asset: string;
+      txHash: string | null;
+      subscription?: SubscriptionCreatedData | null;
+      firstCharge?: SubscriptionChargeSucceededData | null;
+    },
   ): Promise<CommandResult> {
     return this.run(
       row.id,

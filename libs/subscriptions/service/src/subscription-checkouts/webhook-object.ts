@@ -1,5 +1,7 @@
 import {
+  completedCheckoutWebhookExtras,
   foldSubscriptionCheckout,
+  type SubscriptionCheckoutCompleted,
   SUBSCRIPTION_CHECKOUT_CATEGORY,
   type SubscriptionCheckoutEvent,
   type SubscriptionCheckoutObject,
@@ -68,19 +70,25 @@ export function subscriptionCheckoutWebhookObject(
  * The webhook a stored subscription checkout event becomes (SPEC Events > Subscription checkout events): its type
  * (`subscription_checkout.created`, ...) and `data.object` as of that event (every field of the object, metadata
  * echoed, no `subscription_options`); null for event types that are not delivered. `history` is the stream up to
- * and including `event`. `completed` will also carry `data.subscription` and `data.first_charge` once the
- * subscribe flow records them.
+ * and including `event`. `completed` also carries `data.subscription` and `data.first_charge`.
  */
 export function subscriptionCheckoutWebhook(
   event: StoredEvent,
   history: readonly StoredEvent[],
-): { type: string; data: { object: SubscriptionCheckoutObject } } | null {
+): { type: string; data: { object: SubscriptionCheckoutObject } & Record<string, unknown> } | null {
   const type = (WEBHOOK_TYPE_BY_EVENT as Record<string, string | undefined>)[event.type];
   if (type === undefined) return null;
   const last = history.at(-1);
   if (last?.type !== event.type)
     throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
-  return { type, data: { object: subscriptionCheckoutObjectAsOf(history) } };
+  const object = subscriptionCheckoutObjectAsOf(history);
+  if (event.type === 'SubscriptionCheckoutCompleted.v3') {
+    // The subscription and its first charge as the completion recorded them (absent on v2 completions).
+    const d = event.data as SubscriptionCheckoutCompleted['data'];
+    if (d.subscription && d.firstCharge)
+      return { type, data: { object, ...completedCheckoutWebhookExtras(d.subscription, d.firstCharge) } };
+  }
+  return { type, data: { object } };
 }
 
 /**

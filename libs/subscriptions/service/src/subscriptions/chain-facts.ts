@@ -1,10 +1,15 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { formatCaip19 } from '@stablepay/evm';
-import type {
-  ChargeObservation,
-  ChargeWritePath,
-  SubscriptionCommand,
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import {
+  type ChargeObservation,
+  type ChargeWritePath,
+  type SubscriptionChargeSucceededData,
+  type SubscriptionCommand,
+  type SubscriptionCreatedData,
+  subscriptionStreamId,
 } from '@stablepay/subscriptions-domain';
 import { DomainError } from '@stablepay/util';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
@@ -44,6 +49,7 @@ export class SubscriptionChainFacts {
     @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
     @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
     @Inject(SubscriptionCheckoutCommands) private readonly checkouts: SubscriptionCheckoutCommands,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
 
   async checkoutByOnchainId(onchainId: string): Promise<SubscriptionCheckoutRow | undefined> {
@@ -186,11 +192,23 @@ export class SubscriptionChainFacts {
     const checkout = await this.checkoutByOnchainId(subscriptionId);
     if (!checkout || checkout.merchant_id !== manager.merchant_id) return;
     const chainId = BigInt(log.chain.slice('eip155:'.length));
+    // The facts the completion rests on, as the Subscription aggregate recorded them (data.subscription and
+    // data.first_charge of subscription_checkout.completed are projected from them).
+    const events = await this.store.readStream(subscriptionStreamId(subscriptionId));
+    const created = events.find((e) => e.type === 'SubscriptionCreated.v1')?.data as
+      SubscriptionCreatedData | undefined;
+    const firstCharge = events.find(
+      (e) =>
+        e.type === 'SubscriptionChargeSucceeded.v1' &&
+        (e.data as SubscriptionChargeSucceededData).nonce === 0,
+    )?.data as SubscriptionChargeSucceededData | undefined;
     await this.checkouts.complete(checkout, {
       subscriber: log.args['subscriber'] ?? '',
       chain: log.chain,
       asset: formatCaip19(chainId, log.args['token'] ?? ''),
       txHash: log.txHash,
+      subscription: created ?? null,
+      firstCharge: firstCharge ?? null,
     });
   }
 }
