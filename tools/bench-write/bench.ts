@@ -14,6 +14,7 @@
 import 'reflect-metadata';
 import * as http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { readFileSync } from 'node:fs';
 import { Client } from 'pg';
 import { register } from 'prom-client';
 import { topicForCategory } from '@stablepay/event-bus';
@@ -41,6 +42,9 @@ const num = (name: string, fallback: number): number => {
 const SECONDS = num('BENCH_SECONDS', 5);
 const CLIENTS = num('BENCH_CLIENTS', 8);
 const RATE = num('BENCH_RATE', 500);
+/** The closed-loop rows' connection counts (`8,64`), and whether the paced row runs (`BENCH_PACED=0` skips it). */
+const CONNECTIONS = (process.env['BENCH_CONNECTIONS'] || '8,64').split(',').map(Number);
+const PACED = process.env['BENCH_PACED'] !== '0';
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 
 const percentile = (values: readonly number[], p: number): number => {
@@ -48,6 +52,54 @@ const percentile = (values: readonly number[], p: number): number => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 };
+
+/**
+ * Statements sent by this process, counted by their first words (BENCH_QUERIES=1 prints them per request): the
+ * load-independent part of the cost, beside the CPU figures.
+ */
+const queryCounts = new Map<string, number>();
+if (process.env['BENCH_QUERIES'] === '1') {
+  const original = Client.prototype.query as (...args: unknown[]) => unknown;
+  Client.prototype.query = function (this: Client, ...args: unknown[]) {
+    const first = args[0];
+    const text = typeof first === 'string' ? first : (first as { text?: string } | null)?.text;
+    if (typeof text === 'string') {
+      const key = text.replace(/\s+/g, ' ').trim().slice(0, 90);
+      queryCounts.set(key, (queryCounts.get(key) ?? 0) + 1);
+    }
+    return original.apply(this, args);
+  } as typeof Client.prototype.query;
+}
+
+/**
+ * CPU (user + system, ms) used so far by the PostgreSQL backends serving `database` (read from /proc, so only when
+ * the server runs on this machine; undefined otherwise). The pools keep their connections, so the backends of a
+ * row are the same before and after it.
+ */
+async function databaseCpuMs(url: string, database: string): Promise<number | undefined> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+      [database],
+    );
+    const tick = 10; // ms per clock tick (USER_HZ 100 on Linux)
+    let total = 0;
+    for (const { pid } of rows) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        total += (Number(fields[11]) + Number(fields[12])) * tick;
+      } catch {
+        return undefined;
+      }
+    }
+    return total;
+  } finally {
+    await client.end();
+  }
+}
 
 interface Row {
   readonly name: string;
@@ -75,7 +127,8 @@ async function closedLoop(workers: number, once: () => Promise<boolean>): Promis
   return { count: latencies.length, errors, ms: performance.now() - start, latencies };
 }
 
-async function floor(url: string): Promise<Row> {
+async function floor(url: string): Promise<Row & { databaseMs: number | undefined }> {
+  const dbName = new URL(url).pathname.slice(1);
   const setup = new Client({ connectionString: url });
   await setup.connect();
   await setup.query('CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, body jsonb NOT NULL)');
@@ -89,6 +142,7 @@ async function floor(url: string): Promise<Row> {
   );
   const body = JSON.stringify({ price: '1000', price_currency: 'USD', metadata: { order: 'o-1' } });
   const idle = [...clients];
+  const dbBefore = await databaseCpuMs(url, dbName);
   const result = await closedLoop(CLIENTS, async () => {
     // Each loop takes a client of its own for the call (CLIENTS loops, CLIENTS clients).
     const client = idle.pop();
@@ -100,8 +154,10 @@ async function floor(url: string): Promise<Row> {
     }
     return true;
   });
+  const dbAfter = await databaseCpuMs(url, dbName);
   await Promise.all(clients.map((c) => c.end()));
-  return { name: `floor: single-row INSERT jsonb, ${CLIENTS} clients`, ...result };
+  const databaseMs = dbBefore !== undefined && dbAfter !== undefined ? dbAfter - dbBefore : undefined;
+  return { name: `floor: single-row INSERT jsonb, ${CLIENTS} clients`, ...result, databaseMs };
 }
 
 function poster(base: string, key: string, connections: number) {
@@ -179,52 +235,80 @@ async function main(): Promise<void> {
     if (!(await probe.post())) throw new Error('POST /subscription-checkouts does not answer 201 here');
     probe.close();
 
-    rows.push(await floor(database.url));
-    for (const connections of [8, 64]) {
+    const dbName = new URL(database.url).pathname.slice(1);
+    const floorCpu = process.cpuUsage();
+    const floorRow = await floor(database.url);
+    const floorUsed = process.cpuUsage(floorCpu);
+    rows.push(floorRow);
+    cpuNotes.push(
+      `floor: ${((floorUsed.user + floorUsed.system) / 1000 / floorRow.count).toFixed(3)} ms of this process's CPU per INSERT` +
+        (floorRow.databaseMs !== undefined
+          ? `, ${(floorRow.databaseMs / floorRow.count).toFixed(3)} ms of the database backends' CPU`
+          : ''),
+    );
+    for (const connections of CONNECTIONS) {
       const p = poster(service.url, key, connections);
       // Warm-up: JIT, pools, caches.
       await Promise.all(Array.from({ length: connections }, () => p.post()));
+      const dbBefore = await databaseCpuMs(database.url, dbName);
+      queryCounts.clear();
       const cpu = process.cpuUsage();
       const result = await closedLoop(connections, p.post);
       const used = process.cpuUsage(cpu);
+      // Let the projection and the webhook recorder finish this row's events before the backends are read.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const dbAfter = await databaseCpuMs(database.url, dbName);
       p.close();
       rows.push({ name: `POST /subscription-checkouts, ${connections} connections`, ...result });
+      const per = (ms: number) => (ms / Math.max(1, result.count)).toFixed(2);
       cpuNotes.push(
-        `${connections} connections: ${((used.user + used.system) / 1000 / Math.max(1, result.count)).toFixed(2)} ms of this process's CPU per request (client and server share it)`,
+        `${connections} connections: ${per((used.user + used.system) / 1000)} ms of this process's CPU per request (client and server share it)` +
+          (dbBefore !== undefined && dbAfter !== undefined
+            ? `, ${per(dbAfter - dbBefore)} ms of the database backends' CPU`
+            : ''),
       );
+      if (queryCounts.size > 0) {
+        const total = [...queryCounts.values()].reduce((a, b) => a + b, 0);
+        cpuNotes.push(`  statements per request: ${(total / Math.max(1, result.count)).toFixed(2)}`);
+        for (const [text, n] of [...queryCounts].sort((a, b) => b[1] - a[1]))
+          cpuNotes.push(`  ${(n / Math.max(1, result.count)).toFixed(2).padStart(6)}  ${text}`);
+      }
     }
 
     // Projection lag at a paced rate (open loop: a request every 1/RATE s whatever the answers do).
-    const lagBefore = await lagSnapshot();
-    const p = poster(service.url, key, 256);
-    const latencies: number[] = [];
-    let errors = 0;
-    const total = Math.round(RATE * SECONDS);
-    const start = performance.now();
-    const inflight: Promise<void>[] = [];
-    for (let i = 0; i < total; i++) {
-      const due = start + (i * 1000) / RATE;
-      const wait = due - performance.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      const t = performance.now();
-      inflight.push(
-        p.post().then((ok) => {
-          if (ok) latencies.push(performance.now() - t);
-          else errors++;
-        }),
-      );
+    let lag: { p50: string; p99: string; count: number } | undefined;
+    if (PACED) {
+      const lagBefore = await lagSnapshot();
+      const p = poster(service.url, key, 256);
+      const latencies: number[] = [];
+      let errors = 0;
+      const total = Math.round(RATE * SECONDS);
+      const start = performance.now();
+      const inflight: Promise<void>[] = [];
+      for (let i = 0; i < total; i++) {
+        const due = start + (i * 1000) / RATE;
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        const t = performance.now();
+        inflight.push(
+          p.post().then((ok) => {
+            if (ok) latencies.push(performance.now() - t);
+            else errors++;
+          }),
+        );
+      }
+      await Promise.all(inflight);
+      const ms = performance.now() - start;
+      p.close();
+      rows.push({
+        name: `paced ${RATE}/s for ${SECONDS}s (HTTP latency)`,
+        count: latencies.length,
+        errors,
+        ms,
+        latencies,
+      });
+      lag = lagDelta(lagBefore, await lagSnapshot());
     }
-    await Promise.all(inflight);
-    const ms = performance.now() - start;
-    p.close();
-    rows.push({
-      name: `paced ${RATE}/s for ${SECONDS}s (HTTP latency)`,
-      count: latencies.length,
-      errors,
-      ms,
-      latencies,
-    });
-    const lag = lagDelta(lagBefore, await lagSnapshot());
 
     const floorRate = rows[0] ? (rows[0].count / rows[0].ms) * 1000 : Number.NaN;
     console.log(
@@ -250,12 +334,14 @@ async function main(): Promise<void> {
       );
     }
     for (const note of cpuNotes) console.log(note);
-    console.log(
-      `projection lag at ${RATE}/s (subscription checkouts, stored -> projected): p50 <= ${lag.p50} ms, p99 <= ${lag.p99} ms over ${lag.count} events`,
-    );
+    if (lag)
+      console.log(
+        `projection lag at ${RATE}/s (subscription checkouts, stored -> projected): p50 <= ${lag.p50} ms, p99 <= ${lag.p99} ms over ${lag.count} events`,
+      );
   } finally {
     await service.stop();
-    await database.drop();
+    if (process.env['BENCH_KEEP_DATABASE'] === '1') console.log(`database kept: ${database.url}`);
+    else await database.drop();
   }
 }
 
