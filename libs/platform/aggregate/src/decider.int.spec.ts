@@ -111,4 +111,60 @@ describe('handleCommand on the Postgres event store', () => {
     ).rejects.toMatchObject({ code: 'seat_taken' });
     expect(await store.readStream('seat-d')).toHaveLength(1);
   });
+
+  describe('expectNew (a command that creates its stream)', () => {
+    const counting = () => {
+      let reads = 0;
+      const counted = {
+        ...store,
+        appendToStream: store.appendToStream.bind(store),
+        readStream: (...args: Parameters<typeof store.readStream>) => {
+          reads++;
+          return store.readStream(...args);
+        },
+      } as typeof store;
+      return { counted, reads: () => reads };
+    };
+
+    it('appends a new stream without reading it first', async () => {
+      const { counted, reads } = counting();
+      const result = await handleCommand(
+        counted,
+        'seat-e',
+        seat,
+        { type: 'Take', by: 'ann' },
+        { expectNew: true, idempotencyKey: 'take-e' },
+      );
+      expect(result).toMatchObject({ state: { takenBy: 'ann' }, revision: 0 });
+      expect(result.newEvents).toHaveLength(1);
+      expect(reads()).toBe(0);
+    });
+
+    it('a retried creation is answered from the stream with no new event', async () => {
+      const take = { type: 'Take', by: 'ann' } as const;
+      await handleCommand(store, 'seat-f', seat, take, { expectNew: true, idempotencyKey: 'take-f' });
+      const retry = await handleCommand(store, 'seat-f', seat, take, {
+        expectNew: true,
+        idempotencyKey: 'take-f',
+      });
+      expect(retry).toMatchObject({ newEvents: [], revision: 0, state: { takenBy: 'ann' } });
+      expect(await store.readStream('seat-f')).toHaveLength(1);
+    });
+
+    it('an existing stream is decided as it is (the creation is refused there)', async () => {
+      await handleCommand(store, 'seat-g', seat, { type: 'Take', by: 'ann' });
+      await expect(
+        handleCommand(store, 'seat-g', seat, { type: 'Take', by: 'bob' }, { expectNew: true }),
+      ).rejects.toMatchObject({ code: 'seat_taken' });
+      // A command that is valid on the existing stream still applies at the next revision.
+      const note = await handleCommand(
+        store,
+        'seat-g',
+        seat,
+        { type: 'Note', text: 'x' },
+        { expectNew: true },
+      );
+      expect(note).toMatchObject({ revision: 1, state: { takenBy: 'ann', notes: 1 } });
+    });
+  });
 });

@@ -27,6 +27,13 @@ export interface CommandOptions {
   readonly metadata?: EventMetadata;
   /** Optimistic-concurrency retries when another writer appended first (default 5). */
   readonly maxRetries?: number;
+  /**
+   * The command normally creates its stream (a fresh id): the first attempt decides against the initial state and
+   * appends with `no_stream` without reading the stream, saving a round trip. If the stream exists after all (a
+   * retried command, an id collision) it falls back to load, fold and decide as usual, so the result is the same
+   * as without the option; an append the store reports as an idempotent retry is answered from the stream.
+   */
+  readonly expectNew?: boolean;
 }
 
 export interface CommandResult<State, Event> {
@@ -66,6 +73,10 @@ export async function handleCommand<State, Command, Event extends DomainEvent>(
   options: CommandOptions = {},
 ): Promise<CommandResult<State, Event>> {
   const maxRetries = options.maxRetries ?? 5;
+  if (options.expectNew) {
+    const created = await tryCreate(store, streamId, decider, command, options);
+    if (created) return created;
+  }
   for (let attempt = 0; ; attempt++) {
     const { state, revision, events } = await loadAggregate(store, streamId, decider);
     // Already applied (a retry after a lost answer): its first event is in the stream under the id the key
@@ -76,14 +87,7 @@ export async function handleCommand<State, Command, Event extends DomainEvent>(
     }
     const newEvents = decider.decide(command, state);
     if (newEvents.length === 0) return { state, newEvents, revision };
-    const toAppend: NewEvent[] = newEvents.map((e, i) => ({
-      id: options.idempotencyKey
-        ? deterministicEventId(streamId, options.idempotencyKey, i)
-        : crypto.randomUUID(),
-      type: e.type,
-      data: e.data,
-      metadata: options.metadata ?? {},
-    }));
+    const toAppend = toNewEvents(streamId, newEvents, options);
     try {
       const result = await store.appendToStream(streamId, toAppend, {
         expectedRevision: revision < 0 ? 'no_stream' : revision,
@@ -100,5 +104,59 @@ export async function handleCommand<State, Command, Event extends DomainEvent>(
       }
       throw error;
     }
+  }
+}
+
+function toNewEvents(streamId: string, events: readonly DomainEvent[], options: CommandOptions): NewEvent[] {
+  return events.map((e, i) => ({
+    id: options.idempotencyKey
+      ? deterministicEventId(streamId, options.idempotencyKey, i)
+      : crypto.randomUUID(),
+    type: e.type,
+    data: e.data,
+    metadata: options.metadata ?? {},
+  }));
+}
+
+/**
+ * handleCommand's first attempt for a command that creates its stream: decide against the initial state and
+ * append with `no_stream`, no read. Undefined when the stream already exists (the caller then runs the usual
+ * load-decide-append, which decides against the stream as it is).
+ */
+async function tryCreate<State, Command, Event extends DomainEvent>(
+  store: EventStore,
+  streamId: string,
+  decider: Decider<State, Command, Event>,
+  command: Command,
+  options: CommandOptions,
+): Promise<CommandResult<State, Event> | undefined> {
+  const initial = decider.initialState();
+  let newEvents: Event[];
+  try {
+    newEvents = decider.decide(command, initial);
+  } catch {
+    // Refused against a new stream: the usual path decides against the stream as it is (a retried command whose
+    // stream exists is answered from it) and raises the refusal itself when the stream is new.
+    return undefined;
+  }
+  if (newEvents.length === 0) return undefined;
+  try {
+    const result = await store.appendToStream(streamId, toNewEvents(streamId, newEvents, options), {
+      expectedRevision: 'no_stream',
+    });
+    if (result.retried) {
+      // The same command appended these events before (its answer was lost): report the stream as it is.
+      const current = await loadAggregate(store, streamId, decider);
+      return { state: current.state, newEvents: [], revision: current.revision };
+    }
+    return {
+      state: newEvents.reduce(decider.evolve, initial),
+      newEvents,
+      revision: result.nextExpectedRevision,
+    };
+  } catch (error) {
+    if (error instanceof WrongExpectedRevisionError) return undefined;
+    if (error instanceof DuplicateEventIdError && options.idempotencyKey) return undefined;
+    throw error;
   }
 }

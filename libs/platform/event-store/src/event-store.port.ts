@@ -52,6 +52,11 @@ export interface AppendResult {
   /** Revision of the stream's last event after the append (pass it as the next expected revision). */
   readonly nextExpectedRevision: number;
   readonly lastGlobalPosition: bigint;
+  /**
+   * True when every event was already stored, with the same ids, exactly where this append would put them (an
+   * idempotent retry): nothing was written and the result is the original one. Adapters that cannot tell omit it.
+   */
+  readonly retried?: boolean;
 }
 
 export interface ReadStreamOptions {

@@ -41,4 +41,11 @@ export interface DismissSubscriptionCheckoutCommand {
 export interface SubscriptionCheckoutCommandResult {
   readonly id: string;
   readonly revision: number;
+  /** True when this command appended that revision (false or absent: an idempotent no-op or an older owner). */
+  readonly appended?: boolean;
+  /**
+   * The merchant's branding as the owner read it to decide a create, so the gateway presents the answer without
+   * reading the merchant's settings a second time (absent: the gateway reads them).
+   */
+  readonly branding?: { readonly backgroundColor: string | null; readonly primaryColor: string | null };
 }

@@ -117,9 +117,9 @@ export class EsdbEventStore implements EventStore {
       const nextExpectedRevision = Number(result.nextExpectedRevision);
       const commit = result.position?.commit;
       // An append the server recognised as a retry comes back without a position: read the original one.
-      const lastGlobalPosition =
-        commit !== undefined && commit >= 0n ? commit : await this.positionOf(streamId, nextExpectedRevision);
-      return { nextExpectedRevision, lastGlobalPosition };
+      if (commit !== undefined && commit >= 0n) return { nextExpectedRevision, lastGlobalPosition: commit };
+      const lastGlobalPosition = await this.positionOf(streamId, nextExpectedRevision);
+      return { nextExpectedRevision, lastGlobalPosition, retried: true };
     } catch (error) {
       if (!(error instanceof WrongExpectedVersionError)) throw error;
       const retried = await this.retriedAppendResult(streamId, events, expected);
@@ -270,7 +270,7 @@ export class EsdbEventStore implements EventStore {
     const same = stored.length === events.length && stored.every((e, i) => e.id === events[i]?.id);
     const last = stored[stored.length - 1];
     return same && last
-      ? { nextExpectedRevision: last.revision, lastGlobalPosition: last.globalPosition }
+      ? { nextExpectedRevision: last.revision, lastGlobalPosition: last.globalPosition, retried: true }
       : undefined;
   }
 }

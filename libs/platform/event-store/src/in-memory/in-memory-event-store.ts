@@ -160,7 +160,7 @@ export class InMemoryEventStore implements EventStore {
     const same = events.every((e, i) => stream[first + i]?.id === e.id);
     const last = stream[first + events.length - 1];
     return placeMatches && same && last
-      ? { nextExpectedRevision: last.revision, lastGlobalPosition: last.globalPosition }
+      ? { nextExpectedRevision: last.revision, lastGlobalPosition: last.globalPosition, retried: true }
       : undefined;
   }
 }

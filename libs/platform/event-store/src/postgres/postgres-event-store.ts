@@ -432,7 +432,11 @@ function retriedAppendResult(
     (typeof expected === 'number' ? first === expected + 1 : expected === 'no_stream' ? first === 0 : true);
   const last = stored[stored.length - 1];
   if (samePlace && last) {
-    return { nextExpectedRevision: last.revision, lastGlobalPosition: BigInt(last.global_position) };
+    return {
+      nextExpectedRevision: last.revision,
+      lastGlobalPosition: BigInt(last.global_position),
+      retried: true,
+    };
   }
   checkExpectedRevision(streamId, expected, current);
   throw new DuplicateEventIdError(

@@ -81,6 +81,8 @@ export class SubscriptionCheckoutCommands {
       command,
       {
         ...(idempotencyKey ? { idempotencyKey } : {}),
+        // A create appends a new stream without reading it first (a retry or a collision falls back to a read).
+        ...(command.type === 'CreateSubscriptionCheckout' ? { expectNew: true } : {}),
         metadata: { merchantId: owner.merchantId, mode: owner.mode, occurredAt: command.now.toISOString() },
       },
     );
@@ -138,7 +140,7 @@ export class SubscriptionCheckoutCommands {
             subscriptionCheckoutStreamId(item.id),
             subscriptionCheckoutDecider,
             item.command,
-            { metadata },
+            { metadata, expectNew: true },
           );
       }
     };

@@ -28,14 +28,14 @@ import { subscriptionCheckoutWebhook, subscriptionCheckoutWebhookObject } from '
 const now = new Date('2026-06-01T10:00:00.000Z');
 const ID = 'schk_01jxyzexample0000000000000';
 
-function events(): SubscriptionCheckoutEvent[] {
+function events(id = ID): SubscriptionCheckoutEvent[] {
   const created = decideSubscriptionCheckout(
     {
       type: 'CreateSubscriptionCheckout',
-      id: ID,
+      id,
       onchainId: `0x${'ab'.repeat(32)}`,
       businessName: 'Acme',
-      checkoutUrl: `https://pay.example/subscribe/${ID}`,
+      checkoutUrl: `https://pay.example/subscribe/${id}`,
       input: { price: '100', price_currency: 'ARS', metadata: { plan_name: 'Pro' } },
       context: {
         availableChains: [{ caip2: 'eip155:8453', tokenSymbols: ['USDC'] }],
@@ -62,13 +62,14 @@ describe('subscription checkout projection (facts -> the object, idempotent by s
   let store: EventStore;
   let projection: SubscriptionCheckoutProjection;
   let reader: SubscriptionCheckoutReader;
+  let changes: SubscriptionCheckoutChanges;
 
   beforeAll(async () => {
     db = await createTestDatabase();
     dataSource = await openDataSource({ url: db.url, migrations: SUBSCRIPTIONS_MIGRATIONS });
     raw = await createPostgresEventStore({ url: db.url, poolSize: 2 });
     store = withUpcasters(raw, new UpcasterRegistry(SUBSCRIPTION_CHECKOUT_UPCASTERS));
-    const changes = new SubscriptionCheckoutChanges();
+    changes = new SubscriptionCheckoutChanges();
     projection = new SubscriptionCheckoutProjection(dataSource, {} as Projections, changes, store);
     reader = new SubscriptionCheckoutReader(dataSource, changes);
   });
@@ -117,6 +118,30 @@ describe('subscription checkout projection (facts -> the object, idempotent by s
       metadata: { plan_name: 'Pro' },
     });
     expect(await reader.dueForExpiry(new Date('2030-01-01T00:00:00Z'), 10)).toEqual([]);
+  });
+
+  it('with the projection in this process, a command waiting for its revision gets the committed row without reading it', async () => {
+    const id = 'schk_01jxyzexample0000000000001';
+    const [created, cancelled] = (await append(`subscriptionCheckout-${id}`, events(id))).map(toBusMessage);
+    if (!created || !cancelled) throw new Error('events missing');
+    changes.projecting = true;
+    const find = jest.spyOn(reader, 'find');
+    try {
+      // Waiting before the projection commits: woken with the row.
+      const waiting = reader.getAtLeast(id, 0, { appended: true });
+      await projection.apply(created);
+      expect(await waiting).toMatchObject({ id, status: 'pending', revision: 0, merchant_id: 'mer_1' });
+      // Arriving after the commit (the answer came back later than the projection): the remembered row.
+      await projection.apply(cancelled);
+      const row = await reader.getAtLeast(id, 1, { appended: true });
+      expect(row).toMatchObject({ id, status: 'cancelled', revision: 1 });
+      expect(find).not.toHaveBeenCalled();
+      // The row handed over is the stored one.
+      expect(row).toEqual(await reader.find(id));
+    } finally {
+      changes.projecting = false;
+      find.mockRestore();
+    }
   });
 
   it('a webhook shows the object as of its own event, the same on every redelivery, whatever the row holds now', () => {

@@ -5,6 +5,7 @@ import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stabl
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import { SUBSCRIPTION_CHECKOUT_CATEGORY, WEBHOOK_TYPE_BY_EVENT } from '@stablepay/subscriptions-domain';
 import { SubscriptionCheckoutChanges } from './changes';
+import type { SubscriptionCheckoutRow } from './subscription-checkout.reader';
 import { subscriptionCheckoutObjectAsOf } from './webhook-object';
 
 export const SUBSCRIPTION_CHECKOUT_TOPIC = topicForCategory(SUBSCRIPTION_CHECKOUT_CATEGORY);
@@ -39,9 +40,11 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
         for (const message of changed) this.emitChange(message);
       },
     });
+    this.changes.projecting = true;
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.changes.projecting = false;
     await this.projections.stop(this.runner);
   }
 
@@ -56,7 +59,19 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
     if (changed) this.emitChange(message);
   }
 
+  /**
+   * The rows a batch wrote, by message id, until the batch commits: only then are they announced (a waiter must
+   * not answer with a row that a rolled-back batch never stored).
+   */
+  private readonly written = new Map<string, SubscriptionCheckoutRow>();
+
   private emitChange(message: BusMessage): void {
+    const row = this.written.get(message.id);
+    if (row) {
+      this.written.delete(message.id);
+      this.changes.committed(row);
+      return;
+    }
     // The stream id is `subscriptionCheckout-<schk_id>`.
     this.changes.emit(message.key.slice(SUBSCRIPTION_CHECKOUT_CATEGORY.length + 1), message.revision);
   }
@@ -76,7 +91,7 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
         }
         const inserted: unknown[] = await em.query(
           `INSERT INTO subscription_checkouts (id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, revision)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) ON CONFLICT (id) DO NOTHING RETURNING id`,
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10) ON CONFLICT (id) DO NOTHING RETURNING *`,
           [
             o.id,
             merchantId,
@@ -90,15 +105,27 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
             message.revision,
           ],
         );
-        return inserted.length > 0;
+        return this.wrote(message, inserted[0]);
       }
       const updated: unknown = await em.query(
         `UPDATE subscription_checkouts SET status = $2, updated_at = $3, object = $4::jsonb, revision = $5
-         WHERE id = $1 AND revision < $5`,
+         WHERE id = $1 AND revision < $5 RETURNING *`,
         [o.id, o.status, o.updated_at, JSON.stringify(o), message.revision],
       );
       // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
-      return Array.isArray(updated) && typeof updated[1] === 'number' && updated[1] > 0;
+      return Array.isArray(updated) && this.wrote(message, (updated[0] as unknown[] | undefined)?.[0]);
     }
+  }
+
+  /** Keeps the row a statement returned for announcing it after the commit; true when there was one. */
+  private wrote(message: BusMessage, row: unknown): boolean {
+    if (row === undefined || row === null) return false;
+    this.written.set(message.id, row as SubscriptionCheckoutRow);
+    // A batch that rolled back leaves its rows here unannounced; its retry overwrites them. Bounded all the same.
+    if (this.written.size > 4096) {
+      const oldest = this.written.keys().next().value;
+      if (oldest !== undefined) this.written.delete(oldest);
+    }
+    return true;
   }
 }

@@ -21,6 +21,11 @@ export interface SubscriptionCheckoutRow {
 }
 
 const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
+/**
+ * How often a wait re-reads the row while the projection runs in this process: its commits wake the wait with
+ * the row, so the poll is only the safety net for a row another instance of the projection wrote.
+ */
+const LOCAL_PROJECTION_POLL_MS = 200;
 
 @Injectable()
 export class SubscriptionCheckoutReader {
@@ -44,14 +49,26 @@ export class SubscriptionCheckoutReader {
     return row;
   }
 
-  /** Read-your-writes: the row once the projection reflects at least `revision` of its stream. */
-  getAtLeast(id: string, revision: number): Promise<SubscriptionCheckoutRow> {
+  /**
+   * Read-your-writes: the row once the projection reflects at least `revision` of its stream. `appended` says the
+   * caller's command has just appended that revision: with the projection in this process the row then comes from
+   * the projection's commit (no read at all); otherwise, or for a command that appended nothing, it is read.
+   */
+  getAtLeast(
+    id: string,
+    revision: number,
+    options: { readonly appended?: boolean } = {},
+  ): Promise<SubscriptionCheckoutRow> {
+    const local = this.changes.projecting;
     return readAtLeastRevision({
       read: () => this.find(id),
       revision,
       changes: this.changes,
       key: id,
       timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+      known: () => this.changes.latest(id),
+      skipFirstRead: local && options.appended === true,
+      ...(local ? { pollMs: LOCAL_PROJECTION_POLL_MS } : {}),
     });
   }
 

@@ -57,9 +57,9 @@ export class SubscriptionCheckoutsGateway implements SubscriptionCheckoutsUseCas
       SUBSCRIPTION_CHECKOUT_COMMANDS.create,
       command,
     );
-    const row = await this.reader.getAtLeast(done.id, done.revision);
-    const profile = await this.profiles.get(merchant.merchantId);
-    return this.presenter.present(row, profile, await this.presenter.quote(row.object.price_currency));
+    const row = await this.reader.getAtLeast(done.id, done.revision, { appended: done.appended === true });
+    const branding = done.branding ?? (await this.profiles.get(merchant.merchantId));
+    return this.presenter.present(row, branding, await this.presenter.quote(row.object.price_currency));
   }
 
   async retrieve(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource> {

@@ -27,14 +27,23 @@ export class CreateSubscriptionCheckoutHandler {
   async handle(
     @Payload() command: CreateSubscriptionCheckoutCommand,
   ): Promise<SubscriptionCheckoutCommandResult> {
-    const details = await this.details(command.merchant, command.input.price_currency, command.origin);
-    const { id, revision } = await this.commands.create(
+    const { profile, ...details } = await this.details(
+      command.merchant,
+      command.input.price_currency,
+      command.origin,
+    );
+    const { id, revision, changed } = await this.commands.create(
       { merchantId: command.merchant.merchantId, mode: command.merchant.mode },
       command.input,
       details,
       command.commandId,
     );
-    return { id, revision };
+    return {
+      id,
+      revision,
+      appended: changed,
+      branding: { backgroundColor: profile.backgroundColor, primaryColor: profile.primaryColor },
+    };
   }
 
   /**
@@ -48,7 +57,11 @@ export class CreateSubscriptionCheckoutHandler {
   ): Promise<string[]> {
     const currencies = new Set(inputs.map((i) => i.price_currency?.toUpperCase()));
     if (currencies.size > 1) throw new RangeError('createMany takes inputs of one price_currency');
-    const details = await this.details(merchant, inputs[0]?.price_currency, options.origin);
+    const { profile: _profile, ...details } = await this.details(
+      merchant,
+      inputs[0]?.price_currency,
+      options.origin,
+    );
     return this.commands.createMany(
       { merchantId: merchant.merchantId, mode: merchant.mode },
       inputs,
@@ -67,6 +80,7 @@ export class CreateSubscriptionCheckoutHandler {
     const rates = await this.presenter.quote(currency);
     const chains = this.presenter.offeredChains(merchant.mode);
     return {
+      profile,
       businessName: profile.businessName,
       hostedUrl: this.config.hostedUrl ?? `${origin}/hosted`,
       context: {
