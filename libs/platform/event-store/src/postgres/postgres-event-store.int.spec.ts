@@ -3,7 +3,12 @@ import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/test
 import { ManualClock } from '@stablepay/util';
 import { collectSubscription, describeEventStoreConformance } from '../event-store.conformance';
 import { WrongExpectedRevisionError, type RecordedEvent } from '../event-store.port';
-import { createPostgresEventStore, DuplicateEventIdError, PostgresEventStore } from './postgres-event-store';
+import {
+  createPostgresEventStore,
+  DuplicateEventIdError,
+  PostgresEventStore,
+  sharesOneSession,
+} from './postgres-event-store';
 import { EVENT_STORE_MIGRATIONS, migrateEventStore } from './postgres-event-store.schema';
 
 // One private database for this file (PGlite when DATABASE_URL is unset); the conformance suite and the
@@ -47,6 +52,16 @@ describe('PostgresEventStore specifics', () => {
       "SELECT version FROM stablepay_schema_migrations WHERE component = 'event_store'",
     );
     expect(rows.map((r) => r.version)).toEqual([1, 2]);
+  });
+
+  it('tells a server that runs every connection in one session (PGlite: no named statements there) from a real one', async () => {
+    const db = await testDatabase();
+    expect(await sharesOneSession(pool)).toBe(db.kind === 'pglite');
+    // The probe leaves no prepared statement behind.
+    const { rows } = await pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'sp_session_probe_%'",
+    );
+    expect(rows[0]?.n).toBe(0);
   });
 
   it('never lets a catch-up reader pass an append still in flight, and delivers it once it commits', async () => {

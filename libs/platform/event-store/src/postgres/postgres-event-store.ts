@@ -1,4 +1,4 @@
-import { Pool } from 'pg';
+import { Pool, type QueryConfig, type QueryResultRow } from 'pg';
 import { systemClock, type Clock } from '@stablepay/util';
 import {
   streamCategory,
@@ -49,6 +49,13 @@ export type PostgresEventStoreOptions = PostgresConnection & {
   readonly clock?: Clock;
   /** Tuning and reporting of catch-up subscriptions. */
   readonly subscriptions?: Omit<CatchUpSettings, 'onAppend'>;
+  /**
+   * Send the hot statements as named prepared statements (planned once per connection instead of per call; the
+   * catch-up read's planning cost several times its execution). Default: on, unless the server turns out to share
+   * one session between connections (the embedded PGlite server), where two connections preparing the same name
+   * would collide.
+   */
+  readonly preparedStatements?: boolean;
 };
 
 /**
@@ -66,13 +73,44 @@ export async function createPostgresEventStore(
   // pool; without a listener that is an uncaught exception that kills the process. pg drops the broken client
   // and the next query opens a new one, so reporting is all there is to do.
   if (owned) pool.on('error', (error) => options.onPoolError?.(error));
+  let preparedStatements: boolean;
   try {
     await migrateEventStore(pool);
+    preparedStatements = options.preparedStatements ?? !(await sharesOneSession(pool));
   } catch (error) {
     if (owned) await pool.end();
     throw error;
   }
-  return new PostgresEventStore(pool, { ...options, ownsPool: owned });
+  return new PostgresEventStore(pool, { ...options, ownsPool: owned, preparedStatements });
+}
+
+/**
+ * Whether the server behind the pool runs every connection in one session (the embedded PGlite server does:
+ * one backend serves all connections in turn), seen by preparing a statement on one connection and looking for
+ * it from another. Prepared statements are per session on a real server.
+ */
+export async function sharesOneSession(pool: Pool): Promise<boolean> {
+  const name = `sp_session_probe_${process.pid}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2)}`;
+  const a = await pool.connect();
+  try {
+    const b = await pool.connect();
+    try {
+      await a.query(`PREPARE ${name} AS SELECT 1`);
+      try {
+        const { rows } = await b.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = $1',
+          [name],
+        );
+        return (rows[0]?.n ?? 0) > 0;
+      } finally {
+        await a.query(`DEALLOCATE ${name}`);
+      }
+    } finally {
+      b.release();
+    }
+  } finally {
+    a.release();
+  }
 }
 
 interface EventRow {
@@ -158,9 +196,11 @@ const HORIZON_CTE = `
  * A catch-up batch: events after the cursor event ($1; an unknown position counts as transaction 0, which is
  * what rows written before transaction ids were recorded carry) in log order, below the oldest in-flight
  * transaction, and that horizon. One statement, so the horizon and the rows come from one snapshot; the outer
- * join keeps the horizon row when no event qualifies.
+ * join keeps the horizon row when no event qualifies. Two texts, with and without a category filter, so each has
+ * a plan of its own once prepared (a generic plan for `$3 IS NULL OR category = ANY($3)` could not use the
+ * category index).
  */
-const READ_BATCH_SQL = `
+const readBatchSql = (filtered: boolean): string => `
   WITH ${HORIZON_CTE},
        c AS (SELECT coalesce((SELECT transaction_id FROM events WHERE global_position = $1::bigint), '0'::xid8) AS tx)
   SELECT h.horizon::text AS horizon, x.*
@@ -170,11 +210,25 @@ const READ_BATCH_SQL = `
         FROM events e, c
        WHERE (e.transaction_id, e.global_position) > (c.tx, $1::bigint)
          AND e.transaction_id < h.horizon
-         AND ($3::text[] IS NULL OR e.category = ANY($3::text[]))
+         ${filtered ? 'AND e.category = ANY($3::text[])' : 'AND $3::text[] IS NULL'}
        ORDER BY e.transaction_id, e.global_position
        LIMIT $2
     ) x ON true
    ORDER BY x.log_tx, x.log_pos`;
+const READ_BATCH_SQL = readBatchSql(false);
+const READ_BATCH_CATEGORIES_SQL = readBatchSql(true);
+
+const READ_STREAM_SQL = `
+  SELECT ${EVENT_COLUMNS} FROM events e
+   WHERE e.stream_id = $1 AND ($2::integer IS NULL OR e.revision >= $2::integer)
+   ORDER BY e.revision ASC
+   LIMIT $3`;
+
+const READ_STREAM_BACKWARDS_SQL = `
+  SELECT ${EVENT_COLUMNS} FROM events e
+   WHERE e.stream_id = $1 AND ($2::integer IS NULL OR e.revision <= $2::integer)
+   ORDER BY e.revision DESC
+   LIMIT $3`;
 
 const HEAD_SQL = `
   WITH ${HORIZON_CTE}
@@ -227,11 +281,18 @@ export class PostgresEventStore implements EventStore {
       readonly clock?: Clock;
       readonly ownsPool?: boolean;
       readonly subscriptions?: Omit<CatchUpSettings, 'onAppend'>;
+      /** See PostgresEventStoreOptions.preparedStatements; off when constructed directly. */
+      readonly preparedStatements?: boolean;
     } = {},
   ) {
     this.clock = options.clock ?? systemClock;
     this.ownsPool = options.ownsPool ?? false;
-    this.checkpoints = new PostgresCheckpointStore(pool);
+    this.checkpoints = new PostgresCheckpointStore(pool, options.preparedStatements ?? false);
+  }
+
+  /** A hot statement: named (prepared once per connection) when prepared statements are on. */
+  private run<R extends QueryResultRow>(name: string, text: string, values?: unknown[]) {
+    return this.pool.query<R>(statement(this.options.preparedStatements ?? false, name, text, values));
   }
 
   async appendToStream(
@@ -255,7 +316,7 @@ export class PostgresEventStore implements EventStore {
     for (let attempt = 1; ; attempt++) {
       let rows: AppendRow[];
       try {
-        ({ rows } = await this.pool.query<AppendRow>(APPEND_SQL, params));
+        ({ rows } = await this.run<AppendRow>('sp_es_append', APPEND_SQL, params));
       } catch (error) {
         // Lost a race on (stream_id, revision) or on an event id: the winner has committed by now, so running
         // the statement again decides against its result.
@@ -286,11 +347,9 @@ export class PostgresEventStore implements EventStore {
   async readStream(streamId: string, options: ReadStreamOptions = {}): Promise<RecordedEvent[]> {
     assertReadOptions(options);
     const backwards = options.direction === 'backwards';
-    const { rows } = await this.pool.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events e
-        WHERE e.stream_id = $1 AND ($2::integer IS NULL OR e.revision ${backwards ? '<=' : '>='} $2::integer)
-        ORDER BY e.revision ${backwards ? 'DESC' : 'ASC'}
-        LIMIT $3`,
+    const { rows } = await this.run<EventRow>(
+      backwards ? 'sp_es_read_stream_backwards' : 'sp_es_read_stream',
+      backwards ? READ_STREAM_BACKWARDS_SQL : READ_STREAM_SQL,
       [streamId, options.fromRevision ?? null, options.maxCount ?? null],
     );
     return rows.map(toRecordedEvent);
@@ -310,7 +369,7 @@ export class PostgresEventStore implements EventStore {
   /** The position of the last readable event in log order (0n when none); a safe `after` for a later read. */
   async headPosition(): Promise<bigint> {
     const { head } = await this.afterOwnAppends(async () => {
-      const { rows } = await this.pool.query<{ head: string | null; horizon: string }>(HEAD_SQL);
+      const { rows } = await this.run<{ head: string | null; horizon: string }>('sp_es_head', HEAD_SQL);
       const row = rows[0];
       return { head: BigInt(row?.head ?? '0'), horizon: BigInt(row?.horizon ?? '0') };
     });
@@ -320,11 +379,12 @@ export class PostgresEventStore implements EventStore {
   /** Catch-up read: a batch in log order, and the horizon when it reached the end of what is readable. */
   async readCatchUpBatch(options: ReadAllOptions): Promise<{ events: RecordedEvent[]; horizon: bigint }> {
     const after = (options.after ?? 0n).toString();
-    const { rows } = await this.pool.query<EventRow & { horizon: string }>(READ_BATCH_SQL, [
-      after,
-      options.maxCount ?? null,
-      options.categories ? [...options.categories] : null,
-    ]);
+    const filtered = options.categories !== undefined;
+    const { rows } = await this.run<EventRow & { horizon: string }>(
+      filtered ? 'sp_es_read_batch_categories' : 'sp_es_read_batch',
+      filtered ? READ_BATCH_CATEGORIES_SQL : READ_BATCH_SQL,
+      [after, options.maxCount ?? null, options.categories ? [...options.categories] : null],
+    );
     const events = rows.filter((r) => r.global_position !== null).map(toRecordedEvent);
     const horizon = BigInt(rows[0]?.horizon ?? '0');
     return { events, horizon };
@@ -332,7 +392,8 @@ export class PostgresEventStore implements EventStore {
 
   /** The next transaction id to be assigned: every transaction that committed before this call is below it. */
   async watermark(): Promise<bigint> {
-    const { rows } = await this.pool.query<{ mark: string }>(
+    const { rows } = await this.run<{ mark: string }>(
+      'sp_es_watermark',
       'SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS mark',
     );
     return BigInt(rows[0]?.mark ?? '0');
@@ -463,22 +524,38 @@ function toRecordedEvent(row: EventRow): RecordedEvent {
  * same subscription (a rolling deploy) cannot rewind each other; replaying from scratch is an explicit reset.
  */
 export class PostgresCheckpointStore implements CheckpointStore {
-  constructor(private readonly pool: Pool) {}
+  constructor(
+    private readonly pool: Pool,
+    private readonly prepared = false,
+  ) {}
 
   async load(subscriptionId: string): Promise<bigint> {
     const { rows } = await this.pool.query<{ position: string }>(
-      'SELECT position::text AS position FROM subscription_checkpoints WHERE subscription_id = $1',
-      [subscriptionId],
+      statement(
+        this.prepared,
+        'sp_es_checkpoint_load',
+        'SELECT position::text AS position FROM subscription_checkpoints WHERE subscription_id = $1',
+        [subscriptionId],
+      ),
     );
     return BigInt(rows[0]?.position ?? '0');
   }
 
   async save(subscriptionId: string, position: bigint): Promise<void> {
     await this.pool.query(
-      `INSERT INTO subscription_checkpoints (subscription_id, position, updated_at) VALUES ($1, $2::bigint, now())
-       ON CONFLICT (subscription_id) DO UPDATE
-         SET position = GREATEST(subscription_checkpoints.position, EXCLUDED.position), updated_at = now()`,
-      [subscriptionId, position.toString()],
+      statement(
+        this.prepared,
+        'sp_es_checkpoint_save',
+        `INSERT INTO subscription_checkpoints (subscription_id, position, updated_at) VALUES ($1, $2::bigint, now())
+         ON CONFLICT (subscription_id) DO UPDATE
+           SET position = GREATEST(subscription_checkpoints.position, EXCLUDED.position), updated_at = now()`,
+        [subscriptionId, position.toString()],
+      ),
     );
   }
+}
+
+/** A query config, named when prepared statements are on (pg prepares a name once per connection). */
+function statement(prepared: boolean, name: string, text: string, values?: unknown[]): QueryConfig {
+  return { ...(prepared ? { name } : {}), text, ...(values ? { values } : {}) };
 }
