@@ -65,7 +65,12 @@ export interface CatchUpSettings {
 }
 
 const DEFAULT_POLL_INTERVAL_MS = 50;
-/** Re-poll delay while an append this process made is known to be committed but not readable yet. */
+/**
+ * First re-poll delay while an append this process made is known to be committed but not readable yet (an older
+ * transaction still holds the horizon back); it doubles on each fruitless re-poll up to the poll interval. The
+ * holder is usually another append of this process, whose completion wakes the subscription anyway, so polling
+ * every 2 ms for as long as appends overlap (which under load is always) only burns reads.
+ */
 const PENDING_REPOLL_MS = 2;
 const DEFAULT_BATCH_SIZE = 200;
 const DEFAULT_CHECKPOINT_INTERVAL_MS = 100;
@@ -116,6 +121,8 @@ class CatchUpSubscription implements StoreSubscription {
   private pendingMark = -1n;
   private savedPosition: bigint;
   private savedAt = 0;
+  /** Fruitless re-polls in a row while pending (see PENDING_REPOLL_MS). */
+  private pendingPolls = 0;
   private stopped = false;
   private loop: Promise<void> = Promise.resolve();
   private readonly pollSleep = new InterruptibleSleep();
@@ -174,6 +181,7 @@ class CatchUpSubscription implements StoreSubscription {
     while (!this.stopped) {
       let more = false;
       let pending = false;
+      let progressed = false;
       try {
         const read: ReadAllOptions = {
           after: this.position,
@@ -184,6 +192,7 @@ class CatchUpSubscription implements StoreSubscription {
           ? await this.source.readCatchUpBatch(read)
           : await readByPosition(this.source, read);
         more = batch.events.length >= this.batchSize;
+        progressed = batch.events.length > 0;
         if (!(await this.deliver(batch.events))) break;
         if (batch.horizon !== undefined) {
           if (batch.horizon > this.horizon) this.horizon = batch.horizon;
@@ -197,7 +206,14 @@ class CatchUpSubscription implements StoreSubscription {
         await this.retrySleep.sleep(backoffDelay(this.retry, failedReads++));
         continue;
       }
-      if (!more) await this.pollSleep.sleep(pending ? PENDING_REPOLL_MS : this.pollIntervalMs);
+      if (!pending || progressed) this.pendingPolls = 0;
+      if (!more) {
+        await this.pollSleep.sleep(
+          pending
+            ? Math.min(this.pollIntervalMs, PENDING_REPOLL_MS * 2 ** Math.min(this.pendingPolls++, 16))
+            : this.pollIntervalMs,
+        );
+      }
     }
     await this.finish();
   }
