@@ -143,7 +143,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       { ...platform, host: env['HOST'] ?? '127.0.0.1' },
       [
         gatewayService(merchants),
-        paymentsService(paymentsConfigFromEnv(env, { localChains: chains?.chains ?? [] })),
+        paymentsService(paymentsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), chainOperator),
         subscriptionsService(
           subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] }),
           chainOperator,

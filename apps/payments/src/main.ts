@@ -17,6 +17,8 @@ runMain('payments', () => {
           ...(chains.enabled && chains.mode === 'test' ? { testRegistry: chains.registry } : {}),
           defaultPaymentFactory: chains.addresses?.paymentFactory ?? null,
         }),
+        // The payment actions (capture, refund, rescue, recover) submit through the chain layer's relayers.
+        chains,
       ),
       merchantChainRegistrationService(chains),
       // Deposits on chain: watch, observe, confirm, screen, deploy (docs/payment-deposits.md).

@@ -10,3 +10,6 @@ export * from './payments-api.module';
 export * from './payment-requests/x-api-key.guard';
 export * from './payment-requests/payment-requests.controller';
 export * from './payment-requests/legacy-subscriptions.controller';
+export * from './payment-actions/payment-actions.commands';
+export * from './payment-actions/payment-actions.port';
+export * from './payment-actions/payment-actions.controller';

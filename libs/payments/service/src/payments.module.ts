@@ -1,6 +1,18 @@
 import { type DynamicModule, Global, Inject, Module, Optional, type Type } from '@nestjs/common';
-import { PaymentsApiModule } from '@stablepay/payments-api';
+import { ChainOperatorModule, type ChainOperatorConfig } from '@stablepay/chain-operator';
+import {
+  PAYMENT_ACTIONS_USE_CASES,
+  PaymentActionsController,
+  PaymentsApiModule,
+} from '@stablepay/payments-api';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { PaymentActions } from './actions/payment-actions';
+import { PaymentActionsGateway } from './actions/payment-actions.gateway';
+import { depositChainsProvider } from './chain/deposit-chains.provider';
+import { CapturePaymentHandler } from './commands/capture-payment/capture-payment.handler';
+import { RecoverPaymentHandler } from './commands/recover-payment/recover-payment.handler';
+import { RefundPaymentHandler } from './commands/refund-payment/refund-payment.handler';
+import { RescuePaymentHandler } from './commands/rescue-payment/rescue-payment.handler';
 import { CancelCheckoutHandler } from './commands/cancel-checkout/cancel-checkout.handler';
 import { CreateCheckoutHandler } from './commands/create-checkout/create-checkout.handler';
 import { ConfigurePaymentHandler } from './commands/configure-payment/configure-payment.handler';
@@ -65,19 +77,36 @@ export class PaymentsCoreModule {}
  */
 @Module({
   imports: [PaymentsCoreModule],
-  controllers: [CreateCheckoutHandler, CancelCheckoutHandler, ConfigurePaymentHandler],
+  controllers: [
+    CreateCheckoutHandler,
+    CancelCheckoutHandler,
+    ConfigurePaymentHandler,
+    CapturePaymentHandler,
+    RefundPaymentHandler,
+    RescuePaymentHandler,
+    RecoverPaymentHandler,
+  ],
   // The command side lives only here: the gateway, which imports the core module, cannot append to these streams.
-  providers: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],
+  providers: [PaymentCommands, PaymentProjection, PaymentExpiryTimer, PaymentActions, depositChainsProvider],
   exports: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],
 })
 export class PaymentsServiceModule {}
 
+/**
+ * `chains`: the chain layer (the operator's relayers) the payment actions submit through; without it they answer
+ * 503 `chain_unavailable`. Pass the process's one config object (one RelayerSet per key).
+ */
 export function paymentsService(
   config: PaymentsConfig = paymentsConfigFromEnv(process.env),
+  chains?: ChainOperatorConfig,
 ): ServiceDefinition {
   return {
     name: 'payments',
-    imports: [PaymentsConfigModule.forRoot(config), PaymentsServiceModule],
+    imports: [
+      PaymentsConfigModule.forRoot(config),
+      ...(chains ? [ChainOperatorModule.forRoot(chains)] : []),
+      PaymentsServiceModule,
+    ],
     migrations: PAYMENTS_MIGRATIONS,
     handlesCommands: true,
     upcasters: PAYMENTS_UPCASTERS,
@@ -92,6 +121,7 @@ export function paymentsHttpModule(options: { readonly controllers?: readonly Ty
   return PaymentsApiModule.forRoot({
     imports: [PaymentsCoreModule],
     useCases: PaymentsGateway,
-    ...(options.controllers ? { controllers: options.controllers } : {}),
+    controllers: [PaymentActionsController, ...(options.controllers ?? [])],
+    providers: [{ provide: PAYMENT_ACTIONS_USE_CASES, useClass: PaymentActionsGateway }],
   });
 }

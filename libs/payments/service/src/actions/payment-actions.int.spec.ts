@@ -13,6 +13,7 @@ import {
 } from '@stablepay/payments-domain';
 import { DomainError, ManualClock } from '@stablepay/util';
 import { startDepositFixture, type DepositFixture } from '../chain/testing/deposit-fixture';
+import { PaymentCommands } from '../payments/payment.commands';
 import { PaymentActions, type ActionOwner } from './payment-actions';
 
 const USDC = 10n ** 6n;
@@ -36,7 +37,7 @@ afterAll(async () => {
 beforeEach(async () => {
   store = new InMemoryEventStore();
   clock = new ManualClock(new Date(Number(await f.chainTime()) * 1000));
-  actions = new PaymentActions(store, clock, { for: () => f.deposits });
+  actions = new PaymentActions(store, clock, new PaymentCommands(store, clock), { for: () => f.deposits });
 });
 
 const usdcAsset = () => formatCaip19(f.chain.chainId, f.usdc);

@@ -1,19 +1,16 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ZeroAddress, getAddress } from 'ethers';
-import { CLOCK, EVENT_STORE, deterministicEventId, handleCommand, loadAggregate } from '@stablepay/aggregate';
+import { CLOCK, EVENT_STORE, deterministicEventId, loadAggregate } from '@stablepay/aggregate';
 import type { EventStore, Mode } from '@stablepay/event-store';
 import { formatCaip19, parseCaip2 } from '@stablepay/evm';
-import {
-  type PaymentCommand,
-  type PaymentState,
-  decidePayment,
-  evolvePayment,
-  initialPaymentState,
-  paymentAsset,
-  paymentStreamId,
-} from '@stablepay/payments-domain';
+import { type PaymentState, decidePayment, paymentAsset, paymentStreamId } from '@stablepay/payments-domain';
 import { type Clock, DomainError, conflict, notFound } from '@stablepay/util';
 import type { DepositActionOutcome, DepositCall, DepositChain, DepositOutflow } from '../chain/deposit-chain';
+import {
+  PaymentCommands,
+  type PaymentCommandWithoutTime,
+  paymentDecider,
+} from '../payments/payment.commands';
 import { chainRejection } from './chain-rejections';
 import {
   NATIVE_ASSET,
@@ -48,16 +45,6 @@ export interface ActionAnswer {
   readonly submission: 'confirmed' | 'pending' | 'replayed';
 }
 
-const paymentDecider = { initialState: initialPaymentState, evolve: evolvePayment, decide: decidePayment };
-
-type CommandWithoutTime = PaymentCommand extends infer C
-  ? C extends { type: 'CreateCheckout' }
-    ? never
-    : C extends { now: Date }
-      ? Omit<C, 'now'>
-      : never
-  : never;
-
 interface Loaded {
   readonly state: PaymentState;
   readonly owner: ActionOwner;
@@ -83,6 +70,7 @@ export class PaymentActions {
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(PaymentCommands) private readonly payments: PaymentCommands,
     @Inject(DEPOSIT_CHAINS) private readonly chains: DepositChains,
   ) {}
 
@@ -193,7 +181,7 @@ export class PaymentActions {
             : chain.rescueCall(deposit, { ...move, to: action.to ?? '' });
       await this.simulateOrRefuse(chain, call);
 
-      const command: CommandWithoutTime =
+      const command: PaymentCommandWithoutTime =
         kind === 'capture'
           ? { type: 'RequestCapture', amount, settlementAddress: record.settlement }
           : kind === 'refund'
@@ -353,25 +341,12 @@ export class PaymentActions {
 
   private async append(
     loaded: Loaded,
-    command: CommandWithoutTime,
+    command: PaymentCommandWithoutTime,
     idempotencyKey: string,
   ): Promise<{ revision: number; changed: boolean }> {
-    const now = this.clock.now();
-    const result = await handleCommand(
-      this.store,
-      paymentStreamId(loaded.paymentId),
-      paymentDecider,
-      { ...command, now } as PaymentCommand,
-      {
-        idempotencyKey,
-        metadata: {
-          merchantId: loaded.owner.merchantId,
-          mode: loaded.owner.mode,
-          occurredAt: now.toISOString(),
-        },
-      },
-    );
-    return { revision: result.revision, changed: result.newEvents.length > 0 };
+    const owner = { id: loaded.paymentId, merchant_id: loaded.owner.merchantId, mode: loaded.owner.mode };
+    const { revision, changed } = await this.payments.run(owner, command, idempotencyKey);
+    return { revision, changed };
   }
 
   private exclusive<T>(paymentId: string, run: () => Promise<T>): Promise<T> {

@@ -1,0 +1,104 @@
+import { Body, Controller, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
+import { type AuthenticatedMerchant, CurrentMerchant, idempotencyKeyOf } from '@stablepay/http';
+import { invalidRequest, validationError } from '@stablepay/util';
+import { checkPaymentId } from '../payments.controller';
+import type { SignedActionRequest } from './payment-actions.commands';
+import {
+  PAYMENT_ACTIONS_USE_CASES,
+  type PaymentActionKind,
+  type PaymentActionsUseCases,
+} from './payment-actions.port';
+
+const FIELDS: Readonly<Record<PaymentActionKind, readonly string[]>> = {
+  capture: ['amount', 'deadline', 'signature', 'token', 'epoch'],
+  refund: ['amount', 'deadline', 'signature', 'token', 'payer', 'epoch'],
+  rescue: ['amount', 'deadline', 'signature', 'token', 'to', 'epoch'],
+  recover: [],
+};
+
+/** The JSON body as an object of the action's known fields (types and values are the owner's preflight's). */
+export function actionBody(kind: PaymentActionKind, body: unknown): SignedActionRequest {
+  if (body === undefined || body === null) return {};
+  if (typeof body !== 'object' || Array.isArray(body)) {
+    throw invalidRequest('The request body must be a JSON object.');
+  }
+  for (const key of Object.keys(body)) {
+    if (!FIELDS[kind].includes(key)) {
+      throw validationError(
+        key,
+        kind === 'recover'
+          ? `recover takes no parameters: the destination is the payer attested on chain (got ${key}).`
+          : `Unknown parameter ${key} for ${kind}.`,
+        'unknown_parameter',
+      );
+    }
+  }
+  return body as SignedActionRequest;
+}
+
+/**
+ * SPEC Endpoints > Payments, the merchant's actions after the deposit (bodies: docs/openapi.yaml). Capture,
+ * refund and rescue carry the merchant signer's EIP-712 signature (signCapture / signRefund / signRescue of
+ * @stablepay/merchant-sdk), checked before anything is sent; recover takes nothing. Each answers the payment object
+ * after the action.
+ */
+@Controller('payments')
+export class PaymentActionsController {
+  constructor(@Inject(PAYMENT_ACTIONS_USE_CASES) private readonly useCases: PaymentActionsUseCases) {}
+
+  @Post(':paymentId/capture')
+  @HttpCode(200)
+  capture(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('paymentId') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.act('capture', merchant, id, body, request);
+  }
+
+  @Post(':paymentId/refund')
+  @HttpCode(200)
+  refund(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('paymentId') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.act('refund', merchant, id, body, request);
+  }
+
+  @Post(':paymentId/rescue')
+  @HttpCode(200)
+  rescue(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('paymentId') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.act('rescue', merchant, id, body, request);
+  }
+
+  @Post(':paymentId/recover')
+  @HttpCode(200)
+  recover(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('paymentId') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.act('recover', merchant, id, body, request);
+  }
+
+  private act(
+    kind: PaymentActionKind,
+    merchant: AuthenticatedMerchant,
+    id: string,
+    body: unknown,
+    request: FastifyRequest,
+  ) {
+    const paymentId = checkPaymentId(id);
+    return this.useCases.act(kind, merchant, paymentId, actionBody(kind, body), idempotencyKeyOf(request));
+  }
+}
