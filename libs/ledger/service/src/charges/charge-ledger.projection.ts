@@ -1,7 +1,12 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
-import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
+import {
+  type BusMessage,
+  type ProjectionRunner,
+  topicForCategory,
+  type StreamHistory,
+} from '@stablepay/event-bus';
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import {
   CHARGE_CATEGORY,
@@ -43,7 +48,8 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
     this.runner = await this.projections.start({
       name: CHARGE_LEDGER_PROJECTION,
       topics: [CHARGE_TOPIC],
-      apply: (em, message) => this.applyIn(em, message),
+      needsHistory: true,
+      apply: (em, message, history) => this.applyIn(em, message, history),
       onCommitted: (changed) => {
         for (const message of changed) this.emitChange(message);
       },
@@ -61,7 +67,9 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
 
   /** Applies one message in its own transaction (tests; the runner batches). */
   async apply(message: BusMessage): Promise<void> {
-    const changed = await this.dataSource.transaction((em) => this.applyIn(em, message));
+    // Read before the transaction: on PGlite a second connection inside it would wait for it forever.
+    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    const changed = await this.dataSource.transaction((em) => this.applyIn(em, message, history));
     if (changed) this.emitChange(message);
   }
 
@@ -69,9 +77,9 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
     this.changes.emit(message.key.slice(CHARGE_CATEGORY.length + 1), message.revision);
   }
 
-  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+  private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN.has(message.type)) return false;
-    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    const history = given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key }));
     const state = history.reduce((s, e) => evolveCharge(s, e as ChargeEvent), initialChargeState());
     const o = chargeObject(state);
     const merchantId = message.metadata.merchantId;

@@ -1,7 +1,7 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
-import type { BusMessage, ProjectionRunner } from '@stablepay/event-bus';
+import type { BusMessage, ProjectionRunner, StreamHistory } from '@stablepay/event-bus';
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import { PAYMENT_CATEGORY } from '@stablepay/payments-domain';
 import { PaymentChanges } from './changes';
@@ -30,7 +30,8 @@ export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestro
     this.runner = await this.projections.start({
       name: PAYMENT_PROJECTION,
       topics: [PAYMENT_TOPIC],
-      apply: (em, message) => this.applyIn(em, message),
+      needsHistory: true,
+      apply: (em, message, history) => this.applyIn(em, message, history),
       onCommitted: (changed) => {
         for (const message of changed) this.emitChange(message);
       },
@@ -51,10 +52,10 @@ export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestro
     this.changes.emit(message.key.slice(PAYMENT_CATEGORY.length + 1), message.revision);
   }
 
-  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+  private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN_PAYMENT_EVENTS.has(message.type)) return false; // a type this release does not know: skipped
     const { payment: p, checkout: c } = paymentObjectsAsOf(
-      await streamHistoryThrough(this.store, { ...message, streamId: message.key }),
+      given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key })),
     );
     if (message.revision === 0) {
       const merchantId = message.metadata.merchantId;

@@ -4,13 +4,25 @@ import { toBusMessage } from '../bus-message';
 import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
 import { projectionMetrics } from './projection-metrics';
 
+/** The events of a stream from revision 0 through one event, in order. */
+export type StreamHistory = ReadonlyArray<{
+  readonly type: string;
+  readonly data: unknown;
+}>;
+
 /** A read model fed from the bus. `apply` must be idempotent (read models keep the stream revision they reflect). */
 export interface ProjectionDefinition {
   /** Consumer group, metric label and the name operators use (`/admin/projections`). */
   readonly name: string;
   readonly topics: readonly string[];
+  /**
+   * The projection needs each event's stream history through that event (e.g. an object as of the event). The
+   * runner reads it before the batch's transaction opens and passes it to `apply`: read inside the transaction on
+   * another connection, it would wait forever on PGlite (one session: a connection in a transaction holds the rest).
+   */
+  readonly needsHistory?: boolean;
   /** Applies one message inside the batch's transaction; true when it changed the read model. */
-  apply(em: EntityManager, message: BusMessage): Promise<boolean>;
+  apply(em: EntityManager, message: BusMessage, history?: StreamHistory): Promise<boolean>;
   /** Called after a transaction committed, with the messages that changed the read model (in order). */
   onCommitted?(changed: readonly BusMessage[]): void;
 }
@@ -207,6 +219,7 @@ export class ProjectionRunner {
       const messages = (await this.deps.store.readStream(streamId, { fromRevision: parked.revision })).map(
         toBusMessage,
       );
+      const histories = await this.histories(messages);
       const result = await this.deps.dataSource.transaction(async (em) => {
         const locked: Array<{ revision: number; waiting_revision: number | null }> = await em.query(
           `SELECT revision, waiting_revision FROM parked_streams WHERE projection = $1 AND stream_id = $2 FOR UPDATE`,
@@ -220,7 +233,7 @@ export class ProjectionRunner {
         }
         const changed: BusMessage[] = [];
         for (const message of messages) {
-          const failure = await this.applyIsolated(em, message, changed);
+          const failure = await this.applyIsolated(em, message, changed, histories);
           if (failure !== undefined) {
             await em.query(
               `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
@@ -258,12 +271,13 @@ export class ProjectionRunner {
   private async handleBatch(messages: readonly BusMessage[]): Promise<void> {
     let result: { changed: BusMessage[]; parked: ParkedNow[] };
     try {
+      const histories = await this.histories(messages);
       try {
-        result = await this.batchTransaction((em) => this.applyBatch(em, messages, false));
+        result = await this.batchTransaction((em) => this.applyBatch(em, messages, false, histories));
       } catch (error) {
         if (isTransient(error)) throw error;
         // One event (or more) cannot be applied: again, event by event, parking what fails.
-        result = await this.batchTransaction((em) => this.applyBatch(em, messages, true));
+        result = await this.batchTransaction((em) => this.applyBatch(em, messages, true, histories));
       }
     } catch (error) {
       this.consecutiveFailures++;
@@ -300,6 +314,7 @@ export class ProjectionRunner {
     em: EntityManager,
     messages: readonly BusMessage[],
     isolate: boolean,
+    histories: ReadonlyMap<string, StreamHistory>,
   ): Promise<{ changed: BusMessage[]; parked: ParkedNow[] }> {
     const projection = this.definition.name;
     const keys = [...new Set(messages.map((m) => m.key))];
@@ -322,10 +337,10 @@ export class ProjectionRunner {
         continue;
       }
       if (!isolate) {
-        if (await this.definition.apply(em, message)) changed.push(message);
+        if (await this.definition.apply(em, message, histories.get(message.id))) changed.push(message);
         continue;
       }
-      const failure = await this.applyIsolated(em, message, changed);
+      const failure = await this.applyIsolated(em, message, changed, histories);
       if (failure === undefined) continue;
       await em.query(
         `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
@@ -348,6 +363,32 @@ export class ProjectionRunner {
     if (parked.length > 0) projectionMetrics.events.inc({ projection, outcome: 'parked' }, parked.length);
     if (waited > 0) projectionMetrics.events.inc({ projection, outcome: 'waiting' }, waited);
     return { changed, parked };
+  }
+
+  /**
+   * Each message's stream history through it, when the projection asks for it: one read per stream, before any
+   * transaction opens. A stream that does not hold the message at its revision is an error (the batch is retried).
+   */
+  private async histories(messages: readonly BusMessage[]): Promise<Map<string, StreamHistory>> {
+    const histories = new Map<string, StreamHistory>();
+    if (!this.definition.needsHistory) return histories;
+    const newest = new Map<string, number>();
+    for (const m of messages) newest.set(m.key, Math.max(newest.get(m.key) ?? -1, m.revision));
+    for (const [key, revision] of newest) {
+      const stream = revision === 0 ? [] : await this.deps.store.readStream(key, { maxCount: revision + 1 });
+      for (const m of messages) {
+        if (m.key !== key) continue;
+        if (m.revision === 0) {
+          histories.set(m.id, [m]);
+          continue;
+        }
+        const history = stream.slice(0, m.revision + 1);
+        if (history.length !== m.revision + 1 || history.at(-1)?.id !== m.id)
+          throw new Error(`stream ${key} has no event ${m.id} at revision ${m.revision}`);
+        histories.set(m.id, history);
+      }
+    }
+    return histories;
   }
 
   /** A batch's transaction; with asyncCommit its BEGIN also turns off the commit's flush wait (one round trip). */
@@ -375,10 +416,11 @@ export class ProjectionRunner {
     em: EntityManager,
     message: BusMessage,
     changed: BusMessage[],
+    histories: ReadonlyMap<string, StreamHistory>,
   ): Promise<string | undefined> {
     await em.query('SAVEPOINT projection_event');
     try {
-      if (await this.definition.apply(em, message)) changed.push(message);
+      if (await this.definition.apply(em, message, histories.get(message.id))) changed.push(message);
       await em.query('RELEASE SAVEPOINT projection_event');
       return undefined;
     } catch (error) {

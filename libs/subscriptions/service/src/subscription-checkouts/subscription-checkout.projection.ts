@@ -1,7 +1,12 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
-import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
+import {
+  type BusMessage,
+  type ProjectionRunner,
+  topicForCategory,
+  type StreamHistory,
+} from '@stablepay/event-bus';
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import { SUBSCRIPTION_CHECKOUT_CATEGORY, WEBHOOK_TYPE_BY_EVENT } from '@stablepay/subscriptions-domain';
 import { SubscriptionCheckoutChanges } from './changes';
@@ -35,7 +40,8 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
     this.runner = await this.projections.start({
       name: SUBSCRIPTION_CHECKOUT_PROJECTION,
       topics: [SUBSCRIPTION_CHECKOUT_TOPIC],
-      apply: (em, message) => this.applyIn(em, message),
+      needsHistory: true,
+      apply: (em, message, history) => this.applyIn(em, message, history),
       onCommitted: (changed) => {
         for (const message of changed) this.emitChange(message);
       },
@@ -55,7 +61,9 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
 
   /** Applies one message in its own transaction (tests and tools; the runner batches). */
   async apply(message: BusMessage): Promise<void> {
-    const changed = await this.dataSource.transaction((em) => this.applyIn(em, message));
+    // Read before the transaction: on PGlite a second connection inside it would wait for it forever.
+    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    const changed = await this.dataSource.transaction((em) => this.applyIn(em, message, history));
     if (changed) this.emitChange(message);
   }
 
@@ -77,10 +85,10 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
   }
 
   /** The write and its revision check, inside the caller's transaction; true when a row changed. */
-  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+  private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN.has(message.type)) return false; // a type this release does not know: skipped
     const o = subscriptionCheckoutObjectAsOf(
-      await streamHistoryThrough(this.store, { ...message, streamId: message.key }),
+      given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key })),
     );
     {
       if (message.revision === 0) {
