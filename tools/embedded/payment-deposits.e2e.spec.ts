@@ -46,6 +46,11 @@ async function until<T>(
   );
 }
 
+// KNOWN BUG (issue 10 note): on the shared stack one deposit step now and then stalls for a minute or more (a
+// test then waits out its timeout while later ones pass), so each test gets two more tries; a try still has to
+// pass every assertion on the real chain. Remove once the stall is found.
+jest.retryTimes(2, { logErrorsBeforeRetry: true });
+
 describe('payment deposits on chain (embedded stack, local chain)', () => {
   let db: TestDatabase;
   let stack: EmbeddedStack;
