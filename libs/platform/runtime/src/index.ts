@@ -3,3 +3,4 @@ export * from './platform.config';
 export * from './service';
 export * from './run-main';
 export * from './relay';
+export * from './read-model-timer';

@@ -1,84 +1,45 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnModuleDestroy,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { CLOCK } from '@stablepay/aggregate';
+import { ReadModelTimer, type DueRow } from '@stablepay/runtime';
 import type { Clock } from '@stablepay/util';
 import { PAYMENTS_CONFIG, type PaymentsConfig } from '../payments.config';
 import { PaymentCommands } from './payment.commands';
-import { PaymentReader } from './payment.reader';
+import { PaymentReader, type PaymentOwner } from './payment.reader';
 
-const BATCH = 100;
+type DuePayment = PaymentOwner & DueRow;
 
 /**
  * The durable expiry timer (SPEC States > Payment: pending -> expired when expires_at passes with no valid
- * deposit, no request needed).
- *
- * Its queue is the read model: pending payments whose expires_at has passed by the injected clock (a partial
- * index keeps that cheap). Nothing lives in memory, so a restart loses nothing: the first tick after start
- * expires whatever fell due while the service was down. Each due payment gets `Expire` through the aggregate,
- * which decides again from the stream: a payment cancelled or paid meanwhile, or a full deposit mined in time and
- * still confirming, appends nothing (so the tick walks past it with a cursor instead of asking again).
+ * deposit, no request needed). Its queue is the payments read model; each due payment gets `Expire` through the
+ * aggregate, which decides again from the stream: a payment cancelled or paid meanwhile, or a full deposit mined in
+ * time and still confirming, appends nothing.
  */
 @Injectable()
-export class PaymentExpiryTimer implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly logger = new Logger('payment-expiry');
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
-  private stopped = false;
+export class PaymentExpiryTimer extends ReadModelTimer<DuePayment> {
+  protected readonly logger = new Logger('payment-expiry');
 
   constructor(
     @Inject(PaymentReader) private readonly reader: PaymentReader,
     @Inject(PaymentCommands) private readonly commands: PaymentCommands,
     @Inject(CLOCK) private readonly clock: Clock,
-    @Inject(PAYMENTS_CONFIG) private readonly config: PaymentsConfig,
-  ) {}
-
-  onApplicationBootstrap(): void {
-    this.schedule(0);
+    @Inject(PAYMENTS_CONFIG) config: PaymentsConfig,
+  ) {
+    super(() => config.expiryPollIntervalMs);
   }
 
-  async onModuleDestroy(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+  protected now(): Date {
+    return this.clock.now();
   }
 
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.tick()
-        .then(() => undefined)
-        .catch((error: unknown) =>
-          this.logger.error({ msg: 'expiry tick failed, will retry', error: String(error) }),
-        )
-        .finally(() => {
-          this.running = undefined;
-          this.schedule(this.config.expiryPollIntervalMs);
-        });
-    }, delayMs);
-    this.timer.unref();
+  protected async due(now: Date, limit: number, after?: DueRow): Promise<DuePayment[]> {
+    const rows = await this.reader.dueForExpiry(now, limit, after);
+    return rows.map((row) => ({ ...row, dueAt: new Date(row.expires_at) }));
   }
 
-  /** Expires every payment due now; returns how many it expired. */
-  async tick(): Promise<number> {
-    const now = this.clock.now();
-    let expired = 0;
-    let after: { expiresAt: Date; id: string } | undefined;
-    for (;;) {
-      const due = await this.reader.dueForExpiry(now, BATCH, after);
-      for (const row of due) {
-        if (this.stopped) return expired;
-        // No idempotency key needed: a second replica racing on the same payment loses the expected-revision
-        // check, decides again from the stream and finds nothing to do.
-        const { changed } = await this.commands.run(row, { type: 'Expire' });
-        if (changed) expired += 1;
-        after = { expiresAt: new Date(row.expires_at), id: row.id };
-      }
-      if (due.length < BATCH) return expired;
-    }
+  protected async fire(row: DuePayment): Promise<boolean> {
+    // No idempotency key needed: a second replica racing on the same payment loses the expected-revision check,
+    // decides again from the stream and finds nothing to do.
+    const { changed } = await this.commands.run(row, { type: 'Expire' });
+    return changed;
   }
 }

@@ -154,14 +154,14 @@ export class PaymentReader {
   async dueForExpiry(
     now: Date,
     limit: number,
-    after?: { expiresAt: Date; id: string },
+    after?: { dueAt: Date; id: string },
   ): Promise<Array<PaymentOwner & { expires_at: Date }>> {
     return this.dataSource.query(
       `SELECT id, merchant_id, mode, expires_at FROM payments
        WHERE status = 'pending' AND expires_at <= $1
          AND ($3::timestamptz IS NULL OR (expires_at, id) > ($3::timestamptz, $4::text))
        ORDER BY expires_at, id LIMIT $2`,
-      [now.toISOString(), limit, after?.expiresAt.toISOString() ?? null, after?.id ?? ''],
+      [now.toISOString(), limit, after?.dueAt.toISOString() ?? null, after?.id ?? ''],
     );
   }
 }

@@ -1,78 +1,43 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnModuleDestroy,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { CLOCK } from '@stablepay/aggregate';
+import { ReadModelTimer, type DueRow } from '@stablepay/runtime';
 import type { Clock } from '@stablepay/util';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
 import { SubscriptionCheckoutCommands } from './subscription-checkout.commands';
-import { SubscriptionCheckoutReader } from './subscription-checkout.reader';
+import { SubscriptionCheckoutReader, type SubscriptionCheckoutRow } from './subscription-checkout.reader';
 
-const BATCH = 100;
+type DueIntent = Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'> & DueRow;
 
 /**
- * The durable expiry timer (SPEC States: pending -> expired when expires_at elapses, with no request needed).
- *
- * Its queue is the read model itself: pending rows whose expires_at has passed by the injected clock (a partial
- * index keeps that cheap). Nothing lives in memory, so a restart loses nothing: the first tick after start
- * expires whatever fell due while the service was down. Each due intent gets ExpireSubscriptionCheckout through
- * the aggregate, which decides again from the stream: an intent cancelled or completed meanwhile, or expired by
- * another replica, appends nothing (idempotent, and safe with several replicas).
+ * The durable expiry timer (SPEC States: pending -> expired when expires_at elapses, with no request needed). Its
+ * queue is the subscription checkouts read model; each due intent gets ExpireSubscriptionCheckout through the
+ * aggregate, which decides again from the stream: an intent cancelled or completed meanwhile, or expired by another
+ * replica, appends nothing (idempotent, and safe with several replicas).
  */
 @Injectable()
-export class SubscriptionCheckoutExpiryTimer implements OnApplicationBootstrap, OnModuleDestroy {
-  private readonly logger = new Logger('subscription-checkout-expiry');
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
-  private stopped = false;
+export class SubscriptionCheckoutExpiryTimer extends ReadModelTimer<DueIntent> {
+  protected readonly logger = new Logger('subscription-checkout-expiry');
 
   constructor(
     @Inject(SubscriptionCheckoutReader) private readonly reader: SubscriptionCheckoutReader,
     @Inject(SubscriptionCheckoutCommands) private readonly commands: SubscriptionCheckoutCommands,
     @Inject(CLOCK) private readonly clock: Clock,
-    @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
-  ) {}
-
-  onApplicationBootstrap(): void {
-    this.schedule(0);
+    @Inject(SUBSCRIPTIONS_CONFIG) config: SubscriptionsConfig,
+  ) {
+    super(() => config.expiryPollIntervalMs);
   }
 
-  async onModuleDestroy(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+  protected now(): Date {
+    return this.clock.now();
   }
 
-  private schedule(delayMs: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.tick()
-        .then(() => undefined)
-        .catch((error: unknown) =>
-          this.logger.error({ msg: 'expiry tick failed, will retry', error: String(error) }),
-        )
-        .finally(() => {
-          this.running = undefined;
-          this.schedule(this.config.expiryPollIntervalMs);
-        });
-    }, delayMs);
-    this.timer.unref();
+  protected async due(now: Date, limit: number, after?: DueRow): Promise<DueIntent[]> {
+    const rows = await this.reader.dueForExpiry(now, limit, after);
+    return rows.map((row) => ({ ...row, dueAt: new Date(row.expires_at) }));
   }
 
-  /** Expires every intent due now; returns how many it expired. */
-  async tick(): Promise<number> {
-    let expired = 0;
-    for (;;) {
-      const due = await this.reader.dueForExpiry(this.clock.now(), BATCH);
-      for (const row of due) {
-        if (this.stopped) return expired;
-        const { changed } = await this.commands.expire(row);
-        if (changed) expired += 1;
-      }
-      if (due.length < BATCH) return expired;
-    }
+  protected async fire(row: DueIntent): Promise<boolean> {
+    const { changed } = await this.commands.expire(row);
+    return changed;
   }
 }

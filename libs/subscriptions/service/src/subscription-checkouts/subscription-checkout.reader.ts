@@ -104,14 +104,21 @@ export class SubscriptionCheckoutReader {
     });
   }
 
-  /** Pending intents whose expiry has passed, oldest first (the durable timer's queue). */
+  /**
+   * Pending intents whose expiry has passed, in (expires_at, id) order after `after` (the durable timer's queue;
+   * the cursor lets a tick pass over an intent that is due but whose expiry appended nothing).
+   */
   async dueForExpiry(
     now: Date,
     limit: number,
-  ): Promise<Array<Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>>> {
+    after?: { dueAt: Date; id: string },
+  ): Promise<Array<Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'> & { expires_at: Date }>> {
     return this.dataSource.query(
-      `SELECT id, merchant_id, mode FROM subscription_checkouts WHERE status = 'pending' AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2`,
-      [now.toISOString(), limit],
+      `SELECT id, merchant_id, mode, expires_at FROM subscription_checkouts
+       WHERE status = 'pending' AND expires_at <= $1
+         AND ($3::timestamptz IS NULL OR (expires_at, id) > ($3::timestamptz, $4::text))
+       ORDER BY expires_at, id LIMIT $2`,
+      [now.toISOString(), limit, after?.dueAt.toISOString() ?? null, after?.id ?? ''],
     );
   }
 }
