@@ -2,3 +2,4 @@ export * from './eip712';
 export * from './caip';
 export * from './chains';
 export * from './typed-data';
+export * from './chain-env';

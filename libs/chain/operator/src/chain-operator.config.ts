@@ -7,6 +7,8 @@ import {
   type StablepayRoles,
 } from '@stablepay/contracts';
 import {
+  chainRpcUrlsFromEnv,
+  configChain,
   createChainRegistry,
   formatCaip2,
   parseCaip2,
@@ -84,13 +86,39 @@ export function chainOperatorConfigFromEnv(
   env: Env,
   options: ChainOperatorConfigOptions = {},
 ): ChainOperatorConfig {
+  const chains = chainsFromEnv(env, options);
+  if (!chains.enabled) {
+    return { ...chains, operator: null, roles: null, addresses: null };
+  }
+  const operator = parseOperatorKey(env);
+  const admin = requiredAddress(env, 'REGISTRY_ADMIN_ADDRESS');
+  const operatorPauser = requiredAddress(env, 'OPERATOR_PAUSER_ADDRESS');
+  if (admin === operator.address) {
+    throw new ConfigError(
+      'environment variable REGISTRY_ADMIN_ADDRESS must not be the operator: the admin is the cold key',
+    );
+  }
+  const roles: StablepayRoles = { admin, operator: operator.address, operatorPauser };
+  return { ...chains, operator, roles, addresses: computeStablepayAddresses(roles) };
+}
+
+/** The chains a deployment acts on, read without any key (what a process that only reads the chains needs). */
+export type SupportedChains = Pick<ChainOperatorConfig, 'enabled' | 'mode' | 'chains' | 'registry'>;
+
+/**
+ * The keyless half of the chain configuration (CHAIN_RPC_URLS, SUPPORTED_CHAINS, CHAIN_MODE, CHAIN_CONFIRMATIONS):
+ * the supported chains with their RPC URLs, tokens and depths, and the registry answering for them. Processes that
+ * read chains but never sign (the gateway presenting stablecoin options and chain time) use this, so the operator
+ * key stays where transactions are sent.
+ */
+export function chainsFromEnv(env: Env, options: ChainOperatorConfigOptions = {}): SupportedChains {
   const mode = envEnum(
     env,
     'CHAIN_MODE',
     ['live', 'test'] as const,
     options.localChains?.length ? 'test' : 'live',
   );
-  const rpcUrls = parseChainMap(env, 'CHAIN_RPC_URLS', parseRpcUrl);
+  const rpcUrls = chainRpcUrlsFromEnv(env);
   const live = createChainRegistry({ mode: 'live' });
   for (const chain of rpcUrls.keys()) {
     if (!live.isSupported(chain))
@@ -104,22 +132,8 @@ export function chainOperatorConfigFromEnv(
       mode,
       chains: [],
       registry: createChainRegistry({ mode: 'test', localChains: [] }),
-      operator: null,
-      roles: null,
-      addresses: null,
     };
   }
-
-  const operator = parseOperatorKey(env);
-  const admin = requiredAddress(env, 'REGISTRY_ADMIN_ADDRESS');
-  const operatorPauser = requiredAddress(env, 'OPERATOR_PAUSER_ADDRESS');
-  if (admin === operator.address) {
-    throw new ConfigError(
-      'environment variable REGISTRY_ADMIN_ADDRESS must not be the operator: the admin is the cold key',
-    );
-  }
-  const roles: StablepayRoles = { admin, operator: operator.address, operatorPauser };
-
   const localByCaip2 = new Map((options.localChains ?? []).map((c) => [formatCaip2(c.chainId), c]));
   const testTokens = computeTestStablecoinAddresses();
   const registry =
@@ -153,15 +167,7 @@ export function chainOperatorConfigFromEnv(
       stablecoins: info.stablecoins,
     };
   });
-  return {
-    enabled: true,
-    mode,
-    chains,
-    registry: narrowRegistry(registry, supported),
-    operator,
-    roles,
-    addresses: computeStablepayAddresses(roles),
-  };
+  return { enabled: true, mode, chains, registry: narrowRegistry(registry, supported) };
 }
 
 /** The same registry, answering only for the supported chains (a live registry lists every SPEC chain). */
@@ -190,18 +196,6 @@ function narrowRegistry(registry: ChainRegistry, supported: readonly string[]): 
   };
 }
 
-function parseRpcUrl(value: string, chain: string): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} has an invalid URL`);
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:')
-    throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} must use an http(s) URL`);
-  return value;
-}
-
 function parseSupportedChains(env: Env, live: ChainRegistry, rpcUrls: ReadonlyMap<string, string>): string[] {
   const raw = envOptional(env, 'SUPPORTED_CHAINS');
   if (raw === undefined)
@@ -214,7 +208,7 @@ function parseSupportedChains(env: Env, live: ChainRegistry, rpcUrls: ReadonlyMa
     .split(',')
     .map((c) => c.trim())
     .filter(Boolean)) {
-    const caip2 = canonicalChain('SUPPORTED_CHAINS', entry);
+    const caip2 = configChain('SUPPORTED_CHAINS', entry);
     if (!live.isSupported(caip2))
       throw new ConfigError(`environment variable SUPPORTED_CHAINS: ${caip2} is not a supported chain`);
     if (chains.includes(caip2))
@@ -268,41 +262,6 @@ function requiredAddress(env: Env, name: string): string {
   return address;
 }
 
-function canonicalChain(name: string, raw: string): string {
-  try {
-    return parseCaip2(raw).caip2;
-  } catch (error) {
-    throw new ConfigError(
-      `environment variable ${name}: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
-}
-
-/** `caip2=value` pairs separated by commas, keyed by canonical CAIP-2 id. */
-export function parseChainMap<T>(
-  env: Env,
-  name: string,
-  parseValue: (value: string, chain: string) => T,
-): Map<string, T> {
-  const raw = envOptional(env, name);
-  const out = new Map<string, T>();
-  if (raw === undefined) return out;
-  for (const entry of raw
-    .split(',')
-    .map((e) => e.trim())
-    .filter(Boolean)) {
-    const eq = entry.indexOf('=');
-    if (eq < 0)
-      throw new ConfigError(`environment variable ${name}: expected <caip2>=<value>, got '${entry}'`);
-    const chain = canonicalChain(name, entry.slice(0, eq).trim());
-    const value = entry.slice(eq + 1).trim();
-    if (value === '') throw new ConfigError(`environment variable ${name}: ${chain} has no value`);
-    if (out.has(chain)) throw new ConfigError(`environment variable ${name} lists ${chain} twice`);
-    out.set(chain, parseValue(value, chain));
-  }
-  return out;
-}
-
 function parseConfirmations(
   env: Env,
   supported: readonly string[],
@@ -332,7 +291,7 @@ function parseConfirmations(
       fallback = depth(entry, 'the default depth');
       continue;
     }
-    const chain = canonicalChain(name, entry.slice(0, eq).trim());
+    const chain = configChain(name, entry.slice(0, eq).trim());
     if (perChain.has(chain)) throw new ConfigError(`environment variable ${name} lists ${chain} twice`);
     if (supported.length > 0 && !supported.includes(chain))
       throw new ConfigError(

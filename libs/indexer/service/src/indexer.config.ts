@@ -1,4 +1,4 @@
-import { parseCaip2 } from '@stablepay/evm';
+import { chainRpcUrlsFromEnv, configChain, parseCaip2, parseChainMap } from '@stablepay/evm';
 import { ConfigError, envInt, envOptional } from '@stablepay/util';
 
 /** One chain the indexer follows. */
@@ -43,20 +43,7 @@ type Env = Record<string, string | undefined>;
  * - `INDEXER_POLL_MS` (default 2000), `INDEXER_BATCH_BLOCKS` (default 500), `INDEXER_REORG_WINDOW` (default 256).
  */
 export function indexerConfigFromEnv(env: Env): IndexerConfig {
-  const rpcUrls = parseChainMap(env, 'CHAIN_RPC_URLS', (value, chain) => {
-    let url: URL;
-    try {
-      url = new URL(value);
-    } catch {
-      throw new ConfigError(`environment variable CHAIN_RPC_URLS: ${chain} has an invalid URL '${value}'`);
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new ConfigError(
-        `environment variable CHAIN_RPC_URLS: ${chain} must use an http(s) URL, got '${value}'`,
-      );
-    }
-    return value;
-  });
+  const rpcUrls = chainRpcUrlsFromEnv(env);
   const confirmations = parseConfirmations(env);
   for (const chain of confirmations.perChain.keys()) {
     if (!rpcUrls.has(chain)) {
@@ -96,43 +83,6 @@ export function indexerConfigFromEnv(env: Env): IndexerConfig {
   };
 }
 
-/** `caip2=value` pairs separated by commas, keyed by canonical CAIP-2 id. */
-function parseChainMap<T>(
-  env: Env,
-  name: string,
-  parseValue: (value: string, chain: string) => T,
-): Map<string, T> {
-  const raw = envOptional(env, name);
-  const out = new Map<string, T>();
-  if (raw === undefined) return out;
-  for (const entry of raw
-    .split(',')
-    .map((e) => e.trim())
-    .filter(Boolean)) {
-    const { chain, value } = splitEntry(name, entry);
-    if (out.has(chain)) throw new ConfigError(`environment variable ${name} lists ${chain} twice`);
-    out.set(chain, parseValue(value, chain));
-  }
-  return out;
-}
-
-function splitEntry(name: string, entry: string): { chain: string; value: string } {
-  const eq = entry.indexOf('=');
-  if (eq < 0) throw new ConfigError(`environment variable ${name}: expected <caip2>=<value>, got '${entry}'`);
-  const rawChain = entry.slice(0, eq).trim();
-  const value = entry.slice(eq + 1).trim();
-  let chain: string;
-  try {
-    chain = parseCaip2(rawChain).caip2;
-  } catch (error) {
-    throw new ConfigError(
-      `environment variable ${name}: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  }
-  if (value === '') throw new ConfigError(`environment variable ${name}: ${chain} has no value`);
-  return { chain, value };
-}
-
 function parseConfirmations(env: Env): { fallback: number; perChain: Map<string, number> } {
   const name = 'INDEXER_CONFIRMATIONS';
   const raw = envOptional(env, name);
@@ -158,7 +108,9 @@ function parseConfirmations(env: Env): { fallback: number; perChain: Map<string,
       fallback = depth(entry, 'the default depth');
       continue;
     }
-    const { chain, value } = splitEntry(name, entry);
+    const eq = entry.indexOf('=');
+    const chain = configChain(name, entry.slice(0, eq).trim());
+    const value = entry.slice(eq + 1).trim();
     if (perChain.has(chain)) throw new ConfigError(`environment variable ${name} lists ${chain} twice`);
     perChain.set(chain, depth(value, chain));
   }

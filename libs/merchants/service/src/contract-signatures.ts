@@ -47,22 +47,3 @@ export class ContractSignatureVerifier {
     for (const { provider } of this.providers) provider.destroy();
   }
 }
-
-/** `eip155:8453=http://...,eip155:137=http://...` -> record; malformed entries name the variable. */
-export function parseChainRpcUrls(raw: string | undefined): Record<string, string> {
-  if (!raw) return {};
-  const out: Record<string, string> = {};
-  for (const entry of raw
-    .split(',')
-    .map((e) => e.trim())
-    .filter(Boolean)) {
-    const match = /^(eip155:[1-9][0-9]*)=(https?:\/\/\S+)$/.exec(entry);
-    if (!match?.[1] || !match[2]) {
-      throw new Error(
-        `environment variable CHAIN_RPC_URLS has a malformed entry '${entry}' (expected eip155:<id>=<http url>)`,
-      );
-    }
-    out[match[1]] = match[2];
-  }
-  return out;
-}

@@ -1,6 +1,6 @@
 import { envBool, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
-import { parseChainRpcUrls } from './contract-signatures';
+import { chainRpcUrlsFromEnv } from '@stablepay/evm';
 
 export interface MerchantsConfig {
   /** The operator's own pauser: a merchant pauser may never equal it (pauser_is_exodus_pauser). */
@@ -56,6 +56,6 @@ export function merchantsConfigFromEnv(
     secretBox,
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
     paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
-    chainRpcUrls: parseChainRpcUrls(envOptional(env, 'CHAIN_RPC_URLS')),
+    chainRpcUrls: Object.fromEntries(chainRpcUrlsFromEnv(env)),
   };
 }

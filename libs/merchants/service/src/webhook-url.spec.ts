@@ -1,5 +1,4 @@
 import { validateWebhookUrl } from './webhook-url';
-import { parseChainRpcUrls } from './contract-signatures';
 
 describe('validateWebhookUrl', () => {
   it('admits loopback over http only when local webhooks are allowed', async () => {
@@ -41,16 +40,5 @@ describe('validateWebhookUrl', () => {
     await expect(validateWebhookUrl('https://93.184.216.34/hook', false)).resolves.toBe(
       'https://93.184.216.34/hook',
     );
-  });
-});
-
-describe('parseChainRpcUrls', () => {
-  it('parses CAIP-2 = URL pairs and names the variable on a malformed entry', () => {
-    expect(parseChainRpcUrls('eip155:8453=http://127.0.0.1:1, eip155:137=https://rpc.example')).toEqual({
-      'eip155:8453': 'http://127.0.0.1:1',
-      'eip155:137': 'https://rpc.example',
-    });
-    expect(parseChainRpcUrls(undefined)).toEqual({});
-    expect(() => parseChainRpcUrls('solana:1=http://x')).toThrow(/CHAIN_RPC_URLS/);
   });
 });

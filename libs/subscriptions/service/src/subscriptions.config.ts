@@ -1,5 +1,11 @@
-import { createChainRegistry, parseAddress, type ChainRegistry, type LocalChain } from '@stablepay/evm';
-import { parseChainRpcUrls } from '@stablepay/merchants-service';
+import { chainsFromEnv } from '@stablepay/chain-operator';
+import {
+  chainRpcUrlsFromEnv,
+  createChainRegistry,
+  parseAddress,
+  type ChainRegistry,
+  type LocalChain,
+} from '@stablepay/evm';
 import { ConfigError, envInt, envOptional } from '@stablepay/util';
 import { parseRateTable, type RateTable } from './rates/sandbox-rate-source';
 
@@ -15,8 +21,9 @@ export interface SubscriptionsConfig {
   readonly sandboxRates: RateTable;
   /**
    * The chains and stablecoins offered, per merchant mode. Live: the mainnet registry. Test: the local chains the
-   * launcher started (createChainRegistry({ mode: 'test', localChains }), their runtime token addresses); without
-   * local chains test mode offers the registry's mainnet token addresses too.
+   * launcher started (createChainRegistry({ mode: 'test', localChains }), their runtime token addresses); else, in a
+   * test deployment (CHAIN_MODE=test with CHAIN_RPC_URLS), the chain layer's test stablecoins at their
+   * deterministic addresses; otherwise the registry's mainnet token addresses too.
    */
   readonly chains: { readonly live: ChainRegistry; readonly test: ChainRegistry };
   /** Narrows the offered chains (SUPPORTED_CHAINS, comma-separated CAIP-2, shared with the merchants config). */
@@ -58,13 +65,11 @@ export function subscriptionsConfigFromEnv(
       throw new ConfigError('environment variable HOSTED_URL must use http or https');
     hostedUrl = hosted.replace(/\/+$/, '');
   }
-  let rpcUrls: Record<string, string>;
-  try {
-    rpcUrls = parseChainRpcUrls(envOptional(env, 'CHAIN_RPC_URLS'));
-  } catch (error) {
-    throw new ConfigError((error as Error).message);
-  }
-  const live = createChainRegistry({ mode: 'live', rpcUrls });
+  // The chain layer's reading of CHAIN_RPC_URLS / SUPPORTED_CHAINS / CHAIN_MODE (no key needed): a test
+  // deployment (CHAIN_MODE=test, e.g. docker-compose's anvil) offers the test stablecoins at their deterministic
+  // addresses, in the gateway that presents the options as in the service that acts on them.
+  const deployment = chainsFromEnv(env, options);
+  const live = createChainRegistry({ mode: 'live', rpcUrls: Object.fromEntries(chainRpcUrlsFromEnv(env)) });
   const chainsRaw = envOptional(env, 'SUPPORTED_CHAINS');
   const supportedChains = chainsRaw
     ? chainsRaw
@@ -84,7 +89,9 @@ export function subscriptionsConfigFromEnv(
       live,
       test: options.localChains?.length
         ? createChainRegistry({ mode: 'test', localChains: options.localChains })
-        : live,
+        : deployment.enabled && deployment.mode === 'test'
+          ? deployment.registry
+          : live,
     },
     supportedChains,
     operatorPrivateKey: privateKey(envOptional(env, 'OPERATOR_PRIVATE_KEY')),

@@ -1,3 +1,4 @@
+import { computeTestStablecoinAddresses } from '@stablepay/contracts';
 import { ConfigError } from '@stablepay/util';
 import { subscriptionsConfigFromEnv } from './subscriptions.config';
 
@@ -34,6 +35,23 @@ describe('subscriptions configuration', () => {
     expect(
       config.chains.test.list().map((c) => [c.caip2, c.stablecoins.map((s) => `${s.symbol}/${s.decimals}`)]),
     ).toEqual([['eip155:8453', ['DAI/18']]]);
+  });
+
+  it('a test deployment (CHAIN_MODE=test, no local chains) offers the test stablecoins at their deterministic addresses', () => {
+    const config = subscriptionsConfigFromEnv({
+      CHAIN_RPC_URLS: 'eip155:8453=http://anvil:8545',
+      CHAIN_MODE: 'test',
+    });
+    const tokens = computeTestStablecoinAddresses();
+    expect(config.chains.test.list().map((c) => [c.caip2, c.rpcUrl])).toEqual([
+      ['eip155:8453', 'http://anvil:8545'],
+    ]);
+    expect(config.chains.test.findStablecoin('eip155:8453', 'USDC')?.address).toBe(tokens.USDC);
+    // Live merchants keep the mainnet registry.
+    expect(config.chains.live.findStablecoin('eip155:8453', 'USDC')?.address).not.toBe(tokens.USDC);
+    expect(() =>
+      subscriptionsConfigFromEnv({ CHAIN_RPC_URLS: 'eip155:8453=ftp://anvil', CHAIN_MODE: 'test' }),
+    ).toThrow(/CHAIN_RPC_URLS: eip155:8453 must use an http\(s\) URL/);
   });
 
   it('reads and validates HOSTED_URL, SUBSCRIPTION_EXPIRY_POLL_MS and SUPPORTED_CHAINS', () => {
