@@ -1,6 +1,6 @@
 import { Interface, ZeroAddress, getAddress } from 'ethers';
 import { StablepayRegistryAbi, connectStablepayRegistry } from '@stablepay/contracts';
-import type { RelayerSet } from '@stablepay/relayer';
+import type { ChainRelayer } from '@stablepay/relayer';
 
 const REGISTRY = new Interface(StablepayRegistryAbi);
 
@@ -22,10 +22,14 @@ export interface RegistrationTarget {
  * attempt or a concurrent one landed: `MerchantAlreadyRegistered` re-reads); other values on chain are a
  * mismatch the operator cannot fix (the contract lets only the merchant's signature or the admin's delayed
  * change alter a registered merchant). Infrastructure trouble is a retry, never an exception.
+ *
+ * The one registration path: the registration worker (merchant_chain_registrations) and the subscriptions
+ * service, which registers the merchant on a chain the worker has not reached yet before deploying its manager.
  */
 export class MerchantChainRegistrar {
   constructor(
-    private readonly relayers: RelayerSet,
+    /** The operator's relayer per chain (a RelayerSet, or a service's own lookup of the same relayers). */
+    private readonly relayers: { for(chain: string): ChainRelayer },
     private readonly registryAddress: string,
   ) {}
 

@@ -1,17 +1,14 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { ZeroAddress } from 'ethers';
 import { CLOCK, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
 import {
   computeSubscriptionManagerAddress,
-  connectStablepayRegistry,
-  StablepayRegistryAbi,
   SubscriptionManagerFactoryAbi,
   toOnChainId,
 } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
 import { merchantDecider, merchantStreamId } from '@stablepay/merchants-domain';
-import type { MerchantSettingsRow } from '@stablepay/merchants-service';
+import { MerchantChainRegistrar, type MerchantSettingsRow } from '@stablepay/merchants-service';
 import { type Clock, DomainError, notFound } from '@stablepay/util';
 import { Interface } from 'ethers';
 import type { RelayOutcome } from '@stablepay/relayer';
@@ -27,7 +24,6 @@ export interface ManagerRow {
 }
 
 const FACTORY = new Interface(SubscriptionManagerFactoryAbi);
-const REGISTRY = new Interface(StablepayRegistryAbi);
 
 const cannotProcess = (code: string, message: string) =>
   new DomainError({ type: 'cannot_process', status: 422, code, message });
@@ -103,7 +99,7 @@ export class SubscriptionManagers {
       );
     const relayer = this.relayers.for(mode, chain);
     const onChainMerchant = toOnChainId(merchantId);
-    await this.ensureRegistered(relayer, registry, onChainMerchant, settings);
+    await this.ensureRegistered(mode, chain, registry, onChainMerchant, settings);
     const pauser = settings.merchant_pauser;
     const address = computeSubscriptionManagerAddress(factory, registry, onChainMerchant, pauser);
     let txHash: string | null = null;
@@ -154,29 +150,35 @@ export class SubscriptionManagers {
 
   /**
    * A merchant must be registered on the chain before its manager can take a subscribe (MerchantNotConfigured).
-   * Registration on every chain at POST /settings belongs to the settings flow; this covers a chain it has not
-   * reached yet. A merchant registered already (by that flow, or with other values) is left as it is.
+   * Registration on every chain follows POST /settings (the registration worker); this covers a chain it has not
+   * reached yet, through the same registrar. A merchant registered with other values (a MerchantChange, an admin
+   * change) is left as it is: the manager reads the registry.
    */
   private async ensureRegistered(
-    relayer: ReturnType<OperatorRelayers['for']>,
+    mode: Mode,
+    chain: string,
     registry: string,
     onChainMerchant: string,
     settings: MerchantSettingsRow,
   ): Promise<void> {
-    const current = await connectStablepayRegistry(registry, relayer.provider).merchant(onChainMerchant);
-    if (current.signer !== ZeroAddress) return;
-    const outcome = await relayer.submit({
-      to: registry,
-      data: REGISTRY.encodeFunctionData('registerMerchant', [
-        onChainMerchant,
-        settings.merchant_signer,
-        settings.settlement_address,
-      ]),
-      abi: REGISTRY,
+    if (!settings.merchant_signer || !settings.settlement_address) return;
+    const registrar = new MerchantChainRegistrar({ for: (c) => this.relayers.for(mode, c) }, registry);
+    const outcome = await registrar.register({
+      chain,
+      onChainId: onChainMerchant,
+      signer: settings.merchant_signer,
+      settlement: settings.settlement_address,
     });
-    if (outcome.kind === 'confirmed') return;
-    if (outcome.kind === 'simulation_rejected' && outcome.errorName === 'MerchantAlreadyRegistered') return;
-    throw chainUnavailable(`Registering the merchant on chain failed (${outcomeName(outcome)}).`);
+    if (outcome.kind === 'retry') {
+      // The cause stays in the log: RPC errors can carry the node's URL, and with it a provider key.
+      this.logger.warn({
+        msg: 'merchant registration before a manager deployment failed',
+        onChainMerchant,
+        chain,
+        error: outcome.error,
+      });
+      throw chainUnavailable(`Registering the merchant on ${chain} failed; retry shortly.`);
+    }
   }
 
   private async settings(merchantId: string): Promise<MerchantSettingsRow> {
