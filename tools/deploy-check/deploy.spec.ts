@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 
@@ -18,7 +18,35 @@ interface ComposeService {
   healthcheck?: { test: string[] };
   environment?: Record<string, string>;
   depends_on?: Record<string, unknown>;
+  command?: string[];
+  entrypoint?: string[];
+  restart?: string;
 }
+
+interface K8sContainer {
+  envFrom?: Array<{ configMapRef?: { name: string }; secretRef?: { name: string } }>;
+  env?: Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }>;
+}
+
+const k8sDocs = (file: string) =>
+  parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', file), 'utf8')).map(
+    (d) =>
+      d.toJSON() as {
+        kind: string;
+        metadata: { name: string };
+        data?: Record<string, string>;
+        spec?: { template?: { spec: { containers: K8sContainer[] } } };
+      },
+  );
+const containerOf = (app: string): K8sContainer | undefined =>
+  k8sDocs(`${app}.yaml`).find((d) => d.kind === 'Deployment')?.spec?.template?.spec.containers[0];
+
+/** The apps that send transactions: their main.ts reads the chain layer with its key (chainOperatorConfigFromEnv). */
+const actsOnChain = apps.filter((app) =>
+  readFileSync(join(root, 'apps', app, 'src', 'main.ts'), 'utf8').includes('chainOperatorConfigFromEnv('),
+);
+/** The chain layer's variables a process needs besides its key (keyless reads: chain time, offered tokens). */
+const CHAIN_ENV = ['CHAIN_RPC_URLS', 'CHAIN_MODE', 'CHAIN_CONFIRMATIONS', 'OPERATOR_PAUSER_ADDRESS'];
 
 describe('distributed deployment files', () => {
   it('has the eight services of the design and the relay', () => {
@@ -138,4 +166,111 @@ describe('distributed deployment files', () => {
       expect(container?.image).toBe(`stablepay/${app}:latest`);
     },
   );
+
+  describe('the chain layer (docs/chain-operator.md)', () => {
+    it('payments and subscriptions send transactions (their main.ts reads the chain layer with the key)', () => {
+      expect(actsOnChain).toEqual(['payments', 'subscriptions']);
+    });
+
+    it.each(actsOnChain)(
+      'docker-compose gives %s the chain layer, its operator key and a registry admin, after the contracts job',
+      (app) => {
+        const env = compose.services[app]?.environment ?? {};
+        for (const name of [...CHAIN_ENV, 'OPERATOR_PRIVATE_KEY', 'REGISTRY_ADMIN_ADDRESS'])
+          expect(env[name]).toBeTruthy();
+        // Required interpolations: compose refuses to start without them instead of a service exiting later.
+        expect(env['OPERATOR_PRIVATE_KEY']).toMatch(/^\$\{OPERATOR_PRIVATE_KEY:\?/);
+        expect(env['REGISTRY_ADMIN_ADDRESS']).toMatch(/^\$\{REGISTRY_ADMIN_ADDRESS:\?/);
+        expect(compose.services[app]?.depends_on?.['contracts']).toEqual({
+          condition: 'service_completed_successfully',
+        });
+      },
+    );
+
+    it('docker-compose: only the services that send transactions (and the contracts job) hold the operator key', () => {
+      const holders = Object.entries(compose.services)
+        .filter(([, s]) => s.environment?.['OPERATOR_PRIVATE_KEY'] !== undefined)
+        .map(([name]) => name)
+        .sort();
+      expect(holders).toEqual(['contracts', ...actsOnChain].sort());
+      // Keyless reads of the chains (subscription options and chain time in the gateway, the indexer's followers).
+      for (const app of ['gateway', 'indexer']) {
+        for (const name of CHAIN_ENV) expect(compose.services[app]?.environment?.[name]).toBeTruthy();
+      }
+    });
+
+    it("docker-compose's one-shot contracts job deploys to the compose anvil with the services' roles", () => {
+      const job = compose.services['contracts'];
+      expect(job?.command?.join(' ')).toContain('tools/local-chains/deploy.ts');
+      expect(existsSync(join(root, 'tools', 'local-chains', 'deploy.ts'))).toBe(true);
+      expect(job?.restart).toBe('no');
+      expect(job?.depends_on?.['anvil']).toEqual({ condition: 'service_healthy' });
+      const services = compose.services['subscriptions']?.environment ?? {};
+      // The same roles and chains as the services: the contract addresses they compute are the ones deployed.
+      for (const name of [
+        'CHAIN_RPC_URLS',
+        'CHAIN_MODE',
+        'OPERATOR_PRIVATE_KEY',
+        'REGISTRY_ADMIN_ADDRESS',
+        'OPERATOR_PAUSER_ADDRESS',
+      ]) {
+        expect(job?.environment?.[name]).toBe(services[name]);
+      }
+      expect(job?.environment?.['DEPLOYER_PRIVATE_KEY']).toMatch(/^0x[0-9a-f]{64}$/);
+      // The chain the services are pointed at is the compose anvil, with the chain id it runs.
+      const anvil = compose.services['anvil']?.entrypoint ?? [];
+      const chainId = anvil[anvil.indexOf('--chain-id') + 1];
+      expect(services['CHAIN_RPC_URLS']).toBe(`eip155:${chainId}=http://anvil:8545`);
+      expect(readFileSync(join(root, 'deploy', 'Dockerfile'), 'utf8')).toMatch(
+        /^COPY tools\/local-chains \.\/tools\/local-chains$/m,
+      );
+    });
+
+    it.each(actsOnChain)(
+      'Kubernetes mounts the operator key into %s from a Secret of its own, with the chain ConfigMap',
+      (app) => {
+        const container = containerOf(app);
+        const key = container?.env?.find((e) => e.name === 'OPERATOR_PRIVATE_KEY');
+        expect(key?.value).toBeUndefined();
+        expect(key?.valueFrom?.secretKeyRef).toEqual({
+          name: 'stablepay-operator',
+          key: 'OPERATOR_PRIVATE_KEY',
+        });
+        expect(container?.envFrom).toContainEqual({ configMapRef: { name: 'stablepay-chain' } });
+      },
+    );
+
+    it('Kubernetes: no other service can read the operator key, and no ConfigMap holds it', () => {
+      for (const app of apps.filter((a) => !actsOnChain.includes(a))) {
+        const container = containerOf(app);
+        expect(JSON.stringify(container)).not.toContain('stablepay-operator');
+        expect(container?.env?.map((e) => e.name) ?? []).not.toContain('OPERATOR_PRIVATE_KEY');
+      }
+      const files = readdirSync(join(root, 'deploy', 'k8s')).filter(
+        (f) => f.endsWith('.yaml') && f !== 'kustomization.yaml',
+      );
+      for (const file of files) {
+        for (const doc of k8sDocs(file).filter((d) => d.kind === 'ConfigMap')) {
+          expect(Object.keys(doc.data ?? {})).not.toContain('OPERATOR_PRIVATE_KEY');
+        }
+      }
+    });
+
+    it('Kubernetes: the chain ConfigMap names the public roles, listed by the kustomization and loaded by the chain readers', () => {
+      expect(kustomization.resources).toContain('chain.yaml');
+      const chain = k8sDocs('chain.yaml').find((d) => d.kind === 'ConfigMap');
+      expect(chain?.metadata.name).toBe('stablepay-chain');
+      expect(Object.keys(chain?.data ?? {})).toEqual(
+        expect.arrayContaining([
+          'CHAIN_MODE',
+          'CHAIN_CONFIRMATIONS',
+          'REGISTRY_ADMIN_ADDRESS',
+          'OPERATOR_PAUSER_ADDRESS',
+        ]),
+      );
+      for (const app of ['gateway', 'indexer', ...actsOnChain]) {
+        expect(containerOf(app)?.envFrom).toContainEqual({ configMapRef: { name: 'stablepay-chain' } });
+      }
+    });
+  });
 });

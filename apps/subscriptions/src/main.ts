@@ -1,7 +1,16 @@
 import 'reflect-metadata';
-import { subscriptionsService } from '@stablepay/subscriptions-service';
+import { chainOperatorConfigFromEnv } from '@stablepay/chain-operator';
+import { subscriptionsConfigFromEnv, subscriptionsService } from '@stablepay/subscriptions-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
-runMain('subscriptions', () =>
-  startService(platformConfigFromEnv(process.env), [subscriptionsService()], { service: 'subscriptions' }),
-);
+runMain('subscriptions', () => {
+  // The chain layer (docs/chain-operator.md): subscribe and merchant cancel deploy managers, register the merchant
+  // where it is not yet and submit through its one RelayerSet for the operator key. Without CHAIN_RPC_URLS the
+  // service still serves intents; subscribe and cancel answer 503 chain_unavailable.
+  const chains = chainOperatorConfigFromEnv(process.env);
+  return startService(
+    platformConfigFromEnv(process.env),
+    [subscriptionsService(subscriptionsConfigFromEnv(process.env), chains)],
+    { service: 'subscriptions' },
+  );
+});

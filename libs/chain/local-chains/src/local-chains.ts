@@ -9,6 +9,7 @@ import {
   computeTestStablecoinAddresses,
   deployStablepay,
   type StablepayAddresses,
+  type StablepayRoles,
   type TestStablecoinSymbol,
 } from '@stablepay/contracts';
 import { ANVIL_DEV_PRIVATE_KEYS, startAnvil, type AnvilNode } from './anvil';
@@ -104,6 +105,40 @@ function devKey(index: number): string {
 }
 
 /**
+ * Puts Stablepay on a chain that is already running (idempotent): the deterministic deployment proxy where it is
+ * missing (anvil_setCode: local nodes only), the registry, both factories and, with `testStablecoins`, the test
+ * tokens, each checked to sit at its computed address. What the embedded run does to the nodes it starts, and what
+ * docker-compose's one-shot `contracts` job does to its anvil (tools/local-chains/deploy.ts). `deployer` only pays
+ * for gas.
+ */
+export async function bootstrapStablepay(
+  deployer: Wallet,
+  roles: StablepayRoles,
+  options: { readonly testStablecoins?: boolean } = {},
+): Promise<LocalChainAddresses> {
+  const provider = deployer.provider;
+  if (!(provider instanceof JsonRpcProvider))
+    throw new Error('bootstrapStablepay: the deployer needs a JSON-RPC provider');
+  await installDeterministicDeployer(provider);
+  const expected = computeStablepayAddresses(roles);
+  const tokens = computeTestStablecoinAddresses();
+  const deployment = await deployStablepay(deployer, roles, {
+    testStablecoins: options.testStablecoins ?? false,
+  });
+  if (JSON.stringify(deployment.addresses) !== JSON.stringify(expected)) {
+    throw new Error('deployed addresses differ from the computed ones');
+  }
+  if (options.testStablecoins) {
+    for (const t of TEST_STABLECOINS) {
+      if (getAddress(deployment.testStablecoins?.[t.symbol] ?? '0x') !== tokens[t.symbol]) {
+        throw new Error(`${t.symbol} is not at its computed address`);
+      }
+    }
+  }
+  return { ...expected, stablecoins: tokens };
+}
+
+/**
  * Starts one anvil per chain id and deploys, at identical addresses on each: the deterministic deployment proxy, the
  * StablepayRegistry (admin, operator and operator pauser are three distinct keys), the PaymentFactory (with its deposit implementation), the SubscriptionManagerFactory and the
  * test stablecoins. The nodes die with this process.
@@ -165,19 +200,7 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
       nodes.map(async (node: AnvilNode): Promise<LocalChain> => {
         const provider = localChainProvider(node.rpcUrl, node.chainId);
         try {
-          await installDeterministicDeployer(provider);
-          const deployment = await deployStablepay(operator.connect(provider), roles, {
-            testStablecoins: true,
-          });
-          const deployedTokens = deployment.testStablecoins;
-          if (!deployedTokens || JSON.stringify(deployment.addresses) !== JSON.stringify(expected)) {
-            throw new Error(`chain ${node.chainId}: deployed addresses differ from the computed ones`);
-          }
-          for (const t of TEST_STABLECOINS) {
-            if (getAddress(deployedTokens[t.symbol]) !== tokens[t.symbol]) {
-              throw new Error(`chain ${node.chainId}: ${t.symbol} is not at its computed address`);
-            }
-          }
+          await bootstrapStablepay(operator.connect(provider), roles, { testStablecoins: true });
           return {
             chainId: node.chainId,
             caip2: `eip155:${node.chainId}`,
