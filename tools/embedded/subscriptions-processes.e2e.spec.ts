@@ -12,7 +12,7 @@ import {
   startAnvil,
 } from '@stablepay/local-chains';
 import { signCancelSubscription } from '@stablepay/merchant-sdk';
-import { createTestDatabase, freePort, type TestDatabase } from '@stablepay/testing';
+import { createTestDatabase, eventually, freePort, type TestDatabase } from '@stablepay/testing';
 import { cleanEnv, type SpawnedProcess, spawnNode } from './process-harness';
 
 /**
@@ -27,16 +27,6 @@ type Json = Record<string, unknown>;
 const CHAIN = 'eip155:8453';
 const ADMIN_TOKEN = 'admin-token-for-the-subscriptions-processes-test';
 const READY_MS = 90_000;
-
-const until = async <T>(read: () => Promise<T>, done: (v: T) => boolean, what: string): Promise<T> => {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-};
 
 describe('subscribe and merchant cancel across separate processes (compose-like chain bootstrap)', () => {
   let db: TestDatabase;
@@ -191,7 +181,7 @@ describe('subscribe and merchant cancel across separate processes (compose-like 
     // The payments process's registration worker puts the merchant in the registry (with the funded operator).
     const chain = provider();
     const registry = connectStablepayRegistry(addresses.registry, chain);
-    await until(
+    await eventually(
       async () => (await registry.merchant(toOnChainId(merchantId))).signer as string,
       (signer) => signer === merchantSigner.address,
       'the merchant registered on chain',
@@ -254,7 +244,7 @@ describe('subscribe and merchant cancel across separate processes (compose-like 
     });
     expect(cancelled.status).toBe(200);
     expect(['cancelling', 'cancelled']).toContain(cancelled.body['status']);
-    const final = await until(
+    const final = await eventually(
       () => api('GET', `/subscriptions/${subscriptionId}`),
       (r) => r.body['status'] === 'cancelled',
       'the indexer process to record the cancel',
