@@ -47,6 +47,17 @@ export interface StreamEvent {
   readonly data: unknown;
 }
 
+/**
+ * Read access to the service database for `isReadable`: the read models live in the one database every service
+ * shares (a TypeORM DataSource satisfies it). Each scope writes its own query; the webhooks scope knows no table.
+ */
+export interface ReadModels {
+  query(sql: string, parameters?: unknown[]): Promise<unknown[]>;
+}
+
+/** Other streams a mapping reads whole, by stream id (see `relatedStreams`). */
+export type RelatedHistories = ReadonlyMap<string, readonly StreamEvent[]>;
+
 export interface WebhookSource {
   /** Unique among the registered sources; stored with each event it produced. */
   readonly name: string;
@@ -61,16 +72,27 @@ export interface WebhookSource {
   /** Upcasters of the events it reads (the owning scope's): the dispatch process registers them with its store. */
   readonly upcasters?: readonly Upcaster[];
   /**
+   * Streams besides the message's own that the mapping needs (e.g. a charge webhook's `data.object` is the
+   * subscription, another aggregate's stream): the recorder reads each whole and passes them as `related`. Only
+   * for streams that already hold what the message refers to (the message was decided from them), so the part the
+   * mapping uses is the same on every redelivery. Needs `withHistory`.
+   */
+  relatedStreams?(message: BusMessage, history: readonly StreamEvent[]): readonly string[];
+  /**
    * Pure mapping from one bus message to zero or more webhook events (most domain events map to none). Thrown
    * errors are treated as a bug in the source: the message is logged and skipped, never retried forever.
    */
-  toWebhookEvents(message: BusMessage, history?: readonly StreamEvent[]): readonly WebhookEventDraft[];
+  toWebhookEvents(
+    message: BusMessage,
+    history?: readonly StreamEvent[],
+    related?: RelatedHistories,
+  ): readonly WebhookEventDraft[];
   /**
    * Read-your-writes: resolves true once the read model a merchant would query next (e.g. the charges list
    * after a charge event) holds the record the event is about. The dispatcher does not deliver before that.
-   * Absent = always readable.
+   * Absent = always readable. `reads` queries the service database.
    */
-  isReadable?(event: RecordedWebhookEvent): Promise<boolean>;
+  isReadable?(event: RecordedWebhookEvent, reads: ReadModels): Promise<boolean>;
 }
 
 /** Builds a draft with the id, merchant and creation time taken from the bus message. */
@@ -151,20 +173,29 @@ export function domainEventSource(options: {
   readonly map: (
     event: StreamEvent,
     history: readonly StreamEvent[],
+    related: RelatedHistories,
   ) => { type: string; data: { readonly object: object } } | null;
   readonly withHistory?: boolean;
   readonly upcasters?: readonly Upcaster[];
+  /** Stream ids the mapping reads besides the event's own (WebhookSource.relatedStreams). */
+  readonly relatedStreams?: (event: StreamEvent, history: readonly StreamEvent[]) => readonly string[];
+  readonly isReadable?: WebhookSource['isReadable'];
 }): WebhookSource {
+  const related = options.relatedStreams;
   return {
     name: options.name,
     topic: options.topic,
-    ...(options.withHistory ? { withHistory: true } : {}),
+    ...(options.withHistory || related ? { withHistory: true } : {}),
     ...(options.upcasters ? { upcasters: options.upcasters } : {}),
-    toWebhookEvents: (message, history) => {
+    ...(related
+      ? { relatedStreams: (message, history) => related({ type: message.type, data: message.data }, history) }
+      : {}),
+    ...(options.isReadable ? { isReadable: options.isReadable } : {}),
+    toWebhookEvents: (message, history, relatedHistories) => {
       const event = { type: message.type, data: message.data };
-      if (options.withHistory && !history)
+      if ((options.withHistory || related) && !history)
         throw new InvalidWebhookEventDraftError(options.name, 'needs the stream history and got none');
-      const mapped = options.map(event, history ?? [event]);
+      const mapped = options.map(event, history ?? [event], relatedHistories ?? new Map());
       if (!mapped) return [];
       if (!isWebhookEventType(mapped.type))
         throw new InvalidWebhookEventDraftError(options.name, `unknown webhook type '${mapped.type}'`);

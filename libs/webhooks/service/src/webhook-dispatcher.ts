@@ -7,6 +7,7 @@ import {
 } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import { DataSource } from 'typeorm';
 import { CLOCK } from '@stablepay/aggregate';
 import type { Clock } from '@stablepay/util';
 import {
@@ -151,6 +152,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     @Inject(WEBHOOK_SOURCES) private readonly sources: WebhookSourceRegistry,
     @Inject(DISPATCH_OPTIONS) private readonly options: DispatchOptions,
     @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(DataSource) private readonly dataSource: DataSource,
   ) {
     this.writer = new ResultWriter(store, this.logger);
     this.pollIntervalMs = options.pollIntervalMs;
@@ -469,7 +471,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     const deadline = performance.now() + this.options.readModelWaitMs;
     for (let pause = 5; ; pause = Math.min(pause * 2, 200)) {
       try {
-        if (await source.isReadable(event)) return true;
+        if (await source.isReadable(event, this.dataSource)) return true;
       } catch (error) {
         this.logger.warn({
           msg: 'read-model check failed',

@@ -10,7 +10,14 @@ import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import type { Clock } from '@stablepay/util';
 import { recordedDelivery } from '@stablepay/webhooks-domain';
-import { assertValidDraft, type RecordedWebhookEvent, type WebhookSourceRegistry } from './sources';
+import {
+  assertValidDraft,
+  type RecordedWebhookEvent,
+  type RelatedHistories,
+  type StreamEvent,
+  type WebhookSource,
+  type WebhookSourceRegistry,
+} from './sources';
 import { WEBHOOK_SOURCES } from './tokens';
 import { WebhookDispatcher } from './webhook-dispatcher';
 import { WebhookEventStore } from './webhook-event.store';
@@ -84,8 +91,9 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
     for (const source of this.sources.forTopic(message.topic)) {
       // Outside the try: a failed read is I/O, so the message is retried rather than skipped.
       const history = source.withHistory ? await this.history(message) : undefined;
+      const related = await this.related(source, message, history);
       try {
-        for (const draft of source.toWebhookEvents(message, history)) {
+        for (const draft of source.toWebhookEvents(message, history, related)) {
           assertValidDraft(source.name, draft);
           events.push({
             ...draft,
@@ -110,6 +118,24 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       }
     }
     return events;
+  }
+
+  /** The whole of each stream the source names (read, like the history, outside the mapping's try). */
+  private async related(
+    source: WebhookSource,
+    message: BusMessage,
+    history: readonly StreamEvent[] | undefined,
+  ): Promise<RelatedHistories | undefined> {
+    if (!source.relatedStreams || !history) return undefined;
+    let streamIds: readonly string[];
+    try {
+      streamIds = source.relatedStreams(message, history);
+    } catch {
+      return undefined; // the mapping meets the same bug and is skipped, loudly, below
+    }
+    const related = new Map<string, readonly StreamEvent[]>();
+    for (const streamId of streamIds) related.set(streamId, await this.eventStore.readStream(streamId));
+    return related;
   }
 
   private history(message: BusMessage) {
