@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { chargeLedgerService } from '@stablepay/charge-ledger-service';
+import { chargeLedgerService, chargeLedgerWebhookSource } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
 import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
 import {
@@ -36,6 +36,7 @@ import {
   subscriptionsConfigFromEnv,
   subscriptionsService,
   SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
+  SUBSCRIPTION_CHARGE_WEBHOOK,
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
 import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
@@ -52,6 +53,7 @@ const webhookSources: WebhookSource[] = [
   domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
   domainEventSource(PAYMENT_WEBHOOK_SOURCE),
+  domainEventSource(chargeLedgerWebhookSource(SUBSCRIPTION_CHARGE_WEBHOOK)),
 ];
 
 export interface EmbeddedOptions {

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { chargeLedgerWebhookSource } from '@stablepay/charge-ledger-service';
 import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import {
   dispatchOptionsFromEnv,
@@ -8,6 +9,7 @@ import {
 } from '@stablepay/webhook-dispatch-service';
 import {
   SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
+  SUBSCRIPTION_CHARGE_WEBHOOK,
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
 import { PAYMENT_WEBHOOK_SOURCE } from '@stablepay/payments-service';
@@ -21,6 +23,7 @@ const sources: WebhookSource[] = [
   domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
   domainEventSource(PAYMENT_WEBHOOK_SOURCE),
+  domainEventSource(chargeLedgerWebhookSource(SUBSCRIPTION_CHARGE_WEBHOOK)),
 ];
 
 runMain('webhook-dispatch', () =>

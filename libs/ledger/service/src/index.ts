@@ -6,3 +6,4 @@ export * from './charges/charge-ledger.commands';
 export * from './charges/charge-ledger.projection';
 export * from './charges/charge-ledger.reader';
 export * from './consumers/subscription-charges.consumer';
+export * from './webhooks/charge-webhook-source';

@@ -198,17 +198,16 @@ export function subscriptionEventWebhook(
   }
 }
 
-/** `data.charge` of the charge webhooks as the subscription stream knows it (the ledger row adds created_at and fiat fields). */
+/** `data.first_charge` of subscription_checkout.completed as the subscription stream knows it. */
 export interface StreamWebhookCharge extends WebhookCharge {
   readonly subscriber: string;
   readonly chain: string;
 }
 
 /**
- * The webhook of any event of a `subscription-<id>` stream, from the stream up to and including it (the mapping of the
- * subscriptions webhook source): the non-charge events through subscriptionEventWebhook, the charge events with the
- * subscription as of the charge (`charge_nonce` the next nonce) and `data.charge` built from the charge facts (the
- * `subc_` id the ledger keys on). Null for the events that have no webhook.
+ * The webhook of a non-charge event of a `subscription-<id>` stream, from the stream up to and including it (the
+ * mapping of the subscriptions webhook source). Null for the events that have no webhook and for the charge events:
+ * those are the charge ledger's webhooks (their `data.charge` is the ledger's row, chargeWebhookDataAsOf).
  */
 export function subscriptionStreamWebhook(
   event: SubscriptionEvent,
@@ -217,34 +216,42 @@ export function subscriptionStreamWebhook(
   const last = history.at(-1);
   if (last?.type !== event.type)
     throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
-  const state = foldSubscription(history);
-  if (event.type === 'SubscriptionChargeSucceeded.v1') {
-    const subscription = subscriptionObject(state, subscriptionEventChainTime(event));
-    const charge = succeededChargeObject(subscription, state.subscriber, event.data);
-    return { type: 'subscription.charge_succeeded', data: chargeSucceededWebhookData(subscription, charge) };
-  }
-  if (event.type === 'SubscriptionChargeFailed.v1') {
-    const d = event.data;
-    const subscription = subscriptionObject(state, subscriptionEventChainTime(event));
-    const charge: StreamWebhookCharge = {
-      object: 'subscription_charge',
-      id: d.chargeId,
-      subscription_id: subscription.subscription_id,
-      subscriber: state.subscriber,
-      chain: subscription.chain,
-      amount: d.amount,
-      fee: '0',
-      tx_hash: d.txHash,
-      block_number: '0',
-      charged_at: d.failedAt,
-      charge_nonce: d.nonce,
-      status: 'failed',
-      failure_reason: d.failureReason,
-    };
-    return { type: 'subscription.charge_failed', data: chargeFailedWebhookData(subscription, charge) };
-  }
   // Every webhook subscriptionEventWebhook answers has data.object.
-  return subscriptionEventWebhook(event, state) as { type: string; data: { object: object } } | null;
+  return subscriptionEventWebhook(event, foldSubscription(history)) as {
+    type: string;
+    data: { object: object };
+  } | null;
+}
+
+/**
+ * `data` of subscription.charge_succeeded / charge_failed for the charge ledger's row `charge` (SPEC Events rules 4-5):
+ * the subscription as of the charge's own fact in its stream (`charge_nonce` the next nonce, the window of that
+ * moment) plus the deprecated spread, and `data.charge` exactly the ledger's object. `history` is the whole
+ * subscription stream; only its prefix through the charge's fact is read, so later facts change nothing.
+ */
+export function chargeWebhookDataAsOf<C extends WebhookCharge>(
+  history: readonly SubscriptionEvent[],
+  charge: C,
+): ChargeWebhookData<SpreadChargeSucceeded, C> | ChargeWebhookData<SpreadChargeFailed, C> {
+  const sameTx = (a: string | null) => (a ?? '').toLowerCase() === (charge.tx_hash ?? '').toLowerCase();
+  let at = -1;
+  history.forEach((e, i) => {
+    if (
+      (e.type === 'SubscriptionChargeSucceeded.v1' || e.type === 'SubscriptionChargeFailed.v1') &&
+      e.data.chargeId === charge.id &&
+      sameTx(e.data.txHash)
+    )
+      at = i;
+  });
+  const fact = history[at];
+  if (!fact) throw new RangeError(`the subscription stream holds no fact of charge ${charge.id}`);
+  const subscription = subscriptionObject(
+    foldSubscription(history.slice(0, at + 1)),
+    subscriptionEventChainTime(fact),
+  );
+  return charge.status === 'succeeded'
+    ? chargeSucceededWebhookData(subscription, charge)
+    : chargeFailedWebhookData(subscription, charge);
 }
 
 function succeededChargeObject(

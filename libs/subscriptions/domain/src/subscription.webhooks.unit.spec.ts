@@ -19,6 +19,7 @@ import {
 import {
   chargeFailedWebhookData,
   chargeSucceededWebhookData,
+  chargeWebhookDataAsOf,
   subscriptionEventWebhook,
   subscriptionStreamWebhook,
   type WebhookCharge,
@@ -233,27 +234,50 @@ describe('Subscription webhooks (SPEC Events > Subscription events, rules 1-6)',
 });
 
 describe('subscriptionStreamWebhook: the webhook source mapping of a subscription stream', () => {
-  it('a charge success: the subscription as of it (next nonce) and data.charge from the facts (nonce used)', () => {
+  it("sends no charge webhook itself: those are the charge ledger's, with its row as data.charge", () => {
     const events = subscribedEvents();
-    const charged = events[1] as SubscriptionEvent;
-    const hook = subscriptionStreamWebhook(charged, events);
-    expect(hook?.type).toBe('subscription.charge_succeeded');
-    expect(hook?.data).toMatchObject({
-      object: { charge_nonce: 1, subscription_charge_id: succeededChargeId(CHAIN, SUB_ID, 0), fee: '1200' },
-      charge: {
-        object: 'subscription_charge',
-        id: succeededChargeId(CHAIN, SUB_ID, 0),
-        subscription_id: SUB_ID,
-        subscriber: createdData.subscriber,
-        chain: CHAIN,
-        charge_nonce: 0,
-        status: 'succeeded',
-        tx_hash: tx(1),
-      },
+    expect(subscriptionStreamWebhook(events[1] as SubscriptionEvent, events)).toBeNull();
+  });
+
+  it('no webhook for the brake and the cancel confirmation; the history must end with the event', () => {
+    const events = subscribedEvents();
+    const confirmed = decideSubscription(
+      { type: 'ConfirmCancel', by: 'merchant', txHash: tx(9), now },
+      stateOf(events),
+    );
+    expect(
+      subscriptionStreamWebhook(confirmed[0] as SubscriptionEvent, [...events, ...confirmed]),
+    ).toBeNull();
+    expect(() => subscriptionStreamWebhook(events[0] as SubscriptionEvent, events)).toThrow();
+  });
+});
+
+describe("chargeWebhookDataAsOf: the subscription side of the ledger's charge webhooks", () => {
+  it('a charge success: the subscription as of its fact (next nonce) whatever came later; data.charge is the row given', () => {
+    const events = subscribedEvents();
+    const later = decideSubscription(
+      { type: 'ConfirmCancel', by: 'merchant', txHash: tx(9), now },
+      stateOf(events),
+    );
+    const row = charge({
+      id: succeededChargeId(CHAIN, SUB_ID, 0),
+      charge_nonce: 0,
+      tx_hash: tx(1),
+      created_at: '2026-06-01T10:00:01.000Z',
+      fiat_amount: '150000',
+    });
+    const data = chargeWebhookDataAsOf([...events, ...later], row);
+    expect(data.charge).toBe(row);
+    expect(data.object).toMatchObject({
+      status: 'active',
+      charge_nonce: 1,
+      subscription_charge_id: row.id,
+      tx_hash: tx(1),
+      fee: row.fee,
     });
   });
 
-  it('a failed charge: no fee on data.object, data.charge.fee 0, both nonces equal', () => {
+  it('a failed charge: no fee on data.object, the nonces equal; a charge the stream never recorded is refused', () => {
     const before = subscribedEvents();
     const failed = decideSubscription(
       {
@@ -269,25 +293,21 @@ describe('subscriptionStreamWebhook: the webhook source mapping of a subscriptio
       },
       stateOf(before),
     );
-    const history = [...before, ...failed.slice(0, 1)];
-    const hook = subscriptionStreamWebhook(failed[0] as SubscriptionEvent, history);
-    expect(hook?.type).toBe('subscription.charge_failed');
-    expect(hook?.data).toMatchObject({
-      object: { charge_nonce: 1, failure_reason: 'InsufficientBalance', tx_hash: null },
-      charge: { fee: '0', charge_nonce: 1, block_number: '0', status: 'failed', tx_hash: null },
+    const row = charge({
+      id: 'subc_failed',
+      fee: '0',
+      block_number: '0',
+      tx_hash: null,
+      status: 'failed',
+      failure_reason: 'InsufficientBalance',
     });
-    expect(hook?.data.object).not.toHaveProperty('fee');
-  });
-
-  it('no webhook for the brake and the cancel confirmation; the history must end with the event', () => {
-    const events = subscribedEvents();
-    const confirmed = decideSubscription(
-      { type: 'ConfirmCancel', by: 'merchant', txHash: tx(9), now },
-      stateOf(events),
-    );
-    expect(
-      subscriptionStreamWebhook(confirmed[0] as SubscriptionEvent, [...events, ...confirmed]),
-    ).toBeNull();
-    expect(() => subscriptionStreamWebhook(events[0] as SubscriptionEvent, events)).toThrow();
+    const data = chargeWebhookDataAsOf([...before, ...failed], row);
+    expect(data.object).toMatchObject({
+      charge_nonce: 1,
+      failure_reason: 'InsufficientBalance',
+      tx_hash: null,
+    });
+    expect(data.object).not.toHaveProperty('fee');
+    expect(() => chargeWebhookDataAsOf(before, row)).toThrow(RangeError);
   });
 });

@@ -39,17 +39,6 @@ export class ChargeLedgerReader {
     return rows[0];
   }
 
-  /**
-   * Whether the charge is listed (the `isReadable` of the charge webhooks, passed by the composition roots): SPEC
-   * fiat field rule 6, a charge webhook is never attempted before its row is in GET /merchants/:merchantId/charges.
-   */
-  async isListed(id: string): Promise<boolean> {
-    const rows: unknown[] = await this.dataSource.query('SELECT 1 FROM subscription_charges WHERE id = $1', [
-      id,
-    ]);
-    return rows.length > 0;
-  }
-
   /** Read-your-writes: the row once the ledger reflects at least `revision` of its stream (0: the row exists). */
   getAtLeast(id: string, revision = 0): Promise<ChargeLedgerRow> {
     return readAtLeastRevision({

@@ -63,9 +63,29 @@ export function paymentWebhook(
   return { type, data: { object: toPaymentObject(foldPayment(history)) } };
 }
 
+/** The service database as a webhook source's `isReadable` gets it (typed by what is used). */
+interface ReadModels {
+  query(sql: string, parameters?: unknown[]): Promise<unknown[]>;
+}
+
+/** Whether GET /payments/:paymentId shows the payment as of `revision` of its stream (or later). */
+export async function paymentProjectedThrough(
+  reads: ReadModels,
+  paymentId: string,
+  revision: number,
+): Promise<boolean> {
+  const rows = await reads.query('SELECT 1 FROM payments WHERE id = $1 AND revision >= $2', [
+    paymentId,
+    revision,
+  ]);
+  return rows.length > 0;
+}
+
 /**
  * What the composition roots register with `domainEventSource` (apps/webhook-dispatch, the embedded launcher):
  * the mapping reads the stream up to each event, and the process's store reads old versions through our upcasters.
+ * A payment webhook is not attempted before GET /payments/:paymentId shows the payment as of its event (the merchant
+ * who fetches the payment on receipt sees at least what the webhook says).
  */
 export const PAYMENT_WEBHOOK_SOURCE = {
   name: 'payments',
@@ -73,4 +93,10 @@ export const PAYMENT_WEBHOOK_SOURCE = {
   map: paymentWebhook,
   withHistory: true,
   upcasters: PAYMENTS_UPCASTERS,
+  isReadable: (event: { readonly origin: { streamId: string; revision: number } }, reads: ReadModels) =>
+    paymentProjectedThrough(
+      reads,
+      event.origin.streamId.slice(PAYMENT_CATEGORY.length + 1),
+      event.origin.revision,
+    ),
 } as const;

@@ -1,8 +1,11 @@
 import { topicForCategory } from '@stablepay/event-bus';
 import {
+  chargeWebhookDataAsOf,
   SUBSCRIPTION_CATEGORY,
   type SubscriptionEvent,
+  subscriptionStreamId,
   subscriptionStreamWebhook,
+  type WebhookCharge,
 } from '@stablepay/subscriptions-domain';
 
 interface StoredEvent {
@@ -27,9 +30,8 @@ const KNOWN = new Set<string>([
 
 /**
  * What the composition roots register with `domainEventSource` (apps/webhook-dispatch, the embedded launcher): every
- * `subscription.*` webhook of SPEC Events rules 1-6 except the settlement ones (the ledger's source), each with the
- * subscription as of its event (the stream up to it). The charge webhooks' `isReadable` (the ledger row listed
- * first, SPEC fiat rule 6) is the composition root's to add (docs/architecture.md, Charge ledger).
+ * `subscription.*` webhook of SPEC Events rules 1-6 except the charge and settlement ones (the charge ledger's
+ * source, whose `data.charge` is the ledger's row), each with the subscription as of its event (the stream up to it).
  */
 export const SUBSCRIPTION_WEBHOOK_SOURCE = {
   name: 'subscriptions',
@@ -41,3 +43,16 @@ export const SUBSCRIPTION_WEBHOOK_SOURCE = {
   },
   withHistory: true,
 } as const;
+
+/**
+ * The subscription side of the charge ledger's charge webhooks (composition roots pass it to the ledger's source,
+ * docs/architecture.md "Charge ledger"): which stream holds a subscription, and `data` for a ledger row, with the
+ * subscription as of that charge's fact. Null when the stream holds a fact this release does not know.
+ */
+export const SUBSCRIPTION_CHARGE_WEBHOOK = {
+  streamIdOf: subscriptionStreamId,
+  chargeWebhookData: <C extends WebhookCharge>(history: readonly StoredEvent[], charge: C) =>
+    history.some((e) => !KNOWN.has(e.type))
+      ? null
+      : chargeWebhookDataAsOf(history as readonly SubscriptionEvent[], charge),
+};

@@ -1,0 +1,88 @@
+import {
+  type ChargeState,
+  chargeObject,
+  evolveCharge,
+  initialChargeState,
+  settlementSummary,
+  type SubscriptionChargeObject,
+} from './charge';
+import { CHARGE_SETTLEMENT_WEBHOOK_TYPE_BY_EVENT, type ChargeEvent } from './charge.events';
+
+interface StoredEvent {
+  readonly type: string;
+  readonly data: unknown;
+}
+
+/**
+ * What the subscriptions scope contributes to the charge webhooks (typed here by what is used, so neither scope imports
+ * the other; the composition roots pass it in): where a subscription's stream is, and the webhook `data` for a ledger
+ * row, the subscription as of that charge plus `data.charge` = the row. Null: nothing to send (a newer release's fact).
+ */
+export interface SubscriptionChargeWebhookView {
+  streamIdOf(subscriptionId: string): string;
+  chargeWebhookData(
+    subscriptionHistory: readonly StoredEvent[],
+    charge: SubscriptionChargeObject,
+  ): { readonly object: object; readonly charge: SubscriptionChargeObject } | null;
+}
+
+const KNOWN = new Set<string>([
+  'ChargeRecorded.v1',
+  'ChargeFiatBackfilled.v1',
+  'ChargeSettlementDelayed.v1',
+  'ChargeSettled.v1',
+  'ChargeSettlementFailed.v1',
+]);
+
+/** Facts after which the row is (again) a charge webhook: its recording, and the fiat backfill of a first charge. */
+const ROW_WEBHOOK_EVENTS = new Set<string>(['ChargeRecorded.v1', 'ChargeFiatBackfilled.v1']);
+
+const foldKnown = (history: readonly StoredEvent[]): ChargeState =>
+  history.reduce(
+    (state, e) => (KNOWN.has(e.type) ? evolveCharge(state, e as ChargeEvent) : state),
+    initialChargeState(),
+  );
+
+/** The subscription stream a charge webhook of this event reads besides the charge stream (none for settlement). */
+export function chargeWebhookRelatedStreams(
+  event: StoredEvent,
+  history: readonly StoredEvent[],
+  subscriptions: Pick<SubscriptionChargeWebhookView, 'streamIdOf'>,
+): string[] {
+  if (!ROW_WEBHOOK_EVENTS.has(event.type)) return [];
+  const recorded = foldKnown(history).recorded;
+  return recorded ? [subscriptions.streamIdOf(recorded.subscriptionId)] : [];
+}
+
+/**
+ * The webhook of an event of a `charge-<subc_ id>` stream (SPEC Events > Subscription events, fiat field rule 6):
+ * - ChargeRecorded: subscription.charge_succeeded or charge_failed, `data.charge` the ledger's object as of this event
+ *   (the row GET /merchants/:merchantId/charges lists: created_at and the fiat fields included);
+ * - ChargeFiatBackfilled (the subscribe call's fiat fields onto the first charge the indexer wrote): charge_succeeded
+ *   again, same `subscription_charge_id`, now with the fiat fields (Events rule 6: a charge_succeeded can be sent
+ *   again for a charge both paths wrote);
+ * - the settlement facts: charge_settled, charge_settlement_delayed, charge_settlement_failed with the settlement
+ *   summary as `data.object`.
+ * `history` is the charge stream through the event; `subscriptionHistory` the whole subscription stream.
+ */
+export function chargeLedgerWebhook(
+  event: StoredEvent,
+  history: readonly StoredEvent[],
+  subscriptionHistory: readonly StoredEvent[] | undefined,
+  subscriptions: SubscriptionChargeWebhookView,
+): { readonly type: string; readonly data: { readonly object: object } } | null {
+  if (!KNOWN.has(event.type) || history.some((e) => !KNOWN.has(e.type))) return null;
+  const last = history.at(-1);
+  if (last?.type !== event.type)
+    throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
+  const state = foldKnown(history);
+  const settlementType = CHARGE_SETTLEMENT_WEBHOOK_TYPE_BY_EVENT[event.type as ChargeEvent['type']];
+  if (settlementType) return { type: settlementType, data: { object: settlementSummary(state) } };
+  const charge = chargeObject(state);
+  if (!subscriptionHistory)
+    throw new Error(`the charge webhook of ${charge.id} needs its subscription's stream`);
+  const data = subscriptions.chargeWebhookData(subscriptionHistory, charge);
+  if (!data) return null;
+  const type = charge.status === 'succeeded' ? 'subscription.charge_succeeded' : 'subscription.charge_failed';
+  return { type, data };
+}

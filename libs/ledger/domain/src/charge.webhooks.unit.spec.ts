@@ -1,0 +1,93 @@
+import type { ChargeEvent, ChargeFacts } from './charge.events';
+import {
+  chargeLedgerWebhook,
+  chargeWebhookRelatedStreams,
+  type SubscriptionChargeWebhookView,
+} from './charge.webhooks';
+
+const facts: ChargeFacts = {
+  chargeId: 'subc_1',
+  subscriptionId: `0x${'5a'.repeat(32)}`,
+  subscriber: '0x1111111111111111111111111111111111111111',
+  chain: 'eip155:8453',
+  nonce: 0,
+  amount: '2000000',
+  fee: '1200',
+  txHash: `0x${'77'.repeat(32)}`,
+  blockNumber: '1234',
+  chargedAt: '2026-06-01T09:59:58.000Z',
+  status: 'succeeded',
+  failureReason: null,
+};
+const recorded: ChargeEvent = {
+  type: 'ChargeRecorded.v1',
+  data: {
+    ...facts,
+    fiat: { fiatAmount: '150000', fiatCurrency: 'ARS', settlementStatus: 'pending' },
+    writtenBy: 'api',
+    recordedAt: '2026-06-01T10:00:00.000Z',
+  },
+};
+const subscriptionStream = [{ type: 'SubscriptionCreated.v1', data: {} }];
+const view: SubscriptionChargeWebhookView = {
+  streamIdOf: (id) => `subscription-${id}`,
+  chargeWebhookData: (history, charge) =>
+    history === subscriptionStream ? { object: { object: 'subscription' }, charge } : null,
+};
+
+describe('chargeLedgerWebhook: the charge ledger webhook source mapping', () => {
+  it('a recorded charge: charge_succeeded with data.charge = the row as of the event, reading the subscription stream', () => {
+    expect(chargeWebhookRelatedStreams(recorded, [recorded], view)).toEqual([
+      `subscription-${facts.subscriptionId}`,
+    ]);
+    const hook = chargeLedgerWebhook(recorded, [recorded], subscriptionStream, view);
+    expect(hook?.type).toBe('subscription.charge_succeeded');
+    expect(hook?.data).toMatchObject({
+      charge: {
+        id: 'subc_1',
+        created_at: '2026-06-01T10:00:00.000Z',
+        fiat_amount: '150000',
+        fiat_currency: 'ARS',
+        settlement_status: 'pending',
+      },
+    });
+  });
+
+  it('settlement facts: the summary, no subscription stream read; a delayed one without reason has none', () => {
+    const delayed: ChargeEvent = {
+      type: 'ChargeSettlementDelayed.v1',
+      data: { reason: null, delayedAt: '2026-06-01T16:00:00.000Z' },
+    };
+    expect(chargeWebhookRelatedStreams(delayed, [recorded, delayed], view)).toEqual([]);
+    expect(chargeLedgerWebhook(delayed, [recorded, delayed], undefined, view)).toEqual({
+      type: 'subscription.charge_settlement_delayed',
+      data: {
+        object: {
+          subscription_id: facts.subscriptionId,
+          charge_nonce: 0,
+          amount: '2000000',
+          fiat_amount: '150000',
+          fiat_currency: 'ARS',
+          settlement_status: 'delayed',
+        },
+      },
+    });
+    const failed: ChargeEvent = {
+      type: 'ChargeSettlementFailed.v1',
+      data: { reason: 'rampoff_withdraw_failed', failedAt: '2026-06-02T10:00:00.000Z' },
+    };
+    expect(
+      chargeLedgerWebhook(failed, [recorded, delayed, failed], undefined, view)?.data.object,
+    ).toMatchObject({
+      settlement_status: 'failed',
+      settlement_failure_reason: 'rampoff_withdraw_failed',
+    });
+  });
+
+  it('sends nothing for a fact this release does not know, nor when the subscription view has nothing to send', () => {
+    const unknown = { type: 'ChargeSomethingNew.v9', data: {} };
+    expect(chargeLedgerWebhook(unknown, [recorded, unknown], undefined, view)).toBeNull();
+    expect(chargeLedgerWebhook(recorded, [recorded], [], view)).toBeNull();
+    expect(() => chargeLedgerWebhook(recorded, [recorded], undefined, view)).toThrow();
+  });
+});

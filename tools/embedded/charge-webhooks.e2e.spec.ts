@@ -1,0 +1,327 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { Client } from 'pg';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import { ChargeLedgerProjection, SubscriptionChargesConsumer } from '@stablepay/charge-ledger-service';
+import { verifyWebhook } from '@stablepay/merchant-sdk';
+import { PaymentCommands, PaymentProjection } from '@stablepay/payments-service';
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { ManualClock, SECOND } from '@stablepay/util';
+import { WebhookDispatcher, WebhookEventRecorder } from '@stablepay/webhook-dispatch-service';
+import { type EmbeddedStack, startEmbedded } from './embedded';
+
+/**
+ * The charge webhooks through the embedded stack (SPEC Events > Subscription events rules 4-6, fiat field rules 1-6):
+ * `data.charge` is the charge ledger's row as GET /merchants/:merchantId/charges lists it (created_at and the fiat
+ * fields included), whichever path wrote it; a webhook is not attempted before the read model the merchant queries
+ * next shows what it says (the ledger's row for charges, GET /payments/:id for payments). The subscription's charge
+ * facts are appended as the subscriptions service appends them (see charge-ledger.e2e.spec.ts).
+ */
+const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
+const CHAIN = 'eip155:8453';
+const START = 1_780_000_000;
+const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
+const iso = (unix: number) => new Date(unix * 1000).toISOString();
+const tx = (n: number) => `0x${n.toString(16).padStart(64, '0')}`;
+const chargeIdOf = (subscriptionId: string, nonce: number) =>
+  `subc_${createHash('sha256').update(`${CHAIN}|${subscriptionId.toLowerCase()}|${nonce}`).digest('hex').slice(0, 26)}`;
+const clock = new ManualClock('2026-06-01T10:00:00.000Z');
+
+type Json = Record<string, unknown>;
+interface Hook {
+  readonly body: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly path: string;
+  readonly event: { id: string; type: string; data: { object: Json; charge?: Json } };
+}
+interface Merchant {
+  id: string;
+  apiKey: string;
+  secret: string;
+  path: string;
+}
+
+describe('charge and payment webhooks: data.charge is the ledger row, nothing is attempted before it is readable', () => {
+  let db: TestDatabase;
+  let stack: EmbeddedStack;
+  let store: EventStore;
+  let receiver: Server;
+  let receiverUrl: string;
+  const received: Hook[] = [];
+  let subSeq = 0;
+
+  const api = async (who: { apiKey: string }, method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${stack.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${who.apiKey}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+  const newMerchant = async (name: string, settlementMode: 'crypto' | 'fiat'): Promise<Merchant> => {
+    const res = await fetch(`${stack.url}/admin/merchants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name, mode: 'test', settlement_mode: settlementMode }),
+    });
+    const created = (await res.json()) as { id: string; api_key: string };
+    const path = `/hooks/${created.id}`;
+    const settings = await api({ apiKey: created.api_key }, 'PATCH', '/settings', {
+      webhook_url: `${receiverUrl}${path}`,
+    });
+    if (settings.status !== 200) throw new Error(JSON.stringify(settings.body));
+    return { id: created.id, apiKey: created.api_key, secret: String(settings.body['webhook_secret']), path };
+  };
+  const charges = async (who: Merchant, subscriptionId: string) =>
+    (await api(who, 'GET', `/merchants/${who.id}/charges?subscription_id=${subscriptionId}`)).body[
+      'data'
+    ] as Json[];
+  const hooksOf = (who: Merchant, type: string) =>
+    received.filter((h) => h.path === who.path && h.event.type === type);
+
+  const append = async (owner: { id: string }, subscriptionId: string, type: string, data: object) => {
+    await store.appendToStream(`subscription-${subscriptionId}`, [
+      {
+        id: randomUUID(),
+        type,
+        data,
+        metadata: { merchantId: owner.id, mode: 'test', occurredAt: clock.now().toISOString() },
+      },
+    ]);
+  };
+  const subscription = async (owner: { id: string }) => {
+    subSeq += 1;
+    const created = {
+      subscriptionId: `0x${subSeq.toString(16).padStart(64, 'b')}`,
+      checkoutId: null,
+      subscriber: `0x${subSeq.toString(16).padStart(40, '2')}`,
+      externalCustomerId: null,
+      chain: CHAIN,
+      asset: `${CHAIN}/erc20:0x833589fcd6edb6e08f4c7c32d4f71b54bda02913`,
+      tokenSymbol: 'USDC',
+      tokenDecimals: 6,
+      cap: '10000000',
+      budget: '25000000',
+      price: '150000',
+      priceCurrency: 'ARS',
+      periodDuration: 30 * 24 * 3600,
+      startedAt: String(START),
+      txHash: tx(subSeq * 1000),
+      createdAt: iso(START),
+    };
+    await append(owner, created.subscriptionId, 'SubscriptionCreated.v1', created);
+    return { ...created, n: subSeq };
+  };
+  const charged = (
+    owner: { id: string },
+    s: { subscriptionId: string; n: number },
+    nonce: number,
+    writtenBy: 'api' | 'indexer',
+  ) =>
+    append(owner, s.subscriptionId, 'SubscriptionChargeSucceeded.v1', {
+      chargeId: chargeIdOf(s.subscriptionId, nonce),
+      nonce,
+      amount: '5000000',
+      fee: '1200',
+      txHash: tx(s.n * 1000 + nonce),
+      blockNumber: String(1000 + nonce),
+      chargedAt: iso(START + 60 * nonce),
+      windowIndex: '0',
+      windowSpent: String(5_000_000 * (nonce + 1)),
+      quoteHash: `0x${'0'.repeat(64)}`,
+      writtenBy,
+      landedByAnotherSubmitter: false,
+    });
+  /** Everything appended so far is in the ledger, recorded as webhook events and attempted once due. */
+  const settle = async () => {
+    await stack.service.app.get(SubscriptionChargesConsumer).caughtUp();
+    await stack.service.app.get(ChargeLedgerProjection).caughtUp();
+    await stack.service.app.get(WebhookEventRecorder).caughtUp();
+    await stack.service.app.get(WebhookDispatcher).drain();
+  };
+  /**
+   * Holds a read model back: an open transaction holding `table` in EXCLUSIVE mode blocks the projection's writes
+   * (reads go on), as a projection lagging behind the webhook recorder would.
+   */
+  const holdBack = async (table: string) => {
+    const client = new Client({ connectionString: db.url });
+    await client.connect();
+    await client.query('BEGIN');
+    await client.query(`LOCK TABLE ${table} IN EXCLUSIVE MODE`);
+    return async () => {
+      await client.query('COMMIT');
+      await client.end();
+    };
+  };
+  const webhookEvents = async (who: Merchant) =>
+    (await api(who, 'GET', `/merchants/${who.id}/webhook-events?limit=100`)).body['data'] as Json[];
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        received.push({
+          body,
+          headers: req.headers,
+          path: req.url ?? '',
+          event: JSON.parse(body) as Hook['event'],
+        });
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const address = receiver.address();
+    if (address === null || typeof address === 'string') throw new Error('receiver has no port');
+    receiverUrl = `http://127.0.0.1:${address.port}`;
+    db = await createTestDatabase();
+    stack = await startEmbedded({
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        ALLOW_LOCAL_WEBHOOKS: 'true',
+        WEBHOOK_POLL_INTERVAL_MS: '50',
+        PAYMENT_FACTORY_ADDRESS: FACTORY,
+      },
+      dataDir: 'memory',
+      localChains: false,
+      clock,
+    });
+    store = stack.service.app.get<EventStore>(EVENT_STORE);
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    await db?.drop();
+    await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  });
+
+  it('charge_succeeded on a fiat-settling business: data.charge is the listed row (created_at, fiat fields, settlement pending)', async () => {
+    const m = await newMerchant('Fiat Co', 'fiat');
+    const s = await subscription(m);
+    await charged(m, s, 0, 'api');
+    await settle();
+    const [row] = await charges(m, s.subscriptionId);
+    expect(row).toMatchObject({ fiat_amount: '150000', fiat_currency: 'ARS', settlement_status: 'pending' });
+    const [hook] = hooksOf(m, 'subscription.charge_succeeded');
+    if (!hook) throw new Error('no charge_succeeded');
+    expect(verifyWebhook(hook.body, hook.headers, m.secret, { now: clock.now() })).toMatchObject({
+      valid: true,
+    });
+    expect(hook.event.data.charge).toEqual(row);
+    expect(hook.event.data.object).toMatchObject({
+      object: 'subscription',
+      subscription_id: s.subscriptionId,
+      charge_nonce: 1,
+      subscription_charge_id: row?.['id'],
+      tx_hash: row?.['tx_hash'],
+      fee: '1200',
+    });
+  });
+
+  it('indexer first, then the subscribe call: charge_succeeded without fiat fields, then again with them (same charge id)', async () => {
+    const m = await newMerchant('Backfill Co', 'fiat');
+    const s = await subscription(m);
+    await charged(m, s, 0, 'indexer');
+    await settle();
+    const [first] = hooksOf(m, 'subscription.charge_succeeded');
+    expect(first?.event.data.charge).toEqual((await charges(m, s.subscriptionId))[0]);
+    expect(first?.event.data.charge).toMatchObject({ fiat_amount: null, settlement_status: null });
+
+    await append(m, s.subscriptionId, 'SubscriptionFirstChargeReported.v1', {
+      chargeId: chargeIdOf(s.subscriptionId, 0),
+      txHash: tx(s.n * 1000),
+      reportedAt: clock.now().toISOString(),
+    });
+    await settle();
+    const both = hooksOf(m, 'subscription.charge_succeeded');
+    expect(both).toHaveLength(2);
+    const [row] = await charges(m, s.subscriptionId);
+    expect(both[1]?.event.data.charge).toEqual(row);
+    expect(row).toMatchObject({
+      id: first?.event.data.charge?.['id'],
+      fiat_amount: '150000',
+      settlement_status: 'pending',
+    });
+    expect(both[1]?.event.data.object['subscription_charge_id']).toBe(row?.['id']);
+    expect(both[1]?.event.id).not.toBe(first?.event.id);
+  });
+
+  it('charge_failed: data.charge is the listed failed row (fee 0, tx_hash null), the nonces equal', async () => {
+    const m = await newMerchant('Failing Co', 'crypto');
+    const s = await subscription(m);
+    await charged(m, s, 0, 'api');
+    await append(m, s.subscriptionId, 'SubscriptionChargeFailed.v1', {
+      chargeId: 'subc_failedhook0000000000001',
+      nonce: 1,
+      amount: '5000000',
+      txHash: null,
+      failureReason: 'InsufficientBalance',
+      stage: 'simulation',
+      failedAt: clock.now().toISOString(),
+    });
+    await settle();
+    const [hook] = hooksOf(m, 'subscription.charge_failed');
+    const failedRow = (await charges(m, s.subscriptionId)).find((c) => c['status'] === 'failed');
+    expect(hook?.event.data.charge).toEqual(failedRow);
+    expect(failedRow).toMatchObject({ fee: '0', tx_hash: null, created_at: expect.any(String) });
+    expect(hook?.event.data.object).toMatchObject({ charge_nonce: 1, failure_reason: 'InsufficientBalance' });
+    expect(hook?.event.data.object).not.toHaveProperty('fee');
+  });
+
+  it('a charge webhook waits while the ledger lags: not attempted (no attempt counted), delivered once the row is listed', async () => {
+    const m = await newMerchant('Lagging Ledger Co', 'crypto');
+    const s = await subscription(m);
+    const release = await holdBack('subscription_charges');
+    try {
+      await charged(m, s, 0, 'api');
+      await stack.service.app.get(SubscriptionChargesConsumer).caughtUp();
+      await stack.service.app.get(WebhookEventRecorder).caughtUp();
+      await stack.service.app.get(WebhookDispatcher).drain();
+      const [event] = (await webhookEvents(m)).filter((e) => e['type'] === 'subscription.charge_succeeded');
+      expect(event).toMatchObject({ delivery_status: 'pending', attempt_count: 0 });
+      expect(hooksOf(m, 'subscription.charge_succeeded')).toHaveLength(0);
+      expect(await charges(m, s.subscriptionId)).toEqual([]);
+    } finally {
+      await release();
+    }
+    clock.advance(15 * SECOND);
+    await settle();
+    const [hook] = hooksOf(m, 'subscription.charge_succeeded');
+    expect(hook?.event.data.charge).toEqual((await charges(m, s.subscriptionId))[0]);
+  }, 60_000);
+
+  it('a payment webhook waits until GET /payments/:id shows the payment as of its event', async () => {
+    const m = await newMerchant('Lagging Payments Co', 'crypto');
+    const checkout = await api(m, 'POST', '/checkouts', { amount: '12500000', currency: 'USD' });
+    if (checkout.status !== 201) throw new Error(JSON.stringify(checkout.body));
+    const paymentId = String(checkout.body['payment_id']);
+    const release = await holdBack('payments');
+    try {
+      await stack.service.app
+        .get(PaymentCommands)
+        .run({ id: paymentId, merchant_id: m.id, mode: 'test' }, { type: 'Cancel' });
+      await stack.service.app.get(WebhookEventRecorder).caughtUp();
+      await stack.service.app.get(WebhookDispatcher).drain();
+      const [event] = (await webhookEvents(m)).filter((e) => e['type'] === 'payment.cancelled');
+      expect(event).toMatchObject({ delivery_status: 'pending', attempt_count: 0 });
+      expect(hooksOf(m, 'payment.cancelled')).toHaveLength(0);
+      expect((await api(m, 'GET', `/payments/${paymentId}`)).body['status']).toBe('pending');
+    } finally {
+      await release();
+    }
+    await stack.service.app.get(PaymentProjection).caughtUp();
+    clock.advance(15 * SECOND);
+    await settle();
+    const [hook] = hooksOf(m, 'payment.cancelled');
+    expect(hook?.event.data.object).toEqual((await api(m, 'GET', `/payments/${paymentId}`)).body);
+    expect(hook?.event.data.object['status']).toBe('cancelled');
+  }, 60_000);
+});
