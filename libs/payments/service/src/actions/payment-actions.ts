@@ -96,14 +96,16 @@ export class PaymentActions {
       const loaded = await this.loadOwned(owner, paymentId);
       if (loaded.commandIds.has(commandId)) return this.replayed(paymentId, loaded.revision);
       const { state } = loaded;
-      const now = this.clock.now();
+      // The contract checks the payer's challenge period and the escrow's authorization expiry against block time,
+      // not the service clock: decide on the deposit chain's time (before a deployment nothing on chain is compared).
+      const now = state.deployment ? await this.chainNow(state.deployment.chain) : this.clock.now();
       if (this.escrowReclaimable(state, now)) return this.reclaim(loaded);
       // The aggregate's rules (nothing to recover, not deployed, payer not final, flagged) before the chain.
       decidePayment({ type: 'RequestRecover', now }, state);
       const { chain, deposit } = this.depositOf(state);
       const call = chain.recoverCall(deposit);
       await this.simulateOrRefuse(chain, call);
-      const appended = await this.append(loaded, { type: 'RequestRecover' }, commandId);
+      const appended = await this.append(loaded, { type: 'RequestRecover' }, commandId, now);
       if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
       return this.submitAndRecord(loaded, chain, call);
     });
@@ -205,6 +207,10 @@ export class PaymentActions {
     await this.simulateOrRefuse(chain, call);
     // No request fact: anyone may trigger a reclaim, and its outflow is the fact.
     return this.submitAndRecord(loaded, chain, call);
+  }
+
+  private async chainNow(chain: string): Promise<Date> {
+    return new Date(Number(await this.chains.for(chain).chainTime()) * 1000);
   }
 
   private escrowReclaimable(state: PaymentState, now: Date): boolean {
@@ -343,9 +349,12 @@ export class PaymentActions {
     loaded: Loaded,
     command: PaymentCommandWithoutTime,
     idempotencyKey: string,
+    decisionTime?: Date,
   ): Promise<{ revision: number; changed: boolean }> {
     const owner = { id: loaded.paymentId, merchant_id: loaded.owner.merchantId, mode: loaded.owner.mode };
-    const { revision, changed } = await this.payments.run(owner, command, idempotencyKey);
+    const { revision, changed } = decisionTime
+      ? await this.payments.runAt(owner, command, decisionTime, idempotencyKey)
+      : await this.payments.run(owner, command, idempotencyKey);
     return { revision, changed };
   }
 

@@ -104,6 +104,24 @@ export class PaymentCommands {
     return this.append(owner, { ...command, now } as PaymentCommand, now, idempotencyKey);
   }
 
+  /**
+   * Runs a command decided at `decisionTime` rather than the service clock: a rule the contract checks against block
+   * time (the payer's challenge period) is decided at the chain's time. The event's metadata keeps the service time.
+   */
+  async runAt(
+    owner: PaymentOwner,
+    command: PaymentCommandWithoutTime,
+    decisionTime: Date,
+    idempotencyKey?: string,
+  ): Promise<PaymentAppended> {
+    return this.append(
+      owner,
+      { ...command, now: decisionTime } as PaymentCommand,
+      this.clock.now(),
+      idempotencyKey,
+    );
+  }
+
   async create(
     owner: { merchantId: string; mode: Mode },
     ids: CheckoutIds,
