@@ -3,7 +3,13 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { Client } from 'pg';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { ChargeLedgerProjection, SubscriptionChargesConsumer } from '@stablepay/charge-ledger-service';
+import {
+  ChargeLedgerProjection,
+  type SandboxSettlementFeed,
+  SETTLEMENT_FEED,
+  SettlementDeadlines,
+  SubscriptionChargesConsumer,
+} from '@stablepay/charge-ledger-service';
 import { verifyWebhook } from '@stablepay/merchant-sdk';
 import { PaymentCommands, PaymentProjection } from '@stablepay/payments-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
@@ -121,6 +127,7 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
     s: { subscriptionId: string; n: number },
     nonce: number,
     writtenBy: 'api' | 'indexer',
+    chargedAt = clock.now().toISOString(),
   ) =>
     append(owner, s.subscriptionId, 'SubscriptionChargeSucceeded.v1', {
       chargeId: chargeIdOf(s.subscriptionId, nonce),
@@ -129,7 +136,7 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
       fee: '1200',
       txHash: tx(s.n * 1000 + nonce),
       blockNumber: String(1000 + nonce),
-      chargedAt: iso(START + 60 * nonce),
+      chargedAt,
       windowIndex: '0',
       windowSpent: String(5_000_000 * (nonce + 1)),
       quoteHash: `0x${'0'.repeat(64)}`,
@@ -324,4 +331,126 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
     expect(hook?.event.data.object).toEqual((await api(m, 'GET', `/payments/${paymentId}`)).body);
     expect(hook?.event.data.object['status']).toBe('cancelled');
   }, 60_000);
+
+  describe('fiat settlement: the provider feed moves the row and sends the settlement webhooks (summary as data.object)', () => {
+    const feed = () => stack.service.app.get<SandboxSettlementFeed>(SETTLEMENT_FEED);
+    const summaries = (who: Merchant, type: string) => hooksOf(who, type).map((h) => h.event.data.object);
+
+    it('a failed bank transfer: delayed at once with its reason; the payout completes: settled; a report sent twice counts once', async () => {
+      const m = await newMerchant('Payout Co', 'fiat');
+      const s = await subscription(m);
+      await charged(m, s, 0, 'api');
+      await settle();
+      const chargeId = chargeIdOf(s.subscriptionId, 0);
+      await feed().deliver({ chargeId, kind: 'withdraw_started' });
+      const failedTransfer = await feed().deliver({ chargeId, kind: 'withdraw_failed' });
+      await settle();
+      const delayed = hooksOf(m, 'subscription.charge_settlement_delayed');
+      expect(delayed).toHaveLength(1);
+      expect(
+        verifyWebhook(delayed[0]?.body ?? '', delayed[0]?.headers ?? {}, m.secret, { now: clock.now() }),
+      ).toMatchObject({
+        valid: true,
+      });
+      expect(delayed[0]?.event.data.object).toEqual({
+        subscription_id: s.subscriptionId,
+        charge_nonce: 0,
+        amount: '5000000',
+        fiat_amount: '150000',
+        fiat_currency: 'ARS',
+        settlement_status: 'delayed',
+        settlement_failure_reason: 'rampoff_withdraw_failed',
+      });
+      expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'delayed' });
+
+      await feed().deliver(failedTransfer);
+      await feed().deliver({ chargeId, kind: 'payout_completed' });
+      await settle();
+      expect(hooksOf(m, 'subscription.charge_settlement_delayed')).toHaveLength(1);
+      expect(summaries(m, 'subscription.charge_settled')).toEqual([
+        {
+          subscription_id: s.subscriptionId,
+          charge_nonce: 0,
+          amount: '5000000',
+          fiat_amount: '150000',
+          fiat_currency: 'ARS',
+          settlement_status: 'completed',
+        },
+      ]);
+      const [row] = await charges(m, s.subscriptionId);
+      expect(row).toMatchObject({ settlement_status: 'completed' });
+      // The charge webhook that came first still shows the row as of the charge (settlement pending).
+      expect(hooksOf(m, 'subscription.charge_succeeded')[0]?.event.data.charge).toEqual({
+        ...row,
+        settlement_status: 'pending',
+      });
+    });
+
+    it('a compliance rejection fails the settlement with provider_rejected', async () => {
+      const m = await newMerchant('Rejected Co', 'fiat');
+      const s = await subscription(m);
+      await charged(m, s, 0, 'api');
+      await settle();
+      await feed().deliver({ chargeId: chargeIdOf(s.subscriptionId, 0), kind: 'payout_rejected' });
+      await settle();
+      expect(summaries(m, 'subscription.charge_settlement_failed')).toEqual([
+        expect.objectContaining({
+          settlement_status: 'failed',
+          settlement_failure_reason: 'provider_rejected',
+        }),
+      ]);
+      expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'failed' });
+    });
+
+    it('refuses reports about an unknown charge or one without a fiat settlement, changing nothing', async () => {
+      const m = await newMerchant('Crypto Settled Co', 'crypto');
+      const s = await subscription(m);
+      await charged(m, s, 0, 'api');
+      await settle();
+      await expect(
+        feed().deliver({ chargeId: 'subc_unknown000000000000000', kind: 'payout_completed' }),
+      ).rejects.toMatchObject({
+        code: 'resource_missing',
+      });
+      await expect(
+        feed().deliver({ chargeId: chargeIdOf(s.subscriptionId, 0), kind: 'payout_completed' }),
+      ).rejects.toMatchObject({ code: 'charge_not_fiat_settled' });
+      await settle();
+      expect(hooksOf(m, 'subscription.charge_settled')).toHaveLength(0);
+      expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: null });
+    });
+
+    it('the deadlines by the clock: not credited after six hours -> delayed once; after 72 hours -> failed deposit_not_credited', async () => {
+      const m = await newMerchant('Slow Provider Co', 'fiat');
+      const s = await subscription(m);
+      await charged(m, s, 0, 'api');
+      await settle();
+      const deadlines = stack.service.app.get(SettlementDeadlines);
+      clock.advance(6 * 3_600 * SECOND - SECOND);
+      await deadlines.tick();
+      await settle();
+      expect(hooksOf(m, 'subscription.charge_settlement_delayed')).toHaveLength(0);
+      clock.advance(SECOND);
+      await deadlines.tick();
+      await settle();
+      await deadlines.tick();
+      await settle();
+      expect(summaries(m, 'subscription.charge_settlement_delayed')).toEqual([
+        expect.objectContaining({
+          settlement_status: 'delayed',
+          settlement_failure_reason: 'deposit_not_credited',
+        }),
+      ]);
+      clock.advance(66 * 3_600 * SECOND);
+      await deadlines.tick();
+      await settle();
+      expect(summaries(m, 'subscription.charge_settlement_failed')).toEqual([
+        expect.objectContaining({
+          settlement_status: 'failed',
+          settlement_failure_reason: 'deposit_not_credited',
+        }),
+      ]);
+      expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'failed' });
+    });
+  });
 });

@@ -1,7 +1,8 @@
 /**
- * Events of the `charge-<subc_ id>` stream (topic `charge-ledger.charge.v1` once wired): one stream per ledger row of SPEC's
- * Subscription charge. Facts only: what a write path reported, the fiat fields it wrote, and the settlement transitions
- * of a fiat-settled charge. The `subscription_charge` object is a projection (chargeObject). Amounts are integer
+ * Events of the `charge-<subc_ id>` stream (topic `ledger.charge.v1`): one stream per ledger row of SPEC's
+ * Subscription charge. Facts only: what a write path reported, the fiat fields it wrote, what the settlement provider
+ * reported about a fiat-settled charge's payout, and the settlement transitions decided from those reports and the
+ * SPEC deadlines. The `subscription_charge` object is a projection (chargeObject). Amounts are integer
  * strings (token smallest units; fiat in minor units), instants ISO strings.
  */
 export type ChargeStatus = 'succeeded' | 'failed';
@@ -63,8 +64,34 @@ export type ChargeSettlementFailed = {
   data: { reason: SettlementFailureReason; failedAt: string };
 };
 
+/**
+ * What the settlement provider's feed reports about the payout of a fiat-settled charge (SPEC Events > Fiat settlement
+ * delay and failure): the swept crypto credited at the provider, a sell order that failed (the provider re-issues it),
+ * the bank transfer's first attempt and a failed one, the payout completed, the payout rejected for compliance.
+ */
+export const SETTLEMENT_REPORT_KINDS = [
+  'deposit_credited',
+  'sell_order_failed',
+  'withdraw_started',
+  'withdraw_failed',
+  'payout_completed',
+  'payout_rejected',
+] as const;
+export type SettlementReportKind = (typeof SETTLEMENT_REPORT_KINDS)[number];
+
+/** A settlement provider report, as received (its id deduplicates redeliveries; `reportedAt` is the provider's time). */
+export type ChargeSettlementReported = {
+  type: 'ChargeSettlementReported.v1';
+  data: { reportId: string; kind: SettlementReportKind; reportedAt: string; receivedAt: string };
+};
+
 export type ChargeEvent =
-  ChargeRecorded | ChargeFiatBackfilled | ChargeSettlementDelayed | ChargeSettled | ChargeSettlementFailed;
+  | ChargeRecorded
+  | ChargeFiatBackfilled
+  | ChargeSettlementReported
+  | ChargeSettlementDelayed
+  | ChargeSettled
+  | ChargeSettlementFailed;
 
 export const CHARGE_CATEGORY = 'charge';
 export const chargeStreamId = (id: string): string => `${CHARGE_CATEGORY}-${id}`;

@@ -6,6 +6,7 @@ import type {
   FiatFields,
   LedgerWritePath,
   SettlementFailureReason,
+  SettlementReportKind,
   SettlementStatus,
 } from './charge.events';
 
@@ -18,6 +19,9 @@ import type {
  *
  *   settlement (fiat-settled only): pending --delayed--> delayed; pending|delayed --settled--> completed;
  *                                   pending|delayed --failed--> failed
+ *
+ * The settlement transitions follow from the provider's reports (ChargeSettlementReported) and SPEC's deadlines
+ * (decideSettlementReport, decideSettlementDeadlines; the clock is the command's `now`).
  */
 export interface ChargeState {
   readonly recorded: ChargeRecorded['data'] | null;
@@ -26,6 +30,16 @@ export interface ChargeState {
   readonly settlementFailureReason: SettlementFailureReason | null;
   /** Delay reasons already announced: a delayed event fires once per distinct reason (null: reason unknown). */
   readonly delayReasons: ReadonlyArray<SettlementFailureReason | null>;
+  /** What the settlement provider reported so far. */
+  readonly provider: ProviderProgress;
+}
+
+export interface ProviderProgress {
+  readonly reportIds: readonly string[];
+  readonly credited: boolean;
+  readonly sellOrderFailures: number;
+  /** The bank transfer's first attempt (provider time): it has 72 hours from then. */
+  readonly withdrawStartedAt: string | null;
 }
 
 export const initialChargeState = (): ChargeState => ({
@@ -34,7 +48,26 @@ export const initialChargeState = (): ChargeState => ({
   settlementStatus: null,
   settlementFailureReason: null,
   delayReasons: [],
+  provider: { reportIds: [], credited: false, sellOrderFailures: 0, withdrawStartedAt: null },
 });
+
+function evolveProvider(
+  p: ProviderProgress,
+  d: { reportId: string; kind: SettlementReportKind; reportedAt: string },
+) {
+  const reportIds = [...p.reportIds, d.reportId];
+  switch (d.kind) {
+    case 'deposit_credited':
+      return { ...p, reportIds, credited: true };
+    case 'sell_order_failed':
+      return { ...p, reportIds, credited: true, sellOrderFailures: p.sellOrderFailures + 1 };
+    case 'withdraw_started':
+    case 'withdraw_failed':
+      return { ...p, reportIds, credited: true, withdrawStartedAt: p.withdrawStartedAt ?? d.reportedAt };
+    default:
+      return { ...p, reportIds };
+  }
+}
 
 export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeState {
   switch (event.type) {
@@ -47,6 +80,8 @@ export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeStat
       };
     case 'ChargeFiatBackfilled.v1':
       return { ...state, fiat: event.data.fiat, settlementStatus: event.data.fiat.settlementStatus };
+    case 'ChargeSettlementReported.v1':
+      return { ...state, provider: evolveProvider(state.provider, event.data) };
     case 'ChargeSettlementDelayed.v1':
       return {
         ...state,
@@ -99,12 +134,22 @@ export type ChargeCommand =
     }
   | { readonly type: 'DelaySettlement'; readonly reason: SettlementFailureReason | null; readonly now: Date }
   | { readonly type: 'CompleteSettlement'; readonly now: Date }
-  | { readonly type: 'FailSettlement'; readonly reason: SettlementFailureReason; readonly now: Date };
+  | { readonly type: 'FailSettlement'; readonly reason: SettlementFailureReason; readonly now: Date }
+  | {
+      readonly type: 'RecordSettlementReport';
+      readonly reportId: string;
+      readonly kind: SettlementReportKind;
+      readonly reportedAt: Date;
+      readonly now: Date;
+    }
+  | { readonly type: 'CheckSettlementDeadlines'; readonly now: Date };
 
 const sameTx = (a: string | null, b: string | null) => (a ?? '').toLowerCase() === (b ?? '').toLowerCase();
 
 export function decideCharge(command: ChargeCommand, state: ChargeState): ChargeEvent[] {
   if (command.type === 'RecordCharge') return decideRecord(command, state);
+  if (command.type === 'RecordSettlementReport') return decideSettlementReport(command, state);
+  if (command.type === 'CheckSettlementDeadlines') return decideSettlementDeadlines(command.now, state);
   if (!state.recorded) throw notFound('subscription_charge');
   const at = command.now.toISOString();
   const status = state.settlementStatus;
@@ -128,6 +173,125 @@ export function decideCharge(command: ChargeCommand, state: ChargeState): Charge
       if (!open) throw settlementFinal(state.recorded.chargeId, status);
       return [{ type: 'ChargeSettlementFailed.v1', data: { reason: command.reason, failedAt: at } }];
   }
+}
+
+/** SPEC Fiat settlement delay and failure: the deadlines, from the time the crypto settled (the charge's block time). */
+export const SETTLEMENT_DELAY_AFTER_MS = 6 * 3_600_000;
+export const SETTLEMENT_DEADLINE_MS = 72 * 3_600_000;
+export const BANK_TRANSFER_DEADLINE_MS = 72 * 3_600_000;
+/** The provider re-issues a failed sell order up to six times; the seventh failure ends the settlement. */
+export const SELL_ORDER_FAILURES_ALLOWED = 6;
+
+const isOpen = (state: ChargeState) =>
+  state.settlementStatus === 'pending' || state.settlementStatus === 'delayed';
+const settlementStartMs = (state: ChargeState) => Date.parse(state.recorded?.chargedAt ?? '');
+
+/** The reason a settlement that is not done by now would be late or failed for, from what the provider said. */
+function lateReason(p: ProviderProgress): SettlementFailureReason {
+  if (p.withdrawStartedAt !== null) return 'rampoff_withdraw_failed';
+  return p.credited ? 'rampoff_order_failed' : 'deposit_not_credited';
+}
+
+/** When the settlement fails by deadline: 72 hours from the crypto settling, or from the bank transfer's first attempt. */
+function failsAtMs(state: ChargeState): number {
+  const started = state.provider.withdrawStartedAt;
+  return started !== null
+    ? Date.parse(started) + BANK_TRANSFER_DEADLINE_MS
+    : settlementStartMs(state) + SETTLEMENT_DEADLINE_MS;
+}
+
+/** The six-hour delay (deposit not credited, or a failed sell order) still to announce, if any. */
+function sixHourReason(state: ChargeState): SettlementFailureReason | null {
+  const p = state.provider;
+  if (p.withdrawStartedAt !== null) return null;
+  const reason = !p.credited
+    ? 'deposit_not_credited'
+    : p.sellOrderFailures > 0
+      ? 'rampoff_order_failed'
+      : null;
+  return reason !== null && !state.delayReasons.includes(reason) ? reason : null;
+}
+
+const delayed = (reason: SettlementFailureReason | null, at: string): ChargeEvent => ({
+  type: 'ChargeSettlementDelayed.v1',
+  data: { reason, delayedAt: at },
+});
+const failed = (reason: SettlementFailureReason, at: string): ChargeEvent => ({
+  type: 'ChargeSettlementFailed.v1',
+  data: { reason, failedAt: at },
+});
+
+/**
+ * A settlement provider report: recorded once (by report id), then what it means for the merchant. A completed payout
+ * settles; a compliance rejection fails (`provider_rejected`); a failed bank transfer is late at once
+ * (`rampoff_withdraw_failed`); a failed sell order is late once six hours have passed since the crypto settled and
+ * ends the settlement at the seventh failure (`rampoff_order_failed`). Reports after the end are kept, nothing follows.
+ */
+function decideSettlementReport(
+  command: Extract<ChargeCommand, { type: 'RecordSettlementReport' }>,
+  state: ChargeState,
+): ChargeEvent[] {
+  if (!state.recorded) throw notFound('subscription_charge');
+  if (state.settlementStatus === null)
+    throw conflict(
+      'charge_not_fiat_settled',
+      `Charge ${state.recorded.chargeId} has no fiat settlement (crypto-settled, not fiat-priced, or failed).`,
+    );
+  if (state.provider.reportIds.includes(command.reportId)) return [];
+  const at = command.now.toISOString();
+  const report: ChargeEvent = {
+    type: 'ChargeSettlementReported.v1',
+    data: {
+      reportId: command.reportId,
+      kind: command.kind,
+      reportedAt: command.reportedAt.toISOString(),
+      receivedAt: at,
+    },
+  };
+  if (!isOpen(state)) return [report];
+  const after = evolveCharge(state, report);
+  switch (command.kind) {
+    case 'payout_completed':
+      return [report, { type: 'ChargeSettled.v1', data: { settledAt: at } }];
+    case 'payout_rejected':
+      return [report, failed('provider_rejected', at)];
+    case 'withdraw_failed':
+      return state.delayReasons.includes('rampoff_withdraw_failed')
+        ? [report]
+        : [report, delayed('rampoff_withdraw_failed', at)];
+    case 'sell_order_failed':
+      if (after.provider.sellOrderFailures > SELL_ORDER_FAILURES_ALLOWED)
+        return [report, failed('rampoff_order_failed', at)];
+      return [report, ...decideSettlementDeadlines(command.now, after)];
+    default:
+      return [report, ...decideSettlementDeadlines(command.now, after)];
+  }
+}
+
+/**
+ * SPEC's deadlines at `now`: past 72 hours (from the crypto settling, or from the bank transfer's first attempt) the
+ * settlement fails with the reason of where it stopped; past six hours a deposit the provider has not credited, or a
+ * sell order that failed, is announced as delayed (once per reason).
+ */
+function decideSettlementDeadlines(now: Date, state: ChargeState): ChargeEvent[] {
+  if (!state.recorded || !isOpen(state)) return [];
+  const at = now.toISOString();
+  if (now.getTime() >= failsAtMs(state)) return [failed(lateReason(state.provider), at)];
+  const reason = sixHourReason(state);
+  if (reason !== null && now.getTime() >= settlementStartMs(state) + SETTLEMENT_DELAY_AFTER_MS)
+    return [delayed(reason, at)];
+  return [];
+}
+
+/**
+ * When the deadlines must next be checked (the durable timer's due time; null: the settlement is not open): the
+ * six-hour announcement still to make, else the failure deadline.
+ */
+export function settlementCheckAt(state: ChargeState): Date | null {
+  if (!state.recorded || !isOpen(state)) return null;
+  const fails = failsAtMs(state);
+  const six = sixHourReason(state) !== null ? settlementStartMs(state) + SETTLEMENT_DELAY_AFTER_MS : fails;
+  return new Date(Math.min(six, fails));
 }
 
 const settlementFinal = (chargeId: string, status: SettlementStatus) =>

@@ -6,9 +6,10 @@ import {
   evolveCharge,
   type FiatContext,
   initialChargeState,
+  settlementCheckAt,
   settlementSummary,
 } from './charge';
-import type { ChargeEvent, ChargeFacts } from './charge.events';
+import type { ChargeEvent, ChargeFacts, SettlementReportKind } from './charge.events';
 
 const now = new Date('2026-06-01T10:00:00.000Z');
 const later = new Date('2026-06-01T16:00:00.000Z');
@@ -240,5 +241,102 @@ describe('Settlement transitions (SPEC States > Subscription charge settlement)'
     const e = thrown(() => decideCharge({ type: 'CompleteSettlement', now: later }, crypto));
     expect(e).toBeInstanceOf(DomainError);
     expect(e).toMatchObject({ code: 'charge_not_fiat_settled' });
+  });
+});
+
+describe('Settlement from the provider feed and the SPEC deadlines (Fiat settlement delay and failure)', () => {
+  const settledAt = Date.parse('2026-06-01T09:59:58.000Z');
+  const hours = (h: number) => new Date(settledAt + h * 3_600_000);
+  const pending = () => run(byApi(succeeded(1)));
+  let seq = 0;
+  const report = (kind: SettlementReportKind, at: Date): ChargeCommand => ({
+    type: 'RecordSettlementReport',
+    reportId: `rep_${++seq}`,
+    kind,
+    reportedAt: at,
+    now: at,
+  });
+  const step = (events: ChargeEvent[], command: ChargeCommand) => [
+    ...events,
+    ...decideCharge(command, fold(events)),
+  ];
+  const types = (events: ChargeEvent[]) => events.map((e) => e.type);
+  const check = (h: number): ChargeCommand => ({ type: 'CheckSettlementDeadlines', now: hours(h) });
+
+  it('a deposit not credited: delayed at six hours (once), failed deposit_not_credited at 72 hours', () => {
+    let events = pending();
+    expect(settlementCheckAt(fold(events))).toEqual(hours(6));
+    expect(decideCharge(check(5.9), fold(events))).toEqual([]);
+    events = step(events, check(6));
+    expect(events.at(-1)).toMatchObject({
+      type: 'ChargeSettlementDelayed.v1',
+      data: { reason: 'deposit_not_credited' },
+    });
+    expect(decideCharge(check(7), fold(events))).toEqual([]);
+    expect(settlementCheckAt(fold(events))).toEqual(hours(72));
+    events = step(events, check(72));
+    expect(settlementSummary(fold(events))).toMatchObject({
+      settlement_status: 'failed',
+      settlement_failure_reason: 'deposit_not_credited',
+    });
+    expect(settlementCheckAt(fold(events))).toBeNull();
+  });
+
+  it('credited then paid out: no delay at six hours, completed on the payout report; a redelivered report is recorded once', () => {
+    let events = step(pending(), report('deposit_credited', hours(1)));
+    expect(settlementCheckAt(fold(events))).toEqual(hours(72));
+    expect(decideCharge(check(6), fold(events))).toEqual([]);
+    const completed = report('payout_completed', hours(9));
+    events = step(events, completed);
+    expect(types(events).slice(-2)).toEqual(['ChargeSettlementReported.v1', 'ChargeSettled.v1']);
+    expect(decideCharge(completed, fold(events))).toEqual([]);
+    expect(settlementCheckAt(fold(events))).toBeNull();
+  });
+
+  it('a failed bank transfer is delayed at once; the transfer has 72 hours from its first attempt', () => {
+    let events = step(pending(), report('withdraw_started', hours(10)));
+    events = step(events, report('withdraw_failed', hours(11)));
+    expect(events.at(-1)).toMatchObject({ data: { reason: 'rampoff_withdraw_failed' } });
+    events = step(events, report('withdraw_failed', hours(12)));
+    expect(events.at(-1)?.type).toBe('ChargeSettlementReported.v1');
+    expect(settlementCheckAt(fold(events))).toEqual(hours(82));
+    expect(decideCharge(check(75), fold(events))).toEqual([]);
+    events = step(events, check(82));
+    expect(settlementSummary(fold(events))).toMatchObject({
+      settlement_status: 'failed',
+      settlement_failure_reason: 'rampoff_withdraw_failed',
+    });
+  });
+
+  it('sell orders: a failure is announced from six hours on; the seventh failure ends the settlement', () => {
+    let events = step(pending(), report('deposit_credited', hours(0.5)));
+    events = step(events, report('sell_order_failed', hours(2)));
+    expect(events.at(-1)?.type).toBe('ChargeSettlementReported.v1');
+    expect(settlementCheckAt(fold(events))).toEqual(hours(6));
+    events = step(events, check(6));
+    expect(events.at(-1)).toMatchObject({ data: { reason: 'rampoff_order_failed' } });
+    for (let i = 2; i <= 6; i++) events = step(events, report('sell_order_failed', hours(6 + i)));
+    expect(fold(events).settlementStatus).toBe('delayed');
+    events = step(events, report('sell_order_failed', hours(20)));
+    expect(settlementSummary(fold(events))).toMatchObject({
+      settlement_status: 'failed',
+      settlement_failure_reason: 'rampoff_order_failed',
+    });
+  });
+
+  it('a compliance rejection fails with provider_rejected; reports after the end change nothing', () => {
+    let events = step(pending(), report('payout_rejected', hours(3)));
+    expect(settlementSummary(fold(events))).toMatchObject({ settlement_failure_reason: 'provider_rejected' });
+    events = step(events, report('payout_completed', hours(4)));
+    expect(events.at(-1)?.type).toBe('ChargeSettlementReported.v1');
+    expect(fold(events).settlementStatus).toBe('failed');
+  });
+
+  it('a charge without a fiat settlement refuses provider reports', () => {
+    const crypto = fold(run(byApi(succeeded(1), cryptoSettled)));
+    expect(thrown(() => decideCharge(report('payout_completed', hours(1)), crypto))).toMatchObject({
+      code: 'charge_not_fiat_settled',
+    });
+    expect(settlementCheckAt(crypto)).toBeNull();
   });
 });

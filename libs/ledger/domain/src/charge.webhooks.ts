@@ -29,6 +29,7 @@ export interface SubscriptionChargeWebhookView {
 const KNOWN = new Set<string>([
   'ChargeRecorded.v1',
   'ChargeFiatBackfilled.v1',
+  'ChargeSettlementReported.v1',
   'ChargeSettlementDelayed.v1',
   'ChargeSettled.v1',
   'ChargeSettlementFailed.v1',
@@ -78,6 +79,7 @@ export function chargeLedgerWebhook(
   const state = foldKnown(history);
   const settlementType = CHARGE_SETTLEMENT_WEBHOOK_TYPE_BY_EVENT[event.type as ChargeEvent['type']];
   if (settlementType) return { type: settlementType, data: { object: settlementSummary(state) } };
+  if (!ROW_WEBHOOK_EVENTS.has(event.type)) return null;
   const charge = chargeObject(state);
   if (!subscriptionHistory)
     throw new Error(`the charge webhook of ${charge.id} needs its subscription's stream`);

@@ -1,6 +1,8 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { LedgerApiModule } from '@stablepay/ledger-api';
+import { CLOCK } from '@stablepay/aggregate';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import type { Clock } from '@stablepay/util';
 import { ChargeLedgerGateway } from './charge-ledger.gateway';
 import { ChargeLedgerChanges } from './charges/changes';
 import { ChargeLedgerCommands } from './charges/charge-ledger.commands';
@@ -8,6 +10,9 @@ import { ChargeLedgerProjection } from './charges/charge-ledger.projection';
 import { ChargeLedgerReader } from './charges/charge-ledger.reader';
 import { SubscriptionChargesConsumer } from './consumers/subscription-charges.consumer';
 import { LEDGER_MIGRATIONS } from './migrations';
+import { SettlementDeadlines } from './settlement/settlement-deadlines';
+import { SandboxSettlementFeed, SETTLEMENT_FEED } from './settlement/settlement-feed';
+import { SettlementFeedConsumer } from './settlement/settlement-feed.consumer';
 
 /** The ledger's read side, wherever it is read: the gateway (lists) and the service (read-your-writes). */
 @Module({
@@ -23,8 +28,27 @@ export class ChargeLedgerCoreModule {}
  */
 @Module({
   imports: [ChargeLedgerCoreModule],
-  providers: [ChargeLedgerCommands, ChargeLedgerProjection, SubscriptionChargesConsumer],
-  exports: [ChargeLedgerCommands, ChargeLedgerProjection, SubscriptionChargesConsumer],
+  providers: [
+    ChargeLedgerCommands,
+    ChargeLedgerProjection,
+    SubscriptionChargesConsumer,
+    // The provider's feed: the sandbox until a real provider's adapter is configured.
+    {
+      provide: SETTLEMENT_FEED,
+      useFactory: (clock: Clock) => new SandboxSettlementFeed(clock),
+      inject: [CLOCK],
+    },
+    SettlementFeedConsumer,
+    SettlementDeadlines,
+  ],
+  exports: [
+    ChargeLedgerCommands,
+    ChargeLedgerProjection,
+    SubscriptionChargesConsumer,
+    SETTLEMENT_FEED,
+    SettlementFeedConsumer,
+    SettlementDeadlines,
+  ],
 })
 export class ChargeLedgerServiceModule {}
 

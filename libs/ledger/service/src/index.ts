@@ -7,3 +7,6 @@ export * from './charges/charge-ledger.projection';
 export * from './charges/charge-ledger.reader';
 export * from './consumers/subscription-charges.consumer';
 export * from './webhooks/charge-webhook-source';
+export * from './settlement/settlement-feed';
+export * from './settlement/settlement-feed.consumer';
+export * from './settlement/settlement-deadlines';

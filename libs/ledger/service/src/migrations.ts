@@ -43,4 +43,32 @@ export class CreateSubscriptionCharges1767400000100 implements MigrationInterfac
   }
 }
 
-export const LEDGER_MIGRATIONS = [CreateSubscriptionCharges1767400000100];
+/**
+ * The settlement of a fiat-settled charge on its row: `settlement_status` (also in `object`) and
+ * `settlement_check_at`, when the open settlement's SPEC deadlines must next be checked (the durable timer's due time;
+ * null once it is completed or failed, and for charges without a fiat settlement).
+ */
+export class AddChargeSettlementColumns1767400000200 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE subscription_charges ADD COLUMN settlement_status text');
+    await q.query('ALTER TABLE subscription_charges ADD COLUMN settlement_check_at timestamptz');
+    await q.query(
+      `UPDATE subscription_charges SET settlement_status = object->>'settlement_status'
+       WHERE object->>'settlement_status' IS NOT NULL`,
+    );
+    await q.query(
+      'CREATE INDEX subscription_charges_settlement_due ON subscription_charges (settlement_check_at, id) WHERE settlement_check_at IS NOT NULL',
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX subscription_charges_settlement_due');
+    await q.query('ALTER TABLE subscription_charges DROP COLUMN settlement_check_at');
+    await q.query('ALTER TABLE subscription_charges DROP COLUMN settlement_status');
+  }
+}
+
+export const LEDGER_MIGRATIONS = [
+  CreateSubscriptionCharges1767400000100,
+  AddChargeSettlementColumns1767400000200,
+];

@@ -14,6 +14,7 @@ import {
   chargeObject,
   evolveCharge,
   initialChargeState,
+  settlementCheckAt,
 } from '@stablepay/ledger-domain';
 import { ChargeLedgerChanges } from './changes';
 
@@ -22,6 +23,7 @@ export const CHARGE_LEDGER_PROJECTION = 'charge-ledger.charge-projection';
 const KNOWN = new Set<string>([
   'ChargeRecorded.v1',
   'ChargeFiatBackfilled.v1',
+  'ChargeSettlementReported.v1',
   'ChargeSettlementDelayed.v1',
   'ChargeSettled.v1',
   'ChargeSettlementFailed.v1',
@@ -80,7 +82,10 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN.has(message.type)) return false;
     const history = given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key }));
-    const state = history.reduce((s, e) => evolveCharge(s, e as ChargeEvent), initialChargeState());
+    const state = history.reduce(
+      (s, e) => (KNOWN.has(e.type) ? evolveCharge(s, e as ChargeEvent) : s),
+      initialChargeState(),
+    );
     const o = chargeObject(state);
     const merchantId = message.metadata.merchantId;
     const mode = message.metadata.mode;
@@ -88,9 +93,10 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
       throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
     const written: unknown[] = await em.query(
       `INSERT INTO subscription_charges (id, merchant_id, mode, subscription_id, subscriber, chain, status, tx_hash,
-         charge_nonce, charged_at, created_at, object, revision)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13)
-       ON CONFLICT (id) DO UPDATE SET object = EXCLUDED.object, revision = EXCLUDED.revision
+         charge_nonce, charged_at, created_at, object, revision, settlement_status, settlement_check_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15)
+       ON CONFLICT (id) DO UPDATE SET object = EXCLUDED.object, revision = EXCLUDED.revision,
+         settlement_status = EXCLUDED.settlement_status, settlement_check_at = EXCLUDED.settlement_check_at
          WHERE subscription_charges.revision < EXCLUDED.revision
        RETURNING id`,
       [
@@ -107,6 +113,8 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
         o.created_at,
         JSON.stringify(o),
         message.revision,
+        o.settlement_status,
+        settlementCheckAt(state)?.toISOString() ?? null,
       ],
     );
     return written.length > 0;
