@@ -1,10 +1,10 @@
-import { createHash, randomUUID } from 'node:crypto';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import { toBusMessage } from '@stablepay/event-bus';
 import type { EventStore } from '@stablepay/event-store';
 import { ChargeLedgerProjection, SubscriptionChargesConsumer } from '@stablepay/charge-ledger-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
+import { chargeIdOf, FACTS_START, iso, subscriptionFacts, tx } from './subscription-facts';
 
 /**
  * The charge ledger through HTTP (SPEC Endpoints > Subscription charges, fiat field rules 1-7, Pagination rule 6).
@@ -14,14 +14,7 @@ import { type EmbeddedStack, startEmbedded } from './embedded';
  * ledger rows, and GET /merchants/:merchantId/charges lists them.
  */
 const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
-const CHAIN = 'eip155:8453';
-const START = 1_780_000_000;
-const iso = (unix: number) => new Date(unix * 1000).toISOString();
-const tx = (n: number) => `0x${n.toString(16).padStart(64, '0')}`;
-/** The subscriptions scope's derivation of a succeeded charge's id (SPEC Events rule 6), restated as the contract. */
-const chargeIdOf = (subscriptionId: string, nonce: number) =>
-  `subc_${createHash('sha256').update(`${CHAIN}|${subscriptionId.toLowerCase()}|${nonce}`).digest('hex').slice(0, 26)}`;
-let subSeq = 0;
+const START = FACTS_START;
 
 interface Charge {
   id: string;
@@ -72,69 +65,7 @@ describe('charge ledger (GET /merchants/:merchantId/charges)', () => {
     await stack.service.app.get(SubscriptionChargesConsumer).caughtUp();
     await stack.service.app.get(ChargeLedgerProjection).caughtUp();
   };
-  /**
-   * A subscription stream as the subscriptions service writes it (the facts of `subscriptions.subscription.v1`, the
-   * contract the ledger reads): SubscriptionCreated.v1 then the charge facts given.
-   */
-  const subscription = async (
-    owner: { id: string },
-    plan: { price: string; priceCurrency: string | null } = { price: '150000', priceCurrency: 'ARS' },
-  ) => {
-    subSeq += 1;
-    const created = {
-      subscriptionId: `0x${subSeq.toString(16).padStart(64, 'a')}`,
-      checkoutId: null,
-      subscriber: `0x${subSeq.toString(16).padStart(40, '1')}`,
-      externalCustomerId: null,
-      chain: CHAIN,
-      asset: `${CHAIN}/erc20:0x833589fcd6edb6e08f4c7c32d4f71b54bda02913`,
-      tokenSymbol: 'USDC',
-      tokenDecimals: 6,
-      cap: '10000000',
-      budget: '25000000',
-      ...plan,
-      periodDuration: 30 * 24 * 3600,
-      startedAt: String(START),
-      txHash: tx(subSeq * 1000),
-      createdAt: iso(START),
-    };
-    await append(owner, created.subscriptionId, 'SubscriptionCreated.v1', created);
-    return { ...created, n: subSeq };
-  };
-  const append = async (owner: { id: string }, subscriptionId: string, type: string, data: object) => {
-    const streamId = `subscription-${subscriptionId}`;
-    await store.appendToStream(streamId, [
-      {
-        id: randomUUID(),
-        type,
-        data,
-        metadata: { merchantId: owner.id, mode: 'test', occurredAt: new Date().toISOString() },
-      },
-    ]);
-    return (await store.readStream(streamId)).at(-1);
-  };
-  /** SubscriptionChargeSucceeded.v1 of `nonce`, as either write path records it. */
-  const charged = (
-    owner: { id: string },
-    s: { subscriptionId: string; n: number },
-    nonce: number,
-    writtenBy: 'api' | 'indexer',
-    chargedAt = iso(START + 60 * nonce),
-  ) =>
-    append(owner, s.subscriptionId, 'SubscriptionChargeSucceeded.v1', {
-      chargeId: chargeIdOf(s.subscriptionId, nonce),
-      nonce,
-      amount: '5000000',
-      fee: '1200',
-      txHash: tx(s.n * 1000 + nonce),
-      blockNumber: String(1000 + nonce),
-      chargedAt,
-      windowIndex: '0',
-      windowSpent: String(5_000_000 * (nonce + 1)),
-      quoteHash: `0x${'0'.repeat(64)}`,
-      writtenBy,
-      landedByAnotherSubmitter: false,
-    });
+  const { append, subscription, charged } = subscriptionFacts(() => store);
 
   beforeAll(async () => {
     db = await createTestDatabase();

@@ -1,4 +1,3 @@
-import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { Client } from 'pg';
 import { EVENT_STORE } from '@stablepay/aggregate';
@@ -16,6 +15,7 @@ import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock, SECOND } from '@stablepay/util';
 import { WebhookDispatcher, WebhookEventRecorder } from '@stablepay/webhook-dispatch-service';
 import { type EmbeddedStack, startEmbedded } from './embedded';
+import { chargeIdOf, type FactSubscription, subscriptionFacts, tx } from './subscription-facts';
 
 /**
  * The charge webhooks through the embedded stack (SPEC Events > Subscription events rules 4-6, fiat field rules 1-6):
@@ -25,13 +25,7 @@ import { type EmbeddedStack, startEmbedded } from './embedded';
  * facts are appended as the subscriptions service appends them (see charge-ledger.e2e.spec.ts).
  */
 const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
-const CHAIN = 'eip155:8453';
-const START = 1_780_000_000;
 const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
-const iso = (unix: number) => new Date(unix * 1000).toISOString();
-const tx = (n: number) => `0x${n.toString(16).padStart(64, '0')}`;
-const chargeIdOf = (subscriptionId: string, nonce: number) =>
-  `subc_${createHash('sha256').update(`${CHAIN}|${subscriptionId.toLowerCase()}|${nonce}`).digest('hex').slice(0, 26)}`;
 const clock = new ManualClock('2026-06-01T10:00:00.000Z');
 
 type Json = Record<string, unknown>;
@@ -55,7 +49,6 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
   let receiver: Server;
   let receiverUrl: string;
   const received: Hook[] = [];
-  let subSeq = 0;
 
   const api = async (who: { apiKey: string }, method: string, path: string, body?: unknown) => {
     const res = await fetch(`${stack.url}${path}`, {
@@ -89,60 +82,14 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
   const hooksOf = (who: Merchant, type: string) =>
     received.filter((h) => h.path === who.path && h.event.type === type);
 
-  const append = async (owner: { id: string }, subscriptionId: string, type: string, data: object) => {
-    await store.appendToStream(`subscription-${subscriptionId}`, [
-      {
-        id: randomUUID(),
-        type,
-        data,
-        metadata: { merchantId: owner.id, mode: 'test', occurredAt: clock.now().toISOString() },
-      },
-    ]);
-  };
-  const subscription = async (owner: { id: string }) => {
-    subSeq += 1;
-    const created = {
-      subscriptionId: `0x${subSeq.toString(16).padStart(64, 'b')}`,
-      checkoutId: null,
-      subscriber: `0x${subSeq.toString(16).padStart(40, '2')}`,
-      externalCustomerId: null,
-      chain: CHAIN,
-      asset: `${CHAIN}/erc20:0x833589fcd6edb6e08f4c7c32d4f71b54bda02913`,
-      tokenSymbol: 'USDC',
-      tokenDecimals: 6,
-      cap: '10000000',
-      budget: '25000000',
-      price: '150000',
-      priceCurrency: 'ARS',
-      periodDuration: 30 * 24 * 3600,
-      startedAt: String(START),
-      txHash: tx(subSeq * 1000),
-      createdAt: iso(START),
-    };
-    await append(owner, created.subscriptionId, 'SubscriptionCreated.v1', created);
-    return { ...created, n: subSeq };
-  };
-  const charged = (
-    owner: { id: string },
-    s: { subscriptionId: string; n: number },
-    nonce: number,
-    writtenBy: 'api' | 'indexer',
-    chargedAt = clock.now().toISOString(),
-  ) =>
-    append(owner, s.subscriptionId, 'SubscriptionChargeSucceeded.v1', {
-      chargeId: chargeIdOf(s.subscriptionId, nonce),
-      nonce,
-      amount: '5000000',
-      fee: '1200',
-      txHash: tx(s.n * 1000 + nonce),
-      blockNumber: String(1000 + nonce),
-      chargedAt,
-      windowIndex: '0',
-      windowSpent: String(5_000_000 * (nonce + 1)),
-      quoteHash: `0x${'0'.repeat(64)}`,
-      writtenBy,
-      landedByAnotherSubmitter: false,
-    });
+  const facts = subscriptionFacts(
+    () => store,
+    () => clock.now().toISOString(),
+  );
+  const { append, subscription } = facts;
+  /** Charged now (by the test clock): the settlement deadlines run from the charge's block time. */
+  const charged = (owner: { id: string }, s: FactSubscription, nonce: number, writtenBy: 'api' | 'indexer') =>
+    facts.charged(owner, s, nonce, writtenBy, clock.now().toISOString());
   /** Everything appended so far is in the ledger, recorded as webhook events and attempted once due. */
   const settle = async () => {
     await stack.service.app.get(SubscriptionChargesConsumer).caughtUp();

@@ -96,6 +96,25 @@ export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeStat
   }
 }
 
+/** The event types this release knows; a newer writer's fact changes nothing here (foldCharge skips it). */
+export const KNOWN_CHARGE_EVENTS: ReadonlySet<string> = new Set<ChargeEvent['type']>([
+  'ChargeRecorded.v1',
+  'ChargeFiatBackfilled.v1',
+  'ChargeSettlementReported.v1',
+  'ChargeSettlementDelayed.v1',
+  'ChargeSettled.v1',
+  'ChargeSettlementFailed.v1',
+]);
+
+/** The state after a charge stream's events (stored events: types this release does not know are skipped). */
+export const foldCharge = (
+  history: readonly { readonly type: string; readonly data: unknown }[],
+): ChargeState =>
+  history.reduce(
+    (state, e) => (KNOWN_CHARGE_EVENTS.has(e.type) ? evolveCharge(state, e as ChargeEvent) : state),
+    initialChargeState(),
+  );
+
 /** The plan's pricing and the business's settlement, as the API path knows them when it writes. */
 export interface FiatContext {
   /** Fiat minor units when `priceCurrency` is set (a fiat-priced plan). */

@@ -1,8 +1,7 @@
 import {
-  type ChargeState,
   chargeObject,
-  evolveCharge,
-  initialChargeState,
+  foldCharge,
+  KNOWN_CHARGE_EVENTS,
   settlementSummary,
   type SubscriptionChargeObject,
 } from './charge';
@@ -26,23 +25,8 @@ export interface SubscriptionChargeWebhookView {
   ): { readonly object: object; readonly charge: SubscriptionChargeObject } | null;
 }
 
-const KNOWN = new Set<string>([
-  'ChargeRecorded.v1',
-  'ChargeFiatBackfilled.v1',
-  'ChargeSettlementReported.v1',
-  'ChargeSettlementDelayed.v1',
-  'ChargeSettled.v1',
-  'ChargeSettlementFailed.v1',
-]);
-
 /** Facts after which the row is (again) a charge webhook: its recording, and the fiat backfill of a first charge. */
 const ROW_WEBHOOK_EVENTS = new Set<string>(['ChargeRecorded.v1', 'ChargeFiatBackfilled.v1']);
-
-const foldKnown = (history: readonly StoredEvent[]): ChargeState =>
-  history.reduce(
-    (state, e) => (KNOWN.has(e.type) ? evolveCharge(state, e as ChargeEvent) : state),
-    initialChargeState(),
-  );
 
 /** The subscription stream a charge webhook of this event reads besides the charge stream (none for settlement). */
 export function chargeWebhookRelatedStreams(
@@ -51,7 +35,7 @@ export function chargeWebhookRelatedStreams(
   subscriptions: Pick<SubscriptionChargeWebhookView, 'streamIdOf'>,
 ): string[] {
   if (!ROW_WEBHOOK_EVENTS.has(event.type)) return [];
-  const recorded = foldKnown(history).recorded;
+  const recorded = foldCharge(history).recorded;
   return recorded ? [subscriptions.streamIdOf(recorded.subscriptionId)] : [];
 }
 
@@ -72,11 +56,12 @@ export function chargeLedgerWebhook(
   subscriptionHistory: readonly StoredEvent[] | undefined,
   subscriptions: SubscriptionChargeWebhookView,
 ): { readonly type: string; readonly data: { readonly object: object } } | null {
-  if (!KNOWN.has(event.type) || history.some((e) => !KNOWN.has(e.type))) return null;
+  if (!KNOWN_CHARGE_EVENTS.has(event.type) || history.some((e) => !KNOWN_CHARGE_EVENTS.has(e.type)))
+    return null;
   const last = history.at(-1);
   if (last?.type !== event.type)
     throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
-  const state = foldKnown(history);
+  const state = foldCharge(history);
   const settlementType = CHARGE_SETTLEMENT_WEBHOOK_TYPE_BY_EVENT[event.type as ChargeEvent['type']];
   if (settlementType) return { type: settlementType, data: { object: settlementSummary(state) } };
   if (!ROW_WEBHOOK_EVENTS.has(event.type)) return null;

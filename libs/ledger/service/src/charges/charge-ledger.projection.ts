@@ -10,24 +10,15 @@ import {
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import {
   CHARGE_CATEGORY,
-  type ChargeEvent,
   chargeObject,
-  evolveCharge,
-  initialChargeState,
+  foldCharge,
+  KNOWN_CHARGE_EVENTS,
   settlementCheckAt,
 } from '@stablepay/ledger-domain';
 import { ChargeLedgerChanges } from './changes';
 
 export const CHARGE_TOPIC = topicForCategory(CHARGE_CATEGORY);
 export const CHARGE_LEDGER_PROJECTION = 'charge-ledger.charge-projection';
-const KNOWN = new Set<string>([
-  'ChargeRecorded.v1',
-  'ChargeFiatBackfilled.v1',
-  'ChargeSettlementReported.v1',
-  'ChargeSettlementDelayed.v1',
-  'ChargeSettled.v1',
-  'ChargeSettlementFailed.v1',
-]);
 
 /**
  * charge-<subc_ id> events -> subscription_charges rows (the ledger). The row's object is the chargeObject of the
@@ -80,12 +71,9 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
   }
 
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
-    if (!KNOWN.has(message.type)) return false;
+    if (!KNOWN_CHARGE_EVENTS.has(message.type)) return false;
     const history = given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key }));
-    const state = history.reduce(
-      (s, e) => (KNOWN.has(e.type) ? evolveCharge(s, e as ChargeEvent) : s),
-      initialChargeState(),
-    );
+    const state = foldCharge(history);
     const o = chargeObject(state);
     const merchantId = message.metadata.merchantId;
     const mode = message.metadata.mode;
