@@ -1,6 +1,7 @@
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { BlockPoint, KnownObservation } from '@stablepay/indexer-domain';
 import type { WatchedContractKind } from './log-decoder';
+import { insideTransaction } from '@stablepay/node-util';
 
 export interface Checkpoint {
   readonly chain: string;
@@ -137,7 +138,7 @@ export class IndexerStore {
           [fence.chain, fence.owner, fence.expectedBlock],
         );
         if ((fenced as unknown[]).length !== 1) throw new LeaseLostError(fence.chain);
-        const result = await work(q);
+        const result = await insideTransaction(() => work(q));
         await q.commitTransaction();
         return result;
       } catch (error) {

@@ -1,4 +1,5 @@
 import { DataSource, type MigrationInterface } from 'typeorm';
+import { connectionGuardWanted, installConnectionGuard } from '@stablepay/node-util';
 
 export type MigrationClass = new () => MigrationInterface;
 
@@ -15,6 +16,8 @@ export interface DatabaseOptions {
  * `synchronize` stays off so a deploy never mutates a table by guessing from entity classes.
  */
 export async function openDataSource(options: DatabaseOptions): Promise<DataSource> {
+  // Tests make a connection asked for inside a transaction fail (it hangs the embedded PGlite): see the guard.
+  if (connectionGuardWanted()) installConnectionGuard();
   const migrations = [...new Set(options.migrations)].sort((a, b) => migrationOrder(a) - migrationOrder(b));
   const dataSource = new DataSource({
     type: 'postgres',

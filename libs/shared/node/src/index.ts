@@ -1,2 +1,3 @@
 export * from './ip-policy';
 export * from './pglite-server';
+export * from './connection-guard';

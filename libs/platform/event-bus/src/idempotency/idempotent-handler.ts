@@ -1,6 +1,7 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DataSource, EntityManager, MigrationInterface, QueryRunner } from 'typeorm';
 import { applySqlMigrations, type SqlMigration } from '@stablepay/event-store';
+import { insideTransaction } from '@stablepay/node-util';
 import type { BusMessage } from '../event-bus.port';
 
 /** What an idempotent handler did with a message: ran its effect, or recognised a redelivery and skipped it. */
@@ -73,7 +74,7 @@ export function idempotentHandler(
           await client.query('ROLLBACK');
           return 'skipped';
         }
-        await effect(client, message);
+        await insideTransaction(() => effect(client, message));
         await client.query('COMMIT');
         return 'applied';
       } catch (error) {

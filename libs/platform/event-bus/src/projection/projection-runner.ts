@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, MigrationInterface, QueryRunner } from 'typeorm';
 import type { EventStore } from '@stablepay/event-store';
+import { insideTransaction } from '@stablepay/node-util';
 import { toBusMessage } from '../bus-message';
 import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
 import { projectionMetrics } from './projection-metrics';
@@ -399,7 +400,7 @@ export class ProjectionRunner {
     try {
       await runner.query('BEGIN; SET LOCAL synchronous_commit TO off');
       try {
-        const result = await work(runner.manager);
+        const result = await insideTransaction(() => work(runner.manager));
         await runner.query('COMMIT');
         return result;
       } catch (error) {

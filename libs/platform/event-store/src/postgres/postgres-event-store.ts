@@ -19,6 +19,7 @@ import {
 } from '../catch-up-subscription';
 import { assertAppendable, assertReadOptions, checkExpectedRevision } from '../append-rules';
 import { migrateEventStore } from './postgres-event-store.schema';
+import { connectionGuardWanted, installConnectionGuard } from '@stablepay/node-util';
 
 /** How often an append that lost a race on a unique key is re-run against the state the winner committed. */
 const APPEND_CONFLICT_ATTEMPTS = 100;
@@ -76,7 +77,11 @@ export async function createPostgresEventStore(
   let preparedStatements: boolean;
   try {
     await migrateEventStore(pool);
-    preparedStatements = options.preparedStatements ?? !(await sharesOneSession(pool));
+    const oneSession = await sharesOneSession(pool);
+    preparedStatements = options.preparedStatements ?? !oneSession;
+    // On a server that runs every connection in one session (PGlite) a second connection inside a transaction
+    // hangs the process; tests turn the guard on against PostgreSQL too, so such code fails in CI.
+    if (connectionGuardWanted(process.env, oneSession)) installConnectionGuard();
   } catch (error) {
     if (owned) await pool.end();
     throw error;
