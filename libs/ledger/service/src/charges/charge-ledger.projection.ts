@@ -3,6 +3,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
 import {
   type BusMessage,
+  givenHistory,
   type ProjectionRunner,
   topicForCategory,
   type StreamHistory,
@@ -72,7 +73,7 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
 
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN_CHARGE_EVENTS.has(message.type)) return false;
-    const history = given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key }));
+    const history = givenHistory(message, given);
     const state = foldCharge(history);
     const o = chargeObject(state);
     const merchantId = message.metadata.merchantId;

@@ -1,8 +1,12 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
-import { EVENT_STORE, Projections } from '@stablepay/aggregate';
-import type { BusMessage, ProjectionRunner, StreamHistory } from '@stablepay/event-bus';
-import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
+import { Projections } from '@stablepay/aggregate';
+import {
+  type BusMessage,
+  givenHistory,
+  type ProjectionRunner,
+  type StreamHistory,
+} from '@stablepay/event-bus';
 import { PAYMENT_CATEGORY } from '@stablepay/payments-domain';
 import { PaymentChanges } from './changes';
 import { KNOWN_PAYMENT_EVENTS, PAYMENT_TOPIC, paymentObjectsAsOf } from './payment-webhook';
@@ -23,7 +27,6 @@ export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestro
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(Projections) private readonly projections: Projections,
     @Inject(PaymentChanges) private readonly changes: PaymentChanges,
-    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -54,9 +57,7 @@ export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestro
 
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN_PAYMENT_EVENTS.has(message.type)) return false; // a type this release does not know: skipped
-    const { payment: p, checkout: c } = paymentObjectsAsOf(
-      given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key })),
-    );
+    const { payment: p, checkout: c } = paymentObjectsAsOf(givenHistory(message, given));
     if (message.revision === 0) {
       const merchantId = message.metadata.merchantId;
       const mode = message.metadata.mode;

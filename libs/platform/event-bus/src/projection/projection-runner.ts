@@ -28,6 +28,16 @@ export interface ProjectionDefinition {
   onCommitted?(changed: readonly BusMessage[]): void;
 }
 
+/**
+ * The history the runner passed to `apply` of a projection with `needsHistory`. Never read here instead: `apply`
+ * runs inside the batch transaction, where a read on another connection hangs PGlite.
+ */
+export function givenHistory(message: BusMessage, history: StreamHistory | undefined): StreamHistory {
+  if (!history)
+    throw new Error(`no stream history given for ${message.key}@${message.revision}: set needsHistory`);
+  return history;
+}
+
 export interface ProjectionLogger {
   error(message: Record<string, unknown>): void;
   warn(message: Record<string, unknown>): void;

@@ -3,6 +3,7 @@ import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
 import {
   type BusMessage,
+  givenHistory,
   type ProjectionRunner,
   topicForCategory,
   type StreamHistory,
@@ -87,9 +88,7 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
   /** The write and its revision check, inside the caller's transaction; true when a row changed. */
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN.has(message.type)) return false; // a type this release does not know: skipped
-    const o = subscriptionCheckoutObjectAsOf(
-      given ?? (await streamHistoryThrough(this.store, { ...message, streamId: message.key })),
-    );
+    const o = subscriptionCheckoutObjectAsOf(givenHistory(message, given));
     {
       if (message.revision === 0) {
         const merchantId = message.metadata.merchantId;

@@ -1,8 +1,13 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
-import { EVENT_STORE, Projections } from '@stablepay/aggregate';
-import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
-import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
+import { Projections } from '@stablepay/aggregate';
+import {
+  type BusMessage,
+  givenHistory,
+  type ProjectionRunner,
+  type StreamHistory,
+  topicForCategory,
+} from '@stablepay/event-bus';
 import {
   foldSubscription,
   SUBSCRIPTION_CATEGORY,
@@ -43,14 +48,15 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(Projections) private readonly projections: Projections,
     @Inject(SubscriptionChanges) private readonly changes: SubscriptionChanges,
-    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
     this.runner = await this.projections.start({
       name: SUBSCRIPTION_PROJECTION,
       topics: [SUBSCRIPTION_TOPIC],
-      apply: (em, message) => this.applyIn(em, message),
+      // The history is read by the runner before the batch transaction (inside it, on PGlite, it would hang).
+      needsHistory: true,
+      apply: (em, message, history) => this.applyIn(em, message, history),
       onCommitted: (changed) => {
         for (const message of changed) this.emitChange(message);
       },
@@ -69,13 +75,13 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
     this.changes.emit(message.key.slice(SUBSCRIPTION_CATEGORY.length + 1), message.revision);
   }
 
-  private async applyIn(em: EntityManager, message: BusMessage): Promise<boolean> {
+  private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN.has(message.type)) return false;
     const merchantId = message.metadata.merchantId;
     const mode = message.metadata.mode;
     if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
       throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
-    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    const history = givenHistory(message, given);
     const state = foldSubscription(history as unknown as readonly SubscriptionEvent[]);
     const created = state.created;
     if (!created) throw new Error(`stream ${message.key} does not start with SubscriptionCreated.v1`);
