@@ -7,6 +7,7 @@ import { hashApiKey } from './api-key';
 import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './auth';
 import { HealthModule, ReadinessRegistry } from './health';
 import { createHttpApp, type HttpAppOptions } from './http-app';
+import { presentedKeyBudgets } from './rate-limits';
 
 const KEY = 'sk_test_' + 'h'.repeat(32);
 const OTHER_KEY = 'sk_test_' + 'o'.repeat(32);
@@ -302,6 +303,48 @@ describe('rate limits (429 in the envelope with Retry-After)', () => {
       (r) => r.status,
     );
     expect(new Set(statuses)).toEqual(new Set([200]));
+  });
+});
+
+describe('per-key rate limit on either credential header', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    // The per-key budget alone (one request a second), so only it can answer 429 here.
+    ({ app, base } = await startApp({
+      rateLimits: { perKeyPerSecond: 1, perSourcePerSecond: 0, authFailuresPerMinute: 0 },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('limits a key presented as x-api-key (the payment-request surface), not only as a Bearer key', async () => {
+    // Twenty at once on a budget of one a second: refused ones whatever the machine's speed.
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        fetch(`${base}/open`, { method: 'POST', headers: { 'x-api-key': KEY } }),
+      ),
+    );
+    const limited = responses.find((r) => r.status === 429);
+    expect(limited).toBeDefined();
+    expect(limited?.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(await limited?.json()).toMatchObject({
+      error: { type: 'rate_limited', message: expect.stringMatching(/this API key/) },
+    });
+    expect(
+      (await fetch(`${base}/open`, { method: 'POST', headers: { 'x-api-key': OTHER_KEY } })).status,
+    ).toBe(200);
+  });
+
+  it('spends one budget per key whichever header carries it, and every key a request carries', () => {
+    const [bearer] = presentedKeyBudgets({ authorization: `Bearer ${KEY}` });
+    expect(presentedKeyBudgets({ 'x-api-key': ` ${KEY} ` })).toEqual([bearer]);
+    expect(presentedKeyBudgets({ authorization: `Bearer ${KEY}`, 'x-api-key': KEY })).toEqual([bearer]);
+    expect(presentedKeyBudgets({ authorization: `Bearer ${KEY}`, 'x-api-key': OTHER_KEY })).toHaveLength(2);
+    expect(presentedKeyBudgets({ authorization: 'Basic abc', 'x-api-key': '' })).toEqual([]);
+    expect(bearer).not.toContain(KEY);
   });
 });
 

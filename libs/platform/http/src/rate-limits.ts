@@ -82,6 +82,19 @@ async function take(l: RateLimiterMemory | null, key: string): Promise<RateLimit
 }
 
 /**
+ * The per-key budgets a request draws on: one per distinct API key it presents, in `Authorization: Bearer` (the
+ * main surface) or `x-api-key` (the payment-request surface, SPEC Authentication 5), each named by the key's hash.
+ * One key spends one budget whichever header carries it; a request carrying two keys spends both.
+ */
+export function presentedKeyBudgets(headers: FastifyRequest['headers']): string[] {
+  const authorization = headers['authorization'];
+  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] : undefined;
+  const xApiKey = typeof headers['x-api-key'] === 'string' ? headers['x-api-key'].trim() : undefined;
+  const keys = new Set([bearer, xApiKey].filter((k): k is string => k !== undefined && k !== ''));
+  return [...keys].map((k) => createHash('sha256').update(k).digest('base64url'));
+}
+
+/**
  * Installs the limits as Fastify hooks, before routing and authentication: a flood costs a map lookup, not a
  * database round trip. A key is counted by its hash (never kept in memory as presented), valid or not; keys that
  * fail authentication are also counted against their source's far smaller failure budget.
@@ -102,10 +115,8 @@ export function installRateLimits(fastify: FastifyInstance, limits: RateLimits):
     if (failed && failed.remainingPoints <= 0) {
       return refuse(reply, failed, 'Too many failed authentication attempts from this address. Retry later.');
     }
-    const header = request.headers['authorization'];
-    const token = typeof header === 'string' ? /^Bearer\s+(\S+)$/i.exec(header)?.[1] : undefined;
-    if (token) {
-      const keyRefusal = await take(perKey, createHash('sha256').update(token).digest('base64url'));
+    for (const key of presentedKeyBudgets(request.headers)) {
+      const keyRefusal = await take(perKey, key);
       if (keyRefusal) return refuse(reply, keyRefusal, 'Too many requests with this API key. Retry later.');
     }
     return undefined;
