@@ -133,6 +133,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       env['REGISTRY_ADDRESS'] ??= chains.chains[0]?.addresses.registry;
       // anvil mines a block per transaction: one block (the deposit's own) is the local confirmation depth.
       env['CHAIN_CONFIRMATIONS'] ??= '1';
+      // Local chains are test chains: every service reads the same mode (settings' chain_registrations too).
+      env['CHAIN_MODE'] ??= 'test';
     }
     const chainOperator = chainOperatorConfigFromEnv(env, { localChains: chains?.chains ?? [] });
     // One process hosts every owner: commands stay in it (still serialised, like on a wire).

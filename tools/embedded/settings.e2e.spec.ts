@@ -132,6 +132,8 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       settlement_address: null,
       merchant_signer: null,
       signers: expect.arrayContaining([{ chain: 'eip155:8453', address: null, status: 'missing' }]),
+      // No chain configured in this stack: nothing to register on.
+      chain_registrations: [],
       payment_factory_address: null,
       payment_factory_status: 'pending_chain_layer',
       background_color: null,

@@ -1,6 +1,41 @@
 import type { Mode } from '@stablepay/event-store';
 import type { AuthenticatedMerchant } from '@stablepay/http';
+import { defineCommands } from '@stablepay/commands';
 import type { FiatSettlementDetails, SettlementMode } from '@stablepay/merchants-domain';
+
+/**
+ * Merchant commands that need the operator key, so they go to the process holding it and the merchant registration
+ * on chain (the payments service; docs/chain-operator.md): the gateway never holds the key.
+ */
+export const MERCHANT_CHAIN_COMMANDS = defineCommands('payments', {
+  changeMerchant: 'payments.merchant-chain.change',
+});
+
+/**
+ * POST /settings/merchant-change: relay a MerchantChange signed by the signer the chain holds, bringing the chain's
+ * signer and settlement address to the settings' values.
+ */
+export interface ChangeMerchantOnChainCommand {
+  readonly merchant: AuthenticatedMerchant;
+  /** Canonical CAIP-2 id. */
+  readonly chain: string;
+  /** Unix seconds, as a decimal string. */
+  readonly deadline: string;
+  readonly signature: string;
+  /** When sent, must equal the settings' values (the change only ever brings the settings on chain). */
+  readonly merchantSigner?: string;
+  readonly settlementAddress?: string;
+}
+
+/**
+ * `changed`: relayed now (`txHash`); `unchanged`: the chain held the settings' values already, nothing was sent
+ * (a retry after the change landed answers this). `revision`: the merchant stream's after the recorded fact.
+ */
+export interface ChangeMerchantOnChainResult extends MerchantCommandResult {
+  readonly chain: string;
+  readonly outcome: 'changed' | 'unchanged';
+  readonly txHash: string | null;
+}
 
 /**
  * The commands of the Merchant aggregate (the wire contract of its use-case handlers, JSON like every scope's),

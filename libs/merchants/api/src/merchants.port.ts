@@ -16,6 +16,14 @@ export interface SettingsResource {
     readonly address: string | null;
     readonly status: 'registered' | 'missing';
   }>;
+  /**
+   * Where the merchant stands in the registry of each chain the deployment acts on (empty without chains, or for a
+   * merchant of the other mode than the chains'): `not_started` (no signer or settlement address yet), `pending`
+   * (the operator registers it), `registered` (the chain holds exactly `signer` and `settlement_address`, the
+   * settings' values), `change_requires_merchant_signature` (the chain holds other values: sign a MerchantChange,
+   * POST /settings/merchant-change).
+   */
+  readonly chain_registrations: ReadonlyArray<ChainRegistrationResource>;
   readonly payment_factory_address: string | null;
   readonly payment_factory_status: 'deployed' | 'pending_chain_layer';
   readonly background_color: string | null;
@@ -28,6 +36,25 @@ export interface SettingsResource {
   readonly subscription_manager_address: string | null;
   readonly created_at: string;
   readonly updated_at: string;
+}
+
+export interface ChainRegistrationResource {
+  readonly chain: string;
+  readonly status: 'not_started' | 'pending' | 'registered' | 'change_requires_merchant_signature';
+  /** The values being registered (the settings'); null before both exist. */
+  readonly signer: string | null;
+  readonly settlement_address: string | null;
+  /** The registration's or the relayed MerchantChange's transaction, once there is one. */
+  readonly tx_hash: string | null;
+  readonly updated_at: string | null;
+}
+
+export interface MerchantChangeInput {
+  readonly chain: string;
+  readonly deadline: string;
+  readonly signature: string;
+  readonly merchantSigner?: string;
+  readonly settlementAddress?: string;
 }
 
 /** PATCH /settings answers the settings, with the webhook secret when this update issued it (shown once). */
@@ -113,6 +140,11 @@ export interface MerchantsUseCases {
     settlementAddress: string,
   ): Promise<SettingsResource>;
   updateProfile(merchant: AuthenticatedMerchant, patch: ProfilePatch): Promise<UpdatedSettingsResource>;
+  /** POST /settings/merchant-change: relays a merchant-signed MerchantChange (through the owner of the key). */
+  changeMerchantOnChain(
+    merchant: AuthenticatedMerchant,
+    input: MerchantChangeInput,
+  ): Promise<SettingsResource>;
   rotateWebhookSecret(merchant: AuthenticatedMerchant): Promise<WebhookSecretResource>;
   pauser(merchant: AuthenticatedMerchant): Promise<PauserDeclarationResource>;
   declarePauser(

@@ -3,7 +3,7 @@ import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
 import { invalidRequest, validationError } from '@stablepay/util';
 import { parseAddress } from './address';
-import { MERCHANTS_USE_CASES, type MerchantsUseCases } from './merchants.port';
+import { MERCHANTS_USE_CASES, type MerchantChangeInput, type MerchantsUseCases } from './merchants.port';
 import { RegisterSignerDto, UpdateProfileDto, UpdateSettlementDto } from './settings.dto';
 
 @Controller('settings')
@@ -59,6 +59,17 @@ export class SettingsController {
     return this.merchants.rotateWebhookSecret(merchant);
   }
 
+  /**
+   * Brings the chain's signer and settlement address to the settings' values with a MerchantChange signed by the
+   * signer the chain holds (the registry lets nobody else change a registered merchant). Shapes are 400 with
+   * `param`; the signature is checked against the chain before anything is sent.
+   */
+  @Post('merchant-change')
+  @HttpCode(200)
+  changeMerchant(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+    return this.merchants.changeMerchantOnChain(merchant, parseMerchantChange(body));
+  }
+
   @Get('pauser')
   getPauser(@CurrentMerchant() merchant: AuthenticatedMerchant) {
     return this.merchants.pauser(merchant);
@@ -100,6 +111,55 @@ function parseDeclaration(body: unknown): {
   if (ack !== undefined && typeof ack !== 'boolean')
     throw invalid('acknowledge_shared_pauser_risk', 'acknowledge_shared_pauser_risk must be a boolean.');
   return { merchantPauser, signature, acknowledgeSharedPauserRisk: ack === true };
+}
+
+const MERCHANT_CHANGE_KEYS = ['chain', 'deadline', 'signature', 'merchant_signer', 'settlement_address'];
+
+export function parseMerchantChange(body: unknown): MerchantChangeInput {
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalidRequest('The request body must be a JSON object.');
+  const b = body as Record<string, unknown>;
+  for (const key of Object.keys(b)) {
+    if (!MERCHANT_CHANGE_KEYS.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+  }
+  const chain = b['chain'];
+  if (typeof chain !== 'string' || chain === '')
+    throw validationError('chain', 'chain is required: the CAIP-2 id of the chain to change (eip155:<id>).');
+  const deadline = b['deadline'];
+  const deadlineText =
+    typeof deadline === 'number' && Number.isSafeInteger(deadline) && deadline > 0
+      ? String(deadline)
+      : typeof deadline === 'string' && /^[1-9][0-9]{0,19}$/.test(deadline)
+        ? deadline
+        : null;
+  if (deadlineText === null)
+    throw validationError(
+      'deadline',
+      'deadline is required: the Unix time in seconds the signature was made to expire at (the one signed).',
+      'invalid_deadline',
+    );
+  const signature = b['signature'];
+  if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature))
+    throw validationError(
+      'signature',
+      'signature is required: the 65-byte EIP-712 MerchantChange signature (0x followed by 130 hex digits).',
+      'invalid_signature',
+    );
+  const optionalAddress = (param: string): string | undefined => {
+    const value = b[param];
+    if (value === undefined) return undefined;
+    if (typeof value !== 'string') throw validationError(param, `${param} must be a 20-byte hex address.`);
+    return parseAddress(param, value);
+  };
+  const merchantSigner = optionalAddress('merchant_signer');
+  const settlementAddress = optionalAddress('settlement_address');
+  return {
+    chain,
+    deadline: deadlineText,
+    signature,
+    ...(merchantSigner !== undefined ? { merchantSigner } : {}),
+    ...(settlementAddress !== undefined ? { settlementAddress } : {}),
+  };
 }
 
 function requireNoParameters(body: unknown): void {

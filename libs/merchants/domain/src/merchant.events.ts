@@ -70,6 +70,15 @@ export type SubscriptionManagerDeployed = {
 };
 
 /**
+ * The registry of `chain` now holds this signer and settlement address for the merchant, changed by a
+ * merchant-signed MerchantChange (consented by the signer the chain held) that the operator relayed in `txHash`.
+ */
+export type MerchantChangedOnChain = {
+  type: 'MerchantChangedOnChain.v1';
+  data: { chain: string; signer: string; settlement: string; txHash: string; changedAt: string };
+};
+
+/**
  * Payout bank details of a fiat-settled business (SPEC Rules 8: "a complete fiat settlement configuration").
  * Each field may be unset while the merchant fills the configuration in; FIAT_SETTLEMENT_REQUIRED_FIELDS says
  * which ones make it complete. The event carries the whole configuration after the change (null: removed).
@@ -101,6 +110,7 @@ export type MerchantEvent =
   | WebhookSecretRotated
   | PauserDeclared
   | SubscriptionManagerDeployed
+  | MerchantChangedOnChain
   | FiatSettlementConfigured;
 
 export const MERCHANT_CATEGORY = 'merchant';

@@ -81,6 +81,8 @@ export function evolveMerchant(state: MerchantState, event: MerchantEvent): Merc
       return { ...state, merchantPauser: event.data.merchantPauser };
     case 'SubscriptionManagerDeployed.v1':
       return { ...state, subscriptionManagerDeployed: true };
+    case 'MerchantChangedOnChain.v1':
+      return state;
     case 'FiatSettlementConfigured.v1':
       return { ...state, fiatSettlement: event.data.fiat };
   }
@@ -123,6 +125,15 @@ export type MerchantCommand =
       now: Date;
     }
   | { type: 'RecordSubscriptionManagerDeployed'; chain: string; address: string; now: Date }
+  | {
+      /** A relayed MerchantChange landed: the chain holds the merchant's settings' signer and settlement now. */
+      type: 'RecordMerchantChangeOnChain';
+      chain: string;
+      signer: string;
+      settlement: string;
+      txHash: string;
+      now: Date;
+    }
   | {
       /** PUT /payments/settlement: the settlement address and the fiat configuration, in one append. */
       type: 'ConfigureSettlement';
@@ -305,6 +316,21 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
         {
           type: 'SubscriptionManagerDeployed.v1',
           data: { chain: command.chain, address: command.address, deployedAt: at },
+        },
+      ];
+    case 'RecordMerchantChangeOnChain':
+      // A fact of the chain: recorded whatever the settings say by now (the route only relays the settings' values).
+      requireExists(state);
+      return [
+        {
+          type: 'MerchantChangedOnChain.v1',
+          data: {
+            chain: command.chain,
+            signer: command.signer,
+            settlement: command.settlement,
+            txHash: command.txHash,
+            changedAt: at,
+          },
         },
       ];
     case 'ConfigureSettlement': {

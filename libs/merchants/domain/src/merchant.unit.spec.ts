@@ -189,6 +189,47 @@ describe('merchant aggregate', () => {
     });
   });
 
+  describe('a merchant-signed change relayed on chain', () => {
+    it('records the values the chain now holds and the transaction, changing no setting', () => {
+      const change = {
+        type: 'RecordMerchantChangeOnChain',
+        chain: 'eip155:8453',
+        signer: SIGNER,
+        settlement: PAUSER,
+        txHash: `0x${'ab'.repeat(32)}`,
+        now,
+      } as const;
+      given(created)
+        .when(change)
+        .then([
+          {
+            type: 'MerchantChangedOnChain.v1',
+            data: {
+              chain: 'eip155:8453',
+              signer: SIGNER,
+              settlement: PAUSER,
+              txHash: change.txHash,
+              changedAt: now.toISOString(),
+            },
+          },
+        ]);
+      const before = [created].reduce(evolveMerchant, initialMerchantState());
+      expect(evolveMerchant(before, decideMerchant(change, before)[0] as MerchantEvent)).toEqual(before);
+    });
+    it('needs the merchant to exist', () => {
+      given()
+        .when({
+          type: 'RecordMerchantChangeOnChain',
+          chain: 'eip155:8453',
+          signer: SIGNER,
+          settlement: PAUSER,
+          txHash: '0x1',
+          now,
+        })
+        .thenError({ status: 404 });
+    });
+  });
+
   describe('pause declaration rules, in SPEC order', () => {
     it('needs an EVM signer first: 400 evm_payment_config_missing', () => {
       given(created).when(declare()).thenError({ status: 400, code: 'evm_payment_config_missing' });

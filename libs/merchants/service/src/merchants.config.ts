@@ -1,4 +1,4 @@
-import { envBool, envOptional, SecretBox } from '@stablepay/util';
+import { envBool, envEnum, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
 import { chainRpcUrlsFromEnv } from '@stablepay/evm';
 
@@ -16,6 +16,11 @@ export interface MerchantsConfig {
   readonly paymentFactoryAddress: string | null;
   /** RPC endpoint per supported CAIP-2 chain (CHAIN_RPC_URLS), for ERC-1271 checks of contract pausers. */
   readonly chainRpcUrls: Readonly<Record<string, string>>;
+  /**
+   * The chains' mode (CHAIN_MODE, default live): only merchants of this mode are registered on them (settings
+   * show `chain_registrations` for those merchants only).
+   */
+  readonly chainMode: 'live' | 'test';
   /** The webhook event types a merchant may select (PATCH /settings `webhook_event_types`); the webhooks scope's catalogue. */
   readonly webhookEventCatalogue?: readonly string[];
 }
@@ -57,5 +62,6 @@ export function merchantsConfigFromEnv(
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
     paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
     chainRpcUrls: Object.fromEntries(chainRpcUrlsFromEnv(env)),
+    chainMode: envEnum(env, 'CHAIN_MODE', ['live', 'test'] as const, 'live'),
   };
 }

@@ -1,17 +1,23 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { CommandClient } from '@stablepay/commands';
 import type { Mode } from '@stablepay/event-store';
 import type { AuthenticatedMerchant } from '@stablepay/http';
-import type {
-  CreatedMerchantResource,
-  MerchantsUseCases,
-  PauserDeclarationInput,
-  PauserDeclarationResource,
-  ProfilePatch,
-  SettingsResource,
-  SettlementConfigurationResource,
-  SettlementInput,
-  UpdatedSettingsResource,
-  WebhookSecretResource,
+import {
+  type ChangeMerchantOnChainCommand,
+  type ChangeMerchantOnChainResult,
+  type CreatedMerchantResource,
+  MERCHANT_CHAIN_COMMANDS,
+  type MerchantChangeInput,
+  type MerchantsUseCases,
+  type PauserDeclarationInput,
+  type PauserDeclarationResource,
+  type ProfilePatch,
+  type SettingsResource,
+  type SettlementConfigurationResource,
+  type SettlementInput,
+  type UpdatedSettingsResource,
+  type WebhookSecretResource,
 } from '@stablepay/merchants-api';
 import { pauserDeclarationMessage, type SettlementMode } from '@stablepay/merchants-domain';
 import { ConfigureSettlementHandler } from './commands/configure-settlement/configure-settlement.handler';
@@ -22,6 +28,7 @@ import { RotateWebhookSecretHandler } from './commands/rotate-webhook-secret/rot
 import { UpdateProfileHandler } from './commands/update-profile/update-profile.handler';
 import { UpdateSettlementAddressHandler } from './commands/update-settlement-address/update-settlement-address.handler';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
+import { RegistrationStore } from './chain-registration/registration.store';
 import { presentSettings } from './settings.presenter';
 import { SettingsReader, type MerchantSettingsRow } from './settings.reader';
 import { presentSettlement } from './settlement.presenter';
@@ -34,7 +41,11 @@ import { presentSettlement } from './settlement.presenter';
  */
 @Injectable()
 export class MerchantsGateway implements MerchantsUseCases {
+  private readonly registrations: RegistrationStore;
+
   constructor(
+    @Inject(DataSource) dataSource: DataSource,
+    @Inject(CommandClient) private readonly commands: CommandClient,
     @Inject(SettingsReader) private readonly reader: SettingsReader,
     @Inject(MERCHANTS_CONFIG) private readonly config: MerchantsConfig,
     @Inject(CreateMerchantHandler) private readonly createMerchantHandler: CreateMerchantHandler,
@@ -47,10 +58,17 @@ export class MerchantsGateway implements MerchantsUseCases {
     @Inject(DeclarePauserHandler) private readonly declarePauserHandler: DeclarePauserHandler,
     @Inject(ConfigureSettlementHandler)
     private readonly configureSettlementHandler: ConfigureSettlementHandler,
-  ) {}
+  ) {
+    this.registrations = new RegistrationStore(dataSource);
+  }
+
+  /** The settings with where the merchant stands on each chain (the registration worker's rows). */
+  private async present(row: MerchantSettingsRow): Promise<SettingsResource> {
+    return presentSettings(row, this.config, await this.registrations.forMerchant(row.merchant_id));
+  }
 
   async settings(merchant: AuthenticatedMerchant): Promise<SettingsResource> {
-    return presentSettings(await this.reader.get(merchant.merchantId), this.config);
+    return this.present(await this.reader.get(merchant.merchantId));
   }
 
   async registerSigner(
@@ -63,7 +81,7 @@ export class MerchantsGateway implements MerchantsUseCases {
       merchantSigner,
       ...(settlementAddress !== undefined ? { settlementAddress } : {}),
     });
-    return presentSettings(await this.reader.getAtLeast(done.id, done.revision), this.config);
+    return this.present(await this.reader.getAtLeast(done.id, done.revision));
   }
 
   async updateSettlementAddress(
@@ -71,7 +89,24 @@ export class MerchantsGateway implements MerchantsUseCases {
     settlementAddress: string,
   ): Promise<SettingsResource> {
     const done = await this.updateSettlementAddressHandler.handle({ merchant, settlementAddress });
-    return presentSettings(await this.reader.getAtLeast(done.id, done.revision), this.config);
+    return this.present(await this.reader.getAtLeast(done.id, done.revision));
+  }
+
+  /**
+   * The change needs the operator key, which the gateway does not hold: a command to the process that does (the
+   * payments service), which preflights, relays and records the fact before answering.
+   */
+  async changeMerchantOnChain(
+    merchant: AuthenticatedMerchant,
+    input: MerchantChangeInput,
+  ): Promise<SettingsResource> {
+    const command: ChangeMerchantOnChainCommand = { merchant, ...input };
+    const done = await this.commands.send<ChangeMerchantOnChainResult>(
+      'payments',
+      MERCHANT_CHAIN_COMMANDS.changeMerchant,
+      command,
+    );
+    return this.present(await this.reader.getAtLeast(done.id, done.revision));
   }
 
   async updateProfile(
@@ -82,7 +117,7 @@ export class MerchantsGateway implements MerchantsUseCases {
     const row = await this.reader.getAtLeast(done.id, done.revision);
     // The secret is shown once, in the response of the update that issued it.
     return {
-      ...presentSettings(row, this.config),
+      ...(await this.present(row)),
       ...(done.issuedSecret ? { webhook_secret: done.issuedSecret } : {}),
     };
   }

@@ -1,3 +1,4 @@
+import { CreateMerchantChainRegistrations1767400000000 } from './chain-registration/registration.store';
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 
 export class CreateMerchantReadModels1763800000100 implements MigrationInterface {
@@ -68,4 +69,12 @@ export class AddFiatSettlement1767300000000 implements MigrationInterface {
   }
 }
 
-export const MERCHANTS_MIGRATIONS = [CreateMerchantReadModels1763800000100, AddFiatSettlement1767300000000];
+/**
+ * The registration table is the chain registration worker's (payments process); the gateway reads it for
+ * settings' `chain_registrations`, so it is created wherever settings are served too (idempotent DDL).
+ */
+export const MERCHANTS_MIGRATIONS = [
+  CreateMerchantReadModels1763800000100,
+  AddFiatSettlement1767300000000,
+  CreateMerchantChainRegistrations1767400000000,
+];

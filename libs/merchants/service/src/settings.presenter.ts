@@ -1,8 +1,50 @@
+import type { ChainRegistrationResource } from '@stablepay/merchants-api';
+import type { RegistrationRow } from './chain-registration/registration.store';
 import type { MerchantsConfig } from './merchants.config';
 import type { MerchantSettingsRow } from './settings.reader';
 
+/**
+ * The merchant in each chain's registry: the chains the deployment acts on (supported and with an RPC URL), for a
+ * merchant of the chains' mode; the worker's row when it has one, else what the merchant still has to give.
+ */
+export function presentChainRegistrations(
+  row: MerchantSettingsRow,
+  config: MerchantsConfig,
+  registrations: readonly RegistrationRow[],
+): ChainRegistrationResource[] {
+  if (row.mode !== config.chainMode) return [];
+  const chains = config.supportedChains.filter((c) => config.chainRpcUrls[c] !== undefined);
+  return chains.map((chain): ChainRegistrationResource => {
+    const found = registrations.find((r) => r.chain === chain);
+    if (found) {
+      return {
+        chain,
+        status: found.status,
+        signer: found.signer,
+        settlement_address: found.settlement,
+        tx_hash: found.tx_hash,
+        updated_at: new Date(found.updated_at).toISOString(),
+      };
+    }
+    const complete = row.merchant_signer !== null && row.settlement_address !== null;
+    return {
+      chain,
+      // Both values given and no row yet: the worker has not taken the merchant's event yet.
+      status: complete ? 'pending' : 'not_started',
+      signer: complete ? row.merchant_signer : null,
+      settlement_address: complete ? row.settlement_address : null,
+      tx_hash: null,
+      updated_at: null,
+    };
+  });
+}
+
 /** The settings record as the API shows it (snake_case, every field always present, null when unset). */
-export function presentSettings(row: MerchantSettingsRow, config: MerchantsConfig) {
+export function presentSettings(
+  row: MerchantSettingsRow,
+  config: MerchantsConfig,
+  registrations: readonly RegistrationRow[] = [],
+) {
   return {
     object: 'settings' as const,
     merchant_id: row.merchant_id,
@@ -17,6 +59,7 @@ export function presentSettings(row: MerchantSettingsRow, config: MerchantsConfi
       address: row.merchant_signer,
       status: row.merchant_signer ? ('registered' as const) : ('missing' as const),
     })),
+    chain_registrations: presentChainRegistrations(row, config, registrations),
     payment_factory_address: config.paymentFactoryAddress,
     // Until the chain layer reports a deployed factory, this says so instead of showing a made-up address.
     payment_factory_status: config.paymentFactoryAddress

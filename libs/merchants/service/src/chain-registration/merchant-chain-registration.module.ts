@@ -21,6 +21,7 @@ import type { EventStore } from '@stablepay/event-store';
 import { MERCHANT_CATEGORY, merchantStreamId, type MerchantEvent } from '@stablepay/merchants-domain';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { type Clock, JsonLogger } from '@stablepay/util';
+import { ChangeMerchantOnChainHandler } from '../commands/change-merchant-on-chain/change-merchant-on-chain.handler';
 import { MerchantChainRegistrar } from './merchant-chain-registrar';
 import { CreateMerchantChainRegistrations1767400000000, RegistrationStore } from './registration.store';
 
@@ -242,6 +243,7 @@ export class MerchantChainRegistrationModule {
     return {
       module: MerchantChainRegistrationModule,
       imports: [ChainOperatorModule.forRoot(config)],
+      controllers: [ChangeMerchantOnChainHandler],
       providers: [MerchantChainRegistration],
       exports: [MerchantChainRegistration],
     };
@@ -258,5 +260,7 @@ export function merchantChainRegistrationService(config: ChainOperatorConfig): S
     name: 'merchant-chain-registration',
     imports: [MerchantChainRegistrationModule.forRoot(config)],
     migrations: [CreateMerchantChainRegistrations1767400000000],
+    // POST /settings/merchant-change arrives here: this process holds the operator key.
+    handlesCommands: true,
   };
 }

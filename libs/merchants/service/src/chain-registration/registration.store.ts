@@ -123,6 +123,34 @@ export class RegistrationStore {
     );
   }
 
+  /**
+   * The chain holds these values now (a relayed MerchantChange, or found there by the change route): the row asks
+   * for them and is `registered`. Inserted when the worker has not made the row yet; a row asking for other values
+   * (newer settings) is left to the worker.
+   */
+  async recordOnChain(row: {
+    merchantId: string;
+    chain: string;
+    onChainId: string;
+    signer: string;
+    settlement: string;
+    txHash: string | null;
+    now: Date;
+  }): Promise<void> {
+    await this.db.query(
+      `INSERT INTO merchant_chain_registrations
+         (merchant_id, chain, on_chain_id, signer, settlement, status, tx_hash, attempts, next_attempt_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, 'registered', $6, 0, $7, $7)
+       ON CONFLICT (merchant_id, chain) DO UPDATE
+         SET status = 'registered', tx_hash = COALESCE(EXCLUDED.tx_hash, merchant_chain_registrations.tx_hash),
+             last_error = NULL, updated_at = EXCLUDED.updated_at
+         WHERE lower(merchant_chain_registrations.signer) = lower(EXCLUDED.signer)
+           AND lower(merchant_chain_registrations.settlement) = lower(EXCLUDED.settlement)
+           AND (merchant_chain_registrations.status <> 'registered' OR EXCLUDED.tx_hash IS NOT NULL)`,
+      [row.merchantId, row.chain, row.onChainId, row.signer, row.settlement, row.txHash, row.now],
+    );
+  }
+
   async forMerchant(merchantId: string): Promise<RegistrationRow[]> {
     return this.db.query('SELECT * FROM merchant_chain_registrations WHERE merchant_id = $1 ORDER BY chain', [
       merchantId,
