@@ -1,3 +1,4 @@
+import { CreatePaymentActionSubmissions1767500000000 } from './actions/action-submissions';
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
@@ -53,4 +54,7 @@ export class CreatePaymentReadModels1767400000100 implements MigrationInterface 
   }
 }
 
-export const PAYMENTS_MIGRATIONS = [CreatePaymentReadModels1767400000100];
+export const PAYMENTS_MIGRATIONS = [
+  CreatePaymentReadModels1767400000100,
+  CreatePaymentActionSubmissions1767500000000,
+];

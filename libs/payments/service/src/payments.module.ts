@@ -6,6 +6,7 @@ import {
   PaymentsApiModule,
 } from '@stablepay/payments-api';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { PaymentActionResumer, actionSubmissionsProvider } from './actions/action-resumer';
 import { PaymentActions } from './actions/payment-actions';
 import { PaymentActionsGateway } from './actions/payment-actions.gateway';
 import { depositChainsProvider } from './chain/deposit-chains.provider';
@@ -87,7 +88,15 @@ export class PaymentsCoreModule {}
     RecoverPaymentHandler,
   ],
   // The command side lives only here: the gateway, which imports the core module, cannot append to these streams.
-  providers: [PaymentCommands, PaymentProjection, PaymentExpiryTimer, PaymentActions, depositChainsProvider],
+  providers: [
+    PaymentCommands,
+    PaymentProjection,
+    PaymentExpiryTimer,
+    PaymentActions,
+    depositChainsProvider,
+    actionSubmissionsProvider,
+    PaymentActionResumer,
+  ],
   exports: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],
 })
 export class PaymentsServiceModule {}

@@ -14,7 +14,10 @@ import {
 import { DomainError, ManualClock } from '@stablepay/util';
 import { startDepositFixture, type DepositFixture } from '../chain/testing/deposit-fixture';
 import { PaymentCommands } from '../payments/payment.commands';
-import { PaymentActions, type ActionOwner } from './payment-actions';
+import type { DepositCall, DepositChain } from '../chain/deposit-chain';
+import { PaymentActionResumer } from './action-resumer';
+import { InMemoryActionSubmissions } from './action-submissions';
+import { PaymentActions, type ActionOwner, type DepositChains } from './payment-actions';
 
 const USDC = 10n ** 6n;
 const ORDER = 100n * USDC;
@@ -25,6 +28,7 @@ let f: DepositFixture;
 let store: InMemoryEventStore;
 let clock: ManualClock;
 let actions: PaymentActions;
+let submissions: InMemoryActionSubmissions;
 let counter = 0;
 const owner: ActionOwner = { merchantId: 'mer_actions', mode: 'test' };
 
@@ -37,7 +41,14 @@ afterAll(async () => {
 beforeEach(async () => {
   store = new InMemoryEventStore();
   clock = new ManualClock(new Date(Number(await f.chainTime()) * 1000));
-  actions = new PaymentActions(store, clock, new PaymentCommands(store, clock), { for: () => f.deposits });
+  submissions = new InMemoryActionSubmissions();
+  actions = new PaymentActions(
+    store,
+    clock,
+    new PaymentCommands(store, clock),
+    { for: () => f.deposits },
+    submissions,
+  );
 });
 
 const usdcAsset = () => formatCaip19(f.chain.chainId, f.usdc);
@@ -373,5 +384,117 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
     const { types, object } = await state(p.paymentId);
     expect(types.at(-1)).toBe('PaymentReclaimed.v1');
     expect(object.status).toBe('refunded');
+  });
+
+  describe('crash safety and actions taken by others', () => {
+    /** The deposit chain of a process that dies in `submit`: before the broadcast, or after it landed. */
+    const dying = (when: 'before_broadcast' | 'after_landing'): DepositChains => ({
+      for: () =>
+        Object.assign(Object.create(f.deposits) as DepositChain, {
+          submit: async (call: DepositCall) => {
+            if (when === 'after_landing') await f.deposits.submit(call);
+            throw new Error('the process died');
+          },
+        }),
+    });
+    const processDyingIn = (when: 'before_broadcast' | 'after_landing') =>
+      new PaymentActions(store, clock, new PaymentCommands(store, clock), dying(when), submissions);
+    const restarted = () =>
+      new PaymentActions(
+        store,
+        clock,
+        new PaymentCommands(store, clock),
+        { for: () => f.deposits },
+        submissions,
+      );
+    const signedCapture = async (p: { onChainId: string; deposit: string }) => {
+      const deadline = await soon();
+      const { signature } = await signCapture(
+        f.merchantSigner,
+        { chain: f.chain.caip2, verifyingContract: p.deposit },
+        { paymentId: p.onChainId, token: usdcAsset(), amount: ORDER, epoch: 0, deadline },
+      );
+      return { amount: ORDER.toString(), deadline: deadline.toString(), signature };
+    };
+
+    it('a capture requested but never sent (the process died first) is sent by the retry, once', async () => {
+      const p = await deployedPayment('TWO_STEP');
+      const body = await signedCapture(p);
+      const crashed = processDyingIn('before_broadcast');
+      await expect(crashed.capture(owner, p.paymentId, body, 'cmd-crash')).rejects.toThrow(
+        'the process died',
+      );
+      expect((await state(p.paymentId)).types.at(-1)).toBe('PaymentCaptureRequested.v1');
+      const before = await f.deposits.balanceOf(f.usdc, f.settlement);
+
+      const retried = await restarted().capture(owner, p.paymentId, body, 'cmd-crash');
+      expect(retried.submission).toBe('confirmed');
+      expect((await f.deposits.balanceOf(f.usdc, f.settlement)) - before).toBe(ORDER);
+      const { types, object } = await state(p.paymentId);
+      expect(types.slice(-2)).toEqual(['PaymentCaptureRequested.v1', 'PaymentCaptured.v1']);
+      expect(object.status).toBe('settled');
+      // Done: another retry answers and sends nothing.
+      const nonce = await f.provider.getTransactionCount(f.relayer.address);
+      expect((await restarted().capture(owner, p.paymentId, body, 'cmd-crash')).submission).toBe('replayed');
+      expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+    });
+
+    it('the next start sends an unfinished action without any retry (PaymentActionResumer)', async () => {
+      const p = await deployedPayment('TWO_STEP');
+      const body = await signedCapture(p);
+      const crashed = processDyingIn('before_broadcast');
+      await expect(crashed.capture(owner, p.paymentId, body, 'cmd-boot')).rejects.toThrow();
+      await new PaymentActionResumer(submissions, restarted()).resumeAll();
+      const { types, object } = await state(p.paymentId);
+      expect(types.at(-1)).toBe('PaymentCaptured.v1');
+      expect(object.amount_captured).toBe(ORDER.toString());
+      expect(await submissions.unfinished(10)).toEqual([]);
+    });
+
+    it('an action that landed before the crash is recorded from the deposit logs on retry, not sent twice', async () => {
+      const p = await deployedPayment('TWO_STEP');
+      const body = await signedCapture(p);
+      const crashed = processDyingIn('after_landing');
+      await expect(crashed.capture(owner, p.paymentId, body, 'cmd-landed')).rejects.toThrow();
+      expect((await state(p.paymentId)).types.at(-1)).toBe('PaymentCaptureRequested.v1');
+      const nonce = await f.provider.getTransactionCount(f.relayer.address);
+      const retried = await restarted().capture(owner, p.paymentId, body, 'cmd-landed');
+      expect(retried.submission).toBe('replayed');
+      expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+      const { types, object } = await state(p.paymentId);
+      expect(types.at(-1)).toBe('PaymentCaptured.v1');
+      expect(object.status).toBe('settled');
+    });
+
+    it('a capture relayed by a third party and a reclaim by the payer are recorded from the deposit logs', async () => {
+      const captured = await deployedPayment('TWO_STEP');
+      const body = await signedCapture(captured);
+      // Someone else submits the merchant's signature straight to the deposit.
+      const move = {
+        token: f.usdc,
+        amount: ORDER,
+        deadline: BigInt(body.deadline),
+        signature: body.signature,
+      };
+      const byStranger = f.deposits.captureCall(captured.deposit, move);
+      await (await f.stranger.sendTransaction(byStranger)).wait();
+      await actions.reconcileDeposit(captured.paymentId);
+      expect((await state(captured.paymentId)).object).toMatchObject({
+        status: 'settled',
+        amount_captured: ORDER.toString(),
+      });
+      // Recorded once, however often it is reconciled.
+      const { types } = await state(captured.paymentId);
+      await actions.reconcileDeposit(captured.paymentId);
+      expect((await state(captured.paymentId)).types).toEqual(types);
+
+      const reclaimed = await deployedPayment('TWO_STEP');
+      await f.increaseTime(7n * 86_400n + 1n);
+      await (await f.payer.sendTransaction(f.deposits.reclaimCall(reclaimed.deposit))).wait();
+      await actions.reconcileDeposit(reclaimed.paymentId);
+      const after = await state(reclaimed.paymentId);
+      expect(after.types.at(-1)).toBe('PaymentReclaimed.v1');
+      expect(after.object.status).toBe('refunded');
+    });
   });
 });

@@ -11,6 +11,7 @@ import {
   type PaymentCommandWithoutTime,
   paymentDecider,
 } from '../payments/payment.commands';
+import { ACTION_SUBMISSIONS, type ActionSubmissions } from './action-submissions';
 import { chainRejection } from './chain-rejections';
 import {
   NATIVE_ASSET,
@@ -72,6 +73,7 @@ export class PaymentActions {
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(PaymentCommands) private readonly payments: PaymentCommands,
     @Inject(DEPOSIT_CHAINS) private readonly chains: DepositChains,
+    @Inject(ACTION_SUBMISSIONS) private readonly submissions: ActionSubmissions,
   ) {}
 
   capture(owner: ActionOwner, paymentId: string, body: SignedActionBody, commandId: string) {
@@ -94,7 +96,7 @@ export class PaymentActions {
   recover(owner: ActionOwner, paymentId: string, commandId: string): Promise<ActionAnswer> {
     return this.exclusive(paymentId, async () => {
       const loaded = await this.loadOwned(owner, paymentId);
-      if (loaded.commandIds.has(commandId)) return this.replayed(paymentId, loaded.revision);
+      if (loaded.commandIds.has(commandId)) return this.resume(loaded, commandId);
       const { state } = loaded;
       // The contract checks the payer's challenge period and the escrow's authorization expiry against block time,
       // not the service clock: decide on the deposit chain's time (before a deployment nothing on chain is compared).
@@ -105,9 +107,10 @@ export class PaymentActions {
       const { chain, deposit } = this.depositOf(state);
       const call = chain.recoverCall(deposit);
       await this.simulateOrRefuse(chain, call);
+      await this.keep(loaded, call, commandId);
       const appended = await this.append(loaded, { type: 'RequestRecover' }, commandId, now);
       if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
-      return this.submitAndRecord(loaded, chain, call);
+      return this.submitAndRecord(loaded, chain, call, commandId);
     });
   }
 
@@ -134,8 +137,9 @@ export class PaymentActions {
   ): Promise<ActionAnswer> {
     return this.exclusive(paymentId, async () => {
       const loaded = await this.loadOwned(owner, paymentId);
-      // A retry of a request that was applied (its answer lost): answer it, never submit twice.
-      if (loaded.commandIds.has(commandId)) return this.replayed(paymentId, loaded.revision);
+      // A retry of a request that was applied (its answer lost, or the process died before it was sent): send what
+      // was not sent, answer the rest; never submit a call twice on purpose.
+      if (loaded.commandIds.has(commandId)) return this.resume(loaded, commandId);
       const { state } = loaded;
       const amount = parseActionAmount(body.amount).toString();
       const now = this.clock.now();
@@ -195,10 +199,73 @@ export class PaymentActions {
                 amount,
                 ...(onChainBalance !== undefined ? { onChainBalance } : {}),
               };
+      await this.keep(loaded, call, commandId);
       const appended = await this.append(loaded, command, commandId);
       if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
-      return this.submitAndRecord(loaded, chain, call);
+      return this.submitAndRecord(loaded, chain, call, commandId);
     });
+  }
+
+  /**
+   * Sends a requested action whose call was kept but never sent (the process died between the request fact and
+   * the broadcast): what the service does for each unfinished call at start. A call whose request fact never made
+   * it into the stream was never requested: it is dropped (the merchant's retry requests it again).
+   */
+  resumeSubmission(paymentId: string, commandId: string): Promise<ActionAnswer> {
+    return this.exclusive(paymentId, async () => {
+      const loaded = await this.load(paymentId);
+      if (!loaded.commandIds.has(commandId)) {
+        await this.submissions.markDone(paymentId, commandId, null);
+        return this.replayed(paymentId, loaded.revision);
+      }
+      return this.resume(loaded, commandId);
+    });
+  }
+
+  /**
+   * Reads what moved out of the payment's deposit from the deposit's own logs since its deployment and records each
+   * outflow not recorded yet (idempotent per log): transactions someone else sent (a reclaim by the payer after the
+   * authorization expiry, a merchant-signed capture relayed by a third party), or ours whose answer was lost.
+   */
+  reconcileDeposit(paymentId: string): Promise<ActionAnswer> {
+    return this.exclusive(paymentId, async () => this.reconcile(await this.load(paymentId)));
+  }
+
+  /** Keeps the call durably before its request fact (see ActionSubmissions). */
+  private async keep(loaded: Loaded, call: DepositCall, commandId: string): Promise<void> {
+    await this.submissions.save({
+      paymentId: loaded.paymentId,
+      commandId,
+      chain: this.depositOf(loaded.state).facts.chain,
+      to: call.to,
+      data: call.data,
+    });
+  }
+
+  private async resume(loaded: Loaded, commandId: string): Promise<ActionAnswer> {
+    const pending = await this.submissions.find(loaded.paymentId, commandId);
+    if (!pending || pending.done) return this.replayed(loaded.paymentId, loaded.revision);
+    const chain = this.chains.for(pending.chain);
+    const call: DepositCall = { to: pending.to, data: pending.data };
+    const simulated = await chain.simulate(call);
+    if (simulated.kind === 'rejected') {
+      // Nothing to send: it landed already (our broadcast just before the crash, or someone else's submission of
+      // the same signature), or the chain moved on. What did move is in the deposit's logs.
+      const reconciled = await this.reconcile(loaded);
+      await this.submissions.markDone(loaded.paymentId, commandId, null);
+      return { ...reconciled, submission: 'replayed' };
+    }
+    return this.submitAndRecord(loaded, chain, call, commandId);
+  }
+
+  private async reconcile(loaded: Loaded): Promise<ActionAnswer> {
+    const { chain, deposit } = this.depositOf(loaded.state);
+    const deployTx = loaded.state.deployment?.txHash ?? null;
+    let revision = loaded.revision;
+    for (const txHash of await chain.transactionsFrom(deposit, deployTx)) {
+      revision = await this.recordOutflows(loaded, chain, await chain.outflowsOfTransaction(deposit, txHash));
+    }
+    return { paymentId: loaded.paymentId, revision, txHash: null, submission: 'confirmed' };
   }
 
   private async reclaim(loaded: Loaded): Promise<ActionAnswer> {
@@ -232,8 +299,17 @@ export class PaymentActions {
     loaded: Loaded,
     chain: DepositChain,
     call: DepositCall,
+    commandId?: string,
   ): Promise<ActionAnswer> {
     const outcome: DepositActionOutcome = await chain.submit(call);
+    // Sent (or refused outright): never again on purpose. An exception (RPC down, a broadcast of unknown outcome)
+    // leaves the call unfinished, so a retry or the next start sends it (a landed one is then refused harmlessly).
+    if (commandId !== undefined)
+      await this.submissions.markDone(
+        loaded.paymentId,
+        commandId,
+        'txHash' in outcome ? outcome.txHash : null,
+      );
     switch (outcome.kind) {
       case 'rejected':
         throw chainRejection(outcome.errorName);

@@ -244,6 +244,17 @@ export class DepositChain {
     return receipt && receipt.status === 1 ? depositOutflows(receipt, deposit) : [];
   }
 
+  /**
+   * Every transaction that emitted a log of the deposit, from the block of `fromTx` (its deployment) on, in chain
+   * order: what moved out of it whoever sent it. Without `fromTx` the whole chain is searched.
+   */
+  async transactionsFrom(deposit: string, fromTx: string | null): Promise<string[]> {
+    const provider = this.relayer.provider;
+    const fromBlock = fromTx ? ((await provider.getTransactionReceipt(fromTx))?.blockNumber ?? 0) : 0;
+    const logs = await provider.getLogs({ address: deposit, fromBlock, toBlock: 'latest' });
+    return [...new Set(logs.map((l) => l.transactionHash))];
+  }
+
   /** Simulates, broadcasts with the operator key and waits for the receipt. */
   async submit(depositCall: DepositCall): Promise<DepositActionOutcome> {
     const deposit = depositCall.to;
