@@ -117,7 +117,7 @@ export const initialPaymentState = (): PaymentState => ({
 // ---------------------------------------------------------------------------------------------------------------
 // Derived values (pure functions of state; the projection and the decisions share them)
 
-const sameTransfer = (t: { chain: string; txHash: string; logIndex: number }) => (u: TransferState) =>
+export const sameTransfer = (t: { chain: string; txHash: string; logIndex: number }) => (u: TransferState) =>
   u.chain === t.chain && u.txHash.toLowerCase() === t.txHash.toLowerCase() && u.logIndex === t.logIndex;
 
 const sum = (values: Iterable<bigint>): bigint => {

@@ -4,6 +4,7 @@ import {
   Injectable,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
+import { Counter, Histogram, register } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { CLOCK, EVENT_STORE } from '@stablepay/aggregate';
 import {
@@ -18,6 +19,7 @@ import type { EventStore } from '@stablepay/event-store';
 import {
   addressesToScreen,
   paymentStreamId,
+  sameTransfer,
   type PaymentDeployRequested,
   type PaymentState,
 } from '@stablepay/payments-domain';
@@ -38,6 +40,48 @@ export const DEPOSIT_WATCH_GROUP = 'payments.deposit-chain';
 export const DEPOSIT_OBSERVATION_GROUP = 'payments.deposit-observations';
 const TICK_MS = 500;
 const MAX_BACKOFF_MS = 60_000;
+/** Deadline of the worker's chain-head read: ethers' own default would hold every confirmation for 300 s. */
+const HEAD_DEADLINE_MS = 10_000;
+/** A worker pass still running after this long is reported (log + metric) while it goes on. */
+const STALL_AFTER_MS = 15_000;
+
+function workerMetrics(): {
+  passSeconds: Histogram;
+  stalls: Counter;
+  rpcDeadlines: Counter<'chain'>;
+} {
+  const get = <T>(name: string, make: () => T): T =>
+    (register.getSingleMetric(name) as T | undefined) ?? make();
+  // Get-or-create: tests and the embedded run host several applications on prom-client's one default registry.
+  return {
+    passSeconds: get(
+      'stablepay_payment_deposit_worker_pass_seconds',
+      () =>
+        new Histogram({
+          name: 'stablepay_payment_deposit_worker_pass_seconds',
+          help: 'Duration of a deposit worker pass (chain heads read, due transfers confirmed, due retries started)',
+          buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+        }),
+    ),
+    stalls: get(
+      'stablepay_payment_deposit_worker_stalls_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_worker_stalls_total',
+          help: `Deposit worker passes still running after ${STALL_AFTER_MS / 1000} s (no confirmation moves meanwhile)`,
+        }),
+    ),
+    rpcDeadlines: get(
+      'stablepay_payment_deposit_rpc_deadlines_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_rpc_deadlines_total',
+          help: 'Chain-head reads of the deposit worker abandoned at their deadline, by chain',
+          labelNames: ['chain'],
+        }),
+    ),
+  };
+}
 
 interface Erc20Transfer {
   readonly chain: string;
@@ -71,8 +115,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   private subscriptions: BusSubscription[] = [];
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
+  /** A wake that came while a pass ran: the next pass starts at once (the running one may have read too early). */
+  private wokenDuringTick = false;
   private stopped = false;
   private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly unrecordedWarned = new Set<string>();
+  private readonly metrics = workerMetrics();
 
   constructor(
     @Inject(CHAIN_OPERATOR_CONFIG) private readonly config: ChainOperatorConfig,
@@ -158,14 +206,10 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       const t = message.data as Erc20Transfer;
       const paymentId = await this.store.paymentOf(t.to);
       if (!paymentId) return;
-      await this.store.addTransfer({
-        observation_id: message.id,
-        payment_id: paymentId,
-        chain: t.chain,
-        tx_hash: t.txHash,
-        log_index: t.logIndex,
-        block_number: t.blockNumber,
-      });
+      // The payment records the transfer BEFORE it enters the confirmation queue: the worker confirming a
+      // transfer the payment has not recorded yet decides nothing, and the transfer then never got confirmed
+      // (a deposit stuck at pending, seen on the shared test stack and after restarts of npm start). A crash
+      // between the two is redelivered: the observe appends nothing the second time, the row is added.
       await this.observe.handle(
         paymentId,
         {
@@ -180,6 +224,14 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         new Date(t.blockTime),
         message.id,
       );
+      await this.store.addTransfer({
+        observation_id: message.id,
+        payment_id: paymentId,
+        chain: t.chain,
+        tx_hash: t.txHash,
+        log_index: t.logIndex,
+        block_number: t.blockNumber,
+      });
       this.wake();
       return;
     }
@@ -328,48 +380,116 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   private wake(): void {
-    if (!this.ticking) this.schedule(0);
+    if (this.ticking) this.wokenDuringTick = true;
+    else this.schedule(0);
   }
 
   private schedule(ms = TICK_MS): void {
     if (this.stopped) return;
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => {
-      this.ticking = this.tick().finally(() => {
+      this.wokenDuringTick = false;
+      this.ticking = this.watchedTick().finally(() => {
         this.ticking = undefined;
-        this.schedule();
+        this.schedule(this.wokenDuringTick ? 0 : TICK_MS);
       });
     }, ms);
     this.timer.unref();
+  }
+
+  /** A pass that takes too long is reported while it runs, so a stuck dependency is seen, not just felt. */
+  private async watchedTick(): Promise<void> {
+    const started = Date.now();
+    const watchdog = setTimeout(() => {
+      this.metrics.stalls.inc();
+      this.logger.error({ msg: 'deposit worker pass stalled', runningMs: Date.now() - started });
+    }, STALL_AFTER_MS);
+    watchdog.unref();
+    try {
+      await this.tick();
+    } finally {
+      clearTimeout(watchdog);
+      this.metrics.passSeconds.observe((Date.now() - started) / 1000);
+    }
   }
 
   private async tick(): Promise<void> {
     try {
       await this.confirmTransfers();
       // Backoff timers run in wall time against the injected clock's "now" (a test clock makes them due at once).
+      // Started, not awaited: a deploy waits for its receipt, and confirmations of every other payment must not.
       for (const paymentId of await this.store.dueRetries(
         new Date(Math.max(Date.now(), this.clock.now().getTime())),
-      ))
-        await this.advance(paymentId, true);
+      )) {
+        if (this.inFlight.has(paymentId)) continue; // its running step reschedules or clears the retry
+        this.advance(paymentId, true).catch((error: unknown) =>
+          this.logger.error({ msg: 'payment deposit retry failed', paymentId, error: String(error) }),
+        );
+      }
     } catch (error) {
       this.logger.error({ msg: 'deposit worker failed, will retry', error: String(error) });
     }
   }
 
+  /** Each chain on its own: one chain's node being slow or down does not hold another chain's confirmations. */
   private async confirmTransfers(): Promise<void> {
     const set = this.relayers.set;
     if (!set) return;
-    for (const chain of this.config.chains) {
-      const head = await set.for(chain.caip2).provider.getBlockNumber();
-      const through = head - chain.confirmations + 1;
-      for (const t of await this.store.open(chain.caip2, through)) {
-        await this.confirm.handle(
-          t.payment_id,
-          { chain: t.chain, txHash: t.tx_hash, logIndex: t.log_index },
-          t.observation_id,
-        );
+    await Promise.all(
+      this.config.chains.map((chain) =>
+        this.confirmChain(set.for(chain.caip2).provider, chain.caip2, chain.confirmations).catch(
+          (error: unknown) =>
+            this.logger.error({
+              msg: 'deposit confirmations failed, will retry',
+              chain: chain.caip2,
+              error: String(error),
+            }),
+        ),
+      ),
+    );
+  }
+
+  private async confirmChain(
+    provider: { getBlockNumber(): Promise<number> },
+    chain: string,
+    confirmations: number,
+  ): Promise<void> {
+    const head = await this.withDeadline(provider.getBlockNumber(), chain);
+    const through = head - confirmations + 1;
+    for (const t of await this.store.open(chain, through)) {
+      const transfer = { chain: t.chain, txHash: t.tx_hash, logIndex: t.log_index };
+      const { state } = await this.confirm.handle(t.payment_id, transfer, t.observation_id);
+      const recorded = state.transfers.find(sameTransfer(transfer));
+      if (recorded?.confirmed) {
         await this.store.mark(t.observation_id, 'confirmed');
+        continue;
       }
+      // Not (or no longer) recorded by the payment: kept in the queue, so the confirmation lands once it is.
+      if (!this.unrecordedWarned.has(t.observation_id)) {
+        this.unrecordedWarned.add(t.observation_id);
+        this.logger.warn({
+          msg: 'deposit transfer confirmable but not recorded by its payment; kept queued',
+          paymentId: t.payment_id,
+          chain,
+          txHash: t.tx_hash,
+        });
+      }
+    }
+  }
+
+  private async withDeadline<T>(call: Promise<T>, chain: string): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        this.metrics.rpcDeadlines.inc({ chain });
+        reject(new Error(`eth_blockNumber on ${chain} did not answer within ${HEAD_DEADLINE_MS} ms`));
+      }, HEAD_DEADLINE_MS);
+    });
+    call.catch(() => undefined); // answered after the deadline: nobody listens any more
+    try {
+      return await Promise.race([call, deadline]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

@@ -41,6 +41,24 @@ export class CreatePaymentDepositTables1767500000000 implements MigrationInterfa
   }
 }
 
+/**
+ * Before 2026-11-23 the confirmation worker could take a transfer from the queue before its payment had recorded
+ * it: the confirmation decided nothing, the row was marked confirmed anyway, and the payment stayed pending with
+ * its money observed. Every confirmed row goes back to the queue once: for a transfer its payment already holds
+ * confirmed the worker appends nothing (the decider ignores it) and marks it again; a stuck one is confirmed now.
+ */
+export class ReopenUnrecordedDepositConfirmations1767500000100 implements MigrationInterface {
+  name = 'ReopenUnrecordedDepositConfirmations1767500000100';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`UPDATE payment_deposit_transfers SET state = 'observed' WHERE state = 'confirmed'`);
+  }
+
+  async down(): Promise<void> {
+    // Nothing to undo: the rows are confirmed again by the worker.
+  }
+}
+
 export interface OpenTransfer {
   readonly observation_id: string;
   readonly payment_id: string;

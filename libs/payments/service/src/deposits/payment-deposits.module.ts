@@ -8,7 +8,10 @@ import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deplo
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { DepositFlow } from './deposit-flow';
-import { CreatePaymentDepositTables1767500000000 } from './deposit.store';
+import {
+  CreatePaymentDepositTables1767500000000,
+  ReopenUnrecordedDepositConfirmations1767500000100,
+} from './deposit.store';
 import { SANCTIONS_SCREENING, SandboxSanctionsScreening, type SanctionsScreening } from './sanctions';
 
 export interface PaymentDepositsOptions {
@@ -45,6 +48,6 @@ export function paymentDepositsService(
   return {
     name: 'payment-deposits',
     imports: [PaymentDepositsModule.forRoot(config, options)],
-    migrations: [CreatePaymentDepositTables1767500000000],
+    migrations: [CreatePaymentDepositTables1767500000000, ReopenUnrecordedDepositConfirmations1767500000100],
   };
 }
