@@ -1,4 +1,5 @@
 import {
+  FetchRequest,
   JsonRpcProvider,
   Network,
   Wallet,
@@ -114,6 +115,8 @@ export interface RelayerOptions {
   readonly simulationBlockTag?: 'latest' | 'pending';
   /** Re-syncs from the chain after a nonce error at most this many times per send; default 3. */
   readonly maxNonceResyncs?: number;
+  /** Deadline of each JSON-RPC request; default 30 s (ethers' own is 300 s, which holds a caller for 5 minutes). */
+  readonly rpcTimeoutMs?: number;
 }
 
 /** Broadcasting failed for a reason other than a nonce conflict. The transaction may still have reached a node. */
@@ -153,7 +156,9 @@ export class ChainRelayer {
     // A plain Network, not ethers' built-in one for the id: the built-in Polygon network carries a plugin that
     // fetches fees from the Polygon gas station over the internet (fees come from our own RPC endpoint instead).
     const network = new Network(`chain-${this.chainId}`, this.chainId);
-    this.provider = new JsonRpcProvider(options.rpcUrl, network, {
+    const request = new FetchRequest(options.rpcUrl);
+    request.timeout = positiveInteger(options.rpcTimeoutMs ?? 30_000, 'rpcTimeoutMs');
+    this.provider = new JsonRpcProvider(request, network, {
       staticNetwork: network,
       cacheTimeout: -1,
       pollingInterval: this.pollingIntervalMs,
