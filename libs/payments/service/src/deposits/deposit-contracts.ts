@@ -1,5 +1,11 @@
 import { Interface, getAddress } from 'ethers';
-import { PaymentDepositAbi, PaymentFactoryAbi, PaymentMethod, toOnChainId } from '@stablepay/contracts';
+import {
+  PaymentDepositAbi,
+  PaymentFactoryAbi,
+  PaymentMethod,
+  connectStablepayRegistry,
+  toOnChainId,
+} from '@stablepay/contracts';
 import type { RelayerSet } from '@stablepay/relayer';
 
 const FACTORY = new Interface(PaymentFactoryAbi);
@@ -39,7 +45,18 @@ export class DepositContracts {
   constructor(
     private readonly relayers: RelayerSet,
     private readonly paymentFactory: string,
+    private readonly registry: string,
   ) {}
+
+  /** What the chain's StablepayRegistry holds for the merchant (zero addresses when it is not registered). */
+  async merchantOnChain(chain: string, merchantId: string): Promise<{ signer: string; settlement: string }> {
+    const registry = connectStablepayRegistry(this.registry, this.relayers.for(chain).provider);
+    const [signer, settlement] = (await registry.merchant(toOnChainId(merchantId))) as unknown as [
+      string,
+      string,
+    ];
+    return { signer: getAddress(signer), settlement: getAddress(settlement) };
+  }
 
   async deploy(request: DeployRequest): Promise<DeployOutcome> {
     try {

@@ -30,6 +30,7 @@ import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
+import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
 import { DepositContracts } from './deposit-contracts';
 import { DepositStore } from './deposit.store';
 import { SANCTIONS_SCREENING, type SanctionsScreening } from './sanctions';
@@ -49,6 +50,7 @@ function workerMetrics(): {
   passSeconds: Histogram;
   stalls: Counter;
   rpcDeadlines: Counter<'chain'>;
+  registryMismatches: Counter<'chain'>;
 } {
   const get = <T>(name: string, make: () => T): T =>
     (register.getSingleMetric(name) as T | undefined) ?? make();
@@ -77,6 +79,15 @@ function workerMetrics(): {
         new Counter({
           name: 'stablepay_payment_deposit_rpc_deadlines_total',
           help: 'Chain-head reads of the deposit worker abandoned at their deadline, by chain',
+          labelNames: ['chain'],
+        }),
+    ),
+    registryMismatches: get(
+      'stablepay_payment_deposit_registry_mismatches_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_registry_mismatches_total',
+          help: 'Deposit deploys held because the registry merchant record differs from the service record, by chain',
           labelNames: ['chain'],
         }),
     ),
@@ -137,11 +148,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     @Inject(RetractDepositTransferHandler) private readonly retract: RetractDepositTransferHandler,
     @Inject(RecordScreeningHandler) private readonly recordScreening: RecordScreeningHandler,
     @Inject(RecordDepositDeploymentHandler) private readonly recordDeployment: RecordDepositDeploymentHandler,
+    @Inject(PaymentMerchantProfiles) private readonly merchants: PaymentMerchantProfiles,
   ) {
     this.store = new DepositStore(dataSource);
     this.contracts =
       config.enabled && config.addresses && relayers.set
-        ? new DepositContracts(relayers.set, config.addresses.paymentFactory)
+        ? new DepositContracts(relayers.set, config.addresses.paymentFactory, config.addresses.registry)
         : null;
   }
 
@@ -313,6 +325,27 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     const requested = [...stored].reverse().find((e) => e.type === 'PaymentDeployRequested.v1')?.data as
       PaymentDeployRequested['data'] | undefined;
     if (!requested) return;
+    if (requested.method !== 'NONE') {
+      const mismatch = await this.registryMismatch(requested.chain, created.merchantId);
+      if (mismatch) {
+        // The deploy would bind the deposit to (and DIRECT forward the order to) what the registry holds, which
+        // is not what the merchant has told us: nothing moves until the two agree again.
+        this.metrics.registryMismatches.inc({ chain: requested.chain });
+        this.logger.error({
+          msg: 'deposit deploy held: the registry merchant record differs from the service record',
+          paymentId,
+          merchantId: created.merchantId,
+          chain: requested.chain,
+          ...mismatch,
+        });
+        await this.retryLater(
+          paymentId,
+          await this.store.attempts(paymentId),
+          `registry merchant record differs from the service record on ${requested.chain}`,
+        );
+        return;
+      }
+    }
     const outcome = await this.contracts.deploy({
       chain: requested.chain,
       merchantId: created.merchantId,
@@ -345,6 +378,29 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       method: requested.method,
       txHash: outcome.txHash,
     });
+  }
+
+  /**
+   * Null when the chain's registry holds the merchant's signer and settlement address as the merchants scope
+   * records them, else both sides (the threat model: a registry changed behind the merchant's back must not
+   * receive a deposit's funds).
+   */
+  private async registryMismatch(
+    chain: string,
+    merchantId: string,
+  ): Promise<{
+    onChain: { signer: string; settlement: string };
+    record: Record<string, string | null>;
+  } | null> {
+    if (!this.contracts) return null;
+    const [onChain, profile] = await Promise.all([
+      this.contracts.merchantOnChain(chain, merchantId),
+      this.merchants.get(merchantId),
+    ]);
+    const same = (a: string, b: string | null) => b !== null && a.toLowerCase() === b.toLowerCase();
+    if (same(onChain.signer, profile.merchantSigner) && same(onChain.settlement, profile.settlementAddress))
+      return null;
+    return { onChain, record: { signer: profile.merchantSigner, settlement: profile.settlementAddress } };
   }
 
   private async flagOnChain(paymentId: string, state: PaymentState): Promise<void> {

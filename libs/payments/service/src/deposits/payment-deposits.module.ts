@@ -7,6 +7,7 @@ import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
+import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
 import { DepositFlow } from './deposit-flow';
 import {
   CreatePaymentDepositTables1767500000000,
@@ -33,6 +34,7 @@ export class PaymentDepositsModule {
         RetractDepositTransferHandler,
         RecordScreeningHandler,
         RecordDepositDeploymentHandler,
+        PaymentMerchantProfiles,
         DepositFlow,
       ],
       exports: [DepositFlow, PaymentFacts],

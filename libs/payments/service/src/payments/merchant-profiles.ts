@@ -11,6 +11,9 @@ export interface PaymentMerchantProfile {
   readonly settlementMode: 'crypto' | 'fiat';
   /** Fiat-settled: PUT /payments/settlement holds a complete configuration. */
   readonly fiatSettlementComplete: boolean;
+  /** The merchant's own record of what the chain's registry should hold for it (null until registered). */
+  readonly merchantSigner: string | null;
+  readonly settlementAddress: string | null;
 }
 
 /** Reads `merchant_settings` (one database) directly, so the service and the gateway run it in any process. */
@@ -31,6 +34,8 @@ export class PaymentMerchantProfiles {
       primaryColor: row.primary_color,
       settlementMode: row.settlement_mode,
       fiatSettlementComplete: fiatSettlementStatus(row).complete,
+      merchantSigner: row.merchant_signer,
+      settlementAddress: row.settlement_address,
     };
   }
 }
