@@ -1,0 +1,349 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Wallet } from 'ethers';
+import { connectTestStablecoin } from '@stablepay/contracts';
+import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
+import { verifyWebhook } from '@stablepay/merchant-sdk';
+import { freePort } from '@stablepay/testing';
+import { cleanEnv, repoRoot } from './process-harness';
+
+/**
+ * The default run, proven whatever the test run's DATABASE_URL: `npm start` (tools/embedded/start.js) on the
+ * embedded PGlite and its local anvil chains, driven only through HTTP and the chains as a newcomer would. A DIRECT
+ * checkout paid on chain settles; a subscription checkout subscribed from a wallet records its first charge in the
+ * ledger; then kill -9 of the whole process group, a new `npm start` on the same data directory is ready, what
+ * was recorded is still there, a new payment settles and a signed test webhook goes out with the secret issued
+ * before the crash. CI runs on PostgreSQL, so without this the embedded default's own failures would hide.
+ */
+type Json = Record<string, unknown>;
+const CHAIN = 'eip155:8453';
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, seen?: () => Promise<unknown>) {
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}; last seen ${JSON.stringify(await seen?.())}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface Run {
+  readonly child: ChildProcess;
+  readonly output: string[];
+  readonly exited: Promise<void>;
+  readonly url: string;
+  readonly apiKey: string;
+  readonly merchantId: string;
+  readonly chains: Record<string, string>;
+}
+
+describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill -9, restart, pay again', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'stablepay-default-run-'));
+  const runs: Run[] = [];
+  let run: Run;
+  let receiver: Server;
+  let receiverUrl = '';
+  const received: Array<{ body: Buffer; headers: IncomingHttpHeaders }> = [];
+  let webhookSecret = '';
+  const settlement = Wallet.createRandom().address;
+  const merchantSigner = Wallet.createRandom();
+  const merchantPauser = Wallet.createRandom();
+  let firstPaymentId = '';
+
+  async function start(): Promise<Run> {
+    // Its own process group, as a terminal gives `npm start`: the group is what kill -9 hits. No DATABASE_URL
+    // (cleanEnv passes only PATH and HOME): this is the embedded PGlite, whatever this test run uses.
+    const child = spawn(process.execPath, ['tools/embedded/start.js'], {
+      cwd: repoRoot,
+      env: cleanEnv({
+        PORT: String(await freePort()),
+        STABLEPAY_DATA_DIR: dataDir,
+        LOG_LEVEL: 'warn',
+      }) as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    const output: string[] = [];
+    for (const stream of [child.stdout, child.stderr]) {
+      if (stream) createInterface({ input: stream }).on('line', (l) => output.push(l));
+    }
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    const started: Pick<Run, 'child' | 'output' | 'exited'> = { child, output, exited };
+    runs.push(started as Run);
+    const line = await until(
+      'npm start to print its ready line',
+      async () => {
+        if (child.exitCode !== null)
+          throw new Error(`npm start exited ${child.exitCode}:\n${output.join('\n')}`);
+        return output.find((l) => l.startsWith('{"ready":true'));
+      },
+      async () => output.slice(-20),
+    );
+    const ready = JSON.parse(line) as { url: string; demo_api_key: string; demo_merchant_id: string };
+    const chains: Record<string, string> = {};
+    for (const l of output) {
+      const m = /Chain (eip155:\d+) +(http:\/\/127\.0\.0\.1:\d+)/.exec(l);
+      if (m?.[1] && m[2]) chains[m[1]] = m[2];
+    }
+    const complete: Run = {
+      ...started,
+      url: ready.url,
+      apiKey: ready.demo_api_key,
+      merchantId: ready.demo_merchant_id,
+      chains,
+    };
+    runs[runs.length - 1] = complete;
+    return complete;
+  }
+
+  /** Ends a run's whole process group and waits for it (afterAll, whatever state the run was left in). */
+  async function stopGroup(r: Run, signal: NodeJS.Signals): Promise<void> {
+    if (r.child.pid === undefined || r.child.exitCode !== null || r.child.signalCode !== null) return;
+    process.kill(-r.child.pid, signal);
+    await r.exited;
+  }
+
+  const chainDown = (url: string): Promise<true | undefined> =>
+    fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }),
+    }).then(
+      () => undefined,
+      () => true,
+    );
+
+  const api = async (
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: Json }> => {
+    const res = await fetch(`${run.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${run.apiKey}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+
+  const wallet = (index: number) => {
+    const rpcUrl = run.chains[CHAIN];
+    if (!rpcUrl) throw new Error(`no local chain ${CHAIN} in the banner`);
+    return new Wallet(ANVIL_DEV_PRIVATE_KEYS[index] ?? '', localChainProvider(rpcUrl, 8453));
+  };
+
+  const balanceOf = async (token: string, address: string): Promise<bigint> => {
+    const w = wallet(0);
+    try {
+      return await connectTestStablecoin(token, w.provider).balanceOf(address);
+    } finally {
+      w.provider?.destroy();
+    }
+  };
+
+  /** POST /checkouts (DIRECT, USD), the customer mints and pays the deposit address on chain, GET says settled. */
+  async function payACheckout(amount: bigint): Promise<Json> {
+    const created = await api('POST', '/checkouts', {
+      amount: amount.toString(),
+      currency: 'USD',
+      method: 'DIRECT',
+    });
+    expect(created.status).toBe(201);
+    const usdc = (created.body['accepted_assets'] as Json[]).find(
+      (a) => a['chain'] === CHAIN && a['token_symbol'] === 'USDC',
+    );
+    const token = String(usdc?.['asset']).split('/erc20:')[1] ?? '';
+    const before = await balanceOf(token, settlement);
+    const payer = wallet(3);
+    try {
+      const coin = connectTestStablecoin(token, payer);
+      await (await coin.mint(payer.address, amount)).wait();
+      await (await coin.transfer(String(created.body['deposit_address']), amount)).wait();
+    } finally {
+      payer.provider?.destroy();
+    }
+    const paymentId = String(created.body['payment_id']);
+    const settled = await until(
+      `payment ${paymentId} to settle`,
+      async () => {
+        const p = await api('GET', `/payments/${paymentId}`);
+        return p.body['status'] === 'settled' ? p.body : undefined;
+      },
+      async () => (await api('GET', `/payments/${paymentId}`)).body,
+    );
+    expect(settled).toMatchObject({ amount_paid: amount.toString(), detected_chain: CHAIN });
+    expect((await balanceOf(token, settlement)) - before).toBe(amount);
+    return settled;
+  }
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ body: Buffer.concat(chunks), headers: req.headers });
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const address = receiver.address();
+    receiverUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hooks`;
+  });
+
+  afterAll(async () => {
+    for (const r of runs) await stopGroup(r, 'SIGKILL');
+    await new Promise((r) => receiver?.close(r));
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('comes up on PGlite with its local chains, and the demo merchant is registered on chain', async () => {
+    run = await start();
+    expect(run.output.join('\n')).toContain('Database:         embedded PGlite');
+    expect(Object.keys(run.chains)).toContain(CHAIN);
+    const set = await api('POST', '/settings', {
+      merchant_signer: merchantSigner.address,
+      settlement_address: settlement,
+    });
+    expect(set.status).toBe(200);
+    const declaration = await api('GET', '/settings/pauser');
+    const declared = await api('POST', '/settings/pauser', {
+      merchant_pauser: merchantPauser.address,
+      signature: await merchantPauser.signMessage(String(declaration.body['declaration_message'])),
+    });
+    expect(declared.status).toBe(200);
+    const hooked = await api('PATCH', '/settings', { webhook_url: receiverUrl });
+    expect(hooked.status).toBe(200);
+    webhookSecret = String(hooked.body['webhook_secret']);
+    await until(
+      'the merchant signer registered on every local chain',
+      async () => {
+        const signers = (await api('GET', '/settings')).body['signers'] as Array<{ status: string }>;
+        return signers.length > 0 && signers.every((s) => s.status === 'registered') ? true : undefined;
+      },
+      async () => (await api('GET', '/settings')).body['signers'],
+    );
+  }, 180_000);
+
+  it('settles a DIRECT checkout paid on the local chain', async () => {
+    firstPaymentId = String((await payACheckout(7_000_000n))['id']);
+  }, 120_000);
+
+  it("subscribes from a wallet and lists the first charge in the merchant's charge ledger", async () => {
+    const checkout = await api('POST', '/subscription-checkouts', {
+      price: '150000',
+      price_currency: 'ARS',
+      supported_chains: [CHAIN],
+    });
+    expect(checkout.status).toBe(201);
+    const option = (checkout.body['subscription_options'] as Json[]).find(
+      (o) => o['token_symbol'] === 'USDC',
+    );
+    const subscriber = wallet(4);
+    const subscribe = (extra: Json = {}) =>
+      fetch(`${run.url}/subscription-checkouts/${String(checkout.body['id'])}/subscribe`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          chain: CHAIN,
+          asset: option?.['asset'],
+          subscriber: subscriber.address,
+          ...extra,
+        }),
+      }).then(async (res) => ({ status: res.status, body: (await res.json()) as Json }));
+    const authorization = await subscribe();
+    expect(authorization.status).toBe(200);
+    let txHash: string;
+    try {
+      // What the wallet does with the authorization: fund, approve the manager, send the one subscribe transaction.
+      const token = connectTestStablecoin(String(authorization.body['token_address']), subscriber);
+      await (
+        await token.mint(subscriber.address, BigInt(String(authorization.body['budget_amount'])))
+      ).wait();
+      const [approve, subscribeTx] = authorization.body['transactions'] as Json[];
+      await (
+        await subscriber.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
+      ).wait();
+      const sent = await subscriber.sendTransaction({
+        to: String(subscribeTx?.['to']),
+        data: String(subscribeTx?.['data']),
+      });
+      await sent.wait();
+      txHash = sent.hash;
+    } finally {
+      subscriber.provider?.destroy();
+    }
+    const reported = await subscribe({ tx_hash: txHash });
+    expect(reported.status).toBe(200);
+    expect(reported.body).toMatchObject({
+      status: 'recorded',
+      subscription: { status: 'active', charge_nonce: 1 },
+    });
+    const subscriptionId = String(checkout.body['onchain_id']);
+    const charge = await until(
+      'the first charge in the ledger',
+      async () => {
+        const list = await api(
+          'GET',
+          `/merchants/${run.merchantId}/charges?subscription_id=${subscriptionId}`,
+        );
+        return (list.body['data'] as Json[] | undefined)?.[0];
+      },
+      async () => (await api('GET', `/merchants/${run.merchantId}/charges`)).body,
+    );
+    expect(charge).toMatchObject({
+      subscription_id: subscriptionId,
+      status: 'succeeded',
+      charge_nonce: 0,
+      tx_hash: txHash,
+    });
+    expect((await api('GET', `/subscription-checkouts/${String(checkout.body['id'])}`)).body).toMatchObject({
+      status: 'completed',
+    });
+  }, 120_000);
+
+  it('after kill -9 of the process group, a new npm start on the same data is ready and keeps what was recorded', async () => {
+    await stopGroup(run, 'SIGKILL');
+    // The chains leave with their launcher (their watchdog sees its pipe close) and write their state on the way
+    // out; the next run reads that state, so it starts once they are gone.
+    for (const url of Object.values(run.chains)) await until(`${url} to stop`, async () => chainDown(url));
+    run = await start();
+    const ready = await until(
+      '/ready to answer 200',
+      async () => {
+        const res = await fetch(`${run.url}/ready`);
+        return res.status === 200 ? ((await res.json()) as Json) : undefined;
+      },
+      async () => (await fetch(`${run.url}/ready`)).text(),
+    );
+    expect(ready).toMatchObject({ checks: { database: 'ok', chain_followers: 'ok' } });
+    expect((await api('GET', `/payments/${firstPaymentId}`)).body).toMatchObject({ status: 'settled' });
+    expect(
+      ((await api('GET', `/merchants/${run.merchantId}/charges`)).body['data'] as Json[]).length,
+    ).toBeGreaterThan(0);
+  }, 180_000);
+
+  it('settles a new payment after the restart', async () => {
+    await payACheckout(3_000_000n);
+  }, 120_000);
+
+  it('sends a signed test webhook after the restart with the secret issued before it', async () => {
+    const before = received.length;
+    const test = await api('POST', '/settings/webhook/test');
+    expect(test).toMatchObject({ status: 200, body: { delivered: true, response_status: 200 } });
+    const delivery = received.slice(before).find((r) => r.body.toString('utf8').includes('"type"'));
+    expect(delivery).toBeDefined();
+    expect(
+      verifyWebhook(delivery?.body ?? '', (delivery?.headers ?? {}) as Record<string, string>, webhookSecret)
+        .valid,
+    ).toBe(true);
+  }, 60_000);
+});
