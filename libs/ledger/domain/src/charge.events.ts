@@ -85,13 +85,24 @@ export type ChargeSettlementReported = {
   data: { reportId: string; kind: SettlementReportKind; reportedAt: string; receivedAt: string };
 };
 
+/**
+ * A reorg took the succeeded charge's transaction out of the chain (the subscription recorded
+ * SubscriptionChargeRetracted.v1): the row shows `failed` with failure_reason `charge_lost_to_reorg`, keeping the
+ * orphaned tx_hash (docs/subscriptions.md, Reorgs). A re-included charge is recorded again and shows `succeeded`.
+ */
+export type ChargeLostToReorg = { type: 'ChargeLostToReorg.v1'; data: { txHash: string; lostAt: string } };
+
 export type ChargeEvent =
   | ChargeRecorded
   | ChargeFiatBackfilled
   | ChargeSettlementReported
   | ChargeSettlementDelayed
   | ChargeSettled
-  | ChargeSettlementFailed;
+  | ChargeSettlementFailed
+  | ChargeLostToReorg;
+
+/** failure_reason of a charge lost to a reorg (mirrors payments' deposit_lost_to_reorg). */
+export const CHARGE_LOST_TO_REORG = 'charge_lost_to_reorg';
 
 export const CHARGE_CATEGORY = 'charge';
 export const chargeStreamId = (id: string): string => `${CHARGE_CATEGORY}-${id}`;

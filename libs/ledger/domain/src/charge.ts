@@ -1,13 +1,14 @@
 import { conflict, notFound } from '@stablepay/util';
-import type {
-  ChargeEvent,
-  ChargeFacts,
-  ChargeRecorded,
-  FiatFields,
-  LedgerWritePath,
-  SettlementFailureReason,
-  SettlementReportKind,
-  SettlementStatus,
+import {
+  CHARGE_LOST_TO_REORG,
+  type ChargeEvent,
+  type ChargeFacts,
+  type ChargeRecorded,
+  type FiatFields,
+  type LedgerWritePath,
+  type SettlementFailureReason,
+  type SettlementReportKind,
+  type SettlementStatus,
 } from './charge.events';
 
 /**
@@ -30,6 +31,8 @@ export interface ChargeState {
   readonly settlementFailureReason: SettlementFailureReason | null;
   /** Delay reasons already announced: a delayed event fires once per distinct reason (null: reason unknown). */
   readonly delayReasons: ReadonlyArray<SettlementFailureReason | null>;
+  /** A reorg took the charge's transaction out (until a re-inclusion records it again). */
+  readonly lostToReorg: boolean;
   /** What the settlement provider reported so far. */
   readonly provider: ProviderProgress;
 }
@@ -49,6 +52,7 @@ export const initialChargeState = (): ChargeState => ({
   settlementFailureReason: null,
   delayReasons: [],
   provider: { reportIds: [], credited: false, sellOrderFailures: 0, withdrawStartedAt: null },
+  lostToReorg: false,
 });
 
 function evolveProvider(
@@ -72,12 +76,22 @@ function evolveProvider(
 export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeState {
   switch (event.type) {
     case 'ChargeRecorded.v1':
+      if (state.recorded)
+        // Re-included after a reorg: the row keeps when it was first written and the fiat fields it had.
+        return {
+          ...state,
+          recorded: { ...event.data, recordedAt: state.recorded.recordedAt },
+          fiat: event.data.fiat ?? state.fiat,
+          lostToReorg: false,
+        };
       return {
         ...state,
         recorded: event.data,
         fiat: event.data.fiat,
         settlementStatus: event.data.fiat?.settlementStatus ?? null,
       };
+    case 'ChargeLostToReorg.v1':
+      return { ...state, lostToReorg: true };
     case 'ChargeFiatBackfilled.v1':
       return { ...state, fiat: event.data.fiat, settlementStatus: event.data.fiat.settlementStatus };
     case 'ChargeSettlementReported.v1':
@@ -104,6 +118,7 @@ export const KNOWN_CHARGE_EVENTS: ReadonlySet<string> = new Set<ChargeEvent['typ
   'ChargeSettlementDelayed.v1',
   'ChargeSettled.v1',
   'ChargeSettlementFailed.v1',
+  'ChargeLostToReorg.v1',
 ]);
 
 /** The state after a charge stream's events (stored events: types this release does not know are skipped). */
@@ -151,6 +166,7 @@ export type ChargeCommand =
       readonly fiatContext: FiatContext | null;
       readonly now: Date;
     }
+  | { readonly type: 'RecordLostToReorg'; readonly txHash: string; readonly now: Date }
   | { readonly type: 'DelaySettlement'; readonly reason: SettlementFailureReason | null; readonly now: Date }
   | { readonly type: 'CompleteSettlement'; readonly now: Date }
   | { readonly type: 'FailSettlement'; readonly reason: SettlementFailureReason; readonly now: Date }
@@ -171,6 +187,16 @@ export function decideCharge(command: ChargeCommand, state: ChargeState): Charge
   if (command.type === 'CheckSettlementDeadlines') return decideSettlementDeadlines(command.now, state);
   if (!state.recorded) throw notFound('subscription_charge');
   const at = command.now.toISOString();
+  if (command.type === 'RecordLostToReorg') {
+    // Only the transaction recorded; a retraction of an older one (already replaced) says nothing about this row.
+    if (
+      state.lostToReorg ||
+      state.recorded.status !== 'succeeded' ||
+      !sameTx(state.recorded.txHash, command.txHash)
+    )
+      return [];
+    return [{ type: 'ChargeLostToReorg.v1', data: { txHash: command.txHash, lostAt: at } }];
+  }
   const status = state.settlementStatus;
   if (status === null)
     throw conflict(
@@ -329,7 +355,8 @@ function decideRecord(
   const at = command.now.toISOString();
   const fiat = fiatFieldsFor(charge.status, writtenBy, command.fiatContext);
   const existing = state.recorded;
-  if (!existing) return [{ type: 'ChargeRecorded.v1', data: { ...charge, fiat, writtenBy, recordedAt: at } }];
+  if (!existing || (state.lostToReorg && charge.status === 'succeeded'))
+    return [{ type: 'ChargeRecorded.v1', data: { ...charge, fiat, writtenBy, recordedAt: at } }];
   if (!sameTx(existing.txHash, charge.txHash) || existing.status !== charge.status)
     throw conflict(
       'charge_conflict',
@@ -364,7 +391,7 @@ export interface SubscriptionChargeObject {
 export function chargeObject(state: ChargeState): SubscriptionChargeObject {
   const r = state.recorded;
   if (!r) throw notFound('subscription_charge');
-  const failed = r.status === 'failed';
+  const failed = r.status === 'failed' || state.lostToReorg;
   return {
     object: 'subscription_charge',
     id: r.chargeId,
@@ -378,8 +405,8 @@ export function chargeObject(state: ChargeState): SubscriptionChargeObject {
     charged_at: r.chargedAt,
     block_number: failed ? '0' : r.blockNumber,
     created_at: r.recordedAt,
-    status: r.status,
-    failure_reason: failed ? r.failureReason : null,
+    status: failed ? 'failed' : 'succeeded',
+    failure_reason: state.lostToReorg ? CHARGE_LOST_TO_REORG : failed ? r.failureReason : null,
     fiat_amount: state.fiat?.fiatAmount ?? null,
     fiat_currency: state.fiat?.fiatCurrency ?? null,
     settlement_status: state.settlementStatus,

@@ -25,8 +25,15 @@ export interface SubscriptionChargeWebhookView {
   ): { readonly object: object; readonly charge: SubscriptionChargeObject } | null;
 }
 
-/** Facts after which the row is (again) a charge webhook: its recording, and the fiat backfill of a first charge. */
-const ROW_WEBHOOK_EVENTS = new Set<string>(['ChargeRecorded.v1', 'ChargeFiatBackfilled.v1']);
+/**
+ * Facts after which the row is (again) a charge webhook: its recording, the fiat backfill of a first charge, and a
+ * reorg taking its transaction out (charge_failed for the same id, failure_reason charge_lost_to_reorg).
+ */
+const ROW_WEBHOOK_EVENTS = new Set<string>([
+  'ChargeRecorded.v1',
+  'ChargeFiatBackfilled.v1',
+  'ChargeLostToReorg.v1',
+]);
 
 /** The subscription stream a charge webhook of this event reads besides the charge stream (none for settlement). */
 export function chargeWebhookRelatedStreams(

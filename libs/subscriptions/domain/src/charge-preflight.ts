@@ -1,5 +1,5 @@
 import { type ErrorType } from '@stablepay/util';
-import { budgetWindow, type SubscriptionState } from './subscription';
+import { budgetWindow, shownStatus, type SubscriptionState } from './subscription';
 
 /**
  * SPEC Errors > charge preflight and Subscriptions > Charge behavior rule 2: the checks `POST /subscriptions/:id/charge`
@@ -166,8 +166,11 @@ export function chargePreflight(input: ChargePreflightInput): ChargePreflightRes
       `Nonce ${request.nonce} already charged ${landed.amount} (charge ${landed.chargeId}); the next nonce is ${state.nextNonce}.`,
     );
   }
-  if (state.status !== 'active')
-    return reject('subscription_cancelled', `Subscription ${created.subscriptionId} is ${state.status}.`);
+  if (shownStatus(state) !== 'active')
+    return reject(
+      'subscription_cancelled',
+      `Subscription ${created.subscriptionId} is ${shownStatus(state)}.`,
+    );
   if (state.flagged)
     return reject(
       'subscription_flagged',

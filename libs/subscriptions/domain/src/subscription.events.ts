@@ -148,6 +148,25 @@ export type SubscriptionFirstChargeReported = {
   type: 'SubscriptionFirstChargeReported.v1';
   data: { chargeId: string; txHash: string; reportedAt: string };
 };
+/**
+ * A reorg orphaned the block of a recorded charge (the indexer retracted its SubscriptionCharged observation): the
+ * charge is undone here (its nonce is free again, the window spend falls back) and the ledger marks its row
+ * `charge_lost_to_reorg` (docs/subscriptions.md, Reorgs). The same log re-included later is recorded again.
+ */
+export type SubscriptionChargeRetracted = {
+  type: 'SubscriptionChargeRetracted.v1';
+  data: { chargeId: string; nonce: number; txHash: string; retractedAt: string };
+};
+/** The non-charge chain facts a reorg can undo, by the webhook type that announced each. */
+export type RetractableFact = 'created' | 'cancelled' | 'cap_updated' | 'budget_updated' | 'migrated';
+/**
+ * A reorg orphaned the block of a recorded non-charge fact (creation, cancellation, cap or budget update, migration):
+ * the state folds as if it never happened; the same log re-included later is recorded again.
+ */
+export type SubscriptionFactRetracted = {
+  type: 'SubscriptionFactRetracted.v1';
+  data: { fact: RetractableFact; txHash: string; retractedAt: string };
+};
 /** Compliance screening matched the subscriber. */
 export type SubscriptionFlagged = {
   type: 'SubscriptionFlagged.v1';
@@ -166,7 +185,9 @@ export type SubscriptionEvent =
   | SubscriptionBudgetUpdated
   | SubscriptionMigrated
   | SubscriptionFlagged
-  | SubscriptionFirstChargeReported;
+  | SubscriptionFirstChargeReported
+  | SubscriptionChargeRetracted
+  | SubscriptionFactRetracted;
 
 export const SUBSCRIPTION_CATEGORY = 'subscription';
 export const subscriptionStreamId = (id: string): string => `${SUBSCRIPTION_CATEGORY}-${id}`;
@@ -186,4 +207,7 @@ export const SUBSCRIPTION_WEBHOOK_TYPE_BY_EVENT: Readonly<
   'SubscriptionMigrated.v1': 'subscription.migrated',
   'SubscriptionCancelled.v1': 'subscription.cancelled',
   'SubscriptionFlagged.v1': 'subscription.flagged',
+  // A retracted charge is a failed charge (failure_reason charge_lost_to_reorg) for a merchant who upserts charges by id.
+  'SubscriptionChargeRetracted.v1': 'subscription.charge_failed',
+  'SubscriptionFactRetracted.v1': 'subscription.reorged',
 };

@@ -5,6 +5,7 @@ import type {
   ChargeFailureStage,
   ChargeObservation,
   ChargeWritePath,
+  RetractableFact,
   SubscriptionCanceller,
   SubscriptionChargeSucceededData,
   SubscriptionCreatedData,
@@ -28,12 +29,38 @@ export interface SucceededCharge {
   readonly txHash: string;
   readonly amount: bigint;
   readonly quoteHash: string;
+  /** Block time, ISO. */
+  readonly chargedAt: string;
+  /** The contract's window state right after this charge. */
+  readonly windowIndex: bigint;
+  readonly windowSpent: bigint;
+}
+
+/** A subscriber-side change a log recorded, kept in order so a reorg can take one back out. */
+export interface CapUpdate {
+  readonly txHash: string;
+  readonly newCap: bigint;
+}
+export interface BudgetUpdate {
+  readonly txHash: string;
+  readonly newBudget: bigint;
+  readonly windowIndex: bigint;
+  readonly windowSpent: bigint;
+}
+export interface Migration {
+  readonly txHash: string;
+  readonly newSubscriber: string;
 }
 
 export interface SubscriptionState {
   readonly created: SubscriptionCreatedData | null;
+  /** A reorg orphaned the subscribe transaction (and nothing has re-included it): no subscription on chain. */
+  readonly creationRetracted: boolean;
+  /** Derived from `created` and `migrations`: the wallet as of the latest recorded migration. */
   readonly subscriber: string;
+  /** Derived from `created` and `capUpdates`. */
   readonly cap: bigint;
+  /** Derived from `created` and `budgetUpdates`. */
   readonly budget: bigint;
   /** SPEC `charge_nonce`: the NEXT nonce. One past the highest nonce a SubscriptionCharged log consumed. */
   readonly nextNonce: number;
@@ -43,19 +70,23 @@ export interface SubscriptionState {
   readonly lastChargedAt: string | null;
   readonly status: SubscriptionStatus;
   readonly cancelledBy: SubscriptionCanceller | null;
+  /** The cancel transaction behind `cancelling`/`cancelled` (a reorg of it takes the status back). */
+  readonly cancelTx: string | null;
   readonly paused: boolean;
   readonly flagged: boolean;
   /** Succeeded charges by the nonce they consumed: a nonce charges at most once, on chain and here. */
   readonly chargesByNonce: ReadonlyMap<number, SucceededCharge>;
   readonly failedChargeIds: ReadonlySet<string>;
-  /** Transactions whose cap, budget or migration log is already applied (the indexer may deliver twice). */
-  readonly appliedTxs: ReadonlySet<string>;
+  readonly capUpdates: readonly CapUpdate[];
+  readonly budgetUpdates: readonly BudgetUpdate[];
+  readonly migrations: readonly Migration[];
   /** The subscribe call (API path) reported the first charge, as the writer or after the indexer. */
   readonly firstChargeReportedByApi: boolean;
 }
 
 export const initialSubscriptionState = (): SubscriptionState => ({
   created: null,
+  creationRetracted: false,
   subscriber: '',
   cap: 0n,
   budget: 0n,
@@ -65,11 +96,14 @@ export const initialSubscriptionState = (): SubscriptionState => ({
   lastChargedAt: null,
   status: 'active',
   cancelledBy: null,
+  cancelTx: null,
   paused: false,
   flagged: false,
   chargesByNonce: new Map(),
   failedChargeIds: new Set(),
-  appliedTxs: new Set(),
+  capUpdates: [],
+  budgetUpdates: [],
+  migrations: [],
   firstChargeReportedByApi: false,
 });
 
@@ -173,26 +207,50 @@ export function subscriptionObjectAt(
 }
 
 /** The contract's window state moves forward only: a later window, or more spend in the same one. */
-function laterWindowState(state: SubscriptionState, windowIndex: bigint, windowSpent: bigint) {
-  if (
-    windowIndex > state.windowIndex ||
-    (windowIndex === state.windowIndex && windowSpent > state.windowSpent)
-  )
-    return { windowIndex, windowSpent };
-  return { windowIndex: state.windowIndex, windowSpent: state.windowSpent };
+const laterWindow = (
+  a: { windowIndex: bigint; windowSpent: bigint },
+  b: { windowIndex: bigint; windowSpent: bigint },
+) =>
+  b.windowIndex > a.windowIndex || (b.windowIndex === a.windowIndex && b.windowSpent > a.windowSpent) ? b : a;
+
+/**
+ * The values that follow from the recorded facts: cap, budget and subscriber from the latest change still on chain,
+ * the window state from the latest report (charges and budget updates), the next nonce and last charge from the
+ * charges. Recomputed after every fact, so a reorg that takes a fact out leaves the state as if it never happened.
+ */
+function derive(state: SubscriptionState): SubscriptionState {
+  const created = state.created;
+  if (!created) return state;
+  const charges = [...state.chargesByNonce.entries()];
+  let window = { windowIndex: 0n, windowSpent: 0n };
+  for (const [, c] of charges) window = laterWindow(window, c);
+  for (const b of state.budgetUpdates) window = laterWindow(window, b);
+  let lastChargedAt: string | null = null;
+  for (const [, c] of charges)
+    if (lastChargedAt === null || Date.parse(c.chargedAt) > Date.parse(lastChargedAt))
+      lastChargedAt = c.chargedAt;
+  return {
+    ...state,
+    subscriber: state.migrations.at(-1)?.newSubscriber ?? created.subscriber,
+    cap: state.capUpdates.at(-1)?.newCap ?? BigInt(created.cap),
+    budget: state.budgetUpdates.at(-1)?.newBudget ?? BigInt(created.budget),
+    windowIndex: window.windowIndex,
+    windowSpent: window.windowSpent,
+    nextNonce: charges.reduce((next, [nonce]) => Math.max(next, nonce + 1), 0),
+    lastChargedAt,
+  };
 }
 
+const sameTx = (a: string | null, b: string) => a !== null && a.toLowerCase() === b.toLowerCase();
+
 export function evolveSubscription(state: SubscriptionState, event: SubscriptionEvent): SubscriptionState {
+  return derive(applyEvent(state, event));
+}
+
+function applyEvent(state: SubscriptionState, event: SubscriptionEvent): SubscriptionState {
   switch (event.type) {
     case 'SubscriptionCreated.v1':
-      return {
-        ...state,
-        created: event.data,
-        subscriber: event.data.subscriber,
-        cap: BigInt(event.data.cap),
-        budget: BigInt(event.data.budget),
-        appliedTxs: new Set([...state.appliedTxs, event.data.txHash]),
-      };
+      return { ...state, created: event.data, creationRetracted: false };
     case 'SubscriptionChargeSucceeded.v1': {
       const d = event.data;
       const charges = new Map(state.chargesByNonce);
@@ -201,16 +259,20 @@ export function evolveSubscription(state: SubscriptionState, event: Subscription
         txHash: d.txHash,
         amount: BigInt(d.amount),
         quoteHash: d.quoteHash,
+        chargedAt: d.chargedAt,
+        windowIndex: BigInt(d.windowIndex),
+        windowSpent: BigInt(d.windowSpent),
       });
-      const later = state.lastChargedAt === null || Date.parse(d.chargedAt) > Date.parse(state.lastChargedAt);
       return {
         ...state,
-        ...laterWindowState(state, BigInt(d.windowIndex), BigInt(d.windowSpent)),
         chargesByNonce: charges,
-        nextNonce: Math.max(state.nextNonce, d.nonce + 1),
-        lastChargedAt: later ? d.chargedAt : state.lastChargedAt,
         firstChargeReportedByApi: state.firstChargeReportedByApi || (d.nonce === 0 && d.writtenBy === 'api'),
       };
+    }
+    case 'SubscriptionChargeRetracted.v1': {
+      const charges = new Map(state.chargesByNonce);
+      charges.delete(event.data.nonce);
+      return { ...state, chargesByNonce: charges };
     }
     case 'SubscriptionChargeFailed.v1':
       return { ...state, failedChargeIds: new Set([...state.failedChargeIds, event.data.chargeId]) };
@@ -219,32 +281,75 @@ export function evolveSubscription(state: SubscriptionState, event: Subscription
     case 'SubscriptionUnpaused.v1':
       return { ...state, paused: false };
     case 'SubscriptionCancelConfirmed.v1':
-      return { ...state, status: 'cancelling', cancelledBy: event.data.by };
+      return { ...state, status: 'cancelling', cancelledBy: event.data.by, cancelTx: event.data.txHash };
     case 'SubscriptionCancelled.v1':
-      return { ...state, status: 'cancelled', cancelledBy: event.data.by };
+      return { ...state, status: 'cancelled', cancelledBy: event.data.by, cancelTx: event.data.txHash };
     case 'SubscriptionCapUpdated.v1':
       return {
         ...state,
-        cap: BigInt(event.data.newCap),
-        appliedTxs: new Set([...state.appliedTxs, `${event.data.txHash}|cap`]),
+        capUpdates: [...state.capUpdates, { txHash: event.data.txHash, newCap: BigInt(event.data.newCap) }],
       };
     case 'SubscriptionBudgetUpdated.v1':
       return {
         ...state,
-        ...laterWindowState(state, BigInt(event.data.windowIndex), BigInt(event.data.windowSpent)),
-        budget: BigInt(event.data.newBudget),
-        appliedTxs: new Set([...state.appliedTxs, `${event.data.txHash}|budget`]),
+        budgetUpdates: [
+          ...state.budgetUpdates,
+          {
+            txHash: event.data.txHash,
+            newBudget: BigInt(event.data.newBudget),
+            windowIndex: BigInt(event.data.windowIndex),
+            windowSpent: BigInt(event.data.windowSpent),
+          },
+        ],
       };
     case 'SubscriptionMigrated.v1':
       return {
         ...state,
-        subscriber: event.data.newSubscriber,
-        appliedTxs: new Set([...state.appliedTxs, `${event.data.txHash}|migration`]),
+        migrations: [
+          ...state.migrations,
+          { txHash: event.data.txHash, newSubscriber: event.data.newSubscriber },
+        ],
       };
+    case 'SubscriptionFactRetracted.v1':
+      return retractFact(state, event.data.fact, event.data.txHash);
     case 'SubscriptionFlagged.v1':
       return { ...state, flagged: true };
     case 'SubscriptionFirstChargeReported.v1':
       return { ...state, firstChargeReportedByApi: true };
+  }
+}
+
+function retractFact(state: SubscriptionState, fact: RetractableFact, txHash: string): SubscriptionState {
+  const other = <T extends { txHash: string }>(list: readonly T[]) =>
+    list.filter((x) => !sameTx(x.txHash, txHash));
+  switch (fact) {
+    case 'created':
+      return { ...state, creationRetracted: true };
+    case 'cancelled':
+      // The cancel transaction is gone from the chain: the subscription is active there again.
+      return { ...state, status: 'active', cancelledBy: null, cancelTx: null };
+    case 'cap_updated':
+      return { ...state, capUpdates: other(state.capUpdates) };
+    case 'budget_updated':
+      return { ...state, budgetUpdates: other(state.budgetUpdates) };
+    case 'migrated':
+      return { ...state, migrations: other(state.migrations) };
+  }
+}
+
+/** Whether the fact a retraction names is recorded in the state with that transaction (else nothing to undo). */
+function factRecorded(state: SubscriptionState, fact: RetractableFact, txHash: string): boolean {
+  switch (fact) {
+    case 'created':
+      return state.created !== null && !state.creationRetracted && sameTx(state.created.txHash, txHash);
+    case 'cancelled':
+      return state.status !== 'active' && sameTx(state.cancelTx, txHash);
+    case 'cap_updated':
+      return state.capUpdates.some((u) => sameTx(u.txHash, txHash));
+    case 'budget_updated':
+      return state.budgetUpdates.some((u) => sameTx(u.txHash, txHash));
+    case 'migrated':
+      return state.migrations.some((u) => sameTx(u.txHash, txHash));
   }
 }
 
@@ -315,7 +420,21 @@ export type SubscriptionCommand =
       readonly txHash: string;
       readonly migratedAt: string;
     }
-  | { readonly type: 'FlagSubscription'; readonly now: Date };
+  | { readonly type: 'FlagSubscription'; readonly now: Date }
+  | {
+      /** A reorg orphaned the block of a SubscriptionCharged log (the indexer retracted its observation). */
+      readonly type: 'RetractCharge';
+      readonly nonce: number;
+      readonly txHash: string;
+      readonly now: Date;
+    }
+  | {
+      /** A reorg orphaned the block of a non-charge log. */
+      readonly type: 'RetractFact';
+      readonly fact: RetractableFact;
+      readonly txHash: string;
+      readonly now: Date;
+    };
 
 function requireCreated(state: SubscriptionState): SubscriptionCreatedData {
   if (!state.created) throw notFound('subscription');
@@ -369,9 +488,11 @@ export function decideSubscription(
   state: SubscriptionState,
 ): SubscriptionEvent[] {
   if (command.type === 'RecordSubscriptionCreated') {
-    const created: SubscriptionEvent[] = state.created
-      ? []
-      : [{ type: 'SubscriptionCreated.v1', data: command.subscription }];
+    // A subscribe transaction re-included after a reorg took it out is recorded again.
+    const created: SubscriptionEvent[] =
+      state.created && !state.creationRetracted
+        ? []
+        : [{ type: 'SubscriptionCreated.v1', data: command.subscription }];
     if (!command.firstCharge) return created;
     if (command.firstCharge.nonce !== 0)
       throw conflict('first_charge_nonce', 'The charge of the subscribe transaction carries nonce 0.');
@@ -404,17 +525,17 @@ export function decideSubscription(
         },
       ];
     case 'RecordCapUpdated': {
-      if (state.appliedTxs.has(`${command.txHash}|cap`)) return [];
+      if (factRecorded(state, 'cap_updated', command.txHash)) return [];
       const { type: _, ...data } = command;
       return [{ type: 'SubscriptionCapUpdated.v1', data }];
     }
     case 'RecordBudgetUpdated': {
-      if (state.appliedTxs.has(`${command.txHash}|budget`)) return [];
+      if (factRecorded(state, 'budget_updated', command.txHash)) return [];
       const { type: _, ...data } = command;
       return [{ type: 'SubscriptionBudgetUpdated.v1', data }];
     }
     case 'RecordMigrated': {
-      if (state.appliedTxs.has(`${command.txHash}|migration`)) return [];
+      if (factRecorded(state, 'migrated', command.txHash)) return [];
       const { type: _, ...data } = command;
       return [{ type: 'SubscriptionMigrated.v1', data }];
     }
@@ -424,6 +545,30 @@ export function decideSubscription(
         {
           type: 'SubscriptionFlagged.v1',
           data: { subscriber: state.subscriber, flaggedAt: command.now.toISOString() },
+        },
+      ];
+    case 'RetractCharge': {
+      // Only the charge of that transaction is undone: a nonce already charged again elsewhere stays.
+      const known = state.chargesByNonce.get(command.nonce);
+      if (!known || !sameTx(known.txHash, command.txHash)) return [];
+      return [
+        {
+          type: 'SubscriptionChargeRetracted.v1',
+          data: {
+            chargeId: known.chargeId,
+            nonce: command.nonce,
+            txHash: known.txHash,
+            retractedAt: command.now.toISOString(),
+          },
+        },
+      ];
+    }
+    case 'RetractFact':
+      if (!factRecorded(state, command.fact, command.txHash)) return [];
+      return [
+        {
+          type: 'SubscriptionFactRetracted.v1',
+          data: { fact: command.fact, txHash: command.txHash, retractedAt: command.now.toISOString() },
         },
       ];
   }
@@ -503,6 +648,13 @@ export interface SubscriptionObject {
 
 const isoFromUnix = (seconds: bigint) => new Date(Number(seconds) * 1000).toISOString();
 
+/**
+ * The status the API shows: a subscription whose subscribe transaction a reorg took out exists on no chain, so no
+ * further charge is eligible; it shows `cancelled` until the transaction is re-included (docs/subscriptions.md, Reorgs).
+ */
+export const shownStatus = (state: SubscriptionState): SubscriptionStatus =>
+  state.creationRetracted ? 'cancelled' : state.status;
+
 export function subscriptionObject(state: SubscriptionState, chainNow: bigint): SubscriptionObject {
   const c = requireCreated(state);
   const w = budgetWindow(state, chainNow);
@@ -521,9 +673,9 @@ export function subscriptionObject(state: SubscriptionState, chainNow: bigint): 
     price_currency: c.priceCurrency,
     period_duration: c.periodDuration,
     last_charged_at: state.lastChargedAt,
-    next_charge_at: state.status === 'active' ? isoFromUnix(w.windowEnd) : null,
+    next_charge_at: shownStatus(state) === 'active' ? isoFromUnix(w.windowEnd) : null,
     charge_nonce: state.nextNonce,
-    status: state.status,
+    status: shownStatus(state),
     paused: state.paused,
     flagged: state.flagged,
     budget: state.budget.toString(),

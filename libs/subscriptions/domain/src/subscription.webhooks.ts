@@ -5,6 +5,7 @@ import {
   type SubscriptionState,
 } from './subscription';
 import type {
+  RetractableFact,
   SubscriptionCanceller,
   SubscriptionChargeSucceededData,
   SubscriptionCreatedData,
@@ -139,6 +140,26 @@ export const flaggedWebhookData = (subscription: SubscriptionObject, subscriber:
   },
 });
 
+/** The webhook type that announced each retractable fact: what `subscription.reorged` names as undone. */
+export const REORGED_WEBHOOK_TYPE: Readonly<Record<RetractableFact, string>> = {
+  created: 'subscription.created',
+  cancelled: 'subscription.cancelled',
+  cap_updated: 'subscription.cap_updated',
+  budget_updated: 'subscription.budget_updated',
+  migrated: 'subscription.migrated',
+};
+
+/**
+ * subscription.reorged (ours; SPEC Events rule 1 keeps the list open): a chain reorg took out the transaction of an
+ * earlier event. data.object is the subscription as it now stands (the undone fact folded out); data.reorged names
+ * the event type whose fact is undone and its orphaned transaction. A re-included transaction is announced again with
+ * its original event type.
+ */
+export const reorgedWebhookData = (subscription: SubscriptionObject, eventType: string, txHash: string) => ({
+  object: subscription,
+  reorged: { event_type: eventType, tx_hash: txHash },
+});
+
 const unixOf = (iso: string) => BigInt(Math.floor(Date.parse(iso) / 1000));
 
 /** The chain time an event happened at: the subscription object of its webhook shows the window of that moment. */
@@ -167,6 +188,9 @@ export function subscriptionEventChainTime(event: SubscriptionEvent): bigint {
       return unixOf(event.data.flaggedAt);
     case 'SubscriptionFirstChargeReported.v1':
       return unixOf(event.data.reportedAt);
+    case 'SubscriptionChargeRetracted.v1':
+    case 'SubscriptionFactRetracted.v1':
+      return unixOf(event.data.retractedAt);
   }
 }
 
@@ -193,6 +217,11 @@ export function subscriptionEventWebhook(
       return { type: 'subscription.cancelled', data: cancelledWebhookData(subscription, event.data.by) };
     case 'SubscriptionFlagged.v1':
       return { type: 'subscription.flagged', data: flaggedWebhookData(subscription, event.data.subscriber) };
+    case 'SubscriptionFactRetracted.v1':
+      return {
+        type: 'subscription.reorged',
+        data: reorgedWebhookData(subscription, REORGED_WEBHOOK_TYPE[event.data.fact], event.data.txHash),
+      };
     default:
       return null;
   }
@@ -237,7 +266,10 @@ export function chargeWebhookDataAsOf<C extends WebhookCharge>(
   let at = -1;
   history.forEach((e, i) => {
     if (
-      (e.type === 'SubscriptionChargeSucceeded.v1' || e.type === 'SubscriptionChargeFailed.v1') &&
+      (e.type === 'SubscriptionChargeSucceeded.v1' ||
+        e.type === 'SubscriptionChargeFailed.v1' ||
+        // A charge a reorg took out is failed as of its retraction (the nonce is free again: rule 4).
+        (e.type === 'SubscriptionChargeRetracted.v1' && charge.status === 'failed')) &&
       e.data.chargeId === charge.id &&
       sameTx(e.data.txHash)
     )

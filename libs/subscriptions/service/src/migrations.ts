@@ -98,8 +98,32 @@ export class CreateSubscriptions1767400000310 implements MigrationInterface {
   }
 }
 
+/**
+ * Which subscription fact each manager observation of the indexer reported (by the observation's event id), so an
+ * ObservationRetracted (which names only the observation) can undo that fact (docs/subscriptions.md, Reorgs).
+ */
+export class CreateSubscriptionChainObservations1767600000100 implements MigrationInterface {
+  name = 'CreateSubscriptionChainObservations1767600000100';
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE subscription_chain_observations (
+      observation_id text PRIMARY KEY,
+      chain text NOT NULL,
+      contract text NOT NULL,
+      event text NOT NULL,
+      subscription_id text,
+      tx_hash text NOT NULL,
+      args jsonb NOT NULL,
+      retracted_at timestamptz
+    )`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE subscription_chain_observations');
+  }
+}
+
 export const SUBSCRIPTIONS_MIGRATIONS = [
   CreateSubscriptionCheckouts1767300000100,
   CreateSubscriptions1767400000310,
   CreateChargeQuotes1767400000200,
+  CreateSubscriptionChainObservations1767600000100,
 ];

@@ -23,7 +23,7 @@ import { DismissSubscriptionCheckoutHandler } from './commands/dismiss-subscript
 import { CancelSubscriptionHandler } from './commands/cancel-subscription/cancel-subscription.handler';
 import { SubscribeHandler } from './commands/subscribe/subscribe.handler';
 import { ChainTime, OperatorRelayers } from './subscriptions/chain-access';
-import { SubscriptionChainFacts } from './subscriptions/chain-facts';
+import { ChainObservationLog, SubscriptionChainFacts } from './subscriptions/chain-facts';
 import { ChainObservationsConsumer } from './subscriptions/chain-observations.consumer';
 import { SubscriptionChanges } from './subscriptions/changes';
 import { MerchantCancel } from './subscriptions/merchant-cancel';
@@ -126,6 +126,7 @@ export class SubscriptionCheckoutsCoreModule {}
     OperatorRelayers,
     SubscriptionManagers,
     SubscriptionChainFacts,
+    ChainObservationLog,
     ChainObservationsConsumer,
     SubscribeFlow,
     MerchantCancel,

@@ -36,6 +36,8 @@ export const SUBSCRIPTION_EVENT_TYPES = [
   'subscription.migrated',
   'subscription.cancelled',
   'subscription.flagged',
+  // Ours (SPEC Events rule 1: the list is open): a reorg undid the fact of an earlier event (docs/webhooks.md).
+  'subscription.reorged',
 ] as const;
 
 /** Payout events (beta). */

@@ -85,7 +85,8 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
          charge_nonce, charged_at, created_at, object, revision, settlement_status, settlement_check_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15)
        ON CONFLICT (id) DO UPDATE SET object = EXCLUDED.object, revision = EXCLUDED.revision,
-         settlement_status = EXCLUDED.settlement_status, settlement_check_at = EXCLUDED.settlement_check_at
+         settlement_status = EXCLUDED.settlement_status, settlement_check_at = EXCLUDED.settlement_check_at,
+         status = EXCLUDED.status, tx_hash = EXCLUDED.tx_hash
          WHERE subscription_charges.revision < EXCLUDED.revision
        RETURNING id`,
       [

@@ -49,6 +49,7 @@ interface ChargeFailedFacts {
 const SUCCEEDED = 'SubscriptionChargeSucceeded.v1';
 const FAILED = 'SubscriptionChargeFailed.v1';
 const FIRST_CHARGE_REPORTED = 'SubscriptionFirstChargeReported.v1';
+const CHARGE_RETRACTED = 'SubscriptionChargeRetracted.v1';
 
 function succeededFacts(
   base: Pick<ChargeFacts, 'subscriptionId' | 'subscriber' | 'chain'>,
@@ -112,12 +113,28 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
   }
 
   async handle(message: BusMessage): Promise<void> {
-    if (message.type !== SUCCEEDED && message.type !== FAILED && message.type !== FIRST_CHARGE_REPORTED)
+    if (
+      message.type !== SUCCEEDED &&
+      message.type !== FAILED &&
+      message.type !== FIRST_CHARGE_REPORTED &&
+      message.type !== CHARGE_RETRACTED
+    )
       return;
     const merchantId = message.metadata.merchantId;
     const mode = message.metadata.mode;
     if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
       throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+    if (message.type === CHARGE_RETRACTED) {
+      // A reorg took the charge's transaction out: the row is marked, never deleted (docs/subscriptions.md, Reorgs).
+      const d = message.data as { chargeId: string; txHash: string };
+      await this.commands.run(
+        d.chargeId,
+        { merchantId, mode },
+        { type: 'RecordLostToReorg', txHash: d.txHash, now: this.commands.now() },
+        message.id,
+      );
+      return;
+    }
     const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
     const first = history[0];
     if (first?.type !== 'SubscriptionCreated.v1')

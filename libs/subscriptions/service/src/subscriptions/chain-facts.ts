@@ -6,6 +6,7 @@ import type { EventStore } from '@stablepay/event-store';
 import {
   type ChargeObservation,
   type ChargeWritePath,
+  type RetractableFact,
   type SubscriptionChargeSucceededData,
   type SubscriptionCommand,
   type SubscriptionCreatedData,
@@ -30,6 +31,64 @@ export interface ManagerLog {
   /** ISO block time. */
   readonly blockTime: string;
 }
+
+/** A manager observation as remembered for its possible retraction. */
+export interface ObservedManagerLog {
+  readonly observation_id: string;
+  readonly chain: string;
+  readonly contract: string;
+  readonly event: string;
+  readonly subscription_id: string | null;
+  readonly tx_hash: string;
+  readonly args: Readonly<Record<string, string>>;
+  readonly retracted_at: string | null;
+}
+
+/** `subscription_chain_observations`: what each manager observation reported, to undo it on its retraction. */
+@Injectable()
+export class ChainObservationLog {
+  constructor(@Inject(DataSource) private readonly dataSource: DataSource) {}
+
+  async remember(observationId: string, log: ManagerLog): Promise<void> {
+    await this.dataSource.query(
+      `INSERT INTO subscription_chain_observations (observation_id, chain, contract, event, subscription_id, tx_hash, args)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (observation_id) DO NOTHING`,
+      [
+        observationId,
+        log.chain,
+        log.contract,
+        log.event,
+        log.args['subscriptionId']?.toLowerCase() ?? null,
+        log.txHash,
+        JSON.stringify(log.args),
+      ],
+    );
+  }
+
+  async find(observationId: string): Promise<ObservedManagerLog | undefined> {
+    const rows: ObservedManagerLog[] = await this.dataSource.query(
+      'SELECT * FROM subscription_chain_observations WHERE observation_id = $1',
+      [observationId],
+    );
+    return rows[0];
+  }
+
+  async markRetracted(observationId: string): Promise<void> {
+    await this.dataSource.query(
+      'UPDATE subscription_chain_observations SET retracted_at = now() WHERE observation_id = $1',
+      [observationId],
+    );
+  }
+}
+
+/** The non-charge facts a reorg can undo, by the manager event that reported them. */
+const RETRACTABLE_FACT: Readonly<Record<string, RetractableFact>> = {
+  SubscriptionCreated: 'created',
+  SubscriptionCancelled: 'cancelled',
+  CapUpdated: 'cap_updated',
+  BudgetUpdated: 'budget_updated',
+  SubscriptionMigrated: 'migrated',
+};
 
 const isoOf = (unixSeconds: string) => new Date(Number(unixSeconds) * 1000).toISOString();
 
@@ -180,6 +239,51 @@ export class SubscriptionChainFacts {
         // MigrationProposed / MigrationVoided (no subscription change until accepted), Paused / Unpaused (the
         // manager's incident brake, not the dunning `paused` of a subscription): no fact of the aggregate.
         return null;
+    }
+  }
+
+  /**
+   * Undoes the fact a retracted observation reported (docs/subscriptions.md, Reorgs): the aggregate records the
+   * retraction as a fact of its own, and only when it still holds that fact with that transaction.
+   */
+  async retract(observed: ObservedManagerLog, key: string): Promise<void> {
+    const subscriptionId = observed.subscription_id;
+    if (!subscriptionId) return;
+    const manager = await this.managers.findByAddress(observed.chain, observed.contract);
+    if (!manager) return;
+    const now = this.commands.now();
+    let command: SubscriptionCommand;
+    if (observed.event === 'SubscriptionCharged')
+      command = {
+        type: 'RetractCharge',
+        nonce: Number(observed.args['nonce']),
+        txHash: observed.tx_hash,
+        now,
+      };
+    else {
+      const fact = RETRACTABLE_FACT[observed.event];
+      if (!fact) return;
+      command = { type: 'RetractFact', fact, txHash: observed.tx_hash, now };
+    }
+    try {
+      await this.commands.run(
+        subscriptionId,
+        { merchantId: manager.merchant_id, mode: manager.mode },
+        command,
+        key,
+      );
+    } catch (error) {
+      if (error instanceof DomainError) {
+        this.logger.error({
+          msg: 'retraction refused',
+          subscriptionId,
+          event: observed.event,
+          code: error.code,
+          key,
+        });
+        return;
+      }
+      throw error;
     }
   }
 

@@ -12,7 +12,7 @@ import {
   type EventBus,
   topicForCategory,
 } from '@stablepay/event-bus';
-import { type ManagerLog, SubscriptionChainFacts } from './chain-facts';
+import { ChainObservationLog, type ManagerLog, SubscriptionChainFacts } from './chain-facts';
 
 /** The indexer's observation topic (docs/asyncapi.yaml); its types are read structurally (no indexer import). */
 export const CHAIN_OBSERVATION_TOPIC = topicForCategory('chain');
@@ -43,6 +43,7 @@ export class ChainObservationsConsumer implements OnApplicationBootstrap, Before
   constructor(
     @Inject(EVENT_BUS) private readonly bus: EventBus,
     @Inject(SubscriptionChainFacts) private readonly facts: SubscriptionChainFacts,
+    @Inject(ChainObservationLog) private readonly observations: ChainObservationLog,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -69,10 +70,20 @@ export class ChainObservationsConsumer implements OnApplicationBootstrap, Before
 
   async handle(message: BusMessage): Promise<void> {
     if (message.type === OBSERVATION_RETRACTED) {
-      // The aggregate has no retraction yet: a reorg that orphans a recorded charge or cancel is reported for an
-      // operator (docs/subscriptions.md, not built yet), and the re-included log is recorded again by transaction.
-      const d = message.data as { observationId?: string; txHash?: string; chain?: string };
-      this.logger.warn({ msg: 'observation retracted by a reorg', ...d });
+      // A reorg orphaned the block of an observation: undo the fact it reported (whichever write path recorded it
+      // first; the receipt the API path read came from the same orphaned block). The re-included log, if any, is a
+      // new observation that follows and records the fact again.
+      const d = message.data as { observationId: string };
+      const observed = await this.observations.find(d.observationId);
+      if (!observed || observed.retracted_at !== null) return;
+      await this.facts.retract(observed, `retract:${message.id}`);
+      await this.observations.markRetracted(d.observationId);
+      this.logger.warn({
+        msg: 'subscription fact retracted by a reorg',
+        event: observed.event,
+        subscriptionId: observed.subscription_id,
+        txHash: observed.tx_hash,
+      });
       return;
     }
     if (message.type !== MANAGER_EVENT_OBSERVED) return;
@@ -86,6 +97,8 @@ export class ChainObservationsConsumer implements OnApplicationBootstrap, Before
       blockNumber: d.blockNumber,
       blockTime: d.blockTime,
     };
+    // Kept before the fact is recorded: a retraction that follows finds what to undo even after a crash in between.
+    await this.observations.remember(message.id, log);
     await this.facts.record(log, 'indexer', `obs:${message.id}`);
   }
 }

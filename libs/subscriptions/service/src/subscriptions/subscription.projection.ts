@@ -10,6 +10,7 @@ import {
 } from '@stablepay/event-bus';
 import {
   foldSubscription,
+  shownStatus,
   SUBSCRIPTION_CATEGORY,
   type SubscriptionEvent,
   subscriptionObject,
@@ -33,6 +34,8 @@ const KNOWN = new Set<string>([
   'SubscriptionMigrated.v1',
   'SubscriptionFlagged.v1',
   'SubscriptionFirstChargeReported.v1',
+  'SubscriptionChargeRetracted.v1',
+  'SubscriptionFactRetracted.v1',
 ]);
 
 /**
@@ -104,7 +107,7 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
         created.checkoutId,
         created.chain,
         state.subscriber.toLowerCase(),
-        state.status,
+        shownStatus(state),
         created.externalCustomerId,
         facts.startedAt.toString(),
         facts.periodDuration.toString(),

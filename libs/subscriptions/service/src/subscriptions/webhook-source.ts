@@ -26,6 +26,8 @@ const KNOWN = new Set<string>([
   'SubscriptionMigrated.v1',
   'SubscriptionFlagged.v1',
   'SubscriptionFirstChargeReported.v1',
+  'SubscriptionChargeRetracted.v1',
+  'SubscriptionFactRetracted.v1',
 ]);
 
 /**

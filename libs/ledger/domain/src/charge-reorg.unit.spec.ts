@@ -1,0 +1,83 @@
+import { type ChargeCommand, chargeObject, decideCharge, evolveCharge, initialChargeState } from './charge';
+import type { ChargeEvent, ChargeFacts } from './charge.events';
+
+/** docs/subscriptions.md, Reorgs: a succeeded charge whose transaction a reorg took out is marked, never deleted. */
+const now = new Date('2026-06-01T10:00:00.000Z');
+const later = new Date('2026-06-01T11:00:00.000Z');
+const charge: ChargeFacts = {
+  chargeId: 'subc_1',
+  subscriptionId: `0x${'5a'.repeat(32)}`,
+  subscriber: '0x1111111111111111111111111111111111111111',
+  chain: 'eip155:8453',
+  nonce: 1,
+  amount: '2000000',
+  fee: '0',
+  txHash: `0x${'77'.repeat(32)}`,
+  blockNumber: '1234',
+  chargedAt: '2026-06-01T09:59:58.000Z',
+  status: 'succeeded',
+  failureReason: null,
+};
+
+function run(events: ChargeEvent[], command: ChargeCommand): ChargeEvent[] {
+  const next = decideCharge(command, events.reduce(evolveCharge, initialChargeState()));
+  events.push(...next);
+  return next;
+}
+const objectOf = (events: ChargeEvent[]) => chargeObject(events.reduce(evolveCharge, initialChargeState()));
+const recorded = (): ChargeEvent[] => {
+  const events: ChargeEvent[] = [];
+  run(events, {
+    type: 'RecordCharge',
+    charge,
+    writtenBy: 'api',
+    fiatContext: { price: '150000', priceCurrency: 'ARS', settlement: 'crypto' },
+    now,
+  });
+  return events;
+};
+
+describe('Charge ledger: a charge lost to a reorg', () => {
+  it('shows failed with charge_lost_to_reorg, keeps its id, transaction and creation time, fee and block 0', () => {
+    const events = recorded();
+    run(events, { type: 'RecordLostToReorg', txHash: charge.txHash ?? '', now: later });
+    expect(objectOf(events)).toMatchObject({
+      id: 'subc_1',
+      status: 'failed',
+      failure_reason: 'charge_lost_to_reorg',
+      tx_hash: charge.txHash,
+      fee: '0',
+      block_number: '0',
+      created_at: now.toISOString(),
+    });
+  });
+
+  it('a retraction of another transaction, or the same one twice, records nothing', () => {
+    const events = recorded();
+    expect(run(events, { type: 'RecordLostToReorg', txHash: `0x${'88'.repeat(32)}`, now: later })).toEqual(
+      [],
+    );
+    run(events, { type: 'RecordLostToReorg', txHash: charge.txHash ?? '', now: later });
+    expect(run(events, { type: 'RecordLostToReorg', txHash: charge.txHash ?? '', now: later })).toEqual([]);
+  });
+
+  it('re-included (by the indexer, in another block) the row is succeeded again, first written time and fiat fields kept', () => {
+    const events = recorded();
+    run(events, { type: 'RecordLostToReorg', txHash: charge.txHash ?? '', now: later });
+    run(events, {
+      type: 'RecordCharge',
+      charge: { ...charge, blockNumber: '1240' },
+      writtenBy: 'indexer',
+      fiatContext: null,
+      now: later,
+    });
+    expect(objectOf(events)).toMatchObject({
+      status: 'succeeded',
+      failure_reason: null,
+      block_number: '1240',
+      created_at: now.toISOString(),
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+    });
+  });
+});

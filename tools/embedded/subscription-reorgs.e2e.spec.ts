@@ -1,0 +1,303 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { type JsonRpcProvider, Transaction, Wallet } from 'ethers';
+import { DataSource } from 'typeorm';
+import {
+  connectStablepayRegistry,
+  connectSubscriptionManager,
+  connectTestStablecoin,
+  toOnChainId,
+} from '@stablepay/contracts';
+import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
+import { signCharge, verifyWebhook } from '@stablepay/merchant-sdk';
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { type EmbeddedStack, startEmbedded } from './embedded';
+
+/**
+ * Chain reorgs of subscription facts, end to end through HTTP on the embedded stack and a local anvil
+ * (docs/subscriptions.md, Reorgs): evm_snapshot, the facts land and the indexer observes them, evm_revert and a longer
+ * fork without them; the indexer retracts the observations and the subscription, its window and the charge ledger
+ * follow, with the webhooks a merchant needs.
+ */
+type Json = Record<string, unknown>;
+const CHAIN = 'eip155:8453';
+
+const until = async <T>(read: () => Promise<T>, done: (v: T) => boolean, what: string): Promise<T> => {
+  const deadline = Date.now() + 45_000;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+};
+
+describe('subscription facts undone by chain reorgs (embedded stack, anvil)', () => {
+  let db: TestDatabase;
+  let stack: EmbeddedStack;
+  const merchantSigner = Wallet.createRandom();
+  const merchantPauser = Wallet.createRandom();
+  let receiver: Server;
+  let webhookSecret = '';
+  const received: Array<{ body: string; headers: IncomingHttpHeaders }> = [];
+  type Hook = { type: string; data: Record<string, Json> };
+  const hooks = () => received.map((r) => ({ ...r, event: JSON.parse(r.body) as Hook }));
+  const hook = (type: string, match: (e: Hook) => boolean) =>
+    until(
+      async () => hooks().find((h) => h.event.type === type && match(h.event)),
+      (h) => h !== undefined,
+      `webhook ${type}`,
+    ).then((h) => {
+      if (!h) throw new Error('unreachable');
+      expect(verifyWebhook(h.body, h.headers, webhookSecret)).toMatchObject({ valid: true });
+      return h.event;
+    });
+
+  let subscriptionId = '';
+  let managerAddress = '';
+  let subscriber: Wallet;
+
+  const api = async (method: string, path: string, body?: unknown, auth = true) => {
+    const res = await fetch(`${stack.url}${path}`, {
+      method,
+      headers: {
+        ...(auth ? { authorization: `Bearer ${stack.demoApiKey}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+  const providers: JsonRpcProvider[] = [];
+  const provider = () => {
+    const chain = stack.chains?.chains.find((c) => c.caip2 === CHAIN);
+    if (!chain) throw new Error('no local chain');
+    const p = localChainProvider(chain.rpcUrl, chain.chainId);
+    providers.push(p);
+    return p;
+  };
+  const wallet = (index: number) => new Wallet(ANVIL_DEV_PRIVATE_KEYS[index] ?? '', provider());
+  const subscription = async () => (await api('GET', `/subscriptions/${subscriptionId}`)).body;
+  const ledgerRow = async (id: string) =>
+    (
+      (
+        await api(
+          'GET',
+          `/merchants/${stack.demoMerchantId}/charges?subscription_id=${subscriptionId}&limit=100`,
+        )
+      ).body['data'] as Json[]
+    ).find((c) => c['id'] === id);
+  /** Whether the indexer's observation of `txHash` reached the subscriptions service (so it can be retracted). */
+  const observed = async (txHash: string) => {
+    const rows: unknown[] = await stack.service.app
+      .get(DataSource)
+      .query('SELECT 1 FROM subscription_chain_observations WHERE lower(tx_hash) = lower($1)', [txHash]);
+    return rows.length > 0;
+  };
+  const chargeNow = async (amount: string) => {
+    const q = await api('POST', `/subscriptions/${subscriptionId}/charge-quote`);
+    expect(q.status).toBe(201);
+    const p = provider();
+    const registry = connectStablepayRegistry(String(stack.chains?.chains[0]?.addresses.registry), p);
+    const epoch = (await registry.merchantAuth(toOnChainId(stack.demoMerchantId))).epoch;
+    const nonce = Number((await subscription())['charge_nonce']);
+    const deadline = BigInt((await p.getBlock('latest'))?.timestamp ?? 0) + 3600n;
+    const quoteCode = String(q.body['quote_code']);
+    const { signature } = await signCharge(
+      merchantSigner,
+      { chain: CHAIN, verifyingContract: managerAddress },
+      {
+        subscriptionId,
+        amount: amount === '' ? String(q.body['amount']) : amount,
+        nonce,
+        deadline,
+        quoteCode,
+        epoch,
+      },
+    );
+    return api('POST', `/subscriptions/${subscriptionId}/charge`, {
+      amount: amount === '' ? String(q.body['amount']) : amount,
+      nonce,
+      deadline: Number(deadline),
+      signature,
+      quote_code: quoteCode,
+    });
+  };
+
+  beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ body: Buffer.concat(chunks).toString('utf8'), headers: req.headers });
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const address = receiver.address();
+    if (address === null || typeof address === 'string') throw new Error('receiver has no port');
+    db = await createTestDatabase();
+    stack = await startEmbedded({
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        LOG_LEVEL: 'error',
+        STABLEPAY_LOCAL_CHAINS: 'true',
+        LOCAL_CHAIN_IDS: '8453',
+        INDEXER_POLL_MS: '100',
+        ALLOW_LOCAL_WEBHOOKS: 'true',
+        WEBHOOK_POLL_INTERVAL_MS: '100',
+      },
+      dataDir: 'memory',
+    });
+    expect(
+      (
+        await api('POST', '/settings', {
+          merchant_signer: merchantSigner.address,
+          settlement_address: Wallet.createRandom().address,
+        })
+      ).status,
+    ).toBe(200);
+    const declaration = await api('GET', '/settings/pauser');
+    await api('POST', '/settings/pauser', {
+      merchant_pauser: merchantPauser.address,
+      signature: await merchantPauser.signMessage(String(declaration.body['declaration_message'])),
+    });
+    const settings = await api('PATCH', '/settings', {
+      webhook_url: `http://127.0.0.1:${address.port}/hooks`,
+    });
+    webhookSecret = String(settings.body['webhook_secret']);
+    // Price 1,500.00 ARS, cap 3,000.00, budget 6,000.00, hourly windows; USDC.
+    const checkout = await api('POST', '/subscription-checkouts', {
+      price: '150000',
+      price_currency: 'ARS',
+      cap: '300000',
+      budget: '600000',
+      period_duration: 3600,
+      supported_chains: [CHAIN],
+    });
+    expect(checkout.status).toBe(201);
+    const usdc = (checkout.body['subscription_options'] as Json[]).find((o) => o['token_symbol'] === 'USDC');
+    subscriber = wallet(3);
+    const path = `/subscription-checkouts/${String(checkout.body['id'])}/subscribe`;
+    const params = { chain: CHAIN, asset: usdc?.['asset'], subscriber: subscriber.address };
+    const auth = await api('POST', path, params, false);
+    expect(auth.status).toBe(200);
+    managerAddress = String(auth.body['manager_address']);
+    const token = connectTestStablecoin(String(auth.body['token_address']), subscriber);
+    await (await token.mint(subscriber.address, BigInt(String(auth.body['budget_amount'])) * 3n)).wait();
+    const [approve, subscribe] = auth.body['transactions'] as Json[];
+    await (
+      await subscriber.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
+    ).wait();
+    const sent = await subscriber.sendTransaction({
+      to: String(subscribe?.['to']),
+      data: String(subscribe?.['data']),
+    });
+    await sent.wait();
+    const reported = await api('POST', path, { ...params, tx_hash: sent.hash }, false);
+    expect(reported.body['status']).toBe('recorded');
+    subscriptionId = String(checkout.body['onchain_id']);
+    await until(() => observed(sent.hash), Boolean, 'the indexer to observe the subscribe');
+  }, 180_000);
+
+  afterAll(async () => {
+    for (const p of providers) p.destroy();
+    await stack?.stop();
+    await db?.drop();
+    await new Promise<void>((resolve) => receiver?.close(() => resolve()));
+  });
+
+  it('a charge mined then reverted by a reorg, with a cap update in the same fork: both undone, ledger row charge_lost_to_reorg, webhooks', async () => {
+    const before = await subscription();
+    expect(before).toMatchObject({ charge_nonce: 1, status: 'active' });
+    const p = provider();
+    const snapshot = (await p.send('evm_snapshot', [])) as string;
+
+    const charged = await chargeNow('');
+    expect(charged.status).toBe(200);
+    expect(charged.body).toMatchObject({ status: 'succeeded', charge_nonce: 1 });
+    const chargeId = String(charged.body['id']);
+    const chargeTx = String(charged.body['tx_hash']);
+    const newCap = BigInt(String(before['cap_amount'])) - 7n;
+    const capTx = await connectSubscriptionManager(managerAddress, subscriber).updateCap(
+      subscriptionId,
+      newCap,
+    );
+    await capTx.wait();
+    await until(
+      subscription,
+      (s) => s['charge_nonce'] === 2 && s['cap_amount'] === newCap.toString(),
+      'the charge and the cap update recorded',
+    );
+    expect(BigInt(String((await subscription())['spent_this_period']))).toBeGreaterThan(
+      BigInt(String(before['spent_this_period'])),
+    );
+    await until(async () => (await observed(chargeTx)) && (await observed(capTx.hash)), Boolean, 'observed');
+    // The charge as signed and broadcast, to put it back into the new fork later (a reorg's usual ending).
+    const sentCharge = await p.getTransaction(chargeTx);
+    if (!sentCharge) throw new Error('charge transaction not found');
+    const rawCharge = Transaction.from(sentCharge).serialized;
+
+    await p.send('evm_revert', [snapshot]);
+    // A longer fork without the two transactions: the follower sees the parent hashes change and retracts them.
+    await p.send('anvil_mine', ['0x8']);
+
+    const after = await until(
+      subscription,
+      (s) => s['charge_nonce'] === 1 && s['cap_amount'] === before['cap_amount'],
+      'the reorg to undo the charge and the cap update',
+    );
+    expect(after).toMatchObject({
+      status: 'active',
+      spent_this_period: before['spent_this_period'],
+      remaining_budget: before['remaining_budget'],
+      last_charged_at: before['last_charged_at'],
+    });
+    const row = await until(
+      () => ledgerRow(chargeId),
+      (r) => r?.['status'] === 'failed',
+      'the ledger row marked',
+    );
+    expect(row).toMatchObject({
+      id: chargeId,
+      status: 'failed',
+      failure_reason: 'charge_lost_to_reorg',
+      tx_hash: chargeTx,
+      fee: '0',
+      block_number: '0',
+      charge_nonce: 1,
+    });
+    const failed = await hook('subscription.charge_failed', (e) => e.data['charge']?.['id'] === chargeId);
+    expect(failed.data['charge']).toMatchObject({ status: 'failed', failure_reason: 'charge_lost_to_reorg' });
+    expect(failed.data['object']).toMatchObject({ charge_nonce: 1, subscription_id: subscriptionId });
+    const reorged = await hook('subscription.reorged', (e) => e.data['object']?.['id'] === subscriptionId);
+    expect(reorged.data['reorged']).toEqual({ event_type: 'subscription.cap_updated', tx_hash: capTx.hash });
+    expect(reorged.data['object']).toMatchObject({ cap_amount: before['cap_amount'] });
+
+    // The same transaction re-included in the new fork: the indexer's new observation records the charge again,
+    // under the same subc_ id, and the row is succeeded again (same transaction, new block).
+    await p.send('eth_sendRawTransaction', [rawCharge]);
+    await until(subscription, (s) => s['charge_nonce'] === 2, 'the re-included charge recorded');
+    const back = await until(
+      () => ledgerRow(chargeId),
+      (r) => r?.['status'] === 'succeeded',
+      'the ledger row succeeded again',
+    );
+    expect(back).toMatchObject({ tx_hash: chargeTx, failure_reason: null });
+    expect(back?.['block_number']).not.toBe(row?.['block_number']);
+    const succeededAgain = await until(
+      async () =>
+        hooks().filter(
+          (h) =>
+            h.event.type === 'subscription.charge_succeeded' && h.event.data['charge']?.['id'] === chargeId,
+        ),
+      (list) => list.length === 2,
+      'a second charge_succeeded for the re-included charge',
+    );
+    expect(succeededAgain[1]?.event.data['charge']).toMatchObject({ status: 'succeeded', tx_hash: chargeTx });
+    // The operator's nonce sequence has no hole: the next charge goes through.
+    const next = await chargeNow('');
+    expect(next.status).toBe(200);
+    expect(next.body).toMatchObject({ status: 'succeeded', charge_nonce: 2 });
+  }, 180_000);
+});
