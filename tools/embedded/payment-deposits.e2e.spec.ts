@@ -14,9 +14,8 @@ import {
   PaymentFacts,
   paymentStreamId,
   type PaymentObject,
-  SANDBOX_SANCTIONED_PAYER,
-  SANDBOX_UNREACHABLE_PAYER,
 } from '@stablepay/payments-service';
+import { SANDBOX_SANCTIONED_PAYER, SANDBOX_UNREACHABLE_PAYER } from '@stablepay/evm';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';

@@ -3,3 +3,4 @@ export * from './caip';
 export * from './chains';
 export * from './typed-data';
 export * from './chain-env';
+export * from './sanctions';

@@ -2,6 +2,7 @@ import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/co
 import { CLOCK } from '@stablepay/aggregate';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { type ChainOperatorConfig, ChainOperatorModule } from '@stablepay/chain-operator';
+import { SANCTIONS_SCREENING, SandboxSanctionsScreening } from '@stablepay/evm';
 import { SubscriptionsApiModule } from '@stablepay/subscriptions-api';
 import type { Clock } from '@stablepay/util';
 import { SUBSCRIPTIONS_MIGRATIONS } from './migrations';
@@ -25,6 +26,7 @@ import { SubscribeHandler } from './commands/subscribe/subscribe.handler';
 import { ChainTime, OperatorRelayers } from './subscriptions/chain-access';
 import { ChainObservationLog, SubscriptionChainFacts } from './subscriptions/chain-facts';
 import { ChainObservationsConsumer } from './subscriptions/chain-observations.consumer';
+import { SubscriberScreeningConsumer } from './subscriptions/subscriber-screening.consumer';
 import { SubscriptionChanges } from './subscriptions/changes';
 import { MerchantCancel } from './subscriptions/merchant-cancel';
 import { SubscribeFlow } from './subscriptions/subscribe-flow';
@@ -128,6 +130,10 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionChainFacts,
     ChainObservationLog,
     ChainObservationsConsumer,
+    // The sandbox screening adapter (docs/subscriptions.md, Compliance screening); a real provider implements the
+    // same port (@stablepay/evm SanctionsScreening).
+    { provide: SANCTIONS_SCREENING, useFactory: () => new SandboxSanctionsScreening() },
+    SubscriberScreeningConsumer,
     SubscribeFlow,
     MerchantCancel,
   ],

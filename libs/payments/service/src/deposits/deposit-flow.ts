@@ -33,7 +33,7 @@ import { RetractDepositTransferHandler } from '../commands/retract-deposit-trans
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
 import { DepositContracts } from './deposit-contracts';
 import { DepositStore } from './deposit.store';
-import { SANCTIONS_SCREENING, type SanctionsScreening } from './sanctions';
+import { SANCTIONS_SCREENING, type SanctionsScreening } from '@stablepay/evm';
 
 const PAYMENT_TOPIC = 'payments.payment.v1';
 const CHAIN_TOPIC = 'indexer.chain-observation.v1';

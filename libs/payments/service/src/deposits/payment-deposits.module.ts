@@ -13,7 +13,7 @@ import {
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
 } from './deposit.store';
-import { SANCTIONS_SCREENING, SandboxSanctionsScreening, type SanctionsScreening } from './sanctions';
+import { SANCTIONS_SCREENING, SandboxSanctionsScreening, type SanctionsScreening } from '@stablepay/evm';
 
 export interface PaymentDepositsOptions {
   /** The sanctions provider; default the sandbox adapter (magic payer addresses, docs/payment-deposits.md). */

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { PaymentFacts } from '../payment-facts';
-import type { ScreeningResult } from '../../deposits/sanctions';
+import type { ScreeningResult } from '@stablepay/evm';
 
 /** The sanctions screening of a payment's senders: clear, a match (flagged for good), or provider unreachable. */
 @Injectable()

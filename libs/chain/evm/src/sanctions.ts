@@ -5,7 +5,11 @@ export type ScreeningResult =
   | { readonly kind: 'match'; readonly address: string }
   | { readonly kind: 'unreachable' };
 
-/** The sanctions screening port: every sender of a payment's token is screened before its deposit is deployed. */
+/**
+ * The sanctions screening port, shared by the scopes that screen chain addresses: payments screen every sender of a
+ * payment's token before its deposit is deployed; subscriptions screen the subscriber at subscribe and the new wallet
+ * of a migration. Adapters are passed in by the composition roots; the sandbox below is the default.
+ */
 export interface SanctionsScreening {
   screen(addresses: readonly string[]): Promise<ScreeningResult>;
 }
@@ -13,7 +17,7 @@ export interface SanctionsScreening {
 export const SANCTIONS_SCREENING = Symbol('SANCTIONS_SCREENING');
 
 /**
- * Sandbox magic payer addresses (documented in docs/payment-deposits.md). They are anvil's well-known dev accounts
+ * Sandbox magic addresses (documented in docs/payment-deposits.md and docs/subscriptions.md). They are anvil's well-known dev accounts
  * 9 and 7, so a test or a demo can pay from them on a local chain.
  * - MATCH: screening reports a sanctions match (the payment is flagged, for good).
  * - UNREACHABLE: the provider is unreachable for the first SANDBOX_UNREACHABLE_ATTEMPTS screenings of that

@@ -7,16 +7,18 @@ import {
   connectTestStablecoin,
   toOnChainId,
 } from '@stablepay/contracts';
+import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
 import { signCharge, verifyWebhook } from '@stablepay/merchant-sdk';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
 /**
- * Chain reorgs of subscription facts, end to end through HTTP on the embedded stack and a local anvil
- * (docs/subscriptions.md, Reorgs): evm_snapshot, the facts land and the indexer observes them, evm_revert and a longer
- * fork without them; the indexer retracts the observations and the subscription, its window and the charge ledger
- * follow, with the webhooks a merchant needs.
+ * Chain events of subscriptions beyond the happy path, end to end through HTTP on the embedded stack and a local
+ * anvil: compliance screening at subscribe and at migration (docs/subscriptions.md, Compliance screening), and reorgs
+ * (Reorgs: evm_snapshot, the facts land and the indexer observes them, evm_revert and a longer fork without them; the
+ * indexer retracts the observations and the subscription, its window and the charge ledger follow, with the webhooks
+ * a merchant needs). The reorg test runs last: it rewinds the chain under the stack.
  */
 type Json = Record<string, unknown>;
 const CHAIN = 'eip155:8453';
@@ -31,7 +33,7 @@ const until = async <T>(read: () => Promise<T>, done: (v: T) => boolean, what: s
   }
 };
 
-describe('subscription facts undone by chain reorgs (embedded stack, anvil)', () => {
+describe('subscription chain events: screening, reorgs (embedded stack, anvil)', () => {
   let db: TestDatabase;
   let stack: EmbeddedStack;
   const merchantSigner = Wallet.createRandom();
@@ -76,7 +78,7 @@ describe('subscription facts undone by chain reorgs (embedded stack, anvil)', ()
     return p;
   };
   const wallet = (index: number) => new Wallet(ANVIL_DEV_PRIVATE_KEYS[index] ?? '', provider());
-  const subscription = async () => (await api('GET', `/subscriptions/${subscriptionId}`)).body;
+  const subscription = async (id = subscriptionId) => (await api('GET', `/subscriptions/${id}`)).body;
   const ledgerRow = async (id: string) =>
     (
       (
@@ -93,20 +95,20 @@ describe('subscription facts undone by chain reorgs (embedded stack, anvil)', ()
       .query('SELECT 1 FROM subscription_chain_observations WHERE lower(tx_hash) = lower($1)', [txHash]);
     return rows.length > 0;
   };
-  const chargeNow = async (amount: string) => {
-    const q = await api('POST', `/subscriptions/${subscriptionId}/charge-quote`);
+  const chargeNow = async (amount: string, target = { id: subscriptionId, manager: managerAddress }) => {
+    const q = await api('POST', `/subscriptions/${target.id}/charge-quote`);
     expect(q.status).toBe(201);
     const p = provider();
     const registry = connectStablepayRegistry(String(stack.chains?.chains[0]?.addresses.registry), p);
     const epoch = (await registry.merchantAuth(toOnChainId(stack.demoMerchantId))).epoch;
-    const nonce = Number((await subscription())['charge_nonce']);
+    const nonce = Number((await subscription(target.id))['charge_nonce']);
     const deadline = BigInt((await p.getBlock('latest'))?.timestamp ?? 0) + 3600n;
     const quoteCode = String(q.body['quote_code']);
     const { signature } = await signCharge(
       merchantSigner,
-      { chain: CHAIN, verifyingContract: managerAddress },
+      { chain: CHAIN, verifyingContract: target.manager },
       {
-        subscriptionId,
+        subscriptionId: target.id,
         amount: amount === '' ? String(q.body['amount']) : amount,
         nonce,
         deadline,
@@ -114,13 +116,53 @@ describe('subscription facts undone by chain reorgs (embedded stack, anvil)', ()
         epoch,
       },
     );
-    return api('POST', `/subscriptions/${subscriptionId}/charge`, {
+    return api('POST', `/subscriptions/${target.id}/charge`, {
       amount: amount === '' ? String(q.body['amount']) : amount,
       nonce,
       deadline: Number(deadline),
       signature,
       quote_code: quoteCode,
     });
+  };
+
+  /**
+   * A subscription of `who` through HTTP: price 1,500.00 ARS, cap 3,000.00, budget 6,000.00, hourly windows, USDC;
+   * the wallet's approve and subscribe, the report; returns once the indexer observed the subscribe too.
+   */
+  const subscribeWith = async (who: Wallet) => {
+    const checkout = await api('POST', '/subscription-checkouts', {
+      price: '150000',
+      price_currency: 'ARS',
+      cap: '300000',
+      budget: '600000',
+      period_duration: 3600,
+      supported_chains: [CHAIN],
+    });
+    expect(checkout.status).toBe(201);
+    const usdc = (checkout.body['subscription_options'] as Json[]).find((o) => o['token_symbol'] === 'USDC');
+    const path = `/subscription-checkouts/${String(checkout.body['id'])}/subscribe`;
+    const params = { chain: CHAIN, asset: usdc?.['asset'], subscriber: who.address };
+    const auth = await api('POST', path, params, false);
+    expect(auth.status).toBe(200);
+    const token = connectTestStablecoin(String(auth.body['token_address']), who);
+    await (await token.mint(who.address, BigInt(String(auth.body['budget_amount'])) * 3n)).wait();
+    const [approve, subscribe] = auth.body['transactions'] as Json[];
+    await (
+      await who.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
+    ).wait();
+    const sent = await who.sendTransaction({
+      to: String(subscribe?.['to']),
+      data: String(subscribe?.['data']),
+    });
+    await sent.wait();
+    const reported = await api('POST', path, { ...params, tx_hash: sent.hash }, false);
+    expect(reported.body['status']).toBe('recorded');
+    await until(() => observed(sent.hash), Boolean, 'the indexer to observe the subscribe');
+    return {
+      id: String(checkout.body['onchain_id']),
+      manager: String(auth.body['manager_address']),
+      token: String(auth.body['token_address']),
+    };
   };
 
   beforeAll(async () => {
@@ -166,38 +208,10 @@ describe('subscription facts undone by chain reorgs (embedded stack, anvil)', ()
       webhook_url: `http://127.0.0.1:${address.port}/hooks`,
     });
     webhookSecret = String(settings.body['webhook_secret']);
-    // Price 1,500.00 ARS, cap 3,000.00, budget 6,000.00, hourly windows; USDC.
-    const checkout = await api('POST', '/subscription-checkouts', {
-      price: '150000',
-      price_currency: 'ARS',
-      cap: '300000',
-      budget: '600000',
-      period_duration: 3600,
-      supported_chains: [CHAIN],
-    });
-    expect(checkout.status).toBe(201);
-    const usdc = (checkout.body['subscription_options'] as Json[]).find((o) => o['token_symbol'] === 'USDC');
     subscriber = wallet(3);
-    const path = `/subscription-checkouts/${String(checkout.body['id'])}/subscribe`;
-    const params = { chain: CHAIN, asset: usdc?.['asset'], subscriber: subscriber.address };
-    const auth = await api('POST', path, params, false);
-    expect(auth.status).toBe(200);
-    managerAddress = String(auth.body['manager_address']);
-    const token = connectTestStablecoin(String(auth.body['token_address']), subscriber);
-    await (await token.mint(subscriber.address, BigInt(String(auth.body['budget_amount'])) * 3n)).wait();
-    const [approve, subscribe] = auth.body['transactions'] as Json[];
-    await (
-      await subscriber.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
-    ).wait();
-    const sent = await subscriber.sendTransaction({
-      to: String(subscribe?.['to']),
-      data: String(subscribe?.['data']),
-    });
-    await sent.wait();
-    const reported = await api('POST', path, { ...params, tx_hash: sent.hash }, false);
-    expect(reported.body['status']).toBe('recorded');
-    subscriptionId = String(checkout.body['onchain_id']);
-    await until(() => observed(sent.hash), Boolean, 'the indexer to observe the subscribe');
+    const first = await subscribeWith(subscriber);
+    subscriptionId = first.id;
+    managerAddress = first.manager;
   }, 180_000);
 
   afterAll(async () => {
@@ -206,6 +220,59 @@ describe('subscription facts undone by chain reorgs (embedded stack, anvil)', ()
     await db?.drop();
     await new Promise<void>((resolve) => receiver?.close(() => resolve()));
   });
+
+  it('compliance screening at subscribe: a sanctioned subscriber wallet flags the subscription (subscription.flagged), charges refused at preflight', async () => {
+    const sanctioned = wallet(9);
+    expect(sanctioned.address).toBe(SANDBOX_SANCTIONED_PAYER);
+    const flaggedSub = await subscribeWith(sanctioned);
+    const flagged = await until(
+      () => subscription(flaggedSub.id),
+      (s) => s['flagged'] === true,
+      'the subscription flagged',
+    );
+    expect(flagged).toMatchObject({ status: 'active', subscriber: sanctioned.address });
+    const event = await hook('subscription.flagged', (e) => e.data['object']?.['id'] === flaggedSub.id);
+    expect(event.data['object']).toEqual({
+      id: flaggedSub.id,
+      subscription_id: flaggedSub.id,
+      object: 'subscription',
+      subscriber: sanctioned.address,
+    });
+    const refused = await chargeNow('', flaggedSub);
+    expect(refused.status).toBe(422);
+    expect(refused.body['error']).toMatchObject({ type: 'cannot_process', code: 'subscription_flagged' });
+    expect(await subscription(flaggedSub.id)).toMatchObject({ charge_nonce: 1 });
+    // A clear subscriber is never flagged.
+    expect(await subscription()).toMatchObject({ flagged: false });
+  }, 120_000);
+
+  it('compliance screening at migration: moving a subscription to a sanctioned wallet flags it', async () => {
+    const owner = wallet(4);
+    const sub = await subscribeWith(owner);
+    expect(await subscription(sub.id)).toMatchObject({ flagged: false });
+    const sanctioned = wallet(9);
+    const manager = connectSubscriptionManager(sub.manager, owner);
+    await (await manager.proposeMigration(sub.id, sanctioned.address)).wait();
+    await (await connectTestStablecoin(sub.token, sanctioned).approve(sub.manager, 1000n)).wait();
+    const terms = await subscription(sub.id);
+    await (
+      await connectSubscriptionManager(sub.manager, sanctioned).acceptMigration(
+        sub.id,
+        BigInt(String(terms['cap_amount'])),
+        BigInt(String(terms['budget'])),
+      )
+    ).wait();
+    const flagged = await until(
+      () => subscription(sub.id),
+      (s) => s['flagged'] === true,
+      'the migrated subscription flagged',
+    );
+    expect(flagged).toMatchObject({ subscriber: sanctioned.address });
+    const event = await hook('subscription.flagged', (e) => e.data['object']?.['id'] === sub.id);
+    expect(event.data['object']).toMatchObject({ subscriber: sanctioned.address });
+    const refused = await chargeNow('', sub);
+    expect(refused.body['error']).toMatchObject({ code: 'subscription_flagged' });
+  }, 120_000);
 
   it('a charge mined then reverted by a reorg, with a cap update in the same fork: both undone, ledger row charge_lost_to_reorg, webhooks', async () => {
     const before = await subscription();
