@@ -95,7 +95,8 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
       .query('SELECT 1 FROM subscription_chain_observations WHERE lower(tx_hash) = lower($1)', [txHash]);
     return rows.length > 0;
   };
-  const chargeNow = async (amount: string, target = { id: subscriptionId, manager: managerAddress }) => {
+  /** The merchant's signed charge body (signCharge) for the quoted amount at the subscription's charge_nonce. */
+  const signedCharge = async (target = { id: subscriptionId, manager: managerAddress }) => {
     const q = await api('POST', `/subscriptions/${target.id}/charge-quote`);
     expect(q.status).toBe(201);
     const p = provider();
@@ -104,29 +105,20 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
     const nonce = Number((await subscription(target.id))['charge_nonce']);
     const deadline = BigInt((await p.getBlock('latest'))?.timestamp ?? 0) + 3600n;
     const quoteCode = String(q.body['quote_code']);
+    const amount = String(q.body['amount']);
     const { signature } = await signCharge(
       merchantSigner,
       { chain: CHAIN, verifyingContract: target.manager },
-      {
-        subscriptionId: target.id,
-        amount: amount === '' ? String(q.body['amount']) : amount,
-        nonce,
-        deadline,
-        quoteCode,
-        epoch,
-      },
+      { subscriptionId: target.id, amount, nonce, deadline, quoteCode, epoch },
     );
-    return api('POST', `/subscriptions/${target.id}/charge`, {
-      amount: amount === '' ? String(q.body['amount']) : amount,
-      nonce,
-      deadline: Number(deadline),
-      signature,
-      quote_code: quoteCode,
-    });
+    return { amount, nonce, deadline: Number(deadline), signature, quote_code: quoteCode };
   };
+  const postCharge = (body: Json, id = subscriptionId) => api('POST', `/subscriptions/${id}/charge`, body);
+  const chargeNow = async (target = { id: subscriptionId, manager: managerAddress }) =>
+    postCharge(await signedCharge(target), target.id);
 
   /**
-   * A subscription of `who` through HTTP: price 1,500.00 ARS, cap 3,000.00, budget 6,000.00, hourly windows, USDC;
+   * A subscription of `who` through HTTP: price 1,500.00 ARS, cap 3,000.00, budget 9,000.00, hourly windows, USDC;
    * the wallet's approve and subscribe, the report; returns once the indexer observed the subscribe too.
    */
   const subscribeWith = async (who: Wallet) => {
@@ -134,7 +126,7 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
       price: '150000',
       price_currency: 'ARS',
       cap: '300000',
-      budget: '600000',
+      budget: '900000',
       period_duration: 3600,
       supported_chains: [CHAIN],
     });
@@ -188,6 +180,7 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
         INDEXER_POLL_MS: '100',
         ALLOW_LOCAL_WEBHOOKS: 'true',
         WEBHOOK_POLL_INTERVAL_MS: '100',
+        CHARGE_RECEIPT_TIMEOUT_MS: '3000',
       },
       dataDir: 'memory',
     });
@@ -238,7 +231,7 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
       object: 'subscription',
       subscriber: sanctioned.address,
     });
-    const refused = await chargeNow('', flaggedSub);
+    const refused = await chargeNow(flaggedSub);
     expect(refused.status).toBe(422);
     expect(refused.body['error']).toMatchObject({ type: 'cannot_process', code: 'subscription_flagged' });
     expect(await subscription(flaggedSub.id)).toMatchObject({ charge_nonce: 1 });
@@ -270,19 +263,72 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
     expect(flagged).toMatchObject({ subscriber: sanctioned.address });
     const event = await hook('subscription.flagged', (e) => e.data['object']?.['id'] === sub.id);
     expect(event.data['object']).toMatchObject({ subscriber: sanctioned.address });
-    const refused = await chargeNow('', sub);
+    const refused = await chargeNow(sub);
     expect(refused.body['error']).toMatchObject({ code: 'subscription_flagged' });
+  }, 120_000);
+
+  it('a charge receipt timeout: 503 charge_pending, a retry sends nothing new, the indexer records the charge when it lands, the retry then answers it', async () => {
+    const p = provider();
+    const before = Number((await subscription())['charge_nonce']);
+    const pool = async () =>
+      Object.values(
+        ((await p.send('txpool_content', [])) as { pending: Record<string, Record<string, unknown>> })
+          .pending,
+      ).reduce((n, byNonce) => n + Object.keys(byNonce).length, 0);
+    const body = await signedCharge();
+    await p.send('evm_setAutomine', [false]);
+    let txHash = '';
+    try {
+      const first = await postCharge(body);
+      expect(first.status).toBe(503);
+      expect(first.body['error']).toMatchObject({ type: 'api_error', code: 'charge_pending' });
+      txHash = /0x[0-9a-f]{64}/.exec(String((first.body['error'] as Json)['message']))?.[0] ?? '';
+      expect(txHash).not.toBe('');
+      expect(await pool()).toBe(1);
+      // The merchant retries: the service waits for the same transaction and sends nothing.
+      const retry = await postCharge(body);
+      expect(retry.status).toBe(503);
+      expect(String((retry.body['error'] as Json)['message'])).toContain(txHash);
+      expect(await pool()).toBe(1);
+      // Other terms on the pending nonce are refused; nothing is recorded while it is pending.
+      const other = await postCharge({ ...body, amount: String(BigInt(String(body.amount)) - 1n) });
+      expect(other.body['error']).toMatchObject({ code: 'charge_pending', param: 'nonce' });
+      expect(await subscription()).toMatchObject({ charge_nonce: before });
+      expect(
+        (
+          (await api('GET', `/merchants/${stack.demoMerchantId}/charges?subscription_id=${subscriptionId}`))
+            .body['data'] as Json[]
+        ).some((c) => c['tx_hash'] === txHash),
+      ).toBe(false);
+      await p.send('evm_mine', []);
+    } finally {
+      await p.send('evm_setAutomine', [true]);
+    }
+    // The indexer reconciles: the charge is recorded from its log, the ledger row written by the indexer (no fiat
+    // fields: SPEC fiat field rule 4).
+    await until(subscription, (s) => s['charge_nonce'] === before + 1, 'the indexer to record the charge');
+    const rows = (
+      await api('GET', `/merchants/${stack.demoMerchantId}/charges?subscription_id=${subscriptionId}`)
+    ).body['data'] as Json[];
+    const row = rows.find((c) => c['tx_hash'] === txHash);
+    expect(row).toMatchObject({ status: 'succeeded', charge_nonce: before, fiat_amount: null });
+    // The same request again answers the landed charge (already charged): still one transaction.
+    const answered = await postCharge(body);
+    expect(answered.status).toBe(200);
+    expect(answered.body).toMatchObject({ id: row?.['id'], tx_hash: txHash, status: 'succeeded' });
+    expect(await pool()).toBe(0);
   }, 120_000);
 
   it('a charge mined then reverted by a reorg, with a cap update in the same fork: both undone, ledger row charge_lost_to_reorg, webhooks', async () => {
     const before = await subscription();
-    expect(before).toMatchObject({ charge_nonce: 1, status: 'active' });
+    expect(before).toMatchObject({ status: 'active' });
+    const n = Number(before['charge_nonce']);
     const p = provider();
     const snapshot = (await p.send('evm_snapshot', [])) as string;
 
-    const charged = await chargeNow('');
+    const charged = await chargeNow();
     expect(charged.status).toBe(200);
-    expect(charged.body).toMatchObject({ status: 'succeeded', charge_nonce: 1 });
+    expect(charged.body).toMatchObject({ status: 'succeeded', charge_nonce: n });
     const chargeId = String(charged.body['id']);
     const chargeTx = String(charged.body['tx_hash']);
     const newCap = BigInt(String(before['cap_amount'])) - 7n;
@@ -293,7 +339,7 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
     await capTx.wait();
     await until(
       subscription,
-      (s) => s['charge_nonce'] === 2 && s['cap_amount'] === newCap.toString(),
+      (s) => s['charge_nonce'] === n + 1 && s['cap_amount'] === newCap.toString(),
       'the charge and the cap update recorded',
     );
     expect(BigInt(String((await subscription())['spent_this_period']))).toBeGreaterThan(
@@ -311,7 +357,7 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
 
     const after = await until(
       subscription,
-      (s) => s['charge_nonce'] === 1 && s['cap_amount'] === before['cap_amount'],
+      (s) => s['charge_nonce'] === n && s['cap_amount'] === before['cap_amount'],
       'the reorg to undo the charge and the cap update',
     );
     expect(after).toMatchObject({
@@ -332,11 +378,11 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
       tx_hash: chargeTx,
       fee: '0',
       block_number: '0',
-      charge_nonce: 1,
+      charge_nonce: n,
     });
     const failed = await hook('subscription.charge_failed', (e) => e.data['charge']?.['id'] === chargeId);
     expect(failed.data['charge']).toMatchObject({ status: 'failed', failure_reason: 'charge_lost_to_reorg' });
-    expect(failed.data['object']).toMatchObject({ charge_nonce: 1, subscription_id: subscriptionId });
+    expect(failed.data['object']).toMatchObject({ charge_nonce: n, subscription_id: subscriptionId });
     const reorged = await hook('subscription.reorged', (e) => e.data['object']?.['id'] === subscriptionId);
     expect(reorged.data['reorged']).toEqual({ event_type: 'subscription.cap_updated', tx_hash: capTx.hash });
     expect(reorged.data['object']).toMatchObject({ cap_amount: before['cap_amount'] });
@@ -344,7 +390,7 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
     // The same transaction re-included in the new fork: the indexer's new observation records the charge again,
     // under the same subc_ id, and the row is succeeded again (same transaction, new block).
     await p.send('eth_sendRawTransaction', [rawCharge]);
-    await until(subscription, (s) => s['charge_nonce'] === 2, 'the re-included charge recorded');
+    await until(subscription, (s) => s['charge_nonce'] === n + 1, 'the re-included charge recorded');
     const back = await until(
       () => ledgerRow(chargeId),
       (r) => r?.['status'] === 'succeeded',
@@ -363,8 +409,8 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
     );
     expect(succeededAgain[1]?.event.data['charge']).toMatchObject({ status: 'succeeded', tx_hash: chargeTx });
     // The operator's nonce sequence has no hole: the next charge goes through.
-    const next = await chargeNow('');
+    const next = await chargeNow();
     expect(next.status).toBe(200);
-    expect(next.body).toMatchObject({ status: 'succeeded', charge_nonce: 2 });
+    expect(next.body).toMatchObject({ status: 'succeeded', charge_nonce: n + 1 });
   }, 180_000);
 });

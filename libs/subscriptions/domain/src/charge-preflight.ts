@@ -14,6 +14,7 @@ import { budgetWindow, shownStatus, type SubscriptionState } from './subscriptio
  * | code                           | status | type            | when                                                                      |
  * |--------------------------------|--------|-----------------|---------------------------------------------------------------------------|
  * | nonce_already_used             | 409    | invalid_request | the nonce charged already, for another amount or quote                    |
+ * | charge_pending                 | 409    | invalid_request | the nonce has a broadcast charge of ours awaiting its receipt, other terms |
  * | subscription_cancelled         | 409    | invalid_request | status cancelling or cancelled: no further charges eligible               |
  * | subscription_flagged           | 422    | cannot_process  | compliance flag (ours: SPEC lists no code; an auditor expects no charge)   |
  * | missing_budget_state           | 409    | invalid_request | the first charge's window state is not recorded yet; retry shortly        |
@@ -38,6 +39,7 @@ import { budgetWindow, shownStatus, type SubscriptionState } from './subscriptio
  */
 export type ChargePreflightCode =
   | 'nonce_already_used'
+  | 'charge_pending'
   | 'subscription_cancelled'
   | 'subscription_flagged'
   | 'missing_budget_state'
@@ -60,6 +62,7 @@ export const CHARGE_PREFLIGHT_ERRORS: Readonly<
   Record<ChargePreflightCode, { readonly status: number; readonly type: ErrorType; readonly param?: string }>
 > = {
   nonce_already_used: { status: 409, type: 'invalid_request', param: 'nonce' },
+  charge_pending: { status: 409, type: 'invalid_request', param: 'nonce' },
   subscription_cancelled: { status: 409, type: 'invalid_request' },
   subscription_flagged: { status: 422, type: 'cannot_process' },
   missing_budget_state: { status: 409, type: 'invalid_request' },
@@ -131,6 +134,8 @@ export interface ChargePreflightInput {
 export type ChargePreflightResult =
   | { readonly outcome: 'ok' }
   | { readonly outcome: 'already_charged'; readonly chargeId: string; readonly txHash: string }
+  /** The same charge was broadcast and awaits its receipt: wait for that transaction, never send another. */
+  | { readonly outcome: 'pending'; readonly txHash: string }
   | {
       readonly outcome: 'rejected';
       readonly code: ChargePreflightCode;
@@ -164,6 +169,20 @@ export function chargePreflight(input: ChargePreflightInput): ChargePreflightRes
     return reject(
       'nonce_already_used',
       `Nonce ${request.nonce} already charged ${landed.amount} (charge ${landed.chargeId}); the next nonce is ${state.nextNonce}.`,
+    );
+  }
+  // Our earlier broadcast of this nonce awaits its receipt (docs/subscriptions.md, Charge receipt timeout): the same
+  // charge resumes waiting for it (its quote and signature were checked when it was sent); other terms are refused.
+  const pending = state.pendingCharges.get(request.nonce);
+  if (pending) {
+    if (
+      pending.amount === request.amount &&
+      pending.quoteHash.toLowerCase() === request.quoteHash.toLowerCase()
+    )
+      return { outcome: 'pending', txHash: pending.txHash };
+    return reject(
+      'charge_pending',
+      `Nonce ${request.nonce} has charge transaction ${pending.txHash} of ${pending.amount} awaiting its receipt.`,
     );
   }
   if (shownStatus(state) !== 'active')

@@ -92,6 +92,15 @@ export type SubscriptionChargeFailed = {
   type: 'SubscriptionChargeFailed.v1';
   data: SubscriptionChargeFailedData;
 };
+/**
+ * Our charge transaction was broadcast and its receipt did not arrive in time (the relayer gave up waiting): the nonce
+ * is pending with that transaction. A retry waits for this transaction instead of sending another; the receipt, or the
+ * indexer's SubscriptionCharged log, settles it (docs/subscriptions.md, Charge receipt timeout).
+ */
+export type SubscriptionChargeSubmitted = {
+  type: 'SubscriptionChargeSubmitted.v1';
+  data: { nonce: number; amount: string; quoteHash: string; txHash: string; submittedAt: string };
+};
 /** The dunning brake engaged (SPEC States > Subscription, paused table), because of the failed charge named. */
 export type SubscriptionPaused = {
   type: 'SubscriptionPaused.v1';
@@ -187,7 +196,27 @@ export type SubscriptionEvent =
   | SubscriptionFlagged
   | SubscriptionFirstChargeReported
   | SubscriptionChargeRetracted
-  | SubscriptionFactRetracted;
+  | SubscriptionFactRetracted
+  | SubscriptionChargeSubmitted;
+
+/** Every stored type of the stream this release knows (projections and the webhook source skip later ones). */
+export const SUBSCRIPTION_STORED_EVENT_TYPES: readonly SubscriptionEvent['type'][] = [
+  'SubscriptionCreated.v1',
+  'SubscriptionChargeSucceeded.v1',
+  'SubscriptionChargeFailed.v1',
+  'SubscriptionPaused.v1',
+  'SubscriptionUnpaused.v1',
+  'SubscriptionCancelConfirmed.v1',
+  'SubscriptionCancelled.v1',
+  'SubscriptionCapUpdated.v1',
+  'SubscriptionBudgetUpdated.v1',
+  'SubscriptionMigrated.v1',
+  'SubscriptionFlagged.v1',
+  'SubscriptionFirstChargeReported.v1',
+  'SubscriptionChargeRetracted.v1',
+  'SubscriptionFactRetracted.v1',
+  'SubscriptionChargeSubmitted.v1',
+];
 
 export const SUBSCRIPTION_CATEGORY = 'subscription';
 export const subscriptionStreamId = (id: string): string => `${SUBSCRIPTION_CATEGORY}-${id}`;

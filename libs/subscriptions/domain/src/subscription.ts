@@ -52,6 +52,13 @@ export interface Migration {
   readonly newSubscriber: string;
 }
 
+/** A broadcast charge of ours whose receipt has not been seen (SubscriptionChargeSubmitted.v1). */
+export interface PendingCharge {
+  readonly txHash: string;
+  readonly amount: bigint;
+  readonly quoteHash: string;
+}
+
 export interface SubscriptionState {
   readonly created: SubscriptionCreatedData | null;
   /** A reorg orphaned the subscribe transaction (and nothing has re-included it): no subscription on chain. */
@@ -77,6 +84,8 @@ export interface SubscriptionState {
   /** Succeeded charges by the nonce they consumed: a nonce charges at most once, on chain and here. */
   readonly chargesByNonce: ReadonlyMap<number, SucceededCharge>;
   readonly failedChargeIds: ReadonlySet<string>;
+  /** Broadcast charges waiting for their receipt, by nonce: a retry waits for them, never sends another. */
+  readonly pendingCharges: ReadonlyMap<number, PendingCharge>;
   readonly capUpdates: readonly CapUpdate[];
   readonly budgetUpdates: readonly BudgetUpdate[];
   readonly migrations: readonly Migration[];
@@ -101,6 +110,7 @@ export const initialSubscriptionState = (): SubscriptionState => ({
   flagged: false,
   chargesByNonce: new Map(),
   failedChargeIds: new Set(),
+  pendingCharges: new Map(),
   capUpdates: [],
   budgetUpdates: [],
   migrations: [],
@@ -263,19 +273,43 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
         windowIndex: BigInt(d.windowIndex),
         windowSpent: BigInt(d.windowSpent),
       });
+      const pending = new Map(state.pendingCharges);
+      pending.delete(d.nonce);
       return {
         ...state,
         chargesByNonce: charges,
+        pendingCharges: pending,
         firstChargeReportedByApi: state.firstChargeReportedByApi || (d.nonce === 0 && d.writtenBy === 'api'),
       };
+    }
+    case 'SubscriptionChargeSubmitted.v1': {
+      const pending = new Map(state.pendingCharges);
+      pending.set(event.data.nonce, {
+        txHash: event.data.txHash,
+        amount: BigInt(event.data.amount),
+        quoteHash: event.data.quoteHash,
+      });
+      return { ...state, pendingCharges: pending };
     }
     case 'SubscriptionChargeRetracted.v1': {
       const charges = new Map(state.chargesByNonce);
       charges.delete(event.data.nonce);
       return { ...state, chargesByNonce: charges };
     }
-    case 'SubscriptionChargeFailed.v1':
-      return { ...state, failedChargeIds: new Set([...state.failedChargeIds, event.data.chargeId]) };
+    case 'SubscriptionChargeFailed.v1': {
+      // The pending transaction of that nonce reverted: no longer pending.
+      const pending = new Map(state.pendingCharges);
+      if (
+        event.data.txHash !== null &&
+        sameTx(pending.get(event.data.nonce)?.txHash ?? null, event.data.txHash)
+      )
+        pending.delete(event.data.nonce);
+      return {
+        ...state,
+        failedChargeIds: new Set([...state.failedChargeIds, event.data.chargeId]),
+        pendingCharges: pending,
+      };
+    }
     case 'SubscriptionPaused.v1':
       return { ...state, paused: true };
     case 'SubscriptionUnpaused.v1':
@@ -422,6 +456,15 @@ export type SubscriptionCommand =
     }
   | { readonly type: 'FlagSubscription'; readonly now: Date }
   | {
+      /** Our charge transaction was broadcast; its receipt did not arrive in time. */
+      readonly type: 'RecordChargeSubmitted';
+      readonly nonce: number;
+      readonly amount: string;
+      readonly quoteHash: string;
+      readonly txHash: string;
+      readonly now: Date;
+    }
+  | {
       /** A reorg orphaned the block of a SubscriptionCharged log (the indexer retracted its observation). */
       readonly type: 'RetractCharge';
       readonly nonce: number;
@@ -547,6 +590,22 @@ export function decideSubscription(
           data: { subscriber: state.subscriber, flaggedAt: command.now.toISOString() },
         },
       ];
+    case 'RecordChargeSubmitted': {
+      if (state.chargesByNonce.has(command.nonce)) return [];
+      if (sameTx(state.pendingCharges.get(command.nonce)?.txHash ?? null, command.txHash)) return [];
+      return [
+        {
+          type: 'SubscriptionChargeSubmitted.v1',
+          data: {
+            nonce: command.nonce,
+            amount: command.amount,
+            quoteHash: command.quoteHash,
+            txHash: command.txHash,
+            submittedAt: command.now.toISOString(),
+          },
+        },
+      ];
+    }
     case 'RetractCharge': {
       // Only the charge of that transaction is undone: a nonce already charged again elsewhere stays.
       const known = state.chargesByNonce.get(command.nonce);

@@ -191,6 +191,8 @@ export function subscriptionEventChainTime(event: SubscriptionEvent): bigint {
     case 'SubscriptionChargeRetracted.v1':
     case 'SubscriptionFactRetracted.v1':
       return unixOf(event.data.retractedAt);
+    case 'SubscriptionChargeSubmitted.v1':
+      return unixOf(event.data.submittedAt);
   }
 }
 

@@ -17,6 +17,11 @@ export interface SubscriptionsConfig {
   readonly hostedUrl: string | null;
   /** How often the durable expiry timer looks for due intents (SUBSCRIPTION_EXPIRY_POLL_MS, default 1000). */
   readonly expiryPollIntervalMs: number;
+  /**
+   * How long a charge call waits for its receipt before answering 503 `charge_pending` (the transaction stays pending
+   * on its nonce). Below the gateway's COMMAND_TIMEOUT_MS, so the owner answers before the caller gives up.
+   */
+  readonly chargeReceiptTimeoutMs: number;
   /** The sandbox rate table (built-in ARS plus SANDBOX_RATES). */
   readonly sandboxRates: RateTable;
   /**
@@ -84,6 +89,7 @@ export function subscriptionsConfigFromEnv(
   return {
     hostedUrl,
     expiryPollIntervalMs: envInt(env, 'SUBSCRIPTION_EXPIRY_POLL_MS', 1000, 10, 3_600_000),
+    chargeReceiptTimeoutMs: envInt(env, 'CHARGE_RECEIPT_TIMEOUT_MS', 8000, 100, 600_000),
     sandboxRates: parseRateTable(envOptional(env, 'SANDBOX_RATES')),
     chains: {
       live,

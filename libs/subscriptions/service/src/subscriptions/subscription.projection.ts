@@ -12,6 +12,7 @@ import {
   foldSubscription,
   shownStatus,
   SUBSCRIPTION_CATEGORY,
+  SUBSCRIPTION_STORED_EVENT_TYPES,
   type SubscriptionEvent,
   subscriptionObject,
   windowFacts,
@@ -21,22 +22,7 @@ import { SubscriptionChanges } from './changes';
 export const SUBSCRIPTION_TOPIC = topicForCategory(SUBSCRIPTION_CATEGORY);
 export const SUBSCRIPTION_PROJECTION = 'subscriptions.subscription-projection';
 
-const KNOWN = new Set<string>([
-  'SubscriptionCreated.v1',
-  'SubscriptionChargeSucceeded.v1',
-  'SubscriptionChargeFailed.v1',
-  'SubscriptionPaused.v1',
-  'SubscriptionUnpaused.v1',
-  'SubscriptionCancelConfirmed.v1',
-  'SubscriptionCancelled.v1',
-  'SubscriptionCapUpdated.v1',
-  'SubscriptionBudgetUpdated.v1',
-  'SubscriptionMigrated.v1',
-  'SubscriptionFlagged.v1',
-  'SubscriptionFirstChargeReported.v1',
-  'SubscriptionChargeRetracted.v1',
-  'SubscriptionFactRetracted.v1',
-]);
+const KNOWN = new Set<string>(SUBSCRIPTION_STORED_EVENT_TYPES);
 
 /**
  * subscription-<id> events -> `subscriptions` rows: the object of the state the stream folds to up to the event, and

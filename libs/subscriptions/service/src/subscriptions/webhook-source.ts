@@ -2,6 +2,7 @@ import { topicForCategory } from '@stablepay/event-bus';
 import {
   chargeWebhookDataAsOf,
   SUBSCRIPTION_CATEGORY,
+  SUBSCRIPTION_STORED_EVENT_TYPES,
   type SubscriptionEvent,
   subscriptionStreamId,
   subscriptionStreamWebhook,
@@ -13,22 +14,7 @@ interface StoredEvent {
   readonly data: unknown;
 }
 
-const KNOWN = new Set<string>([
-  'SubscriptionCreated.v1',
-  'SubscriptionChargeSucceeded.v1',
-  'SubscriptionChargeFailed.v1',
-  'SubscriptionPaused.v1',
-  'SubscriptionUnpaused.v1',
-  'SubscriptionCancelConfirmed.v1',
-  'SubscriptionCancelled.v1',
-  'SubscriptionCapUpdated.v1',
-  'SubscriptionBudgetUpdated.v1',
-  'SubscriptionMigrated.v1',
-  'SubscriptionFlagged.v1',
-  'SubscriptionFirstChargeReported.v1',
-  'SubscriptionChargeRetracted.v1',
-  'SubscriptionFactRetracted.v1',
-]);
+const KNOWN = new Set<string>(SUBSCRIPTION_STORED_EVENT_TYPES);
 
 /**
  * What the composition roots register with `domainEventSource` (apps/webhook-dispatch, the embedded launcher): every

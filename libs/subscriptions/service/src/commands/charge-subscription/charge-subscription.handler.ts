@@ -66,8 +66,26 @@ export class ChargeSubscriptionHandler {
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
 
+  /** Charges of one subscription run one at a time in this process: a retry never races the attempt it repeats. */
+  private readonly inFlight = new Map<string, Promise<void>>();
+
   @CommandHandler(SUBSCRIPTION_CHARGE_COMMANDS.charge)
-  async handle(@Payload() command: ChargeSubscriptionCommand): Promise<ChargeSubscriptionResult> {
+  handle(@Payload() command: ChargeSubscriptionCommand): Promise<ChargeSubscriptionResult> {
+    const key = command.subscriptionId.toLowerCase();
+    const previous = this.inFlight.get(key) ?? Promise.resolve();
+    const run = previous.then(() => this.charge(command));
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.inFlight.set(key, settled);
+    void settled.then(() => {
+      if (this.inFlight.get(key) === settled) this.inFlight.delete(key);
+    });
+    return run;
+  }
+
+  private async charge(command: ChargeSubscriptionCommand): Promise<ChargeSubscriptionResult> {
     const owner = command.merchant;
     const sub = await loadOwnedSubscription(this.store, owner, command.subscriptionId);
     const c = sub.state.created;
@@ -135,7 +153,7 @@ export class ChargeSubscriptionHandler {
     if (preflight.outcome === 'already_charged')
       return { chargeId: preflight.chargeId, status: 'succeeded', revision: sub.revision };
 
-    const outcome = await relayer.submit({
+    const request = {
       to: manager.address,
       data: MANAGER.encodeFunctionData('charge', [
         subscriptionId,
@@ -146,7 +164,49 @@ export class ChargeSubscriptionHandler {
         command.signature,
       ]),
       abi: MANAGER,
-    });
+    };
+    const wait = { timeoutMs: this.config.chargeReceiptTimeoutMs };
+    // A retry of a charge whose receipt timed out waits for that same transaction: nothing is sent twice. Only a
+    // transaction the node no longer knows (dropped from its pool) is sent again; the contract's nonce keeps even
+    // that from charging twice.
+    const pendingTx =
+      preflight.outcome === 'pending' ? await relayer.provider.getTransaction(preflight.txHash) : null;
+    let outcome: RelayOutcome;
+    if (pendingTx) {
+      outcome = await relayer.waitForReceipt(
+        {
+          kind: 'broadcast',
+          txHash: pendingTx.hash,
+          nonce: pendingTx.nonce,
+          from: pendingTx.from,
+          gasLimit: pendingTx.gasLimit,
+          request,
+        },
+        wait,
+      );
+      if (outcome.kind === 'receipt_timeout') throw chargePending(outcome.txHash);
+    } else {
+      const sent = await relayer.send(request);
+      outcome = sent.kind === 'simulation_rejected' ? sent : await relayer.waitForReceipt(sent, wait);
+      if (outcome.kind === 'receipt_timeout') {
+        // The relayer gave up waiting; the transaction may still land. Recorded as pending on the nonce, so a retry
+        // (or a new request for this nonce) waits for it; the indexer records it when it lands.
+        await this.commands.run(
+          subscriptionId,
+          { merchantId: owner.merchantId, mode: owner.mode },
+          {
+            type: 'RecordChargeSubmitted',
+            nonce,
+            amount: amount.toString(),
+            quoteHash: signedQuoteHash,
+            txHash: outcome.txHash,
+            now,
+          },
+          `${command.commandId}:submitted`,
+        );
+        throw chargePending(outcome.txHash);
+      }
+    }
     this.chains.invalidate(owner.mode, c.chain);
     const ownerKey = { merchantId: owner.merchantId, mode: owner.mode };
 
@@ -169,10 +229,6 @@ export class ChargeSubscriptionHandler {
       );
       return this.succeeded(c.chain, subscriptionId, nonce, command.quoteCode, revision);
     }
-    if (outcome.kind === 'receipt_timeout')
-      throw chainUnavailable(
-        `Charge transaction ${outcome.txHash} was not mined in time; it may still land (the indexer then records it).`,
-      );
 
     // The attempt failed. If the nonce is used on chain, the charge landed (someone submitted the signature first).
     const name = outcomeName(outcome);
@@ -312,6 +368,19 @@ export class ChargeSubscriptionHandler {
     });
     return this.chargedLogIn(logs, manager, subscriptionId, nonce, chain);
   }
+}
+
+/**
+ * The answer while a broadcast charge awaits its receipt (docs/subscriptions.md, Charge receipt timeout): retryable
+ * like any 503; the retry (same body) waits for this transaction and never sends another.
+ */
+function chargePending(txHash: string): DomainError {
+  return new DomainError({
+    type: 'api_error',
+    status: 503,
+    code: 'charge_pending',
+    message: `Charge transaction ${txHash} was broadcast and is not mined yet; send the same request again for its outcome (nothing is sent twice).`,
+  });
 }
 
 function txHashOf(
