@@ -14,16 +14,17 @@ function run(events: SubscriptionEvent[], command: SubscriptionCommand): Subscri
   events.push(...next);
   return next;
 }
+const submit: SubscriptionCommand = {
+  type: 'RecordChargeSubmitted',
+  nonce: 1,
+  amount: '2000000',
+  quoteHash: QUOTE_HASH,
+  txHash: PENDING_TX,
+  now,
+};
 const submitted = (): SubscriptionEvent[] => {
   const events = subscribedEvents();
-  run(events, {
-    type: 'RecordChargeSubmitted',
-    nonce: 1,
-    amount: '2000000',
-    quoteHash: QUOTE_HASH,
-    txHash: PENDING_TX,
-    now,
-  });
+  run(events, submit);
   return events;
 };
 const request = (over: Partial<ChargeRequest> = {}): ChargeRequest => ({
@@ -95,15 +96,6 @@ describe('Subscription: a charge awaiting its receipt', () => {
 
   it('reporting the same submission twice records it once', () => {
     const events = submitted();
-    expect(
-      run(events, {
-        type: 'RecordChargeSubmitted',
-        nonce: 1,
-        amount: '2000000',
-        quoteHash: QUOTE_HASH,
-        txHash: PENDING_TX,
-        now,
-      }),
-    ).toEqual([]);
+    expect(run(events, submit)).toEqual([]);
   });
 });
