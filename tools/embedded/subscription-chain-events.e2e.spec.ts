@@ -7,15 +7,19 @@ import {
   connectTestStablecoin,
   toOnChainId,
 } from '@stablepay/contracts';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
 import { signCharge, verifyWebhook } from '@stablepay/merchant-sdk';
+import { subscriptionManagerStreamId, subscriptionStreamId } from '@stablepay/subscriptions-domain';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
 /**
  * Chain events of subscriptions beyond the happy path, end to end through HTTP on the embedded stack and a local
- * anvil: compliance screening at subscribe and at migration (docs/subscriptions.md, Compliance screening), and reorgs
+ * anvil: compliance screening at subscribe and at migration (docs/subscriptions.md, Compliance screening), the
+ * manager's pause and migration proposals (Manager events), a charge receipt timeout (Charge receipt timeout), and reorgs
  * (Reorgs: evm_snapshot, the facts land and the indexer observes them, evm_revert and a longer fork without them; the
  * indexer retracts the observations and the subscription, its window and the charge ledger follow, with the webhooks
  * a merchant needs). The reorg test runs last: it rewinds the chain under the stack.
@@ -33,11 +37,12 @@ const until = async <T>(read: () => Promise<T>, done: (v: T) => boolean, what: s
   }
 };
 
-describe('subscription chain events: screening, reorgs (embedded stack, anvil)', () => {
+describe('subscription chain events: screening, manager events, receipt timeout, reorgs (embedded stack, anvil)', () => {
   let db: TestDatabase;
   let stack: EmbeddedStack;
   const merchantSigner = Wallet.createRandom();
-  const merchantPauser = Wallet.createRandom();
+  // A funded dev account: it sends the manager's pause and unpause itself.
+  const merchantPauser = new Wallet(ANVIL_DEV_PRIVATE_KEYS[6] ?? '');
   let receiver: Server;
   let webhookSecret = '';
   const received: Array<{ body: string; headers: IncomingHttpHeaders }> = [];
@@ -79,15 +84,15 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
   };
   const wallet = (index: number) => new Wallet(ANVIL_DEV_PRIVATE_KEYS[index] ?? '', provider());
   const subscription = async (id = subscriptionId) => (await api('GET', `/subscriptions/${id}`)).body;
-  const ledgerRow = async (id: string) =>
+  const ledgerRows = async () =>
     (
-      (
-        await api(
-          'GET',
-          `/merchants/${stack.demoMerchantId}/charges?subscription_id=${subscriptionId}&limit=100`,
-        )
-      ).body['data'] as Json[]
-    ).find((c) => c['id'] === id);
+      await api(
+        'GET',
+        `/merchants/${stack.demoMerchantId}/charges?subscription_id=${subscriptionId}&limit=100`,
+      )
+    ).body['data'] as Json[];
+  const ledgerRow = async (id: string) => (await ledgerRows()).find((c) => c['id'] === id);
+  const ledgerCount = async () => (await ledgerRows()).length;
   /** Whether the indexer's observation of `txHash` reached the subscriptions service (so it can be retracted). */
   const observed = async (txHash: string) => {
     const rows: unknown[] = await stack.service.app
@@ -245,6 +250,15 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
     expect(await subscription(sub.id)).toMatchObject({ flagged: false });
     const sanctioned = wallet(9);
     const manager = connectSubscriptionManager(sub.manager, owner);
+    // A proposal voided by a change of terms, then the one accepted: each recorded as a fact.
+    await (await manager.proposeMigration(sub.id, sanctioned.address)).wait();
+    const cap = BigInt(String((await subscription(sub.id))['cap_amount']));
+    await (await manager.updateCap(sub.id, cap - 1n)).wait();
+    await until(
+      () => subscription(sub.id),
+      (s) => s['cap_amount'] === (cap - 1n).toString(),
+      'the cap update',
+    );
     await (await manager.proposeMigration(sub.id, sanctioned.address)).wait();
     await (await connectTestStablecoin(sub.token, sanctioned).approve(sub.manager, 1000n)).wait();
     const terms = await subscription(sub.id);
@@ -265,6 +279,42 @@ describe('subscription chain events: screening, reorgs (embedded stack, anvil)',
     expect(event.data['object']).toMatchObject({ subscriber: sanctioned.address });
     const refused = await chargeNow(sub);
     expect(refused.body['error']).toMatchObject({ code: 'subscription_flagged' });
+    const types = (
+      await stack.service.app.get<EventStore>(EVENT_STORE).readStream(subscriptionStreamId(sub.id))
+    ).map((e) => e.type);
+    expect(
+      types.filter((t) => t.startsWith('SubscriptionMigration') || t === 'SubscriptionMigrated.v1'),
+    ).toEqual([
+      'SubscriptionMigrationProposed.v1',
+      'SubscriptionMigrationVoided.v1',
+      'SubscriptionMigrationProposed.v1',
+      'SubscriptionMigrated.v1',
+    ]);
+  }, 120_000);
+
+  it('the merchant pauser pauses the manager: recorded from the indexer, charges refused manager_paused writing nothing; unpaused, charges go through', async () => {
+    const manager = connectSubscriptionManager(managerAddress, merchantPauser.connect(provider()));
+    const recorded = async () =>
+      (
+        await stack.service.app
+          .get<EventStore>(EVENT_STORE)
+          .readStream(subscriptionManagerStreamId(CHAIN, managerAddress))
+      ).map((e) => e.type);
+    const before = await subscription();
+    const ledgerBefore = await ledgerCount();
+    await (await manager.pause()).wait();
+    await until(recorded, (t) => t.includes('SubscriptionManagerPaused.v1'), 'the pause recorded');
+    const refused = await chargeNow();
+    expect(refused.status).toBe(409);
+    expect(refused.body['error']).toMatchObject({ type: 'invalid_request', code: 'manager_paused' });
+    expect(await ledgerCount()).toBe(ledgerBefore);
+    // The dunning brake is another thing: the subscription is not paused by the manager's incident brake.
+    expect(await subscription()).toMatchObject({ charge_nonce: before['charge_nonce'], paused: false });
+    await (await manager.unpause()).wait();
+    await until(recorded, (t) => t.includes('SubscriptionManagerUnpaused.v1'), 'the unpause recorded');
+    const charged = await chargeNow();
+    expect(charged.status).toBe(200);
+    expect(charged.body).toMatchObject({ status: 'succeeded', charge_nonce: before['charge_nonce'] });
   }, 120_000);
 
   it('a charge receipt timeout: 503 charge_pending, a retry sends nothing new, the indexer records the charge when it lands, the retry then answers it', async () => {

@@ -8,6 +8,7 @@ export const TOPIC_BY_CATEGORY: Readonly<Record<string, string>> = {
   payment: 'payments.payment.v1',
   subscriptionCheckout: 'subscriptions.subscription-checkout.v1',
   subscription: 'subscriptions.subscription.v1',
+  subscriptionManager: 'subscriptions.subscription-manager.v1',
   charge: 'ledger.charge.v1',
   customer: 'payouts.customer.v1',
   beneficiary: 'payouts.beneficiary.v1',

@@ -1,5 +1,6 @@
 import { type ErrorType } from '@stablepay/util';
 import { budgetWindow, shownStatus, type SubscriptionState } from './subscription';
+import type { PauserRole } from './subscription-manager';
 
 /**
  * SPEC Errors > charge preflight and Subscriptions > Charge behavior rule 2: the checks `POST /subscriptions/:id/charge`
@@ -17,6 +18,7 @@ import { budgetWindow, shownStatus, type SubscriptionState } from './subscriptio
  * | charge_pending                 | 409    | invalid_request | the nonce has a broadcast charge of ours awaiting its receipt, other terms |
  * | subscription_cancelled         | 409    | invalid_request | status cancelling or cancelled: no further charges eligible               |
  * | subscription_flagged           | 422    | cannot_process  | compliance flag (ours: SPEC lists no code; an auditor expects no charge)   |
+ * | manager_paused                 | 409    | invalid_request | the merchant's manager is paused by a pauser (ManagerPaused on chain)     |
  * | missing_budget_state           | 409    | invalid_request | the first charge's window state is not recorded yet; retry shortly        |
  * | signature_expired              | 422    | cannot_process  | deadline before chain time (SignatureExpired)                             |
  * | signature_deadline_too_far     | 422    | cannot_process  | deadline more than 7 days after chain time (DeadlineTooFar)               |
@@ -42,6 +44,7 @@ export type ChargePreflightCode =
   | 'charge_pending'
   | 'subscription_cancelled'
   | 'subscription_flagged'
+  | 'manager_paused'
   | 'missing_budget_state'
   | 'signature_expired'
   | 'signature_deadline_too_far'
@@ -65,6 +68,7 @@ export const CHARGE_PREFLIGHT_ERRORS: Readonly<
   charge_pending: { status: 409, type: 'invalid_request', param: 'nonce' },
   subscription_cancelled: { status: 409, type: 'invalid_request' },
   subscription_flagged: { status: 422, type: 'cannot_process' },
+  manager_paused: { status: 409, type: 'invalid_request' },
   missing_budget_state: { status: 409, type: 'invalid_request' },
   signature_expired: { status: 422, type: 'cannot_process', param: 'deadline' },
   signature_deadline_too_far: { status: 422, type: 'cannot_process', param: 'deadline' },
@@ -127,6 +131,8 @@ export interface ChargePreflightInput {
   readonly signatureValid: boolean;
   /** Latest block time, unix seconds: windows and deadlines are chain time. */
   readonly chainNow: bigint;
+  /** The pausers whose flag is on at the merchant's manager (SubscriptionManager aggregate); none when absent. */
+  readonly managerPausedBy?: readonly PauserRole[];
   /** Service time: quote expiry. */
   readonly now: Date;
 }
@@ -194,6 +200,13 @@ export function chargePreflight(input: ChargePreflightInput): ChargePreflightRes
     return reject(
       'subscription_flagged',
       `Subscription ${created.subscriptionId} is flagged by compliance screening.`,
+    );
+  // ManagerPaused comes right after NonceAlreadyUsed on chain; a charge sent now would only fail in simulation.
+  const pausers = input.managerPausedBy ?? [];
+  if (pausers.length > 0)
+    return reject(
+      'manager_paused',
+      `The subscription manager is paused by the ${pausers.join(' and ')} pauser; charges resume once it is unpaused.`,
     );
   if (state.nextNonce === 0)
     return reject(

@@ -10,3 +10,4 @@ export * from './subscription.webhooks';
 export * from './subscription-checkout.upcasters';
 export * from './subscription-checkout.v1.fixtures';
 export * from './charge-quote';
+export * from './subscription-manager';

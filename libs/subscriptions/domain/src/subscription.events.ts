@@ -167,7 +167,8 @@ export type SubscriptionChargeRetracted = {
   data: { chargeId: string; nonce: number; txHash: string; retractedAt: string };
 };
 /** The non-charge chain facts a reorg can undo, by the webhook type that announced each. */
-export type RetractableFact = 'created' | 'cancelled' | 'cap_updated' | 'budget_updated' | 'migrated';
+export type RetractableFact =
+  'created' | 'cancelled' | 'cap_updated' | 'budget_updated' | 'migrated' | 'migration_proposed';
 /**
  * A reorg orphaned the block of a recorded non-charge fact (creation, cancellation, cap or budget update, migration):
  * the state folds as if it never happened; the same log re-included later is recorded again.
@@ -175,6 +176,19 @@ export type RetractableFact = 'created' | 'cancelled' | 'cap_updated' | 'budget_
 export type SubscriptionFactRetracted = {
   type: 'SubscriptionFactRetracted.v1';
   data: { fact: RetractableFact; txHash: string; retractedAt: string };
+};
+/**
+ * `MigrationProposed`: the subscriber proposed moving the subscription to `proposedSubscriber` (the zero address
+ * withdraws a proposal). Nothing changes until the new wallet accepts (SubscriptionMigrated).
+ */
+export type SubscriptionMigrationProposed = {
+  type: 'SubscriptionMigrationProposed.v1';
+  data: { proposedSubscriber: string; txHash: string; proposedAt: string };
+};
+/** `MigrationVoided`: a cap or budget change voided the pending proposal (the new wallet must see the terms again). */
+export type SubscriptionMigrationVoided = {
+  type: 'SubscriptionMigrationVoided.v1';
+  data: { proposedSubscriber: string; txHash: string; voidedAt: string };
 };
 /** Compliance screening matched the subscriber. */
 export type SubscriptionFlagged = {
@@ -197,7 +211,9 @@ export type SubscriptionEvent =
   | SubscriptionFirstChargeReported
   | SubscriptionChargeRetracted
   | SubscriptionFactRetracted
-  | SubscriptionChargeSubmitted;
+  | SubscriptionChargeSubmitted
+  | SubscriptionMigrationProposed
+  | SubscriptionMigrationVoided;
 
 /** Every stored type of the stream this release knows (projections and the webhook source skip later ones). */
 export const SUBSCRIPTION_STORED_EVENT_TYPES: readonly SubscriptionEvent['type'][] = [
@@ -216,6 +232,8 @@ export const SUBSCRIPTION_STORED_EVENT_TYPES: readonly SubscriptionEvent['type']
   'SubscriptionChargeRetracted.v1',
   'SubscriptionFactRetracted.v1',
   'SubscriptionChargeSubmitted.v1',
+  'SubscriptionMigrationProposed.v1',
+  'SubscriptionMigrationVoided.v1',
 ];
 
 export const SUBSCRIPTION_CATEGORY = 'subscription';

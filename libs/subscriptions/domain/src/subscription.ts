@@ -89,6 +89,8 @@ export interface SubscriptionState {
   readonly capUpdates: readonly CapUpdate[];
   readonly budgetUpdates: readonly BudgetUpdate[];
   readonly migrations: readonly Migration[];
+  /** The subscriber's proposal of a new wallet awaiting its acceptance (MigrationProposed), if any. */
+  readonly pendingMigration: { readonly proposedSubscriber: string; readonly txHash: string } | null;
   /** The subscribe call (API path) reported the first charge, as the writer or after the indexer. */
   readonly firstChargeReportedByApi: boolean;
 }
@@ -114,6 +116,7 @@ export const initialSubscriptionState = (): SubscriptionState => ({
   capUpdates: [],
   budgetUpdates: [],
   migrations: [],
+  pendingMigration: null,
   firstChargeReportedByApi: false,
 });
 
@@ -343,7 +346,18 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
           ...state.migrations,
           { txHash: event.data.txHash, newSubscriber: event.data.newSubscriber },
         ],
+        pendingMigration: null,
       };
+    case 'SubscriptionMigrationProposed.v1':
+      return {
+        ...state,
+        // The zero address withdraws the proposal.
+        pendingMigration: /^0x0{40}$/i.test(event.data.proposedSubscriber)
+          ? null
+          : { proposedSubscriber: event.data.proposedSubscriber, txHash: event.data.txHash },
+      };
+    case 'SubscriptionMigrationVoided.v1':
+      return { ...state, pendingMigration: null };
     case 'SubscriptionFactRetracted.v1':
       return retractFact(state, event.data.fact, event.data.txHash);
     case 'SubscriptionFlagged.v1':
@@ -368,6 +382,8 @@ function retractFact(state: SubscriptionState, fact: RetractableFact, txHash: st
       return { ...state, budgetUpdates: other(state.budgetUpdates) };
     case 'migrated':
       return { ...state, migrations: other(state.migrations) };
+    case 'migration_proposed':
+      return { ...state, pendingMigration: null };
   }
 }
 
@@ -384,6 +400,8 @@ function factRecorded(state: SubscriptionState, fact: RetractableFact, txHash: s
       return state.budgetUpdates.some((u) => sameTx(u.txHash, txHash));
     case 'migrated':
       return state.migrations.some((u) => sameTx(u.txHash, txHash));
+    case 'migration_proposed':
+      return sameTx(state.pendingMigration?.txHash ?? null, txHash);
   }
 }
 
@@ -455,6 +473,13 @@ export type SubscriptionCommand =
       readonly migratedAt: string;
     }
   | { readonly type: 'FlagSubscription'; readonly now: Date }
+  | {
+      readonly type: 'RecordMigrationProposed' | 'RecordMigrationVoided';
+      readonly proposedSubscriber: string;
+      readonly txHash: string;
+      /** Block time, ISO. */
+      readonly at: string;
+    }
   | {
       /** Our charge transaction was broadcast; its receipt did not arrive in time. */
       readonly type: 'RecordChargeSubmitted';
@@ -588,6 +613,31 @@ export function decideSubscription(
         {
           type: 'SubscriptionFlagged.v1',
           data: { subscriber: state.subscriber, flaggedAt: command.now.toISOString() },
+        },
+      ];
+    case 'RecordMigrationProposed':
+      if (sameTx(state.pendingMigration?.txHash ?? null, command.txHash)) return [];
+      return [
+        {
+          type: 'SubscriptionMigrationProposed.v1',
+          data: {
+            proposedSubscriber: command.proposedSubscriber,
+            txHash: command.txHash,
+            proposedAt: command.at,
+          },
+        },
+      ];
+    case 'RecordMigrationVoided':
+      // A void of a proposal already gone (voided, accepted, withdrawn, or a redelivery) says nothing new.
+      if (state.pendingMigration === null) return [];
+      return [
+        {
+          type: 'SubscriptionMigrationVoided.v1',
+          data: {
+            proposedSubscriber: command.proposedSubscriber,
+            txHash: command.txHash,
+            voidedAt: command.at,
+          },
         },
       ];
     case 'RecordChargeSubmitted': {

@@ -141,12 +141,14 @@ export const flaggedWebhookData = (subscription: SubscriptionObject, subscriber:
 });
 
 /** The webhook type that announced each retractable fact: what `subscription.reorged` names as undone. */
-export const REORGED_WEBHOOK_TYPE: Readonly<Record<RetractableFact, string>> = {
+export const REORGED_WEBHOOK_TYPE: Readonly<Record<RetractableFact, string | null>> = {
   created: 'subscription.created',
   cancelled: 'subscription.cancelled',
   cap_updated: 'subscription.cap_updated',
   budget_updated: 'subscription.budget_updated',
   migrated: 'subscription.migrated',
+  // A proposal has no webhook of its own (SPEC names none), so its retraction has none either.
+  migration_proposed: null,
 };
 
 /**
@@ -193,6 +195,10 @@ export function subscriptionEventChainTime(event: SubscriptionEvent): bigint {
       return unixOf(event.data.retractedAt);
     case 'SubscriptionChargeSubmitted.v1':
       return unixOf(event.data.submittedAt);
+    case 'SubscriptionMigrationProposed.v1':
+      return unixOf(event.data.proposedAt);
+    case 'SubscriptionMigrationVoided.v1':
+      return unixOf(event.data.voidedAt);
   }
 }
 
@@ -219,11 +225,14 @@ export function subscriptionEventWebhook(
       return { type: 'subscription.cancelled', data: cancelledWebhookData(subscription, event.data.by) };
     case 'SubscriptionFlagged.v1':
       return { type: 'subscription.flagged', data: flaggedWebhookData(subscription, event.data.subscriber) };
-    case 'SubscriptionFactRetracted.v1':
+    case 'SubscriptionFactRetracted.v1': {
+      const undone = REORGED_WEBHOOK_TYPE[event.data.fact];
+      if (undone === null) return null;
       return {
         type: 'subscription.reorged',
-        data: reorgedWebhookData(subscription, REORGED_WEBHOOK_TYPE[event.data.fact], event.data.txHash),
+        data: reorgedWebhookData(subscription, undone, event.data.txHash),
       };
+    }
     default:
       return null;
   }

@@ -31,6 +31,7 @@ import { SubscriptionChanges } from './subscriptions/changes';
 import { MerchantCancel } from './subscriptions/merchant-cancel';
 import { SubscribeFlow } from './subscriptions/subscribe-flow';
 import { SubscriptionCommands } from './subscriptions/subscription.commands';
+import { SubscriptionManagerCommands } from './subscriptions/subscription-manager.commands';
 import { SubscriptionManagers } from './subscriptions/subscription-managers';
 import { SubscriptionProjection } from './subscriptions/subscription.projection';
 import { SubscriptionReader } from './subscriptions/subscription.reader';
@@ -124,6 +125,7 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionCheckoutProjection,
     SubscriptionCheckoutExpiryTimer,
     SubscriptionCommands,
+    SubscriptionManagerCommands,
     SubscriptionProjection,
     OperatorRelayers,
     SubscriptionManagers,
@@ -142,6 +144,7 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionCheckoutProjection,
     SubscriptionCheckoutExpiryTimer,
     SubscriptionCommands,
+    SubscriptionManagerCommands,
     SubscriptionProjection,
     SubscriptionManagers,
     ChainObservationsConsumer,

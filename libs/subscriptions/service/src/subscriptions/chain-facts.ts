@@ -17,6 +17,7 @@ import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions
 import { SubscriptionCheckoutCommands } from '../subscription-checkouts/subscription-checkout.commands';
 import type { SubscriptionCheckoutRow } from '../subscription-checkouts/subscription-checkout.reader';
 import { SubscriptionCommands } from './subscription.commands';
+import { SubscriptionManagerCommands } from './subscription-manager.commands';
 import { type ManagerRow, SubscriptionManagers } from './subscription-managers';
 
 /** One decoded SubscriptionManager log, from the indexer's observation or from a receipt the service read itself. */
@@ -88,6 +89,7 @@ const RETRACTABLE_FACT: Readonly<Record<string, RetractableFact>> = {
   CapUpdated: 'cap_updated',
   BudgetUpdated: 'budget_updated',
   SubscriptionMigrated: 'migrated',
+  MigrationProposed: 'migration_proposed',
 };
 
 const isoOf = (unixSeconds: string) => new Date(Number(unixSeconds) * 1000).toISOString();
@@ -107,6 +109,7 @@ export class SubscriptionChainFacts {
     @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
     @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
     @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
+    @Inject(SubscriptionManagerCommands) private readonly managerFacts: SubscriptionManagerCommands,
     @Inject(SubscriptionCheckoutCommands) private readonly checkouts: SubscriptionCheckoutCommands,
     @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
@@ -135,9 +138,27 @@ export class SubscriptionChainFacts {
       return null;
     }
     const a = log.args;
+    const owner = { merchantId: manager.merchant_id, mode: manager.mode };
+    if (log.event === 'Paused' || log.event === 'Unpaused') {
+      // The manager's incident brake: a fact of the manager, not of any one subscription.
+      await this.managerFacts.run(
+        log.chain,
+        manager.address,
+        owner,
+        {
+          type: 'RecordManagerPauseChange',
+          paused: log.event === 'Paused',
+          role: a['role'] ?? '',
+          account: a['account'] ?? '',
+          txHash: log.txHash,
+          at: log.blockTime,
+        },
+        key,
+      );
+      return null;
+    }
     const subscriptionId = (a['subscriptionId'] ?? '').toLowerCase();
     if (!subscriptionId) return null;
-    const owner = { merchantId: manager.merchant_id, mode: manager.mode };
     const run = async (command: SubscriptionCommand): Promise<number | null> => {
       try {
         return (await this.commands.run(subscriptionId, owner, command, key)).revision;
@@ -235,9 +256,15 @@ export class SubscriptionChainFacts {
           txHash: log.txHash,
           migratedAt: isoOf(a['timestamp'] ?? '0'),
         });
+      case 'MigrationProposed':
+      case 'MigrationVoided':
+        return run({
+          type: log.event === 'MigrationProposed' ? 'RecordMigrationProposed' : 'RecordMigrationVoided',
+          proposedSubscriber: a['proposedSubscriber'] ?? '',
+          txHash: log.txHash,
+          at: log.blockTime,
+        });
       default:
-        // MigrationProposed / MigrationVoided (no subscription change until accepted), Paused / Unpaused (the
-        // manager's incident brake, not the dunning `paused` of a subscription): no fact of the aggregate.
         return null;
     }
   }
@@ -247,11 +274,21 @@ export class SubscriptionChainFacts {
    * retraction as a fact of its own, and only when it still holds that fact with that transaction.
    */
   async retract(observed: ObservedManagerLog, key: string): Promise<void> {
-    const subscriptionId = observed.subscription_id;
-    if (!subscriptionId) return;
     const manager = await this.managers.findByAddress(observed.chain, observed.contract);
     if (!manager) return;
     const now = this.commands.now();
+    if (observed.event === 'Paused' || observed.event === 'Unpaused') {
+      await this.managerFacts.run(
+        observed.chain,
+        manager.address,
+        { merchantId: manager.merchant_id, mode: manager.mode },
+        { type: 'RetractManagerPauseChange', txHash: observed.tx_hash, now },
+        key,
+      );
+      return;
+    }
+    const subscriptionId = observed.subscription_id;
+    if (!subscriptionId) return;
     let command: SubscriptionCommand;
     if (observed.event === 'SubscriptionCharged')
       command = {

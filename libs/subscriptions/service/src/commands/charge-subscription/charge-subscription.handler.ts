@@ -32,6 +32,7 @@ import { ChainTime, chainUnavailable, OperatorRelayers } from '../../subscriptio
 import { chargeObservation } from '../../subscriptions/chain-facts';
 import { decodeManagerLog } from '../../subscriptions/subscribe-flow';
 import { SubscriptionCommands } from '../../subscriptions/subscription.commands';
+import { SubscriptionManagerCommands } from '../../subscriptions/subscription-manager.commands';
 import { outcomeName, SubscriptionManagers } from '../../subscriptions/subscription-managers';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
@@ -61,6 +62,7 @@ export class ChargeSubscriptionHandler {
     @Inject(OperatorRelayers) private readonly relayers: OperatorRelayers,
     @Inject(ChainTime) private readonly chains: ChainTime,
     @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
+    @Inject(SubscriptionManagerCommands) private readonly managerFacts: SubscriptionManagerCommands,
     @Inject(ChargeQuotes) private readonly quotes: ChargeQuotes,
     @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
     @Inject(CLOCK) private readonly clock: Clock,
@@ -105,12 +107,13 @@ export class ChargeSubscriptionHandler {
     const signedQuoteHash = quoteHash(command.quoteCode);
     // Chain time fresh for every charge: a cached block time could miss a window boundary (budget) or a deadline.
     this.chains.invalidate(owner.mode, c.chain);
-    const [chainNow, auth, quote] = await Promise.all([
+    const [chainNow, auth, quote, managerPausedBy] = await Promise.all([
       this.chains.now(owner.mode, c.chain),
       connectStablepayRegistry(this.config.registry, relayer.provider).merchantAuth(
         toOnChainId(owner.merchantId),
       ),
       command.quoteCode ? this.quotes.find(owner, command.quoteCode) : Promise.resolve(null),
+      this.managerFacts.pausedBy(c.chain, manager.address),
     ]);
     const signatureValid = isSignedBy(
       'Charge',
@@ -141,6 +144,7 @@ export class ChargeSubscriptionHandler {
       signatureValid,
       chainNow,
       now,
+      managerPausedBy,
     });
     if (preflight.outcome === 'rejected')
       throw new DomainError({
