@@ -292,9 +292,11 @@ export class ChainRelayer {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const receipt = await this.provider.getTransactionReceipt(txHash);
+      // A receipt is one confirmation by itself: only deeper requirements ask for the head (one round trip less).
       if (
         receipt !== null &&
-        (await this.provider.getBlockNumber()) - receipt.blockNumber + 1 >= confirmations
+        (confirmations === 1 ||
+          (await this.provider.getBlockNumber()) - receipt.blockNumber + 1 >= confirmations)
       ) {
         return receipt;
       }

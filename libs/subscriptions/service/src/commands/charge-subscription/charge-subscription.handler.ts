@@ -225,13 +225,18 @@ export class ChargeSubscriptionHandler {
       );
       if (!observation)
         throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
-      const { revision } = await this.commands.run(
-        subscriptionId,
-        ownerKey,
-        { type: 'RecordChargeSucceeded', charge: observation, writtenBy: 'api' },
-        command.commandId,
-      );
-      return this.succeeded(c.chain, subscriptionId, nonce, command.quoteCode, revision);
+      // The charge is on chain: its quote is used whatever happens next, so both writes go at once.
+      const chargeId = succeededChargeId(c.chain, subscriptionId, nonce);
+      const [{ revision }] = await Promise.all([
+        this.commands.run(
+          subscriptionId,
+          ownerKey,
+          { type: 'RecordChargeSucceeded', charge: observation, writtenBy: 'api' },
+          command.commandId,
+        ),
+        command.quoteCode ? this.quotes.markUsed(command.quoteCode, chargeId) : Promise.resolve(),
+      ]);
+      return { chargeId, status: 'succeeded', revision };
     }
 
     // The attempt failed. If the nonce is used on chain, the charge landed (someone submitted the signature first).
