@@ -12,7 +12,6 @@ import type { EventStore } from '@stablepay/event-store';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
 import { signCharge, verifyWebhook } from '@stablepay/merchant-sdk';
-import { subscriptionManagerStreamId, subscriptionStreamId } from '@stablepay/subscriptions-domain';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
@@ -26,6 +25,10 @@ import { type EmbeddedStack, startEmbedded } from './embedded';
  */
 type Json = Record<string, unknown>;
 const CHAIN = 'eip155:8453';
+// Stream ids as docs/asyncapi.yaml publishes them (an app may not import the domain lib that builds them).
+const subscriptionStreamId = (id: string) => `subscription-${id.toLowerCase()}`;
+const subscriptionManagerStreamId = (chain: string, address: string) =>
+  `subscriptionManager-${chain}:${address.toLowerCase()}`;
 
 const until = async <T>(read: () => Promise<T>, done: (v: T) => boolean, what: string): Promise<T> => {
   const deadline = Date.now() + 45_000;
