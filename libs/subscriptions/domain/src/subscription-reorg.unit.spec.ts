@@ -1,12 +1,13 @@
 import { decideSubscription, type SubscriptionCommand, subscriptionObject } from './subscription';
 import type { SubscriptionEvent } from './subscription.events';
-import { subscriptionStreamWebhook } from './subscription.webhooks';
+import { chargeWebhookDataAsOf, subscriptionStreamWebhook } from './subscription.webhooks';
 import {
   chargeLog,
   createdData,
   iso,
   START,
   stateOf,
+  SUB_ID,
   subscribed,
   subscribedEvents,
   tx,
@@ -28,7 +29,7 @@ const lastWebhook = (events: SubscriptionEvent[]) => {
 };
 
 describe('Subscription: facts undone by a chain reorg', () => {
-  it('a charge mined then reorged out: nonce free again, spend back, last_charged_at back; a charge_failed webhook with charge_lost_to_reorg', () => {
+  it('a charge mined then reorged out: nonce free again, spend back, last_charged_at back; its charge_failed webhook data is as of the retraction', () => {
     const events = subscribedEvents();
     const charge = chargeLog(1, 4_000_000n, 3600n, 9_000_000n);
     run(events, { type: 'RecordChargeSucceeded', charge, writtenBy: 'api' });
@@ -44,19 +45,26 @@ describe('Subscription: facts undone by a chain reorg', () => {
       remaining_budget: '20000000',
       last_charged_at: iso(START),
     });
-    const hook = lastWebhook(events);
-    expect(hook?.type).toBe('subscription.charge_failed');
-    expect(hook?.data).toMatchObject({
-      object: { charge_nonce: 1, failure_reason: 'charge_lost_to_reorg', tx_hash: charge.txHash },
-      charge: {
-        status: 'failed',
-        failure_reason: 'charge_lost_to_reorg',
-        charge_nonce: 1,
-        amount: '4000000',
-        fee: '0',
-        block_number: '0',
-        tx_hash: charge.txHash,
-      },
+    // The ledger's row as marked (charge_lost_to_reorg): data.object is the subscription as of the retraction.
+    const chargeId = (retracted[0]?.data as { chargeId: string }).chargeId;
+    const data = chargeWebhookDataAsOf(events, {
+      object: 'subscription_charge',
+      id: chargeId,
+      subscription_id: SUB_ID,
+      amount: '4000000',
+      fee: '0',
+      tx_hash: charge.txHash,
+      block_number: '0',
+      charged_at: charge.chargedAt,
+      charge_nonce: 1,
+      status: 'failed',
+      failure_reason: 'charge_lost_to_reorg',
+    });
+    expect(data.object).toMatchObject({
+      charge_nonce: 1,
+      spent_this_period: '5000000',
+      failure_reason: 'charge_lost_to_reorg',
+      tx_hash: charge.txHash,
     });
   });
 
