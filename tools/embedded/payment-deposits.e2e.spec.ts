@@ -10,11 +10,7 @@ import type { EventStore } from '@stablepay/event-store';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
 import { verifyWebhook } from '@stablepay/merchant-sdk';
 import { MerchantChainRegistration } from '@stablepay/merchants-service';
-import {
-  PaymentFacts,
-  paymentStreamId,
-  type PaymentObject,
-} from '@stablepay/payments-service';
+import { PaymentFacts, paymentStreamId, type PaymentObject } from '@stablepay/payments-service';
 import { SANDBOX_SANCTIONED_PAYER, SANDBOX_UNREACHABLE_PAYER } from '@stablepay/evm';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
