@@ -7,7 +7,7 @@ import { type DeliveryPolicy, isPastDeliveryWindow, retryDelayMs } from './deliv
  * - `delivered`: an attempt got a 2xx in time (SPEC rule 1); no further scheduled attempt;
  * - `abandoned`: 6 scheduled attempts failed or the event became older than 7 days (SPEC rule 2);
  * - `not_selected`: recorded but not sent, because the merchant did not select its type (SPEC rule 5) or had no
- *   webhook URL when the event was first dispatched (moments after it happened). A manual redelivery still sends it.
+ *   webhook URL when the event was recorded or first dispatched (moments after it happened). A manual redelivery still sends it.
  */
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'abandoned', 'not_selected'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
@@ -89,7 +89,7 @@ export interface DeliveryState {
 
 export type AttemptTrigger = 'scheduled' | 'manual';
 
-/** A recorded event: due at once. Whether it is sent at all is decided when it is first dispatched (`applySelection`). */
+/** A recorded event: due at once. Whether it is sent at all is decided by `applySelection`, when recorded and at first dispatch. */
 export function recordedDelivery(now: Date): DeliveryState {
   return {
     status: 'pending',
@@ -106,7 +106,7 @@ export function recordedDelivery(now: Date): DeliveryState {
 
 /**
  * SPEC Delivery rule 5 (events to receive are selected), applied with the merchant's settings as they are when the
- * event is first dispatched (moments after it is recorded): an unselected type, or no webhook URL at all, makes it
+ * event is recorded and again when it is first dispatched (moments later): an unselected type, or no webhook URL at all, makes it
  * `not_selected` - recorded, listed, never sent on schedule. Only a pending event that was never attempted is
  * affected; once attempts began, the schedule runs its course.
  */

@@ -4,6 +4,7 @@ import { createWebhookTestDatabase as createTestDatabase } from './testing/webho
 import { HOUR, ManualClock, MINUTE } from '@stablepay/util';
 import { TestReceiver } from './testing/test-receiver';
 import { startWebhookStack, type WebhookStack } from './testing/webhook-stack';
+import { WebhookEventStore } from './webhook-event.store';
 
 /**
  * SPEC Events: envelope, headers, delivery and retries, end to end: synthetic domain events appended to the event
@@ -284,6 +285,40 @@ describe('webhook delivery (durable schedule, real receiver)', () => {
       await stack.settle();
       const [row] = (await stack.events.list({ merchantId, limit: 1 })).rows;
       expect(row).toMatchObject({ deliveryStatus: 'not_selected', lastError: 'no_webhook_url' });
+    });
+
+    it('an event the merchant would not get is settled when recorded: the dispatcher never claims it', async () => {
+      const { merchantId: noUrl } = await stack.createMerchant('NoUrlNoClaim');
+      const { merchantId: unselected } = await merchantAt('/unselected-no-claim', ['payment.settled']);
+      const claimed: string[] = [];
+      // On the prototype: the dispatcher's store is not the instance the stack exposes (the gateway's).
+      const claimDue = WebhookEventStore.prototype.claimDue;
+      const spy = jest.spyOn(WebhookEventStore.prototype, 'claimDue').mockImplementation(async function (
+        this: WebhookEventStore,
+        request,
+      ) {
+        const rows = await claimDue.call(this, request);
+        claimed.push(...rows.map((r) => r.merchant_id));
+        return rows;
+      });
+      try {
+        await stack.emit(noUrl, 'TestChargeSucceeded.v1', { chargeId: 'subc_noclaim1', amount: '1' });
+        await stack.emit(unselected, 'TestChargeSucceeded.v1', { chargeId: 'subc_noclaim2', amount: '1' });
+        await stack.settle();
+      } finally {
+        spy.mockRestore();
+      }
+      expect(claimed).not.toContain(noUrl);
+      expect(claimed).not.toContain(unselected);
+      const [a] = (await stack.events.list({ merchantId: noUrl, limit: 1 })).rows;
+      const [b] = (await stack.events.list({ merchantId: unselected, limit: 1 })).rows;
+      expect(a).toMatchObject({
+        deliveryStatus: 'not_selected',
+        lastError: 'no_webhook_url',
+        attemptCount: 0,
+      });
+      expect(b).toMatchObject({ deliveryStatus: 'not_selected', lastError: 'event_type_not_selected' });
+      expect(receiver.on('/unselected-no-claim')).toHaveLength(0);
     });
   });
 });

@@ -377,7 +377,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       readModelConfirmed: row.read_model_confirmed,
     };
     const stored = abandonIfPastWindow(stateOf(row), row.created_at, now, policy) ?? stateOf(row);
-    // SPEC Delivery rule 5, decided with the settings of the moment the event is first picked up.
+    // SPEC Delivery rule 5, applied by the recorder and again with the settings of the first pick-up (a URL removed since).
     const state = applySelection(stored, {
       hasEndpoint: endpoint?.url !== null && endpoint?.url !== undefined,
       typeSelected: isEventTypeSelected(endpoint?.eventTypes ?? null, row.type),

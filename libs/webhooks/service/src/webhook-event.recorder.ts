@@ -9,7 +9,8 @@ import { CLOCK, EVENT_STORE } from '@stablepay/aggregate';
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import type { Clock } from '@stablepay/util';
-import { recordedDelivery } from '@stablepay/webhooks-domain';
+import { applySelection, isEventTypeSelected, recordedDelivery } from '@stablepay/webhooks-domain';
+import { MerchantEndpoints } from './merchant-endpoints';
 import {
   assertValidDraft,
   type RecordedWebhookEvent,
@@ -27,8 +28,11 @@ export const WEBHOOK_RECORDER_GROUP = 'webhooks.dispatcher';
 /**
  * Domain events -> webhook events. Consumes every registered source's topic in batches, lets each source map
  * each message to drafts, and records a batch's drafts, due now, in one statement. The event id is the deduplication key, so a redelivered
- * bus message records nothing twice. Whether an event is sent (the merchant's selection, a configured URL) is
- * decided by the dispatcher when it first picks the event up, with the settings of that moment.
+ * bus message records nothing twice. Whether an event is sent (SPEC rule 5: the merchant's selection, a configured
+ * URL) is decided with the settings of the moment it is recorded: an event the merchant would not get (no webhook
+ * URL, an unselected type) is recorded `not_selected` at once, so it never costs a claim, a settings read and a
+ * write-back (the common case of a merchant without a webhook endpoint). The dispatcher applies the same rule again
+ * when it first picks a pending event up (a URL removed in between).
  */
 @Injectable()
 export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -42,6 +46,7 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
     @Inject(WebhookDispatcher) private readonly dispatcher: WebhookDispatcher,
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(EVENT_STORE) private readonly eventStore: EventStore,
+    @Inject(MerchantEndpoints) private readonly endpoints: MerchantEndpoints,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -79,11 +84,18 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
     const events: RecordedWebhookEvent[] = [];
     for (const message of messages) events.push(...(await this.draftsOf(message)));
     if (events.length === 0) return;
+    const endpoints = await this.endpoints.forMerchants(events.map((e) => e.merchantId));
     const now = this.clock.now();
-    const inserted = await this.store.record(
-      events.map((event) => ({ event, state: recordedDelivery(now), recordedAt: now })),
-    );
-    if (inserted > 0) this.dispatcher.wake();
+    const drafts = events.map((event) => {
+      const endpoint = endpoints.get(event.merchantId);
+      const state = applySelection(recordedDelivery(now), {
+        hasEndpoint: endpoint?.url !== null && endpoint?.url !== undefined,
+        typeSelected: isEventTypeSelected(endpoint?.eventTypes ?? null, event.type),
+      });
+      return { event, state, recordedAt: now };
+    });
+    const inserted = await this.store.record(drafts);
+    if (inserted > 0 && drafts.some((d) => d.state.nextAttemptAt !== null)) this.dispatcher.wake();
   }
 
   private async draftsOf(message: BusMessage): Promise<RecordedWebhookEvent[]> {
