@@ -246,6 +246,49 @@ describe('PostgresEventStore specifics', () => {
     expect(batches.flat()).toEqual(['batch-1-a', 'batch-1-b', 'batch-2-a']);
   });
 
+  it('two subscriptions woken by the same append at the same position share one catch-up read', async () => {
+    const quiet = await createPostgresEventStore({
+      url: (await testDatabase()).url,
+      poolSize: 4,
+      // Only appends wake them: no poll in the middle of the measurement.
+      subscriptions: { pollIntervalMs: 60_000 },
+    });
+    try {
+      const seen = new Map<string, string[]>();
+      const arrived: Array<() => void> = [];
+      const both = new Promise<void>((resolve) => {
+        let n = 0;
+        arrived.push(
+          () => (++n === 2 ? resolve() : undefined),
+          () => (++n === 2 ? resolve() : undefined),
+        );
+      });
+      const subscriptions = await Promise.all(
+        ['shared:projection', 'shared:recorder'].map((subscriptionId, i) =>
+          quiet.subscribeToAll({
+            subscriptionId,
+            categories: ['sharedread'],
+            handler: async () => undefined,
+            handleBatch: async (events) => {
+              seen.set(subscriptionId, [...(seen.get(subscriptionId) ?? []), ...events.map((e) => e.id)]);
+              if (events.some((e) => e.id === 'sharedread-1-a')) arrived[i]?.();
+            },
+          }),
+        ),
+      );
+      await Promise.all(subscriptions.map((s) => s.caughtUp()));
+      const reads = jest.spyOn(quiet, 'readCatchUpBatch');
+      await quiet.appendToStream('sharedread-1', [{ id: 'sharedread-1-a', type: 'Noted', data: {} }]);
+      await both;
+      await Promise.all(subscriptions.map((s) => s.stop()));
+      expect(seen.get('shared:projection')).toEqual(['sharedread-1-a']);
+      expect(seen.get('shared:recorder')).toEqual(['sharedread-1-a']);
+      expect(reads).toHaveBeenCalledTimes(1);
+    } finally {
+      await quiet.close();
+    }
+  });
+
   it('rejects an event id already stored in another stream', async () => {
     await store.appendToStream('dup-1', [{ id: 'dup-shared', type: 'Noted', data: {} }]);
     await expect(

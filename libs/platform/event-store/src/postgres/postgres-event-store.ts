@@ -277,6 +277,8 @@ export class PostgresEventStore implements EventStore {
   /** The highest transaction id of an append made through this instance (readable once the horizon passes it). */
   private lastAppendMark = -1n;
   private readonly subscriptions = new Set<StoreSubscription>();
+  /** Catch-up reads in flight, by what they ask for (see sharedCatchUpBatch). */
+  private readonly catchUpReads = new Map<string, Promise<{ events: RecordedEvent[]; horizon: bigint }>>();
   private readonly checkpoints: CheckpointStore;
   private closed = false;
 
@@ -395,6 +397,26 @@ export class PostgresEventStore implements EventStore {
     return { events, horizon };
   }
 
+  /**
+   * A catch-up read for a subscription, shared with every other subscription of this instance asking for the same
+   * batch (same cursor, size and categories) while it runs. Several consumers of one topic (a projection and the
+   * webhook recorder) are woken by the same append at the same moment and are usually at the same position, so
+   * they would otherwise send the same statement side by side. Joining a read that started before one's own wake
+   * is safe: any read returns a prefix of the log with its horizon, and a subscription whose announced append is
+   * not below that horizon reads again (CatchUpSubscription's pending mark). The events are shared: handlers treat
+   * recorded events as read-only.
+   */
+  private sharedCatchUpBatch(options: ReadAllOptions): Promise<{ events: RecordedEvent[]; horizon: bigint }> {
+    const key = `${options.after ?? 0n}|${options.maxCount ?? ''}|${options.categories?.join('\u0000') ?? ''}|${
+      options.categories === undefined ? 'all' : 'some'
+    }`;
+    const running = this.catchUpReads.get(key);
+    if (running) return running;
+    const read = this.readCatchUpBatch(options).finally(() => this.catchUpReads.delete(key));
+    this.catchUpReads.set(key, read);
+    return read;
+  }
+
   /** The next transaction id to be assigned: every transaction that committed before this call is below it. */
   async watermark(): Promise<bigint> {
     const { rows } = await this.run<{ mark: string }>(
@@ -424,7 +446,7 @@ export class PostgresEventStore implements EventStore {
       readAll: (o: ReadAllOptions) => this.readAll(o),
       headPosition: () => this.headPosition(),
       readCatchUpBatch: async (o: ReadAllOptions) => {
-        const batch = await this.readCatchUpBatch(o);
+        const batch = await this.sharedCatchUpBatch(o);
         // A full batch says nothing about what lies beyond it.
         return batch.events.length < (o.maxCount ?? Infinity) ? batch : { events: batch.events };
       },
