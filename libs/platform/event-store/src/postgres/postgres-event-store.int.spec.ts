@@ -289,6 +289,66 @@ describe('PostgresEventStore specifics', () => {
     }
   });
 
+  describe('notifications between instances (LISTEN/NOTIFY)', () => {
+    // Subscriptions that would poll only once a minute: an event arriving means a notification woke them.
+    const listening = async () =>
+      createPostgresEventStore({
+        url: (await testDatabase()).url,
+        poolSize: 3,
+        subscriptions: { pollIntervalMs: 60_000 },
+      });
+
+    it("wakes another instance's subscription at once when an append commits", async () => {
+      if ((await testDatabase()).kind === 'pglite') {
+        console.log('skipped on PGlite: one process, one session (notifications are off there)');
+        return;
+      }
+      const other = await listening();
+      try {
+        const { seen, subscription } = await collectSubscription(other, {
+          subscriptionId: 'notified:reader',
+          categories: ['notified'],
+        });
+        await subscription.caughtUp();
+        await store.appendToStream('notified-1', [{ id: 'notified-1-a', type: 'Noted', data: {} }]);
+        while (seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+        expect(seen.map((e) => e.id)).toEqual(['notified-1-a']);
+        await subscription.stop();
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('listens again after its connection is killed, and catches up on what it missed', async () => {
+      if ((await testDatabase()).kind === 'pglite') {
+        console.log('skipped on PGlite: one process, one session (notifications are off there)');
+        return;
+      }
+      const other = await listening();
+      try {
+        const { seen, subscription } = await collectSubscription(other, {
+          subscriptionId: 'renotified:reader',
+          categories: ['renotified'],
+        });
+        await subscription.caughtUp();
+        const killed = await pool.query<{ pid: number }>(
+          `SELECT pg_terminate_backend(pid) AS killed, pid FROM pg_stat_activity
+            WHERE datname = current_database() AND query = 'LISTEN stablepay_events'`,
+        );
+        expect(killed.rows.length).toBeGreaterThan(0);
+        // Appended while nobody listens: the reconnection wakes every subscription once.
+        await store.appendToStream('renotified-1', [{ id: 'renotified-1-a', type: 'Noted', data: {} }]);
+        while (seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+        await store.appendToStream('renotified-2', [{ id: 'renotified-2-a', type: 'Noted', data: {} }]);
+        while (seen.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+        expect(seen.map((e) => e.id)).toEqual(['renotified-1-a', 'renotified-2-a']);
+        await subscription.stop();
+      } finally {
+        await other.close();
+      }
+    });
+  });
+
   it('rejects an event id already stored in another stream', async () => {
     await store.appendToStream('dup-1', [{ id: 'dup-shared', type: 'Noted', data: {} }]);
     await expect(

@@ -1,4 +1,5 @@
-import { Pool, type QueryConfig, type QueryResultRow } from 'pg';
+import { randomUUID } from 'node:crypto';
+import { Client, Pool, type QueryConfig, type QueryResultRow } from 'pg';
 import { systemClock, type Clock } from '@stablepay/util';
 import {
   streamCategory,
@@ -20,11 +21,18 @@ import {
 import { assertAppendable, assertReadOptions, checkExpectedRevision } from '../append-rules';
 import { migrateEventStore } from './postgres-event-store.schema';
 import { connectionGuardWanted, installConnectionGuard } from '@stablepay/node-util';
+import { APPEND_CHANNEL, AppendNotifications, appendNotificationPrefix } from './append-notifications';
 
 /** How often an append that lost a race on a unique key is re-run against the state the winner committed. */
 const APPEND_CONFLICT_ATTEMPTS = 100;
 /** How long readAll/headPosition wait for this instance's own appends to become readable (see below). */
 const OWN_APPENDS_WAIT_MS = 2_000;
+/**
+ * Poll interval of a subscription while this instance hears other processes' appends (LISTEN): the poll is then
+ * only the safety net for a notification lost while the listening connection was down, and idle subscriptions
+ * (a dozen per process) no longer read every 50 ms.
+ */
+const NOTIFIED_POLL_INTERVAL_MS = 1_000;
 
 /** An event id that already exists somewhere else than the exact place this append would write it. */
 export class DuplicateEventIdError extends Error {
@@ -57,6 +65,12 @@ export type PostgresEventStoreOptions = PostgresConnection & {
    * would collide.
    */
   readonly preparedStatements?: boolean;
+  /**
+   * Appends notify (`pg_notify` on APPEND_CHANNEL, delivered at commit) and subscriptions LISTEN for the appends
+   * of other processes, so they are woken at once and poll only as a safety net (NOTIFIED_POLL_INTERVAL_MS).
+   * Default: on, unless the server shares one session between connections (embedded PGlite: one process).
+   */
+  readonly notifications?: boolean;
 };
 
 /**
@@ -75,10 +89,12 @@ export async function createPostgresEventStore(
   // and the next query opens a new one, so reporting is all there is to do.
   if (owned) pool.on('error', (error) => options.onPoolError?.(error));
   let preparedStatements: boolean;
+  let notifications: boolean;
   try {
     await migrateEventStore(pool);
     const oneSession = await sharesOneSession(pool);
     preparedStatements = options.preparedStatements ?? !oneSession;
+    notifications = options.notifications ?? !oneSession;
     // On a server that runs every connection in one session (PGlite) a second connection inside a transaction
     // hangs the process; tests turn the guard on against PostgreSQL too, so such code fails in CI.
     if (connectionGuardWanted(process.env, oneSession)) installConnectionGuard();
@@ -86,7 +102,7 @@ export async function createPostgresEventStore(
     if (owned) await pool.end();
     throw error;
   }
-  return new PostgresEventStore(pool, { ...options, ownsPool: owned, preparedStatements });
+  return new PostgresEventStore(pool, { ...options, ownsPool: owned, preparedStatements, notifications });
 }
 
 /**
@@ -149,7 +165,7 @@ const EVENT_COLUMNS =
  * copies of these ids already stored, and the insert, which happens only when no id is stored yet and the
  * expected revision ($8 kind, $9 number) holds. The caller tells a conflict from a retry by the rows returned.
  */
-const APPEND_SQL = `
+const appendSql = (notify: boolean): string => `
   WITH current_rev AS (
     SELECT max(revision) AS revision FROM events WHERE stream_id = $1
   ), stored AS (
@@ -174,10 +190,18 @@ const APPEND_SQL = `
   SELECT 'inserted' AS kind, NULL::integer AS current_revision, NULL::text AS event_id, NULL::text AS stream_id,
          revision, global_position::text AS global_position, transaction_id::text AS transaction_id
     FROM inserted
+    ${
+      // The notification goes out when the statement's transaction commits, never for one that rolls back.
+      notify
+        ? `WHERE (SELECT 1 FROM pg_notify('${APPEND_CHANNEL}', $10::text || ' ' || pg_current_xact_id()::text)) = 1`
+        : ''
+    }
   UNION ALL
   SELECT 'current', (SELECT revision FROM current_rev), NULL, NULL, NULL, NULL, NULL
   UNION ALL
   SELECT 'stored', NULL, event_id, stream_id, revision, global_position::text, NULL FROM stored`;
+const APPEND_SQL = appendSql(false);
+const APPEND_NOTIFY_SQL = appendSql(true);
 
 /**
  * `h.horizon`: the oldest transaction still in flight (`pg_snapshot_xmin(pg_current_snapshot())`), except that a
@@ -273,7 +297,12 @@ const HEAD_SQL = `
 export class PostgresEventStore implements EventStore {
   private readonly clock: Clock;
   private readonly ownsPool: boolean;
-  private readonly appendListeners = new Set<(mark: bigint, category: string) => void>();
+  private readonly appendListeners = new Set<
+    (mark: bigint | undefined, category: string | undefined) => void
+  >();
+  /** Tells this instance's appends from others' in notifications. */
+  private readonly instanceId = randomUUID();
+  private notifications: AppendNotifications | undefined;
   /** The highest transaction id of an append made through this instance (readable once the horizon passes it). */
   private lastAppendMark = -1n;
   private readonly subscriptions = new Set<StoreSubscription>();
@@ -290,6 +319,8 @@ export class PostgresEventStore implements EventStore {
       readonly subscriptions?: Omit<CatchUpSettings, 'onAppend'>;
       /** See PostgresEventStoreOptions.preparedStatements; off when constructed directly. */
       readonly preparedStatements?: boolean;
+      /** See PostgresEventStoreOptions.notifications; off when constructed directly. */
+      readonly notifications?: boolean;
     } = {},
   ) {
     this.clock = options.clock ?? systemClock;
@@ -319,11 +350,16 @@ export class PostgresEventStore implements EventStore {
       this.clock.now(),
       typeof expected === 'number' ? 'revision' : expected,
       typeof expected === 'number' ? expected : null,
+      ...(this.options.notifications
+        ? [appendNotificationPrefix(this.instanceId, streamCategory(streamId))]
+        : []),
     ];
     for (let attempt = 1; ; attempt++) {
       let rows: AppendRow[];
       try {
-        ({ rows } = await this.run<AppendRow>('sp_es_append', APPEND_SQL, params));
+        ({ rows } = this.options.notifications
+          ? await this.run<AppendRow>('sp_es_append_notify', APPEND_NOTIFY_SQL, params)
+          : await this.run<AppendRow>('sp_es_append', APPEND_SQL, params));
       } catch (error) {
         // Lost a race on (stream_id, revision) or on an event id: the winner has committed by now, so running
         // the statement again decides against its result.
@@ -452,13 +488,15 @@ export class PostgresEventStore implements EventStore {
       },
       watermark: () => this.watermark(),
     };
+    await this.listenForOthers();
     const subscription = await startCatchUpSubscription(source, this.checkpoints, options, {
+      ...(this.notifications ? { pollIntervalMs: NOTIFIED_POLL_INTERVAL_MS } : {}),
       ...this.options.subscriptions,
       onAppend: (wake) => {
         // Only appends to the subscription's categories wake it: the others would cost it an empty read.
         const categories = options.categories ? new Set(options.categories) : undefined;
-        const listener = (mark: bigint, category: string): void => {
-          if (!categories || categories.has(category)) wake(mark);
+        const listener = (mark: bigint | undefined, category: string | undefined): void => {
+          if (!categories || category === undefined || categories.has(category)) wake(mark);
         };
         this.appendListeners.add(listener);
         return () => this.appendListeners.delete(listener);
@@ -474,16 +512,34 @@ export class PostgresEventStore implements EventStore {
     };
   }
 
+  /** Starts LISTENing for other processes' appends at the first subscription (when notifications are on). */
+  private async listenForOthers(): Promise<void> {
+    if (!this.options.notifications || this.notifications) return;
+    const options = this.pool.options;
+    this.notifications = new AppendNotifications(
+      async () => {
+        const client = new Client(options);
+        await client.connect();
+        return client;
+      },
+      this.instanceId,
+      (category, mark) => this.notifyAppended(mark, category),
+      (error) => this.options.subscriptions?.onInfrastructureError?.(error, 'append-notifications'),
+    );
+    await this.notifications.start();
+  }
+
   /** Stops this instance's subscriptions, then closes the pool if the store opened it. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await Promise.all([...this.subscriptions].map((s) => s.stop()));
     this.subscriptions.clear();
+    await this.notifications?.stop();
     if (this.ownsPool) await this.pool.end();
   }
 
-  private notifyAppended(mark: bigint, category: string): void {
+  private notifyAppended(mark: bigint | undefined, category: string | undefined): void {
     for (const listener of this.appendListeners) listener(mark, category);
   }
 }
