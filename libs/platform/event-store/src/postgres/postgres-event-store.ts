@@ -520,6 +520,11 @@ export class PostgresEventStore implements EventStore {
       async () => {
         const client = new Client(options);
         await client.connect();
+        // The listening connection alone must not keep a process alive (a test that never closes its store, a
+        // service whose shutdown forgot one): the pool's idle connections time out, this one never would.
+        (
+          client as unknown as { connection?: { stream?: { unref?: () => void } } }
+        ).connection?.stream?.unref?.();
         return client;
       },
       this.instanceId,
