@@ -33,6 +33,8 @@ const OWN_APPENDS_WAIT_MS = 2_000;
  * (a dozen per process) no longer read every 50 ms.
  */
 const NOTIFIED_POLL_INTERVAL_MS = 1_000;
+/** Connections of the pool a store opens for its subscriptions' reads and checkpoints (see createPostgresEventStore). */
+const SUBSCRIPTION_POOL_SIZE = 2;
 
 /** An event id that already exists somewhere else than the exact place this append would write it. */
 export class DuplicateEventIdError extends Error {
@@ -90,6 +92,7 @@ export async function createPostgresEventStore(
   if (owned) pool.on('error', (error) => options.onPoolError?.(error));
   let preparedStatements: boolean;
   let notifications: boolean;
+  let readPool: Pool | undefined;
   try {
     await migrateEventStore(pool);
     const oneSession = await sharesOneSession(pool);
@@ -98,11 +101,23 @@ export async function createPostgresEventStore(
     // On a server that runs every connection in one session (PGlite) a second connection inside a transaction
     // hangs the process; tests turn the guard on against PostgreSQL too, so such code fails in CI.
     if (connectionGuardWanted(process.env, oneSession)) installConnectionGuard();
+    // Catch-up reads and checkpoints get connections of their own: behind a queue of appends waiting for the
+    // shared pool (a burst, a slow disk) a projection's read would wait as long, and its lag grow with the queue.
+    if (owned && !oneSession) {
+      readPool = new Pool({ connectionString: options.url, max: SUBSCRIPTION_POOL_SIZE });
+      readPool.on('error', (error) => options.onPoolError?.(error));
+    }
   } catch (error) {
     if (owned) await pool.end();
     throw error;
   }
-  return new PostgresEventStore(pool, { ...options, ownsPool: owned, preparedStatements, notifications });
+  return new PostgresEventStore(pool, {
+    ...options,
+    ownsPool: owned,
+    preparedStatements,
+    notifications,
+    ...(readPool ? { subscriptionPool: readPool } : {}),
+  });
 }
 
 /**
@@ -297,6 +312,7 @@ const HEAD_SQL = `
 export class PostgresEventStore implements EventStore {
   private readonly clock: Clock;
   private readonly ownsPool: boolean;
+  private readonly readPool: Pool;
   private readonly appendListeners = new Set<
     (mark: bigint | undefined, category: string | undefined) => void
   >();
@@ -321,16 +337,19 @@ export class PostgresEventStore implements EventStore {
       readonly preparedStatements?: boolean;
       /** See PostgresEventStoreOptions.notifications; off when constructed directly. */
       readonly notifications?: boolean;
+      /** Serves catch-up reads and checkpoints, and is closed with the store; default: the main pool. */
+      readonly subscriptionPool?: Pool;
     } = {},
   ) {
     this.clock = options.clock ?? systemClock;
     this.ownsPool = options.ownsPool ?? false;
-    this.checkpoints = new PostgresCheckpointStore(pool, options.preparedStatements ?? false);
+    this.readPool = options.subscriptionPool ?? pool;
+    this.checkpoints = new PostgresCheckpointStore(this.readPool, options.preparedStatements ?? false);
   }
 
   /** A hot statement: named (prepared once per connection) when prepared statements are on. */
-  private run<R extends QueryResultRow>(name: string, text: string, values?: unknown[]) {
-    return this.pool.query<R>(statement(this.options.preparedStatements ?? false, name, text, values));
+  private run<R extends QueryResultRow>(name: string, text: string, values?: unknown[], pool = this.pool) {
+    return pool.query<R>(statement(this.options.preparedStatements ?? false, name, text, values));
   }
 
   async appendToStream(
@@ -412,7 +431,12 @@ export class PostgresEventStore implements EventStore {
   /** The position of the last readable event in log order (0n when none); a safe `after` for a later read. */
   async headPosition(): Promise<bigint> {
     const { head } = await this.afterOwnAppends(async () => {
-      const { rows } = await this.run<{ head: string | null; horizon: string }>('sp_es_head', HEAD_SQL);
+      const { rows } = await this.run<{ head: string | null; horizon: string }>(
+        'sp_es_head',
+        HEAD_SQL,
+        undefined,
+        this.readPool,
+      );
       const row = rows[0];
       return { head: BigInt(row?.head ?? '0'), horizon: BigInt(row?.horizon ?? '0') };
     });
@@ -427,6 +451,7 @@ export class PostgresEventStore implements EventStore {
       filtered ? 'sp_es_read_batch_categories' : 'sp_es_read_batch',
       filtered ? READ_BATCH_CATEGORIES_SQL : READ_BATCH_SQL,
       [after, options.maxCount ?? null, options.categories ? [...options.categories] : null],
+      this.readPool,
     );
     const events = rows.filter((r) => r.global_position !== null).map(toRecordedEvent);
     const horizon = BigInt(rows[0]?.horizon ?? '0');
@@ -458,6 +483,8 @@ export class PostgresEventStore implements EventStore {
     const { rows } = await this.run<{ mark: string }>(
       'sp_es_watermark',
       'SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS mark',
+      undefined,
+      this.readPool,
     );
     return BigInt(rows[0]?.mark ?? '0');
   }
@@ -542,6 +569,7 @@ export class PostgresEventStore implements EventStore {
     this.subscriptions.clear();
     await this.notifications?.stop();
     if (this.ownsPool) await this.pool.end();
+    if (this.readPool !== this.pool) await this.readPool.end();
   }
 
   private notifyAppended(mark: bigint | undefined, category: string | undefined): void {
