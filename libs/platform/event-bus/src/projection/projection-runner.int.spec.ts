@@ -177,4 +177,80 @@ describe('ProjectionRunner', () => {
       await projection.stop();
     }
   });
+
+  it('applies a batch with applyBatch in one go, and when the batch fails, parks only the culprit stream', async () => {
+    await dataSource.query(
+      'CREATE TABLE runner_batch_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',
+    );
+    const applyTo = async (em: EntityManager, message: BusMessage): Promise<boolean> => {
+      const { label } = message.data as { label: string | null };
+      const result: unknown[] = await em.query(
+        `INSERT INTO runner_batch_rows (stream_id, label, revision) VALUES ($1, $2, $3)
+         ON CONFLICT (stream_id) DO UPDATE SET label = EXCLUDED.label, revision = EXCLUDED.revision
+           WHERE runner_batch_rows.revision < EXCLUDED.revision
+         RETURNING stream_id`,
+        [message.key, label, message.revision],
+      );
+      return result.length > 0;
+    };
+    const batchCalls: number[] = [];
+    const changedSeen: string[] = [];
+    const projection = new ProjectionRunner(
+      {
+        name: 'test.runner-batch-projection',
+        topics: [TOPIC],
+        apply: applyTo,
+        applyBatch: async (em, messages) => {
+          batchCalls.push(messages.length);
+          const changed: BusMessage[] = [];
+          for (const message of messages) if (await applyTo(em, message)) changed.push(message);
+          return changed;
+        },
+        onCommitted: (changed) => changedSeen.push(...changed.map((m) => `${m.key}@${m.revision}`)),
+      },
+      {
+        dataSource,
+        bus,
+        store,
+        logger: { error: () => undefined, warn: () => undefined, log: () => undefined },
+      },
+    );
+    const batchRows = async (): Promise<Record<string, string>> => {
+      const result: Array<{ stream_id: string; label: string; revision: number }> = await dataSource.query(
+        "SELECT stream_id, label, revision FROM runner_batch_rows WHERE stream_id LIKE 'payment-batch%' ORDER BY stream_id",
+      );
+      return Object.fromEntries(result.map((r) => [r.stream_id, `${r.label}@${r.revision}`]));
+    };
+    await append('payment-batch1', ['x0', 'x1']);
+    await append('payment-batch2', ['y0', null, 'y2']);
+    await append('payment-batch3', ['z0']);
+    await projection.start();
+    try {
+      await projection.caughtUp();
+      // The batch with the poison went through applyBatch once, failed, and was applied event by event.
+      expect(batchCalls.length).toBeGreaterThan(0);
+      expect(await batchRows()).toEqual({
+        'payment-batch1': 'x1@1',
+        'payment-batch2': 'y0@0',
+        'payment-batch3': 'z0@0',
+      });
+      expect(
+        (await listParkedStreams(dataSource, 'test.runner-batch-projection'))
+          .map((p) => p.streamId)
+          .filter((id) => id.startsWith('payment-batch')),
+      ).toEqual(['payment-batch2']);
+
+      // A clean batch takes the one-call path and announces what changed in log order.
+      batchCalls.length = 0;
+      changedSeen.length = 0;
+      await append('payment-batch1', ['x2']);
+      await append('payment-batch3', ['z1']);
+      await projection.caughtUp();
+      expect(batchCalls.reduce((a, b) => a + b, 0)).toBe(2);
+      expect(changedSeen).toEqual(['payment-batch1@2', 'payment-batch3@1']);
+      expect(await batchRows()).toMatchObject({ 'payment-batch1': 'x2@2', 'payment-batch3': 'z1@1' });
+    } finally {
+      await projection.stop();
+    }
+  });
 });

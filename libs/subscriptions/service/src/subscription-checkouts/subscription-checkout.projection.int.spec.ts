@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { openDataSource } from '@stablepay/database';
 import type { Projections } from '@stablepay/aggregate';
-import { toBusMessage } from '@stablepay/event-bus';
+import { type ProjectionDefinition, toBusMessage } from '@stablepay/event-bus';
 import {
   createPostgresEventStore,
   type EventStore,
@@ -142,6 +142,47 @@ describe('subscription checkout projection (facts -> the object, idempotent by s
       changes.projecting = false;
       find.mockRestore();
     }
+  });
+
+  it('applies a batch as it applies its messages one by one: the creations in one insert, in log order', async () => {
+    // The definition the projection hands the runner (the runner itself is tested in the platform).
+    let definition: ProjectionDefinition | undefined;
+    const capturing = {
+      start: async (d: ProjectionDefinition) => {
+        definition = d;
+        return undefined;
+      },
+      stop: async () => undefined,
+    } as unknown as Projections;
+    const batched = new SubscriptionCheckoutProjection(dataSource, capturing, changes, store);
+    await batched.onApplicationBootstrap();
+    const applyBatch = definition?.applyBatch;
+    if (!applyBatch) throw new Error('the projection has no batch path');
+    const [a, b] = ['schk_01jxyzexample0000000000002', 'schk_01jxyzexample0000000000003'];
+    const [a0, a1] = (await append(`subscriptionCheckout-${a}`, events(a))).map(toBusMessage);
+    const [b0] = (await append(`subscriptionCheckout-${b}`, events(b).slice(0, 1))).map(toBusMessage);
+    if (!a0 || !a1 || !b0) throw new Error('events missing');
+    const histories = new Map([
+      [a0.id, [a0]],
+      [b0.id, [b0]],
+      [a1.id, [a0, a1]],
+    ]);
+    const changed = await dataSource.transaction((em) => applyBatch(em, [a0, b0, a1], histories));
+    expect(changed.map((m) => m.id)).toEqual([a0.id, b0.id, a1.id]);
+    const rowA = await reader.find(a);
+    const rowB = await reader.find(b);
+    expect(rowA).toMatchObject({ status: 'cancelled', revision: 1, merchant_id: 'mer_1', mode: 'test' });
+    expect(rowB).toMatchObject({ status: 'pending', revision: 0, merchant_id: 'mer_1', mode: 'test' });
+    const { checkout } = foldSubscriptionCheckout(
+      (await store.readStream(`subscriptionCheckout-${a}`)) as unknown as SubscriptionCheckoutEvent[],
+    );
+    if (!checkout) throw new Error('nothing folded');
+    expect(rowA?.object).toEqual(subscriptionCheckoutObject(checkout));
+    expect(Number(rowA?.seq)).toBeLessThan(Number(rowB?.seq));
+    // Redelivered: nothing changes.
+    expect(await dataSource.transaction((em) => applyBatch(em, [a0, b0, a1], histories))).toEqual([]);
+    expect(await reader.find(a)).toEqual(rowA);
+    await batched.onModuleDestroy();
   });
 
   it('a webhook shows the object as of its own event, the same on every redelivery, whatever the row holds now', () => {

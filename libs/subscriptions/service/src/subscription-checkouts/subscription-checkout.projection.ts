@@ -43,6 +43,7 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
       topics: [SUBSCRIPTION_CHECKOUT_TOPIC],
       needsHistory: true,
       apply: (em, message, history) => this.applyIn(em, message, history),
+      applyBatch: (em, messages, histories) => this.applyBatchIn(em, messages, histories),
       onCommitted: (changed) => {
         for (const message of changed) this.emitChange(message);
       },
@@ -122,6 +123,58 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
       // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
       return Array.isArray(updated) && this.wrote(message, (updated[0] as unknown[] | undefined)?.[0]);
     }
+  }
+
+  /**
+   * A batch as `applyIn` would apply it message by message, with the creations in ONE multi-row insert (in batch
+   * order, so `seq` follows the log) ahead of the updates: a creation is its stream's revision 0, so it precedes
+   * every later event of its stream in the batch, and creations of different streams commute with everything else.
+   */
+  private async applyBatchIn(
+    em: EntityManager,
+    messages: readonly BusMessage[],
+    histories: ReadonlyMap<string, StreamHistory>,
+  ): Promise<BusMessage[]> {
+    const creations = messages.filter((m) => m.revision === 0 && KNOWN.has(m.type));
+    const changed = new Set<string>();
+    if (creations.length > 0) {
+      const objects = creations.map((message) => {
+        const merchantId = message.metadata.merchantId;
+        const mode = message.metadata.mode;
+        if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live')) {
+          throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+        }
+        const o = subscriptionCheckoutObjectAsOf(histories.get(message.id) ?? [message]);
+        return { message, merchantId, mode, o };
+      });
+      const rows: SubscriptionCheckoutRow[] = await em.query(
+        `INSERT INTO subscription_checkouts (id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, revision)
+         SELECT t.id, t.merchant_id, t.mode, t.status, t.external_customer_id, t.created_at, t.expires_at, t.updated_at, t.object, 0
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[],
+                       $8::timestamptz[], $9::jsonb[]) WITH ORDINALITY
+                AS t(id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, ord)
+          ORDER BY t.ord
+         ON CONFLICT (id) DO NOTHING RETURNING *`,
+        [
+          objects.map((c) => c.o.id),
+          objects.map((c) => c.merchantId),
+          objects.map((c) => c.mode),
+          objects.map((c) => c.o.status),
+          objects.map((c) => c.o.external_customer_id),
+          objects.map((c) => c.o.created_at),
+          objects.map((c) => c.o.expires_at),
+          objects.map((c) => c.o.updated_at),
+          objects.map((c) => JSON.stringify(c.o)),
+        ],
+      );
+      const byId = new Map(rows.map((row) => [row.id, row]));
+      for (const { message, o } of objects) if (this.wrote(message, byId.get(o.id))) changed.add(message.id);
+    }
+    for (const message of messages) {
+      if (message.revision === 0) continue;
+      if (await this.applyIn(em, message, histories.get(message.id))) changed.add(message.id);
+    }
+    return messages.filter((m) => changed.has(m.id));
   }
 
   /** Keeps the row a statement returned for announcing it after the commit; true when there was one. */
