@@ -289,6 +289,60 @@ describe('PostgresEventStore specifics', () => {
     }
   });
 
+  it('group-commits concurrent single-event appends, and one bad append does not fail its batch-mates', async () => {
+    await store.appendToStream('gc-existing', [{ id: 'gc-taken', type: 'Noted', data: {} }]);
+    const create = (stream: string, data: unknown = { n: 1 }) =>
+      store.appendToStream(stream, [{ id: `${stream}-a`, type: 'Noted', data }], {
+        expectedRevision: 'no_stream',
+      });
+    const good = Array.from({ length: 8 }, (_, i) => `gc-good-${i}`);
+    // Fired in one go: the first appends run alone, the rest queue and go together in one statement, where some
+    // do not apply (a revision conflict, an id stored elsewhere, a retry): each of those is run alone.
+    const results = await Promise.allSettled([
+      ...good.map((stream) => create(stream)),
+      store.appendToStream('gc-conflict', [{ id: 'gc-conflict-a', type: 'Noted', data: {} }], {
+        expectedRevision: 4,
+      }),
+      store.appendToStream('gc-dup', [{ id: 'gc-taken', type: 'Noted', data: {} }]),
+      store.appendToStream('gc-existing', [{ id: 'gc-taken', type: 'Noted', data: {} }], {
+        expectedRevision: 'no_stream',
+      }),
+    ]);
+    const [conflict, dup, retried] = results.slice(good.length);
+    expect(results.slice(0, good.length).map((r) => r.status)).toEqual(good.map(() => 'fulfilled'));
+    expect(conflict).toMatchObject({ status: 'rejected', reason: expect.any(WrongExpectedRevisionError) });
+    expect(dup).toMatchObject({ status: 'rejected', reason: expect.any(DuplicateEventIdError) });
+    // The same id at the same place: an idempotent retry, answered with the original result.
+    expect(retried).toMatchObject({ status: 'fulfilled', value: { nextExpectedRevision: 0, retried: true } });
+    expect(await store.readStream('gc-conflict')).toEqual([]);
+    // Some of them shared a transaction (a group).
+    const { rows } = await pool.query<{ n: number }>(
+      'SELECT count(DISTINCT transaction_id)::int AS n FROM events WHERE stream_id = ANY($1::text[])',
+      [good],
+    );
+    expect(rows[0]?.n).toBeLessThan(good.length);
+
+    // A statement the server refuses as a whole (jsonb holds no NUL) is re-run append by append: only the
+    // culprit fails.
+    const more = Array.from({ length: 8 }, (_, i) => `gc-more-${i}`);
+    const second = await Promise.allSettled([
+      ...more.map((stream) => create(stream)),
+      create('gc-nul', { s: 'a\u0000b' }),
+    ]);
+    expect(second.slice(0, more.length).map((r) => r.status)).toEqual(more.map(() => 'fulfilled'));
+    expect(second[more.length]).toMatchObject({ status: 'rejected' });
+    expect(await store.readStream('gc-nul')).toEqual([]);
+
+    // Every applied append is there exactly once, at revision 0, and the catch-up read returns each once.
+    for (const stream of [...good, ...more]) {
+      expect((await store.readStream(stream)).map((e) => [e.id, e.revision])).toEqual([[`${stream}-a`, 0]]);
+    }
+    const read = (await store.readAll({ categories: ['gc'] })).map((e) => e.id);
+    expect(read.filter((id) => /^gc-(good|more)-/.test(id)).sort()).toEqual(
+      [...good, ...more].map((g) => `${g}-a`).sort(),
+    );
+  });
+
   describe('notifications between instances (LISTEN/NOTIFY)', () => {
     // Subscriptions that would poll only once a minute: an event arriving means a notification woke them.
     const listening = async () =>

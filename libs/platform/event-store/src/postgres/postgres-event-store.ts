@@ -219,6 +219,67 @@ const APPEND_SQL = appendSql(false);
 const APPEND_NOTIFY_SQL = appendSql(true);
 
 /**
+ * Several single-event appends to different streams in ONE statement (group commit, see appendGrouped): each
+ * row is checked like APPEND_SQL checks its append (expected revision, id not stored yet) against the statement's
+ * snapshot, and inserted with ON CONFLICT DO NOTHING, so a row that loses a race (or fails its check) is simply
+ * not returned and its append is run again on its own, which reports exactly what a lone append would. With one
+ * event per append, "row not inserted" is "append not applied": no append is ever half done.
+ */
+const groupAppendSql = (notify: boolean): string => `
+  WITH req AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[],
+                         $8::text[], $9::integer[])
+      WITH ORDINALITY AS r(stream_id, category, event_id, type, data, metadata, recorded_at, kind, rev, ord)
+  ), allowed AS (
+    SELECT r.*, coalesce(c.revision, -1) AS current_revision FROM req r
+      LEFT JOIN LATERAL (SELECT max(e.revision) AS revision FROM events e WHERE e.stream_id = r.stream_id) c ON true
+     WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = r.event_id)
+       AND CASE r.kind
+             WHEN 'any' THEN true
+             WHEN 'no_stream' THEN c.revision IS NULL
+             WHEN 'stream_exists' THEN c.revision IS NOT NULL
+             ELSE c.revision = r.rev
+           END
+  ), inserted AS (
+    INSERT INTO events (event_id, stream_id, category, revision, type, data, metadata, recorded_at)
+    SELECT a.event_id, a.stream_id, a.category, a.current_revision + 1, a.type, a.data::jsonb, a.metadata::jsonb,
+           a.recorded_at
+      FROM allowed a
+     ORDER BY a.ord
+    ON CONFLICT DO NOTHING
+    RETURNING event_id, category, revision, global_position, transaction_id
+  )
+  SELECT i.event_id::text AS event_id, i.revision::integer AS revision, i.global_position::text AS global_position,
+         i.transaction_id::text AS transaction_id
+    FROM inserted i
+  ${
+    notify
+      ? `UNION ALL
+  SELECT NULL, NULL, NULL, NULL
+    FROM (SELECT DISTINCT category FROM inserted) c
+   CROSS JOIN LATERAL pg_notify('${APPEND_CHANNEL}', $10::text || ' ' || c.category || ' ' || pg_current_xact_id()::text) n`
+      : ''
+  }`;
+const GROUP_APPEND_SQL = groupAppendSql(false);
+const GROUP_APPEND_NOTIFY_SQL = groupAppendSql(true);
+/**
+ * Single-event appends in flight at once before further ones queue and go together in one statement: below it an
+ * append is sent at once and alone (no added latency); above it a queue forms only when appends already wait.
+ */
+const GROUP_APPENDS_IN_FLIGHT = 4;
+/** Appends in one group statement at most. */
+const GROUP_MAX = 256;
+
+interface QueuedAppend {
+  readonly streamId: string;
+  readonly event: NewEvent;
+  readonly expected: ExpectedRevision;
+  readonly recordedAt: Date;
+  readonly resolve: (result: AppendResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
  * `h.horizon`: the oldest transaction still in flight (`pg_snapshot_xmin(pg_current_snapshot())`), except that a
  * transaction seen running in ANOTHER database of the cluster is passed over: it cannot write this database's
  * events, and without this a `CREATE/DROP DATABASE` elsewhere (about a second each, holding a transaction id)
@@ -318,6 +379,9 @@ export class PostgresEventStore implements EventStore {
   >();
   /** Tells this instance's appends from others' in notifications. */
   private readonly instanceId = randomUUID();
+  /** Group commit of single-event appends (see appendGrouped). */
+  private readonly appendQueue: QueuedAppend[] = [];
+  private appendsInFlight = 0;
   private notifications: AppendNotifications | undefined;
   /** The highest transaction id of an append made through this instance (readable once the horizon passes it). */
   private lastAppendMark = -1n;
@@ -359,6 +423,104 @@ export class PostgresEventStore implements EventStore {
   ): Promise<AppendResult> {
     const expected = options.expectedRevision ?? 'any';
     assertAppendable(streamId, events, expected);
+    const [only] = events;
+    if (events.length === 1 && only) return this.appendGrouped(streamId, only, expected);
+    return this.appendOne(streamId, events, expected);
+  }
+
+  /**
+   * Group commit. A single-event append is sent at once while fewer than GROUP_APPENDS_IN_FLIGHT appends run;
+   * beyond that it queues, and when an append finishes everything queued (one per stream, up to GROUP_MAX) goes
+   * in ONE statement: one round trip, one transaction and one WAL flush for the group. Failure isolation: an
+   * append the group statement did not apply (its check failed, it lost a race) is run again alone; if the group
+   * statement fails as a whole (e.g. one event's data the server refuses), every member is run alone. So each
+   * caller gets exactly the result or the error a lone append would give, whatever its batch-mates do.
+   */
+  private appendGrouped(
+    streamId: string,
+    event: NewEvent,
+    expected: ExpectedRevision,
+  ): Promise<AppendResult> {
+    return new Promise<AppendResult>((resolve, reject) => {
+      this.appendQueue.push({ streamId, event, expected, recordedAt: this.clock.now(), resolve, reject });
+      this.drainAppends();
+    });
+  }
+
+  private drainAppends(): void {
+    while (this.appendQueue.length > 0 && this.appendsInFlight < GROUP_APPENDS_IN_FLIGHT) {
+      const group: QueuedAppend[] = [];
+      const streams = new Set<string>();
+      for (let i = 0; i < this.appendQueue.length && group.length < GROUP_MAX;) {
+        const queued = this.appendQueue[i];
+        if (queued && !streams.has(queued.streamId)) {
+          streams.add(queued.streamId);
+          group.push(queued);
+          this.appendQueue.splice(i, 1);
+        } else i++;
+      }
+      this.appendsInFlight++;
+      void this.runGroup(group).finally(() => {
+        this.appendsInFlight--;
+        this.drainAppends();
+      });
+    }
+  }
+
+  private async runGroup(group: readonly QueuedAppend[]): Promise<void> {
+    const alone = (q: QueuedAppend): Promise<void> =>
+      this.appendOne(q.streamId, [q.event], q.expected, q.recordedAt).then(q.resolve, q.reject);
+    const [first] = group;
+    if (group.length === 1 && first) return alone(first);
+    let rows: Array<{
+      event_id: string | null;
+      revision: number;
+      global_position: string;
+      transaction_id: string;
+    }>;
+    try {
+      const params = [
+        group.map((q) => q.streamId),
+        group.map((q) => streamCategory(q.streamId)),
+        group.map((q) => q.event.id),
+        group.map((q) => q.event.type),
+        group.map((q) => JSON.stringify(q.event.data ?? null)),
+        group.map((q) => JSON.stringify(q.event.metadata ?? {})),
+        group.map((q) => q.recordedAt),
+        group.map((q) => (typeof q.expected === 'number' ? 'revision' : q.expected)),
+        group.map((q) => (typeof q.expected === 'number' ? q.expected : null)),
+        ...(this.options.notifications ? [this.instanceId] : []),
+      ];
+      ({ rows } = this.options.notifications
+        ? await this.run('sp_es_group_append_notify', GROUP_APPEND_NOTIFY_SQL, params)
+        : await this.run('sp_es_group_append', GROUP_APPEND_SQL, params));
+    } catch {
+      // The statement failed as a whole: each append alone, so only the culprit fails.
+      await Promise.all(group.map(alone));
+      return;
+    }
+    const applied = new Map(rows.filter((r) => r.event_id !== null).map((r) => [r.event_id, r]));
+    const rest: QueuedAppend[] = [];
+    for (const q of group) {
+      const row = applied.get(q.event.id);
+      if (!row) {
+        rest.push(q);
+        continue;
+      }
+      const mark = BigInt(row.transaction_id);
+      if (mark > this.lastAppendMark) this.lastAppendMark = mark;
+      this.notifyAppended(mark, streamCategory(q.streamId));
+      q.resolve({ nextExpectedRevision: row.revision, lastGlobalPosition: BigInt(row.global_position) });
+    }
+    await Promise.all(rest.map(alone));
+  }
+
+  private async appendOne(
+    streamId: string,
+    events: readonly NewEvent[],
+    expected: ExpectedRevision,
+    recordedAt: Date = this.clock.now(),
+  ): Promise<AppendResult> {
     const params = [
       streamId,
       streamCategory(streamId),
@@ -366,7 +528,7 @@ export class PostgresEventStore implements EventStore {
       events.map((e) => e.type),
       events.map((e) => JSON.stringify(e.data ?? null)),
       events.map((e) => JSON.stringify(e.metadata ?? {})),
-      this.clock.now(),
+      recordedAt,
       typeof expected === 'number' ? 'revision' : expected,
       typeof expected === 'number' ? expected : null,
       ...(this.options.notifications
