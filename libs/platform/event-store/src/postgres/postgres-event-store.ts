@@ -270,6 +270,14 @@ const GROUP_APPENDS_IN_FLIGHT = 4;
 /** Appends in one group statement at most. */
 const GROUP_MAX = 256;
 
+interface GroupAppendRow {
+  /** Null on the notification rows. */
+  event_id: string | null;
+  revision: number;
+  global_position: string;
+  transaction_id: string;
+}
+
 interface QueuedAppend {
   readonly streamId: string;
   readonly event: NewEvent;
@@ -472,12 +480,7 @@ export class PostgresEventStore implements EventStore {
       this.appendOne(q.streamId, [q.event], q.expected, q.recordedAt).then(q.resolve, q.reject);
     const [first] = group;
     if (group.length === 1 && first) return alone(first);
-    let rows: Array<{
-      event_id: string | null;
-      revision: number;
-      global_position: string;
-      transaction_id: string;
-    }>;
+    let rows: GroupAppendRow[];
     try {
       const params = [
         group.map((q) => q.streamId),
@@ -492,8 +495,8 @@ export class PostgresEventStore implements EventStore {
         ...(this.options.notifications ? [this.instanceId] : []),
       ];
       ({ rows } = this.options.notifications
-        ? await this.run('sp_es_group_append_notify', GROUP_APPEND_NOTIFY_SQL, params)
-        : await this.run('sp_es_group_append', GROUP_APPEND_SQL, params));
+        ? await this.run<GroupAppendRow>('sp_es_group_append_notify', GROUP_APPEND_NOTIFY_SQL, params)
+        : await this.run<GroupAppendRow>('sp_es_group_append', GROUP_APPEND_SQL, params));
     } catch {
       // The statement failed as a whole: each append alone, so only the culprit fails.
       await Promise.all(group.map(alone));
