@@ -32,13 +32,8 @@ import {
   dispatchOptionsFromEnv,
   webhookDispatchService,
 } from '@stablepay/webhook-dispatch-service';
+import { FLOOR_BODY, FLOOR_INSERT, num, openFloorClients, percentile } from './common';
 
-const num = (name: string, fallback: number): number => {
-  const raw = process.env[name];
-  const value = raw === undefined || raw === '' ? fallback : Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
-  return value;
-};
 const SECONDS = num('BENCH_SECONDS', 5);
 const CLIENTS = num('BENCH_CLIENTS', 8);
 const RATE = num('BENCH_RATE', 500);
@@ -46,12 +41,6 @@ const RATE = num('BENCH_RATE', 500);
 const CONNECTIONS = (process.env['BENCH_CONNECTIONS'] || '8,64').split(',').map(Number);
 const PACED = process.env['BENCH_PACED'] !== '0';
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
-
-const percentile = (values: readonly number[], p: number): number => {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-};
 
 /**
  * Statements sent by this process, counted by their first words (BENCH_QUERIES=1 prints them per request): the
@@ -129,18 +118,7 @@ async function closedLoop(workers: number, once: () => Promise<boolean>): Promis
 
 async function floor(url: string): Promise<Row & { databaseMs: number | undefined }> {
   const dbName = new URL(url).pathname.slice(1);
-  const setup = new Client({ connectionString: url });
-  await setup.connect();
-  await setup.query('CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, body jsonb NOT NULL)');
-  await setup.end();
-  const clients = await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      const c = new Client({ connectionString: url });
-      await c.connect();
-      return c;
-    }),
-  );
-  const body = JSON.stringify({ price: '1000', price_currency: 'USD', metadata: { order: 'o-1' } });
+  const clients = await openFloorClients(url, CLIENTS);
   const idle = [...clients];
   const dbBefore = await databaseCpuMs(url, dbName);
   const result = await closedLoop(CLIENTS, async () => {
@@ -148,7 +126,7 @@ async function floor(url: string): Promise<Row & { databaseMs: number | undefine
     const client = idle.pop();
     if (!client) throw new Error('more loops than clients');
     try {
-      await client.query('INSERT INTO bench_floor (body) VALUES ($1::jsonb)', [body]);
+      await client.query(FLOOR_INSERT, [FLOOR_BODY]);
     } finally {
       idle.push(client);
     }

@@ -24,17 +24,20 @@ describe('ProjectionRunner', () => {
   const committed: string[] = [];
 
   /** A read model whose `label` column refuses NULL: an event with a null label is this test's poison. */
-  const apply = async (em: EntityManager, message: BusMessage): Promise<boolean> => {
-    const { label } = message.data as { label: string | null };
-    const rows: unknown[] = await em.query(
-      `INSERT INTO runner_rows (stream_id, label, revision) VALUES ($1, $2, $3)
-       ON CONFLICT (stream_id) DO UPDATE SET label = EXCLUDED.label, revision = EXCLUDED.revision
-         WHERE runner_rows.revision < EXCLUDED.revision
-       RETURNING stream_id`,
-      [message.key, label, message.revision],
-    );
-    return rows.length > 0;
-  };
+  const applyTo =
+    (table: string) =>
+    async (em: EntityManager, message: BusMessage): Promise<boolean> => {
+      const { label } = message.data as { label: string | null };
+      const rows: unknown[] = await em.query(
+        `INSERT INTO ${table} (stream_id, label, revision) VALUES ($1, $2, $3)
+         ON CONFLICT (stream_id) DO UPDATE SET label = EXCLUDED.label, revision = EXCLUDED.revision
+           WHERE ${table}.revision < EXCLUDED.revision
+         RETURNING stream_id`,
+        [message.key, label, message.revision],
+      );
+      return rows.length > 0;
+    };
+  const apply = applyTo('runner_rows');
 
   const runner = (): ProjectionRunner =>
     new ProjectionRunner(
@@ -182,28 +185,18 @@ describe('ProjectionRunner', () => {
     await dataSource.query(
       'CREATE TABLE runner_batch_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',
     );
-    const applyTo = async (em: EntityManager, message: BusMessage): Promise<boolean> => {
-      const { label } = message.data as { label: string | null };
-      const result: unknown[] = await em.query(
-        `INSERT INTO runner_batch_rows (stream_id, label, revision) VALUES ($1, $2, $3)
-         ON CONFLICT (stream_id) DO UPDATE SET label = EXCLUDED.label, revision = EXCLUDED.revision
-           WHERE runner_batch_rows.revision < EXCLUDED.revision
-         RETURNING stream_id`,
-        [message.key, label, message.revision],
-      );
-      return result.length > 0;
-    };
+    const applyBatchRow = applyTo('runner_batch_rows');
     const batchCalls: number[] = [];
     const changedSeen: string[] = [];
     const projection = new ProjectionRunner(
       {
         name: 'test.runner-batch-projection',
         topics: [TOPIC],
-        apply: applyTo,
+        apply: applyBatchRow,
         applyBatch: async (em, messages) => {
           batchCalls.push(messages.length);
           const changed: BusMessage[] = [];
-          for (const message of messages) if (await applyTo(em, message)) changed.push(message);
+          for (const message of messages) if (await applyBatchRow(em, message)) changed.push(message);
           return changed;
         },
         onCommitted: (changed) => changedSeen.push(...changed.map((m) => `${m.key}@${m.revision}`)),

@@ -344,47 +344,51 @@ describe('PostgresEventStore specifics', () => {
   });
 
   describe('notifications between instances (LISTEN/NOTIFY)', () => {
-    // Subscriptions that would poll only once a minute: an event arriving means a notification woke them.
-    const listening = async () =>
-      createPostgresEventStore({
-        url: (await testDatabase()).url,
-        poolSize: 3,
-        subscriptions: { pollIntervalMs: 60_000 },
-      });
+    const until = async (done: () => boolean): Promise<void> => {
+      while (!done()) await new Promise((resolve) => setTimeout(resolve, 5));
+    };
 
-    it("wakes another instance's subscription at once when an append commits", async () => {
-      if ((await testDatabase()).kind === 'pglite') {
+    /**
+     * Runs `body` with a subscription to `category` on another store instance whose subscriptions would poll only
+     * once a minute: an event arriving means a notification woke it. Skipped on PGlite (notifications are off).
+     */
+    const withListeningReader = async (
+      category: string,
+      body: (seen: RecordedEvent[]) => Promise<void>,
+    ): Promise<void> => {
+      const db = await testDatabase();
+      if (db.kind === 'pglite') {
         console.log('skipped on PGlite: one process, one session (notifications are off there)');
         return;
       }
-      const other = await listening();
+      const other = await createPostgresEventStore({
+        url: db.url,
+        poolSize: 3,
+        subscriptions: { pollIntervalMs: 60_000 },
+      });
       try {
         const { seen, subscription } = await collectSubscription(other, {
-          subscriptionId: 'notified:reader',
-          categories: ['notified'],
+          subscriptionId: `${category}:reader`,
+          categories: [category],
         });
         await subscription.caughtUp();
-        await store.appendToStream('notified-1', [{ id: 'notified-1-a', type: 'Noted', data: {} }]);
-        while (seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-        expect(seen.map((e) => e.id)).toEqual(['notified-1-a']);
+        await body(seen);
         await subscription.stop();
       } finally {
         await other.close();
       }
+    };
+
+    it("wakes another instance's subscription at once when an append commits", async () => {
+      await withListeningReader('notified', async (seen) => {
+        await store.appendToStream('notified-1', [{ id: 'notified-1-a', type: 'Noted', data: {} }]);
+        await until(() => seen.length > 0);
+        expect(seen.map((e) => e.id)).toEqual(['notified-1-a']);
+      });
     });
 
     it('listens again after its connection is killed, and catches up on what it missed', async () => {
-      if ((await testDatabase()).kind === 'pglite') {
-        console.log('skipped on PGlite: one process, one session (notifications are off there)');
-        return;
-      }
-      const other = await listening();
-      try {
-        const { seen, subscription } = await collectSubscription(other, {
-          subscriptionId: 'renotified:reader',
-          categories: ['renotified'],
-        });
-        await subscription.caughtUp();
+      await withListeningReader('renotified', async (seen) => {
         const killed = await pool.query<{ pid: number }>(
           `SELECT pg_terminate_backend(pid) AS killed, pid FROM pg_stat_activity
             WHERE datname = current_database() AND query = 'LISTEN stablepay_events'`,
@@ -392,14 +396,11 @@ describe('PostgresEventStore specifics', () => {
         expect(killed.rows.length).toBeGreaterThan(0);
         // Appended while nobody listens: the reconnection wakes every subscription once.
         await store.appendToStream('renotified-1', [{ id: 'renotified-1-a', type: 'Noted', data: {} }]);
-        while (seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+        await until(() => seen.length > 0);
         await store.appendToStream('renotified-2', [{ id: 'renotified-2-a', type: 'Noted', data: {} }]);
-        while (seen.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+        await until(() => seen.length > 1);
         expect(seen.map((e) => e.id)).toEqual(['renotified-1-a', 'renotified-2-a']);
-        await subscription.stop();
-      } finally {
-        await other.close();
-      }
+      });
     });
   });
 

@@ -1,6 +1,6 @@
 /**
  * Projection lag at a target command rate, beside the floor, in one run on one database server:
- *   DATABASE_URL=postgres://... node -r @swc-node/register tools/bench-projection-lag/bench.ts
+ *   DATABASE_URL=postgres://... node -r @swc-node/register tools/bench-write/projection-lag.ts
  *
  *   1. floor: single-row autocommit INSERTs of a jsonb row paced at BENCH_RATE per second (open loop) on
  *      BENCH_CLIENTS connections: the latency of making one row durable and visible on this machine right now;
@@ -25,22 +25,11 @@ import {
   subscriptionsService,
 } from '@stablepay/subscriptions-service';
 import { createTestDatabase } from '@stablepay/testing';
+import { FLOOR_BODY, FLOOR_INSERT, num, openFloorClients, percentile } from './common';
 
-const num = (name: string, fallback: number): number => {
-  const raw = process.env[name];
-  const value = raw === undefined || raw === '' ? fallback : Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
-  return value;
-};
 const RATE = num('BENCH_RATE', 500);
 const SECONDS = num('BENCH_SECONDS', 5);
 const CLIENTS = num('BENCH_CLIENTS', 8);
-
-const percentile = (values: readonly number[], p: number): number => {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
-};
 
 /** Calls `once` RATE times a second for SECONDS whatever the answers do; resolves when every call settled. */
 async function paced(once: (i: number) => Promise<void>): Promise<{ ms: number; errors: number }> {
@@ -62,17 +51,7 @@ async function paced(once: (i: number) => Promise<void>): Promise<{ ms: number; 
 }
 
 async function floor(url: string): Promise<{ latencies: number[]; ms: number; errors: number }> {
-  const setup = new Client({ connectionString: url });
-  await setup.connect();
-  await setup.query('CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, body jsonb NOT NULL)');
-  await setup.end();
-  const clients = await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      const c = new Client({ connectionString: url });
-      await c.connect();
-      return c;
-    }),
-  );
+  const clients = await openFloorClients(url, CLIENTS);
   const idle = [...clients];
   const waiting: Array<(c: Client) => void> = [];
   const take = (): Promise<Client> => {
@@ -84,13 +63,12 @@ async function floor(url: string): Promise<{ latencies: number[]; ms: number; er
     if (next) next(c);
     else idle.push(c);
   };
-  const body = JSON.stringify({ price: '1000', price_currency: 'USD', metadata: { order: 'o-1' } });
   const latencies: number[] = [];
   const run = await paced(async () => {
     const t = performance.now();
     const client = await take();
     try {
-      await client.query('INSERT INTO bench_floor (body) VALUES ($1::jsonb)', [body]);
+      await client.query(FLOOR_INSERT, [FLOOR_BODY]);
     } finally {
       give(client);
     }
