@@ -201,9 +201,13 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
 
   afterAll(async () => {
     for (const r of runs) await stopGroup(r, 'SIGKILL');
+    // The chains outlive the group by a moment and write their state into the data dir as they go: removing it
+    // before they are gone raced with that write (ENOTEMPTY).
+    for (const r of runs)
+      for (const url of Object.values(r.chains)) await until(`${url} to stop`, async () => chainDown(url));
     await new Promise((r) => receiver?.close(r));
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+    rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  }, 120_000);
 
   it('comes up on PGlite with its local chains, and the demo merchant is registered on chain', async () => {
     run = await start();
