@@ -4,6 +4,10 @@ import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
 import {
   ChargeLedgerProjection,
+  SANDBOX_PAYOUT_LATE,
+  SANDBOX_PAYOUT_NEVER_CREDITED,
+  SANDBOX_PAYOUT_REJECTED,
+  SandboxPayouts,
   type SandboxSettlementFeed,
   SETTLEMENT_FEED,
   SettlementDeadlines,
@@ -27,6 +31,8 @@ import { chargeIdOf, type FactSubscription, subscriptionFacts, tx } from './subs
 const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
 const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
 const clock = new ManualClock('2026-06-01T10:00:00.000Z');
+/** The sandbox provider pays out this long (service clock) after a test-mode fiat charge is listed. */
+const SANDBOX_DELAY_MS = 60 * SECOND;
 
 type Json = Record<string, unknown>;
 interface Hook {
@@ -143,6 +149,7 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
         ALLOW_LOCAL_WEBHOOKS: 'true',
         WEBHOOK_POLL_INTERVAL_MS: '50',
         PAYMENT_FACTORY_ADDRESS: FACTORY,
+        SANDBOX_SETTLEMENT_DELAY_MS: String(SANDBOX_DELAY_MS),
       },
       dataDir: 'memory',
       localChains: false,
@@ -282,12 +289,17 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
   describe('fiat settlement: the provider feed moves the row and sends the settlement webhooks (summary as data.object)', () => {
     const feed = () => stack.service.app.get<SandboxSettlementFeed>(SETTLEMENT_FEED);
     const summaries = (who: Merchant, type: string) => hooksOf(who, type).map((h) => h.event.data.object);
-
-    it('a failed bank transfer: delayed at once with its reason; the payout completes: settled; a report sent twice counts once', async () => {
-      const m = await newMerchant('Payout Co', 'fiat');
-      const s = await subscription(m);
+    /** A merchant whose subscription (priced in ARS) has its first charge (the API path's, charged now) listed. */
+    const firstCharge = async (name: string, settlementMode: 'crypto' | 'fiat', price = '150000') => {
+      const m = await newMerchant(name, settlementMode);
+      const s = await subscription(m, { price, priceCurrency: 'ARS' });
       await charged(m, s, 0, 'api');
       await settle();
+      return { m, s };
+    };
+
+    it('a failed bank transfer: delayed at once with its reason; the payout completes: settled; a report sent twice counts once', async () => {
+      const { m, s } = await firstCharge('Payout Co', 'fiat');
       const chargeId = chargeIdOf(s.subscriptionId, 0);
       await feed().deliver({ chargeId, kind: 'withdraw_started' });
       const failedTransfer = await feed().deliver({ chargeId, kind: 'withdraw_failed' });
@@ -334,10 +346,7 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
     });
 
     it('a compliance rejection fails the settlement with provider_rejected', async () => {
-      const m = await newMerchant('Rejected Co', 'fiat');
-      const s = await subscription(m);
-      await charged(m, s, 0, 'api');
-      await settle();
+      const { m, s } = await firstCharge('Rejected Co', 'fiat');
       await feed().deliver({ chargeId: chargeIdOf(s.subscriptionId, 0), kind: 'payout_rejected' });
       await settle();
       expect(summaries(m, 'subscription.charge_settlement_failed')).toEqual([
@@ -350,10 +359,7 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
     });
 
     it('refuses reports about an unknown charge or one without a fiat settlement, changing nothing', async () => {
-      const m = await newMerchant('Crypto Settled Co', 'crypto');
-      const s = await subscription(m);
-      await charged(m, s, 0, 'api');
-      await settle();
+      const { m, s } = await firstCharge('Crypto Settled Co', 'crypto');
       await expect(
         feed().deliver({ chargeId: 'subc_unknown000000000000000', kind: 'payout_completed' }),
       ).rejects.toMatchObject({
@@ -367,11 +373,90 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
       expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: null });
     });
 
-    it('the deadlines by the clock: not credited after six hours -> delayed once; after 72 hours -> failed deposit_not_credited', async () => {
-      const m = await newMerchant('Slow Provider Co', 'fiat');
-      const s = await subscription(m);
-      await charged(m, s, 0, 'api');
-      await settle();
+    describe('the sandbox provider pays out on its own (SANDBOX_SETTLEMENT_DELAY_MS, magic fiat amounts)', () => {
+      const payouts = () => stack.service.app.get(SandboxPayouts);
+      /** Moves the service clock and lets the sandbox send what is due by then. */
+      const after = async (ms: number) => {
+        clock.advance(ms);
+        await payouts().tick();
+        await settle();
+      };
+
+      it('any other amount: pending until the delay has passed, then completed in GET /merchants/:id/charges with charge_settled', async () => {
+        const { m, s } = await firstCharge('Sandbox Payout Co', 'fiat');
+        await after(SANDBOX_DELAY_MS - SECOND);
+        expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'pending' });
+        expect(hooksOf(m, 'subscription.charge_settled')).toHaveLength(0);
+
+        await after(SECOND);
+        const [row] = await charges(m, s.subscriptionId);
+        expect(row).toMatchObject({
+          status: 'succeeded',
+          fiat_amount: '150000',
+          settlement_status: 'completed',
+        });
+        const [hook] = hooksOf(m, 'subscription.charge_settled');
+        expect(
+          verifyWebhook(hook?.body ?? '', hook?.headers ?? {}, m.secret, { now: clock.now() }),
+        ).toMatchObject({
+          valid: true,
+        });
+        expect(hook?.event.data.object).toEqual({
+          subscription_id: s.subscriptionId,
+          charge_nonce: 0,
+          amount: '5000000',
+          fiat_amount: '150000',
+          fiat_currency: 'ARS',
+          settlement_status: 'completed',
+        });
+        // Sent again (another replica, a restart): the reports are recorded once, nothing more is sent.
+        await after(SANDBOX_DELAY_MS);
+        expect(hooksOf(m, 'subscription.charge_settled')).toHaveLength(1);
+      });
+
+      it(`${SANDBOX_PAYOUT_REJECTED}: the provider rejects the payout -> failed provider_rejected`, async () => {
+        const { m, s } = await firstCharge('Sandbox Rejected Co', 'fiat', SANDBOX_PAYOUT_REJECTED);
+        await after(SANDBOX_DELAY_MS);
+        expect(summaries(m, 'subscription.charge_settlement_failed')).toEqual([
+          expect.objectContaining({
+            fiat_amount: SANDBOX_PAYOUT_REJECTED,
+            settlement_status: 'failed',
+            settlement_failure_reason: 'provider_rejected',
+          }),
+        ]);
+        expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'failed' });
+      });
+
+      it(`${SANDBOX_PAYOUT_LATE}: the bank transfer fails (delayed rampoff_withdraw_failed), then completes one delay later`, async () => {
+        const { m, s } = await firstCharge('Sandbox Late Co', 'fiat', SANDBOX_PAYOUT_LATE);
+        await after(SANDBOX_DELAY_MS);
+        expect(summaries(m, 'subscription.charge_settlement_delayed')).toEqual([
+          expect.objectContaining({
+            settlement_status: 'delayed',
+            settlement_failure_reason: 'rampoff_withdraw_failed',
+          }),
+        ]);
+        expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'delayed' });
+        await after(SANDBOX_DELAY_MS);
+        expect(summaries(m, 'subscription.charge_settled')).toEqual([
+          expect.objectContaining({ settlement_status: 'completed' }),
+        ]);
+        expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'completed' });
+      });
+
+      it('a crypto-settled business: the sandbox reports nothing', async () => {
+        const { m, s } = await firstCharge('Sandbox Crypto Co', 'crypto');
+        await after(SANDBOX_DELAY_MS);
+        expect((await charges(m, s.subscriptionId))[0]).toMatchObject({
+          fiat_amount: '150000',
+          settlement_status: null,
+        });
+        expect(hooksOf(m, 'subscription.charge_settled')).toHaveLength(0);
+      });
+    });
+
+    it(`the deadlines by the clock (sandbox amount ${SANDBOX_PAYOUT_NEVER_CREDITED}: never credited): after six hours -> delayed once; after 72 hours -> failed deposit_not_credited`, async () => {
+      const { m, s } = await firstCharge('Slow Provider Co', 'fiat', SANDBOX_PAYOUT_NEVER_CREDITED);
       const deadlines = stack.service.app.get(SettlementDeadlines);
       clock.advance(6 * 3_600 * SECOND - SECOND);
       await deadlines.tick();

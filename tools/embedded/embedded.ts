@@ -2,7 +2,11 @@ import 'reflect-metadata';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { chargeLedgerService, chargeLedgerWebhookSource } from '@stablepay/charge-ledger-service';
+import {
+  chargeLedgerConfigFromEnv,
+  chargeLedgerService,
+  chargeLedgerWebhookSource,
+} from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
 import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
 import {
@@ -152,7 +156,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
           subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] }),
           chainOperator,
         ),
-        chargeLedgerService(),
+        chargeLedgerService(chargeLedgerConfigFromEnv(env)),
         indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
         settlementService(),
         payoutsService(),
@@ -220,6 +224,7 @@ function validateEnvironment(
   merchantsConfigFromEnv({ ALLOW_LOCAL_WEBHOOKS: 'true', ...probe }, { allowEphemeralKey: true });
   subscriptionsConfigFromEnv(probe);
   paymentsConfigFromEnv(probe);
+  chargeLedgerConfigFromEnv(probe);
   indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...probe });
   chainOperatorConfigFromEnv(probe);
   dispatchOptionsFromEnv(probe);

@@ -3,6 +3,11 @@ import { LedgerApiModule } from '@stablepay/ledger-api';
 import { CLOCK } from '@stablepay/aggregate';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import type { Clock } from '@stablepay/util';
+import {
+  CHARGE_LEDGER_CONFIG,
+  type ChargeLedgerConfig,
+  chargeLedgerConfigFromEnv,
+} from './charge-ledger.config';
 import { ChargeLedgerGateway } from './charge-ledger.gateway';
 import { ChargeLedgerChanges } from './charges/changes';
 import { ChargeLedgerCommands } from './charges/charge-ledger.commands';
@@ -10,6 +15,7 @@ import { ChargeLedgerProjection } from './charges/charge-ledger.projection';
 import { ChargeLedgerReader } from './charges/charge-ledger.reader';
 import { SubscriptionChargesConsumer } from './consumers/subscription-charges.consumer';
 import { LEDGER_MIGRATIONS } from './migrations';
+import { SandboxPayouts } from './settlement/sandbox-payouts';
 import { SettlementDeadlines } from './settlement/settlement-deadlines';
 import { SandboxSettlementFeed, SETTLEMENT_FEED } from './settlement/settlement-feed';
 import { SettlementFeedConsumer } from './settlement/settlement-feed.consumer';
@@ -40,6 +46,7 @@ export class ChargeLedgerCoreModule {}
     },
     SettlementFeedConsumer,
     SettlementDeadlines,
+    SandboxPayouts,
   ],
   exports: [
     ChargeLedgerCommands,
@@ -48,12 +55,27 @@ export class ChargeLedgerCoreModule {}
     SETTLEMENT_FEED,
     SettlementFeedConsumer,
     SettlementDeadlines,
+    SandboxPayouts,
   ],
 })
-export class ChargeLedgerServiceModule {}
+export class ChargeLedgerServiceModule {
+  static forRoot(config: ChargeLedgerConfig): DynamicModule {
+    return {
+      module: ChargeLedgerServiceModule,
+      providers: [{ provide: CHARGE_LEDGER_CONFIG, useValue: config }],
+      exports: [CHARGE_LEDGER_CONFIG],
+    };
+  }
+}
 
-export function chargeLedgerService(): ServiceDefinition {
-  return { name: 'charge-ledger', imports: [ChargeLedgerServiceModule], migrations: LEDGER_MIGRATIONS };
+export function chargeLedgerService(
+  config: ChargeLedgerConfig = chargeLedgerConfigFromEnv({}),
+): ServiceDefinition {
+  return {
+    name: 'charge-ledger',
+    imports: [ChargeLedgerServiceModule.forRoot(config)],
+    migrations: LEDGER_MIGRATIONS,
+  };
 }
 
 /** GET /merchants/:merchantId/charges in the gateway: reads the ledger read model in-process. */

@@ -1,4 +1,5 @@
 export * from './charge-ledger.module';
+export * from './charge-ledger.config';
 export * from './charge-ledger.gateway';
 export * from './migrations';
 export * from './charges/changes';
@@ -10,3 +11,4 @@ export * from './webhooks/charge-webhook-source';
 export * from './settlement/settlement-feed';
 export * from './settlement/settlement-feed.consumer';
 export * from './settlement/settlement-deadlines';
+export * from './settlement/sandbox-payouts';

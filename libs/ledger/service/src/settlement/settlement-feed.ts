@@ -28,9 +28,10 @@ export interface SettlementFeed {
 export const SETTLEMENT_FEED = Symbol('SETTLEMENT_FEED');
 
 /**
- * The sandbox provider feed: nothing happens on its own; `deliver` plays the provider sending one report (tests, the
- * embedded demo). It resolves once the ledger recorded the report and rejects with the ledger's refusal (an unknown
- * charge, a charge with no fiat settlement), as a provider's delivery would fail and be retried.
+ * The sandbox provider feed: `deliver` plays the provider sending one report (SandboxPayouts sends them on its own for
+ * test-mode charges, by the magic fiat amounts; tests send them directly). It resolves once the ledger recorded the
+ * report and rejects with the ledger's refusal (an unknown charge, a charge with no fiat settlement), as a provider's
+ * delivery would fail and be retried.
  */
 export class SandboxSettlementFeed implements SettlementFeed {
   private handler: ((report: SettlementReport) => Promise<void>) | undefined;

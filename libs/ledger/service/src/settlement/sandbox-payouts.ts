@@ -1,0 +1,117 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import type { SettlementReportKind } from '@stablepay/ledger-domain';
+import { type DueRow, ReadModelTimer } from '@stablepay/runtime';
+import { ChargeLedgerCommands } from '../charges/charge-ledger.commands';
+import { CHARGE_LEDGER_CONFIG, type ChargeLedgerConfig } from '../charge-ledger.config';
+import { SandboxSettlementFeed, SETTLEMENT_FEED, type SettlementFeed } from './settlement-feed';
+
+/** One step of a sandbox payout: the reports the sandbox provider sends once `afterDelays` delays have passed. */
+export interface SandboxPayoutStep {
+  readonly afterDelays: number;
+  readonly kinds: readonly SettlementReportKind[];
+}
+
+/**
+ * Magic `fiat_amount`s (fiat minor units, the plan's price) that pick how the sandbox provider pays a charge out, as
+ * test card numbers do elsewhere (docs/subscriptions.md, "Sandbox payouts"). Any other amount completes.
+ */
+export const SANDBOX_PAYOUT_REJECTED = '402';
+export const SANDBOX_PAYOUT_NEVER_CREDITED = '404';
+export const SANDBOX_PAYOUT_LATE = '408';
+
+/** What the sandbox provider reports about a charge of this fiat amount, step by step (pure; one delay per step). */
+export function sandboxPayoutScript(fiatAmount: string): readonly SandboxPayoutStep[] {
+  switch (fiatAmount) {
+    case SANDBOX_PAYOUT_REJECTED:
+      return [{ afterDelays: 1, kinds: ['deposit_credited', 'payout_rejected'] }];
+    case SANDBOX_PAYOUT_NEVER_CREDITED:
+      // Nothing: SPEC's deadlines take over (delayed deposit_not_credited at six hours, failed at 72).
+      return [];
+    case SANDBOX_PAYOUT_LATE:
+      return [
+        { afterDelays: 1, kinds: ['deposit_credited', 'withdraw_started', 'withdraw_failed'] },
+        { afterDelays: 2, kinds: ['payout_completed'] },
+      ];
+    default:
+      return [{ afterDelays: 1, kinds: ['deposit_credited', 'withdraw_started', 'payout_completed'] }];
+  }
+}
+
+interface OpenSettlement extends DueRow {
+  readonly fiatAmount: string;
+}
+
+/**
+ * The sandbox provider paying out on its own (the reachable path of a fiat settlement under `npm start`): every
+ * test-mode charge with an open fiat settlement is treated as swept to the provider when its ledger row was written,
+ * and the provider reports on it by the script of its `fiat_amount` (sandboxPayoutScript), one step per
+ * SANDBOX_SETTLEMENT_DELAY_MS of the injected clock after the row's `created_at`. Reports go through the same feed
+ * as any provider's (SettlementFeedConsumer), with ids derived from the charge and the step, so a step sent again
+ * (another replica, a restart) is recorded once. Live-mode charges are never touched: a live payout is only what a
+ * real provider reports. Off when the delay is unset (`off`) or the configured feed is not the sandbox.
+ */
+@Injectable()
+export class SandboxPayouts extends ReadModelTimer<OpenSettlement> {
+  protected readonly logger = new Logger('charge-ledger.sandbox-payouts');
+  /** Steps already sent by this process (a restart sends them again; the report ids make that a no-op). */
+  private readonly sent = new Set<string>();
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(ChargeLedgerCommands) private readonly commands: ChargeLedgerCommands,
+    @Inject(SETTLEMENT_FEED) private readonly feed: SettlementFeed,
+    @Inject(CHARGE_LEDGER_CONFIG) private readonly config: ChargeLedgerConfig,
+  ) {
+    super(() => config.sandboxSettlementPollMs);
+  }
+
+  private get delayMs(): number | null {
+    return this.feed instanceof SandboxSettlementFeed ? this.config.sandboxSettlementDelayMs : null;
+  }
+
+  override onApplicationBootstrap(): void {
+    if (this.delayMs !== null) super.onApplicationBootstrap();
+  }
+
+  protected now(): Date {
+    return this.commands.now();
+  }
+
+  protected async due(now: Date, limit: number, after?: DueRow): Promise<OpenSettlement[]> {
+    const delay = this.delayMs;
+    if (delay === null) return [];
+    // settlement_check_at is set exactly while a settlement is open (its partial index serves the scan).
+    const rows: Array<{ id: string; created_at: Date; fiat_amount: string | null }> =
+      await this.dataSource.query(
+        `SELECT id, created_at, object->>'fiat_amount' AS fiat_amount FROM subscription_charges
+         WHERE settlement_check_at IS NOT NULL AND mode = 'test' AND created_at <= $1
+           AND ($2::timestamptz IS NULL OR (created_at, id) > ($2::timestamptz, $3::text))
+         ORDER BY created_at, id LIMIT $4`,
+        [
+          new Date(now.getTime() - delay).toISOString(),
+          after?.dueAt.toISOString() ?? null,
+          after?.id ?? '',
+          limit,
+        ],
+      );
+    return rows.map((r) => ({ id: r.id, dueAt: new Date(r.created_at), fiatAmount: r.fiat_amount ?? '' }));
+  }
+
+  protected async fire(row: OpenSettlement): Promise<boolean> {
+    const delay = this.delayMs;
+    if (delay === null || !(this.feed instanceof SandboxSettlementFeed)) return false;
+    const elapsed = this.now().getTime() - row.dueAt.getTime();
+    let fired = false;
+    for (const [step, { afterDelays, kinds }] of sandboxPayoutScript(row.fiatAmount).entries()) {
+      const key = `${row.id}:${step}`;
+      if (elapsed < afterDelays * delay || this.sent.has(key)) continue;
+      const reportedAt = new Date(row.dueAt.getTime() + afterDelays * delay);
+      for (const [i, kind] of kinds.entries())
+        await this.feed.deliver({ chargeId: row.id, kind, id: `sbx_${row.id}_${step}_${i}`, reportedAt });
+      this.sent.add(key);
+      fired = true;
+    }
+    return fired;
+  }
+}
