@@ -466,4 +466,116 @@ describe('subscription chain events: screening, manager events, receipt timeout,
     expect(next.status).toBe(200);
     expect(next.body).toMatchObject({ status: 'succeeded', charge_nonce: n + 1 });
   }, 180_000);
+
+  /** Mines nothing more of the fork since `snapshot`: back to it, then a longer fork without those transactions. */
+  const reorgTo = async (snapshot: string) => {
+    const p = provider();
+    await p.send('evm_revert', [snapshot]);
+    await p.send('anvil_mine', ['0x8']);
+  };
+  const rawOf = async (txHash: string) => {
+    const sent = await provider().getTransaction(txHash);
+    if (!sent) throw new Error(`transaction ${txHash} not found`);
+    return Transaction.from(sent).serialized;
+  };
+  const streamOf = async (id: string) =>
+    (await stack.service.app
+      .get<EventStore>(EVENT_STORE)
+      .readStream(subscriptionStreamId(id))) as ReadonlyArray<{
+      type: string;
+      data: Json;
+    }>;
+
+  it('a charge that released the paused brake, reorged out: paused again (its charge_failed webhook shows it); re-included, released again', async () => {
+    const owner = wallet(5);
+    const sub = await subscribeWith(owner);
+    const token = connectTestStablecoin(sub.token, owner);
+    const funds = await token.balanceOf(owner.address);
+    await (await token.transfer(Wallet.createRandom().address, funds)).wait();
+    const refused = await chargeNow(sub);
+    expect(refused.body).toMatchObject({ status: 'failed', failure_reason: 'InsufficientBalance' });
+    expect(await subscription(sub.id)).toMatchObject({ paused: true, charge_nonce: 1 });
+    await (await token.mint(owner.address, funds)).wait();
+
+    const snapshot = (await provider().send('evm_snapshot', [])) as string;
+    const charged = await chargeNow(sub);
+    expect(charged.body).toMatchObject({ status: 'succeeded', charge_nonce: 1 });
+    const chargeId = String(charged.body['id']);
+    const chargeTx = String(charged.body['tx_hash']);
+    expect(await subscription(sub.id)).toMatchObject({ paused: false, charge_nonce: 2 });
+    await until(() => observed(chargeTx), Boolean, 'the charge observed');
+    const raw = await rawOf(chargeTx);
+
+    await reorgTo(snapshot);
+    const after = await until(
+      () => subscription(sub.id),
+      (s) => s['charge_nonce'] === 1,
+      'the reorg to undo the releasing charge',
+    );
+    // SPEC paused table: the success that released the brake is gone from the chain, so the brake is on again.
+    expect(after).toMatchObject({ paused: true, status: 'active' });
+    const lost = await hook('subscription.charge_failed', (e) => e.data['charge']?.['id'] === chargeId);
+    expect(lost.data['charge']).toMatchObject({ failure_reason: 'charge_lost_to_reorg' });
+    expect(lost.data['object']).toMatchObject({ paused: true, charge_nonce: 1 });
+
+    await provider().send('eth_sendRawTransaction', [raw]);
+    expect(
+      await until(
+        () => subscription(sub.id),
+        (s) => s['charge_nonce'] === 2,
+        'the re-included charge recorded',
+      ),
+    ).toMatchObject({ paused: false });
+  }, 180_000);
+
+  it('a migration proposal voided by a cap change, the void reorged out: the proposal is pending again, so the re-included void voids it again', async () => {
+    const owner = wallet(8);
+    const sub = await subscribeWith(owner);
+    const manager = connectSubscriptionManager(sub.manager, owner);
+    const migrationFacts = async () =>
+      (await streamOf(sub.id)).flatMap((e) => {
+        if (e.type.startsWith('SubscriptionMigration')) return [e.type];
+        const fact = String(e.data['fact']);
+        return e.type === 'SubscriptionFactRetracted.v1' && fact.startsWith('migration')
+          ? [`retracted ${fact}`]
+          : [];
+      });
+    await (await manager.proposeMigration(sub.id, Wallet.createRandom().address)).wait();
+    await until(migrationFacts, (f) => f.length === 1, 'the proposal recorded');
+    const cap = BigInt(String((await subscription(sub.id))['cap_amount']));
+
+    const snapshot = (await provider().send('evm_snapshot', [])) as string;
+    const capTx = await manager.updateCap(sub.id, cap - 1n);
+    await capTx.wait();
+    await until(migrationFacts, (f) => f.length === 2, 'the void recorded');
+    await until(() => observed(capTx.hash), Boolean, 'the cap update observed');
+    const raw = await rawOf(capTx.hash);
+
+    await reorgTo(snapshot);
+    expect(
+      await until(
+        migrationFacts,
+        (f) => f.includes('retracted migration_voided'),
+        'the reorg to undo the void',
+      ),
+    ).toEqual([
+      'SubscriptionMigrationProposed.v1',
+      'SubscriptionMigrationVoided.v1',
+      'retracted migration_voided',
+    ]);
+    await until(
+      () => subscription(sub.id),
+      (s) => s['cap_amount'] === cap.toString(),
+      'the cap update undone',
+    );
+
+    // The same cap update in the new fork voids the proposal on chain again: recorded again, as it is pending here.
+    await provider().send('eth_sendRawTransaction', [raw]);
+    expect(await until(migrationFacts, (f) => f.length === 4, 'the re-included void recorded')).toEqual([
+      'SubscriptionMigrationProposed.v1',
+      'SubscriptionMigrationVoided.v1',
+      'retracted migration_voided',
+      'SubscriptionMigrationVoided.v1',
+    ]);
+  }, 180_000);
 });

@@ -168,7 +168,13 @@ export type SubscriptionChargeRetracted = {
 };
 /** The non-charge chain facts a reorg can undo, by the webhook type that announced each. */
 export type RetractableFact =
-  'created' | 'cancelled' | 'cap_updated' | 'budget_updated' | 'migrated' | 'migration_proposed';
+  | 'created'
+  | 'cancelled'
+  | 'cap_updated'
+  | 'budget_updated'
+  | 'migrated'
+  | 'migration_proposed'
+  | 'migration_voided';
 /**
  * A reorg orphaned the block of a recorded non-charge fact (creation, cancellation, cap or budget update, migration):
  * the state folds as if it never happened; the same log re-included later is recorded again.

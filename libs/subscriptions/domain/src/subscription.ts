@@ -52,6 +52,22 @@ export interface Migration {
   readonly newSubscriber: string;
 }
 
+/**
+ * One fact of the dunning brake, in stream order: engaged by a failed charge, released by the succeeded charge named.
+ * `paused` is derived from them, so a reorg that takes the releasing charge out engages the brake again.
+ */
+export type BrakeFact = { readonly engaged: true } | { readonly engaged: false; readonly chargeId: string };
+
+/**
+ * One fact about migration proposals, in stream order: a proposal (the zero address withdraws), a void by a change of
+ * terms, an accepted migration. The pending proposal is derived from those still on chain, so a reorged void or
+ * acceptance brings the proposal back and a reorged proposal takes it away.
+ */
+export type MigrationProposalFact =
+  | { readonly kind: 'proposed'; readonly proposedSubscriber: string; readonly txHash: string }
+  | { readonly kind: 'voided'; readonly txHash: string }
+  | { readonly kind: 'accepted'; readonly txHash: string };
+
 /** A broadcast charge of ours whose receipt has not been seen (SubscriptionChargeSubmitted.v1). */
 export interface PendingCharge {
   readonly txHash: string;
@@ -79,7 +95,9 @@ export interface SubscriptionState {
   readonly cancelledBy: SubscriptionCanceller | null;
   /** The cancel transaction behind `cancelling`/`cancelled` (a reorg of it takes the status back). */
   readonly cancelTx: string | null;
+  /** Derived from `brakes`: engaged by the latest brake fact, unless the charge that released it is no longer recorded. */
   readonly paused: boolean;
+  readonly brakes: readonly BrakeFact[];
   readonly flagged: boolean;
   /** Succeeded charges by the nonce they consumed: a nonce charges at most once, on chain and here. */
   readonly chargesByNonce: ReadonlyMap<number, SucceededCharge>;
@@ -89,8 +107,9 @@ export interface SubscriptionState {
   readonly capUpdates: readonly CapUpdate[];
   readonly budgetUpdates: readonly BudgetUpdate[];
   readonly migrations: readonly Migration[];
-  /** The subscriber's proposal of a new wallet awaiting its acceptance (MigrationProposed), if any. */
+  /** Derived from `migrationFacts`: the subscriber's proposal of a new wallet awaiting its acceptance, if any. */
   readonly pendingMigration: { readonly proposedSubscriber: string; readonly txHash: string } | null;
+  readonly migrationFacts: readonly MigrationProposalFact[];
   /** The subscribe call (API path) reported the first charge, as the writer or after the indexer. */
   readonly firstChargeReportedByApi: boolean;
 }
@@ -109,6 +128,7 @@ export const initialSubscriptionState = (): SubscriptionState => ({
   cancelledBy: null,
   cancelTx: null,
   paused: false,
+  brakes: [],
   flagged: false,
   chargesByNonce: new Map(),
   failedChargeIds: new Set(),
@@ -117,6 +137,7 @@ export const initialSubscriptionState = (): SubscriptionState => ({
   budgetUpdates: [],
   migrations: [],
   pendingMigration: null,
+  migrationFacts: [],
   firstChargeReportedByApi: false,
 });
 
@@ -242,8 +263,23 @@ function derive(state: SubscriptionState): SubscriptionState {
   for (const [, c] of charges)
     if (lastChargedAt === null || Date.parse(c.chargedAt) > Date.parse(lastChargedAt))
       lastChargedAt = c.chargedAt;
+  // SPEC paused table: a release counts only while the successful charge behind it is on chain.
+  const recordedChargeIds = new Set(charges.map(([, c]) => c.chargeId));
+  const paused = state.brakes.reduce(
+    (engaged, b) => (b.engaged ? true : recordedChargeIds.has(b.chargeId) ? false : engaged),
+    false,
+  );
+  const pendingMigration = state.migrationFacts.reduce<SubscriptionState['pendingMigration']>(
+    (pending, f) =>
+      f.kind !== 'proposed' || ZERO_ADDRESS.test(f.proposedSubscriber)
+        ? null
+        : { proposedSubscriber: f.proposedSubscriber, txHash: f.txHash },
+    null,
+  );
   return {
     ...state,
+    paused,
+    pendingMigration,
     subscriber: state.migrations.at(-1)?.newSubscriber ?? created.subscriber,
     cap: state.capUpdates.at(-1)?.newCap ?? BigInt(created.cap),
     budget: state.budgetUpdates.at(-1)?.newBudget ?? BigInt(created.budget),
@@ -255,6 +291,7 @@ function derive(state: SubscriptionState): SubscriptionState {
 }
 
 const sameTx = (a: string | null, b: string) => a !== null && a.toLowerCase() === b.toLowerCase();
+const ZERO_ADDRESS = /^0x0{40}$/i;
 
 export function evolveSubscription(state: SubscriptionState, event: SubscriptionEvent): SubscriptionState {
   return derive(applyEvent(state, event));
@@ -314,9 +351,9 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
       };
     }
     case 'SubscriptionPaused.v1':
-      return { ...state, paused: true };
+      return { ...state, brakes: [...state.brakes, { engaged: true }] };
     case 'SubscriptionUnpaused.v1':
-      return { ...state, paused: false };
+      return { ...state, brakes: [...state.brakes, { engaged: false, chargeId: event.data.chargeId }] };
     case 'SubscriptionCancelConfirmed.v1':
       return { ...state, status: 'cancelling', cancelledBy: event.data.by, cancelTx: event.data.txHash };
     case 'SubscriptionCancelled.v1':
@@ -346,18 +383,25 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
           ...state.migrations,
           { txHash: event.data.txHash, newSubscriber: event.data.newSubscriber },
         ],
-        pendingMigration: null,
+        migrationFacts: [...state.migrationFacts, { kind: 'accepted', txHash: event.data.txHash }],
       };
     case 'SubscriptionMigrationProposed.v1':
       return {
         ...state,
-        // The zero address withdraws the proposal.
-        pendingMigration: /^0x0{40}$/i.test(event.data.proposedSubscriber)
-          ? null
-          : { proposedSubscriber: event.data.proposedSubscriber, txHash: event.data.txHash },
+        migrationFacts: [
+          ...state.migrationFacts,
+          {
+            kind: 'proposed',
+            proposedSubscriber: event.data.proposedSubscriber,
+            txHash: event.data.txHash,
+          },
+        ],
       };
     case 'SubscriptionMigrationVoided.v1':
-      return { ...state, pendingMigration: null };
+      return {
+        ...state,
+        migrationFacts: [...state.migrationFacts, { kind: 'voided', txHash: event.data.txHash }],
+      };
     case 'SubscriptionFactRetracted.v1':
       return retractFact(state, event.data.fact, event.data.txHash);
     case 'SubscriptionFlagged.v1':
@@ -370,6 +414,8 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
 function retractFact(state: SubscriptionState, fact: RetractableFact, txHash: string): SubscriptionState {
   const other = <T extends { txHash: string }>(list: readonly T[]) =>
     list.filter((x) => !sameTx(x.txHash, txHash));
+  const otherMigrationFacts = (kind: MigrationProposalFact['kind']) =>
+    state.migrationFacts.filter((f) => f.kind !== kind || !sameTx(f.txHash, txHash));
   switch (fact) {
     case 'created':
       return { ...state, creationRetracted: true };
@@ -381,9 +427,15 @@ function retractFact(state: SubscriptionState, fact: RetractableFact, txHash: st
     case 'budget_updated':
       return { ...state, budgetUpdates: other(state.budgetUpdates) };
     case 'migrated':
-      return { ...state, migrations: other(state.migrations) };
+      return {
+        ...state,
+        migrations: other(state.migrations),
+        migrationFacts: otherMigrationFacts('accepted'),
+      };
     case 'migration_proposed':
-      return { ...state, pendingMigration: null };
+      return { ...state, migrationFacts: otherMigrationFacts('proposed') };
+    case 'migration_voided':
+      return { ...state, migrationFacts: otherMigrationFacts('voided') };
   }
 }
 
@@ -401,7 +453,9 @@ function factRecorded(state: SubscriptionState, fact: RetractableFact, txHash: s
     case 'migrated':
       return state.migrations.some((u) => sameTx(u.txHash, txHash));
     case 'migration_proposed':
-      return sameTx(state.pendingMigration?.txHash ?? null, txHash);
+      return state.migrationFacts.some((f) => f.kind === 'proposed' && sameTx(f.txHash, txHash));
+    case 'migration_voided':
+      return state.migrationFacts.some((f) => f.kind === 'voided' && sameTx(f.txHash, txHash));
   }
 }
 
@@ -616,7 +670,7 @@ export function decideSubscription(
         },
       ];
     case 'RecordMigrationProposed':
-      if (sameTx(state.pendingMigration?.txHash ?? null, command.txHash)) return [];
+      if (factRecorded(state, 'migration_proposed', command.txHash)) return [];
       return [
         {
           type: 'SubscriptionMigrationProposed.v1',

@@ -149,6 +149,7 @@ export const REORGED_WEBHOOK_TYPE: Readonly<Record<RetractableFact, string | nul
   migrated: 'subscription.migrated',
   // A proposal has no webhook of its own (SPEC names none), so its retraction has none either.
   migration_proposed: null,
+  migration_voided: null,
 };
 
 /**

@@ -90,6 +90,7 @@ const RETRACTABLE_FACT: Readonly<Record<string, RetractableFact>> = {
   BudgetUpdated: 'budget_updated',
   SubscriptionMigrated: 'migrated',
   MigrationProposed: 'migration_proposed',
+  MigrationVoided: 'migration_voided',
 };
 
 const isoOf = (unixSeconds: string) => new Date(Number(unixSeconds) * 1000).toISOString();
