@@ -1,3 +1,5 @@
+import type { SettlementFailureReason, SettlementReportKind } from '@stablepay/fiat-settlement';
+
 /**
  * Events of the `charge-<subc_ id>` stream (topic `ledger.charge.v1`): one stream per ledger row of SPEC's
  * Subscription charge. Facts only: what a write path reported, the fiat fields it wrote, what the settlement provider
@@ -7,17 +9,14 @@
  */
 export type ChargeStatus = 'succeeded' | 'failed';
 
-/** SPEC Subscription charge settlement (fiat-settled plans). */
-export type SettlementStatus = 'pending' | 'delayed' | 'completed' | 'failed';
-
-/** SPEC Events > Fiat settlement delay and failure: the reasons. */
-export const SETTLEMENT_FAILURE_REASONS = [
-  'deposit_not_credited',
-  'rampoff_order_failed',
-  'rampoff_withdraw_failed',
-  'provider_rejected',
-] as const;
-export type SettlementFailureReason = (typeof SETTLEMENT_FAILURE_REASONS)[number];
+/** The settlement vocabulary is shared with one-time payments (@stablepay/fiat-settlement). */
+export {
+  SETTLEMENT_FAILURE_REASONS,
+  SETTLEMENT_REPORT_KINDS,
+  type SettlementFailureReason,
+  type SettlementReportKind,
+  type SettlementStatus,
+} from '@stablepay/fiat-settlement';
 
 /** Which path wrote the row (SPEC fiat field rule 5): the charge or subscribe call, or the indexer. */
 export type LedgerWritePath = 'api' | 'indexer';
@@ -63,21 +62,6 @@ export type ChargeSettlementFailed = {
   type: 'ChargeSettlementFailed.v1';
   data: { reason: SettlementFailureReason; failedAt: string };
 };
-
-/**
- * What the settlement provider's feed reports about the payout of a fiat-settled charge (SPEC Events > Fiat settlement
- * delay and failure): the swept crypto credited at the provider, a sell order that failed (the provider re-issues it),
- * the bank transfer's first attempt and a failed one, the payout completed, the payout rejected for compliance.
- */
-export const SETTLEMENT_REPORT_KINDS = [
-  'deposit_credited',
-  'sell_order_failed',
-  'withdraw_started',
-  'withdraw_failed',
-  'payout_completed',
-  'payout_rejected',
-] as const;
-export type SettlementReportKind = (typeof SETTLEMENT_REPORT_KINDS)[number];
 
 /** A settlement provider report, as received (its id deduplicates redeliveries; `reportedAt` is the provider's time). */
 export type ChargeSettlementReported = {

@@ -1,3 +1,13 @@
+import {
+  evolveProviderProgress,
+  type FiatSettlement,
+  initialProviderProgress,
+  type ProviderProgress,
+  settlementDeadlineAt,
+  settlementDeadlineOutcomes,
+  type SettlementOutcome,
+  settlementReportOutcomes,
+} from '@stablepay/fiat-settlement';
 import { conflict, notFound } from '@stablepay/util';
 import {
   CHARGE_LOST_TO_REORG,
@@ -37,41 +47,15 @@ export interface ChargeState {
   readonly provider: ProviderProgress;
 }
 
-export interface ProviderProgress {
-  readonly reportIds: readonly string[];
-  readonly credited: boolean;
-  readonly sellOrderFailures: number;
-  /** The bank transfer's first attempt (provider time): it has 72 hours from then. */
-  readonly withdrawStartedAt: string | null;
-}
-
 export const initialChargeState = (): ChargeState => ({
   recorded: null,
   fiat: null,
   settlementStatus: null,
   settlementFailureReason: null,
   delayReasons: [],
-  provider: { reportIds: [], credited: false, sellOrderFailures: 0, withdrawStartedAt: null },
+  provider: initialProviderProgress(),
   lostToReorg: false,
 });
-
-function evolveProvider(
-  p: ProviderProgress,
-  d: { reportId: string; kind: SettlementReportKind; reportedAt: string },
-) {
-  const reportIds = [...p.reportIds, d.reportId];
-  switch (d.kind) {
-    case 'deposit_credited':
-      return { ...p, reportIds, credited: true };
-    case 'sell_order_failed':
-      return { ...p, reportIds, credited: true, sellOrderFailures: p.sellOrderFailures + 1 };
-    case 'withdraw_started':
-    case 'withdraw_failed':
-      return { ...p, reportIds, credited: true, withdrawStartedAt: p.withdrawStartedAt ?? d.reportedAt };
-    default:
-      return { ...p, reportIds };
-  }
-}
 
 export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeState {
   switch (event.type) {
@@ -95,7 +79,7 @@ export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeStat
     case 'ChargeFiatBackfilled.v1':
       return { ...state, fiat: event.data.fiat, settlementStatus: event.data.fiat.settlementStatus };
     case 'ChargeSettlementReported.v1':
-      return { ...state, provider: evolveProvider(state.provider, event.data) };
+      return { ...state, provider: evolveProviderProgress(state.provider, event.data) };
     case 'ChargeSettlementDelayed.v1':
       return {
         ...state,
@@ -220,57 +204,39 @@ export function decideCharge(command: ChargeCommand, state: ChargeState): Charge
   }
 }
 
-/** SPEC Fiat settlement delay and failure: the deadlines, from the time the crypto settled (the charge's block time). */
-export const SETTLEMENT_DELAY_AFTER_MS = 6 * 3_600_000;
-export const SETTLEMENT_DEADLINE_MS = 72 * 3_600_000;
-export const BANK_TRANSFER_DEADLINE_MS = 72 * 3_600_000;
-/** The provider re-issues a failed sell order up to six times; the seventh failure ends the settlement. */
-export const SELL_ORDER_FAILURES_ALLOWED = 6;
+/** SPEC's deadlines count from the time the crypto settled: the charge's block time. */
+export {
+  BANK_TRANSFER_DEADLINE_MS,
+  SELL_ORDER_FAILURES_ALLOWED,
+  SETTLEMENT_DEADLINE_MS,
+  SETTLEMENT_DELAY_AFTER_MS,
+} from '@stablepay/fiat-settlement';
 
-const isOpen = (state: ChargeState) =>
-  state.settlementStatus === 'pending' || state.settlementStatus === 'delayed';
-const settlementStartMs = (state: ChargeState) => Date.parse(state.recorded?.chargedAt ?? '');
-
-/** The reason a settlement that is not done by now would be late or failed for, from what the provider said. */
-function lateReason(p: ProviderProgress): SettlementFailureReason {
-  if (p.withdrawStartedAt !== null) return 'rampoff_withdraw_failed';
-  return p.credited ? 'rampoff_order_failed' : 'deposit_not_credited';
+/** The charge's settlement as the shared process sees it (null: no fiat settlement, or nothing recorded). */
+function fiatSettlementOf(state: ChargeState): FiatSettlement | null {
+  if (!state.recorded || state.settlementStatus === null) return null;
+  return {
+    status: state.settlementStatus,
+    startedAt: state.recorded.chargedAt,
+    delayReasons: state.delayReasons,
+    provider: state.provider,
+  };
 }
 
-/** When the settlement fails by deadline: 72 hours from the crypto settling, or from the bank transfer's first attempt. */
-function failsAtMs(state: ChargeState): number {
-  const started = state.provider.withdrawStartedAt;
-  return started !== null
-    ? Date.parse(started) + BANK_TRANSFER_DEADLINE_MS
-    : settlementStartMs(state) + SETTLEMENT_DEADLINE_MS;
+function outcomeEvent(outcome: SettlementOutcome, at: string): ChargeEvent {
+  switch (outcome.kind) {
+    case 'delayed':
+      return { type: 'ChargeSettlementDelayed.v1', data: { reason: outcome.reason, delayedAt: at } };
+    case 'completed':
+      return { type: 'ChargeSettled.v1', data: { settledAt: at } };
+    case 'failed':
+      return { type: 'ChargeSettlementFailed.v1', data: { reason: outcome.reason, failedAt: at } };
+  }
 }
-
-/** The six-hour delay (deposit not credited, or a failed sell order) still to announce, if any. */
-function sixHourReason(state: ChargeState): SettlementFailureReason | null {
-  const p = state.provider;
-  if (p.withdrawStartedAt !== null) return null;
-  const reason = !p.credited
-    ? 'deposit_not_credited'
-    : p.sellOrderFailures > 0
-      ? 'rampoff_order_failed'
-      : null;
-  return reason !== null && !state.delayReasons.includes(reason) ? reason : null;
-}
-
-const delayed = (reason: SettlementFailureReason | null, at: string): ChargeEvent => ({
-  type: 'ChargeSettlementDelayed.v1',
-  data: { reason, delayedAt: at },
-});
-const failed = (reason: SettlementFailureReason, at: string): ChargeEvent => ({
-  type: 'ChargeSettlementFailed.v1',
-  data: { reason, failedAt: at },
-});
 
 /**
- * A settlement provider report: recorded once (by report id), then what it means for the merchant. A completed payout
- * settles; a compliance rejection fails (`provider_rejected`); a failed bank transfer is late at once
- * (`rampoff_withdraw_failed`); a failed sell order is late once six hours have passed since the crypto settled and
- * ends the settlement at the seventh failure (`rampoff_order_failed`). Reports after the end are kept, nothing follows.
+ * A settlement provider report: recorded once (by report id), then what it means for the merchant, as the shared
+ * process decides it (settlementReportOutcomes). Reports after the end are kept, nothing follows.
  */
 function decideSettlementReport(
   command: Extract<ChargeCommand, { type: 'RecordSettlementReport' }>,
@@ -293,50 +259,22 @@ function decideSettlementReport(
       receivedAt: at,
     },
   };
-  if (!isOpen(state)) return [report];
-  const after = evolveCharge(state, report);
-  switch (command.kind) {
-    case 'payout_completed':
-      return [report, { type: 'ChargeSettled.v1', data: { settledAt: at } }];
-    case 'payout_rejected':
-      return [report, failed('provider_rejected', at)];
-    case 'withdraw_failed':
-      return state.delayReasons.includes('rampoff_withdraw_failed')
-        ? [report]
-        : [report, delayed('rampoff_withdraw_failed', at)];
-    case 'sell_order_failed':
-      if (after.provider.sellOrderFailures > SELL_ORDER_FAILURES_ALLOWED)
-        return [report, failed('rampoff_order_failed', at)];
-      return [report, ...decideSettlementDeadlines(command.now, after)];
-    default:
-      return [report, ...decideSettlementDeadlines(command.now, after)];
-  }
+  const after = fiatSettlementOf(evolveCharge(state, report));
+  const outcomes = after ? settlementReportOutcomes(after, command.kind, command.now) : [];
+  return [report, ...outcomes.map((o) => outcomeEvent(o, at))];
 }
 
-/**
- * SPEC's deadlines at `now`: past 72 hours (from the crypto settling, or from the bank transfer's first attempt) the
- * settlement fails with the reason of where it stopped; past six hours a deposit the provider has not credited, or a
- * sell order that failed, is announced as delayed (once per reason).
- */
+/** SPEC's deadlines at `now` (settlementDeadlineOutcomes). */
 function decideSettlementDeadlines(now: Date, state: ChargeState): ChargeEvent[] {
-  if (!state.recorded || !isOpen(state)) return [];
-  const at = now.toISOString();
-  if (now.getTime() >= failsAtMs(state)) return [failed(lateReason(state.provider), at)];
-  const reason = sixHourReason(state);
-  if (reason !== null && now.getTime() >= settlementStartMs(state) + SETTLEMENT_DELAY_AFTER_MS)
-    return [delayed(reason, at)];
-  return [];
+  const settlement = fiatSettlementOf(state);
+  if (!settlement) return [];
+  return settlementDeadlineOutcomes(settlement, now).map((o) => outcomeEvent(o, now.toISOString()));
 }
 
-/**
- * When the deadlines must next be checked (the durable timer's due time; null: the settlement is not open): the
- * six-hour announcement still to make, else the failure deadline.
- */
+/** When the deadlines must next be checked (the durable timer's due time; null: the settlement is not open). */
 export function settlementCheckAt(state: ChargeState): Date | null {
-  if (!state.recorded || !isOpen(state)) return null;
-  const fails = failsAtMs(state);
-  const six = sixHourReason(state) !== null ? settlementStartMs(state) + SETTLEMENT_DELAY_AFTER_MS : fails;
-  return new Date(Math.min(six, fails));
+  const settlement = fiatSettlementOf(state);
+  return settlement ? settlementDeadlineAt(settlement) : null;
 }
 
 const settlementFinal = (chargeId: string, status: SettlementStatus) =>

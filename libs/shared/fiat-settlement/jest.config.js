@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'shared-fiat-settlement',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,2 @@
+export * from './fiat-settlement';
+export * from './settlement-feed';
