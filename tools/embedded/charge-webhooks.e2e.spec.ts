@@ -1,8 +1,10 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { Client } from 'pg';
 import { EVENT_STORE } from '@stablepay/aggregate';
+import { EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import type { EventStore } from '@stablepay/event-store';
 import {
+  CHARGE_TOPIC,
   ChargeLedgerProjection,
   SANDBOX_PAYOUT_LATE,
   SANDBOX_PAYOUT_NEVER_CREDITED,
@@ -17,7 +19,7 @@ import { verifyWebhook } from '@stablepay/merchant-sdk';
 import { PaymentCommands, PaymentProjection } from '@stablepay/payments-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock, SECOND } from '@stablepay/util';
-import { WebhookDispatcher, WebhookEventRecorder } from '@stablepay/webhook-dispatch-service';
+import { WebhookDispatcher, WebhookEventRecorder, webhookEventId } from '@stablepay/webhook-dispatch-service';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 import { chargeIdOf, type FactSubscription, subscriptionFacts, tx } from './subscription-facts';
 
@@ -213,6 +215,42 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
     });
     expect(both[1]?.event.data.object['subscription_charge_id']).toBe(row?.['id']);
     expect(both[1]?.event.id).not.toBe(first?.event.id);
+  });
+
+  it('upgrade safe: a charge webhook has the id the subscriptions source gave its fact; reading ledger.charge.v1 from its start again records and sends nothing', async () => {
+    const m = await newMerchant('Upgrade Co', 'fiat');
+    const s = await subscription(m);
+    const fact = await charged(m, s, 0, 'indexer');
+    await append(m, s.subscriptionId, 'SubscriptionFirstChargeReported.v1', {
+      chargeId: chargeIdOf(s.subscriptionId, 0),
+      txHash: tx(s.n * 1000),
+      reportedAt: clock.now().toISOString(),
+    });
+    await settle();
+    const [first, backfill] = hooksOf(m, 'subscription.charge_succeeded');
+    // Before the charge ledger sent charge webhooks, the subscriptions source sent this one from the same fact:
+    // webhookEventDraft's id of that bus message. Same id, so the store's ON CONFLICT (id) keeps the one recorded.
+    if (!fact || typeof fact.metadata.occurredAt !== 'string') throw new Error('no charge fact');
+    expect(first?.event.id).toBe(
+      webhookEventId(fact.id, 'subscription.charge_succeeded', new Date(fact.metadata.occurredAt)),
+    );
+    expect(backfill?.event.id).not.toBe(first?.event.id);
+
+    // A consumer group that starts the topic at its first event (Kafka's fromBeginning for a topic the group adds).
+    const recorded = await webhookEvents(m);
+    const deliveries = received.length;
+    const recorder = stack.service.app.get(WebhookEventRecorder);
+    const fromStart = await stack.service.app.get<EventBus>(EVENT_BUS).consume({
+      group: 'upgrade-test.ledger-charges-from-start',
+      topics: [CHARGE_TOPIC],
+      handler: (message) => recorder.handle(message),
+      handleBatch: (messages) => recorder.handleBatch(messages),
+    });
+    await fromStart.caughtUp();
+    await fromStart.stop();
+    await settle();
+    expect(await webhookEvents(m)).toEqual(recorded);
+    expect(received).toHaveLength(deliveries);
   });
 
   it('charge_failed: data.charge is the listed failed row (fee 0, tx_hash null), the nonces equal', async () => {

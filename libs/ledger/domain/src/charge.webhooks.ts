@@ -35,6 +35,34 @@ const ROW_WEBHOOK_EVENTS = new Set<string>([
   'ChargeLostToReorg.v1',
 ]);
 
+/** The facts of the subscription stream that record a charge (the topic's contract, as the ledger's consumer reads it). */
+const SUBSCRIPTION_CHARGE_FACTS = new Set<string>([
+  'SubscriptionChargeSucceeded.v1',
+  'SubscriptionChargeFailed.v1',
+]);
+
+/**
+ * Which event of the subscription stream the last ChargeRecorded.v1 of `history` records: the n-th recording of a
+ * charge is the n-th charge fact with its id (a reorg's re-inclusion is a new fact and a new recording). Undefined when
+ * the stream does not hold it.
+ */
+export function recordedChargeFactIndex(
+  history: readonly StoredEvent[],
+  subscriptionHistory: readonly StoredEvent[],
+): number | undefined {
+  const recordings = history.filter((e) => e.type === 'ChargeRecorded.v1').length;
+  const chargeId = foldCharge(history).recorded?.chargeId;
+  if (recordings === 0 || chargeId === undefined) return undefined;
+  let seen = 0;
+  for (const [i, e] of subscriptionHistory.entries()) {
+    if (!SUBSCRIPTION_CHARGE_FACTS.has(e.type) || (e.data as { chargeId?: unknown }).chargeId !== chargeId)
+      continue;
+    seen += 1;
+    if (seen === recordings) return i;
+  }
+  return undefined;
+}
+
 /** The subscription stream a charge webhook of this event reads besides the charge stream (none for settlement). */
 export function chargeWebhookRelatedStreams(
   event: StoredEvent,
@@ -44,6 +72,18 @@ export function chargeWebhookRelatedStreams(
   if (!ROW_WEBHOOK_EVENTS.has(event.type)) return [];
   const recorded = foldCharge(history).recorded;
   return recorded ? [subscriptions.streamIdOf(recorded.subscriptionId)] : [];
+}
+
+export interface ChargeLedgerWebhook {
+  readonly type: string;
+  readonly data: { readonly object: object };
+  /**
+   * For the webhook of a ChargeRecorded.v1: the index, in the subscription stream, of the charge fact it records. The
+   * webhook's event id derives from that fact (docs/webhooks.md, "Event ids across the move to the charge ledger"):
+   * it is the id the subscriptions source gave the same webhook before the ledger sent charge webhooks, so a consumer
+   * group that reads the charge topic from its start records nothing a merchant already got.
+   */
+  readonly recordsFact?: number;
 }
 
 /**
@@ -62,7 +102,7 @@ export function chargeLedgerWebhook(
   history: readonly StoredEvent[],
   subscriptionHistory: readonly StoredEvent[] | undefined,
   subscriptions: SubscriptionChargeWebhookView,
-): { readonly type: string; readonly data: { readonly object: object } } | null {
+): ChargeLedgerWebhook | null {
   if (!KNOWN_CHARGE_EVENTS.has(event.type) || history.some((e) => !KNOWN_CHARGE_EVENTS.has(e.type)))
     return null;
   const last = history.at(-1);
@@ -78,5 +118,7 @@ export function chargeLedgerWebhook(
   const data = subscriptions.chargeWebhookData(subscriptionHistory, charge);
   if (!data) return null;
   const type = charge.status === 'succeeded' ? 'subscription.charge_succeeded' : 'subscription.charge_failed';
-  return { type, data };
+  const fact =
+    event.type === 'ChargeRecorded.v1' ? recordedChargeFactIndex(history, subscriptionHistory) : undefined;
+  return fact === undefined ? { type, data } : { type, data, recordsFact: fact };
 }

@@ -84,6 +84,42 @@ describe('chargeLedgerWebhook: the charge ledger webhook source mapping', () => 
     });
   });
 
+  it("a recorded charge's webhook names the charge fact it records (the n-th recording, the n-th fact of that charge); a backfill none", () => {
+    const anyView: SubscriptionChargeWebhookView = {
+      ...view,
+      chargeWebhookData: (_, charge) => ({ object: { object: 'subscription' }, charge }),
+    };
+    const charge = (type: string, chargeId: string) => ({ type, data: { chargeId } });
+    const stream = [
+      { type: 'SubscriptionCreated.v1', data: {} },
+      charge('SubscriptionChargeSucceeded.v1', 'subc_1'),
+      charge('SubscriptionChargeFailed.v1', 'subc_2'),
+      charge('SubscriptionChargeRetracted.v1', 'subc_1'),
+      charge('SubscriptionChargeSucceeded.v1', 'subc_1'),
+    ];
+    expect(chargeLedgerWebhook(recorded, [recorded], stream, anyView)?.recordsFact).toBe(1);
+    const lost: ChargeEvent = {
+      type: 'ChargeLostToReorg.v1',
+      data: { txHash: facts.txHash ?? '', lostAt: '2026-06-01T10:05:00.000Z' },
+    };
+    expect(chargeLedgerWebhook(lost, [recorded, lost], stream, anyView)?.recordsFact).toBeUndefined();
+    expect(chargeLedgerWebhook(recorded, [recorded, lost, recorded], stream, anyView)?.recordsFact).toBe(4);
+    const backfilled: ChargeEvent = {
+      type: 'ChargeFiatBackfilled.v1',
+      data: {
+        fiat: { fiatAmount: '150000', fiatCurrency: 'ARS', settlementStatus: 'pending' },
+        backfilledAt: '2026-06-01T10:01:00.000Z',
+      },
+    };
+    expect(chargeLedgerWebhook(backfilled, [recorded, backfilled], stream, anyView)).not.toHaveProperty(
+      'recordsFact',
+    );
+    // A stream without the fact (not expected: the ledger records from it): the webhook keeps its own id.
+    expect(chargeLedgerWebhook(recorded, [recorded], stream.slice(0, 1), anyView)).not.toHaveProperty(
+      'recordsFact',
+    );
+  });
+
   it('sends nothing for a fact this release does not know, nor when the subscription view has nothing to send', () => {
     const unknown = { type: 'ChargeSomethingNew.v9', data: {} };
     expect(chargeLedgerWebhook(unknown, [recorded, unknown], undefined, view)).toBeNull();

@@ -174,7 +174,16 @@ export function domainEventSource(options: {
     event: StreamEvent,
     history: readonly StreamEvent[],
     related: RelatedHistories,
-  ) => { type: string; data: { readonly object: object } } | null;
+  ) => {
+    type: string;
+    data: { readonly object: object };
+    /**
+     * The domain event the webhook's id and creation time derive from when it is not `event` itself: another
+     * stream's event the webhook is about, whose webhook an earlier source already sent under that id (see
+     * docs/webhooks.md, "Event ids across the move to the charge ledger"), so re-reading `event` records nothing new.
+     */
+    idFrom?: { readonly id: string; readonly occurredAt: string };
+  } | null;
   readonly withHistory?: boolean;
   readonly upcasters?: readonly Upcaster[];
   /** Stream ids the mapping reads besides the event's own (WebhookSource.relatedStreams). */
@@ -200,7 +209,14 @@ export function domainEventSource(options: {
       if (!isWebhookEventType(mapped.type))
         throw new InvalidWebhookEventDraftError(options.name, `unknown webhook type '${mapped.type}'`);
       const data: WebhookEventData = { ...mapped.data, object: { ...mapped.data.object } };
-      return [webhookEventDraft(message, mapped.type, data)];
+      const about = mapped.idFrom
+        ? {
+            ...message,
+            id: mapped.idFrom.id,
+            metadata: { ...message.metadata, occurredAt: mapped.idFrom.occurredAt },
+          }
+        : message;
+      return [webhookEventDraft(about, mapped.type, data)];
     },
   };
 }

@@ -7,6 +7,22 @@ interface StoredEvent {
   readonly data: unknown;
 }
 
+/** What the recorder reads from the event store for a related stream (typed by what is used). */
+interface RelatedEvent extends StoredEvent {
+  readonly id?: string;
+  readonly metadata?: { readonly occurredAt?: unknown };
+  readonly recordedAt?: Date | string;
+}
+
+/** The id and time a webhook source gives a webhook about `event` (webhookEventDraft: occurredAt, else recordedAt). */
+function idFrom(event: RelatedEvent | undefined): { id: string; occurredAt: string } | undefined {
+  if (event?.id === undefined) return undefined;
+  const occurredAt = event.metadata?.occurredAt;
+  if (typeof occurredAt === 'string') return { id: event.id, occurredAt };
+  if (event.recordedAt === undefined) return undefined;
+  return { id: event.id, occurredAt: new Date(event.recordedAt).toISOString() };
+}
+
 /** The service database as a webhook source's `isReadable` gets it (typed by what is used). */
 interface ReadModels {
   query(sql: string, parameters?: unknown[]): Promise<unknown[]>;
@@ -45,15 +61,17 @@ export function chargeLedgerWebhookSource(subscriptions: SubscriptionChargeWebho
     map: (
       event: StoredEvent,
       history: readonly StoredEvent[],
-      related: ReadonlyMap<string, readonly StoredEvent[]>,
+      related: ReadonlyMap<string, readonly RelatedEvent[]>,
     ) => {
       const [streamId] = chargeWebhookRelatedStreams(event, history, subscriptions);
-      return chargeLedgerWebhook(
-        event,
-        history,
-        streamId === undefined ? undefined : related.get(streamId),
-        subscriptions,
-      );
+      const subscriptionHistory = streamId === undefined ? undefined : related.get(streamId);
+      const hook = chargeLedgerWebhook(event, history, subscriptionHistory, subscriptions);
+      if (!hook) return null;
+      // A recorded charge's webhook is about the subscription's charge fact: its id is the one the subscriptions
+      // source gave that fact's webhook before the ledger sent them (docs/webhooks.md).
+      const from =
+        hook.recordsFact === undefined ? undefined : idFrom(subscriptionHistory?.[hook.recordsFact]);
+      return from ? { type: hook.type, data: hook.data, idFrom: from } : { type: hook.type, data: hook.data };
     },
     isReadable: (event: { readonly origin: { streamId: string; revision: number } }, reads: ReadModels) =>
       chargeListedThrough(
