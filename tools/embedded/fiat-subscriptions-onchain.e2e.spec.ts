@@ -1,0 +1,257 @@
+import { Wallet } from 'ethers';
+import { connectSubscriptionManager } from '@stablepay/contracts';
+import { quoteHash } from '@stablepay/evm';
+import { createMerchant, type Json, until } from './test-support/http';
+import { OnChainStack } from './test-support/stack';
+import {
+  authorizeSubscribe,
+  readyForSubscriptions,
+  sendSubscribe,
+  signedChargeBody,
+} from './test-support/subscriptions';
+
+/**
+ * A fiat-settling business's subscriptions on anvil, through HTTP (SPEC fiat field rules 1-5, Quote behavior): the
+ * subscribe writes the three fiat fields on the first charge, a later charge redeems a `plk_` price lock, and the
+ * charge ledger merges its two writers both ways on the chain: the API path first, then the indexer's read of the same
+ * transaction; the indexer first, then the API path (the subscribe call backfills the fiat fields, rule 3; a charge
+ * call finds its charge landed and leaves the indexer's row as it is, rule 4). Each ledger row is unique by tx_hash.
+ *
+ * The indexer reads a block only once two blocks sit on it (INDEXER_CONFIRMATIONS=2), so which writer comes first is
+ * decided by the test mining blocks, not by a race.
+ */
+const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
+const CHAIN = 'eip155:8453';
+
+describe('fiat-settled subscriptions on chain: fiat fields, price locks, the ledger merge both ways (anvil)', () => {
+  const e2e = new OnChainStack();
+  const { api, webhooks } = e2e;
+  const chain = e2e.chain(CHAIN);
+  let merchant: { id: string; apiKey: string };
+  const signer = Wallet.createRandom();
+  const pauser = Wallet.createRandom();
+  const as = (method: string, path: string, body?: unknown) => api(method, path, body, merchant.apiKey);
+
+  const rows = async (subscriptionId: string) =>
+    (await as('GET', `/merchants/${merchant.id}/charges?subscription_id=${subscriptionId}&limit=100`)).body[
+      'data'
+    ] as Json[];
+  const subscription = async (id: string) => (await as('GET', `/subscriptions/${id}`)).body;
+  /** A fresh price lock of the plan price and the merchant's charge signed over it. */
+  const lockedCharge = async (id: string, manager: string) => {
+    const quote = await as('POST', `/subscriptions/${id}/charge-quote`);
+    expect(quote.status).toBe(201);
+    const body = await signedChargeBody(api, merchant.apiKey, chain, {
+      merchantId: merchant.id,
+      subscriptionId: id,
+      managerAddress: manager,
+      amount: String(quote.body['amount']),
+      quoteCode: String(quote.body['quote_code']),
+      signer,
+    });
+    return { quote: quote.body, body };
+  };
+  /**
+   * Mines the blocks the indexer waits for, then waits until it has read past them: the subscriber raises its budget
+   * by one in a later block, and the service seeing that change means every earlier block was read and handled.
+   */
+  const indexerCaughtUp = async (subscriptionId: string, subscriber: Wallet, managerAddress: string) => {
+    const budget = BigInt(String((await subscription(subscriptionId))['budget'])) + 1n;
+    await (
+      await connectSubscriptionManager(managerAddress, subscriber.connect(chain.provider())).updateBudget(
+        subscriptionId,
+        budget,
+      )
+    ).wait();
+    await chain.mine(2);
+    await until(
+      () => subscription(subscriptionId),
+      (s) => s['budget'] === budget.toString(),
+      'the indexer to read past the marker',
+    );
+  };
+  const newCheckout = async () => {
+    const res = await as('POST', '/subscription-checkouts', {
+      price: '150000',
+      price_currency: 'ARS',
+      cap: '300000',
+      budget: '1200000',
+      period_duration: 3600,
+      supported_chains: [CHAIN],
+    });
+    expect(res.status).toBe(201);
+    return res.body;
+  };
+
+  beforeAll(async () => {
+    const stack = await e2e.start('8453', { ADMIN_TOKEN, INDEXER_CONFIRMATIONS: '2' });
+    merchant = await createMerchant(stack, ADMIN_TOKEN, 'Pampa Fiat SA', 'fiat');
+    const configured = await as('PUT', '/payments/settlement', {
+      fiat: {
+        currency: 'ARS',
+        beneficiary_name: 'Pampa Fiat SA',
+        account_number: '0000003100010000000001',
+        country: 'AR',
+      },
+    });
+    expect(configured.body).toMatchObject({ settlement_mode: 'fiat', fiat: { complete: true } });
+    await readyForSubscriptions(api, merchant.apiKey, merchant.id, [chain], { signer, pauser });
+    await e2e.receiveWebhooks(merchant.apiKey);
+  }, 180_000);
+
+  afterAll(() => e2e.stop());
+
+  /** The subscription the API path wrote first (subscriber: anvil account 3). */
+  const apiFirst = { id: '', manager: '' };
+
+  it('API first: the subscribe call writes the first charge with the three fiat fields (pending); the indexer reading the same transaction later merges into that row', async () => {
+    const checkout = await newCheckout();
+    const subscriber = chain.wallet(3);
+    const { path, params, authorization } = await authorizeSubscribe(api, checkout, chain, subscriber);
+    const txHash = await sendSubscribe(subscriber, authorization);
+    const reported = await api('POST', path, { ...params, tx_hash: txHash }, null);
+    expect(reported.body).toMatchObject({ status: 'recorded', tx_hash: txHash });
+    const id = String(checkout['onchain_id']);
+    apiFirst.id = id;
+    apiFirst.manager = String(authorization['manager_address']);
+
+    const [first, ...others] = await rows(id);
+    expect(others).toEqual([]);
+    expect(first).toMatchObject({
+      subscription_id: id,
+      charge_nonce: 0,
+      status: 'succeeded',
+      tx_hash: txHash,
+      amount: authorization['first_charge_amount'],
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'pending',
+    });
+    const hook = await webhooks.next('subscription.charge_succeeded', String(first?.['id']), {
+      key: 'charge',
+    });
+    expect(hook.data['charge']).toEqual(first);
+
+    await indexerCaughtUp(id, subscriber, apiFirst.manager);
+    expect(await rows(id)).toEqual([first]);
+    expect(webhooks.all('subscription.charge_succeeded', String(first?.['id']), 'charge')).toHaveLength(1);
+  }, 120_000);
+
+  it('a later charge redeems a plk_ price lock: charged at the locked amount, the row with the plan price in ARS and settlement pending; the indexer merges into it', async () => {
+    const { id, manager } = apiFirst;
+    const subscriber = chain.wallet(3);
+    const { quote, body } = await lockedCharge(id, manager);
+    expect(quote).toMatchObject({ kind: 'price_lock', fiat_amount: '150000', fiat_currency: 'ARS' });
+    expect(quote['quote_code']).toMatch(/^plk_[0-9a-f]{24}$/);
+    expect(quote['price_lock_code']).toBe(quote['quote_code']);
+    const charged = await as('POST', `/subscriptions/${id}/charge`, body);
+    expect(charged.status).toBe(200);
+    expect(charged.body).toMatchObject({
+      status: 'succeeded',
+      charge_nonce: 1,
+      amount: quote['amount'],
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'pending',
+    });
+    const hook = await webhooks.next('subscription.charge_succeeded', String(charged.body['id']), {
+      key: 'charge',
+    });
+    expect(hook.data['charge']).toEqual(charged.body);
+    // The lock is spent: a second charge with it is refused before anything is sent.
+    const again = await as(
+      'POST',
+      `/subscriptions/${id}/charge`,
+      await signedChargeBody(api, merchant.apiKey, chain, {
+        merchantId: merchant.id,
+        subscriptionId: id,
+        managerAddress: manager,
+        amount: String(quote['amount']),
+        quoteCode: String(quote['quote_code']),
+        signer,
+      }),
+    );
+    expect(again.body['error']).toMatchObject({ code: 'quote_already_used' });
+
+    await indexerCaughtUp(id, subscriber, manager);
+    const listed = await rows(id);
+    expect(listed.filter((r) => r['tx_hash'] === charged.body['tx_hash'])).toEqual([charged.body]);
+    expect(listed).toHaveLength(2);
+  }, 120_000);
+
+  it('indexer first: the indexer writes the first charge without fiat fields, then the subscribe call backfills them onto the same row (charge_succeeded again)', async () => {
+    const checkout = await newCheckout();
+    const subscriber = chain.wallet(4);
+    const { path, params, authorization } = await authorizeSubscribe(api, checkout, chain, subscriber);
+    const txHash = await sendSubscribe(subscriber, authorization);
+    const id = String(checkout['onchain_id']);
+    await chain.mine(2);
+    const [byIndexer] = await until(
+      () => rows(id),
+      (r) => r.length === 1,
+      "the indexer's row of the first charge",
+    );
+    expect(byIndexer).toMatchObject({
+      charge_nonce: 0,
+      status: 'succeeded',
+      tx_hash: txHash,
+      fiat_amount: null,
+      fiat_currency: null,
+      settlement_status: null,
+    });
+    const chargeId = String(byIndexer?.['id']);
+    const first = await webhooks.next('subscription.charge_succeeded', chargeId, { key: 'charge' });
+    expect(first.data['charge']).toEqual(byIndexer);
+
+    const reported = await api('POST', path, { ...params, tx_hash: txHash }, null);
+    expect(reported.status).toBe(200);
+    expect(reported.body['tx_hash']).toBe(txHash);
+    const [merged, ...others] = await until(
+      () => rows(id),
+      (r) => r[0]?.['fiat_amount'] !== null,
+      'the fiat fields backfilled',
+    );
+    expect(others).toEqual([]);
+    expect(merged).toEqual({
+      ...byIndexer,
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'pending',
+    });
+    // Events rule 6: charge_succeeded again, same charge id, a new event, with the backfilled fields.
+    const second = await webhooks.next('subscription.charge_succeeded', chargeId, {
+      key: 'charge',
+      count: 2,
+    });
+    expect(second.id).not.toBe(first.id);
+    expect(second.data['charge']).toEqual(merged);
+  }, 120_000);
+
+  it('indexer first on a later charge: the signed charge lands through another sender, the indexer writes the row (no fiat fields, rule 4); the merchant call answers that row and adds none', async () => {
+    const { id, manager } = apiFirst;
+    const { quote, body } = await lockedCharge(id, manager);
+    const sent = await connectSubscriptionManager(manager, chain.wallet(8)).charge(
+      id,
+      BigInt(body.amount),
+      body.nonce,
+      quoteHash(String(quote['quote_code'])),
+      BigInt(body.deadline),
+      body.signature,
+    );
+    await sent.wait();
+    await chain.mine(2);
+    const listed = await until(
+      () => rows(id),
+      (r) => r.some((c) => c['tx_hash'] === sent.hash),
+      "the indexer's row of the charge",
+    );
+    const byIndexer = listed.find((c) => c['tx_hash'] === sent.hash);
+    expect(byIndexer).toMatchObject({ charge_nonce: body.nonce, fiat_amount: null, settlement_status: null });
+
+    const answered = await as('POST', `/subscriptions/${id}/charge`, body);
+    expect(answered.status).toBe(200);
+    expect(answered.body).toEqual(byIndexer);
+    expect((await rows(id)).filter((c) => c['tx_hash'] === sent.hash)).toEqual([byIndexer]);
+    expect(await subscription(id)).toMatchObject({ charge_nonce: body.nonce + 1, paused: false });
+  }, 120_000);
+});

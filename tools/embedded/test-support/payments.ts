@@ -1,0 +1,39 @@
+import type { TransactionReceipt, Wallet } from 'ethers';
+import { connectTestStablecoin } from '@stablepay/contracts';
+import type { AnvilChain } from './anvil';
+import { type Api, type Json, until } from './http';
+
+/** The customer's transfer of a test stablecoin (minted first) from `payer` to `to`; answers the transaction hash. */
+export async function transferToken(
+  chain: AnvilChain,
+  payer: Wallet,
+  symbol: 'USDC' | 'USDT' | 'DAI',
+  to: string,
+  amount: bigint,
+): Promise<string> {
+  const coin = connectTestStablecoin(
+    chain.local.addresses.stablecoins[symbol],
+    payer.connect(chain.provider()),
+  );
+  await (await coin.mint(payer.address, amount)).wait();
+  const receipt = (await (await coin.transfer(to, amount)).wait()) as TransactionReceipt;
+  return receipt.hash;
+}
+
+/** A checkout created through the API; answers the payment object. */
+export async function newPayment(api: Api, body: Json, key?: string): Promise<Json> {
+  const created = await api('POST', '/checkouts', { currency: 'USD', ...body }, key);
+  if (created.status !== 201) throw new Error(`checkout refused: ${JSON.stringify(created.body)}`);
+  return (await api('GET', `/payments/${String(created.body['payment_id'])}`, undefined, key)).body;
+}
+
+/** Polls the payment object until `done` holds. */
+export function paymentUntil(
+  api: Api,
+  paymentId: string,
+  done: (p: Json) => boolean,
+  what: string,
+  key?: string,
+): Promise<Json> {
+  return until(async () => (await api('GET', `/payments/${paymentId}`, undefined, key)).body, done, what);
+}

@@ -1,0 +1,128 @@
+import { type BaseWallet, type Signer, Wallet } from 'ethers';
+import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
+import { signCharge } from '@stablepay/merchant-sdk';
+import type { AnvilChain } from './anvil';
+import { type Api, type Json, until } from './http';
+
+/**
+ * A merchant ready for subscriptions on chain: signer and settlement address set (the operator registers them on
+ * every chain) and a pauser declared; answers once `chain`'s registry shows the signer.
+ */
+export async function readyForSubscriptions(
+  api: Api,
+  key: string | undefined,
+  merchantId: string,
+  chains: readonly AnvilChain[],
+  keys: { signer: BaseWallet; pauser: BaseWallet; settlement?: string },
+): Promise<void> {
+  const set = await api(
+    'POST',
+    '/settings',
+    {
+      merchant_signer: keys.signer.address,
+      settlement_address: keys.settlement ?? Wallet.createRandom().address,
+    },
+    key,
+  );
+  if (set.status !== 200) throw new Error(`settings refused: ${JSON.stringify(set.body)}`);
+  const declaration = await api('GET', '/settings/pauser', undefined, key);
+  const declared = await api(
+    'POST',
+    '/settings/pauser',
+    {
+      merchant_pauser: keys.pauser.address,
+      signature: await keys.pauser.signMessage(String(declaration.body['declaration_message'])),
+    },
+    key,
+  );
+  if (declared.status !== 200) throw new Error(`pauser refused: ${JSON.stringify(declared.body)}`);
+  for (const chain of chains) {
+    await until(
+      () =>
+        connectStablepayRegistry(chain.local.addresses.registry, chain.provider()).merchantAuth(
+          toOnChainId(merchantId),
+        ),
+      (auth) => auth.signer === keys.signer.address,
+      `the merchant registered on ${chain.local.caip2}`,
+    );
+  }
+}
+
+/** The subscribe authorization of a checkout for `subscriber` paying in `symbol` on `chain` (public route). */
+export async function authorizeSubscribe(
+  api: Api,
+  checkout: Json,
+  chain: AnvilChain,
+  subscriber: Wallet,
+  symbol = 'USDC',
+): Promise<{ path: string; params: Json; authorization: Json }> {
+  const option = (checkout['subscription_options'] as Json[]).find(
+    (o) => o['token_symbol'] === symbol && String(o['asset']).startsWith(`${chain.local.caip2}/`),
+  );
+  if (!option) throw new Error(`no ${symbol} option on ${chain.local.caip2}`);
+  const path = `/subscription-checkouts/${String(checkout['id'])}/subscribe`;
+  const params = { chain: chain.local.caip2, asset: option['asset'], subscriber: subscriber.address };
+  const auth = await api('POST', path, params, null);
+  if (auth.status !== 200) throw new Error(`subscribe not authorized: ${JSON.stringify(auth.body)}`);
+  return { path, params, authorization: auth.body };
+}
+
+/**
+ * The subscriber wallet's side of a subscribe: mints the token (3x the budget), then sends the authorization's
+ * approve and subscribe transactions; answers the subscribe transaction's hash once mined.
+ */
+export async function sendSubscribe(subscriber: Wallet, authorization: Json): Promise<string> {
+  const token = connectTestStablecoin(String(authorization['token_address']), subscriber);
+  await (await token.mint(subscriber.address, BigInt(String(authorization['budget_amount'])) * 3n)).wait();
+  const [approve, subscribe] = authorization['transactions'] as Json[];
+  await (
+    await subscriber.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
+  ).wait();
+  const sent = await subscriber.sendTransaction({
+    to: String(subscribe?.['to']),
+    data: String(subscribe?.['data']),
+  });
+  await sent.wait();
+  return sent.hash;
+}
+
+/** The merchant's signed charge body (signCharge) for `amount` at the subscription's next charge_nonce. */
+export async function signedChargeBody(
+  api: Api,
+  key: string | undefined,
+  chain: AnvilChain,
+  charge: {
+    merchantId: string;
+    subscriptionId: string;
+    managerAddress: string;
+    amount: string;
+    quoteCode: string | null;
+    signer: Signer;
+  },
+): Promise<{ amount: string; nonce: number; deadline: number; signature: string; quote_code?: string }> {
+  const registry = connectStablepayRegistry(chain.local.addresses.registry, chain.provider());
+  const epoch = (await registry.merchantAuth(toOnChainId(charge.merchantId))).epoch;
+  const nonce = Number(
+    (await api('GET', `/subscriptions/${charge.subscriptionId}`, undefined, key)).body['charge_nonce'],
+  );
+  const deadline = (await chain.now()) + 3600n;
+  const { signature } = await signCharge(
+    charge.signer,
+    { chain: chain.local.caip2, verifyingContract: charge.managerAddress },
+    {
+      subscriptionId: charge.subscriptionId,
+      amount: charge.amount,
+      nonce,
+      deadline,
+      quoteCode: charge.quoteCode,
+      epoch,
+    },
+  );
+  return {
+    amount: charge.amount,
+    nonce,
+    deadline: Number(deadline),
+    signature,
+    ...(charge.quoteCode ? { quote_code: charge.quoteCode } : {}),
+  };
+}
