@@ -4,7 +4,7 @@ import { CommandClient, defineCommands } from '@stablepay/commands';
 /**
  * The indexer's commands (owner `indexer`): other services ask it to watch a deposit address (ERC-20 Transfers
  * to it become Erc20TransferObserved on `chain-<caip2>`) or a contract (every event of a subscription manager
- * becomes SubscriptionManagerEventObserved). The contract lives here, in the chain scope, because every service
+ * becomes SubscriptionManagerEventObserved, of a deployed payment deposit PaymentDepositEventObserved). The contract lives here, in the chain scope, because every service
  * scope may depend on it while none may depend on the indexer's.
  */
 export const INDEXER_COMMANDS = defineCommands('indexer', {
@@ -21,7 +21,7 @@ export interface WatchAddressCommand {
 }
 
 export interface WatchContractCommand extends WatchAddressCommand {
-  /** Contract kind, decoding its logs: `subscription_manager`. */
+  /** Contract kind, decoding its logs: `subscription_manager` or `payment_deposit`. */
   readonly kind: string;
 }
 

@@ -14,9 +14,13 @@ export const CHAIN_STREAM_CATEGORY = 'chain';
 
 export const ERC20_TRANSFER_OBSERVED = 'Erc20TransferObserved.v1';
 export const SUBSCRIPTION_MANAGER_EVENT_OBSERVED = 'SubscriptionManagerEventObserved.v1';
+export const PAYMENT_DEPOSIT_EVENT_OBSERVED = 'PaymentDepositEventObserved.v1';
 export const OBSERVATION_RETRACTED = 'ObservationRetracted.v1';
 
-export type ObservedEventType = typeof ERC20_TRANSFER_OBSERVED | typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED;
+export type ObservedEventType =
+  | typeof ERC20_TRANSFER_OBSERVED
+  | typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED
+  | typeof PAYMENT_DEPOSIT_EVENT_OBSERVED;
 export type ChainObservationEventType = ObservedEventType | typeof OBSERVATION_RETRACTED;
 
 /** Where a log sits: the fields every observation carries. */
@@ -56,6 +60,13 @@ export interface SubscriptionManagerEventObservedData extends LogPosition {
   readonly args: Readonly<Record<string, string>>;
 }
 
+/**
+ * Any event emitted by a watched payment deposit contract (PaymentCaptured, PaymentRefunded, PaymentReclaimed,
+ * PaymentRecovered, PaymentRescued, EscrowFunded, ...), decoded with its ABI: the same shape as a subscription
+ * manager's (arguments as strings, by name).
+ */
+export type PaymentDepositEventObservedData = SubscriptionManagerEventObservedData;
+
 /** An observation that came from a block that is no longer canonical. Consumers undo what it caused. */
 export interface ObservationRetractedData {
   readonly chain: string;
@@ -80,6 +91,10 @@ export type ChainObservationEvent =
   | {
       readonly type: typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED;
       readonly data: SubscriptionManagerEventObservedData;
+    }
+  | {
+      readonly type: typeof PAYMENT_DEPOSIT_EVENT_OBSERVED;
+      readonly data: PaymentDepositEventObservedData;
     }
   | { readonly type: typeof OBSERVATION_RETRACTED; readonly data: ObservationRetractedData };
 

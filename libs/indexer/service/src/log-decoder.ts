@@ -1,8 +1,9 @@
 import { getAddress, id, Interface, type ParamType, type Result, zeroPadValue } from 'ethers';
-import { SubscriptionManagerAbi } from '@stablepay/contracts';
+import { PaymentDepositAbi, SubscriptionManagerAbi } from '@stablepay/contracts';
 import { formatCaip19 } from '@stablepay/evm';
 import {
   ERC20_TRANSFER_OBSERVED,
+  PAYMENT_DEPOSIT_EVENT_OBSERVED,
   SUBSCRIPTION_MANAGER_EVENT_OBSERVED,
   type Erc20TransferObservedData,
   type ObservedEventType,
@@ -13,10 +14,27 @@ import type { ChainLog } from './chain-rpc';
 export const ERC20_TRANSFER_TOPIC = id('Transfer(address,address,uint256)');
 
 /** The kinds of contract whose every event the indexer publishes. */
-export type WatchedContractKind = 'subscription_manager';
-export const WATCHED_CONTRACT_KINDS: readonly WatchedContractKind[] = ['subscription_manager'];
+export type WatchedContractKind = 'subscription_manager' | 'payment_deposit';
+export const WATCHED_CONTRACT_KINDS: readonly WatchedContractKind[] = [
+  'subscription_manager',
+  'payment_deposit',
+];
 
-const subscriptionManager = new Interface(SubscriptionManagerAbi);
+const ABI_OF: Readonly<
+  Record<
+    WatchedContractKind,
+    {
+      readonly abi: Interface;
+      readonly type: typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED | typeof PAYMENT_DEPOSIT_EVENT_OBSERVED;
+    }
+  >
+> = {
+  subscription_manager: {
+    abi: new Interface(SubscriptionManagerAbi),
+    type: SUBSCRIPTION_MANAGER_EVENT_OBSERVED,
+  },
+  payment_deposit: { abi: new Interface(PaymentDepositAbi), type: PAYMENT_DEPOSIT_EVENT_OBSERVED },
+};
 
 /** An observation decided from a log, before its block time and event id are known. */
 export type DecodedObservation =
@@ -25,7 +43,7 @@ export type DecodedObservation =
       readonly data: Omit<Erc20TransferObservedData, 'blockTime'>;
     }
   | {
-      readonly type: typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED;
+      readonly type: typeof SUBSCRIPTION_MANAGER_EVENT_OBSERVED | typeof PAYMENT_DEPOSIT_EVENT_OBSERVED;
       readonly data: Omit<SubscriptionManagerEventObservedData, 'blockTime'>;
     };
 
@@ -116,25 +134,22 @@ export function decodeContractEvent(
   chain: string,
   log: ChainLog,
 ): DecodedObservation | null {
-  switch (kind) {
-    case 'subscription_manager': {
-      let parsed: ReturnType<Interface['parseLog']>;
-      try {
-        parsed = subscriptionManager.parseLog({ topics: [...log.topics], data: log.data });
-      } catch {
-        return null;
-      }
-      if (parsed === null) return null;
-      return {
-        type: SUBSCRIPTION_MANAGER_EVENT_OBSERVED,
-        data: {
-          ...position(chain, log),
-          event: parsed.name,
-          args: stringifyArgs(parsed.fragment.inputs, parsed.args),
-        },
-      };
-    }
+  const { abi, type } = ABI_OF[kind];
+  let parsed: ReturnType<Interface['parseLog']>;
+  try {
+    parsed = abi.parseLog({ topics: [...log.topics], data: log.data });
+  } catch {
+    return null;
   }
+  if (parsed === null) return null;
+  return {
+    type,
+    data: {
+      ...position(chain, log),
+      event: parsed.name,
+      args: stringifyArgs(parsed.fragment.inputs, parsed.args),
+    },
+  };
 }
 
 /** The decoded arguments as strings, by name (see SubscriptionManagerEventObservedData.args). */
@@ -158,5 +173,9 @@ function stringifyValue(type: ParamType, value: unknown): string {
 }
 
 export function isObservedType(type: string): type is ObservedEventType {
-  return type === ERC20_TRANSFER_OBSERVED || type === SUBSCRIPTION_MANAGER_EVENT_OBSERVED;
+  return (
+    type === ERC20_TRANSFER_OBSERVED ||
+    type === SUBSCRIPTION_MANAGER_EVENT_OBSERVED ||
+    type === PAYMENT_DEPOSIT_EVENT_OBSERVED
+  );
 }

@@ -84,4 +84,25 @@ export class CreateIndexerTables1764100000400 implements MigrationInterface {
   }
 }
 
-export const INDEXER_MIGRATIONS = [CreateIndexerTables1764100000400];
+/** Payment deposit contracts become a watched kind (the payments service watches each deployed deposit). */
+export class AllowPaymentDepositWatches1767700000100 implements MigrationInterface {
+  name = 'AllowPaymentDepositWatches1767700000100';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(
+      'ALTER TABLE indexer_watched_contracts DROP CONSTRAINT IF EXISTS indexer_watched_contracts_kind_check',
+    );
+    await q.query(`ALTER TABLE indexer_watched_contracts ADD CONSTRAINT indexer_watched_contracts_kind_check
+      CHECK (kind IN ('subscription_manager', 'payment_deposit'))`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(
+      'ALTER TABLE indexer_watched_contracts DROP CONSTRAINT IF EXISTS indexer_watched_contracts_kind_check',
+    );
+    await q.query(`ALTER TABLE indexer_watched_contracts ADD CONSTRAINT indexer_watched_contracts_kind_check
+      CHECK (kind IN ('subscription_manager'))`);
+  }
+}
+
+export const INDEXER_MIGRATIONS = [CreateIndexerTables1764100000400, AllowPaymentDepositWatches1767700000100];

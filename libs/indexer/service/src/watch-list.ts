@@ -6,8 +6,8 @@ import { WATCHED_CONTRACT_KINDS, type WatchedContractKind } from './log-decoder'
 
 /**
  * What the indexer watches. The payments service registers deposit addresses (ERC-20 Transfers to them become
- * Erc20TransferObserved) and the subscriptions service subscription managers (every event becomes
- * SubscriptionManagerEventObserved). Rows may also be written straight into `indexer_watched_addresses` /
+ * Erc20TransferObserved) and each deployed deposit contract (every event becomes PaymentDepositEventObserved), the
+ * subscriptions service subscription managers (every event becomes SubscriptionManagerEventObserved). Rows may also be written straight into `indexer_watched_addresses` /
  * `indexer_watched_contracts` (lower-case addresses; scanned_through = the block before the first one to scan).
  */
 @Injectable()
@@ -35,7 +35,7 @@ export class IndexerWatchList {
     );
   }
 
-  /** Watches every event of a contract (a subscription manager) on `chain`. True when the watch is new. */
+  /** Watches every event of a contract (a subscription manager, a payment deposit) on `chain`. True when new. */
   watchContract(
     chain: string,
     address: string,
