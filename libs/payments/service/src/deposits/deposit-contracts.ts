@@ -11,6 +11,15 @@ import type { RelayerSet } from '@stablepay/relayer';
 const FACTORY = new Interface(PaymentFactoryAbi);
 const DEPOSIT = new Interface(PaymentDepositAbi);
 
+/** PaymentDeposit.MAX_AUTHORIZATION_PERIOD (30 days): the contract refuses an expiry further than this. */
+const MAX_AUTHORIZATION_PERIOD = 30n * 86_400n;
+/**
+ * The expiry is computed from the latest block, but the contract checks it against the block that mines the deploy,
+ * which is later: without a margin an escrow asked for the minimum period (1 hour) is refused every time
+ * (InvalidAuthorizationExpiry). The merchant gets at least the period asked for.
+ */
+const AUTHORIZATION_EXPIRY_MARGIN = 120n;
+
 export interface DeployRequest {
   readonly chain: string;
   readonly merchantId: string;
@@ -64,9 +73,9 @@ export class DepositContracts {
       let expiry = 0n;
       if (request.method === 'TWO_STEP') {
         const block = await relayer.provider.getBlock('latest');
-        expiry =
-          BigInt(block?.timestamp ?? Math.floor(Date.now() / 1000)) +
-          BigInt(request.authorizationPeriodSeconds ?? 0);
+        const latest = BigInt(block?.timestamp ?? Math.floor(Date.now() / 1000));
+        const period = BigInt(request.authorizationPeriodSeconds ?? 0) + AUTHORIZATION_EXPIRY_MARGIN;
+        expiry = latest + (period < MAX_AUTHORIZATION_PERIOD ? period : MAX_AUTHORIZATION_PERIOD);
       }
       const outcome = await relayer.submit({
         to: this.paymentFactory,
