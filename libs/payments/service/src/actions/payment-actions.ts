@@ -1,9 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ZeroAddress, getAddress } from 'ethers';
 import { CLOCK, EVENT_STORE, deterministicEventId, loadAggregate } from '@stablepay/aggregate';
 import type { EventStore, Mode } from '@stablepay/event-store';
-import { formatCaip19, parseCaip2 } from '@stablepay/evm';
+import { formatCaip2, parseCaip2 } from '@stablepay/evm';
 import { type PaymentState, decidePayment, paymentAsset, paymentStreamId } from '@stablepay/payments-domain';
+import {
+  outflowAsset,
+  outflowIdempotencyKey,
+} from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
 import { type Clock, DomainError, conflict, notFound } from '@stablepay/util';
 import type { DepositActionOutcome, DepositCall, DepositChain, DepositOutflow } from '../chain/deposit-chain';
 import {
@@ -14,7 +17,6 @@ import {
 import { ACTION_SUBMISSIONS, type ActionSubmissions } from './action-submissions';
 import { chainRejection } from './chain-rejections';
 import {
-  NATIVE_ASSET,
   buildSignedAction,
   parseActionAmount,
   verifySignedAction,
@@ -338,26 +340,20 @@ export class PaymentActions {
   ): Promise<number> {
     const current = await this.load(loaded.paymentId);
     let revision = current.revision;
-    const asset = paymentAsset(current.state);
+    const caip2 = formatCaip2(chain.chainId);
     for (const o of outflows) {
-      const token = getAddress(o.token);
-      const outflowAsset =
-        token === ZeroAddress
-          ? NATIVE_ASSET
-          : asset && sameToken(asset, token)
-            ? asset
-            : formatCaip19(chain.chainId, token);
       const appended = await this.append(
         loaded,
         {
           type: 'RecordOutflow',
           kind: o.kind,
-          txHash: o.txHash,
-          asset: outflowAsset,
+          txHash: o.txHash.toLowerCase(),
+          asset: outflowAsset(current.state, caip2, o.token),
           amount: o.amount.toString(),
           to: o.to,
         },
-        `outflow:${o.txHash}:${o.logIndex}`,
+        // The key the indexer's sighting of the same log uses: one fact whichever path records it first.
+        outflowIdempotencyKey(o.txHash, o.logIndex),
       );
       revision = appended.revision;
     }
@@ -447,8 +443,4 @@ export class PaymentActions {
     });
     return next;
   }
-}
-
-function sameToken(caip19: string, token: string): boolean {
-  return caip19.toLowerCase().endsWith(`:${token.toLowerCase()}`);
 }

@@ -91,7 +91,10 @@ const call = (deposit: string, fn: string, args: readonly unknown[]): DepositCal
   data: DEPOSIT.encodeFunctionData(fn, args),
 });
 
-const OUTFLOW_EVENTS: Readonly<Record<string, { kind: OutflowKind; to: string }>> = {
+/** The deposit's events that move funds out of it, with the argument naming the recipient. */
+export const DEPOSIT_OUTFLOW_EVENTS: Readonly<
+  Record<string, { readonly kind: OutflowKind; readonly to: string } | undefined>
+> = {
   PaymentCaptured: { kind: 'captured', to: 'settlement' },
   PaymentRefunded: { kind: 'refunded', to: 'payer' },
   PaymentReclaimed: { kind: 'reclaimed', to: 'payer' },
@@ -106,7 +109,7 @@ export function depositOutflows(receipt: TransactionReceipt, deposit: string): D
   for (const log of receipt.logs) {
     if (getAddress(log.address) !== address) continue;
     const parsed = DEPOSIT.parseLog({ topics: [...log.topics], data: log.data });
-    const spec = parsed ? OUTFLOW_EVENTS[parsed.name] : undefined;
+    const spec = parsed ? DEPOSIT_OUTFLOW_EVENTS[parsed.name] : undefined;
     if (!parsed || !spec) continue;
     out.push({
       kind: spec.kind,

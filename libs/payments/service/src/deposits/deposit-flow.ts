@@ -28,6 +28,8 @@ import { ConfirmDepositTransferHandler } from '../commands/confirm-deposit-trans
 import { ObserveDepositTransferHandler } from '../commands/observe-deposit-transfer/observe-deposit-transfer.handler';
 import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
+import { RecordDepositOutflowHandler } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
+import { DEPOSIT_OUTFLOW_EVENTS } from '../chain/deposit-chain';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
@@ -94,6 +96,24 @@ function workerMetrics(): {
   };
 }
 
+/** The payment facts that say the deposit contract now exists on a chain (its deployment's receipt). */
+const DEPLOYMENT_FACTS: ReadonlySet<string> = new Set([
+  'PaymentSettled.v1',
+  'PaymentEscrowFunded.v1',
+  'PaymentDepositDeployed.v1',
+]);
+
+/** The indexer's PaymentDepositEventObserved.v1, read structurally (docs/asyncapi.yaml). */
+interface DepositEventObserved {
+  readonly chain: string;
+  readonly blockNumber: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly contract: string;
+  readonly event: string;
+  readonly args: Readonly<Record<string, string>>;
+}
+
 interface Erc20Transfer {
   readonly chain: string;
   readonly blockNumber: string;
@@ -113,10 +133,15 @@ interface Erc20Transfer {
  *    on every accepted chain (indexer watch command); after every payment event the payment is advanced: its
  *    senders screened (sanctions port), its deposit deployed once the aggregate asks for it (the attested payer is
  *    the funding transfer's sender), a flag carried on chain.
+ *    Once deployed, the deposit contract itself is watched from its deployment block (every event it emits).
  * 2. Chain observations (group `payments.deposit-observations`): a transfer into a deposit address becomes
- *    ObserveTransfer (classified by the aggregate: funding or non-funding), a retraction RetractTransfer.
- * 3. A worker confirms observed transfers once their chain's required confirmations are reached, and re-runs the
- *    payments whose chain work failed (provider unreachable, RPC down, revert) with exponential backoff.
+ *    ObserveTransfer (classified by the aggregate: funding or non-funding), a retraction RetractTransfer; a movement
+ *    out of a deployed deposit (capture, refund, reclaim, recover, rescue, whoever sent it) is queued, and a
+ *    retraction before it was recorded drops it (it never happened).
+ * 3. A worker confirms observed transfers once their chain's required confirmations are reached, records the
+ *    queued outflows at the same depth (RecordOutflow, keyed by the log like the action's own receipt: one fact),
+ *    and re-runs the payments whose chain work failed (provider unreachable, RPC down, revert) with exponential
+ *    backoff.
  */
 @Injectable()
 export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -148,6 +173,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     @Inject(RetractDepositTransferHandler) private readonly retract: RetractDepositTransferHandler,
     @Inject(RecordScreeningHandler) private readonly recordScreening: RecordScreeningHandler,
     @Inject(RecordDepositDeploymentHandler) private readonly recordDeployment: RecordDepositDeploymentHandler,
+    @Inject(RecordDepositOutflowHandler) private readonly recordOutflow: RecordDepositOutflowHandler,
     @Inject(PaymentMerchantProfiles) private readonly merchants: PaymentMerchantProfiles,
   ) {
     this.store = new DepositStore(dataSource);
@@ -210,7 +236,34 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       );
       for (const chain of chains) await this.watches.watchAddress({ chain, address: data.depositAddress });
     }
+    if (DEPLOYMENT_FACTS.has(message.type)) {
+      await this.watchDeposit(paymentId, message.data as { deployTxHash: string; chain: string });
+    }
     await this.advance(paymentId, false);
+  }
+
+  /**
+   * Watches the deployed deposit contract from its deployment block: what anyone else moves out of it (a capture
+   * relayed with the merchant's signature, the payer's reclaim) reaches the payment through the indexer. Registered
+   * from the deployment fact (not after the deploy call) so a crash in between still watches it on redelivery.
+   */
+  private async watchDeposit(
+    paymentId: string,
+    deployment: { deployTxHash: string; chain: string },
+  ): Promise<void> {
+    const set = this.relayers.set;
+    if (!set || !this.config.chains.some((c) => c.caip2 === deployment.chain)) return;
+    const { state } = await this.facts.load(paymentId);
+    if (!state.created) return;
+    const receipt = await set.for(deployment.chain).provider.getTransactionReceipt(deployment.deployTxHash);
+    // Thrown, so the bus redelivers: an RPC node behind the one that mined the deploy answers later.
+    if (!receipt) throw new Error(`no receipt yet for the deployment ${deployment.deployTxHash}`);
+    await this.watches.watchContract({
+      chain: deployment.chain,
+      address: state.created.depositAddress,
+      kind: 'payment_deposit',
+      fromBlock: receipt.blockNumber,
+    });
   }
 
   async onObservation(message: BusMessage): Promise<void> {
@@ -247,8 +300,34 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       this.wake();
       return;
     }
+    if (message.type === 'PaymentDepositEventObserved.v1') {
+      const e = message.data as DepositEventObserved;
+      // The deployment's own events (EscrowFunded, PaymentSettled, PayerAttested) are recorded from its receipt.
+      const spec = DEPOSIT_OUTFLOW_EVENTS[e.event];
+      if (!spec) return;
+      const paymentId = await this.store.paymentOf(e.contract);
+      const token = e.args['token'];
+      const to = e.args[spec.to];
+      const amount = e.args['amount'];
+      if (!paymentId || token === undefined || to === undefined || amount === undefined) return;
+      await this.store.addOutflow({
+        observation_id: message.id,
+        payment_id: paymentId,
+        chain: e.chain,
+        tx_hash: e.txHash,
+        log_index: e.logIndex,
+        block_number: e.blockNumber,
+        kind: spec.kind,
+        token,
+        recipient: to,
+        amount,
+      });
+      this.wake();
+      return;
+    }
     if (message.type === 'ObservationRetracted.v1') {
       const r = message.data as { observationId: string };
+      if (await this.retractOutflow(r.observationId)) return;
       const transfer = await this.store.transfer(r.observationId);
       if (!transfer || transfer.state === 'retracted') return;
       await this.retract.handle(
@@ -264,6 +343,33 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         txHash: transfer.tx_hash,
       });
     }
+  }
+
+  /**
+   * A reorg took back the block of an outflow observation (true when it was one). Not recorded yet: it never
+   * happened. Already recorded (the reorg was deeper than the chain's confirmations): the payment keeps the fact and
+   * an operator is told; the transaction re-included elsewhere is a new observation recorded as the same fact.
+   */
+  private async retractOutflow(observationId: string): Promise<boolean> {
+    const outflow = await this.store.outflow(observationId);
+    if (!outflow) return false;
+    if (outflow.state === 'retracted') return true;
+    await this.store.markOutflow(observationId, 'retracted');
+    const entry = {
+      paymentId: outflow.payment_id,
+      chain: outflow.chain,
+      txHash: outflow.tx_hash,
+      kind: outflow.kind,
+    };
+    if (outflow.state === 'recorded') {
+      this.logger.error({
+        msg: 'a recorded deposit outflow was retracted by a reorg deeper than the confirmations; check the deposit',
+        ...entry,
+      });
+    } else {
+      this.logger.warn({ msg: 'deposit outflow retracted by a reorg before it was recorded', ...entry });
+    }
+    return true;
   }
 
   /** One payment's chain work, never two at once for the same payment in this process. */
@@ -530,6 +636,18 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
           txHash: t.tx_hash,
         });
       }
+    }
+    for (const o of await this.store.openOutflows(chain, through)) {
+      await this.recordOutflow.handle(o.payment_id, {
+        kind: o.kind,
+        chain: o.chain,
+        txHash: o.tx_hash,
+        logIndex: o.log_index,
+        token: o.token,
+        to: o.recipient,
+        amount: o.amount,
+      });
+      await this.store.markOutflow(o.observation_id, 'recorded');
     }
   }
 

@@ -59,6 +59,50 @@ export class ReopenUnrecordedDepositConfirmations1767500000100 implements Migrat
   }
 }
 
+/**
+ * `payment_deposit_outflows`: each fund movement out of a deployed deposit the indexer observed (capture, refund,
+ * reclaim, recover, rescue, whoever sent it), until its block has the chain's confirmations and the payment records
+ * it (`recorded`) or a reorg takes it back first (`retracted`: it never happened).
+ */
+export class CreatePaymentDepositOutflows1767700000200 implements MigrationInterface {
+  name = 'CreatePaymentDepositOutflows1767700000200';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS payment_deposit_outflows (
+      observation_id text PRIMARY KEY,
+      payment_id text NOT NULL,
+      chain text NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer NOT NULL,
+      block_number bigint NOT NULL,
+      kind text NOT NULL CHECK (kind IN ('captured', 'refunded', 'reclaimed', 'recovered', 'rescued')),
+      token text NOT NULL,
+      recipient text NOT NULL,
+      amount text NOT NULL CHECK (amount ~ '^[0-9]+$'),
+      state text NOT NULL CHECK (state IN ('observed', 'recorded', 'retracted'))
+    )`);
+    await q.query(`CREATE INDEX IF NOT EXISTS payment_deposit_outflows_open
+      ON payment_deposit_outflows (chain, block_number) WHERE state = 'observed'`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE IF EXISTS payment_deposit_outflows');
+  }
+}
+
+export interface ObservedOutflow {
+  readonly observation_id: string;
+  readonly payment_id: string;
+  readonly chain: string;
+  readonly tx_hash: string;
+  readonly log_index: number;
+  readonly block_number: string;
+  readonly kind: 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+  readonly token: string;
+  readonly recipient: string;
+  readonly amount: string;
+}
+
 export interface OpenTransfer {
   readonly observation_id: string;
   readonly payment_id: string;
@@ -112,6 +156,51 @@ export class DepositStore {
 
   async mark(observationId: string, state: 'confirmed' | 'retracted'): Promise<void> {
     await this.db.query('UPDATE payment_deposit_transfers SET state = $2 WHERE observation_id = $1', [
+      observationId,
+      state,
+    ]);
+  }
+
+  async addOutflow(o: ObservedOutflow): Promise<void> {
+    await this.db.query(
+      `INSERT INTO payment_deposit_outflows
+         (observation_id, payment_id, chain, tx_hash, log_index, block_number, kind, token, recipient, amount, state)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'observed') ON CONFLICT DO NOTHING`,
+      [
+        o.observation_id,
+        o.payment_id,
+        o.chain,
+        o.tx_hash,
+        o.log_index,
+        o.block_number,
+        o.kind,
+        o.token,
+        o.recipient,
+        o.amount,
+      ],
+    );
+  }
+
+  async outflow(observationId: string): Promise<(ObservedOutflow & { state: string }) | null> {
+    const rows: (ObservedOutflow & { state: string })[] = await this.db.query(
+      'SELECT * FROM payment_deposit_outflows WHERE observation_id = $1',
+      [observationId],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** Observed outflows of `chain` whose block is at or below `throughBlock` (confirmed deep enough), oldest first. */
+  async openOutflows(chain: string, throughBlock: number): Promise<ObservedOutflow[]> {
+    return this.db.query(
+      `SELECT * FROM payment_deposit_outflows
+        WHERE state = 'observed' AND chain = $1 AND block_number <= $2
+        ORDER BY block_number, log_index LIMIT 200`,
+      [chain, throughBlock],
+    );
+  }
+
+  async markOutflow(observationId: string, state: 'recorded' | 'retracted'): Promise<void> {
+    await this.db.query('UPDATE payment_deposit_outflows SET state = $2 WHERE observation_id = $1', [
       observationId,
       state,
     ]);

@@ -5,11 +5,13 @@ import { ConfirmDepositTransferHandler } from '../commands/confirm-deposit-trans
 import { ObserveDepositTransferHandler } from '../commands/observe-deposit-transfer/observe-deposit-transfer.handler';
 import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
+import { RecordDepositOutflowHandler } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
 import { DepositFlow } from './deposit-flow';
 import {
+  CreatePaymentDepositOutflows1767700000200,
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
 } from './deposit.store';
@@ -34,6 +36,7 @@ export class PaymentDepositsModule {
         RetractDepositTransferHandler,
         RecordScreeningHandler,
         RecordDepositDeploymentHandler,
+        RecordDepositOutflowHandler,
         PaymentMerchantProfiles,
         DepositFlow,
       ],
@@ -50,6 +53,10 @@ export function paymentDepositsService(
   return {
     name: 'payment-deposits',
     imports: [PaymentDepositsModule.forRoot(config, options)],
-    migrations: [CreatePaymentDepositTables1767500000000, ReopenUnrecordedDepositConfirmations1767500000100],
+    migrations: [
+      CreatePaymentDepositTables1767500000000,
+      ReopenUnrecordedDepositConfirmations1767500000100,
+      CreatePaymentDepositOutflows1767700000200,
+    ],
   };
 }

@@ -1,0 +1,62 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { ZeroAddress, getAddress } from 'ethers';
+import { formatCaip19, parseCaip2 } from '@stablepay/evm';
+import { type PaymentState, paymentAsset } from '@stablepay/payments-domain';
+import { NATIVE_ASSET } from '../../actions/signed-action-preflight';
+import type { OutflowKind } from '../../chain/deposit-chain';
+import { PaymentFacts } from '../payment-facts';
+
+/** One movement out of a payment's deposit contract, from its log: what the payment records. */
+export interface DepositOutflowLog {
+  readonly kind: OutflowKind;
+  /** CAIP-2 id of the chain the deposit is on. */
+  readonly chain: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  /** Token address; the zero address for the native coin. */
+  readonly token: string;
+  readonly to: string;
+  readonly amount: string;
+}
+
+/**
+ * The one key of an outflow, whichever path saw it first (the action's own receipt, the indexer's observation of the
+ * deposit's log, a reconciliation read): the same log appends one fact.
+ */
+export const outflowIdempotencyKey = (txHash: string, logIndex: number): string =>
+  `outflow:${txHash.toLowerCase()}:${logIndex}`;
+
+/** What left the deposit, as the payment names assets: its own asset id for the payment token. */
+export function outflowAsset(state: PaymentState, chain: string, token: string): string {
+  const address = getAddress(token);
+  if (address === ZeroAddress) return NATIVE_ASSET;
+  const asset = paymentAsset(state);
+  if (asset && asset.toLowerCase().endsWith(`:${address.toLowerCase()}`)) return asset;
+  return formatCaip19(parseCaip2(chain).chainId, address);
+}
+
+/**
+ * A movement out of the payment's deployed deposit seen on chain (a capture relayed by a third party, the payer's
+ * reclaim after the authorization expiry, our own action whose answer was lost), once its block has the chain's
+ * confirmations: `RecordOutflow` (-> PaymentCaptured.v1, PaymentReclaimed.v1, ... and their webhooks).
+ */
+@Injectable()
+export class RecordDepositOutflowHandler {
+  constructor(@Inject(PaymentFacts) private readonly facts: PaymentFacts) {}
+
+  async handle(paymentId: string, outflow: DepositOutflowLog) {
+    const { state } = await this.facts.load(paymentId);
+    return this.facts.append(
+      paymentId,
+      {
+        type: 'RecordOutflow',
+        kind: outflow.kind,
+        txHash: outflow.txHash.toLowerCase(),
+        asset: outflowAsset(state, outflow.chain, outflow.token),
+        amount: outflow.amount,
+        to: getAddress(outflow.to),
+      },
+      outflowIdempotencyKey(outflow.txHash, outflow.logIndex),
+    );
+  }
+}
