@@ -1,5 +1,5 @@
 import type { TransactionReceipt, Wallet } from 'ethers';
-import { connectTestStablecoin } from '@stablepay/contracts';
+import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
 import type { AnvilChain } from './anvil';
 import { type Api, type Json, until } from './http';
 
@@ -36,4 +36,16 @@ export function paymentUntil(
   key?: string,
 ): Promise<Json> {
   return until(async () => (await api('GET', `/payments/${paymentId}`, undefined, key)).body, done, what);
+}
+
+/** What the merchant's EIP-712 payment signatures (signCapture, signRefund, signRecover...) are made over. */
+export async function paymentSigning(chain: AnvilChain, merchantId: string, p: Json) {
+  const registry = connectStablepayRegistry(chain.local.addresses.registry, chain.provider());
+  return {
+    domain: { chain: String(p['detected_chain']), verifyingContract: String(p['deposit_address']) },
+    paymentId: String(p['on_chain_id']),
+    token: String(p['detected_asset']),
+    epoch: await registry.merchantEpoch(toOnChainId(merchantId)),
+    deadline: (await chain.now()) + 3_600n,
+  };
 }

@@ -20,6 +20,9 @@ interface Delivery {
  */
 export class SignedWebhookReceiver {
   secret = '';
+  /** The verifier's clock: the stack's own when a test moves it (webhooks are stamped by the service clock). */
+  constructor(private readonly now: () => Date = () => new Date()) {}
+
   private readonly deliveries: Delivery[] = [];
   private server: Server | undefined;
 
@@ -49,7 +52,7 @@ export class SignedWebhookReceiver {
     return this.deliveries
       .filter((d) => d.event.type === type && d.event.data[key]?.['id'] === id)
       .map((d) => {
-        const verdict = verifyWebhook(d.body, d.headers, this.secret);
+        const verdict = verifyWebhook(d.body, d.headers, this.secret, { now: this.now() });
         if (!verdict.valid)
           throw new Error(`webhook ${d.event.id} does not verify: ${JSON.stringify(verdict)}`);
         return d.event;

@@ -11,10 +11,15 @@ import { SignedWebhookReceiver } from './signed-webhooks';
  * the tests (they read the stack when called).
  */
 export class OnChainStack {
-  readonly webhooks = new SignedWebhookReceiver();
+  readonly webhooks: SignedWebhookReceiver;
   readonly api: Api = stackApi(() => this.stack);
   private db: TestDatabase | undefined;
   private running: EmbeddedStack | undefined;
+
+  /** `clock`: the service clock a test moves (the stack runs on it and webhooks are verified by it). */
+  constructor(private readonly clock?: Clock) {
+    this.webhooks = new SignedWebhookReceiver(clock ? () => clock.now() : undefined);
+  }
 
   get stack(): EmbeddedStack {
     if (!this.running) throw new Error('stack not started');
@@ -26,7 +31,7 @@ export class OnChainStack {
   }
 
   /** Starts on `chainIds` (indexer polling every 100 ms, webhooks to 127.0.0.1 allowed); `env` adds or overrides. */
-  async start(chainIds: string, env: Record<string, string> = {}, clock?: Clock): Promise<EmbeddedStack> {
+  async start(chainIds: string, env: Record<string, string> = {}): Promise<EmbeddedStack> {
     await this.webhooks.start();
     this.db = await createTestDatabase();
     this.running = await startEmbedded({
@@ -42,7 +47,7 @@ export class OnChainStack {
         ...env,
       },
       dataDir: 'memory',
-      ...(clock ? { clock } : {}),
+      ...(this.clock ? { clock: this.clock } : {}),
     });
     return this.running;
   }

@@ -1,0 +1,173 @@
+import { Wallet } from 'ethers';
+import { connectTestStablecoin } from '@stablepay/contracts';
+import { OperatorRelayers } from '@stablepay/chain-operator';
+import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
+import { signCapture, signRefund } from '@stablepay/merchant-sdk';
+import { ManualClock } from '@stablepay/util';
+import { type Json } from './test-support/http';
+import { newPayment, paymentSigning, paymentUntil, transferToken } from './test-support/payments';
+import { OnChainStack } from './test-support/stack';
+import { readyForSubscriptions } from './test-support/subscriptions';
+
+/**
+ * The payer's and the compliance side of a payment after its deposit, through HTTP on the embedded stack with a
+ * local anvil, funds moved by real transfers and the service's own flow (indexer, screening, the operator's
+ * deploy): an abandoned deposit recovered to its payer through the API (refused with payer_not_final inside the
+ * one-day challenge period on chain time), a TWO_STEP refund received as a signed `payment.refunded`, and capture
+ * and refund of a flagged payment refused before anything is sent.
+ */
+const CHAIN = 'eip155:8453';
+const USDC = 10n ** 6n;
+
+describe('payment recovery, refund webhook and flagged refusals through HTTP (embedded stack, anvil)', () => {
+  const clock = new ManualClock(new Date());
+  const e2e = new OnChainStack(clock);
+  const { api, webhooks } = e2e;
+  const chain = e2e.chain(CHAIN);
+  const signer = Wallet.createRandom();
+  const merchantId = () => e2e.stack.demoMerchantId;
+  const usdc = (holder: string) =>
+    connectTestStablecoin(chain.local.addresses.stablecoins.USDC, chain.provider()).balanceOf(holder);
+  const relayerNonce = () =>
+    chain
+      .provider()
+      .getTransactionCount(
+        e2e.stack.service.app.get(OperatorRelayers, { strict: false }).require().for(CHAIN).address,
+      );
+
+  beforeAll(async () => {
+    await e2e.start('8453', { PAYMENT_EXPIRY_POLL_MS: '50' });
+    await readyForSubscriptions(api, undefined, merchantId(), [chain], {
+      signer,
+      pauser: Wallet.createRandom(),
+    });
+    await e2e.receiveWebhooks();
+  }, 180_000);
+
+  afterAll(() => e2e.stop());
+
+  it('refunds a TWO_STEP escrow: the merchant receives payment.refunded, signed, with the payment object as of the refund', async () => {
+    const p = await newPayment(api, {
+      amount: '40000000',
+      method: 'TWO_STEP',
+      accepted_chains: [CHAIN],
+      accepted_tokens: ['USDC'],
+    });
+    const id = String(p['id']);
+    const payer = chain.wallet(5);
+    await transferToken(chain, payer, 'USDC', String(p['deposit_address']), 40n * USDC);
+    const escrowed = await paymentUntil(
+      api,
+      id,
+      (x) => x['status'] === 'escrow_confirmed',
+      'escrow_confirmed',
+    );
+    const s = await paymentSigning(chain, merchantId(), escrowed);
+    const { signature } = await signRefund(signer, s.domain, {
+      paymentId: s.paymentId,
+      token: s.token,
+      payer: payer.address,
+      amount: 40n * USDC,
+      epoch: s.epoch,
+      deadline: s.deadline,
+    });
+    const before = await usdc(payer.address);
+    const refunded = await api('POST', `/payments/${id}/refund`, {
+      amount: (40n * USDC).toString(),
+      deadline: Number(s.deadline),
+      signature,
+    });
+    expect(refunded.status).toBe(200);
+    expect((await usdc(payer.address)) - before).toBe(40n * USDC);
+    const hook = await webhooks.next('payment.refunded', id);
+    expect(hook.data['object']).toMatchObject({
+      id,
+      status: 'refunded',
+      amount_refunded: '40000000',
+      payer_addresses: [payer.address],
+    });
+    expect(hook.data['object']).toEqual((await api('GET', `/payments/${id}`)).body);
+  }, 180_000);
+
+  it('refuses capture and refund of a flagged payment, signed by the merchant, sending nothing', async () => {
+    const sanctioned = chain.wallet(9);
+    expect(sanctioned.address).toBe(SANDBOX_SANCTIONED_PAYER);
+    const p = await newPayment(api, {
+      amount: '30000000',
+      method: 'TWO_STEP',
+      accepted_chains: [CHAIN],
+      accepted_tokens: ['USDC'],
+    });
+    const id = String(p['id']);
+    await transferToken(chain, sanctioned, 'USDC', String(p['deposit_address']), 30n * USDC);
+    const flagged = await paymentUntil(api, id, (x) => x['status'] === 'flagged', 'flagged');
+    await webhooks.next('payment.flagged', id);
+    const s = await paymentSigning(chain, merchantId(), flagged);
+    const nonce = await relayerNonce();
+    const capture = await api('POST', `/payments/${id}/capture`, {
+      amount: (30n * USDC).toString(),
+      deadline: s.deadline.toString(),
+      signature: (await signCapture(signer, s.domain, { ...s, amount: 30n * USDC, deadline: s.deadline }))
+        .signature,
+    });
+    const refund = await api('POST', `/payments/${id}/refund`, {
+      amount: (30n * USDC).toString(),
+      deadline: Number(s.deadline),
+      signature: (await signRefund(signer, s.domain, { ...s, payer: sanctioned.address, amount: 30n * USDC }))
+        .signature,
+    });
+    for (const refused of [capture, refund]) {
+      expect(refused.status).toBe(422);
+      expect(refused.body['error']).toMatchObject({ type: 'cannot_process', code: 'payment_flagged' });
+    }
+    expect(await relayerNonce()).toBe(nonce);
+    expect(await usdc(String(p['deposit_address']))).toBe(30n * USDC);
+    expect((await api('GET', `/payments/${id}`)).body).toMatchObject({ status: 'flagged' } as Json);
+  }, 180_000);
+  // Last: it moves the chain's time a day past the service clock, which would make later transfers stragglers.
+  it('recovers an abandoned deposit to its payer: 422 payer_not_final inside the challenge period, then the funds reach the payer', async () => {
+    const p = await newPayment(api, { amount: '25000000', expires_in: 300, accepted_chains: [CHAIN] });
+    const id = String(p['id']);
+    // Past the expiry: the service clock (the expiry timer) and the chain's time together.
+    clock.advance(301_000);
+    await chain.increaseTime(301);
+    await paymentUntil(api, id, (x) => x['status'] === 'expired', 'expired');
+    const payer = chain.wallet(4);
+    await transferToken(chain, payer, 'USDC', String(p['deposit_address']), 25n * USDC);
+    const recoverable = await paymentUntil(
+      api,
+      id,
+      (x) => x['status'] === 'recoverable' && x['deploy_tx_hash'] !== null,
+      'recoverable (abandoned) after the NONE deployment',
+    );
+    expect(recoverable).toMatchObject({
+      recoverable_reason: 'abandoned',
+      recovery_destination: payer.address,
+      recoverable_amount: '25000000',
+    });
+    const notice = await webhooks.next('payment.recoverable', id);
+    expect(notice.data['object']).toMatchObject({ recoverable_reason: 'abandoned' });
+
+    const nonce = await relayerNonce();
+    const early = await api('POST', `/payments/${id}/recover`);
+    expect(early.status).toBe(422);
+    expect(early.body['error']).toMatchObject({ type: 'cannot_process', code: 'payer_not_final' });
+    expect(await relayerNonce()).toBe(nonce);
+    expect(await usdc(String(p['deposit_address']))).toBe(25n * USDC);
+
+    // The payer attestation is final one day later by block time.
+    await chain.increaseTime(86_401);
+    const before = await usdc(payer.address);
+    const recovered = await api('POST', `/payments/${id}/recover`);
+    expect(recovered.body['error']).toBeUndefined();
+    expect(recovered.status).toBe(200);
+    expect((await usdc(payer.address)) - before).toBe(25n * USDC);
+    expect(await usdc(String(p['deposit_address']))).toBe(0n);
+    expect(recovered.body).toMatchObject({ status: 'expired', payer_addresses: [payer.address] });
+    expect(recovered.body).not.toHaveProperty('recoverable_amount');
+    const again = await api('POST', `/payments/${id}/recover`);
+    expect([409, 422]).toContain(again.status);
+    expect(again.body['error']).toMatchObject({ type: expect.any(String), code: expect.any(String) });
+    expect((await usdc(payer.address)) - before).toBe(25n * USDC);
+  }, 180_000);
+});
