@@ -14,7 +14,11 @@ import {
   indexerService,
   resetFollowersOfLostLocalChains,
 } from '@stablepay/indexer-service';
-import { chainOperatorConfigFromEnv } from '@stablepay/chain-operator';
+import {
+  chainOperatorConfigFromEnv,
+  sanctionsScreeningConfigFromEnv,
+  sanctionsScreeningFromEnv,
+} from '@stablepay/chain-operator';
 import { ANVIL_DEV_PRIVATE_KEYS, type LocalChains, startLocalChains } from '@stablepay/local-chains';
 import {
   MerchantCommands,
@@ -152,16 +156,18 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       [
         gatewayService(merchants),
         paymentsService(paymentsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), chainOperator),
+        // Each screening service gets its own adapter from the one selection (SANCTIONS_SCREENING_PROVIDER).
         subscriptionsService(
           subscriptionsConfigFromEnv(env, { localChains: chains?.chains ?? [] }),
           chainOperator,
+          { screening: sanctionsScreeningFromEnv(env) },
         ),
         chargeLedgerService(chargeLedgerConfigFromEnv(env)),
         indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
         settlementService(),
         payoutsService(),
         merchantChainRegistrationService(chainOperator),
-        paymentDepositsService(chainOperator),
+        paymentDepositsService(chainOperator, { screening: sanctionsScreeningFromEnv(env) }),
         webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),
         // With EVENT_BUS=kafka the process relays the store to Kafka itself; with store-log the store is the bus.
         ...(platform.eventBus === 'kafka' ? [relayService(platform)] : []),
@@ -227,6 +233,7 @@ function validateEnvironment(
   chargeLedgerConfigFromEnv(probe);
   indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...probe });
   chainOperatorConfigFromEnv(probe);
+  sanctionsScreeningConfigFromEnv(probe);
   dispatchOptionsFromEnv(probe);
   if (env['DEMO_API_KEY'] !== undefined) requireDemoKey(env['DEMO_API_KEY']);
   return platform;

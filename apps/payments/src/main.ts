@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { chainOperatorConfigFromEnv } from '@stablepay/chain-operator';
+import { chainOperatorConfigFromEnv, sanctionsScreeningFromEnv } from '@stablepay/chain-operator';
 import { merchantChainRegistrationService } from '@stablepay/merchants-service';
 import { paymentDepositsService, paymentsConfigFromEnv, paymentsService } from '@stablepay/payments-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
@@ -21,8 +21,8 @@ runMain('payments', () => {
         chains,
       ),
       merchantChainRegistrationService(chains),
-      // Deposits on chain: watch, observe, confirm, screen, deploy (docs/payment-deposits.md).
-      paymentDepositsService(chains),
+      // Deposits on chain: watch, observe, confirm, screen (SANCTIONS_SCREENING_PROVIDER), deploy (docs/payment-deposits.md).
+      paymentDepositsService(chains, { screening: sanctionsScreeningFromEnv(process.env) }),
     ],
     { service: 'payments' },
   );

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { chainOperatorConfigFromEnv } from '@stablepay/chain-operator';
+import { chainOperatorConfigFromEnv, sanctionsScreeningFromEnv } from '@stablepay/chain-operator';
 import { subscriptionsConfigFromEnv, subscriptionsService } from '@stablepay/subscriptions-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
@@ -10,7 +10,12 @@ runMain('subscriptions', () => {
   const chains = chainOperatorConfigFromEnv(process.env);
   return startService(
     platformConfigFromEnv(process.env),
-    [subscriptionsService(subscriptionsConfigFromEnv(process.env), chains)],
+    [
+      // Subscriber wallets are screened by the provider SANCTIONS_SCREENING_PROVIDER names (as payments' deposits).
+      subscriptionsService(subscriptionsConfigFromEnv(process.env), chains, {
+        screening: sanctionsScreeningFromEnv(process.env),
+      }),
+    ],
     { service: 'subscriptions' },
   );
 });

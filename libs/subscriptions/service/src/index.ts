@@ -25,6 +25,7 @@ export * from './subscriptions/subscription.reader';
 export * from './subscriptions/subscription-managers';
 export * from './subscriptions/subscriptions.gateway';
 export * from './subscriptions/subscribe-flow';
+export * from './subscriptions/subscriber-screening.consumer';
 export * from './subscriptions/webhook-source';
 export * from './charges/charge-quotes';
 export * from './charges/settlement-provider';

@@ -2,7 +2,7 @@ import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/co
 import { CLOCK } from '@stablepay/aggregate';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { type ChainOperatorConfig, ChainOperatorModule } from '@stablepay/chain-operator';
-import { SANCTIONS_SCREENING, SandboxSanctionsScreening } from '@stablepay/evm';
+import { SANCTIONS_SCREENING, SandboxSanctionsScreening, type SanctionsScreening } from '@stablepay/evm';
 import { SubscriptionsApiModule } from '@stablepay/subscriptions-api';
 import type { Clock } from '@stablepay/util';
 import { SUBSCRIPTIONS_MIGRATIONS } from './migrations';
@@ -44,15 +44,21 @@ import {
   subscriptionsConfigFromEnv,
 } from './subscriptions.config';
 
+/** The screening adapter subscriptionsService(config, chains, { screening }) was given (absent: the sandbox). */
+const SUBSCRIPTIONS_SCREENING = Symbol('SUBSCRIPTIONS_SCREENING');
+
 /** Makes the process's subscriptions configuration visible to every module (set by subscriptionsService(config)). */
 @Global()
 @Module({})
 export class SubscriptionsConfigModule {
-  static forRoot(config: SubscriptionsConfig): DynamicModule {
+  static forRoot(config: SubscriptionsConfig, screening?: SanctionsScreening): DynamicModule {
     return {
       module: SubscriptionsConfigModule,
-      providers: [{ provide: SUBSCRIPTIONS_CONFIG_OVERRIDE, useValue: config }],
-      exports: [SUBSCRIPTIONS_CONFIG_OVERRIDE],
+      providers: [
+        { provide: SUBSCRIPTIONS_CONFIG_OVERRIDE, useValue: config },
+        ...(screening ? [{ provide: SUBSCRIPTIONS_SCREENING, useValue: screening }] : []),
+      ],
+      exports: [SUBSCRIPTIONS_CONFIG_OVERRIDE, ...(screening ? [SUBSCRIPTIONS_SCREENING] : [])],
     };
   }
 }
@@ -132,9 +138,13 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionChainFacts,
     ChainObservationLog,
     ChainObservationsConsumer,
-    // The sandbox screening adapter (docs/subscriptions.md, Compliance screening); a real provider implements the
-    // same port (@stablepay/evm SanctionsScreening).
-    { provide: SANCTIONS_SCREENING, useFactory: () => new SandboxSanctionsScreening() },
+    // The configured screening provider (sanctionsScreeningFromEnv, shared with payments; docs/subscriptions.md,
+    // Compliance screening), else the sandbox adapter.
+    {
+      provide: SANCTIONS_SCREENING,
+      useFactory: (screening: SanctionsScreening | undefined) => screening ?? new SandboxSanctionsScreening(),
+      inject: [{ token: SUBSCRIPTIONS_SCREENING, optional: true }],
+    },
     SubscriberScreeningConsumer,
     SubscribeFlow,
     MerchantCancel,
@@ -153,6 +163,14 @@ export class SubscriptionCheckoutsCoreModule {}
 })
 export class SubscriptionsServiceModule {}
 
+export interface SubscriptionsServiceOptions {
+  /**
+   * The sanctions provider screening subscriber wallets: `sanctionsScreeningFromEnv(env)` (@stablepay/chain-operator,
+   * the selection payments uses too); default the sandbox adapter (magic addresses, docs/subscriptions.md).
+   */
+  readonly screening?: SanctionsScreening;
+}
+
 /**
  * `chainOperator`: the process's shared chain layer (ChainOperatorModule: one RelayerSet for the operator key); the
  * service then deploys, cancels and reads addresses through it.
@@ -160,6 +178,7 @@ export class SubscriptionsServiceModule {}
 export function subscriptionsService(
   config: SubscriptionsConfig = subscriptionsConfigFromEnv(process.env),
   chainOperator?: ChainOperatorConfig,
+  options: SubscriptionsServiceOptions = {},
 ): ServiceDefinition {
   const withChains: SubscriptionsConfig =
     chainOperator?.addresses && chainOperator.enabled
@@ -174,7 +193,7 @@ export function subscriptionsService(
   return {
     name: 'subscriptions',
     imports: [
-      SubscriptionsConfigModule.forRoot(withChains),
+      SubscriptionsConfigModule.forRoot(withChains, options.screening),
       ...(chainOperator?.enabled ? [ChainOperatorModule.forRoot(chainOperator)] : []),
       SubscriptionsServiceModule,
       SubscriptionChargesModule,

@@ -49,6 +49,11 @@ export class SubscriberScreeningConsumer implements OnApplicationBootstrap, Befo
     await this.subscription?.stop();
   }
 
+  /** Resolves once every message published before the call has been screened. */
+  async caughtUp(): Promise<void> {
+    await this.subscription?.caughtUp();
+  }
+
   async handle(message: BusMessage): Promise<void> {
     let wallet: string;
     if (message.type === 'SubscriptionCreated.v1')
