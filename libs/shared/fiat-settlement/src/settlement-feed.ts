@@ -31,8 +31,8 @@ export type SandboxDelivery<R extends SettlementReportOf> = Omit<R, 'id' | 'repo
 };
 
 /**
- * The sandbox provider feed: nothing happens on its own; `deliver` plays the provider sending one report (tests, the
- * embedded demo). It resolves once the owner recorded the report and rejects with the owner's refusal (an unknown
+ * The sandbox provider feed: `deliver` plays the provider sending one report (tests; an owner's sandbox payouts, such
+ * as the charge ledger's SandboxPayouts, which pays test-mode charges out on its own). It resolves once the owner recorded the report and rejects with the owner's refusal (an unknown
  * reference, nothing fiat-settled behind it), as a provider's delivery would fail and be retried.
  */
 export class SandboxSettlementFeedOf<R extends SettlementReportOf> implements SettlementFeedOf<R> {

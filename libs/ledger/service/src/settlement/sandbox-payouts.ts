@@ -102,15 +102,19 @@ export class SandboxPayouts extends ReadModelTimer<OpenSettlement> {
     const delay = this.delayMs;
     if (delay === null || !(this.feed instanceof SandboxSettlementFeed)) return false;
     const elapsed = this.now().getTime() - row.dueAt.getTime();
+    const script = sandboxPayoutScript(row.fiatAmount);
     let fired = false;
-    for (const [step, { afterDelays, kinds }] of sandboxPayoutScript(row.fiatAmount).entries()) {
+    for (const [step, { afterDelays, kinds }] of script.entries()) {
       const key = `${row.id}:${step}`;
       if (elapsed < afterDelays * delay || this.sent.has(key)) continue;
       const reportedAt = new Date(row.dueAt.getTime() + afterDelays * delay);
       for (const [i, kind] of kinds.entries())
         await this.feed.deliver({ chargeId: row.id, kind, id: `sbx_${row.id}_${step}_${i}`, reportedAt });
-      this.sent.add(key);
       fired = true;
+      // After its last step the settlement is over and the row leaves the scan: forget it (memory stays bounded by
+      // the settlements in progress; a late scan of it sends the step again, recorded once).
+      if (step === script.length - 1) for (let k = 0; k < step; k++) this.sent.delete(`${row.id}:${k}`);
+      else this.sent.add(key);
     }
     return fired;
   }
