@@ -31,10 +31,10 @@ const DAY = 86_400;
 const CONFIRMATIONS = 3;
 
 describe('outflows someone else sends from a deposit reach the payment through the indexer', () => {
-  const e2e = new OnChainStack();
+  const clock = new ManualClock(new Date());
+  const e2e = new OnChainStack(clock);
   const { api, webhooks } = e2e;
   const chain = e2e.chain(CHAIN);
-  const clock = new ManualClock(new Date());
   const merchantSigner = new Wallet(id('payment-deposit-outflows e2e merchant signer'));
   const settlement = Wallet.createRandom().address;
 
@@ -96,7 +96,7 @@ describe('outflows someone else sends from a deposit reach the payment through t
   };
 
   beforeAll(async () => {
-    await e2e.start('8453', { CHAIN_CONFIRMATIONS: String(CONFIRMATIONS) }, clock);
+    await e2e.start('8453', { CHAIN_CONFIRMATIONS: String(CONFIRMATIONS) });
     const signer = await api('POST', '/settings', {
       merchant_signer: merchantSigner.address,
       settlement_address: settlement,
