@@ -49,7 +49,7 @@ describe('subscription chain events: screening, manager events, receipt timeout,
   let receiver: Server;
   let webhookSecret = '';
   const received: Array<{ body: string; headers: IncomingHttpHeaders }> = [];
-  type Hook = { type: string; data: Record<string, Json> };
+  type Hook = { id: string; type: string; data: Record<string, Json> };
   const hooks = () => received.map((r) => ({ ...r, event: JSON.parse(r.body) as Hook }));
   const hook = (type: string, match: (e: Hook) => boolean) =>
     until(
@@ -127,9 +127,10 @@ describe('subscription chain events: screening, manager events, receipt timeout,
 
   /**
    * A subscription of `who` through HTTP: price 1,500.00 ARS, cap 3,000.00, budget 9,000.00, hourly windows, USDC;
-   * the wallet's approve and subscribe, the report; returns once the indexer observed the subscribe too.
+   * the wallet's approve and subscribe (`beforeSubscribe` runs between them), the report; returns once the indexer
+   * observed the subscribe too.
    */
-  const subscribeWith = async (who: Wallet) => {
+  const subscribeWith = async (who: Wallet, beforeSubscribe?: () => Promise<void>) => {
     const checkout = await api('POST', '/subscription-checkouts', {
       price: '150000',
       price_currency: 'ARS',
@@ -150,6 +151,7 @@ describe('subscription chain events: screening, manager events, receipt timeout,
     await (
       await who.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
     ).wait();
+    await beforeSubscribe?.();
     const sent = await who.sendTransaction({
       to: String(subscribe?.['to']),
       data: String(subscribe?.['data']),
@@ -162,6 +164,8 @@ describe('subscription chain events: screening, manager events, receipt timeout,
       id: String(checkout.body['onchain_id']),
       manager: String(auth.body['manager_address']),
       token: String(auth.body['token_address']),
+      checkoutId: String(checkout.body['id']),
+      txHash: sent.hash,
     };
   };
 
@@ -577,5 +581,54 @@ describe('subscription chain events: screening, manager events, receipt timeout,
       'retracted migration_voided',
       'SubscriptionMigrationVoided.v1',
     ]);
+  }, 180_000);
+
+  it('a subscribe transaction reorged out: its checkout is pending again (subscription_checkout.reorged) and the subscription gone; re-included, completed again with a second completed', async () => {
+    const p = provider();
+    let snapshot = '';
+    const sub = await subscribeWith(wallet(2), async () => {
+      snapshot = (await p.send('evm_snapshot', [])) as string;
+    });
+    const checkout = () => api('GET', `/subscription-checkouts/${sub.checkoutId}`).then((r) => r.body);
+    const completions = () =>
+      hooks().filter(
+        (h) =>
+          h.event.type === 'subscription_checkout.completed' &&
+          h.event.data['object']?.['id'] === sub.checkoutId,
+      );
+    await until(checkout, (c) => c['status'] === 'completed', 'the intent completed');
+    await hook('subscription_checkout.completed', (e) => e.data['object']?.['id'] === sub.checkoutId);
+    const raw = await rawOf(sub.txHash);
+
+    await reorgTo(snapshot);
+    const back = await until(checkout, (c) => c['status'] !== 'completed', 'the completion undone');
+    // As if the subscribe never confirmed (SPEC: never completed without a confirmed first charge): pending again.
+    expect(back).toMatchObject({ status: 'pending', subscriber: null, completed_at: null });
+    const reorged = await hook(
+      'subscription_checkout.reorged',
+      (e) => e.data['object']?.['id'] === sub.checkoutId,
+    );
+    expect(reorged.data['reorged']).toEqual({
+      event_type: 'subscription_checkout.completed',
+      tx_hash: sub.txHash,
+    });
+    expect(reorged.data['object']).toMatchObject({ status: 'pending', completed_at: null });
+    expect(await subscription(sub.id)).toMatchObject({ status: 'cancelled', charge_nonce: 0 });
+    expect(completions()).toHaveLength(1);
+
+    // The same transaction in the new fork: on chain the subscribe stands again, so the intent completes again.
+    await p.send('eth_sendRawTransaction', [raw]);
+    await until(checkout, (c) => c['status'] === 'completed', 'the intent completed again');
+    const both = await until(
+      async () => completions(),
+      (list) => list.length === 2,
+      'a second subscription_checkout.completed',
+    );
+    expect(both[1]?.event.id).not.toBe(both[0]?.event.id);
+    expect(both[1]?.event.data['object']).toMatchObject({
+      status: 'completed',
+      subscriber: wallet(2).address,
+    });
+    expect(await subscription(sub.id)).toMatchObject({ status: 'active', charge_nonce: 1 });
   }, 180_000);
 });

@@ -108,11 +108,24 @@ export type SubscriptionCheckoutCompleted = {
   };
 };
 
+/**
+ * A chain reorg took out the subscribe transaction the completion rested on (the indexer retracted its
+ * SubscriptionCreated): no subscription and no first charge on chain, so the intent is back in the status it had
+ * before that completion (pending, or cancelled/expired for a late completion), as if the subscribe never confirmed
+ * (SPEC: "the intent never becomes completed without a confirmed first charge"). The same transaction re-included
+ * completes it again (docs/subscription-checkouts.md, Reorgs).
+ */
+export type SubscriptionCheckoutCompletionRetracted = {
+  type: 'SubscriptionCheckoutCompletionRetracted.v1';
+  data: { txHash: string; retractedAt: string };
+};
+
 export type SubscriptionCheckoutEvent =
   | SubscriptionCheckoutCreated
   | SubscriptionCheckoutCancelled
   | SubscriptionCheckoutExpired
-  | SubscriptionCheckoutCompleted;
+  | SubscriptionCheckoutCompleted
+  | SubscriptionCheckoutCompletionRetracted;
 
 export const SUBSCRIPTION_CHECKOUT_CATEGORY = 'subscriptionCheckout';
 export const subscriptionCheckoutStreamId = (id: string): string => `${SUBSCRIPTION_CHECKOUT_CATEGORY}-${id}`;
@@ -123,4 +136,6 @@ export const WEBHOOK_TYPE_BY_EVENT: Readonly<Record<SubscriptionCheckoutEvent['t
   'SubscriptionCheckoutCancelled.v2': 'subscription_checkout.cancelled',
   'SubscriptionCheckoutExpired.v2': 'subscription_checkout.expired',
   'SubscriptionCheckoutCompleted.v3': 'subscription_checkout.completed',
+  // Ours, like subscription.reorged: the completion announced earlier is undone.
+  'SubscriptionCheckoutCompletionRetracted.v1': 'subscription_checkout.reorged',
 };

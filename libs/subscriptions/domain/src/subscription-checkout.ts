@@ -39,6 +39,15 @@ export interface SubscriptionCheckout {
   readonly completedAt: string | null;
   /** When the latest event happened. */
   readonly updatedAt: string;
+  /**
+   * While completed: the subscribe transaction the completion rests on, and the status the intent had before it (what
+   * it returns to when a reorg takes that transaction out).
+   */
+  readonly completion: {
+    readonly txHash: string | null;
+    readonly before: Exclude<SubscriptionCheckoutStatus, 'completed'>;
+    readonly subscriber: string | null;
+  } | null;
 }
 
 export interface SubscriptionCheckoutState {
@@ -65,6 +74,7 @@ export function evolveSubscriptionCheckout(
         expiredAt: null,
         completedAt: null,
         updatedAt: created.createdAt,
+        completion: null,
       },
     };
   }
@@ -99,6 +109,22 @@ export function evolveSubscriptionCheckout(
           subscriber: event.data.subscriber,
           completedAt: event.data.completedAt,
           updatedAt: event.data.completedAt,
+          completion: {
+            txHash: event.data.txHash ?? event.data.subscription?.txHash ?? null,
+            before: checkout.status === 'completed' ? 'pending' : checkout.status,
+            subscriber: checkout.subscriber,
+          },
+        },
+      };
+    case 'SubscriptionCheckoutCompletionRetracted.v1':
+      return {
+        checkout: {
+          ...checkout,
+          status: checkout.completion?.before ?? 'pending',
+          subscriber: checkout.completion?.subscriber ?? null,
+          completedAt: null,
+          updatedAt: event.data.retractedAt,
+          completion: null,
         },
       };
   }
@@ -206,6 +232,12 @@ export type SubscriptionCheckoutCommand =
       readonly subscription?: SubscriptionCreatedData | null;
       readonly firstCharge?: SubscriptionChargeSucceededData | null;
       readonly now: Date;
+    }
+  | {
+      /** A reorg took out the subscribe transaction `txHash` (the indexer retracted its SubscriptionCreated). */
+      readonly type: 'RetractSubscriptionCheckoutCompletion';
+      readonly txHash: string;
+      readonly now: Date;
     };
 
 export function notPending(checkout: SubscriptionCheckout, why?: string): DomainError {
@@ -262,6 +294,19 @@ export function decideSubscriptionCheckout(
             subscription: command.subscription ?? null,
             firstCharge: command.firstCharge ?? null,
           },
+        },
+      ];
+    }
+    case 'RetractSubscriptionCheckoutCompletion': {
+      const checkout = requireCheckout(state);
+      // Only a completion that rests on that transaction is undone (a repeat, or another transaction, says nothing).
+      const tx = checkout.completion?.txHash;
+      if (checkout.status !== 'completed' || !tx || tx.toLowerCase() !== command.txHash.toLowerCase())
+        return [];
+      return [
+        {
+          type: 'SubscriptionCheckoutCompletionRetracted.v1',
+          data: { txHash: tx, retractedAt: at },
         },
       ];
     }

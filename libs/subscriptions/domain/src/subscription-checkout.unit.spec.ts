@@ -440,7 +440,9 @@ describe('subscription checkout aggregate', () => {
       type: 'ExpireSubscriptionCheckout',
       now: at,
     });
-    const complete = (at = later(60_000)): SubscriptionCheckoutCommand => ({
+    const complete = (
+      at = later(60_000),
+    ): Extract<SubscriptionCheckoutCommand, { type: 'CompleteSubscriptionCheckout' }> => ({
       type: 'CompleteSubscriptionCheckout',
       subscriber: '0x1111111111111111111111111111111111111111',
       chain: 'eip155:8453',
@@ -561,6 +563,72 @@ describe('subscription checkout aggregate', () => {
     it('commands on an unknown intent are 404', () => {
       given().when(cancel()).thenError({ status: 404 });
       given().when(expire()).thenError({ status: 404 });
+    });
+
+    describe('a reorg takes out the subscribe transaction of a completion (docs/subscription-checkouts.md, Reorgs)', () => {
+      const subscribeTx = `0x${'ab'.repeat(32)}`;
+      const completeOnChain = (at = later(60_000)): SubscriptionCheckoutCommand => ({
+        ...complete(at),
+        txHash: subscribeTx,
+      });
+      const retract = (txHash = subscribeTx, at = later(90_000)): SubscriptionCheckoutCommand => ({
+        type: 'RetractSubscriptionCheckoutCompletion',
+        txHash,
+        now: at,
+      });
+
+      it('given a completed intent, when its subscribe transaction is reorged out, then it is pending again as before the subscribe', () => {
+        given(...after(completeOnChain()))
+          .when(retract(subscribeTx.toUpperCase().replace('0X', '0x')))
+          .then([
+            {
+              type: 'SubscriptionCheckoutCompletionRetracted.v1',
+              data: { txHash: subscribeTx, retractedAt: '2026-06-01T10:01:30.000Z' },
+            },
+          ]);
+        given(...after(completeOnChain()))
+          .when(retract())
+          .thenObject({
+            status: 'pending',
+            subscriber: null,
+            completed_at: null,
+            updated_at: '2026-06-01T10:01:30.000Z',
+          });
+      });
+
+      it('given a late completion after expiry or cancel, when reorged out, then it is expired or cancelled again', () => {
+        given(...after(expire(), completeOnChain(later(400_000))))
+          .when(retract(subscribeTx, later(500_000)))
+          .thenObject({ status: 'expired', expired_at: '2026-06-01T10:05:00.000Z', completed_at: null });
+        given(...after(cancel(), completeOnChain()))
+          .when(retract())
+          .thenObject({ status: 'cancelled', cancellation_reason: 'merchant_cancelled', completed_at: null });
+      });
+
+      it('a retraction of another transaction, of an intent not completed, or a repeat records nothing', () => {
+        given(...after(completeOnChain()))
+          .when(retract(`0x${'cd'.repeat(32)}`))
+          .then([]);
+        given(created).when(retract()).then([]);
+        given(...after(completeOnChain(), retract()))
+          .when(retract())
+          .then([]);
+      });
+
+      it('given the completion undone, when the same transaction is re-included, then it completes again (once)', () => {
+        given(...after(completeOnChain(), retract()))
+          .when(completeOnChain(later(120_000)))
+          .thenObject({ status: 'completed', completed_at: '2026-06-01T10:02:00.000Z' });
+        given(...after(completeOnChain(), retract(), completeOnChain(later(120_000))))
+          .when(completeOnChain(later(130_000)))
+          .then([]);
+      });
+
+      it('given the completion undone after expires_at, then the expiry timer expires the pending intent', () => {
+        given(...after(completeOnChain(), retract(subscribeTx, later(350_000))))
+          .when(expire(later(360_000)))
+          .thenObject({ status: 'expired', expired_at: '2026-06-01T10:06:00.000Z' });
+      });
     });
   });
 });

@@ -321,6 +321,15 @@ function succeededChargeObject(
 }
 
 /**
+ * `subscription_checkout.reorged` (ours, like subscription.reorged): the completion announced by an earlier
+ * `subscription_checkout.completed` is undone because a reorg took out its subscribe transaction; `data.object` is the
+ * intent as it now stands (back in its earlier status).
+ */
+export const checkoutReorgedWebhookExtras = (txHash: string) => ({
+  reorged: { event_type: 'subscription_checkout.completed', tx_hash: txHash },
+});
+
+/**
  * `data.subscription` and `data.first_charge` of `subscription_checkout.completed` (SPEC Events > Subscription
  * checkout events), from the chain facts the completion recorded: the subscription as of its first charge and that
  * charge (nonce 0).

@@ -22,6 +22,8 @@ export const SUBSCRIPTION_CHECKOUT_EVENT_TYPES = [
   'subscription_checkout.completed',
   'subscription_checkout.cancelled',
   'subscription_checkout.expired',
+  // Ours, like subscription.reorged: a reorg took out the subscribe transaction of a completion (docs/webhooks.md).
+  'subscription_checkout.reorged',
 ] as const;
 
 export const SUBSCRIPTION_EVENT_TYPES = [

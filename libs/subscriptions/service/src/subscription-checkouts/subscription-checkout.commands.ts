@@ -171,7 +171,11 @@ export class SubscriptionCheckoutCommands {
     );
   }
 
-  /** For the on-chain subscribe flow: the subscribe transaction and the first charge confirmed. */
+  /**
+   * For the on-chain subscribe flow: the subscribe transaction and the first charge confirmed. `key` names the chain
+   * fact that completes it (a redelivery appends nothing; the same transaction re-included after a reorg is a new
+   * observation and completes the intent again).
+   */
   complete(
     row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>,
     input: {
@@ -182,12 +186,27 @@ export class SubscriptionCheckoutCommands {
       subscription?: SubscriptionCreatedData | null;
       firstCharge?: SubscriptionChargeSucceededData | null;
     },
+    key?: string,
   ): Promise<CommandResult> {
     return this.run(
       row.id,
       { merchantId: row.merchant_id, mode: row.mode },
       { type: 'CompleteSubscriptionCheckout', ...input, now: this.clock.now() },
-      'complete',
+      key === undefined ? 'complete' : `complete:${key}`,
+    );
+  }
+
+  /** A reorg took out the subscribe transaction `txHash`: the completion resting on it is undone (docs, Reorgs). */
+  retractCompletion(
+    row: Pick<SubscriptionCheckoutRow, 'id' | 'merchant_id' | 'mode'>,
+    txHash: string,
+    key: string,
+  ): Promise<Appended> {
+    return this.append(
+      row.id,
+      { merchantId: row.merchant_id, mode: row.mode },
+      { type: 'RetractSubscriptionCheckoutCompletion', txHash, now: this.clock.now() },
+      `retract-completion:${key}`,
     );
   }
 }

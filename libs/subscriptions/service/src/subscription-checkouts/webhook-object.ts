@@ -1,7 +1,9 @@
 import {
+  checkoutReorgedWebhookExtras,
   completedCheckoutWebhookExtras,
   foldSubscriptionCheckout,
   type SubscriptionCheckoutCompleted,
+  type SubscriptionCheckoutCompletionRetracted,
   SUBSCRIPTION_CHECKOUT_CATEGORY,
   type SubscriptionCheckoutEvent,
   type SubscriptionCheckoutObject,
@@ -82,6 +84,10 @@ export function subscriptionCheckoutWebhook(
   if (last?.type !== event.type)
     throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
   const object = subscriptionCheckoutObjectAsOf(history);
+  if (event.type === 'SubscriptionCheckoutCompletionRetracted.v1') {
+    const d = event.data as SubscriptionCheckoutCompletionRetracted['data'];
+    return { type, data: { object, ...checkoutReorgedWebhookExtras(d.txHash) } };
+  }
   if (event.type === 'SubscriptionCheckoutCompleted.v3') {
     // The subscription and its first charge as the completion recorded them (absent on v2 completions).
     const d = event.data as SubscriptionCheckoutCompleted['data'];

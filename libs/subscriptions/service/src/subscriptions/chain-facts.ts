@@ -219,7 +219,7 @@ export class SubscriptionChainFacts {
         const charge = chargeObservation(log);
         const revision = await run({ type: 'RecordChargeSucceeded', charge, writtenBy });
         if (charge.nonce === 0 && revision !== null)
-          await this.completeCheckout(manager, subscriptionId, log);
+          await this.completeCheckout(manager, subscriptionId, log, key);
         return revision;
       }
       case 'SubscriptionCancelled':
@@ -310,6 +310,12 @@ export class SubscriptionChainFacts {
         command,
         key,
       );
+      // The subscribe transaction is gone: so is the completion of its intent (docs/subscription-checkouts.md, Reorgs).
+      if (observed.event === 'SubscriptionCreated') {
+        const checkout = await this.checkoutByOnchainId(subscriptionId);
+        if (checkout && checkout.merchant_id === manager.merchant_id)
+          await this.checkouts.retractCompletion(checkout, observed.tx_hash, key);
+      }
     } catch (error) {
       if (error instanceof DomainError) {
         this.logger.error({
@@ -325,18 +331,23 @@ export class SubscriptionChainFacts {
     }
   }
 
-  /** The intent of a subscription whose first charge is recorded completes (completed fires once). */
+  /**
+   * The intent of a subscription whose first charge is recorded completes (completed fires once per subscribe that
+   * stands on chain: again only after a reorg undid the completion and the transaction is re-included).
+   */
   private async completeCheckout(
     manager: ManagerRow,
     subscriptionId: string,
     log: ManagerLog,
+    key: string,
   ): Promise<void> {
     const checkout = await this.checkoutByOnchainId(subscriptionId);
     if (!checkout || checkout.merchant_id !== manager.merchant_id) return;
     const chainId = BigInt(log.chain.slice('eip155:'.length));
     // The facts the completion rests on, as the Subscription aggregate recorded them (data.subscription and
-    // data.first_charge of subscription_checkout.completed are projected from them).
-    const events = await this.store.readStream(subscriptionStreamId(subscriptionId));
+    // data.first_charge of subscription_checkout.completed are projected from them); the latest, which is the one
+    // on chain when a reorg took an earlier recording out.
+    const events = (await this.store.readStream(subscriptionStreamId(subscriptionId))).reverse();
     const created = events.find((e) => e.type === 'SubscriptionCreated.v1')?.data as
       SubscriptionCreatedData | undefined;
     const firstCharge = events.find(
@@ -344,14 +355,18 @@ export class SubscriptionChainFacts {
         e.type === 'SubscriptionChargeSucceeded.v1' &&
         (e.data as SubscriptionChargeSucceededData).nonce === 0,
     )?.data as SubscriptionChargeSucceededData | undefined;
-    await this.checkouts.complete(checkout, {
-      subscriber: log.args['subscriber'] ?? '',
-      chain: log.chain,
-      asset: formatCaip19(chainId, log.args['token'] ?? ''),
-      txHash: log.txHash,
-      subscription: created ?? null,
-      firstCharge: firstCharge ?? null,
-    });
+    await this.checkouts.complete(
+      checkout,
+      {
+        subscriber: log.args['subscriber'] ?? '',
+        chain: log.chain,
+        asset: formatCaip19(chainId, log.args['token'] ?? ''),
+        txHash: log.txHash,
+        subscription: created ?? null,
+        firstCharge: firstCharge ?? null,
+      },
+      key,
+    );
   }
 }
 
