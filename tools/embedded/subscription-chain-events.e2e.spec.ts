@@ -364,10 +364,12 @@ describe('subscription chain events: screening, manager events, receipt timeout,
     // The indexer reconciles: the charge is recorded from its log, the ledger row written by the indexer (no fiat
     // fields: SPEC fiat field rule 4).
     await until(subscription, (s) => s['charge_nonce'] === before + 1, 'the indexer to record the charge');
-    const rows = (
-      await api('GET', `/merchants/${stack.demoMerchantId}/charges?subscription_id=${subscriptionId}`)
-    ).body['data'] as Json[];
-    const row = rows.find((c) => c['tx_hash'] === txHash);
+    // The charge ledger writes its row from the subscription's fact, after it.
+    const row = await until(
+      async () => (await ledgerRows()).find((c) => c['tx_hash'] === txHash),
+      (r) => r !== undefined,
+      'the ledger row of the indexer-recorded charge',
+    );
     expect(row).toMatchObject({ status: 'succeeded', charge_nonce: before, fiat_amount: null });
     // The same request again answers the landed charge (already charged): still one transaction.
     const answered = await postCharge(body);
