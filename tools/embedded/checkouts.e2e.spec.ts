@@ -164,6 +164,7 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
       authorization_expires_at: null,
       expires_at: '2026-06-01T11:00:00.000Z',
       metadata: { order_id: 'o-1' },
+      settlement_status: null,
       created_at: '2026-06-01T10:00:00.000Z',
       updated_at: '2026-06-01T10:00:00.000Z',
     });

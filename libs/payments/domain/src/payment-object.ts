@@ -1,4 +1,4 @@
-import type { RecoverableReason, SettlementFailureReason } from './payment.events';
+import type { RecoverableReason, SettlementFailureReason, SettlementStatus } from './payment.events';
 import { formatTokenAmount } from './rules';
 import { type PaymentState, type PaymentStatus, amountPaid, detectedAsset, paymentStatus } from './payment';
 
@@ -53,6 +53,12 @@ export interface PaymentObject {
   readonly recovery_destination?: string;
   readonly recoverable_amount?: string;
   readonly settlement_failure_reason?: SettlementFailureReason;
+  /**
+   * Ours (SPEC's payment fields name none; the charge's values): a fiat-settled business's payout of this payment,
+   * `pending` from the settle until `completed` or `failed` (`delayed` while late); null on a crypto-settled business
+   * and before the payment settled.
+   */
+  readonly settlement_status: SettlementStatus | null;
   readonly created_at: string;
   readonly updated_at: string;
 }
@@ -123,6 +129,7 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
       : lastSettlementDelay && lastSettlementDelay !== 'unknown'
         ? { settlement_failure_reason: lastSettlementDelay as SettlementFailureReason }
         : {}),
+    settlement_status: state.settlement?.status ?? null,
     created_at: created.createdAt,
     updated_at: state.updatedAt ?? created.createdAt,
   };

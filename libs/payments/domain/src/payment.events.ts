@@ -1,3 +1,5 @@
+import type { SettlementFailureReason, SettlementReportKind } from '@stablepay/fiat-settlement';
+
 /**
  * Events of the `payment-<payment id>` stream: one stream per checkout (the checkout is the session that creates
  * exactly one payment; both ids are fixed at creation).
@@ -45,8 +47,12 @@ export type NonFundingReason = 'wrong_token' | 'wrong_chain' | 'duplicate' | 'st
 
 export type RecoverableReason = 'over_deposit' | 'abandoned';
 
-export type SettlementFailureReason =
-  'deposit_not_credited' | 'rampoff_order_failed' | 'rampoff_withdraw_failed' | 'provider_rejected';
+/** SPEC Events > Fiat settlement delay and failure: shared with subscription charges (@stablepay/fiat-settlement). */
+export type {
+  SettlementFailureReason,
+  SettlementReportKind,
+  SettlementStatus,
+} from '@stablepay/fiat-settlement';
 
 export type PaymentCreated = {
   type: 'PaymentCreated.v1';
@@ -250,6 +256,26 @@ export type PaymentSettlementFailed = {
   data: { readonly reason: SettlementFailureReason; readonly at: string };
 };
 
+/**
+ * A fiat-settled payment's payout, as the settlement provider reported it (its id deduplicates redeliveries;
+ * `reportedAt` is the provider's time, `receivedAt` ours). What it means follows as its own fact.
+ */
+export type PaymentSettlementReported = {
+  type: 'PaymentSettlementReported.v1';
+  data: {
+    readonly reportId: string;
+    readonly kind: SettlementReportKind;
+    readonly reportedAt: string;
+    readonly receivedAt: string;
+  };
+};
+
+/** The provider paid the merchant out (SPEC names no payment event for it; the object's settlement_status shows it). */
+export type PaymentSettlementCompleted = {
+  type: 'PaymentSettlementCompleted.v1';
+  data: { readonly at: string };
+};
+
 export type PaymentEvent =
   | PaymentCreated
   | PaymentTransferObserved
@@ -276,7 +302,9 @@ export type PaymentEvent =
   | PaymentExpired
   | PaymentFailed
   | PaymentSettlementDelayed
-  | PaymentSettlementFailed;
+  | PaymentSettlementFailed
+  | PaymentSettlementReported
+  | PaymentSettlementCompleted;
 
 export type PaymentEventType = PaymentEvent['type'];
 
@@ -335,6 +363,8 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentFailed.v1': 'payment.failed',
   'PaymentSettlementDelayed.v1': 'payment.settlement_delayed',
   'PaymentSettlementFailed.v1': 'payment.settlement_failed',
+  'PaymentSettlementReported.v1': null,
+  'PaymentSettlementCompleted.v1': null,
 };
 
 export const paymentWebhookType = (event: PaymentEvent): PaymentWebhookType | null =>

@@ -1,3 +1,13 @@
+import {
+  evolveProviderProgress,
+  type FiatSettlement,
+  initialProviderProgress,
+  isSettlementOpen,
+  settlementDeadlineAt,
+  settlementDeadlineOutcomes,
+  type SettlementOutcome,
+  settlementReportOutcomes,
+} from '@stablepay/fiat-settlement';
 import { cannotProcess, conflict, notFound, validationError } from '@stablepay/util';
 import type {
   AcceptedAsset,
@@ -8,6 +18,7 @@ import type {
   PaymentMethod,
   RecoverableReason,
   SettlementFailureReason,
+  SettlementReportKind,
 } from './payment.events';
 import {
   CHECKOUT_LIMITS as LIMITS,
@@ -33,6 +44,11 @@ import {
  *   pending --cancel--> cancelled;  pending --expires_at--> expired (--funds--> recoverable (abandoned))
  *   any paid state --confirmed funding lost to a reorg--> failed (deposit_lost_to_reorg)
  *   settled (fiat) --settlement_failed--> failed;   any --sanctions match--> flagged (final)
+ *
+ * A fiat-settled merchant's payment, once settled (DIRECT deployed, or TWO_STEP captured to the end), opens its fiat
+ * settlement (`settlement`, the shared process of @stablepay/fiat-settlement): the provider's reports
+ * (RecordSettlementReport) and SPEC's deadlines (CheckSettlementDeadlines, by the command's `now`) move it to delayed,
+ * completed or failed; failed fails the payment.
  *
  * After every command the aggregate runs its own reactions (`react`): expiry once due, deposit confirmation once
  * the confirmed funding reaches the order, the deploy request once every payer is screened clear, and a
@@ -84,6 +100,8 @@ export interface PaymentState {
   readonly failure: { readonly reason: string; readonly message: string } | null;
   readonly settlementDelayReasons: readonly string[];
   readonly settlementFailureReason: SettlementFailureReason | null;
+  /** Fiat-settled merchants: the payout of the settled payment (null: crypto-settled, or not settled yet). */
+  readonly settlement: FiatSettlement | null;
   /** CAIP-19 of the asset chosen before paying (PaymentAssetSelected), else null: every accepted asset funds. */
   readonly selectedAsset: string | null;
   readonly updatedAt: string | null;
@@ -110,6 +128,7 @@ export const initialPaymentState = (): PaymentState => ({
   failure: null,
   settlementDelayReasons: [],
   settlementFailureReason: null,
+  settlement: null,
   selectedAsset: null,
   updatedAt: null,
 });
@@ -224,9 +243,32 @@ function afterEscrowMoved(state: PaymentState): PaymentState {
 }
 
 export function evolvePayment(state: PaymentState, event: PaymentEvent): PaymentState {
-  const s = evolveInner(state, event);
+  let s = evolveInner(state, event);
   const at = eventTime(event);
+  // The crypto reached the settlement address: a fiat-settled merchant's payout starts now (SPEC: its deadlines count
+  // from the time the crypto settled).
+  if (at && s.phase === 'settled' && !s.settlement && s.created?.settlementMode === 'fiat') {
+    s = {
+      ...s,
+      settlement: { status: 'pending', startedAt: at, delayReasons: [], provider: initialProviderProgress() },
+    };
+  }
   return at ? { ...s, updatedAt: at } : s;
+}
+
+const withSettlement = (state: PaymentState, change: Partial<FiatSettlement>): PaymentState =>
+  state.settlement ? { ...state, settlement: { ...state.settlement, ...change } } : state;
+
+/** The open fiat settlement of a settled payment (null: none, or over). */
+function openSettlement(state: PaymentState): FiatSettlement | null {
+  const settlement = state.settlement;
+  return settlement && state.phase === 'settled' && isSettlementOpen(settlement) ? settlement : null;
+}
+
+/** When the settlement deadlines must next be checked (the durable timer's due time; null: nothing open). */
+export function paymentSettlementCheckAt(state: PaymentState): Date | null {
+  const settlement = openSettlement(state);
+  return settlement ? settlementDeadlineAt(settlement) : null;
 }
 
 function eventTime(event: PaymentEvent): string | null {
@@ -356,12 +398,21 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       };
     case 'PaymentSettlementDelayed.v1':
       return {
-        ...state,
+        ...withSettlement(state, {
+          status: 'delayed',
+          delayReasons: [...(state.settlement?.delayReasons ?? []), event.data.reason],
+        }),
         settlementDelayReasons: [...state.settlementDelayReasons, event.data.reason ?? 'unknown'],
       };
+    case 'PaymentSettlementReported.v1':
+      return state.settlement
+        ? withSettlement(state, { provider: evolveProviderProgress(state.settlement.provider, event.data) })
+        : state;
+    case 'PaymentSettlementCompleted.v1':
+      return withSettlement(state, { status: 'completed' });
     case 'PaymentSettlementFailed.v1':
       return {
-        ...state,
+        ...withSettlement(state, { status: 'failed' }),
         phase: 'failed',
         settlementFailureReason: event.data.reason,
         failure: {
@@ -514,7 +565,17 @@ export type PaymentCommand =
       readonly reason: SettlementFailureReason | null;
       readonly now: Date;
     }
-  | { readonly type: 'RecordSettlementFailed'; readonly reason: SettlementFailureReason; readonly now: Date };
+  | { readonly type: 'RecordSettlementFailed'; readonly reason: SettlementFailureReason; readonly now: Date }
+  | {
+      /** The settlement provider's feed: one report about the payout of this payment. */
+      readonly type: 'RecordSettlementReport';
+      readonly reportId: string;
+      readonly kind: SettlementReportKind;
+      readonly reportedAt: Date;
+      readonly now: Date;
+    }
+  /** The durable timer: SPEC's six- and 72-hour settlement deadlines at `now`. */
+  | { readonly type: 'CheckSettlementDeadlines'; readonly now: Date };
 
 const OUTFLOW_EVENT = {
   captured: 'PaymentCaptured.v1',
@@ -820,6 +881,7 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     case 'RecordSettlementDelayed': {
       requireCreated(s);
       if (s.created?.settlementMode !== 'fiat' || s.phase !== 'settled') return;
+      if (s.settlement && !isSettlementOpen(s.settlement)) return;
       // Once per distinct failure reason, not on every retry (SPEC Fiat settlement delay and failure).
       if (s.settlementDelayReasons.includes(command.reason ?? 'unknown')) return;
       emit({ type: 'PaymentSettlementDelayed.v1', data: { reason: command.reason, at } });
@@ -828,9 +890,55 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     case 'RecordSettlementFailed': {
       requireCreated(s);
       if (s.created?.settlementMode !== 'fiat' || s.phase !== 'settled') return;
+      if (s.settlement && !isSettlementOpen(s.settlement)) return;
       emit({ type: 'PaymentSettlementFailed.v1', data: { reason: command.reason, at } });
       return;
     }
+    case 'RecordSettlementReport': {
+      const created = requireCreated(s);
+      if (!s.settlement) {
+        throw conflict(
+          'payment_not_fiat_settled',
+          created.settlementMode === 'fiat'
+            ? `Payment ${created.paymentId} has not settled yet: it has no fiat payout to report on.`
+            : `Payment ${created.paymentId} belongs to a crypto-settled business: it has no fiat payout.`,
+        );
+      }
+      if (s.settlement.provider.reportIds.includes(command.reportId)) return;
+      const report: PaymentEvent = {
+        type: 'PaymentSettlementReported.v1',
+        data: {
+          reportId: command.reportId,
+          kind: command.kind,
+          reportedAt: command.reportedAt.toISOString(),
+          receivedAt: at,
+        },
+      };
+      emit(report);
+      // Reports after the end (or about a payment a reorg failed) are kept; nothing follows from them.
+      const open = openSettlement(evolvePayment(s, report));
+      if (open) emitSettlementOutcomes(settlementReportOutcomes(open, command.kind, command.now), at, emit);
+      return;
+    }
+    case 'CheckSettlementDeadlines': {
+      requireCreated(s);
+      const open = openSettlement(s);
+      if (open) emitSettlementOutcomes(settlementDeadlineOutcomes(open, command.now), at, emit);
+      return;
+    }
+  }
+}
+
+function emitSettlementOutcomes(
+  outcomes: readonly SettlementOutcome[],
+  at: string,
+  emit: (e: PaymentEvent) => void,
+): void {
+  for (const outcome of outcomes) {
+    if (outcome.kind === 'completed') emit({ type: 'PaymentSettlementCompleted.v1', data: { at } });
+    else if (outcome.kind === 'delayed')
+      emit({ type: 'PaymentSettlementDelayed.v1', data: { reason: outcome.reason, at } });
+    else emit({ type: 'PaymentSettlementFailed.v1', data: { reason: outcome.reason, at } });
   }
 }
 

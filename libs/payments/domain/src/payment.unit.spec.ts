@@ -10,12 +10,14 @@ import {
   paymentAsset,
   evolvePayment,
   initialPaymentState,
+  paymentSettlementCheckAt,
 } from './payment';
 import {
   PAYMENT_WEBHOOK_BY_EVENT,
   PAYMENT_WEBHOOK_TYPES,
   type ObservedTransfer,
   type PaymentEvent,
+  type SettlementReportKind,
   paymentWebhookType,
 } from './payment.events';
 import { toCheckoutObject, toPaymentObject } from './payment-object';
@@ -962,10 +964,11 @@ describe('Payment: sanctions screening', () => {
 });
 
 describe('Payment: fiat settlement signals', () => {
-  const fiatSettled = () => {
+  const fiatSettledCommands = () => {
     const t = transfer();
-    return given(create({}, 'fiat'), observe(t), confirm(t), clear(), deployDirect());
+    return [create({}, 'fiat'), observe(t), confirm(t), clear(), deployDirect()];
   };
+  const fiatSettled = () => given(...fiatSettledCommands());
 
   it('settlement_delayed: non-terminal, once per distinct reason, settlement_failure_reason only when known', () => {
     const unknown = fiatSettled().when({ type: 'RecordSettlementDelayed', reason: null, now: at(360) });
@@ -998,6 +1001,110 @@ describe('Payment: fiat settlement signals', () => {
       settlement_failure_reason: 'rampoff_order_failed',
       failure_reason: 'rampoff_order_failed',
     });
+  });
+
+  const report = (
+    kind: SettlementReportKind,
+    minutes: number,
+    reportId = `r-${kind}-${minutes}`,
+  ): PaymentCommand => ({
+    type: 'RecordSettlementReport',
+    reportId,
+    kind,
+    reportedAt: at(minutes),
+    now: at(minutes),
+  });
+  const deadlines = (minutes: number): PaymentCommand => ({
+    type: 'CheckSettlementDeadlines',
+    now: at(minutes),
+  });
+
+  it('settling opens the payout (settlement_status pending) with its six-hour check; crypto-settled has none', () => {
+    const fiat = fiatSettled();
+    expect(toPaymentObject(fiat.state)).toMatchObject({ status: 'settled', settlement_status: 'pending' });
+    expect(paymentSettlementCheckAt(fiat.state)).toEqual(at(4 + 6 * 60));
+    const crypto = given(...paid(), deployDirect());
+    expect(toPaymentObject(crypto.state).settlement_status).toBeNull();
+    expect(paymentSettlementCheckAt(crypto.state)).toBeNull();
+    expect(crypto.whenRejected(report('payout_completed', 10))).toMatchObject({
+      status: 409,
+      code: 'payment_not_fiat_settled',
+    });
+  });
+
+  it('the provider reports: a failed bank transfer is delayed at once, a rejection fails the payment', () => {
+    const late = fiatSettled().when(report('withdraw_failed', 30));
+    expect(late.types).toEqual(['PaymentSettlementReported.v1', 'PaymentSettlementDelayed.v1']);
+    expect(late.object).toMatchObject({
+      status: 'settled',
+      settlement_status: 'delayed',
+      settlement_failure_reason: 'rampoff_withdraw_failed',
+    });
+    const g = given(...fiatSettledCommands(), report('withdraw_failed', 30));
+    expect(g.when(report('withdraw_failed', 30)).events).toEqual([]); // the same report again
+    const failed = g.when(report('payout_rejected', 40));
+    expect(failed.types).toEqual(['PaymentSettlementReported.v1', 'PaymentSettlementFailed.v1']);
+    expect(failed.object).toMatchObject({
+      status: 'failed',
+      settlement_status: 'failed',
+      settlement_failure_reason: 'provider_rejected',
+      failure_reason: 'provider_rejected',
+    });
+    expect(paymentSettlementCheckAt(failed.state)).toBeNull();
+  });
+
+  it('a completed payout completes the settlement: no webhook, nothing after it', () => {
+    const done = fiatSettled().when(report('payout_completed', 30));
+    expect(done.types).toEqual(['PaymentSettlementReported.v1', 'PaymentSettlementCompleted.v1']);
+    expect(done.object).toMatchObject({ status: 'settled', settlement_status: 'completed' });
+    expect(done.events.map(paymentWebhookType)).toEqual([null, null]);
+    const after = given(...fiatSettledCommands(), report('payout_completed', 30));
+    expect(after.when(deadlines(73 * 60)).events).toEqual([]);
+    expect(after.when(report('payout_rejected', 40)).types).toEqual(['PaymentSettlementReported.v1']);
+  });
+
+  it('the deadlines by the injected clock: never credited -> delayed at six hours (once), failed at 72', () => {
+    const g = fiatSettled();
+    expect(g.when(deadlines(4 + 6 * 60 - 1)).events).toEqual([]);
+    const delayed = g.when(deadlines(4 + 6 * 60));
+    expect(delayed.types).toEqual(['PaymentSettlementDelayed.v1']);
+    expect(delayed.object).toMatchObject({
+      status: 'settled',
+      settlement_status: 'delayed',
+      settlement_failure_reason: 'deposit_not_credited',
+    });
+    const after = given(...fiatSettledCommands(), deadlines(4 + 6 * 60));
+    expect(after.when(deadlines(4 + 7 * 60)).events).toEqual([]);
+    expect(paymentSettlementCheckAt(after.state)).toEqual(at(4 + 72 * 60));
+    const failed = after.when(deadlines(4 + 72 * 60));
+    expect(failed.types).toEqual(['PaymentSettlementFailed.v1']);
+    expect(failed.object).toMatchObject({
+      status: 'failed',
+      settlement_failure_reason: 'deposit_not_credited',
+    });
+  });
+
+  it('TWO_STEP: the payout opens when the capture settles the payment', () => {
+    const t = transfer();
+    const escrow = given(
+      create({ method: 'TWO_STEP' }, 'fiat'),
+      observe(t),
+      confirm(t),
+      clear(),
+      deployTwoStep(),
+    );
+    expect(toPaymentObject(escrow.state).settlement_status).toBeNull();
+    const captured = escrow.when({
+      type: 'RecordOutflow',
+      kind: 'captured',
+      txHash: '0xcapture',
+      asset: USDC_BASE,
+      amount: ORDER,
+      to: SETTLEMENT,
+      now: at(20),
+    });
+    expect(captured.object).toMatchObject({ status: 'settled', settlement_status: 'pending' });
+    expect(paymentSettlementCheckAt(captured.state)).toEqual(at(20 + 6 * 60));
   });
 
   it('crypto-settled payments never produce fiat signals', () => {

@@ -24,3 +24,6 @@ export * from './commands/capture-payment/capture-payment.handler';
 export * from './commands/refund-payment/refund-payment.handler';
 export * from './commands/rescue-payment/rescue-payment.handler';
 export * from './commands/recover-payment/recover-payment.handler';
+export * from './settlement/payment-settlement-feed';
+export * from './settlement/payment-settlement-feed.consumer';
+export * from './settlement/payment-settlement-deadlines';

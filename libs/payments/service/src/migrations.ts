@@ -54,7 +54,27 @@ export class CreatePaymentReadModels1767400000100 implements MigrationInterface 
   }
 }
 
+/**
+ * A fiat-settled payment's payout on its row: `settlement_check_at`, when its open settlement's SPEC deadlines must
+ * next be checked (the durable timer's queue, PaymentSettlementDeadlines; null for crypto-settled payments, before the
+ * settle and once the settlement completed or failed). Written by the projection from the next event on.
+ */
+export class AddPaymentSettlementCheck1767600000000 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payments ADD COLUMN settlement_check_at timestamptz');
+    await q.query(
+      'CREATE INDEX payments_settlement_due ON payments (settlement_check_at, id) WHERE settlement_check_at IS NOT NULL',
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX payments_settlement_due');
+    await q.query('ALTER TABLE payments DROP COLUMN settlement_check_at');
+  }
+}
+
 export const PAYMENTS_MIGRATIONS = [
   CreatePaymentReadModels1767400000100,
   CreatePaymentActionSubmissions1767500000000,
+  AddPaymentSettlementCheck1767600000000,
 ];

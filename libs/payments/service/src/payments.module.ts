@@ -5,7 +5,9 @@ import {
   PaymentActionsController,
   PaymentsApiModule,
 } from '@stablepay/payments-api';
+import { CLOCK } from '@stablepay/aggregate';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import type { Clock } from '@stablepay/util';
 import { PaymentActionResumer, actionSubmissionsProvider } from './actions/action-resumer';
 import { PaymentActions } from './actions/payment-actions';
 import { PaymentActionsGateway } from './actions/payment-actions.gateway';
@@ -31,6 +33,9 @@ import { PaymentCommands } from './payments/payment.commands';
 import { PaymentProjection } from './payments/payment.projection';
 import { PaymentReader } from './payments/payment.reader';
 import { PaymentsGateway } from './payments/payments.gateway';
+import { PaymentSettlementDeadlines } from './settlement/payment-settlement-deadlines';
+import { PAYMENT_SETTLEMENT_FEED, SandboxPaymentSettlementFeed } from './settlement/payment-settlement-feed';
+import { PaymentSettlementFeedConsumer } from './settlement/payment-settlement-feed.consumer';
 import { PAYMENTS_UPCASTERS } from './upcasters';
 
 /** Makes the process's payments configuration visible to every module (set by paymentsService(config)). */
@@ -73,7 +78,9 @@ export class PaymentsCoreModule {}
 
 /**
  * The payments service: owner of the Payment aggregate (`payment-<id>` streams; one handler per use case under
- * src/commands/, answering the gateway's commands), its projection and its durable expiry timer. Use cases added
+ * src/commands/, answering the gateway's commands), its projection and its durable expiry timer, and the fiat
+ * settlement of fiat-settled merchants' payments: the settlement provider's feed (PAYMENT_SETTLEMENT_FEED, sandbox
+ * adapter) and the SPEC deadline timer (PaymentSettlementDeadlines). Use cases added
  * by other features add their handler here (one folder per use case under src/commands/).
  */
 @Module({
@@ -96,8 +103,21 @@ export class PaymentsCoreModule {}
     depositChainsProvider,
     actionSubmissionsProvider,
     PaymentActionResumer,
+    {
+      provide: PAYMENT_SETTLEMENT_FEED,
+      useFactory: (clock: Clock) => new SandboxPaymentSettlementFeed(clock),
+      inject: [CLOCK],
+    },
+    PaymentSettlementFeedConsumer,
+    PaymentSettlementDeadlines,
   ],
-  exports: [PaymentCommands, PaymentProjection, PaymentExpiryTimer],
+  exports: [
+    PaymentCommands,
+    PaymentProjection,
+    PaymentExpiryTimer,
+    PAYMENT_SETTLEMENT_FEED,
+    PaymentSettlementDeadlines,
+  ],
 })
 export class PaymentsServiceModule {}
 

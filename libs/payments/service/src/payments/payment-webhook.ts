@@ -7,6 +7,7 @@ import {
   type PaymentEvent,
   type PaymentObject,
   type PaymentState,
+  paymentSettlementCheckAt,
   toCheckoutObject,
   toPaymentObject,
 } from '@stablepay/payments-domain';
@@ -41,9 +42,15 @@ export function foldPayment(history: readonly StoredEvent[]): PaymentState {
 export function paymentObjectsAsOf(history: readonly StoredEvent[]): {
   payment: PaymentObject;
   checkout: CheckoutObject;
+  /** When the open fiat settlement's deadlines must next be checked (null: none open). */
+  settlementCheckAt: Date | null;
 } {
   const state = foldPayment(history);
-  return { payment: toPaymentObject(state), checkout: toCheckoutObject(state) };
+  return {
+    payment: toPaymentObject(state),
+    checkout: toCheckoutObject(state),
+    settlementCheckAt: paymentSettlementCheckAt(state),
+  };
 }
 
 /**

@@ -151,6 +151,21 @@ export class PaymentReader {
    * Pending payments whose expiry has passed, in (expires_at, id) order after `after` (the durable timer's queue;
    * the cursor lets a tick pass over a payment that is due but held off, e.g. a full deposit still confirming).
    */
+  /** Fiat settlements whose SPEC deadlines are due by `now` (the settlement timer's queue, keyset-paged). */
+  async dueForSettlementCheck(
+    now: Date,
+    limit: number,
+    after?: { dueAt: Date; id: string },
+  ): Promise<Array<PaymentOwner & { settlement_check_at: Date }>> {
+    return this.dataSource.query(
+      `SELECT id, merchant_id, mode, settlement_check_at FROM payments
+       WHERE settlement_check_at <= $1
+         AND ($3::timestamptz IS NULL OR (settlement_check_at, id) > ($3::timestamptz, $4::text))
+       ORDER BY settlement_check_at, id LIMIT $2`,
+      [now.toISOString(), limit, after?.dueAt.toISOString() ?? null, after?.id ?? ''],
+    );
+  }
+
   async dueForExpiry(
     now: Date,
     limit: number,
