@@ -97,6 +97,21 @@ describe('ChainRelayer on anvil', () => {
     expect(await admin.getTransactionCount(relayer.address, 'pending')).toBe(nonceBefore);
   });
 
+  it('prepares without broadcasting, then sends what it prepared', async () => {
+    const relayer = newRelayer(2);
+    const nonceBefore = await admin.getTransactionCount(relayer.address, 'pending');
+    const before = await count();
+
+    const prepared = await relayer.prepare(request('ping'));
+    if (prepared.kind !== 'prepared') throw new Error(`expected prepared, got ${prepared.kind}`);
+    expect(prepared.gasLimit).toBeGreaterThan(0n);
+    expect(await admin.getTransactionCount(relayer.address, 'pending')).toBe(nonceBefore);
+
+    const outcome = await relayer.waitForReceipt(await relayer.sendPrepared(prepared));
+    expect(outcome).toMatchObject({ kind: 'confirmed', nonce: nonceBefore });
+    expect(await count()).toBe(before + 1n);
+  });
+
   it('names a require-string revert Error with the reason as its argument', async () => {
     const outcome = await newRelayer(1).submit(request('failWithReason', [true]));
     expect(outcome).toMatchObject({
