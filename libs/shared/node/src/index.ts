@@ -1,3 +1,4 @@
 export * from './ip-policy';
 export * from './pglite-server';
 export * from './connection-guard';
+export * from './read-model-changes';

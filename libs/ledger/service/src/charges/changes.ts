@@ -1,14 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { EventEmitter } from 'node:events';
+import { ReadModelChanges } from '@stablepay/node-util';
+import type { ChargeLedgerRow } from './charge-ledger.reader';
 
 /**
- * In-process wake-ups for read-your-writes: the ledger projection emits `<subc_ id>` after a row changed; a reader
- * waiting for that charge wakes at once (in another process it polls).
+ * In-process wake-ups for read-your-writes on the ledger: the projection announces each row it committed (key: the
+ * `subc_` id), so a charge answer waiting for its row gets it without reading it (in another process it polls).
  */
 @Injectable()
-export class ChargeLedgerChanges extends EventEmitter {
-  constructor() {
-    super();
-    this.setMaxListeners(0);
-  }
-}
+export class ChargeLedgerChanges extends ReadModelChanges<ChargeLedgerRow> {}

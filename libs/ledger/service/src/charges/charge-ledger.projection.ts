@@ -17,6 +17,7 @@ import {
   settlementCheckAt,
 } from '@stablepay/ledger-domain';
 import { ChargeLedgerChanges } from './changes';
+import type { ChargeLedgerRow } from './charge-ledger.reader';
 
 export const CHARGE_TOPIC = topicForCategory(CHARGE_CATEGORY);
 export const CHARGE_LEDGER_PROJECTION = 'charge-ledger.charge-projection';
@@ -48,9 +49,11 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
         for (const message of changed) this.emitChange(message);
       },
     });
+    this.changes.projecting = true;
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.changes.projecting = false;
     await this.projections.stop(this.runner);
   }
 
@@ -68,7 +71,7 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
   }
 
   private emitChange(message: BusMessage): void {
-    this.changes.emit(message.key.slice(CHARGE_CATEGORY.length + 1), message.revision);
+    this.changes.committed(message.id, message.key.slice(CHARGE_CATEGORY.length + 1), message.revision);
   }
 
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
@@ -80,7 +83,7 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
     const mode = message.metadata.mode;
     if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
       throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
-    const written: unknown[] = await em.query(
+    const written: ChargeLedgerRow[] = await em.query(
       `INSERT INTO subscription_charges (id, merchant_id, mode, subscription_id, subscriber, chain, status, tx_hash,
          charge_nonce, charged_at, created_at, object, revision, settlement_status, settlement_check_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15)
@@ -88,7 +91,7 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
          settlement_status = EXCLUDED.settlement_status, settlement_check_at = EXCLUDED.settlement_check_at,
          status = EXCLUDED.status, tx_hash = EXCLUDED.tx_hash
          WHERE subscription_charges.revision < EXCLUDED.revision
-       RETURNING id`,
+       RETURNING *`,
       [
         o.id,
         merchantId,
@@ -107,6 +110,9 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
         settlementCheckAt(state)?.toISOString() ?? null,
       ],
     );
-    return written.length > 0;
+    const row = written[0];
+    // Announced with the row once the batch commits: the charge answer waiting for it needs no read.
+    if (row) this.changes.stage(message.id, row);
+    return row !== undefined;
   }
 }

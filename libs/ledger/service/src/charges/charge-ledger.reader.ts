@@ -39,14 +39,22 @@ export class ChargeLedgerReader {
     return rows[0];
   }
 
-  /** Read-your-writes: the row once the ledger reflects at least `revision` of its stream (0: the row exists). */
-  getAtLeast(id: string, revision = 0): Promise<ChargeLedgerRow> {
+  /**
+   * Read-your-writes: the row once the ledger reflects at least `revision` of its stream (0: the row exists).
+   * `appended`: the caller has just recorded a new charge, whose row cannot exist before the projection announces it.
+   */
+  getAtLeast(
+    id: string,
+    revision = 0,
+    options: { readonly appended?: boolean } = {},
+  ): Promise<ChargeLedgerRow> {
     return readAtLeastRevision({
       read: () => this.find(id),
       revision,
       changes: this.changes,
       key: id,
       timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+      ...this.changes.waitOptions(id, options.appended),
     });
   }
 

@@ -69,21 +69,13 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
     if (changed) this.emitChange(message);
   }
 
-  /**
-   * The rows a batch wrote, by message id, until the batch commits: only then are they announced (a waiter must
-   * not answer with a row that a rolled-back batch never stored).
-   */
-  private readonly written = new Map<string, SubscriptionCheckoutRow>();
-
   private emitChange(message: BusMessage): void {
-    const row = this.written.get(message.id);
-    if (row) {
-      this.written.delete(message.id);
-      this.changes.committed(row);
-      return;
-    }
     // The stream id is `subscriptionCheckout-<schk_id>`.
-    this.changes.emit(message.key.slice(SUBSCRIPTION_CHECKOUT_CATEGORY.length + 1), message.revision);
+    this.changes.committed(
+      message.id,
+      message.key.slice(SUBSCRIPTION_CHECKOUT_CATEGORY.length + 1),
+      message.revision,
+    );
   }
 
   /** The write and its revision check, inside the caller's transaction; true when a row changed. */
@@ -177,15 +169,10 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
     return messages.filter((m) => changed.has(m.id));
   }
 
-  /** Keeps the row a statement returned for announcing it after the commit; true when there was one. */
+  /** Stages the row a statement returned, announced once the batch commits; true when there was one. */
   private wrote(message: BusMessage, row: unknown): boolean {
     if (row === undefined || row === null) return false;
-    this.written.set(message.id, row as SubscriptionCheckoutRow);
-    // A batch that rolled back leaves its rows here unannounced; its retry overwrites them. Bounded all the same.
-    if (this.written.size > 4096) {
-      const oldest = this.written.keys().next().value;
-      if (oldest !== undefined) this.written.delete(oldest);
-    }
+    this.changes.stage(message.id, row as SubscriptionCheckoutRow);
     return true;
   }
 }

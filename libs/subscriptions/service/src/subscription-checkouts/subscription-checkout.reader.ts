@@ -21,11 +21,6 @@ export interface SubscriptionCheckoutRow {
 }
 
 const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
-/**
- * How often a wait re-reads the row while the projection runs in this process: its commits wake the wait with
- * the row, so the poll is only the safety net for a row another instance of the projection wrote.
- */
-const LOCAL_PROJECTION_POLL_MS = 200;
 
 @Injectable()
 export class SubscriptionCheckoutReader {
@@ -59,16 +54,13 @@ export class SubscriptionCheckoutReader {
     revision: number,
     options: { readonly appended?: boolean } = {},
   ): Promise<SubscriptionCheckoutRow> {
-    const local = this.changes.projecting;
     return readAtLeastRevision({
       read: () => this.find(id),
       revision,
       changes: this.changes,
       key: id,
       timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
-      known: () => this.changes.latest(id),
-      skipFirstRead: local && options.appended === true,
-      ...(local ? { pollMs: LOCAL_PROJECTION_POLL_MS } : {}),
+      ...this.changes.waitOptions(id, options.appended),
     });
   }
 

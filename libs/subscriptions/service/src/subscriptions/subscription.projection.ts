@@ -18,6 +18,7 @@ import {
   windowFacts,
 } from '@stablepay/subscriptions-domain';
 import { SubscriptionChanges } from './changes';
+import { SUBSCRIPTION_ROW_COLUMNS, type SubscriptionRow } from './subscription.reader';
 
 export const SUBSCRIPTION_TOPIC = topicForCategory(SUBSCRIPTION_CATEGORY);
 export const SUBSCRIPTION_PROJECTION = 'subscriptions.subscription-projection';
@@ -50,9 +51,11 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
         for (const message of changed) this.emitChange(message);
       },
     });
+    this.changes.projecting = true;
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.changes.projecting = false;
     await this.projections.stop(this.runner);
   }
 
@@ -61,7 +64,7 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
   }
 
   private emitChange(message: BusMessage): void {
-    this.changes.emit(message.key.slice(SUBSCRIPTION_CATEGORY.length + 1), message.revision);
+    this.changes.committed(message.id, message.key.slice(SUBSCRIPTION_CATEGORY.length + 1), message.revision);
   }
 
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
@@ -77,7 +80,7 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
     const facts = windowFacts(state);
     // Stored at the start's chain time; every read brings the window fields to its own chain time.
     const object = subscriptionObject(state, facts.startedAt);
-    const rows: unknown[] = await em.query(
+    const rows: SubscriptionRow[] = await em.query(
       `INSERT INTO subscriptions (id, merchant_id, mode, checkout_id, chain, subscriber, status, external_customer_id,
          started_at, period_duration, window_index, window_spent, budget, object, revision, created_at, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb, $15, $16, $17)
@@ -85,7 +88,7 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
          window_index = EXCLUDED.window_index, window_spent = EXCLUDED.window_spent, budget = EXCLUDED.budget,
          object = EXCLUDED.object, revision = EXCLUDED.revision, updated_at = EXCLUDED.updated_at
        WHERE subscriptions.revision < EXCLUDED.revision
-       RETURNING id`,
+       RETURNING ${SUBSCRIPTION_ROW_COLUMNS}`,
       [
         created.subscriptionId.toLowerCase(),
         merchantId,
@@ -106,6 +109,9 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
         message.recordedAt,
       ],
     );
-    return rows.length > 0;
+    const row = rows[0];
+    // Announced with the row once the batch commits: a waiter for this revision needs no read.
+    if (row) this.changes.stage(message.id, row);
+    return row !== undefined;
   }
 }

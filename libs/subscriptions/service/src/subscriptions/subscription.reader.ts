@@ -43,6 +43,10 @@ export const rowWindowFacts = (row: SubscriptionRow): WindowFacts => ({
 
 const READ_YOUR_WRITES_TIMEOUT_MS = 15_000;
 
+/** A row as the reader returns it (the numbers that exceed a JS number as text); the projection's RETURNING too. */
+export const SUBSCRIPTION_ROW_COLUMNS = `*, started_at::text AS started_at, period_duration::text AS period_duration,
+  window_index::text AS window_index, window_spent::text AS window_spent, budget::text AS budget`;
+
 @Injectable()
 export class SubscriptionReader {
   constructor(
@@ -52,9 +56,7 @@ export class SubscriptionReader {
 
   async find(id: string): Promise<SubscriptionRow | undefined> {
     const rows: SubscriptionRow[] = await this.dataSource.query(
-      `SELECT *, started_at::text AS started_at, period_duration::text AS period_duration,
-         window_index::text AS window_index, window_spent::text AS window_spent, budget::text AS budget
-       FROM subscriptions WHERE id = $1`,
+      `SELECT ${SUBSCRIPTION_ROW_COLUMNS} FROM subscriptions WHERE id = $1`,
       [id.toLowerCase()],
     );
     return rows[0];
@@ -76,13 +78,19 @@ export class SubscriptionReader {
     return row;
   }
 
-  getAtLeast(id: string, revision: number): Promise<SubscriptionRow> {
+  /** `appended`: the caller has just appended `revision`, which the projection has to announce first. */
+  getAtLeast(
+    id: string,
+    revision: number,
+    options: { readonly appended?: boolean } = {},
+  ): Promise<SubscriptionRow> {
     return readAtLeastRevision({
       read: () => this.find(id),
       revision,
       changes: this.changes,
       key: id.toLowerCase(),
       timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+      ...this.changes.waitOptions(id.toLowerCase(), options.appended),
     });
   }
 
