@@ -35,8 +35,10 @@ export class ChargeLedgerCommands {
     owner: { merchantId: string; mode: Mode },
     command: ChargeCommand,
     idempotencyKey: string,
+    options: { readonly expectNew?: boolean } = {},
   ): Promise<{ revision: number; newEvents: ChargeEvent[] }> {
     const result = await handleCommand(this.store, chargeStreamId(chargeId), chargeDecider, command, {
+      ...options,
       idempotencyKey,
       metadata: {
         merchantId: owner.merchantId,

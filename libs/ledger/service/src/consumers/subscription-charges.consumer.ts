@@ -135,7 +135,12 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
       );
       return;
     }
-    const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
+    // Only the API path's rows carry fiat fields (rule 1); its settlement mode is read beside the history.
+    const apiPath = message.type !== SUCCEEDED || (message.data as ChargeSucceededFacts).writtenBy === 'api';
+    const [history, settlement] = await Promise.all([
+      streamHistoryThrough(this.store, { ...message, streamId: message.key }),
+      apiPath ? this.settlementMode(merchantId) : Promise.resolve(null),
+    ]);
     const first = history[0];
     if (first?.type !== 'SubscriptionCreated.v1')
       throw new Error(`stream ${message.key} does not start with SubscriptionCreated.v1`);
@@ -184,7 +189,7 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         ? {
             price: created.price,
             priceCurrency: created.priceCurrency,
-            settlement: await this.settlementMode(merchantId),
+            settlement: settlement ?? (await this.settlementMode(merchantId)),
           }
         : null;
     try {
@@ -193,6 +198,9 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         { merchantId, mode },
         { type: 'RecordCharge', charge, writtenBy, fiatContext, now: this.commands.now() },
         message.id,
+        // A charge fact normally opens its charge stream (the aggregate records each nonce once); the first
+        // charge reported again by the subscribe call backfills a row that exists.
+        { expectNew: message.type !== FIRST_CHARGE_REPORTED },
       );
     } catch (error) {
       // A fact the ledger refuses (charge_conflict: another transaction for a recorded charge) will be refused on
