@@ -64,8 +64,8 @@ export class SubscriptionChargesGateway implements SubscriptionChargesUseCases {
     // Both read models the merchant reads next reflect the charge: the subscription (nonce, spend, paused) and the
     // ledger's row.
     const [row] = await Promise.all([
-      this.ledger.getAtLeast(done.chargeId),
-      this.subscriptions.getAtLeast(subscriptionId, done.revision),
+      this.ledger.getAtLeast(done.chargeId, 0, { appended: done.appended === true }),
+      this.subscriptions.getAtLeast(subscriptionId, done.revision, { appended: done.appended === true }),
     ]);
     return row.object;
   }

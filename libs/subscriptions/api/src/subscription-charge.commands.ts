@@ -43,4 +43,9 @@ export interface ChargeSubscriptionResult {
   readonly status: 'succeeded' | 'failed';
   /** The subscription stream's revision after the charge was recorded (the caller waits for its read model). */
   readonly revision: number;
+  /**
+   * True when this call recorded the charge (the revision and the ledger row are new, so the caller's wait can
+   * start without reading them first); absent when it answered a charge recorded before.
+   */
+  readonly appended?: boolean;
 }

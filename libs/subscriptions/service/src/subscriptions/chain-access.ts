@@ -44,6 +44,8 @@ export class ChainTime implements OnModuleDestroy {
         staticNetwork: true,
         cacheTimeout: -1,
         pollingInterval: 100,
+        // No 10 ms batching stall: chain time is read on every charge's path.
+        batchStallTime: 0,
       });
       this.providers.set(chain.rpcUrl, provider);
     }

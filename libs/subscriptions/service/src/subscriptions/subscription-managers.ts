@@ -58,6 +58,14 @@ export class SubscriptionManagers {
     return rows[0];
   }
 
+  /** Every manager of the merchant (one per chain it was deployed on): read before the caller knows the chain. */
+  async ofMerchant(merchantId: string): Promise<ManagerRow[]> {
+    return this.dataSource.query(
+      'SELECT merchant_id, chain, mode, address, merchant_pauser FROM subscription_managers WHERE merchant_id = $1',
+      [merchantId],
+    );
+  }
+
   async findByAddress(chain: string, address: string): Promise<ManagerRow | undefined> {
     const rows: ManagerRow[] = await this.dataSource.query(
       'SELECT merchant_id, chain, mode, address, merchant_pauser FROM subscription_managers WHERE chain = $1 AND address = $2',

@@ -1,10 +1,16 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { CLOCK, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
-import type { EventStore, Mode } from '@stablepay/event-store';
+import { CLOCK, deterministicEventId, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
+import {
+  DuplicateEventIdError,
+  type EventStore,
+  type Mode,
+  WrongExpectedRevisionError,
+} from '@stablepay/event-store';
 import {
   type SubscriptionCommand,
   subscriptionDecider,
   type SubscriptionEvent,
+  type SubscriptionState,
   subscriptionStreamId,
 } from '@stablepay/subscriptions-domain';
 import type { Clock } from '@stablepay/util';
@@ -52,5 +58,47 @@ export class SubscriptionCommands {
       },
     );
     return { revision: result.revision, newEvents: result.newEvents };
+  }
+
+  /**
+   * `run` for a caller that loaded the stream moments ago (the charge records its receipt against the stream its
+   * preflight read): decided on that state and appended at its revision, without reading the stream again. When
+   * the stream moved on since (the indexer recorded the charge first), the key already appended, or that state
+   * refuses the command, it is `run` as usual, which decides on the stream as it is now: same outcome as `run`.
+   */
+  async runFrom(
+    loaded: { readonly state: SubscriptionState; readonly revision: number },
+    subscriptionId: string,
+    owner: SubscriptionOwner,
+    command: SubscriptionCommand,
+    idempotencyKey: string,
+  ): Promise<{ revision: number; newEvents: SubscriptionEvent[] }> {
+    const streamId = subscriptionStreamId(subscriptionId.toLowerCase());
+    let newEvents: SubscriptionEvent[];
+    try {
+      newEvents = subscriptionDecider.decide(command, loaded.state);
+    } catch {
+      return this.run(subscriptionId, owner, command, idempotencyKey);
+    }
+    if (newEvents.length === 0 || loaded.revision < 0)
+      return this.run(subscriptionId, owner, command, idempotencyKey);
+    const occurredAt = this.clock.now().toISOString();
+    try {
+      const result = await this.store.appendToStream(
+        streamId,
+        newEvents.map((e, i) => ({
+          id: deterministicEventId(streamId, idempotencyKey, i),
+          type: e.type,
+          data: e.data,
+          metadata: { merchantId: owner.merchantId, mode: owner.mode, occurredAt },
+        })),
+        { expectedRevision: loaded.revision },
+      );
+      if (!result.retried) return { revision: result.nextExpectedRevision, newEvents };
+    } catch (error) {
+      if (!(error instanceof WrongExpectedRevisionError) && !(error instanceof DuplicateEventIdError))
+        throw error;
+    }
+    return this.run(subscriptionId, owner, command, idempotencyKey);
   }
 }

@@ -11,7 +11,7 @@ import {
 } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
 import { isSignedBy, quoteHash, stablepayDomain } from '@stablepay/evm';
-import type { RelayOutcome } from '@stablepay/relayer';
+import type { RelayOutcome, RelayRequest } from '@stablepay/relayer';
 import {
   type ChargeSubscriptionCommand,
   type ChargeSubscriptionResult,
@@ -44,7 +44,8 @@ const CHARGED_TOPIC = MANAGER.getEvent('SubscriptionCharged')?.topicHash ?? '';
  * 1. Preflight (`chargePreflight`, the pure table of docs/subscriptions.md) on the subscription's own stream, at chain
  *    time, with the quote the code names and the EIP-712 check against the registry's signer at its current epoch. A
  *    rejection throws: nothing is submitted, appended or sent (SPEC fiat field rule 7).
- * 2. The operator's relayer simulates and submits `charge`; the receipt is recorded before answering (SPEC "persist the
+ * 2. The operator's relayer simulates and submits `charge` (the simulation starts beside the preflight's reads and is
+ *    dropped when the preflight refuses); the receipt is recorded before answering (SPEC "persist the
  *    receipt synchronously"): `RecordChargeSucceeded` from the SubscriptionCharged log, or `RecordChargeReverted`
  *    (simulation: `tx_hash` null; receipt: the transaction) whose paused brake the aggregate applies.
  * 3. "My charge landed via someone else": when our simulation or transaction fails and the nonce is used on chain
@@ -89,14 +90,20 @@ export class ChargeSubscriptionHandler {
 
   private async charge(command: ChargeSubscriptionCommand): Promise<ChargeSubscriptionResult> {
     const owner = command.merchant;
-    const sub = await loadOwnedSubscription(this.store, owner, command.subscriptionId);
+    // What needs only the request is read beside the stream: the merchant's managers (the chain comes from the
+    // stream) and the quote (scoped to the merchant; read for nothing when the subscription turns out not theirs).
+    const [sub, managers, quote] = await Promise.all([
+      loadOwnedSubscription(this.store, owner, command.subscriptionId),
+      this.managers.ofMerchant(owner.merchantId),
+      command.quoteCode ? this.quotes.find(owner, command.quoteCode) : Promise.resolve(null),
+    ]);
     const c = sub.state.created;
     const subscriptionId = c.subscriptionId.toLowerCase();
     // A retried command (same Idempotency-Key) whose outcome is already recorded is answered, not submitted again.
     const recorded = this.alreadyRecorded(sub.events, subscriptionId, command.commandId, sub.revision);
     if (recorded) return recorded;
 
-    const manager = await this.managers.find(owner.merchantId, c.chain);
+    const manager = managers.find((m) => m.chain === c.chain);
     const chain = this.chains.chain(owner.mode, c.chain);
     if (!manager || !chain || !this.config.registry)
       throw chainUnavailable(`The subscription manager on ${c.chain} cannot be reached.`);
@@ -105,14 +112,30 @@ export class ChargeSubscriptionHandler {
     const nonce = command.nonce;
     const deadline = BigInt(command.deadline);
     const signedQuoteHash = quoteHash(command.quoteCode);
+    const chargeRequest = (): RelayRequest => ({
+      to: manager.address,
+      data: MANAGER.encodeFunctionData('charge', [
+        subscriptionId,
+        amount,
+        nonce,
+        signedQuoteHash,
+        deadline,
+        command.signature,
+      ]),
+      abi: MANAGER,
+    });
+    // The simulation (with the fee read) starts beside the preflight's reads: it only reads the chain, so a
+    // preflight refusal just drops it (nothing is sent or written), and a charge that passes does not wait for it
+    // after its preflight. Encoded inside the promise: a malformed signature is the preflight's to refuse.
+    const preparing = Promise.resolve().then(() => relayer.prepare(chargeRequest()));
+    preparing.catch(() => undefined);
     // Chain time fresh for every charge: a cached block time could miss a window boundary (budget) or a deadline.
     this.chains.invalidate(owner.mode, c.chain);
-    const [chainNow, auth, quote, managerPausedBy] = await Promise.all([
+    const [chainNow, auth, managerPausedBy] = await Promise.all([
       this.chains.now(owner.mode, c.chain),
       connectStablepayRegistry(this.config.registry, relayer.provider).merchantAuth(
         toOnChainId(owner.merchantId),
       ),
-      command.quoteCode ? this.quotes.find(owner, command.quoteCode) : Promise.resolve(null),
       this.managerFacts.pausedBy(c.chain, manager.address),
     ]);
     const signatureValid = isSignedBy(
@@ -157,18 +180,7 @@ export class ChargeSubscriptionHandler {
     if (preflight.outcome === 'already_charged')
       return { chargeId: preflight.chargeId, status: 'succeeded', revision: sub.revision };
 
-    const request = {
-      to: manager.address,
-      data: MANAGER.encodeFunctionData('charge', [
-        subscriptionId,
-        amount,
-        nonce,
-        signedQuoteHash,
-        deadline,
-        command.signature,
-      ]),
-      abi: MANAGER,
-    };
+    const request = chargeRequest();
     const wait = { timeoutMs: this.config.chargeReceiptTimeoutMs };
     // A retry of a charge whose receipt timed out waits for that same transaction: nothing is sent twice. Only a
     // transaction the node no longer knows (dropped from its pool) is sent again; the contract's nonce keeps even
@@ -190,7 +202,8 @@ export class ChargeSubscriptionHandler {
       );
       if (outcome.kind === 'receipt_timeout') throw chargePending(outcome.txHash);
     } else {
-      const sent = await relayer.send(request);
+      const prepared = await preparing;
+      const sent = prepared.kind === 'simulation_rejected' ? prepared : await relayer.sendPrepared(prepared);
       outcome = sent.kind === 'simulation_rejected' ? sent : await relayer.waitForReceipt(sent, wait);
       if (outcome.kind === 'receipt_timeout') {
         // The relayer gave up waiting; the transaction may still land. Recorded as pending on the nonce, so a retry
@@ -227,8 +240,9 @@ export class ChargeSubscriptionHandler {
         throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
       // The charge is on chain: its quote is used whatever happens next, so both writes go at once.
       const chargeId = succeededChargeId(c.chain, subscriptionId, nonce);
-      const [{ revision }] = await Promise.all([
-        this.commands.run(
+      const [{ revision, newEvents }] = await Promise.all([
+        this.commands.runFrom(
+          sub,
           subscriptionId,
           ownerKey,
           { type: 'RecordChargeSucceeded', charge: observation, writtenBy: 'api' },
@@ -236,7 +250,7 @@ export class ChargeSubscriptionHandler {
         ),
         command.quoteCode ? this.quotes.markUsed(command.quoteCode, chargeId) : Promise.resolve(),
       ]);
-      return { chargeId, status: 'succeeded', revision };
+      return { chargeId, status: 'succeeded', revision, appended: newEvents.length > 0 };
     }
 
     // The attempt failed. If the nonce is used on chain, the charge landed (someone submitted the signature first).
