@@ -3,16 +3,20 @@
  *   DATABASE_URL=postgres://... node -r @swc-node/register tools/embedded/bench-charge.ts
  *
  *   raw:    an ERC-20 transfer sent by a funded anvil wallet, until its receipt (ethers `wait()`), i.e. what one
- *           transaction costs on this node;
+ *           transaction costs on this node. The floor: its provider does not hold requests back to batch them
+ *           (`batchStallTime: 0`, like the relayer's); with ethers' default 10 ms stall per call (the floor of the
+ *           figures before 2026-11-23 03:00, when the relayer paid the stall too) it is printed for comparison;
  *   charge: `POST /subscriptions/:id/charge` with a signCharge signature prepared beforehand, until the HTTP answer
  *           (preflight with the registry read and the EIP-712 check, simulation, submit, receipt, the Subscription
  *           append, and the wait until the subscription read model and the charge ledger list it).
  * The two alternate, BENCH_CHARGES (default 30) of each after 3 warm-ups; the quote for each charge is taken before
- * its timer starts. Printed: p50/p95/max and the ratio of the p50s (goal: within 2x). Figures: docs/benchmarks.md.
+ * its timer starts. Printed: p50/p95/max, the ratio of the p50s to the floor (goal: within 2x) and the load average
+ * before and after. Figures: docs/benchmarks.md.
  */
 import 'reflect-metadata';
+import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { Wallet } from 'ethers';
+import { getAddress, hexlify, JsonRpcProvider, Network, randomBytes, Wallet } from 'ethers';
 import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
 import { signCharge } from '@stablepay/merchant-sdk';
@@ -29,7 +33,13 @@ const percentile = (values: readonly number[], p: number): number => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 };
 
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
 async function main(): Promise<void> {
+  const loadBefore = load();
   const db = await createTestDatabase();
   const stack = await startEmbedded({
     env: {
@@ -105,15 +115,30 @@ async function main(): Promise<void> {
     const registry = connectStablepayRegistry(chain.addresses.registry, provider);
     const { epoch } = await registry.merchantAuth(toOnChainId(stack.demoMerchantId));
 
-    const payer = wallet(5);
-    const payerToken = connectTestStablecoin(tokenAddress, payer);
-    await (await payerToken.mint(payer.address, 10n ** 12n)).wait();
+    // The floor's provider: no batching stall, like the relayer's; the other one keeps ethers' defaults.
+    const network = new Network(`local-${chain.chainId}`, chain.chainId);
+    const unstalled = new JsonRpcProvider(chain.rpcUrl, network, {
+      staticNetwork: network,
+      cacheTimeout: -1,
+      pollingInterval: 50,
+      batchStallTime: 0,
+    });
     const raw: number[] = [];
+    const rawStalled: number[] = [];
     const charges: number[] = [];
+    const floors = [
+      { payer: new Wallet(ANVIL_DEV_PRIVATE_KEYS[5] ?? '', unstalled), into: raw },
+      { payer: wallet(6), into: rawStalled },
+    ].map(({ payer, into }) => ({ token: connectTestStablecoin(tokenAddress, payer), payer, into }));
+    for (const { token, payer } of floors) await (await token.mint(payer.address, 10n ** 12n)).wait();
     for (let i = 0; i < COUNT + WARMUP; i++) {
-      let t = performance.now();
-      await (await payerToken.transfer(Wallet.createRandom().address, 1n)).wait();
-      if (i >= WARMUP) raw.push(performance.now() - t);
+      for (const { token, into } of floors) {
+        // A fresh recipient each time, drawn before the timer starts (a random wallet costs a key derivation).
+        const to = getAddress(hexlify(randomBytes(20)));
+        const t = performance.now();
+        await (await token.transfer(to, 1n)).wait();
+        if (i >= WARMUP) into.push(performance.now() - t);
+      }
 
       const quote = await api('POST', `/subscriptions/${subscriptionId}/charge-quote`);
       const nonce = Number((await api('GET', `/subscriptions/${subscriptionId}`))['charge_nonce']);
@@ -125,7 +150,7 @@ async function main(): Promise<void> {
         { chain: CHAIN, verifyingContract: managerAddress },
         { subscriptionId, amount, nonce, deadline, quoteCode, epoch },
       );
-      t = performance.now();
+      const t = performance.now();
       const charged = await api('POST', `/subscriptions/${subscriptionId}/charge`, {
         amount,
         nonce,
@@ -137,10 +162,15 @@ async function main(): Promise<void> {
       if (i >= WARMUP) charges.push(performance.now() - t);
     }
     const line = (name: string, v: number[]) =>
-      `${name.padEnd(40)} n=${v.length}  p50 ${percentile(v, 50).toFixed(1)} ms  p95 ${percentile(v, 95).toFixed(1)} ms  max ${Math.max(...v).toFixed(1)} ms`;
-    console.log(line('raw anvil transfer + receipt', raw));
+      `${name.padEnd(48)} n=${v.length}  p50 ${percentile(v, 50).toFixed(1)} ms  p95 ${percentile(v, 95).toFixed(1)} ms  max ${Math.max(...v).toFixed(1)} ms`;
+    const ratio = (floor: number[]) => (percentile(charges, 50) / percentile(floor, 50)).toFixed(2);
+    console.log(line('raw anvil transfer + receipt (floor)', raw));
+    console.log(line('raw, ethers default provider (10 ms stall)', rawStalled));
     console.log(line('POST /subscriptions/:id/charge', charges));
-    console.log(`ratio of p50s: ${(percentile(charges, 50) / percentile(raw, 50)).toFixed(2)}x (goal <= 2x)`);
+    console.log(
+      `ratio of p50s: ${ratio(raw)}x the floor (goal <= 2x); ${ratio(rawStalled)}x the stalled raw`,
+    );
+    console.log(`load average (1, 5, 15 min): before ${loadBefore}, after ${load()}`);
   } finally {
     await stack.stop();
     await db.drop();
