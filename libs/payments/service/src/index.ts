@@ -27,3 +27,4 @@ export * from './commands/recover-payment/recover-payment.handler';
 export * from './settlement/payment-settlement-feed';
 export * from './settlement/payment-settlement-feed.consumer';
 export * from './settlement/payment-settlement-deadlines';
+export * from './settlement/sandbox-payment-payouts';

@@ -73,8 +73,23 @@ export class AddPaymentSettlementCheck1767600000000 implements MigrationInterfac
   }
 }
 
+/**
+ * `settlement_started_at`: when a fiat-settled payment's crypto settled, i.e. its payout started (the sandbox
+ * provider's payouts count from it, SandboxPaymentPayouts). Written by the projection from the next event on.
+ */
+export class AddPaymentSettlementStart1767600000100 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payments ADD COLUMN settlement_started_at timestamptz');
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payments DROP COLUMN settlement_started_at');
+  }
+}
+
 export const PAYMENTS_MIGRATIONS = [
   CreatePaymentReadModels1767400000100,
   CreatePaymentActionSubmissions1767500000000,
   AddPaymentSettlementCheck1767600000000,
+  AddPaymentSettlementStart1767600000100,
 ];

@@ -1,5 +1,6 @@
 import { getAddress } from 'ethers';
 import { createChainRegistry, type ChainRegistry, type LocalChain } from '@stablepay/evm';
+import { type SandboxSettlementConfig, sandboxSettlementConfigFromEnv } from '@stablepay/fiat-settlement';
 import { ConfigError, envInt, envOptional } from '@stablepay/util';
 
 export interface PaymentsConfig {
@@ -17,6 +18,8 @@ export interface PaymentsConfig {
    * receive funds nothing can move).
    */
   readonly paymentFactoryAddress: string | null;
+  /** The sandbox settlement provider's timing (SANDBOX_SETTLEMENT_DELAY_MS / _POLL_MS, the charge ledger's too). */
+  readonly sandboxSettlement: SandboxSettlementConfig;
 }
 
 export const PAYMENTS_CONFIG = Symbol('PAYMENTS_CONFIG');
@@ -91,5 +94,6 @@ export function paymentsConfigFromEnv(
     },
     supportedChains,
     paymentFactoryAddress,
+    sandboxSettlement: sandboxSettlementConfigFromEnv(env),
   };
 }

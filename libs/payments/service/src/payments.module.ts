@@ -34,6 +34,7 @@ import { PaymentProjection } from './payments/payment.projection';
 import { PaymentReader } from './payments/payment.reader';
 import { PaymentsGateway } from './payments/payments.gateway';
 import { PaymentSettlementDeadlines } from './settlement/payment-settlement-deadlines';
+import { SandboxPaymentPayouts } from './settlement/sandbox-payment-payouts';
 import { PAYMENT_SETTLEMENT_FEED, SandboxPaymentSettlementFeed } from './settlement/payment-settlement-feed';
 import { PaymentSettlementFeedConsumer } from './settlement/payment-settlement-feed.consumer';
 import { PAYMENTS_UPCASTERS } from './upcasters';
@@ -80,7 +81,8 @@ export class PaymentsCoreModule {}
  * The payments service: owner of the Payment aggregate (`payment-<id>` streams; one handler per use case under
  * src/commands/, answering the gateway's commands), its projection and its durable expiry timer, and the fiat
  * settlement of fiat-settled merchants' payments: the settlement provider's feed (PAYMENT_SETTLEMENT_FEED, sandbox
- * adapter) and the SPEC deadline timer (PaymentSettlementDeadlines). Use cases added
+ * adapter, which pays test-mode payments out on its own: SandboxPaymentPayouts) and the SPEC deadline timer
+ * (PaymentSettlementDeadlines). Use cases added
  * by other features add their handler here (one folder per use case under src/commands/).
  */
 @Module({
@@ -110,6 +112,7 @@ export class PaymentsCoreModule {}
     },
     PaymentSettlementFeedConsumer,
     PaymentSettlementDeadlines,
+    SandboxPaymentPayouts,
   ],
   exports: [
     PaymentCommands,
@@ -117,6 +120,7 @@ export class PaymentsCoreModule {}
     PaymentExpiryTimer,
     PAYMENT_SETTLEMENT_FEED,
     PaymentSettlementDeadlines,
+    SandboxPaymentPayouts,
   ],
 })
 export class PaymentsServiceModule {}

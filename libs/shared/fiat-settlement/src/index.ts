@@ -1,2 +1,3 @@
 export * from './fiat-settlement';
 export * from './settlement-feed';
+export * from './sandbox-payouts';

@@ -1,42 +1,19 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import type { SettlementReportKind } from '@stablepay/ledger-domain';
+import { SandboxPayoutSteps } from '@stablepay/fiat-settlement';
 import { type DueRow, ReadModelTimer } from '@stablepay/runtime';
 import { ChargeLedgerCommands } from '../charges/charge-ledger.commands';
 import { CHARGE_LEDGER_CONFIG, type ChargeLedgerConfig } from '../charge-ledger.config';
 import { SandboxSettlementFeed, SETTLEMENT_FEED, type SettlementFeed } from './settlement-feed';
 
-/** One step of a sandbox payout: the reports the sandbox provider sends once `afterDelays` delays have passed. */
-export interface SandboxPayoutStep {
-  readonly afterDelays: number;
-  readonly kinds: readonly SettlementReportKind[];
-}
-
-/**
- * Magic `fiat_amount`s (fiat minor units, the plan's price) that pick how the sandbox provider pays a charge out, as
- * test card numbers do elsewhere (docs/subscriptions.md, "Sandbox payouts"). Any other amount completes.
- */
-export const SANDBOX_PAYOUT_REJECTED = '402';
-export const SANDBOX_PAYOUT_NEVER_CREDITED = '404';
-export const SANDBOX_PAYOUT_LATE = '408';
-
-/** What the sandbox provider reports about a charge of this fiat amount, step by step (pure; one delay per step). */
-export function sandboxPayoutScript(fiatAmount: string): readonly SandboxPayoutStep[] {
-  switch (fiatAmount) {
-    case SANDBOX_PAYOUT_REJECTED:
-      return [{ afterDelays: 1, kinds: ['deposit_credited', 'payout_rejected'] }];
-    case SANDBOX_PAYOUT_NEVER_CREDITED:
-      // Nothing: SPEC's deadlines take over (delayed deposit_not_credited at six hours, failed at 72).
-      return [];
-    case SANDBOX_PAYOUT_LATE:
-      return [
-        { afterDelays: 1, kinds: ['deposit_credited', 'withdraw_started', 'withdraw_failed'] },
-        { afterDelays: 2, kinds: ['payout_completed'] },
-      ];
-    default:
-      return [{ afterDelays: 1, kinds: ['deposit_credited', 'withdraw_started', 'payout_completed'] }];
-  }
-}
+/** The sandbox provider's payout scripts and magic amounts are shared with payments (@stablepay/fiat-settlement). */
+export {
+  SANDBOX_PAYOUT_LATE,
+  SANDBOX_PAYOUT_NEVER_CREDITED,
+  SANDBOX_PAYOUT_REJECTED,
+  type SandboxPayoutStep,
+  sandboxPayoutScript,
+} from '@stablepay/fiat-settlement';
 
 interface OpenSettlement extends DueRow {
   readonly fiatAmount: string;
@@ -55,7 +32,7 @@ interface OpenSettlement extends DueRow {
 export class SandboxPayouts extends ReadModelTimer<OpenSettlement> {
   protected readonly logger = new Logger('charge-ledger.sandbox-payouts');
   /** Steps already sent by this process (a restart sends them again; the report ids make that a no-op). */
-  private readonly sent = new Set<string>();
+  private readonly steps = new SandboxPayoutSteps();
 
   constructor(
     @Inject(DataSource) private readonly dataSource: DataSource,
@@ -101,20 +78,11 @@ export class SandboxPayouts extends ReadModelTimer<OpenSettlement> {
   protected async fire(row: OpenSettlement): Promise<boolean> {
     const delay = this.delayMs;
     if (delay === null || !(this.feed instanceof SandboxSettlementFeed)) return false;
-    const elapsed = this.now().getTime() - row.dueAt.getTime();
-    const script = sandboxPayoutScript(row.fiatAmount);
     let fired = false;
-    for (const [step, { afterDelays, kinds }] of script.entries()) {
-      const key = `${row.id}:${step}`;
-      if (elapsed < afterDelays * delay || this.sent.has(key)) continue;
-      const reportedAt = new Date(row.dueAt.getTime() + afterDelays * delay);
-      for (const [i, kind] of kinds.entries())
-        await this.feed.deliver({ chargeId: row.id, kind, id: `sbx_${row.id}_${step}_${i}`, reportedAt });
+    for (const step of this.steps.due(row.id, row.dueAt, row.fiatAmount, this.now(), delay)) {
+      for (const report of step.reports) await this.feed.deliver({ chargeId: row.id, ...report });
+      step.sent();
       fired = true;
-      // After its last step the settlement is over and the row leaves the scan: forget it (memory stays bounded by
-      // the settlements in progress; a late scan of it sends the step again, recorded once).
-      if (step === script.length - 1) for (let k = 0; k < step; k++) this.sent.delete(`${row.id}:${k}`);
-      else this.sent.add(key);
     }
     return fired;
   }

@@ -44,12 +44,15 @@ export function paymentObjectsAsOf(history: readonly StoredEvent[]): {
   checkout: CheckoutObject;
   /** When the open fiat settlement's deadlines must next be checked (null: none open). */
   settlementCheckAt: Date | null;
+  /** When the fiat settlement started, i.e. the crypto settled (null: no fiat settlement). */
+  settlementStartedAt: string | null;
 } {
   const state = foldPayment(history);
   return {
     payment: toPaymentObject(state),
     checkout: toCheckoutObject(state),
     settlementCheckAt: paymentSettlementCheckAt(state),
+    settlementStartedAt: state.settlement?.startedAt ?? null,
   };
 }
 

@@ -57,7 +57,12 @@ export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestro
 
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
     if (!KNOWN_PAYMENT_EVENTS.has(message.type)) return false; // a type this release does not know: skipped
-    const { payment: p, checkout: c, settlementCheckAt } = paymentObjectsAsOf(givenHistory(message, given));
+    const {
+      payment: p,
+      checkout: c,
+      settlementCheckAt,
+      settlementStartedAt,
+    } = paymentObjectsAsOf(givenHistory(message, given));
     const checkAt = settlementCheckAt?.toISOString() ?? null;
     if (message.revision === 0) {
       const merchantId = message.metadata.merchantId;
@@ -105,9 +110,18 @@ export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestro
     }
     const updated: unknown = await em.query(
       `UPDATE payments SET status = $2, detected_chain = $3, updated_at = $4, object = $5::jsonb, revision = $6,
-         settlement_check_at = $7
+         settlement_check_at = $7, settlement_started_at = $8
        WHERE id = $1 AND revision < $6`,
-      [p.id, p.status, p.detected_chain, p.updated_at, JSON.stringify(p), message.revision, checkAt],
+      [
+        p.id,
+        p.status,
+        p.detected_chain,
+        p.updated_at,
+        JSON.stringify(p),
+        message.revision,
+        checkAt,
+        settlementStartedAt,
+      ],
     );
     // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
     const changed = Array.isArray(updated) && typeof updated[1] === 'number' && updated[1] > 0;
