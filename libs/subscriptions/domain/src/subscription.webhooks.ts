@@ -289,8 +289,18 @@ export function chargeWebhookDataAsOf<C extends WebhookCharge>(
   });
   const fact = history[at];
   if (!fact) throw new RangeError(`the subscription stream holds no fact of charge ${charge.id}`);
+  // The brake the charge engaged or released is decided with it (the events right after its fact, naming it): the
+  // subscription of a charge that paused it is paused, the one of the charge that released the brake is not.
+  let through = at;
+  for (let next = history[through + 1]; next; next = history[through + 1]) {
+    const brake =
+      (next.type === 'SubscriptionPaused.v1' || next.type === 'SubscriptionUnpaused.v1') &&
+      next.data.chargeId === charge.id;
+    if (!brake) break;
+    through += 1;
+  }
   const subscription = subscriptionObject(
-    foldSubscription(history.slice(0, at + 1)),
+    foldSubscription(history.slice(0, through + 1)),
     subscriptionEventChainTime(fact),
   );
   return charge.status === 'succeeded'

@@ -310,4 +310,63 @@ describe("chargeWebhookDataAsOf: the subscription side of the ledger's charge we
     expect(data.object).not.toHaveProperty('fee');
     expect(() => chargeWebhookDataAsOf(before, row)).toThrow(RangeError);
   });
+
+  it('the subscription of a charge shows the brake decided with it: paused by the failure, released by the next success', () => {
+    const before = subscribedEvents();
+    const failed = decideSubscription(
+      {
+        type: 'RecordChargeReverted',
+        chargeId: 'subc_reverted',
+        nonce: 1,
+        amount: '100',
+        txHash: tx(7),
+        failureReason: 'InsufficientBalance',
+        stage: 'receipt',
+        landed: null,
+        now,
+      },
+      stateOf(before),
+    );
+    expect(failed.map((e) => e.type)).toEqual(['SubscriptionChargeFailed.v1', 'SubscriptionPaused.v1']);
+    const failedRow = charge({
+      id: 'subc_reverted',
+      fee: '0',
+      block_number: '0',
+      tx_hash: tx(7),
+      status: 'failed',
+      failure_reason: 'InsufficientBalance',
+    });
+    expect(chargeWebhookDataAsOf([...before, ...failed], failedRow).object).toMatchObject({ paused: true });
+
+    const succeeded = decideSubscription(
+      {
+        type: 'RecordChargeSucceeded',
+        charge: chargeLog(1, 2_000_000n, 60n, 7_000_000n),
+        writtenBy: 'api',
+      },
+      stateOf([...before, ...failed]),
+    );
+    expect(succeeded.map((e) => e.type)).toEqual([
+      'SubscriptionChargeSucceeded.v1',
+      'SubscriptionUnpaused.v1',
+    ]);
+    // A later failure's brake is not this charge's: the success still shows the brake released.
+    const later = decideSubscription(
+      {
+        type: 'RecordChargeReverted',
+        chargeId: 'subc_later',
+        nonce: 2,
+        amount: '100',
+        txHash: tx(8),
+        failureReason: 'InsufficientBalance',
+        stage: 'receipt',
+        landed: null,
+        now,
+      },
+      stateOf([...before, ...failed, ...succeeded]),
+    );
+    const history = [...before, ...failed, ...succeeded, ...later];
+    expect(chargeWebhookDataAsOf(history, charge()).object).toMatchObject({ paused: false, charge_nonce: 2 });
+    expect(chargeWebhookDataAsOf(history, failedRow).object).toMatchObject({ paused: true, charge_nonce: 1 });
+  });
 });
