@@ -40,3 +40,21 @@ export function anvilChain(stack: () => EmbeddedStack, caip2: string): AnvilChai
     mine,
   };
 }
+
+/** Transactions waiting in the node's pool (automine off). */
+export async function pooled(chain: AnvilChain): Promise<number> {
+  const content = (await chain.provider().send('txpool_content', [])) as {
+    pending: Record<string, Record<string, unknown>>;
+  };
+  return Object.values(content.pending).reduce((n, byNonce) => n + Object.keys(byNonce).length, 0);
+}
+
+/** Runs `body` with automine off (transactions wait in the pool until the test mines), restoring it after. */
+export async function withoutAutomine<T>(chain: AnvilChain, body: () => Promise<T>): Promise<T> {
+  await chain.provider().send('evm_setAutomine', [false]);
+  try {
+    return await body();
+  } finally {
+    await chain.provider().send('evm_setAutomine', [true]);
+  }
+}

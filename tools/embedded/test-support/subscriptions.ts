@@ -67,21 +67,29 @@ export async function authorizeSubscribe(
   return { path, params, authorization: auth.body };
 }
 
-/**
- * The subscriber wallet's side of a subscribe: mints the token (3x the budget), then sends the authorization's
- * approve and subscribe transactions; answers the subscribe transaction's hash once mined.
- */
-export async function sendSubscribe(subscriber: Wallet, authorization: Json): Promise<string> {
+/** The subscriber wallet's preparation: mints the token (3x the budget) and sends the authorization's approve. */
+export async function approveForSubscribe(subscriber: Wallet, authorization: Json): Promise<void> {
   const token = connectTestStablecoin(String(authorization['token_address']), subscriber);
   await (await token.mint(subscriber.address, BigInt(String(authorization['budget_amount'])) * 3n)).wait();
-  const [approve, subscribe] = authorization['transactions'] as Json[];
+  const [approve] = authorization['transactions'] as Json[];
   await (
     await subscriber.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
   ).wait();
-  const sent = await subscriber.sendTransaction({
-    to: String(subscribe?.['to']),
-    data: String(subscribe?.['data']),
-  });
+}
+
+/** Broadcasts the authorization's subscribe transaction (not waiting for it to be mined). */
+export function broadcastSubscribe(subscriber: Wallet, authorization: Json) {
+  const subscribe = (authorization['transactions'] as Json[])[1];
+  return subscriber.sendTransaction({ to: String(subscribe?.['to']), data: String(subscribe?.['data']) });
+}
+
+/**
+ * The subscriber wallet's side of a subscribe: mint and approve, then the subscribe transaction; answers its hash
+ * once mined.
+ */
+export async function sendSubscribe(subscriber: Wallet, authorization: Json): Promise<string> {
+  await approveForSubscribe(subscriber, authorization);
+  const sent = await broadcastSubscribe(subscriber, authorization);
   await sent.wait();
   return sent.hash;
 }
