@@ -431,35 +431,108 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
     expect(await eventTypes(p.id)).toContain('PaymentTransferConfirmed.v1');
   }, 60_000);
 
-  it('a registry record that differs from the merchant record holds the deploy (pending, funds in the deposit, alerted) until they agree', async () => {
+  it('refuses a checkout of a merchant with no signer on chain, on both surfaces (422 merchant_signer_required), and creates nothing', async () => {
+    const other = (await (
+      await fetch(`${stack.url}/admin/merchants`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'No signer yet', mode: 'test' }),
+      })
+    ).json()) as { id: string; api_key: string };
+    const as = async (path: string, headers: Record<string, string>) => {
+      const res = await fetch(`${stack.url}${path}`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: '1000000', currency: 'USD' }),
+      });
+      return { status: res.status, body: (await res.json()) as { error?: Record<string, unknown> } };
+    };
+    const settings = await fetch(`${stack.url}/settings`, {
+      headers: { authorization: `Bearer ${other.api_key}` },
+    });
+    expect(((await settings.json()) as { chain_registrations: unknown }).chain_registrations).toEqual([
+      expect.objectContaining({ chain: CHAIN, status: 'not_started' }),
+    ]);
+    for (const refused of [
+      await as('/checkouts', { authorization: `Bearer ${other.api_key}` }),
+      await as('/payment-requests/payments/new', { 'x-api-key': other.api_key }),
+    ]) {
+      expect(refused.status).toBe(422);
+      expect(refused.body.error).toMatchObject({
+        type: 'cannot_process',
+        code: 'merchant_signer_required',
+        param: 'merchant_signer',
+      });
+      expect(String(refused.body.error?.['message'])).toContain('POST /settings');
+    }
+    const payments = await fetch(`${stack.url}/payments`, {
+      headers: { authorization: `Bearer ${other.api_key}` },
+    });
+    expect(((await payments.json()) as { data: unknown[] }).data).toEqual([]);
+  }, 60_000);
+
+  it('a settings change the chain has not taken refuses new checkouts (409 merchant_change_pending) and holds the deploy of an earlier one (pending, funds in the deposit, alerted) until they agree', async () => {
     const before = await balanceOf(settlement);
     const held = (await metric('stablepay_payment_deposit_registry_mismatches_total', { chain: CHAIN })) ?? 0;
+    // Taken while the merchant is registered as its settings say.
+    const p = await checkout({ amount: '3000000' });
     // A settlement change the chain does not follow without the merchant's MerchantChange signature: from here
     // the registry (the old address) and the service record (the new one) disagree.
     const elsewhere = Wallet.createRandom().address;
     expect((await http('PUT', '/settings', { settlement_address: elsewhere })).status).toBe(200);
-    const p = await checkout({ amount: '3000000' });
+    await until(
+      async () =>
+        ((await http('GET', '/settings')).body['chain_registrations'] as Array<{ status: string }>)[0]
+          ?.status === 'change_requires_merchant_signature',
+      'the registration to await the merchant change',
+    );
+    const refused = await http('POST', '/checkouts', { currency: 'USD', amount: '1000000' });
+    expect(refused.status).toBe(409);
+    expect(refused.body['error']).toMatchObject({
+      type: 'invalid_request',
+      code: 'merchant_change_pending',
+      param: 'accepted_chains',
+    });
+    expect(String((refused.body['error'] as Record<string, unknown>)['message'])).toContain(
+      'POST /settings/merchant-change',
+    );
+
     await pay(customer, p.depositAddress, 3_000_000n);
     await until(
       async () =>
         ((await metric('stablepay_payment_deposit_registry_mismatches_total', { chain: CHAIN })) ?? 0) > held,
       'the deploy held',
     );
-    expect(await payment(p.id)).toMatchObject({
+    // The merchant sees why: the payment says the deploy waits for its MerchantChange.
+    const shown = await until(async () => {
+      const read = await payment(p.id);
+      return read.deploy_hold_reason ? read : null;
+    }, 'the hold on the payment');
+    expect(shown).toMatchObject({
       status: 'pending',
       deploy_tx_hash: null,
+      deploy_hold_reason: 'merchant_change_pending',
       amount_paid: '3000000',
     });
-    expect(await eventTypes(p.id)).toContain('PaymentDeployRequested.v1');
+    expect(await eventTypes(p.id)).toEqual(
+      expect.arrayContaining(['PaymentDeployRequested.v1', 'PaymentDeployHeld.v1']),
+    );
     expect(await balanceOf(p.depositAddress)).toBe(3_000_000n);
     expect(await balanceOf(elsewhere)).toBe(0n);
 
     // The records agree again: the held deploy goes ahead (the retry's backoff runs on the service clock).
     expect((await http('PUT', '/settings', { settlement_address: settlement })).status).toBe(200);
     clock.advance(60_000);
-    await statusIs(p.id, 'settled');
+    expect(await statusIs(p.id, 'settled')).toMatchObject({ deploy_hold_reason: null });
     expect((await balanceOf(settlement)) - before).toBe(3_000_000n);
     expect(await balanceOf(elsewhere)).toBe(0n);
+    await until(
+      async () =>
+        ((await http('GET', '/settings')).body['chain_registrations'] as Array<{ status: string }>)[0]
+          ?.status === 'registered',
+      'the registration to agree again',
+    );
+    expect((await http('POST', '/checkouts', { currency: 'USD', amount: '1000000' })).status).toBe(201);
   }, 90_000);
 
   // The last two move the service clock and the chain's time past an expiry.

@@ -4,6 +4,21 @@ import type { MerchantsConfig } from './merchants.config';
 import type { MerchantSettingsRow } from './settings.reader';
 
 /**
+ * The merchant's status in one chain's registry, as settings' `chain_registrations` show it: the registration
+ * worker's row when it has one; else `pending` once both values are given (the worker has not taken the
+ * merchant's event yet), `not_started` before. Also what a checkout is refused on (payments scope).
+ */
+export function chainRegistrationStatus(
+  row: Pick<MerchantSettingsRow, 'merchant_signer' | 'settlement_address'>,
+  registrations: readonly RegistrationRow[],
+  chain: string,
+): ChainRegistrationResource['status'] {
+  const found = registrations.find((r) => r.chain === chain);
+  if (found) return found.status;
+  return row.merchant_signer !== null && row.settlement_address !== null ? 'pending' : 'not_started';
+}
+
+/**
  * The merchant in each chain's registry: the chains the deployment acts on (supported and with an RPC URL), for a
  * merchant of the chains' mode; the worker's row when it has one, else what the merchant still has to give.
  */
@@ -19,7 +34,7 @@ export function presentChainRegistrations(
     if (found) {
       return {
         chain,
-        status: found.status,
+        status: chainRegistrationStatus(row, registrations, chain),
         signer: found.signer,
         settlement_address: found.settlement,
         tx_hash: found.tx_hash,
@@ -29,8 +44,7 @@ export function presentChainRegistrations(
     const complete = row.merchant_signer !== null && row.settlement_address !== null;
     return {
       chain,
-      // Both values given and no row yet: the worker has not taken the merchant's event yet.
-      status: complete ? 'pending' : 'not_started',
+      status: chainRegistrationStatus(row, registrations, chain),
       signer: complete ? row.merchant_signer : null,
       settlement_address: complete ? row.settlement_address : null,
       tx_hash: null,

@@ -1,4 +1,9 @@
-import type { RecoverableReason, SettlementFailureReason, SettlementStatus } from './payment.events';
+import type {
+  DeployHoldReason,
+  RecoverableReason,
+  SettlementFailureReason,
+  SettlementStatus,
+} from './payment.events';
 import { formatTokenAmount } from './rules';
 import { type PaymentState, type PaymentStatus, amountPaid, detectedAsset, paymentStatus } from './payment';
 
@@ -37,6 +42,12 @@ export interface PaymentObject {
   readonly on_chain_id: string;
   readonly deposit_address: string;
   readonly deploy_tx_hash: string | null;
+  /**
+   * Ours: why the deposit's deploy is held (the funds wait in the deposit address): `merchant_change_pending`
+   * (the registry holds another signer or settlement address than the settings: POST /settings/merchant-change),
+   * `merchant_not_registered` (the operator has not registered the merchant on that chain yet). Null otherwise.
+   */
+  readonly deploy_hold_reason: DeployHoldReason | null;
   readonly payer_addresses: readonly string[];
   readonly transactions: readonly PaymentTransaction[];
   readonly non_funding_transactions_count: number;
@@ -103,6 +114,7 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
     on_chain_id: created.onChainId,
     deposit_address: created.depositAddress,
     deploy_tx_hash: state.deployment?.txHash ?? null,
+    deploy_hold_reason: state.deployment ? null : (state.deployHold?.reason ?? null),
     payer_addresses:
       state.deployment && !payers.includes(state.deployment.payer)
         ? [state.deployment.payer, ...payers]

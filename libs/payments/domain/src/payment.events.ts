@@ -151,6 +151,19 @@ export type PaymentDeployRequested = {
   };
 };
 
+/** Why a requested deploy is held (docs/payment-deposits.md, registry check). */
+export type DeployHoldReason = 'merchant_not_registered' | 'merchant_change_pending';
+
+/**
+ * The requested deploy is held: the chain's registry lacks the merchant (`merchant_not_registered`) or holds
+ * another signer or settlement address than its settings (`merchant_change_pending`), so deploying would bind the
+ * deposit to values the merchant did not give. Recorded once per reason; a deployment ends the hold.
+ */
+export type PaymentDeployHeld = {
+  type: 'PaymentDeployHeld.v1';
+  data: { readonly chain: string; readonly reason: DeployHoldReason; readonly heldAt: string };
+};
+
 /** Fields every deployment fact shares (from the DepositDeployed and PayerAttested logs). */
 interface DeploymentFact {
   readonly deployTxHash: string;
@@ -286,6 +299,7 @@ export type PaymentEvent =
   | PaymentScreeningUnavailable
   | PaymentFlagged
   | PaymentDeployRequested
+  | PaymentDeployHeld
   | PaymentSettled
   | PaymentEscrowFunded
   | PaymentDepositDeployed
@@ -344,6 +358,7 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentScreeningUnavailable.v1': 'payment.screening_pending',
   'PaymentFlagged.v1': 'payment.flagged',
   'PaymentDeployRequested.v1': null,
+  'PaymentDeployHeld.v1': null,
   'PaymentSettled.v1': 'payment.settled',
   'PaymentEscrowFunded.v1': 'payment.escrow_confirmed',
   'PaymentDepositDeployed.v1': null,

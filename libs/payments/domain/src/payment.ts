@@ -11,6 +11,7 @@ import {
 import { cannotProcess, conflict, notFound, validationError } from '@stablepay/util';
 import type {
   AcceptedAsset,
+  DeployHoldReason,
   NonFundingReason,
   ObservedTransfer,
   PaymentCreated,
@@ -76,6 +77,8 @@ export interface PaymentState {
   readonly screeningPending: boolean;
   readonly flagged: boolean;
   readonly deployRequested: boolean;
+  /** The requested deploy is held (PaymentDeployHeld) and not deployed since; null otherwise. */
+  readonly deployHold: { readonly chain: string; readonly reason: DeployHoldReason } | null;
   readonly deployment: {
     readonly txHash: string;
     readonly chain: string;
@@ -116,6 +119,7 @@ export const initialPaymentState = (): PaymentState => ({
   screeningPending: false,
   flagged: false,
   deployRequested: false,
+  deployHold: null,
   deployment: null,
   authorizationExpiry: null,
   escrowFunded: 0n,
@@ -331,6 +335,8 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       return { ...state, flagged: true, screeningPending: false, recoverable: null };
     case 'PaymentDeployRequested.v1':
       return { ...state, deployRequested: true };
+    case 'PaymentDeployHeld.v1':
+      return { ...state, deployHold: { chain: event.data.chain, reason: event.data.reason } };
     case 'PaymentSettled.v1': {
       const amount = BigInt(event.data.amount);
       const deployed = withDeployment(state, event.data);
@@ -429,6 +435,7 @@ function withDeployment(
 ): PaymentState {
   return {
     ...state,
+    deployHold: null,
     deployment: { txHash: d.deployTxHash, chain: d.chain, payer: d.payer, payerFinalAt: d.payerFinalAt },
   };
 }
@@ -456,6 +463,42 @@ export interface CreateCheckoutContext {
   readonly settlementMode: 'crypto' | 'fiat';
   /** Fiat-settled merchants: whether PUT /payments/settlement holds a complete configuration (absent: complete). */
   readonly fiatSettlementComplete?: boolean;
+  /**
+   * Where the merchant stands in the registry of each chain this deployment deploys deposits on (the settings'
+   * `chain_registrations` status; absent or empty: no chain is acted on, nothing to check). A deposit on a chain
+   * whose registry lacks the merchant, or holds other values than its settings, is never deployed.
+   */
+  readonly chainRegistrations?: Readonly<Record<string, MerchantChainStatus>>;
+}
+
+/** GET /settings `chain_registrations[].status`. */
+export type MerchantChainStatus =
+  'not_started' | 'pending' | 'registered' | 'change_requires_merchant_signature';
+
+/**
+ * A payment is taken only if each accepted chain the deployment acts on can deploy its deposit: the merchant has a
+ * signer and a settlement address (the operator registers them), and no settings change awaits the merchant's
+ * MerchantChange signature. Otherwise the customer would pay into a deposit held until the merchant acts.
+ */
+function assertMerchantOnChains(
+  acceptedAssets: readonly AcceptedAsset[],
+  context: CreateCheckoutContext,
+): void {
+  const statuses = context.chainRegistrations ?? {};
+  const chains = [...new Set(acceptedAssets.map((a) => a.chain))].filter((c) => statuses[c] !== undefined);
+  if (chains.some((c) => statuses[c] === 'not_started'))
+    throw cannotProcess(
+      'merchant_signer_required',
+      'The merchant has no signer and settlement address on chain yet: register them with POST /settings (merchant_signer, settlement_address) before taking payments; the operator then registers them on every chain.',
+      'merchant_signer',
+    );
+  const held = chains.filter((c) => statuses[c] === 'change_requires_merchant_signature');
+  if (held.length > 0)
+    throw conflict(
+      'merchant_change_pending',
+      `The merchant's signer or settlement address changed in its settings but not on ${held.join(', ')}: sign a MerchantChange with the current signer and send it with POST /settings/merchant-change (one per chain), or leave those chains out of accepted_chains. GET /settings shows chain_registrations.`,
+      'accepted_chains',
+    );
 }
 
 interface DeploymentRecord {
@@ -505,6 +548,13 @@ export type PaymentCommand =
         | { readonly kind: 'clear'; readonly addresses: readonly string[] }
         | { readonly kind: 'match'; readonly address: string }
         | { readonly kind: 'unreachable'; readonly addresses: readonly string[] };
+      readonly now: Date;
+    }
+  | {
+      /** The deposit flow found the registry disagreeing with the merchant's settings and did not deploy. */
+      readonly type: 'RecordDeployHeld';
+      readonly chain: string;
+      readonly reason: DeployHoldReason;
       readonly now: Date;
     }
   | (DeploymentRecord & { readonly type: 'RecordDeployed'; readonly method: 'NONE'; readonly now: Date })
@@ -683,6 +733,16 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       } else {
         emit({ type: 'PaymentPayerCleared.v1', data: { addresses: r.addresses, screenedAt: at } });
       }
+      return;
+    }
+    case 'RecordDeployHeld': {
+      requireCreated(s);
+      if (!s.deployRequested || s.deployment) return;
+      if (s.deployHold?.chain === command.chain && s.deployHold.reason === command.reason) return;
+      emit({
+        type: 'PaymentDeployHeld.v1',
+        data: { chain: command.chain, reason: command.reason, heldAt: at },
+      });
       return;
     }
     case 'RecordDeployed': {
@@ -1122,6 +1182,7 @@ function validateCreate(
     amount,
     command.context.stablecoins,
   );
+  assertMerchantOnChains(acceptedAssets, command.context);
   // SPEC Errors: a fiat-settled business cannot take a payment its settlement could not pay out.
   if (command.context.settlementMode === 'fiat' && command.context.fiatSettlementComplete === false) {
     throw cannotProcess(

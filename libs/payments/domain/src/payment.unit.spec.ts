@@ -1,6 +1,7 @@
 import { DomainError } from '@stablepay/util';
 import {
   type CreateCheckoutInput,
+  type MerchantChainStatus,
   type PaymentCommand,
   type PaymentState,
   addressesToScreen,
@@ -1280,5 +1281,82 @@ describe('Payment events -> webhook types', () => {
     ] as const) {
       expect(PAYMENT_WEBHOOK_BY_EVENT[type]).toBeNull();
     }
+  });
+});
+
+describe('Payment: the merchant on the chains deposits are deployed on', () => {
+  const withChains = (
+    chainRegistrations: Record<string, MerchantChainStatus>,
+    input: CreateCheckoutInput = {},
+  ): PaymentCommand => {
+    const command = create(input);
+    if (command.type !== 'CreateCheckout') throw new Error('create() makes a CreateCheckout');
+    return { ...command, context: { ...command.context, chainRegistrations } };
+  };
+
+  it('refuses a checkout of a merchant without a signer on chain (422 merchant_signer_required), after input errors', () => {
+    expect(given().whenRejected(withChains({ [BASE]: 'not_started' }))).toMatchObject({
+      status: 422,
+      type: 'cannot_process',
+      code: 'merchant_signer_required',
+      param: 'merchant_signer',
+    });
+    expect(given().whenRejected(withChains({ [BASE]: 'not_started' }, { amount: 'x' }))).toMatchObject({
+      status: 400,
+      param: 'amount',
+    });
+  });
+
+  it('refuses a checkout while a settings change awaits the MerchantChange on an accepted chain (409 merchant_change_pending)', () => {
+    const error = given().whenRejected(
+      withChains({ [BASE]: 'change_requires_merchant_signature', [ETH]: 'registered' }),
+    );
+    expect(error).toMatchObject({ status: 409, code: 'merchant_change_pending', param: 'accepted_chains' });
+    expect(error.message).toContain('POST /settings/merchant-change');
+    expect(error.message).toContain(BASE);
+  });
+
+  it('takes a checkout whose accepted chains are registered or being registered, or leave the held chain out', () => {
+    expect(given().when(withChains({ [BASE]: 'registered', [ETH]: 'pending' })).types).toEqual([
+      'PaymentCreated.v1',
+    ]);
+    expect(
+      given().when(
+        withChains(
+          { [BASE]: 'change_requires_merchant_signature', [ETH]: 'registered' },
+          { accepted_chains: [ETH] },
+        ),
+      ).types,
+    ).toEqual(['PaymentCreated.v1']);
+    // A chain the deployment does not act on is not asked about (no statuses: no chain layer).
+    expect(given().when(withChains({})).types).toEqual(['PaymentCreated.v1']);
+  });
+});
+
+describe('Payment: a held deploy is shown on the payment', () => {
+  const held = (reason: 'merchant_change_pending' | 'merchant_not_registered' = 'merchant_change_pending') =>
+    ({ type: 'RecordDeployHeld', chain: BASE, reason, now: at(4) }) as const;
+
+  it('records the hold once per reason (deploy_hold_reason), and the deployment ends it', () => {
+    const t = transfer();
+    const requested = [create(), observe(t), confirm(t), clear()];
+    const first = given(...requested).when(held());
+    expect(first.types).toEqual(['PaymentDeployHeld.v1']);
+    expect(first.object).toMatchObject({ status: 'pending', deploy_hold_reason: 'merchant_change_pending' });
+    expect(given(...requested, held()).when(held()).events).toEqual([]);
+    expect(given(...requested, held()).when(held('merchant_not_registered')).types).toEqual([
+      'PaymentDeployHeld.v1',
+    ]);
+    const deployed = given(...requested, held()).when(deployDirect(ORDER, 5));
+    expect(deployed.object).toMatchObject({ status: 'settled', deploy_hold_reason: null });
+  });
+
+  it('records nothing before a deploy is requested or after the deployment', () => {
+    const t = transfer();
+    expect(given(create(), observe(t)).when(held()).events).toEqual([]);
+    expect(given(create(), observe(t), confirm(t), clear(), deployDirect()).when(held()).events).toEqual([]);
+    expect(given(create()).when({ type: 'Expire', now: at(1) }).object).toMatchObject({
+      deploy_hold_reason: null,
+    });
   });
 });

@@ -30,6 +30,7 @@ import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
 import { RecordDepositOutflowHandler } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
 import { DEPOSIT_OUTFLOW_EVENTS } from '../chain/deposit-chain';
+import { RecordDeployHoldHandler } from '../commands/record-deploy-hold/record-deploy-hold.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
@@ -175,6 +176,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     @Inject(RecordDepositDeploymentHandler) private readonly recordDeployment: RecordDepositDeploymentHandler,
     @Inject(RecordDepositOutflowHandler) private readonly recordOutflow: RecordDepositOutflowHandler,
     @Inject(PaymentMerchantProfiles) private readonly merchants: PaymentMerchantProfiles,
+    @Inject(RecordDeployHoldHandler) private readonly recordHold: RecordDeployHoldHandler,
   ) {
     this.store = new DepositStore(dataSource);
     this.contracts =
@@ -444,6 +446,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
           chain: requested.chain,
           ...mismatch,
         });
+        // Shown on the payment (deploy_hold_reason): the merchant is the one who can end the hold.
+        await this.recordHold.handle(
+          paymentId,
+          requested.chain,
+          /^0x0{40}$/i.test(mismatch.onChain.signer) ? 'merchant_not_registered' : 'merchant_change_pending',
+        );
         await this.retryLater(
           paymentId,
           await this.store.attempts(paymentId),

@@ -6,6 +6,7 @@ import { ObserveDepositTransferHandler } from '../commands/observe-deposit-trans
 import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
 import { RecordDepositOutflowHandler } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
+import { RecordDeployHoldHandler } from '../commands/record-deploy-hold/record-deploy-hold.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
@@ -37,6 +38,7 @@ export class PaymentDepositsModule {
         RecordScreeningHandler,
         RecordDepositDeploymentHandler,
         RecordDepositOutflowHandler,
+        RecordDeployHoldHandler,
         PaymentMerchantProfiles,
         DepositFlow,
       ],

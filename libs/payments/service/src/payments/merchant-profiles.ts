@@ -1,6 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { fiatSettlementStatus, type MerchantSettingsRow } from '@stablepay/merchants-service';
+import {
+  chainRegistrationStatus,
+  fiatSettlementStatus,
+  type MerchantSettingsRow,
+  RegistrationStore,
+} from '@stablepay/merchants-service';
+import type { MerchantChainStatus } from '@stablepay/payments-domain';
 import { notFound } from '@stablepay/util';
 
 /** What a checkout needs to know about its merchant, from the merchants scope's settings read model. */
@@ -14,6 +20,7 @@ export interface PaymentMerchantProfile {
   /** The merchant's own record of what the chain's registry should hold for it (null until registered). */
   readonly merchantSigner: string | null;
   readonly settlementAddress: string | null;
+  readonly mode: 'live' | 'test';
 }
 
 /** Reads `merchant_settings` (one database) directly, so the service and the gateway run it in any process. */
@@ -36,6 +43,27 @@ export class PaymentMerchantProfiles {
       fiatSettlementComplete: fiatSettlementStatus(row).complete,
       merchantSigner: row.merchant_signer,
       settlementAddress: row.settlement_address,
+      mode: row.mode,
     };
+  }
+
+  /**
+   * The merchant's registration status on each of `chains` (settings' `chain_registrations`), from the
+   * registration worker's table: a projection read, no chain call on the checkout path.
+   */
+  async chainStatuses(
+    profile: Pick<PaymentMerchantProfile, 'merchantSigner' | 'settlementAddress'>,
+    merchantId: string,
+    chains: readonly string[],
+  ): Promise<Record<string, MerchantChainStatus>> {
+    if (chains.length === 0) return {};
+    const registrations = await new RegistrationStore(this.dataSource).forMerchant(merchantId);
+    const settings = {
+      merchant_signer: profile.merchantSigner,
+      settlement_address: profile.settlementAddress,
+    };
+    return Object.fromEntries(
+      chains.map((chain) => [chain, chainRegistrationStatus(settings, registrations, chain)]),
+    );
   }
 }

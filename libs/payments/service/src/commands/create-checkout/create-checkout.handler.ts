@@ -1,5 +1,6 @@
-import { Controller, Inject } from '@nestjs/common';
+import { Controller, Inject, Optional } from '@nestjs/common';
 import { Payload } from '@nestjs/microservices';
+import { CHAIN_OPERATOR_CONFIG, type ChainOperatorConfig } from '@stablepay/chain-operator';
 import { CommandHandler } from '@stablepay/commands';
 import {
   CHECKOUT_COMMANDS,
@@ -19,6 +20,8 @@ export class CreateCheckoutHandler {
     @Inject(PaymentCommands) private readonly commands: PaymentCommands,
     @Inject(PaymentMerchantProfiles) private readonly profiles: PaymentMerchantProfiles,
     @Inject(PAYMENTS_CONFIG) private readonly config: PaymentsConfig,
+    // Absent or disabled: no chain is acted on, no deposit is deployed, so nothing about the merchant to check.
+    @Optional() @Inject(CHAIN_OPERATOR_CONFIG) private readonly chains?: ChainOperatorConfig,
   ) {}
 
   @CommandHandler(CHECKOUT_COMMANDS.create)
@@ -34,6 +37,11 @@ export class CreateCheckoutHandler {
     }
     const { merchantId, mode } = command.merchant;
     const profile = await this.profiles.get(merchantId);
+    // The chains this deployment deploys this merchant's deposits on (its mode's); read from the registration
+    // projection (GET /settings chain_registrations), never from the chain, on this hot path.
+    const depositChains =
+      this.chains?.enabled && this.chains.mode === mode ? this.chains.chains.map((c) => c.caip2) : [];
+    const chainRegistrations = await this.profiles.chainStatuses(profile, merchantId, depositChains);
     const now = this.commands.now();
     const ids = checkoutIds({ merchantId, mode }, command.input, command.commandId, now);
     const hostedUrl = this.config.hostedUrl ?? `${command.origin}/hosted`;
@@ -48,6 +56,7 @@ export class CreateCheckoutHandler {
           stablecoins: supportedStablecoins(this.config, mode),
           settlementMode: profile.settlementMode,
           fiatSettlementComplete: profile.fiatSettlementComplete,
+          chainRegistrations,
         },
         now,
       },
