@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,7 +17,8 @@ import { cleanEnv, repoRoot } from './process-harness';
  * checkout paid on chain settles; a subscription checkout subscribed from a wallet records its first charge in the
  * ledger; then kill -9 of the whole process group, a new `npm start` on the same data directory is ready, what
  * was recorded is still there, a new payment settles and a signed test webhook goes out with the secret issued
- * before the crash. CI runs on PostgreSQL, so without this the embedded default's own failures would hide.
+ * before the crash. The demo merchant comes seeded with a signer and a pauser: the first checkout needs no settings
+ * call. CI runs on PostgreSQL, so without this the embedded default's own failures would hide.
  */
 type Json = Record<string, unknown>;
 const CHAIN = 'eip155:8453';
@@ -41,6 +42,9 @@ interface Run {
   readonly apiKey: string;
   readonly merchantId: string;
   readonly chains: Record<string, string>;
+  /** The demo merchant's seeded signer (also its settlement address) and pauser, from the ready line. */
+  readonly demoSigner: string;
+  readonly demoPauser: string;
 }
 
 describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill -9, restart, pay again', () => {
@@ -51,9 +55,8 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
   let receiverUrl = '';
   const received: Array<{ body: Buffer; headers: IncomingHttpHeaders }> = [];
   let webhookSecret = '';
-  const settlement = Wallet.createRandom().address;
-  const merchantSigner = Wallet.createRandom();
-  const merchantPauser = Wallet.createRandom();
+  // The seeded demo signer, which is also the demo merchant's settlement address (set by the first run).
+  let settlement = '';
   let firstPaymentId = '';
 
   async function start(): Promise<Run> {
@@ -85,7 +88,13 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
       },
       async () => output.slice(-20),
     );
-    const ready = JSON.parse(line) as { url: string; demo_api_key: string; demo_merchant_id: string };
+    const ready = JSON.parse(line) as {
+      url: string;
+      demo_api_key: string;
+      demo_merchant_id: string;
+      demo_merchant_signer: string;
+      demo_merchant_pauser: string;
+    };
     const chains: Record<string, string> = {};
     for (const l of output) {
       const m = /Chain (eip155:\d+) +(http:\/\/127\.0\.0\.1:\d+)/.exec(l);
@@ -97,6 +106,8 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
       apiKey: ready.demo_api_key,
       merchantId: ready.demo_merchant_id,
       chains,
+      demoSigner: ready.demo_merchant_signer,
+      demoPauser: ready.demo_merchant_pauser,
     };
     runs[runs.length - 1] = complete;
     return complete;
@@ -209,39 +220,36 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
     rmSync(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   }, 120_000);
 
-  it('comes up on PGlite with its local chains, and the demo merchant is registered on chain', async () => {
+  it('comes up on PGlite with its local chains, the demo merchant seeded with a signer and a pauser (no settings call)', async () => {
     run = await start();
-    expect(run.output.join('\n')).toContain('Database:         embedded PGlite');
+    const banner = run.output.join('\n');
+    expect(banner).toContain('Database:         embedded PGlite');
     expect(Object.keys(run.chains)).toContain(CHAIN);
-    const set = await api('POST', '/settings', {
-      merchant_signer: merchantSigner.address,
-      settlement_address: settlement,
+    expect(run.demoSigner).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    expect(banner).toContain(`Demo signer:      ${run.demoSigner}`);
+    expect(banner).toContain(`Demo pauser:      ${run.demoPauser}`);
+    // The sandbox keys are kept with the data, readable by the owner only.
+    expect(statSync(join(dataDir, 'demo-merchant-keys.json')).mode & 0o077).toBe(0);
+    const settings = (await api('GET', '/settings')).body;
+    expect(settings).toMatchObject({
+      merchant_signer: run.demoSigner,
+      settlement_address: run.demoSigner,
+      merchant_pauser: run.demoPauser,
     });
-    expect(set.status).toBe(200);
-    const declaration = await api('GET', '/settings/pauser');
-    const declared = await api('POST', '/settings/pauser', {
-      merchant_pauser: merchantPauser.address,
-      signature: await merchantPauser.signMessage(String(declaration.body['declaration_message'])),
-    });
-    expect(declared.status).toBe(200);
-    const hooked = await api('PATCH', '/settings', { webhook_url: receiverUrl });
-    expect(hooked.status).toBe(200);
-    webhookSecret = String(hooked.body['webhook_secret']);
-    await until(
-      'the merchant signer registered on every local chain',
-      async () => {
-        const signers = (await api('GET', '/settings')).body['signers'] as Array<{ status: string }>;
-        return signers.length > 0 && signers.every((s) => s.status === 'registered') ? true : undefined;
-      },
-      async () => (await api('GET', '/settings')).body['signers'],
-    );
+    settlement = run.demoSigner;
   }, 180_000);
 
-  it('settles a DIRECT checkout paid on the local chain', async () => {
+  it("settles the newcomer's first DIRECT checkout, paid on the local chain, with no settings call before it", async () => {
     firstPaymentId = String((await payACheckout(7_000_000n))['id']);
+    const registrations = (await api('GET', '/settings')).body['chain_registrations'] as Json[];
+    expect(registrations.length).toBeGreaterThan(0);
+    expect(registrations.every((r) => r['status'] === 'registered')).toBe(true);
   }, 120_000);
 
   it("subscribes from a wallet and lists the first charge in the merchant's charge ledger", async () => {
+    const hooked = await api('PATCH', '/settings', { webhook_url: receiverUrl });
+    expect(hooked.status).toBe(200);
+    webhookSecret = String(hooked.body['webhook_secret']);
     const checkout = await api('POST', '/subscription-checkouts', {
       price: '150000',
       price_currency: 'ARS',
@@ -329,6 +337,8 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
       async () => (await fetch(`${run.url}/ready`)).text(),
     );
     expect(ready).toMatchObject({ checks: { database: 'ok', chain_followers: 'ok' } });
+    // The same seeded keys, not new ones.
+    expect(run.demoSigner).toBe(settlement);
     expect((await api('GET', `/payments/${firstPaymentId}`)).body).toMatchObject({ status: 'settled' });
     expect(
       ((await api('GET', `/merchants/${run.merchantId}/charges`)).body['data'] as Json[]).length,

@@ -8,7 +8,9 @@ import {
   chargeLedgerWebhookSource,
 } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
+import { Wallet } from 'ethers';
 import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
+import { MERCHANTS_USE_CASES, type MerchantsUseCases } from '@stablepay/merchants-api';
 import {
   indexerConfigFromEnv,
   indexerService,
@@ -74,6 +76,21 @@ export interface EmbeddedOptions {
    * Tests that do not touch chains turn it off to save a few seconds.
    */
   readonly localChains?: boolean;
+  /**
+   * `npm start`: give the demo merchant, on its local chains, a merchant signer (also its settlement address) and a
+   * pauser, so a newcomer's first checkout and subscription work with no settings call. The keys are generated
+   * once and kept in the data directory (`demo-merchant-keys.json`, owner-only; in memory: for this run). Sandbox
+   * only: local test chains, a test merchant; never with a merchant that already has a signer of its own.
+   */
+  readonly seedDemoMerchant?: boolean;
+}
+
+/** The demo merchant's seeded keys (local chains only): what `npm start` prints. */
+export interface DemoMerchantKeys {
+  readonly signer: string;
+  readonly pauser: string;
+  /** Where the private keys are kept; null when they live only in this run (in-memory data). */
+  readonly file: string | null;
 }
 
 export interface EmbeddedStack {
@@ -81,6 +98,8 @@ export interface EmbeddedStack {
   readonly databaseUrl: string;
   readonly demoMerchantId: string;
   readonly demoApiKey: string;
+  /** Set when the demo merchant's signer and pauser were seeded (seedDemoMerchant with local chains). */
+  readonly demoKeys?: DemoMerchantKeys;
   readonly service: RunningService;
   readonly chains?: LocalChains;
   stop(): Promise<void>;
@@ -175,11 +194,16 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       { service: 'stablepay-embedded', ...(options.clock ? { clock: options.clock } : {}) },
     );
     const demo = await ensureDemoMerchant(service, env, persistent ? dataDir : undefined);
+    const demoKeys =
+      options.seedDemoMerchant && chains
+        ? await seedDemoMerchantOnChain(service, demo.merchantId, persistent ? dataDir : undefined)
+        : undefined;
     return {
       url: service.url,
       databaseUrl: env['DATABASE_URL'],
       demoMerchantId: demo.merchantId,
       demoApiKey: demo.apiKey,
+      ...(demoKeys ? { demoKeys } : {}),
       service,
       ...(chains ? { chains } : {}),
       stop: async () => {
@@ -288,4 +312,46 @@ async function ensureDemoMerchant(
   });
   if (keyFile && !env['DEMO_API_KEY']) writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
   return { merchantId: created.row.merchant_id, apiKey: created.apiKey };
+}
+
+/**
+ * Gives the demo merchant a signer (its settlement address too) and a declared pauser, from keys kept in the data
+ * directory, unless it has a signer already (its own, or a previous run's seed). The operator then registers it on
+ * every local chain by itself, and subscribe deploys its manager with that pauser. Sandbox keys: local chains only.
+ */
+async function seedDemoMerchantOnChain(
+  service: RunningService,
+  merchantId: string,
+  dataDir: string | undefined,
+): Promise<DemoMerchantKeys | undefined> {
+  const file = dataDir ? join(dataDir, 'demo-merchant-keys.json') : null;
+  let keys: { signer_private_key: string; pauser_private_key: string };
+  if (file && existsSync(file)) {
+    keys = JSON.parse(readFileSync(file, 'utf8')) as typeof keys;
+  } else {
+    keys = {
+      signer_private_key: Wallet.createRandom().privateKey,
+      pauser_private_key: Wallet.createRandom().privateKey,
+    };
+    if (file) writeFileSync(file, JSON.stringify(keys, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
+  }
+  const signer = new Wallet(keys.signer_private_key);
+  const pauser = new Wallet(keys.pauser_private_key);
+  const merchants = service.app.get<MerchantsUseCases>(MERCHANTS_USE_CASES);
+  const merchant = { merchantId, mode: 'test' as const };
+  const settings = await merchants.settings(merchant);
+  if (settings.merchant_signer === null) {
+    await merchants.registerSigner(merchant, signer.address, signer.address);
+  } else if (settings.merchant_signer.toLowerCase() !== signer.address.toLowerCase()) {
+    return undefined; // the merchant's own signer: not ours to replace
+  }
+  const declaration = await merchants.pauser(merchant);
+  if (declaration.merchant_pauser === null) {
+    await merchants.declarePauser(merchant, {
+      merchantPauser: pauser.address,
+      signature: await pauser.signMessage(declaration.declaration_message),
+      acknowledgeSharedPauserRisk: false,
+    });
+  }
+  return { signer: signer.address, pauser: pauser.address, file };
 }

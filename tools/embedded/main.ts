@@ -3,7 +3,8 @@ import { ConfigError } from '@stablepay/util';
 
 /** `npm start`: the embedded stack, with what a newcomer needs printed once it is up. */
 async function main(): Promise<void> {
-  const stack = await startEmbedded();
+  const stack = await startEmbedded({ seedDemoMerchant: true });
+  const keys = stack.demoKeys;
   const banner = [
     '',
     'Stablepay is running (embedded mode).',
@@ -14,8 +15,25 @@ async function main(): Promise<void> {
     ...(stack.chains?.chains ?? []).map(
       (c) => `  Chain ${c.caip2.padEnd(12)} ${c.rpcUrl}  (payment factory ${c.addresses.paymentFactory})`,
     ),
+    ...(keys
+      ? [
+          `  Demo signer:      ${keys.signer}  (also its settlement address; sandbox key, local chains only)`,
+          `  Demo pauser:      ${keys.pauser}`,
+          `  Demo keys:        ${keys.file ?? 'this run only (in-memory data)'}`,
+        ]
+      : stack.chains
+        ? [
+            '  Demo merchant has its own signer: checkouts need it registered on chain (GET /settings chain_registrations).',
+          ]
+        : []),
     '',
     `  Try: curl -s ${stack.url}/settings -H "Authorization: Bearer ${stack.demoApiKey}"`,
+    ...(keys
+      ? [
+          `       curl -s -X POST ${stack.url}/checkouts -H "Authorization: Bearer ${stack.demoApiKey}" \\`,
+          `         -H 'Content-Type: application/json' -d '{"amount":"5000000","currency":"USD"}'`,
+        ]
+      : []),
     '',
   ].join('\n');
   process.stdout.write(banner + '\n');
@@ -25,6 +43,9 @@ async function main(): Promise<void> {
       url: stack.url,
       demo_merchant_id: stack.demoMerchantId,
       demo_api_key: stack.demoApiKey,
+      ...(keys
+        ? { demo_merchant_signer: keys.signer, demo_merchant_pauser: keys.pauser, demo_keys_file: keys.file }
+        : {}),
     }) + '\n',
   );
   let stopping = false;
