@@ -1,5 +1,6 @@
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
+import { Wallet } from 'ethers';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
 /**
@@ -26,6 +27,8 @@ describe('subscription options on the local test chains (embedded stack with anv
       },
       dataDir: 'memory',
       clock: new ManualClock('2026-06-01T10:00:00.000Z'),
+      // The demo merchant as npm start gives it: a signer and a pauser, so it may offer subscriptions.
+      seedDemoMerchant: true,
     });
   }, 120_000);
 
@@ -78,5 +81,61 @@ describe('subscription options on the local test chains (embedded stack with anv
       cap_amount: '12652890',
       rate: '1185.50',
     });
+  });
+
+  it('refuses a subscription checkout to the merchant, not at Subscribe to the customer: 422 merchant_signer_required, then merchant_pauser_required, until both are set', async () => {
+    const admin = await fetch(`${stack.url}/admin/merchants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Not ready yet', mode: 'test' }),
+    });
+    const apiKey = String(((await admin.json()) as Json)['api_key']);
+    const api = async (method: string, path: string, body?: unknown) => {
+      const res = await fetch(`${stack.url}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      });
+      return { status: res.status, body: (await res.json()) as Json };
+    };
+    const intent = () => api('POST', '/subscription-checkouts', { price: '150000', price_currency: 'ARS' });
+    const listed = async () => ((await api('GET', '/subscription-checkouts')).body['data'] as Json[]).length;
+
+    const noSigner = await intent();
+    expect(noSigner.status).toBe(422);
+    expect(noSigner.body['error']).toMatchObject({
+      type: 'cannot_process',
+      code: 'merchant_signer_required',
+      param: 'merchant_signer',
+    });
+    expect(String((noSigner.body['error'] as Json)['message'])).toContain('POST /settings');
+
+    const signed = await api('POST', '/settings', {
+      merchant_signer: Wallet.createRandom().address,
+      settlement_address: Wallet.createRandom().address,
+    });
+    expect(signed.status).toBe(200);
+    const noPauser = await intent();
+    expect(noPauser.status).toBe(422);
+    expect(noPauser.body['error']).toMatchObject({
+      type: 'cannot_process',
+      code: 'merchant_pauser_required',
+      param: 'merchant_pauser',
+    });
+    expect(String((noPauser.body['error'] as Json)['message'])).toContain('POST /settings/pauser');
+    expect(await listed()).toBe(0);
+
+    const pauser = Wallet.createRandom();
+    const declaration = await api('GET', '/settings/pauser');
+    const declared = await api('POST', '/settings/pauser', {
+      merchant_pauser: pauser.address,
+      signature: await pauser.signMessage(String(declaration.body['declaration_message'])),
+    });
+    expect(declared.status).toBe(200);
+    expect((await intent()).status).toBe(201);
+    expect(await listed()).toBe(1);
   });
 });

@@ -206,6 +206,12 @@ export interface CreateContext {
   /** Token symbols the rate source quotes `price_currency` against (empty: the currency cannot be quoted). */
   readonly quotedTokenSymbols: readonly string[];
   readonly settlement: SettlementContext;
+  /**
+   * What subscribing will need of the merchant on chain, when this deployment deploys subscription managers (an
+   * RPC URL on an offered chain, the factory and the operator key); absent: nothing on chain to check. Subscribe
+   * deploys the merchant's manager with its declared pauser and registers its signer and settlement address.
+   */
+  readonly merchantOnChain?: { readonly signer: boolean; readonly pauser: boolean };
 }
 
 export type SubscriptionCheckoutCommand =
@@ -416,6 +422,23 @@ function validateCreate(
         ? `The rate source cannot quote ${currency}, so the price cannot be converted to a stablecoin amount.`
         : `The rate source quotes ${currency} only against ${[...quoted].join(', ')}, which no chain in supported_chains offers.`,
       'price_currency',
+    );
+  }
+
+  // Refused here, to the merchant, rather than to the customer at Subscribe (where the manager is deployed).
+  const onChain = command.context.merchantOnChain;
+  if (onChain && !onChain.signer) {
+    throw cannotProcess(
+      'merchant_signer_required',
+      'The merchant has no signer and settlement address yet: a subscription could never be charged or cancelled. Register them with POST /settings (merchant_signer, settlement_address) first.',
+      'merchant_signer',
+    );
+  }
+  if (onChain && !onChain.pauser) {
+    throw cannotProcess(
+      'merchant_pauser_required',
+      'The merchant has not declared a pause authority: it is bound into the subscription manager deployed at the first subscribe. Declare it with POST /settings/pauser (GET /settings/pauser gives the message to sign) first.',
+      'merchant_pauser',
     );
   }
 

@@ -427,6 +427,25 @@ describe('subscription checkout aggregate', () => {
           .when(create({ ...base, period_duration: 10 }, { quotedTokenSymbols: [] }))
           .thenError(invalid('period_duration'));
       });
+      it('where managers are deployed, a merchant without a signer or a pauser is refused at creation (422), after the input rules', () => {
+        given()
+          .when(create(base, { merchantOnChain: { signer: false, pauser: true } }))
+          .thenError({ status: 422, code: 'merchant_signer_required', param: 'merchant_signer' });
+        given()
+          .when(create(base, { merchantOnChain: { signer: false, pauser: false } }))
+          .thenError({ status: 422, code: 'merchant_signer_required' });
+        given()
+          .when(create(base, { merchantOnChain: { signer: true, pauser: false } }))
+          .thenError({ status: 422, code: 'merchant_pauser_required', param: 'merchant_pauser' });
+        given()
+          .when(
+            create({ ...base, period_duration: 10 }, { merchantOnChain: { signer: false, pauser: false } }),
+          )
+          .thenError(invalid('period_duration'));
+        given()
+          .when(create(base, { merchantOnChain: { signer: true, pauser: true } }))
+          .thenObject({ status: 'pending' });
+      });
     });
   });
 

@@ -10,6 +10,9 @@ export interface MerchantProfile {
   readonly backgroundColor: string | null;
   readonly primaryColor: string | null;
   readonly settlement: SettlementContext;
+  /** Both a signer and a settlement address are in the settings (what subscribe registers on chain). */
+  readonly hasSigner: boolean;
+  readonly hasPauser: boolean;
 }
 
 /**
@@ -36,6 +39,8 @@ export class MerchantProfiles {
         row.settlement_mode === 'fiat'
           ? { mode: 'fiat', currency: fiat.currency, complete: fiat.complete }
           : { mode: 'crypto' },
+      hasSigner: row.merchant_signer !== null && row.settlement_address !== null,
+      hasPauser: row.merchant_pauser !== null,
     };
   }
 }

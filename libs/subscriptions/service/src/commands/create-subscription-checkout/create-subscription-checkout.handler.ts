@@ -79,6 +79,12 @@ export class CreateSubscriptionCheckoutHandler {
         : null;
     const rates = await this.presenter.quote(currency);
     const chains = this.presenter.offeredChains(merchant.mode);
+    // Only where subscribe could deploy the merchant's manager: a chain with an RPC URL, the factory, the key.
+    const deploysManagers =
+      this.config.subscriptionManagerFactory !== null &&
+      this.config.registry !== null &&
+      this.config.operatorPrivateKey !== null &&
+      chains.some((c) => c.rpcUrl);
     return {
       profile,
       businessName: profile.businessName,
@@ -90,6 +96,9 @@ export class CreateSubscriptionCheckoutHandler {
         })),
         quotedTokenSymbols: rates.map((r) => r.tokenSymbol),
         settlement: profile.settlement,
+        ...(deploysManagers
+          ? { merchantOnChain: { signer: profile.hasSigner, pauser: profile.hasPauser } }
+          : {}),
       },
     };
   }
