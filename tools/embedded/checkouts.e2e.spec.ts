@@ -156,6 +156,7 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
       on_chain_id: toOnChainId(paymentId),
       deposit_address: depositAddress,
       deploy_tx_hash: null,
+      deploy_hold_reason: null,
       payer_addresses: [],
       transactions: [],
       non_funding_transactions_count: 0,
