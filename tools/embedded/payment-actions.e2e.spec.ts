@@ -1,8 +1,13 @@
 import { Wallet, id, parseEther, type TransactionReceipt } from 'ethers';
-import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
+import {
+  connectPaymentDeposit,
+  connectStablepayRegistry,
+  connectTestStablecoin,
+  toOnChainId,
+} from '@stablepay/contracts';
 import { OperatorRelayers } from '@stablepay/chain-operator';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
-import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
+import { signCapture, signRefund, signRescue, signRevokeAuthorizations } from '@stablepay/merchant-sdk';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
@@ -306,6 +311,92 @@ describe('payment actions through HTTP (embedded stack, anvil)', () => {
     });
     expect(res.status).toBe(200);
     expect(await balance(dai, rescueTo)).toBe(parseEther('4'));
+  });
+
+  // After the signed actions above: it ends every signature the merchant made so far (recover below needs none).
+  it('revokes the merchant signatures through the API (signRevokeAuthorizations, relayed by the operator): a capture signed before is refused, one signed after captures', async () => {
+    const p = await paidAndDeployed('TWO_STEP', BigInt(ORDER));
+    const path = `/payments/${String(p['id'])}/capture`;
+    const signedBefore = await captureBody(p, BigInt(ORDER));
+    const was = await epoch();
+    const sent = async () => provider().getTransactionCount(relayer().address);
+    const deadline = (await chainTime()) + 3_600n;
+    const revocation = async (signer: Wallet) => {
+      const { signature } = await signRevokeAuthorizations(
+        signer,
+        { chain: CHAIN, verifyingContract: local().addresses.registry },
+        { merchantId: merchantOnChainId(), epoch: was, deadline },
+      );
+      return { revocations: [{ chain: CHAIN, deadline: Number(deadline), signature }] };
+    };
+    const revoke = (body: unknown) => api('POST', '/settings/revoke-authorizations', body);
+
+    // Refused before anything is sent: a malformed body, another key's signature.
+    const nonce = await sent();
+    expect((await revoke({ revocations: [] })).body['error']).toMatchObject({
+      type: 'validation_error',
+      param: 'revocations',
+    });
+    const stranger = await revoke(await revocation(strangerKey));
+    expect(stranger.status).toBe(422);
+    expect(stranger.body['error']).toMatchObject({
+      type: 'cannot_process',
+      code: 'invalid_signature',
+      param: 'revocations[0].signature',
+    });
+    expect(await sent()).toBe(nonce);
+    expect(await epoch()).toBe(was);
+
+    const signed = await revocation(merchantSigner);
+    const res = await revoke(signed);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      object: 'authorization_revocation',
+      revocations: [
+        {
+          chain: CHAIN,
+          status: 'revoked',
+          epoch: (was + 1n).toString(),
+          tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+        },
+      ],
+    });
+    expect(await epoch()).toBe(was + 1n);
+    const receipt = await provider().getTransactionReceipt(
+      String((res.body['revocations'] as Json[])[0]?.['tx_hash']),
+    );
+    expect(receipt?.status).toBe(1);
+    // A retry (its answer lost) sends nothing and says so.
+    const replay = await revoke(signed);
+    expect(replay.body).toMatchObject({
+      revocations: [{ chain: CHAIN, status: 'already_revoked', epoch: (was + 1n).toString(), tx_hash: null }],
+    });
+    expect(await sent()).toBe(nonce + 1);
+
+    // The capture signed before the revocation no longer passes the preflight; nothing moves.
+    const stale = await api('POST', path, signedBefore);
+    expect(stale.status).toBe(422);
+    expect(stale.body['error']).toMatchObject({ code: 'invalid_signature' });
+    const named = await api('POST', path, { ...signedBefore, epoch: was.toString() });
+    expect(named.body['error']).toMatchObject({ code: 'epoch_mismatch', param: 'epoch' });
+    expect(await payment(String(p['id']))).toMatchObject({
+      status: 'escrow_confirmed',
+      amount_captured: '0',
+    });
+    // The contract agrees: the old signature reverts when sent straight to the deposit, by anyone.
+    const deposit = connectPaymentDeposit(String(p['deposit_address']), payer());
+    await expect(
+      deposit.capture.staticCall(
+        local().addresses.stablecoins.USDC,
+        BigInt(ORDER),
+        BigInt(signedBefore.deadline),
+        signedBefore.signature,
+      ),
+    ).rejects.toMatchObject({ revert: { name: 'InvalidSignature' } });
+    // Signed again at the new epoch: the capture goes through.
+    const settled = await api('POST', path, await captureBody(p, BigInt(ORDER)));
+    expect(settled.status).toBe(200);
+    expect(settled.body).toMatchObject({ status: 'settled', amount_captured: ORDER });
   });
 
   it('recovers an over-deposit to the payer: recoverable, then recover once the payer is final', async () => {

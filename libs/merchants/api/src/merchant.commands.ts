@@ -9,7 +9,40 @@ import type { FiatSettlementDetails, SettlementMode } from '@stablepay/merchants
  */
 export const MERCHANT_CHAIN_COMMANDS = defineCommands('payments', {
   changeMerchant: 'payments.merchant-chain.change',
+  revokeAuthorizations: 'payments.merchant-chain.revoke-authorizations',
 });
+
+/**
+ * POST /settings/revoke-authorizations: relay, chain by chain, a RevokeAuthorizations signed by the merchant signer
+ * each chain holds; the registry bumps the merchant's epoch there, so every signature made before stops working.
+ */
+export interface RevokeAuthorizationsCommand {
+  readonly merchant: AuthenticatedMerchant;
+  readonly revocations: ReadonlyArray<RevocationInput>;
+}
+
+export interface RevocationInput {
+  /** CAIP-2 id as sent (canonicalised by the owner). */
+  readonly chain: string;
+  /** Unix seconds, as a decimal string. */
+  readonly deadline: string;
+  readonly signature: string;
+}
+
+/**
+ * Per chain: `revoked` (relayed now, `tx_hash`), `already_revoked` (the signature names the epoch just before the
+ * chain's current one: this revocation, or another, already happened; nothing was sent). `epoch` is the merchant's
+ * epoch on that chain now; signatures must name it from here on.
+ */
+export interface RevokeAuthorizationsResult {
+  readonly object: 'authorization_revocation';
+  readonly revocations: ReadonlyArray<{
+    readonly chain: string;
+    readonly status: 'revoked' | 'already_revoked';
+    readonly epoch: string;
+    readonly tx_hash: string | null;
+  }>;
+}
 
 /**
  * POST /settings/merchant-change: relay a MerchantChange signed by the signer the chain holds, bringing the chain's

@@ -1,6 +1,7 @@
 import type { Mode } from '@stablepay/event-store';
 import type { AuthenticatedMerchant } from '@stablepay/http';
 import type { FiatSettlementDetails, SettlementMode } from '@stablepay/merchants-domain';
+import type { RevocationInput, RevokeAuthorizationsResult } from './merchant.commands';
 
 /** GET/POST/PUT/PATCH /settings: the settings record (snake_case, every field present, null when unset). */
 export interface SettingsResource {
@@ -145,6 +146,11 @@ export interface MerchantsUseCases {
     merchant: AuthenticatedMerchant,
     input: MerchantChangeInput,
   ): Promise<SettingsResource>;
+  /** POST /settings/revoke-authorizations: relays merchant-signed revocations (through the owner of the key). */
+  revokeAuthorizations(
+    merchant: AuthenticatedMerchant,
+    revocations: readonly RevocationInput[],
+  ): Promise<RevokeAuthorizationsResult>;
   rotateWebhookSecret(merchant: AuthenticatedMerchant): Promise<WebhookSecretResource>;
   pauser(merchant: AuthenticatedMerchant): Promise<PauserDeclarationResource>;
   declarePauser(

@@ -3,6 +3,7 @@ import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
 import { invalidRequest, validationError } from '@stablepay/util';
 import { parseAddress } from './address';
+import type { RevocationInput } from './merchant.commands';
 import { MERCHANTS_USE_CASES, type MerchantChangeInput, type MerchantsUseCases } from './merchants.port';
 import { RegisterSignerDto, UpdateProfileDto, UpdateSettlementDto } from './settings.dto';
 
@@ -70,6 +71,17 @@ export class SettingsController {
     return this.merchants.changeMerchantOnChain(merchant, parseMerchantChange(body));
   }
 
+  /**
+   * Revokes every outstanding merchant signature (charges, captures, refunds, ...) on the chains named, with a
+   * RevokeAuthorizations signed per chain by the signer that chain holds; the operator relays it (no gas from the
+   * merchant). Shapes are 400 with `param`; every signature is checked against its chain before anything is sent.
+   */
+  @Post('revoke-authorizations')
+  @HttpCode(200)
+  revokeAuthorizations(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+    return this.merchants.revokeAuthorizations(merchant, parseRevocations(body));
+  }
+
   @Get('pauser')
   getPauser(@CurrentMerchant() merchant: AuthenticatedMerchant) {
     return this.merchants.pauser(merchant);
@@ -113,6 +125,65 @@ function parseDeclaration(body: unknown): {
   return { merchantPauser, signature, acknowledgeSharedPauserRisk: ack === true };
 }
 
+/** `{ revocations: [{ chain, deadline, signature }, ...] }`: one per chain, at least one, no chain twice. */
+export function parseRevocations(body: unknown): RevocationInput[] {
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw invalidRequest('The request body must be a JSON object.');
+  const b = body as Record<string, unknown>;
+  for (const key of Object.keys(b)) {
+    if (key !== 'revocations') throw validationError(key, `Received unknown parameter: ${key}`);
+  }
+  const list = b['revocations'];
+  if (!Array.isArray(list) || list.length === 0 || list.length > 16)
+    throw validationError(
+      'revocations',
+      'revocations is required: 1 to 16 objects { chain, deadline, signature }, one RevokeAuthorizations signature per chain.',
+    );
+  const seen = new Set<string>();
+  return list.map((item: unknown, i) => {
+    const at = `revocations[${i}]`;
+    if (typeof item !== 'object' || item === null || Array.isArray(item))
+      throw validationError(at, `${at} must be an object { chain, deadline, signature }.`);
+    const r = item as Record<string, unknown>;
+    for (const key of Object.keys(r)) {
+      if (!['chain', 'deadline', 'signature'].includes(key))
+        throw validationError(`${at}.${key}`, `Received unknown parameter: ${at}.${key}`);
+    }
+    const chain = r['chain'];
+    if (typeof chain !== 'string' || chain === '')
+      throw validationError(
+        `${at}.chain`,
+        `${at}.chain is required: the CAIP-2 id of the chain (eip155:<id>).`,
+      );
+    if (seen.has(chain.toLowerCase()))
+      throw validationError(`${at}.chain`, `${at}.chain: ${chain} is named twice.`, 'duplicate_chain');
+    seen.add(chain.toLowerCase());
+    const deadline = parseDeadline(r['deadline']);
+    if (deadline === null)
+      throw validationError(
+        `${at}.deadline`,
+        `${at}.deadline is required: the Unix time in seconds the signature was made to expire at (the one signed).`,
+        'invalid_deadline',
+      );
+    const signature = r['signature'];
+    if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature))
+      throw validationError(
+        `${at}.signature`,
+        `${at}.signature is required: the 65-byte EIP-712 RevokeAuthorizations signature (0x followed by 130 hex digits).`,
+        'invalid_signature',
+      );
+    return { chain, deadline, signature };
+  });
+}
+
+function parseDeadline(deadline: unknown): string | null {
+  return typeof deadline === 'number' && Number.isSafeInteger(deadline) && deadline > 0
+    ? String(deadline)
+    : typeof deadline === 'string' && /^[1-9][0-9]{0,19}$/.test(deadline)
+      ? deadline
+      : null;
+}
+
 const MERCHANT_CHANGE_KEYS = ['chain', 'deadline', 'signature', 'merchant_signer', 'settlement_address'];
 
 export function parseMerchantChange(body: unknown): MerchantChangeInput {
@@ -125,13 +196,7 @@ export function parseMerchantChange(body: unknown): MerchantChangeInput {
   const chain = b['chain'];
   if (typeof chain !== 'string' || chain === '')
     throw validationError('chain', 'chain is required: the CAIP-2 id of the chain to change (eip155:<id>).');
-  const deadline = b['deadline'];
-  const deadlineText =
-    typeof deadline === 'number' && Number.isSafeInteger(deadline) && deadline > 0
-      ? String(deadline)
-      : typeof deadline === 'string' && /^[1-9][0-9]{0,19}$/.test(deadline)
-        ? deadline
-        : null;
+  const deadlineText = parseDeadline(b['deadline']);
   if (deadlineText === null)
     throw validationError(
       'deadline',

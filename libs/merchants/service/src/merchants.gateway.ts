@@ -13,6 +13,9 @@ import {
   type PauserDeclarationInput,
   type PauserDeclarationResource,
   type ProfilePatch,
+  type RevocationInput,
+  type RevokeAuthorizationsCommand,
+  type RevokeAuthorizationsResult,
   type SettingsResource,
   type SettlementConfigurationResource,
   type SettlementInput,
@@ -107,6 +110,19 @@ export class MerchantsGateway implements MerchantsUseCases {
       command,
     );
     return this.present(await this.reader.getAtLeast(done.id, done.revision));
+  }
+
+  /** Like the merchant change: the revocation is relayed by the process holding the operator key. */
+  revokeAuthorizations(
+    merchant: AuthenticatedMerchant,
+    revocations: readonly RevocationInput[],
+  ): Promise<RevokeAuthorizationsResult> {
+    const command: RevokeAuthorizationsCommand = { merchant, revocations };
+    return this.commands.send<RevokeAuthorizationsResult>(
+      'payments',
+      MERCHANT_CHAIN_COMMANDS.revokeAuthorizations,
+      command,
+    );
   }
 
   async updateProfile(

@@ -22,6 +22,7 @@ import { MERCHANT_CATEGORY, merchantStreamId, type MerchantEvent } from '@stable
 import type { ServiceDefinition } from '@stablepay/runtime';
 import { type Clock, JsonLogger } from '@stablepay/util';
 import { ChangeMerchantOnChainHandler } from '../commands/change-merchant-on-chain/change-merchant-on-chain.handler';
+import { RevokeAuthorizationsHandler } from '../commands/revoke-authorizations/revoke-authorizations.handler';
 import { MerchantChainRegistrar } from './merchant-chain-registrar';
 import { CreateMerchantChainRegistrations1767400000000, RegistrationStore } from './registration.store';
 
@@ -243,7 +244,7 @@ export class MerchantChainRegistrationModule {
     return {
       module: MerchantChainRegistrationModule,
       imports: [ChainOperatorModule.forRoot(config)],
-      controllers: [ChangeMerchantOnChainHandler],
+      controllers: [ChangeMerchantOnChainHandler, RevokeAuthorizationsHandler],
       providers: [MerchantChainRegistration],
       exports: [MerchantChainRegistration],
     };
