@@ -16,8 +16,9 @@ import {
  * What only the mined block decides, on anvil through HTTP with the signed webhooks the merchant receives: a charge
  * that passed preflight and simulation but reverts when mined (the subscriber's balance drained, or its allowance
  * revoked, by a transaction mined ahead of it) fails with its transaction and pauses the subscription, and the next
- * successful charge unpauses it; a subscribe transaction broadcast before the merchant cancelled the intent lands and
- * completes it late (SPEC: on-chain truth wins, the latest webhook is authoritative).
+ * successful charge unpauses it (the ledger's status filter lists each side); a subscribe transaction broadcast
+ * before the merchant cancelled the intent lands and completes it late (SPEC: on-chain truth wins, the latest webhook
+ * is authoritative).
  */
 const CHAIN = 'eip155:8453';
 
@@ -163,6 +164,20 @@ describe('charges reverted when mined, and a late completion after a cancel (emb
         key: 'charge',
       });
       expect(succeeded.data['object']).toMatchObject({ paused: false });
+      // The ledger's status filter on real rows: each side lists only its own.
+      const listed = async (status: string) =>
+        (
+          (
+            await api(
+              'GET',
+              `/merchants/${e2e.stack.demoMerchantId}/charges?subscription_id=${subscriptionId}&status=${status}&limit=100`,
+            )
+          ).body['data'] as Json[]
+        ).map((c) => [c['id'], c['status']]);
+      expect(await listed('failed')).toContainEqual([answer.body['id'], 'failed']);
+      expect((await listed('failed')).every(([, status]) => status === 'failed')).toBe(true);
+      expect(await listed('succeeded')).toContainEqual([next.body['id'], 'succeeded']);
+      expect((await listed('succeeded')).every(([, status]) => status === 'succeeded')).toBe(true);
     },
     120_000,
   );
