@@ -194,7 +194,8 @@ async function main(): Promise<void> {
         domainEventSource({
           name: 'subscription-checkouts',
           topic: topicForCategory('subscriptionCheckout'),
-          map: subscriptionCheckoutWebhook,
+          // No charge ledger here: only created checkouts are mapped (a completion would show its facts' charge).
+          map: (event, history) => subscriptionCheckoutWebhook(event, history),
         }),
       ],
       dispatch: dispatchOptionsFromEnv(env),

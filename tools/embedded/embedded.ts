@@ -6,6 +6,7 @@ import {
   chargeLedgerConfigFromEnv,
   chargeLedgerService,
   chargeLedgerWebhookSource,
+  CHARGE_LEDGER_ROW_VIEW,
 } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
 import { Wallet } from 'ethers';
@@ -45,7 +46,7 @@ import { settlementService } from '@stablepay/settlement-service';
 import {
   subscriptionsConfigFromEnv,
   subscriptionsService,
-  SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
+  subscriptionCheckoutWebhookSource,
   SUBSCRIPTION_CHARGE_WEBHOOK,
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
@@ -60,7 +61,7 @@ import {
 
 /** Webhook sources: each scope's mapping from its domain events to merchant webhook events (see docs/architecture.md, Webhooks). */
 const webhookSources: WebhookSource[] = [
-  domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
+  domainEventSource(subscriptionCheckoutWebhookSource(CHARGE_LEDGER_ROW_VIEW)),
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
   domainEventSource(PAYMENT_WEBHOOK_SOURCE),
   domainEventSource(chargeLedgerWebhookSource(SUBSCRIPTION_CHARGE_WEBHOOK)),

@@ -599,7 +599,10 @@ describe('subscription chain events: screening, manager events, receipt timeout,
           h.event.data['object']?.['id'] === sub.checkoutId,
       );
     await until(checkout, (c) => c['status'] === 'completed', 'the intent completed');
-    await hook('subscription_checkout.completed', (e) => e.data['object']?.['id'] === sub.checkoutId);
+    const first = await hook(
+      'subscription_checkout.completed',
+      (e) => e.data['object']?.['id'] === sub.checkoutId,
+    );
     const raw = await rawOf(sub.txHash);
 
     await reorgTo(snapshot);
@@ -631,6 +634,16 @@ describe('subscription chain events: screening, manager events, receipt timeout,
       status: 'completed',
       subscriber: wallet(2).address,
     });
+    // Each completion's first_charge is the ledger row as its recording left it: succeeded, in its own block.
+    expect(both[1]?.event.data['first_charge']).toMatchObject({
+      id: first.data['first_charge']?.['id'],
+      status: 'succeeded',
+      tx_hash: sub.txHash,
+      created_at: first.data['first_charge']?.['created_at'],
+    });
+    expect(both[1]?.event.data['first_charge']?.['block_number']).not.toBe(
+      first.data['first_charge']?.['block_number'],
+    );
     expect(await subscription(sub.id)).toMatchObject({ status: 'active', charge_nonce: 1 });
   }, 180_000);
 });

@@ -465,6 +465,23 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
       charge_nonce: 0,
       tx_hash: firstTxHash,
     });
+    // data.first_charge is the charge ledger's row (SPEC Events: a subscription charge), as the charges list shows it:
+    // every field of the row, created_at included, and the fiat fields.
+    const listed = (
+      (
+        await api(
+          'GET',
+          `/merchants/${stack.demoMerchantId}/charges?subscription_id=${subscriptionId}&limit=100`,
+        )
+      ).body['data'] as Json[]
+    ).find((c) => c['id'] === charged.data['charge']?.['id']);
+    expect(Object.keys(completed.data['first_charge'] ?? {}).sort()).toEqual(
+      Object.keys(listed ?? {}).sort(),
+    );
+    expect(completed.data['first_charge']).toMatchObject({
+      created_at: listed?.['created_at'],
+      fiat_currency: 'ARS',
+    });
     // Late completion: completed after expired, with the subscription and its first charge; sent once.
     const expired = await hook('subscription_checkout.expired', lateCheckoutId);
     const late = await hook('subscription_checkout.completed', lateCheckoutId);

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { chargeLedgerWebhookSource } from '@stablepay/charge-ledger-service';
+import { CHARGE_LEDGER_ROW_VIEW, chargeLedgerWebhookSource } from '@stablepay/charge-ledger-service';
 import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import {
   dispatchOptionsFromEnv,
@@ -8,7 +8,7 @@ import {
   type WebhookSource,
 } from '@stablepay/webhook-dispatch-service';
 import {
-  SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE,
+  subscriptionCheckoutWebhookSource,
   SUBSCRIPTION_CHARGE_WEBHOOK,
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
@@ -20,7 +20,7 @@ import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime
  * events. Add a scope's source here (and in tools/embedded/embedded.ts) when it starts emitting events.
  */
 const sources: WebhookSource[] = [
-  domainEventSource(SUBSCRIPTION_CHECKOUT_WEBHOOK_SOURCE),
+  domainEventSource(subscriptionCheckoutWebhookSource(CHARGE_LEDGER_ROW_VIEW)),
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
   domainEventSource(PAYMENT_WEBHOOK_SOURCE),
   domainEventSource(chargeLedgerWebhookSource(SUBSCRIPTION_CHARGE_WEBHOOK)),

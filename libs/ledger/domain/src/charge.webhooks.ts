@@ -122,3 +122,19 @@ export function chargeLedgerWebhook(
     event.type === 'ChargeRecorded.v1' ? recordedChargeFactIndex(history, subscriptionHistory) : undefined;
   return fact === undefined ? { type, data } : { type, data, recordsFact: fact };
 }
+
+/**
+ * The ledger row as of the n-th recording of a charge (1-based; a recording is a `ChargeRecorded.v1`: the first write,
+ * or the charge recorded again after a reorg marked it lost): `data.first_charge` of the `subscription_checkout.completed`
+ * that rests on that recording, i.e. the row GET /merchants/:merchantId/charges listed right after it (created_at and
+ * the fiat fields as written then). Null while the stream holds fewer recordings or a fact this release does not know.
+ */
+export function chargeRowAsOfRecording(
+  history: readonly StoredEvent[],
+  n: number,
+): SubscriptionChargeObject | null {
+  if (history.some((e) => !KNOWN_CHARGE_EVENTS.has(e.type))) return null;
+  let seen = 0;
+  const at = history.findIndex((e) => e.type === 'ChargeRecorded.v1' && ++seen === n);
+  return at < 0 ? null : chargeObject(foldCharge(history.slice(0, at + 1)));
+}

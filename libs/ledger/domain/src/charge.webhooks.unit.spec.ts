@@ -1,6 +1,7 @@
 import type { ChargeEvent, ChargeFacts } from './charge.events';
 import {
   chargeLedgerWebhook,
+  chargeRowAsOfRecording,
   chargeWebhookRelatedStreams,
   type SubscriptionChargeWebhookView,
 } from './charge.webhooks';
@@ -125,5 +126,57 @@ describe('chargeLedgerWebhook: the charge ledger webhook source mapping', () => 
     expect(chargeLedgerWebhook(unknown, [recorded, unknown], undefined, view)).toBeNull();
     expect(chargeLedgerWebhook(recorded, [recorded], [], view)).toBeNull();
     expect(() => chargeLedgerWebhook(recorded, [recorded], undefined, view)).toThrow();
+  });
+});
+
+describe('chargeRowAsOfRecording: data.first_charge of subscription_checkout.completed', () => {
+  const lost: ChargeEvent = {
+    type: 'ChargeLostToReorg.v1',
+    data: { txHash: facts.txHash ?? '', lostAt: '2026-06-01T10:05:00.000Z' },
+  };
+  const again: ChargeEvent = {
+    type: 'ChargeRecorded.v1',
+    data: {
+      ...facts,
+      blockNumber: '1240',
+      fiat: null,
+      writtenBy: 'indexer',
+      recordedAt: '2026-06-01T10:06:00.000Z',
+    },
+  };
+  const settled: ChargeEvent = { type: 'ChargeSettled.v1', data: { settledAt: '2026-06-01T11:00:00.000Z' } };
+
+  it('given a charge recorded, lost to a reorg and recorded again, then each completion gets the row as of its own recording, whatever followed', () => {
+    const stream = [recorded, settled, lost, again];
+    expect(chargeRowAsOfRecording(stream, 1)).toEqual({
+      object: 'subscription_charge',
+      id: 'subc_1',
+      subscription_id: facts.subscriptionId,
+      subscriber: facts.subscriber,
+      amount: '2000000',
+      fee: '1200',
+      tx_hash: facts.txHash,
+      chain: 'eip155:8453',
+      charge_nonce: 0,
+      charged_at: facts.chargedAt,
+      block_number: '1234',
+      created_at: '2026-06-01T10:00:00.000Z',
+      status: 'succeeded',
+      failure_reason: null,
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'pending',
+    });
+    expect(chargeRowAsOfRecording(stream, 2)).toMatchObject({
+      status: 'succeeded',
+      block_number: '1240',
+      failure_reason: null,
+    });
+  });
+
+  it('given fewer recordings than the completion needs (the ledger has not written it yet), then null', () => {
+    expect(chargeRowAsOfRecording([], 1)).toBeNull();
+    expect(chargeRowAsOfRecording([recorded, lost], 2)).toBeNull();
+    expect(chargeRowAsOfRecording([recorded, { type: 'ChargeSomethingNew.v9', data: {} }], 1)).toBeNull();
   });
 });

@@ -79,6 +79,13 @@ export interface WebhookSource {
    */
   relatedStreams?(message: BusMessage, history: readonly StreamEvent[]): readonly string[];
   /**
+   * Whether the related streams already hold what the message refers to, when another scope writes them after the
+   * message's own stream (e.g. the ledger records a first charge after the checkout completion that names it). False:
+   * the recorder records nothing and the message is retried like a failed read, with the bus's back-off, until they
+   * do. Absent = always ready.
+   */
+  relatedReady?(message: BusMessage, history: readonly StreamEvent[], related: RelatedHistories): boolean;
+  /**
    * Pure mapping from one bus message to zero or more webhook events (most domain events map to none). Thrown
    * errors are treated as a bug in the source: the message is logged and skipped, never retried forever.
    */
@@ -188,9 +195,16 @@ export function domainEventSource(options: {
   readonly upcasters?: readonly Upcaster[];
   /** Stream ids the mapping reads besides the event's own (WebhookSource.relatedStreams). */
   readonly relatedStreams?: (event: StreamEvent, history: readonly StreamEvent[]) => readonly string[];
+  /** WebhookSource.relatedReady. */
+  readonly relatedReady?: (
+    event: StreamEvent,
+    history: readonly StreamEvent[],
+    related: RelatedHistories,
+  ) => boolean;
   readonly isReadable?: WebhookSource['isReadable'];
 }): WebhookSource {
   const related = options.relatedStreams;
+  const ready = options.relatedReady;
   return {
     name: options.name,
     topic: options.topic,
@@ -198,6 +212,12 @@ export function domainEventSource(options: {
     ...(options.upcasters ? { upcasters: options.upcasters } : {}),
     ...(related
       ? { relatedStreams: (message, history) => related({ type: message.type, data: message.data }, history) }
+      : {}),
+    ...(ready
+      ? {
+          relatedReady: (message, history, histories) =>
+            ready({ type: message.type, data: message.data }, history, histories),
+        }
       : {}),
     ...(options.isReadable ? { isReadable: options.isReadable } : {}),
     toWebhookEvents: (message, history, relatedHistories) => {

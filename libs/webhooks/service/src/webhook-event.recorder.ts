@@ -25,6 +25,16 @@ import { WebhookEventStore } from './webhook-event.store';
 
 export const WEBHOOK_RECORDER_GROUP = 'webhooks.dispatcher';
 
+/** A message whose related streams do not yet hold what it refers to: retried like a failed read, never skipped. */
+export class RelatedStreamsNotReadyError extends Error {
+  constructor(source: string, messageId: string) {
+    super(
+      `webhook source ${source}: the streams message ${messageId} refers to are not written yet; retrying`,
+    );
+    this.name = 'RelatedStreamsNotReadyError';
+  }
+}
+
 /**
  * Domain events -> webhook events. Consumes every registered source's topic in batches, lets each source map
  * each message to drafts, and records a batch's drafts, due now, in one statement. The event id is the deduplication key, so a redelivered
@@ -104,6 +114,8 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       // Outside the try: a failed read is I/O, so the message is retried rather than skipped.
       const history = source.withHistory ? await this.history(message) : undefined;
       const related = await this.related(source, message, history);
+      if (!this.relatedReady(source, message, history, related))
+        throw new RelatedStreamsNotReadyError(source.name, message.id);
       try {
         for (const draft of source.toWebhookEvents(message, history, related)) {
           assertValidDraft(source.name, draft);
@@ -130,6 +142,21 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       }
     }
     return events;
+  }
+
+  /** A source's readiness check; one that throws is a mapping bug, which the mapping meets and skips, loudly. */
+  private relatedReady(
+    source: WebhookSource,
+    message: BusMessage,
+    history: readonly StreamEvent[] | undefined,
+    related: RelatedHistories | undefined,
+  ): boolean {
+    if (!source.relatedReady || !history || !related) return true;
+    try {
+      return source.relatedReady(message, history, related);
+    } catch {
+      return true;
+    }
   }
 
   /** The whole of each stream the source names (read, like the history, outside the mapping's try). */

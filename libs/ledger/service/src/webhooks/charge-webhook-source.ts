@@ -1,4 +1,10 @@
-import { CHARGE_CATEGORY, chargeLedgerWebhook, chargeWebhookRelatedStreams } from '@stablepay/ledger-domain';
+import {
+  CHARGE_CATEGORY,
+  chargeLedgerWebhook,
+  chargeRowAsOfRecording,
+  chargeStreamId,
+  chargeWebhookRelatedStreams,
+} from '@stablepay/ledger-domain';
 import type { SubscriptionChargeWebhookView } from '@stablepay/ledger-domain';
 import { CHARGE_TOPIC } from '../charges/charge-ledger.projection';
 
@@ -81,3 +87,30 @@ export function chargeLedgerWebhookSource(subscriptions: SubscriptionChargeWebho
       ),
   };
 }
+
+/**
+ * Whether GET /merchants/:merchantId/charges lists the charge as succeeded with that transaction: a
+ * `subscription_checkout.completed` whose `data.first_charge` is that row is not attempted before (the same rule as the
+ * charge webhooks, SPEC fiat field rule 6).
+ */
+export async function chargeListedSucceeded(
+  reads: ReadModels,
+  row: { readonly id: string; readonly tx_hash: string | null },
+): Promise<boolean> {
+  const rows = await reads.query(
+    `SELECT 1 FROM subscription_charges WHERE id = $1 AND status = 'succeeded' AND lower(tx_hash) = lower($2)`,
+    [row.id, row.tx_hash],
+  );
+  return rows.length > 0;
+}
+
+/**
+ * What the charge ledger contributes to the subscription checkout webhooks (composition roots pass it to
+ * `subscriptionCheckoutWebhookSource`, so neither scope imports the other): where a charge's stream is, its row as of
+ * the n-th recording, and whether the list shows it.
+ */
+export const CHARGE_LEDGER_ROW_VIEW = {
+  streamIdOf: chargeStreamId,
+  rowAsOfRecording: chargeRowAsOfRecording,
+  listed: chargeListedSucceeded,
+};

@@ -21,6 +21,7 @@ import {
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { SUBSCRIPTIONS_MIGRATIONS } from '../migrations';
 import { SubscriptionCheckoutChanges } from './changes';
+import { createdCheckoutEvents } from './checkout.test-fixtures';
 import { SubscriptionCheckoutProjection } from './subscription-checkout.projection';
 import { SubscriptionCheckoutReader } from './subscription-checkout.reader';
 import { subscriptionCheckoutWebhook, subscriptionCheckoutWebhookObject } from './webhook-object';
@@ -29,22 +30,11 @@ const now = new Date('2026-06-01T10:00:00.000Z');
 const ID = 'schk_01jxyzexample0000000000000';
 
 function events(id = ID): SubscriptionCheckoutEvent[] {
-  const created = decideSubscriptionCheckout(
-    {
-      type: 'CreateSubscriptionCheckout',
-      id,
-      onchainId: `0x${'ab'.repeat(32)}`,
-      businessName: 'Acme',
-      checkoutUrl: `https://pay.example/subscribe/${id}`,
-      input: { price: '100', price_currency: 'ARS', metadata: { plan_name: 'Pro' } },
-      context: {
-        availableChains: [{ caip2: 'eip155:8453', tokenSymbols: ['USDC'] }],
-        quotedTokenSymbols: ['USDC'],
-        settlement: { mode: 'crypto' },
-      },
-      now,
-    },
-    foldSubscriptionCheckout([]),
+  const created = createdCheckoutEvents(
+    id,
+    `0x${'ab'.repeat(32)}`,
+    { price: '100', price_currency: 'ARS', metadata: { plan_name: 'Pro' } },
+    now,
   );
   return [
     ...created,
