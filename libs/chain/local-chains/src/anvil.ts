@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
+import { freeLoopbackPort } from '@stablepay/node-util';
 
 export interface AnvilNode {
   readonly chainId: number;
@@ -30,19 +30,6 @@ function anvilBinary(): string {
   if (process.env['ANVIL_BIN']) return process.env['ANVIL_BIN'];
   const pkg = `@foundry-rs/anvil-${process.platform === 'darwin' ? 'darwin' : 'linux'}-${process.arch === 'arm64' ? 'arm64' : 'amd64'}`;
   return join(require.resolve(`${pkg}/package.json`), '..', 'bin', 'anvil');
-}
-
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.unref();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      if (a === null || typeof a === 'string') return reject(new Error('no port'));
-      s.close(() => resolve(a.port));
-    });
-  });
 }
 
 async function rpcReady(url: string, deadline: number): Promise<void> {

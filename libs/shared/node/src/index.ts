@@ -2,3 +2,4 @@ export * from './ip-policy';
 export * from './pglite-server';
 export * from './connection-guard';
 export * from './read-model-changes';
+export * from './free-port';
