@@ -343,6 +343,50 @@ describe('PostgresEventStore specifics', () => {
     );
   });
 
+  it('a group that fails after its statement rejects every waiting append (no hang, no unhandled rejection) and the store goes on', async () => {
+    // The group statement runs for real, but its answer arrives malformed: the store cannot tell its members what
+    // happened, so each must be told it failed (a retry with the same event id is then answered idempotently).
+    const faulty = testPool({ connectionString: (await testDatabase()).url, max: 5 });
+    const realQuery = faulty.query.bind(faulty) as (config: unknown) => Promise<{ rows: unknown[] }>;
+    let malformed = true;
+    faulty.query = (async (config: unknown) => {
+      const result = await realQuery(config);
+      const text = (config as { text?: unknown } | null)?.text;
+      const isGroup = typeof text === 'string' && text.includes('WITH ORDINALITY AS r(');
+      if (!isGroup || !malformed) return result;
+      return { ...result, rows: result.rows.map((r) => ({ ...(r as object), transaction_id: 'not-an-id' })) };
+    }) as unknown as typeof faulty.query;
+    const faultyStore = new PostgresEventStore(faulty);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const streams = Array.from({ length: 12 }, (_, i) => `gf-${i}`);
+      const append = (stream: string) =>
+        faultyStore.appendToStream(stream, [{ id: `${stream}-a`, type: 'Noted', data: {} }], {
+          expectedRevision: 'no_stream',
+        });
+      const results = await Promise.allSettled(streams.map(append));
+      // The first ones run alone (fulfilled); the queued ones went as a group whose answer was malformed.
+      const rejected = results.filter((r) => r.status === 'rejected');
+      expect(rejected.length).toBeGreaterThan(0);
+      expect(rejected[0]).toMatchObject({ reason: expect.any(SyntaxError) });
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+
+      // The store still works: the same appends again are answered from what the group did store.
+      malformed = false;
+      const again = await Promise.allSettled(streams.map(append));
+      expect(again.map((r) => r.status)).toEqual(streams.map(() => 'fulfilled'));
+      for (const stream of streams)
+        expect((await faultyStore.readStream(stream)).map((e) => e.id)).toEqual([`${stream}-a`]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await faultyStore.close();
+      await faulty.end();
+    }
+  });
+
   describe('notifications between instances (LISTEN/NOTIFY)', () => {
     const until = async (done: () => boolean): Promise<void> => {
       while (!done()) await new Promise((resolve) => setTimeout(resolve, 5));

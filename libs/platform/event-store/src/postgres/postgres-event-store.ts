@@ -475,7 +475,21 @@ export class PostgresEventStore implements EventStore {
     }
   }
 
+  /**
+   * Runs a group and settles every member. Whatever fails outside the per-member paths (a malformed answer, a
+   * throwing listener) rejects the members not settled yet: a waiting append must never hang, and the rejection
+   * must not escape as an unhandled one (drainAppends does not await this).
+   */
   private async runGroup(group: readonly QueuedAppend[]): Promise<void> {
+    try {
+      await this.runGroupMembers(group);
+    } catch (error) {
+      // A promise settles once: the members already resolved or rejected keep their outcome.
+      for (const q of group) q.reject(error);
+    }
+  }
+
+  private async runGroupMembers(group: readonly QueuedAppend[]): Promise<void> {
     const alone = (q: QueuedAppend): Promise<void> =>
       this.appendOne(q.streamId, [q.event], q.expected, q.recordedAt).then(q.resolve, q.reject);
     const [first] = group;
