@@ -1,8 +1,13 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
-import { fiatSettlementStatus, type MerchantSettingsRow } from '@stablepay/merchants-service';
+import {
+  fiatSettlementStatus,
+  MerchantSettingsProjection,
+  type MerchantSettingsRow,
+} from '@stablepay/merchants-service';
 import type { SettlementContext } from '@stablepay/subscriptions-domain';
-import { notFound } from '@stablepay/util';
+import { InvalidatedCache, notFound } from '@stablepay/util';
 
 /** What a subscription checkout needs to know about its merchant, read from the merchants scope's settings. */
 export interface MerchantProfile {
@@ -16,20 +21,58 @@ export interface MerchantProfile {
 }
 
 /**
+ * How long a cached profile is trusted. Only used where this process runs the settings projection, which drops a
+ * merchant's entry the moment it commits a change (before any read-your-writes wait on it wakes); the bound covers
+ * a change projected by another replica of the same process kind.
+ */
+const PROFILE_TTL_MS = 1_000;
+
+/**
  * Reads the merchants scope's settings read model (`merchant_settings`, one database) directly, so the service
- * and the gateway can run it in any process, with or without the merchants module.
+ * and the gateway can run it in any process, with or without the merchants module. Where the settings projection
+ * runs in this process (the gateway, the embedded run) profiles are cached: every create read its merchant's row
+ * (one statement of about four per create). Elsewhere every call reads, as no change would reach the cache.
  */
 @Injectable()
-export class MerchantProfiles {
-  constructor(@Inject(DataSource) private readonly dataSource: DataSource) {}
+export class MerchantProfiles implements OnModuleInit {
+  private cache: InvalidatedCache<MerchantProfile> | undefined;
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(ModuleRef) private readonly moduleRef: ModuleRef,
+  ) {}
+
+  onModuleInit(): void {
+    let projection: MerchantSettingsProjection | undefined;
+    try {
+      projection = this.moduleRef.get(MerchantSettingsProjection, { strict: false });
+    } catch {
+      projection = undefined; // no merchants module in this process: no invalidation, so no cache
+    }
+    if (!projection) return;
+    const cache = new InvalidatedCache<MerchantProfile>({ ttlMs: PROFILE_TTL_MS, maxEntries: 10_000 });
+    projection.changes.on('changed', (merchantId: string) => cache.invalidate(merchantId));
+    this.cache = cache;
+  }
 
   async get(merchantId: string): Promise<MerchantProfile> {
+    const profile = this.cache
+      ? await this.cache.get(merchantId, async () => {
+          const value = await this.load(merchantId);
+          return value ? { value, group: merchantId } : undefined;
+        })
+      : await this.load(merchantId);
+    if (!profile) throw notFound('merchant', merchantId);
+    return profile;
+  }
+
+  private async load(merchantId: string): Promise<MerchantProfile | undefined> {
     const rows: MerchantSettingsRow[] = await this.dataSource.query(
       'SELECT * FROM merchant_settings WHERE merchant_id = $1',
       [merchantId],
     );
     const row = rows[0];
-    if (!row) throw notFound('merchant', merchantId);
+    if (!row) return undefined;
     const fiat = fiatSettlementStatus(row);
     return {
       businessName: row.display_name,
