@@ -33,6 +33,7 @@ export class CommandClient implements OnModuleDestroy {
   ) {}
 
   async send<Result>(owner: CommandOwner, pattern: string, payload: unknown): Promise<Result> {
+    if (this.config.transport === 'in-process') return this.sendInProcess(owner, pattern, payload);
     try {
       const client = await this.client(owner);
       return await lastValueFrom(
@@ -45,6 +46,35 @@ export class CommandClient implements OnModuleDestroy {
       if (revived instanceof RemoteCommandError && isConnectionFailure(error))
         throw unavailable(owner, revived.message);
       throw revived;
+    }
+  }
+
+  /**
+   * The in-process transport without the ClientProxy's packet streams (rxjs subjects and a packet id per command,
+   * a profiled share of every embedded create): the same JSON crossing, the same errors, the same timeout.
+   */
+  private async sendInProcess<Result>(
+    owner: CommandOwner,
+    pattern: string,
+    payload: unknown,
+  ): Promise<Result> {
+    const server = this.broker.server;
+    if (!server) throw reviveRemoteError(pattern, { message: 'no in-process command server is listening' });
+    let timeout: DomainError | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        timeout = unavailable(owner, `no answer within ${this.config.timeoutMs} ms`);
+        reject(timeout);
+      }, this.config.timeoutMs);
+    });
+    try {
+      return (await Promise.race([server.call(pattern, payload ?? {}), timedOut])) as Result;
+    } catch (error) {
+      if (timeout !== undefined && error === timeout) throw error;
+      throw reviveRemoteError(pattern, error);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

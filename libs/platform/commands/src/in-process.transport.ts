@@ -1,3 +1,4 @@
+import { isObservable, lastValueFrom } from 'rxjs';
 import {
   BaseRpcContext,
   ClientProxy,
@@ -44,6 +45,31 @@ export class InProcessServer extends Server implements CustomTransportStrategy {
 
   unwrap<T>(): T {
     return this.broker as T;
+  }
+
+  /** Handlers by pattern: Nest's lookup normalises and tries to parse the pattern as JSON on every call. */
+  private readonly handlers = new Map<string, NonNullable<ReturnType<Server['getHandlerByPattern']>>>();
+
+  /**
+   * The CommandClient's path: runs the handler of `pattern` (with its RPC pipeline: pipes, interceptors, the
+   * error filter) and settles with its JSON answer, or rejects with the JSON of what the error filter made of the
+   * failure, exactly what `dispatch` would deliver, without the packet streams in between.
+   */
+  async call(pattern: string, data: unknown): Promise<unknown> {
+    let handler = this.handlers.get(pattern);
+    if (!handler) {
+      handler = this.getHandlerByPattern(this.normalizePattern(pattern)) ?? undefined;
+      if (!handler) throw { message: `no handler for command ${pattern}` };
+      this.handlers.set(pattern, handler);
+    }
+    let result: unknown;
+    try {
+      const answer: unknown = await handler(overTheWire(data), new BaseRpcContext([pattern]));
+      result = isObservable(answer) ? await lastValueFrom(answer, { defaultValue: undefined }) : answer;
+    } catch (error) {
+      throw overTheWire(error);
+    }
+    return overTheWire(result);
   }
 
   /** Runs the handler of the packet's pattern and answers through `respond` (response, then disposal). */
