@@ -241,7 +241,7 @@ async function main(): Promise<void> {
       rows.push({ name: `POST /subscription-checkouts, ${connections} connections`, ...result });
       const per = (ms: number) => (ms / Math.max(1, result.count)).toFixed(2);
       cpuNotes.push(
-        `${connections} connections: ${per((used.user + used.system) / 1000)} ms of this process's CPU per request (client and server share it)` +
+        `${connections} connections: ${per((used.user + used.system) / 1000)} ms of this process's CPU per request (${per(used.system / 1000)} of it in the kernel; client and server share it)` +
           (dbBefore !== undefined && dbAfter !== undefined
             ? `, ${per(dbAfter - dbBefore)} ms of the database backends' CPU`
             : ''),
