@@ -106,6 +106,14 @@ async function readByPosition(source: CatchUpSource, options: ReadAllOptions): P
   return events.length < (options.maxCount ?? Infinity) ? { events, horizon: head } : { events };
 }
 
+interface PendingRead {
+  /** The cursor the read was sent with. */
+  readonly after: bigint;
+  /** `announced` when it was sent. */
+  readonly announced: number;
+  readonly batch: Promise<CatchUpBatch>;
+}
+
 interface CaughtUpWaiter {
   readonly target: bigint;
   readonly resolve: () => void;
@@ -123,6 +131,10 @@ class CatchUpSubscription implements StoreSubscription {
   private savedAt = 0;
   /** Fruitless re-polls in a row while pending (see PENDING_REPOLL_MS). */
   private pendingPolls = 0;
+  /** Appends announced so far: a read sent before the latest announcement may have missed its events. */
+  private announced = 0;
+  /** The checkpoint write in flight, if any (see persist). */
+  private saving: Promise<void> | undefined;
   private stopped = false;
   private loop: Promise<void> = Promise.resolve();
   private readonly pollSleep = new InterruptibleSleep();
@@ -147,6 +159,7 @@ class CatchUpSubscription implements StoreSubscription {
     this.retry = settings.retry ?? DEFAULT_BACKOFF;
     this.unregisterWake =
       settings.onAppend?.((mark) => {
+        this.announced++;
         if (mark !== undefined && mark > this.pendingMark) this.pendingMark = mark;
         this.pollSleep.wake();
       }) ?? ((): void => undefined);
@@ -176,23 +189,41 @@ class CatchUpSubscription implements StoreSubscription {
     await this.loop;
   }
 
+  /** Sends the read of the batch after `after`; the promise is marked handled (whoever awaits it still sees a failure). */
+  private startRead(after: bigint): PendingRead {
+    const read: ReadAllOptions = {
+      after,
+      maxCount: this.batchSize,
+      ...(this.options.categories ? { categories: this.options.categories } : {}),
+    };
+    const batch = this.source.readCatchUpBatch
+      ? this.source.readCatchUpBatch(read)
+      : readByPosition(this.source, read);
+    batch.catch(() => undefined);
+    return { after, announced: this.announced, batch };
+  }
+
   private async run(): Promise<void> {
     let failedReads = 0;
+    /** The next batch's read, sent while the current batch is handled. */
+    let next: PendingRead | undefined;
     while (!this.stopped) {
       let more = false;
       let pending = false;
       let progressed = false;
       try {
-        const read: ReadAllOptions = {
-          after: this.position,
-          maxCount: this.batchSize,
-          ...(this.options.categories ? { categories: this.options.categories } : {}),
-        };
-        const batch: CatchUpBatch = this.source.readCatchUpBatch
-          ? await this.source.readCatchUpBatch(read)
-          : await readByPosition(this.source, read);
+        const current = next && next.after === this.position ? next : this.startRead(this.position);
+        next = undefined;
+        const batch: CatchUpBatch = await current.batch;
         more = batch.events.length >= this.batchSize;
         progressed = batch.events.length > 0;
+        // When more surely waits (a full batch, or an append announced after this read was sent), the next read
+        // overlaps the handling of this batch instead of following it: a read depends only on its cursor, which
+        // after this batch is the batch's last event whatever the handler does (it is retried until it succeeds),
+        // so the store's prefix promise holds for it as for any read.
+        const last = batch.events[batch.events.length - 1];
+        if (last && (more || this.announced !== current.announced))
+          next = this.startRead(last.globalPosition);
         if (!(await this.deliver(batch.events))) break;
         if (batch.horizon !== undefined) {
           if (batch.horizon > this.horizon) this.horizon = batch.horizon;
@@ -202,12 +233,13 @@ class CatchUpSubscription implements StoreSubscription {
         this.settleWaiters();
         failedReads = 0;
       } catch (error) {
+        next = undefined;
         this.settings.onInfrastructureError?.(error, this.options.subscriptionId);
         await this.retrySleep.sleep(backoffDelay(this.retry, failedReads++));
         continue;
       }
       if (!pending || progressed) this.pendingPolls = 0;
-      if (!more) {
+      if (!more && !next) {
         await this.pollSleep.sleep(
           pending
             ? Math.min(this.pollIntervalMs, PENDING_REPOLL_MS * 2 ** Math.min(this.pendingPolls++, 16))
@@ -260,10 +292,34 @@ class CatchUpSubscription implements StoreSubscription {
     }
   }
 
+  /**
+   * Writes the checkpoint. While events flow (`force` false) at most every checkpointIntervalMs and in the
+   * background: the next batch does not wait for a synchronous commit (the position written is one already handled,
+   * and a failed write is reported and tried again after the next batch). Forced (stop, a failing handler): waits
+   * for a write in flight, then writes the current position.
+   */
   private async persist(force = true): Promise<void> {
-    if (this.position === this.savedPosition) return;
     const interval = this.settings.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
-    if (!force && Date.now() - this.savedAt < interval) return;
+    if (!force) {
+      if (this.saving || this.position === this.savedPosition) return;
+      if (Date.now() - this.savedAt < interval) return;
+      const position = this.position;
+      this.saving = this.checkpoints
+        .save(this.options.subscriptionId, position)
+        .then(
+          () => {
+            this.savedPosition = position;
+            this.savedAt = Date.now();
+          },
+          (error: unknown) => this.settings.onInfrastructureError?.(error, this.options.subscriptionId),
+        )
+        .finally(() => {
+          this.saving = undefined;
+        });
+      return;
+    }
+    await this.saving;
+    if (this.position === this.savedPosition) return;
     const position = this.position;
     await this.checkpoints.save(this.options.subscriptionId, position);
     this.savedPosition = position;
