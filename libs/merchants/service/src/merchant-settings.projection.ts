@@ -1,9 +1,11 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import type { ModuleRef } from '@nestjs/core';
 import { EventEmitter } from 'node:events';
 import { DataSource, type EntityManager } from 'typeorm';
 import { Projections } from '@stablepay/aggregate';
 import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
 import { MERCHANT_CATEGORY, type MerchantEvent } from '@stablepay/merchants-domain';
+import { InvalidatedCache } from '@stablepay/util';
 
 export const MERCHANT_TOPIC = topicForCategory(MERCHANT_CATEGORY);
 export const MERCHANT_SETTINGS_PROJECTION = 'merchants.settings-projection';
@@ -155,4 +157,25 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
 
 function merchantIdOf(message: BusMessage): string {
   return message.key.slice(MERCHANT_CATEGORY.length + 1);
+}
+
+/**
+ * A cache of what a process derives from `merchant_settings`, keyed and grouped by merchant, for a process where
+ * this projection runs: it drops a merchant's entries the moment the projection commits a change for that merchant,
+ * before any read-your-writes wait on that change wakes. `ttlMs` bounds a change another replica projected.
+ * Undefined in a process without the merchants module (no change would reach the cache there: read every time).
+ */
+export function merchantSettingsCache<Value>(
+  moduleRef: ModuleRef,
+  options: { readonly ttlMs: number; readonly maxEntries: number },
+): InvalidatedCache<Value> | undefined {
+  let projection: MerchantSettingsProjection;
+  try {
+    projection = moduleRef.get(MerchantSettingsProjection, { strict: false });
+  } catch {
+    return undefined;
+  }
+  const cache = new InvalidatedCache<Value>(options);
+  projection.changes.on('changed', (merchantId: string) => cache.invalidate(merchantId));
+  return cache;
 }

@@ -1,12 +1,14 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { CLOCK } from '@stablepay/aggregate';
 import {
   type ActiveWebhookSecrets,
+  merchantSettingsCache,
   type MerchantSettingsRow,
   WebhookSecrets,
 } from '@stablepay/merchants-service';
-import type { Clock } from '@stablepay/util';
+import type { Clock, InvalidatedCache } from '@stablepay/util';
 
 /** What the dispatcher needs of a merchant's settings to record and deliver its events. */
 export interface MerchantEndpoint {
@@ -26,14 +28,41 @@ export interface MerchantEndpoint {
  * their immutable ids.
  */
 @Injectable()
-export class MerchantEndpoints {
+export class MerchantEndpoints implements OnModuleInit {
   private readonly secretsCache = new Map<string, ActiveWebhookSecrets>();
+  /** See forRecording. */
+  private recordingCache: InvalidatedCache<MerchantEndpoint> | undefined;
 
   constructor(
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(WebhookSecrets) private readonly secrets: WebhookSecrets,
     @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(ModuleRef) private readonly moduleRef: ModuleRef,
   ) {}
+
+  onModuleInit(): void {
+    this.recordingCache = merchantSettingsCache(this.moduleRef, { ttlMs: 1_000, maxEntries: 10_000 });
+  }
+
+  /**
+   * The recorder's read (which events the merchant would get at all): from a cache where the settings projection
+   * runs in this process (it drops a merchant at once when it commits a change; 1 s bound for another replica's
+   * change), since most creates would otherwise pay this read. Elsewhere, and for deliveries, read fresh.
+   */
+  async forRecording(merchantIds: readonly string[]): Promise<Map<string, MerchantEndpoint>> {
+    const cache = this.recordingCache;
+    if (!cache) return this.forMerchants(merchantIds);
+    const unique = [...new Set(merchantIds)];
+    const found = await Promise.all(
+      unique.map((merchantId) =>
+        cache.get(merchantId, async () => {
+          const value = (await this.forMerchants([merchantId])).get(merchantId);
+          return value ? { value, group: merchantId } : undefined;
+        }),
+      ),
+    );
+    return new Map(found.flatMap((e) => (e ? [[e.merchantId, e] as const] : [])));
+  }
 
   async forMerchants(merchantIds: readonly string[]): Promise<Map<string, MerchantEndpoint>> {
     const unique = [...new Set(merchantIds)];

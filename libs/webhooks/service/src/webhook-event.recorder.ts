@@ -94,7 +94,7 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
     const events: RecordedWebhookEvent[] = [];
     for (const message of messages) events.push(...(await this.draftsOf(message)));
     if (events.length === 0) return;
-    const endpoints = await this.endpoints.forMerchants(events.map((e) => e.merchantId));
+    const endpoints = await this.endpoints.forRecording(events.map((e) => e.merchantId));
     const now = this.clock.now();
     const drafts = events.map((event) => {
       const endpoint = endpoints.get(event.merchantId);

@@ -3,11 +3,11 @@ import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import {
   fiatSettlementStatus,
-  MerchantSettingsProjection,
+  merchantSettingsCache,
   type MerchantSettingsRow,
 } from '@stablepay/merchants-service';
 import type { SettlementContext } from '@stablepay/subscriptions-domain';
-import { InvalidatedCache, notFound } from '@stablepay/util';
+import { type InvalidatedCache, notFound } from '@stablepay/util';
 
 /** What a subscription checkout needs to know about its merchant, read from the merchants scope's settings. */
 export interface MerchantProfile {
@@ -43,16 +43,7 @@ export class MerchantProfiles implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    let projection: MerchantSettingsProjection | undefined;
-    try {
-      projection = this.moduleRef.get(MerchantSettingsProjection, { strict: false });
-    } catch {
-      projection = undefined; // no merchants module in this process: no invalidation, so no cache
-    }
-    if (!projection) return;
-    const cache = new InvalidatedCache<MerchantProfile>({ ttlMs: PROFILE_TTL_MS, maxEntries: 10_000 });
-    projection.changes.on('changed', (merchantId: string) => cache.invalidate(merchantId));
-    this.cache = cache;
+    this.cache = merchantSettingsCache(this.moduleRef, { ttlMs: PROFILE_TTL_MS, maxEntries: 10_000 });
   }
 
   async get(merchantId: string): Promise<MerchantProfile> {
