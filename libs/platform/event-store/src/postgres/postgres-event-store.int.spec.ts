@@ -246,6 +246,52 @@ describe('PostgresEventStore specifics', () => {
     expect(batches.flat()).toEqual(['batch-1-a', 'batch-1-b', 'batch-2-a']);
   });
 
+  it('reading the next batch while a full one is handled skips nothing: a failing batch, appends during handling', async () => {
+    const small = await createPostgresEventStore({
+      url: (await testDatabase()).url,
+      poolSize: 3,
+      subscriptions: { batchSize: 3, retry: { initialMs: 5, maxMs: 20 } },
+    });
+    try {
+      const first = Array.from({ length: 7 }, (_, i) => `pf-${i}`);
+      for (const stream of first)
+        await small.appendToStream(stream, [{ id: `${stream}-a`, type: 'Noted', data: {} }]);
+      const later = Array.from({ length: 4 }, (_, i) => `pf-later-${i}`);
+      const batches: string[][] = [];
+      let failOnce = true;
+      const subscription = await small.subscribeToAll({
+        subscriptionId: 'pf:reader',
+        categories: ['pf'],
+        handler: async () => undefined,
+        handleBatch: async (events: readonly RecordedEvent[]) => {
+          const ids = events.map((e) => e.id);
+          // The second full batch fails once (the read of the third was already sent), and while it is handled
+          // more events are appended behind the ones already read.
+          if (ids[0] === 'pf-3-a' && failOnce) {
+            failOnce = false;
+            for (const stream of later)
+              await small.appendToStream(stream, [{ id: `${stream}-a`, type: 'Noted', data: {} }]);
+            throw new Error('projection database unavailable');
+          }
+          batches.push(ids);
+        },
+      });
+      await subscription.caughtUp();
+      // The failing batch ran before that (the horizon moves only past handled batches), so the later appends
+      // are stored now and a second wait covers them.
+      expect(failOnce).toBe(false);
+      await subscription.caughtUp();
+      await subscription.stop();
+      expect(batches.flat()).toEqual([...first, ...later].map((s) => `${s}-a`));
+      expect(batches.slice(0, 2)).toEqual([
+        ['pf-0-a', 'pf-1-a', 'pf-2-a'],
+        ['pf-3-a', 'pf-4-a', 'pf-5-a'],
+      ]);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('two subscriptions woken by the same append at the same position share one catch-up read', async () => {
     const quiet = await createPostgresEventStore({
       url: (await testDatabase()).url,
