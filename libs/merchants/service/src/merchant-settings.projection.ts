@@ -162,8 +162,9 @@ function merchantIdOf(message: BusMessage): string {
 /**
  * A cache of what a process derives from `merchant_settings`, keyed and grouped by merchant, for a process where
  * this projection runs: it drops a merchant's entries the moment the projection commits a change for that merchant,
- * before any read-your-writes wait on that change wakes. `ttlMs` bounds a change another replica projected.
- * Undefined in a process without the merchants module (no change would reach the cache there: read every time).
+ * in the same tick, before any read-your-writes wait on that change resumes. `ttlMs` bounds a change another
+ * replica projected. Undefined in a process without the merchants module (no change would reach the cache there:
+ * read every time).
  */
 export function merchantSettingsCache<Value>(
   moduleRef: ModuleRef,
