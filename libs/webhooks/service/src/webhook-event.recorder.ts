@@ -25,6 +25,13 @@ import { WebhookEventStore } from './webhook-event.store';
 
 export const WEBHOOK_RECORDER_GROUP = 'webhooks.dispatcher';
 
+/**
+ * How long (wall time) a message may wait for its related streams before it is recorded without them. The recorder
+ * is one consumer for every merchant: a message retried forever (the other scope never writes what it refers to,
+ * e.g. its consumer parked that stream) would hold every merchant's webhooks behind it.
+ */
+export const RELATED_WAIT_LIMIT_MS = 120_000;
+
 /** A message whose related streams do not yet hold what it refers to: retried like a failed read, never skipped. */
 export class RelatedStreamsNotReadyError extends Error {
   constructor(source: string, messageId: string) {
@@ -48,6 +55,10 @@ export class RelatedStreamsNotReadyError extends Error {
 export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('webhook-recorder');
   private subscription: BusSubscription | undefined;
+  /** When each message first found its related streams unwritten (performance.now()), until it is recorded. */
+  private readonly waitingSince = new Map<string, number>();
+  /** RELATED_WAIT_LIMIT_MS; a test shortens it. */
+  relatedWaitLimitMs = RELATED_WAIT_LIMIT_MS;
 
   constructor(
     @Inject(EVENT_BUS) private readonly bus: EventBus,
@@ -114,8 +125,8 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       // Outside the try: a failed read is I/O, so the message is retried rather than skipped.
       const history = source.withHistory ? await this.history(message) : undefined;
       const related = await this.related(source, message, history);
-      if (!this.relatedReady(source, message, history, related))
-        throw new RelatedStreamsNotReadyError(source.name, message.id);
+      if (!this.relatedReady(source, message, history, related)) this.holdOrGiveUp(source.name, message);
+      this.waitingSince.delete(message.id);
       try {
         for (const draft of source.toWebhookEvents(message, history, related)) {
           assertValidDraft(source.name, draft);
@@ -142,6 +153,25 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
       }
     }
     return events;
+  }
+
+  /**
+   * Retries a message whose related streams are not written yet, up to relatedWaitLimitMs; past it the message is
+   * recorded with what the related streams hold (the source maps that case), loudly, so one merchant's missing
+   * write never holds every other merchant's webhooks.
+   */
+  private holdOrGiveUp(source: string, message: BusMessage): void {
+    const now = performance.now();
+    const since = this.waitingSince.get(message.id) ?? now;
+    this.waitingSince.set(message.id, since);
+    if (now - since < this.relatedWaitLimitMs) throw new RelatedStreamsNotReadyError(source, message.id);
+    this.logger.error({
+      msg: 'related streams still not written after the wait limit; recording the webhook event without them',
+      source,
+      messageId: message.id,
+      streamId: message.key,
+      waitedMs: Math.round(now - since),
+    });
   }
 
   /** A source's readiness check; one that throws is a mapping bug, which the mapping meets and skips, loudly. */

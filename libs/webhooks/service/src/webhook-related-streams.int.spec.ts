@@ -1,11 +1,11 @@
 import { toBusMessage } from '@stablepay/event-bus';
-import type { TestDatabase } from '@stablepay/testing';
+import { eventually, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { domainEventSource } from './sources';
 import { TestReceiver } from './testing/test-receiver';
 import { startWebhookStack, TEST_TOPIC, type WebhookStack } from './testing/webhook-stack';
 import { createWebhookTestDatabase as createTestDatabase } from './testing/webhook-test-database';
-import { RelatedStreamsNotReadyError } from './webhook-event.recorder';
+import { RELATED_WAIT_LIMIT_MS, RelatedStreamsNotReadyError } from './webhook-event.recorder';
 
 /**
  * A source whose related stream another scope writes after the message's own (the charge ledger records a first charge
@@ -77,5 +77,32 @@ describe('webhook sources with related streams written later (relatedReady)', ()
       type: 'subscription_checkout.completed',
       data: { first_charge: { id: 'subc_later', created_at: 'then' } },
     });
+  });
+
+  it("given the related stream is never written, then after the wait limit the message is recorded without it (one merchant's missing write holds no other webhook forever)", async () => {
+    if (!stack) throw new Error('no stack');
+    const { merchantId } = await stack.createMerchant('Never related');
+    await stack.configureWebhook(merchantId, receiver.url('/never'));
+    stack.recorder.relatedWaitLimitMs = 50;
+    try {
+      // The stack's own consumer retries the message; past the limit it records it with the related stream empty.
+      await stack.emit(merchantId, 'TestNeedsRelated.v1', { chargeId: 'subc_never', amount: '1' });
+      await eventually(
+        async () => {
+          await stack?.settle();
+          return receiver.on('/never').length;
+        },
+        (delivered) => delivered === 1,
+        'the webhook recorded after the wait limit',
+      );
+    } finally {
+      stack.recorder.relatedWaitLimitMs = RELATED_WAIT_LIMIT_MS;
+    }
+    const deliveries = receiver.on('/never');
+    expect(deliveries).toHaveLength(1);
+    const body = JSON.parse(deliveries[0]?.rawBody.toString('utf8') ?? '{}') as {
+      data: { first_charge: unknown };
+    };
+    expect(body.data.first_charge).toBeNull();
   });
 });

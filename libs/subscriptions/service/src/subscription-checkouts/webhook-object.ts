@@ -183,9 +183,10 @@ export function subscriptionCheckoutWebhookSource(ledger: LedgerChargeRowView) {
       history: readonly StoredEvent[],
       related: ReadonlyMap<string, readonly StoredEvent[]>,
     ) => {
+      // Null only when the recorder gave up waiting for the ledger (RELATED_WAIT_LIMIT_MS): the first charge as the
+      // completion recorded it, without the ledger's created_at and fiat fields, rather than no webhook at all.
       const row = firstChargeRow(event, history, related);
-      if (row === null) throw new Error(`the first charge of ${event.type} is not in the charge ledger`);
-      return subscriptionCheckoutWebhook(event, history, row);
+      return subscriptionCheckoutWebhook(event, history, row ?? undefined);
     },
     isReadable: async (event: { readonly data: object }, reads: ReadModels): Promise<boolean> => {
       const row = (event.data as { readonly first_charge?: LedgerRow }).first_charge;
