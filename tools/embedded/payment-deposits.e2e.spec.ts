@@ -376,12 +376,25 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
       // Let the watch reach the indexer before the snapshot, so only the transfer is undone.
       await new Promise((r) => setTimeout(r, 1_500));
       const snapshot = (await provider.send('evm_snapshot', [])) as string;
+      const forkBlock = await provider.getBlockNumber();
       await pay(customer, p.depositAddress, 4_000_000n);
       await until(
         async () => (await eventTypes(p.id)).includes('PaymentDepositConfirmed.v1'),
         'deposit confirmed',
       );
+      // A node puts an orphaned block's transactions back in its pool; evm_revert drops them. The service's own
+      // ones (the deposit's deploy can be mined before the revert) are sent again, as a real reorg would keep
+      // them: without that, the operator's next nonce has no transaction under it and every later transaction of
+      // the service waits behind the gap. Only the customer's transactions are lost.
+      const orphaned: string[] = [];
+      for (let n = forkBlock + 1; n <= (await provider.getBlockNumber()); n++) {
+        const block = await provider.getBlock(n, true);
+        for (const tx of block?.prefetchedTransactions ?? [])
+          if (tx.from.toLowerCase() !== customerAddress.toLowerCase())
+            orphaned.push((await provider.send('eth_getRawTransactionByHash', [tx.hash])) as string);
+      }
       await provider.send('evm_revert', [snapshot]);
+      for (const raw of orphaned) await provider.send('eth_sendRawTransaction', [raw]);
       // A longer fork without the transfer: the follower sees the parent hashes change and retracts it.
       await provider.send('anvil_mine', ['0x8']);
       const failed = await statusIs(p.id, 'failed');
