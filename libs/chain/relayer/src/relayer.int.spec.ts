@@ -218,6 +218,20 @@ describe('ChainRelayer on anvil', () => {
     expect(await admin.getBlockNumber()).toBeGreaterThanOrEqual(outcome.blockNumber + 2);
   });
 
+  it('re-syncs its nonce after a receipt timeout: a transaction of its own the chain forgot (reverted away) leaves no gap behind it', async () => {
+    const relayer = newRelayer(7);
+    const snapshot = (await admin.send('evm_snapshot', [])) as string;
+    const first = await relayer.submit(request('ping'));
+    if (first.kind !== 'confirmed') throw new Error(`expected confirmed, got ${first.kind}`);
+    await admin.send('evm_revert', [snapshot]);
+
+    // Its cached next nonce is now one above the chain's: the node queues the transaction and never mines it.
+    const stuck = await relayer.submit(request('ping'), { timeoutMs: 500 });
+    expect(stuck).toMatchObject({ kind: 'receipt_timeout', nonce: first.nonce + 1 });
+
+    expect(await relayer.submit(request('ping'))).toMatchObject({ kind: 'confirmed', nonce: first.nonce });
+  });
+
   it('returns receipt_timeout when the transaction is not mined in time, and the receipt once it is', async () => {
     const relayer = newRelayer(6);
     await withoutAutomine(async () => {

@@ -249,8 +249,13 @@ export class ChainRelayer {
     const confirmations = positiveInteger(options.confirmations ?? this.confirmations, 'confirmations');
     const timeoutMs = positiveInteger(options.timeoutMs ?? this.receiptTimeoutMs, 'timeoutMs');
     const receipt = await this.pollReceipt(sent.txHash, confirmations, timeoutMs);
-    if (receipt === null)
+    if (receipt === null) {
+      // The node may have forgotten a transaction of ours without a nonce error (a reorg on a node that does not
+      // put orphaned transactions back in its pool, a dropped pool): the cached next nonce then sits above a gap
+      // and every later transaction waits behind it. The next send asks the chain's pending count again.
+      this.nextNonce = null;
       return { kind: 'receipt_timeout', txHash: sent.txHash, nonce: sent.nonce, broadcast: sent };
+    }
     const mined: MinedTransaction = {
       txHash: sent.txHash,
       nonce: sent.nonce,
