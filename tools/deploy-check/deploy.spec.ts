@@ -1,6 +1,12 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
+import {
+  httpTimeoutsFromEnv,
+  shutdownDelayMsFromEnv,
+  stopDeadlineMs,
+  trustProxyFromEnv,
+} from '@stablepay/http';
 
 /**
  * No Docker engine runs on development machines, so the distributed deployment is checked by reading it:
@@ -131,6 +137,36 @@ describe('distributed deployment files', () => {
         .find((d) => d.kind === 'ConfigMap');
       expect(config?.data?.['HOSTED_URL']).toMatch(/^https:\/\/[^/]+\/hosted$/);
     }
+  });
+
+  it('the gateway believes the ingress about the client address (TRUST_PROXY), so limits count per client', () => {
+    // Without it every request's source is the ingress pod: one guesser would spend the failed-authentication
+    // budget of every client, and the per-source limit would be shared by all of them.
+    const config = k8sDocs('gateway.yaml').find((d) => d.kind === 'ConfigMap');
+    const trustProxy = trustProxyFromEnv({ TRUST_PROXY: config?.data?.['TRUST_PROXY'] });
+    expect(trustProxy).toBeDefined();
+    expect(trustProxy).not.toEqual([]);
+  });
+
+  it.each(apps)(
+    'Kubernetes gives %s a grace period longer than its stop deadline (shutdown delay + request deadline + margin)',
+    (app) => {
+      const docs = k8sDocs(`${app}.yaml`);
+      const env = docs.find((d) => d.kind === 'ConfigMap')?.data ?? {};
+      const graceSeconds = (
+        docs.find((d) => d.kind === 'Deployment')?.spec?.template?.spec as
+          { terminationGracePeriodSeconds?: number } | undefined
+      )?.terminationGracePeriodSeconds;
+      // Kubernetes' default grace period is 30 s.
+      expect((graceSeconds ?? 30) * 1000).toBeGreaterThan(
+        stopDeadlineMs(httpTimeoutsFromEnv(env), shutdownDelayMsFromEnv(env)),
+      );
+    },
+  );
+
+  it('the gateway stays in service, not ready, while the ingress drops it (SHUTDOWN_DELAY_MS)', () => {
+    const env = k8sDocs('gateway.yaml').find((d) => d.kind === 'ConfigMap')?.data ?? {};
+    expect(shutdownDelayMsFromEnv(env)).toBeGreaterThanOrEqual(1000);
   });
 
   it('the Dockerfile builds any one service and checks its health', () => {
@@ -270,6 +306,54 @@ describe('distributed deployment files', () => {
       );
       for (const app of ['gateway', 'indexer', ...actsOnChain]) {
         expect(containerOf(app)?.envFrom).toContainEqual({ configMapRef: { name: 'stablepay-chain' } });
+      }
+    });
+  });
+
+  describe('alerting rules (deploy/monitoring/prometheus-rules.yaml)', () => {
+    const rules = parse(
+      readFileSync(join(root, 'deploy', 'monitoring', 'prometheus-rules.yaml'), 'utf8'),
+    ) as {
+      groups: Array<{
+        name: string;
+        rules: Array<{ alert: string; expr: string; labels?: { severity?: string } }>;
+      }>;
+    };
+    const all = rules.groups.flatMap((g) => g.rules);
+
+    /** Every metric name the services register, from the source (a `name: 'stablepay_...'` or a `const name =`). */
+    const registered = (() => {
+      const names = new Set<string>();
+      const walk = (dir: string): void => {
+        for (const entry of readdirSync(dir, { withFileTypes: true })) {
+          const path = join(dir, entry.name);
+          if (entry.isDirectory()) {
+            if (entry.name !== 'node_modules') walk(path);
+          } else if (entry.name.endsWith('.ts') && !/\.spec\.ts$/.test(entry.name)) {
+            for (const m of readFileSync(path, 'utf8').matchAll(/'(stablepay_[a-z0-9_]+)'/g))
+              names.add(m[1] as string);
+          }
+        }
+      };
+      walk(join(root, 'libs'));
+      return names;
+    })();
+
+    it('names a severity for each alert and only metrics the services register', () => {
+      expect(all.length).toBeGreaterThan(0);
+      for (const rule of all) {
+        expect({ alert: rule.alert, severity: rule.labels?.severity }).toEqual({
+          alert: rule.alert,
+          severity: expect.stringMatching(/^(page|warn)$/),
+        });
+        for (const [used] of rule.expr.matchAll(/stablepay_[a-z0-9_]+/g)) {
+          const base = used.replace(/_(bucket|count|sum)$/, '');
+          expect({ alert: rule.alert, metric: base, registered: registered.has(base) }).toEqual({
+            alert: rule.alert,
+            metric: base,
+            registered: true,
+          });
+        }
       }
     });
   });

@@ -47,6 +47,23 @@ const CODE_BY_FASTIFY: Record<string, { status: number; code: string; message: s
   },
 };
 
+/**
+ * PostgreSQL refusals that can only come from what the client sent: a safety net behind the checks at the edge
+ * (body strings, URL parameters), so a value that slips past them is the client's 400, not our 500.
+ */
+const CODE_BY_SQLSTATE: Record<string, { code: string; message: string }> = {
+  '22021': { code: 'invalid_string', message: 'A parameter contains a character that cannot be stored.' },
+  '22P05': { code: 'invalid_string', message: 'A parameter contains a character that cannot be stored.' },
+  '54001': { code: 'request_too_complex', message: 'The request is too complex to run.' },
+};
+
+/** The SQLSTATE of a PostgreSQL error, raw (pg) or wrapped by TypeORM (QueryFailedError.driverError). */
+export function sqlState(exception: unknown): string | undefined {
+  const e = exception as { code?: unknown; driverError?: { code?: unknown } } | null;
+  const code = e?.driverError?.code ?? e?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
 /** Turns any thrown value into the API's error envelope; the only place that knows HTTP status codes. */
 export function toEnvelope(exception: unknown): { status: number; body: ErrorEnvelope } {
   if (exception instanceof DomainError || DomainError.isShape(exception)) {
@@ -59,6 +76,16 @@ export function toEnvelope(exception: unknown): { status: number; body: ErrorEnv
     return {
       status: f.status,
       body: { error: compact(TYPE_BY_STATUS[f.status] ?? 'invalid_request', f.message, undefined, f.code) },
+    };
+  }
+  const state = sqlState(exception);
+  const refusedByDatabase = state !== undefined ? CODE_BY_SQLSTATE[state] : undefined;
+  if (refusedByDatabase) {
+    return {
+      status: 400,
+      body: {
+        error: compact('invalid_request', refusedByDatabase.message, undefined, refusedByDatabase.code),
+      },
     };
   }
   if (exception instanceof HttpException) {
@@ -140,6 +167,13 @@ export class ErrorEnvelopeFilter implements ExceptionFilter {
     const reply = host.switchToHttp().getResponse<FastifyReply>();
     const { status, body } = toEnvelope(exception);
     if (status >= 500) this.logger.error(exception instanceof Error ? exception : String(exception));
+    // The edge checks should have refused it: say which one let it through.
+    else if (sqlState(exception) !== undefined)
+      this.logger.warn({
+        msg: 'database refused a client value',
+        sqlstate: sqlState(exception),
+        error: String(exception),
+      });
     void reply.status(status).header('content-type', 'application/json; charset=utf-8').send(body);
   }
 }

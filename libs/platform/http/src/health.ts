@@ -13,12 +13,19 @@ export type ReadinessCheck = () => Promise<void | string>;
 @Injectable()
 export class ReadinessRegistry {
   private readonly checks = new Map<string, ReadinessCheck>();
+  private stopping = false;
 
   register(name: string, check: ReadinessCheck): void {
     this.checks.set(name, check);
   }
 
+  /** From the stop signal on, the process is not ready, whatever its dependencies say: balancers move away. */
+  markStopping(): void {
+    this.stopping = true;
+  }
+
   async run(timeoutMs = 2000): Promise<{ ready: boolean; checks: Record<string, string> }> {
+    if (this.stopping) return { ready: false, checks: { shutdown: 'stopping' } };
     const results: Record<string, string> = {};
     const failed = new Set<string>();
     await Promise.all(

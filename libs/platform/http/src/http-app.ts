@@ -3,8 +3,11 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, DomainError, envInt, JsonLogger, type LogLevel } from '@stablepay/util';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
+import { ReadinessRegistry } from './health';
 import { parseJsonBody } from './json-body';
+import { installHttpMetrics } from './http-metrics';
 import { installRateLimits, type RateLimits } from './rate-limits';
+import { installUrlStringCheck, urlStringsOptions } from './url-strings';
 import { createValidationPipe } from './validation';
 
 /** How long a client may take; a slow or idle client is cut so it cannot hold a connection slot. */
@@ -36,6 +39,27 @@ export function httpTimeoutsFromEnv(env: Record<string, string | undefined>): Ht
     keepAliveMs: envInt(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', d.keepAliveMs, 100, max),
     idleMs: envInt(env, 'HTTP_IDLE_TIMEOUT_MS', d.idleMs, 100, max),
   };
+}
+
+/**
+ * How long a stopping process stays in service after its stop signal while answering /ready with 503
+ * (SHUTDOWN_DELAY_MS): the time a balancer needs to notice and stop sending new requests. 0 (the default, fine for
+ * `npm start` and compose) closes the listener at once; behind a Kubernetes Service give it a few seconds.
+ */
+export function shutdownDelayMsFromEnv(env: Record<string, string | undefined>): number {
+  return envInt(env, 'SHUTDOWN_DELAY_MS', 0, 0, 600_000);
+}
+
+/** Time for the consumers and the database pools to stop once the last request was answered. */
+export const STOP_MARGIN_MS = 10_000;
+
+/**
+ * The longest a stop may take before the process exits anyway: the shutdown delay, then the longest request the
+ * HTTP deadline lets run, then the margin. An orchestrator's grace period (Kubernetes terminationGracePeriodSeconds)
+ * must be longer, or it kills the process while requests it accepted are still running.
+ */
+export function stopDeadlineMs(timeouts: HttpTimeouts, shutdownDelayMs: number): number {
+  return shutdownDelayMs + timeouts.requestMs + STOP_MARGIN_MS;
 }
 
 export interface HttpAppOptions {
@@ -98,6 +122,51 @@ function installBodyParsers(fastify: FastifyInstance, bodyLimit: number): void {
   );
 }
 
+const CLOSING_BODY = JSON.stringify({
+  error: {
+    type: 'api_error',
+    code: 'service_unavailable',
+    message: 'This server is shutting down; nothing was done. Retry the request.',
+  },
+});
+
+/**
+ * Once the server closes, a request that still arrives on an open connection (keep-alive, pipelined) runs nothing
+ * and gets 503 in the envelope with `Retry-After: 1` and `Connection: close`: the client's retry opens a new
+ * connection, which the balancer sends to a running instance. First hook of all: such a request costs nothing.
+ */
+function installClosingAnswer(fastify: FastifyInstance): void {
+  let closing = false;
+  fastify.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  fastify.addHook('onRequest', (_request, reply, done) => {
+    if (!closing) return done();
+    void reply
+      .status(503)
+      .header('retry-after', '1')
+      .header('connection', 'close')
+      .header('content-type', 'application/json; charset=utf-8')
+      .send(CLOSING_BODY);
+  });
+}
+
+/**
+ * Stops serving HTTP in order: not ready from now on (readiness answers 503), still serving while `delay` runs
+ * (SHUTDOWN_DELAY_MS, the time the balancers take to stop sending), then the listener closes: no new connections,
+ * the closing answer to new requests on open ones, and the requests in flight finish before this resolves.
+ */
+export async function drainHttpApp(app: NestFastifyApplication, delay: Promise<void>): Promise<void> {
+  try {
+    app.get(ReadinessRegistry, { strict: false }).markStopping();
+  } catch {
+    // An application without the health module has no readiness to withdraw.
+  }
+  await delay;
+  await app.getHttpAdapter().getInstance().close();
+}
+
 /**
  * Every service's HTTP server: Fastify, JSON logs, the error envelope for every error (including Fastify's
  * own: malformed JSON, oversized bodies, unknown routes) and the validation pipe. Signals are the caller's:
@@ -111,7 +180,9 @@ export async function createHttpApp(
   const t = options.timeouts ?? DEFAULT_HTTP_TIMEOUTS;
   const adapter = new FastifyAdapter({
     bodyLimit,
-    return503OnClosing: true,
+    // Our own closing answer (installClosingAnswer) replaces Fastify's bare 503 body.
+    return503OnClosing: false,
+    ...urlStringsOptions,
     ...(options.trustProxy !== undefined
       ? { trustProxy: typeof options.trustProxy === 'number' ? options.trustProxy : [...options.trustProxy] }
       : {}),
@@ -126,8 +197,11 @@ export async function createHttpApp(
     },
   });
   const fastify = adapter.getInstance();
+  installClosingAnswer(fastify);
   installBodyParsers(fastify, bodyLimit);
+  installHttpMetrics(fastify);
   if (options.rateLimits) installRateLimits(fastify, options.rateLimits);
+  installUrlStringCheck(fastify);
   // API responses are per merchant and per moment: never cached, never sniffed. Routes that set their own
   // Cache-Control (the hosted pages) keep it.
   fastify.addHook('onSend', async (_request, reply, payload) => {

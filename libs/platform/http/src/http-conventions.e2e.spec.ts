@@ -130,6 +130,28 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
     }
   });
 
+  it('serves request metrics by route pattern (never the raw URL) and the process metrics on /metrics', async () => {
+    await fetch(`${base}/widgets/w-metrics-1`, { headers: { authorization: `Bearer ${KEY_A}` } });
+    await fetch(`${base}/widgets/w-metrics-2`, { headers: { authorization: `Bearer ${KEY_A}` } });
+    await fetch(`${base}/no-such-route/123`, { headers: { authorization: `Bearer ${KEY_A}` } });
+    const res = await fetch(`${base}/metrics`);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    const count = (labels: string) =>
+      Number(new RegExp(`^stablepay_http_requests_total\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? '0');
+    expect(count('method="GET",route="/widgets/:id",status="404",status_class="4xx"')).toBeGreaterThanOrEqual(
+      2,
+    );
+    expect(count('method="GET",route="unmatched",status="404",status_class="4xx"')).toBeGreaterThanOrEqual(1);
+    expect(text).not.toContain('w-metrics-1');
+    expect(text).not.toContain('no-such-route');
+    expect(text).toMatch(
+      /^stablepay_http_request_duration_seconds_count\{method="GET",route="\/widgets\/:id",status_class="4xx"\} \d+$/m,
+    );
+    expect(text).toMatch(/^stablepay_process_cpu_seconds_total \d/m);
+    expect(text).toMatch(/^stablepay_nodejs_eventloop_lag_seconds \d/m);
+  });
+
   it('maps a missing route to a 404 envelope', async () => {
     const res = await fetch(`${base}/nope`, { headers: { authorization: `Bearer ${KEY_A}` } });
     expect(res.status).toBe(404);

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Module, Post } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Module, Param, Post } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IsObject, IsOptional, IsString } from 'class-validator';
@@ -6,8 +6,9 @@ import { connect, type Socket } from 'node:net';
 import { hashApiKey } from './api-key';
 import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './auth';
 import { HealthModule, ReadinessRegistry } from './health';
-import { createHttpApp, type HttpAppOptions } from './http-app';
-import { presentedKeyBudgets } from './rate-limits';
+import { createHttpApp, drainHttpApp, type HttpAppOptions } from './http-app';
+import { register } from 'prom-client';
+import { presentedKeyBudgets, sourceBudget } from './rate-limits';
 
 const KEY = 'sk_test_' + 'h'.repeat(32);
 const OTHER_KEY = 'sk_test_' + 'o'.repeat(32);
@@ -36,6 +37,36 @@ class NoteController {
   list() {
     return { object: 'list', data: [] };
   }
+
+  @Get(':noteId/lines/:line')
+  line(@Param('noteId') noteId: string, @Param('line') line: string) {
+    return { object: 'line', noteId, line };
+  }
+}
+
+/** Holds its requests until the test releases them: a request in flight when the server stops. */
+let slowEntered: () => void = () => undefined;
+let releaseSlow: () => void = () => undefined;
+
+@Public()
+@Controller('slow')
+class SlowController {
+  @Get()
+  async wait() {
+    const released = new Promise<void>((r) => (releaseSlow = r));
+    slowEntered();
+    await released;
+    return { slow: true };
+  }
+}
+
+@Public()
+@Controller('hosted/page')
+class HostedPageController {
+  @Get()
+  page() {
+    return { page: true };
+  }
 }
 
 @Public()
@@ -48,11 +79,22 @@ class OpenController {
   }
 }
 
+/** When set, key lookups wait until `size` of them are under way, as lookups of a concurrent burst do on a database. */
+let lookupGate: { size: number; waiting: number; open: () => void; opened: Promise<void> } | null = null;
+function gateLookups(size: number): void {
+  let open = (): void => undefined;
+  const opened = new Promise<void>((r) => (open = r));
+  lookupGate = { size, waiting: 0, open, opened };
+}
+
 const resolver: ApiKeyResolver = {
-  resolve: async (hash) =>
-    hash === hashApiKey(KEY) || hash === hashApiKey(OTHER_KEY)
+  resolve: async (hash) => {
+    if (lookupGate && ++lookupGate.waiting >= lookupGate.size) lookupGate.open();
+    await lookupGate?.opened;
+    return hash === hashApiKey(KEY) || hash === hashApiKey(OTHER_KEY)
       ? { merchantId: hash === hashApiKey(KEY) ? 'mer_h' : 'mer_o', mode: 'test', keyHash: hash }
-      : null,
+      : null;
+  },
 };
 
 async function startApp(options: Partial<HttpAppOptions> = {}): Promise<{
@@ -62,7 +104,7 @@ async function startApp(options: Partial<HttpAppOptions> = {}): Promise<{
 }> {
   @Module({
     imports: [HealthModule],
-    controllers: [NoteController, OpenController],
+    controllers: [NoteController, OpenController, HostedPageController, SlowController],
     providers: [
       { provide: API_KEY_RESOLVER, useValue: resolver },
       { provide: APP_GUARD, useClass: ApiKeyGuard },
@@ -186,6 +228,38 @@ describe('HTTP hardening (real Fastify server)', () => {
     await expectRefused(await post('{"text":"x","extra":{"__proto__":{"admin":true}}}'), 400, 'invalid_json');
   });
 
+  const getNotes = (path: string) =>
+    fetch(`${base}/notes${path}`, { headers: { authorization: `Bearer ${KEY}` } });
+
+  it('refuses a NUL, a control character or a lone surrogate in a path or query parameter, naming it', async () => {
+    for (const bad of ['%00', '%09', '%0A', '%7F', '%ED%A0%80', '%ed%bf%bf', 'x%00y']) {
+      await expectRefused(await getNotes(`/n1/lines/${bad}`), 400, 'invalid_string', 'line');
+      await expectRefused(await getNotes(`/${bad}/lines/2`), 400, 'invalid_string', 'noteId');
+      await expectRefused(
+        await getNotes(`?limit=2&starting_after=${bad}`),
+        400,
+        'invalid_string',
+        'starting_after',
+      );
+      await expectRefused(await getNotes(`/n1/lines/2?q=${bad}`), 400, 'invalid_string', 'q');
+    }
+    // In a parameter's name, and on a route that does not exist: still the envelope.
+    await expectRefused(await getNotes(`?a%00b=1`), 400, 'invalid_string');
+    await expectRefused(await fetch(`${base}/nowhere/%00`), 400, 'invalid_string', 'path');
+    // Well-formed text is left alone: a surrogate pair is a character like any other.
+    expect(await (await getNotes(`/%F0%9F%98%80/lines/%E2%82%AC?q=%20`)).json()).toEqual({
+      object: 'line',
+      noteId: '\u{1F600}',
+      line: '\u20AC',
+    });
+  });
+
+  it('answers a path that does not decode as UTF-8 in the envelope', async () => {
+    const res = await getNotes('/%C0%80/lines/1');
+    await expectRefused(res, 400, 'invalid_url');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+  });
+
   it('marks API responses no-store and nosniff, errors included', async () => {
     for (const res of [
       await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }),
@@ -286,16 +360,27 @@ describe('rate limits (429 in the envelope with Retry-After)', () => {
     expect((await get(OTHER_KEY)).status).toBe(200);
   });
 
-  it('limits failed authentication far more tightly, then refuses the source even with a valid key', async () => {
+  it('limits failed authentication far more tightly, yet still serves a valid key and the hosted pages', async () => {
     const bad = 'sk_test_' + 'z'.repeat(32);
     const statuses: number[] = [];
     for (let i = 0; i < 8; i++) statuses.push((await get(bad)).status);
     expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
     expect(statuses.slice(5)).toEqual([429, 429, 429]);
-    const res = await get(OTHER_KEY);
+    const res = await get(bad);
     expect(res.status).toBe(429);
     expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(res.headers.get('cache-control')).toBe('no-store');
     expect(await res.json()).toMatchObject({ error: { type: 'rate_limited', code: 'rate_limited' } });
+    // No key at all is no better than a wrong one.
+    expect((await fetch(`${base}/notes`)).status).toBe(429);
+    // One guesser behind a shared address (a NAT, or a proxy TRUST_PROXY does not name) locks no merchant out.
+    expect((await get(OTHER_KEY)).status).toBe(200);
+    expect((await fetch(`${base}/hosted/page`)).status).toBe(200);
+    const metrics = await register.getSingleMetric('stablepay_http_rate_limited_total')?.get();
+    expect(metrics?.values).toContainEqual(
+      expect.objectContaining({ labels: { limit: 'auth_failures' }, value: expect.any(Number) }),
+    );
+    expect(metrics?.values).toContainEqual(expect.objectContaining({ labels: { limit: 'key' } }));
   });
 
   it('never limits the health and readiness probes', async () => {
@@ -348,6 +433,56 @@ describe('per-key rate limit on either credential header', () => {
   });
 });
 
+describe('failed-authentication budget under a concurrent burst', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    ({ app, base } = await startApp({
+      rateLimits: { perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 5 },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  const validBurst = async (): Promise<Set<number>> =>
+    new Set(
+      (
+        await Promise.all(
+          Array.from({ length: 64 }, () =>
+            fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }),
+          ),
+        )
+      ).map((r) => r.status),
+    );
+
+  it('holds none of the failure budget for a 64-client burst on one valid key', async () => {
+    expect(await validBurst()).toEqual(new Set([200]));
+  });
+
+  it('answers no more 401s than the budget to guesses sent all at once', async () => {
+    // Every guess is at the key lookup before the first is answered.
+    gateLookups(20);
+    const statuses = (
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          fetch(`${base}/notes`, {
+            headers: { authorization: `Bearer sk_test_${String(i).padStart(32, 'g')}` },
+          }),
+        ),
+      )
+    ).map((r) => r.status);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(15);
+    lookupGate = null;
+  });
+
+  it('still serves a 64-client burst on one valid key from the locked-out address', async () => {
+    expect(await validBurst()).toEqual(new Set([200]));
+  });
+});
+
 describe('rate limits behind a trusted proxy (TRUST_PROXY)', () => {
   let app: NestFastifyApplication;
   let base: string;
@@ -373,5 +508,80 @@ describe('rate limits behind a trusted proxy (TRUST_PROXY)', () => {
     ]);
     // Another client behind the same proxy still has its own budget.
     expect(await bad('198.51.100.2')).toBe(401);
+  });
+
+  it('counts an IPv6 client by its /64: rotating addresses within it gets no fresh budget', async () => {
+    expect([await bad('2001:db8:5:6::1'), await bad('2001:db8:5:6:ffff::2')]).toEqual([401, 401]);
+    expect(await bad('2001:db8:5:6:1:2:3:4')).toBe(429);
+    expect(await bad('2001:db8:5:7::1')).toBe(401);
+  });
+
+  it('keys a source by its IPv4 address or its IPv6 /64', () => {
+    expect(sourceBudget('203.0.113.9')).toBe('203.0.113.9');
+    expect(sourceBudget('::ffff:203.0.113.9')).toBe('203.0.113.9');
+    expect(sourceBudget('2001:db8:0:1::1')).toBe('2001:db8:0:1::/64');
+    expect(sourceBudget('2001:0db8:0000:0001:abcd::')).toBe('2001:db8:0:1::/64');
+    expect(sourceBudget('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(sourceBudget('::1')).toBe('0:0:0:0::/64');
+    expect(sourceBudget('fe80::1%eth0')).toBe('fe80:0:0:0::/64');
+  });
+});
+
+describe('graceful stop (drainHttpApp)', () => {
+  it('is not ready but still serves during the shutdown delay, then finishes what is in flight and answers new requests on open connections with the 503 envelope', async () => {
+    const { app, base, port } = await startApp();
+    let endDelay: () => void = () => undefined;
+    const draining = drainHttpApp(app, new Promise<void>((r) => (endDelay = r)));
+
+    const ready = await fetch(`${base}/ready`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ status: 'not_ready', checks: { shutdown: 'stopping' } });
+    expect((await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(200);
+
+    // A keep-alive connection whose request is in its handler when the listener closes, and the client's next
+    // request on it once the answer came.
+    const entered = new Promise<void>((r) => (slowEntered = r));
+    const socket = connect(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    let answered: () => void = () => undefined;
+    const firstAnswer = new Promise<void>((r) => (answered = r));
+    socket.on('data', (c: Buffer) => {
+      received.push(c);
+      if (Buffer.concat(received).includes('{"slow":true}')) answered();
+    });
+    const socketClosed = new Promise<void>((r) => socket.on('close', () => r()));
+    socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
+    await entered;
+    endDelay();
+    // The listener closes once the delay is over.
+    while (app.getHttpServer().listening) await new Promise((r) => setTimeout(r, 10));
+    releaseSlow();
+    await firstAnswer;
+    socket.write(`GET /notes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n\r\n`);
+    await socketClosed;
+    await draining;
+
+    const text = Buffer.concat(received).toString('utf8');
+    const [first, second] = text.split(/(?=HTTP\/1\.1 )/);
+    expect(first).toMatch(/^HTTP\/1\.1 200/);
+    expect(first).toContain('{"slow":true}');
+    expect(second).toMatch(/^HTTP\/1\.1 503/);
+    const head = (second ?? '').toLowerCase();
+    for (const header of [
+      'retry-after: 1',
+      'connection: close',
+      'cache-control: no-store',
+      'x-content-type-options: nosniff',
+      'content-type: application/json; charset=utf-8',
+    ])
+      expect(head).toContain(header);
+    expect(JSON.parse((second ?? '').slice((second ?? '').indexOf('\r\n\r\n') + 4))).toEqual({
+      error: {
+        type: 'api_error',
+        code: 'service_unavailable',
+        message: expect.stringMatching(/shutting down/),
+      },
+    });
+    await app.close();
   });
 });

@@ -1,5 +1,5 @@
 import { ValidationPipe, type ValidationError } from '@nestjs/common';
-import { validationError } from '@stablepay/util';
+import { invalidRequest, validationError } from '@stablepay/util';
 
 /** The first failing constraint, with a dotted param path (`metadata.plan_name`, `supported_chains.1`). */
 export function firstValidationFailure(
@@ -39,4 +39,16 @@ export function createValidationPipe(): ValidationPipe {
       return validationError(param, message);
     },
   });
+}
+
+/**
+ * For a POST that takes no parameters: nothing, or `{}`. Anything else is a client mistake (a field it thinks
+ * matters), refused before the action runs rather than ignored.
+ */
+export function requireNoParameters(body: unknown): void {
+  if (body === undefined || body === null) return;
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw invalidRequest('This request takes no parameters: send no body or {}.');
+  const [unknown] = Object.keys(body);
+  if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
 }

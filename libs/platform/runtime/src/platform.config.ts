@@ -4,6 +4,7 @@ import {
   type HttpTimeouts,
   type RateLimits,
   rateLimitsFromEnv,
+  shutdownDelayMsFromEnv,
   trustProxyFromEnv,
 } from '@stablepay/http';
 import { envEnum, envInt, envOptional, envString, type LogLevel } from '@stablepay/util';
@@ -29,6 +30,8 @@ export interface PlatformConfig {
   readonly rateLimits?: RateLimits;
   /** TRUST_PROXY: whose X-Forwarded-For names the source address (default: nobody's). */
   readonly trustProxy?: number | readonly string[];
+  /** SHUTDOWN_DELAY_MS: how long a stopping process keeps serving while /ready answers 503 (default 0). */
+  readonly shutdownDelayMs?: number;
 }
 
 export function platformConfigFromEnv(
@@ -68,5 +71,6 @@ export function platformConfigFromEnv(
     httpTimeouts: httpTimeoutsFromEnv(env),
     rateLimits: rateLimitsFromEnv(env),
     ...(trustProxy !== undefined ? { trustProxy } : {}),
+    shutdownDelayMs: shutdownDelayMsFromEnv(env),
   };
 }

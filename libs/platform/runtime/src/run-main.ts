@@ -2,10 +2,13 @@ import { ConfigError, JsonLogger } from '@stablepay/util';
 
 /**
  * Entry point wrapper for every app: a configuration error stops the process with one clear log line naming the
- * variable (exit 78, EX_CONFIG); any other start-up failure exits 1. SIGTERM/SIGINT close the app (in-flight
- * requests finish, consumers stop, pools close) and exit 0, so orchestrators see a clean stop.
+ * variable (exit 78, EX_CONFIG); any other start-up failure exits 1. SIGTERM/SIGINT close the app (not ready at
+ * once, in-flight requests finish, consumers stop, pools close) and exit 0, so orchestrators see a clean stop.
  */
-export function runMain(service: string, main: () => Promise<{ url: string; stop(): Promise<void> }>): void {
+export function runMain(
+  service: string,
+  main: () => Promise<{ url: string; stopDeadlineMs: number; stop(): Promise<void> }>,
+): void {
   const logger = new JsonLogger(service);
   Promise.resolve()
     .then(main)
@@ -17,10 +20,12 @@ export function runMain(service: string, main: () => Promise<{ url: string; stop
           if (stopping) return;
           stopping = true;
           logger.log({ msg: `${service} shutting down`, signal });
+          // Past the shutdown delay, the longest request the HTTP deadline allows and a margin, nothing we
+          // accepted is still running: exit anyway, before the orchestrator's grace period ends in a SIGKILL.
           const force = setTimeout(() => {
-            logger.error({ msg: `${service} did not stop within 25 s; exiting` });
+            logger.error({ msg: `${service} did not stop within ${running.stopDeadlineMs} ms; exiting` });
             process.exit(1);
-          }, 25_000);
+          }, running.stopDeadlineMs);
           force.unref();
           running.stop().then(
             () => process.exit(0),

@@ -22,8 +22,11 @@ import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
   createHttpApp,
   CreateIdempotencyKeys1763800000000,
+  DEFAULT_HTTP_TIMEOUTS,
+  drainHttpApp,
   HealthModule,
   ReadinessRegistry,
+  stopDeadlineMs,
 } from '@stablepay/http';
 import type { Clock } from '@stablepay/util';
 import { openEventBus, openEventStore } from './adapters';
@@ -100,6 +103,8 @@ export function platformRootModule(
 export interface RunningService {
   readonly app: NestFastifyApplication;
   readonly url: string;
+  /** The longest stop() may take (stopDeadlineMs): past it the process should exit anyway. */
+  readonly stopDeadlineMs: number;
   stop(): Promise<void>;
 }
 
@@ -127,13 +132,20 @@ export async function startService(
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
   let stopping: Promise<void> | undefined;
+  const shutdownDelayMs = config.shutdownDelayMs ?? 0;
   // Nest's close() runs the destroy hooks (bus consumers) before it closes the HTTP server, so a request in flight
-  // could outlive its consumers, and new ones keep arriving meanwhile. The HTTP server goes first: it stops
-  // accepting, answers 503 to new requests on open keep-alive connections and waits for those in flight; then
-  // Nest stops the consumers and, last, the database pools.
+  // could outlive its consumers, and new ones keep arriving meanwhile. The HTTP server goes first: /ready answers
+  // 503 at once, requests are still served for SHUTDOWN_DELAY_MS (balancers take that long to move away), then it
+  // stops accepting, answers 503 in the envelope to new requests on open connections and waits for those in
+  // flight; then Nest stops the consumers and, last, the database pools.
   const stop = async (): Promise<void> => {
-    await app.getHttpAdapter().getInstance().close();
+    await drainHttpApp(app, new Promise((resolve) => setTimeout(resolve, shutdownDelayMs)));
     await app.close();
   };
-  return { app, url: `http://${host}:${port}`, stop: () => (stopping ??= stop()) };
+  return {
+    app,
+    url: `http://${host}:${port}`,
+    stopDeadlineMs: stopDeadlineMs(config.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS, shutdownDelayMs),
+    stop: () => (stopping ??= stop()),
+  };
 }

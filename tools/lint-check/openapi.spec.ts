@@ -1,0 +1,51 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+
+/**
+ * docs/openapi.yaml is maintained by hand: these checks keep the answers every route can give on every operation,
+ * so a client generated from it knows them.
+ */
+type Responses = Record<string, { $ref?: string }>;
+const spec = parse(readFileSync(join(__dirname, '..', '..', 'docs', 'openapi.yaml'), 'utf8')) as {
+  paths: Record<string, Record<string, { responses?: Responses }>>;
+  components: { responses: Record<string, unknown> };
+};
+const METHODS = ['get', 'post', 'put', 'patch', 'delete'];
+/** Probes and metrics are never rate limited (rate-limits.ts UNLIMITED). */
+const UNLIMITED = ['/health', '/ready', '/metrics'];
+const operations = Object.entries(spec.paths).flatMap(([path, item]) =>
+  Object.entries(item)
+    .filter(([method]) => METHODS.includes(method))
+    .map(([method, op]) => ({
+      name: `${method.toUpperCase()} ${path}`,
+      path,
+      method,
+      responses: op.responses ?? {},
+    })),
+);
+const ref = (name: string) => `#/components/responses/${name}`;
+
+describe('docs/openapi.yaml', () => {
+  it('documents 429 RateLimited on every rate-limited operation', () => {
+    const missing = operations
+      .filter((op) => !UNLIMITED.includes(op.path))
+      .filter((op) => op.responses['429']?.$ref !== ref('RateLimited'))
+      .map((op) => op.name);
+    expect(missing).toEqual([]);
+  });
+
+  it('documents 415 UnsupportedMediaType on every operation that takes a body', () => {
+    const missing = operations
+      .filter((op) => ['post', 'put', 'patch'].includes(op.method))
+      .filter((op) => op.responses['415']?.$ref !== ref('UnsupportedMediaType'))
+      .map((op) => op.name);
+    expect(missing).toEqual([]);
+  });
+
+  it('references every shared response it defines', () => {
+    const text = JSON.stringify(spec.paths);
+    const unused = Object.keys(spec.components.responses).filter((name) => !text.includes(`"${ref(name)}"`));
+    expect(unused).toEqual([]);
+  });
+});
