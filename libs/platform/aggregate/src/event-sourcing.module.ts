@@ -18,6 +18,8 @@ import {
   ProjectionRegistry,
   ProjectionRunner,
   StoreLogEventBus,
+  type ConsumerSupervisionSettings,
+  SupervisedEventBus,
 } from '@stablepay/event-bus';
 import { type Clock, systemClock } from '@stablepay/util';
 import { ReadinessRegistry } from '@stablepay/http';
@@ -31,6 +33,8 @@ export interface EventSourcingOptions {
   /** Opens the bus on top of the store (store log embedded, Kafka distributed). */
   readonly createBus: (store: EventStore) => Promise<EventBus>;
   readonly clock?: Clock;
+  /** Thresholds of the consumers' health tracking and isolation (tests shorten them). */
+  readonly supervision?: ConsumerSupervisionSettings;
 }
 
 /**
@@ -56,7 +60,9 @@ export class Projections {
       store: this.store,
       // The platform opens the Postgres event store on the read models' database (runtime adapters), so with the
       // store-log bus the bus position is committed, synchronously, to the same WAL after each batch.
-      asyncCommit: this.store instanceof PostgresEventStore && this.bus instanceof StoreLogEventBus,
+      asyncCommit:
+        this.store instanceof PostgresEventStore &&
+        (this.bus instanceof SupervisedEventBus ? this.bus.inner : this.bus) instanceof StoreLogEventBus,
       logger: {
         error: (m) => logger.error(m),
         warn: (m) => logger.warn(m),
@@ -93,6 +99,15 @@ class EventSourcingLifecycle implements OnModuleInit, OnApplicationShutdown {
       if (stalled.length > 0) throw new Error(stalled.join('; '));
       return degraded.join('; ');
     });
+    const bus = this.bus;
+    if (bus instanceof SupervisedEventBus) {
+      // Every bus consumer group (projections included: a hung one never fails a batch): 503 naming the group.
+      this.readiness.register('consumers', async () => {
+        const { stalled, degraded } = bus.health.readiness();
+        if (stalled.length > 0) throw new Error(stalled.join('; '));
+        return degraded.join('; ');
+      });
+    }
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -112,8 +127,21 @@ export class EventSourcingModule {
         { provide: EVENT_STORE, useFactory: () => options.createStore() },
         {
           provide: EVENT_BUS,
-          useFactory: (store: EventStore) => options.createBus(store),
-          inject: [EVENT_STORE],
+          // Every consumer of the process gets health tracking and isolation, whichever adapter is configured.
+          useFactory: async (store: EventStore, dataSource?: DataSource) => {
+            const logger = new Logger('consumers');
+            return new SupervisedEventBus(await options.createBus(store), {
+              store,
+              ...(dataSource ? { dataSource } : {}),
+              logger: {
+                error: (m) => logger.error(m),
+                warn: (m) => logger.warn(m),
+                log: (m) => logger.log(m),
+              },
+              ...(options.supervision ? { settings: options.supervision } : {}),
+            });
+          },
+          inject: [EVENT_STORE, { token: DataSource, optional: true }],
         },
         { provide: CLOCK, useValue: options.clock ?? systemClock },
         Projections,

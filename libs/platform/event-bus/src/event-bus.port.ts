@@ -37,6 +37,12 @@ export interface ConsumeOptions {
   readonly handleBatch?: (messages: readonly BusMessage[]) => Promise<void>;
   /** Reports a failed handler call (for a batch, with the batch's first message); delivery is then retried. */
   readonly onError?: (error: unknown, message: BusMessage) => void;
+  /**
+   * The consumer parks what it cannot handle itself (the projection runner, inside its batch transaction): the
+   * supervised bus then only tracks its health. Otherwise a message that keeps failing is parked per stream by
+   * the supervised bus (SupervisedEventBus).
+   */
+  readonly isolatesItself?: boolean;
 }
 
 export interface BusSubscription {

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, register, type Metric } from 'prom-client';
+import { stuckProjectionLags } from '../supervision/consumer-health';
 
 /**
  * Prometheus metrics of the projection runners, on prom-client's default registry (served by `/metrics`).
@@ -24,8 +25,13 @@ export const projectionMetrics = {
     () =>
       new Gauge({
         name: 'stablepay_projection_last_lag_seconds',
-        help: 'Lag of the newest event a projection committed.',
+        help: 'Lag of the newest event a projection committed; while it is stuck, the age of its oldest pending event.',
         labelNames: ['projection'],
+        // Set at each commit; a stuck projection commits nothing, so without this the gauge would freeze.
+        collect() {
+          for (const { projection, lagSeconds } of stuckProjectionLags())
+            this.set({ projection }, lagSeconds);
+        },
       }),
   ),
   batchSize: metric(

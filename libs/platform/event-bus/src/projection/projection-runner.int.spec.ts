@@ -5,6 +5,7 @@ import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/ev
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import type { BusMessage } from '../event-bus.port';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
+import { topicForCategory } from '../topics';
 import {
   CreateParkedStreams1767312000000,
   listParkedStreams,
@@ -243,6 +244,183 @@ describe('ProjectionRunner', () => {
       expect(changedSeen).toEqual(['payment-batch1@2', 'payment-batch3@1']);
       expect(await batchRows()).toMatchObject({ 'payment-batch1': 'x2@2', 'payment-batch3': 'z1@1' });
     } finally {
+      await projection.stop();
+    }
+  });
+
+  it('parks the stream of an event whose application keeps hitting the statement timeout (SQLSTATE 57014) after transient retries, applies every other stream, and releases it by itself once the timeout passes', async () => {
+    // A statement timeout is retried as transient first (a passing overload is not parked), but not for ever: after
+    // failures in a row the batch is applied event by event and the event that still times out is parked.
+    await dataSource.query(
+      'CREATE TABLE timeout_rows (stream_id text PRIMARY KEY, revision integer NOT NULL)',
+    );
+    const failures: string[] = [];
+    let overloaded = true;
+    const projection = new ProjectionRunner(
+      {
+        name: 'test.runner-timeout-projection',
+        topics: [TOPIC],
+        apply: async (em, message) => {
+          if ((message.data as { slow?: boolean }).slow && overloaded) {
+            await em.query(`SET LOCAL statement_timeout = '20ms'`);
+            await em.query('SELECT pg_sleep(2)');
+          }
+          await em.query(
+            `INSERT INTO timeout_rows (stream_id, revision) VALUES ($1, $2)
+             ON CONFLICT (stream_id) DO UPDATE SET revision = EXCLUDED.revision`,
+            [message.key, message.revision],
+          );
+          return true;
+        },
+      },
+      {
+        dataSource,
+        bus,
+        store,
+        logger: {
+          error: (m) => {
+            if (m['msg'] === 'projection batch failed, will retry') failures.push(String(m['error']));
+          },
+          warn: () => undefined,
+          log: () => undefined,
+        },
+        transientRetryBaseMs: 200,
+      },
+    );
+    await store.appendToStream('payment-slow', [
+      { id: 'slow-0', type: 'PaymentNoted', data: { slow: true } },
+      { id: 'slow-1', type: 'PaymentNoted', data: {} },
+    ]);
+    await store.appendToStream('payment-fine', [{ id: 'fine-0', type: 'PaymentNoted', data: {} }]);
+    await projection.start();
+    try {
+      await projection.caughtUp();
+      const applied: Array<{ stream_id: string }> = await dataSource.query(
+        'SELECT stream_id FROM timeout_rows',
+      );
+      expect(applied.map((r) => r.stream_id)).toContain('payment-fine');
+      expect(applied.map((r) => r.stream_id)).not.toContain('payment-slow');
+      const parked = await listParkedStreams(dataSource, 'test.runner-timeout-projection');
+      expect(parked).toEqual([
+        expect.objectContaining({ streamId: 'payment-slow', revision: 0, waitingRevision: 1 }),
+      ]);
+      expect(parked[0]?.error).toMatch(/statement timeout/);
+      expect(failures.length).toBeGreaterThanOrEqual(9);
+      expect(projection.status()).toMatchObject({ stalled: false, parkedStreams: 1 });
+
+      // The overload passes: the stream is retried by itself (no operator), in order, and released.
+      overloaded = false;
+      for (
+        let i = 0;
+        i < 300 && (await listParkedStreams(dataSource, 'test.runner-timeout-projection')).length;
+        i++
+      )
+        await new Promise((r) => setTimeout(r, 100));
+      expect(await listParkedStreams(dataSource, 'test.runner-timeout-projection')).toEqual([]);
+      expect(
+        await dataSource.query("SELECT revision FROM timeout_rows WHERE stream_id = 'payment-slow'"),
+      ).toEqual([{ revision: 1 }]);
+    } finally {
+      await projection.stop();
+    }
+  });
+
+  it('applies a batch the definition gives as one statement by that statement alone (no transaction around it); when it fails, parks only the culprit', async () => {
+    await dataSource.query(
+      'CREATE TABLE runner_statement_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',
+    );
+    const applyRow = applyTo('runner_statement_rows');
+    const statements: number[] = [];
+    const changedSeen: string[] = [];
+    const projection = new ProjectionRunner(
+      {
+        name: 'test.runner-statement-projection',
+        topics: [topicForCategory('checkout')],
+        apply: applyRow,
+        batchStatement: (messages) => {
+          statements.push(messages.length);
+          return {
+            sql: `INSERT INTO runner_statement_rows (stream_id, label, revision)
+                  SELECT * FROM unnest($1::text[], $2::text[], $3::integer[])
+                  ON CONFLICT (stream_id) DO UPDATE SET label = EXCLUDED.label, revision = EXCLUDED.revision
+                    WHERE runner_statement_rows.revision < EXCLUDED.revision
+                  RETURNING stream_id, revision`,
+            params: [
+              messages.map((m) => m.key),
+              messages.map((m) => (m.data as { label: string | null }).label),
+              messages.map((m) => m.revision),
+            ],
+            changed: (rows) => {
+              const stored = new Set(
+                (rows as Array<{ stream_id: string; revision: number }>).map(
+                  (r) => `${r.stream_id}@${r.revision}`,
+                ),
+              );
+              return messages.filter((m) => stored.has(`${m.key}@${m.revision}`));
+            },
+          };
+        },
+        onCommitted: (changed) => changedSeen.push(...changed.map((m) => `${m.key}@${m.revision}`)),
+      },
+      {
+        dataSource,
+        bus,
+        store,
+        // The wrapped form (the statement turns off its own commit's flush wait) is the one under test.
+        asyncCommit: true,
+        logger: { error: () => undefined, warn: () => undefined, log: () => undefined },
+      },
+    );
+    const statementRows = async (): Promise<Record<string, string>> => {
+      const result: Array<{ stream_id: string; label: string; revision: number }> = await dataSource.query(
+        "SELECT stream_id, label, revision FROM runner_statement_rows WHERE stream_id LIKE 'checkout-one%' ORDER BY stream_id",
+      );
+      return Object.fromEntries(result.map((r) => [r.stream_id, `${r.label}@${r.revision}`]));
+    };
+    // What the runner sends through query runners (DataSource.query opens one per statement too).
+    const sent: string[] = [];
+    const createQueryRunner = dataSource.createQueryRunner.bind(dataSource);
+    const spy = jest.spyOn(dataSource, 'createQueryRunner').mockImplementation((mode) => {
+      const queryRunner = createQueryRunner(mode);
+      const query = queryRunner.query.bind(queryRunner);
+      queryRunner.query = ((sql: string, parameters?: unknown[]) => {
+        sent.push(sql);
+        return query(sql, parameters);
+      }) as typeof queryRunner.query;
+      return queryRunner;
+    });
+    await projection.start();
+    try {
+      await append('checkout-one1', ['p0']);
+      await append('checkout-one2', ['q0']);
+      await projection.caughtUp();
+      expect(await statementRows()).toEqual({ 'checkout-one1': 'p0@0', 'checkout-one2': 'q0@0' });
+      expect(changedSeen).toEqual(['checkout-one1@0', 'checkout-one2@0']);
+      expect(statements.length).toBeGreaterThan(0);
+      // Every batch went as its statement alone: no BEGIN, no COMMIT, one round trip per batch.
+      expect(sent.filter((sql) => /\b(BEGIN|COMMIT)\b/.test(sql))).toEqual([]);
+      expect(sent.filter((sql) => sql.includes('INSERT INTO runner_statement_rows'))).toHaveLength(
+        statements.length,
+      );
+      // The session of the pool's connections keeps synchronous commits for everyone else.
+      const settings: Array<{ synchronous_commit: string }> =
+        await dataSource.query('SHOW synchronous_commit');
+      expect(settings[0]?.synchronous_commit).toBe('on');
+
+      // A batch whose statement fails (a null label) is applied message by message: the culprit parks.
+      changedSeen.length = 0;
+      await append('checkout-one3', [null]);
+      await append('checkout-one1', ['p1']);
+      await projection.caughtUp();
+      expect(await statementRows()).toEqual({ 'checkout-one1': 'p1@1', 'checkout-one2': 'q0@0' });
+      expect(
+        (await listParkedStreams(dataSource, 'test.runner-statement-projection'))
+          .map((p) => p.streamId)
+          .filter((id) => id.startsWith('checkout-one')),
+      ).toEqual(['checkout-one3']);
+      expect(changedSeen).toEqual(['checkout-one1@1']);
+    } finally {
+      spy.mockRestore();
       await projection.stop();
     }
   });

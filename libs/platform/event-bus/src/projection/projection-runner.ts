@@ -3,6 +3,7 @@ import type { EventStore } from '@stablepay/event-store';
 import { insideTransaction } from '@stablepay/node-util';
 import { toBusMessage } from '../bus-message';
 import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
+import { isConnectionLoss, isTransient } from '../supervision/failure-kind';
 import { projectionMetrics } from './projection-metrics';
 
 /** The events of a stream from revision 0 through one event, in order. */
@@ -35,8 +36,27 @@ export interface ProjectionDefinition {
     messages: readonly BusMessage[],
     histories: ReadonlyMap<string, StreamHistory>,
   ): Promise<BusMessage[]>;
+  /**
+   * Optional: the whole batch as ONE statement when it can be (e.g. a batch of creations only), else undefined.
+   * It runs alone, in its own implicit transaction: one round trip instead of BEGIN, the statement and COMMIT, with
+   * the same all-or-nothing effect. Must have the effect of `applyBatch` on these messages, be one data-modifying
+   * statement with RETURNING and without a WITH of its own (the runner may put it inside one), and `changed` maps
+   * its rows to the messages that changed the read model, in order. Not used while the projection has parked
+   * streams; when it fails, the batch is applied message by message as a failed `applyBatch` would be.
+   */
+  batchStatement?(
+    messages: readonly BusMessage[],
+    histories: ReadonlyMap<string, StreamHistory>,
+  ): BatchStatement | undefined;
   /** Called after a transaction committed, with the messages that changed the read model (in order). */
   onCommitted?(changed: readonly BusMessage[]): void;
+}
+
+/** See `ProjectionDefinition.batchStatement`. */
+export interface BatchStatement {
+  readonly sql: string;
+  readonly params: readonly unknown[];
+  changed(rows: readonly unknown[]): BusMessage[];
 }
 
 /**
@@ -110,7 +130,21 @@ export class CreateParkedStreams1767312000000 implements MigrationInterface {
 
 /** Consecutive failed batches after which a projection counts as stalled (/ready fails). */
 const STALLED_AFTER_FAILURES = 3;
+/**
+ * Transient batch failures in a row after which the batch gets the event-by-event pass anyway, parking an event
+ * whose own application keeps failing transiently (a statement timeout) while the connection answers.
+ */
+const ISOLATE_AFTER_TRANSIENT_FAILURES = 10;
 const RETRY_REQUEST_POLL_MS = 1_000;
+/**
+ * A stream parked for a transient failure (a statement timeout under load) is retried by itself after this delay,
+ * doubling per failed retry up to TRANSIENT_RETRY_MAX_MS: an overload that passes must not leave a merchant's read
+ * model frozen until an operator notices. A failure of the event's own (a constraint) still waits for the operator.
+ */
+const TRANSIENT_RETRY_BASE_MS = 60_000;
+const TRANSIENT_RETRY_MAX_MS = 30 * 60_000;
+/** `retry_requested_at` of a stream whose `attempts` retries failed transiently ($3: base ms, $4: max ms). */
+const NEXT_TRANSIENT_RETRY = `now() + LEAST($4::float8, $3::float8 * power(2, attempts - 1)) * interval '1 millisecond'`;
 
 /**
  * Runs one projection: consumes its topics in batches and applies each batch in ONE transaction (the fast path),
@@ -155,8 +189,15 @@ export class ProjectionRunner {
        * second fsync on their path. Never with Kafka (its offsets commit elsewhere).
        */
       readonly asyncCommit?: boolean;
+      /** First automatic retry of a stream parked for a transient failure (default 60 s, doubling to 30 min). */
+      readonly transientRetryBaseMs?: number;
     },
   ) {}
+
+  private get transientRetry(): [number, number] {
+    const base = this.deps.transientRetryBaseMs ?? TRANSIENT_RETRY_BASE_MS;
+    return [base, Math.max(base, TRANSIENT_RETRY_MAX_MS)];
+  }
 
   get name(): string {
     return this.definition.name;
@@ -169,6 +210,7 @@ export class ProjectionRunner {
       topics: this.definition.topics,
       handler: (message) => this.handleBatch([message]),
       handleBatch: (messages) => this.handleBatch(messages),
+      isolatesItself: true,
       onError: (error, message) =>
         this.deps.logger.error({
           msg: 'projection batch failed, will retry',
@@ -207,16 +249,38 @@ export class ProjectionRunner {
     return listParkedStreams(this.deps.dataSource, this.definition.name);
   }
 
-  /** Retries every stream an operator asked to retry (also polled every second); resolves when done. */
+  /**
+   * Retries every stream whose retry is due: asked for by an operator, or scheduled after a transient failure (also
+   * polled every second); resolves when done. A retry that fails transiently again is put off (doubling delay).
+   */
   requestRetries(): Promise<void> {
     if (this.stopped) return this.retrying;
     this.retrying = this.retrying.then(async () => {
       try {
         const rows: Array<{ stream_id: string }> = await this.deps.dataSource.query(
-          'SELECT stream_id FROM parked_streams WHERE projection = $1 AND retry_requested_at IS NOT NULL',
+          'SELECT stream_id FROM parked_streams WHERE projection = $1 AND retry_requested_at <= now()',
           [this.definition.name],
         );
-        for (const row of rows) if (!this.stopped) await this.retry(row.stream_id);
+        for (const row of rows) {
+          if (this.stopped) break;
+          try {
+            await this.retry(row.stream_id);
+          } catch (error) {
+            if (!isTransient(error) && !isConnectionLoss(error)) throw error;
+            await this.deps.dataSource.query(
+              `UPDATE parked_streams SET attempts = attempts + 1, error = $5,
+                      retry_requested_at = ${NEXT_TRANSIENT_RETRY}
+                WHERE projection = $1 AND stream_id = $2`,
+              [this.definition.name, row.stream_id, ...this.transientRetry, String(error)],
+            );
+            this.deps.logger.warn({
+              msg: 'parked stream retry failed transiently, retried later',
+              projection: this.definition.name,
+              streamId: row.stream_id,
+              error: String(error),
+            });
+          }
+        }
       } catch (error) {
         this.deps.logger.warn({
           msg: 'retrying parked streams failed',
@@ -261,9 +325,9 @@ export class ProjectionRunner {
               `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
                       attempts = attempts + 1, retry_requested_at = NULL
                 WHERE projection = $1 AND stream_id = $2`,
-              [this.definition.name, streamId, message.id, message.revision, message.type, failure],
+              [this.definition.name, streamId, message.id, message.revision, message.type, failure.text],
             );
-            return { outcome: 'still_parked' as const, changed, failure, message };
+            return { outcome: 'still_parked' as const, changed, failure: failure.text, message };
           }
         }
         await em.query('DELETE FROM parked_streams WHERE projection = $1 AND stream_id = $2', [
@@ -295,11 +359,16 @@ export class ProjectionRunner {
     try {
       const histories = await this.histories(messages);
       try {
-        result = await this.batchTransaction((em) => this.applyBatch(em, messages, false, histories));
+        result =
+          (await this.applyStatement(messages, histories)) ??
+          (await this.batchTransaction((em) => this.applyBatch(em, messages, false, histories)));
       } catch (error) {
-        if (isTransient(error)) throw error;
+        const transient = isTransient(error);
+        if (transient && this.consecutiveFailures + 1 < ISOLATE_AFTER_TRANSIENT_FAILURES) throw error;
         // One event (or more) cannot be applied: again, event by event, parking what fails.
-        result = await this.batchTransaction((em) => this.applyBatch(em, messages, true, histories));
+        result = await this.batchTransaction((em) =>
+          this.applyBatch(em, messages, transient ? 'parking_transient' : true, histories),
+        );
       }
     } catch (error) {
       this.consecutiveFailures++;
@@ -335,7 +404,7 @@ export class ProjectionRunner {
   private async applyBatch(
     em: EntityManager,
     messages: readonly BusMessage[],
-    isolate: boolean,
+    isolate: boolean | 'parking_transient',
     histories: ReadonlyMap<string, StreamHistory>,
   ): Promise<{ changed: BusMessage[]; parked: ParkedNow[] }> {
     const projection = this.definition.name;
@@ -372,15 +441,32 @@ export class ProjectionRunner {
         if (await this.definition.apply(em, message, histories.get(message.id))) changed.push(message);
         continue;
       }
-      const failure = await this.applyIsolated(em, message, changed, histories);
+      const failure = await this.applyIsolated(
+        em,
+        message,
+        changed,
+        histories,
+        isolate === 'parking_transient',
+      );
       if (failure === undefined) continue;
+      const [base] = this.transientRetry;
       await em.query(
-        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (projection, stream_id) DO NOTHING`,
-        [projection, message.key, message.id, message.revision, message.type, failure],
+        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error, retry_requested_at)
+         VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $7 THEN now() + $8::float8 * interval '1 millisecond' END)
+         ON CONFLICT (projection, stream_id) DO NOTHING`,
+        [
+          projection,
+          message.key,
+          message.id,
+          message.revision,
+          message.type,
+          failure.text,
+          failure.transient,
+          base,
+        ],
       );
       parkedKeys.add(message.key);
-      parked.push({ message, error: failure });
+      parked.push({ message, error: failure.text });
     }
     for (const [key, revision] of waiting) {
       await em.query(
@@ -423,6 +509,28 @@ export class ProjectionRunner {
     return histories;
   }
 
+  /**
+   * The batch as the definition's one statement, in an implicit transaction (one round trip), when it gives one and
+   * no stream is parked (only this runner parks its projection's streams, so none can be parked meanwhile). With
+   * asyncCommit, the statement turns off its own commit's flush wait (`set_config(..., true)` lasts until the end of
+   * its transaction, which is the commit), as the batch transaction's `SET LOCAL` does; the session is unchanged.
+   */
+  private async applyStatement(
+    messages: readonly BusMessage[],
+    histories: ReadonlyMap<string, StreamHistory>,
+  ): Promise<{ changed: BusMessage[]; parked: ParkedNow[] } | undefined> {
+    if (this.parkedCount !== 0) return undefined;
+    const statement = this.definition.batchStatement?.(messages, histories);
+    if (!statement) return undefined;
+    const sql = this.deps.asyncCommit
+      ? `WITH projection_batch AS (${statement.sql})
+         SELECT * FROM projection_batch WHERE (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
+      : statement.sql;
+    const rows: unknown[] = await this.deps.dataSource.query(sql, [...statement.params]);
+    projectionMetrics.events.inc({ projection: this.definition.name, outcome: 'applied' }, messages.length);
+    return { changed: statement.changed(rows), parked: [] };
+  }
+
   /** A batch's transaction; with asyncCommit its BEGIN also turns off the commit's flush wait (one round trip). */
   private async batchTransaction<T>(work: (em: EntityManager) => Promise<T>): Promise<T> {
     if (!this.deps.asyncCommit) return this.deps.dataSource.transaction(work);
@@ -449,7 +557,8 @@ export class ProjectionRunner {
     message: BusMessage,
     changed: BusMessage[],
     histories: ReadonlyMap<string, StreamHistory>,
-  ): Promise<string | undefined> {
+    parkTransient = false,
+  ): Promise<{ text: string; transient: boolean } | undefined> {
     await em.query('SAVEPOINT projection_event');
     try {
       if (await this.definition.apply(em, message, histories.get(message.id))) changed.push(message);
@@ -458,8 +567,12 @@ export class ProjectionRunner {
     } catch (error) {
       // If even the rollback to the savepoint fails, the connection is gone: the whole batch is retried.
       await em.query('ROLLBACK TO SAVEPOINT projection_event');
-      if (isTransient(error)) throw error;
-      return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      // The rollback answered, so the connection works: after transient failures in a row, this event is the cause.
+      if (isConnectionLoss(error) || (isTransient(error) && !parkTransient)) throw error;
+      return {
+        text: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        transient: isTransient(error),
+      };
     }
   }
 
@@ -534,24 +647,6 @@ export async function requestParkedStreamRetry(
   // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
   const affected = Array.isArray(rows[0]) ? (rows[0] as unknown[]).length : rows.length;
   return affected > 0;
-}
-
-/**
- * Failures that are not one event's fault: the connection, the server's state, concurrency. SQLSTATE classes 08
- * (connection), 40 (serialization, deadlock), 53 (resources), 57 (operator intervention), 58 (system), XX
- * (internal), 55P03 (lock not available); Node socket errors; pg's "Connection terminated".
- */
-function isTransient(error: unknown): boolean {
-  const e = error as { code?: unknown; driverError?: { code?: unknown }; message?: unknown } | null;
-  const code = typeof e?.code === 'string' ? e.code : e?.driverError?.code;
-  if (typeof code === 'string') {
-    if (/^(08|40|53|57|58|XX)/.test(code) || code === '55P03') return true;
-    if (/^E[A-Z]+$/.test(code)) return true;
-  }
-  const message = typeof e?.message === 'string' ? e.message : '';
-  return /Connection terminated|connection error|not queryable|ECONNRESET|ECONNREFUSED|timeout/i.test(
-    message,
-  );
 }
 
 /** The projections running in this process: for /ready, /metrics and the operator routes. */

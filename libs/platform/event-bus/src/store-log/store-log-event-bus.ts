@@ -1,6 +1,7 @@
 import type { EventStore, StoreSubscription } from '@stablepay/event-store';
 import { toBusMessage } from '../bus-message';
 import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
+import { Mutex } from '../serial';
 import { categoriesForTopics } from '../topics';
 
 /** Raised by StoreLogEventBus.publish: with this adapter nothing is published, services append to the store. */
@@ -90,15 +91,4 @@ export class StoreLogEventBus implements EventBus {
 /** The store subscription id holding a consumer group's position in one topic. */
 export function storeLogSubscriptionId(group: string, topic: string): string {
   return `bus:${group}:${topic}`;
-}
-
-/** Runs tasks one after another, in call order. */
-class Mutex {
-  private tail: Promise<unknown> = Promise.resolve();
-
-  run<T>(task: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(task);
-    this.tail = result.catch(() => undefined);
-    return result;
-  }
 }

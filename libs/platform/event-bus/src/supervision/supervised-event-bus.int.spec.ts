@@ -1,0 +1,246 @@
+import type { DataSource } from 'typeorm';
+import { register } from 'prom-client';
+import { openDataSource } from '@stablepay/database';
+import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
+import { createTestDatabase, eventually, type TestDatabase } from '@stablepay/testing';
+import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
+import {
+  CreateParkedStreams1767312000000,
+  listParkedStreams,
+  requestParkedStreamRetry,
+} from '../projection/projection-runner';
+import { StoreLogEventBus } from '../store-log/store-log-event-bus';
+import { isConnectionLoss, isTransient } from './failure-kind';
+import { SupervisedEventBus } from './supervised-event-bus';
+
+const TOPIC = 'payments.payment.v1';
+/** Polling with a generous bound (the machine is shared): never a timed assertion. */
+const POLL = { timeoutMs: 30_000, intervalMs: 50 };
+
+describe('SupervisedEventBus', () => {
+  let database: TestDatabase;
+  let dataSource: DataSource;
+  let store: PostgresEventStore;
+  let bus: SupervisedEventBus;
+  const logged: Array<Record<string, unknown>> = [];
+
+  const append = (stream: string, labels: string[]): Promise<unknown> =>
+    store.appendToStream(
+      stream,
+      labels.map((label) => ({ id: `${stream}:${label}`, type: 'PaymentNoted', data: { label } })),
+    );
+  const label = (m: BusMessage): string => (m.data as { label: string }).label;
+  const of = (handled: string[], stream: string): string[] =>
+    handled.filter((h) => h.startsWith(`${stream}:`)).map((h) => h.slice(stream.length + 1));
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    dataSource = await openDataSource({ url: database.url, migrations: [CreateParkedStreams1767312000000] });
+    store = await createPostgresEventStore({
+      url: database.url,
+      poolSize: 3,
+      subscriptions: { retry: { initialMs: 10, maxMs: 50 } },
+    });
+    bus = new SupervisedEventBus(new StoreLogEventBus(store), {
+      dataSource,
+      store,
+      logger: {
+        error: (m) => logged.push({ level: 'error', ...m }),
+        warn: (m) => logged.push({ level: 'warn', ...m }),
+        log: (m) => logged.push({ level: 'log', ...m }),
+      },
+      settings: { isolateAfterFailures: 3, retryPollMs: 50, autoRetryAfterMs: 0 },
+    });
+  });
+
+  afterAll(async () => {
+    await bus?.close();
+    await store?.close();
+    await dataSource?.destroy();
+    await database?.drop();
+  });
+
+  it("parks the stream of a message that keeps failing while another merchant's messages are handled, keeps its later messages waiting in order, and a retry handles them in order", async () => {
+    const group = 'test.consumer-parking';
+    const handled: string[] = [];
+    let refused = true;
+    const subscription = await bus.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        if (label(m) === 'poison' && refused) throw new Error('the database refuses this draft');
+        handled.push(`${m.key}:${label(m)}`);
+      },
+    });
+    try {
+      await append('payment-pa', ['a0', 'poison', 'a2']);
+      await append('payment-pb', ['b0', 'b1']);
+      await subscription.caughtUp();
+      expect(of(handled, 'payment-pa')).toEqual(['a0']);
+      expect(of(handled, 'payment-pb')).toEqual(['b0', 'b1']);
+      const [parked] = await listParkedStreams(dataSource, group);
+      expect(parked).toMatchObject({
+        streamId: 'payment-pa',
+        revision: 1,
+        eventId: 'payment-pa:poison',
+        waitingRevision: 2,
+      });
+      expect(parked?.error).toMatch(/refuses this draft/);
+      expect(bus.health.readiness()).toEqual({
+        stalled: [],
+        degraded: [`${group}: 1 parked stream(s)`],
+      });
+      expect(logged.some((l) => l['level'] === 'error' && l['streamId'] === 'payment-pa')).toBe(true);
+      expect(await register.metrics()).toContain(`stablepay_consumer_parked_streams{group="${group}"} 1`);
+
+      // Other streams go on; the parked stream's new messages wait behind the parked one.
+      await append('payment-pb', ['b2']);
+      await append('payment-pa', ['a3']);
+      await subscription.caughtUp();
+      expect(of(handled, 'payment-pb')).toEqual(['b0', 'b1', 'b2']);
+      expect(of(handled, 'payment-pa')).toEqual(['a0']);
+      expect((await listParkedStreams(dataSource, group))[0]?.waitingRevision).toBe(3);
+
+      // A retry before the cause is fixed fails again: still parked, nothing after it handled.
+      expect(await bus.consumer(group)?.retry('payment-pa')).toBe('still_parked');
+      expect((await listParkedStreams(dataSource, group))[0]?.attempts).toBe(2);
+      expect(of(handled, 'payment-pa')).toEqual(['a0']);
+
+      // Fixed, then retried the operator's way (the admin route/CLI mark the row; the owning consumer runs it).
+      refused = false;
+      expect(await requestParkedStreamRetry(dataSource, group, 'payment-pa')).toBe(true);
+      await eventually(
+        () => listParkedStreams(dataSource, group),
+        (p) => p.length === 0,
+        'the stream released',
+        POLL,
+      );
+      expect(of(handled, 'payment-pa')).toEqual(['a0', 'poison', 'a2', 'a3']);
+      expect(bus.health.readiness()).toEqual({ stalled: [], degraded: [] });
+
+      await append('payment-pa', ['a4']);
+      await subscription.caughtUp();
+      expect(of(handled, 'payment-pa')).toEqual(['a0', 'poison', 'a2', 'a3', 'a4']);
+    } finally {
+      await subscription.stop();
+    }
+  });
+
+  it('isolates a failing batch message by message: the batch form handles every other stream and parks the culprit', async () => {
+    const group = 'test.consumer-batch-parking';
+    const handled: string[] = [];
+    const subscription = await bus.consume({
+      group,
+      topics: [TOPIC],
+      handler: () => Promise.reject(new Error('the batch form is used')),
+      handleBatch: async (messages) => {
+        if (messages.some((m) => label(m) === 'poison')) throw new Error('one draft of the batch is refused');
+        for (const m of messages) handled.push(`${m.key}:${label(m)}`);
+      },
+    });
+    try {
+      await append('payment-qa', ['a0', 'poison', 'a2']);
+      await append('payment-qb', ['b0']);
+      await subscription.caughtUp();
+      expect(of(handled, 'payment-qa')).toEqual(['a0']);
+      expect(of(handled, 'payment-qb')).toEqual(['b0']);
+      // (A new group reads the topic from its start: the first test's poison is parked here too.)
+      const parked = await listParkedStreams(dataSource, group);
+      expect(parked.find((p) => p.streamId === 'payment-qa')).toMatchObject({
+        revision: 1,
+        waitingRevision: 2,
+      });
+      expect(parked.map((p) => p.streamId).sort()).toEqual(['payment-pa', 'payment-qa']);
+    } finally {
+      await subscription.stop();
+    }
+  });
+
+  it('parks a message that always hits a statement timeout (SQLSTATE 57014) after a few transient failures, while the database answers', async () => {
+    const group = 'test.consumer-statement-timeout';
+    const handled: string[] = [];
+    const errors: unknown[] = [];
+    const subscription = await bus.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        if (label(m) === 'slow')
+          await dataSource.transaction(async (em) => {
+            await em.query(`SET LOCAL statement_timeout = '20ms'`);
+            await em.query('SELECT pg_sleep(2)');
+          });
+        handled.push(`${m.key}:${label(m)}`);
+      },
+      onError: (error) => errors.push(error),
+    });
+    try {
+      await append('payment-ta', ['slow', 'a1']);
+      await append('payment-tb', ['b0']);
+      await subscription.caughtUp();
+      expect(of(handled, 'payment-tb')).toEqual(['b0']);
+      expect(of(handled, 'payment-ta')).toEqual([]);
+      const [parked] = await listParkedStreams(dataSource, group);
+      expect(parked).toMatchObject({ streamId: 'payment-ta', revision: 0, waitingRevision: 1 });
+      expect(parked?.error).toMatch(/statement timeout/);
+      // Retried as transient first (it may be a passing overload), never taken for a lost connection.
+      expect(errors.length).toBeGreaterThanOrEqual(2);
+      expect(errors.every((e) => isTransient(e) && !isConnectionLoss(e))).toBe(true);
+    } finally {
+      await subscription.stop();
+    }
+  });
+
+  it("shows a group whose subscription never reaches its backlog (catch-up reads failing) as stalled, with a growing lag (a projection's last-lag gauge too)", async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const silent: EventBus = {
+      publish: async () => undefined,
+      close: async () => undefined,
+      // The handler is never called and caughtUp never answers: what failing catch-up reads look like from here.
+      consume: async (): Promise<BusSubscription> => ({
+        caughtUp: () => new Promise<void>(() => undefined),
+        stop: async () => undefined,
+      }),
+    };
+    const supervised = new SupervisedEventBus(silent, {
+      logger: { error: () => undefined, warn: () => undefined, log: () => undefined },
+      settings: { clock: () => now, probeIntervalMs: 10, stalledAfterMs: 60_000 },
+    });
+    const subscription = await supervised.consume({
+      group: 'test.projection-unreachable',
+      topics: [TOPIC],
+      handler: async () => undefined,
+      isolatesItself: true,
+    });
+    const projectionLag = async (): Promise<string | undefined> =>
+      (await register.metrics())
+        .split('\n')
+        .find((l) =>
+          l.startsWith('stablepay_projection_last_lag_seconds{projection="test.projection-unreachable"}'),
+        );
+    try {
+      await eventually(
+        async () => supervised.health.statuses()[0]?.pending,
+        (p) => p === true,
+        'a probe',
+        POLL,
+      );
+      expect(supervised.health.readiness().stalled).toEqual([]);
+      now += 59_000;
+      expect(supervised.health.statuses()[0]?.stalled).toBe(false);
+      now += 2_000;
+      const [status] = supervised.health.statuses();
+      expect(status).toMatchObject({ stalled: true, lagSeconds: 61 });
+      expect(status?.reason).toMatch(/no progress for 61 s with work pending: the subscription not reaching/);
+      expect(await projectionLag()).toMatch(/ 61$/);
+      now += 30_000;
+      expect(supervised.health.statuses()[0]?.lagSeconds).toBe(91);
+      expect(await projectionLag()).toMatch(/ 91$/);
+      expect(await register.metrics()).toContain(
+        'stablepay_consumer_lag_seconds{group="test.projection-unreachable"} 91',
+      );
+    } finally {
+      await subscription.stop();
+      await supervised.close();
+    }
+  });
+});

@@ -1,0 +1,396 @@
+import type { DataSource } from 'typeorm';
+import type { EventStore } from '@stablepay/event-store';
+import { toBusMessage } from '../bus-message';
+import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
+import type { ProjectionLogger, RetryOutcome } from '../projection/projection-runner';
+import { Mutex } from '../serial';
+import {
+  ConsumerHealth,
+  ConsumerHealthRegistry,
+  type ConsumerHealthSettings,
+  consumerMetrics,
+} from './consumer-health';
+import { isConnectionLoss, isDeclaredRetryable, isTransient } from './failure-kind';
+
+export interface ConsumerSupervisionSettings extends ConsumerHealthSettings {
+  /**
+   * Failed calls in a row of one delivery after which it gets one message-by-message isolate pass, where a message
+   * that fails again is parked. Default 10 (about 16 s with the buses' default back-off).
+   */
+  readonly isolateAfterFailures?: number;
+  /** How often requested (and due automatic) retries of parked streams are looked for. Default 1 s. */
+  readonly retryPollMs?: number;
+  /**
+   * First automatic retry of a parked stream after this long, doubling with each failed retry up to 30 min
+   * (a dependency that was down for longer than the isolate pass, e.g. a chain node, needs no operator).
+   * 0 turns automatic retries off. Default 60 s.
+   */
+  readonly autoRetryAfterMs?: number;
+}
+
+export interface ConsumerSupervisionDeps {
+  /** Where parked streams are kept (`parked_streams`, shared with the projections); without it nothing is parked. */
+  readonly dataSource?: Pick<DataSource, 'query'>;
+  /** A retry reads the parked stream from the parked message on. */
+  readonly store?: Pick<EventStore, 'readStream'>;
+  readonly logger: ProjectionLogger;
+  readonly settings?: ConsumerSupervisionSettings;
+}
+
+const DEFAULT_ISOLATE_AFTER_FAILURES = 10;
+const DEFAULT_RETRY_POLL_MS = 1_000;
+const DEFAULT_AUTO_RETRY_AFTER_MS = 60_000;
+const AUTO_RETRY_MAX_SECONDS = 1_800;
+
+/**
+ * The bus every consumer of a process gets (EventSourcingModule wraps the configured adapter, store log or Kafka),
+ * so no consumer can forget health tracking or isolation:
+ *
+ * - Health: each group's failures in a row, time of last progress and pending work (ConsumerHealth), in
+ *   `health` for /ready and in the `stablepay_consumer_*` gauges.
+ * - Isolation, for every consumer that does not isolate itself (the projection runner does, in its transaction):
+ *   a delivery that fails `isolateAfterFailures` times in a row (never at once: a consumer's failures are often a
+ *   dependency's, which passes) is handled again message by message; a message that fails again is PARKED: a `parked_streams` row under the group's name, an error log and a metric. Its stream's later
+ *   messages wait behind it (recorded as the row's waiting revision; per-stream order holds) and every other stream
+ *   goes on. Parked means NOT PROCESSED YET, never dropped: a retry (operator, through the same admin route and CLI
+ *   as projections, or automatic with back-off) reads the stream from the parked message on and hands each message
+ *   to the handler in order; the row goes once all of them succeeded. Handlers are idempotent by message id
+ *   already (at-least-once delivery), so a message handled by the retry and delivered again later has no second
+ *   effect. A connection loss is never parked, and a transient failure is parked only when the database answers
+ *   (the event's own timeout, not an outage of ours).
+ *
+ * A parked row and a live delivery never interleave: in this process they share one queue; across processes
+ * (Kafka, after a rebalance) the live path sets the waiting revision with one UPDATE and the retry deletes the row
+ * only if nothing newer waits, so exactly one of them handles each later message.
+ */
+export class SupervisedEventBus implements EventBus {
+  readonly health = new ConsumerHealthRegistry();
+  private readonly consumers = new Set<SupervisedConsumer>();
+
+  constructor(
+    readonly inner: EventBus,
+    private readonly deps: ConsumerSupervisionDeps,
+  ) {}
+
+  publish(messages: readonly BusMessage[]): Promise<void> {
+    return this.inner.publish(messages);
+  }
+
+  async consume(options: ConsumeOptions): Promise<BusSubscription> {
+    const consumer = new SupervisedConsumer(options, this.deps);
+    await consumer.start(this.inner);
+    this.health.add(consumer.health);
+    this.consumers.add(consumer);
+    return {
+      caughtUp: () => consumer.caughtUp(),
+      stop: async () => {
+        this.consumers.delete(consumer);
+        this.health.remove(consumer.health);
+        await consumer.stop();
+      },
+    };
+  }
+
+  /** The supervised consumer of a group, for an operator retry run in this process. */
+  consumer(group: string): Pick<SupervisedConsumer, 'retry'> | undefined {
+    return [...this.consumers].find((c) => c.group === group && !c.isolatesItself);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.consumers].map((c) => c.stop()));
+    this.consumers.clear();
+    this.health.close();
+    await this.inner.close();
+  }
+}
+
+class SupervisedConsumer {
+  readonly health: ConsumerHealth;
+  private subscription: BusSubscription | undefined;
+  private readonly serial = new Mutex();
+  /** The streams of this group parked in `parked_streams` (this member parks them: one member per group). */
+  private readonly parked = new Set<string>();
+  private failing: { readonly firstId: string; count: number } | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly options: ConsumeOptions,
+    private readonly deps: ConsumerSupervisionDeps,
+  ) {
+    this.health = new ConsumerHealth(options.group, this.isolatesItself, deps.settings);
+  }
+
+  get group(): string {
+    return this.options.group;
+  }
+
+  get isolatesItself(): boolean {
+    return this.options.isolatesItself === true || !this.deps.dataSource;
+  }
+
+  async start(bus: EventBus): Promise<void> {
+    if (!this.isolatesItself) await this.refreshParked();
+    const handleBatch = this.options.handleBatch;
+    this.subscription = await bus.consume({
+      ...this.options,
+      handler: (message) => this.handle([message]),
+      ...(handleBatch ? { handleBatch: (messages) => this.handle(messages) } : {}),
+    });
+    const subscription = this.subscription;
+    this.health.startProbing(() => subscription.caughtUp());
+    if (!this.isolatesItself) {
+      this.retryTimer = setInterval(
+        () => void this.retryDue(),
+        this.deps.settings?.retryPollMs ?? DEFAULT_RETRY_POLL_MS,
+      );
+      this.retryTimer.unref();
+    }
+  }
+
+  async caughtUp(): Promise<void> {
+    await this.subscription?.caughtUp();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer) clearInterval(this.retryTimer);
+    this.health.stopProbing();
+    await this.subscription?.stop();
+    await this.serial.run(async () => undefined);
+  }
+
+  /** Retries a parked stream of this group now (in order with live deliveries). */
+  retry(streamId: string): Promise<RetryOutcome> {
+    return this.serial.run(() => this.retryNow(streamId));
+  }
+
+  private handle(messages: readonly BusMessage[]): Promise<void> {
+    return this.serial.run(async () => {
+      this.health.began(messages);
+      try {
+        if (this.isolatesItself) await this.call(messages);
+        else await this.handleIsolating(messages);
+      } catch (error) {
+        this.health.failed(error);
+        throw error;
+      }
+      this.health.succeeded(messages);
+    });
+  }
+
+  /** The consumer's own handling of a delivery (its batch form when it has one). */
+  private async call(messages: readonly BusMessage[]): Promise<void> {
+    if (this.options.handleBatch) {
+      await this.options.handleBatch(messages);
+      return;
+    }
+    for (const message of messages) await this.options.handler(message);
+  }
+
+  private async handleIsolating(messages: readonly BusMessage[]): Promise<void> {
+    const live = await this.withoutParked(messages);
+    const first = live[0];
+    if (!first) return;
+    try {
+      await this.call(live);
+      this.failing = undefined;
+      return;
+    } catch (error) {
+      const count = this.failing?.firstId === first.id ? this.failing.count + 1 : 1;
+      this.failing = { firstId: first.id, count };
+      const isolateAfter = this.deps.settings?.isolateAfterFailures ?? DEFAULT_ISOLATE_AFTER_FAILURES;
+      if (count < isolateAfter || isConnectionLoss(error) || isDeclaredRetryable(error)) throw error;
+    }
+    await this.isolate(live);
+    this.failing = undefined;
+  }
+
+  /** Message by message: what fails again is parked (its stream's later messages wait), the rest is handled. */
+  private async isolate(messages: readonly BusMessage[]): Promise<void> {
+    for (const message of messages) {
+      if (this.parked.has(message.key)) {
+        await this.markWaiting(message);
+        continue;
+      }
+      try {
+        await this.call([message]);
+      } catch (error) {
+        if (isConnectionLoss(error) || isDeclaredRetryable(error)) throw error;
+        if (isTransient(error) && !(await this.databaseAnswers())) throw error;
+        await this.park(message, error);
+      }
+    }
+  }
+
+  /** The messages of streams not parked; the others are recorded as waiting behind their parked message. */
+  private async withoutParked(messages: readonly BusMessage[]): Promise<BusMessage[]> {
+    if (this.parked.size === 0) return [...messages];
+    const live: BusMessage[] = [];
+    for (const message of messages) {
+      if (this.parked.has(message.key) && (await this.markWaiting(message))) continue;
+      live.push(message);
+    }
+    return live;
+  }
+
+  /** True when the stream is still parked (the message now waits behind it); false when a retry released it. */
+  private async markWaiting(message: BusMessage): Promise<boolean> {
+    const result: unknown[] = await this.query(
+      `UPDATE parked_streams SET waiting_revision = GREATEST(coalesce(waiting_revision, -1), $3)
+        WHERE projection = $1 AND stream_id = $2 RETURNING stream_id`,
+      [this.group, message.key, message.revision],
+    );
+    if (affectedRows(result) === 0) {
+      this.parked.delete(message.key);
+      this.countParked();
+      return false;
+    }
+    consumerMetrics.messages.inc({ group: this.group, outcome: 'waiting' });
+    return true;
+  }
+
+  private async park(message: BusMessage, error: unknown): Promise<void> {
+    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    // A row another member left (or an earlier run) holds an older message: this one waits behind it.
+    await this.query(
+      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (projection, stream_id) DO UPDATE
+         SET waiting_revision = GREATEST(coalesce(parked_streams.waiting_revision, -1), EXCLUDED.revision)`,
+      [this.group, message.key, message.id, message.revision, message.type, reason],
+    );
+    this.parked.add(message.key);
+    this.countParked();
+    consumerMetrics.messages.inc({ group: this.group, outcome: 'parked' });
+    this.deps.logger.error({
+      msg: 'consumer parked a stream: a message keeps failing; the stream waits for a retry, every other stream goes on',
+      group: this.group,
+      streamId: message.key,
+      eventId: message.id,
+      revision: message.revision,
+      type: message.type,
+      error: reason,
+    });
+  }
+
+  /** Retries the streams an operator asked for, and those whose automatic retry is due. */
+  private retryDue(): Promise<void> {
+    if (this.stopped || this.parked.size === 0) return Promise.resolve();
+    return this.serial.run(async () => {
+      try {
+        const autoSeconds = (this.deps.settings?.autoRetryAfterMs ?? DEFAULT_AUTO_RETRY_AFTER_MS) / 1000;
+        const rows: Array<{ stream_id: string }> = await this.query(
+          `SELECT stream_id FROM parked_streams
+            WHERE projection = $1
+              AND (retry_requested_at IS NOT NULL
+                   OR ($2::float8 > 0
+                       AND parked_at + make_interval(secs => LEAST($2::float8 * 2 ^ (attempts - 1), $3::float8)) <= now()))
+            ORDER BY parked_at`,
+          [this.group, autoSeconds, AUTO_RETRY_MAX_SECONDS],
+        );
+        for (const row of rows) if (!this.stopped) await this.retryNow(row.stream_id);
+        await this.refreshParked();
+      } catch (error) {
+        this.deps.logger.warn({
+          msg: 'retrying parked streams failed',
+          group: this.group,
+          error: String(error),
+        });
+      }
+    });
+  }
+
+  /**
+   * Hands the parked stream's messages, from the parked one on, to the handler in order; releases the stream once
+   * all of them succeeded and nothing newer waits (otherwise reads on from where it stopped).
+   */
+  private async retryNow(streamId: string): Promise<RetryOutcome> {
+    const store = this.deps.store;
+    if (!store) throw new Error(`consumer ${this.group}: retrying a parked stream needs the event store`);
+    let from: number | undefined;
+    for (;;) {
+      const rows: Array<{ revision: number }> = await this.query(
+        'SELECT revision FROM parked_streams WHERE projection = $1 AND stream_id = $2',
+        [this.group, streamId],
+      );
+      const row = rows[0];
+      if (!row) {
+        this.parked.delete(streamId);
+        this.countParked();
+        return 'not_parked';
+      }
+      const start = from ?? row.revision;
+      const messages = (await store.readStream(streamId, { fromRevision: start })).map(toBusMessage);
+      for (const message of messages) {
+        try {
+          await this.call([message]);
+        } catch (error) {
+          const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+          await this.query(
+            `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
+                    attempts = attempts + 1, retry_requested_at = NULL
+              WHERE projection = $1 AND stream_id = $2`,
+            [this.group, streamId, message.id, message.revision, message.type, reason],
+          );
+          this.deps.logger.warn({
+            msg: 'retried parked stream still fails; it stays parked',
+            group: this.group,
+            streamId,
+            eventId: message.id,
+            error: reason,
+          });
+          return 'still_parked';
+        }
+      }
+      const newest = messages[messages.length - 1]?.revision ?? start - 1;
+      const released: unknown[] = await this.query(
+        `DELETE FROM parked_streams
+          WHERE projection = $1 AND stream_id = $2 AND coalesce(waiting_revision, -1) <= $3 RETURNING stream_id`,
+        [this.group, streamId, newest],
+      );
+      if (affectedRows(released) > 0) {
+        this.parked.delete(streamId);
+        this.countParked();
+        consumerMetrics.messages.inc({ group: this.group, outcome: 'released' }, messages.length);
+        this.deps.logger.log({ msg: 'parked stream released', group: this.group, streamId });
+        return 'applied';
+      }
+      from = newest + 1;
+    }
+  }
+
+  private async refreshParked(): Promise<void> {
+    const rows: Array<{ stream_id: string }> = await this.query(
+      'SELECT stream_id FROM parked_streams WHERE projection = $1',
+      [this.group],
+    );
+    this.parked.clear();
+    for (const row of rows) this.parked.add(row.stream_id);
+    this.countParked();
+  }
+
+  private countParked(): void {
+    this.health.parkedStreams = this.parked.size;
+  }
+
+  private async databaseAnswers(): Promise<boolean> {
+    try {
+      await this.query('SELECT 1', []);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  private query<T = unknown>(sql: string, parameters: unknown[]): Promise<T> {
+    const dataSource = this.deps.dataSource;
+    if (!dataSource) throw new Error(`consumer ${this.group}: parking needs the database`);
+    return dataSource.query(sql, parameters) as Promise<T>;
+  }
+}
+
+/** Rows an UPDATE/DELETE ... RETURNING answered (TypeORM returns [rows, count] for them on Postgres). */
+function affectedRows(result: unknown[]): number {
+  return Array.isArray(result[0]) ? (result[0] as unknown[]).length : result.length;
+}
