@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -18,14 +19,15 @@ describe('embedded: the webhook sealing key survives a restart', () => {
   let receiverUrl: string;
   const received: Array<{ body: Buffer; headers: IncomingHttpHeaders }> = [];
 
-  const start = async () =>
+  const start = async (env: Record<string, string> = {}, dir = dataDir) =>
     startEmbedded({
       env: {
         PORT: '0',
         LOG_LEVEL: 'error',
         ...(db ? { DATABASE_URL: db.url } : {}),
+        ...env,
       },
-      dataDir,
+      dataDir: dir,
       localChains: false,
     });
 
@@ -79,6 +81,68 @@ describe('embedded: the webhook sealing key survives a restart', () => {
       expect(verifyWebhook(delivery.body, delivery.headers as Record<string, string>, secret).valid).toBe(
         true,
       );
+    }
+  }, 240_000);
+
+  it('survives an encryption key rotation: the old key opens what it sealed, secrets are re-sealed, a lost key is a clear 500 fixed by one rotation', async () => {
+    await stack?.stop();
+    stack = undefined;
+    if (db) {
+      // A database of its own: the first test's merchant and secrets live in the other one.
+      await db.drop();
+      db = await createTestDatabase();
+    }
+    const rotationDir = mkdtempSync(join(tmpdir(), 'stablepay-sealing-rotation-'));
+    const key = () => randomBytes(32).toString('hex');
+    const [k1, k2, k3] = [key(), key(), key()];
+    const signedWith = (secret: string) =>
+      verifyWebhook(
+        (received.at(-1) as { body: Buffer }).body,
+        (received.at(-1) as { headers: IncomingHttpHeaders }).headers as Record<string, string>,
+        secret,
+      ).valid;
+    try {
+      stack = await start({ WEBHOOK_SECRET_ENCRYPTION_KEY: k1 }, rotationDir);
+      const set = await api(stack, 'PATCH', '/settings', { webhook_url: receiverUrl });
+      const first = ((await set.json()) as { webhook_secret: string }).webhook_secret;
+      const rotated = await api(stack, 'POST', '/settings/webhook/secret');
+      expect(rotated.status).toBe(200);
+      const second = ((await rotated.json()) as { webhook_secret: string }).webhook_secret;
+      await stack.stop();
+
+      // The operator replaces the key and keeps the old one as previous: both secrets (current and the one in its
+      // 24-hour window) still open and sign.
+      stack = await start(
+        { WEBHOOK_SECRET_ENCRYPTION_KEY: k2, WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS: k1 },
+        rotationDir,
+      );
+      expect((await api(stack, 'POST', '/settings/webhook/test')).status).toBe(200);
+      expect([signedWith(second), signedWith(first)]).toEqual([true, true]);
+      await stack.stop();
+
+      // Opening them re-sealed them under the new key: the old key can be retired.
+      stack = await start({ WEBHOOK_SECRET_ENCRYPTION_KEY: k2 }, rotationDir);
+      expect((await api(stack, 'POST', '/settings/webhook/test')).status).toBe(200);
+      expect([signedWith(second), signedWith(first)]).toEqual([true, true]);
+      await stack.stop();
+
+      // A key lost without keeping the old one: the test delivery says so in the envelope, and one rotation (not
+      // two) makes deliveries work again, the unreadable previous secret being left out.
+      stack = await start({ WEBHOOK_SECRET_ENCRYPTION_KEY: k3 }, rotationDir);
+      const lost = await api(stack, 'POST', '/settings/webhook/test');
+      expect(lost.status).toBe(500);
+      expect(await lost.json()).toMatchObject({
+        error: { type: 'api_error', code: 'webhook_secret_unreadable' },
+      });
+      const third = await api(stack, 'POST', '/settings/webhook/secret');
+      expect(third.status).toBe(200);
+      const thirdSecret = ((await third.json()) as { webhook_secret: string }).webhook_secret;
+      expect((await api(stack, 'POST', '/settings/webhook/test')).status).toBe(200);
+      expect([signedWith(thirdSecret), signedWith(second)]).toEqual([true, false]);
+    } finally {
+      await stack?.stop();
+      stack = undefined;
+      rmSync(rotationDir, { recursive: true, force: true });
     }
   }, 240_000);
 });

@@ -15,7 +15,14 @@ import {
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DataSource } from 'typeorm';
 import { Projections } from '@stablepay/aggregate';
-import { listParkedStreams, type ParkedStream, requestParkedStreamRetry } from '@stablepay/event-bus';
+import {
+  EVENT_BUS,
+  type EventBus,
+  listParkedStreams,
+  type ParkedStream,
+  requestParkedStreamRetry,
+  SupervisedEventBus,
+} from '@stablepay/event-bus';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { Public, unauthenticated } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
@@ -55,6 +62,7 @@ export class AdminController {
     // not a merchant use case: they read the platform's tables directly.
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(Projections) private readonly projections: Projections,
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
   ) {}
 
   /** Streams a projection parked on an event it could not apply (every projection sharing this database). */
@@ -65,9 +73,9 @@ export class AdminController {
   }
 
   /**
-   * Retries a parked stream once its cause is fixed. Run at once when the projection runs in this process
-   * (200, `applied` or `still_parked` with the new error); otherwise marked for the owning process, which
-   * picks it up within a second (202, `requested`).
+   * Retries a parked stream once its cause is fixed. `projection` is a projection or a bus consumer group (both
+   * park in `parked_streams`). Run at once when it runs in this process (200, `applied` or `still_parked` with the
+   * new error); otherwise marked for the owning process, which picks it up within a second (202, `requested`).
    */
   @Post('projections/:projection/parked-streams/:streamId/retry')
   async retryParkedStream(
@@ -75,7 +83,9 @@ export class AdminController {
     @Param('streamId') streamId: string,
     @Res({ passthrough: true }) reply: FastifyReply,
   ) {
-    const runner = this.projections.registry.get(projection);
+    const runner =
+      this.projections.registry.get(projection) ??
+      (this.bus instanceof SupervisedEventBus ? this.bus.consumer(projection) : undefined);
     const outcome = runner
       ? await runner.retry(streamId)
       : (await requestParkedStreamRetry(this.dataSource, projection, streamId))

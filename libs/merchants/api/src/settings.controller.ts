@@ -1,5 +1,5 @@
 import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
-import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { type AuthenticatedMerchant, CurrentMerchant, requireNoParameters } from '@stablepay/http';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
 import { invalidRequest, validationError } from '@stablepay/util';
 import { parseAddress } from './address';
@@ -225,12 +225,4 @@ export function parseMerchantChange(body: unknown): MerchantChangeInput {
     ...(merchantSigner !== undefined ? { merchantSigner } : {}),
     ...(settlementAddress !== undefined ? { settlementAddress } : {}),
   };
-}
-
-function requireNoParameters(body: unknown): void {
-  if (body === undefined || body === null) return;
-  if (typeof body !== 'object' || Array.isArray(body))
-    throw invalidRequest('This request takes no parameters: send no body or {}.');
-  const [unknown] = Object.keys(body);
-  if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
 }

@@ -1,4 +1,4 @@
-import { envBool, envEnum, envOptional, SecretBox } from '@stablepay/util';
+import { ConfigError, envBool, envEnum, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
 import { chainRpcUrlsFromEnv } from '@stablepay/evm';
 
@@ -26,6 +26,8 @@ export interface MerchantsConfig {
 }
 
 export const MERCHANTS_CONFIG = Symbol('MERCHANTS_CONFIG');
+/** ADMIN_TOKEN's shortest accepted length. */
+export const MIN_ADMIN_TOKEN_LENGTH = 32;
 export const DEFAULT_SUPPORTED_CHAINS = [
   'eip155:1',
   'eip155:137',
@@ -45,19 +47,35 @@ export function merchantsConfigFromEnv(
       'environment variable WEBHOOK_SECRET_ENCRYPTION_KEY is required (32 bytes as 64 hex characters or base64)',
     );
   }
+  const previous = (envOptional(env, 'WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS') ?? '')
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
+  if (!key && previous.length > 0)
+    throw new Error(
+      'environment variable WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS needs WEBHOOK_SECRET_ENCRYPTION_KEY (the key that replaced them)',
+    );
   let secretBox: SecretBox;
   try {
-    secretBox = key ? SecretBox.fromEncodedKey(key) : new SecretBox(randomBytes(32));
+    secretBox = key ? SecretBox.fromEncodedKey(key, previous) : new SecretBox(randomBytes(32));
   } catch {
     throw new Error(
-      'environment variable WEBHOOK_SECRET_ENCRYPTION_KEY must be 32 bytes as 64 hex characters or base64',
+      'environment variables WEBHOOK_SECRET_ENCRYPTION_KEY and WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS (comma-separated) must hold keys of 32 bytes as 64 hex characters or base64',
     );
   }
   const chains = envOptional(env, 'SUPPORTED_CHAINS');
+  const adminToken = envOptional(env, 'ADMIN_TOKEN') ?? null;
+  // The operator API creates merchants and their live keys: its token is a password nobody should guess, whatever
+  // the mode (the check also keeps a test value from being copied into a deployment).
+  if (adminToken !== null && adminToken.length < MIN_ADMIN_TOKEN_LENGTH) {
+    throw new ConfigError(
+      `environment variable ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -hex 32), or unset to turn the operator API off`,
+    );
+  }
   return {
     operatorPauser: envOptional(env, 'OPERATOR_PAUSER_ADDRESS') ?? null,
     allowLocalWebhooks: envBool(env, 'ALLOW_LOCAL_WEBHOOKS', false),
-    adminToken: envOptional(env, 'ADMIN_TOKEN') ?? null,
+    adminToken,
     secretBox,
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
     paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,

@@ -1,10 +1,11 @@
-import { Controller, Get, HttpCode, Inject, Param, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query } from '@nestjs/common';
 import {
   assertOwnMerchant,
   type AuthenticatedMerchant,
   CurrentMerchant,
   listEnvelope,
   parseListQuery,
+  requireNoParameters,
 } from '@stablepay/http';
 import { notFound, validationError } from '@stablepay/util';
 import {
@@ -89,7 +90,9 @@ export class WebhookEventsController {
     @CurrentMerchant() merchant: AuthenticatedMerchant,
     @Param('merchantId') merchantId: string,
     @Param('eventId') eventId: string,
+    @Body() body: unknown,
   ) {
+    requireNoParameters(body);
     assertOwnMerchant(merchant, merchantId);
     const event = await this.log.redeliver(merchantId, eventId);
     if (!event) throw notFound('webhook event', eventId);

@@ -1,5 +1,5 @@
-import { Controller, HttpCode, Inject, Post } from '@nestjs/common';
-import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { Body, Controller, HttpCode, Inject, Post } from '@nestjs/common';
+import { type AuthenticatedMerchant, CurrentMerchant, requireNoParameters } from '@stablepay/http';
 import { presentTestDelivery } from './webhook-event.presenter';
 import { WEBHOOK_EVENTS, type WebhookEventsUseCases } from './webhook-events.port';
 
@@ -14,7 +14,8 @@ export class WebhookTestController {
 
   @Post()
   @HttpCode(200)
-  async send(@CurrentMerchant() merchant: AuthenticatedMerchant) {
+  async send(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+    requireNoParameters(body);
     return presentTestDelivery(await this.useCases.sendTest(merchant.merchantId));
   }
 }

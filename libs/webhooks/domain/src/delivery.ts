@@ -28,6 +28,8 @@ export type DeliveryErrorCode =
   | 'invalid_url'
   | 'no_webhook_url'
   | 'no_webhook_secret'
+  /** The service's encryption keys no longer open the merchant's secret (an operator's key change). */
+  | 'webhook_secret_unreadable'
   | 'event_type_not_selected'
   | 'expired';
 
@@ -49,7 +51,12 @@ export type AttemptOutcome =
   /** Refused before any byte left: SSRF policy (`blocked_address`, `invalid_url`) or nothing to send to. */
   | {
       readonly kind: 'refused';
-      readonly code: 'blocked_address' | 'invalid_url' | 'no_webhook_url' | 'no_webhook_secret';
+      readonly code:
+        | 'blocked_address'
+        | 'invalid_url'
+        | 'no_webhook_url'
+        | 'no_webhook_secret'
+        | 'webhook_secret_unreadable';
       readonly detail: string;
     };
 

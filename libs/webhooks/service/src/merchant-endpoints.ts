@@ -23,14 +23,13 @@ export interface MerchantEndpoint {
 /**
  * Reads the merchants scope's settings read model (the `merchant_settings` table the gateway's projection keeps;
  * one PostgreSQL database in every deployment) and opens the signing secrets through the merchants scope's
- * `WebhookSecrets`, which owns the 24-hour rotation window and the one-slot rule. Settings are read fresh for
- * every claim batch (a changed URL or a rotation applies to the next attempt); opened secrets are cached by
+ * `WebhookSecrets`, which owns the 24-hour rotation window and the one-slot rule. Opened secrets are cached by
  * their immutable ids.
  */
 @Injectable()
 export class MerchantEndpoints implements OnModuleInit {
   private readonly secretsCache = new Map<string, ActiveWebhookSecrets>();
-  /** See forRecording. */
+  /** See cachedForMerchants. */
   private recordingCache: InvalidatedCache<MerchantEndpoint> | undefined;
 
   constructor(
@@ -45,11 +44,13 @@ export class MerchantEndpoints implements OnModuleInit {
   }
 
   /**
-   * The recorder's read (which events the merchant would get at all): from a cache where the settings projection
-   * runs in this process (it drops a merchant at once when it commits a change; 1 s bound for another replica's
-   * change), since most creates would otherwise pay this read. Elsewhere, and for deliveries, read fresh.
+   * The recorder's read (which events the merchant would get at all) and the dispatcher's (where and how to send a
+   * claimed batch): from a cache where the settings projection runs in this process. The projection drops a
+   * merchant at once when it commits a change, so a URL change or a secret rotation made through this process
+   * applies to the next claim as a fresh read would; one projected by another replica within 1 s. Otherwise most
+   * creates, and every claim, would pay this read. Without the projection in this process, read fresh.
    */
-  async forRecording(merchantIds: readonly string[]): Promise<Map<string, MerchantEndpoint>> {
+  async cachedForMerchants(merchantIds: readonly string[]): Promise<Map<string, MerchantEndpoint>> {
     const cache = this.recordingCache;
     if (!cache) return this.forMerchants(merchantIds);
     const unique = [...new Set(merchantIds)];

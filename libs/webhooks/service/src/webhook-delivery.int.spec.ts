@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
 import { verifyWebhook } from '@stablepay/merchant-sdk';
 import type { TestDatabase } from '@stablepay/testing';
 import { createWebhookTestDatabase as createTestDatabase } from './testing/webhook-test-database';
-import { HOUR, ManualClock, MINUTE } from '@stablepay/util';
+import { HOUR, ManualClock, MINUTE, SecretBox } from '@stablepay/util';
 import { TestReceiver } from './testing/test-receiver';
 import { startWebhookStack, type WebhookStack } from './testing/webhook-stack';
 import { WebhookEventStore } from './webhook-event.store';
@@ -277,6 +279,38 @@ describe('webhook delivery (durable schedule, real receiver)', () => {
       expect(
         verifyWebhook(sent[1]?.rawBody ?? '', sent[1]?.headers ?? {}, secret, { now: clock.now() }).valid,
       ).toBe(true);
+    });
+
+    it('a secret the service keys no longer open is a failed attempt (webhook_secret_unreadable), retried, not a stuck event', async () => {
+      const { merchantId } = await merchantAt('/unreadable-secret');
+      // What an operator's key change without WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS leaves behind: a secret sealed
+      // under a key the service no longer has.
+      const sql = new Client({ connectionString: db.url });
+      await sql.connect();
+      try {
+        const other = new SecretBox(randomBytes(32));
+        const { rows } = await sql.query<{ secret_id: string }>(
+          'SELECT secret_id FROM webhook_secrets WHERE merchant_id = $1',
+          [merchantId],
+        );
+        for (const { secret_id } of rows)
+          await sql.query('UPDATE webhook_secrets SET sealed_secret = $2 WHERE secret_id = $1', [
+            secret_id,
+            other.seal('whsec_lost', secret_id),
+          ]);
+      } finally {
+        await sql.end();
+      }
+      await stack.emit(merchantId, 'TestChargeSucceeded.v1', { chargeId: 'subc_unreadable', amount: '1' });
+      await stack.settle();
+      const [row] = (await stack.events.list({ merchantId, limit: 1 })).rows;
+      expect(row).toMatchObject({
+        deliveryStatus: 'failed',
+        lastError: 'webhook_secret_unreadable',
+        attemptCount: 1,
+        nextAttemptAt: expect.any(Date),
+      });
+      expect(receiver.on('/unreadable-secret')).toHaveLength(0);
     });
 
     it('a merchant without a webhook URL gets its events recorded as not_selected', async () => {

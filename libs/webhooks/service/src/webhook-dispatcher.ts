@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { DataSource } from 'typeorm';
 import { CLOCK } from '@stablepay/aggregate';
-import type { Clock } from '@stablepay/util';
+import { type Clock, DomainError } from '@stablepay/util';
 import {
   abandonIfPastWindow,
   afterAttempt,
@@ -37,24 +37,20 @@ import {
   type WorkResult,
 } from './webhook-event.store';
 
-/** Runs tasks one after another, in call order. */
-class Mutex {
-  private tail: Promise<unknown> = Promise.resolve();
-  run<T>(task: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(task);
-    this.tail = result.catch(() => undefined);
-    return result;
-  }
-}
-
 /** Poll interval when no source is registered. */
 const IDLE_POLL_INTERVAL_MS = 60_000;
 
 /** Claimed events held per slot (running + waiting): claims are larger and overlap with sending. */
-const PREFETCH_FACTOR = 3;
+const PREFETCH_FACTOR = 4;
 
 /** While deliveries are in flight, wake-ups within this window share one claim. */
 const CLAIM_COALESCE_MS = 2;
+
+/**
+ * Claims in flight at once: the next claim is sent while one is still on its way back, so the claim's round trip
+ * does not leave slots idle; draining a backlog was bounded by that round trip.
+ */
+const CLAIMS_IN_FLIGHT = 2;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -127,7 +123,11 @@ interface Claimed {
 @Injectable()
 export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('webhook-dispatcher');
-  private readonly mutex = new Mutex();
+  /** Claims running now; `reserved` is the room they asked for, not yet in the ready queues. */
+  private readonly claims = new Set<Promise<unknown>>();
+  private reserved = 0;
+  /** A tick found every claim lane busy: look again when one ends (what it wanted may be newer than their reads). */
+  private claimAgain = false;
   private readonly writer: ResultWriter;
   /** Claimed here and not yet written back (ready, sending or being written): never claimed again by this process. */
   private readonly held = new Set<string>();
@@ -183,7 +183,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     const bound = this.options.policy.responseDeadlineMs + this.options.readModelWaitMs + 5_000;
     let timer: NodeJS.Timeout | undefined;
     const settle = async () => {
-      await this.mutex.run(async () => undefined);
+      // Claims still on their way back put their rows in the ready queues first, so their leases are given back too.
+      await Promise.allSettled([...this.claims]);
       const unstarted = [...this.ready.values()].flat();
       this.ready.clear();
       this.readyCount = 0;
@@ -225,8 +226,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         await sleep(50);
         continue;
       }
-      if (claimed === 0 && this.held.size === 0) return;
-      await Promise.allSettled([...this.tasks.values()]);
+      if (claimed === 0 && this.held.size === 0 && this.claims.size === 0) return;
+      await Promise.allSettled([...this.tasks.values(), ...this.claims]);
     }
   }
 
@@ -247,8 +248,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   /** Claims due work and starts what the slots allow; the number claimed, or -1 when the claim failed. */
   private tick(): Promise<number> {
     if (this.stopping) return Promise.resolve(0);
-    return this.mutex
-      .run(() => this.claim())
+    return this.claim()
       .catch((error: unknown) => {
         this.logger.error({ msg: 'claiming due webhook events failed; will retry', error: String(error) });
         return -1;
@@ -258,34 +258,64 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
 
   /**
    * Claims into the ready queues while they have room: this process holds at most PREFETCH_FACTOR times its
-   * concurrency (running + waiting) and, per merchant, PREFETCH_FACTOR times that merchant's slots, so claims are
-   * large and overlap with sending, a merchant never holds more than its share, and the claim's round-robin ranking
-   * decides who goes first.
+   * concurrency (running + waiting + asked for by claims in flight) and, per merchant, PREFETCH_FACTOR times that
+   * merchant's slots as each claim sees it (two claims in flight may each grant a merchant its share: the prefetch
+   * bound per merchant is then twice that, never its sending slots), so claims are large and overlap with sending,
+   * and the claim's round-robin ranking decides who goes first. Up to CLAIMS_IN_FLIGHT claims run at once; while
+   * one runs, another is only sent for at least the concurrency's worth of room: small claims cost the database
+   * about as much as large ones, and under CPU contention more of them slowed the drain.
    */
   private async claim(): Promise<number> {
     let claimedTotal = 0;
     const perMerchantHeld = this.options.perMerchantConcurrency * PREFETCH_FACTOR;
     for (;;) {
       if (this.stopping) return claimedTotal;
-      const room = this.options.concurrency * PREFETCH_FACTOR - this.sending - this.readyCount;
+      const room =
+        this.options.concurrency * PREFETCH_FACTOR - this.sending - this.readyCount - this.reserved;
       if (room <= 0) return claimedTotal;
+      if (this.claims.size >= CLAIMS_IN_FLIGHT || (this.claims.size > 0 && room < this.options.concurrency)) {
+        this.claimAgain = true;
+        return claimedTotal;
+      }
       const busy = new Map<string, number>(this.sendingBy);
       for (const [merchantId, queue] of this.ready)
         busy.set(merchantId, (busy.get(merchantId) ?? 0) + queue.length);
       const now = this.clock.now();
       const leaseToken = randomUUID();
-      const rows = await this.store.claimDue({
-        now,
-        limit: room,
-        perMerchantLimit: perMerchantHeld,
-        busy,
-        inFlight: [...this.held],
-        leaseToken,
-        leaseExpiresAt: new Date(now.getTime() + this.options.leaseMs),
-      });
-      if (rows.length === 0) return claimedTotal;
-      const endpoints = await this.endpoints.forMerchants(rows.map((r) => r.merchant_id));
+      const claimed = (async () => {
+        const rows = await this.store.claimDue({
+          now,
+          limit: room,
+          perMerchantLimit: perMerchantHeld,
+          busy,
+          inFlight: [...this.held],
+          leaseToken,
+          leaseExpiresAt: new Date(now.getTime() + this.options.leaseMs),
+        });
+        const endpoints =
+          rows.length === 0
+            ? new Map()
+            : await this.endpoints.cachedForMerchants(rows.map((r) => r.merchant_id));
+        return { rows, endpoints };
+      })();
+      this.claims.add(claimed);
+      this.reserved += room;
+      let result: Awaited<typeof claimed>;
+      try {
+        result = await claimed;
+      } finally {
+        this.claims.delete(claimed);
+        this.reserved -= room;
+        if (this.claimAgain && !this.stopping) {
+          this.claimAgain = false;
+          this.wake();
+        }
+      }
+      const { rows, endpoints } = result;
       for (const row of rows) {
+        // Only a lease that expired by the clock while a concurrent claim was on its way back can be claimed
+        // twice here; the newer lease is not ours to track, so the event is delivered once its lease expires.
+        if (this.held.has(row.id)) continue;
         this.held.add(row.id);
         const queue = this.ready.get(row.merchant_id) ?? [];
         queue.push({ row, endpoint: endpoints.get(row.merchant_id), leaseToken });
@@ -447,7 +477,15 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         outcome: { kind: 'refused', code: 'no_webhook_url', detail: 'no webhook URL is configured' },
         url,
       };
-    const secrets = await this.endpoints.activeSecrets(endpoint);
+    let secrets: Awaited<ReturnType<MerchantEndpoints['activeSecrets']>>;
+    try {
+      secrets = await this.endpoints.activeSecrets(endpoint);
+    } catch (error) {
+      // The operator's keys no longer open the secret: a failed attempt the merchant sees in the event's attempts
+      // (and retried on the schedule), not an error that leaves the event leased.
+      if (!(error instanceof DomainError && error.code === 'webhook_secret_unreadable')) throw error;
+      return { outcome: { kind: 'refused', code: 'webhook_secret_unreadable', detail: error.message }, url };
+    }
     if (!secrets)
       return {
         outcome: { kind: 'refused', code: 'no_webhook_secret', detail: 'no webhook secret is issued' },

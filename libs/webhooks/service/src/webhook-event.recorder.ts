@@ -34,6 +34,9 @@ export const RELATED_WAIT_LIMIT_MS = 120_000;
 
 /** A message whose related streams do not yet hold what it refers to: retried like a failed read, never skipped. */
 export class RelatedStreamsNotReadyError extends Error {
+  /** A bounded wait (RELATED_WAIT_LIMIT_MS), not a failure: the supervised bus retries it and never parks it. */
+  readonly retryable = true;
+
   constructor(source: string, messageId: string) {
     super(
       `webhook source ${source}: the streams message ${messageId} refers to are not written yet; retrying`,
@@ -105,7 +108,7 @@ export class WebhookEventRecorder implements OnApplicationBootstrap, BeforeAppli
     const events: RecordedWebhookEvent[] = [];
     for (const message of messages) events.push(...(await this.draftsOf(message)));
     if (events.length === 0) return;
-    const endpoints = await this.endpoints.forRecording(events.map((e) => e.merchantId));
+    const endpoints = await this.endpoints.cachedForMerchants(events.map((e) => e.merchantId));
     const now = this.clock.now();
     const drafts = events.map((event) => {
       const endpoint = endpoints.get(event.merchantId);

@@ -258,6 +258,34 @@ describe('webhook event routes (HTTP)', () => {
     expect(missing.status).toBe(404);
   });
 
+  it('refuses a redelivery or a test delivery sent with parameters (it takes none), sending nothing', async () => {
+    const id = all[0] ?? '';
+    const before = receiver.on('/list').length;
+    const attempts = (await stack.api('GET', `/merchants/${merchantId}/webhook-events/${id}`, apiKey)).body[
+      'attempt_count'
+    ];
+    for (const [path, body] of [
+      [`/merchants/${merchantId}/webhook-events/${id}/redeliver`, { force: true }],
+      [`/merchants/${merchantId}/webhook-events/${id}/redeliver`, [1]],
+      ['/settings/webhook/test', { url: 'https://elsewhere.example' }],
+      ['/settings/webhook/test', 'hello'],
+    ] as const) {
+      const res = await stack.api('POST', path, apiKey, body);
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({
+        error: { type: expect.stringMatching(/validation_error|invalid_request/) },
+      });
+    }
+    expect((await stack.api('POST', '/settings/webhook/test', apiKey, { url: 'x' })).body).toMatchObject({
+      error: { type: 'validation_error', param: 'url' },
+    });
+    await stack.settle();
+    expect(receiver.on('/list')).toHaveLength(before);
+    expect(
+      (await stack.api('GET', `/merchants/${merchantId}/webhook-events/${id}`, apiKey)).body['attempt_count'],
+    ).toBe(attempts);
+  });
+
   describe('POST /settings/webhook/test', () => {
     it('sends a signed subscription.charge_succeeded with livemode false and reports the receiver status', async () => {
       const before = receiver.on('/list').length;

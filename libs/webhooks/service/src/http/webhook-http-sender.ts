@@ -64,6 +64,11 @@ export class WebhookHttpSender {
   private readonly httpAgent: http.Agent;
   private readonly httpsAgent: https.Agent;
   private readonly lookup: ReturnType<typeof vettedLookup>;
+  /**
+   * `checkWebhookTarget` by URL: a pure function of the URL and the policy (no resolution happens in it; names are
+   * resolved and vetted by `lookup` on every connection), and parsing it was ~5% of a delivery's CPU.
+   */
+  private readonly targets = new Map<string, ReturnType<typeof checkWebhookTarget>>();
 
   constructor(private readonly options: WebhookHttpSenderOptions) {
     const agentOptions = {
@@ -78,7 +83,12 @@ export class WebhookHttpSender {
   }
 
   async send(request: WebhookHttpRequest): Promise<AttemptOutcome> {
-    const target = checkWebhookTarget(request.url, this.options);
+    let target = this.targets.get(request.url);
+    if (target === undefined) {
+      target = checkWebhookTarget(request.url, this.options);
+      if (this.targets.size >= 10_000) this.targets.clear();
+      this.targets.set(request.url, target);
+    }
     if (!target.ok) return { kind: 'refused', code: target.code, detail: target.detail };
     const started = performance.now();
     // No transparent resend, not even on a reused keep-alive socket that fails: the receiver may have read the
