@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy }
 import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
 import {
+  type BatchStatement,
   type BusMessage,
   givenHistory,
   type ProjectionRunner,
@@ -44,6 +45,7 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
       needsHistory: true,
       apply: (em, message, history) => this.applyIn(em, message, history),
       applyBatch: (em, messages, histories) => this.applyBatchIn(em, messages, histories),
+      batchStatement: (messages, histories) => this.creationsStatement(messages, histories),
       onCommitted: (changed) => {
         for (const message of changed) this.emitChange(message);
       },
@@ -130,43 +132,64 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
     const creations = messages.filter((m) => m.revision === 0 && KNOWN.has(m.type));
     const changed = new Set<string>();
     if (creations.length > 0) {
-      const objects = creations.map((message) => {
-        const merchantId = message.metadata.merchantId;
-        const mode = message.metadata.mode;
-        if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live')) {
-          throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
-        }
-        const o = subscriptionCheckoutObjectAsOf(histories.get(message.id) ?? [message]);
-        return { message, merchantId, mode, o };
-      });
-      const rows: SubscriptionCheckoutRow[] = await em.query(
-        `INSERT INTO subscription_checkouts (id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, revision)
-         SELECT t.id, t.merchant_id, t.mode, t.status, t.external_customer_id, t.created_at, t.expires_at, t.updated_at, t.object, 0
-           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[],
-                       $8::timestamptz[], $9::jsonb[]) WITH ORDINALITY
-                AS t(id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, ord)
-          ORDER BY t.ord
-         ON CONFLICT (id) DO NOTHING RETURNING *`,
-        [
-          objects.map((c) => c.o.id),
-          objects.map((c) => c.merchantId),
-          objects.map((c) => c.mode),
-          objects.map((c) => c.o.status),
-          objects.map((c) => c.o.external_customer_id),
-          objects.map((c) => c.o.created_at),
-          objects.map((c) => c.o.expires_at),
-          objects.map((c) => c.o.updated_at),
-          objects.map((c) => JSON.stringify(c.o)),
-        ],
-      );
-      const byId = new Map(rows.map((row) => [row.id, row]));
-      for (const { message, o } of objects) if (this.wrote(message, byId.get(o.id))) changed.add(message.id);
+      const statement = this.insertCreations(creations, histories);
+      const rows: unknown[] = await em.query(statement.sql, [...statement.params]);
+      for (const message of statement.changed(rows)) changed.add(message.id);
     }
     for (const message of messages) {
       if (message.revision === 0) continue;
       if (await this.applyIn(em, message, histories.get(message.id))) changed.add(message.id);
     }
     return messages.filter((m) => changed.has(m.id));
+  }
+
+  /** A batch of creations only (the common case: checkouts are created far more often than changed) in one statement. */
+  private creationsStatement(
+    messages: readonly BusMessage[],
+    histories: ReadonlyMap<string, StreamHistory>,
+  ): BatchStatement | undefined {
+    if (!messages.every((m) => m.revision === 0 && KNOWN.has(m.type))) return undefined;
+    return this.insertCreations(messages, histories);
+  }
+
+  /** The creations' multi-row insert; `changed` stages each row it returned (announced once it commits). */
+  private insertCreations(
+    creations: readonly BusMessage[],
+    histories: ReadonlyMap<string, StreamHistory>,
+  ): BatchStatement {
+    const objects = creations.map((message) => {
+      const merchantId = message.metadata.merchantId;
+      const mode = message.metadata.mode;
+      if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live')) {
+        throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+      }
+      const o = subscriptionCheckoutObjectAsOf(histories.get(message.id) ?? [message]);
+      return { message, merchantId, mode, o };
+    });
+    return {
+      sql: `INSERT INTO subscription_checkouts (id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, revision)
+         SELECT t.id, t.merchant_id, t.mode, t.status, t.external_customer_id, t.created_at, t.expires_at, t.updated_at, t.object, 0
+           FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[],
+                       $8::timestamptz[], $9::jsonb[]) WITH ORDINALITY
+                AS t(id, merchant_id, mode, status, external_customer_id, created_at, expires_at, updated_at, object, ord)
+          ORDER BY t.ord
+         ON CONFLICT (id) DO NOTHING RETURNING *`,
+      params: [
+        objects.map((c) => c.o.id),
+        objects.map((c) => c.merchantId),
+        objects.map((c) => c.mode),
+        objects.map((c) => c.o.status),
+        objects.map((c) => c.o.external_customer_id),
+        objects.map((c) => c.o.created_at),
+        objects.map((c) => c.o.expires_at),
+        objects.map((c) => c.o.updated_at),
+        objects.map((c) => JSON.stringify(c.o)),
+      ],
+      changed: (rows) => {
+        const byId = new Map((rows as SubscriptionCheckoutRow[]).map((row) => [row.id, row]));
+        return objects.filter(({ message, o }) => this.wrote(message, byId.get(o.id))).map((c) => c.message);
+      },
+    };
   }
 
   /** Stages the row a statement returned, announced once the batch commits; true when there was one. */
