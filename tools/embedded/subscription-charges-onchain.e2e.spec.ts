@@ -10,6 +10,7 @@ import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-cha
 import { signCharge } from '@stablepay/merchant-sdk';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
+import { ledgerListed } from './test-support/subscriptions';
 
 /**
  * Subscription charges end to end through HTTP on the embedded stack and a local anvil (SPEC Subscriptions > Charge
@@ -187,7 +188,9 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
     });
     expect(res.body['tx_hash']).toMatch(/^0x[0-9a-f]{64}$/);
     expect(before - (await balance())).toBe(BigInt(String(q['amount'])));
-    expect((await charges()).map((c) => c['id'])).toContain(res.body['id']);
+    // The answer is the row the ledger lists once its projection caught up (crypto-settled business), field by field.
+    await ledgerListed(stack);
+    expect((await charges()).find((c) => c['id'] === res.body['id'])).toEqual(res.body);
     expect(await subscription()).toMatchObject({ charge_nonce: 2, paused: false });
     // The quote paid this charge: a second charge with it is refused before anything is submitted.
     const reuse = await charge(await signed(String(q['amount']), String(q['quote_code'])));
@@ -205,6 +208,7 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
   }, 60_000);
 
   it('refuses at preflight, writing and sending nothing: over cap, over budget, a wrong signature, a stale nonce, an unbound quote', async () => {
+    await ledgerListed(stack);
     const ledgerBefore = (await charges()).length;
     const nonceBefore = (await subscription())['charge_nonce'];
     const overCap = await quote({ fiat_amount: '310000' });
@@ -290,7 +294,8 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
       tx_hash: null,
     });
     expect(await subscription()).toMatchObject({ paused: true });
-    expect((await charges()).find((c) => c['id'] === failed.body['id'])).toMatchObject({ status: 'failed' });
+    await ledgerListed(stack);
+    expect((await charges()).find((c) => c['id'] === failed.body['id'])).toEqual(failed.body);
 
     // The next window (tumbling, anchored at the on-chain start): spend resets.
     const s = await subscription();
@@ -333,7 +338,8 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
     const retry = await charge(body);
     expect(retry.body).toMatchObject({ id: res.body['id'], tx_hash: theirs.hash });
     expect(await balance()).toBe(after);
-    expect((await charges()).filter((c) => c['tx_hash'] === theirs.hash)).toHaveLength(1);
+    await ledgerListed(stack);
+    expect((await charges()).filter((c) => c['tx_hash'] === theirs.hash)).toEqual([res.body]);
   }, 60_000);
 
   it('answers a retried request (same Idempotency-Key) with the charge it made, without submitting again', async () => {

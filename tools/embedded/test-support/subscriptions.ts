@@ -1,8 +1,19 @@
 import { type BaseWallet, type Signer, Wallet } from 'ethers';
 import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
+import { ChargeLedgerProjection } from '@stablepay/charge-ledger-service';
 import { signCharge } from '@stablepay/merchant-sdk';
+import type { EmbeddedStack } from '../embedded';
 import type { AnvilChain } from './anvil';
 import { type Api, type Json, until } from './http';
+
+/**
+ * Waits until the charge ledger lists every charge answered so far: a charge call answers with the charge as the
+ * ledger recorded it, before the ledger's projection lists its row (SPEC fiat field rule 4). No timing: resolves
+ * once the projection has handled every charge event stored before the call (the answer waits for that event).
+ */
+export async function ledgerListed(stack: EmbeddedStack): Promise<void> {
+  await stack.service.app.get(ChargeLedgerProjection).caughtUp();
+}
 
 /**
  * A merchant ready for subscriptions on chain: signer and settlement address set (the operator registers them on

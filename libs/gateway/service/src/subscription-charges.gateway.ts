@@ -20,8 +20,8 @@ import { SubscriptionCheckoutsCoreModule, SubscriptionReader } from '@stablepay/
 /**
  * The gateway's side of the charge use cases. Composed here, in the gateway scope, because it joins two scopes: the
  * command goes to the subscriptions service (owner of the Subscription aggregate, which submits the charge and
- * records its receipt), and the answer is the charge ledger's row, read once the ledger lists it (read-your-writes
- * across the two services: SPEC "persist the receipt synchronously" and fiat field rule 6).
+ * records its receipt), and the answer is the charge as the charge ledger recorded it (the object its list shows for
+ * it, before the list does: SPEC fiat field rule 4), once the subscription read model reflects the charge.
  */
 @Injectable()
 export class SubscriptionChargesGateway implements SubscriptionChargesUseCases {
@@ -61,13 +61,15 @@ export class SubscriptionChargesGateway implements SubscriptionChargesUseCases {
       SUBSCRIPTION_CHARGE_COMMANDS.charge,
       command,
     );
-    // Both read models the merchant reads next reflect the charge: the subscription (nonce, spend, paused) and the
-    // ledger's row.
-    const [row] = await Promise.all([
-      this.ledger.getAtLeast(done.chargeId, 0, { appended: done.appended === true }),
+    // The answer is the charge as the ledger recorded it (its Charge stream: the object the ledger lists, by the
+    // same code), without waiting for the ledger's projection to list it (SPEC fiat field rule 4; rule 6 binds the
+    // webhooks, whose recorder waits for the row). The subscription read model reflects the charge before the
+    // answer (nonce, spend, paused: read-your-writes on the command).
+    const [charge] = await Promise.all([
+      this.ledger.recorded(done.chargeId, { appended: done.appended === true }),
       this.subscriptions.getAtLeast(subscriptionId, done.revision, { appended: done.appended === true }),
     ]);
-    return row.object;
+    return charge.object;
   }
 }
 

@@ -9,7 +9,7 @@ import {
   chargeLedgerConfigFromEnv,
 } from './charge-ledger.config';
 import { ChargeLedgerGateway } from './charge-ledger.gateway';
-import { ChargeLedgerChanges } from './charges/changes';
+import { ChargeLedgerChanges, ChargeRecords } from './charges/changes';
 import { ChargeLedgerCommands } from './charges/charge-ledger.commands';
 import { ChargeLedgerProjection } from './charges/charge-ledger.projection';
 import { ChargeLedgerReader } from './charges/charge-ledger.reader';
@@ -22,8 +22,8 @@ import { SettlementFeedConsumer } from './settlement/settlement-feed.consumer';
 
 /** The ledger's read side, wherever it is read: the gateway (lists) and the service (read-your-writes). */
 @Module({
-  providers: [ChargeLedgerChanges, ChargeLedgerReader],
-  exports: [ChargeLedgerChanges, ChargeLedgerReader],
+  providers: [ChargeLedgerChanges, ChargeRecords, ChargeLedgerReader],
+  exports: [ChargeLedgerChanges, ChargeRecords, ChargeLedgerReader],
 })
 export class ChargeLedgerCoreModule {}
 

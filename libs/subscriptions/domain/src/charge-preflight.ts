@@ -104,7 +104,10 @@ export interface ChargeQuote {
   readonly quoteHash: string;
   /** Service time; a reference quote's is its issue time + 120 s. */
   readonly expiresAt: Date;
-  /** The charge the quote already paid, if any. */
+  /**
+   * The charge the quote already paid, as the quote store recorded it (written after the charge's receipt; the
+   * subscription's own stream, which records the receipt first, is checked as well).
+   */
   readonly usedByChargeId: string | null;
 }
 
@@ -244,7 +247,7 @@ export function chargePreflight(input: ChargePreflightInput): ChargePreflightRes
 
 /** The quote binding errors: a quote proves this amount, for this subscription, once, in time, under this signature. */
 function checkQuote(input: ChargePreflightInput, fiatPriced: boolean): ChargePreflightResult | null {
-  const { request, quote } = input;
+  const { request, quote, state } = input;
   if (request.quoteCode === null) {
     if (fiatPriced)
       return reject(
@@ -266,8 +269,15 @@ function checkQuote(input: ChargePreflightInput, fiatPriced: boolean): ChargePre
     );
   if (quote.quoteHash.toLowerCase() !== request.quoteHash.toLowerCase())
     return reject('quote_hash_mismatch', `The signature's quoteHash is not quote ${quote.code}'s.`);
-  if (quote.usedByChargeId !== null)
-    return reject('quote_already_used', `Quote ${quote.code} already paid charge ${quote.usedByChargeId}.`);
+  // The quote store's record of the use is written after the receipt is appended (the answer does not wait for
+  // it), so a charge of this subscription that carries the quote's hash proves the use as well.
+  const paidBy =
+    quote.usedByChargeId ??
+    [...state.chargesByNonce.values()].find(
+      (c) => c.quoteHash.toLowerCase() === quote.quoteHash.toLowerCase(),
+    )?.chargeId;
+  if (paidBy !== undefined)
+    return reject('quote_already_used', `Quote ${quote.code} already paid charge ${paidBy}.`);
   if (input.now.getTime() >= quote.expiresAt.getTime())
     return reject('quote_expired', `Quote ${quote.code} expired at ${quote.expiresAt.toISOString()}.`);
   return null;

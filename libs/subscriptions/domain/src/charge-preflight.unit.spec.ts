@@ -244,6 +244,22 @@ describe('charge preflight (SPEC Errors > charge preflight, Subscriptions > Char
         .thenRejected('quote_already_used');
     });
 
+    it('quote_already_used for a quote a recorded charge of the subscription carries, before the quote store records the use', () => {
+      const paid = after(subscribed, {
+        type: 'RecordChargeSucceeded',
+        charge: {
+          ...chargeLog(1, 2_000_000n, 60n, 7_000_000n),
+          quoteHash: QUOTE_HASH.toUpperCase().replace('0X', '0x'),
+        },
+        writtenBy: 'api',
+      });
+      const result = given(...paid).when({ request: request({ nonce: 2 }) });
+      result.thenRejected('quote_already_used');
+      expect(result.result).toMatchObject({
+        message: expect.stringContaining(succeededChargeId(CHAIN, SUB_ID, 1)),
+      });
+    });
+
     it('quote_expired at and after its expiry (a reference quote lives 120 s; a price lock until its own expiry)', () => {
       given(...subscribedEvents())
         .when({ quote: quote({ expiresAt: now }) })

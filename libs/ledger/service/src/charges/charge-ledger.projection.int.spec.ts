@@ -7,7 +7,7 @@ import { createPostgresEventStore, type EventStore } from '@stablepay/event-stor
 import { type ChargeFacts, chargeStreamId } from '@stablepay/ledger-domain';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { LEDGER_MIGRATIONS } from '../migrations';
-import { ChargeLedgerChanges } from './changes';
+import { ChargeLedgerChanges, ChargeRecords } from './changes';
 import { chargeDecider } from './charge-ledger.commands';
 import { ChargeLedgerProjection } from './charge-ledger.projection';
 import { ChargeLedgerReader } from './charge-ledger.reader';
@@ -55,7 +55,7 @@ describe('charge ledger projection (the ledger sequence is taken at the first wr
     store = await createPostgresEventStore({ url: db.url, poolSize: 2 });
     const changes = new ChargeLedgerChanges();
     projection = new ChargeLedgerProjection(dataSource, {} as Projections, changes, store);
-    reader = new ChargeLedgerReader(dataSource, changes);
+    reader = new ChargeLedgerReader(dataSource, changes, new ChargeRecords(), store);
   });
 
   afterAll(async () => {
@@ -90,6 +90,15 @@ describe('charge ledger projection (the ledger sequence is taken at the first wr
     if (!first) throw new Error('no event');
     await projection.apply(toBusMessage(first));
     expect((await reader.find('subc_first'))?.object.settlement_status).toBe('completed');
+  });
+
+  it('reads a recorded charge as the object the projection lists for its stream (the charge answer)', async () => {
+    for (const id of ['subc_first', 'subc_second']) {
+      const recorded = await reader.recorded(id);
+      const row = await reader.find(id);
+      expect(recorded.revision).toBe(row?.revision);
+      expect(recorded.object).toEqual(row?.object);
+    }
   });
 
   it("lists nothing of another merchant's mode", async () => {

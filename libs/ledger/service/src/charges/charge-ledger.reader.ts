@@ -1,9 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
 import { type Clause, keysetPage, type ListQuery } from '@stablepay/http';
-import type { ChargeListFilter, SubscriptionChargeObject } from '@stablepay/ledger-domain';
+import {
+  type ChargeListFilter,
+  chargeObject,
+  chargeStreamId,
+  foldCharge,
+  type SubscriptionChargeObject,
+} from '@stablepay/ledger-domain';
 import { readAtLeastRevision } from '@stablepay/util';
-import { ChargeLedgerChanges } from './changes';
+import { ChargeLedgerChanges, ChargeRecords, type RecordedCharge } from './changes';
 
 export interface ChargeLedgerRow {
   id: string;
@@ -29,6 +37,8 @@ export class ChargeLedgerReader {
   constructor(
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(ChargeLedgerChanges) private readonly changes: ChargeLedgerChanges,
+    @Inject(ChargeRecords) private readonly records: ChargeRecords,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
 
   async find(id: string): Promise<ChargeLedgerRow | undefined> {
@@ -56,6 +66,32 @@ export class ChargeLedgerReader {
       timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
       ...this.changes.waitOptions(id, options.appended),
     });
+  }
+
+  /**
+   * The charge as the ledger recorded it, once it has: the object of its Charge stream, folded by the projection's
+   * own code (chargeObject of foldCharge), which is the object the ledger lists at that revision. Resolves when the
+   * charge stream exists, without waiting for the projection to commit the row (SPEC fiat field rule 4: a charge
+   * call may answer before its row is listed; rule 6 binds the webhooks, whose recorder waits for the row).
+   * `appended`: the caller has just recorded the subscription's charge fact, so the charge stream cannot exist
+   * before the ledger consumer announces it.
+   */
+  recorded(id: string, options: { readonly appended?: boolean } = {}): Promise<RecordedCharge> {
+    return readAtLeastRevision({
+      read: () => this.readRecorded(id),
+      revision: 0,
+      changes: this.records,
+      key: id,
+      timeoutMs: READ_YOUR_WRITES_TIMEOUT_MS,
+      ...this.records.waitOptions(id, options.appended),
+    });
+  }
+
+  private async readRecorded(id: string): Promise<RecordedCharge | undefined> {
+    const events = await this.store.readStream(chargeStreamId(id));
+    const last = events.at(-1);
+    if (!last) return undefined;
+    return { id, revision: last.revision, object: chargeObject(foldCharge(events)) };
   }
 
   /**

@@ -9,8 +9,15 @@ import { DataSource } from 'typeorm';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
-import type { ChargeFacts, FiatContext, LedgerWritePath } from '@stablepay/ledger-domain';
+import {
+  type ChargeFacts,
+  chargeObject,
+  type FiatContext,
+  foldCharge,
+  type LedgerWritePath,
+} from '@stablepay/ledger-domain';
 import { DomainError } from '@stablepay/util';
+import { ChargeRecords } from '../charges/changes';
 import { ChargeLedgerCommands } from '../charges/charge-ledger.commands';
 
 export const SUBSCRIPTION_TOPIC = 'subscriptions.subscription.v1';
@@ -88,6 +95,7 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(DataSource) private readonly dataSource: DataSource,
     @Inject(ChargeLedgerCommands) private readonly commands: ChargeLedgerCommands,
+    @Inject(ChargeRecords) private readonly records: ChargeRecords,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -102,9 +110,11 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
           error: String(error),
         }),
     });
+    this.records.projecting = true;
   }
 
   async beforeApplicationShutdown(): Promise<void> {
+    this.records.projecting = false;
     await this.subscription?.stop();
   }
 
@@ -193,7 +203,7 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
           }
         : null;
     try {
-      await this.commands.run(
+      const { revision, newEvents } = await this.commands.run(
         charge.chargeId,
         { merchantId, mode },
         { type: 'RecordCharge', charge, writtenBy, fiatContext, now: this.commands.now() },
@@ -202,6 +212,13 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         // charge reported again by the subscribe call backfills a row that exists.
         { expectNew: message.type !== FIRST_CHARGE_REPORTED },
       );
+      // A charge stream this message opened holds exactly the new events: announced (committed) with the object
+      // the projection writes for them, which the charge call answers with (ChargeLedgerReader.recorded).
+      if (newEvents.length > 0 && revision === newEvents.length - 1) {
+        const recorded = { id: charge.chargeId, revision, object: chargeObject(foldCharge(newEvents)) };
+        this.records.stage(message.id, recorded);
+        this.records.committed(message.id, charge.chargeId, revision);
+      }
     } catch (error) {
       // A fact the ledger refuses (charge_conflict: another transaction for a recorded charge) will be refused on
       // every redelivery: reported, not retried for ever (a reorg retraction is the path that may replace it).

@@ -1,4 +1,4 @@
-import { Controller, Inject } from '@nestjs/common';
+import { Controller, Inject, Logger } from '@nestjs/common';
 import { Payload } from '@nestjs/microservices';
 import { getAddress, Interface, type JsonRpcProvider } from 'ethers';
 import { CLOCK, deterministicEventId, EVENT_STORE } from '@stablepay/aggregate';
@@ -53,7 +53,7 @@ const CHARGED_TOPIC = MANAGER.getEvent('SubscriptionCharged')?.topicHash ?? '';
  *    the success it is (never failed, never paused). A merchant retry of that charge is `already_charged` at preflight
  *    and answered with the landed charge: nothing is submitted twice.
  *
- * Answers the `subc_` id; the gateway answers with the ledger's row once it is listed.
+ * Answers the `subc_` id; the gateway answers with the charge as the ledger recorded it.
  */
 @Controller()
 export class ChargeSubscriptionHandler {
@@ -68,6 +68,8 @@ export class ChargeSubscriptionHandler {
     @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
+
+  private readonly logger = new Logger('subscription-charges');
 
   /** Charges of one subscription run one at a time in this process: a retry never races the attempt it repeats. */
   private readonly inFlight = new Map<string, Promise<void>>();
@@ -131,11 +133,13 @@ export class ChargeSubscriptionHandler {
     preparing.catch(() => undefined);
     // Chain time fresh for every charge: a cached block time could miss a window boundary (budget) or a deadline.
     this.chains.invalidate(owner.mode, c.chain);
+    // The registry is read through the chain-time provider, not the relayer's: the relayer's provider sends the
+    // calls of one tick as one batch, whose answer waits for the simulation's gas estimate, and the EIP-712 check
+    // needs only `merchantAuth` (it then runs while the simulation is still under way).
+    const reader = this.chains.provider(owner.mode, c.chain) ?? relayer.provider;
     const [chainNow, auth, managerPausedBy] = await Promise.all([
       this.chains.now(owner.mode, c.chain),
-      connectStablepayRegistry(this.config.registry, relayer.provider).merchantAuth(
-        toOnChainId(owner.merchantId),
-      ),
+      connectStablepayRegistry(this.config.registry, reader).merchantAuth(toOnChainId(owner.merchantId)),
       this.managerFacts.pausedBy(c.chain, manager.address),
     ]);
     const signatureValid = isSignedBy(
@@ -238,18 +242,17 @@ export class ChargeSubscriptionHandler {
       );
       if (!observation)
         throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
-      // The charge is on chain: its quote is used whatever happens next, so both writes go at once.
       const chargeId = succeededChargeId(c.chain, subscriptionId, nonce);
-      const [{ revision, newEvents }] = await Promise.all([
-        this.commands.runFrom(
-          sub,
-          subscriptionId,
-          ownerKey,
-          { type: 'RecordChargeSucceeded', charge: observation, writtenBy: 'api' },
-          command.commandId,
-        ),
-        command.quoteCode ? this.quotes.markUsed(command.quoteCode, chargeId) : Promise.resolve(),
-      ]);
+      const { revision, newEvents } = await this.commands.runFrom(
+        sub,
+        subscriptionId,
+        ownerKey,
+        { type: 'RecordChargeSucceeded', charge: observation, writtenBy: 'api' },
+        command.commandId,
+      );
+      // The quote is used from the append on: the recorded charge carries its hash, which the preflight checks
+      // beside the quote store's record. That record follows without holding the answer.
+      if (command.quoteCode) this.recordQuoteUse(command.quoteCode, chargeId);
       return { chargeId, status: 'succeeded', revision, appended: newEvents.length > 0 };
     }
 
@@ -309,6 +312,18 @@ export class ChargeSubscriptionHandler {
       command.commandId,
     );
     return { chargeId, status: 'failed', revision };
+  }
+
+  private recordQuoteUse(quoteCode: string, chargeId: string): void {
+    this.quotes.markUsed(quoteCode, chargeId).catch((error: unknown) =>
+      // The subscription's stream still proves the use to the preflight; nothing writes this record again.
+      this.logger.error({
+        msg: 'recording a quote as used failed',
+        quoteCode,
+        chargeId,
+        error: String(error),
+      }),
+    );
   }
 
   private async succeeded(
