@@ -8,7 +8,12 @@ describe('operator CLI (tools/embedded/admin-cli.ts) against a running gateway',
   beforeAll(async () => {
     db = await createTestDatabase();
     stack = await startEmbedded({
-      env: { DATABASE_URL: db.url, PORT: '0', ADMIN_TOKEN: 'cli-token-0123456789', LOG_LEVEL: 'error' },
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN: 'cli-token-0123456789-0123456789-ab',
+        LOG_LEVEL: 'error',
+      },
       dataDir: 'memory',
       localChains: false,
     });
@@ -22,7 +27,7 @@ describe('operator CLI (tools/embedded/admin-cli.ts) against a running gateway',
     const out: string[] = [];
     const code = await runAdminCli(
       ['create-merchant', '--name', 'Initech', '--mode', 'test', '--url', stack.url],
-      { ADMIN_TOKEN: 'cli-token-0123456789' },
+      { ADMIN_TOKEN: 'cli-token-0123456789-0123456789-ab' },
       (s) => out.push(s),
     );
     expect(code).toBe(0);
@@ -39,7 +44,7 @@ describe('operator CLI (tools/embedded/admin-cli.ts) against a running gateway',
     expect(
       await runAdminCli(
         ['create-merchant', '--name', 'X', '--mode', 'prod', '--url', stack.url],
-        { ADMIN_TOKEN: 'cli-token-0123456789' },
+        { ADMIN_TOKEN: 'cli-token-0123456789-0123456789-ab' },
         (s) => out.push(s),
       ),
     ).toBe(1);

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { freePort } from '@stablepay/testing';
 import { cleanEnv, repoRoot } from './process-harness';
+import { bannerChains, payDirectCheckout, runApi, subscribeFromWallet } from './test-support/npm-start';
 
 /**
  * `npm start` on its embedded defaults (PGlite, local anvil chains) survives kill -9 of its whole process group: a
@@ -20,6 +21,7 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
     readonly child: ChildProcess;
     readonly output: string[];
     readonly url: string;
+    readonly apiKey: string;
     readonly chains: Record<string, string>;
     readonly exited: Promise<void>;
   }
@@ -48,13 +50,18 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
         throw new Error(`npm start did not come up:\n${output.join('\n')}`);
       await new Promise((r) => setTimeout(r, 100));
     }
-    const ready = JSON.parse(output.find((l) => l.startsWith('{"ready":true')) ?? '{}') as { url: string };
-    const chains: Record<string, string> = {};
-    for (const line of output) {
-      const m = /Chain (eip155:\d+) +(http:\/\/127\.0\.0\.1:\d+)/.exec(line);
-      if (m?.[1] && m[2]) chains[m[1]] = m[2];
-    }
-    return { child, output, url: ready.url, chains, exited };
+    const ready = JSON.parse(output.find((l) => l.startsWith('{"ready":true')) ?? '{}') as {
+      url: string;
+      demo_api_key: string;
+    };
+    return {
+      child,
+      output,
+      url: ready.url,
+      apiKey: ready.demo_api_key,
+      chains: bannerChains(output),
+      exited,
+    };
   }
 
   async function rpc(url: string, method: string, params: unknown[] = []): Promise<unknown> {
@@ -121,12 +128,7 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
     running = await start(port);
     expect(Object.keys(running.chains)).toEqual(['eip155:8453', 'eip155:137']);
     await chainWork(running, 5);
-    const settings = await fetch(`${running.url}/settings`, {
-      headers: {
-        authorization: `Bearer ${(JSON.parse(running.output.find((l) => l.startsWith('{"ready"')) ?? '{}') as { demo_api_key: string }).demo_api_key}`,
-      },
-    });
-    expect(settings.status).toBe(200);
+    expect((await runApi(running, 'GET', '/settings')).status).toBe(200);
 
     const pid = running.child.pid ?? 0;
     process.kill(-pid, 'SIGKILL');
@@ -141,7 +143,11 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
     expect(running.output.join('\n')).not.toMatch(/halted|reorg deeper/);
   }, 600_000);
 
-  it('resets the follower of a local chain that came back behind the database, and logs it', async () => {
+  it('recovers a local chain that came back behind the database (follower, merchant registration, subscription manager), logs it, and a checkout and a subscribe on it then work', async () => {
+    const LOST = 'eip155:137';
+    // While the chain still has its history: the demo merchant's subscription manager is deployed on it.
+    const before = await subscribeFromWallet(running as Run, LOST, 4);
+    expect(before.reported.body).toMatchObject({ status: 'recorded', subscription: { status: 'active' } });
     const run = running as Run;
     // Stop cleanly, then lose one chain's saved state: it comes back empty, behind what the database recorded.
     process.kill(-(run.child.pid ?? 0), 'SIGTERM');
@@ -151,11 +157,36 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
 
     running = await start(await freePort());
     await chainWork(running, 2);
+    // The fresh chain is usable: a DIRECT checkout paid on it settles, and a new subscribe deploys the manager again.
+    const { payment } = await payDirectCheckout(running, LOST, 2_000_000n);
+    expect(payment).toMatchObject({ status: 'settled', detected_chain: LOST });
+    const after = await subscribeFromWallet(running, LOST, 5);
+    expect(after.reported).toMatchObject({
+      status: 200,
+      body: { status: 'recorded', subscription: { status: 'active', charge_nonce: 1 } },
+    });
     const log = running.output.join('\n');
-    expect(log).toMatch(/local chain came back behind the database.*"chain":"eip155:137"/);
+    const recovery = running.output
+      .filter((l) => l.includes('local chain came back behind the database'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(recovery).toEqual([
+      expect.objectContaining({
+        chain: LOST,
+        // Registration runs again on the fresh chain; the manager is deployed again when next needed.
+        merchantRegistrationsReset: 1,
+        subscriptionManagersForgotten: 1,
+        // What lived only on the lost chain is not brought back; the log says so.
+        notRecovered: expect.objectContaining({ subscriptions: { active: 1 } }),
+      }),
+    ]);
     expect(log).not.toMatch(
       /"chain":"eip155:8453"[^\n]*came back behind|came back behind[^\n]*"chain":"eip155:8453"/,
     );
     expect((await fetch(`${running.url}/ready`)).status).toBe(200);
+
+    const registrations = (await runApi(running, 'GET', '/settings')).body['chain_registrations'] as Array<
+      Record<string, unknown>
+    >;
+    expect(registrations.find((r) => r['chain'] === LOST)).toMatchObject({ status: 'registered' });
   }, 600_000);
 });

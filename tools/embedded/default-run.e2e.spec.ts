@@ -4,12 +4,16 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { Wallet } from 'ethers';
-import { connectTestStablecoin } from '@stablepay/contracts';
-import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
 import { verifyWebhook } from '@stablepay/merchant-sdk';
 import { freePort } from '@stablepay/testing';
 import { cleanEnv, repoRoot } from './process-harness';
+import {
+  bannerChains,
+  payDirectCheckout,
+  runApi,
+  subscribeFromWallet,
+  until,
+} from './test-support/npm-start';
 
 /**
  * The default run, proven whatever the test run's DATABASE_URL: `npm start` (tools/embedded/start.js) on the
@@ -22,17 +26,6 @@ import { cleanEnv, repoRoot } from './process-harness';
  */
 type Json = Record<string, unknown>;
 const CHAIN = 'eip155:8453';
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, seen?: () => Promise<unknown>) {
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}; last seen ${JSON.stringify(await seen?.())}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 interface Run {
   readonly child: ChildProcess;
@@ -95,11 +88,7 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
       demo_merchant_signer: string;
       demo_merchant_pauser: string;
     };
-    const chains: Record<string, string> = {};
-    for (const l of output) {
-      const m = /Chain (eip155:\d+) +(http:\/\/127\.0\.0\.1:\d+)/.exec(l);
-      if (m?.[1] && m[2]) chains[m[1]] = m[2];
-    }
+    const chains = bannerChains(output);
     const complete: Run = {
       ...started,
       url: ready.url,
@@ -130,70 +119,14 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
       () => true,
     );
 
-  const api = async (
-    method: string,
-    path: string,
-    body?: unknown,
-  ): Promise<{ status: number; body: Json }> => {
-    const res = await fetch(`${run.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${run.apiKey}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return { status: res.status, body: (await res.json()) as Json };
-  };
+  const api = (method: string, path: string, body?: unknown) => runApi(run, method, path, body);
 
-  const wallet = (index: number) => {
-    const rpcUrl = run.chains[CHAIN];
-    if (!rpcUrl) throw new Error(`no local chain ${CHAIN} in the banner`);
-    return new Wallet(ANVIL_DEV_PRIVATE_KEYS[index] ?? '', localChainProvider(rpcUrl, 8453));
-  };
-
-  const balanceOf = async (token: string, address: string): Promise<bigint> => {
-    const w = wallet(0);
-    try {
-      return await connectTestStablecoin(token, w.provider).balanceOf(address);
-    } finally {
-      w.provider?.destroy();
-    }
-  };
-
-  /** POST /checkouts (DIRECT, USD), the customer mints and pays the deposit address on chain, GET says settled. */
+  /** A DIRECT checkout paid on chain settles, and the demo merchant's settlement address receives the amount. */
   async function payACheckout(amount: bigint): Promise<Json> {
-    const created = await api('POST', '/checkouts', {
-      amount: amount.toString(),
-      currency: 'USD',
-      method: 'DIRECT',
-    });
-    expect(created.status).toBe(201);
-    const usdc = (created.body['accepted_assets'] as Json[]).find(
-      (a) => a['chain'] === CHAIN && a['token_symbol'] === 'USDC',
-    );
-    const token = String(usdc?.['asset']).split('/erc20:')[1] ?? '';
-    const before = await balanceOf(token, settlement);
-    const payer = wallet(3);
-    try {
-      const coin = connectTestStablecoin(token, payer);
-      await (await coin.mint(payer.address, amount)).wait();
-      await (await coin.transfer(String(created.body['deposit_address']), amount)).wait();
-    } finally {
-      payer.provider?.destroy();
-    }
-    const paymentId = String(created.body['payment_id']);
-    const settled = await until(
-      `payment ${paymentId} to settle`,
-      async () => {
-        const p = await api('GET', `/payments/${paymentId}`);
-        return p.body['status'] === 'settled' ? p.body : undefined;
-      },
-      async () => (await api('GET', `/payments/${paymentId}`)).body,
-    );
-    expect(settled).toMatchObject({ amount_paid: amount.toString(), detected_chain: CHAIN });
-    expect((await balanceOf(token, settlement)) - before).toBe(amount);
-    return settled;
+    const { payment, settlementReceived } = await payDirectCheckout(run, CHAIN, amount, { settlement });
+    expect(payment).toMatchObject({ amount_paid: amount.toString(), detected_chain: CHAIN });
+    expect(settlementReceived).toBe(amount);
+    return payment;
   }
 
   beforeAll(async () => {
@@ -250,56 +183,13 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
     const hooked = await api('PATCH', '/settings', { webhook_url: receiverUrl });
     expect(hooked.status).toBe(200);
     webhookSecret = String(hooked.body['webhook_secret']);
-    const checkout = await api('POST', '/subscription-checkouts', {
-      price: '150000',
-      price_currency: 'ARS',
-      supported_chains: [CHAIN],
-    });
-    expect(checkout.status).toBe(201);
-    const option = (checkout.body['subscription_options'] as Json[]).find(
-      (o) => o['token_symbol'] === 'USDC',
-    );
-    const subscriber = wallet(4);
-    const subscribe = (extra: Json = {}) =>
-      fetch(`${run.url}/subscription-checkouts/${String(checkout.body['id'])}/subscribe`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          chain: CHAIN,
-          asset: option?.['asset'],
-          subscriber: subscriber.address,
-          ...extra,
-        }),
-      }).then(async (res) => ({ status: res.status, body: (await res.json()) as Json }));
-    const authorization = await subscribe();
-    expect(authorization.status).toBe(200);
-    let txHash: string;
-    try {
-      // What the wallet does with the authorization: fund, approve the manager, send the one subscribe transaction.
-      const token = connectTestStablecoin(String(authorization.body['token_address']), subscriber);
-      await (
-        await token.mint(subscriber.address, BigInt(String(authorization.body['budget_amount'])))
-      ).wait();
-      const [approve, subscribeTx] = authorization.body['transactions'] as Json[];
-      await (
-        await subscriber.sendTransaction({ to: String(approve?.['to']), data: String(approve?.['data']) })
-      ).wait();
-      const sent = await subscriber.sendTransaction({
-        to: String(subscribeTx?.['to']),
-        data: String(subscribeTx?.['data']),
-      });
-      await sent.wait();
-      txHash = sent.hash;
-    } finally {
-      subscriber.provider?.destroy();
-    }
-    const reported = await subscribe({ tx_hash: txHash });
+    const { checkout, txHash, reported } = await subscribeFromWallet(run, CHAIN, 4);
     expect(reported.status).toBe(200);
     expect(reported.body).toMatchObject({
       status: 'recorded',
       subscription: { status: 'active', charge_nonce: 1 },
     });
-    const subscriptionId = String(checkout.body['onchain_id']);
+    const subscriptionId = String(checkout['onchain_id']);
     const charge = await until(
       'the first charge in the ledger',
       async () => {
@@ -317,7 +207,7 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
       charge_nonce: 0,
       tx_hash: txHash,
     });
-    expect((await api('GET', `/subscription-checkouts/${String(checkout.body['id'])}`)).body).toMatchObject({
+    expect((await api('GET', `/subscription-checkouts/${String(checkout['id'])}`)).body).toMatchObject({
       status: 'completed',
     });
   }, 120_000);
@@ -337,6 +227,12 @@ describe('npm start on its defaults (PGlite, local chains): pay, subscribe, kill
       async () => (await fetch(`${run.url}/ready`)).text(),
     );
     expect(ready).toMatchObject({ checks: { database: 'ok', chain_followers: 'ok' } });
+    const log = run.output.join('\n');
+    // The killed run's lock (its pid is gone) does not block the restart; the restart says it took it over.
+    expect(log).toContain('took over the data directory from a run that is no longer running');
+    // The chains came back from the state anvil kept in the data directory, not through the recovery of a chain
+    // that lost its state (which would pass this test without persistence).
+    expect(log).not.toMatch(/came back behind/);
     // The same seeded keys, not new ones.
     expect(run.demoSigner).toBe(settlement);
     expect((await api('GET', `/payments/${firstPaymentId}`)).body).toMatchObject({ status: 'settled' });

@@ -27,10 +27,12 @@ import {
   MerchantCommands,
   merchantChainRegistrationService,
   merchantsConfigFromEnv,
+  reregisterMerchantsOnLostLocalChain,
 } from '@stablepay/merchants-service';
 import {
   PAYMENT_WEBHOOK_SOURCE,
   paymentDepositsService,
+  paymentsOnLostLocalChain,
   paymentsConfigFromEnv,
   paymentsService,
 } from '@stablepay/payments-service';
@@ -44,6 +46,7 @@ import {
 } from '@stablepay/runtime';
 import { settlementService } from '@stablepay/settlement-service';
 import {
+  forgetManagersOnLostLocalChain,
   subscriptionsConfigFromEnv,
   subscriptionsService,
   subscriptionCheckoutWebhookSource,
@@ -51,6 +54,7 @@ import {
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
 import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
+import { type DataDirLock, lockDataDir, probeDatabase, probePort, refuseIfDataDirInUse } from './preflight';
 import { type Clock, ConfigError, JsonLogger } from '@stablepay/util';
 import {
   dispatchOptionsFromEnv,
@@ -118,38 +122,48 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   const chainIds =
     (options.localChains ?? env['STABLEPAY_LOCAL_CHAINS'] !== 'false') ? localChainIds(env) : [];
   // Every variable is checked before anything starts (database, chains, port): a mistake is reported at once.
-  const logger = new JsonLogger('stablepay-embedded', validateEnvironment(env, chainIds).logLevel);
-  if (persistent) mkdirSync(dataDir, { recursive: true });
-  if (persistent && !env['WEBHOOK_SECRET_ENCRYPTION_KEY'])
-    env['WEBHOOK_SECRET_ENCRYPTION_KEY'] = sealingKey(join(dataDir, 'webhook-secret-key'));
+  const checked = validateEnvironment(env, chainIds);
+  const logger = new JsonLogger('stablepay-embedded', checked.logLevel);
+  const host = env['HOST'] ?? '127.0.0.1';
+  // So is the rest of the environment, in the same way: the data directory another run holds, the port, the
+  // database. Only then is anything written or started.
+  if (persistent) refuseIfDataDirInUse(dataDir);
+  await probePort(host, checked.port);
+  if (env['DATABASE_URL']) await probeDatabase(env['DATABASE_URL']);
+  let lock: DataDirLock | undefined;
+  if (persistent) {
+    mkdirSync(dataDir, { recursive: true });
+    lock = await lockDataDir(dataDir);
+    if (lock.tookOverFrom !== null)
+      logger.warn({
+        msg: 'took over the data directory from a run that is no longer running (killed or crashed)',
+        dataDir,
+        previousPid: lock.tookOverFrom,
+      });
+  }
   let pglite: PgliteServer | undefined;
   let chains: LocalChains | undefined;
-  if (!env['DATABASE_URL']) {
-    pglite = await startPgliteServer({ dataDir: persistent ? join(dataDir, 'pglite') : 'memory://' });
-    env['DATABASE_URL'] = pglite.url;
-  }
   try {
+    if (persistent && !env['WEBHOOK_SECRET_ENCRYPTION_KEY'])
+      env['WEBHOOK_SECRET_ENCRYPTION_KEY'] = sealingKey(join(dataDir, 'webhook-secret-key'));
+    if (!env['DATABASE_URL']) {
+      pglite = await startPgliteServer({ dataDir: persistent ? join(dataDir, 'pglite') : 'memory://' });
+      env['DATABASE_URL'] = pglite.url;
+    }
     if (chainIds.length > 0) {
       // Persistent runs keep each chain's state with the rest of the data, so a restart resumes the same chains.
       chains = await startLocalChains({
         chainIds,
         ...(persistent ? { stateDir: join(dataDir, 'chains') } : {}),
       });
+      lock?.addHelpers(chains.pids);
       // In test mode each supported chain is a local anvil standing in for the real one (same chain id).
       env['SUPPORTED_CHAINS'] ??= chains.chains.map((c) => c.caip2).join(',');
       const followsLocalChains = env['CHAIN_RPC_URLS'] === undefined;
       env['CHAIN_RPC_URLS'] ??= chains.chains.map((c) => `${c.caip2}=${c.rpcUrl}`).join(',');
       // A local chain that came back behind what the database recorded (its state was lost or is older) would halt
-      // its follower for good; it is local test data, so its follower starts again from the chain's head.
-      if (followsLocalChains) {
-        for (const reset of await resetFollowersOfLostLocalChains(env['DATABASE_URL'], chains.chains)) {
-          logger.warn({
-            msg: 'local chain came back behind the database: its follower was reset and follows from the chain head',
-            ...reset,
-            restoredState: chains.chains.find((c) => c.caip2 === reset.chain)?.restoredState ?? false,
-          });
-        }
-      }
+      // its follower for good; it is local test data, so the run brings itself back to what the chain holds.
+      if (followsLocalChains) await recoverLostLocalChains(env['DATABASE_URL'], chains, logger);
       env['PAYMENT_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.paymentFactory;
       env['OPERATOR_PAUSER_ADDRESS'] ??= chains.operatorPauser.address;
       // The local chains' roles (anvil dev keys): the operator is the hot key the services sign with (deploys
@@ -172,7 +186,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       { allowEphemeralKey: true },
     );
     const service = await startService(
-      { ...platform, host: env['HOST'] ?? '127.0.0.1' },
+      { ...platform, host },
       [
         gatewayService(merchants),
         paymentsService(paymentsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), chainOperator),
@@ -208,15 +222,56 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       service,
       ...(chains ? { chains } : {}),
       stop: async () => {
-        await service.stop();
-        await chains?.stop();
-        await pglite?.stop();
+        try {
+          await service.stop();
+          await chains?.stop();
+          await pglite?.stop();
+        } finally {
+          lock?.release();
+        }
       },
     };
   } catch (error) {
     await chains?.stop();
     await pglite?.stop();
+    lock?.release();
     throw error;
+  }
+}
+
+/**
+ * For each local chain that came back without the block its follower recorded, in one transaction per chain (never
+ * for a real chain: only the chains this run started): the follower starts again from the chain head; the merchants
+ * registered on it are registered again (their rows pending: the demo merchant's seeded signer and settlement too,
+ * once the registration worker runs); the subscription managers deployed on it are forgotten, so the next subscribe
+ * deploys them again. Payments and subscriptions recorded on it are not recovered (their contracts and funds went
+ * with the chain): they keep what was recorded, and the log counts them.
+ */
+async function recoverLostLocalChains(
+  databaseUrl: string,
+  chains: LocalChains,
+  logger: JsonLogger,
+): Promise<void> {
+  const resets = await resetFollowersOfLostLocalChains(databaseUrl, chains.chains, async (client, chain) => ({
+    merchantRegistrationsReset: await reregisterMerchantsOnLostLocalChain(client, chain),
+    managers: await forgetManagersOnLostLocalChain(client, chain),
+    payments: await paymentsOnLostLocalChain(client, chain),
+  }));
+  for (const { also, ...reset } of resets) {
+    logger.warn({
+      msg:
+        'local chain came back behind the database (local test data): its follower follows from the chain head, ' +
+        'its merchants are registered again and its subscription managers deployed again when next needed; the ' +
+        'payments and subscriptions recorded on it are not recovered (their contracts and funds went with the chain)',
+      ...reset,
+      restoredState: chains.chains.find((c) => c.caip2 === reset.chain)?.restoredState ?? false,
+      merchantRegistrationsReset: also?.merchantRegistrationsReset ?? 0,
+      subscriptionManagersForgotten: also?.managers.managersForgotten ?? 0,
+      notRecovered: {
+        payments: also?.payments ?? {},
+        subscriptions: also?.managers.subscriptionsNotRecovered ?? {},
+      },
+    });
   }
 }
 

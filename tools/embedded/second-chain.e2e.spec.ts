@@ -5,6 +5,7 @@ import { newPayment, paymentUntil, transferToken } from './test-support/payments
 import { OnChainStack } from './test-support/stack';
 import {
   authorizeSubscribe,
+  ledgerListed,
   readyForSubscriptions,
   sendSubscribe,
   signedChargeBody,
@@ -134,6 +135,7 @@ describe('the second local chain (137) end to end (embedded stack, two anvils)',
     const receipt = await polygon.provider().getTransactionReceipt(String(charged.body['tx_hash']));
     expect(receipt?.status).toBe(1);
 
+    await ledgerListed(e2e.stack);
     const byChain = await api('GET', `/merchants/${merchantId()}/charges?chain=${POLYGON}&limit=100`);
     expect((byChain.body['data'] as Json[]).map((c) => c['charge_nonce']).sort()).toEqual([0, 1]);
     const onBase = await api('GET', `/merchants/${merchantId()}/charges?chain=${BASE}&limit=100`);

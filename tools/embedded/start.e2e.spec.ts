@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, freePort, type TestDatabase } from '@stablepay/testing';
@@ -80,7 +81,7 @@ describe('npm start (tools/embedded/start.js)', () => {
           ['tools/embedded/start.js'],
           cleanEnv({ PORT: '0', STABLEPAY_DATA_DIR: dir, LOG_LEVEL: 'warn', [name]: value }),
         );
-        expect(await bad.stop('SIGCONT')).toBe(78);
+        expect(await new Promise((resolve) => bad.child.once('close', resolve))).toBe(78);
         expect(bad.output.join('\n')).toContain(name);
         // Nothing was started or written: no PGlite files, no chain state, no keys.
         expect(existsSync(join(dir, 'pglite'))).toBe(false);
@@ -92,4 +93,84 @@ describe('npm start (tools/embedded/start.js)', () => {
     },
     60_000,
   );
+
+  describe('environment problems are reported before anything starts', () => {
+    /** Runs `npm start` expected to refuse: its exit code and output, and what the data directory holds after. */
+    async function refused(env: Record<string, string>, dir: string) {
+      const before = readdirSync(dir).sort();
+      const bad = spawnNode(
+        ['tools/embedded/start.js'],
+        cleanEnv({ STABLEPAY_DATA_DIR: dir, LOG_LEVEL: 'warn', ...env }),
+      );
+      // Its own exit with its output read, however long loading takes on a busy machine (stop() would kill it
+      // after 15 s).
+      const code = await new Promise<number | null>((resolve) => bad.child.once('close', resolve));
+      const output = bad.output.join('\n');
+      // Nothing was started: no chain, no HTTP server, and the data directory holds what it held.
+      expect(output).not.toMatch(/Chain eip155|listening|"ready"/);
+      expect(readdirSync(dir).sort()).toEqual(before);
+      return { code, output };
+    }
+
+    it('a port already in use: exit 78 naming the port and PORT, data directory untouched', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'stablepay-port-'));
+      const taken: Server = createServer();
+      await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+      const address = taken.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      try {
+        const { code, output } = await refused({ PORT: String(port) }, dir);
+        expect(code).toBe(78);
+        expect(output).toContain(`port ${port} on 127.0.0.1 is already in use`);
+        expect(output).toContain('PORT');
+        expect(readdirSync(dir)).toEqual([]);
+      } finally {
+        await new Promise((r) => taken.close(r));
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 60_000);
+
+    it('an unreachable DATABASE_URL: exit 78 naming it and where, without its password', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'stablepay-nodb-'));
+      const nobody = await freePort();
+      try {
+        const { code, output } = await refused(
+          { PORT: '0', DATABASE_URL: `postgres://app:s3cret@127.0.0.1:${nobody}/stablepay` },
+          dir,
+        );
+        expect(code).toBe(78);
+        expect(output).toContain(`DATABASE_URL: cannot reach the database at 127.0.0.1:${nobody}/stablepay`);
+        expect(output).not.toContain('s3cret');
+        expect(readdirSync(dir)).toEqual([]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 60_000);
+
+    it('a second start on the data directory of a running one: exit 78 naming the running pid; the first keeps running', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'stablepay-twice-'));
+      const first = spawnNode(
+        ['tools/embedded/start.js'],
+        cleanEnv({ PORT: '0', STABLEPAY_DATA_DIR: dir, LOG_LEVEL: 'warn', STABLEPAY_LOCAL_CHAINS: 'false' }),
+      );
+      try {
+        const ready = JSON.parse(await first.waitForLine((l) => l.startsWith('{"ready":true'), 90_000)) as {
+          url: string;
+        };
+        expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]).toBe(
+          String(first.child.pid),
+        );
+        const { code, output } = await refused({ PORT: '0', STABLEPAY_LOCAL_CHAINS: 'false' }, dir);
+        expect(code).toBe(78);
+        expect(output).toContain(`is in use by another Stablepay (pid ${first.child.pid})`);
+        expect((await fetch(`${ready.url}/ready`)).status).toBe(200);
+        // A clean stop gives the directory back.
+        expect(await first.stop('SIGTERM')).toBe(0);
+        expect(existsSync(join(dir, 'stablepay.lock'))).toBe(false);
+      } finally {
+        await first.stop('SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 120_000);
+  });
 });

@@ -14,6 +14,7 @@ import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-cha
 import { signCharge, verifyWebhook } from '@stablepay/merchant-sdk';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
+import { ledgerListed } from './test-support/subscriptions';
 
 /**
  * Chain events of subscriptions beyond the happy path, end to end through HTTP on the embedded stack and a local
@@ -308,6 +309,7 @@ describe('subscription chain events: screening, manager events, receipt timeout,
           .readStream(subscriptionManagerStreamId(CHAIN, managerAddress))
       ).map((e) => e.type);
     const before = await subscription();
+    await ledgerListed(stack);
     const ledgerBefore = await ledgerCount();
     await (await manager.pause()).wait();
     await until(recorded, (t) => t.includes('SubscriptionManagerPaused.v1'), 'the pause recorded');

@@ -57,6 +57,11 @@ export interface LocalChains {
    */
   readonly admin: LocalChainKey;
   readonly operatorPauser: LocalChainKey;
+  /**
+   * The processes that own the nodes (their watchdogs). If this process dies, each node still writes its state on
+   * its way out; a new run on the same state directory waits for these to be gone.
+   */
+  readonly pids: readonly number[];
   /** Stops every node; resolves when all have exited. Idempotent. */
   stop(): Promise<void>;
 }
@@ -224,6 +229,7 @@ export async function startLocalChains(options: StartLocalChainsOptions = {}): P
       operator: { address: operator.address, privateKey: operatorKey },
       admin: { address: admin.address, privateKey: adminKey },
       operatorPauser: { address: operatorPauser.address, privateKey: pauserKey },
+      pids: nodes.flatMap((n) => (n.pid === undefined ? [] : [n.pid])),
       stop,
     };
   } catch (e) {

@@ -1,11 +1,13 @@
-import { Client } from 'pg';
+import { Client, type ClientBase } from 'pg';
 
-export interface LostChainReset {
+export interface LostChainReset<T = undefined> {
   readonly chain: string;
   /** The block the follower had recorded, which the chain no longer has (or has with another hash). */
   readonly recordedBlock: number;
   readonly recordedHash: string | null;
   readonly chainHead: number;
+  /** What `alsoReset` answered for this chain. */
+  readonly also: T | undefined;
 }
 
 async function rpc<T>(url: string, method: string, params: unknown[]): Promise<T> {
@@ -25,12 +27,15 @@ async function rpc<T>(url: string, method: string, params: unknown[]): Promise<T
  * the follower's position, block window, observations and watch progress for that chain are forgotten, so it starts
  * again from the chain's head instead of halting on "a reorg deeper than the stored window". Events already
  * published stay in the event store: they are history. A real chain's deep reorg still halts its follower.
- * Runs before the indexer starts; returns what it reset (nothing when the tables do not exist yet).
+ * Runs before the indexer starts; returns what it reset (nothing when the tables do not exist yet). `alsoReset`
+ * runs in the same transaction for each such chain, so what other scopes recorded about the chain's contracts is
+ * brought back with the follower or not at all (a crash in between would leave the chain no longer detected as lost).
  */
-export async function resetFollowersOfLostLocalChains(
+export async function resetFollowersOfLostLocalChains<T = undefined>(
   databaseUrl: string,
   chains: ReadonlyArray<{ readonly caip2: string; readonly rpcUrl: string }>,
-): Promise<LostChainReset[]> {
+  alsoReset?: (client: ClientBase, chain: string) => Promise<T>,
+): Promise<Array<LostChainReset<T>>> {
   const client = new Client({ connectionString: databaseUrl });
   await client.connect();
   try {
@@ -38,7 +43,7 @@ export async function resetFollowersOfLostLocalChains(
       "SELECT to_regclass('indexer_checkpoints')::text AS t",
     );
     if (!exists.rows[0]?.t) return [];
-    const resets: LostChainReset[] = [];
+    const resets: Array<LostChainReset<T>> = [];
     for (const chain of chains) {
       const { rows } = await client.query<{ n: string | null; hash: string | null }>(
         'SELECT block_number::text AS n, block_hash AS hash FROM indexer_checkpoints WHERE chain = $1',
@@ -65,12 +70,13 @@ export async function resetFollowersOfLostLocalChains(
         for (const table of ['indexer_watched_addresses', 'indexer_watched_contracts']) {
           await client.query(`UPDATE ${table} SET scanned_through = NULL WHERE chain = $1`, [chain.caip2]);
         }
+        const also = alsoReset ? await alsoReset(client, chain.caip2) : undefined;
         await client.query('COMMIT');
+        resets.push({ chain: chain.caip2, recordedBlock, recordedHash: row.hash, chainHead, also });
       } catch (error) {
         await client.query('ROLLBACK');
         throw error;
       }
-      resets.push({ chain: chain.caip2, recordedBlock, recordedHash: row.hash, chainHead });
     }
     return resets;
   } finally {

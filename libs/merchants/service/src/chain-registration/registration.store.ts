@@ -1,3 +1,4 @@
+import type { ClientBase } from 'pg';
 import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
@@ -156,4 +157,29 @@ export class RegistrationStore {
       merchantId,
     ]);
   }
+}
+
+/**
+ * A local test chain that came back without the history the database recorded (the embedded run's recovery of its
+ * own anvil chains, never a real chain): its registry no longer holds the merchants registered on it, so every row
+ * of that chain is pending again from now, whatever it said (`registered`, or a mismatch with values the chain no
+ * longer has), and the worker registers the merchants' current values anew. Runs in the caller's transaction,
+ * before the services start; answers how many rows it reset.
+ */
+export async function reregisterMerchantsOnLostLocalChain(
+  client: ClientBase,
+  chain: string,
+): Promise<number> {
+  const exists = await client.query<{ t: string | null }>(
+    "SELECT to_regclass('merchant_chain_registrations')::text AS t",
+  );
+  if (!exists.rows[0]?.t) return 0;
+  const reset = await client.query(
+    `UPDATE merchant_chain_registrations
+        SET status = 'pending', attempts = 0, tx_hash = NULL, last_error = NULL, next_attempt_at = now(),
+            updated_at = now()
+      WHERE chain = $1`,
+    [chain],
+  );
+  return reset.rowCount ?? 0;
 }

@@ -1,3 +1,4 @@
+import type { ClientBase } from 'pg';
 import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
@@ -235,4 +236,24 @@ export class DepositStore {
     );
     return rows.map((r) => r.payment_id);
   }
+}
+
+/**
+ * The payments recorded on a local test chain that came back without the history the database recorded (the
+ * embedded run's recovery of its own anvil chains, never a real chain), by status, for the caller's log: they are
+ * not recovered. They keep what was recorded (events are history), but their deposits and funds went with the chain.
+ * A payment still waiting for its money is not among them (no chain detected yet): its deposit address is
+ * counterfactual, the same on the fresh chain, so it can still be paid there.
+ */
+export async function paymentsOnLostLocalChain(
+  client: ClientBase,
+  chain: string,
+): Promise<Record<string, number>> {
+  const exists = await client.query<{ t: string | null }>("SELECT to_regclass('payments')::text AS t");
+  if (!exists.rows[0]?.t) return {};
+  const { rows } = await client.query<{ status: string; n: string }>(
+    'SELECT status, count(*)::text AS n FROM payments WHERE detected_chain = $1 GROUP BY status ORDER BY status',
+    [chain],
+  );
+  return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
 }

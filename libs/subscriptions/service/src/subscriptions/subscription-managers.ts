@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { ClientBase } from 'pg';
 import { DataSource } from 'typeorm';
 import { CLOCK, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
 import {
@@ -203,4 +204,30 @@ export function outcomeName(outcome: RelayOutcome): string {
   if (outcome.kind === 'simulation_rejected') return outcome.errorName;
   if (outcome.kind === 'reverted') return outcome.revert?.errorName ?? 'reverted';
   return outcome.kind;
+}
+
+/**
+ * A local test chain that came back without the history the database recorded (the embedded run's recovery of its
+ * own anvil chains, never a real chain): the managers deployed on it are gone, so their rows are forgotten and the
+ * next subscribe there deploys the merchant's manager again (the same address: the pauser is locked). The
+ * subscriptions recorded on that chain are not recovered (their on-chain state and allowances went with it): they
+ * are counted by status for the caller's log. Runs in the caller's transaction, before the services start.
+ */
+export async function forgetManagersOnLostLocalChain(
+  client: ClientBase,
+  chain: string,
+): Promise<{ managersForgotten: number; subscriptionsNotRecovered: Record<string, number> }> {
+  const exists = await client.query<{ t: string | null }>(
+    "SELECT to_regclass('subscription_managers')::text AS t",
+  );
+  if (!exists.rows[0]?.t) return { managersForgotten: 0, subscriptionsNotRecovered: {} };
+  const forgotten = await client.query('DELETE FROM subscription_managers WHERE chain = $1', [chain]);
+  const left = await client.query<{ status: string; n: string }>(
+    'SELECT status, count(*)::text AS n FROM subscriptions WHERE chain = $1 GROUP BY status ORDER BY status',
+    [chain],
+  );
+  return {
+    managersForgotten: forgotten.rowCount ?? 0,
+    subscriptionsNotRecovered: Object.fromEntries(left.rows.map((r) => [r.status, Number(r.n)])),
+  };
 }
