@@ -20,7 +20,10 @@ import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import * as inspector from 'node:inspector/promises';
 import { createInterface } from 'node:readline';
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import { type BusMessage, topicForCategory } from '@stablepay/event-bus';
@@ -57,6 +60,55 @@ const MERCHANTS = env('BENCH_MERCHANTS', 8);
 const CONCURRENCY = env('BENCH_CONCURRENCY', 64);
 const PER_MERCHANT = env('BENCH_PER_MERCHANT', 16);
 const CATEGORY = 'charge';
+
+/** Statements sent by this process per row, counted by their first words (BENCH_QUERIES=1 lists them). */
+const queryCounts = new Map<string, number>();
+{
+  const original = Client.prototype.query as (...args: unknown[]) => unknown;
+  Client.prototype.query = function (this: Client, ...args: unknown[]) {
+    const first = args[0];
+    const text = typeof first === 'string' ? first : (first as { text?: string } | null)?.text;
+    if (typeof text === 'string') {
+      const key = text.replace(/\s+/g, ' ').trim().slice(0, 90);
+      queryCounts.set(key, (queryCounts.get(key) ?? 0) + 1);
+    }
+    return original.apply(this, args);
+  } as typeof Client.prototype.query;
+}
+
+/** CPU (user + system, ms) used so far by a process of this machine, from /proc; undefined when not readable. */
+function processCpuMs(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10; // USER_HZ 100
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU (user + system, ms) used so far by the PostgreSQL backends connected to `database` (read from /proc: only
+ * when the server runs on this machine, undefined otherwise).
+ */
+async function databaseCpuMs(url: string): Promise<number | undefined> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()',
+    );
+    let total = 0;
+    for (const { pid } of rows) {
+      const ms = processCpuMs(pid);
+      if (ms === undefined) return undefined;
+      total += ms;
+    }
+    return total;
+  } finally {
+    await client.end();
+  }
+}
 
 type ReceiverMessage =
   | { type: 'ready'; port: number }
@@ -109,6 +161,11 @@ class Receiver {
     return m.type === 'stats' ? { count: m.count, e2e: m.e2e } : { count: 0, e2e: [] };
   }
 
+  /** CPU used so far by the receiver process (ms). */
+  cpuMs(): number | undefined {
+    return this.child.pid === undefined ? undefined : processCpuMs(this.child.pid);
+  }
+
   stop(): void {
     this.child.disconnect();
   }
@@ -126,6 +183,63 @@ interface Row {
   readonly ms: number;
   readonly latencies: readonly number[];
   readonly note?: string;
+  readonly cost?: Cost;
+}
+
+/** BENCH_PROFILE=dir: a CPU profile of this process for each dispatcher row alone (`<dir>/<row>.cpuprofile`). */
+async function profile(name: string): Promise<() => Promise<void>> {
+  const dir = process.env['BENCH_PROFILE'];
+  if (!dir) return async () => undefined;
+  const session = new inspector.Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return async () => {
+    const { profile: taken } = await session.post('Profiler.stop');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${name}.cpuprofile`), JSON.stringify(taken));
+    session.disconnect();
+  };
+}
+
+/** What a row cost per delivery, beside its rate: the load-independent figures. */
+interface Cost {
+  readonly processMs: number;
+  readonly receiverMs: number | undefined;
+  readonly databaseMs: number | undefined;
+  readonly statements: ReadonlyMap<string, number>;
+}
+
+/** Starts measuring this process's CPU, the database backends' CPU and the statements sent. */
+async function costMeter(
+  url: string | undefined,
+  receiver: Receiver,
+  name: string,
+): Promise<() => Promise<Cost>> {
+  const stopProfile = await profile(name);
+  const databaseBefore = url === undefined ? 0 : await databaseCpuMs(url);
+  const receiverBefore = receiver.cpuMs();
+  queryCounts.clear();
+  const cpu = process.cpuUsage();
+  return async () => {
+    const used = process.cpuUsage(cpu);
+    await stopProfile();
+    const statements = new Map(queryCounts);
+    const receiverAfter = receiver.cpuMs();
+    const databaseAfter = url === undefined ? 0 : await databaseCpuMs(url);
+    return {
+      processMs: (used.user + used.system) / 1000,
+      receiverMs:
+        receiverBefore !== undefined && receiverAfter !== undefined
+          ? receiverAfter - receiverBefore
+          : undefined,
+      databaseMs:
+        databaseBefore !== undefined && databaseAfter !== undefined
+          ? databaseAfter - databaseBefore
+          : undefined,
+      statements,
+    };
+  };
 }
 
 function sampleBody(i: number): Buffer {
@@ -182,11 +296,19 @@ async function bareLoop(receiver: Receiver): Promise<Row> {
     }
   };
   await receiver.reset();
+  const meter = await costMeter(undefined, receiver, 'bare');
   const start = performance.now();
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   const ms = performance.now() - start;
+  const cost = await meter();
   agent.destroy();
-  return { name: `bare HTTP POST loop (keep-alive, ${CONCURRENCY} in flight)`, count: EVENTS, ms, latencies };
+  return {
+    name: `bare HTTP POST loop (keep-alive, ${CONCURRENCY} in flight)`,
+    count: EVENTS,
+    ms,
+    latencies,
+    cost,
+  };
 }
 
 /** Starts PGlite for the benchmark with the fixed server from the webhooks lib (see its header). */
@@ -234,6 +356,11 @@ const benchSource: WebhookSource = {
     ];
   },
 };
+
+/** Waits until the dispatcher has written back every result (the receiver counts arrivals before that). */
+async function settled(dispatcher: WebhookDispatcher): Promise<void> {
+  while (dispatcher.inFlightCount > 0) await new Promise((resolve) => setTimeout(resolve, 5));
+}
 
 async function main(): Promise<void> {
   const receiver = await Receiver.start();
@@ -330,7 +457,28 @@ async function main(): Promise<void> {
         };
         return n;
       };
-      setInterval(() => console.error(JSON.stringify(timing)), 1000).unref();
+      // The dispatcher's occupancy, sampled every 10 ms: slots sending, claimed and waiting, held in all.
+      const occupancy = { samples: 0, sending: 0, ready: 0, held: 0 };
+      const inside = dispatcher as unknown as { sending: number; readyCount: number };
+      setInterval(() => {
+        if (dispatcher.inFlightCount === 0) return;
+        occupancy.samples++;
+        occupancy.sending += inside.sending;
+        occupancy.ready += inside.readyCount;
+        occupancy.held += dispatcher.inFlightCount;
+      }, 10).unref();
+      setInterval(() => {
+        const n = Math.max(1, occupancy.samples);
+        console.error(
+          JSON.stringify({
+            ...timing,
+            sending: +(occupancy.sending / n).toFixed(1),
+            ready: +(occupancy.ready / n).toFixed(1),
+            held: +(occupancy.held / n).toFixed(1),
+          }),
+        );
+        Object.assign(occupancy, { samples: 0, sending: 0, ready: 0, held: 0 });
+      }, 1000).unref();
     }
 
     // Warm-up (connections, JIT), not measured.
@@ -371,21 +519,26 @@ async function main(): Promise<void> {
     await receiver.reset();
     sendLatencies = [];
     const backlogDone = receiver.waitFor(EVENTS);
+    const backlogMeter = await costMeter(db.url, receiver, 'backlog');
     const backlogStart = performance.now();
     clock.set(releaseAt);
     dispatcher.wake();
     await backlogDone;
+    const backlogMs = performance.now() - backlogStart;
+    await settled(dispatcher);
     rows.push({
       name: 'dispatcher: backlog of due events',
       count: EVENTS,
-      ms: performance.now() - backlogStart,
+      ms: backlogMs,
       latencies: sendLatencies,
+      cost: await backlogMeter(),
     });
 
     // Row 3: end to end, from domain events appended to the event store.
     await receiver.reset();
     sendLatencies = [];
     const e2eDone = receiver.waitFor(EVENTS);
+    const e2eMeter = await costMeter(db.url, receiver, 'end-to-end');
     const e2eStart = performance.now();
     const perStream = 100;
     for (let i = 0; i < EVENTS; i += perStream) {
@@ -403,12 +556,15 @@ async function main(): Promise<void> {
     }
     await e2eDone;
     const e2eMs = performance.now() - e2eStart;
+    await settled(dispatcher);
+    const e2eCost = await e2eMeter();
     const { e2e } = await receiver.stats();
     rows.push({
       name: 'dispatcher: end to end (append -> bus -> record -> deliver)',
       count: EVENTS,
       ms: e2eMs,
       latencies: sendLatencies,
+      cost: e2eCost,
       note: `append -> arrival p50 ${percentile(e2e, 50).toFixed(0)} ms, p99 ${percentile(e2e, 99).toFixed(0)} ms (all ${EVENTS} appended at once)`,
     });
   } finally {
@@ -432,6 +588,21 @@ async function main(): Promise<void> {
       `${row.name.padEnd(62)} ${rate.toFixed(0).padStart(12)} ${percentile(row.latencies, 50).toFixed(2).padStart(8)} ${percentile(row.latencies, 99).toFixed(2).padStart(8)} ${ratio.toFixed(2).padStart(8)}`,
     );
     if (row.note) console.log(`${''.padEnd(4)}${row.note}`);
+  }
+  for (const row of rows) {
+    const cost = row.cost;
+    if (!cost) continue;
+    const per = (n: number) => (n / row.count).toFixed(3);
+    const total = [...cost.statements.values()].reduce((a, b) => a + b, 0);
+    console.log(
+      `\n${row.name}, per delivery: ${per(cost.processMs)} ms of this process's CPU` +
+        (cost.receiverMs !== undefined ? `, ${per(cost.receiverMs)} ms of the receiver's` : '') +
+        (cost.databaseMs !== undefined ? `, ${per(cost.databaseMs)} ms of the database backends' CPU` : '') +
+        `, ${per(total)} statements`,
+    );
+    if (process.env['BENCH_QUERIES'] === '1')
+      for (const [text, n] of [...cost.statements].sort((a, b) => b[1] - a[1]))
+        console.log(`  ${per(n).padStart(7)}  ${text}`);
   }
   console.log(
     '\np50/p99: one POST as its sender saw it (dispatcher rows: the HTTP exchange of each attempt).',

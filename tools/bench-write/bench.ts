@@ -8,13 +8,15 @@
  *      in one process, with 8 and with 64 keep-alive connections, for BENCH_SECONDS each;
  *   3. projection lag: BENCH_RATE (500) commands per second paced open-loop for BENCH_SECONDS, and the projection's
  *      lag (stored -> projected, from the prom-client histogram) plus the HTTP latency at that rate.
- * Printed: rate, p50/p99, and the ratio to the floor. Figures: docs/benchmarks.md. Without DATABASE_URL the stack
- * runs on a private PGlite (the floor is then PGlite's).
+ * Printed: rate, p50/p99, and the ratio to the floor. The load of every row (the floor's pg clients, the HTTP
+ * clients) comes from a child process (load-client.ts), so this process is the server alone and both sides of
+ * the ratio are driven the same way. Figures: docs/benchmarks.md. Without DATABASE_URL the stack runs on a
+ * private PGlite (the floor is then PGlite's).
  */
 import 'reflect-metadata';
-import * as http from 'node:http';
-import { performance } from 'node:perf_hooks';
+import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { Client } from 'pg';
 import { register } from 'prom-client';
 import { topicForCategory } from '@stablepay/event-bus';
@@ -32,7 +34,8 @@ import {
   dispatchOptionsFromEnv,
   webhookDispatchService,
 } from '@stablepay/webhook-dispatch-service';
-import { FLOOR_BODY, FLOOR_INSERT, num, openFloorClients, percentile } from './common';
+import { num, percentile } from './common';
+import type { LoadRequest, LoadResult } from './load-client';
 
 const SECONDS = num('BENCH_SECONDS', 5);
 const CLIENTS = num('BENCH_CLIENTS', 8);
@@ -40,11 +43,12 @@ const RATE = num('BENCH_RATE', 500);
 /** The closed-loop rows' connection counts (`8,64`), and whether the paced row runs (`BENCH_PACED=0` skips it). */
 const CONNECTIONS = (process.env['BENCH_CONNECTIONS'] || '8,64').split(',').map(Number);
 const PACED = process.env['BENCH_PACED'] !== '0';
-const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+const ADMIN_TOKEN = 'bench-admin-token-0123456789-0123456789';
 
 /**
- * Statements sent by this process, counted by their first words (BENCH_QUERIES=1 prints them per request): the
- * load-independent part of the cost, beside the CPU figures.
+ * Statements sent by this process (BENCH_QUERIES=1 prints them per request, by their first words): the
+ * load-independent part of the cost, beside the CPU figures. Counted by the full text, which is one map lookup
+ * (normalizing each statement's text on the hot path cost ~1.5% of the process's CPU); grouped when printed.
  */
 const queryCounts = new Map<string, number>();
 if (process.env['BENCH_QUERIES'] === '1') {
@@ -52,12 +56,19 @@ if (process.env['BENCH_QUERIES'] === '1') {
   Client.prototype.query = function (this: Client, ...args: unknown[]) {
     const first = args[0];
     const text = typeof first === 'string' ? first : (first as { text?: string } | null)?.text;
-    if (typeof text === 'string') {
-      const key = text.replace(/\s+/g, ' ').trim().slice(0, 90);
-      queryCounts.set(key, (queryCounts.get(key) ?? 0) + 1);
-    }
+    if (typeof text === 'string') queryCounts.set(text, (queryCounts.get(text) ?? 0) + 1);
     return original.apply(this, args);
   } as typeof Client.prototype.query;
+}
+
+/** queryCounts by the statements' first words. */
+function statementsByFirstWords(): Map<string, number> {
+  const grouped = new Map<string, number>();
+  for (const [text, n] of queryCounts) {
+    const key = text.replace(/\s+/g, ' ').trim().slice(0, 90);
+    grouped.set(key, (grouped.get(key) ?? 0) + n);
+  }
+  return grouped;
 }
 
 /**
@@ -98,74 +109,39 @@ interface Row {
   readonly latencies: readonly number[];
 }
 
-/** Runs `workers` loops of `once` until the time is up. */
-async function closedLoop(workers: number, once: () => Promise<boolean>): Promise<Omit<Row, 'name'>> {
-  const latencies: number[] = [];
-  let errors = 0;
-  const start = performance.now();
-  const end = start + SECONDS * 1000;
-  await Promise.all(
-    Array.from({ length: workers }, async () => {
-      while (performance.now() < end) {
-        const t = performance.now();
-        if (await once()) latencies.push(performance.now() - t);
-        else errors++;
-      }
-    }),
-  );
-  return { count: latencies.length, errors, ms: performance.now() - start, latencies };
-}
-
-async function floor(url: string): Promise<Row & { databaseMs: number | undefined }> {
-  const dbName = new URL(url).pathname.slice(1);
-  const clients = await openFloorClients(url, CLIENTS);
-  const idle = [...clients];
-  const dbBefore = await databaseCpuMs(url, dbName);
-  const result = await closedLoop(CLIENTS, async () => {
-    // Each loop takes a client of its own for the call (CLIENTS loops, CLIENTS clients).
-    const client = idle.pop();
-    if (!client) throw new Error('more loops than clients');
-    try {
-      await client.query(FLOOR_INSERT, [FLOOR_BODY]);
-    } finally {
-      idle.push(client);
-    }
-    return true;
+/**
+ * The load-client process: `row` asks it for one row and resolves with the row's figures; `atReady` runs once the
+ * row's connections are warm and before its timed part starts (this process reads its CPU figures there).
+ */
+function loadClient() {
+  const child = fork(path.join(__dirname, 'load-client.ts'), [], {
+    execArgv: ['-r', '@swc-node/register'],
+    stdio: 'inherit',
   });
-  const dbAfter = await databaseCpuMs(url, dbName);
-  await Promise.all(clients.map((c) => c.end()));
-  const databaseMs = dbBefore !== undefined && dbAfter !== undefined ? dbAfter - dbBefore : undefined;
-  return { name: `floor: single-row INSERT jsonb, ${CLIENTS} clients`, ...result, databaseMs };
-}
-
-function poster(base: string, key: string, connections: number) {
-  const url = new URL(base);
-  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
-  const body = Buffer.from(JSON.stringify({ price: '1000', price_currency: 'USD' }));
-  const post = (): Promise<number> =>
+  const row = (request: LoadRequest, atReady: () => Promise<void>): Promise<LoadResult> =>
     new Promise((resolve, reject) => {
-      const req = http.request(
-        {
-          host: url.hostname,
-          port: url.port,
-          path: '/subscription-checkouts',
-          method: 'POST',
-          agent,
-          headers: {
-            authorization: `Bearer ${key}`,
-            'content-type': 'application/json',
-            'content-length': String(body.length),
-          },
-        },
-        (res) => {
-          res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-        },
-      );
-      req.on('error', reject);
-      req.end(body);
+      const done = (settle: () => void) => {
+        child.off('message', onMessage);
+        child.off('exit', onExit);
+        settle();
+      };
+      const onMessage = (m: { ready?: true; ok?: boolean; result?: LoadResult; error?: string }) => {
+        if (m.ready) {
+          atReady().then(
+            () => child.send({ go: true }),
+            (error: unknown) => done(() => reject(error)),
+          );
+          return;
+        }
+        done(() => (m.ok && m.result ? resolve(m.result) : reject(new Error(m.error))));
+      };
+      const onExit = (code: number | null) =>
+        done(() => reject(new Error(`the load client exited (${code})`)));
+      child.on('message', onMessage);
+      child.on('exit', onExit);
+      child.send(request);
     });
-  return { post: async () => (await post()) === 201, close: () => agent.destroy() };
+  return { row, close: () => child.disconnect() };
 }
 
 async function main(): Promise<void> {
@@ -203,6 +179,7 @@ async function main(): Promise<void> {
   ]);
   const rows: Row[] = [];
   const cpuNotes: string[] = [];
+  const load = loadClient();
   try {
     const res = await fetch(`${service.url}/admin/merchants`, {
       method: 'POST',
@@ -210,46 +187,51 @@ async function main(): Promise<void> {
       body: JSON.stringify({ name: 'Bench Merchant', mode: 'test' }),
     });
     const key = String(((await res.json()) as Record<string, unknown>)['api_key']);
-    const probe = poster(service.url, key, 1);
-    if (!(await probe.post())) throw new Error('POST /subscription-checkouts does not answer 201 here');
-    probe.close();
+    const probe = await fetch(`${service.url}/subscription-checkouts`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ price: '1000', price_currency: 'USD' }),
+    });
+    if (probe.status !== 201) throw new Error('POST /subscription-checkouts does not answer 201 here');
 
     const dbName = new URL(database.url).pathname.slice(1);
-    const floorCpu = process.cpuUsage();
-    const floorRow = await floor(database.url);
-    const floorUsed = process.cpuUsage(floorCpu);
-    rows.push(floorRow);
-    cpuNotes.push(
-      `floor: ${((floorUsed.user + floorUsed.system) / 1000 / floorRow.count).toFixed(3)} ms of this process's CPU per INSERT` +
-        (floorRow.databaseMs !== undefined
-          ? `, ${(floorRow.databaseMs / floorRow.count).toFixed(3)} ms of the database backends' CPU`
-          : ''),
-    );
-    for (const connections of CONNECTIONS) {
-      const p = poster(service.url, key, connections);
-      // Warm-up: JIT, pools, caches.
-      await Promise.all(Array.from({ length: connections }, () => p.post()));
-      const dbBefore = await databaseCpuMs(database.url, dbName);
-      queryCounts.clear();
-      const cpu = process.cpuUsage();
-      const result = await closedLoop(connections, p.post);
+    /** One row from the load client, with this process's and the database backends' CPU over its timed part. */
+    const measured = async (request: LoadRequest, settle = 0) => {
+      let dbBefore: number | undefined;
+      let cpu = process.cpuUsage();
+      const result = await load.row(request, async () => {
+        dbBefore = await databaseCpuMs(database.url, dbName);
+        queryCounts.clear();
+        cpu = process.cpuUsage();
+      });
       const used = process.cpuUsage(cpu);
-      // Let the projection and the webhook recorder finish this row's events before the backends are read.
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Let the projection and the webhook recorder finish the row's events before the backends are read.
+      if (settle > 0) await new Promise((resolve) => setTimeout(resolve, settle));
       const dbAfter = await databaseCpuMs(database.url, dbName);
-      p.close();
-      rows.push({ name: `POST /subscription-checkouts, ${connections} connections`, ...result });
-      const per = (ms: number) => (ms / Math.max(1, result.count)).toFixed(2);
-      cpuNotes.push(
-        `${connections} connections: ${per((used.user + used.system) / 1000)} ms of this process's CPU per request (${per(used.system / 1000)} of it in the kernel; client and server share it)` +
-          (dbBefore !== undefined && dbAfter !== undefined
-            ? `, ${per(dbAfter - dbBefore)} ms of the database backends' CPU`
-            : ''),
+      const databaseMs = dbBefore !== undefined && dbAfter !== undefined ? dbAfter - dbBefore : undefined;
+      const per = (ms: number) => (ms / Math.max(1, result.count)).toFixed(3);
+      const cpuNote =
+        `server process ${per((used.user + used.system) / 1000)} ms (${per(used.system / 1000)} in the kernel), ` +
+        `client process ${per(result.clientCpuMs)} ms` +
+        (databaseMs !== undefined ? `, database backends ${per(databaseMs)} ms` : '');
+      return { result, cpuNote };
+    };
+
+    const floorRow = await measured({ kind: 'floor', url: database.url, clients: CLIENTS, seconds: SECONDS });
+    rows.push({ name: `floor: single-row INSERT jsonb, ${CLIENTS} clients`, ...floorRow.result });
+    cpuNotes.push(`floor, CPU per INSERT: ${floorRow.cpuNote}`);
+    for (const connections of CONNECTIONS) {
+      const { result, cpuNote } = await measured(
+        { kind: 'closed', base: service.url, key, connections, seconds: SECONDS },
+        500,
       );
+      rows.push({ name: `POST /subscription-checkouts, ${connections} connections`, ...result });
+      cpuNotes.push(`${connections} connections, CPU per request: ${cpuNote}`);
       if (queryCounts.size > 0) {
-        const total = [...queryCounts.values()].reduce((a, b) => a + b, 0);
+        const grouped = statementsByFirstWords();
+        const total = [...grouped.values()].reduce((a, b) => a + b, 0);
         cpuNotes.push(`  statements per request: ${(total / Math.max(1, result.count)).toFixed(2)}`);
-        for (const [text, n] of [...queryCounts].sort((a, b) => b[1] - a[1]))
+        for (const [text, n] of [...grouped].sort((a, b) => b[1] - a[1]))
           cpuNotes.push(`  ${(n / Math.max(1, result.count)).toFixed(2).padStart(6)}  ${text}`);
       }
     }
@@ -258,34 +240,14 @@ async function main(): Promise<void> {
     let lag: { p50: string; p99: string; count: number } | undefined;
     if (PACED) {
       const lagBefore = await lagSnapshot();
-      const p = poster(service.url, key, 256);
-      const latencies: number[] = [];
-      let errors = 0;
-      const total = Math.round(RATE * SECONDS);
-      const start = performance.now();
-      const inflight: Promise<void>[] = [];
-      for (let i = 0; i < total; i++) {
-        const due = start + (i * 1000) / RATE;
-        const wait = due - performance.now();
-        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-        const t = performance.now();
-        inflight.push(
-          p.post().then((ok) => {
-            if (ok) latencies.push(performance.now() - t);
-            else errors++;
-          }),
-        );
-      }
-      await Promise.all(inflight);
-      const ms = performance.now() - start;
-      p.close();
-      rows.push({
-        name: `paced ${RATE}/s for ${SECONDS}s (HTTP latency)`,
-        count: latencies.length,
-        errors,
-        ms,
-        latencies,
+      const { result } = await measured({
+        kind: 'paced',
+        base: service.url,
+        key,
+        rate: RATE,
+        seconds: SECONDS,
       });
+      rows.push({ name: `paced ${RATE}/s for ${SECONDS}s (HTTP latency)`, ...result });
       lag = lagDelta(lagBefore, await lagSnapshot());
     }
 
@@ -318,6 +280,7 @@ async function main(): Promise<void> {
         `projection lag at ${RATE}/s (subscription checkouts, stored -> projected): p50 <= ${lag.p50} ms, p99 <= ${lag.p99} ms over ${lag.count} events`,
       );
   } finally {
+    load.close();
     await service.stop();
     if (process.env['BENCH_KEEP_DATABASE'] === '1') console.log(`database kept: ${database.url}`);
     else await database.drop();
