@@ -10,7 +10,8 @@
  *      lag (stored -> projected, from the prom-client histogram) plus the HTTP latency at that rate.
  * Printed: rate, p50/p99, and the ratio to the floor. The load of every row (the floor's pg clients, the HTTP
  * clients) comes from a child process (load-client.ts), so this process is the server alone and both sides of
- * the ratio are driven the same way. Figures: docs/benchmarks.md. Without DATABASE_URL the stack runs on a
+ * the ratio are driven the same way. BENCH_IDEMPOTENCY=1 sends an Idempotency-Key of its own with every POST (as
+ * Stripe's client libraries do). Figures: docs/benchmarks.md. Without DATABASE_URL the stack runs on a
  * private PGlite (the floor is then PGlite's).
  */
 import 'reflect-metadata';
@@ -253,7 +254,9 @@ async function main(): Promise<void> {
 
     const floorRate = rows[0] ? (rows[0].count / rows[0].ms) * 1000 : Number.NaN;
     console.log(
-      `\nwrite path, ${SECONDS}s per row, database ${new URL(database.url).host} (${database.kind})`,
+      `\nwrite path, ${SECONDS}s per row, database ${new URL(database.url).host} (${database.kind})${
+        process.env['BENCH_IDEMPOTENCY'] === '1' ? ', an Idempotency-Key on every POST' : ''
+      }`,
     );
     console.log(
       'row'.padEnd(52),

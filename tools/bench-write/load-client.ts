@@ -6,6 +6,7 @@
  * waits for `go` (the parent reads its CPU figures in between), then answers with the row's latencies and this
  * process's CPU for the timed part.
  */
+import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Client } from 'pg';
@@ -75,6 +76,12 @@ function cpuSince(cpu: NodeJS.CpuUsage): Pick<LoadResult, 'clientCpuMs' | 'clien
   return { clientCpuMs: (used.user + used.system) / 1000, clientSystemMs: used.system / 1000 };
 }
 
+/**
+ * With BENCH_IDEMPOTENCY=1 every POST carries an Idempotency-Key of its own, as Stripe's client libraries send one
+ * on every POST: the idempotency interceptor's rows are then part of each create.
+ */
+const KEYED = process.env['BENCH_IDEMPOTENCY'] === '1';
+
 /** Keep-alive POST /subscription-checkouts; true when answered 201. */
 export function poster(base: string, key: string, connections: number) {
   const url = new URL(base);
@@ -93,6 +100,7 @@ export function poster(base: string, key: string, connections: number) {
             authorization: `Bearer ${key}`,
             'content-type': 'application/json',
             'content-length': String(body.length),
+            ...(KEYED ? { 'idempotency-key': randomUUID() } : {}),
           },
         },
         (res) => {
