@@ -2,6 +2,7 @@ import { Body, Controller, Get, HttpCode, Module, Param, Post } from '@nestjs/co
 import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IsOptional, IsString, Matches } from 'class-validator';
+import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { DatabaseModule } from '@stablepay/database';
 import { cannotProcess, ManualClock, notFound } from '@stablepay/util';
@@ -270,6 +271,31 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(invalid.status).toBe(400);
       const corrected = await post(JSON.stringify({ name: 'good' }), { 'idempotency-key': 'k-validation' });
       expect(corrected.status).toBe(201);
+    });
+
+    it('a keyed POST costs two statements on its key (claim, complete), a replay two (claim, load)', async () => {
+      const statements: string[] = [];
+      const original = Client.prototype.query as (...args: unknown[]) => unknown;
+      const spy = jest.spyOn(Client.prototype, 'query').mockImplementation(function (
+        this: Client,
+        ...args: unknown[]
+      ) {
+        const first = args[0];
+        const text = typeof first === 'string' ? first : (first as { text?: string } | null)?.text;
+        if (typeof text === 'string' && text.includes('idempotency_keys')) statements.push(text);
+        return original.apply(this, args);
+      } as typeof Client.prototype.query);
+      try {
+        const first = await post(JSON.stringify({ name: 'theta' }), { 'idempotency-key': 'k-statements' });
+        expect(first.status).toBe(201);
+        expect(statements.map((t) => t.trim().split(/\s+/)[0])).toEqual(['INSERT', 'UPDATE']);
+        statements.length = 0;
+        const again = await post(JSON.stringify({ name: 'theta' }), { 'idempotency-key': 'k-statements' });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(statements.map((t) => t.trim().split(/\s+/)[0])).toEqual(['INSERT', 'SELECT']);
+      } finally {
+        spy.mockRestore();
+      }
     });
 
     it('forgets a key after 24 hours', async () => {

@@ -7,8 +7,10 @@ import {
 } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createHash } from 'node:crypto';
+import type { Pool, QueryResultRow } from 'pg';
 import { from, lastValueFrom, type Observable } from 'rxjs';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { sharesOneSession } from '@stablepay/node-util';
 import { type Clock, DAY, DomainError, conflict, invalidRequest, systemClock } from '@stablepay/util';
 import { toEnvelope } from './error-envelope.filter';
 import type { AuthenticatedMerchant } from './auth';
@@ -36,6 +38,60 @@ export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
 const KEY_HEADER = 'idempotency-key';
 const RETENTION_MS = DAY;
+
+/**
+ * The claim in one statement: the in-flight row is inserted, or an expired row (older than RETENTION_MS, $5) is
+ * taken over; a live row answers nothing. It replaces `DELETE` of the expired row followed by `INSERT ... ON
+ * CONFLICT DO NOTHING` (two round trips) with the same outcome under races: ON CONFLICT DO UPDATE locks the row
+ * it found, and a concurrent claim waiting on that lock re-checks the WHERE against what the winner wrote (a fresh
+ * row), so exactly one claim wins.
+ */
+const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at)
+  VALUES ($1, $2, $3, 'in_flight', $4)
+  ON CONFLICT (scope, key) DO UPDATE
+    SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
+        response_body = NULL, created_at = EXCLUDED.created_at
+    WHERE idempotency_keys.created_at < $5
+  RETURNING key`;
+const LOAD_SQL =
+  'SELECT request_hash, state, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2';
+const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4 WHERE scope = $1 AND key = $2`;
+const RELEASE_SQL = 'DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2';
+
+/**
+ * Runs the interceptor's statements on the pg pool under the DataSource (TypeORM's `query` makes a QueryRunner,
+ * logs and releases per call: the interceptor has no use for any of it on every keyed POST), as named prepared
+ * statements unless the server shares one session between connections (the embedded PGlite server, where two
+ * connections preparing one name collide). Without a pg pool (another driver) it falls back to TypeORM's query.
+ */
+class IdempotencySql {
+  private named: Promise<boolean> | undefined;
+
+  constructor(private readonly dataSource: DataSource) {}
+
+  private get pool(): Pool | undefined {
+    // TypeORM's PostgresDriver keeps its pg Pool as `master` (no public accessor).
+    const pool = (this.dataSource.driver as unknown as { master?: Pool }).master;
+    return pool && typeof pool.query === 'function' ? pool : undefined;
+  }
+
+  async query<R extends QueryResultRow>(name: string, text: string, values: unknown[]): Promise<R[]> {
+    const pool = this.pool;
+    if (!pool) return (await this.dataSource.query(text, values)) as R[];
+    // Probed once, at the first keyed request; a failed probe (the database away) sends this call unnamed and
+    // probes again next time.
+    this.named ??= sharesOneSession(pool).then(
+      (one) => !one,
+      () => {
+        this.named = undefined;
+        return false;
+      },
+    );
+    const named = await this.named;
+    const { rows } = await pool.query<R>({ ...(named ? { name } : {}), text, values });
+    return rows;
+  }
+}
 
 interface StoredKey {
   request_hash: string;
@@ -66,10 +122,14 @@ function canonical(value: unknown): string {
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
+  private readonly sql: IdempotencySql;
+
   constructor(
-    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(DataSource) dataSource: DataSource,
     @Inject(IDEMPOTENCY_CLOCK) private readonly clock: Clock = systemClock,
-  ) {}
+  ) {
+    this.sql = new IdempotencySql(dataSource);
+  }
 
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     if (context.getType() !== 'http') return next.handle();
@@ -143,36 +203,27 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  /** Inserts the in-flight row; false when the key is already taken (expired rows are cleared first). */
+  /** Inserts the in-flight row (or takes over an expired one); false when a live row holds the key. */
   private async claim(scope: string, key: string, requestHash: string, now: Date): Promise<boolean> {
-    await this.dataSource.query(
-      'DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND created_at < $3',
-      [scope, key, new Date(now.getTime() - RETENTION_MS)],
-    );
-    const inserted: unknown[] = await this.dataSource.query(
-      `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at) VALUES ($1, $2, $3, 'in_flight', $4)
-       ON CONFLICT (scope, key) DO NOTHING RETURNING key`,
-      [scope, key, requestHash, now],
-    );
+    const inserted = await this.sql.query('sp_idem_claim', CLAIM_SQL, [
+      scope,
+      key,
+      requestHash,
+      now,
+      new Date(now.getTime() - RETENTION_MS),
+    ]);
     return inserted.length === 1;
   }
 
   private async load(scope: string, key: string): Promise<StoredKey | undefined> {
-    const rows: StoredKey[] = await this.dataSource.query(
-      'SELECT request_hash, state, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2',
-      [scope, key],
-    );
-    return rows[0];
+    return (await this.sql.query<StoredKey>('sp_idem_load', LOAD_SQL, [scope, key]))[0];
   }
 
   private async complete(scope: string, key: string, status: number, body: unknown): Promise<void> {
-    await this.dataSource.query(
-      `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4 WHERE scope = $1 AND key = $2`,
-      [scope, key, status, JSON.stringify(body)],
-    );
+    await this.sql.query('sp_idem_complete', COMPLETE_SQL, [scope, key, status, JSON.stringify(body)]);
   }
 
   private async release(scope: string, key: string): Promise<void> {
-    await this.dataSource.query('DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2', [scope, key]);
+    await this.sql.query('sp_idem_release', RELEASE_SQL, [scope, key]);
   }
 }

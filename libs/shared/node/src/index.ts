@@ -3,3 +3,4 @@ export * from './pglite-server';
 export * from './connection-guard';
 export * from './read-model-changes';
 export * from './free-port';
+export * from './one-session';

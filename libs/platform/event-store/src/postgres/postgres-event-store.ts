@@ -20,7 +20,7 @@ import {
 } from '../catch-up-subscription';
 import { assertAppendable, assertReadOptions, checkExpectedRevision } from '../append-rules';
 import { migrateEventStore } from './postgres-event-store.schema';
-import { connectionGuardWanted, installConnectionGuard } from '@stablepay/node-util';
+import { connectionGuardWanted, installConnectionGuard, sharesOneSession } from '@stablepay/node-util';
 import { APPEND_CHANNEL, AppendNotifications, appendNotificationPrefix } from './append-notifications';
 
 /** How often an append that lost a race on a unique key is re-run against the state the winner committed. */
@@ -120,34 +120,8 @@ export async function createPostgresEventStore(
   });
 }
 
-/**
- * Whether the server behind the pool runs every connection in one session (the embedded PGlite server does:
- * one backend serves all connections in turn), seen by preparing a statement on one connection and looking for
- * it from another. Prepared statements are per session on a real server.
- */
-export async function sharesOneSession(pool: Pool): Promise<boolean> {
-  const name = `sp_session_probe_${process.pid}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2)}`;
-  const a = await pool.connect();
-  try {
-    const b = await pool.connect();
-    try {
-      await a.query(`PREPARE ${name} AS SELECT 1`);
-      try {
-        const { rows } = await b.query<{ n: number }>(
-          'SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = $1',
-          [name],
-        );
-        return (rows[0]?.n ?? 0) > 0;
-      } finally {
-        await a.query(`DEALLOCATE ${name}`);
-      }
-    } finally {
-      b.release();
-    }
-  } finally {
-    a.release();
-  }
-}
+// Moved to @stablepay/node-util (the idempotency interceptor probes the same way); still exported from here.
+export { sharesOneSession };
 
 interface EventRow {
   global_position: string;
