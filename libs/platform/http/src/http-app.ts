@@ -5,6 +5,7 @@ import { ConfigError, DomainError, envInt, JsonLogger, type LogLevel } from '@st
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { ReadinessRegistry } from './health';
 import { parseJsonBody } from './json-body';
+import { clientErrorHandler } from './client-errors';
 import { installHttpMetrics } from './http-metrics';
 import { installRateLimits, type RateLimits } from './rate-limits';
 import { installUrlStringCheck, urlStringsOptions } from './url-strings';
@@ -182,6 +183,8 @@ export async function createHttpApp(
     bodyLimit,
     // Our own closing answer (installClosingAnswer) replaces Fastify's bare 503 body.
     return503OnClosing: false,
+    // Timeouts and unparsable requests end before any route: answered in the envelope too (client-errors.ts).
+    clientErrorHandler,
     ...urlStringsOptions,
     ...(options.trustProxy !== undefined
       ? { trustProxy: typeof options.trustProxy === 'number' ? options.trustProxy : [...options.trustProxy] }
