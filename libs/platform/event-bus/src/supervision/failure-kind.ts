@@ -9,6 +9,11 @@
  *   transiently gets one isolate pass after a few failures in a row, and an event whose own application still
  *   times out while the connection answers is parked (an event that always times out would otherwise hold every
  *   merchant behind it).
+ * - Dependency outage (a chain node, a gRPC or HTTP service, a socket to anything: ethers SERVER_ERROR /
+ *   NETWORK_ERROR / TIMEOUT, gRPC UNAVAILABLE / DEADLINE_EXCEEDED, ECONNREFUSED and the other socket errors, also
+ *   as the `cause` or wrapped `error` of another error): like a lost database connection, retried with back-off
+ *   and never parked, since parking would hold the message until an automatic retry up to 30 min after the
+ *   dependency is back; a group that keeps failing on it shows as stalled in /ready and the gauges instead.
  * - Anything else: the event's own (a constraint, a bug in the handler), isolated at once.
  */
 function codeOf(error: unknown): string | undefined {
@@ -39,8 +44,39 @@ export function isDeclaredRetryable(error: unknown): boolean {
   return (error as { retryable?: unknown } | null)?.retryable === true;
 }
 
+/** ethers v6 error codes of a node that did not answer (not a revert or a bad argument: those are the call's own). */
+const ETHERS_OUTAGE_CODES = new Set(['SERVER_ERROR', 'NETWORK_ERROR', 'TIMEOUT']);
+/** gRPC status codes UNAVAILABLE (14) and DEADLINE_EXCEEDED (4), numeric in grpc-js, named in some clients. */
+const GRPC_OUTAGE_CODES = new Set<unknown>(['UNAVAILABLE', 'DEADLINE_EXCEEDED']);
+const GRPC_OUTAGE_NUMBERS = new Set<unknown>([14, 4]);
+/** Socket and DNS errors of Node and undici (fetch): the other side is not reachable right now. */
+const SOCKET_CODES =
+  /^(ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|ENETDOWN|EPIPE|EAI_AGAIN|ENOTFOUND|UND_ERR_(CONNECT_TIMEOUT|HEADERS_TIMEOUT|BODY_TIMEOUT|SOCKET|CLOSED))$/;
+
+/** A dependency other than our database is unreachable or did not answer in time (see the classification above). */
+export function isDependencyOutage(error: unknown): boolean {
+  // Wrapped errors: ethers keeps the transport's error in `error`, fetch and most libraries in `cause`.
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++) {
+    const e = current as {
+      code?: unknown;
+      details?: unknown;
+      metadata?: unknown;
+      cause?: unknown;
+      error?: unknown;
+    };
+    if (typeof e.code === 'string' && (ETHERS_OUTAGE_CODES.has(e.code) || GRPC_OUTAGE_CODES.has(e.code)))
+      return true;
+    if (typeof e.code === 'string' && SOCKET_CODES.test(e.code)) return true;
+    // A grpc-js ServiceError carries `details` and `metadata` next to its numeric code.
+    if (GRPC_OUTAGE_NUMBERS.has(e.code) && ('details' in e || 'metadata' in e)) return true;
+    current = e.cause ?? e.error;
+  }
+  return false;
+}
+
 export function isTransient(error: unknown): boolean {
-  if (isConnectionLoss(error) || isDeclaredRetryable(error)) return true;
+  if (isConnectionLoss(error) || isDeclaredRetryable(error) || isDependencyOutage(error)) return true;
   const code = codeOf(error);
   if (code !== undefined && (/^(40|53|57|58|XX)/.test(code) || code === '55P03')) return true;
   return /timeout/i.test(messageOf(error));

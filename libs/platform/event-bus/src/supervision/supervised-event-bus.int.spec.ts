@@ -3,6 +3,7 @@ import { register } from 'prom-client';
 import { openDataSource } from '@stablepay/database';
 import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
 import { createTestDatabase, eventually, type TestDatabase } from '@stablepay/testing';
+import { makeError } from 'ethers';
 import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
 import {
   CreateParkedStreams1767312000000,
@@ -185,6 +186,49 @@ describe('SupervisedEventBus', () => {
       // Retried as transient first (it may be a passing overload), never taken for a lost connection.
       expect(errors.length).toBeGreaterThanOrEqual(2);
       expect(errors.every((e) => isTransient(e) && !isConnectionLoss(e))).toBe(true);
+    } finally {
+      await subscription.stop();
+    }
+  });
+
+  it('never parks a message whose handler fails because a chain node is down (ethers SERVER_ERROR): retried, shown as stalled, handled once the node is back', async () => {
+    const group = 'test.consumer-dependency-outage';
+    const handled: string[] = [];
+    const errors: unknown[] = [];
+    let nodeDown = true;
+    const subscription = await bus.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        if (m.key === 'payment-da' && nodeDown)
+          throw makeError('server response 503 Service Unavailable', 'SERVER_ERROR', {
+            request: undefined as never,
+            response: undefined as never,
+          });
+        handled.push(m.id);
+      },
+      onError: (error) => errors.push(error),
+    });
+    try {
+      await append('payment-da', ['d0', 'd1']);
+      // Well past the isolate pass (3 failures in a row in these tests).
+      await eventually(
+        async () => errors.length,
+        (n) => n >= 6,
+        'failures',
+        POLL,
+      );
+      expect(await listParkedStreams(dataSource, group)).toEqual([]);
+      expect(bus.health.readiness().stalled).toEqual([
+        expect.stringMatching(
+          new RegExp(`^${group} stalled: \\d+ failures in a row: Error: server response 503`),
+        ),
+      ]);
+      nodeDown = false;
+      await subscription.caughtUp();
+      expect(handled.filter((h) => h.startsWith('payment-da:'))).toEqual(['payment-da:d0', 'payment-da:d1']);
+      expect(await listParkedStreams(dataSource, group)).toEqual([]);
+      expect(bus.health.readiness().stalled).toEqual([]);
     } finally {
       await subscription.stop();
     }

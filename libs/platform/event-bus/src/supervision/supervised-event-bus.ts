@@ -10,7 +10,7 @@ import {
   type ConsumerHealthSettings,
   consumerMetrics,
 } from './consumer-health';
-import { isConnectionLoss, isDeclaredRetryable, isTransient } from './failure-kind';
+import { isConnectionLoss, isDeclaredRetryable, isDependencyOutage, isTransient } from './failure-kind';
 
 export interface ConsumerSupervisionSettings extends ConsumerHealthSettings {
   /**
@@ -56,8 +56,9 @@ const AUTO_RETRY_MAX_SECONDS = 1_800;
  *   as projections, or automatic with back-off) reads the stream from the parked message on and hands each message
  *   to the handler in order; the row goes once all of them succeeded. Handlers are idempotent by message id
  *   already (at-least-once delivery), so a message handled by the retry and delivered again later has no second
- *   effect. A connection loss is never parked, and a transient failure is parked only when the database answers
- *   (the event's own timeout, not an outage of ours).
+ *   effect. A lost database connection and an outage of another dependency (chain node, gRPC service, socket
+ *   errors) are never parked, only retried (the group shows as stalled while it lasts); a transient failure is
+ *   parked only when the database answers (the event's own timeout, not an outage of ours).
  *
  * A parked row and a live delivery never interleave: in this process they share one queue; across processes
  * (Kafka, after a rebalance) the live path sets the waiting revision with one UPDATE and the retry deletes the row
@@ -200,7 +201,7 @@ class SupervisedConsumer {
       const count = this.failing?.firstId === first.id ? this.failing.count + 1 : 1;
       this.failing = { firstId: first.id, count };
       const isolateAfter = this.deps.settings?.isolateAfterFailures ?? DEFAULT_ISOLATE_AFTER_FAILURES;
-      if (count < isolateAfter || isConnectionLoss(error) || isDeclaredRetryable(error)) throw error;
+      if (count < isolateAfter || neverParked(error)) throw error;
     }
     await this.isolate(live);
     this.failing = undefined;
@@ -216,7 +217,7 @@ class SupervisedConsumer {
       try {
         await this.call([message]);
       } catch (error) {
-        if (isConnectionLoss(error) || isDeclaredRetryable(error)) throw error;
+        if (neverParked(error)) throw error;
         if (isTransient(error) && !(await this.databaseAnswers())) throw error;
         await this.park(message, error);
       }
@@ -388,6 +389,15 @@ class SupervisedConsumer {
     if (!dataSource) throw new Error(`consumer ${this.group}: parking needs the database`);
     return dataSource.query(sql, parameters) as Promise<T>;
   }
+}
+
+/**
+ * Failures never parked, only retried: our database's connection is gone, another dependency is down (a chain
+ * node, a gRPC service), or the consumer asked for a bounded wait. None is the message's fault, and a parked one
+ * would wait for an automatic retry long after the cause passed; the group shows as stalled while it lasts.
+ */
+function neverParked(error: unknown): boolean {
+  return isConnectionLoss(error) || isDependencyOutage(error) || isDeclaredRetryable(error);
 }
 
 /** Rows an UPDATE/DELETE ... RETURNING answered (TypeORM returns [rows, count] for them on Postgres). */
