@@ -43,6 +43,12 @@ export interface ConsumeOptions {
    * the supervised bus (SupervisedEventBus).
    */
   readonly isolatesItself?: boolean;
+  /**
+   * Called by an adapter that assigns partitions (Kafka) after each (re)assignment, before this member handles
+   * the first message it got by it: a member that took over another's partitions must first learn which streams
+   * the other member parked (SupervisedEventBus). Awaited; retried with back-off while it fails.
+   */
+  readonly onAssigned?: () => Promise<void>;
 }
 
 export interface BusSubscription {

@@ -229,6 +229,8 @@ const MAX_HANDLER_BATCH = 500;
 class KafkaGroupMember {
   stopped = false;
   private readonly retrySleep = new InterruptibleSleep();
+  /** The group (re)joined: options.onAssigned runs before the next batch is handled. */
+  private assigned = false;
 
   constructor(
     private readonly consumer: Consumer,
@@ -238,6 +240,10 @@ class KafkaGroupMember {
   ) {}
 
   async start(topics: readonly string[]): Promise<void> {
+    // Emitted inside joinAndSync, before fetching resumes: the next batch is one of the new assignment.
+    this.consumer.on(this.consumer.events.GROUP_JOIN, () => {
+      this.assigned = true;
+    });
     await this.consumer.connect();
     try {
       await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
@@ -267,6 +273,7 @@ class KafkaGroupMember {
     isStale,
   }: EachBatchPayload): Promise<void> {
     const active = (): boolean => !this.stopped && isRunning() && !isStale();
+    if (!(await this.announceAssignment(heartbeat, active))) return;
     if (this.options.handleBatch) {
       for (let i = 0; i < batch.messages.length; i += MAX_HANDLER_BATCH) {
         if (!active()) return;
@@ -295,6 +302,26 @@ class KafkaGroupMember {
       ]);
       await heartbeat();
     }
+  }
+
+  /** Runs options.onAssigned once after each (re)join, before any message of the new assignment is handled. */
+  private async announceAssignment(heartbeat: () => Promise<void>, active: () => boolean): Promise<boolean> {
+    const onAssigned = this.options.onAssigned;
+    if (!this.assigned || !onAssigned) return true;
+    for (let failures = 0; active(); failures++) {
+      try {
+        this.assigned = false;
+        await onAssigned();
+        return true;
+      } catch (error) {
+        this.assigned = true;
+        this.busOptions.onInfrastructureError?.(error, this.options.group);
+        await this.retrySleep.sleep(backoffDelay(this.retry, failures));
+        if (!active()) break;
+        await heartbeat();
+      }
+    }
+    return false;
   }
 
   private async handleWithRetry(

@@ -23,7 +23,10 @@ const mockKafka = {
   eachBatch: undefined as ((payload: EachBatchPayload) => Promise<void>) | undefined,
   committedOffsets: new Map<string, string>(),
   highWatermarks: new Map<string, string>(),
+  /** Instrumentation listeners of the consumer (GROUP_JOIN...), by event name. */
+  listeners: new Map<string, () => void>(),
   reset(): void {
+    this.listeners = new Map();
     this.producerConfigs = [];
     this.batches = [];
     this.topics = new Set();
@@ -79,6 +82,11 @@ jest.mock('kafkajs', () => {
     }
     consumer() {
       return {
+        events: { GROUP_JOIN: 'consumer.group_join' },
+        on: (event: string, listener: () => void) => {
+          mockKafka.listeners.set(event, listener);
+          return () => mockKafka.listeners.delete(event);
+        },
         connect: async () => undefined,
         disconnect: async () => undefined,
         subscribe: async () => undefined,
@@ -275,6 +283,34 @@ describe('KafkaEventBus (kafkajs stand-in)', () => {
     ]);
     expect(errors).toEqual(['evt_20']);
     expect(mockKafka.commits.map((c) => c.offset)).toEqual(['23']);
+    await subscription.stop();
+    await bus.close();
+  });
+
+  it('announces a (re)assignment to the consumer (onAssigned) before it handles the first message of it', async () => {
+    const bus = new KafkaEventBus({ brokers: ['kafka:9092'], retry: { initialMs: 1, maxMs: 5 } });
+    const calls: string[] = [];
+    let refreshFailures = 1;
+    const subscription = await bus.consume({
+      group: 'g',
+      topics: [TOPIC],
+      handler: async (m) => {
+        calls.push(m.id);
+      },
+      onAssigned: async () => {
+        calls.push('assigned');
+        if (refreshFailures-- > 0) throw new Error('database down');
+      },
+    });
+    const joined = mockKafka.listeners.get('consumer.group_join');
+    joined?.();
+    await runBatch(batchPayload([kafkaMessage('0', busMessage('evt_a', 0))]));
+    await runBatch(batchPayload([kafkaMessage('1', busMessage('evt_b', 1))]));
+    // A rebalance: the member joins again and announces the new assignment once more.
+    joined?.();
+    await runBatch(batchPayload([kafkaMessage('2', busMessage('evt_c', 2))]));
+    // Retried until it succeeds; the message waits for it.
+    expect(calls).toEqual(['assigned', 'assigned', 'evt_a', 'evt_b', 'assigned', 'evt_c']);
     await subscription.stop();
     await bus.close();
   });
