@@ -40,22 +40,40 @@ const DEFAULT_STALLED_AFTER_MS = 60_000;
 const DEFAULT_PROBE_INTERVAL_MS = 10_000;
 
 /**
+ * One source of deliveries of a group: a topic. On the store-log bus each topic is its own subscription with its
+ * own retries, so a failing topic's deliveries interleave with another topic's successes; its failures in a row
+ * and its progress are its own (one shared count was reset by the other topic's successes and never showed the
+ * failing one as stalled). On Kafka a member handles one partition's batch at a time and retries it in place, so
+ * nothing interleaves with a failing delivery there.
+ */
+class Lane {
+  consecutiveFailures = 0;
+  lastError: string | undefined;
+  failingSince: number | undefined;
+  /** recordedAt (ms) of the oldest message of the running or failing delivery. */
+  oldestUnhandledAt: number | undefined;
+
+  constructor(public lastProgressAt: number) {}
+}
+
+/**
  * The health of one consumer group in this process, fed by the supervised bus around every handler call:
- * failures in a row, time of the last progress, and whether work is pending. Pending work is known three ways: a
- * handler call is running, a delivery failed and waits for its retry, or the subscription has not answered a
- * `caughtUp()` probe yet (the catch-up read cannot even reach the handler). Stalled = failing in a row, or no
- * progress for `stalledAfterMs` since work became pending (an idle group is never stalled: its probe answers).
+ * failures in a row and time of the last progress PER TOPIC (Lane), and whether work is pending. Pending work is
+ * known three ways: a handler call is running, a delivery failed and waits for its retry, or the subscription has
+ * not answered a `caughtUp()` probe yet (the catch-up read cannot even reach the handler). Stalled = one topic
+ * failing in a row, or no progress on a topic for `stalledAfterMs` since work became pending there (an idle group
+ * is never stalled: its probe answers).
  */
 export class ConsumerHealth {
   parkedStreams = 0;
-  private consecutiveFailures = 0;
-  private lastError: string | undefined;
+  private readonly lanes = new Map<string, Lane>();
+  private readonly startedAt: number;
+  /** Progress on any topic (the backlog probe cannot tell topics apart). */
   private lastProgressAt: number;
+  /** Lag of the last handled message (any topic). */
   private lastLagSeconds = 0;
   private runningSince: number | undefined;
-  private failingSince: number | undefined;
-  /** recordedAt (ms) of the oldest message of the running or failing delivery. */
-  private oldestUnhandledAt: number | undefined;
+  private runningTopic: string | undefined;
   private probeSince: number | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private readonly stalledAfterFailures: number;
@@ -70,7 +88,8 @@ export class ConsumerHealth {
     this.now = settings.clock ?? Date.now;
     this.stalledAfterFailures = settings.stalledAfterFailures ?? DEFAULT_STALLED_AFTER_FAILURES;
     this.stalledAfterMs = settings.stalledAfterMs ?? DEFAULT_STALLED_AFTER_MS;
-    this.lastProgressAt = this.now();
+    this.startedAt = this.now();
+    this.lastProgressAt = this.startedAt;
   }
 
   /** Probes the backlog every probeIntervalMs with `caughtUp` (one probe at a time); stop with stopProbing. */
@@ -97,60 +116,113 @@ export class ConsumerHealth {
   began(messages: readonly BusMessage[]): void {
     this.runningSince = this.now();
     const first = messages[0];
-    if (first && this.oldestUnhandledAt === undefined) this.oldestUnhandledAt = Date.parse(first.recordedAt);
+    this.runningTopic = first?.topic;
+    if (!first) return;
+    const lane = this.lane(first.topic);
+    lane.oldestUnhandledAt ??= Date.parse(first.recordedAt);
   }
 
-  /** The delivery was handled (applied, parked or set waiting behind a parked one): progress. */
+  /** The delivery was handled (applied, parked or set waiting behind a parked one): progress on its topic. */
   succeeded(messages: readonly BusMessage[]): void {
     const now = this.now();
-    this.consecutiveFailures = 0;
-    this.lastError = undefined;
     this.lastProgressAt = now;
     this.runningSince = undefined;
-    this.failingSince = undefined;
-    this.oldestUnhandledAt = undefined;
+    this.runningTopic = undefined;
     const last = messages[messages.length - 1];
-    if (last) this.lastLagSeconds = Math.max(0, now - Date.parse(last.recordedAt)) / 1000;
+    if (!last) return;
+    const lane = this.lane(last.topic);
+    lane.consecutiveFailures = 0;
+    lane.lastError = undefined;
+    lane.lastProgressAt = now;
+    lane.failingSince = undefined;
+    lane.oldestUnhandledAt = undefined;
+    this.lastLagSeconds = Math.max(0, now - Date.parse(last.recordedAt)) / 1000;
   }
 
-  failed(error: unknown): void {
+  failed(error: unknown, messages: readonly BusMessage[]): void {
     this.runningSince = undefined;
-    this.failingSince ??= this.now();
-    this.lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    this.runningTopic = undefined;
+    const first = messages[0];
+    if (!first) return;
+    const lane = this.lane(first.topic);
+    lane.failingSince ??= this.now();
+    lane.lastError = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     // A bounded wait the consumer asks for on purpose is not a failure; it still shows if it outlasts stalledAfterMs.
-    if (!isDeclaredRetryable(error)) this.consecutiveFailures++;
+    if (!isDeclaredRetryable(error)) lane.consecutiveFailures++;
+  }
+
+  private lane(topic: string): Lane {
+    let lane = this.lanes.get(topic);
+    if (!lane) {
+      // A topic seen first now has made no progress since the group started.
+      lane = new Lane(this.startedAt);
+      this.lanes.set(topic, lane);
+    }
+    return lane;
   }
 
   status(): ConsumerStatus {
     const now = this.now();
-    const pendingSince = [this.runningSince, this.failingSince, this.probeSince]
-      .filter((t): t is number => t !== undefined)
-      .reduce((a, b) => Math.min(a, b), Infinity);
-    const pending = pendingSince !== Infinity;
+    const lanes = [...this.lanes.entries()];
+    // The worst topic speaks for the group: the most failures in a row, then the longest without progress.
+    const failingLanes = lanes.filter(([, l]) => l.failingSince !== undefined);
+    const worst = lanes
+      .filter(([, l]) => l.consecutiveFailures > 0)
+      .sort(([, a], [, b]) => b.consecutiveFailures - a.consecutiveFailures)[0]?.[1];
     let reason: string | undefined;
-    if (this.consecutiveFailures >= this.stalledAfterFailures) {
-      reason = `${this.consecutiveFailures} failures in a row: ${this.lastError ?? 'failing'}`;
-    } else if (pending && now - Math.max(this.lastProgressAt, pendingSince) >= this.stalledAfterMs) {
-      const idleSeconds = Math.round((now - Math.max(this.lastProgressAt, pendingSince)) / 1000);
-      const what =
-        this.runningSince !== undefined
-          ? `a handler call running for ${Math.round((now - this.runningSince) / 1000)} s`
-          : this.failingSince !== undefined
-            ? `a failing delivery (${this.lastError ?? 'error'})`
-            : 'the subscription not reaching its backlog (catch-up reads failing?)';
-      reason = `no progress for ${idleSeconds} s with work pending: ${what}`;
+    if (worst && worst.consecutiveFailures >= this.stalledAfterFailures) {
+      reason = `${worst.consecutiveFailures} failures in a row: ${worst.lastError ?? 'failing'}`;
+    }
+    // Each source of pending work against the progress it waits for: a failing topic against its own.
+    const waits: Array<{ since: number; progress: number; what: () => string }> = [];
+    if (this.runningSince !== undefined) {
+      const since = this.runningSince;
+      const running = this.runningTopic !== undefined ? this.lanes.get(this.runningTopic) : undefined;
+      waits.push({
+        since,
+        progress: running?.failingSince !== undefined ? running.lastProgressAt : this.lastProgressAt,
+        what: () => `a handler call running for ${Math.round((now - since) / 1000)} s`,
+      });
+    }
+    for (const [topic, lane] of failingLanes) {
+      waits.push({
+        since: lane.failingSince ?? now,
+        progress: lane.lastProgressAt,
+        what: () => `a failing delivery on ${topic} (${lane.lastError ?? 'error'})`,
+      });
+    }
+    if (this.probeSince !== undefined) {
+      waits.push({
+        since: this.probeSince,
+        progress: this.lastProgressAt,
+        what: () => 'the subscription not reaching its backlog (catch-up reads failing?)',
+      });
+    }
+    const pending = waits.length > 0;
+    const pendingSince = waits.reduce((a, w) => Math.min(a, w.since), Infinity);
+    const longest = waits
+      .map((w) => ({ ...w, idle: now - Math.max(w.progress, w.since) }))
+      .sort((a, b) => b.idle - a.idle)[0];
+    if (reason === undefined && longest && longest.idle >= this.stalledAfterMs) {
+      reason = `no progress for ${Math.round(longest.idle / 1000)} s with work pending: ${longest.what()}`;
     }
     let lagSeconds = this.lastLagSeconds;
-    if (this.oldestUnhandledAt !== undefined)
-      lagSeconds = Math.max(lagSeconds, (now - this.oldestUnhandledAt) / 1000);
+    for (const [, lane] of lanes)
+      if (lane.oldestUnhandledAt !== undefined)
+        lagSeconds = Math.max(lagSeconds, (now - lane.oldestUnhandledAt) / 1000);
     if (reason !== undefined && pending) lagSeconds = Math.max(lagSeconds, (now - pendingSince) / 1000);
+    const lastError = (worst ?? failingLanes[0]?.[1])?.lastError;
+    // A failing topic's last progress, not another topic's success: the gauge must age while it is stuck.
+    const lastProgressAt = failingLanes.length
+      ? failingLanes.reduce((a, [, l]) => Math.min(a, l.lastProgressAt), Infinity)
+      : this.lastProgressAt;
     return {
       group: this.group,
       stalled: reason !== undefined,
       ...(reason !== undefined ? { reason } : {}),
-      consecutiveFailures: this.consecutiveFailures,
-      ...(this.lastError !== undefined ? { lastError: this.lastError } : {}),
-      lastProgressAt: new Date(this.lastProgressAt).toISOString(),
+      consecutiveFailures: worst?.consecutiveFailures ?? 0,
+      ...(lastError !== undefined ? { lastError } : {}),
+      lastProgressAt: new Date(lastProgressAt).toISOString(),
       pending,
       lagSeconds,
       parkedStreams: this.parkedStreams,

@@ -4,7 +4,7 @@ import { openDataSource } from '@stablepay/database';
 import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
 import { createTestDatabase, eventually, type TestDatabase } from '@stablepay/testing';
 import { makeError } from 'ethers';
-import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
+import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
 import {
   CreateParkedStreams1767312000000,
   listParkedStreams,
@@ -15,8 +15,36 @@ import { isConnectionLoss, isTransient } from './failure-kind';
 import { SupervisedEventBus } from './supervised-event-bus';
 
 const TOPIC = 'payments.payment.v1';
+const OTHER_TOPIC = 'subscriptions.subscription.v1';
 /** Polling with a generous bound (the machine is shared): never a timed assertion. */
 const POLL = { timeoutMs: 30_000, intervalMs: 50 };
+
+const silentLogger = { error: () => undefined, warn: () => undefined, log: () => undefined };
+
+/** An inner bus the test drives: it keeps each consumer's options, and the test calls their handlers itself. */
+function scriptedBus(): { readonly bus: EventBus; readonly consumers: ConsumeOptions[] } {
+  const consumers: ConsumeOptions[] = [];
+  const bus: EventBus = {
+    publish: async () => undefined,
+    close: async () => undefined,
+    consume: async (options) => {
+      consumers.push(options);
+      return { caughtUp: async () => undefined, stop: async () => undefined };
+    },
+  };
+  return { bus, consumers };
+}
+
+const message = (topic: string, key: string, revision: number, label: string): BusMessage => ({
+  id: `${key}:${label}`,
+  topic,
+  key,
+  type: 'PaymentNoted',
+  data: { label },
+  metadata: {},
+  revision,
+  recordedAt: new Date().toISOString(),
+});
 
 describe('SupervisedEventBus', () => {
   let database: TestDatabase;
@@ -188,6 +216,81 @@ describe('SupervisedEventBus', () => {
       expect(errors.every((e) => isTransient(e) && !isConnectionLoss(e))).toBe(true);
     } finally {
       await subscription.stop();
+    }
+  });
+
+  it('counts failures per failing delivery and tracks progress per topic: successes on another topic neither reset the count (it parks) nor hide the stall', async () => {
+    const group = 'test.consumer-two-topics';
+    const scripted = scriptedBus();
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const supervised = new SupervisedEventBus(scripted.bus, {
+      dataSource,
+      store,
+      logger: silentLogger,
+      settings: {
+        isolateAfterFailures: 5,
+        stalledAfterFailures: 3,
+        stalledAfterMs: 60_000,
+        retryPollMs: 60_000,
+        autoRetryAfterMs: 0,
+        clock: () => now,
+      },
+    });
+    const handled: string[] = [];
+    const subscription = await supervised.consume({
+      group,
+      topics: [TOPIC, OTHER_TOPIC],
+      handler: async (m) => {
+        if (label(m) === 'poison') throw new Error('the database refuses this draft');
+        handled.push(m.id);
+      },
+    });
+    const options = scripted.consumers[0];
+    if (!options) throw new Error('not consuming');
+    // The store-log bus retries each topic's subscription on its own: the other topic's deliveries come in between.
+    const poison = message(TOPIC, 'payment-ma', 0, 'poison');
+    let b = 0;
+    const other = (): Promise<void> => options.handler(message(OTHER_TOPIC, 'subscription-mb', b, `b${b++}`));
+    try {
+      await expect(options.handler(poison)).rejects.toThrow(/refuses/);
+      now += 30_000;
+      await other();
+      now += 31_000;
+      // 61 s without progress on the failing topic, though the other one progressed 31 s ago.
+      expect(supervised.health.statuses()[0]).toMatchObject({
+        stalled: true,
+        lastProgressAt: '2026-01-01T00:00:00.000Z',
+      });
+      expect(supervised.health.statuses()[0]?.reason).toMatch(
+        /no progress for 61 s .*failing delivery on payments/,
+      );
+      await expect(options.handler(poison)).rejects.toThrow(/refuses/);
+      await other();
+      await expect(options.handler(poison)).rejects.toThrow(/refuses/);
+      await other();
+      expect(supervised.health.readiness().stalled).toEqual([
+        `${group} stalled: 3 failures in a row: Error: the database refuses this draft`,
+      ]);
+      await expect(options.handler(poison)).rejects.toThrow(/refuses/);
+      await other();
+      // The fifth failure in a row of that delivery: parked, every other stream goes on.
+      await options.handler(poison);
+      expect(await listParkedStreams(dataSource, group)).toEqual([
+        expect.objectContaining({ streamId: 'payment-ma', eventId: 'payment-ma:poison' }),
+      ]);
+      expect(supervised.health.readiness()).toEqual({
+        stalled: [],
+        degraded: [`${group}: 1 parked stream(s)`],
+      });
+      expect(handled).toEqual([
+        'subscription-mb:b0',
+        'subscription-mb:b1',
+        'subscription-mb:b2',
+        'subscription-mb:b3',
+      ]);
+    } finally {
+      await subscription.stop();
+      await supervised.close();
     }
   });
 

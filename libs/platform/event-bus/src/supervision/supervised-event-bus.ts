@@ -46,10 +46,11 @@ const AUTO_RETRY_MAX_SECONDS = 1_800;
  * The bus every consumer of a process gets (EventSourcingModule wraps the configured adapter, store log or Kafka),
  * so no consumer can forget health tracking or isolation:
  *
- * - Health: each group's failures in a row, time of last progress and pending work (ConsumerHealth), in
- *   `health` for /ready and in the `stablepay_consumer_*` gauges.
+ * - Health: each group's failures in a row and time of last progress per topic, and pending work (ConsumerHealth),
+ *   in `health` for /ready and in the `stablepay_consumer_*` gauges.
  * - Isolation, for every consumer that does not isolate itself (the projection runner does, in its transaction):
- *   a delivery that fails `isolateAfterFailures` times in a row (never at once: a consumer's failures are often a
+ *   a delivery that fails `isolateAfterFailures` times in a row (counted per delivery, by its first message id, so
+ *   another topic's successes in between do not reset it; never at once: a consumer's failures are often a
  *   dependency's, which passes) is handled again message by message; a message that fails again is PARKED: a `parked_streams` row under the group's name, an error log and a metric. Its stream's later
  *   messages wait behind it (recorded as the row's waiting revision; per-stream order holds) and every other stream
  *   goes on. Parked means NOT PROCESSED YET, never dropped: a retry (operator, through the same admin route and CLI
@@ -105,13 +106,20 @@ export class SupervisedEventBus implements EventBus {
   }
 }
 
+/** Failure counts kept per message id at most (old entries go first): a bound, not a limit anything reaches. */
+const MAX_TRACKED_FAILURES = 10_000;
+
 class SupervisedConsumer {
   readonly health: ConsumerHealth;
   private subscription: BusSubscription | undefined;
   private readonly serial = new Mutex();
   /** The streams of this group parked in `parked_streams` (this member parks them: one member per group). */
   private readonly parked = new Set<string>();
-  private failing: { readonly firstId: string; count: number } | undefined;
+  /**
+   * Failed calls in a row per delivery, keyed by the id of its first message: a success of another delivery (another
+   * topic's subscription on the store-log bus, which retries independently) does not reset a failing one's count.
+   */
+  private readonly failures = new Map<string, number>();
   private retryTimer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -173,7 +181,7 @@ class SupervisedConsumer {
         if (this.isolatesItself) await this.call(messages);
         else await this.handleIsolating(messages);
       } catch (error) {
-        this.health.failed(error);
+        this.health.failed(error, messages);
         throw error;
       }
       this.health.succeeded(messages);
@@ -195,16 +203,21 @@ class SupervisedConsumer {
     if (!first) return;
     try {
       await this.call(live);
-      this.failing = undefined;
+      for (const message of live) this.failures.delete(message.id);
       return;
     } catch (error) {
-      const count = this.failing?.firstId === first.id ? this.failing.count + 1 : 1;
-      this.failing = { firstId: first.id, count };
+      const count = (this.failures.get(first.id) ?? 0) + 1;
+      this.failures.delete(first.id);
+      this.failures.set(first.id, count);
+      if (this.failures.size > MAX_TRACKED_FAILURES) {
+        const oldest = this.failures.keys().next().value;
+        if (oldest !== undefined) this.failures.delete(oldest);
+      }
       const isolateAfter = this.deps.settings?.isolateAfterFailures ?? DEFAULT_ISOLATE_AFTER_FAILURES;
       if (count < isolateAfter || neverParked(error)) throw error;
     }
     await this.isolate(live);
-    this.failing = undefined;
+    for (const message of live) this.failures.delete(message.id);
   }
 
   /** Message by message: what fails again is parked (its stream's later messages wait), the rest is handled. */
