@@ -46,6 +46,13 @@ const message = (topic: string, key: string, revision: number, label: string): B
   recordedAt: new Date().toISOString(),
 });
 
+/** A promise the test resolves when it chooses. */
+function gate(): { readonly wait: Promise<void>; readonly open: () => void } {
+  let open: () => void = () => undefined;
+  const wait = new Promise<void>((resolve) => (open = resolve));
+  return { wait, open };
+}
+
 describe('SupervisedEventBus', () => {
   let database: TestDatabase;
   let dataSource: DataSource;
@@ -292,6 +299,180 @@ describe('SupervisedEventBus', () => {
       await subscription.stop();
       await supervised.close();
     }
+  });
+
+  it("loads the streams another member parked when the adapter announces a partition assignment, before handling that stream's later messages", async () => {
+    const group = 'test.consumer-assignment';
+    const scripted = scriptedBus();
+    const member = new SupervisedEventBus(scripted.bus, {
+      dataSource,
+      store,
+      logger: silentLogger,
+      settings: { retryPollMs: 60_000, autoRetryAfterMs: 0 },
+    });
+    const handled: string[] = [];
+    const subscription = await member.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        handled.push(m.id);
+      },
+    });
+    const options = scripted.consumers[0];
+    try {
+      // Another member parked the stream after this one started (it had no partition of it then).
+      await dataSource.query(
+        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+         VALUES ($1, 'payment-ra', 'payment-ra:r1', 1, 'PaymentNoted', 'Error: refused')`,
+        [group],
+      );
+      // A rebalance gives this member the partition; the adapter announces it before the first message.
+      await options?.onAssigned?.();
+      await options?.handler(message(TOPIC, 'payment-ra', 2, 'r2'));
+      await options?.handler(message(TOPIC, 'payment-rb', 0, 'b0'));
+      expect(handled).toEqual(['payment-rb:b0']);
+      expect((await listParkedStreams(dataSource, group))[0]).toMatchObject({
+        streamId: 'payment-ra',
+        revision: 1,
+        waitingRevision: 2,
+      });
+    } finally {
+      await subscription.stop();
+      await member.close();
+    }
+  });
+
+  it('runs a requested retry in a member that parked nothing itself, and only one member retries a stream at a time', async () => {
+    const group = 'test.consumer-retry-members';
+    await append('payment-ka', ['k0', 'k1']);
+    await dataSource.query(
+      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+       VALUES ($1, 'payment-ka', 'payment-ka:k0', 0, 'PaymentNoted', 'Error: refused')`,
+      [group],
+    );
+    const inRetry = gate();
+    const release = gate();
+    const handledBy: Record<string, string[]> = { first: [], second: [] };
+    const members = await Promise.all(
+      (['first', 'second'] as const).map(async (name) => {
+        const scripted = scriptedBus();
+        const supervised = new SupervisedEventBus(scripted.bus, {
+          dataSource,
+          store,
+          logger: silentLogger,
+          settings: { retryPollMs: 60_000, autoRetryAfterMs: 0 },
+        });
+        const subscription = await supervised.consume({
+          group,
+          topics: [TOPIC],
+          handler: async (m) => {
+            handledBy[name]?.push(label(m));
+            if (name === 'first' && label(m) === 'k0') {
+              inRetry.open();
+              await release.wait;
+            }
+          },
+        });
+        return { supervised, subscription };
+      }),
+    );
+    try {
+      const [first, second] = members;
+      const retrying = first?.supervised.consumer(group)?.retry('payment-ka');
+      await inRetry.wait;
+      // The other member leaves the stream to the one retrying it.
+      expect(await second?.supervised.consumer(group)?.retry('payment-ka')).toBe('requested');
+      expect(handledBy['second']).toEqual([]);
+      release.open();
+      expect(await retrying).toBe('applied');
+      expect(handledBy['first']).toEqual(['k0', 'k1']);
+      expect(await listParkedStreams(dataSource, group)).toEqual([]);
+    } finally {
+      for (const m of members) {
+        await m.subscription.stop();
+        await m.supervised.close();
+      }
+    }
+
+    // An operator's request (202 `requested`) is run by a member that never parked anything itself.
+    const idleGroup = `${group}-idle`;
+    await append('payment-kb', ['k0', 'k1']);
+    const handled: string[] = [];
+    const scripted = scriptedBus();
+    const idle = new SupervisedEventBus(scripted.bus, {
+      dataSource,
+      store,
+      logger: silentLogger,
+      settings: { retryPollMs: 50, autoRetryAfterMs: 0 },
+    });
+    const subscription = await idle.consume({
+      group: idleGroup,
+      topics: [TOPIC],
+      handler: async (m) => {
+        handled.push(label(m));
+      },
+    });
+    try {
+      await dataSource.query(
+        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+         VALUES ($1, 'payment-kb', 'payment-kb:k0', 0, 'PaymentNoted', 'Error: refused')`,
+        [idleGroup],
+      );
+      expect(await requestParkedStreamRetry(dataSource, idleGroup, 'payment-kb')).toBe(true);
+      await eventually(
+        () => listParkedStreams(dataSource, idleGroup),
+        (p) => p.length === 0,
+        'the requested retry run',
+        POLL,
+      );
+      expect(handled).toEqual(['k0', 'k1']);
+    } finally {
+      await subscription.stop();
+      await idle.close();
+    }
+  });
+
+  it('stops a retry in progress after its current handler call: the stream stays parked and nothing is handled after stop', async () => {
+    const group = 'test.consumer-retry-stop';
+    await append('payment-sa', ['s0', 's1', 's2']);
+    await dataSource.query(
+      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+       VALUES ($1, 'payment-sa', 'payment-sa:s0', 0, 'PaymentNoted', 'Error: refused')`,
+      [group],
+    );
+    const scripted = scriptedBus();
+    const supervised = new SupervisedEventBus(scripted.bus, {
+      dataSource,
+      store,
+      logger: silentLogger,
+      settings: { retryPollMs: 60_000, autoRetryAfterMs: 0 },
+    });
+    const inRetry = gate();
+    const release = gate();
+    const handled: string[] = [];
+    const subscription = await supervised.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        handled.push(label(m));
+        if (label(m) === 's0') {
+          inRetry.open();
+          await release.wait;
+        }
+      },
+    });
+    const retrying = supervised.consumer(group)?.retry('payment-sa');
+    await inRetry.wait;
+    const stopping = subscription.stop();
+    release.open();
+    await stopping;
+    expect(await retrying).toBe('still_parked');
+    expect(handled).toEqual(['s0']);
+    expect((await listParkedStreams(dataSource, group))[0]).toMatchObject({
+      streamId: 'payment-sa',
+      revision: 0,
+    });
+    await supervised.close();
   });
 
   it('never parks a message whose handler fails because a chain node is down (ethers SERVER_ERROR): retried, shown as stalled, handled once the node is back', async () => {

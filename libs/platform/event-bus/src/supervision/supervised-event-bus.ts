@@ -30,7 +30,7 @@ export interface ConsumerSupervisionSettings extends ConsumerHealthSettings {
 
 export interface ConsumerSupervisionDeps {
   /** Where parked streams are kept (`parked_streams`, shared with the projections); without it nothing is parked. */
-  readonly dataSource?: Pick<DataSource, 'query'>;
+  readonly dataSource?: Pick<DataSource, 'query'> & Partial<Pick<DataSource, 'createQueryRunner'>>;
   /** A retry reads the parked stream from the parked message on. */
   readonly store?: Pick<EventStore, 'readStream'>;
   readonly logger: ProjectionLogger;
@@ -41,6 +41,10 @@ const DEFAULT_ISOLATE_AFTER_FAILURES = 10;
 const DEFAULT_RETRY_POLL_MS = 1_000;
 const DEFAULT_AUTO_RETRY_AFTER_MS = 60_000;
 const AUTO_RETRY_MAX_SECONDS = 1_800;
+/** Whether a parked row's retry is due: asked for, or its automatic retry's time came (see dueParameters). */
+const RETRY_DUE = `(retry_requested_at IS NOT NULL
+  OR ($2::float8 > 0
+      AND parked_at + make_interval(secs => LEAST($2::float8 * 2 ^ (attempts - 1), $3::float8)) <= now()))`;
 
 /**
  * The bus every consumer of a process gets (EventSourcingModule wraps the configured adapter, store log or Kafka),
@@ -51,19 +55,24 @@ const AUTO_RETRY_MAX_SECONDS = 1_800;
  * - Isolation, for every consumer that does not isolate itself (the projection runner does, in its transaction):
  *   a delivery that fails `isolateAfterFailures` times in a row (counted per delivery, by its first message id, so
  *   another topic's successes in between do not reset it; never at once: a consumer's failures are often a
- *   dependency's, which passes) is handled again message by message; a message that fails again is PARKED: a `parked_streams` row under the group's name, an error log and a metric. Its stream's later
- *   messages wait behind it (recorded as the row's waiting revision; per-stream order holds) and every other stream
- *   goes on. Parked means NOT PROCESSED YET, never dropped: a retry (operator, through the same admin route and CLI
- *   as projections, or automatic with back-off) reads the stream from the parked message on and hands each message
+ *   dependency's, which passes) is handled again message by message; a message that fails again is PARKED: a
+ *   `parked_streams` row under the group's name, an error log and a metric. Its stream's later messages wait
+ *   behind it (recorded as the row's waiting revision; per-stream order holds) and every other stream goes on.
+ *   Parked means NOT PROCESSED YET, never dropped: a retry (operator, through the same admin route and CLI as
+ *   projections, or automatic with back-off) reads the stream from the parked message on and hands each message
  *   to the handler in order; the row goes once all of them succeeded. Handlers are idempotent by message id
  *   already (at-least-once delivery), so a message handled by the retry and delivered again later has no second
  *   effect. A lost database connection and an outage of another dependency (chain node, gRPC service, socket
  *   errors) are never parked, only retried (the group shows as stalled while it lasts); a transient failure is
  *   parked only when the database answers (the event's own timeout, not an outage of ours).
  *
- * A parked row and a live delivery never interleave: in this process they share one queue; across processes
- * (Kafka, after a rebalance) the live path sets the waiting revision with one UPDATE and the retry deletes the row
- * only if nothing newer waits, so exactly one of them handles each later message.
+ * Several members (Kafka): each member reloads the group's parked streams at every retry poll and, before
+ * handling a new partition assignment, when the adapter announces it (`onAssigned`), so a member that takes over a
+ * partition never handles a later message of a stream another member parked. A parked row and a live delivery
+ * never interleave: in this process they share one queue; across processes the live path sets the waiting
+ * revision with one UPDATE and the retry deletes the row only if nothing newer waits, so exactly one of them
+ * handles each later message. Retries run in whichever member polls first, under a per-stream advisory lock, so
+ * two members never retry one stream at once.
  */
 export class SupervisedEventBus implements EventBus {
   readonly health = new ConsumerHealthRegistry();
@@ -109,11 +118,18 @@ export class SupervisedEventBus implements EventBus {
 /** Failure counts kept per message id at most (old entries go first): a bound, not a limit anything reaches. */
 const MAX_TRACKED_FAILURES = 10_000;
 
+/** What a retry of this group answers: `requested` when another member is retrying the stream right now. */
+export type ConsumerRetryOutcome = RetryOutcome | 'requested';
+
 class SupervisedConsumer {
   readonly health: ConsumerHealth;
   private subscription: BusSubscription | undefined;
   private readonly serial = new Mutex();
-  /** The streams of this group parked in `parked_streams` (this member parks them: one member per group). */
+  /**
+   * The group's streams parked in `parked_streams`, by any member: loaded at start, on each partition assignment
+   * the adapter announces and at every retry poll (always, also when empty: another member may park a stream or an
+   * operator request a retry at any time).
+   */
   private readonly parked = new Set<string>();
   /**
    * Failed calls in a row per delivery, keyed by the id of its first message: a success of another delivery (another
@@ -121,6 +137,7 @@ class SupervisedConsumer {
    */
   private readonly failures = new Map<string, number>();
   private retryTimer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
   private stopped = false;
 
   constructor(
@@ -145,14 +162,15 @@ class SupervisedConsumer {
       ...this.options,
       handler: (message) => this.handle([message]),
       ...(handleBatch ? { handleBatch: (messages) => this.handle(messages) } : {}),
+      ...(this.isolatesItself ? {} : { onAssigned: () => this.serial.run(() => this.refreshParked()) }),
     });
     const subscription = this.subscription;
     this.health.startProbing(() => subscription.caughtUp());
     if (!this.isolatesItself) {
-      this.retryTimer = setInterval(
-        () => void this.retryDue(),
-        this.deps.settings?.retryPollMs ?? DEFAULT_RETRY_POLL_MS,
-      );
+      this.retryTimer = setInterval(() => {
+        // One poll at a time: a slow one is not stacked behind by the next tick.
+        this.polling ??= this.retryDue().finally(() => (this.polling = undefined));
+      }, this.deps.settings?.retryPollMs ?? DEFAULT_RETRY_POLL_MS);
       this.retryTimer.unref();
     }
   }
@@ -161,6 +179,10 @@ class SupervisedConsumer {
     await this.subscription?.caughtUp();
   }
 
+  /**
+   * Stops the subscription; a retry in progress ends after its current handler call (the stream stays parked, from
+   * where it stood), and no other retry starts: stop waits for at most one handler call, not for every due retry.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retryTimer) clearInterval(this.retryTimer);
@@ -170,7 +192,7 @@ class SupervisedConsumer {
   }
 
   /** Retries a parked stream of this group now (in order with live deliveries). */
-  retry(streamId: string): Promise<RetryOutcome> {
+  retry(streamId: string): Promise<ConsumerRetryOutcome> {
     return this.serial.run(() => this.retryNow(streamId));
   }
 
@@ -223,10 +245,7 @@ class SupervisedConsumer {
   /** Message by message: what fails again is parked (its stream's later messages wait), the rest is handled. */
   private async isolate(messages: readonly BusMessage[]): Promise<void> {
     for (const message of messages) {
-      if (this.parked.has(message.key)) {
-        await this.markWaiting(message);
-        continue;
-      }
+      if (this.parked.has(message.key) && (await this.markWaiting(message))) continue;
       try {
         await this.call([message]);
       } catch (error) {
@@ -236,7 +255,6 @@ class SupervisedConsumer {
       }
     }
   }
-
   /** The messages of streams not parked; the others are recorded as waiting behind their parked message. */
   private async withoutParked(messages: readonly BusMessage[]): Promise<BusMessage[]> {
     if (this.parked.size === 0) return [...messages];
@@ -288,40 +306,71 @@ class SupervisedConsumer {
     });
   }
 
-  /** Retries the streams an operator asked for, and those whose automatic retry is due. */
-  private retryDue(): Promise<void> {
-    if (this.stopped || this.parked.size === 0) return Promise.resolve();
-    return this.serial.run(async () => {
-      try {
-        const autoSeconds = (this.deps.settings?.autoRetryAfterMs ?? DEFAULT_AUTO_RETRY_AFTER_MS) / 1000;
-        const rows: Array<{ stream_id: string }> = await this.query(
-          `SELECT stream_id FROM parked_streams
-            WHERE projection = $1
-              AND (retry_requested_at IS NOT NULL
-                   OR ($2::float8 > 0
-                       AND parked_at + make_interval(secs => LEAST($2::float8 * 2 ^ (attempts - 1), $3::float8)) <= now()))
-            ORDER BY parked_at`,
-          [this.group, autoSeconds, AUTO_RETRY_MAX_SECONDS],
+  /**
+   * Each poll: reloads the group's parked set (another member may have parked or released a stream) and retries
+   * the streams an operator asked for and those whose automatic retry is due, whichever member parked them. Each
+   * stream is retried as its own task, so live deliveries and a stop get in between; nothing starts after stop.
+   */
+  private async retryDue(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const due = await this.serial.run(async () => {
+        if (this.stopped) return [];
+        const rows: Array<{ stream_id: string; due: boolean }> = await this.query(
+          `SELECT stream_id, ${RETRY_DUE} AS due FROM parked_streams WHERE projection = $1 ORDER BY parked_at`,
+          this.dueParameters(),
         );
-        for (const row of rows) if (!this.stopped) await this.retryNow(row.stream_id);
-        await this.refreshParked();
-      } catch (error) {
-        this.deps.logger.warn({
-          msg: 'retrying parked streams failed',
-          group: this.group,
-          error: String(error),
+        this.replaceParked(rows.map((r) => r.stream_id));
+        return rows.filter((r) => r.due).map((r) => r.stream_id);
+      });
+      for (const streamId of due) {
+        if (this.stopped) break;
+        await this.serial.run(async () => {
+          if (!this.stopped) await this.retryNow(streamId, { onlyIfDue: true });
         });
       }
-    });
+    } catch (error) {
+      this.deps.logger.warn({
+        msg: 'retrying parked streams failed',
+        group: this.group,
+        error: String(error),
+      });
+    }
   }
 
   /**
    * Hands the parked stream's messages, from the parked one on, to the handler in order; releases the stream once
-   * all of them succeeded and nothing newer waits (otherwise reads on from where it stopped).
+   * all of them succeeded and nothing newer waits (otherwise reads on from where it stopped). Only one member of the
+   * group retries a stream at a time: the retry holds a session advisory lock on the stream (on its own connection,
+   * so the handler's queries run beside it), and a member that finds it taken leaves the stream to the other.
    */
-  private async retryNow(streamId: string): Promise<RetryOutcome> {
+  private async retryNow(
+    streamId: string,
+    when: { onlyIfDue?: boolean } = {},
+  ): Promise<ConsumerRetryOutcome> {
     const store = this.deps.store;
     if (!store) throw new Error(`consumer ${this.group}: retrying a parked stream needs the event store`);
+    const unlock = await this.lockStream(streamId);
+    if (!unlock) return 'requested';
+    try {
+      if (when.onlyIfDue) {
+        // Another member may have retried it between our poll and the lock (and put the next retry off).
+        const rows: Array<{ due: boolean }> = await this.query(
+          `SELECT ${RETRY_DUE} AS due FROM parked_streams WHERE projection = $1 AND stream_id = $4`,
+          [...this.dueParameters(), streamId],
+        );
+        if (rows[0]?.due !== true) return rows[0] ? 'still_parked' : 'not_parked';
+      }
+      return await this.retryLocked(store, streamId);
+    } finally {
+      await unlock();
+    }
+  }
+
+  private async retryLocked(
+    store: Pick<EventStore, 'readStream'>,
+    streamId: string,
+  ): Promise<ConsumerRetryOutcome> {
     let from: number | undefined;
     for (;;) {
       const rows: Array<{ revision: number }> = await this.query(
@@ -337,6 +386,8 @@ class SupervisedConsumer {
       const start = from ?? row.revision;
       const messages = (await store.readStream(streamId, { fromRevision: start })).map(toBusMessage);
       for (const message of messages) {
+        // Stopping: the stream stays parked; what this retry handled comes again with the next one (idempotent).
+        if (this.stopped) return 'still_parked';
         try {
           await this.call([message]);
         } catch (error) {
@@ -374,16 +425,59 @@ class SupervisedConsumer {
     }
   }
 
+  /**
+   * Takes the group's retry lock on a stream, or answers undefined when another member holds it. A session
+   * advisory lock on a connection of its own (held while the handler runs on others; released with it if the
+   * process dies). On the embedded PGlite every connection is one session: one process, whose retries of a group
+   * already run one at a time (the consumer's queue).
+   */
+  private async lockStream(streamId: string): Promise<(() => Promise<void>) | undefined> {
+    const dataSource = this.deps.dataSource;
+    if (!dataSource?.createQueryRunner) return async () => undefined;
+    const runner = dataSource.createQueryRunner();
+    const key = [`parked_streams:${this.group}`, streamId];
+    try {
+      const rows: Array<{ locked: boolean }> = await runner.query(
+        'SELECT pg_try_advisory_lock(hashtext($1), hashtext($2)) AS locked',
+        key,
+      );
+      if (rows[0]?.locked !== true) {
+        await runner.release();
+        return undefined;
+      }
+    } catch (error) {
+      await runner.release();
+      throw error;
+    }
+    return async () => {
+      try {
+        await runner.query('SELECT pg_advisory_unlock(hashtext($1), hashtext($2))', key);
+      } finally {
+        await runner.release();
+      }
+    };
+  }
+
+  /** $1 group, $2 first automatic retry (s, 0 = off), $3 its longest delay (s): the parameters of RETRY_DUE. */
+  private dueParameters(): [string, number, number] {
+    const autoSeconds = (this.deps.settings?.autoRetryAfterMs ?? DEFAULT_AUTO_RETRY_AFTER_MS) / 1000;
+    return [this.group, autoSeconds, AUTO_RETRY_MAX_SECONDS];
+  }
+
   private async refreshParked(): Promise<void> {
     const rows: Array<{ stream_id: string }> = await this.query(
       'SELECT stream_id FROM parked_streams WHERE projection = $1',
       [this.group],
     );
-    this.parked.clear();
-    for (const row of rows) this.parked.add(row.stream_id);
-    this.countParked();
+    this.replaceParked(rows.map((r) => r.stream_id));
   }
 
+  /** Called inside the queue only, so a stream parked by a live delivery is never dropped by a stale read. */
+  private replaceParked(streamIds: readonly string[]): void {
+    this.parked.clear();
+    for (const streamId of streamIds) this.parked.add(streamId);
+    this.countParked();
+  }
   private countParked(): void {
     this.health.parkedStreams = this.parked.size;
   }
