@@ -12,7 +12,7 @@ import {
 } from '../projection/projection-runner';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
 import { isConnectionLoss, isTransient } from './failure-kind';
-import { SupervisedEventBus } from './supervised-event-bus';
+import { type ConsumerSupervisionSettings, SupervisedEventBus } from './supervised-event-bus';
 
 const TOPIC = 'payments.payment.v1';
 const OTHER_TOPIC = 'subscriptions.subscription.v1';
@@ -66,6 +66,26 @@ describe('SupervisedEventBus', () => {
       labels.map((label) => ({ id: `${stream}:${label}`, type: 'PaymentNoted', data: { label } })),
     );
   const label = (m: BusMessage): string => (m.data as { label: string }).label;
+  /** A member of a group on a scripted inner bus (the test delivers), parking in the real table. */
+  const scriptedMember = (
+    settings: ConsumerSupervisionSettings,
+  ): { readonly supervised: SupervisedEventBus; readonly consumers: ConsumeOptions[] } => {
+    const scripted = scriptedBus();
+    const supervised = new SupervisedEventBus(scripted.bus, {
+      dataSource,
+      store,
+      logger: silentLogger,
+      settings,
+    });
+    return { supervised, consumers: scripted.consumers };
+  };
+  /** A row as another member (another process) leaves it: this stream is parked at that revision. */
+  const parkedByAnotherMember = (group: string, stream: string, revision: number): Promise<unknown> =>
+    dataSource.query(
+      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+       VALUES ($1, $2, $3, $4, 'PaymentNoted', 'Error: refused')`,
+      [group, stream, `${stream}:${revision}`, revision],
+    );
   const of = (handled: string[], stream: string): string[] =>
     handled.filter((h) => h.startsWith(`${stream}:`)).map((h) => h.slice(stream.length + 1));
 
@@ -228,20 +248,14 @@ describe('SupervisedEventBus', () => {
 
   it('counts failures per failing delivery and tracks progress per topic: successes on another topic neither reset the count (it parks) nor hide the stall', async () => {
     const group = 'test.consumer-two-topics';
-    const scripted = scriptedBus();
     let now = Date.parse('2026-01-01T00:00:00Z');
-    const supervised = new SupervisedEventBus(scripted.bus, {
-      dataSource,
-      store,
-      logger: silentLogger,
-      settings: {
-        isolateAfterFailures: 5,
-        stalledAfterFailures: 3,
-        stalledAfterMs: 60_000,
-        retryPollMs: 60_000,
-        autoRetryAfterMs: 0,
-        clock: () => now,
-      },
+    const { supervised, consumers } = scriptedMember({
+      isolateAfterFailures: 5,
+      stalledAfterFailures: 3,
+      stalledAfterMs: 60_000,
+      retryPollMs: 60_000,
+      autoRetryAfterMs: 0,
+      clock: () => now,
     });
     const handled: string[] = [];
     const subscription = await supervised.consume({
@@ -252,7 +266,7 @@ describe('SupervisedEventBus', () => {
         handled.push(m.id);
       },
     });
-    const options = scripted.consumers[0];
+    const options = consumers[0];
     if (!options) throw new Error('not consuming');
     // The store-log bus retries each topic's subscription on its own: the other topic's deliveries come in between.
     const poison = message(TOPIC, 'payment-ma', 0, 'poison');
@@ -303,13 +317,7 @@ describe('SupervisedEventBus', () => {
 
   it("loads the streams another member parked when the adapter announces a partition assignment, before handling that stream's later messages", async () => {
     const group = 'test.consumer-assignment';
-    const scripted = scriptedBus();
-    const member = new SupervisedEventBus(scripted.bus, {
-      dataSource,
-      store,
-      logger: silentLogger,
-      settings: { retryPollMs: 60_000, autoRetryAfterMs: 0 },
-    });
+    const { supervised: member, consumers } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
     const handled: string[] = [];
     const subscription = await member.consume({
       group,
@@ -318,14 +326,10 @@ describe('SupervisedEventBus', () => {
         handled.push(m.id);
       },
     });
-    const options = scripted.consumers[0];
+    const options = consumers[0];
     try {
       // Another member parked the stream after this one started (it had no partition of it then).
-      await dataSource.query(
-        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
-         VALUES ($1, 'payment-ra', 'payment-ra:r1', 1, 'PaymentNoted', 'Error: refused')`,
-        [group],
-      );
+      await parkedByAnotherMember(group, 'payment-ra', 1);
       // A rebalance gives this member the partition; the adapter announces it before the first message.
       await options?.onAssigned?.();
       await options?.handler(message(TOPIC, 'payment-ra', 2, 'r2'));
@@ -345,23 +349,13 @@ describe('SupervisedEventBus', () => {
   it('runs a requested retry in a member that parked nothing itself, and only one member retries a stream at a time', async () => {
     const group = 'test.consumer-retry-members';
     await append('payment-ka', ['k0', 'k1']);
-    await dataSource.query(
-      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
-       VALUES ($1, 'payment-ka', 'payment-ka:k0', 0, 'PaymentNoted', 'Error: refused')`,
-      [group],
-    );
+    await parkedByAnotherMember(group, 'payment-ka', 0);
     const inRetry = gate();
     const release = gate();
     const handledBy: Record<string, string[]> = { first: [], second: [] };
     const members = await Promise.all(
       (['first', 'second'] as const).map(async (name) => {
-        const scripted = scriptedBus();
-        const supervised = new SupervisedEventBus(scripted.bus, {
-          dataSource,
-          store,
-          logger: silentLogger,
-          settings: { retryPollMs: 60_000, autoRetryAfterMs: 0 },
-        });
+        const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
         const subscription = await supervised.consume({
           group,
           topics: [TOPIC],
@@ -398,13 +392,7 @@ describe('SupervisedEventBus', () => {
     const idleGroup = `${group}-idle`;
     await append('payment-kb', ['k0', 'k1']);
     const handled: string[] = [];
-    const scripted = scriptedBus();
-    const idle = new SupervisedEventBus(scripted.bus, {
-      dataSource,
-      store,
-      logger: silentLogger,
-      settings: { retryPollMs: 50, autoRetryAfterMs: 0 },
-    });
+    const { supervised: idle } = scriptedMember({ retryPollMs: 50, autoRetryAfterMs: 0 });
     const subscription = await idle.consume({
       group: idleGroup,
       topics: [TOPIC],
@@ -413,11 +401,7 @@ describe('SupervisedEventBus', () => {
       },
     });
     try {
-      await dataSource.query(
-        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
-         VALUES ($1, 'payment-kb', 'payment-kb:k0', 0, 'PaymentNoted', 'Error: refused')`,
-        [idleGroup],
-      );
+      await parkedByAnotherMember(idleGroup, 'payment-kb', 0);
       expect(await requestParkedStreamRetry(dataSource, idleGroup, 'payment-kb')).toBe(true);
       await eventually(
         () => listParkedStreams(dataSource, idleGroup),
@@ -435,18 +419,8 @@ describe('SupervisedEventBus', () => {
   it('stops a retry in progress after its current handler call: the stream stays parked and nothing is handled after stop', async () => {
     const group = 'test.consumer-retry-stop';
     await append('payment-sa', ['s0', 's1', 's2']);
-    await dataSource.query(
-      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
-       VALUES ($1, 'payment-sa', 'payment-sa:s0', 0, 'PaymentNoted', 'Error: refused')`,
-      [group],
-    );
-    const scripted = scriptedBus();
-    const supervised = new SupervisedEventBus(scripted.bus, {
-      dataSource,
-      store,
-      logger: silentLogger,
-      settings: { retryPollMs: 60_000, autoRetryAfterMs: 0 },
-    });
+    await parkedByAnotherMember(group, 'payment-sa', 0);
+    const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
     const inRetry = gate();
     const release = gate();
     const handled: string[] = [];
