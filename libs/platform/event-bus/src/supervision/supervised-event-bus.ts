@@ -138,6 +138,7 @@ class SupervisedConsumer {
   private readonly failures = new Map<string, number>();
   private retryTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
+  private pollFailing = false;
   private stopped = false;
 
   constructor(
@@ -329,12 +330,16 @@ class SupervisedConsumer {
           if (!this.stopped) await this.retryNow(streamId, { onlyIfDue: true });
         });
       }
+      this.pollFailing = false;
     } catch (error) {
-      this.deps.logger.warn({
-        msg: 'retrying parked streams failed',
-        group: this.group,
-        error: String(error),
-      });
+      // Every group polls each second: a database outage is told once per group, not once a second.
+      if (!this.pollFailing)
+        this.deps.logger.warn({
+          msg: 'retrying parked streams failed (told once until a poll succeeds)',
+          group: this.group,
+          error: String(error),
+        });
+      this.pollFailing = true;
     }
   }
 
