@@ -25,6 +25,36 @@ export function hashApiKey(key: string): string {
   return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
+/** The request property holding the hashes of the keys it presents (decorated by createHttpApp). */
+export const API_KEY_HASHES = 'stablepayApiKeyHashes';
+type HashingRequest = { [API_KEY_HASHES]?: Array<readonly [key: string, hash: string]> | null };
+
+/**
+ * `hashApiKey` of a key this request presents, computed once per request: the rate limits (before routing) and the
+ * guard (at authentication) both need it, and a request carries at most two keys.
+ */
+export function presentedKeyHash(request: object, key: string): string {
+  const r = request as HashingRequest;
+  const known = r[API_KEY_HASHES]?.find(([k]) => k === key);
+  if (known) return known[1];
+  const hash = hashApiKey(key);
+  (r[API_KEY_HASHES] ??= []).push([key, hash]);
+  return hash;
+}
+
+/**
+ * The API keys a request presents: `Authorization: Bearer` (the main surface) and `x-api-key` (the payment-request
+ * surface, SPEC Authentication 5), as each guard reads them; one key sent in both headers is one key.
+ */
+export function presentedApiKeys(headers: Record<string, string | string[] | undefined>): string[] {
+  const authorization = headers['authorization'];
+  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] : undefined;
+  const xApiKey = headers['x-api-key'];
+  const other = typeof xApiKey === 'string' ? xApiKey.trim() : undefined;
+  if (!bearer) return other ? [other] : [];
+  return other && other !== bearer ? [bearer, other] : [bearer];
+}
+
 /** Constant-time comparison of two hex digests. */
 export function sameDigest(a: string, b: string): boolean {
   const ab = Buffer.from(a, 'hex');

@@ -10,7 +10,7 @@ import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
 import { DomainError, notFound } from '@stablepay/util';
 import type { Mode } from '@stablepay/event-store';
-import { hashApiKey, parseApiKey, sameDigest } from './api-key';
+import { parseApiKey, presentedKeyHash, sameDigest } from './api-key';
 
 export interface AuthenticatedMerchant {
   readonly merchantId: string;
@@ -31,6 +31,24 @@ export const unauthenticated = (message: string): DomainError =>
   new DomainError({ type: 'authentication_error', status: 401, code: 'invalid_api_key', message });
 
 type RequestWithMerchant = FastifyRequest & { merchant?: AuthenticatedMerchant };
+
+/**
+ * Looks a presented, well-formed key up and puts its merchant on the request; both API-key guards end here. The
+ * key's hash is the one the rate limits already took (`presentedKeyHash`): SHA-256 once per request.
+ */
+export async function authenticateApiKey(
+  context: ExecutionContext,
+  key: string,
+  resolver: ApiKeyResolver,
+): Promise<true> {
+  const request = context.switchToHttp().getRequest<RequestWithMerchant>();
+  const hash = presentedKeyHash(request, key);
+  const found = await resolver.resolve(hash);
+  // The lookup is by hash; the constant-time comparison guards against a resolver that matches loosely.
+  if (!found || !sameDigest(found.keyHash, hash)) throw unauthenticated('Invalid API key provided.');
+  request.merchant = { merchantId: found.merchantId, mode: found.mode };
+  return true;
+}
 
 /** Bearer secret-key authentication for every route not marked @Public(). */
 @Injectable()
@@ -56,12 +74,7 @@ export class ApiKeyGuard implements CanActivate {
       throw unauthenticated('Malformed Authorization header. Use "Authorization: Bearer <API key>".');
     const key = match[1];
     if (!parseApiKey(key)) throw unauthenticated('Invalid API key provided.');
-    const hash = hashApiKey(key);
-    const found = await this.resolver.resolve(hash);
-    // The lookup is by hash; the constant-time comparison guards against a resolver that matches loosely.
-    if (!found || !sameDigest(found.keyHash, hash)) throw unauthenticated('Invalid API key provided.');
-    request.merchant = { merchantId: found.merchantId, mode: found.mode };
-    return true;
+    return authenticateApiKey(context, key, this.resolver);
   }
 }
 

@@ -2,6 +2,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyInstance } from 'fastify';
 import { ConfigError, DomainError, envInt, JsonLogger, type LogLevel } from '@stablepay/util';
+import { API_KEY_HASHES } from './api-key';
 import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { ReadinessRegistry } from './health';
 import { parseJsonBody } from './json-body';
@@ -203,6 +204,7 @@ export async function createHttpApp(
   installClosingAnswer(fastify);
   installBodyParsers(fastify, bodyLimit);
   installHttpMetrics(fastify);
+  fastify.decorateRequest(API_KEY_HASHES, null);
   if (options.rateLimits) installRateLimits(fastify, options.rateLimits);
   installUrlStringCheck(fastify);
   // API responses are per merchant and per moment: never cached, never sniffed. Routes that set their own

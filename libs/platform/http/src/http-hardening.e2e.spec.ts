@@ -3,6 +3,7 @@ import { APP_GUARD } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IsObject, IsOptional, IsString } from 'class-validator';
 import { connect, type Socket } from 'node:net';
+import * as nodeCrypto from 'node:crypto';
 import { hashApiKey } from './api-key';
 import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './auth';
 import { HealthModule, ReadinessRegistry } from './health';
@@ -12,6 +13,8 @@ import { presentedKeyBudgets, sourceBudget } from './rate-limits';
 
 const KEY = 'sk_test_' + 'h'.repeat(32);
 const OTHER_KEY = 'sk_test_' + 'o'.repeat(32);
+const KEY_HASH = hashApiKey(KEY);
+const OTHER_KEY_HASH = hashApiKey(OTHER_KEY);
 
 class NoteDto {
   @IsString()
@@ -91,8 +94,8 @@ const resolver: ApiKeyResolver = {
   resolve: async (hash) => {
     if (lookupGate && ++lookupGate.waiting >= lookupGate.size) lookupGate.open();
     await lookupGate?.opened;
-    return hash === hashApiKey(KEY) || hash === hashApiKey(OTHER_KEY)
-      ? { merchantId: hash === hashApiKey(KEY) ? 'mer_h' : 'mer_o', mode: 'test', keyHash: hash }
+    return hash === KEY_HASH || hash === OTHER_KEY_HASH
+      ? { merchantId: hash === KEY_HASH ? 'mer_h' : 'mer_o', mode: 'test', keyHash: hash }
       : null;
   },
 };
@@ -424,11 +427,12 @@ describe('per-key rate limit on either credential header', () => {
   });
 
   it('spends one budget per key whichever header carries it, and every key a request carries', () => {
-    const [bearer] = presentedKeyBudgets({ authorization: `Bearer ${KEY}` });
-    expect(presentedKeyBudgets({ 'x-api-key': ` ${KEY} ` })).toEqual([bearer]);
-    expect(presentedKeyBudgets({ authorization: `Bearer ${KEY}`, 'x-api-key': KEY })).toEqual([bearer]);
-    expect(presentedKeyBudgets({ authorization: `Bearer ${KEY}`, 'x-api-key': OTHER_KEY })).toHaveLength(2);
-    expect(presentedKeyBudgets({ authorization: 'Basic abc', 'x-api-key': '' })).toEqual([]);
+    const budgets = (headers: Record<string, string>) => presentedKeyBudgets({ headers });
+    const [bearer] = budgets({ authorization: `Bearer ${KEY}` });
+    expect(budgets({ 'x-api-key': ` ${KEY} ` })).toEqual([bearer]);
+    expect(budgets({ authorization: `Bearer ${KEY}`, 'x-api-key': KEY })).toEqual([bearer]);
+    expect(budgets({ authorization: `Bearer ${KEY}`, 'x-api-key': OTHER_KEY })).toHaveLength(2);
+    expect(budgets({ authorization: 'Basic abc', 'x-api-key': '' })).toEqual([]);
     expect(bearer).not.toContain(KEY);
   });
 });
@@ -480,6 +484,36 @@ describe('failed-authentication budget under a concurrent burst', () => {
 
   it('still serves a 64-client burst on one valid key from the locked-out address', async () => {
     expect(await validBurst()).toEqual(new Set([200]));
+  });
+});
+
+describe('the API key hash', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    ({ app, base } = await startApp({
+      rateLimits: {
+        perKeyPerSecond: 1000,
+        perSourcePerSecond: 1000,
+        authFailuresPerMinute: 30,
+      },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+    jest.restoreAllMocks();
+  });
+
+  it('is computed once per request, shared by the rate limits and the guard', async () => {
+    // The real module object, the one the code under test calls through.
+    const crypto = jest.requireActual<typeof nodeCrypto>('node:crypto');
+    const spy = jest.spyOn(crypto, 'createHash');
+    const res = await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } });
+    const sha256 = spy.mock.calls.filter(([algorithm]) => algorithm === 'sha256').length;
+    spy.mockRestore();
+    expect(res.status).toBe(200);
+    expect(sha256).toBe(1);
   });
 });
 

@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, register } from 'prom-client';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { envInt } from '@stablepay/util';
+import { presentedApiKeys, presentedKeyHash } from './api-key';
 
 /**
  * Request limits, per process (each replica counts on its own: with N replicas behind a balancer a client gets up
@@ -137,16 +137,12 @@ async function take(l: RateLimiterMemory | null, key: string): Promise<RateLimit
 }
 
 /**
- * The per-key budgets a request draws on: one per distinct API key it presents, in `Authorization: Bearer` (the
- * main surface) or `x-api-key` (the payment-request surface, SPEC Authentication 5), each named by the key's hash.
- * One key spends one budget whichever header carries it; a request carrying two keys spends both.
+ * The per-key budgets a request draws on: one per distinct API key it presents (`presentedApiKeys`), each named by
+ * the key's hash, computed once per request (`presentedKeyHash`: the guard reuses it). One key spends one budget
+ * whichever header carries it; a request carrying two keys spends both.
  */
-export function presentedKeyBudgets(headers: FastifyRequest['headers']): string[] {
-  const authorization = headers['authorization'];
-  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] : undefined;
-  const xApiKey = typeof headers['x-api-key'] === 'string' ? headers['x-api-key'].trim() : undefined;
-  const keys = new Set([bearer, xApiKey].filter((k): k is string => k !== undefined && k !== ''));
-  return [...keys].map((k) => createHash('sha256').update(k).digest('base64url'));
+export function presentedKeyBudgets(request: Pick<FastifyRequest, 'headers'>): string[] {
+  return presentedApiKeys(request.headers).map((key) => presentedKeyHash(request, key));
 }
 
 /**
@@ -223,7 +219,7 @@ type HoldingRequest = FastifyRequest & { [HOLD]: AuthFailureHold | null };
 
 /**
  * Installs the limits as Fastify hooks, before routing and authentication: a flood costs a map lookup, not a
- * database round trip. A key is counted by its hash (never kept in memory as presented), valid or not.
+ * database round trip. A key is counted by its hash, valid or not: what outlives a request holds hashes only.
  *
  * Failed authentication has its own, far smaller budget per source. Past it, a request from that source whose
  * answer would be 401 is answered 429 instead: the lockout touches only requests without a valid key. A valid key
@@ -245,10 +241,12 @@ export function installRateLimits(fastify: FastifyInstance, limits: RateLimits):
     const sourceRefusal = await take(perSource, source);
     if (sourceRefusal)
       return refuse(reply, sourceRefusal, 'source', 'Too many requests from this address. Retry later.');
-    for (const key of presentedKeyBudgets(request.headers)) {
-      const keyRefusal = await take(perKey, key);
-      if (keyRefusal)
-        return refuse(reply, keyRefusal, 'key', 'Too many requests with this API key. Retry later.');
+    if (perKey) {
+      for (const key of presentedKeyBudgets(request)) {
+        const keyRefusal = await take(perKey, key);
+        if (keyRefusal)
+          return refuse(reply, keyRefusal, 'key', 'Too many requests with this API key. Retry later.');
+      }
     }
     if (failures && !isHostedPage(path)) {
       (request as HoldingRequest)[HOLD] = {

@@ -4,10 +4,8 @@ import type { FastifyRequest } from 'fastify';
 import {
   API_KEY_RESOLVER,
   type ApiKeyResolver,
-  type AuthenticatedMerchant,
-  hashApiKey,
+  authenticateApiKey,
   parseApiKey,
-  sameDigest,
   unauthenticated,
 } from '@stablepay/http';
 
@@ -23,9 +21,7 @@ export class XApiKeyGuard implements CanActivate {
   constructor(@Inject(ModuleRef) private readonly moduleRef: ModuleRef) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const request = context
-      .switchToHttp()
-      .getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
+    const request = context.switchToHttp().getRequest<FastifyRequest>();
     const raw = request.headers['x-api-key'];
     if (raw === undefined)
       throw unauthenticated('No API key provided. Send it as "x-api-key: sk_test_..." on this surface.');
@@ -33,10 +29,6 @@ export class XApiKeyGuard implements CanActivate {
     if (!key || !parseApiKey(key)) throw unauthenticated('Invalid API key provided.');
     // The merchants scope provides the resolver to the whole gateway; looked up once, across modules.
     this.resolver ??= this.moduleRef.get<ApiKeyResolver>(API_KEY_RESOLVER, { strict: false });
-    const hash = hashApiKey(key);
-    const found = await this.resolver.resolve(hash);
-    if (!found || !sameDigest(found.keyHash, hash)) throw unauthenticated('Invalid API key provided.');
-    request.merchant = { merchantId: found.merchantId, mode: found.mode };
-    return true;
+    return authenticateApiKey(context, key, this.resolver);
   }
 }
