@@ -7,10 +7,11 @@ import {
   SetMetadata,
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError, notFound } from '@stablepay/util';
 import type { Mode } from '@stablepay/event-store';
 import { parseApiKey, presentedKeyHash, sameDigest } from './api-key';
+import { admitKeyLookup } from './rate-limits';
 
 export interface AuthenticatedMerchant {
   readonly merchantId: string;
@@ -34,18 +35,27 @@ type RequestWithMerchant = FastifyRequest & { merchant?: AuthenticatedMerchant }
 
 /**
  * Looks a presented, well-formed key up and puts its merchant on the request; both API-key guards end here. The
- * key's hash is the one the rate limits already took (`presentedKeyHash`): SHA-256 once per request.
+ * key's hash is the one the rate limits already took (`presentedKeyHash`), and the lookup is admitted by them first
+ * (`admitKeyLookup`: a locked-out source gets 429 without a lookup) and told how it ended.
  */
 export async function authenticateApiKey(
   context: ExecutionContext,
   key: string,
   resolver: ApiKeyResolver,
 ): Promise<true> {
-  const request = context.switchToHttp().getRequest<RequestWithMerchant>();
+  const http = context.switchToHttp();
+  const request = http.getRequest<RequestWithMerchant>();
   const hash = presentedKeyHash(request, key);
-  const found = await resolver.resolve(hash);
-  // The lookup is by hash; the constant-time comparison guards against a resolver that matches loosely.
-  if (!found || !sameDigest(found.keyHash, hash)) throw unauthenticated('Invalid API key provided.');
+  const settle = await admitKeyLookup(request, http.getResponse<FastifyReply>(), hash);
+  let found: Awaited<ReturnType<ApiKeyResolver['resolve']>> = null;
+  try {
+    found = await resolver.resolve(hash);
+    // The lookup is by hash; the constant-time comparison guards against a resolver that matches loosely.
+    if (found && !sameDigest(found.keyHash, hash)) found = null;
+  } finally {
+    settle(found !== null);
+  }
+  if (!found) throw unauthenticated('Invalid API key provided.');
   request.merchant = { merchantId: found.merchantId, mode: found.mode };
   return true;
 }

@@ -9,7 +9,7 @@ import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './au
 import { HealthModule, ReadinessRegistry } from './health';
 import { createHttpApp, drainHttpApp, type HttpAppOptions } from './http-app';
 import { register } from 'prom-client';
-import { presentedKeyBudgets, sourceBudget } from './rate-limits';
+import { DEFAULT_RATE_LIMITS, presentedKeyBudgets, sourceBudget } from './rate-limits';
 
 const KEY = 'sk_test_' + 'h'.repeat(32);
 const OTHER_KEY = 'sk_test_' + 'o'.repeat(32);
@@ -90,15 +90,57 @@ function gateLookups(size: number): void {
   lookupGate = { size, waiting: 0, open, opened };
 }
 
+/** Every key lookup the guard makes (the database round trip a guess costs). */
+let lookups = 0;
+/** When set, the lookup of this hash waits until the test releases it, and says when it is under way. */
+let heldLookup: { hash: string; entered: () => void; released: Promise<void> } | null = null;
+function holdLookupOf(hash: string): { entered: Promise<void>; release: () => void } {
+  let entered = (): void => undefined;
+  let release = (): void => undefined;
+  const enteredP = new Promise<void>((r) => (entered = r));
+  const released = new Promise<void>((r) => (release = r));
+  heldLookup = { hash, entered, released };
+  return { entered: enteredP, release };
+}
+
 const resolver: ApiKeyResolver = {
   resolve: async (hash) => {
+    lookups++;
     if (lookupGate && ++lookupGate.waiting >= lookupGate.size) lookupGate.open();
     await lookupGate?.opened;
+    if (heldLookup?.hash === hash) {
+      const held = heldLookup;
+      heldLookup = null;
+      held.entered();
+      await held.released;
+    }
     return hash === KEY_HASH || hash === OTHER_KEY_HASH
       ? { merchantId: hash === KEY_HASH ? 'mer_h' : 'mer_o', mode: 'test', keyHash: hash }
       : null;
   },
 };
+
+/** An authenticated route whose requests wait, past their authentication, until the test releases them. */
+let slowAuthenticated: { count: number; reached: number; all: () => void; release: Promise<void> } | null =
+  null;
+function holdAuthenticated(count: number): { reached: Promise<void>; release: () => void } {
+  let all = (): void => undefined;
+  let release = (): void => undefined;
+  const reached = new Promise<void>((r) => (all = r));
+  slowAuthenticated = { count, reached: 0, all, release: new Promise<void>((r) => (release = r)) };
+  return { reached, release };
+}
+
+@Controller('slow-notes')
+class SlowNoteController {
+  @Get()
+  async wait() {
+    const held = slowAuthenticated;
+    if (held && ++held.reached >= held.count) held.all();
+    await held?.release;
+    return { object: 'list', data: [] };
+  }
+}
 
 async function startApp(options: Partial<HttpAppOptions> = {}): Promise<{
   app: NestFastifyApplication;
@@ -107,7 +149,7 @@ async function startApp(options: Partial<HttpAppOptions> = {}): Promise<{
 }> {
   @Module({
     imports: [HealthModule],
-    controllers: [NoteController, OpenController, HostedPageController, SlowController],
+    controllers: [NoteController, OpenController, HostedPageController, SlowController, SlowNoteController],
     providers: [
       { provide: API_KEY_RESOLVER, useValue: resolver },
       { provide: APP_GUARD, useClass: ApiKeyGuard },
@@ -341,7 +383,12 @@ describe('rate limits (429 in the envelope with Retry-After)', () => {
 
   beforeAll(async () => {
     ({ app, base } = await startApp({
-      rateLimits: { perKeyPerSecond: 20, perSourcePerSecond: 60, authFailuresPerMinute: 5 },
+      rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
+        perKeyPerSecond: 20,
+        perSourcePerSecond: 60,
+        authFailuresPerMinute: 5,
+      },
     }));
   });
   afterAll(async () => {
@@ -401,7 +448,12 @@ describe('per-key rate limit on either credential header', () => {
   beforeAll(async () => {
     // The per-key budget alone (one request a second), so only it can answer 429 here.
     ({ app, base } = await startApp({
-      rateLimits: { perKeyPerSecond: 1, perSourcePerSecond: 0, authFailuresPerMinute: 0 },
+      rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
+        perKeyPerSecond: 1,
+        perSourcePerSecond: 0,
+        authFailuresPerMinute: 0,
+      },
     }));
   });
   afterAll(async () => {
@@ -443,7 +495,12 @@ describe('failed-authentication budget under a concurrent burst', () => {
 
   beforeAll(async () => {
     ({ app, base } = await startApp({
-      rateLimits: { perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 5 },
+      rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
+        perKeyPerSecond: 0,
+        perSourcePerSecond: 0,
+        authFailuresPerMinute: 5,
+      },
     }));
   });
   afterAll(async () => {
@@ -487,6 +544,188 @@ describe('failed-authentication budget under a concurrent burst', () => {
   });
 });
 
+describe('failed-authentication lockout answers before the key lookup', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    ({ app, base } = await startApp({
+      rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
+        perKeyPerSecond: 0,
+        perSourcePerSecond: 0,
+        authFailuresPerMinute: 3,
+      },
+      trustProxy: ['127.0.0.1'],
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  const as = (client: string, key: string) =>
+    fetch(`${base}/notes`, { headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': client } });
+
+  it('refuses a locked-out source presenting a key that has not authenticated recently with 429, without looking it up', async () => {
+    // KEY is in use by its merchant, from elsewhere.
+    expect((await as('203.0.113.7', KEY)).status).toBe(200);
+    const guesser = '198.51.100.9';
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++)
+      statuses.push((await as(guesser, `sk_test_${String(i).padStart(32, 'w')}`)).status);
+    expect(statuses).toEqual([401, 401, 401, 429]);
+
+    // The right key for another merchant, guessed by the locked-out source: no lookup, so no oracle.
+    const before = lookups;
+    const guessed = await as(guesser, OTHER_KEY);
+    expect(guessed.status).toBe(429);
+    expect(Number(guessed.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await guessed.json()).toMatchObject({ error: { type: 'rate_limited', code: 'rate_limited' } });
+    expect(lookups).toBe(before);
+
+    // A key that authenticated recently is served from the locked-out address (a shared NAT locks no merchant
+    // out), and the same key from an address that is not locked out is served too.
+    expect((await as(guesser, KEY)).status).toBe(200);
+    expect((await as('192.0.2.44', OTHER_KEY)).status).toBe(200);
+  });
+});
+
+describe('requests awaiting authentication, bounded per source', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    ({ app, base } = await startApp({
+      rateLimits: {
+        perKeyPerSecond: 0,
+        perSourcePerSecond: 0,
+        authFailuresPerMinute: 100,
+        unauthenticatedInFlightPerSource: 4,
+      },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('looks up no more keys at once from one source than its bound; the rest get 429 at once', async () => {
+    const before = lookups;
+    // The admitted lookups wait until the six others have been answered (or, if the bound does not hold, until a
+    // fifth lookup is under way), so all ten are in flight together.
+    gateLookups(5);
+    const gate = lookupGate;
+    let answered = 0;
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        fetch(`${base}/notes`, {
+          headers: { authorization: `Bearer sk_test_${String(i).padStart(32, 'f')}` },
+        }).then((r) => {
+          if (++answered === 6) gate?.open();
+          return r;
+        }),
+      ),
+    );
+    lookupGate = null;
+    const statuses = responses.map((r) => r.status);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(4);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(6);
+    expect(lookups - before).toBe(4);
+    const refused = responses.find((r) => r.status === 429);
+    expect(refused?.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(await refused?.json()).toMatchObject({ error: { type: 'rate_limited', code: 'rate_limited' } });
+  });
+
+  it('does not count a key that authenticated recently against the bound', async () => {
+    expect((await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(200);
+    gateLookups(16);
+    const statuses = await Promise.all(
+      Array.from({ length: 16 }, () =>
+        fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }).then((r) => r.status),
+      ),
+    );
+    lookupGate = null;
+    expect(new Set(statuses)).toEqual(new Set([200]));
+  });
+});
+
+describe('failed-authentication budget across a window boundary', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+  const realNow = Date.now.bind(Date);
+  let offset = 0;
+
+  beforeAll(async () => {
+    jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
+    ({ app, base } = await startApp({
+      rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
+        perKeyPerSecond: 0,
+        perSourcePerSecond: 0,
+        authFailuresPerMinute: 2,
+      },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+    jest.restoreAllMocks();
+  });
+
+  const get = (key: string) =>
+    fetch(`${base}/notes`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+
+  it('never lets a request that began in one window give a failure back to the next', async () => {
+    // A valid request is at its key lookup when the minute ends.
+    const held = holdLookupOf(OTHER_KEY_HASH);
+    const valid = get(OTHER_KEY);
+    await held.entered;
+    offset += 61_000;
+    const bad = `sk_test_${'b'.repeat(32)}`;
+    expect([await get(bad), await get(bad)]).toEqual([401, 401]);
+    held.release();
+    expect(await valid).toBe(200);
+    // The new window's budget is spent: the valid request's answer returned nothing to it.
+    expect(await get(bad)).toBe(429);
+  });
+});
+
+describe('valid requests in flight', () => {
+  let app: NestFastifyApplication;
+  let base: string;
+
+  beforeAll(async () => {
+    ({ app, base } = await startApp({
+      rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
+        perKeyPerSecond: 0,
+        perSourcePerSecond: 0,
+        authFailuresPerMinute: 2,
+      },
+    }));
+  });
+  afterAll(async () => {
+    await app.close();
+  });
+
+  it('hold none of the failure budget while they run, so a guess is counted against the budget alone', async () => {
+    const held = holdAuthenticated(5);
+    const valid = Array.from({ length: 5 }, () =>
+      fetch(`${base}/slow-notes`, { headers: { authorization: `Bearer ${KEY}` } }).then((r) => r.status),
+    );
+    await held.reached;
+    const bad = () =>
+      fetch(`${base}/notes`, { headers: { authorization: `Bearer sk_test_${'v'.repeat(32)}` } }).then(
+        (r) => r.status,
+      );
+    try {
+      expect([await bad(), await bad(), await bad()]).toEqual([401, 401, 429]);
+    } finally {
+      held.release();
+      slowAuthenticated = null;
+    }
+    expect(await Promise.all(valid)).toEqual([200, 200, 200, 200, 200]);
+  });
+});
+
 describe('the API key hash', () => {
   let app: NestFastifyApplication;
   let base: string;
@@ -494,6 +733,7 @@ describe('the API key hash', () => {
   beforeAll(async () => {
     ({ app, base } = await startApp({
       rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
         perKeyPerSecond: 1000,
         perSourcePerSecond: 1000,
         authFailuresPerMinute: 30,
@@ -523,7 +763,12 @@ describe('rate limits behind a trusted proxy (TRUST_PROXY)', () => {
 
   beforeAll(async () => {
     ({ app, base } = await startApp({
-      rateLimits: { perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 2 },
+      rateLimits: {
+        ...DEFAULT_RATE_LIMITS,
+        perKeyPerSecond: 0,
+        perSourcePerSecond: 0,
+        authFailuresPerMinute: 2,
+      },
       trustProxy: ['127.0.0.1'],
     }));
   });

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, register } from 'prom-client';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { envInt } from '@stablepay/util';
+import { DomainError, envInt } from '@stablepay/util';
 import { presentedApiKeys, presentedKeyHash } from './api-key';
 
 /**
@@ -15,22 +15,31 @@ export interface RateLimits {
   /** Requests per second from one source address, with or without a key. */
   readonly perSourcePerSecond: number;
   /**
-   * Failed authentications (401) per minute from one source address; past it, the source's requests that would be
-   * 401 get 429 (a valid key is still served, the hosted pages are never locked).
+   * Failed authentications (401) per minute from one source address. Past it the source looks no key up: a key that
+   * has not authenticated recently (from anywhere) gets 429 before its lookup, and so does any request that would be
+   * 401. A key that authenticated in the last RECENT_KEY_MS is still served, and the hosted pages are never locked.
    */
   readonly authFailuresPerMinute: number;
+  /**
+   * Key lookups under way at once for one source address, of keys that have not authenticated recently; past it,
+   * 429 before the lookup. It bounds what a concurrent burst of guesses costs the database before the failure
+   * budget is spent, so it sits well above a client's first burst on a new key.
+   */
+  readonly unauthenticatedInFlightPerSource: number;
 }
 
 /**
  * Defaults: ceilings, not quotas. A key gets 2.5 times the write path's target throughput of one process (the
  * command benchmark's 2,000 creates/s) so neither the benchmarks nor a 64-client burst on one key ever see a 429;
  * a source gets twice that. Lower them to what a merchant should get on your capacity (Stripe allows 100/s).
- * Failed authentication is the tight one: a handful of guesses a minute per source.
+ * Failed authentication is the tight one: a handful of guesses a minute per source. Lookups of keys not yet
+ * authenticated: twice a 64-client first burst on one key.
  */
 export const DEFAULT_RATE_LIMITS: RateLimits = {
   perKeyPerSecond: 5000,
   perSourcePerSecond: 10000,
   authFailuresPerMinute: 30,
+  unauthenticatedInFlightPerSource: 128,
 };
 
 export function rateLimitsFromEnv(env: Record<string, string | undefined>): RateLimits {
@@ -57,6 +66,13 @@ export function rateLimitsFromEnv(env: Record<string, string | undefined>): Rate
       0,
       max,
     ),
+    unauthenticatedInFlightPerSource: envInt(
+      env,
+      'RATE_LIMIT_UNAUTHENTICATED_IN_FLIGHT_PER_SOURCE',
+      DEFAULT_RATE_LIMITS.unauthenticatedInFlightPerSource,
+      0,
+      max,
+    ),
   };
 }
 
@@ -69,7 +85,7 @@ const isHostedPage = (path: string): boolean => path === '/hosted' || path.start
 const limiter = (points: number, duration: number): RateLimiterMemory | null =>
   points > 0 ? new RateLimiterMemory({ points, duration }) : null;
 
-export type RateLimitName = 'key' | 'source' | 'auth_failures';
+export type RateLimitName = 'key' | 'source' | 'auth_failures' | 'unauthenticated_in_flight';
 
 const rateLimited = ((): Counter<'limit'> => {
   const name = 'stablepay_http_rate_limited_total';
@@ -168,71 +184,151 @@ export function sourceBudget(ip: string): string {
     .join(':')}::/64`;
 }
 
+/** How long a key that authenticated stays exempt from its source's lockout and in-flight bound. */
+const RECENT_KEY_MS = 10 * 60_000;
+/** Keys remembered at most (only keys that authenticated get in, so this is a safety net, not a working limit). */
+const RECENT_KEYS_MAX = 100_000;
+
 /**
- * Failed authentications per source, a fixed window counted synchronously (every non-exempt request touches it,
- * so it stays a map lookup). A request takes a point before authentication and gives it back when its answer is
- * not a 401: a concurrent burst of guesses is bounded by the budget, not by how many arrive before the first 401.
+ * Hashes of keys that authenticated in the last RECENT_KEY_MS, from any source. A Map kept in the order of last
+ * authentication, which is also the order of expiry: the oldest entries are at the front.
  */
-class FailureBudget {
-  private readonly windows = new Map<string, { used: number; resetAt: number }>();
-  private nextSweep = 0;
+class RecentKeys {
+  private readonly expiresAt = new Map<string, number>();
+
+  has(hash: string, now: number): boolean {
+    const expires = this.expiresAt.get(hash);
+    return expires !== undefined && expires > now;
+  }
+
+  add(hash: string, now: number): void {
+    this.expiresAt.delete(hash);
+    this.expiresAt.set(hash, now + RECENT_KEY_MS);
+    for (const [oldest, expires] of this.expiresAt) {
+      if (expires > now && this.expiresAt.size <= RECENT_KEYS_MAX) break;
+      this.expiresAt.delete(oldest);
+    }
+  }
+}
+
+type Admission =
+  | { readonly held: boolean }
+  | { readonly refused: 'auth_failures' | 'unauthenticated_in_flight'; readonly retryAfterMs: number };
+
+/**
+ * Failed authentication per source, as two separate things. Kept failures: requests that really ended 401, counted
+ * when they are answered (rate-limiter-flexible, a fixed minute); nothing is ever given back, so no point can land
+ * in a window other than the one it was counted in. Lookups in flight: key lookups under way for keys that have not
+ * authenticated recently, a plain count taken just before the lookup and returned the moment it answers, so a valid
+ * request holds nothing while its handler runs and a slow lookup holds nothing of any window.
+ *
+ * This is rate-limiter-flexible's login-protection pattern (read the failures before checking a credential, count
+ * one only on a failure) with two changes: a key that authenticated recently is let through, and the lookups of a
+ * concurrent burst are bounded before any of them has failed.
+ */
+class AuthFailureGate {
+  private readonly kept: RateLimiterMemory;
+  private readonly inFlight = new Map<string, number>();
+  private readonly recent = new RecentKeys();
 
   constructor(
-    private readonly points: number,
-    private readonly windowMs: number,
-  ) {}
-
-  /** Takes a point; answers the ms until the window resets when the budget was already spent, else 0. */
-  take(key: string, now: number): number {
-    if (now >= this.nextSweep) this.sweep(now);
-    let w = this.windows.get(key);
-    if (!w || now >= w.resetAt) {
-      w = { used: 0, resetAt: now + this.windowMs };
-      this.windows.set(key, w);
-    }
-    w.used++;
-    return w.used > this.points ? w.resetAt - now : 0;
+    private readonly budget: number,
+    private readonly inFlightLimit: number,
+  ) {
+    this.kept = new RateLimiterMemory({ points: budget, duration: 60 });
   }
 
-  giveBack(key: string, now: number): void {
-    const w = this.windows.get(key);
-    if (w && now < w.resetAt && w.used > 0) w.used--;
+  /**
+   * Before a key lookup: refused when the source may not look this key up now; else admitted, holding one in-flight
+   * point until `settle` unless the key authenticated recently.
+   */
+  async admit(source: string, keyHash: string): Promise<Admission> {
+    if (this.recent.has(keyHash, Date.now())) return { held: false };
+    const kept = await this.kept.get(source);
+    if (kept && kept.consumedPoints >= this.budget)
+      return { refused: 'auth_failures', retryAfterMs: kept.msBeforeNext };
+    const inFlight = this.inFlight.get(source) ?? 0;
+    if (this.inFlightLimit > 0 && inFlight >= this.inFlightLimit)
+      return { refused: 'unauthenticated_in_flight', retryAfterMs: 1000 };
+    this.inFlight.set(source, inFlight + 1);
+    return { held: true };
   }
 
-  private sweep(now: number): void {
-    for (const [key, w] of this.windows) if (now >= w.resetAt) this.windows.delete(key);
-    this.nextSweep = now + this.windowMs;
+  /** After the lookup answered: returns the in-flight point it held, remembers the key if it authenticated. */
+  settle(source: string, keyHash: string, held: boolean, authenticated: boolean): void {
+    if (authenticated) this.recent.add(keyHash, Date.now());
+    if (!held) return;
+    const left = (this.inFlight.get(source) ?? 1) - 1;
+    if (left > 0) this.inFlight.set(source, left);
+    else this.inFlight.delete(source);
+  }
+
+  /** A request ended 401: counts it; answers the refusal when the source's budget was already spent. */
+  keep(source: string): Promise<RateLimiterRes | null> {
+    return take(this.kept, source);
   }
 }
+
+const GATE = 'stablepayAuthFailureGate';
+type GatedRequest = FastifyRequest & { [GATE]: AuthFailureGate | null };
+
+const LOCKED_MESSAGE =
+  'Too many failed authentication attempts from this address. Retry later with a valid API key.';
+const IN_FLIGHT_MESSAGE = 'Too many requests awaiting authentication from this address. Retry later.';
 
 /**
- * Per request: the source whose failure budget it holds a point of, how long that budget stays spent (0: it was
- * not), and whether the point is settled (kept by a 401, or given back).
+ * Called by the API-key guards right before they look a key up (`keyHash` is `presentedKeyHash`). Resolves to the
+ * function to call once the lookup has answered, with whether the key authenticated. Throws 429 `rate_limited`
+ * (Retry-After set on the reply) instead when the source may not look this key up now: it is locked out by its
+ * failed authentications and the key has not authenticated recently, or too many of its lookups are under way.
+ * Without rate limits (or on a path they do not cover) it admits everything.
  */
-interface AuthFailureHold {
-  source: string;
-  lockedForMs: number;
-  settled: boolean;
+export async function admitKeyLookup(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  keyHash: string,
+): Promise<(authenticated: boolean) => void> {
+  const gate = (request as GatedRequest)[GATE];
+  if (!gate) return () => undefined;
+  const source = sourceBudget(request.ip);
+  const admission = await gate.admit(source, keyHash);
+  if ('refused' in admission) {
+    recordRefusal(admission.refused, request.ip);
+    void reply.header('retry-after', retryAfter(admission.retryAfterMs));
+    throw new DomainError({
+      type: 'rate_limited',
+      status: 429,
+      code: 'rate_limited',
+      message: admission.refused === 'auth_failures' ? LOCKED_MESSAGE : IN_FLIGHT_MESSAGE,
+    });
+  }
+  let settled = false;
+  return (authenticated) => {
+    if (settled) return;
+    settled = true;
+    gate.settle(source, keyHash, admission.held, authenticated);
+  };
 }
-const HOLD = 'stablepayAuthFailureHold';
-type HoldingRequest = FastifyRequest & { [HOLD]: AuthFailureHold | null };
 
 /**
  * Installs the limits as Fastify hooks, before routing and authentication: a flood costs a map lookup, not a
  * database round trip. A key is counted by its hash, valid or not: what outlives a request holds hashes only.
  *
- * Failed authentication has its own, far smaller budget per source. Past it, a request from that source whose
- * answer would be 401 is answered 429 instead: the lockout touches only requests without a valid key. A valid key
- * from the same address is served under its per-key limit (a shared NAT or an unconfigured proxy must not let one
- * guesser lock every merchant out), and the hosted pages, which take no key, are never locked.
+ * Failed authentication has its own, far smaller budget per source (`AuthFailureGate`). Past it, the source's key
+ * lookups are refused with 429 before they happen unless the key authenticated recently, and any of its answers
+ * that would be 401 (no key, a malformed one) is 429 instead. A key in use is served from the same address (a
+ * shared NAT or an unconfigured proxy must not let one guesser lock every merchant out), and the hosted pages,
+ * which take no key, are never locked.
  */
 export function installRateLimits(fastify: FastifyInstance, limits: RateLimits): void {
   const perKey = limiter(limits.perKeyPerSecond, 1);
   const perSource = limiter(limits.perSourcePerSecond, 1);
-  const failures =
-    limits.authFailuresPerMinute > 0 ? new FailureBudget(limits.authFailuresPerMinute, 60_000) : null;
-  if (!perKey && !perSource && !failures) return;
-  if (failures) fastify.decorateRequest(HOLD, null);
+  const gate =
+    limits.authFailuresPerMinute > 0
+      ? new AuthFailureGate(limits.authFailuresPerMinute, limits.unauthenticatedInFlightPerSource)
+      : null;
+  if (!perKey && !perSource && !gate) return;
+  if (gate) fastify.decorateRequest(GATE, null);
 
   fastify.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0] ?? '';
@@ -248,42 +344,20 @@ export function installRateLimits(fastify: FastifyInstance, limits: RateLimits):
           return refuse(reply, keyRefusal, 'key', 'Too many requests with this API key. Retry later.');
       }
     }
-    if (failures && !isHostedPage(path)) {
-      (request as HoldingRequest)[HOLD] = {
-        source,
-        lockedForMs: failures.take(source, Date.now()),
-        settled: false,
-      };
-    }
+    if (gate && !isHostedPage(path)) (request as GatedRequest)[GATE] = gate;
     return undefined;
   });
 
-  if (!failures) return;
-  fastify.addHook('onSend', (request, reply, payload, done) => {
-    const hold = (request as HoldingRequest)[HOLD];
-    if (!hold || reply.statusCode !== 401) return done(null, payload);
-    hold.settled = true;
-    if (hold.lockedForMs <= 0) return done(null, payload);
+  if (!gate) return;
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode !== 401 || !(request as GatedRequest)[GATE]) return payload;
+    const spent = await gate.keep(sourceBudget(request.ip));
+    if (!spent) return payload;
     recordRefusal('auth_failures', request.ip);
     void reply
       .status(429)
-      .header('retry-after', retryAfter(hold.lockedForMs))
+      .header('retry-after', retryAfter(spent.msBeforeNext))
       .header('content-type', ENVELOPE_CONTENT_TYPE);
-    done(
-      null,
-      envelope(
-        'Too many failed authentication attempts from this address. Retry later with a valid API key.',
-      ),
-    );
+    return envelope(LOCKED_MESSAGE);
   });
-  const giveBack = (request: FastifyRequest, _reply: FastifyReply, done: () => void) => {
-    const hold = (request as HoldingRequest)[HOLD];
-    if (hold && !hold.settled) {
-      hold.settled = true;
-      failures.giveBack(hold.source, Date.now());
-    }
-    done();
-  };
-  fastify.addHook('onResponse', giveBack);
-  fastify.addHook('onRequestAbort', (request, done) => giveBack(request, undefined as never, done));
 }

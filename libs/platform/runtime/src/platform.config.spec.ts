@@ -34,6 +34,7 @@ describe('platformConfigFromEnv (fail fast, naming the variable)', () => {
       perKeyPerSecond: 0,
       perSourcePerSecond: 10000,
       authFailuresPerMinute: 30,
+      unauthenticatedInFlightPerSource: 128,
     });
     expect(config.httpTimeouts).toEqual({
       requestMs: 30000,
@@ -44,6 +45,9 @@ describe('platformConfigFromEnv (fail fast, naming the variable)', () => {
     expect(() =>
       platformConfigFromEnv({ DATABASE_URL: 'x', RATE_LIMIT_AUTH_FAILURES_PER_MINUTE: 'many' }),
     ).toThrow(/RATE_LIMIT_AUTH_FAILURES_PER_MINUTE/);
+    expect(() =>
+      platformConfigFromEnv({ DATABASE_URL: 'x', RATE_LIMIT_UNAUTHENTICATED_IN_FLIGHT_PER_SOURCE: '-1' }),
+    ).toThrow(/RATE_LIMIT_UNAUTHENTICATED_IN_FLIGHT_PER_SOURCE/);
     expect(() =>
       platformConfigFromEnv({
         DATABASE_URL: 'x',
