@@ -9,7 +9,7 @@ import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './au
 import { HealthModule, ReadinessRegistry } from './health';
 import { createHttpApp, drainHttpApp, type HttpAppOptions } from './http-app';
 import { register } from 'prom-client';
-import { DEFAULT_RATE_LIMITS, presentedKeyBudgets, sourceBudget } from './rate-limits';
+import { DEFAULT_RATE_LIMITS, presentedKeyBudgets, type RateLimits, sourceBudget } from './rate-limits';
 
 const KEY = 'sk_test_' + 'h'.repeat(32);
 const OTHER_KEY = 'sk_test_' + 'o'.repeat(32);
@@ -162,6 +162,23 @@ async function startApp(options: Partial<HttpAppOptions> = {}): Promise<{
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : 0;
   return { app, base: `http://127.0.0.1:${port}`, port };
+}
+
+/** Serves the test app for the enclosing describe with these rate limits, the others at their defaults. */
+function serveWithLimits(
+  limits: Partial<RateLimits>,
+  options: Partial<HttpAppOptions> = {},
+): { base: string } {
+  const server: { base: string; app?: NestFastifyApplication } = { base: '' };
+  beforeAll(async () => {
+    const started = await startApp({ ...options, rateLimits: { ...DEFAULT_RATE_LIMITS, ...limits } });
+    server.app = started.app;
+    server.base = started.base;
+  });
+  afterAll(async () => {
+    await server.app?.close();
+  });
+  return server;
 }
 
 /** Sends raw bytes on a fresh connection and returns the status line's code and the body. */
@@ -378,24 +395,9 @@ describe('HTTP timeouts (slow clients are cut)', () => {
 });
 
 describe('rate limits (429 in the envelope with Retry-After)', () => {
-  let app: NestFastifyApplication;
-  let base: string;
+  const server = serveWithLimits({ perKeyPerSecond: 20, perSourcePerSecond: 60, authFailuresPerMinute: 5 });
 
-  beforeAll(async () => {
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 20,
-        perSourcePerSecond: 60,
-        authFailuresPerMinute: 5,
-      },
-    }));
-  });
-  afterAll(async () => {
-    await app.close();
-  });
-
-  const get = (key: string) => fetch(`${base}/notes`, { headers: { authorization: `Bearer ${key}` } });
+  const get = (key: string) => fetch(`${server.base}/notes`, { headers: { authorization: `Bearer ${key}` } });
 
   it('limits one key, and another key is unaffected', async () => {
     const statuses = (await Promise.all(Array.from({ length: 30 }, () => get(KEY)))).map((r) => r.status);
@@ -422,10 +424,10 @@ describe('rate limits (429 in the envelope with Retry-After)', () => {
     expect(res.headers.get('cache-control')).toBe('no-store');
     expect(await res.json()).toMatchObject({ error: { type: 'rate_limited', code: 'rate_limited' } });
     // No key at all is no better than a wrong one.
-    expect((await fetch(`${base}/notes`)).status).toBe(429);
+    expect((await fetch(`${server.base}/notes`)).status).toBe(429);
     // One guesser behind a shared address (a NAT, or a proxy TRUST_PROXY does not name) locks no merchant out.
     expect((await get(OTHER_KEY)).status).toBe(200);
-    expect((await fetch(`${base}/hosted/page`)).status).toBe(200);
+    expect((await fetch(`${server.base}/hosted/page`)).status).toBe(200);
     const metrics = await register.getSingleMetric('stablepay_http_rate_limited_total')?.get();
     expect(metrics?.values).toContainEqual(
       expect.objectContaining({ labels: { limit: 'auth_failures' }, value: expect.any(Number) }),
@@ -434,37 +436,22 @@ describe('rate limits (429 in the envelope with Retry-After)', () => {
   });
 
   it('never limits the health and readiness probes', async () => {
-    const statuses = (await Promise.all(Array.from({ length: 80 }, () => fetch(`${base}/health`)))).map(
-      (r) => r.status,
-    );
+    const statuses = (
+      await Promise.all(Array.from({ length: 80 }, () => fetch(`${server.base}/health`)))
+    ).map((r) => r.status);
     expect(new Set(statuses)).toEqual(new Set([200]));
   });
 });
 
 describe('per-key rate limit on either credential header', () => {
-  let app: NestFastifyApplication;
-  let base: string;
-
-  beforeAll(async () => {
-    // The per-key budget alone (one request a second), so only it can answer 429 here.
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 1,
-        perSourcePerSecond: 0,
-        authFailuresPerMinute: 0,
-      },
-    }));
-  });
-  afterAll(async () => {
-    await app.close();
-  });
+  // The per-key budget alone (one request a second), so only it can answer 429 here.
+  const server = serveWithLimits({ perKeyPerSecond: 1, perSourcePerSecond: 0, authFailuresPerMinute: 0 });
 
   it('limits a key presented as x-api-key (the payment-request surface), not only as a Bearer key', async () => {
     // Twenty at once on a budget of one a second: refused ones whatever the machine's speed.
     const responses = await Promise.all(
       Array.from({ length: 20 }, () =>
-        fetch(`${base}/open`, { method: 'POST', headers: { 'x-api-key': KEY } }),
+        fetch(`${server.base}/open`, { method: 'POST', headers: { 'x-api-key': KEY } }),
       ),
     );
     const limited = responses.find((r) => r.status === 429);
@@ -474,7 +461,7 @@ describe('per-key rate limit on either credential header', () => {
       error: { type: 'rate_limited', message: expect.stringMatching(/this API key/) },
     });
     expect(
-      (await fetch(`${base}/open`, { method: 'POST', headers: { 'x-api-key': OTHER_KEY } })).status,
+      (await fetch(`${server.base}/open`, { method: 'POST', headers: { 'x-api-key': OTHER_KEY } })).status,
     ).toBe(200);
   });
 
@@ -490,29 +477,14 @@ describe('per-key rate limit on either credential header', () => {
 });
 
 describe('failed-authentication budget under a concurrent burst', () => {
-  let app: NestFastifyApplication;
-  let base: string;
-
-  beforeAll(async () => {
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 0,
-        perSourcePerSecond: 0,
-        authFailuresPerMinute: 5,
-      },
-    }));
-  });
-  afterAll(async () => {
-    await app.close();
-  });
+  const server = serveWithLimits({ perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 5 });
 
   const validBurst = async (): Promise<Set<number>> =>
     new Set(
       (
         await Promise.all(
           Array.from({ length: 64 }, () =>
-            fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }),
+            fetch(`${server.base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }),
           ),
         )
       ).map((r) => r.status),
@@ -528,7 +500,7 @@ describe('failed-authentication budget under a concurrent burst', () => {
     const statuses = (
       await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          fetch(`${base}/notes`, {
+          fetch(`${server.base}/notes`, {
             headers: { authorization: `Bearer sk_test_${String(i).padStart(32, 'g')}` },
           }),
         ),
@@ -545,26 +517,13 @@ describe('failed-authentication budget under a concurrent burst', () => {
 });
 
 describe('failed-authentication lockout answers before the key lookup', () => {
-  let app: NestFastifyApplication;
-  let base: string;
-
-  beforeAll(async () => {
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 0,
-        perSourcePerSecond: 0,
-        authFailuresPerMinute: 3,
-      },
-      trustProxy: ['127.0.0.1'],
-    }));
-  });
-  afterAll(async () => {
-    await app.close();
-  });
+  const server = serveWithLimits(
+    { perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 3 },
+    { trustProxy: ['127.0.0.1'] },
+  );
 
   const as = (client: string, key: string) =>
-    fetch(`${base}/notes`, { headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': client } });
+    fetch(`${server.base}/notes`, { headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': client } });
 
   it('refuses a locked-out source presenting a key that has not authenticated recently with 429, without looking it up', async () => {
     // KEY is in use by its merchant, from elsewhere.
@@ -591,21 +550,11 @@ describe('failed-authentication lockout answers before the key lookup', () => {
 });
 
 describe('requests awaiting authentication, bounded per source', () => {
-  let app: NestFastifyApplication;
-  let base: string;
-
-  beforeAll(async () => {
-    ({ app, base } = await startApp({
-      rateLimits: {
-        perKeyPerSecond: 0,
-        perSourcePerSecond: 0,
-        authFailuresPerMinute: 100,
-        unauthenticatedInFlightPerSource: 4,
-      },
-    }));
-  });
-  afterAll(async () => {
-    await app.close();
+  const server = serveWithLimits({
+    perKeyPerSecond: 0,
+    perSourcePerSecond: 0,
+    authFailuresPerMinute: 100,
+    unauthenticatedInFlightPerSource: 4,
   });
 
   it('looks up no more keys at once from one source than its bound; the rest get 429 at once', async () => {
@@ -617,7 +566,7 @@ describe('requests awaiting authentication, bounded per source', () => {
     let answered = 0;
     const responses = await Promise.all(
       Array.from({ length: 10 }, (_, i) =>
-        fetch(`${base}/notes`, {
+        fetch(`${server.base}/notes`, {
           headers: { authorization: `Bearer sk_test_${String(i).padStart(32, 'f')}` },
         }).then((r) => {
           if (++answered === 6) gate?.open();
@@ -636,11 +585,13 @@ describe('requests awaiting authentication, bounded per source', () => {
   });
 
   it('does not count a key that authenticated recently against the bound', async () => {
-    expect((await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } })).status).toBe(200);
+    expect(
+      (await fetch(`${server.base}/notes`, { headers: { authorization: `Bearer ${KEY}` } })).status,
+    ).toBe(200);
     gateLookups(16);
     const statuses = await Promise.all(
       Array.from({ length: 16 }, () =>
-        fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }).then((r) => r.status),
+        fetch(`${server.base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }).then((r) => r.status),
       ),
     );
     lookupGate = null;
@@ -649,29 +600,19 @@ describe('requests awaiting authentication, bounded per source', () => {
 });
 
 describe('failed-authentication budget across a window boundary', () => {
-  let app: NestFastifyApplication;
-  let base: string;
   const realNow = Date.now.bind(Date);
   let offset = 0;
-
-  beforeAll(async () => {
+  // Before the app starts, so that its clock is the one the test moves.
+  beforeAll(() => {
     jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 0,
-        perSourcePerSecond: 0,
-        authFailuresPerMinute: 2,
-      },
-    }));
   });
-  afterAll(async () => {
-    await app.close();
+  afterAll(() => {
     jest.restoreAllMocks();
   });
+  const server = serveWithLimits({ perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 2 });
 
   const get = (key: string) =>
-    fetch(`${base}/notes`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+    fetch(`${server.base}/notes`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
 
   it('never lets a request that began in one window give a failure back to the next', async () => {
     // A valid request is at its key lookup when the minute ends.
@@ -689,31 +630,18 @@ describe('failed-authentication budget across a window boundary', () => {
 });
 
 describe('valid requests in flight', () => {
-  let app: NestFastifyApplication;
-  let base: string;
-
-  beforeAll(async () => {
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 0,
-        perSourcePerSecond: 0,
-        authFailuresPerMinute: 2,
-      },
-    }));
-  });
-  afterAll(async () => {
-    await app.close();
-  });
+  const server = serveWithLimits({ perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 2 });
 
   it('hold none of the failure budget while they run, so a guess is counted against the budget alone', async () => {
     const held = holdAuthenticated(5);
     const valid = Array.from({ length: 5 }, () =>
-      fetch(`${base}/slow-notes`, { headers: { authorization: `Bearer ${KEY}` } }).then((r) => r.status),
+      fetch(`${server.base}/slow-notes`, { headers: { authorization: `Bearer ${KEY}` } }).then(
+        (r) => r.status,
+      ),
     );
     await held.reached;
     const bad = () =>
-      fetch(`${base}/notes`, { headers: { authorization: `Bearer sk_test_${'v'.repeat(32)}` } }).then(
+      fetch(`${server.base}/notes`, { headers: { authorization: `Bearer sk_test_${'v'.repeat(32)}` } }).then(
         (r) => r.status,
       );
     try {
@@ -727,21 +655,12 @@ describe('valid requests in flight', () => {
 });
 
 describe('the API key hash', () => {
-  let app: NestFastifyApplication;
-  let base: string;
-
-  beforeAll(async () => {
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 1000,
-        perSourcePerSecond: 1000,
-        authFailuresPerMinute: 30,
-      },
-    }));
+  const server = serveWithLimits({
+    perKeyPerSecond: 1000,
+    perSourcePerSecond: 1000,
+    authFailuresPerMinute: 30,
   });
-  afterAll(async () => {
-    await app.close();
+  afterAll(() => {
     jest.restoreAllMocks();
   });
 
@@ -749,7 +668,7 @@ describe('the API key hash', () => {
     // The real module object, the one the code under test calls through.
     const crypto = jest.requireActual<typeof nodeCrypto>('node:crypto');
     const spy = jest.spyOn(crypto, 'createHash');
-    const res = await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } });
+    const res = await fetch(`${server.base}/notes`, { headers: { authorization: `Bearer ${KEY}` } });
     const sha256 = spy.mock.calls.filter(([algorithm]) => algorithm === 'sha256').length;
     spy.mockRestore();
     expect(res.status).toBe(200);
@@ -758,26 +677,13 @@ describe('the API key hash', () => {
 });
 
 describe('rate limits behind a trusted proxy (TRUST_PROXY)', () => {
-  let app: NestFastifyApplication;
-  let base: string;
-
-  beforeAll(async () => {
-    ({ app, base } = await startApp({
-      rateLimits: {
-        ...DEFAULT_RATE_LIMITS,
-        perKeyPerSecond: 0,
-        perSourcePerSecond: 0,
-        authFailuresPerMinute: 2,
-      },
-      trustProxy: ['127.0.0.1'],
-    }));
-  });
-  afterAll(async () => {
-    await app.close();
-  });
+  const server = serveWithLimits(
+    { perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 2 },
+    { trustProxy: ['127.0.0.1'] },
+  );
 
   const bad = (client: string) =>
-    fetch(`${base}/notes`, {
+    fetch(`${server.base}/notes`, {
       headers: { authorization: `Bearer sk_test_${'q'.repeat(32)}`, 'x-forwarded-for': client },
     }).then((r) => r.status);
 
