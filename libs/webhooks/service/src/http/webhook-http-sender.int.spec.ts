@@ -227,6 +227,28 @@ describe('WebhookHttpSender against a real receiver', () => {
     ).toMatchObject({ kind: 'network_error', code: 'network_error' });
   });
 
+  it('a kept-alive connection closed after the request was read is a network error, and the request is not sent again', async () => {
+    const s = sender();
+    expect(await s.send({ url: receiver.url('/warm'), body, headers, timeoutMs: 2000 })).toBeDefined();
+    receiver.script('/dropped', { kind: 'close' });
+    const outcome = await s.send({ url: receiver.url('/dropped'), body, headers, timeoutMs: 2000 });
+    expect(outcome).toMatchObject({ kind: 'network_error', code: 'network_error' });
+    expect(receiver.on('/dropped')).toHaveLength(1);
+  });
+
+  it('keeps connections alive between deliveries to one endpoint', async () => {
+    const s = sender();
+    for (let i = 0; i < 10; i++)
+      expect(await s.send({ url: receiver.url('/reuse'), body, headers, timeoutMs: 2000 })).toMatchObject({
+        kind: 'response',
+        status: 204,
+      });
+    const ports = new Set(receiver.on('/reuse').map((r) => r.remotePort));
+    // Not one connection per delivery (undici's pool alternates between two for back-to-back sends: the next send
+    // is dispatched before the connection that answered the last one is marked free).
+    expect(ports.size).toBeLessThanOrEqual(2);
+  });
+
   it('a refused connection is a network error', async () => {
     const outcome = await sender().send({
       url: 'http://127.0.0.1:1/nothing',

@@ -20,6 +20,8 @@ export interface ReceivedDelivery {
   readonly headers: IncomingHttpHeaders;
   readonly rawBody: Buffer;
   readonly receivedAt: number;
+  /** The client's port: deliveries with the same one came over one kept-alive connection. */
+  readonly remotePort: number | undefined;
 }
 
 /**
@@ -49,6 +51,7 @@ export class TestReceiver {
           headers: req.headers,
           rawBody: Buffer.concat(chunks),
           receivedAt: Date.now(),
+          remotePort: req.socket.remotePort,
         });
         this.notify();
         this.answer(path, res, req.socket);
