@@ -54,6 +54,24 @@ export function serializeEnvelope(envelope: WebhookEnvelope): Buffer {
   );
 }
 
+/**
+ * The bytes of a recorded event's envelope around its `data` as the database keeps it (the jsonb column's text):
+ * the dispatcher sends these without parsing `data` and serialising it again. Same envelope keys in the same
+ * order as `serializeEnvelope`; inside `data` the database's key order and whitespace (SPEC Delivery rule 3: the
+ * content is the same, key order may differ, and the signature covers the bytes sent). Numbers keep the digits
+ * the database holds (a parse would round integers beyond 2^53). Never used for test deliveries (`livemode`).
+ */
+export function serializeRecordedEnvelope(
+  event: Pick<WebhookEventRecord, 'id' | 'type' | 'createdAt'>,
+  dataJson: string,
+): Buffer {
+  return Buffer.from(
+    `{"id":${JSON.stringify(event.id)},"object":"event","type":${JSON.stringify(event.type)},` +
+      `"created_at":"${event.createdAt.toISOString()}","data":${dataJson}}`,
+    'utf8',
+  );
+}
+
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
 
 function base32Time(ms: number): string {

@@ -1,4 +1,10 @@
-import { buildEnvelope, serializeEnvelope, WEBHOOK_EVENT_ID, webhookEventId } from './envelope';
+import {
+  buildEnvelope,
+  serializeEnvelope,
+  serializeRecordedEnvelope,
+  WEBHOOK_EVENT_ID,
+  webhookEventId,
+} from './envelope';
 import {
   isEventTypeSelected,
   isWebhookEventType,
@@ -41,6 +47,32 @@ describe('SPEC Events > Envelope', () => {
       }),
     );
     expect(body.toString('utf8')).toContain('"amount":"12345678901234567890"');
+  });
+});
+
+describe('the envelope around stored data (what the dispatcher sends for a recorded event)', () => {
+  const event = { id: 'evt_x', type: 'payment.settled', createdAt };
+  const data = { object: { id: 'pay_1', amount: '1500', nested: { n: 1, s: 'a "quoted" é' } } };
+
+  it('has the content of serializeEnvelope, envelope keys in the same order', () => {
+    // The database's text of a jsonb value: its own key order and whitespace.
+    const stored =
+      '{"object": {"id": "pay_1", "amount": "1500", "nested": {"n": 1, "s": "a \\"quoted\\" é"}}}';
+    const sent = serializeRecordedEnvelope(event, stored).toString('utf8');
+    const parsed = JSON.parse(sent) as Record<string, unknown>;
+    expect(parsed).toEqual(JSON.parse(serializeEnvelope(buildEnvelope({ ...event, data })).toString('utf8')));
+    expect(Object.keys(parsed)).toEqual(['id', 'object', 'type', 'created_at', 'data']);
+    expect('livemode' in parsed).toBe(false);
+  });
+
+  it('keeps the digits of a stored integer beyond 2^53 (a parse and re-serialisation would round it)', () => {
+    const sent = serializeRecordedEnvelope(event, '{"object": {"n": 12345678901234567891}}').toString('utf8');
+    expect(sent).toContain('12345678901234567891');
+  });
+
+  it('escapes the id and type as JSON strings', () => {
+    const sent = serializeRecordedEnvelope({ ...event, type: 'a"b\\c' }, '{}').toString('utf8');
+    expect((JSON.parse(sent) as Record<string, unknown>)['type']).toBe('a"b\\c');
   });
 });
 

@@ -1,6 +1,11 @@
 import { signWebhookPayload } from '@stablepay/merchant-sdk';
 import type { ActiveWebhookSecrets } from '@stablepay/merchants-service';
-import { buildEnvelope, serializeEnvelope, type WebhookEventRecord } from '@stablepay/webhooks-domain';
+import {
+  buildEnvelope,
+  serializeEnvelope,
+  serializeRecordedEnvelope,
+  type WebhookEventRecord,
+} from '@stablepay/webhooks-domain';
 
 export const WEBHOOK_USER_AGENT = 'Stablepay-Webhooks/1.0';
 
@@ -22,9 +27,25 @@ export function prepareDelivery(
   at: Date,
   options: { readonly testDelivery?: boolean } = {},
 ): PreparedDelivery {
-  const body = serializeEnvelope(buildEnvelope(event, options));
+  return signed(event.id, serializeEnvelope(buildEnvelope(event, options)), secrets, at);
+}
+
+/**
+ * A recorded event's delivery from its `data` as the database keeps it (jsonb text): the dispatcher's path, which
+ * neither parses nor re-serialises the data (`serializeRecordedEnvelope`); signed the same way.
+ */
+export function prepareRecordedDelivery(
+  event: Pick<WebhookEventRecord, 'id' | 'type' | 'createdAt'>,
+  dataJson: string,
+  secrets: ActiveWebhookSecrets,
+  at: Date,
+): PreparedDelivery {
+  return signed(event.id, serializeRecordedEnvelope(event, dataJson), secrets, at);
+}
+
+function signed(id: string, body: Buffer, secrets: ActiveWebhookSecrets, at: Date): PreparedDelivery {
   const signatures = signWebhookPayload(body, secrets.current, {
-    id: event.id,
+    id,
     timestamp: at,
     ...(secrets.previous !== undefined ? { previousSecret: secrets.previous } : {}),
   });

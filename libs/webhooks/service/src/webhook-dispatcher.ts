@@ -26,13 +26,12 @@ import { WebhookHttpSender } from './http/webhook-http-sender';
 import { type MerchantEndpoint, MerchantEndpoints } from './merchant-endpoints';
 import { WEBHOOK_SOURCES } from './tokens';
 import type { WebhookSourceRegistry } from './sources';
-import { prepareDelivery } from './webhook-deliverer';
+import { prepareRecordedDelivery } from './webhook-deliverer';
 import {
+  type ClaimedEventRow,
   recordedEventOf,
-  recordOf,
   sanitizeExcerpt,
   stateOf,
-  type WebhookEventRow,
   WebhookEventStore,
   type WorkResult,
 } from './webhook-event.store';
@@ -115,7 +114,7 @@ class ResultWriter {
  * the 5/15/30/60/60-minute schedule without sleeping; the poll interval is real time.
  */
 interface Claimed {
-  readonly row: WebhookEventRow;
+  readonly row: ClaimedEventRow;
   readonly endpoint: MerchantEndpoint | undefined;
   readonly leaseToken: string;
 }
@@ -393,7 +392,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   }
 
   private async work(
-    row: WebhookEventRow,
+    row: ClaimedEventRow,
     endpoint: MerchantEndpoint | undefined,
     leaseToken: string,
   ): Promise<WorkResult> {
@@ -467,7 +466,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   }
 
   private async attempt(
-    row: WebhookEventRow,
+    row: ClaimedEventRow,
     endpoint: MerchantEndpoint | undefined,
     now: Date,
   ): Promise<{ outcome: AttemptOutcome; url: string | null }> {
@@ -491,7 +490,12 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         outcome: { kind: 'refused', code: 'no_webhook_secret', detail: 'no webhook secret is issued' },
         url,
       };
-    const prepared = prepareDelivery(recordOf(row), secrets, now);
+    const prepared = prepareRecordedDelivery(
+      { id: row.id, type: row.type, createdAt: row.created_at },
+      row.data_json,
+      secrets,
+      now,
+    );
     const outcome = await this.sender.send({
       url,
       body: prepared.body,
@@ -502,7 +506,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   }
 
   /** Polls the source's read-model check (real time, growing pauses) up to `readModelWaitMs`. */
-  private async readable(row: WebhookEventRow): Promise<boolean> {
+  private async readable(row: ClaimedEventRow): Promise<boolean> {
     const source = this.sources.named(row.source);
     if (!source?.isReadable) return true;
     const event = recordedEventOf(row);

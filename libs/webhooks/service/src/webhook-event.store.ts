@@ -10,7 +10,6 @@ import {
   type WebhookAttemptView,
   type WebhookEventData,
   type WebhookEventListQuery,
-  type WebhookEventRecord,
   type WebhookEventView,
 } from '@stablepay/webhooks-domain';
 import type { RecordedWebhookEvent } from './sources';
@@ -43,6 +42,43 @@ export interface WebhookEventRow {
   lease_expires_at: Date | null;
   recorded_at: Date;
 }
+
+/**
+ * A claimed row: what the dispatcher reads of an event to attempt it, and no more (node-postgres parses every
+ * column it is sent; a claim returns thousands of rows while a backlog drains). `data_json` is the jsonb column's
+ * text, sent inside the envelope as it is (`serializeRecordedEnvelope`) and parsed only where a source needs the
+ * event (`recordedEventOf`).
+ */
+export interface ClaimedEventRow extends Pick<
+  WebhookEventRow,
+  | 'id'
+  | 'merchant_id'
+  | 'type'
+  | 'created_at'
+  | 'source'
+  | 'source_topic'
+  | 'source_event_id'
+  | 'source_stream'
+  | 'source_revision'
+  | 'read_model_confirmed'
+  | 'delivery_status'
+  | 'attempt_count'
+  | 'scheduled_attempts'
+  | 'next_attempt_at'
+  | 'redelivery_requested_at'
+  | 'last_attempt_at'
+  | 'last_response_status'
+  | 'last_error'
+  | 'delivered_at'
+> {
+  readonly data_json: string;
+}
+
+/** The columns of a ClaimedEventRow, as the claim returns them. */
+const CLAIMED_COLUMNS = `e.id, e.merchant_id, e.type, e.created_at, e.data::text AS data_json, e.source, e.source_topic,
+  e.source_event_id, e.source_stream, e.source_revision, e.read_model_confirmed, e.delivery_status, e.attempt_count,
+  e.scheduled_attempts, e.next_attempt_at, e.redelivery_requested_at, e.last_attempt_at, e.last_response_status,
+  e.last_error, e.delivered_at`;
 
 interface AttemptRow {
   attempt_number: number;
@@ -101,7 +137,20 @@ function rowsOf<T>(result: unknown): T[] {
   return Array.isArray(result) ? (result as T[]) : [];
 }
 
-export function stateOf(row: WebhookEventRow): DeliveryState {
+type StateColumns = Pick<
+  WebhookEventRow,
+  | 'delivery_status'
+  | 'attempt_count'
+  | 'scheduled_attempts'
+  | 'next_attempt_at'
+  | 'redelivery_requested_at'
+  | 'last_attempt_at'
+  | 'last_response_status'
+  | 'last_error'
+  | 'delivered_at'
+>;
+
+export function stateOf(row: StateColumns): DeliveryState {
   return {
     status: row.delivery_status,
     attemptCount: row.attempt_count,
@@ -115,17 +164,14 @@ export function stateOf(row: WebhookEventRow): DeliveryState {
   };
 }
 
-export function recordOf(row: WebhookEventRow): WebhookEventRecord {
-  return { id: row.id, type: row.type, createdAt: row.created_at, data: row.data };
-}
-
-export function recordedEventOf(row: WebhookEventRow): RecordedWebhookEvent {
+/** The event of a claimed row, `data` parsed (only a source's read-model check needs it). */
+export function recordedEventOf(row: ClaimedEventRow): RecordedWebhookEvent {
   return {
     id: row.id,
     merchantId: row.merchant_id,
     type: row.type,
     createdAt: row.created_at,
-    data: row.data,
+    data: JSON.parse(row.data_json) as WebhookEventData,
     origin: {
       source: row.source,
       topic: row.source_topic,
@@ -214,11 +260,11 @@ export class WebhookEventStore {
    * number of due rows. `FOR UPDATE SKIP LOCKED` lets several dispatchers claim at once without blocking each other
    * or taking the same row.
    */
-  async claimDue(request: ClaimRequest): Promise<WebhookEventRow[]> {
+  async claimDue(request: ClaimRequest): Promise<ClaimedEventRow[]> {
     if (request.limit <= 0) return [];
     const busyMerchants = [...request.busy.keys()];
     const busyCounts = busyMerchants.map((m) => request.busy.get(m) ?? 0);
-    return rowsOf<WebhookEventRow>(
+    return rowsOf<ClaimedEventRow>(
       await this.dataSource.query(
         `WITH RECURSIVE scheduled AS (
            (SELECT e.merchant_id FROM webhook_events e WHERE e.due_at IS NOT NULL ORDER BY e.merchant_id LIMIT 1)
@@ -251,7 +297,7 @@ export class WebhookEventStore {
          )
          UPDATE webhook_events e SET lease_token = $7, lease_expires_at = $8
          WHERE e.id = ANY(ARRAY(SELECT id FROM locked))
-         RETURNING e.*`,
+         RETURNING ${CLAIMED_COLUMNS}`,
         [
           request.now.toISOString(),
           request.limit,
