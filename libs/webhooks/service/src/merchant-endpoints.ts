@@ -29,6 +29,11 @@ export interface MerchantEndpoint {
 @Injectable()
 export class MerchantEndpoints implements OnModuleInit {
   private readonly secretsCache = new Map<string, ActiveWebhookSecrets>();
+  /**
+   * Secrets being opened now, by the same key: the attempts that start together when a claim comes back (up to the
+   * concurrency, all for a few merchants) share one read and decryption instead of one each.
+   */
+  private readonly opening = new Map<string, Promise<ActiveWebhookSecrets | null>>();
   /** See cachedForMerchants. */
   private recordingCache: InvalidatedCache<MerchantEndpoint> | undefined;
 
@@ -98,12 +103,20 @@ export class MerchantEndpoints implements OnModuleInit {
     const key = `${row.webhook_secret_id}|${inWindow ? (row.previous_webhook_secret_id ?? '') : ''}`;
     const cached = this.secretsCache.get(key);
     if (cached) return cached;
-    const opened = await this.secrets.active(row, this.clock);
-    if (!opened) return null;
-    if ((opened.previous !== undefined) === inWindow) {
-      if (this.secretsCache.size > 10_000) this.secretsCache.clear();
-      this.secretsCache.set(key, opened);
+    const pending = this.opening.get(key);
+    if (pending) return pending;
+    const opening = this.secrets.active(row, this.clock).then((opened) => {
+      if (opened && (opened.previous !== undefined) === inWindow) {
+        if (this.secretsCache.size > 10_000) this.secretsCache.clear();
+        this.secretsCache.set(key, opened);
+      }
+      return opened;
+    });
+    this.opening.set(key, opening);
+    try {
+      return await opening;
+    } finally {
+      this.opening.delete(key);
     }
-    return opened;
   }
 }
