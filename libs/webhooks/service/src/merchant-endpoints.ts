@@ -34,6 +34,10 @@ export class MerchantEndpoints implements OnModuleInit {
    * concurrency, all for a few merchants) share one read and decryption instead of one each.
    */
   private readonly opening = new Map<string, Promise<ActiveWebhookSecrets | null>>();
+  /** Cache misses to be read in one statement (see loadBatched), and the reads in flight by merchant. */
+  private nextBatch:
+    { readonly ids: string[]; readonly read: Promise<Map<string, MerchantEndpoint>> } | undefined;
+  private readonly loading = new Map<string, Promise<MerchantEndpoint | undefined>>();
   /** See cachedForMerchants. */
   private recordingCache: InvalidatedCache<MerchantEndpoint> | undefined;
 
@@ -62,12 +66,32 @@ export class MerchantEndpoints implements OnModuleInit {
     const found = await Promise.all(
       unique.map((merchantId) =>
         cache.get(merchantId, async () => {
-          const value = (await this.forMerchants([merchantId])).get(merchantId);
+          const value = await this.loadBatched(merchantId);
           return value ? { value, group: merchantId } : undefined;
         }),
       ),
     );
     return new Map(found.flatMap((e) => (e ? [[e.merchantId, e] as const] : [])));
+  }
+
+  /**
+   * One merchant's settings for the cache, read together with every other merchant missed in the same turn (a
+   * claim's merchants expire together, so each second the cache would otherwise send one read per merchant). A
+   * read already sent is not joined: it may predate a change the cache was just told about.
+   */
+  private loadBatched(merchantId: string): Promise<MerchantEndpoint | undefined> {
+    let batch = this.nextBatch;
+    if (!batch) {
+      const ids: string[] = [];
+      const read = Promise.resolve().then(() => {
+        this.nextBatch = undefined;
+        return this.forMerchants(ids);
+      });
+      batch = { ids, read };
+      this.nextBatch = batch;
+    }
+    batch.ids.push(merchantId);
+    return batch.read.then((endpoints) => endpoints.get(merchantId));
   }
 
   async forMerchants(merchantIds: readonly string[]): Promise<Map<string, MerchantEndpoint>> {

@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { ModuleRef } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import type { MerchantSettingsRow, WebhookSecrets } from '@stablepay/merchants-service';
@@ -66,5 +67,45 @@ describe('MerchantEndpoints.activeSecrets', () => {
     });
     expect(await subject.activeSecrets(rotated)).toEqual({ current: 'whsec_new', previous: 'whsec_old' });
     expect(active).toHaveBeenCalledTimes(2);
+  });
+});
+
+describe("MerchantEndpoints.cachedForMerchants (the claim's and the recorder's settings read)", () => {
+  const clock = new ManualClock('2026-06-01T10:00:00.000Z');
+  const changes = new EventEmitter();
+  const moduleRef = { get: () => ({ changes }) } as unknown as ModuleRef;
+
+  function subject() {
+    const query = jest.fn(async (_sql: string, [ids]: [string[]]) =>
+      ids.map((merchant_id) => ({ merchant_id, webhook_url: `https://hooks.example.com/${merchant_id}` })),
+    );
+    const endpoints = new MerchantEndpoints(
+      { query } as unknown as DataSource,
+      {} as WebhookSecrets,
+      clock,
+      moduleRef,
+    );
+    endpoints.onModuleInit();
+    return { endpoints, query };
+  }
+
+  it('reads every merchant it misses in one statement, then serves them from the cache', async () => {
+    const { endpoints, query } = subject();
+    const ids = Array.from({ length: 8 }, (_, i) => `mer_${i}`);
+    const found = await endpoints.cachedForMerchants([...ids, ...ids]);
+    expect([...found.keys()].sort()).toEqual(ids);
+    expect(found.get('mer_3')?.url).toBe('https://hooks.example.com/mer_3');
+    expect(query).toHaveBeenCalledTimes(1);
+    await endpoints.cachedForMerchants(ids);
+    expect(query).toHaveBeenCalledTimes(1);
+  });
+
+  it('a merchant whose settings changed is read again at its next use', async () => {
+    const { endpoints, query } = subject();
+    await endpoints.cachedForMerchants(['mer_a', 'mer_b']);
+    changes.emit('changed', 'mer_a');
+    await endpoints.cachedForMerchants(['mer_a', 'mer_b']);
+    expect(query).toHaveBeenCalledTimes(2);
+    expect(query.mock.calls[1]?.[1]).toEqual([['mer_a']]);
   });
 });
