@@ -298,6 +298,37 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       }
     });
 
+    it('a claim left in flight by a request whose process died: 409 with Retry-After, then the same request runs again after the lease (another request with the key still refused)', async () => {
+      const first = await post(JSON.stringify({ name: 'iota' }), { 'idempotency-key': 'k-crashed' });
+      const firstBody = (await first.json()) as { n: number };
+      // What kill -9 between the claim and its completion leaves: the row still in flight, no response stored.
+      const sql = new Client({ connectionString: db.url });
+      await sql.connect();
+      try {
+        const updated = await sql.query(
+          "UPDATE idempotency_keys SET state = 'in_flight', response_status = NULL, response_body = NULL WHERE key = 'k-crashed'",
+        );
+        expect(updated.rowCount).toBe(1);
+      } finally {
+        await sql.end();
+      }
+      const early = await post(JSON.stringify({ name: 'iota' }), { 'idempotency-key': 'k-crashed' });
+      expect(early.status).toBe(409);
+      expect(await early.json()).toMatchObject({ error: { code: 'idempotency_key_in_use' } });
+      expect(Number(early.headers.get('retry-after'))).toBe(120);
+
+      clock.advance(2 * 60 * 1000 + 1);
+      const other = await post(JSON.stringify({ name: 'kappa' }), { 'idempotency-key': 'k-crashed' });
+      expect(other.status).toBe(400);
+      expect(await other.json()).toMatchObject({ error: { code: 'idempotency_key_reused' } });
+      const retried = await post(JSON.stringify({ name: 'iota' }), { 'idempotency-key': 'k-crashed' });
+      expect(retried.status).toBe(201);
+      expect(retried.headers.get('idempotent-replayed')).toBeNull();
+      expect(((await retried.json()) as { n: number }).n).toBeGreaterThan(firstBody.n);
+      const replay = await post(JSON.stringify({ name: 'iota' }), { 'idempotency-key': 'k-crashed' });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    });
+
     it('forgets a key after 24 hours', async () => {
       const first = await post(JSON.stringify({ name: 'eta' }), { 'idempotency-key': 'k-expiry' });
       const firstBody = (await first.json()) as { n: number };

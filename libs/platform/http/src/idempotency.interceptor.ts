@@ -38,13 +38,22 @@ export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
 const KEY_HEADER = 'idempotency-key';
 const RETENTION_MS = DAY;
+/**
+ * How long an in-flight claim holds its key. A request finishes or gives its claim back well within it (commands
+ * time out after COMMAND_TIMEOUT_MS, 10 s by default, 120 s at most); a claim older than this belongs to a request
+ * whose process died (kill -9, a crash, a lost node) before it could complete or release it. Taking it over lets the
+ * client's retry run, as after a 5xx, whose key is released: a keyed command appends under ids derived from its key,
+ * so a retry of one that was saved answers what was saved instead of doing it twice.
+ */
+const IN_FLIGHT_LEASE_MS = 2 * 60_000;
 
 /**
  * The claim in one statement: the in-flight row is inserted, or an expired row (older than RETENTION_MS, $5) is
  * taken over; a live row answers nothing. It replaces `DELETE` of the expired row followed by `INSERT ... ON
  * CONFLICT DO NOTHING` (two round trips) with the same outcome under races: ON CONFLICT DO UPDATE locks the row
  * it found, and a concurrent claim waiting on that lock re-checks the WHERE against what the winner wrote (a fresh
- * row), so exactly one claim wins.
+ * row), so exactly one claim wins. An in-flight row past IN_FLIGHT_LEASE_MS ($6) is taken over by the same request
+ * only (same parameters); another request with that key still gets `idempotency_key_reused`.
  */
 const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at)
   VALUES ($1, $2, $3, 'in_flight', $4)
@@ -52,6 +61,8 @@ const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state
     SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
         response_body = NULL, created_at = EXCLUDED.created_at
     WHERE idempotency_keys.created_at < $5
+       OR (idempotency_keys.state = 'in_flight' AND idempotency_keys.created_at < $6
+           AND idempotency_keys.request_hash = EXCLUDED.request_hash)
   RETURNING key`;
 const LOAD_SQL =
   'SELECT request_hash, state, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2';
@@ -175,6 +186,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
         );
       }
       if (stored.state === 'in_flight') {
+        // When the claim is taken over if its request died with its process (IN_FLIGHT_LEASE_MS).
+        const leaseLeft = new Date(stored.created_at).getTime() + IN_FLIGHT_LEASE_MS - now.getTime();
+        void reply.header('retry-after', String(Math.max(1, Math.ceil(leaseLeft / 1000))));
         throw conflict(
           'idempotency_key_in_use',
           'A request with this Idempotency-Key is still being processed. Retry after it completes.',
@@ -211,6 +225,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       requestHash,
       now,
       new Date(now.getTime() - RETENTION_MS),
+      new Date(now.getTime() - IN_FLIGHT_LEASE_MS),
     ]);
     return inserted.length === 1;
   }
