@@ -40,12 +40,15 @@ const KEY_HEADER = 'idempotency-key';
 const RETENTION_MS = DAY;
 /**
  * How long an in-flight claim holds its key. A request finishes or gives its claim back well within it (commands
- * time out after COMMAND_TIMEOUT_MS, 10 s by default, 120 s at most); a claim older than this belongs to a request
- * whose process died (kill -9, a crash, a lost node) before it could complete or release it. Taking it over lets the
- * client's retry run, as after a 5xx, whose key is released: a keyed command appends under ids derived from its key,
- * so a retry of one that was saved answers what was saved instead of doing it twice.
+ * time out after COMMAND_TIMEOUT_MS, 10 s by default, 120 s at most, plus the read-model waits); a claim older than
+ * this belongs to a request whose process died (kill -9, a crash, a lost node) before it could complete or release
+ * it. Taking it over lets the client's retry run, as after a 5xx, whose key is released: creates, charges and payment
+ * actions derive their ids from the key, so a retry of one that was saved answers what was saved instead of doing it
+ * twice. Rotating the webhook secret and `POST /admin/merchants` do not: a retry does them again, which is what the
+ * client's only other way out (a new key) would do too. A request that outlives the lease anyway cannot touch the
+ * new claim (COMPLETE_SQL, RELEASE_SQL).
  */
-const IN_FLIGHT_LEASE_MS = 2 * 60_000;
+const IN_FLIGHT_LEASE_MS = 10 * 60_000;
 
 /**
  * The claim in one statement: the in-flight row is inserted, or an expired row (older than RETENTION_MS, $5) is
@@ -66,8 +69,13 @@ const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state
   RETURNING key`;
 const LOAD_SQL =
   'SELECT request_hash, state, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2';
-const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4 WHERE scope = $1 AND key = $2`;
-const RELEASE_SQL = 'DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2';
+/**
+ * Completion and release touch the row only while it is still this request's claim (its `created_at`, $claimedAt): a
+ * request that outlived IN_FLIGHT_LEASE_MS and lost its claim to a retry must not overwrite or delete the retry's.
+ */
+const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4
+  WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $5`;
+const RELEASE_SQL = `DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
 
 /**
  * Runs the interceptor's statements on the pg pool under the DataSource (TypeORM's `query` makes a QueryRunner,
@@ -205,14 +213,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
     try {
       const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
-      await this.complete(scope, key, reply.statusCode, body ?? null);
+      await this.complete(scope, key, now, reply.statusCode, body ?? null);
       return body;
     } catch (error) {
       const { status, body } = toEnvelope(error);
       const nothingHappened =
         status >= 500 || status === 401 || (status === 400 && body.error.type === 'validation_error');
-      if (nothingHappened) await this.release(scope, key);
-      else await this.complete(scope, key, status, body);
+      if (nothingHappened) await this.release(scope, key, now);
+      else await this.complete(scope, key, now, status, body);
       throw error;
     }
   }
@@ -234,11 +242,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return (await this.sql.query<StoredKey>('sp_idem_load', LOAD_SQL, [scope, key]))[0];
   }
 
-  private async complete(scope: string, key: string, status: number, body: unknown): Promise<void> {
-    await this.sql.query('sp_idem_complete', COMPLETE_SQL, [scope, key, status, JSON.stringify(body)]);
+  private async complete(
+    scope: string,
+    key: string,
+    claimedAt: Date,
+    status: number,
+    body: unknown,
+  ): Promise<void> {
+    await this.sql.query('sp_idem_complete', COMPLETE_SQL, [
+      scope,
+      key,
+      status,
+      JSON.stringify(body),
+      claimedAt,
+    ]);
   }
 
-  private async release(scope: string, key: string): Promise<void> {
-    await this.sql.query('sp_idem_release', RELEASE_SQL, [scope, key]);
+  private async release(scope: string, key: string, claimedAt: Date): Promise<void> {
+    await this.sql.query('sp_idem_release', RELEASE_SQL, [scope, key, claimedAt]);
   }
 }
