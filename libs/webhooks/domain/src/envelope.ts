@@ -57,7 +57,7 @@ export function serializeEnvelope(envelope: WebhookEnvelope): Buffer {
 /**
  * The bytes of a recorded event's envelope around its `data` as the database keeps it (the jsonb column's text):
  * the dispatcher sends these without parsing `data` and serialising it again. Same envelope keys in the same
- * order as `serializeEnvelope`; inside `data` the database's key order and whitespace (SPEC Delivery rule 3: the
+ * order as `serializeEnvelope`; inside `data` the database's key order, compact (SPEC Delivery rule 3: the
  * content is the same, key order may differ, and the signature covers the bytes sent). Numbers keep the digits
  * the database holds (a parse would round integers beyond 2^53). Never used for test deliveries (`livemode`).
  */
@@ -67,9 +67,18 @@ export function serializeRecordedEnvelope(
 ): Buffer {
   return Buffer.from(
     `{"id":${JSON.stringify(event.id)},"object":"event","type":${JSON.stringify(event.type)},` +
-      `"created_at":"${event.createdAt.toISOString()}","data":${dataJson}}`,
+      `"created_at":"${event.createdAt.toISOString()}","data":${compactJsonText(dataJson)}}`,
     'utf8',
   );
+}
+
+/**
+ * JSON text without the whitespace between its tokens (strings kept as they are): jsonb's text puts a space after
+ * every `:` and `,`. A receiver that checks the signature against `JSON.stringify` of the parsed body instead of
+ * the raw bytes (a common mistake) kept working with the compact bodies sent before; this keeps the bytes compact.
+ */
+export function compactJsonText(json: string): string {
+  return json.replace(/"(?:[^"\\]|\\.)*"|\s+/g, (token) => (token.startsWith('"') ? token : ''));
 }
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';

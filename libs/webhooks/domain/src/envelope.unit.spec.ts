@@ -70,6 +70,15 @@ describe('the envelope around stored data (what the dispatcher sends for a recor
     expect(sent).toContain('12345678901234567891');
   });
 
+  it('sends data compact as JSON.stringify would (jsonb text spaces removed), strings untouched', () => {
+    const stored = '{"a": 1, "note": "a, b: \\"c\\"  d", "list": [1, 2, {"k": null}]}';
+    const sent = serializeRecordedEnvelope(event, stored).toString('utf8');
+    const parsed = JSON.parse(sent) as Record<string, unknown>;
+    // What a receiver re-serialising the parsed body computes is the very bytes that were signed.
+    expect(JSON.stringify(parsed)).toBe(sent);
+    expect((parsed['data'] as Record<string, unknown>)['note']).toBe('a, b: "c"  d');
+  });
+
   it('escapes the id and type as JSON strings', () => {
     const sent = serializeRecordedEnvelope({ ...event, type: 'a"b\\c' }, '{}').toString('utf8');
     expect((JSON.parse(sent) as Record<string, unknown>)['type']).toBe('a"b\\c');
