@@ -346,6 +346,47 @@ describe('SupervisedEventBus', () => {
     }
   });
 
+  it("keeps an operator's retry asked of a member while another member's retry runs and then fails", async () => {
+    const group = 'test.consumer-retry-kept';
+    await append('payment-kc', ['k0', 'k1']);
+    await parkedByAnotherMember(group, 'payment-kc', 0);
+    const inRetry = gate();
+    const release = gate();
+    const members = await Promise.all(
+      (['first', 'second'] as const).map(async (name) => {
+        const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
+        const subscription = await supervised.consume({
+          group,
+          topics: [TOPIC],
+          handler: async (m) => {
+            if (name === 'first' && label(m) === 'k0') {
+              inRetry.open();
+              await release.wait;
+              throw new Error('still broken');
+            }
+          },
+        });
+        return { supervised, subscription };
+      }),
+    );
+    try {
+      const [first, second] = members;
+      const retrying = first?.supervised.consumer(group)?.retry('payment-kc');
+      await inRetry.wait;
+      expect(await second?.supervised.consumer(group)?.retry('payment-kc')).toBe('requested');
+      release.open();
+      expect(await retrying).toBe('still_parked');
+      // The request made while the failing retry ran is still there for the next poll to run.
+      const [row] = await listParkedStreams(dataSource, group);
+      expect(row?.retryRequestedAt).not.toBeNull();
+    } finally {
+      for (const m of members) {
+        await m.subscription.stop();
+        await m.supervised.close();
+      }
+    }
+  });
+
   it('runs a requested retry in a member that parked nothing itself, and only one member retries a stream at a time', async () => {
     const group = 'test.consumer-retry-members';
     await append('payment-ka', ['k0', 'k1']);

@@ -41,10 +41,18 @@ const DEFAULT_ISOLATE_AFTER_FAILURES = 10;
 const DEFAULT_RETRY_POLL_MS = 1_000;
 const DEFAULT_AUTO_RETRY_AFTER_MS = 60_000;
 const AUTO_RETRY_MAX_SECONDS = 1_800;
-/** Whether a parked row's retry is due: asked for, or its automatic retry's time came (see dueParameters). */
-const RETRY_DUE = `(retry_requested_at IS NOT NULL
+/**
+ * Whether a parked row's retry is due: asked for, or its automatic retry's time came (see dueParameters). The n-th
+ * automatic retry (attempts = n) comes the sum of the first n delays after parking, each delay doubling from $2 up
+ * to $3: `$2 * (2^k - 1)` for the k delays below the cap, plus `$3` for each one after. Measured from parked_at
+ * alone with a capped delay, every retry after the cap's time would be due at once, each second, forever.
+ */
+export const RETRY_DUE = `(retry_requested_at IS NOT NULL
   OR ($2::float8 > 0
-      AND parked_at + make_interval(secs => LEAST($2::float8 * 2 ^ (attempts - 1), $3::float8)) <= now()))`;
+      AND parked_at + make_interval(secs =>
+            $2::float8 * (2 ^ LEAST(attempts, GREATEST(0, floor(ln($3::float8 / NULLIF($2::float8, 0)) / ln(2)) + 1)) - 1)
+          + $3::float8 * GREATEST(0, attempts - GREATEST(0, floor(ln($3::float8 / NULLIF($2::float8, 0)) / ln(2)) + 1))
+        ) <= now()))`;
 
 /**
  * The bus every consumer of a process gets (EventSourcingModule wraps the configured adapter, store log or Kafka),
@@ -356,7 +364,17 @@ class SupervisedConsumer {
     const store = this.deps.store;
     if (!store) throw new Error(`consumer ${this.group}: retrying a parked stream needs the event store`);
     const unlock = await this.lockStream(streamId);
-    if (!unlock) return 'requested';
+    if (!unlock) {
+      // An operator's retry while another member retries: kept as a request, so that member's failing retry does
+      // not wipe it (it clears only requests older than its start) and the next poll runs it.
+      if (!when.onlyIfDue) {
+        await this.query(
+          'UPDATE parked_streams SET retry_requested_at = clock_timestamp() WHERE projection = $1 AND stream_id = $2',
+          [this.group, streamId],
+        );
+      }
+      return 'requested';
+    }
     try {
       if (when.onlyIfDue) {
         // Another member may have retried it between our poll and the lock (and put the next retry off).
@@ -377,12 +395,14 @@ class SupervisedConsumer {
     streamId: string,
   ): Promise<ConsumerRetryOutcome> {
     let from: number | undefined;
+    let started: Date | undefined;
     for (;;) {
-      const rows: Array<{ revision: number }> = await this.query(
-        'SELECT revision FROM parked_streams WHERE projection = $1 AND stream_id = $2',
+      const rows: Array<{ revision: number; now: Date }> = await this.query(
+        'SELECT revision, clock_timestamp() AS now FROM parked_streams WHERE projection = $1 AND stream_id = $2',
         [this.group, streamId],
       );
       const row = rows[0];
+      started ??= row?.now;
       if (!row) {
         this.parked.delete(streamId);
         this.countParked();
@@ -399,9 +419,18 @@ class SupervisedConsumer {
           const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
           await this.query(
             `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
-                    attempts = attempts + 1, retry_requested_at = NULL
+                    attempts = attempts + 1,
+                    retry_requested_at = CASE WHEN retry_requested_at <= $7 THEN NULL ELSE retry_requested_at END
               WHERE projection = $1 AND stream_id = $2`,
-            [this.group, streamId, message.id, message.revision, message.type, reason],
+            [
+              this.group,
+              streamId,
+              message.id,
+              message.revision,
+              message.type,
+              reason,
+              started ?? new Date(0),
+            ],
           );
           this.deps.logger.warn({
             msg: 'retried parked stream still fails; it stays parked',
@@ -451,14 +480,23 @@ class SupervisedConsumer {
         return undefined;
       }
     } catch (error) {
-      await runner.release();
+      // The lock may have been taken on the server although the answer was lost: never back to the pool with it.
+      await discardConnection(runner, error);
       throw error;
     }
     return async () => {
+      let unlocked = false;
       try {
-        await runner.query('SELECT pg_advisory_unlock(hashtext($1), hashtext($2))', key);
+        const rows: Array<{ unlocked: boolean }> = await runner.query(
+          'SELECT pg_advisory_unlock(hashtext($1), hashtext($2)) AS unlocked',
+          key,
+        );
+        unlocked = rows[0]?.unlocked === true;
       } finally {
-        await runner.release();
+        // A connection whose unlock failed would keep the lock as long as the pool keeps it (every other member
+        // answering `requested` meanwhile): closed instead, which releases the lock.
+        if (unlocked) await runner.release();
+        else await discardConnection(runner, new Error('advisory unlock failed'));
       }
     };
   }
@@ -515,4 +553,15 @@ function neverParked(error: unknown): boolean {
 /** Rows an UPDATE/DELETE ... RETURNING answered (TypeORM returns [rows, count] for them on Postgres). */
 function affectedRows(result: unknown[]): number {
   return Array.isArray(result[0]) ? (result[0] as unknown[]).length : result.length;
+}
+
+/** Releases a query runner's connection so the pool closes it (pg-pool destroys a client released with an error). */
+async function discardConnection(runner: { release(): Promise<void> | void }, error: unknown): Promise<void> {
+  const withError = (runner as { releasePostgresConnection?: (e: Error) => Promise<void> })
+    .releasePostgresConnection;
+  if (typeof withError === 'function') {
+    await withError.call(runner, error instanceof Error ? error : new Error(String(error)));
+  } else {
+    await runner.release();
+  }
 }
