@@ -86,6 +86,52 @@ describe('SupervisedEventBus', () => {
        VALUES ($1, $2, $3, $4, 'PaymentNoted', 'Error: refused')`,
       [group, stream, `${stream}:${revision}`, revision],
     );
+  /**
+   * Two members of a group on scripted buses, retried by hand (no polls), `stream` (k0, k1) parked at k0 by a third.
+   * The first member's handler holds at k0 (`inRetry` opens) until the test opens `release`, then fails there when
+   * `firstFails`; each member records the messages it handled.
+   */
+  const twoMembersRetrying = async (group: string, stream: string, options: { firstFails: boolean }) => {
+    await append(stream, ['k0', 'k1']);
+    await parkedByAnotherMember(group, stream, 0);
+    const inRetry = gate();
+    const release = gate();
+    const handledBy = { first: [] as string[], second: [] as string[] };
+    const members = await Promise.all(
+      (['first', 'second'] as const).map(async (name) => {
+        const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
+        const subscription = await supervised.consume({
+          group,
+          topics: [TOPIC],
+          handler: async (m) => {
+            handledBy[name].push(label(m));
+            if (name === 'first' && label(m) === 'k0') {
+              inRetry.open();
+              await release.wait;
+              if (options.firstFails) throw new Error('still broken');
+            }
+          },
+        });
+        return { name, supervised, subscription };
+      }),
+    );
+    return {
+      inRetry,
+      release,
+      handledBy,
+      retry: (name: 'first' | 'second') =>
+        members
+          .find((m) => m.name === name)
+          ?.supervised.consumer(group)
+          ?.retry(stream),
+      close: async () => {
+        for (const m of members) {
+          await m.subscription.stop();
+          await m.supervised.close();
+        }
+      },
+    };
+  };
   const of = (handled: string[], stream: string): string[] =>
     handled.filter((h) => h.startsWith(`${stream}:`)).map((h) => h.slice(stream.length + 1));
 
@@ -348,85 +394,36 @@ describe('SupervisedEventBus', () => {
 
   it("keeps an operator's retry asked of a member while another member's retry runs and then fails", async () => {
     const group = 'test.consumer-retry-kept';
-    await append('payment-kc', ['k0', 'k1']);
-    await parkedByAnotherMember(group, 'payment-kc', 0);
-    const inRetry = gate();
-    const release = gate();
-    const members = await Promise.all(
-      (['first', 'second'] as const).map(async (name) => {
-        const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
-        const subscription = await supervised.consume({
-          group,
-          topics: [TOPIC],
-          handler: async (m) => {
-            if (name === 'first' && label(m) === 'k0') {
-              inRetry.open();
-              await release.wait;
-              throw new Error('still broken');
-            }
-          },
-        });
-        return { supervised, subscription };
-      }),
-    );
+    const members = await twoMembersRetrying(group, 'payment-kc', { firstFails: true });
     try {
-      const [first, second] = members;
-      const retrying = first?.supervised.consumer(group)?.retry('payment-kc');
-      await inRetry.wait;
-      expect(await second?.supervised.consumer(group)?.retry('payment-kc')).toBe('requested');
-      release.open();
+      const retrying = members.retry('first');
+      await members.inRetry.wait;
+      expect(await members.retry('second')).toBe('requested');
+      members.release.open();
       expect(await retrying).toBe('still_parked');
       // The request made while the failing retry ran is still there for the next poll to run.
       const [row] = await listParkedStreams(dataSource, group);
       expect(row?.retryRequestedAt).not.toBeNull();
     } finally {
-      for (const m of members) {
-        await m.subscription.stop();
-        await m.supervised.close();
-      }
+      await members.close();
     }
   });
 
   it('runs a requested retry in a member that parked nothing itself, and only one member retries a stream at a time', async () => {
     const group = 'test.consumer-retry-members';
-    await append('payment-ka', ['k0', 'k1']);
-    await parkedByAnotherMember(group, 'payment-ka', 0);
-    const inRetry = gate();
-    const release = gate();
-    const handledBy: Record<string, string[]> = { first: [], second: [] };
-    const members = await Promise.all(
-      (['first', 'second'] as const).map(async (name) => {
-        const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
-        const subscription = await supervised.consume({
-          group,
-          topics: [TOPIC],
-          handler: async (m) => {
-            handledBy[name]?.push(label(m));
-            if (name === 'first' && label(m) === 'k0') {
-              inRetry.open();
-              await release.wait;
-            }
-          },
-        });
-        return { supervised, subscription };
-      }),
-    );
+    const members = await twoMembersRetrying(group, 'payment-ka', { firstFails: false });
     try {
-      const [first, second] = members;
-      const retrying = first?.supervised.consumer(group)?.retry('payment-ka');
-      await inRetry.wait;
+      const retrying = members.retry('first');
+      await members.inRetry.wait;
       // The other member leaves the stream to the one retrying it.
-      expect(await second?.supervised.consumer(group)?.retry('payment-ka')).toBe('requested');
-      expect(handledBy['second']).toEqual([]);
-      release.open();
+      expect(await members.retry('second')).toBe('requested');
+      expect(members.handledBy.second).toEqual([]);
+      members.release.open();
       expect(await retrying).toBe('applied');
-      expect(handledBy['first']).toEqual(['k0', 'k1']);
+      expect(members.handledBy.first).toEqual(['k0', 'k1']);
       expect(await listParkedStreams(dataSource, group)).toEqual([]);
     } finally {
-      for (const m of members) {
-        await m.subscription.stop();
-        await m.supervised.close();
-      }
+      await members.close();
     }
 
     // An operator's request (202 `requested`) is run by a member that never parked anything itself.
