@@ -72,6 +72,18 @@ describe('control characters and lone surrogates in the URL (embedded stack)', (
     expect(await get(`/merchants/${bad}/webhook-events`)).toEqual(refused('merchantId'));
   });
 
+  it.each(['%ZZ', '%E0%A4', 'x%'])('refuses %s, which does not decode, as a query parameter', async (bad) => {
+    const undecodable = (param: string) => ({
+      status: 400,
+      body: { error: expect.objectContaining({ type: 'invalid_request', code: 'invalid_url', param }) },
+    });
+    expect(await get(`/payments?limit=${bad}`)).toEqual(undecodable('limit'));
+    expect(await get(`/payments?starting_after=${bad}`)).toEqual(undecodable('starting_after'));
+    expect(await get(`/subscription-checkouts?limit=3&ending_before=${bad}`)).toEqual(
+      undecodable('ending_before'),
+    );
+  });
+
   it('still serves ids and cursors that are merely unknown, and non-ASCII text', async () => {
     expect((await get(`/checkouts?starting_after=chk_unknown`)).status).toBe(400);
     expect((await get(`/checkouts/chk_%E2%82%AC`)).body.error?.['code']).not.toBe('invalid_string');

@@ -322,6 +322,22 @@ describe('HTTP hardening (real Fastify server)', () => {
     expect(res.headers.get('cache-control')).toBe('no-store');
   });
 
+  it('refuses a query parameter whose percent-encoding does not decode, naming it, as it does a path', async () => {
+    for (const bad of ['%ZZ', '%E0%A4', '%C0%80', '%FF', 'abc%', '%2', '%80']) {
+      await expectRefused(await getNotes(`?limit=${bad}`), 400, 'invalid_url', 'limit');
+      await expectRefused(
+        await getNotes(`?limit=2&starting_after=${bad}`),
+        400,
+        'invalid_url',
+        'starting_after',
+      );
+    }
+    // In a parameter's name, and after a well-formed parameter holding escapes.
+    await expectRefused(await getNotes(`?q=%20&a%ZZb=1`), 400, 'invalid_url', 'a%ZZb');
+    // Well-formed escapes, a `+` and multi-byte characters are left alone.
+    expect((await getNotes(`?q=a+b%20%E2%82%AC%F0%9F%98%80&limit=%31`)).status).toBe(200);
+  });
+
   it('marks API responses no-store and nosniff, errors included', async () => {
     for (const res of [
       await fetch(`${base}/notes`, { headers: { authorization: `Bearer ${KEY}` } }),

@@ -9,6 +9,8 @@ export interface UrlFault {
   /** Length of its escapes in the raw URL (3, or up to 9 for a surrogate's three bytes). */
   readonly length: number;
   readonly what: string;
+  /** `invalid_string` for a character no parameter may hold, `invalid_url` for escapes that decode to nothing. */
+  readonly code: 'invalid_string' | 'invalid_url';
 }
 
 function hexDigit(c: number): number {
@@ -35,15 +37,49 @@ export function findUrlFault(url: string): UrlFault | null {
     const b = escapedByte(url, i);
     if (b < 0) continue;
     if (b < 0x20 || b === 0x7f)
-      return { at: i, length: 3, what: b === 0 ? 'a NUL character' : 'a control character' };
+      return {
+        at: i,
+        length: 3,
+        what: b === 0 ? 'a NUL character' : 'a control character',
+        code: 'invalid_string',
+      };
     if (b === 0xed) {
       const next = escapedByte(url, i + 3);
       if (next >= 0xa0 && next <= 0xbf) {
         const last = escapedByte(url, i + 6);
         const length = last >= 0x80 && last <= 0xbf ? 9 : 6;
-        return { at: i, length, what: 'an unpaired UTF-16 surrogate' };
+        return { at: i, length, what: 'an unpaired UTF-16 surrogate', code: 'invalid_string' };
       }
     }
+  }
+  return findUndecodableQueryParam(url);
+}
+
+/**
+ * The first query parameter (name=value, as `&` splits them) whose escapes are malformed (`%ZZ`, a lone `%`) or
+ * decode to bytes that are not UTF-8 (`%E0%A4`), or null. The router refuses such a path; Fastify's query parser
+ * keeps such a value as its raw text, so a handler would see `%ZZ` as if the client had meant it.
+ */
+function findUndecodableQueryParam(url: string): UrlFault | null {
+  const query = url.indexOf('?');
+  if (query === -1 || url.indexOf('%', query) === -1) return null;
+  for (let start = query + 1; start <= url.length;) {
+    let end = url.indexOf('&', start);
+    if (end === -1) end = url.length;
+    const pair = url.slice(start, end);
+    if (pair.includes('%')) {
+      try {
+        decodeURIComponent(pair);
+      } catch {
+        return {
+          at: start,
+          length: end - start,
+          what: 'percent-encoding that does not decode as UTF-8 (a % and two hex digits per byte)',
+          code: 'invalid_url',
+        };
+      }
+    }
+    start = end + 1;
   }
   return null;
 }
@@ -126,6 +162,6 @@ export function installUrlStringCheck(fastify: FastifyInstance): void {
       query !== -1 && fault.at > query
         ? queryParamAt(url, query, fault.at)
         : pathParamAt(url, fault.at, request.routeOptions.url);
-    done(invalidUrl('invalid_string', `The parameter ${param} contains ${fault.what}.`, param));
+    done(invalidUrl(fault.code, `The parameter ${param} contains ${fault.what}.`, param));
   });
 }
