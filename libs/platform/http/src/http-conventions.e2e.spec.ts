@@ -37,6 +37,8 @@ class WidgetDto {
 }
 
 let executions = 0;
+/** Executions the test holds: the next request of a name waits for its gate, then fails (a 500) when asked. */
+const held = new Map<string, Array<{ reached: () => void; wait: Promise<void>; fail: boolean }>>();
 
 @Controller('widgets')
 class WidgetController {
@@ -44,6 +46,12 @@ class WidgetController {
   @HttpCode(201)
   async create(@Body() body: WidgetDto, @CurrentMerchant() merchant: AuthenticatedMerchant) {
     executions++;
+    const hold = held.get(body.name)?.shift();
+    if (hold) {
+      hold.reached();
+      await hold.wait;
+      if (hold.fail) throw new Error('the command timed out');
+    }
     await new Promise((r) => setTimeout(r, 50));
     if (body.name === 'forbidden') throw cannotProcess('widget_forbidden', 'That widget is not allowed.');
     return {
@@ -107,6 +115,17 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
     await db.drop();
   });
 
+  /** Holds the next execution of `name`: `reached` once it runs, `finish` lets it go on (or fail). */
+  const holdNext = (name: string, fail = false) => {
+    let reached: () => void = () => undefined;
+    let finish: () => void = () => undefined;
+    const hold = {
+      reached: new Promise<void>((resolve) => (reached = resolve)),
+      wait: new Promise<void>((resolve) => (finish = resolve)),
+    };
+    held.set(name, [...(held.get(name) ?? []), { reached, wait: hold.wait, fail }]);
+    return { reached: hold.reached, finish };
+  };
   const post = (body: string, headers: Record<string, string> = {}) =>
     fetch(`${base}/widgets`, {
       method: 'POST',
@@ -328,6 +347,45 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       const replay = await post(JSON.stringify({ name: 'iota' }), { 'idempotency-key': 'k-crashed' });
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
     });
+
+    it.each([
+      ['completes', false],
+      ['fails with a 500', true],
+    ])(
+      'a request that outlived the lease and then %s leaves the claim of the retry that took it over alone',
+      async (_, outlivedFails) => {
+        const name = outlivedFails ? 'nu' : 'mu';
+        const key = { 'idempotency-key': `k-outlived-${name}` };
+        const outlived = holdNext(name, outlivedFails);
+        const retry = holdNext(name);
+        try {
+          const first = post(JSON.stringify({ name }), key);
+          await outlived.reached;
+          clock.advance(10 * 60 * 1000 + 1);
+          const retried = post(JSON.stringify({ name }), key);
+          await retry.reached;
+
+          outlived.finish();
+          expect((await first).status).toBe(outlivedFails ? 500 : 201);
+          // Its completion or release matched its own claim only: the retry's claim still holds the key.
+          const meanwhile = await post(JSON.stringify({ name }), key);
+          expect(meanwhile.status).toBe(409);
+          expect(await meanwhile.json()).toMatchObject({ error: { code: 'idempotency_key_in_use' } });
+
+          retry.finish();
+          const retriedResponse = await retried;
+          expect(retriedResponse.status).toBe(201);
+          const retriedBody = await retriedResponse.text();
+          const replay = await post(JSON.stringify({ name }), key);
+          expect(replay.headers.get('idempotent-replayed')).toBe('true');
+          expect(await replay.text()).toBe(retriedBody);
+        } finally {
+          // Held requests let go even when an expectation failed, so the app closes.
+          outlived.finish();
+          retry.finish();
+        }
+      },
+    );
 
     it('forgets a key after 24 hours', async () => {
       const first = await post(JSON.stringify({ name: 'eta' }), { 'idempotency-key': 'k-expiry' });
