@@ -128,6 +128,7 @@ function parkedStreamJson(p: ParkedStream) {
     object: 'parked_stream' as const,
     projection: p.projection,
     stream_id: p.streamId,
+    source_stream_id: p.sourceStreamId,
     event_id: p.eventId,
     revision: p.revision,
     event_type: p.eventType,

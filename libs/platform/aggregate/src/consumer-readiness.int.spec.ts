@@ -3,6 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DatabaseModule } from '@stablepay/database';
 import {
   type BusMessage,
+  AddParkedStreamSource1795449600000,
   CreateParkedStreams1767312000000,
   EVENT_BUS,
   type EventBus,
@@ -58,7 +59,10 @@ describe('/ready and /metrics show a stalled bus consumer', () => {
     @Module({
       imports: [
         HealthModule,
-        DatabaseModule.forRoot({ url: database.url, migrations: [CreateParkedStreams1767312000000] }),
+        DatabaseModule.forRoot({
+          url: database.url,
+          migrations: [CreateParkedStreams1767312000000, AddParkedStreamSource1795449600000],
+        }),
         EventSourcingModule.forRoot({
           createStore: () =>
             createPostgresEventStore({

@@ -16,7 +16,7 @@ import {
   connectCommandServer,
   InProcessBroker,
 } from '@stablepay/commands';
-import { CreateParkedStreams1767312000000 } from '@stablepay/event-bus';
+import { AddParkedStreamSource1795449600000, CreateParkedStreams1767312000000 } from '@stablepay/event-bus';
 import { type Upcaster, UpcasterRegistry, withUpcasters } from '@stablepay/event-store';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
@@ -80,6 +80,7 @@ export function platformRootModule(
         migrations: [
           CreateIdempotencyKeys1763800000000,
           CreateParkedStreams1767312000000,
+          AddParkedStreamSource1795449600000,
           ...services.flatMap((s) => s.migrations ?? []),
         ],
         applicationName: services.map((s) => s.name).join('+'),

@@ -7,6 +7,7 @@ import type { BusMessage } from '../event-bus.port';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
 import { topicForCategory } from '../topics';
 import {
+  AddParkedStreamSource1795449600000,
   CreateParkedStreams1767312000000,
   listParkedStreams,
   ProjectionRegistry,
@@ -79,7 +80,10 @@ describe('ProjectionRunner', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    dataSource = await openDataSource({ url: database.url, migrations: [CreateParkedStreams1767312000000] });
+    dataSource = await openDataSource({
+      url: database.url,
+      migrations: [CreateParkedStreams1767312000000, AddParkedStreamSource1795449600000],
+    });
     await dataSource.query(
       'CREATE TABLE runner_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',
     );

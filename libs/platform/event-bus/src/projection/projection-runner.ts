@@ -77,7 +77,13 @@ export interface ProjectionLogger {
 
 export interface ParkedStream {
   readonly projection: string;
+  /**
+   * What is parked: the stream, or a bus consumer's isolation key within it (e.g. one deposit address on a chain's
+   * observation stream, `chain-eip155:8453:0x…`). The retry route takes it.
+   */
   readonly streamId: string;
+  /** The stream a key parked within it is in (read by its retry); null when `streamId` is the stream itself. */
+  readonly sourceStreamId: string | null;
   readonly eventId: string;
   readonly revision: number;
   readonly eventType: string;
@@ -125,6 +131,23 @@ export class CreateParkedStreams1767312000000 implements MigrationInterface {
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query('DROP TABLE IF EXISTS parked_streams');
+  }
+}
+
+/**
+ * A bus consumer may park a key finer than a stream (ConsumeOptions.isolationKey): `stream_id` is then the key,
+ * and this column the stream it is in. Every existing row parked a whole stream, which is what NULL means, so the
+ * upgrade rewrites nothing (and a process of the previous version keeps reading and writing the table).
+ */
+export class AddParkedStreamSource1795449600000 implements MigrationInterface {
+  name = 'AddParkedStreamSource1795449600000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query('ALTER TABLE parked_streams ADD COLUMN IF NOT EXISTS source_stream_id text');
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query('ALTER TABLE parked_streams DROP COLUMN IF EXISTS source_stream_id');
   }
 }
 
@@ -608,6 +631,7 @@ export async function listParkedStreams(
   const rows: Array<{
     projection: string;
     stream_id: string;
+    source_stream_id: string | null;
     event_id: string;
     revision: number;
     event_type: string;
@@ -623,6 +647,7 @@ export async function listParkedStreams(
   return rows.map((r) => ({
     projection: r.projection,
     streamId: r.stream_id,
+    sourceStreamId: r.source_stream_id,
     eventId: r.event_id,
     revision: r.revision,
     eventType: r.event_type,
