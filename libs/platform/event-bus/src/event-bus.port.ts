@@ -44,6 +44,16 @@ export interface ConsumeOptions {
    */
   readonly isolatesItself?: boolean;
   /**
+   * What the supervised bus parks and holds back as one, when finer than the stream (default: the stream id,
+   * `message.key`): one stream carrying many independent subjects (the chain observation stream: one per chain,
+   * every merchant's payments and subscription managers on it) parks only the failing subject, and the others go on.
+   * Order is kept within a key, not across keys, so every message whose order matters to another must map to the
+   * same key (a retraction to its observation's). A pure function of the message, the same in every member and
+   * version. `undefined`: the message cannot be attributed to a key (e.g. an event published before it carried
+   * what the key is made of): it is handled only while no key of its stream is parked, and waits otherwise.
+   */
+  readonly isolationKey?: (message: BusMessage) => string | undefined;
+  /**
    * Called by an adapter that assigns partitions (Kafka) after each (re)assignment, before this member handles
    * the first message it got by it: a member that took over another's partitions must first learn which streams
    * the other member parked (SupervisedEventBus). Awaited; retried with back-off while it fails.

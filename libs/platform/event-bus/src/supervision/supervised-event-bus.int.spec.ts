@@ -6,6 +6,7 @@ import { createTestDatabase, eventually, type TestDatabase } from '@stablepay/te
 import { makeError } from 'ethers';
 import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
 import {
+  AddParkedStreamSource1795449600000,
   CreateParkedStreams1767312000000,
   listParkedStreams,
   requestParkedStreamRetry,
@@ -137,7 +138,10 @@ describe('SupervisedEventBus', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    dataSource = await openDataSource({ url: database.url, migrations: [CreateParkedStreams1767312000000] });
+    dataSource = await openDataSource({
+      url: database.url,
+      migrations: [CreateParkedStreams1767312000000, AddParkedStreamSource1795449600000],
+    });
     store = await createPostgresEventStore({
       url: database.url,
       poolSize: 3,
@@ -528,6 +532,125 @@ describe('SupervisedEventBus', () => {
     } finally {
       await subscription.stop();
     }
+  });
+
+  describe('with an isolation key finer than the stream (one stream carrying many subjects)', () => {
+    const CHAIN_TOPIC = 'indexer.chain-observation.v1';
+    /** Each message names its subject; `subject: null` stands for a message that cannot be attributed. */
+    const appendSubjects = (stream: string, items: Array<[label: string, subject: string | null]>) =>
+      store.appendToStream(
+        stream,
+        items.map(([l, subject]) => ({
+          id: `${stream}:${l}`,
+          type: 'Observed',
+          data: { label: l, subject },
+        })),
+      );
+    const subjectKey = (m: BusMessage): string | undefined => {
+      const subject = (m.data as { subject: string | null }).subject;
+      return subject === null ? undefined : `${m.key}:${subject}`;
+    };
+
+    it("parks only the failing subject's key: the stream's other subjects go on, and the key's later messages wait and run in order after a retry", async () => {
+      const group = 'test.consumer-key-parking';
+      const stream = 'chain-test:keys';
+      const handled: string[] = [];
+      let refused = true;
+      const subscription = await bus.consume({
+        group,
+        topics: [CHAIN_TOPIC],
+        isolationKey: subjectKey,
+        handler: async (m) => {
+          if (label(m) === 'a-poison' && refused) throw new Error('payment A refuses this observation');
+          handled.push(label(m));
+        },
+      });
+      try {
+        await appendSubjects(stream, [
+          ['a0', 'A'],
+          ['a-poison', 'A'],
+          ['b0', 'B'],
+          ['a2', 'A'],
+          ['b1', 'B'],
+          ['a-retract-poison', 'A'],
+        ]);
+        await subscription.caughtUp();
+        // B, on the same stream after A's poison, is handled; A's later messages wait.
+        expect(handled).toEqual(['a0', 'b0', 'b1']);
+        const [parked, ...others] = await listParkedStreams(dataSource, group);
+        expect(others).toEqual([]);
+        expect(parked).toMatchObject({
+          streamId: `${stream}:A`,
+          sourceStreamId: stream,
+          revision: 1,
+          eventId: `${stream}:a-poison`,
+          waitingRevision: 5,
+        });
+
+        await appendSubjects(stream, [
+          ['b2', 'B'],
+          ['a3', 'A'],
+        ]);
+        await subscription.caughtUp();
+        expect(handled).toEqual(['a0', 'b0', 'b1', 'b2']);
+
+        // Still refused: the key stays parked, nothing of A handled.
+        expect(await bus.consumer(group)?.retry(`${stream}:A`)).toBe('still_parked');
+        expect(handled).toEqual(['a0', 'b0', 'b1', 'b2']);
+
+        refused = false;
+        expect(await bus.consumer(group)?.retry(`${stream}:A`)).toBe('applied');
+        expect(handled).toEqual(['a0', 'b0', 'b1', 'b2', 'a-poison', 'a2', 'a-retract-poison', 'a3']);
+        expect(await listParkedStreams(dataSource, group)).toEqual([]);
+
+        await appendSubjects(stream, [['a4', 'A']]);
+        await subscription.caughtUp();
+        expect(handled.slice(-1)).toEqual(['a4']);
+      } finally {
+        await subscription.stop();
+      }
+    });
+
+    it("holds a message it cannot attribute while a key of its stream is parked (it may be that key's), then handles it and what follows in order", async () => {
+      const group = 'test.consumer-key-unattributed';
+      const stream = 'chain-test:unattributed';
+      const handled: string[] = [];
+      let refused = true;
+      const subscription = await bus.consume({
+        group,
+        topics: [CHAIN_TOPIC],
+        isolationKey: subjectKey,
+        handler: async (m) => {
+          if (m.key !== stream) return;
+          if (label(m) === 'a-poison' && refused) throw new Error('payment A refuses this observation');
+          handled.push(label(m));
+        },
+      });
+      try {
+        await appendSubjects(stream, [
+          ['a-poison', 'A'],
+          ['b0', 'B'],
+          ['unknown', null],
+          ['b1', 'B'],
+        ]);
+        await eventually(
+          async () => bus.health.statuses().find((s) => s.group === group)?.lastError,
+          (e) => e?.includes('UnattributedMessageWaits') === true,
+          'the unattributed message waiting',
+          POLL,
+        );
+        // Its delivery keeps failing on it: neither it nor what follows it is handled.
+        expect(handled).toEqual(['b0']);
+        expect((await listParkedStreams(dataSource, group)).map((p) => p.streamId)).toEqual([`${stream}:A`]);
+
+        refused = false;
+        expect(await bus.consumer(group)?.retry(`${stream}:A`)).toBe('applied');
+        await subscription.caughtUp();
+        expect(handled).toEqual(['b0', 'a-poison', 'unknown', 'b1']);
+      } finally {
+        await subscription.stop();
+      }
+    });
   });
 
   it("shows a group whose subscription never reaches its backlog (catch-up reads failing) as stalled, with a growing lag (a projection's last-lag gauge too)", async () => {

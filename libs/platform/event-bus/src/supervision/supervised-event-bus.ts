@@ -41,6 +41,14 @@ const DEFAULT_ISOLATE_AFTER_FAILURES = 10;
 const DEFAULT_RETRY_POLL_MS = 1_000;
 const DEFAULT_AUTO_RETRY_AFTER_MS = 60_000;
 const AUTO_RETRY_MAX_SECONDS = 1_800;
+/** Events a retry reads per call: a key within a long stream (a chain's observations) reads its stream in pages. */
+const RETRY_PAGE = 500;
+/** A parked row's key and the stream it is in (the key itself when the consumer isolates per stream). */
+const PARKED_KEY = 'stream_id, coalesce(source_stream_id, stream_id) AS source';
+interface ParkedKeyRow {
+  readonly stream_id: string;
+  readonly source: string;
+}
 /**
  * Whether a parked row's retry is due: asked for, or its automatic retry's time came (see dueParameters). The n-th
  * automatic retry (attempts = n) comes the sum of the first n delays after parking, each delay doubling from $2 up
@@ -134,11 +142,12 @@ class SupervisedConsumer {
   private subscription: BusSubscription | undefined;
   private readonly serial = new Mutex();
   /**
-   * The group's streams parked in `parked_streams`, by any member: loaded at start, on each partition assignment
-   * the adapter announces and at every retry poll (always, also when empty: another member may park a stream or an
-   * operator request a retry at any time).
+   * The group's parked keys (`parked_streams.stream_id`: the stream, or the consumer's isolation key within it)
+   * and the stream each one is in, by any member: loaded at start, on each partition assignment the adapter
+   * announces and at every retry poll (always, also when empty: another member may park a stream or an operator
+   * request a retry at any time).
    */
-  private readonly parked = new Set<string>();
+  private readonly parked = new Map<string, string>();
   /**
    * Failed calls in a row per delivery, keyed by the id of its first message: a success of another delivery (another
    * topic's subscription on the store-log bus, which retries independently) does not reset a failing one's count.
@@ -229,9 +238,13 @@ class SupervisedConsumer {
   }
 
   private async handleIsolating(messages: readonly BusMessage[]): Promise<void> {
-    const live = await this.withoutParked(messages);
+    const { live, held } = await this.withoutParked(messages);
     const first = live[0];
-    if (!first) return;
+    if (first) await this.handleLive(live, first);
+    if (held) throw new UnattributedMessageWaits(this.group, held);
+  }
+
+  private async handleLive(live: readonly BusMessage[], first: BusMessage): Promise<void> {
     try {
       await this.call(live);
       for (const message of live) this.failures.delete(message.id);
@@ -251,39 +264,68 @@ class SupervisedConsumer {
     for (const message of live) this.failures.delete(message.id);
   }
 
-  /** Message by message: what fails again is parked (its stream's later messages wait), the rest is handled. */
+  /**
+   * Message by message: what fails again is parked (its key's later messages wait), the rest is handled. The
+   * messages come from withoutParked; one that cannot be attributed to a key waits once a message before it in
+   * this pass parked a key of its stream (the whole delivery is redelivered; what was handled has no second effect).
+   */
   private async isolate(messages: readonly BusMessage[]): Promise<void> {
     for (const message of messages) {
-      if (this.parked.has(message.key) && (await this.markWaiting(message))) continue;
+      const key = this.keyOf(message);
+      if (key === undefined && this.holdsStream(message.key))
+        throw new UnattributedMessageWaits(this.group, message);
+      if (key !== undefined && this.parked.has(key) && (await this.markWaiting(message, key))) continue;
       try {
         await this.call([message]);
       } catch (error) {
-        if (neverParked(error)) throw error;
+        // Unattributed, it cannot be set aside without perhaps passing a message of its key: retried in place.
+        if (key === undefined || neverParked(error)) throw error;
         if (isTransient(error) && !(await this.databaseAnswers())) throw error;
-        await this.park(message, error);
+        await this.park(message, key, error);
       }
     }
   }
-  /** The messages of streams not parked; the others are recorded as waiting behind their parked message. */
-  private async withoutParked(messages: readonly BusMessage[]): Promise<BusMessage[]> {
-    if (this.parked.size === 0) return [...messages];
+
+  /**
+   * The messages of keys not parked; the others are recorded as waiting behind their parked message. A message
+   * the consumer cannot attribute to a key while a key of its stream is parked is `held` (it may belong to that
+   * key): it and everything after it are left for the redelivery, so the stream's order holds.
+   */
+  private async withoutParked(
+    messages: readonly BusMessage[],
+  ): Promise<{ live: BusMessage[]; held?: BusMessage }> {
+    if (this.parked.size === 0) return { live: [...messages] };
     const live: BusMessage[] = [];
     for (const message of messages) {
-      if (this.parked.has(message.key) && (await this.markWaiting(message))) continue;
+      const key = this.keyOf(message);
+      if (key === undefined && this.holdsStream(message.key)) return { live, held: message };
+      if (key !== undefined && this.parked.has(key) && (await this.markWaiting(message, key))) continue;
       live.push(message);
     }
-    return live;
+    return { live };
   }
 
-  /** True when the stream is still parked (the message now waits behind it); false when a retry released it. */
-  private async markWaiting(message: BusMessage): Promise<boolean> {
+  /** The message's isolation key: the consumer's, or its stream. */
+  private keyOf(message: BusMessage): string | undefined {
+    const isolationKey = this.options.isolationKey;
+    return isolationKey ? isolationKey(message) : message.key;
+  }
+
+  /** Whether a key of this stream (or the stream itself) is parked. */
+  private holdsStream(streamId: string): boolean {
+    for (const source of this.parked.values()) if (source === streamId) return true;
+    return false;
+  }
+
+  /** True when the key is still parked (the message now waits behind it); false when a retry released it. */
+  private async markWaiting(message: BusMessage, key: string): Promise<boolean> {
     const result: unknown[] = await this.query(
       `UPDATE parked_streams SET waiting_revision = GREATEST(coalesce(waiting_revision, -1), $3)
         WHERE projection = $1 AND stream_id = $2 RETURNING stream_id`,
-      [this.group, message.key, message.revision],
+      [this.group, key, message.revision],
     );
     if (affectedRows(result) === 0) {
-      this.parked.delete(message.key);
+      this.parked.delete(key);
       this.countParked();
       return false;
     }
@@ -291,23 +333,32 @@ class SupervisedConsumer {
     return true;
   }
 
-  private async park(message: BusMessage, error: unknown): Promise<void> {
+  private async park(message: BusMessage, key: string, error: unknown): Promise<void> {
     const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     // A row another member left (or an earlier run) holds an older message: this one waits behind it.
     await this.query(
-      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
-       VALUES ($1, $2, $3, $4, $5, $6)
+      `INSERT INTO parked_streams (projection, stream_id, source_stream_id, event_id, revision, event_type, error)
+       VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (projection, stream_id) DO UPDATE
          SET waiting_revision = GREATEST(coalesce(parked_streams.waiting_revision, -1), EXCLUDED.revision)`,
-      [this.group, message.key, message.id, message.revision, message.type, reason],
+      [
+        this.group,
+        key,
+        key === message.key ? null : message.key,
+        message.id,
+        message.revision,
+        message.type,
+        reason,
+      ],
     );
-    this.parked.add(message.key);
+    this.parked.set(key, message.key);
     this.countParked();
     consumerMetrics.messages.inc({ group: this.group, outcome: 'parked' });
     this.deps.logger.error({
       msg: 'consumer parked a stream: a message keeps failing; the stream waits for a retry, every other stream goes on',
       group: this.group,
-      streamId: message.key,
+      streamId: key,
+      ...(key === message.key ? {} : { sourceStreamId: message.key }),
       eventId: message.id,
       revision: message.revision,
       type: message.type,
@@ -325,11 +376,11 @@ class SupervisedConsumer {
     try {
       const due = await this.serial.run(async () => {
         if (this.stopped) return [];
-        const rows: Array<{ stream_id: string; due: boolean }> = await this.query(
-          `SELECT stream_id, ${RETRY_DUE} AS due FROM parked_streams WHERE projection = $1 ORDER BY parked_at`,
+        const rows: Array<ParkedKeyRow & { due: boolean }> = await this.query(
+          `SELECT ${PARKED_KEY}, ${RETRY_DUE} AS due FROM parked_streams WHERE projection = $1 ORDER BY parked_at`,
           this.dueParameters(),
         );
-        this.replaceParked(rows.map((r) => r.stream_id));
+        this.replaceParked(rows);
         return rows.filter((r) => r.due).map((r) => r.stream_id);
       });
       for (const streamId of due) {
@@ -397,8 +448,9 @@ class SupervisedConsumer {
     let from: number | undefined;
     let started: Date | undefined;
     for (;;) {
-      const rows: Array<{ revision: number; now: Date }> = await this.query(
-        'SELECT revision, clock_timestamp() AS now FROM parked_streams WHERE projection = $1 AND stream_id = $2',
+      const rows: Array<{ revision: number; source: string; now: Date }> = await this.query(
+        `SELECT revision, coalesce(source_stream_id, stream_id) AS source, clock_timestamp() AS now
+           FROM parked_streams WHERE projection = $1 AND stream_id = $2`,
         [this.group, streamId],
       );
       const row = rows[0];
@@ -409,40 +461,36 @@ class SupervisedConsumer {
         return 'not_parked';
       }
       const start = from ?? row.revision;
-      const messages = (await store.readStream(streamId, { fromRevision: start })).map(toBusMessage);
-      for (const message of messages) {
-        // Stopping: the stream stays parked; what this retry handled comes again with the next one (idempotent).
-        if (this.stopped) return 'still_parked';
-        try {
-          await this.call([message]);
-        } catch (error) {
-          const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-          await this.query(
-            `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
-                    attempts = attempts + 1,
-                    retry_requested_at = CASE WHEN retry_requested_at <= $7 THEN NULL ELSE retry_requested_at END
-              WHERE projection = $1 AND stream_id = $2`,
-            [
-              this.group,
-              streamId,
-              message.id,
-              message.revision,
-              message.type,
-              reason,
-              started ?? new Date(0),
-            ],
-          );
-          this.deps.logger.warn({
-            msg: 'retried parked stream still fails; it stays parked',
-            group: this.group,
-            streamId,
-            eventId: message.id,
-            error: reason,
-          });
-          return 'still_parked';
+      // The stream's messages of this key, from the parked one on; a key within a long stream (a chain's) is read
+      // page by page. Other keys' messages are theirs (handled live, or parked under their own key).
+      let newest = start - 1;
+      let handled = 0;
+      let unattributed = false;
+      reading: for (;;) {
+        const page = await store.readStream(row.source, { fromRevision: newest + 1, maxCount: RETRY_PAGE });
+        for (const message of page.map(toBusMessage)) {
+          // Stopping: the stream stays parked; what this retry handled comes again with the next one (idempotent).
+          if (this.stopped) return 'still_parked';
+          const key = this.keyOf(message);
+          if (key === undefined) {
+            // It may belong to this key, and the live path holds it (and everything after it) while this key is
+            // parked: the retry goes up to it, the release lets the live path handle it and what follows in order.
+            unattributed = true;
+            break reading;
+          }
+          if (key === streamId) {
+            try {
+              await this.call([message]);
+            } catch (error) {
+              await this.stillFails(streamId, message, error, started);
+              return 'still_parked';
+            }
+            handled++;
+          }
+          newest = message.revision;
         }
+        if (page.length < RETRY_PAGE) break;
       }
-      const newest = messages[messages.length - 1]?.revision ?? start - 1;
       const released: unknown[] = await this.query(
         `DELETE FROM parked_streams
           WHERE projection = $1 AND stream_id = $2 AND coalesce(waiting_revision, -1) <= $3 RETURNING stream_id`,
@@ -451,12 +499,46 @@ class SupervisedConsumer {
       if (affectedRows(released) > 0) {
         this.parked.delete(streamId);
         this.countParked();
-        consumerMetrics.messages.inc({ group: this.group, outcome: 'released' }, messages.length);
+        consumerMetrics.messages.inc({ group: this.group, outcome: 'released' }, handled);
         this.deps.logger.log({ msg: 'parked stream released', group: this.group, streamId });
         return 'applied';
       }
+      if (unattributed) {
+        // A later message of this key waits although the live path stopped before it: not expected; kept parked
+        // (told) rather than handled out of order.
+        this.deps.logger.warn({
+          msg: 'retried parked stream has later messages waiting behind a message of its stream it cannot attribute; it stays parked',
+          group: this.group,
+          streamId,
+        });
+        return 'still_parked';
+      }
       from = newest + 1;
     }
+  }
+
+  /** Records the retry's failure on the row (the next automatic retry's delay grows; older requests are done). */
+  private async stillFails(
+    streamId: string,
+    message: BusMessage,
+    error: unknown,
+    started: Date | undefined,
+  ): Promise<void> {
+    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    await this.query(
+      `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
+              attempts = attempts + 1,
+              retry_requested_at = CASE WHEN retry_requested_at <= $7 THEN NULL ELSE retry_requested_at END
+        WHERE projection = $1 AND stream_id = $2`,
+      [this.group, streamId, message.id, message.revision, message.type, reason, started ?? new Date(0)],
+    );
+    this.deps.logger.warn({
+      msg: 'retried parked stream still fails; it stays parked',
+      group: this.group,
+      streamId,
+      eventId: message.id,
+      error: reason,
+    });
   }
 
   /**
@@ -508,17 +590,17 @@ class SupervisedConsumer {
   }
 
   private async refreshParked(): Promise<void> {
-    const rows: Array<{ stream_id: string }> = await this.query(
-      'SELECT stream_id FROM parked_streams WHERE projection = $1',
+    const rows: ParkedKeyRow[] = await this.query(
+      `SELECT ${PARKED_KEY} FROM parked_streams WHERE projection = $1`,
       [this.group],
     );
-    this.replaceParked(rows.map((r) => r.stream_id));
+    this.replaceParked(rows);
   }
 
   /** Called inside the queue only, so a stream parked by a live delivery is never dropped by a stale read. */
-  private replaceParked(streamIds: readonly string[]): void {
+  private replaceParked(rows: readonly ParkedKeyRow[]): void {
     this.parked.clear();
-    for (const streamId of streamIds) this.parked.add(streamId);
+    for (const row of rows) this.parked.set(row.stream_id, row.source);
     this.countParked();
   }
   private countParked(): void {
@@ -538,6 +620,23 @@ class SupervisedConsumer {
     const dataSource = this.deps.dataSource;
     if (!dataSource) throw new Error(`consumer ${this.group}: parking needs the database`);
     return dataSource.query(sql, parameters) as Promise<T>;
+  }
+}
+
+/**
+ * A message the consumer cannot attribute to an isolation key while a key of its stream is parked: it may belong
+ * to that key, so it (and its stream after it) waits until the stream has no parked key. Retried, never parked;
+ * the group shows as stalled while it lasts (the supervised bus never reorders a key it cannot tell apart).
+ */
+class UnattributedMessageWaits extends Error {
+  readonly retryable = true;
+
+  constructor(group: string, message: BusMessage) {
+    super(
+      `consumer ${group}: message ${message.id} (${message.type}) of ${message.key} names no isolation key and a ` +
+        'key of its stream is parked: it waits until that key is released',
+    );
+    this.name = 'UnattributedMessageWaits';
   }
 }
 
