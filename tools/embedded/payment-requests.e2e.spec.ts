@@ -1,5 +1,5 @@
 import { PaymentCommands } from '@stablepay/payments-service';
-import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { createTestDatabase, requestWithRawHeaders, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
 /**
@@ -187,6 +187,52 @@ describe('the alternate payment-request surface (x-api-key, /payment-requests)',
     const configure = await pr('POST', `/payments/configure/${id}`, { chain: BASE, token: 'USDC' }, otherKey);
     expect(configure.status).toBe(404);
     expect((await pr('GET', `/payments/${id}`)).body['chain']).toBeNull();
+  });
+
+  it('refuses ambiguous credentials with 401 on this surface and the operator API, creating nothing', async () => {
+    const url = `${stack.url}/payment-requests/payments/new`;
+    const body = { amount: '1000000', currency: 'USD' };
+    const refused = (message: RegExp) => ({
+      status: 401,
+      body: {
+        error: expect.objectContaining({
+          type: 'authentication_error',
+          code: 'invalid_api_key',
+          message: expect.stringMatching(message),
+        }),
+      },
+    });
+    const payments = async () =>
+      (await call('GET', '/payments?limit=100', undefined, { authorization: `Bearer ${key}` })).body['data'];
+    const before = await payments();
+    expect(await requestWithRawHeaders(url, 'POST', ['X-API-Key', key, 'X-API-Key', otherKey], body)).toEqual(
+      refused(/more than one x-api-key header/),
+    );
+    expect(
+      await requestWithRawHeaders(
+        url,
+        'POST',
+        ['X-API-Key', key, 'Authorization', `Bearer ${otherKey}`],
+        body,
+      ),
+    ).toEqual(refused(/different credentials/));
+    expect(
+      await requestWithRawHeaders(`${stack.url}/admin/parked-streams`, 'GET', [
+        'Authorization',
+        `Bearer ${ADMIN_TOKEN}`,
+        'Authorization',
+        `Bearer ${ADMIN_TOKEN}`,
+      ]),
+    ).toEqual(refused(/more than one Authorization header/));
+    expect(await payments()).toEqual(before);
+    // One key sent in both headers is one key.
+    const same = await requestWithRawHeaders(
+      url,
+      'POST',
+      ['X-API-Key', key, 'Authorization', `Bearer ${key}`],
+      body,
+    );
+    expect(same.status).toBe(201);
   });
 
   it('answers the older listing subscription paths with 410 pointing to subscription checkouts', async () => {

@@ -24,7 +24,7 @@ import {
   SupervisedEventBus,
 } from '@stablepay/event-bus';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { Public, unauthenticated } from '@stablepay/http';
+import { ambiguousCredentials, Public, unauthenticated } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
 import { MERCHANTS_ADMIN_TOKEN, MERCHANTS_USE_CASES, type MerchantsUseCases } from './merchants.port';
 import { CreateMerchantDto } from './settings.dto';
@@ -44,7 +44,10 @@ export class AdminTokenGuard implements CanActivate {
         message: 'Unrecognized request URL.',
       });
     }
-    const header = context.switchToHttp().getRequest<FastifyRequest>().headers['authorization'] ?? '';
+    const request = context.switchToHttp().getRequest<FastifyRequest>();
+    const ambiguous = ambiguousCredentials(request.raw);
+    if (ambiguous) throw unauthenticated(ambiguous);
+    const header = request.headers['authorization'] ?? '';
     const given = /^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? '';
     const digest = (s: string) => createHash('sha256').update(s).digest();
     if (!timingSafeEqual(digest(given), digest(token))) throw unauthenticated('Invalid admin token.');

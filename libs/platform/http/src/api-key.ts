@@ -42,17 +42,51 @@ export function presentedKeyHash(request: object, key: string): string {
   return hash;
 }
 
+/** The bearer token of an `Authorization` value, as the guards read it. */
+const bearerToken = (authorization: string): string | undefined =>
+  /^Bearer\s+(\S+)$/i.exec(authorization)?.[1];
+
 /**
  * The API keys a request presents: `Authorization: Bearer` (the main surface) and `x-api-key` (the payment-request
  * surface, SPEC Authentication 5), as each guard reads them; one key sent in both headers is one key.
  */
 export function presentedApiKeys(headers: Record<string, string | string[] | undefined>): string[] {
   const authorization = headers['authorization'];
-  const bearer = typeof authorization === 'string' ? /^Bearer\s+(\S+)$/i.exec(authorization)?.[1] : undefined;
+  const bearer = typeof authorization === 'string' ? bearerToken(authorization) : undefined;
   const xApiKey = headers['x-api-key'];
   const other = typeof xApiKey === 'string' ? xApiKey.trim() : undefined;
   if (!bearer) return other ? [other] : [];
   return other && other !== bearer ? [bearer, other] : [bearer];
+}
+
+/**
+ * Why the credentials of a request are ambiguous, or null: an `Authorization` or `x-api-key` header sent more than
+ * once, or both headers naming different keys. Node keeps only the first `Authorization` of a request and joins
+ * repeated `x-api-key` values, so which key a request meant would depend on header order and proxies; it is
+ * refused (401, before any key is looked up) instead of served as whichever key came first. `rawHeaders` holds every
+ * header as sent.
+ */
+export function ambiguousCredentials(raw: { readonly rawHeaders: readonly string[] }): string | null {
+  let authorization: string | undefined;
+  let xApiKey: string | undefined;
+  const headers = raw.rawHeaders;
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = (headers[i] as string).toLowerCase();
+    const value = headers[i + 1] as string;
+    if (name === 'authorization') {
+      if (authorization !== undefined)
+        return 'The request has more than one Authorization header. Send one API key, once.';
+      authorization = value;
+    } else if (name === 'x-api-key') {
+      if (xApiKey !== undefined)
+        return 'The request has more than one x-api-key header. Send one API key, once.';
+      xApiKey = value;
+    }
+  }
+  const other = xApiKey?.trim();
+  if (authorization?.trim() && other && bearerToken(authorization) !== other)
+    return 'The Authorization and x-api-key headers carry different credentials. Send one API key.';
+  return null;
 }
 
 /** Constant-time comparison of two hex digests. */

@@ -10,7 +10,7 @@ import { Reflector } from '@nestjs/core';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError, notFound } from '@stablepay/util';
 import type { Mode } from '@stablepay/event-store';
-import { parseApiKey, presentedKeyHash, sameDigest } from './api-key';
+import { ambiguousCredentials, parseApiKey, presentedKeyHash, sameDigest } from './api-key';
 import { admitKeyLookup } from './rate-limits';
 
 export interface AuthenticatedMerchant {
@@ -76,6 +76,8 @@ export class ApiKeyGuard implements CanActivate {
     ]);
     if (isPublic) return true;
     const request = context.switchToHttp().getRequest<RequestWithMerchant>();
+    const ambiguous = ambiguousCredentials(request.raw);
+    if (ambiguous) throw unauthenticated(ambiguous);
     const header = request.headers['authorization'];
     if (!header)
       throw unauthenticated('No API key provided. Send it as "Authorization: Bearer sk_test_...".');

@@ -9,6 +9,7 @@ import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './au
 import { HealthModule, ReadinessRegistry } from './health';
 import { createHttpApp, drainHttpApp, type HttpAppOptions } from './http-app';
 import { register } from 'prom-client';
+import { requestWithRawHeaders } from '@stablepay/testing';
 import { DEFAULT_RATE_LIMITS, presentedKeyBudgets, type RateLimits, sourceBudget } from './rate-limits';
 
 const KEY = 'sk_test_' + 'h'.repeat(32);
@@ -489,6 +490,65 @@ describe('per-key rate limit on either credential header', () => {
     expect(budgets({ authorization: `Bearer ${KEY}`, 'x-api-key': OTHER_KEY })).toHaveLength(2);
     expect(budgets({ authorization: 'Basic abc', 'x-api-key': '' })).toEqual([]);
     expect(bearer).not.toContain(KEY);
+  });
+});
+
+/** GET /notes with these headers as sent, a repeated one included (`requestWithRawHeaders`). */
+async function getNotesWithHeaders(base: string, headers: string[]) {
+  const { status, body } = await requestWithRawHeaders(`${base}/notes`, 'GET', headers);
+  return { status, error: body['error'] };
+}
+
+describe('ambiguous credentials (a repeated credential header, or two headers naming different keys)', () => {
+  const server = serveWithLimits({});
+  const get = (...headers: string[]) => getNotesWithHeaders(server.base, headers);
+  const refused = (message: RegExp) => ({
+    status: 401,
+    error: expect.objectContaining({
+      type: 'authentication_error',
+      code: 'invalid_api_key',
+      message: expect.stringMatching(message),
+    }),
+  });
+
+  it('refuses a repeated Authorization header with 401, even naming one valid key twice, looking no key up', async () => {
+    const before = lookups;
+    const twice = refused(/more than one Authorization header/);
+    expect(await get('Authorization', `Bearer ${KEY}`, 'Authorization', `Bearer ${KEY}`)).toEqual(twice);
+    expect(await get('Authorization', `Bearer ${KEY}`, 'authorization', `Bearer ${OTHER_KEY}`)).toEqual(
+      twice,
+    );
+    expect(await get('Authorization', 'Bearer sk_test_nokey', 'Authorization', `Bearer ${KEY}`)).toEqual(
+      twice,
+    );
+    expect(lookups).toBe(before);
+  });
+
+  it('refuses Authorization and x-api-key naming different keys, or x-api-key sent twice; one key in both is served', async () => {
+    const before = lookups;
+    expect(await get('Authorization', `Bearer ${KEY}`, 'X-API-Key', OTHER_KEY)).toEqual(
+      refused(/Authorization and x-api-key headers carry different credentials/),
+    );
+    expect(await get('Authorization', `Bearer ${KEY}`, 'x-api-key', KEY, 'X-Api-Key', KEY)).toEqual(
+      refused(/more than one x-api-key header/),
+    );
+    expect(lookups).toBe(before);
+    expect((await get('Authorization', `Bearer ${KEY}`, 'x-api-key', ` ${KEY}`)).status).toBe(200);
+  });
+});
+
+describe('ambiguous credentials and the failed-authentication budget', () => {
+  const server = serveWithLimits({ perKeyPerSecond: 0, perSourcePerSecond: 0, authFailuresPerMinute: 3 });
+  const get = (...headers: string[]) => getNotesWithHeaders(server.base, headers);
+
+  it('counts each refusal as a failed authentication: past the budget 429, yet a key in use is still served', async () => {
+    expect((await get('Authorization', `Bearer ${KEY}`)).status).toBe(200);
+    const statuses: number[] = [];
+    for (const guess of ['a', 'b', 'c', 'd'].map((c) => `sk_test_${c.repeat(32)}`))
+      statuses.push((await get('Authorization', `Bearer ${KEY}`, 'Authorization', `Bearer ${guess}`)).status);
+    expect(statuses).toEqual([401, 401, 401, 429]);
+    expect((await get('Authorization', `Bearer ${KEY}`, 'x-api-key', OTHER_KEY)).status).toBe(429);
+    expect((await get('Authorization', `Bearer ${KEY}`)).status).toBe(200);
   });
 });
 

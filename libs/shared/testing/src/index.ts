@@ -2,3 +2,4 @@ export * from './free-port';
 export { startPgliteServer, workspaceRoot, type PgliteServer } from '@stablepay/node-util';
 export * from './test-database';
 export * from './eventually';
+export * from './raw-headers';

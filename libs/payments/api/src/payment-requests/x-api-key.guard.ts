@@ -2,6 +2,7 @@ import { type CanActivate, type ExecutionContext, Inject, Injectable } from '@ne
 import { ModuleRef } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
 import {
+  ambiguousCredentials,
   API_KEY_RESOLVER,
   type ApiKeyResolver,
   authenticateApiKey,
@@ -22,6 +23,8 @@ export class XApiKeyGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<FastifyRequest>();
+    const ambiguous = ambiguousCredentials(request.raw);
+    if (ambiguous) throw unauthenticated(ambiguous);
     const raw = request.headers['x-api-key'];
     if (raw === undefined)
       throw unauthenticated('No API key provided. Send it as "x-api-key: sk_test_..." on this surface.');
