@@ -264,13 +264,18 @@ export class WebhookEventStore {
     if (request.limit <= 0) return [];
     const busyMerchants = [...request.busy.keys()];
     const busyCounts = busyMerchants.map((m) => request.busy.get(m) ?? 0);
+    // The skip-scan orders by the due index's full key: only that index gives this order, so the plan cannot walk
+    // (merchant_id, seq) instead, past every delivered event of each merchant, when the statistics were taken
+    // while most rows were due (after a backlog) and make both indexes look alike.
     return rowsOf<ClaimedEventRow>(
       await this.dataSource.query(
         `WITH RECURSIVE scheduled AS (
-           (SELECT e.merchant_id FROM webhook_events e WHERE e.due_at IS NOT NULL ORDER BY e.merchant_id LIMIT 1)
+           (SELECT e.merchant_id FROM webhook_events e WHERE e.due_at IS NOT NULL
+            ORDER BY e.merchant_id, e.due_at, e.seq LIMIT 1)
            UNION ALL
            SELECT (SELECT e.merchant_id FROM webhook_events e
-                   WHERE e.due_at IS NOT NULL AND e.merchant_id > s.merchant_id ORDER BY e.merchant_id LIMIT 1)
+                   WHERE e.due_at IS NOT NULL AND e.merchant_id > s.merchant_id
+                   ORDER BY e.merchant_id, e.due_at, e.seq LIMIT 1)
            FROM scheduled s WHERE s.merchant_id IS NOT NULL
          ), busy AS (
            SELECT * FROM unnest($3::text[], $4::integer[]) AS b(merchant_id, n)
