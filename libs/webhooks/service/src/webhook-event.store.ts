@@ -43,13 +43,27 @@ export interface WebhookEventRow {
   recorded_at: Date;
 }
 
+/** The delivery state's columns (`stateOf`). */
+type StateColumns = Pick<
+  WebhookEventRow,
+  | 'delivery_status'
+  | 'attempt_count'
+  | 'scheduled_attempts'
+  | 'next_attempt_at'
+  | 'redelivery_requested_at'
+  | 'last_attempt_at'
+  | 'last_response_status'
+  | 'last_error'
+  | 'delivered_at'
+>;
+
 /**
  * A claimed row: what the dispatcher reads of an event to attempt it, and no more (node-postgres parses every
  * column it is sent; a claim returns thousands of rows while a backlog drains). `data_json` is the jsonb column's
  * text, sent inside the envelope as it is (`serializeRecordedEnvelope`) and parsed only where a source needs the
  * event (`recordedEventOf`).
  */
-export interface ClaimedEventRow extends Pick<
+export type ClaimedEventRow = Pick<
   WebhookEventRow,
   | 'id'
   | 'merchant_id'
@@ -61,18 +75,8 @@ export interface ClaimedEventRow extends Pick<
   | 'source_stream'
   | 'source_revision'
   | 'read_model_confirmed'
-  | 'delivery_status'
-  | 'attempt_count'
-  | 'scheduled_attempts'
-  | 'next_attempt_at'
-  | 'redelivery_requested_at'
-  | 'last_attempt_at'
-  | 'last_response_status'
-  | 'last_error'
-  | 'delivered_at'
-> {
-  readonly data_json: string;
-}
+> &
+  StateColumns & { readonly data_json: string };
 
 /** The columns of a ClaimedEventRow, as the claim returns them. */
 const CLAIMED_COLUMNS = `e.id, e.merchant_id, e.type, e.created_at, e.data::text AS data_json, e.source, e.source_topic,
@@ -136,19 +140,6 @@ function rowsOf<T>(result: unknown): T[] {
     return result[0] as T[];
   return Array.isArray(result) ? (result as T[]) : [];
 }
-
-type StateColumns = Pick<
-  WebhookEventRow,
-  | 'delivery_status'
-  | 'attempt_count'
-  | 'scheduled_attempts'
-  | 'next_attempt_at'
-  | 'redelivery_requested_at'
-  | 'last_attempt_at'
-  | 'last_response_status'
-  | 'last_error'
-  | 'delivered_at'
->;
 
 export function stateOf(row: StateColumns): DeliveryState {
   return {
