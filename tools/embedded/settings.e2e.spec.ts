@@ -117,6 +117,12 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(res.body).toMatchObject({ error: { type: 'validation_error', param: 'mode' } });
       const bad = await newMerchant('x', 'test', 'barter');
       expect(bad.body).toMatchObject({ error: { type: 'validation_error', param: 'settlement_mode' } });
+      // A name payers would see as nothing, or read reordered by a bidi override.
+      for (const name of ['\u202E', '\u200B\uFEFF', ' \u3000 ', 'Acme\u202Emoc.lapyap']) {
+        expect((await newMerchant(name)).body).toMatchObject({
+          error: { type: 'validation_error', param: 'name' },
+        });
+      }
     });
   });
 
@@ -286,6 +292,11 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       ['blank', '  '],
       ['too long', 'd'.repeat(101)],
       ['with a NUL', 'a\u0000b'],
+      ['a right-to-left override alone', '\u202E'],
+      ['zero-width characters and a BOM only', '\u200B\u200C\uFEFF'],
+      ['a no-break space and a Hangul filler only', '\u00A0\u3164'],
+      ['holding a right-to-left override', 'Acme\u202Emoc.elgoog'],
+      ['holding a bidi isolate', '\u2066Acme\u2069'],
     ])('refuses display_name %s with 400 param display_name; settings stay writable', async (_l, value) => {
       const res = await api('PATCH', '/settings', { display_name: value });
       expect(res.status).toBe(400);

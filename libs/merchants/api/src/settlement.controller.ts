@@ -1,7 +1,7 @@
 import { Body, Controller, Get, Inject, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
 import type { FiatSettlementDetails } from '@stablepay/merchants-domain';
-import { invalidRequest, validationError } from '@stablepay/util';
+import { invalidRequest, requireDisplayText, validationError } from '@stablepay/util';
 import { MERCHANTS_USE_CASES, type MerchantsUseCases, type SettlementInput } from './merchants.port';
 
 /** Wire name -> domain name of each fiat settlement field. */
@@ -20,7 +20,13 @@ const PRINTABLE_NAME = /^(?=.*\S)[^\p{Cc}]{1,140}$/u;
 
 const FIELD_RULES: Record<
   WireField,
-  { pattern: RegExp; describe: string; normalize?: (v: string) => string }
+  {
+    pattern: RegExp;
+    describe: string;
+    normalize?: (v: string) => string;
+    /** Read by people (the bank, the merchant): also held to `requireDisplayText`. */
+    displayed?: true;
+  }
 > = {
   currency: {
     pattern: /^[A-Za-z]{3}$/,
@@ -30,8 +36,13 @@ const FIELD_RULES: Record<
   beneficiary_name: {
     pattern: PRINTABLE_NAME,
     describe: 'the account holder name, 1 to 140 printable characters',
+    displayed: true,
   },
-  bank_name: { pattern: PRINTABLE_NAME, describe: 'the bank name, 1 to 140 printable characters' },
+  bank_name: {
+    pattern: PRINTABLE_NAME,
+    describe: 'the bank name, 1 to 140 printable characters',
+    displayed: true,
+  },
   account_number: {
     pattern: /^[A-Za-z0-9]{4,64}$/,
     describe: 'the account number (IBAN, CBU/CVU, CLABE or local), 4 to 64 letters and digits without spaces',
@@ -104,6 +115,7 @@ export function parseSettlementBody(body: unknown): SettlementInput {
       }
       if (typeof value !== 'string' || !rule.pattern.test(value))
         throw validationError(param, `${param} must be ${rule.describe}, or null to unset it.`);
+      if (rule.displayed) requireDisplayText(param, value);
       patch[FIAT_FIELDS[wire]] = rule.normalize ? rule.normalize(value) : value.trim();
     }
     out.fiat = patch;

@@ -1,4 +1,4 @@
-import { validationError } from '@stablepay/util';
+import { requireDisplayText, validationError } from '@stablepay/util';
 import type { FiatSettlementDetails } from './merchant.events';
 
 /** SPEC Settings > Branding: exactly `#` and 6 hex digits; shorthand such as `#fff` is rejected. */
@@ -80,7 +80,9 @@ export function requireName(param: string, value: unknown): string {
       `${param} must be text of 1 to ${MAX_NAME_LENGTH} characters, not blank, without control characters.`,
     );
   }
-  return value;
+  // Shown to payers on the hosted pages: a name of invisible characters, or one a bidi override makes read as
+  // another, would let a merchant pass for someone else.
+  return requireDisplayText(param, value);
 }
 
 const ZERO_ADDRESS = /^0x0{40}$/;

@@ -8,3 +8,4 @@ export * from './secret-box';
 export * from './read-your-writes';
 export * from './invalidated-cache';
 export * from './request-fields';
+export * from './display-text';

@@ -5,6 +5,8 @@ import {
   MINUTE,
   REQUEST_FIELD_LIMITS,
   isAmountString,
+  parseMetadata,
+  requireDisplayText,
   validationError,
 } from '@stablepay/util';
 
@@ -90,7 +92,21 @@ export function parseExternalCustomerId(value: unknown): string | null {
       `external_customer_id must be a string of 1 to ${max} characters.`,
     );
   }
-  return value;
+  // The merchant's reference for a person, read back in dashboards and support: held to the display-text rule.
+  return requireDisplayText('external_customer_id', value);
+}
+
+/** SPEC Subscription checkouts 6: the metadata keys the hosted subscribe page renders to the payer. */
+export const RENDERED_METADATA_KEYS = ['plan_name', 'plan_description'] as const;
+
+/** `parseMetadata`, with the values the hosted subscribe page renders held to the display-text rule. */
+export function parseSubscriptionCheckoutMetadata(value: unknown): Record<string, string> {
+  const metadata = parseMetadata(value);
+  for (const key of RENDERED_METADATA_KEYS) {
+    const text = metadata[key];
+    if (text !== undefined) requireDisplayText(`metadata.${key}`, text);
+  }
+  return metadata;
 }
 
 /**

@@ -3,9 +3,9 @@ import {
   parseCurrency,
   parseExternalCustomerId,
   parseIntegerInRange,
-  parseMetadata,
   parsePositiveAmount,
   parseRedirectUrl,
+  parseSubscriptionCheckoutMetadata,
   parseSupportedChains,
   SUBSCRIPTION_CHECKOUT_LIMITS as LIMITS,
 } from './rules';
@@ -386,7 +386,7 @@ function validateCreate(
     input.supported_chains,
     command.context.availableChains.map((c) => c.caip2),
   );
-  const metadata = parseMetadata(input.metadata);
+  const metadata = parseSubscriptionCheckoutMetadata(input.metadata);
   const externalCustomerId = parseExternalCustomerId(input.external_customer_id);
   const successUrl = parseRedirectUrl(input.success_url, 'success_url');
   const cancelUrl = parseRedirectUrl(input.cancel_url, 'cancel_url');

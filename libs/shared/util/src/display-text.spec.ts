@@ -1,0 +1,49 @@
+import { displayTextFault, requireDisplayText } from './display-text';
+
+describe('display text', () => {
+  it.each([
+    ['empty', ''],
+    ['spaces and a tab', ' \t '],
+    ['a right-to-left override', '\u202E'],
+    ['isolates and embeddings', '\u2066\u2067\u2068\u2069\u202A\u202B\u202C\u202D'],
+    ['zero-width characters', '\u200B\u200C\u200D\u2060'],
+    ['a lone BOM', '\uFEFF'],
+    ['bidi marks', '\u200E\u200F\u061C'],
+    ['no-break and ideographic spaces', '\u00A0\u3000\u2007'],
+    ['a Hangul filler', '\u3164'],
+    ['a blank Braille pattern', '\u2800\u2800'],
+    ['variation selectors and a tag character', '\uFE0F\u{E0041}'],
+    ['a soft hyphen', '\u00AD'],
+  ])('refuses %s as having no visible character', (_name, value) => {
+    expect(displayTextFault(value)).toMatch(/visible character/);
+  });
+
+  it.each([
+    ['an override inside a name', 'Acme\u202Emoc.live', '202E'],
+    ['an embedding', 'A\u202Ab', '202A'],
+    ['an isolate', '\u2067Shop\u2069', '2067'],
+  ])('refuses %s, naming the character', (_name, value, code) => {
+    expect(displayTextFault(value)).toContain(`U+${code}`);
+  });
+
+  it.each([
+    ['Latin', 'Acme Coffee'],
+    ['Hebrew with a right-to-left mark', 'חנות הקפה\u200F'],
+    ['Arabic', 'متجر'],
+    ['an emoji with a joiner', '\u{1F469}\u200D\u{1F4BB} Studio'],
+    ['a single character', 'x'],
+  ])('accepts %s', (_name, value) => {
+    expect(displayTextFault(value)).toBeNull();
+    expect(requireDisplayText('name', value)).toBe(value);
+  });
+
+  it('refuses with a 400 validation_error naming the param', () => {
+    let thrown: unknown;
+    try {
+      requireDisplayText('display_name', '\u200B');
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toMatchObject({ status: 400, type: 'validation_error', param: 'display_name' });
+  });
+});

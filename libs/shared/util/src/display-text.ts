@@ -1,0 +1,40 @@
+import { validationError } from './errors';
+
+/**
+ * Characters that show nothing by themselves: white space, the default-ignorable code points (zero-width space and
+ * joiners, word joiner, bidi marks and controls, a BOM, variation selectors, tag characters, Hangul fillers), other
+ * format and control characters, and the blank Braille pattern (U+2800, the usual "empty name" trick).
+ */
+const INVISIBLE_ONLY = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cc}\p{Cf}\p{Z}\u2800]*$/u;
+
+/**
+ * Bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder how the text around them
+ * reads, so "Acme\u202Emoc.evil" shows as another name (the Trojan Source trick). The bidi marks U+200E, U+200F and
+ * U+061C stay allowed: they change only how neutral characters next to them lean, which names mixing scripts need.
+ */
+const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069]/u;
+
+/**
+ * Why `value` is not fit to show a person (a payer on a hosted page, a merchant in a dashboard), or null: it has no
+ * visible character, or it holds a bidi control. Length and control characters are each caller's own rule.
+ */
+export function displayTextFault(value: string): string | null {
+  if (INVISIBLE_ONLY.test(value))
+    return 'must contain a visible character, not only spaces or invisible characters';
+  const bidi = BIDI_CONTROL.exec(value)?.[0];
+  if (bidi !== undefined) {
+    const code = bidi.codePointAt(0)?.toString(16).toUpperCase().padStart(4, '0');
+    return `must not contain bidirectional control characters (U+${code} found): they reorder how the text reads`;
+  }
+  return null;
+}
+
+/**
+ * `value` when it is fit to show a person (`displayTextFault`), else 400 validation_error naming `param`: the one rule
+ * every human-facing string of the API goes through (names, display names, references, plan texts).
+ */
+export function requireDisplayText(param: string, value: string): string {
+  const fault = displayTextFault(value);
+  if (fault !== null) throw validationError(param, `${param} ${fault}.`);
+  return value;
+}
