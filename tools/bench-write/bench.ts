@@ -12,11 +12,15 @@
  * clients) comes from a child process (load-client.ts), so this process is the server alone and both sides of
  * the ratio are driven the same way. BENCH_IDEMPOTENCY=1 sends an Idempotency-Key of its own with every POST (as
  * Stripe's client libraries do). Figures: docs/benchmarks.md. Without DATABASE_URL the stack runs on a
- * private PGlite (the floor is then PGlite's).
+ * private PGlite (the floor is then PGlite's). Diagnostics of the command rows: the event loop's delay and the GC
+ * pauses of this (server) process, and with BENCH_CPU_PROFILE=<file> a CPU profile of their timed parts only
+ * (`<file>-<connections>.cpuprofile`, for Chrome DevTools or a script).
  */
 import 'reflect-metadata';
 import { fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import * as path from 'node:path';
 import { Client } from 'pg';
 import { register } from 'prom-client';
@@ -145,6 +149,57 @@ function loadClient() {
   return { row, close: () => child.disconnect() };
 }
 
+/** GC pauses of this process (ms, each) while `gcPauses.on`. */
+const gcPauses = { on: false, pauses: [] as number[], major: 0 };
+new PerformanceObserver((list) => {
+  if (!gcPauses.on) return;
+  for (const entry of list.getEntries()) {
+    gcPauses.pauses.push(entry.duration);
+    // NODE_PERFORMANCE_GC_MAJOR (mark-sweep-compact); the rest are scavenges and incremental steps.
+    if ((entry as { detail?: { kind?: number } }).detail?.kind === 2) gcPauses.major++;
+  }
+}).observe({ entryTypes: ['gc'] });
+
+/**
+ * The inspector's CPU profiler over one row's timed part (BENCH_CPU_PROFILE), or with BENCH_HEAP_PROFILE=1 its
+ * sampling heap profiler counting every allocation, collected or not (`.heapprofile`: where the garbage comes from).
+ */
+function cpuProfiler(file: string | undefined) {
+  if (!file) return { start: async () => undefined, stop: async (_label: string) => undefined };
+  const heap = process.env['BENCH_HEAP_PROFILE'] === '1';
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))),
+    );
+  return {
+    start: async () => {
+      if (heap) {
+        await post('HeapProfiler.enable');
+        await post('HeapProfiler.startSampling', {
+          samplingInterval: 4096,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: true,
+        });
+        return;
+      }
+      await post('Profiler.enable');
+      await post('Profiler.setSamplingInterval', { interval: 200 });
+      await post('Profiler.start');
+    },
+    stop: async (label: string) => {
+      if (heap) {
+        const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
+        writeFileSync(`${file}-${label}.heapprofile`, JSON.stringify(profile));
+        return;
+      }
+      const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+      writeFileSync(`${file}-${label}.cpuprofile`, JSON.stringify(profile));
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const database = await createTestDatabase();
   const env: Record<string, string | undefined> = {
@@ -197,15 +252,26 @@ async function main(): Promise<void> {
 
     const dbName = new URL(database.url).pathname.slice(1);
     /** One row from the load client, with this process's and the database backends' CPU over its timed part. */
+    const profiler = cpuProfiler(process.env['BENCH_CPU_PROFILE']);
     const measured = async (request: LoadRequest, settle = 0) => {
       let dbBefore: number | undefined;
       let cpu = process.cpuUsage();
+      const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+      const profiled = request.kind === 'closed' ? String(request.connections) : undefined;
       const result = await load.row(request, async () => {
         dbBefore = await databaseCpuMs(database.url, dbName);
         queryCounts.clear();
+        if (profiled) await profiler.start();
+        gcPauses.pauses = [];
+        gcPauses.major = 0;
+        gcPauses.on = true;
+        loopDelay.enable();
         cpu = process.cpuUsage();
       });
       const used = process.cpuUsage(cpu);
+      loopDelay.disable();
+      gcPauses.on = false;
+      if (profiled) await profiler.stop(profiled);
       // Let the projection and the webhook recorder finish the row's events before the backends are read.
       if (settle > 0) await new Promise((resolve) => setTimeout(resolve, settle));
       const dbAfter = await databaseCpuMs(database.url, dbName);
@@ -215,7 +281,12 @@ async function main(): Promise<void> {
         `server process ${per((used.user + used.system) / 1000)} ms (${per(used.system / 1000)} in the kernel), ` +
         `client process ${per(result.clientCpuMs)} ms` +
         (databaseMs !== undefined ? `, database backends ${per(databaseMs)} ms` : '');
-      return { result, cpuNote };
+      const gc = gcPauses.pauses;
+      const loopNote =
+        `event loop delay p50 ${(loopDelay.percentile(50) / 1e6).toFixed(1)} ms, p99 ${(loopDelay.percentile(99) / 1e6).toFixed(1)} ms, ` +
+        `max ${(loopDelay.max / 1e6).toFixed(1)} ms; GC ${gc.length} pauses (${gcPauses.major} major), ${gc.reduce((a, b) => a + b, 0).toFixed(0)} ms in all, ` +
+        `longest ${Math.max(0, ...gc).toFixed(1)} ms`;
+      return { result, cpuNote: request.kind === 'floor' ? cpuNote : `${cpuNote}\n  ${loopNote}` };
     };
 
     const floorRow = await measured({ kind: 'floor', url: database.url, clients: CLIENTS, seconds: SECONDS });
