@@ -8,6 +8,7 @@ import { ReadinessRegistry } from './health';
 import { parseJsonBody } from './json-body';
 import { clientErrorHandler } from './client-errors';
 import { installHttpMetrics } from './http-metrics';
+import { installIdleInterceptorSkip } from './idle-interceptors';
 import { installRateLimits, type RateLimits } from './rate-limits';
 import { installUrlStringCheck, urlStringsOptions } from './url-strings';
 import { createValidationPipe } from './validation';
@@ -201,6 +202,7 @@ export async function createHttpApp(
     },
   });
   const fastify = adapter.getInstance();
+  installIdleInterceptorSkip();
   installClosingAnswer(fastify);
   installBodyParsers(fastify, bodyLimit);
   installHttpMetrics(fastify);

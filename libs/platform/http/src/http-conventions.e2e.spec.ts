@@ -292,6 +292,25 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(corrected.status).toBe(201);
     });
 
+    it("a request without a key skips the interceptor (and Nest's pipeline for it); a keyed POST goes through it", async () => {
+      const intercept = jest.spyOn(IdempotencyInterceptor.prototype, 'intercept');
+      try {
+        const created = await post(JSON.stringify({ name: 'iota' }));
+        expect(created.status).toBe(201);
+        const invalid = await post(JSON.stringify({ name: 'BAD' }));
+        expect(invalid.status).toBe(400);
+        expect(await invalid.json()).toMatchObject({ error: { type: 'validation_error', param: 'name' } });
+        const missing = await fetch(`${base}/widgets/w_1`, { headers: { authorization: `Bearer ${KEY_A}` } });
+        expect(missing.status).toBe(404);
+        expect(intercept).not.toHaveBeenCalled();
+        const keyed = await post(JSON.stringify({ name: 'iota' }), { 'idempotency-key': 'k-skip' });
+        expect(keyed.status).toBe(201);
+        expect(intercept).toHaveBeenCalledTimes(1);
+      } finally {
+        intercept.mockRestore();
+      }
+    });
+
     it('a keyed POST costs two statements on its key (claim, complete), a replay two (claim, load)', async () => {
       const statements: string[] = [];
       const original = Client.prototype.query as (...args: unknown[]) => unknown;

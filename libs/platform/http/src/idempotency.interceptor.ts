@@ -1,5 +1,6 @@
 import {
   type CallHandler,
+  type ContextType,
   type ExecutionContext,
   Inject,
   Injectable,
@@ -13,6 +14,7 @@ import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { sharesOneSession } from '@stablepay/node-util';
 import { type Clock, DAY, DomainError, conflict, invalidRequest, systemClock } from '@stablepay/util';
 import { toEnvelope } from './error-envelope.filter';
+import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 import type { AuthenticatedMerchant } from './auth';
 
 export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
@@ -140,7 +142,7 @@ function canonical(value: unknown): string {
  * 5xx) are not kept, so a corrected retry runs.
  */
 @Injectable()
-export class IdempotencyInterceptor implements NestInterceptor {
+export class IdempotencyInterceptor implements NestInterceptor, IdleAware {
   private readonly sql: IdempotencySql;
 
   constructor(
@@ -150,14 +152,20 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.sql = new IdempotencySql(dataSource);
   }
 
+  /** Only a POST with the header has anything to do here: every other request skips Nest's pipeline for it. */
+  [IDLE_FOR](args: readonly unknown[], type: ContextType | undefined): boolean {
+    if (type !== 'http') return true;
+    const request = args[0] as FastifyRequest;
+    return request.method !== 'POST' || request.headers[KEY_HEADER] === undefined;
+  }
+
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    if (context.getType() !== 'http') return next.handle();
+    if (this[IDLE_FOR](context.getArgs(), context.getType())) return next.handle();
     const request = context
       .switchToHttp()
       .getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
     const reply = context.switchToHttp().getResponse<FastifyReply>();
-    const raw = request.headers[KEY_HEADER];
-    if (request.method !== 'POST' || raw === undefined) return next.handle();
+    const raw = request.headers[KEY_HEADER] as string | string[];
     return from(this.handle(request, reply, raw, next));
   }
 

@@ -5,6 +5,7 @@ export * from './health';
 export * from './http-app';
 export * from './http-metrics';
 export * from './idempotency.interceptor';
+export * from './idle-interceptors';
 export * from './pagination';
 export * from './validation';
 export * from './json-body';
