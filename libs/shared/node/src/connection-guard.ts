@@ -30,13 +30,20 @@ interface TransactionScope {
 
 const scope = new AsyncLocalStorage<TransactionScope>();
 const INSTALLED = Symbol.for('stablepay.connectionGuard');
+/**
+ * Whether this module's guard reads `scope`. Until then `insideTransaction` does not enter it: the first `run` of
+ * an AsyncLocalStorage turns on Node 20's async hooks for the rest of the process, a hook on every promise made
+ * from then on, which a process without the guard (PostgreSQL outside tests) would pay for nothing.
+ */
+let guarding = false;
 
 /**
  * Runs `work` as the body of a transaction the caller holds on one connection (the caller's own BEGIN on a
  * checked-out client). Any pool connection requested from inside it, while it runs, fails when the guard is
- * installed. TypeORM's `transaction()` callbacks are scoped by the guard itself.
+ * installed (without it, `work` just runs). TypeORM's `transaction()` callbacks are scoped by the guard itself.
  */
 export function insideTransaction<T>(work: () => Promise<T>): Promise<T> {
+  if (!guarding) return work();
   const capture: { stack?: string } = {};
   Error.captureStackTrace(capture, insideTransaction);
   const current: TransactionScope = { open: true, openedAt: () => framesOf(capture.stack) };
@@ -83,6 +90,7 @@ export function installConnectionGuard(): void {
   };
   if (pool[INSTALLED]) return;
   pool[INSTALLED] = true;
+  guarding = true;
   const connect = pool.connect;
   pool.connect = function guardedConnect(this: Pool, callback) {
     const held = scope.getStore();
