@@ -1,12 +1,23 @@
+import { createValidationPipe } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
-import { parseCreateSubscriptionCheckoutBody } from './create-subscription-checkout.body';
+import { CreateSubscriptionCheckoutDto, toCreateInput } from './create-subscription-checkout.dto';
 
 const base = { price: '150000', price_currency: 'ARS' };
+const pipe = createValidationPipe();
+
+/** The body of POST /subscription-checkouts through the global validation pipe, as the aggregate's input. */
+async function parse(body: unknown): Promise<unknown> {
+  const dto = (await pipe.transform(body, {
+    type: 'body',
+    metatype: CreateSubscriptionCheckoutDto,
+  })) as CreateSubscriptionCheckoutDto;
+  return toCreateInput(dto);
+}
 
 /** The 400 a body gets: its param and message. */
-function refusal(body: unknown): { param?: string; message: string } {
+async function refusal(body: unknown): Promise<{ param?: string; message: string }> {
   try {
-    parseCreateSubscriptionCheckoutBody(body);
+    await parse(body);
   } catch (error) {
     expect(error).toBeInstanceOf(DomainError);
     const e = error as DomainError;
@@ -16,8 +27,8 @@ function refusal(body: unknown): { param?: string; message: string } {
   throw new Error('the body was accepted');
 }
 
-describe('parseCreateSubscriptionCheckoutBody', () => {
-  it('passes every field of the right type through and leaves absent and null ones out', () => {
+describe('POST /subscription-checkouts body (CreateSubscriptionCheckoutDto through the validation pipe)', () => {
+  it('passes every field of the right type through and leaves absent and null ones out', async () => {
     const full = {
       ...base,
       budget: '1',
@@ -31,52 +42,50 @@ describe('parseCreateSubscriptionCheckoutBody', () => {
       return_url: 'https://a.example/back',
       expires_in: 60,
     };
-    expect(parseCreateSubscriptionCheckoutBody(full)).toEqual(full);
-    expect(
-      parseCreateSubscriptionCheckoutBody({ ...base, budget: null, cap: undefined, metadata: null }),
-    ).toEqual(base);
+    expect(await parse(full)).toEqual(full);
+    expect(await parse({ ...base, budget: null, cap: undefined, metadata: null })).toEqual(base);
     // Values are the aggregate's to judge: empty strings and out-of-range integers pass the type check.
-    expect(parseCreateSubscriptionCheckoutBody({ price: '', price_currency: '', expires_in: -5 })).toEqual({
+    expect(await parse({ price: '', price_currency: '', expires_in: -5 })).toEqual({
       price: '',
       price_currency: '',
       expires_in: -5,
     });
   });
 
-  it('refuses an unknown field before anything else, even one named like an Object method', () => {
-    expect(refusal({ price: 5, interval: 'month' })).toEqual({
+  it('refuses an unknown field before anything else, even one named like an Object method', async () => {
+    expect(await refusal({ price: 5, interval: 'month' })).toEqual({
       param: 'interval',
       message: 'Received unknown parameter: interval',
     });
-    expect(refusal({ ...base, toString: 'x' })).toMatchObject({ param: 'toString' });
-    expect(refusal({ ...base, hasOwnProperty: 1 })).toMatchObject({ param: 'hasOwnProperty' });
+    expect(await refusal({ ...base, toString: 'x' })).toMatchObject({ param: 'toString' });
+    expect(await refusal({ ...base, hasOwnProperty: 1 })).toMatchObject({ param: 'hasOwnProperty' });
     // An array is an object whose keys are its indexes.
-    expect(refusal([1, 2])).toMatchObject({ param: '0' });
+    expect(await refusal([1, 2])).toMatchObject({ param: '0' });
   });
 
-  it('reports the first failing field in the documented order, whatever the order of the keys', () => {
-    expect(refusal({ budget: 6, price: 5 })).toEqual({
+  it('reports the first failing field in the documented order, whatever the order of the keys', async () => {
+    expect(await refusal({ budget: 6, price: 5 })).toEqual({
       param: 'price',
       message:
         'price must be a string of digits in minor units of price_currency (for example "150000" for 1,500.00)',
     });
-    expect(refusal({ cap: 1, price: 'x' })).toEqual({
+    expect(await refusal({ cap: 1, price: 'x' })).toEqual({
       param: 'price_currency',
       message: 'price_currency is required: an ISO-4217 code such as ARS',
     });
-    expect(refusal({ expires_in: 'x', period_duration: 'y', ...base })).toMatchObject({
+    expect(await refusal({ expires_in: 'x', period_duration: 'y', ...base })).toMatchObject({
       param: 'period_duration',
     });
   });
 
-  it('treats a missing body, null, [] and a JSON primitive as an empty object (price is required)', () => {
+  it('treats a missing body, null, [] and a JSON primitive as an empty object (price is required)', async () => {
     const required = {
       param: 'price',
       message:
         'price is required and must be a string of digits in minor units of price_currency (for example "150000" for 1,500.00)',
     };
     for (const body of [undefined, null, [], 'abc', 5, true, {}, { price: null, price_currency: 'ARS' }])
-      expect(refusal(body)).toEqual(required);
+      expect(await refusal(body)).toEqual(required);
   });
 
   it.each([
@@ -95,8 +104,8 @@ describe('parseCreateSubscriptionCheckoutBody', () => {
     ['cancel_url', {}, 'cancel_url must be an absolute http(s) URL'],
     ['return_url', true, 'return_url must be an absolute http(s) URL'],
     ['expires_in', '60', 'expires_in must be an integer number of seconds (60 to 86400)'],
-  ])('refuses %s = %j with its message', (param, value, message) => {
-    const { param: got, message: text } = refusal({ ...base, [param]: value });
+  ])('refuses %s = %j with its message', async (param, value, message) => {
+    const { param: got, message: text } = await refusal({ ...base, [param]: value });
     expect(got).toBe(param);
     expect(text.startsWith(message)).toBe(true);
   });

@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, Req
 import type { FastifyRequest } from 'fastify';
 import { type AuthenticatedMerchant, CurrentMerchant, requestOrigin } from '@stablepay/http';
 import { invalidRequest, notFound, validationError } from '@stablepay/util';
-import { parseCreateSubscriptionCheckoutBody } from './create-subscription-checkout.body';
+import { CreateSubscriptionCheckoutDto, toCreateInput } from './create-subscription-checkout.dto';
 import { parseSubscriptionCheckoutListQuery } from './list-query';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
 
@@ -25,15 +25,14 @@ export class SubscriptionCheckoutsController {
   @HttpCode(201)
   create(
     @CurrentMerchant() merchant: AuthenticatedMerchant,
-    @Body() body: unknown,
+    @Body() body: CreateSubscriptionCheckoutDto,
     @Req() request: FastifyRequest,
   ) {
-    const input = parseCreateSubscriptionCheckoutBody(body);
     // The interceptor has checked the key (1-255 characters) and answers a replay itself; a retry it lets through
     // (the first attempt failed with a 5xx) carries the key on to the owner.
     const raw = request.headers['idempotency-key'];
     const key = Array.isArray(raw) ? raw[0] : raw;
-    return this.useCases.create(merchant, input, requestOrigin(request), key || undefined);
+    return this.useCases.create(merchant, toCreateInput(body), requestOrigin(request), key || undefined);
   }
 
   @Get()
