@@ -50,6 +50,13 @@ export interface RationalRate {
 
 const DECIMAL = /^(0|[1-9][0-9]{0,29})(?:\.([0-9]{1,18}))?$/;
 
+/**
+ * 10^k for the exponents conversions use (token decimals, currency exponents, rate fractions up to 18 digits):
+ * bigint exponentiation allocates on every call, and a create converts price, cap and budget for every option.
+ */
+const POWERS_OF_TEN = Array.from({ length: 40 }, (_, k) => 10n ** BigInt(k));
+const pow10 = (k: number): bigint => POWERS_OF_TEN[k] ?? 10n ** BigInt(k);
+
 /** True for a positive plain decimal with at most 30 integer and 18 fractional digits. */
 export function isRateValue(value: string): boolean {
   const m = DECIMAL.exec(value);
@@ -62,7 +69,7 @@ export function parseRateValue(value: string): RationalRate {
   if (!m || !isRateValue(value))
     throw new RangeError(`not a positive decimal rate: ${JSON.stringify(value)}`);
   const fraction = m[2] ?? '';
-  return { num: BigInt(`${m[1] ?? '0'}${fraction}`), den: 10n ** BigInt(fraction.length) };
+  return { num: BigInt(`${m[1] ?? '0'}${fraction}`), den: pow10(fraction.length) };
 }
 
 /** Minor-unit exponent per currency. SPEC: every currency accepted today has two decimals. */
@@ -75,7 +82,7 @@ export function toTokenUnits(minor: bigint, rate: RationalRate, tokenDecimals: n
   if (minor < 0n) throw new RangeError('amount must be non-negative');
   if (!Number.isInteger(tokenDecimals) || tokenDecimals < 0)
     throw new RangeError('token decimals must be a non-negative integer');
-  return divCeil(minor * 10n ** BigInt(tokenDecimals) * rate.den, 10n ** BigInt(exponent) * rate.num);
+  return divCeil(minor * pow10(tokenDecimals) * rate.den, pow10(exponent) * rate.num);
 }
 
 /** `1265289n`, 6 -> `"1.265289"` (for display only; trailing zeros trimmed). */
