@@ -75,7 +75,8 @@ export class HealthController {
 
 /**
  * Prometheus metrics of this process (prom-client's default registry: projection lag, parked streams, batch
- * sizes...). Public like /health: it carries counts and names of components, never merchant data.
+ * sizes...). Public like /health: it carries counts and names of components, never merchant data. With METRICS_PORT
+ * the same registry is served on its own listener instead (`startMetricsServer`) and this route answers 404.
  */
 @Public()
 @Controller()

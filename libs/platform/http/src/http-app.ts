@@ -11,6 +11,7 @@ import { installHttpMetrics } from './http-metrics';
 import { installIdleInterceptorSkip } from './idle-interceptors';
 import { installRateLimits, type RateLimits } from './rate-limits';
 import { installUrlStringCheck, urlStringsOptions } from './url-strings';
+import { hideMetricsRoute } from './metrics-server';
 import { createValidationPipe } from './validation';
 
 /** How long a client may take; a slow or idle client is cut so it cannot hold a connection slot. */
@@ -79,6 +80,8 @@ export interface HttpAppOptions {
    * addresses/CIDRs. Default none: the source is the peer of the socket.
    */
   readonly trustProxy?: number | readonly string[];
+  /** False when /metrics is served on its own port (METRICS_PORT): the API port then answers it 404. */
+  readonly metricsOnApiPort?: boolean;
 }
 
 /** TRUST_PROXY: unset (trust no proxy), a hop count (`1`), or comma-separated addresses/CIDRs of the proxies. */
@@ -209,6 +212,7 @@ export async function createHttpApp(
   fastify.decorateRequest(API_KEY_HASHES, null);
   if (options.rateLimits) installRateLimits(fastify, options.rateLimits);
   installUrlStringCheck(fastify);
+  if (options.metricsOnApiPort === false) hideMetricsRoute(fastify);
   // API responses are per merchant and per moment: never cached, never sniffed. Routes that set their own
   // Cache-Control (the hosted pages) keep it.
   fastify.addHook('onSend', async (_request, reply, payload) => {

@@ -12,3 +12,4 @@ export * from './json-body';
 export * from './rate-limits';
 export * from './request-origin';
 export * from './url-strings';
+export * from './metrics-server';

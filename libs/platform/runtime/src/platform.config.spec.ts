@@ -28,6 +28,14 @@ describe('platformConfigFromEnv (fail fast, naming the variable)', () => {
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', PORT: '99999' })).toThrow(/PORT/);
     expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', LOG_LEVEL: 'chatty' })).toThrow(/LOG_LEVEL/);
   });
+  it('serves /metrics on the API port unless METRICS_PORT names another, naming it when malformed', () => {
+    expect(platformConfigFromEnv({ DATABASE_URL: 'x' }).metricsPort).toBeUndefined();
+    expect(platformConfigFromEnv({ DATABASE_URL: 'x', METRICS_PORT: '9464' }).metricsPort).toBe(9464);
+    expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', METRICS_PORT: 'metrics' })).toThrow(
+      /METRICS_PORT/,
+    );
+    expect(() => platformConfigFromEnv({ DATABASE_URL: 'x', METRICS_PORT: '70000' })).toThrow(/METRICS_PORT/);
+  });
   it('reads HTTP deadlines and rate limits, with defaults, naming a bad variable', () => {
     const config = platformConfigFromEnv({ DATABASE_URL: 'x', RATE_LIMIT_PER_KEY_PER_SECOND: '0' });
     expect(config.rateLimits).toEqual({

@@ -2,6 +2,7 @@ import { type CommandsConfig, commandsConfigFromEnv, type CommandTransport } fro
 import {
   httpTimeoutsFromEnv,
   type HttpTimeouts,
+  metricsPortFromEnv,
   type RateLimits,
   rateLimitsFromEnv,
   shutdownDelayMsFromEnv,
@@ -32,6 +33,8 @@ export interface PlatformConfig {
   readonly trustProxy?: number | readonly string[];
   /** SHUTDOWN_DELAY_MS: how long a stopping process keeps serving while /ready answers 503 (default 0). */
   readonly shutdownDelayMs?: number;
+  /** METRICS_PORT: /metrics on a listener of its own (absent: on the API port). */
+  readonly metricsPort?: number;
 }
 
 export function platformConfigFromEnv(
@@ -43,6 +46,7 @@ export function platformConfigFromEnv(
   const esdbUrl = eventStore === 'esdb' ? envString(env, 'ESDB_URL') : envOptional(env, 'ESDB_URL');
   const brokers = eventBus === 'kafka' ? envString(env, 'KAFKA_BROKERS') : envOptional(env, 'KAFKA_BROKERS');
   const trustProxy = trustProxyFromEnv(env);
+  const metricsPort = metricsPortFromEnv(env);
   return {
     databaseUrl: envString(env, 'DATABASE_URL'),
     eventStore,
@@ -72,5 +76,6 @@ export function platformConfigFromEnv(
     rateLimits: rateLimitsFromEnv(env),
     ...(trustProxy !== undefined ? { trustProxy } : {}),
     shutdownDelayMs: shutdownDelayMsFromEnv(env),
+    ...(metricsPort !== undefined ? { metricsPort } : {}),
   };
 }

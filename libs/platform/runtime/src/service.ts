@@ -26,6 +26,7 @@ import {
   drainHttpApp,
   HealthModule,
   ReadinessRegistry,
+  startMetricsServer,
   stopDeadlineMs,
 } from '@stablepay/http';
 import type { Clock } from '@stablepay/util';
@@ -104,6 +105,8 @@ export function platformRootModule(
 export interface RunningService {
   readonly app: NestFastifyApplication;
   readonly url: string;
+  /** Where /metrics is served when METRICS_PORT moved it off the API port. */
+  readonly metricsUrl?: string;
   /** The longest stop() may take (stopDeadlineMs): past it the process should exit anyway. */
   readonly stopDeadlineMs: number;
   stop(): Promise<void>;
@@ -123,12 +126,21 @@ export async function startService(
     ...(config.httpTimeouts ? { timeouts: config.httpTimeouts } : {}),
     ...(config.rateLimits ? { rateLimits: config.rateLimits } : {}),
     ...(config.trustProxy !== undefined ? { trustProxy: config.trustProxy } : {}),
+    metricsOnApiPort: config.metricsPort === undefined,
   });
   if (services.some((s) => s.handlesCommands)) {
     connectCommandServer(app, config.commands ?? IN_PROCESS_COMMANDS, broker, service);
     await app.startAllMicroservices();
   }
   await app.listen(config.port, config.host);
+  const metrics =
+    config.metricsPort === undefined
+      ? undefined
+      : await startMetricsServer(config.metricsPort, config.host).catch(async (error: unknown) => {
+          // A taken METRICS_PORT stops the start, with the API port released rather than left open.
+          await app.close();
+          throw error;
+        });
   const address = app.getHttpServer().address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
@@ -142,10 +154,13 @@ export async function startService(
   const stop = async (): Promise<void> => {
     await drainHttpApp(app, new Promise((resolve) => setTimeout(resolve, shutdownDelayMs)));
     await app.close();
+    // Scraped to the end: the last values of a stopping process are worth having.
+    await metrics?.close();
   };
   return {
     app,
     url: `http://${host}:${port}`,
+    ...(metrics ? { metricsUrl: `http://${host}:${metrics.port}/metrics` } : {}),
     stopDeadlineMs: stopDeadlineMs(config.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS, shutdownDelayMs),
     stop: () => (stopping ??= stop()),
   };
