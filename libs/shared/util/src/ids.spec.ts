@@ -1,4 +1,4 @@
-import { derivedId, newId } from './ids';
+import { derivedId, newId, pooledRandomBytes, randomHex } from './ids';
 
 describe('newId', () => {
   it('has the prefix and sorts by creation time as a string', () => {
@@ -19,5 +19,27 @@ describe('derivedId', () => {
     expect(a).toMatch(/^schk_[0-9a-z]{26}$/);
     expect(derivedId('schk', 'mer_1\u0000test\u0000key-1')).toBe(a);
     expect(derivedId('schk', 'mer_2\u0000test\u0000key-1')).not.toBe(a);
+  });
+});
+
+describe('pooledRandomBytes', () => {
+  it('hands out each byte of the pool once, across refills, and never overwrites a view it returned', () => {
+    const first = pooledRandomBytes(32);
+    const kept = Buffer.from(first);
+    const seen = new Set<string>();
+    // 600 x 32 bytes: several 4 KiB pools.
+    for (let i = 0; i < 600; i++) {
+      const bytes = pooledRandomBytes(32);
+      expect(bytes).toHaveLength(32);
+      seen.add(bytes.toString('hex'));
+    }
+    expect(seen.size).toBe(600);
+    expect(first.equals(kept)).toBe(true);
+    expect(pooledRandomBytes(4096)).toHaveLength(4096);
+  });
+
+  it('randomHex: 0x and the bytes in hex', () => {
+    expect(randomHex(32)).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(randomHex(32)).not.toBe(randomHex(32));
   });
 });

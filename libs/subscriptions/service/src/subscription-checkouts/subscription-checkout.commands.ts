@@ -1,5 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { randomBytes } from 'node:crypto';
 import { CLOCK, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
 import type { EventStore, Mode } from '@stablepay/event-store';
 import {
@@ -11,7 +10,7 @@ import {
   type SubscriptionChargeSucceededData,
   type SubscriptionCreatedData,
 } from '@stablepay/subscriptions-domain';
-import { canonicalJson, type Clock, derivedId, newId } from '@stablepay/util';
+import { canonicalJson, type Clock, derivedId, newId, randomHex } from '@stablepay/util';
 import { type SubscriptionCheckoutRow, SubscriptionCheckoutReader } from './subscription-checkout.reader';
 
 export interface CommandResult {
@@ -37,7 +36,7 @@ function createCommand(
     type: 'CreateSubscriptionCheckout',
     id,
     // Random 32 bytes: the on-chain id the subscribe transaction registers (and the subscription id after).
-    onchainId: `0x${randomBytes(32).toString('hex')}`,
+    onchainId: randomHex(32),
     businessName: details.businessName,
     checkoutUrl: `${details.hostedUrl}/subscribe/${id}`,
     input,
