@@ -32,6 +32,12 @@ describe('branding colors: text chosen automatically for contrast', () => {
 });
 
 describe('escaping', () => {
+  it('drops bidi overrides, embeddings and isolates a stored name could hold, keeping bidi marks', () => {
+    expect(escapeHtml('Acme\u202Emoc.lapyap\u202C')).toBe('Acmemoc.lapyap');
+    expect(escapeHtml('\u2067<b>\u2069\u202A')).toBe('&lt;b&gt;');
+    expect(escapeHtml('שלום\u200F Shop')).toBe('שלום\u200F Shop');
+  });
+
   it('escapes HTML and JSON for script islands', () => {
     expect(escapeHtml(`<a href="x">'&'</a>`)).toBe('&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
     expect(jsonForScript({ a: '</script>\u2028' })).toBe('{"a":"\\u003c/script\\u003e\\u2028"}');

@@ -1,3 +1,5 @@
+import { withoutBidiControls } from '@stablepay/util';
+
 const HTML_ESCAPES: Record<string, string> = {
   '&': '&amp;',
   '<': '&lt;',
@@ -6,9 +8,13 @@ const HTML_ESCAPES: Record<string, string> = {
   "'": '&#39;',
 };
 
-/** Escapes text for HTML content and quoted attribute values (merchant input is untrusted). */
+/**
+ * Escapes text for HTML content and quoted attribute values (merchant input is untrusted). Bidi embeddings,
+ * overrides and isolates are dropped: the API refuses them in what it shows (`requireDisplayText`), and a name
+ * stored before that rule must not read as another name on a payer's page.
+ */
 export function escapeHtml(value: string): string {
-  return value.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c] ?? c);
+  return withoutBidiControls(value).replace(/[&<>"']/g, (c) => HTML_ESCAPES[c] ?? c);
 }
 
 /** JSON safe inside a <script type="application/json"> element. */

@@ -13,6 +13,15 @@ const INVISIBLE_ONLY = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cc}\
  * U+061C stay allowed: they change only how neutral characters next to them lean, which names mixing scripts need.
  */
 const BIDI_CONTROL = /[\u202A-\u202E\u2066-\u2069]/u;
+const BIDI_CONTROLS = new RegExp(BIDI_CONTROL.source, 'gu');
+
+/**
+ * `value` without bidi embeddings, overrides and isolates: for rendering text stored before `requireDisplayText`
+ * refused them (a page must not show a name reordered into another).
+ */
+export function withoutBidiControls(value: string): string {
+  return value.replace(BIDI_CONTROLS, '');
+}
 
 /**
  * Why `value` is not fit to show a person (a payer on a hosted page, a merchant in a dashboard), or null: it has no
