@@ -1,9 +1,71 @@
 import type { TestDatabase } from '@stablepay/testing';
-import { DataSource } from 'typeorm';
+import { DataSource, type MigrationInterface } from 'typeorm';
 import { recordedDelivery } from '@stablepay/webhooks-domain';
 import { WEBHOOKS_MIGRATIONS } from './migrations';
 import { createWebhookTestDatabase as createTestDatabase } from './testing/webhook-test-database';
 import { WebhookEventStore } from './webhook-event.store';
+
+const now = new Date('2026-09-03T09:00:00.000Z');
+
+async function migrated(
+  url: string,
+  migrations: ReadonlyArray<new () => MigrationInterface>,
+): Promise<DataSource> {
+  const dataSource = new DataSource({
+    type: 'postgres',
+    url,
+    migrations: [...migrations],
+    extra: { max: 2 },
+  });
+  await dataSource.initialize();
+  await dataSource.runMigrations({ transaction: 'each' });
+  return dataSource;
+}
+
+/** A throwaway database with the webhook tables for the enclosing describe, and a store on it. */
+function storeForDescribe(): { dataSource: DataSource; store: WebhookEventStore } {
+  const opened = {} as { dataSource: DataSource; store: WebhookEventStore };
+  let db: TestDatabase | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    opened.dataSource = await migrated(db.url, WEBHOOKS_MIGRATIONS);
+    opened.store = new WebhookEventStore(opened.dataSource);
+  });
+  afterAll(async () => {
+    await opened.dataSource?.destroy();
+    await db?.drop();
+  });
+  return opened;
+}
+
+/** Claims everything due at `now`, up to `limit` (every merchant may take it all). */
+function claimAll(store: WebhookEventStore, limit: number, leaseToken: string) {
+  return store.claimDue({
+    now,
+    limit,
+    perMerchantLimit: limit,
+    busy: new Map(),
+    inFlight: [],
+    leaseToken,
+    leaseExpiresAt: new Date(now.getTime() + 60_000),
+  });
+}
+
+/** `total` events due at `now`, the merchants taking turns (as events arrive). */
+function dueEvents(total: number, merchants: readonly string[]) {
+  return Array.from({ length: total }, (_, i) => ({
+    event: {
+      id: `evt_cost_${i}`,
+      merchantId: merchants[i % merchants.length] ?? '',
+      type: 'subscription.charge_succeeded',
+      createdAt: now,
+      data: { object: { object: 'subscription', id: `sub_${i}` } },
+      origin: { source: 'test', topic: 'charge', eventId: `cost_${i}`, streamId: 'charge-cost', revision: i },
+    },
+    state: recordedDelivery(now),
+    recordedAt: now,
+  }));
+}
 
 interface PlanNode {
   readonly 'Shared Hit Blocks'?: number;
@@ -15,47 +77,22 @@ interface PlanNode {
  * partial due index whatever the planner's statistics say about how many rows are due.
  */
 describe('the claim on a long history', () => {
-  const now = new Date('2026-09-03T09:00:00.000Z');
-  let db: TestDatabase;
-  let dataSource: DataSource;
-  let store: WebhookEventStore;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    dataSource = new DataSource({
-      type: 'postgres',
-      url: db.url,
-      migrations: [...WEBHOOKS_MIGRATIONS],
-      extra: { max: 2 },
-    });
-    await dataSource.initialize();
-    await dataSource.runMigrations({ transaction: 'each' });
-    store = new WebhookEventStore(dataSource);
-  });
-
-  afterAll(async () => {
-    await dataSource?.destroy();
-    await db?.drop();
-  });
+  const opened = storeForDescribe();
 
   /** Blocks the claim's statement touched, from its plan (run, then rolled back). */
   async function blocksReadByClaim(): Promise<number> {
-    const runner = dataSource.createQueryRunner();
+    const runner = opened.dataSource.createQueryRunner();
     await runner.startTransaction();
     try {
       const explaining = {
         query: async (sql: string, params: unknown[]) =>
           (await runner.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, params)) as unknown,
       } as unknown as DataSource;
-      const [result] = (await new WebhookEventStore(explaining).claimDue({
-        now,
-        limit: 10,
-        perMerchantLimit: 10,
-        busy: new Map(),
-        inFlight: [],
-        leaseToken: 'lease-cost',
-        leaseExpiresAt: new Date(now.getTime() + 60_000),
-      })) as unknown as Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>;
+      const [result] = (await claimAll(
+        new WebhookEventStore(explaining),
+        10,
+        'lease-cost',
+      )) as unknown as Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>;
       const plan = result?.['QUERY PLAN'][0]?.Plan;
       return (plan?.['Shared Hit Blocks'] ?? 0) + (plan?.['Shared Read Blocks'] ?? 0);
     } finally {
@@ -67,29 +104,11 @@ describe('the claim on a long history', () => {
   it('reads a few index pages, not every delivered event of each merchant, after a backlog drained', async () => {
     const merchants = Array.from({ length: 8 }, (_, m) => `mer_cost_${m}`);
     const total = 5_000;
-    const events = Array.from({ length: total }, (_, i) => ({
-      event: {
-        id: `evt_cost_${i}`,
-        merchantId: merchants[i % merchants.length] ?? '',
-        type: 'subscription.charge_succeeded',
-        createdAt: now,
-        data: { object: { object: 'subscription', id: `sub_${i}` } },
-        origin: {
-          source: 'test',
-          topic: 'charge',
-          eventId: `cost_${i}`,
-          streamId: 'charge-cost',
-          revision: i,
-        },
-      },
-      state: recordedDelivery(now),
-      recordedAt: now,
-    }));
-    await store.record(events);
+    await opened.store.record(dueEvents(total, merchants));
     // Statistics taken while the backlog was due (autovacuum's ANALYZE can land there), then the backlog is
     // delivered but for each merchant's last event; no vacuum yet (it runs minutes later, if at all under load).
-    await dataSource.query('ANALYZE webhook_events');
-    await dataSource.query(
+    await opened.dataSource.query('ANALYZE webhook_events');
+    await opened.dataSource.query(
       `UPDATE webhook_events SET delivery_status = 'delivered', attempt_count = 1, next_attempt_at = NULL,
          delivered_at = $1 WHERE source_revision < $2`,
       [now.toISOString(), total - merchants.length],
@@ -103,5 +122,64 @@ describe('the claim on a long history', () => {
     // One due row for each of 8 merchants: ~200 blocks of the due index and the heap here, where the walk past
     // each merchant's delivered rows in (merchant_id, seq) order read ~4,700.
     expect(blocks).toBeLessThan(1_000);
+  });
+});
+
+/**
+ * A claim writes its lease on rows recorded together (neighbours on a page). The lease touches no indexed column,
+ * so it costs no index entry as long as the new version fits on the row's page (a HOT update).
+ */
+describe('the lease a claim writes', () => {
+  const opened = storeForDescribe();
+
+  /** The heap page of each event's current version. */
+  async function pages(): Promise<Map<string, string>> {
+    const rows = (await opened.dataSource.query(
+      'SELECT id, (ctid::text::point)[0]::text AS page FROM webhook_events',
+    )) as Array<{ id: string; page: string }>;
+    return new Map(rows.map((r) => [r.id, r.page]));
+  }
+
+  it('stays on the page of every row it claims', async () => {
+    const total = 300;
+    await opened.store.record(dueEvents(total, ['mer_lease_a', 'mer_lease_b']));
+    const before = await pages();
+
+    const claimed = await claimAll(opened.store, total, 'lease-pages');
+
+    expect(claimed).toHaveLength(total);
+    const after = await pages();
+    const moved = [...before].filter(([id, page]) => after.get(id) !== page).map(([id]) => id);
+    // With pages 70% full, ~60% of the rows moved (and got a new entry in each of the table's six indexes).
+    expect(moved).toEqual([]);
+  });
+});
+
+describe('upgrading a database with events in it', () => {
+  let db: TestDatabase | undefined;
+  let dataSource: DataSource | undefined;
+
+  afterAll(async () => {
+    await dataSource?.destroy();
+    await db?.drop();
+  });
+
+  it('keeps the events, still claimable, and leaves room for leases on the pages filled after it', async () => {
+    db = await createTestDatabase();
+    const first = WEBHOOKS_MIGRATIONS.slice(0, 1);
+    dataSource = await migrated(db.url, first);
+    await new WebhookEventStore(dataSource).record(dueEvents(20, ['mer_upgrade']));
+    await dataSource.destroy();
+
+    dataSource = await migrated(db.url, WEBHOOKS_MIGRATIONS);
+
+    const [table] = (await dataSource.query(
+      `SELECT reloptions FROM pg_class WHERE relname = 'webhook_events'`,
+    )) as Array<{ reloptions: string[] }>;
+    expect(table?.reloptions).toContain('fillfactor=40');
+    const claimed = await claimAll(new WebhookEventStore(dataSource), 100, 'lease-upgrade');
+    expect(claimed.map((r) => r.id).sort()).toEqual(
+      Array.from({ length: 20 }, (_, i) => `evt_cost_${i}`).sort(),
+    );
   });
 });
