@@ -84,6 +84,14 @@ export interface ObservationRetractedData {
   /** Decimal string. */
   readonly forkBlockNumber: string;
   readonly forkBlockHash: string | null;
+  /**
+   * The watched address the retracted observation was about (`watchedAddressOf`): consumers isolate a chain's
+   * observations per address, and the retraction must wait behind its observation when that address is held back.
+   * Absent from retractions published before it existed: those cannot be attributed, and the retracted
+   * observation is not in the event, so no upcaster can add it; consumers treat them as unattributed (they wait
+   * while anything of their chain is held back).
+   */
+  readonly address?: string;
 }
 
 export type ChainObservationEvent =
@@ -97,6 +105,26 @@ export type ChainObservationEvent =
       readonly data: PaymentDepositEventObservedData;
     }
   | { readonly type: typeof OBSERVATION_RETRACTED; readonly data: ObservationRetractedData };
+
+/**
+ * The watched address an observation is about: the recipient of an ERC-20 transfer (a deposit address), the
+ * emitter of a contract's event (a subscription manager, a deposit contract). Everything that happens to one
+ * payment or one manager shares it; consumers keep order per address (docs/architecture.md, Supervision).
+ */
+export function watchedAddressOf(
+  type: ChainObservationEventType,
+  data: { readonly to?: string; readonly contract?: string; readonly address?: string },
+): string | undefined {
+  switch (type) {
+    case ERC20_TRANSFER_OBSERVED:
+      return data.to;
+    case SUBSCRIPTION_MANAGER_EVENT_OBSERVED:
+    case PAYMENT_DEPOSIT_EVENT_OBSERVED:
+      return data.contract;
+    case OBSERVATION_RETRACTED:
+      return data.address;
+  }
+}
 
 /** The ordered observation stream of one chain. */
 export function chainStreamId(caip2: string): string {

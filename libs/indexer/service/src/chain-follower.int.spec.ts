@@ -197,6 +197,11 @@ describe('ChainFollower on anvil', () => {
       }),
     ]);
     expect(Number(retractions(recorded)[0]?.forkBlockNumber)).toBeLessThan(first.blockNumber);
+    // Each retraction names its observation's watched address: consumers keep it behind that address's messages.
+    expect(retractions(recorded).map((r) => r.address)).toEqual(
+      transfers(recorded.slice(0, 2)).map((t) => t.to),
+    );
+    expect(retractions(recorded)[0]?.address).toMatch(/^0x[0-9a-fA-F]{40}$/);
     // The same transaction in its new block is a new observation with its own id.
     const reObserved = transfers(recorded.slice(4));
     expect(reObserved.map((t) => [t.txHash, t.blockHash, t.amount])).toEqual([

@@ -14,6 +14,7 @@ import {
   type BlockPoint,
   type BlockRange,
   type ObservationRetractedData,
+  watchedAddressOf,
 } from '@stablepay/indexer-domain';
 import { type Clock, type JsonLogger, systemClock } from '@stablepay/util';
 import type { BlockHeader, ChainLog, ChainRpc } from './chain-rpc';
@@ -398,7 +399,7 @@ export class ChainFollower {
       const live = (await q.query(
         `UPDATE indexer_observations SET retracted = true
           WHERE chain = $1 AND block_number > $2 AND NOT retracted
-          RETURNING event_id, type, block_number::text AS block_number, block_hash, tx_hash, log_index`,
+          RETURNING event_id, type, block_number::text AS block_number, block_hash, tx_hash, log_index, address`,
         [this.chain, forkPoint.number],
       )) as unknown;
       const rows = updatedRows<{
@@ -408,6 +409,7 @@ export class ChainFollower {
         block_hash: string;
         tx_hash: string;
         log_index: number;
+        address: string | null;
       }>(live).sort((a, b) => Number(a.block_number) - Number(b.block_number) || a.log_index - b.log_index);
       const outbox: OutboxEvent[] = rows.map((r) => {
         const observationType = r.type;
@@ -424,6 +426,7 @@ export class ChainFollower {
           reason: 'reorg',
           forkBlockNumber: String(forkPoint.number),
           forkBlockHash: forkPoint.hash,
+          ...(r.address !== null ? { address: r.address } : {}),
         };
         return {
           eventId: deterministicEventId(this.streamId, retractionKey(r.event_id), 0),
@@ -672,6 +675,7 @@ export class ChainFollower {
         txHash: log.txHash,
         logIndex: log.logIndex,
         occurrence,
+        address: watchedAddressOf(decoded.type, decoded.data),
       });
       outbox.push({ eventId, type: decoded.type, data, metadata: { occurredAt } });
     }

@@ -31,6 +31,8 @@ export interface ObservationRow {
   readonly txHash: string;
   readonly logIndex: number;
   readonly occurrence: number;
+  /** The watched address the observation is about (watchedAddressOf): its retraction names it. */
+  readonly address: string | undefined;
 }
 
 export type WatchKind =
@@ -273,10 +275,11 @@ export async function recordObservations(
 ): Promise<void> {
   if (observations.length > 0) {
     await q.query(
-      `INSERT INTO indexer_observations (event_id, chain, type, block_number, block_hash, tx_hash, log_index, occurrence)
-       SELECT t.event_id, $1, t.type, t.block_number, t.block_hash, t.tx_hash, t.log_index, t.occurrence
-         FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::int[])
-           AS t(event_id, type, block_number, block_hash, tx_hash, log_index, occurrence)`,
+      `INSERT INTO indexer_observations
+         (event_id, chain, type, block_number, block_hash, tx_hash, log_index, occurrence, address)
+       SELECT t.event_id, $1, t.type, t.block_number, t.block_hash, t.tx_hash, t.log_index, t.occurrence, t.address
+         FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::int[], $8::int[], $9::text[])
+           AS t(event_id, type, block_number, block_hash, tx_hash, log_index, occurrence, address)`,
       [
         chain,
         observations.map((o) => o.eventId),
@@ -286,6 +289,7 @@ export async function recordObservations(
         observations.map((o) => o.txHash),
         observations.map((o) => o.logIndex),
         observations.map((o) => o.occurrence),
+        observations.map((o) => o.address ?? null),
       ],
     );
   }

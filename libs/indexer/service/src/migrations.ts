@@ -105,4 +105,24 @@ export class AllowPaymentDepositWatches1767700000100 implements MigrationInterfa
   }
 }
 
-export const INDEXER_MIGRATIONS = [CreateIndexerTables1764100000400, AllowPaymentDepositWatches1767700000100];
+/**
+ * Each observation keeps the watched address it is about, so its retraction names it (consumers keep order per
+ * address). Rows from before have none; they leave with the reorg window.
+ */
+export class AddObservationAddress1795449600100 implements MigrationInterface {
+  name = 'AddObservationAddress1795449600100';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE indexer_observations ADD COLUMN IF NOT EXISTS address text');
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE indexer_observations DROP COLUMN IF EXISTS address');
+  }
+}
+
+export const INDEXER_MIGRATIONS = [
+  CreateIndexerTables1764100000400,
+  AllowPaymentDepositWatches1767700000100,
+  AddObservationAddress1795449600100,
+];
