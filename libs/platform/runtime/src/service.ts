@@ -16,7 +16,11 @@ import {
   connectCommandServer,
   InProcessBroker,
 } from '@stablepay/commands';
-import { AddParkedStreamSource1795449600000, CreateParkedStreams1767312000000 } from '@stablepay/event-bus';
+import {
+  AddParkedStreamRetryClaims1795449600100,
+  AddParkedStreamSource1795449600000,
+  CreateParkedStreams1767312000000,
+} from '@stablepay/event-bus';
 import { type Upcaster, UpcasterRegistry, withUpcasters } from '@stablepay/event-store';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
@@ -82,6 +86,7 @@ export function platformRootModule(
           CreateIdempotencyKeys1763800000000,
           CreateParkedStreams1767312000000,
           AddParkedStreamSource1795449600000,
+          AddParkedStreamRetryClaims1795449600100,
           ...services.flatMap((s) => s.migrations ?? []),
         ],
         applicationName: services.map((s) => s.name).join('+'),

@@ -151,6 +151,26 @@ export class AddParkedStreamSource1795449600000 implements MigrationInterface {
   }
 }
 
+/**
+ * A bus consumer's claim on retrying a parked stream (SupervisedEventBus): the member holding it and until when, so
+ * one member of a group retries a stream at a time without holding a connection for it. Projections lock the row.
+ */
+export class AddParkedStreamRetryClaims1795449600100 implements MigrationInterface {
+  name = 'AddParkedStreamRetryClaims1795449600100';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`ALTER TABLE parked_streams
+      ADD COLUMN IF NOT EXISTS retry_claimed_by text,
+      ADD COLUMN IF NOT EXISTS retry_claimed_until timestamptz`);
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(
+      'ALTER TABLE parked_streams DROP COLUMN IF EXISTS retry_claimed_by, DROP COLUMN IF EXISTS retry_claimed_until',
+    );
+  }
+}
+
 /** Consecutive failed batches after which a projection counts as stalled (/ready fails). */
 const STALLED_AFTER_FAILURES = 3;
 /**

@@ -4,8 +4,10 @@ import { openDataSource } from '@stablepay/database';
 import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
 import { createTestDatabase, eventually, type TestDatabase } from '@stablepay/testing';
 import { makeError } from 'ethers';
+import type { Pool } from 'pg';
 import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
 import {
+  AddParkedStreamRetryClaims1795449600100,
   AddParkedStreamSource1795449600000,
   CreateParkedStreams1767312000000,
   listParkedStreams,
@@ -70,10 +72,11 @@ describe('SupervisedEventBus', () => {
   /** A member of a group on a scripted inner bus (the test delivers), parking in the real table. */
   const scriptedMember = (
     settings: ConsumerSupervisionSettings,
+    on: DataSource = dataSource,
   ): { readonly supervised: SupervisedEventBus; readonly consumers: ConsumeOptions[] } => {
     const scripted = scriptedBus();
     const supervised = new SupervisedEventBus(scripted.bus, {
-      dataSource,
+      dataSource: on,
       store,
       logger: silentLogger,
       settings,
@@ -133,6 +136,52 @@ describe('SupervisedEventBus', () => {
       },
     };
   };
+  /**
+   * A member of `group` on a scripted bus, retried by hand (no polls), `stream` parked at revision 0 by another
+   * member: its handler records the labels it handles and holds at `holdAt` (`inRetry` opens) until `release`.
+   */
+  const memberHolding = async (
+    group: string,
+    stream: string,
+    holdAt: string,
+    settings: ConsumerSupervisionSettings = {},
+    on: DataSource = dataSource,
+  ) => {
+    await parkedByAnotherMember(group, stream, 0);
+    const inRetry = gate();
+    const release = gate();
+    const handled: string[] = [];
+    const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0, ...settings }, on);
+    const subscription = await supervised.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        handled.push(label(m));
+        if (label(m) === holdAt) {
+          inRetry.open();
+          await release.wait;
+        }
+      },
+    });
+    return {
+      inRetry,
+      release,
+      handled,
+      subscription,
+      retry: () => supervised.consumer(group)?.retry(stream),
+      close: async () => {
+        release.open();
+        await subscription.stop();
+        await supervised.close();
+      },
+    };
+  };
+  /** The group's parked row as another member's retry claim leaves it (a negative interval: it expired). */
+  const claimedBy = (group: string, member: string, untilFromNow: string): Promise<unknown> =>
+    dataSource.query(
+      `UPDATE parked_streams SET retry_claimed_by = $2, retry_claimed_until = now() + $3::interval WHERE projection = $1`,
+      [group, member, untilFromNow],
+    );
   const of = (handled: string[], stream: string): string[] =>
     handled.filter((h) => h.startsWith(`${stream}:`)).map((h) => h.slice(stream.length + 1));
 
@@ -140,7 +189,11 @@ describe('SupervisedEventBus', () => {
     database = await createTestDatabase();
     dataSource = await openDataSource({
       url: database.url,
-      migrations: [CreateParkedStreams1767312000000, AddParkedStreamSource1795449600000],
+      migrations: [
+        CreateParkedStreams1767312000000,
+        AddParkedStreamSource1795449600000,
+        AddParkedStreamRetryClaims1795449600100,
+      ],
     });
     store = await createPostgresEventStore({
       url: database.url,
@@ -458,37 +511,95 @@ describe('SupervisedEventBus', () => {
     }
   });
 
+  it('holds no connection of the pool while retries run their handlers: groups retrying at once leave it to HTTP', async () => {
+    const own = await openDataSource({ url: database.url, migrations: [] });
+    // TypeORM's PostgresDriver keeps its pg Pool as `master`.
+    const pool = (own.driver as unknown as { master: Pool }).master;
+    await append('payment-ua', ['u0', 'u1']);
+    const members = await Promise.all(
+      ['a', 'b', 'c'].map((g) => memberHolding(`test.consumer-retry-pool-${g}`, 'payment-ua', 'u0', {}, own)),
+    );
+    try {
+      const retrying = members.map((m) => m.retry());
+      await Promise.all(members.map((m) => m.inRetry.wait));
+      expect(pool.totalCount - pool.idleCount).toBe(0);
+      for (const m of members) m.release.open();
+      expect(await Promise.all(retrying)).toEqual(['applied', 'applied', 'applied']);
+    } finally {
+      for (const m of members) await m.close();
+      await own.destroy();
+    }
+  });
+
+  it("leaves a stream to another member's live claim (an operator's retry kept as a request), retries it once that claim expired (its member died), and renews its own claim while a handler call runs", async () => {
+    const group = 'test.consumer-retry-claims';
+    await append('payment-va', ['v0', 'v1']);
+    const member = await memberHolding(group, 'payment-va', 'v0', { retryClaimMs: 900 });
+    const claimUntil = async (): Promise<number> => {
+      const rows: Array<{ until: Date | null }> = await dataSource.query(
+        'SELECT retry_claimed_until AS until FROM parked_streams WHERE projection = $1',
+        [group],
+      );
+      return rows[0]?.until?.getTime() ?? NaN;
+    };
+    try {
+      await claimedBy(group, 'a crashed member', '1 hour');
+      expect(await member.retry()).toBe('requested');
+      expect(member.handled).toEqual([]);
+      expect((await listParkedStreams(dataSource, group))[0]?.retryRequestedAt).not.toBeNull();
+
+      await claimedBy(group, 'a crashed member', '-1 second');
+      const retrying = member.retry();
+      await member.inRetry.wait;
+      const first = await claimUntil();
+      // Renewed (each third of the claim) while the handler call runs.
+      await eventually(claimUntil, (until) => until > first, 'the claim renewed', POLL);
+      member.release.open();
+      expect(await retrying).toBe('applied');
+      expect(member.handled).toEqual(['v0', 'v1']);
+      expect(await listParkedStreams(dataSource, group)).toEqual([]);
+    } finally {
+      await member.close();
+    }
+  });
+
+  it('stops a retry whose claim another member took over (this one stalled past it) after the current handler call, leaving the stream to that member', async () => {
+    const group = 'test.consumer-retry-taken-over';
+    await append('payment-wa', ['w0', 'w1', 'w2']);
+    const member = await memberHolding(group, 'payment-wa', 'w0');
+    try {
+      const retrying = member.retry();
+      await member.inRetry.wait;
+      await claimedBy(group, 'another member', '1 hour');
+      member.release.open();
+      expect(await retrying).toBe('still_parked');
+      expect(member.handled).toEqual(['w0']);
+      const rows: Array<{ revision: number; by: string }> = await dataSource.query(
+        'SELECT revision, retry_claimed_by AS by FROM parked_streams WHERE projection = $1',
+        [group],
+      );
+      expect(rows).toEqual([{ revision: 0, by: 'another member' }]);
+    } finally {
+      await member.close();
+    }
+  });
+
   it('stops a retry in progress after its current handler call: the stream stays parked and nothing is handled after stop', async () => {
     const group = 'test.consumer-retry-stop';
     await append('payment-sa', ['s0', 's1', 's2']);
-    await parkedByAnotherMember(group, 'payment-sa', 0);
-    const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
-    const inRetry = gate();
-    const release = gate();
-    const handled: string[] = [];
-    const subscription = await supervised.consume({
-      group,
-      topics: [TOPIC],
-      handler: async (m) => {
-        handled.push(label(m));
-        if (label(m) === 's0') {
-          inRetry.open();
-          await release.wait;
-        }
-      },
-    });
-    const retrying = supervised.consumer(group)?.retry('payment-sa');
-    await inRetry.wait;
-    const stopping = subscription.stop();
-    release.open();
+    const member = await memberHolding(group, 'payment-sa', 's0');
+    const retrying = member.retry();
+    await member.inRetry.wait;
+    const stopping = member.subscription.stop();
+    member.release.open();
     await stopping;
     expect(await retrying).toBe('still_parked');
-    expect(handled).toEqual(['s0']);
+    expect(member.handled).toEqual(['s0']);
     expect((await listParkedStreams(dataSource, group))[0]).toMatchObject({
       streamId: 'payment-sa',
       revision: 0,
     });
-    await supervised.close();
+    await member.close();
   });
 
   it('never parks a message whose handler fails because a chain node is down (ethers SERVER_ERROR): retried, shown as stalled, handled once the node is back', async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import type { EventStore } from '@stablepay/event-store';
 import { toBusMessage } from '../bus-message';
@@ -26,11 +27,17 @@ export interface ConsumerSupervisionSettings extends ConsumerHealthSettings {
    * 0 turns automatic retries off. Default 60 s.
    */
   readonly autoRetryAfterMs?: number;
+  /**
+   * How long a member's claim on retrying a parked stream lasts unless renewed (before each message and each third
+   * of it while a handler call runs): a crashed member's claim lets another member retry the stream after it.
+   * Default 60 s.
+   */
+  readonly retryClaimMs?: number;
 }
 
 export interface ConsumerSupervisionDeps {
   /** Where parked streams are kept (`parked_streams`, shared with the projections); without it nothing is parked. */
-  readonly dataSource?: Pick<DataSource, 'query'> & Partial<Pick<DataSource, 'createQueryRunner'>>;
+  readonly dataSource?: Pick<DataSource, 'query'>;
   /** A retry reads the parked stream from the parked message on. */
   readonly store?: Pick<EventStore, 'readStream'>;
   readonly logger: ProjectionLogger;
@@ -40,6 +47,7 @@ export interface ConsumerSupervisionDeps {
 const DEFAULT_ISOLATE_AFTER_FAILURES = 10;
 const DEFAULT_RETRY_POLL_MS = 1_000;
 const DEFAULT_AUTO_RETRY_AFTER_MS = 60_000;
+const DEFAULT_RETRY_CLAIM_MS = 60_000;
 const AUTO_RETRY_MAX_SECONDS = 1_800;
 /** Events a retry reads per call: a key within a long stream (a chain's observations) reads its stream in pages. */
 const RETRY_PAGE = 500;
@@ -87,8 +95,9 @@ export const RETRY_DUE = `(retry_requested_at IS NOT NULL
  * partition never handles a later message of a stream another member parked. A parked row and a live delivery
  * never interleave: in this process they share one queue; across processes the live path sets the waiting
  * revision with one UPDATE and the retry deletes the row only if nothing newer waits, so exactly one of them
- * handles each later message. Retries run in whichever member polls first, under a per-stream advisory lock, so
- * two members never retry one stream at once.
+ * handles each later message. Retries run in whichever member polls first, under a claim on the row (renewed
+ * while the retry runs, expiring if its member dies), so two members never retry one stream at once, and a retry
+ * holds no connection of the pool while its handler runs.
  */
 export class SupervisedEventBus implements EventBus {
   readonly health = new ConsumerHealthRegistry();
@@ -136,6 +145,17 @@ const MAX_TRACKED_FAILURES = 10_000;
 
 /** What a retry of this group answers: `requested` when another member is retrying the stream right now. */
 export type ConsumerRetryOutcome = RetryOutcome | 'requested';
+
+/** This member's claim on retrying one parked stream (SupervisedConsumer.claimRetry). */
+interface RetryClaim {
+  readonly token: string;
+  /** When the claim was taken, on the database's clock: the operator requests before it are this retry's. */
+  readonly started: Date;
+  readonly ms: number;
+  /** Extends the claim; false when it is no longer this member's (the row gone or taken over). */
+  renew(): Promise<boolean>;
+  release(): Promise<void>;
+}
 
 class SupervisedConsumer {
   readonly health: ConsumerHealth;
@@ -405,8 +425,9 @@ class SupervisedConsumer {
   /**
    * Hands the parked stream's messages, from the parked one on, to the handler in order; releases the stream once
    * all of them succeeded and nothing newer waits (otherwise reads on from where it stopped). Only one member of the
-   * group retries a stream at a time: the retry holds a session advisory lock on the stream (on its own connection,
-   * so the handler's queries run beside it), and a member that finds it taken leaves the stream to the other.
+   * group retries a stream at a time: the retry claims the row (one conditional UPDATE, due or asked for, and no
+   * live claim of another member) and a member that finds it claimed leaves the stream to the other. A claim, not a
+   * lock held on a connection: a pool of 10 would otherwise lend one to each group retrying, for the whole retry.
    */
   private async retryNow(
     streamId: string,
@@ -414,52 +435,56 @@ class SupervisedConsumer {
   ): Promise<ConsumerRetryOutcome> {
     const store = this.deps.store;
     if (!store) throw new Error(`consumer ${this.group}: retrying a parked stream needs the event store`);
-    const unlock = await this.lockStream(streamId);
-    if (!unlock) {
+    const claim = await this.claimRetry(streamId, when.onlyIfDue === true);
+    if (!claim) {
+      // Another member polled first (or put the next retry off): the poll leaves the stream to it.
+      if (when.onlyIfDue) return 'still_parked';
       // An operator's retry while another member retries: kept as a request, so that member's failing retry does
       // not wipe it (it clears only requests older than its start) and the next poll runs it.
-      if (!when.onlyIfDue) {
-        await this.query(
-          'UPDATE parked_streams SET retry_requested_at = clock_timestamp() WHERE projection = $1 AND stream_id = $2',
-          [this.group, streamId],
-        );
-      }
-      return 'requested';
+      const requested: unknown[] = await this.query(
+        `UPDATE parked_streams SET retry_requested_at = clock_timestamp()
+          WHERE projection = $1 AND stream_id = $2 RETURNING stream_id`,
+        [this.group, streamId],
+      );
+      if (affectedRows(requested) > 0) return 'requested';
+      this.parked.delete(streamId);
+      this.countParked();
+      return 'not_parked';
     }
+    // A handler call may outlast the claim: renewed meanwhile, so no other member takes the stream from a live retry.
+    const renewal = setInterval(() => void claim.renew().catch(() => undefined), claim.ms / 3);
+    renewal.unref();
+    let outcome: ConsumerRetryOutcome | undefined;
     try {
-      if (when.onlyIfDue) {
-        // Another member may have retried it between our poll and the lock (and put the next retry off).
-        const rows: Array<{ due: boolean }> = await this.query(
-          `SELECT ${RETRY_DUE} AS due FROM parked_streams WHERE projection = $1 AND stream_id = $4`,
-          [...this.dueParameters(), streamId],
-        );
-        if (rows[0]?.due !== true) return rows[0] ? 'still_parked' : 'not_parked';
-      }
-      return await this.retryLocked(store, streamId);
+      outcome = await this.retryClaimed(store, streamId, claim);
+      return outcome;
     } finally {
-      await unlock();
+      clearInterval(renewal);
+      // Released at once (the row is gone when the stream was released): the next poll need not wait for expiry.
+      if (outcome !== 'applied') await claim.release();
     }
   }
 
-  private async retryLocked(
+  private async retryClaimed(
     store: Pick<EventStore, 'readStream'>,
     streamId: string,
+    claim: RetryClaim,
   ): Promise<ConsumerRetryOutcome> {
     let from: number | undefined;
-    let started: Date | undefined;
     for (;;) {
-      const rows: Array<{ revision: number; source: string; now: Date }> = await this.query(
-        `SELECT revision, coalesce(source_stream_id, stream_id) AS source, clock_timestamp() AS now
+      const rows: Array<{ revision: number; source: string; mine: boolean }> = await this.query(
+        `SELECT revision, coalesce(source_stream_id, stream_id) AS source,
+                retry_claimed_by IS NOT DISTINCT FROM $3 AS mine
            FROM parked_streams WHERE projection = $1 AND stream_id = $2`,
-        [this.group, streamId],
+        [this.group, streamId, claim.token],
       );
       const row = rows[0];
-      started ??= row?.now;
       if (!row) {
         this.parked.delete(streamId);
         this.countParked();
         return 'not_parked';
       }
+      if (!row.mine) return 'still_parked';
       const start = from ?? row.revision;
       // The stream's messages of this key, from the parked one on; a key within a long stream (a chain's) is read
       // page by page. Other keys' messages are theirs (handled live, or parked under their own key).
@@ -479,10 +504,19 @@ class SupervisedConsumer {
             break reading;
           }
           if (key === streamId) {
+            // Lost (this member stalled past the claim and another took the stream over): left to that member.
+            if (!(await claim.renew())) {
+              this.deps.logger.warn({
+                msg: 'retry of a parked stream stopped: another member took over its expired claim',
+                group: this.group,
+                streamId,
+              });
+              return 'still_parked';
+            }
             try {
               await this.call([message]);
             } catch (error) {
-              await this.stillFails(streamId, message, error, started);
+              await this.stillFails(streamId, message, error, claim);
               return 'still_parked';
             }
             handled++;
@@ -493,8 +527,10 @@ class SupervisedConsumer {
       }
       const released: unknown[] = await this.query(
         `DELETE FROM parked_streams
-          WHERE projection = $1 AND stream_id = $2 AND coalesce(waiting_revision, -1) <= $3 RETURNING stream_id`,
-        [this.group, streamId, newest],
+          WHERE projection = $1 AND stream_id = $2 AND coalesce(waiting_revision, -1) <= $3
+            AND retry_claimed_by = $4
+          RETURNING stream_id`,
+        [this.group, streamId, newest, claim.token],
       );
       if (affectedRows(released) > 0) {
         this.parked.delete(streamId);
@@ -522,15 +558,15 @@ class SupervisedConsumer {
     streamId: string,
     message: BusMessage,
     error: unknown,
-    started: Date | undefined,
+    claim: RetryClaim,
   ): Promise<void> {
     const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     await this.query(
       `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
               attempts = attempts + 1,
               retry_requested_at = CASE WHEN retry_requested_at <= $7 THEN NULL ELSE retry_requested_at END
-        WHERE projection = $1 AND stream_id = $2`,
-      [this.group, streamId, message.id, message.revision, message.type, reason, started ?? new Date(0)],
+        WHERE projection = $1 AND stream_id = $2 AND retry_claimed_by = $8`,
+      [this.group, streamId, message.id, message.revision, message.type, reason, claim.started, claim.token],
     );
     this.deps.logger.warn({
       msg: 'retried parked stream still fails; it stays parked',
@@ -542,44 +578,42 @@ class SupervisedConsumer {
   }
 
   /**
-   * Takes the group's retry lock on a stream, or answers undefined when another member holds it. A session
-   * advisory lock on a connection of its own (held while the handler runs on others; released with it if the
-   * process dies). On the embedded PGlite every connection is one session: one process, whose retries of a group
-   * already run one at a time (the consumer's queue).
+   * Claims the group's retry of a stream for this member (when due, unless asked for), or answers undefined when
+   * another member holds a live claim, the stream is not parked or its retry is not due.
    */
-  private async lockStream(streamId: string): Promise<(() => Promise<void>) | undefined> {
-    const dataSource = this.deps.dataSource;
-    if (!dataSource?.createQueryRunner) return async () => undefined;
-    const runner = dataSource.createQueryRunner();
-    const key = [`parked_streams:${this.group}`, streamId];
-    try {
-      const rows: Array<{ locked: boolean }> = await runner.query(
-        'SELECT pg_try_advisory_lock(hashtext($1), hashtext($2)) AS locked',
-        key,
-      );
-      if (rows[0]?.locked !== true) {
-        await runner.release();
-        return undefined;
-      }
-    } catch (error) {
-      // The lock may have been taken on the server although the answer was lost: never back to the pool with it.
-      await discardConnection(runner, error);
-      throw error;
-    }
-    return async () => {
-      let unlocked = false;
-      try {
-        const rows: Array<{ unlocked: boolean }> = await runner.query(
-          'SELECT pg_advisory_unlock(hashtext($1), hashtext($2)) AS unlocked',
-          key,
+  private async claimRetry(streamId: string, onlyIfDue: boolean): Promise<RetryClaim | undefined> {
+    const ms = this.deps.settings?.retryClaimMs ?? DEFAULT_RETRY_CLAIM_MS;
+    const token = randomUUID();
+    const claimed: unknown[] = await this.query(
+      `UPDATE parked_streams
+          SET retry_claimed_by = $5, retry_claimed_until = clock_timestamp() + make_interval(secs => $6::float8)
+        WHERE projection = $1 AND stream_id = $4
+          AND (retry_claimed_until IS NULL OR retry_claimed_until <= clock_timestamp())
+          AND (NOT $7::boolean OR ${RETRY_DUE})
+        RETURNING clock_timestamp() AS started`,
+      [...this.dueParameters(), streamId, token, ms / 1000, onlyIfDue],
+    );
+    const started = returnedRows<{ started: Date }>(claimed)[0]?.started;
+    if (!started) return undefined;
+    const where = 'WHERE projection = $1 AND stream_id = $2 AND retry_claimed_by = $3';
+    return {
+      token,
+      started,
+      ms,
+      renew: async () =>
+        affectedRows(
+          await this.query<unknown[]>(
+            `UPDATE parked_streams SET retry_claimed_until = clock_timestamp() + make_interval(secs => $4::float8)
+              ${where} RETURNING stream_id`,
+            [this.group, streamId, token, ms / 1000],
+          ),
+        ) > 0,
+      release: async () => {
+        await this.query(
+          `UPDATE parked_streams SET retry_claimed_by = NULL, retry_claimed_until = NULL ${where}`,
+          [this.group, streamId, token],
         );
-        unlocked = rows[0]?.unlocked === true;
-      } finally {
-        // A connection whose unlock failed would keep the lock as long as the pool keeps it (every other member
-        // answering `requested` meanwhile): closed instead, which releases the lock.
-        if (unlocked) await runner.release();
-        else await discardConnection(runner, new Error('advisory unlock failed'));
-      }
+      },
     };
   }
 
@@ -650,17 +684,10 @@ function neverParked(error: unknown): boolean {
 }
 
 /** Rows an UPDATE/DELETE ... RETURNING answered (TypeORM returns [rows, count] for them on Postgres). */
-function affectedRows(result: unknown[]): number {
-  return Array.isArray(result[0]) ? (result[0] as unknown[]).length : result.length;
+function returnedRows<T>(result: unknown[]): T[] {
+  return (Array.isArray(result[0]) ? result[0] : result) as T[];
 }
 
-/** Releases a query runner's connection so the pool closes it (pg-pool destroys a client released with an error). */
-async function discardConnection(runner: { release(): Promise<void> | void }, error: unknown): Promise<void> {
-  const withError = (runner as { releasePostgresConnection?: (e: Error) => Promise<void> })
-    .releasePostgresConnection;
-  if (typeof withError === 'function') {
-    await withError.call(runner, error instanceof Error ? error : new Error(String(error)));
-  } else {
-    await runner.release();
-  }
+function affectedRows(result: unknown[]): number {
+  return returnedRows(result).length;
 }
