@@ -1,5 +1,7 @@
 export * from './event-bus.port';
 export * from './topics';
+export * from './chain-observation-key';
+export * from './recording-bus';
 export * from './bus-message';
 export * from './store-log/store-log-event-bus';
 export * from './kafka/kafka-event-bus';

@@ -5,6 +5,8 @@ import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/ev
 import { createTestDatabase, eventually, type TestDatabase } from '@stablepay/testing';
 import { makeError } from 'ethers';
 import type { Pool } from 'pg';
+import { chainObservationIsolationKey } from '../chain-observation-key';
+import { recordingBus } from '../recording-bus';
 import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
 import {
   AddParkedStreamRetryClaims1795449600100,
@@ -19,24 +21,11 @@ import { type ConsumerSupervisionSettings, SupervisedEventBus } from './supervis
 
 const TOPIC = 'payments.payment.v1';
 const OTHER_TOPIC = 'subscriptions.subscription.v1';
+const CHAIN_TOPIC = 'indexer.chain-observation.v1';
 /** Polling with a generous bound (the machine is shared): never a timed assertion. */
 const POLL = { timeoutMs: 30_000, intervalMs: 50 };
 
 const silentLogger = { error: () => undefined, warn: () => undefined, log: () => undefined };
-
-/** An inner bus the test drives: it keeps each consumer's options, and the test calls their handlers itself. */
-function scriptedBus(): { readonly bus: EventBus; readonly consumers: ConsumeOptions[] } {
-  const consumers: ConsumeOptions[] = [];
-  const bus: EventBus = {
-    publish: async () => undefined,
-    close: async () => undefined,
-    consume: async (options) => {
-      consumers.push(options);
-      return { caughtUp: async () => undefined, stop: async () => undefined };
-    },
-  };
-  return { bus, consumers };
-}
 
 const message = (topic: string, key: string, revision: number, label: string): BusMessage => ({
   id: `${key}:${label}`,
@@ -74,7 +63,7 @@ describe('SupervisedEventBus', () => {
     settings: ConsumerSupervisionSettings,
     on: DataSource = dataSource,
   ): { readonly supervised: SupervisedEventBus; readonly consumers: ConsumeOptions[] } => {
-    const scripted = scriptedBus();
+    const scripted = recordingBus();
     const supervised = new SupervisedEventBus(scripted.bus, {
       dataSource: on,
       store,
@@ -646,7 +635,6 @@ describe('SupervisedEventBus', () => {
   });
 
   describe('with an isolation key finer than the stream (one stream carrying many subjects)', () => {
-    const CHAIN_TOPIC = 'indexer.chain-observation.v1';
     /** Each message names its subject; `subject: null` stands for a message that cannot be attributed. */
     const appendSubjects = (stream: string, items: Array<[label: string, subject: string | null]>) =>
       store.appendToStream(
@@ -758,6 +746,138 @@ describe('SupervisedEventBus', () => {
         expect(await bus.consumer(group)?.retry(`${stream}:A`)).toBe('applied');
         await subscription.caughtUp();
         expect(handled).toEqual(['b0', 'a-poison', 'unknown', 'b1']);
+      } finally {
+        await subscription.stop();
+      }
+    });
+  });
+
+  describe("a chain's observations, keyed per watched address (chainObservationIsolationKey)", () => {
+    const DEPOSIT_A = '0xA000000000000000000000000000000000000001';
+    const DEPOSIT_B = '0xB000000000000000000000000000000000000002';
+    const MANAGER_1 = '0x1000000000000000000000000000000000000003';
+    const MANAGER_2 = '0x2000000000000000000000000000000000000004';
+    const TOKEN = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+    type Observation = readonly [label: string, type: string, data: Record<string, unknown>];
+    const transfer = (l: string, to: string): Observation => [
+      l,
+      'Erc20TransferObserved.v1',
+      { to, contract: TOKEN, amount: '100' },
+    ];
+    const emitted = (l: string, type: string, contract: string, event: string): Observation => [
+      l,
+      type,
+      { contract, event, args: {} },
+    ];
+    const retraction = (l: string, stream: string, of: string, address: string): Observation => [
+      l,
+      'ObservationRetracted.v1',
+      { observationId: `${stream}:${of}`, reason: 'reorg', address },
+    ];
+    const observe = (stream: string, items: readonly Observation[]): Promise<unknown> =>
+      store.appendToStream(
+        stream,
+        items.map(([l, type, data]) => ({ id: `${stream}:${l}`, type, data: { ...data, label: l } })),
+      );
+    /** A consumer of the chain topic that cannot handle the observations named `poison` while `refused` holds. */
+    const chainConsumer = async (group: string, stream: string, poison: readonly string[]) => {
+      const handled: string[] = [];
+      const state = { refused: true };
+      const subscription = await bus.consume({
+        group,
+        topics: [CHAIN_TOPIC],
+        isolationKey: chainObservationIsolationKey,
+        handler: async (m) => {
+          if (m.key !== stream) return;
+          if (state.refused && poison.includes(label(m))) throw new Error(`cannot handle ${label(m)}`);
+          handled.push(label(m));
+        },
+      });
+      return { handled, state, subscription };
+    };
+
+    it("parks only payment A's deposit address when its observation cannot be handled: payment B on the same chain proceeds, and A's later observations and the retraction of the parked one wait and run in order after a retry", async () => {
+      const group = 'test.chain-deposits';
+      const stream = 'chain-eip155:900101';
+      const { handled, state, subscription } = await chainConsumer(group, stream, ['a-funded']);
+      try {
+        await observe(stream, [
+          transfer('a-funded', DEPOSIT_A),
+          transfer('b-funded', DEPOSIT_B),
+          emitted('a-captured', 'PaymentDepositEventObserved.v1', DEPOSIT_A, 'PaymentCaptured'),
+          retraction('a-funded-retracted', stream, 'a-funded', DEPOSIT_A.toLowerCase()),
+          transfer('b-second', DEPOSIT_B),
+          transfer('a-funded-again', DEPOSIT_A),
+        ]);
+        await subscription.caughtUp();
+        expect(handled).toEqual(['b-funded', 'b-second']);
+        expect(await listParkedStreams(dataSource, group)).toEqual([
+          expect.objectContaining({
+            streamId: `${stream}:${DEPOSIT_A.toLowerCase()}`,
+            sourceStreamId: stream,
+            revision: 0,
+            eventType: 'Erc20TransferObserved.v1',
+            waitingRevision: 5,
+          }),
+        ]);
+
+        // The operator's way: the admin route marks the row, the owning consumer runs the retry.
+        state.refused = false;
+        expect(
+          await requestParkedStreamRetry(dataSource, group, `${stream}:${DEPOSIT_A.toLowerCase()}`),
+        ).toBe(true);
+        await eventually(
+          () => listParkedStreams(dataSource, group),
+          (p) => p.length === 0,
+          "A's address released",
+          POLL,
+        );
+        expect(handled).toEqual([
+          'b-funded',
+          'b-second',
+          'a-funded',
+          'a-captured',
+          'a-funded-retracted',
+          'a-funded-again',
+        ]);
+      } finally {
+        await subscription.stop();
+      }
+    });
+
+    it("parks only the subscription manager whose event cannot be handled: another merchant's manager on the same chain proceeds, and the parked one's later events and retraction run in order after a retry", async () => {
+      const group = 'test.chain-managers';
+      const stream = 'chain-eip155:900102';
+      const managerEvent = 'SubscriptionManagerEventObserved.v1';
+      const { handled, state, subscription } = await chainConsumer(group, stream, ['m1-charged']);
+      try {
+        await observe(stream, [
+          emitted('m1-created', managerEvent, MANAGER_1, 'SubscriptionCreated'),
+          emitted('m1-charged', managerEvent, MANAGER_1, 'SubscriptionCharged'),
+          emitted('m2-created', managerEvent, MANAGER_2, 'SubscriptionCreated'),
+          emitted('m1-cancelled', managerEvent, MANAGER_1, 'SubscriptionCancelled'),
+          emitted('m2-charged', managerEvent, MANAGER_2, 'SubscriptionCharged'),
+          retraction('m1-charged-retracted', stream, 'm1-charged', MANAGER_1),
+        ]);
+        await subscription.caughtUp();
+        expect(handled).toEqual(['m1-created', 'm2-created', 'm2-charged']);
+        const key = `${stream}:${MANAGER_1.toLowerCase()}`;
+        expect(
+          (await listParkedStreams(dataSource, group)).map((p) => [p.streamId, p.waitingRevision]),
+        ).toEqual([[key, 5]]);
+
+        expect(await bus.consumer(group)?.retry(key)).toBe('still_parked');
+        expect(handled).toEqual(['m1-created', 'm2-created', 'm2-charged']);
+        state.refused = false;
+        expect(await bus.consumer(group)?.retry(key)).toBe('applied');
+        expect(handled).toEqual([
+          'm1-created',
+          'm2-created',
+          'm2-charged',
+          'm1-charged',
+          'm1-cancelled',
+          'm1-charged-retracted',
+        ]);
       } finally {
         await subscription.stop();
       }
