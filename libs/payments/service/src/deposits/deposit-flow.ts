@@ -14,7 +14,13 @@ import {
   type ChainOperatorConfig,
 } from '@stablepay/chain-operator';
 import { parseCaip19 } from '@stablepay/evm';
-import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
+import {
+  type BusMessage,
+  type BusSubscription,
+  chainObservationIsolationKey,
+  EVENT_BUS,
+  type EventBus,
+} from '@stablepay/event-bus';
 import type { EventStore } from '@stablepay/event-store';
 import {
   addressesToScreen,
@@ -202,6 +208,8 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       await this.bus.consume({
         group: DEPOSIT_OBSERVATION_GROUP,
         topics: [CHAIN_TOPIC],
+        // Per deposit address, not per chain: an observation one payment cannot take holds back only that payment.
+        isolationKey: chainObservationIsolationKey,
         handler: (message) => this.onObservation(message),
         onError: (error, message) =>
           this.logger.error({

@@ -8,6 +8,7 @@ import {
 import {
   type BusMessage,
   type BusSubscription,
+  chainObservationIsolationKey,
   EVENT_BUS,
   type EventBus,
   topicForCategory,
@@ -50,6 +51,8 @@ export class ChainObservationsConsumer implements OnApplicationBootstrap, Before
     this.subscription = await this.bus.consume({
       group: CHAIN_OBSERVATIONS_GROUP,
       topics: [CHAIN_OBSERVATION_TOPIC],
+      // Per manager, not per chain: order within a manager matters (a charge after its subscription's creation).
+      isolationKey: chainObservationIsolationKey,
       handler: (message) => this.handle(message),
       onError: (error, message) =>
         this.logger.error({
