@@ -67,7 +67,7 @@ export const projectionMetrics = {
     () =>
       new Gauge({
         name: 'stablepay_projection_parked_streams',
-        help: 'Streams a projection parked on an event it could not apply, waiting for an operator retry.',
+        help: "Streams a projection parked on an event it could not apply, waiting for an operator retry. The projection's total in the shared table, reported alike by each process running it: aggregate with max by (projection), not sum.",
         labelNames: ['projection'],
       }),
   ),

@@ -332,7 +332,7 @@ export const consumerMetrics = {
   ),
   parked: statusGauge(
     'stablepay_consumer_parked_streams',
-    'Streams a consumer group parked on a message that kept failing (they wait for a retry; other streams go on).',
+    "Streams a consumer group parked on a message that kept failing (they wait for a retry; other streams go on). The group's total in the shared table, reported alike by each member: aggregate with max by (group), not sum.",
     (s) => s.parkedStreams,
   ),
   messages: metric(
