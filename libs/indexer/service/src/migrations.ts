@@ -109,8 +109,8 @@ export class AllowPaymentDepositWatches1767700000100 implements MigrationInterfa
  * Each observation keeps the watched address it is about, so its retraction names it (consumers keep order per
  * address). Rows from before have none; they leave with the reorg window.
  */
-export class AddObservationAddress1795449600100 implements MigrationInterface {
-  name = 'AddObservationAddress1795449600100';
+export class AddObservationAddress1795449600200 implements MigrationInterface {
+  name = 'AddObservationAddress1795449600200';
 
   async up(q: QueryRunner): Promise<void> {
     await q.query('ALTER TABLE indexer_observations ADD COLUMN IF NOT EXISTS address text');
@@ -124,5 +124,5 @@ export class AddObservationAddress1795449600100 implements MigrationInterface {
 export const INDEXER_MIGRATIONS = [
   CreateIndexerTables1764100000400,
   AllowPaymentDepositWatches1767700000100,
-  AddObservationAddress1795449600100,
+  AddObservationAddress1795449600200,
 ];
