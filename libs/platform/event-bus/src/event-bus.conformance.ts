@@ -8,17 +8,26 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Pool } from 'pg';
-import type { NewEvent } from '@stablepay/event-store';
+import type { EventStore, NewEvent } from '@stablepay/event-store';
+import type { DataSource, QueryRunner } from 'typeorm';
 import type { BusMessage, BusSubscription, EventBus } from './event-bus.port';
 import { idempotentHandler, migrateProcessedMessages } from './idempotency/idempotent-handler';
+import {
+  AddParkedStreamRetryClaims1795449600100,
+  AddParkedStreamSource1795449600000,
+  CreateParkedStreams1767312000000,
+} from './projection/projection-runner';
+import { SupervisedEventBus } from './supervision/supervised-event-bus';
 
 export interface EventBusFixture {
   /** Stores events as a service does and resolves once they are available to consumers. */
   append(streamId: string, events: readonly NewEvent[]): Promise<void>;
   /** A bus instance standing for one process; several may be open at once. The suite closes it after each case. */
   openBus(): Promise<EventBus>;
-  /** A database for the idempotent-handler cases (the read-model side of a consumer). */
+  /** A database for the idempotent-handler cases (the read-model side of a consumer) and parked streams. */
   readonly pool: Pool;
+  /** The store the events were appended to: a supervised consumer's retry reads a parked stream from it. */
+  readonly store: Pick<EventStore, 'readStream'>;
   dispose(): Promise<void>;
 }
 
@@ -246,6 +255,71 @@ export function describeEventBusConformance(name: string, setup: () => Promise<E
         await again.subscription.caughtUp();
         await again.subscription.stop();
         expect(again.handled.map((m) => m.id)).toEqual(ids('bfail', 4, 2));
+      });
+    });
+
+    describe('supervised, with an isolation key finer than the partition key', () => {
+      it("parks only the failing key of a stream: the stream's other keys go on, the key's later messages wait, and a retry runs them in order", async () => {
+        const pool = env().pool;
+        const dataSource = {
+          query: async (sql: string, parameters?: unknown[]) => (await pool.query(sql, parameters)).rows,
+        } as unknown as Pick<DataSource, 'query'>;
+        for (const migration of [
+          new CreateParkedStreams1767312000000(),
+          new AddParkedStreamSource1795449600000(),
+          new AddParkedStreamRetryClaims1795449600100(),
+        ]) {
+          await migration.up(dataSource as unknown as QueryRunner);
+        }
+        // One stream (one partition key) carrying two subjects, as a chain's observation stream carries payments.
+        const stream = `chain-${run}:keys`;
+        const subject = (m: BusMessage): string => (m.data as { subject: string }).subject;
+        const label = (m: BusMessage): string => (m.data as { label: string }).label;
+        await env().append(
+          stream,
+          [
+            ['a0', 'A'],
+            ['a1', 'A'],
+            ['b0', 'B'],
+            ['a2', 'A'],
+            ['b1', 'B'],
+          ].map(([l, s]) => ({ id: `${run}:keys:${l}`, type: 'Observed', data: { label: l, subject: s } })),
+        );
+        const bus = new SupervisedEventBus(await env().openBus(), {
+          dataSource,
+          store: env().store,
+          logger: { error: () => undefined, warn: () => undefined, log: () => undefined },
+          settings: { isolateAfterFailures: 2, retryPollMs: 50, autoRetryAfterMs: 0 },
+        });
+        const handled: string[] = [];
+        let refused = true;
+        const group = `${run}-keys`;
+        try {
+          const subscription = await bus.consume({
+            group,
+            topics: ['indexer.chain-observation.v1'],
+            isolationKey: (m) => `${m.key}:${subject(m)}`,
+            handler: async (m) => {
+              if (m.key !== stream) return;
+              if (refused && label(m) === 'a1') throw new Error('subject A refuses a1');
+              handled.push(label(m));
+            },
+          });
+          await subscription.caughtUp();
+          expect(handled).toEqual(['a0', 'b0', 'b1']);
+
+          refused = false;
+          expect(await bus.consumer(group)?.retry(`${stream}:A`)).toBe('applied');
+          expect(handled).toEqual(['a0', 'b0', 'b1', 'a1', 'a2']);
+
+          await env().append(stream, [
+            { id: `${run}:keys:a3`, type: 'Observed', data: { label: 'a3', subject: 'A' } },
+          ]);
+          await subscription.caughtUp();
+          expect(handled).toEqual(['a0', 'b0', 'b1', 'a1', 'a2', 'a3']);
+        } finally {
+          await bus.close();
+        }
       });
     });
 

@@ -84,6 +84,7 @@ if (plan.kind === 'skip') {
           consumer: { sessionTimeout: 10_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 100 },
         }),
       pool,
+      store,
       dispose: async () => {
         await relay.stop();
         await publisher.close();

@@ -31,6 +31,7 @@ describeEventBusConformance('StoreLogEventBus', async () => {
       };
     },
     pool,
+    store,
     dispose: async () => {
       await Promise.all([...processes].map((s) => s.close()));
       await store.close();
