@@ -500,6 +500,103 @@ describe('SupervisedEventBus', () => {
     }
   });
 
+  it("reads every supervised group's parked rows in one statement per poll, not one per group", async () => {
+    const statements: Array<{ sql: string; parameters: unknown[] }> = [];
+    const counting = {
+      query: (sql: string, parameters: unknown[]) => {
+        statements.push({ sql, parameters });
+        return dataSource.query(sql, parameters);
+      },
+    } as unknown as DataSource;
+    const groups = ['test.consumer-poll-a', 'test.consumer-poll-b', 'test.consumer-poll-c'];
+    const { supervised } = scriptedMember({ retryPollMs: 20, autoRetryAfterMs: 0 }, counting);
+    const subscriptions = await Promise.all(
+      groups.map((group) => supervised.consume({ group, topics: [TOPIC], handler: async () => undefined })),
+    );
+    try {
+      const polls = (): Array<{ sql: string; parameters: unknown[] }> =>
+        statements.filter((s) => /AS due/.test(s.sql) && !/UPDATE/.test(s.sql));
+      await eventually(
+        async () => polls().length,
+        (n) => n >= 3,
+        'three polls',
+        POLL,
+      );
+      // Parked by another member after these started: the polls bring it to its group.
+      await parkedByAnotherMember('test.consumer-poll-b', 'payment-pb0', 0);
+      const parked = (group: string): number | undefined =>
+        supervised.health.statuses().find((s) => s.group === group)?.parkedStreams;
+      await eventually(
+        async () => parked('test.consumer-poll-b'),
+        (n) => n === 1,
+        'the row read',
+        POLL,
+      );
+      expect(groups.map(parked)).toEqual([0, 1, 0]);
+      // (The groups in the order they started, which Promise.all does not fix.)
+      for (const poll of polls()) expect([...(poll.parameters[0] as string[])].sort()).toEqual(groups);
+    } finally {
+      for (const subscription of subscriptions) await subscription.stop();
+      await supervised.close();
+    }
+  });
+
+  it('keeps a stream it parked while the poll read the table: a later message of it waits though the read predates the park', async () => {
+    const group = 'test.consumer-poll-stale';
+    const readDone = gate();
+    const applyRead = gate();
+    const nextRead = gate();
+    const end = gate();
+    let reads = 0;
+    const holding = {
+      query: async (sql: string, parameters: unknown[]) => {
+        if (!/AS due/.test(sql) || /UPDATE/.test(sql)) return dataSource.query(sql, parameters);
+        reads++;
+        if (reads > 1) {
+          nextRead.open();
+          await end.wait;
+        }
+        const rows: unknown = await dataSource.query(sql, parameters);
+        readDone.open();
+        await applyRead.wait;
+        return rows;
+      },
+    } as unknown as DataSource;
+    const { supervised, consumers } = scriptedMember(
+      { retryPollMs: 20, autoRetryAfterMs: 0, isolateAfterFailures: 1 },
+      holding,
+    );
+    const handled: string[] = [];
+    const subscription = await supervised.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        if (label(m) === 'poison') throw new Error('the database refuses this draft');
+        handled.push(m.id);
+      },
+    });
+    const options = consumers[0];
+    try {
+      await readDone.wait;
+      // Parked after the poll's read, before the poll applies it.
+      await options?.handler(message(TOPIC, 'payment-xa', 0, 'poison'));
+      applyRead.open();
+      // The next poll begins once this one's rows were applied; it is held, so nothing fresher is read meanwhile.
+      await nextRead.wait;
+      await options?.handler(message(TOPIC, 'payment-xa', 1, 'x1'));
+      expect(handled).toEqual([]);
+      expect((await listParkedStreams(dataSource, group))[0]).toMatchObject({
+        streamId: 'payment-xa',
+        revision: 0,
+        waitingRevision: 1,
+      });
+    } finally {
+      end.open();
+      await subscription.stop();
+      await supervised.close();
+    }
+  });
+
   it('holds no connection of the pool while retries run their handlers: groups retrying at once leave it to HTTP', async () => {
     const own = await openDataSource({ url: database.url, migrations: [] });
     // TypeORM's PostgresDriver keeps its pg Pool as `master`.

@@ -90,9 +90,10 @@ export const RETRY_DUE = `(retry_requested_at IS NOT NULL
  *   errors) are never parked, only retried (the group shows as stalled while it lasts); a transient failure is
  *   parked only when the database answers (the event's own timeout, not an outage of ours).
  *
- * Several members (Kafka): each member reloads the group's parked streams at every retry poll and, before
- * handling a new partition assignment, when the adapter announces it (`onAssigned`), so a member that takes over a
- * partition never handles a later message of a stream another member parked. A parked row and a live delivery
+ * Several members (Kafka): each member reloads the group's parked streams at every retry poll (one statement per
+ * bus for all its groups) and, before handling a new partition assignment, when the adapter announces it
+ * (`onAssigned`), so a member that takes over a partition never handles a later message of a stream another member
+ * parked. A parked row and a live delivery
  * never interleave: in this process they share one queue; across processes the live path sets the waiting
  * revision with one UPDATE and the retry deletes the row only if nothing newer waits, so exactly one of them
  * handles each later message. Retries run in whichever member polls first, under a claim on the row (renewed
@@ -102,6 +103,9 @@ export const RETRY_DUE = `(retry_requested_at IS NOT NULL
 export class SupervisedEventBus implements EventBus {
   readonly health = new ConsumerHealthRegistry();
   private readonly consumers = new Set<SupervisedConsumer>();
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private pollFailing = false;
 
   constructor(
     readonly inner: EventBus,
@@ -117,6 +121,7 @@ export class SupervisedEventBus implements EventBus {
     await consumer.start(this.inner);
     this.health.add(consumer.health);
     this.consumers.add(consumer);
+    if (!consumer.isolatesItself) this.startPolling();
     return {
       caughtUp: () => consumer.caughtUp(),
       stop: async () => {
@@ -133,11 +138,57 @@ export class SupervisedEventBus implements EventBus {
   }
 
   async close(): Promise<void> {
+    if (this.pollTimer) clearInterval(this.pollTimer);
     await Promise.all([...this.consumers].map((c) => c.stop()));
     this.consumers.clear();
     this.health.close();
     await this.inner.close();
   }
+
+  private startPolling(): void {
+    if (this.pollTimer) return;
+    this.pollTimer = setInterval(() => {
+      // One poll at a time: a slow one is not stacked behind by the next tick.
+      this.polling ??= this.poll().finally(() => (this.polling = undefined));
+    }, this.deps.settings?.retryPollMs ?? DEFAULT_RETRY_POLL_MS);
+    this.pollTimer.unref();
+  }
+
+  /**
+   * Each poll, one statement for every supervised group of this bus (not one per group, each second, idle or not):
+   * their parked rows and which are due. Each group then reloads its parked set and runs its due retries in its own
+   * queue; a group still busy with the previous poll's retries sits this one out.
+   */
+  private async poll(): Promise<void> {
+    const consumers = [...this.consumers].filter((c) => c.beginPoll());
+    if (consumers.length === 0) return;
+    const dataSource = this.deps.dataSource;
+    try {
+      if (!dataSource) throw new Error('parking needs the database');
+      const rows: Array<ParkedKeyRow & { projection: string; due: boolean }> = await dataSource.query(
+        `SELECT projection, ${PARKED_KEY}, ${RETRY_DUE} AS due
+           FROM parked_streams WHERE projection = ANY($1::text[]) ORDER BY parked_at`,
+        [[...new Set(consumers.map((c) => c.group))], ...dueSettings(this.deps.settings)],
+      );
+      for (const consumer of consumers) consumer.polled(rows.filter((r) => r.projection === consumer.group));
+      this.pollFailing = false;
+    } catch (error) {
+      for (const consumer of consumers) consumer.polled(undefined);
+      // The bus polls each second: a database outage is told once, not once a second.
+      if (!this.pollFailing)
+        this.deps.logger.warn({
+          msg: 'reading parked streams failed (told once until a poll succeeds)',
+          groups: consumers.map((c) => c.group),
+          error: String(error),
+        });
+      this.pollFailing = true;
+    }
+  }
+}
+
+/** $2 first automatic retry (s, 0 = off), $3 its longest delay (s): the parameters of RETRY_DUE after the group. */
+function dueSettings(settings: ConsumerSupervisionSettings | undefined): [number, number] {
+  return [(settings?.autoRetryAfterMs ?? DEFAULT_AUTO_RETRY_AFTER_MS) / 1000, AUTO_RETRY_MAX_SECONDS];
 }
 
 /** Failure counts kept per message id at most (old entries go first): a bound, not a limit anything reaches. */
@@ -173,7 +224,8 @@ class SupervisedConsumer {
    * topic's subscription on the store-log bus, which retries independently) does not reset a failing one's count.
    */
   private readonly failures = new Map<string, number>();
-  private retryTimer: NodeJS.Timeout | undefined;
+  /** Keys parked here while the bus's poll read the table: its rows may predate them, so they are kept. */
+  private parkedSinceRead: Set<string> | undefined;
   private polling: Promise<void> | undefined;
   private pollFailing = false;
   private stopped = false;
@@ -204,13 +256,22 @@ class SupervisedConsumer {
     });
     const subscription = this.subscription;
     this.health.startProbing(() => subscription.caughtUp());
-    if (!this.isolatesItself) {
-      this.retryTimer = setInterval(() => {
-        // One poll at a time: a slow one is not stacked behind by the next tick.
-        this.polling ??= this.retryDue().finally(() => (this.polling = undefined));
-      }, this.deps.settings?.retryPollMs ?? DEFAULT_RETRY_POLL_MS);
-      this.retryTimer.unref();
+  }
+
+  /** Whether this group takes part in the bus's next poll (not stopped, done with the last one's retries). */
+  beginPoll(): boolean {
+    if (this.isolatesItself || this.stopped || this.polling || this.parkedSinceRead) return false;
+    this.parkedSinceRead = new Set();
+    return true;
+  }
+
+  /** The poll's rows of this group (undefined: the read failed); the retries run as this group's own tasks. */
+  polled(rows: ReadonlyArray<ParkedKeyRow & { due: boolean }> | undefined): void {
+    if (!rows) {
+      this.parkedSinceRead = undefined;
+      return;
     }
+    this.polling = this.retryDue(rows).finally(() => (this.polling = undefined));
   }
 
   async caughtUp(): Promise<void> {
@@ -223,7 +284,6 @@ class SupervisedConsumer {
    */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.retryTimer) clearInterval(this.retryTimer);
     this.health.stopProbing();
     await this.subscription?.stop();
     await this.serial.run(async () => undefined);
@@ -372,6 +432,7 @@ class SupervisedConsumer {
       ],
     );
     this.parked.set(key, message.key);
+    this.parkedSinceRead?.add(key);
     this.countParked();
     consumerMetrics.messages.inc({ group: this.group, outcome: 'parked' });
     this.deps.logger.error({
@@ -391,16 +452,21 @@ class SupervisedConsumer {
    * the streams an operator asked for and those whose automatic retry is due, whichever member parked them. Each
    * stream is retried as its own task, so live deliveries and a stop get in between; nothing starts after stop.
    */
-  private async retryDue(): Promise<void> {
-    if (this.stopped) return;
+  private async retryDue(rows: ReadonlyArray<ParkedKeyRow & { due: boolean }>): Promise<void> {
     try {
       const due = await this.serial.run(async () => {
+        // Read outside the queue: a key this group parked meanwhile stays (a released one costs a waiting UPDATE
+        // that finds no row, which drops it).
+        const since = this.parkedSinceRead ?? new Set<string>();
+        this.parkedSinceRead = undefined;
         if (this.stopped) return [];
-        const rows: Array<ParkedKeyRow & { due: boolean }> = await this.query(
-          `SELECT ${PARKED_KEY}, ${RETRY_DUE} AS due FROM parked_streams WHERE projection = $1 ORDER BY parked_at`,
-          this.dueParameters(),
-        );
-        this.replaceParked(rows);
+        const kept = [...since].flatMap((key) => {
+          const source = this.parked.get(key);
+          return source === undefined || rows.some((r) => r.stream_id === key)
+            ? []
+            : [{ stream_id: key, source }];
+        });
+        this.replaceParked([...rows, ...kept]);
         return rows.filter((r) => r.due).map((r) => r.stream_id);
       });
       for (const streamId of due) {
@@ -411,7 +477,7 @@ class SupervisedConsumer {
       }
       this.pollFailing = false;
     } catch (error) {
-      // Every group polls each second: a database outage is told once per group, not once a second.
+      // Polled each second: a retry failing on every poll (the database away) is told once, not once a second.
       if (!this.pollFailing)
         this.deps.logger.warn({
           msg: 'retrying parked streams failed (told once until a poll succeeds)',
@@ -619,8 +685,7 @@ class SupervisedConsumer {
 
   /** $1 group, $2 first automatic retry (s, 0 = off), $3 its longest delay (s): the parameters of RETRY_DUE. */
   private dueParameters(): [string, number, number] {
-    const autoSeconds = (this.deps.settings?.autoRetryAfterMs ?? DEFAULT_AUTO_RETRY_AFTER_MS) / 1000;
-    return [this.group, autoSeconds, AUTO_RETRY_MAX_SECONDS];
+    return [this.group, ...dueSettings(this.deps.settings)];
   }
 
   private async refreshParked(): Promise<void> {
