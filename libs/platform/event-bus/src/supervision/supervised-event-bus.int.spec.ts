@@ -847,6 +847,45 @@ describe('SupervisedEventBus', () => {
         await subscription.stop();
       }
     });
+    it('keeps a whole stream parked per stream (by the version before the isolation key, or a member without it) holding all of that stream, and its retry handles every message of it in order', async () => {
+      const group = 'test.consumer-key-stream-row';
+      const stream = 'chain-test:upgrade';
+      const handled: string[] = [];
+      await appendSubjects(stream, [
+        ['a0', 'A'],
+        ['a1', 'A'],
+        ['b0', 'B'],
+        ['unknown', null],
+        ['a2', 'A'],
+      ]);
+      await parkedByAnotherMember(group, stream, 0);
+      const subscription = await bus.consume({
+        group,
+        topics: [CHAIN_TOPIC],
+        isolationKey: subjectKey,
+        handler: async (m) => {
+          if (m.key === stream) handled.push(label(m));
+        },
+      });
+      try {
+        await subscription.caughtUp();
+        expect(handled).toEqual([]);
+        expect(await listParkedStreams(dataSource, group)).toEqual([
+          expect.objectContaining({
+            streamId: stream,
+            sourceStreamId: null,
+            revision: 0,
+            waitingRevision: 4,
+          }),
+        ]);
+
+        expect(await bus.consumer(group)?.retry(stream)).toBe('applied');
+        expect(handled).toEqual(['a0', 'a1', 'b0', 'unknown', 'a2']);
+        expect(await listParkedStreams(dataSource, group)).toEqual([]);
+      } finally {
+        await subscription.stop();
+      }
+    });
   });
 
   describe("a chain's observations, keyed per watched address (chainObservationIsolationKey)", () => {

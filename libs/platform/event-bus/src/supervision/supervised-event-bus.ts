@@ -352,9 +352,9 @@ class SupervisedConsumer {
   private async isolate(messages: readonly BusMessage[]): Promise<void> {
     for (const message of messages) {
       const key = this.keyOf(message);
-      if (key === undefined && this.holdsStream(message.key))
-        throw new UnattributedMessageWaits(this.group, message);
-      if (key !== undefined && this.parked.has(key) && (await this.markWaiting(message, key))) continue;
+      const waitOn = this.parkedBefore(message, key);
+      if (waitOn === HELD) throw new UnattributedMessageWaits(this.group, message);
+      if (waitOn !== undefined && (await this.markWaiting(message, waitOn))) continue;
       try {
         await this.call([message]);
       } catch (error) {
@@ -377,9 +377,9 @@ class SupervisedConsumer {
     if (this.parked.size === 0) return { live: [...messages] };
     const live: BusMessage[] = [];
     for (const message of messages) {
-      const key = this.keyOf(message);
-      if (key === undefined && this.holdsStream(message.key)) return { live, held: message };
-      if (key !== undefined && this.parked.has(key) && (await this.markWaiting(message, key))) continue;
+      const waitOn = this.parkedBefore(message, this.keyOf(message));
+      if (waitOn === HELD) return { live, held: message };
+      if (waitOn !== undefined && (await this.markWaiting(message, waitOn))) continue;
       live.push(message);
     }
     return { live };
@@ -391,10 +391,38 @@ class SupervisedConsumer {
     return isolationKey ? isolationKey(message) : message.key;
   }
 
-  /** Whether a key of this stream (or the stream itself) is parked. */
-  private holdsStream(streamId: string): boolean {
-    for (const source of this.parked.values()) if (source === streamId) return true;
+  /**
+   * The parked row a message must wait behind, if any: its whole stream's (a row parked per stream, by a member
+   * or a version without the consumer's isolation key: every message of the stream waited behind it), else its
+   * key's; HELD when it has no key and a key of its stream is parked.
+   */
+  private parkedBefore(message: BusMessage, key: string | undefined): string | typeof HELD | undefined {
+    if (this.parked.has(message.key)) return message.key;
+    if (key === undefined) return this.holdsFinerKey(message.key) ? HELD : undefined;
+    return this.parked.has(key) ? key : undefined;
+  }
+
+  /** Whether a key within this stream (not the stream itself) is parked. */
+  private holdsFinerKey(streamId: string): boolean {
+    for (const [key, source] of this.parked) if (source === streamId && key !== streamId) return true;
     return false;
+  }
+
+  /**
+   * What a retry of the parked `streamId` does with a message of its source stream: its own key's messages are
+   * handled and others skipped (theirs, handled live or parked under their own key). A whole stream parked (the
+   * key is the stream) had every message of it waiting behind it, so it handles all of them but those of a key
+   * parked on its own (whose retry reads them in its order). It stops before a message it cannot attribute that
+   * may belong to a parked key (the live path holds it; released, the live path handles it and what follows).
+   */
+  private retryStep(streamId: string, message: BusMessage): 'handle' | 'skip' | 'stop' {
+    const key = this.keyOf(message);
+    if (message.key !== streamId) {
+      if (key === undefined) return 'stop';
+      return key === streamId ? 'handle' : 'skip';
+    }
+    if (key === undefined) return this.holdsFinerKey(streamId) ? 'stop' : 'handle';
+    return key !== streamId && this.parked.has(key) ? 'skip' : 'handle';
   }
 
   /** True when the key is still parked (the message now waits behind it); false when a retry released it. */
@@ -562,14 +590,12 @@ class SupervisedConsumer {
         for (const message of page.map(toBusMessage)) {
           // Stopping: the stream stays parked; what this retry handled comes again with the next one (idempotent).
           if (this.stopped) return 'still_parked';
-          const key = this.keyOf(message);
-          if (key === undefined) {
-            // It may belong to this key, and the live path holds it (and everything after it) while this key is
-            // parked: the retry goes up to it, the release lets the live path handle it and what follows in order.
+          const step = this.retryStep(streamId, message);
+          if (step === 'stop') {
             unattributed = true;
             break reading;
           }
-          if (key === streamId) {
+          if (step === 'handle') {
             // Lost (this member stalled past the claim and another took the stream over): left to that member.
             if (!(await claim.renew())) {
               this.deps.logger.warn({
@@ -721,6 +747,9 @@ class SupervisedConsumer {
     return dataSource.query(sql, parameters) as Promise<T>;
   }
 }
+
+/** parkedBefore's answer for a message without a key while a key of its stream is parked. */
+const HELD = Symbol('held');
 
 /**
  * A message the consumer cannot attribute to an isolation key while a key of its stream is parked: it may belong
