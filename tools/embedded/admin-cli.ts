@@ -2,7 +2,7 @@
  * Operator CLI for the admin API.
  *   ADMIN_TOKEN=... npm run admin -- create-merchant --name "Acme" --mode test [--settlement-mode crypto|fiat] [--url http://localhost:3000]
  *   ADMIN_TOKEN=... npm run admin -- parked-streams [--url ...]
- *   ADMIN_TOKEN=... npm run admin -- retry-parked --projection <projection or consumer group> --stream <stream id> [--url ...]
+ *   ADMIN_TOKEN=... npm run admin -- retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url ...]
  * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once).
  */
 function option(args: string[], name: string): string | undefined {
@@ -13,7 +13,7 @@ function option(args: string[], name: string): string | undefined {
 const USAGE = [
   'usage: admin create-merchant --name <name> --mode test|live [--settlement-mode crypto|fiat] [--url <gateway url>]',
   '       admin parked-streams [--url <gateway url>]',
-  '       admin retry-parked --projection <projection or consumer group> --stream <stream id> [--url <gateway url>]',
+  '       admin retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url <gateway url>]',
 ].join('\n');
 
 export async function runAdminCli(
