@@ -597,6 +597,58 @@ describe('SupervisedEventBus', () => {
     }
   });
 
+  it("keeps the streams a rebalance's reload found while an older poll read was in flight: a later message of a stream another member parked waits", async () => {
+    const group = 'test.consumer-poll-stale-assignment';
+    const readDone = gate();
+    const applyRead = gate();
+    const nextRead = gate();
+    const end = gate();
+    let reads = 0;
+    const holding = {
+      query: async (sql: string, parameters: unknown[]) => {
+        if (!/AS due/.test(sql) || /UPDATE/.test(sql)) return dataSource.query(sql, parameters);
+        reads++;
+        if (reads > 1) {
+          nextRead.open();
+          await end.wait;
+        }
+        const rows: unknown = await dataSource.query(sql, parameters);
+        readDone.open();
+        await applyRead.wait;
+        return rows;
+      },
+    } as unknown as DataSource;
+    const { supervised, consumers } = scriptedMember({ retryPollMs: 20, autoRetryAfterMs: 0 }, holding);
+    const handled: string[] = [];
+    const subscription = await supervised.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        handled.push(m.id);
+      },
+    });
+    const options = consumers[0];
+    try {
+      await readDone.wait;
+      // After the poll's read: another member parks the stream, then a rebalance gives this member its partition.
+      await parkedByAnotherMember(group, 'payment-ya', 1);
+      await options?.onAssigned?.();
+      applyRead.open();
+      await nextRead.wait;
+      await options?.handler(message(TOPIC, 'payment-ya', 2, 'y2'));
+      expect(handled).toEqual([]);
+      expect((await listParkedStreams(dataSource, group))[0]).toMatchObject({
+        streamId: 'payment-ya',
+        revision: 1,
+        waitingRevision: 2,
+      });
+    } finally {
+      end.open();
+      await subscription.stop();
+      await supervised.close();
+    }
+  });
+
   it('holds no connection of the pool while retries run their handlers: groups retrying at once leave it to HTTP', async () => {
     const own = await openDataSource({ url: database.url, migrations: [] });
     // TypeORM's PostgresDriver keeps its pg Pool as `master`.
@@ -843,6 +895,45 @@ describe('SupervisedEventBus', () => {
         expect(await bus.consumer(group)?.retry(`${stream}:A`)).toBe('applied');
         await subscription.caughtUp();
         expect(handled).toEqual(['b0', 'a-poison', 'unknown', 'b1']);
+      } finally {
+        await subscription.stop();
+      }
+    });
+    it('parks the whole stream of a message it cannot attribute that keeps failing (its keys wait behind it, shown in parked_streams), and a retry handles the stream in order', async () => {
+      const group = 'test.consumer-key-unattributed-poison';
+      const stream = 'chain-test:unattributed-poison';
+      const handled: string[] = [];
+      let refused = true;
+      const subscription = await bus.consume({
+        group,
+        topics: [CHAIN_TOPIC],
+        isolationKey: subjectKey,
+        handler: async (m) => {
+          if (m.key !== stream) return;
+          if (label(m) === 'unknown' && refused) throw new Error('no consumer can handle this observation');
+          handled.push(label(m));
+        },
+      });
+      try {
+        await appendSubjects(stream, [
+          ['unknown', null],
+          ['a0', 'A'],
+          ['b0', 'B'],
+        ]);
+        await eventually(
+          () => listParkedStreams(dataSource, group),
+          (rows) => rows.some((p) => p.streamId === stream),
+          'the stream parked',
+          POLL,
+        );
+        await subscription.caughtUp();
+        expect(handled).toEqual([]);
+
+        refused = false;
+        expect(await bus.consumer(group)?.retry(stream)).toBe('applied');
+        await subscription.caughtUp();
+        expect(handled).toEqual(['unknown', 'a0', 'b0']);
+        expect(await listParkedStreams(dataSource, group)).toEqual([]);
       } finally {
         await subscription.stop();
       }

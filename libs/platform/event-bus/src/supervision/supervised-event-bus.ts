@@ -358,10 +358,12 @@ class SupervisedConsumer {
       try {
         await this.call([message]);
       } catch (error) {
-        // Unattributed, it cannot be set aside without perhaps passing a message of its key: retried in place.
-        if (key === undefined || neverParked(error)) throw error;
+        if (neverParked(error)) throw error;
         if (isTransient(error) && !(await this.databaseAnswers())) throw error;
-        await this.park(message, key, error);
+        // Unattributed, it may belong to any key of its stream: it parks the whole stream (every later message of
+        // the stream waits behind it), which keeps every key's order and shows the stall in parked_streams; retried
+        // in place forever instead, it would hold the stream's partition with nothing for an operator to retry.
+        await this.park(message, key ?? message.key, error);
       }
     }
   }
@@ -720,6 +722,9 @@ class SupervisedConsumer {
       [this.group],
     );
     this.replaceParked(rows);
+    // A poll whose read began before this reload (a rebalance's) must not apply its older rows over these: what is
+    // loaded here is kept by that poll as what this member parked meanwhile is.
+    for (const row of rows) this.parkedSinceRead?.add(row.stream_id);
   }
 
   /** Called inside the queue only, so a stream parked by a live delivery is never dropped by a stale read. */
