@@ -82,15 +82,7 @@ export async function lockDataDir(dataDir: string, helperWaitMs = 30_000): Promi
     if (owner !== null) throw refusal(dataDir, file, owner);
     // Another start took the stale lock over between our two tries: it is theirs now.
     if (attempt > 0) throw new ConfigError(`the data directory ${dataDir} was just taken by another start`);
-    const [previous, ...helpers] = readFileSync(file, 'utf8')
-      .split('\n')
-      .map((l) => Number(l.trim()))
-      .filter((n) => Number.isSafeInteger(n) && n > 0);
-    tookOverFrom = previous ?? null;
-    // The dead run's chains may still be writing their state: starting ours now would load an older one.
-    const deadline = Date.now() + helperWaitMs;
-    while (helpers.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    unlinkSync(file);
+    tookOverFrom = await takeOverStaleLock(dataDir, file, helperWaitMs);
   }
   let helpers: number[] = [];
   let released = false;
@@ -116,6 +108,73 @@ export async function lockDataDir(dataDir: string, helperWaitMs = 30_000): Promi
       if (ours()) unlinkSync(file);
     },
   };
+}
+
+/**
+ * Removes a dead run's lock, under `stablepay.lock.takeover` created exclusively: two starts finding the same stale
+ * lock (both restarting after a kill -9) each removed it by path, the second removing the lock the first had just
+ * made, and both ran on the same files. Under the guard the lock is read again: a start that finished its takeover
+ * meanwhile holds it alive (refused), or is writing its pid (read once more). The caller then creates its own lock
+ * exclusively, so of two starts that both got through here one way or the other, exactly one creates it.
+ */
+async function takeOverStaleLock(
+  dataDir: string,
+  file: string,
+  helperWaitMs: number,
+): Promise<number | null> {
+  const guard = `${file}.takeover`;
+  try {
+    writeFileSync(guard, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    const holder = Number(readText(guard)?.trim());
+    if (Number.isSafeInteger(holder) && holder > 0 && isAlive(holder))
+      throw new ConfigError(
+        `the data directory ${dataDir} is being taken over by another start (pid ${holder})`,
+      );
+    // A start killed in the middle of its takeover: its guard is as stale as the lock it was removing.
+    unlinkQuietly(guard);
+    throw new ConfigError(
+      `the data directory ${dataDir} had an interrupted takeover (${guard}, now removed); start again`,
+    );
+  }
+  try {
+    let text = readText(file);
+    if (text !== undefined && text.trim() === '') {
+      await new Promise((r) => setTimeout(r, 200));
+      text = readText(file);
+    }
+    if (text === undefined) return null;
+    const [previous, ...helpers] = text
+      .split('\n')
+      .map((l) => Number(l.trim()))
+      .filter((n) => Number.isSafeInteger(n) && n > 0);
+    if (previous !== undefined && isAlive(previous)) throw refusal(dataDir, file, previous);
+    // The dead run's chains may still be writing their state: starting ours now would load an older one.
+    const deadline = Date.now() + helperWaitMs;
+    while (helpers.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    unlinkQuietly(file);
+    return previous ?? null;
+  } finally {
+    unlinkQuietly(guard);
+  }
+}
+
+function readText(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+function unlinkQuietly(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
 }
 
 /** Binds the port once and lets it go: a port another program holds is reported before anything starts. */
