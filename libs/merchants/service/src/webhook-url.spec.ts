@@ -31,6 +31,17 @@ describe('validateWebhookUrl', () => {
   ])('refuses the IPv4-embedding literal %s, even with local webhooks allowed', async (url) => {
     await expect(validateWebhookUrl(url, true)).rejects.toMatchObject({ param: 'webhook_url' });
   });
+  it.each([
+    'https://localhost./hook',
+    'https://runsc./hook',
+    'https://metadata.google.internal./computeMetadata',
+    'https://foo.internal./hook',
+  ])('refuses the local name %s written with its trailing dot', async (url) => {
+    await expect(validateWebhookUrl(url, false)).rejects.toMatchObject({
+      param: 'webhook_url',
+      message: expect.stringMatching(/local host names/),
+    });
+  });
   it('refuses credentials in the URL', async () => {
     await expect(validateWebhookUrl('https://user:pw@hooks.example.com/x', false)).rejects.toMatchObject({
       param: 'webhook_url',

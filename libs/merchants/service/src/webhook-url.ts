@@ -37,7 +37,9 @@ export async function validateWebhookUrl(raw: string, allowLocal: boolean): Prom
       );
     return url.toString();
   }
-  if (BLOCKED_NAMES.test(host) || !host.includes('.')) {
+  // A fully qualified name's trailing dot names the same host: `localhost.` is localhost.
+  const name = host.replace(/\.$/, '');
+  if (BLOCKED_NAMES.test(name) || !name.includes('.')) {
     throw validationError(
       'webhook_url',
       'webhook_url must be publicly reachable: local host names are not allowed.',
