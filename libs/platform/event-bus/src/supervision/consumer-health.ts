@@ -200,9 +200,12 @@ export class ConsumerHealth {
     }
     const pending = waits.length > 0;
     const pendingSince = waits.reduce((a, w) => Math.min(a, w.since), Infinity);
-    const longest = waits
-      .map((w) => ({ ...w, idle: now - Math.max(w.progress, w.since) }))
-      .sort((a, b) => b.idle - a.idle)[0];
+    const idleWaits = waits.map((w) => ({ ...w, idle: now - Math.max(w.progress, w.since) }));
+    // A handler call that hangs also leaves the backlog probe unanswered, and the probe may have begun first: the
+    // running call, once stalled itself, is the cause to name.
+    const running = this.runningSince !== undefined ? idleWaits[0] : undefined;
+    const longest =
+      running && running.idle >= this.stalledAfterMs ? running : idleWaits.sort((a, b) => b.idle - a.idle)[0];
     if (reason === undefined && longest && longest.idle >= this.stalledAfterMs) {
       reason = `no progress for ${Math.round(longest.idle / 1000)} s with work pending: ${longest.what()}`;
     }
