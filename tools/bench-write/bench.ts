@@ -1,6 +1,7 @@
 /**
  * The write path beside the database's own insert rate, in one run on one database server:
- *   DATABASE_URL=postgres://... node -r @swc-node/register tools/bench-write/bench.ts
+ *   DATABASE_URL=postgres://... node --max-semi-space-size=32 -r @swc-node/register tools/bench-write/bench.ts
+ * (the young generation the services are deployed with: deploy/Dockerfile's NODE_OPTIONS; the header says which ran)
  *
  *   1. floor: BENCH_CLIENTS (8) pg clients doing single-row autocommit INSERTs of a jsonb row, for BENCH_SECONDS;
  *   2. the command path: HTTP `POST /subscription-checkouts` (validation, API-key auth, aggregate, event store
@@ -324,8 +325,12 @@ async function main(): Promise<void> {
     }
 
     const floorRate = rows[0] ? (rows[0].count / rows[0].ms) * 1000 : Number.NaN;
+    const youngGeneration =
+      [...process.execArgv, ...(process.env['NODE_OPTIONS'] ?? '').split(/\s+/)].find((a) =>
+        a.startsWith('--max-semi-space-size'),
+      ) ?? "V8's default young generation (not as deployed)";
     console.log(
-      `\nwrite path, ${SECONDS}s per row, database ${new URL(database.url).host} (${database.kind})${
+      `\nwrite path, ${SECONDS}s per row, database ${new URL(database.url).host} (${database.kind}), server ${youngGeneration}${
         process.env['BENCH_IDEMPOTENCY'] === '1' ? ', an Idempotency-Key on every POST' : ''
       }`,
     );

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
@@ -175,6 +176,20 @@ describe('distributed deployment files', () => {
     expect(dockerfile).toMatch(/HEALTHCHECK[\s\S]*\/health/);
     expect(dockerfile).toMatch(/apps\/\$\{SERVICE\}\/src\/main\.ts/);
     expect(dockerfile).not.toMatch(/^RUN[^\n]*npm ci/m);
+  });
+
+  it('every service runs with the young generation the write path was measured with, and node accepts it', () => {
+    const dockerfile = readFileSync(join(root, 'deploy', 'Dockerfile'), 'utf8');
+    const nodeOptions = /^ENV NODE_OPTIONS=(\S+)$/m.exec(dockerfile)?.[1];
+    expect(nodeOptions).toBe('--max-semi-space-size=32');
+    // node refuses to start on a V8 flag NODE_OPTIONS does not allow (--min-semi-space-size is one).
+    expect(() =>
+      execFileSync(process.execPath, ['-e', '0'], { env: { ...process.env, NODE_OPTIONS: nodeOptions } }),
+    ).not.toThrow();
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+      scripts: { start: string };
+    };
+    expect(pkg.scripts.start).toContain(nodeOptions);
   });
 
   const kustomization = parse(readFileSync(join(root, 'deploy', 'k8s', 'kustomization.yaml'), 'utf8')) as {
