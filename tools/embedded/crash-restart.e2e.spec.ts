@@ -1,5 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -131,6 +131,12 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
     expect((await runApi(running, 'GET', '/settings')).status).toBe(200);
 
     const pid = running.child.pid ?? 0;
+    // Every process that holds the data directory's files is in the lock, for a takeover to wait for.
+    const pglitePid = execFileSync('pgrep', ['-P', String(pid), '-f', 'pglite/serve.mjs'], {
+      encoding: 'utf8',
+    }).trim();
+    expect(pglitePid).toMatch(/^\d+$/);
+    expect(readFileSync(join(dataDir, 'stablepay.lock'), 'utf8').split('\n')).toContain(pglitePid);
     process.kill(-pid, 'SIGKILL');
     await running.exited;
     for (const url of Object.values(running.chains)) await isDown(url);

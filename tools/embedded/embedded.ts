@@ -148,6 +148,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       env['WEBHOOK_SECRET_ENCRYPTION_KEY'] = sealingKey(join(dataDir, 'webhook-secret-key'));
     if (!env['DATABASE_URL']) {
       pglite = await startPgliteServer({ dataDir: persistent ? join(dataDir, 'pglite') : 'memory://' });
+      // It outlives a kill -9 of this process alone while it closes its files: a start that took the data
+      // directory over before then would open the same files a second time.
+      if (pglite.pid !== undefined) lock?.addHelpers([pglite.pid]);
       env['DATABASE_URL'] = pglite.url;
     }
     if (chainIds.length > 0) {

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 export interface PgliteServer {
   readonly url: string;
   readonly port: number;
+  /** The child's pid: a run that locks its data directory lists it, so a takeover waits until it has closed. */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -50,6 +52,7 @@ export async function startPgliteServer(
   return {
     url: ready.url,
     port: ready.port,
+    pid: child.pid,
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
