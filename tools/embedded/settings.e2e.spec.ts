@@ -372,12 +372,17 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(active).toEqual({ current: res.body['webhook_secret'], previous: firstSecret });
     });
 
-    it('a malformed or non-empty rotation body is refused and rotates nothing', async () => {
+    it('a malformed, non-object or non-empty rotation body is refused and rotates nothing', async () => {
       const fingerprint = (await api('GET', '/settings')).body['webhook_secret_fingerprint'];
       for (const [body, headers, status] of [
         ['{"oops":', {}, 400],
         [{ unexpected: 1 }, {}, 400],
         ['[1]', {}, 400],
+        ['null', {}, 400],
+        ['[]', {}, 400],
+        ['1', {}, 400],
+        ['"rotate"', {}, 400],
+        ['true', {}, 400],
         ['rotate=1', { 'content-type': 'application/x-www-form-urlencoded' }, 415],
       ] as const) {
         const res = await api('POST', '/settings/webhook/secret', body, headers);

@@ -79,9 +79,13 @@ class OpenController {
   @Post()
   @HttpCode(200)
   touch() {
+    touches++;
     return { ok: true };
   }
 }
+
+/** Runs of the parameterless POST /open (a route that reads no body, as the webhook secret rotation). */
+let touches = 0;
 
 /** When set, key lookups wait until `size` of them are under way, as lookups of a concurrent burst do on a database. */
 let lookupGate: { size: number; waiting: number; open: () => void; opened: Promise<void> } | null = null;
@@ -285,6 +289,27 @@ describe('HTTP hardening (real Fastify server)', () => {
     expect(res.status).toBe(400);
     expect(JSON.parse(res.body)).toMatchObject({ error: { type: 'invalid_request', code: 'invalid_json' } });
     expect(writes).toBe(before);
+  });
+
+  it('refuses a JSON body that is not an object (null, an array, a scalar) with 400 on every route, running nothing', async () => {
+    const [writesBefore, touchesBefore] = [writes, touches];
+    for (const body of ['null', ' null ', '[]', '[{"text":"x"}]', '0', '"text"', 'true', 'false']) {
+      await expectRefused(await post(body), 400, 'invalid_json');
+      await expectRefused(
+        await fetch(`${base}/open`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+        }),
+        400,
+        'invalid_json',
+      );
+    }
+    expect([writes, touches]).toEqual([writesBefore, touchesBefore]);
+    // No body at all, or {}, is still "no parameters".
+    expect((await fetch(`${base}/open`, { method: 'POST' })).status).toBe(200);
+    const empty = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' };
+    expect((await fetch(`${base}/open`, empty)).status).toBe(200);
   });
 
   it('refuses __proto__ keys (prototype poisoning) with 400', async () => {

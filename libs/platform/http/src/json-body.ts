@@ -60,8 +60,9 @@ function checkStrings(root: unknown): void {
 }
 
 /**
- * Parses a JSON request body strictly: valid UTF-8 only (no silent U+FFFD), bounded nesting, and strings that
- * the database and every later step can hold. Failures are 400s in the envelope, before any handler runs.
+ * Parses a JSON request body strictly: valid UTF-8 only (no silent U+FFFD), bounded nesting, a JSON object at
+ * the top, and strings that the database and every later step can hold. Failures are 400s in the envelope,
+ * before any handler runs.
  */
 export function parseJsonBody(body: Buffer): unknown {
   let text: string;
@@ -79,6 +80,16 @@ export function parseJsonBody(body: Buffer): unknown {
   } catch {
     throw invalidJson('The request body is not valid JSON.');
   }
+  // Every body of the API is an object of named parameters. A bare `null` read as "no parameters" by the
+  // routes that take none, so `null` rotated the webhook secret; an array or a scalar names nothing either.
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw invalidJson(`The request body must be a JSON object, not ${describe(parsed)}.`);
   checkStrings(parsed);
   return parsed;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
 }
