@@ -218,6 +218,62 @@ describe('distributed deployment files', () => {
     },
   );
 
+  describe('metrics scraping (deploy/monitoring)', () => {
+    const monitoring = (file: string) =>
+      parse(readFileSync(join(root, 'deploy', 'monitoring', file), 'utf8')) as Record<string, unknown>;
+    const podMonitor = monitoring('podmonitor.yaml') as {
+      kind: string;
+      spec: {
+        selector: { matchLabels: Record<string, string> };
+        podMetricsEndpoints: Array<{ port: string; path: string }>;
+      };
+    };
+    const scrape = monitoring('prometheus-scrape.yaml') as {
+      scrape_configs: Array<{
+        metrics_path: string;
+        relabel_configs: Array<{ source_labels: string[]; regex?: string; action?: string }>;
+      }>;
+    };
+    const keeps = (label: string) =>
+      scrape.scrape_configs[0]?.relabel_configs.find(
+        (r) => r.action === 'keep' && r.source_labels.includes(label),
+      )?.regex;
+
+    it.each(apps)(
+      '%s serves /metrics on a port of its own that both the PodMonitor and the plain scrape config select',
+      (app) => {
+        const docs = k8sDocs(`${app}.yaml`);
+        const metricsPort = docs.find((d) => d.kind === 'ConfigMap')?.data?.['METRICS_PORT'];
+        const template = (
+          docs.find((d) => d.kind === 'Deployment')?.spec as unknown as {
+            template: {
+              metadata: { labels: Record<string, string> };
+              spec: { containers: Array<{ ports: Array<{ name: string; containerPort: number }> }> };
+            };
+          }
+        ).template;
+        const ports = template.spec.containers[0]?.ports ?? [];
+        // The API port answers /metrics 404 once METRICS_PORT is set: the scrape must name the metrics port.
+        expect(ports.find((p) => p.name === 'metrics')?.containerPort).toBe(Number(metricsPort));
+        expect(ports.find((p) => p.name === 'http')?.containerPort).not.toBe(Number(metricsPort));
+        for (const [label, value] of Object.entries(podMonitor.spec.selector.matchLabels))
+          expect(template.metadata.labels[label]).toBe(value);
+        expect(template.metadata.labels['app.kubernetes.io/part-of']).toMatch(
+          new RegExp(`^${keeps('__meta_kubernetes_pod_label_app_kubernetes_io_part_of')}$`),
+        );
+      },
+    );
+
+    it('both scrape the metrics port at /metrics', () => {
+      expect(podMonitor.kind).toBe('PodMonitor');
+      expect(podMonitor.spec.podMetricsEndpoints).toEqual([
+        expect.objectContaining({ port: 'metrics', path: '/metrics' }),
+      ]);
+      expect(scrape.scrape_configs[0]?.metrics_path).toBe('/metrics');
+      expect(keeps('__meta_kubernetes_pod_container_port_name')).toBe('metrics');
+    });
+  });
+
   describe('the chain layer (docs/chain-operator.md)', () => {
     it('payments and subscriptions send transactions (their main.ts reads the chain layer with the key)', () => {
       expect(actsOnChain).toEqual(['payments', 'subscriptions']);
