@@ -116,7 +116,7 @@ export class MerchantCommands {
     const webhookUrl =
       patch.webhookUrl === undefined || patch.webhookUrl === null
         ? patch.webhookUrl
-        : await validateWebhookUrl(patch.webhookUrl, this.config.allowLocalWebhooks);
+        : await validateWebhookUrl(patch.webhookUrl, this.config.allowLocalWebhooks, this.config.webhookDns);
     const before = await this.reader.get(merchantId);
     const secret = generateWebhookSecret();
     const secretId = newId('whs', this.clock.now());

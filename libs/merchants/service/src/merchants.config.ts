@@ -1,5 +1,6 @@
-import { ConfigError, envBool, envEnum, envOptional, SecretBox } from '@stablepay/util';
+import { ConfigError, envBool, envEnum, envInt, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
+import { HostResolver } from '@stablepay/node-util';
 import { chainRpcUrlsFromEnv } from '@stablepay/evm';
 
 export interface MerchantsConfig {
@@ -21,6 +22,12 @@ export interface MerchantsConfig {
    * show `chain_registrations` for those merchants only).
    */
   readonly chainMode: 'live' | 'test';
+  /**
+   * Resolves webhook URL names, at save (PATCH /settings) and at every delivery connection: c-ares, never the
+   * libuv pool, each name given up after WEBHOOK_DNS_TIMEOUT_MS (docs/webhooks.md). Tests point it at their own
+   * DNS server.
+   */
+  readonly webhookDns: HostResolver;
   /** The webhook event types a merchant may select (PATCH /settings `webhook_event_types`); the webhooks scope's catalogue. */
   readonly webhookEventCatalogue?: readonly string[];
 }
@@ -35,6 +42,9 @@ export const DEFAULT_SUPPORTED_CHAINS = [
   'eip155:8453',
   'eip155:10',
 ];
+
+/** WEBHOOK_DNS_TIMEOUT_MS's default: half the 10-second response deadline, which the resolution is part of. */
+export const DEFAULT_WEBHOOK_DNS_TIMEOUT_MS = 5_000;
 
 /** Reads the merchants module's configuration; in embedded mode an ephemeral encryption key is allowed. */
 export function merchantsConfigFromEnv(
@@ -81,5 +91,8 @@ export function merchantsConfigFromEnv(
     paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
     chainRpcUrls: Object.fromEntries(chainRpcUrlsFromEnv(env)),
     chainMode: envEnum(env, 'CHAIN_MODE', ['live', 'test'] as const, 'live'),
+    webhookDns: new HostResolver({
+      timeoutMs: envInt(env, 'WEBHOOK_DNS_TIMEOUT_MS', DEFAULT_WEBHOOK_DNS_TIMEOUT_MS, 100, 9_000),
+    }),
   };
 }

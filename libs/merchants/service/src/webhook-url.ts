@@ -1,6 +1,11 @@
-import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { canonicalIp, isLoopbackAddress, isPublicAddress } from '@stablepay/node-util';
+import {
+  canonicalIp,
+  HostResolutionError,
+  type HostResolver,
+  isLoopbackAddress,
+  isPublicAddress,
+} from '@stablepay/node-util';
 import { validationError } from '@stablepay/util';
 
 const BLOCKED_NAMES =
@@ -10,9 +15,15 @@ const BLOCKED_NAMES =
  * SPEC: the webhook URL must be a publicly reachable HTTPS address. Checked here when it is saved (literal
  * private/loopback/link-local/metadata addresses, IPv4-mapped IPv6 included, and names that resolve to them);
  * the dispatcher checks again at send time, so a DNS change later cannot slip through either.
- * A name that does not resolve now is accepted: it may be published later, and delivery re-checks it.
+ * A name that does not resolve now is accepted: it may be published later, and delivery re-checks it. A name
+ * whose DNS does not answer within the resolver's deadline is refused (400, param `webhook_url`): saving it would
+ * be a guess, and the merchant can retry once their DNS answers.
  */
-export async function validateWebhookUrl(raw: string, allowLocal: boolean): Promise<string> {
+export async function validateWebhookUrl(
+  raw: string,
+  allowLocal: boolean,
+  dns: Pick<HostResolver, 'resolve'>,
+): Promise<string> {
   let url: URL;
   try {
     url = new URL(raw);
@@ -47,8 +58,14 @@ export async function validateWebhookUrl(raw: string, allowLocal: boolean): Prom
   }
   let addresses: Array<{ address: string }> = [];
   try {
-    addresses = await lookup(host, { all: true, verbatim: true });
-  } catch {
+    addresses = await dns.resolve(host);
+  } catch (error) {
+    if (error instanceof HostResolutionError && error.timedOut)
+      throw validationError(
+        'webhook_url',
+        `webhook_url's host ${host} did not resolve in time: its DNS servers did not answer; retry once they do.`,
+        'webhook_url_dns_timeout',
+      );
     addresses = [];
   }
   if (addresses.some((a) => !isPublicAddress(a.address))) {

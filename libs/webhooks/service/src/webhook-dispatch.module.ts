@@ -26,7 +26,7 @@ export interface WebhookModuleOptions {
   readonly merchants: MerchantsConfig;
   /** Dispatcher tuning; defaults are production's (SPEC policy, 10-second deadline). */
   readonly dispatch?: DispatchOverrides;
-  /** DNS resolution for the egress policy (tests only). */
+  /** DNS answers for the egress policy (tests only); otherwise the merchants config's `webhookDns`. */
   readonly resolveAll?: ResolveAll;
 }
 
@@ -56,7 +56,7 @@ function sharedProviders(options: WebhookModuleOptions, resolved: DispatchOption
           allowLoopback: options.merchants.allowLocalWebhooks,
           maxResponseBytes: resolved.maxResponseBytes,
           excerptBytes: resolved.responseExcerptBytes,
-          ...(options.resolveAll ? { resolveAll: options.resolveAll } : {}),
+          resolveAll: options.resolveAll ?? ((hostname) => options.merchants.webhookDns.resolve(hostname)),
         }),
     },
   ];

@@ -1,4 +1,4 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import type { LookupAddress, LookupOptions } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import { canonicalIp, isLoopbackAddress, isPublicAddress } from '@stablepay/node-util';
 
@@ -16,14 +16,12 @@ export interface EgressPolicy {
   readonly allowLoopback: boolean;
 }
 
+/**
+ * Every address of a name. Production's is `HostResolver.resolve` (c-ares with a deadline, never `dns.lookup`:
+ * getaddrinfo holds one of libuv's four pool threads for as long as a merchant's name server keeps silent, so a
+ * few slow names stalled every merchant's deliveries; see @stablepay/node-util host-resolver.ts).
+ */
 export type ResolveAll = (hostname: string) => Promise<LookupAddress[]>;
-
-export const systemResolveAll: ResolveAll = (hostname) =>
-  new Promise((resolve, reject) => {
-    dnsLookup(hostname, { all: true, verbatim: true }, (error, addresses) =>
-      error ? reject(error) : resolve(addresses),
-    );
-  });
 
 export type TargetCheck =
   | {
@@ -95,10 +93,7 @@ export function admittedAddresses(
  * (every one of them when Node asks for all, for happy-eyeballs). Nothing admitted fails the connection with
  * BlockedAddressError before a packet is sent.
  */
-export function vettedLookup(
-  policy: EgressPolicy,
-  resolveAll: ResolveAll = systemResolveAll,
-): LookupFunction {
+export function vettedLookup(policy: EgressPolicy, resolveAll: ResolveAll): LookupFunction {
   return (
     hostname: string,
     options: LookupOptions,

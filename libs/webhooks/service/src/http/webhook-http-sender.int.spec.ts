@@ -1,4 +1,5 @@
 import type { LookupAddress } from 'node:dns';
+import { FakeDnsServer, HostResolver } from '@stablepay/node-util';
 import { TestReceiver } from '../testing/test-receiver';
 import { admittedAddresses, checkWebhookTarget } from './egress-policy';
 import { WebhookHttpSender, type WebhookHttpSenderOptions } from './webhook-http-sender';
@@ -102,12 +103,18 @@ describe('egress policy (SPEC: publicly reachable HTTPS only, checked again at s
 
 describe('WebhookHttpSender against a real receiver', () => {
   const receiver = new TestReceiver();
+  /** Two merchants' names: one answered, one whose name server black-holes every query. */
+  const dnsServer = new FakeDnsServer()
+    .set('hooks.merchant-b.test', { kind: 'answer', a: ['127.0.0.1'] })
+    .set('hooks.merchant-a.test', { kind: 'blackhole' });
+  let dns: HostResolver;
   const senders: WebhookHttpSender[] = [];
   const sender = (over: Partial<WebhookHttpSenderOptions> = {}) => {
     const s = new WebhookHttpSender({
       allowLoopback: true,
       maxResponseBytes: 16 * 1024,
       excerptBytes: 64,
+      resolveAll: (hostname) => dns.resolve(hostname),
       ...over,
     });
     senders.push(s);
@@ -116,11 +123,52 @@ describe('WebhookHttpSender against a real receiver', () => {
 
   beforeAll(async () => {
     await receiver.start();
+    await dnsServer.start();
+    dns = new HostResolver({ timeoutMs: 1_000, servers: [dnsServer.server] });
   });
 
   afterAll(async () => {
     for (const s of senders) s.close();
     await receiver.stop();
+    await dnsServer.stop();
+  });
+
+  it('delivers to http://localhost with ALLOW_LOCAL_WEBHOOKS (answered without DNS: c-ares reads no /etc/hosts)', async () => {
+    const port = new URL(receiver.url()).port;
+    const outcome = await sender().send({
+      url: `http://localhost:${port}/by-name`,
+      body,
+      headers,
+      timeoutMs: 2000,
+    });
+    expect(outcome).toMatchObject({ kind: 'response', status: 204 });
+    expect(dnsServer.queries.filter((q) => q.name === 'localhost')).toEqual([]);
+  });
+
+  it("one merchant's black-holed DNS holds nothing another merchant needs, and ends as a dns_error at its deadline", async () => {
+    const port = new URL(receiver.url()).port;
+    const s = sender();
+    const order: string[] = [];
+    const slow = s
+      .send({ url: `https://hooks.merchant-a.test:${port}/a`, body, headers, timeoutMs: 5_000 })
+      .then((outcome) => {
+        order.push('merchant a');
+        return outcome;
+      });
+    await dnsServer.queried('hooks.merchant-a.test');
+    // https to a name only the test's DNS server knows, resolving to the plain-HTTP receiver: the connection is
+    // made (its TLS handshake then fails), so the name was resolved while merchant a's was pending.
+    const other = await s.send({
+      url: `https://hooks.merchant-b.test:${port}/b`,
+      body,
+      headers,
+      timeoutMs: 5_000,
+    });
+    order.push('merchant b');
+    expect(other).toMatchObject({ kind: 'network_error', code: 'tls_error' });
+    expect(await slow).toMatchObject({ kind: 'network_error', code: 'dns_error', detail: 'ETIMEOUT' });
+    expect(order).toEqual(['merchant b', 'merchant a']);
+    expect(receiver.on('/a')).toHaveLength(0);
   });
 
   it('posts the exact bytes with the given headers and reports a 2xx', async () => {

@@ -1,12 +1,12 @@
 import { performance } from 'node:perf_hooks';
 import { Agent, type Dispatcher } from 'undici';
+import { HostResolutionError } from '@stablepay/node-util';
 import type { AttemptOutcome } from '@stablepay/webhooks-domain';
 import {
   BlockedAddressError,
   checkWebhookTarget,
   type EgressPolicy,
   type ResolveAll,
-  systemResolveAll,
   vettedLookup,
 } from './egress-policy';
 
@@ -24,8 +24,11 @@ export interface WebhookHttpSenderOptions extends EgressPolicy {
   readonly maxResponseBytes: number;
   /** Response bytes kept for the attempt record. */
   readonly excerptBytes: number;
-  /** DNS resolution (tests inject answers to prove the address filter and the pinning). */
-  readonly resolveAll?: ResolveAll;
+  /**
+   * DNS resolution: the shared `HostResolver` (c-ares, WEBHOOK_DNS_TIMEOUT_MS); tests inject answers to prove the
+   * address filter and the pinning.
+   */
+  readonly resolveAll: ResolveAll;
   /** Idle keep-alive sockets are closed after this, below the 5 s most servers use, so a reused one is rarely stale. */
   readonly idleSocketMs?: number;
 }
@@ -118,7 +121,7 @@ export class WebhookHttpSender {
       headersTimeout: 0,
       bodyTimeout: 0,
       connect: {
-        lookup: vettedLookup(options, options.resolveAll ?? systemResolveAll),
+        lookup: vettedLookup(options, options.resolveAll),
         timeout: MAX_CONNECT_MS,
       },
     });
@@ -217,7 +220,7 @@ export class WebhookHttpSender {
             if (status !== 0) finishResponse();
             else if (error instanceof BlockedAddressError)
               finish({ kind: 'refused', code: 'blocked_address', detail: error.message });
-            else if (DNS_CODES.has(code))
+            else if (error instanceof HostResolutionError || DNS_CODES.has(code))
               finish({ kind: 'network_error', code: 'dns_error', detail: code, durationMs });
             else if (isTlsCode(code))
               finish({ kind: 'network_error', code: 'tls_error', detail: code, durationMs });

@@ -1,0 +1,131 @@
+import { Resolver } from 'node:dns/promises';
+
+export interface ResolvedAddress {
+  readonly address: string;
+  readonly family: 4 | 6;
+}
+
+export interface HostResolverOptions {
+  /** Longest one name's resolution (A and AAAA together) may take; a name not answered by then fails. */
+  readonly timeoutMs: number;
+  /**
+   * DNS servers as `ip`, `ip:port` or `[ipv6]:port`. Absent: the system's (c-ares reads /etc/resolv.conf).
+   * Tests point this at a local server.
+   */
+  readonly servers?: readonly string[];
+}
+
+/** A name that did not resolve: `code` is c-ares's (ENOTFOUND, ENODATA, ESERVFAIL, ...) or ETIMEOUT. */
+export class HostResolutionError extends Error {
+  constructor(
+    readonly hostname: string,
+    readonly code: string,
+  ) {
+    super(`${hostname} did not resolve (${code})`);
+    this.name = 'HostResolutionError';
+  }
+
+  get timedOut(): boolean {
+    return this.code === 'ETIMEOUT';
+  }
+}
+
+/**
+ * `localhost` is answered here, never asked of DNS: c-ares does not read /etc/hosts, and RFC 6761 reserves the
+ * name for loopback, so no server may say otherwise. IPv4 first: local receivers mostly listen there.
+ */
+const LOCALHOST: readonly ResolvedAddress[] = [
+  { address: '127.0.0.1', family: 4 },
+  { address: '::1', family: 6 },
+];
+
+function codeOf(error: unknown): string {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : 'EBADNAME';
+}
+
+/**
+ * Resolves names for outbound connections to addresses of other parties (merchants' webhook URLs) through c-ares
+ * (`dns.Resolver`), never `dns.lookup`: getaddrinfo runs on libuv's four pool threads without a deadline, so one
+ * party's name server that never answers held every thread, and every other party's resolutions (and the
+ * process's fs and crypto work) queued behind it. Here a resolution holds no thread, ends by `timeoutMs`, and
+ * concurrent resolutions of one name share one query, so many deliveries to one slow name cost one query.
+ */
+export class HostResolver {
+  private readonly resolver: Resolver;
+  private readonly inFlight = new Map<string, Promise<ResolvedAddress[]>>();
+
+  constructor(private readonly options: HostResolverOptions) {
+    if (!Number.isInteger(options.timeoutMs) || options.timeoutMs < 1)
+      throw new Error('HostResolver timeoutMs must be a positive integer');
+    // c-ares doubles the wait of each retry: two tries of t and 2t end about 3t after the start, so an
+    // unanswered query is given up near the deadline (the timer below reports it at the deadline whatever c-ares
+    // does).
+    this.resolver = new Resolver({ timeout: Math.max(1, Math.floor(options.timeoutMs / 3)), tries: 2 });
+    if (options.servers !== undefined) this.resolver.setServers([...options.servers]);
+  }
+
+  /** IPv4 then IPv6 addresses of a name (no literal addresses: callers connect to those directly). */
+  resolve(hostname: string): Promise<ResolvedAddress[]> {
+    const name = hostname.toLowerCase().replace(/\.$/, '');
+    if (name === 'localhost') return Promise.resolve(LOCALHOST.map((a) => ({ ...a })));
+    const shared = this.inFlight.get(name);
+    if (shared) return shared.then((addresses) => addresses.map((a) => ({ ...a })));
+    const query = this.query(name).finally(() => {
+      if (this.inFlight.get(name) === query) this.inFlight.delete(name);
+    });
+    this.inFlight.set(name, query);
+    return query.then((addresses) => addresses.map((a) => ({ ...a })));
+  }
+
+  /**
+   * A and AAAA in parallel. At the deadline, whatever family answered is used (a server that drops AAAA
+   * queries does not make a name with an A record fail); with no address by then, ETIMEOUT.
+   */
+  private query(name: string): Promise<ResolvedAddress[]> {
+    return new Promise<ResolvedAddress[]>((resolve, reject) => {
+      const found: ResolvedAddress[][] = [[], []];
+      const codes: string[] = [];
+      let pending = 2;
+      let done = false;
+      const end = (timedOut: boolean) => {
+        done = true;
+        clearTimeout(timer);
+        const addresses = [...(found[0] ?? []), ...(found[1] ?? [])];
+        if (addresses.length > 0) resolve(addresses);
+        else reject(new HostResolutionError(name, timedOut ? 'ETIMEOUT' : preferredCode(codes)));
+      };
+      const timer = setTimeout(() => end(true), this.options.timeoutMs);
+      const settle = (index: 0 | 1, addresses: ResolvedAddress[] | null, error?: unknown) => {
+        if (done) return;
+        if (addresses) found[index] = addresses;
+        else codes.push(codeOf(error));
+        if (--pending === 0) end(false);
+      };
+      const ask = (family: 4 | 6) =>
+        (family === 4 ? this.resolver.resolve4(name) : this.resolver.resolve6(name)).then(
+          (list) =>
+            settle(
+              family === 4 ? 0 : 1,
+              list.map((address) => ({ address, family })),
+            ),
+          (error: unknown) => settle(family === 4 ? 0 : 1, null, error),
+        );
+      try {
+        void ask(4);
+        void ask(6);
+      } catch (error) {
+        // A name c-ares refuses outright (not a DNS name) throws instead of rejecting.
+        done = true;
+        clearTimeout(timer);
+        reject(new HostResolutionError(name, codeOf(error)));
+      }
+    });
+  }
+}
+
+/** The code that says most: a timeout over a missing record type, a missing record type last. */
+function preferredCode(codes: readonly string[]): string {
+  if (codes.includes('ETIMEOUT')) return 'ETIMEOUT';
+  return codes.find((c) => c !== 'ENODATA') ?? codes[0] ?? 'ENODATA';
+}
