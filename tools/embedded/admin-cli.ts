@@ -3,7 +3,9 @@
  *   ADMIN_TOKEN=... npm run admin -- create-merchant --name "Acme" --mode test [--settlement-mode crypto|fiat] [--url http://localhost:3000]
  *   ADMIN_TOKEN=... npm run admin -- parked-streams [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url ...]
- * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once).
+ * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once). A retry's
+ * `status` is `applied`, `still_parked` (it ran; an event failed again) or `requested` (recorded on the row; the
+ * process running the projection or group serves it within a second: list the parked streams to follow it).
  */
 function option(args: string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);

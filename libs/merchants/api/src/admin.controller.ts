@@ -78,7 +78,9 @@ export class AdminController {
   /**
    * Retries a parked stream once its cause is fixed. `projection` is a projection or a bus consumer group (both
    * park in `parked_streams`). Run at once when it runs in this process (200, `applied` or `still_parked` with the
-   * new error); otherwise marked for the owning process, which picks it up within a second (202, `requested`).
+   * new error); otherwise, or when this process could not run it to its end (another member of the group retries
+   * the stream, or this one is stopping), the request is on the row for the member that runs the stream's next
+   * retry, within a second (202, `requested`): never answered as if it had run.
    */
   @Post('projections/:projection/parked-streams/:streamId/retry')
   async retryParkedStream(

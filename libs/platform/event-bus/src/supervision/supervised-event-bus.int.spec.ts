@@ -82,9 +82,14 @@ describe('SupervisedEventBus', () => {
   /**
    * Two members of a group on scripted buses, retried by hand (no polls), `stream` (k0, k1) parked at k0 by a third.
    * The first member's handler holds at k0 (`inRetry` opens) until the test opens `release`, then fails there when
-   * `firstFails`; each member records the messages it handled.
+   * `firstFails`; each member records the messages it handled. The second member polls each `secondPollMs` when
+   * given (it runs requested retries by itself).
    */
-  const twoMembersRetrying = async (group: string, stream: string, options: { firstFails: boolean }) => {
+  const twoMembersRetrying = async (
+    group: string,
+    stream: string,
+    options: { firstFails: boolean; secondPollMs?: number },
+  ) => {
     await append(stream, ['k0', 'k1']);
     await parkedByAnotherMember(group, stream, 0);
     const inRetry = gate();
@@ -92,7 +97,8 @@ describe('SupervisedEventBus', () => {
     const handledBy = { first: [] as string[], second: [] as string[] };
     const members = await Promise.all(
       (['first', 'second'] as const).map(async (name) => {
-        const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 0 });
+        const pollMs = name === 'second' ? options.secondPollMs : undefined;
+        const { supervised } = scriptedMember({ retryPollMs: pollMs ?? 60_000, autoRetryAfterMs: 0 });
         const subscription = await supervised.consume({
           group,
           topics: [TOPIC],
@@ -117,6 +123,8 @@ describe('SupervisedEventBus', () => {
           .find((m) => m.name === name)
           ?.supervised.consumer(group)
           ?.retry(stream),
+      /** Stops a member's subscription (as a shutdown does), leaving its bus to `close`. */
+      stop: (name: 'first' | 'second') => members.find((m) => m.name === name)?.subscription.stop(),
       close: async () => {
         for (const m of members) {
           await m.subscription.stop();
@@ -703,7 +711,7 @@ describe('SupervisedEventBus', () => {
     }
   });
 
-  it('stops a retry whose claim another member took over (this one stalled past it) after the current handler call, leaving the stream to that member', async () => {
+  it("stops an operator's retry whose claim another member took over (this one stalled past it) after the current handler call, leaving the stream and the request to that member (`requested`)", async () => {
     const group = 'test.consumer-retry-taken-over';
     await append('payment-wa', ['w0', 'w1', 'w2']);
     const member = await memberHolding(group, 'payment-wa', 'w0');
@@ -712,19 +720,20 @@ describe('SupervisedEventBus', () => {
       await member.inRetry.wait;
       await claimedBy(group, 'another member', '1 hour');
       member.release.open();
-      expect(await retrying).toBe('still_parked');
+      expect(await retrying).toBe('requested');
       expect(member.handled).toEqual(['w0']);
-      const rows: Array<{ revision: number; by: string }> = await dataSource.query(
-        'SELECT revision, retry_claimed_by AS by FROM parked_streams WHERE projection = $1',
+      const rows: Array<{ revision: number; by: string; requested: boolean }> = await dataSource.query(
+        `SELECT revision, retry_claimed_by AS by, retry_requested_at IS NOT NULL AS requested
+           FROM parked_streams WHERE projection = $1`,
         [group],
       );
-      expect(rows).toEqual([{ revision: 0, by: 'another member' }]);
+      expect(rows).toEqual([{ revision: 0, by: 'another member', requested: true }]);
     } finally {
       await member.close();
     }
   });
 
-  it('stops a retry in progress after its current handler call: the stream stays parked and nothing is handled after stop', async () => {
+  it("stops an operator's retry in progress after its current handler call: the stream stays parked with the request on it (`requested`) and nothing is handled after stop", async () => {
     const group = 'test.consumer-retry-stop';
     await append('payment-sa', ['s0', 's1', 's2']);
     const member = await memberHolding(group, 'payment-sa', 's0');
@@ -733,13 +742,36 @@ describe('SupervisedEventBus', () => {
     const stopping = member.subscription.stop();
     member.release.open();
     await stopping;
-    expect(await retrying).toBe('still_parked');
+    expect(await retrying).toBe('requested');
     expect(member.handled).toEqual(['s0']);
-    expect((await listParkedStreams(dataSource, group))[0]).toMatchObject({
-      streamId: 'payment-sa',
-      revision: 0,
-    });
+    const [row] = await listParkedStreams(dataSource, group);
+    expect(row).toMatchObject({ streamId: 'payment-sa', revision: 0, attempts: 1 });
+    expect(row?.retryRequestedAt).not.toBeNull();
     await member.close();
+  });
+
+  it("hands an operator's retry that its member cannot finish (it stops mid-retry) to the other member: answered `requested`, kept on the row, and run there in order", async () => {
+    const group = 'test.consumer-retry-handed-over';
+    const members = await twoMembersRetrying(group, 'payment-ho', { firstFails: false, secondPollMs: 50 });
+    try {
+      const retrying = members.retry('first');
+      await members.inRetry.wait;
+      const stopping = members.stop('first');
+      members.release.open();
+      await stopping;
+      expect(await retrying).toBe('requested');
+      expect(members.handledBy.first).toEqual(['k0']);
+      // Not due by itself (automatic retries are off, nothing failed): only the kept request makes the second run it.
+      await eventually(
+        () => listParkedStreams(dataSource, group),
+        (p) => p.length === 0,
+        'the other member running the request',
+        POLL,
+      );
+      expect(members.handledBy.second).toEqual(['k0', 'k1']);
+    } finally {
+      await members.close();
+    }
   });
 
   it('never parks a message whose handler fails because a chain node is down (ethers SERVER_ERROR): retried, shown as stalled, handled once the node is back', async () => {

@@ -194,8 +194,15 @@ function dueSettings(settings: ConsumerSupervisionSettings | undefined): [number
 /** Failure counts kept per message id at most (old entries go first): a bound, not a limit anything reaches. */
 const MAX_TRACKED_FAILURES = 10_000;
 
-/** What a retry of this group answers: `requested` when another member is retrying the stream right now. */
+/**
+ * What a retry of this group answers: `requested` when it could not run to its end here (another member holds the
+ * stream's retry, or this one stopped or lost its claim): the operator's request is on the row and the member that
+ * runs the stream's next retry (whichever polls first) serves it.
+ */
 export type ConsumerRetryOutcome = RetryOutcome | 'requested';
+
+/** retryClaimed's answer when it ended before the stream's messages were all tried (stopped, claim lost). */
+type ClaimedRetryOutcome = ConsumerRetryOutcome | 'interrupted';
 
 /** This member's claim on retrying one parked stream (SupervisedConsumer.claimRetry). */
 interface RetryClaim {
@@ -289,8 +296,16 @@ class SupervisedConsumer {
     await this.serial.run(async () => undefined);
   }
 
-  /** Retries a parked stream of this group now (in order with live deliveries). */
-  retry(streamId: string): Promise<ConsumerRetryOutcome> {
+  /**
+   * An operator's retry of a parked stream of this group, run now (in order with live deliveries). The request is
+   * recorded on the row first, before it waits in the queue: a retry this member cannot run to its end (another
+   * member holds the stream, this one stops or loses its claim) is served by the member that runs the stream's next
+   * retry, and answered `requested`, not as if it had run. A retry that starts after it clears it (released, or
+   * failing again). Not parked: the map is left to the next poll (dropped here, outside the queue, it could drop a
+   * key a live delivery is parking).
+   */
+  async retry(streamId: string): Promise<ConsumerRetryOutcome> {
+    if (!(await this.recordRequest(streamId))) return 'not_parked';
     return this.serial.run(() => this.retryNow(streamId));
   }
 
@@ -531,29 +546,21 @@ class SupervisedConsumer {
   ): Promise<ConsumerRetryOutcome> {
     const store = this.deps.store;
     if (!store) throw new Error(`consumer ${this.group}: retrying a parked stream needs the event store`);
-    const claim = await this.claimRetry(streamId, when.onlyIfDue === true);
-    if (!claim) {
-      // Another member polled first (or put the next retry off): the poll leaves the stream to it.
-      if (when.onlyIfDue) return 'still_parked';
-      // An operator's retry while another member retries: kept as a request, so that member's failing retry does
-      // not wipe it (it clears only requests older than its start) and the next poll runs it.
-      const requested: unknown[] = await this.query(
-        `UPDATE parked_streams SET retry_requested_at = clock_timestamp()
-          WHERE projection = $1 AND stream_id = $2 RETURNING stream_id`,
-        [this.group, streamId],
-      );
-      if (affectedRows(requested) > 0) return 'requested';
-      this.parked.delete(streamId);
-      this.countParked();
-      return 'not_parked';
-    }
+    // An operator's retry (`retry`) has its request on the row already: one that does not run to its end here is
+    // left to the member that runs the next retry.
+    const operator = when.onlyIfDue !== true;
+    const notRun = operator ? 'requested' : 'still_parked';
+    if (this.stopped) return notRun;
+    const claim = await this.claimRetry(streamId, !operator);
+    // Another member retries the stream (or the poll's retry is not due): the request waits for it on the row.
+    if (!claim) return notRun;
     // A handler call may outlast the claim: renewed meanwhile, so no other member takes the stream from a live retry.
     const renewal = setInterval(() => void claim.renew().catch(() => undefined), claim.ms / 3);
     renewal.unref();
-    let outcome: ConsumerRetryOutcome | undefined;
+    let outcome: ClaimedRetryOutcome | undefined;
     try {
       outcome = await this.retryClaimed(store, streamId, claim);
-      return outcome;
+      return outcome === 'interrupted' ? notRun : outcome;
     } finally {
       clearInterval(renewal);
       // Released at once (the row is gone when the stream was released): the next poll need not wait for expiry.
@@ -561,11 +568,21 @@ class SupervisedConsumer {
     }
   }
 
+  /** Records an operator's request to retry the stream (the newest request stays); false when it is not parked. */
+  private async recordRequest(streamId: string): Promise<boolean> {
+    const requested: unknown[] = await this.query(
+      `UPDATE parked_streams SET retry_requested_at = GREATEST(retry_requested_at, clock_timestamp())
+        WHERE projection = $1 AND stream_id = $2 RETURNING stream_id`,
+      [this.group, streamId],
+    );
+    return affectedRows(requested) > 0;
+  }
+
   private async retryClaimed(
     store: Pick<EventStore, 'readStream'>,
     streamId: string,
     claim: RetryClaim,
-  ): Promise<ConsumerRetryOutcome> {
+  ): Promise<ClaimedRetryOutcome> {
     let from: number | undefined;
     for (;;) {
       const rows: Array<{ revision: number; source: string; mine: boolean }> = await this.query(
@@ -580,7 +597,7 @@ class SupervisedConsumer {
         this.countParked();
         return 'not_parked';
       }
-      if (!row.mine) return 'still_parked';
+      if (!row.mine) return 'interrupted';
       const start = from ?? row.revision;
       // The stream's messages of this key, from the parked one on; a key within a long stream (a chain's) is read
       // page by page. Other keys' messages are theirs (handled live, or parked under their own key).
@@ -591,7 +608,7 @@ class SupervisedConsumer {
         const page = await store.readStream(row.source, { fromRevision: newest + 1, maxCount: RETRY_PAGE });
         for (const message of page.map(toBusMessage)) {
           // Stopping: the stream stays parked; what this retry handled comes again with the next one (idempotent).
-          if (this.stopped) return 'still_parked';
+          if (this.stopped) return 'interrupted';
           const step = this.retryStep(streamId, message);
           if (step === 'stop') {
             unattributed = true;
@@ -605,7 +622,7 @@ class SupervisedConsumer {
                 group: this.group,
                 streamId,
               });
-              return 'still_parked';
+              return 'interrupted';
             }
             try {
               await this.call([message]);
