@@ -271,6 +271,16 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       });
     });
 
+    it('refuses a query parameter on PATCH /settings with 400 naming it, and changes nothing', async () => {
+      const res = await api('PATCH', '/settings?primary_color=%23000000', { display_name: 'Query Inc' });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error: { type: 'validation_error', param: 'primary_color' } });
+      expect((await api('GET', '/settings')).body).toMatchObject({
+        display_name: 'Acme Inc',
+        primary_color: '#FF8800',
+      });
+    });
+
     it('null resets a color to the platform default', async () => {
       const res = await api('PATCH', '/settings', { background_color: null });
       expect(res.body).toMatchObject({ background_color: null, primary_color: '#FF8800' });
@@ -392,6 +402,24 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect((await api('GET', '/settings')).body['webhook_secret_fingerprint']).toBe(fingerprint);
     });
 
+    it('a query parameter on the rotation is refused before its Idempotency-Key is claimed, rotating nothing', async () => {
+      const fingerprint = (await api('GET', '/settings')).body['webhook_secret_fingerprint'];
+      const headers = { 'idempotency-key': 'rotate-with-query' };
+      const refused = await api('POST', '/settings/webhook/secret?dry_run=true', undefined, headers);
+      expect(refused.status).toBe(400);
+      expect(refused.body).toMatchObject({ error: { type: 'validation_error', param: 'dry_run' } });
+      expect((await api('GET', '/settings')).body['webhook_secret_fingerprint']).toBe(fingerprint);
+      // A bad key is still 401 first.
+      const anonymous = await api('POST', '/settings/webhook/secret?dry_run=true', undefined, {
+        authorization: 'Bearer sk_test_' + '0'.repeat(32),
+      });
+      expect(anonymous.status).toBe(401);
+      // The key was not spent on the refusal: the same key without the query rotates.
+      const rotated = await api('POST', '/settings/webhook/secret', undefined, headers);
+      expect(rotated.status).toBe(200);
+      expect((await api('GET', '/settings')).body['webhook_secret_fingerprint']).not.toBe(fingerprint);
+    });
+
     it('rotating again inside the window invalidates the older secret at once (one previous slot)', async () => {
       const before = await stack.service.app
         .get(WebhookSecrets)
@@ -428,7 +456,8 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
           'SELECT sealed_secret FROM webhook_secrets WHERE merchant_id = $1',
           [merchantId],
         );
-        expect(secrets.rows.length).toBe(3);
+        // The first secret and the three rotations above that succeeded.
+        expect(secrets.rows.length).toBe(4);
         for (const row of secrets.rows) expect(row.sealed_secret).not.toContain('whsec_');
       } finally {
         await client.end();

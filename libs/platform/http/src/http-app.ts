@@ -11,6 +11,7 @@ import { installHttpMetrics } from './http-metrics';
 import { installIdleInterceptorSkip } from './idle-interceptors';
 import { installRateLimits, type RateLimits } from './rate-limits';
 import { installUrlStringCheck, urlStringsOptions } from './url-strings';
+import { UnknownQueryInterceptor } from './query-parameters';
 import { hideMetricsRoute } from './metrics-server';
 import { createValidationPipe } from './validation';
 
@@ -227,5 +228,7 @@ export async function createHttpApp(
   });
   app.useGlobalFilters(new ErrorEnvelopeFilter());
   app.useGlobalPipes(createValidationPipe());
+  // Global interceptors given here run before the modules' APP_INTERCEPTORs (the Idempotency-Key interceptor).
+  app.useGlobalInterceptors(new UnknownQueryInterceptor());
   return app;
 }

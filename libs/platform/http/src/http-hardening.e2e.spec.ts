@@ -312,6 +312,30 @@ describe('HTTP hardening (real Fastify server)', () => {
     expect((await fetch(`${base}/open`, empty)).status).toBe(200);
   });
 
+  it('refuses any query parameter on a write with 400 validation_error naming it, running nothing, after authentication', async () => {
+    const [writesBefore, touchesBefore] = [writes, touches];
+    const onNotes = await fetch(`${base}/notes?text=hidden&x=1`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+      body: '{"text":"shown"}',
+    });
+    expect(onNotes.status).toBe(400);
+    expect(await onNotes.json()).toMatchObject({ error: { type: 'validation_error', param: 'text' } });
+    const onOpen = await fetch(`${base}/open?confirm=false`, { method: 'POST' });
+    expect(await onOpen.json()).toMatchObject({ error: { type: 'validation_error', param: 'confirm' } });
+    expect([writes, touches]).toEqual([writesBefore, touchesBefore]);
+    const anonymous = await fetch(`${base}/notes?x=1`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"text":"shown"}',
+    });
+    expect(anonymous.status).toBe(401);
+    // A read takes its query (its own route checks it); a bare `?` is no parameter.
+    const read = await fetch(`${base}/notes?limit=5`, { headers: { authorization: `Bearer ${KEY}` } });
+    expect(read.status).toBe(200);
+    expect((await fetch(`${base}/open?`, { method: 'POST' })).status).toBe(200);
+  });
+
   it('refuses __proto__ keys (prototype poisoning) with 400', async () => {
     await expectRefused(await post('{"text":"x","extra":{"__proto__":{"admin":true}}}'), 400, 'invalid_json');
   });

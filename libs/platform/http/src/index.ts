@@ -7,6 +7,7 @@ export * from './http-metrics';
 export * from './idempotency.interceptor';
 export * from './idle-interceptors';
 export * from './pagination';
+export * from './query-parameters';
 export * from './validation';
 export * from './json-body';
 export * from './rate-limits';
