@@ -18,6 +18,7 @@ import {
 import { HealthModule, ReadinessRegistry } from './health';
 import { createHttpApp } from './http-app';
 import {
+  AddIdempotencyClaimOwners1795449600777,
   CreateIdempotencyKeys1763800000000,
   IDEMPOTENCY_CLOCK,
   IdempotencyInterceptor,
@@ -93,7 +94,10 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
     db = await createTestDatabase();
     @Module({
       imports: [
-        DatabaseModule.forRoot({ url: db.url, migrations: [CreateIdempotencyKeys1763800000000] }),
+        DatabaseModule.forRoot({
+          url: db.url,
+          migrations: [CreateIdempotencyKeys1763800000000, AddIdempotencyClaimOwners1795449600777],
+        }),
         HealthModule,
       ],
       controllers: [WidgetController],
@@ -365,6 +369,59 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(((await retried.json()) as { n: number }).n).toBeGreaterThan(firstBody.n);
       const replay = await post(JSON.stringify({ name: 'iota' }), { 'idempotency-key': 'k-crashed' });
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    });
+
+    it("a claim whose process stopped beating (or is gone) is taken over at once by the same request, not after the lease; a live process's claim is not", async () => {
+      const names: Record<string, string> = {
+        'k-owner-live': 'rho',
+        'k-owner-stopped': 'sigma',
+        'k-owner-gone': 'tau',
+      };
+      const body = (key: string) => JSON.stringify({ name: names[key] });
+      const crash = async (key: string, owner: string, beat: string | null) => {
+        const first = await post(body(key), { 'idempotency-key': key });
+        expect(first.status).toBe(201);
+        // What kill -9 of another gateway between the claim and its completion leaves.
+        const sql = new Client({ connectionString: db.url });
+        await sql.connect();
+        try {
+          await sql.query(
+            "UPDATE idempotency_keys SET state = 'in_flight', response_status = NULL, response_body = NULL, owner = $2 WHERE key = $1",
+            [key, owner],
+          );
+          if (beat !== null)
+            await sql.query(
+              `INSERT INTO idempotency_owners (owner, beat_at) VALUES ($1, now() - interval '${beat}')`,
+              [owner],
+            );
+        } finally {
+          await sql.end();
+        }
+        return ((await first.json()) as { n: number }).n;
+      };
+      const live = await crash('k-owner-live', 'owner-live', '1 second');
+      const stopped = await crash('k-owner-stopped', 'owner-stopped', '1 minute');
+      const gone = await crash('k-owner-gone', 'owner-gone', null);
+
+      const waiting = await post(body('k-owner-live'), { 'idempotency-key': 'k-owner-live' });
+      expect(waiting.status).toBe(409);
+      expect(await waiting.json()).toMatchObject({ error: { code: 'idempotency_key_in_use' } });
+      expect(live).toBeGreaterThan(0);
+
+      for (const [key, n] of [
+        ['k-owner-stopped', stopped],
+        ['k-owner-gone', gone],
+      ] as const) {
+        const other = await post(JSON.stringify({ name: 'other' }), { 'idempotency-key': key });
+        expect(other.status).toBe(400);
+        expect(await other.json()).toMatchObject({ error: { code: 'idempotency_key_reused' } });
+        const retried = await post(body(key), { 'idempotency-key': key });
+        expect(retried.status).toBe(201);
+        expect(retried.headers.get('idempotent-replayed')).toBeNull();
+        expect(((await retried.json()) as { n: number }).n).toBeGreaterThan(n);
+        const replay = await post(body(key), { 'idempotency-key': key });
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      }
     });
 
     it.each([

@@ -5,9 +5,10 @@ import {
   Inject,
   Injectable,
   type NestInterceptor,
+  type OnModuleDestroy,
 } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Pool, QueryResultRow } from 'pg';
 import { from, lastValueFrom, type Observable } from 'rxjs';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
@@ -37,6 +38,24 @@ export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
   }
 }
 
+/**
+ * Who holds an in-flight claim: each process running the interceptor beats in `idempotency_owners` while it lives,
+ * and its claims name it, so a retry can tell a first request still running from one whose process died.
+ */
+export class AddIdempotencyClaimOwners1795449600777 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE idempotency_keys ADD COLUMN owner text');
+    await q.query(`CREATE TABLE idempotency_owners (
+      owner text PRIMARY KEY,
+      beat_at timestamptz NOT NULL
+    )`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE idempotency_owners');
+    await q.query('ALTER TABLE idempotency_keys DROP COLUMN owner');
+  }
+}
+
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
 const KEY_HEADER = 'idempotency-key';
 const RETENTION_MS = DAY;
@@ -51,6 +70,20 @@ const RETENTION_MS = DAY;
  * new claim (COMPLETE_SQL, RELEASE_SQL).
  */
 const IN_FLIGHT_LEASE_MS = 10 * 60_000;
+/**
+ * Within the lease, a claim whose owner stopped beating is taken over at once: its process died (kill -9, a lost
+ * pod) and a client's retry would otherwise wait out the lease on 409s. Beats and their age are the database's
+ * clock (`now()`), never a host's, so skew between gateway replicas does not count. A live process whose event
+ * loop stalls longer than OWNER_DEAD_AFTER loses its claims like a dead one; its late completion cannot touch the
+ * retry's claim (COMPLETE_SQL), and what runs twice is what a takeover after the lease runs twice.
+ */
+const OWNER_BEAT_MS = 5_000;
+const OWNER_DEAD_AFTER = '30 seconds';
+const BEAT_SQL = `INSERT INTO idempotency_owners (owner, beat_at) VALUES ($1, now())
+  ON CONFLICT (owner) DO UPDATE SET beat_at = now()`;
+/** Owners gone for a day have no claim left to judge (RETENTION_MS): their rows go when a process starts. */
+const PRUNE_OWNERS_SQL = `DELETE FROM idempotency_owners WHERE beat_at < now() - interval '1 day'`;
+const FORGET_OWNER_SQL = 'DELETE FROM idempotency_owners WHERE owner = $1';
 
 /**
  * The claim in one statement: the in-flight row is inserted, or an expired row (older than RETENTION_MS, $5) is
@@ -58,16 +91,22 @@ const IN_FLIGHT_LEASE_MS = 10 * 60_000;
  * CONFLICT DO NOTHING` (two round trips) with the same outcome under races: ON CONFLICT DO UPDATE locks the row
  * it found, and a concurrent claim waiting on that lock re-checks the WHERE against what the winner wrote (a fresh
  * row), so exactly one claim wins. An in-flight row past IN_FLIGHT_LEASE_MS ($6) is taken over by the same request
- * only (same parameters); another request with that key still gets `idempotency_key_reused`.
+ * only (same parameters); another request with that key still gets `idempotency_key_reused`. So is, before the
+ * lease ends, an in-flight row whose owner ($7 names ours) has not beaten for OWNER_DEAD_AFTER. A row claimed
+ * before owners were recorded (owner NULL) waits out the lease.
  */
-const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at)
-  VALUES ($1, $2, $3, 'in_flight', $4)
+const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner)
+  VALUES ($1, $2, $3, 'in_flight', $4, $7)
   ON CONFLICT (scope, key) DO UPDATE
     SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
-        response_body = NULL, created_at = EXCLUDED.created_at
+        response_body = NULL, created_at = EXCLUDED.created_at, owner = EXCLUDED.owner
     WHERE idempotency_keys.created_at < $5
-       OR (idempotency_keys.state = 'in_flight' AND idempotency_keys.created_at < $6
-           AND idempotency_keys.request_hash = EXCLUDED.request_hash)
+       OR (idempotency_keys.state = 'in_flight' AND idempotency_keys.request_hash = EXCLUDED.request_hash
+           AND (idempotency_keys.created_at < $6
+                OR (idempotency_keys.owner IS NOT NULL AND NOT EXISTS (
+                      SELECT 1 FROM idempotency_owners o
+                      WHERE o.owner = idempotency_keys.owner
+                        AND o.beat_at > now() - interval '${OWNER_DEAD_AFTER}'))))
   RETURNING key`;
 const LOAD_SQL =
   'SELECT request_hash, state, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2';
@@ -142,14 +181,43 @@ function canonical(value: unknown): string {
  * 5xx) are not kept, so a corrected retry runs.
  */
 @Injectable()
-export class IdempotencyInterceptor implements NestInterceptor, IdleAware {
+export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnModuleDestroy {
   private readonly sql: IdempotencySql;
+  /** This process's name on its claims (one interceptor per HTTP app, so per process). */
+  private readonly owner = randomUUID();
+  /** The first beat, awaited by the first keyed request: a claim never names an owner that has not beaten. */
+  private beating: Promise<void> | undefined;
+  private beatTimer: NodeJS.Timeout | undefined;
 
   constructor(
     @Inject(DataSource) dataSource: DataSource,
     @Inject(IDEMPOTENCY_CLOCK) private readonly clock: Clock = systemClock,
   ) {
     this.sql = new IdempotencySql(dataSource);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    clearInterval(this.beatTimer);
+    this.beatTimer = undefined;
+    if (this.beating === undefined) return;
+    // A drained process holds no claim; forgetting it is tidiness, and the pool may already be closing.
+    await this.sql.query('sp_idem_forget_owner', FORGET_OWNER_SQL, [this.owner]).catch(() => undefined);
+  }
+
+  private startBeating(): Promise<void> {
+    this.beating ??= (async () => {
+      await this.sql.query('sp_idem_prune_owners', PRUNE_OWNERS_SQL, []);
+      await this.sql.query('sp_idem_beat', BEAT_SQL, [this.owner]);
+      // A failed beat is retried at the next tick; missing beats for OWNER_DEAD_AFTER lets our claims go.
+      this.beatTimer = setInterval(() => {
+        this.sql.query('sp_idem_beat', BEAT_SQL, [this.owner]).catch(() => undefined);
+      }, OWNER_BEAT_MS);
+      this.beatTimer.unref();
+    })().catch((error: unknown) => {
+      this.beating = undefined;
+      throw error;
+    });
+    return this.beating;
   }
 
   /** Only a POST with the header has anything to do here: every other request skips Nest's pipeline for it. */
@@ -202,7 +270,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware {
         );
       }
       if (stored.state === 'in_flight') {
-        // When the claim is taken over if its request died with its process (IN_FLIGHT_LEASE_MS).
+        // When the claim is taken over at the latest (IN_FLIGHT_LEASE_MS); sooner if its process died.
         const leaseLeft = new Date(stored.created_at).getTime() + IN_FLIGHT_LEASE_MS - now.getTime();
         void reply.header('retry-after', String(Math.max(1, Math.ceil(leaseLeft / 1000))));
         throw conflict(
@@ -235,6 +303,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware {
 
   /** Inserts the in-flight row (or takes over an expired one); false when a live row holds the key. */
   private async claim(scope: string, key: string, requestHash: string, now: Date): Promise<boolean> {
+    if (this.beatTimer === undefined) await this.startBeating();
     const inserted = await this.sql.query('sp_idem_claim', CLAIM_SQL, [
       scope,
       key,
@@ -242,6 +311,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware {
       now,
       new Date(now.getTime() - RETENTION_MS),
       new Date(now.getTime() - IN_FLIGHT_LEASE_MS),
+      this.owner,
     ]);
     return inserted.length === 1;
   }

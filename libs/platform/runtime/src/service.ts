@@ -24,6 +24,7 @@ import {
 import { type Upcaster, UpcasterRegistry, withUpcasters } from '@stablepay/event-store';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
+  AddIdempotencyClaimOwners1795449600777,
   createHttpApp,
   CreateIdempotencyKeys1763800000000,
   DEFAULT_HTTP_TIMEOUTS,
@@ -84,6 +85,7 @@ export function platformRootModule(
         url: config.databaseUrl,
         migrations: [
           CreateIdempotencyKeys1763800000000,
+          AddIdempotencyClaimOwners1795449600777,
           CreateParkedStreams1767312000000,
           AddParkedStreamSource1795449600000,
           AddParkedStreamRetryClaims1795449600100,
