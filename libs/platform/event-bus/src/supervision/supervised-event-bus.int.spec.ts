@@ -17,7 +17,7 @@ import {
 } from '../projection/projection-runner';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
 import { isConnectionLoss, isTransient } from './failure-kind';
-import { type ConsumerSupervisionSettings, SupervisedEventBus } from './supervised-event-bus';
+import { type ConsumerSupervisionSettings, RETRY_DUE, SupervisedEventBus } from './supervised-event-bus';
 
 const TOPIC = 'payments.payment.v1';
 const OTHER_TOPIC = 'subscriptions.subscription.v1';
@@ -774,6 +774,64 @@ describe('SupervisedEventBus', () => {
     }
   });
 
+  it('puts off a retry whose messages were handled but whose row could not be deleted: the row moves to the newest message handled, the request is served and the schedule backs off, so it is not retried at every poll; if even that cannot be written, the claim is kept until it expires', async () => {
+    const group = 'test.consumer-retry-release-fails';
+    const stream = 'payment-rf';
+    await append(stream, ['r0', 'r1']);
+    const member = await memberHolding(group, stream, 'none', { autoRetryAfterMs: 60_000 });
+    const row = async () =>
+      (
+        await dataSource.query(
+          `SELECT revision, event_id, attempts, error, retry_requested_at IS NOT NULL AS requested,
+                  retry_claimed_by IS NOT NULL AND retry_claimed_until > now() AS claimed, ${RETRY_DUE} AS due
+             FROM parked_streams WHERE projection = $1`,
+          [group, 60, 1800],
+        )
+      )[0];
+    // The real statement fails in Postgres: a trigger refuses this group's DELETE (and, below, its back-off).
+    await dataSource.query(`CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql
+      AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$`);
+    await dataSource.query(`CREATE TRIGGER test_refuse_release BEFORE DELETE ON parked_streams FOR EACH ROW
+      WHEN (OLD.projection = '${group}') EXECUTE FUNCTION test_refuse()`);
+    try {
+      // Also asked from another process: that request is served by this retry too.
+      expect(await requestParkedStreamRetry(dataSource, group, stream)).toBe(true);
+      expect(await member.retry()).toBe('still_parked');
+      expect(member.handled).toEqual(['r0', 'r1']);
+      expect(await row()).toMatchObject({
+        revision: 1,
+        event_id: `${stream}:r1`,
+        attempts: 2,
+        requested: false,
+        claimed: false,
+        due: false,
+      });
+      expect((await row()).error).toMatch(/releasing the retried stream failed: .*refused by the test/);
+
+      // The back-off cannot be written either: the retry fails and its claim stays until it expires.
+      await dataSource.query(`CREATE TRIGGER test_refuse_backoff BEFORE UPDATE ON parked_streams FOR EACH ROW
+        WHEN (OLD.projection = '${group}' AND NEW.attempts <> OLD.attempts) EXECUTE FUNCTION test_refuse()`);
+      await expect(member.retry()).rejects.toThrow(/refused by the test/);
+      expect(member.handled).toEqual(['r0', 'r1', 'r1']);
+      expect(await row()).toMatchObject({ revision: 1, attempts: 2, claimed: true });
+      expect(await member.retry()).toBe('requested');
+      expect(member.handled).toEqual(['r0', 'r1', 'r1']);
+    } finally {
+      await dataSource.query('DROP TRIGGER IF EXISTS test_refuse_release ON parked_streams');
+      await dataSource.query('DROP TRIGGER IF EXISTS test_refuse_backoff ON parked_streams');
+      await dataSource.query('DROP FUNCTION IF EXISTS test_refuse()');
+    }
+    try {
+      // The claim expired (its member gone): the next retry hands only the newest handled message again and releases.
+      await claimedBy(group, 'a crashed member', '-1 second');
+      expect(await member.retry()).toBe('applied');
+      expect(member.handled).toEqual(['r0', 'r1', 'r1', 'r1']);
+      expect(await listParkedStreams(dataSource, group)).toEqual([]);
+    } finally {
+      await member.close();
+    }
+  });
+
   it('never parks a message whose handler fails because a chain node is down (ethers SERVER_ERROR): retried, shown as stalled, handled once the node is back', async () => {
     const group = 'test.consumer-dependency-outage';
     const handled: string[] = [];
@@ -970,6 +1028,48 @@ describe('SupervisedEventBus', () => {
         expect(await listParkedStreams(dataSource, group)).toEqual([]);
       } finally {
         await subscription.stop();
+      }
+    });
+    it('puts off a retry that stops before a message it cannot attribute while a later message of its key waits: the request is served and the schedule backs off, not retried at every poll', async () => {
+      const group = 'test.consumer-key-unattributed-stop';
+      const stream = 'chain-test:unattributed-stop';
+      const key = `${stream}:A`;
+      await appendSubjects(stream, [
+        ['a0', 'A'],
+        ['u1', null],
+        ['a2', 'A'],
+      ]);
+      // Not expected of the live path (it holds u1 and what follows): a2 recorded as waiting behind the key anyway.
+      await dataSource.query(
+        `INSERT INTO parked_streams
+           (projection, stream_id, source_stream_id, event_id, revision, event_type, error, waiting_revision)
+         VALUES ($1, $2, $3, $4, 0, 'Observed', 'Error: refused', 2)`,
+        [group, key, stream, `${stream}:a0`],
+      );
+      const handled: string[] = [];
+      const { supervised } = scriptedMember({ retryPollMs: 60_000, autoRetryAfterMs: 60_000 });
+      const subscription = await supervised.consume({
+        group,
+        topics: [CHAIN_TOPIC],
+        isolationKey: subjectKey,
+        handler: async (m) => {
+          handled.push(label(m));
+        },
+      });
+      try {
+        expect(await requestParkedStreamRetry(dataSource, group, key)).toBe(true);
+        expect(await supervised.consumer(group)?.retry(key)).toBe('still_parked');
+        expect(handled).toEqual(['a0']);
+        const rows: unknown[] = await dataSource.query(
+          `SELECT revision, attempts, retry_requested_at IS NOT NULL AS requested, ${RETRY_DUE} AS due
+             FROM parked_streams WHERE projection = $1`,
+          [group, 60, 1800],
+        );
+        expect(rows).toEqual([{ revision: 0, attempts: 2, requested: false, due: false }]);
+        expect((await listParkedStreams(dataSource, group))[0]?.error).toMatch(/cannot attribute/);
+      } finally {
+        await subscription.stop();
+        await supervised.close();
       }
     });
     it('keeps a whole stream parked per stream (by the version before the isolation key, or a member without it) holding all of that stream, and its retry handles every message of it in order', async () => {

@@ -84,7 +84,8 @@ export const RETRY_DUE = `(retry_requested_at IS NOT NULL
  *   behind it (recorded as the row's waiting revision; per-stream order holds) and every other stream goes on.
  *   Parked means NOT PROCESSED YET, never dropped: a retry (operator, through the same admin route and CLI as
  *   projections, or automatic with back-off) reads the stream from the parked message on and hands each message
- *   to the handler in order; the row goes once all of them succeeded. Handlers are idempotent by message id
+ *   to the handler in order; the row goes once all of them succeeded (a retry that cannot delete it
+ *   moves it to the newest message handled and is put off as a failed one). Handlers are idempotent by message id
  *   already (at-least-once delivery), so a message handled by the retry and delivered again later has no second
  *   effect. A lost database connection and an outage of another dependency (chain node, gRPC service, socket
  *   errors) are never parked, only retried (the group shows as stalled while it lasts); a transient failure is
@@ -564,7 +565,9 @@ class SupervisedConsumer {
     } finally {
       clearInterval(renewal);
       // Released at once (the row is gone when the stream was released): the next poll need not wait for expiry.
-      if (outcome !== 'applied') await claim.release();
+      // A retry that threw (the database or the store failing, its back-off unrecorded) keeps its claim until it
+      // expires, so the stream is retried after that, not again at every poll.
+      if (outcome !== undefined && outcome !== 'applied') await claim.release();
     }
   }
 
@@ -584,6 +587,8 @@ class SupervisedConsumer {
     claim: RetryClaim,
   ): Promise<ClaimedRetryOutcome> {
     let from: number | undefined;
+    /** The newest message this retry handled: where the row moves to when it cannot be released. */
+    let lastHandled: BusMessage | undefined;
     for (;;) {
       const rows: Array<{ revision: number; source: string; mine: boolean }> = await this.query(
         `SELECT revision, coalesce(source_stream_id, stream_id) AS source,
@@ -627,22 +632,52 @@ class SupervisedConsumer {
             try {
               await this.call([message]);
             } catch (error) {
-              await this.stillFails(streamId, message, error, claim);
+              await this.putOff(streamId, claim, describe(error), message);
+              this.deps.logger.warn({
+                msg: 'retried parked stream still fails; it stays parked',
+                group: this.group,
+                streamId,
+                eventId: message.id,
+                error: describe(error),
+              });
               return 'still_parked';
             }
             handled++;
+            lastHandled = message;
           }
           newest = message.revision;
         }
         if (page.length < RETRY_PAGE) break;
       }
-      const released: unknown[] = await this.query(
-        `DELETE FROM parked_streams
-          WHERE projection = $1 AND stream_id = $2 AND coalesce(waiting_revision, -1) <= $3
-            AND retry_claimed_by = $4
-          RETURNING stream_id`,
-        [this.group, streamId, newest, claim.token],
-      );
+      let released: unknown[];
+      try {
+        released = await this.query(
+          `DELETE FROM parked_streams
+            WHERE projection = $1 AND stream_id = $2 AND coalesce(waiting_revision, -1) <= $3
+              AND retry_claimed_by = $4
+            RETURNING stream_id`,
+          [this.group, streamId, newest, claim.token],
+        );
+      } catch (error) {
+        // Handled, but the row stays: due as it was, it would be retried at once and for ever, each time handling
+        // the stream again. It moves to the newest message handled (the next retry hands only that one again,
+        // idempotent by id) and its retry is put off as a failed one's; if even that cannot be written, the claim
+        // is kept (retryNow) and the next retry waits for its expiry.
+        await this.putOff(
+          streamId,
+          claim,
+          `releasing the retried stream failed: ${describe(error)}`,
+          lastHandled,
+        );
+        this.deps.logger.warn({
+          msg: 'retried parked stream was handled but releasing it failed; it stays parked, its next retry releases it',
+          group: this.group,
+          streamId,
+          handledThrough: lastHandled?.revision,
+          error: describe(error),
+        });
+        return 'still_parked';
+      }
       if (affectedRows(released) > 0) {
         this.parked.delete(streamId);
         this.countParked();
@@ -652,7 +687,14 @@ class SupervisedConsumer {
       }
       if (unattributed) {
         // A later message of this key waits although the live path stopped before it: not expected; kept parked
-        // (told) rather than handled out of order.
+        // (told) rather than handled out of order, and put off as a failed retry (due as it was, it would run
+        // again at every poll and stop there again).
+        await this.putOff(
+          streamId,
+          claim,
+          'a later message of the stream waits behind a message the retry cannot attribute to a key',
+          lastHandled,
+        );
         this.deps.logger.warn({
           msg: 'retried parked stream has later messages waiting behind a message of its stream it cannot attribute; it stays parked',
           group: this.group,
@@ -664,28 +706,29 @@ class SupervisedConsumer {
     }
   }
 
-  /** Records the retry's failure on the row (the next automatic retry's delay grows; older requests are done). */
-  private async stillFails(
-    streamId: string,
-    message: BusMessage,
-    error: unknown,
-    claim: RetryClaim,
-  ): Promise<void> {
-    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  /**
+   * Records on the row why the retry did not release the stream and puts the next automatic retry off as a failed
+   * one's (attempts; the requests older than this retry's start were served by it). `at` becomes the row's message:
+   * the one that failed, or the newest one handled (a retry reads from the row's message on).
+   */
+  private async putOff(streamId: string, claim: RetryClaim, reason: string, at?: BusMessage): Promise<void> {
     await this.query(
-      `UPDATE parked_streams SET event_id = $3, revision = $4, event_type = $5, error = $6,
-              attempts = attempts + 1,
-              retry_requested_at = CASE WHEN retry_requested_at <= $7 THEN NULL ELSE retry_requested_at END
-        WHERE projection = $1 AND stream_id = $2 AND retry_claimed_by = $8`,
-      [this.group, streamId, message.id, message.revision, message.type, reason, claim.started, claim.token],
+      `UPDATE parked_streams SET error = $3, attempts = attempts + 1,
+              retry_requested_at = CASE WHEN retry_requested_at <= $4 THEN NULL ELSE retry_requested_at END,
+              event_id = coalesce($6, event_id), revision = coalesce($7::int, revision),
+              event_type = coalesce($8, event_type)
+        WHERE projection = $1 AND stream_id = $2 AND retry_claimed_by = $5`,
+      [
+        this.group,
+        streamId,
+        reason,
+        claim.started,
+        claim.token,
+        at?.id ?? null,
+        at?.revision ?? null,
+        at?.type ?? null,
+      ],
     );
-    this.deps.logger.warn({
-      msg: 'retried parked stream still fails; it stays parked',
-      group: this.group,
-      streamId,
-      eventId: message.id,
-      error: reason,
-    });
   }
 
   /**
@@ -806,4 +849,8 @@ function returnedRows<T>(result: unknown[]): T[] {
 
 function affectedRows(result: unknown[]): number {
   return returnedRows(result).length;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
