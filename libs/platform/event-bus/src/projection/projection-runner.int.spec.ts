@@ -186,6 +186,114 @@ describe('ProjectionRunner', () => {
     }
   });
 
+  describe('a retry that throws (not one of its events failing)', () => {
+    const name = 'test.runner-retry-throws';
+    /** A runner of `name` over `retry_rows`, started by nobody: the test runs its retry poll by hand. */
+    const retryRunner = (onRead?: (stream: string) => Promise<void>): ProjectionRunner =>
+      new ProjectionRunner(
+        { name, topics: [TOPIC], apply: applyTo('retry_rows') },
+        {
+          dataSource,
+          bus,
+          store: {
+            readStream: async (stream, options) => {
+              await onRead?.(stream);
+              return store.readStream(stream, options);
+            },
+          },
+          logger: { error: () => undefined, warn: () => undefined, log: () => undefined },
+          transientRetryBaseMs: 60_000,
+        },
+      );
+    /** `stream` (one event) parked at 0 with an operator's retry request on it, as another process leaves it. */
+    const parkedAndRequested = async (stream: string): Promise<void> => {
+      await append(stream, ['x0']);
+      await dataSource.query(
+        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error, retry_requested_at)
+         VALUES ($1, $2, $3, 0, 'PaymentNoted', 'Error: refused', now())`,
+        [name, stream, `${stream}:x0:0`],
+      );
+    };
+    const parked = async (stream: string) =>
+      (
+        await dataSource.query(
+          `SELECT attempts, error, retry_requested_at <= now() AS due FROM parked_streams
+            WHERE projection = $1 AND stream_id = $2`,
+          [name, stream],
+        )
+      )[0] as { attempts: number; error: string; due: boolean } | undefined;
+    /** The real DELETE fails in Postgres: a trigger refuses it for `stream`, with SQLSTATE `code`. */
+    const refuseRelease = async (stream: string, code: string): Promise<() => Promise<void>> => {
+      const trigger = `test_refuse_${stream.replace(/\W/g, '_')}`;
+      await dataSource.query(`CREATE FUNCTION ${trigger}() RETURNS trigger LANGUAGE plpgsql
+        AS $$ BEGIN RAISE EXCEPTION 'release refused by the test' USING ERRCODE = '${code}'; END $$`);
+      await dataSource.query(`CREATE TRIGGER ${trigger} BEFORE DELETE ON parked_streams FOR EACH ROW
+        WHEN (OLD.projection = '${name}' AND OLD.stream_id = '${stream}') EXECUTE FUNCTION ${trigger}()`);
+      return async () => {
+        await dataSource.query(`DROP TRIGGER IF EXISTS ${trigger} ON parked_streams`);
+        await dataSource.query(`DROP FUNCTION IF EXISTS ${trigger}()`);
+      };
+    };
+    const applied = async (): Promise<string[]> =>
+      (await dataSource.query('SELECT stream_id FROM retry_rows ORDER BY stream_id')).map(
+        (r: { stream_id: string }) => r.stream_id,
+      );
+
+    beforeAll(async () => {
+      await dataSource.query(
+        'CREATE TABLE retry_rows (stream_id text PRIMARY KEY, label text, revision integer NOT NULL)',
+      );
+    });
+
+    it('puts off a retry whose DELETE of its row fails (rolled back with its effect) and goes on with the next stream: neither retried at every poll nor holding the streams after it', async () => {
+      await parkedAndRequested('payment-rt1');
+      await parkedAndRequested('payment-rt2');
+      const allow = await refuseRelease('payment-rt1', 'P0001');
+      const projection = retryRunner();
+      try {
+        await projection.requestRetries();
+        // The stream after it was retried and released.
+        expect(await parked('payment-rt2')).toBeUndefined();
+        // The failing one: its effect rolled back with the DELETE, its next retry put off, the cause recorded.
+        expect(await applied()).toEqual(['payment-rt2']);
+        const row = await parked('payment-rt1');
+        expect(row).toMatchObject({ attempts: 2, due: false });
+        expect(row?.error).toMatch(/release refused by the test/);
+
+        await allow();
+        expect(await requestParkedStreamRetry(dataSource, name, 'payment-rt1')).toBe(true);
+        await projection.requestRetries();
+        expect(await parked('payment-rt1')).toBeUndefined();
+        expect(await applied()).toEqual(['payment-rt1', 'payment-rt2']);
+      } finally {
+        await allow();
+        await projection.stop();
+      }
+    });
+
+    it("keeps an operator's request made while a retry ran when that retry fails transiently (its back-off does not postpone the request), and backs off once a retry started after the request fails", async () => {
+      await parkedAndRequested('payment-rt3');
+      const allow = await refuseRelease('payment-rt3', '40001');
+      let requestMidway = true;
+      // The operator asks again while the retry runs (after the poll read the row, before its transaction).
+      const projection = retryRunner(async (stream) => {
+        if (stream !== 'payment-rt3' || !requestMidway) return;
+        requestMidway = false;
+        expect(await requestParkedStreamRetry(dataSource, name, stream)).toBe(true);
+      });
+      try {
+        await projection.requestRetries();
+        expect(await parked('payment-rt3')).toMatchObject({ attempts: 2, due: true });
+        // This retry started after the request: its transient failure puts the next one off.
+        await projection.requestRetries();
+        expect(await parked('payment-rt3')).toMatchObject({ attempts: 3, due: false });
+      } finally {
+        await allow();
+        await projection.stop();
+      }
+    });
+  });
+
   it('applies a batch with applyBatch in one go, and when the batch fails, parks only the culprit stream', async () => {
     await dataSource.query(
       'CREATE TABLE runner_batch_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',

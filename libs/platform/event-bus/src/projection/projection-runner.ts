@@ -186,7 +186,7 @@ const RETRY_REQUEST_POLL_MS = 1_000;
  */
 const TRANSIENT_RETRY_BASE_MS = 60_000;
 const TRANSIENT_RETRY_MAX_MS = 30 * 60_000;
-/** `retry_requested_at` of a stream whose `attempts` retries failed transiently ($3: base ms, $4: max ms). */
+/** `retry_requested_at` of a stream whose `attempts` retries threw, e.g. transiently ($3: base ms, $4: max ms). */
 const NEXT_TRANSIENT_RETRY = `now() + LEAST($4::float8, $3::float8 * power(2, attempts - 1)) * interval '1 millisecond'`;
 
 /**
@@ -294,14 +294,18 @@ export class ProjectionRunner {
 
   /**
    * Retries every stream whose retry is due: asked for by an operator, or scheduled after a transient failure (also
-   * polled every second); resolves when done. A retry that fails transiently again is put off (doubling delay).
+   * polled every second), oldest first; resolves when done. A retry that throws (fails transiently again, or for a
+   * reason that is not one of its events', such as its DELETE refused) is put off with a doubling delay and the next
+   * stream is retried: left due, it would run again at every poll, and the streams after it would never run. A
+   * request an operator made while it ran is kept (a retry serves only the requests older than its start).
    */
   requestRetries(): Promise<void> {
     if (this.stopped) return this.retrying;
     this.retrying = this.retrying.then(async () => {
       try {
-        const rows: Array<{ stream_id: string }> = await this.deps.dataSource.query(
-          'SELECT stream_id FROM parked_streams WHERE projection = $1 AND retry_requested_at <= now()',
+        const rows: Array<{ stream_id: string; started: Date }> = await this.deps.dataSource.query(
+          `SELECT stream_id, clock_timestamp() AS started FROM parked_streams
+            WHERE projection = $1 AND retry_requested_at <= now() ORDER BY parked_at, stream_id`,
           [this.definition.name],
         );
         for (const row of rows) {
@@ -309,19 +313,7 @@ export class ProjectionRunner {
           try {
             await this.retry(row.stream_id);
           } catch (error) {
-            if (!isTransient(error) && !isConnectionLoss(error)) throw error;
-            await this.deps.dataSource.query(
-              `UPDATE parked_streams SET attempts = attempts + 1, error = $5,
-                      retry_requested_at = ${NEXT_TRANSIENT_RETRY}
-                WHERE projection = $1 AND stream_id = $2`,
-              [this.definition.name, row.stream_id, ...this.transientRetry, String(error)],
-            );
-            this.deps.logger.warn({
-              msg: 'parked stream retry failed transiently, retried later',
-              projection: this.definition.name,
-              streamId: row.stream_id,
-              error: String(error),
-            });
+            await this.putOff(row.stream_id, row.started, error);
           }
         }
       } catch (error) {
@@ -333,6 +325,26 @@ export class ProjectionRunner {
       }
     });
     return this.retrying;
+  }
+
+  /** The next retry of a stream whose retry threw: after a doubling delay, unless an operator asked since `started`. */
+  private async putOff(streamId: string, started: Date, error: unknown): Promise<void> {
+    await this.deps.dataSource.query(
+      `UPDATE parked_streams SET attempts = attempts + 1, error = $5,
+              retry_requested_at = CASE WHEN retry_requested_at > $6 THEN retry_requested_at
+                                        ELSE ${NEXT_TRANSIENT_RETRY} END
+        WHERE projection = $1 AND stream_id = $2`,
+      [this.definition.name, streamId, ...this.transientRetry, String(error), started],
+    );
+    const transient = isTransient(error) || isConnectionLoss(error);
+    this.deps.logger[transient ? 'warn' : 'error']({
+      msg: transient
+        ? 'parked stream retry failed transiently, retried later'
+        : 'parked stream retry failed for a reason that is not one of its events; retried later',
+      projection: this.definition.name,
+      streamId,
+      error: String(error),
+    });
   }
 
   /** Applies a parked stream's events from the parked one on; the stream is released once all of them apply. */
