@@ -32,16 +32,25 @@ export class CommandClient implements OnModuleDestroy {
     @Inject(IN_PROCESS_BROKER) private readonly broker: InProcessBroker,
   ) {}
 
-  async send<Result>(owner: CommandOwner, pattern: string, payload: unknown): Promise<Result> {
-    if (this.config.transport === 'in-process') return this.sendInProcess(owner, pattern, payload);
+  /**
+   * `options.minTimeoutMs`: a command whose owner may rightly take longer than COMMAND_TIMEOUT_MS (it waits on a
+   * third party under its own deadline) is waited for at least this long, so its own answer arrives, not a 503.
+   */
+  async send<Result>(
+    owner: CommandOwner,
+    pattern: string,
+    payload: unknown,
+    options: { readonly minTimeoutMs?: number } = {},
+  ): Promise<Result> {
+    const timeoutMs = Math.max(this.config.timeoutMs, options.minTimeoutMs ?? 0);
+    if (this.config.transport === 'in-process') return this.sendInProcess(owner, pattern, payload, timeoutMs);
     try {
       const client = await this.client(owner);
       return await lastValueFrom(
-        client.send<Result>(pattern, payload ?? {}).pipe(timeout({ first: this.config.timeoutMs })),
+        client.send<Result>(pattern, payload ?? {}).pipe(timeout({ first: timeoutMs })),
       );
     } catch (error) {
-      if (error instanceof TimeoutError)
-        throw unavailable(owner, `no answer within ${this.config.timeoutMs} ms`);
+      if (error instanceof TimeoutError) throw unavailable(owner, `no answer within ${timeoutMs} ms`);
       const revived = reviveRemoteError(pattern, error);
       if (revived instanceof RemoteCommandError && isConnectionFailure(error))
         throw unavailable(owner, revived.message);
@@ -57,6 +66,7 @@ export class CommandClient implements OnModuleDestroy {
     owner: CommandOwner,
     pattern: string,
     payload: unknown,
+    timeoutMs: number,
   ): Promise<Result> {
     const server = this.broker.server;
     if (!server) throw reviveRemoteError(pattern, { message: 'no in-process command server is listening' });
@@ -64,9 +74,9 @@ export class CommandClient implements OnModuleDestroy {
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
-        timeout = unavailable(owner, `no answer within ${this.config.timeoutMs} ms`);
+        timeout = unavailable(owner, `no answer within ${timeoutMs} ms`);
         reject(timeout);
-      }, this.config.timeoutMs);
+      }, timeoutMs);
     });
     try {
       return (await Promise.race([server.call(pattern, payload ?? {}), timedOut])) as Result;

@@ -16,6 +16,7 @@ const PATTERNS = defineCommands('subscriptions', {
   refuse: 'subscriptions.test.refuse',
   crash: 'subscriptions.test.crash',
   nothing: 'subscriptions.test.nothing',
+  slow: 'subscriptions.test.slow',
 });
 
 const REFUSALS = {
@@ -44,7 +45,21 @@ class TestHandlers {
   nothing() {
     return null;
   }
+
+  /** Answers once the test opens `slowGate` (after COMMAND_TIMEOUT_MS has passed). */
+  @CommandHandler(PATTERNS.slow)
+  async slow() {
+    await slowGate.promise;
+    return { answered: true };
+  }
 }
+
+function gate(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => undefined;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+let slowGate = gate();
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -56,6 +71,9 @@ async function freePort(): Promise<number> {
     });
   });
 }
+
+const kafkaBrokers = process.env['KAFKA_BROKERS'];
+if (!kafkaBrokers) console.log('Kafka request-reply commands not tested: KAFKA_BROKERS is not set');
 
 /** One application that owns the commands, and one that only sends them (like the gateway). */
 async function start(config: CommandsConfig, withHandlers: boolean): Promise<NestFastifyApplication> {
@@ -74,8 +92,27 @@ async function start(config: CommandsConfig, withHandlers: boolean): Promise<Nes
   return app;
 }
 
-const kafkaBrokers = process.env['KAFKA_BROKERS'];
-if (!kafkaBrokers) console.log('Kafka request-reply commands not tested: KAFKA_BROKERS is not set');
+/** The owner and its caller: in-process the owner's own application, over a network another application. */
+async function startPair(
+  transport: 'in-process' | 'tcp' | 'kafka',
+  timeoutMs: number,
+): Promise<{ owner: NestFastifyApplication; caller: NestFastifyApplication }> {
+  const port = await freePort();
+  const config = commandsConfigFromEnv(
+    {
+      COMMAND_TRANSPORT: transport,
+      COMMANDS_HOST: '127.0.0.1',
+      COMMANDS_PORT: String(port),
+      SUBSCRIPTIONS_COMMANDS_ADDRESS: `127.0.0.1:${port}`,
+      COMMAND_TIMEOUT_MS: String(timeoutMs),
+      ...(kafkaBrokers ? { KAFKA_BROKERS: kafkaBrokers } : {}),
+    },
+    {},
+  );
+  const owner = await start(config, true);
+  return { owner, caller: transport === 'in-process' ? owner : await start(config, false) };
+}
+
 const TRANSPORTS = ['in-process', 'tcp', ...(kafkaBrokers ? (['kafka'] as const) : [])] as const;
 
 describe.each(TRANSPORTS)('commands over the %s transport', (transport) => {
@@ -84,21 +121,7 @@ describe.each(TRANSPORTS)('commands over the %s transport', (transport) => {
   let client: CommandClient;
 
   beforeAll(async () => {
-    const port = await freePort();
-    const config = commandsConfigFromEnv(
-      {
-        COMMAND_TRANSPORT: transport,
-        COMMANDS_HOST: '127.0.0.1',
-        COMMANDS_PORT: String(port),
-        SUBSCRIPTIONS_COMMANDS_ADDRESS: `127.0.0.1:${port}`,
-        COMMAND_TIMEOUT_MS: transport === 'kafka' ? '60000' : '5000',
-        ...(kafkaBrokers ? { KAFKA_BROKERS: kafkaBrokers } : {}),
-      },
-      {},
-    );
-    owner = await start(config, true);
-    // In-process, the caller is the owner's own application; over TCP it is another application.
-    caller = transport === 'in-process' ? owner : await start(config, false);
+    ({ owner, caller } = await startPair(transport, transport === 'kafka' ? 60_000 : 5_000));
     client = caller.get(CommandClient);
   });
 
@@ -143,6 +166,34 @@ describe.each(TRANSPORTS)('commands over the %s transport', (transport) => {
     expect(String(error)).not.toMatch(/secret/);
   });
 });
+
+describe.each(['in-process', 'tcp'] as const)(
+  'a command sent with minTimeoutMs over the %s transport',
+  (transport) => {
+    let owner: NestFastifyApplication;
+    let caller: NestFastifyApplication;
+
+    beforeAll(async () => {
+      ({ owner, caller } = await startPair(transport, 200));
+    });
+
+    afterAll(async () => {
+      slowGate.resolve();
+      if (caller !== owner) await caller?.close();
+      await owner?.close();
+    });
+
+    it('is waited for past COMMAND_TIMEOUT_MS, up to minTimeoutMs; without it the caller gets 503', async () => {
+      slowGate = gate();
+      const client = caller.get(CommandClient);
+      const patient = client.send('subscriptions', PATTERNS.slow, {}, { minTimeoutMs: 10_000 });
+      const hasty = client.send('subscriptions', PATTERNS.slow, {}).catch((e: unknown) => e);
+      expect(await hasty).toMatchObject({ status: 503, code: 'service_unavailable' });
+      slowGate.resolve();
+      expect(await patient).toEqual({ answered: true });
+    });
+  },
+);
 
 describe('an owner that does not answer', () => {
   it('is a 503 service_unavailable DomainError', async () => {

@@ -7,8 +7,20 @@ import {
   WEBHOOK_COMMANDS,
   type WebhookEventsUseCases,
 } from '@stablepay/webhooks-api';
-import type { TestDeliveryResult, WebhookEventListQuery, WebhookEventView } from '@stablepay/webhooks-domain';
+import {
+  DEFAULT_DELIVERY_POLICY,
+  type TestDeliveryResult,
+  type WebhookEventListQuery,
+  type WebhookEventView,
+} from '@stablepay/webhooks-domain';
 import { WebhookEventStore } from './webhook-event.store';
+
+/**
+ * A test delivery is answered after up to the SPEC response deadline (10 s) spent on the receiver, plus the
+ * handler's reads of the endpoint and the secret: the gateway waits that long with room to spare, so a receiver
+ * that never answers is reported as the test's `timeout` result, not a 503 from a command timeout equal to it.
+ */
+export const TEST_DELIVERY_WAIT_MS = DEFAULT_DELIVERY_POLICY.responseDeadlineMs + 5_000;
 
 /**
  * The gateway's side of the webhook use cases: the event log is read here; redelivery and test deliveries are
@@ -42,6 +54,8 @@ export class WebhookEventsGateway implements WebhookEventsUseCases {
 
   sendTest(merchantId: string): Promise<TestDeliveryResult> {
     const command: SendTestWebhookCommand = { merchantId };
-    return this.commands.send<TestDeliveryResult>('webhook-dispatch', WEBHOOK_COMMANDS.sendTest, command);
+    return this.commands.send<TestDeliveryResult>('webhook-dispatch', WEBHOOK_COMMANDS.sendTest, command, {
+      minTimeoutMs: TEST_DELIVERY_WAIT_MS,
+    });
   }
 }

@@ -2,6 +2,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { EVENT_STORE } from '@stablepay/aggregate';
+import { commandsConfigFromEnv } from '@stablepay/commands';
 import { type BusMessage, topicForCategory } from '@stablepay/event-bus';
 import type { EventStore } from '@stablepay/event-store';
 import { ApiKeyGuard } from '@stablepay/http';
@@ -80,6 +81,8 @@ export interface WebhookStackOptions {
   readonly dispatch?: DispatchOverrides;
   readonly resolveAll?: ResolveAll;
   readonly allowLocalWebhooks?: boolean;
+  /** COMMAND_TIMEOUT_MS of the in-process commands (the gateway's wait for webhook-dispatch); default 10 s. */
+  readonly commandTimeoutMs?: number;
 }
 
 export interface WebhookStack {
@@ -146,6 +149,14 @@ export async function startWebhookStack(options: WebhookStackOptions): Promise<W
       eventBus: 'store-log',
       port: 0,
       host: '127.0.0.1',
+      ...(options.commandTimeoutMs !== undefined
+        ? {
+            commands: commandsConfigFromEnv(
+              { COMMAND_TIMEOUT_MS: String(options.commandTimeoutMs) },
+              { transport: 'in-process' },
+            ),
+          }
+        : {}),
       logLevel: (process.env['WEBHOOK_TEST_LOG_LEVEL'] as 'warn' | undefined) ?? 'fatal',
     },
     [
