@@ -65,3 +65,28 @@ export class OnChainStack {
     await this.webhooks.stop();
   }
 }
+
+/**
+ * The embedded stack on its own test database without chains, for the end-to-end tests of HTTP routes: call in
+ * beforeAll, `stop` in afterAll (it drops the database). `env` adds to or overrides the defaults.
+ */
+export async function startStackWithoutChains(
+  env: Record<string, string> = {},
+  clock?: Clock,
+): Promise<{ stack: EmbeddedStack; db: TestDatabase; stop: () => Promise<void> }> {
+  const db = await createTestDatabase();
+  const stack = await startEmbedded({
+    env: { DATABASE_URL: db.url, PORT: '0', LOG_LEVEL: 'error', ...env },
+    dataDir: 'memory',
+    localChains: false,
+    ...(clock ? { clock } : {}),
+  });
+  return {
+    stack,
+    db,
+    stop: async () => {
+      await stack.stop();
+      await db.drop();
+    },
+  };
+}

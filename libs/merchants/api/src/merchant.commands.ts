@@ -135,4 +135,6 @@ export interface UpdateProfileResult extends MerchantCommandResult {
 
 export interface RotateWebhookSecretResult extends MerchantCommandResult {
   readonly secret: string;
+  /** When the secret this rotation replaced stops signing, as this rotation's event recorded it. */
+  readonly previousSecretExpiresAt: Date;
 }

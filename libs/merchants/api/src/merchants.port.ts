@@ -64,7 +64,7 @@ export type UpdatedSettingsResource = SettingsResource & { readonly webhook_secr
 export interface WebhookSecretResource {
   readonly object: 'webhook_secret';
   readonly webhook_secret: string;
-  readonly previous_secret_expires_at: string | null;
+  readonly previous_secret_expires_at: string;
 }
 
 export interface PauserDeclarationResource {

@@ -10,6 +10,7 @@ import { parseAddress } from '@stablepay/merchants-api';
 import {
   type FiatSettlementDetails,
   type MerchantCommand,
+  type MerchantEvent,
   merchantDecider,
   merchantStreamId,
   pauserDeclarationMessage,
@@ -44,10 +45,23 @@ export class MerchantCommands {
   ) {}
 
   private async run(merchantId: string, command: MerchantCommand, mode?: Mode): Promise<MerchantSettingsRow> {
+    return (await this.execute(merchantId, command, mode)).row;
+  }
+
+  /**
+   * The command's own events beside the read model at (at least) its revision. The row may already hold a later
+   * command's changes (another request on the same merchant appended right after), so what this command did is
+   * read from its events, never from the row.
+   */
+  private async execute(
+    merchantId: string,
+    command: MerchantCommand,
+    mode?: Mode,
+  ): Promise<{ row: MerchantSettingsRow; events: readonly MerchantEvent[] }> {
     const result = await handleCommand(this.store, merchantStreamId(merchantId), merchantDecider, command, {
       metadata: { merchantId, ...(mode ? { mode } : {}), occurredAt: this.clock.now().toISOString() },
     });
-    return this.reader.getAtLeast(merchantId, result.revision);
+    return { row: await this.reader.getAtLeast(merchantId, result.revision), events: result.newEvents };
   }
 
   async createMerchant(input: {
@@ -137,7 +151,13 @@ export class MerchantCommands {
     return row.webhook_secret_id === secretId ? { row, issuedSecret: secret } : { row };
   }
 
-  async rotateWebhookSecret(merchantId: string): Promise<{ row: MerchantSettingsRow; secret: string }> {
+  /**
+   * Rotations of one merchant serialize on its stream (each retried on top of the one that won), so each one
+   * answers the secret it issued and the expiry its own event gave the secret it replaced.
+   */
+  async rotateWebhookSecret(
+    merchantId: string,
+  ): Promise<{ row: MerchantSettingsRow; secret: string; previousSecretExpiresAt: Date }> {
     const before = await this.reader.get(merchantId);
     if (before.webhook_secret_id === null) {
       throw invalidRequest(
@@ -148,12 +168,15 @@ export class MerchantCommands {
     const secret = generateWebhookSecret();
     const secretId = newId('whs', this.clock.now());
     await this.storeSecret(merchantId, secretId, secret);
-    const row = await this.run(merchantId, {
+    const { row, events } = await this.execute(merchantId, {
       type: 'RotateWebhookSecret',
       secret: { secretId, fingerprint: fingerprint(secret) },
       now: this.clock.now(),
     });
-    return { row, secret };
+    const rotated = events.find((e) => e.type === 'WebhookSecretRotated.v1' && e.data.secretId === secretId);
+    if (rotated?.type !== 'WebhookSecretRotated.v1')
+      throw new Error(`rotation of ${merchantId} appended no WebhookSecretRotated for ${secretId}`);
+    return { row, secret, previousSecretExpiresAt: new Date(rotated.data.previousSecretExpiresAt) };
   }
 
   async declarePauser(

@@ -139,14 +139,13 @@ export class MerchantsGateway implements MerchantsUseCases {
   }
 
   async rotateWebhookSecret(merchant: AuthenticatedMerchant): Promise<WebhookSecretResource> {
+    // The handler has awaited the read model at its revision (read-your-writes); the answer is its own rotation,
+    // not the row, which a concurrent rotation may already have moved on.
     const done = await this.rotateWebhookSecretHandler.handle({ merchant });
-    const row = await this.reader.getAtLeast(done.id, done.revision);
     return {
       object: 'webhook_secret' as const,
       webhook_secret: done.secret,
-      previous_secret_expires_at: row.previous_secret_expires_at
-        ? new Date(row.previous_secret_expires_at).toISOString()
-        : null,
+      previous_secret_expires_at: done.previousSecretExpiresAt.toISOString(),
     };
   }
 

@@ -8,7 +8,9 @@ export class RotateWebhookSecretHandler {
   constructor(@Inject(MerchantCommands) private readonly commands: MerchantCommands) {}
 
   async handle(command: RotateWebhookSecretCommand): Promise<RotateWebhookSecretResult> {
-    const { row, secret } = await this.commands.rotateWebhookSecret(command.merchant.merchantId);
-    return { id: row.merchant_id, revision: row.revision, secret };
+    const { row, secret, previousSecretExpiresAt } = await this.commands.rotateWebhookSecret(
+      command.merchant.merchantId,
+    );
+    return { id: row.merchant_id, revision: row.revision, secret, previousSecretExpiresAt };
   }
 }
