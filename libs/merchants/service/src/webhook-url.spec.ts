@@ -12,7 +12,7 @@ describe('validateWebhookUrl', () => {
 
   beforeAll(async () => {
     await dnsServer.start();
-    dns = new HostResolver({ timeoutMs: 1_000, servers: [dnsServer.server] });
+    dns = new HostResolver({ timeoutMs: 2_000, servers: [dnsServer.server] });
   });
   afterAll(() => dnsServer.stop());
 

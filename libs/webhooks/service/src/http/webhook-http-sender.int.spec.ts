@@ -124,7 +124,7 @@ describe('WebhookHttpSender against a real receiver', () => {
   beforeAll(async () => {
     await receiver.start();
     await dnsServer.start();
-    dns = new HostResolver({ timeoutMs: 1_000, servers: [dnsServer.server] });
+    dns = new HostResolver({ timeoutMs: 2_000, servers: [dnsServer.server] });
   });
 
   afterAll(async () => {

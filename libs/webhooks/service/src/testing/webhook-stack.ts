@@ -13,6 +13,7 @@ import {
   merchantsConfigFromEnv,
 } from '@stablepay/merchants-service';
 import { type RunningService, startService } from '@stablepay/runtime';
+import type { HostResolver } from '@stablepay/node-util';
 import type { ManualClock } from '@stablepay/util';
 import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
 import type { DispatchOverrides } from '../dispatch.config';
@@ -81,6 +82,8 @@ export interface WebhookStackOptions {
   readonly dispatch?: DispatchOverrides;
   readonly resolveAll?: ResolveAll;
   readonly allowLocalWebhooks?: boolean;
+  /** Resolves webhook URL names at save and delivery (the merchants config's `webhookDns`); default: the system's DNS. */
+  readonly webhookDns?: HostResolver;
   /** COMMAND_TIMEOUT_MS of the in-process commands (the gateway's wait for webhook-dispatch); default 10 s. */
   readonly commandTimeoutMs?: number;
 }
@@ -131,6 +134,7 @@ export async function startWebhookStack(options: WebhookStackOptions): Promise<W
       { allowEphemeralKey: false },
     ),
     webhookEventCatalogue: WEBHOOK_EVENT_TYPES,
+    ...(options.webhookDns ? { webhookDns: options.webhookDns } : {}),
   };
   const shared = {
     merchants,
