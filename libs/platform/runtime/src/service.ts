@@ -16,11 +16,7 @@ import {
   connectCommandServer,
   InProcessBroker,
 } from '@stablepay/commands';
-import {
-  AddParkedStreamRetryClaims1795449600100,
-  AddParkedStreamSource1795449600000,
-  CreateParkedStreams1767312000000,
-} from '@stablepay/event-bus';
+import { PARKED_STREAMS_MIGRATIONS } from '@stablepay/event-bus';
 import { type Upcaster, UpcasterRegistry, withUpcasters } from '@stablepay/event-store';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
@@ -86,9 +82,7 @@ export function platformRootModule(
         migrations: [
           CreateIdempotencyKeys1763800000000,
           AddIdempotencyClaimOwners1795449600777,
-          CreateParkedStreams1767312000000,
-          AddParkedStreamSource1795449600000,
-          AddParkedStreamRetryClaims1795449600100,
+          ...PARKED_STREAMS_MIGRATIONS,
           ...services.flatMap((s) => s.migrations ?? []),
         ],
         applicationName: services.map((s) => s.name).join('+'),

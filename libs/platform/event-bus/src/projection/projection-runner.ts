@@ -171,6 +171,13 @@ export class AddParkedStreamRetryClaims1795449600100 implements MigrationInterfa
   }
 }
 
+/** The migrations of `parked_streams`, in order: every process that parks or retries applies all of them. */
+export const PARKED_STREAMS_MIGRATIONS = [
+  CreateParkedStreams1767312000000,
+  AddParkedStreamSource1795449600000,
+  AddParkedStreamRetryClaims1795449600100,
+] as const;
+
 /** Consecutive failed batches after which a projection counts as stalled (/ready fails). */
 const STALLED_AFTER_FAILURES = 3;
 /**

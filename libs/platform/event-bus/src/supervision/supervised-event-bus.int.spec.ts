@@ -9,10 +9,8 @@ import { chainObservationIsolationKey } from '../chain-observation-key';
 import { recordingBus } from '../recording-bus';
 import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
 import {
-  AddParkedStreamRetryClaims1795449600100,
-  AddParkedStreamSource1795449600000,
-  CreateParkedStreams1767312000000,
   listParkedStreams,
+  PARKED_STREAMS_MIGRATIONS,
   requestParkedStreamRetry,
 } from '../projection/projection-runner';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
@@ -186,11 +184,7 @@ describe('SupervisedEventBus', () => {
     database = await createTestDatabase();
     dataSource = await openDataSource({
       url: database.url,
-      migrations: [
-        CreateParkedStreams1767312000000,
-        AddParkedStreamSource1795449600000,
-        AddParkedStreamRetryClaims1795449600100,
-      ],
+      migrations: [...PARKED_STREAMS_MIGRATIONS],
     });
     store = await createPostgresEventStore({
       url: database.url,
