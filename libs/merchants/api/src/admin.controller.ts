@@ -16,6 +16,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DataSource } from 'typeorm';
 import { Projections } from '@stablepay/aggregate';
 import {
+  type ConsumerRetryOutcome,
   EVENT_BUS,
   type EventBus,
   listParkedStreams,
@@ -92,7 +93,7 @@ export class AdminController {
       this.projections.registry.get(projection) ??
       (this.bus instanceof SupervisedEventBus ? this.bus.consumer(projection) : undefined);
     const outcome = runner
-      ? await runner.retry(streamId)
+      ? await this.retryHere(runner, projection, streamId)
       : (await requestParkedStreamRetry(this.dataSource, projection, streamId))
         ? 'requested'
         : 'not_parked';
@@ -114,6 +115,25 @@ export class AdminController {
       status: outcome,
       parked_stream: still ? parkedStreamJson(still) : null,
     };
+  }
+
+  /**
+   * A retry run in this process that throws (the event store or the database failing, not one of the stream's
+   * events) leaves the request on the row and answers `requested`: the retry poll of the process running the
+   * projection or group serves it, putting it off with back-off while it keeps failing. An error the request
+   * cannot be recorded after (the database away) is answered as it is.
+   */
+  private async retryHere(
+    runner: { retry(streamId: string): Promise<ConsumerRetryOutcome> },
+    projection: string,
+    streamId: string,
+  ): Promise<ConsumerRetryOutcome> {
+    try {
+      return await runner.retry(streamId);
+    } catch (error) {
+      if (await requestParkedStreamRetry(this.dataSource, projection, streamId)) return 'requested';
+      throw error;
+    }
   }
 
   /** Creates a merchant; its secret API key is returned here once and never again. */
