@@ -9,6 +9,12 @@ export interface DispatchOptions {
   readonly concurrency: number;
   /** Deliveries in flight at once for one merchant: a slow endpoint holds at most this many slots. */
   readonly perMerchantConcurrency: number;
+  /**
+   * Test deliveries (POST /settings/webhook/test) in flight at once for one merchant in this process: each holds a
+   * connection and its name's resolution up to the response deadline outside the dispatcher's slots, so this
+   * bounds what one merchant's hanging receiver or silent DNS holds; past it, 409 `webhook_test_in_progress`.
+   */
+  readonly testConcurrencyPerMerchant: number;
   /** How often due work is looked for when nothing wakes the dispatcher earlier (new events, finished attempts). */
   readonly pollIntervalMs: number;
   /** A claimed event is leased for this long (by the injected clock); an expired lease is claimable again. */
@@ -27,6 +33,7 @@ export const DEFAULT_DISPATCH_OPTIONS: DispatchOptions = {
   policy: DEFAULT_DELIVERY_POLICY,
   concurrency: 128,
   perMerchantConcurrency: 16,
+  testConcurrencyPerMerchant: 2,
   pollIntervalMs: 1000,
   leaseMs: 2 * 60_000,
   readModelWaitMs: 5_000,
@@ -56,7 +63,10 @@ export function dispatchOptions(overrides: DispatchOverrides = {}): DispatchOpti
   return options;
 }
 
-/** WEBHOOK_CONCURRENCY, WEBHOOK_CONCURRENCY_PER_MERCHANT, WEBHOOK_POLL_INTERVAL_MS; validated at start. */
+/**
+ * WEBHOOK_CONCURRENCY, WEBHOOK_CONCURRENCY_PER_MERCHANT, WEBHOOK_TEST_CONCURRENCY_PER_MERCHANT,
+ * WEBHOOK_POLL_INTERVAL_MS; validated at start.
+ */
 export function dispatchOptionsFromEnv(env: Record<string, string | undefined>): DispatchOptions {
   const concurrency = envInt(env, 'WEBHOOK_CONCURRENCY', DEFAULT_DISPATCH_OPTIONS.concurrency, 1, 10_000);
   const perMerchantConcurrency = envInt(
@@ -73,5 +83,12 @@ export function dispatchOptionsFromEnv(env: Record<string, string | undefined>):
     10,
     60_000,
   );
-  return dispatchOptions({ concurrency, perMerchantConcurrency, pollIntervalMs });
+  const testConcurrencyPerMerchant = envInt(
+    env,
+    'WEBHOOK_TEST_CONCURRENCY_PER_MERCHANT',
+    DEFAULT_DISPATCH_OPTIONS.testConcurrencyPerMerchant,
+    1,
+    1_000,
+  );
+  return dispatchOptions({ concurrency, perMerchantConcurrency, testConcurrencyPerMerchant, pollIntervalMs });
 }

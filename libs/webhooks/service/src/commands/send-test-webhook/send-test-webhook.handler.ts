@@ -2,7 +2,7 @@ import { Controller, Inject } from '@nestjs/common';
 import { Payload } from '@nestjs/microservices';
 import { CLOCK } from '@stablepay/aggregate';
 import { CommandHandler } from '@stablepay/commands';
-import { type Clock, DomainError, invalidRequest, newId, notFound } from '@stablepay/util';
+import { type Clock, conflict, DomainError, invalidRequest, newId, notFound } from '@stablepay/util';
 import { type SendTestWebhookCommand, WEBHOOK_COMMANDS } from '@stablepay/webhooks-api';
 import {
   failureCode,
@@ -23,6 +23,9 @@ import { prepareDelivery } from '../../webhook-deliverer';
  */
 @Controller()
 export class SendTestWebhookHandler {
+  /** Test deliveries running now, per merchant (bounded by `testConcurrencyPerMerchant`). */
+  private readonly running = new Map<string, number>();
+
   constructor(
     @Inject(MerchantEndpoints) private readonly endpoints: MerchantEndpoints,
     @Inject(WebhookHttpSender) private readonly sender: WebhookHttpSender,
@@ -33,6 +36,23 @@ export class SendTestWebhookHandler {
   @CommandHandler(WEBHOOK_COMMANDS.sendTest)
   async handle(@Payload() command: SendTestWebhookCommand): Promise<TestDeliveryResult> {
     const merchantId = command.merchantId;
+    const running = this.running.get(merchantId) ?? 0;
+    if (running >= this.options.testConcurrencyPerMerchant)
+      throw conflict(
+        'webhook_test_in_progress',
+        `${running} test deliveries of this merchant are still waiting for the receiver; retry when they finish.`,
+      );
+    this.running.set(merchantId, running + 1);
+    try {
+      return await this.send(merchantId);
+    } finally {
+      const left = (this.running.get(merchantId) ?? 1) - 1;
+      if (left <= 0) this.running.delete(merchantId);
+      else this.running.set(merchantId, left);
+    }
+  }
+
+  private async send(merchantId: string): Promise<TestDeliveryResult> {
     const endpoint = (await this.endpoints.forMerchants([merchantId])).get(merchantId);
     if (!endpoint) throw notFound('merchant', merchantId);
     const url = endpoint.url;
