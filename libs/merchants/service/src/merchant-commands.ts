@@ -138,7 +138,7 @@ export class MerchantCommands {
     // The sealed secret is stored before the event that names it; if the append then fails, an unused row
     // remains and names nothing.
     if (willIssue) await this.storeSecret(merchantId, secretId, secret);
-    const row = await this.run(merchantId, {
+    const { row, events } = await this.execute(merchantId, {
       type: 'UpdateProfile',
       ...(patch.displayName !== undefined ? { displayName: patch.displayName } : {}),
       ...(webhookUrl !== undefined ? { webhookUrl } : {}),
@@ -148,7 +148,9 @@ export class MerchantCommands {
       candidateSecret: { secretId, fingerprint: fingerprint(secret) },
       now: this.clock.now(),
     });
-    return row.webhook_secret_id === secretId ? { row, issuedSecret: secret } : { row };
+    // From its own events: a rotation landing right after may already have replaced the issued secret in the row.
+    const issued = events.some((e) => e.type === 'WebhookSecretIssued.v1' && e.data.secretId === secretId);
+    return issued ? { row, issuedSecret: secret } : { row };
   }
 
   /**
