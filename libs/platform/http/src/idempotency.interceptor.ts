@@ -188,6 +188,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
   /** The first beat, awaited by the first keyed request: a claim never names an owner that has not beaten. */
   private beating: Promise<void> | undefined;
   private beatTimer: NodeJS.Timeout | undefined;
+  private destroyed = false;
 
   constructor(
     @Inject(DataSource) dataSource: DataSource,
@@ -197,6 +198,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
   }
 
   async onModuleDestroy(): Promise<void> {
+    this.destroyed = true;
     clearInterval(this.beatTimer);
     this.beatTimer = undefined;
     if (this.beating === undefined) return;
@@ -208,6 +210,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     this.beating ??= (async () => {
       await this.sql.query('sp_idem_prune_owners', PRUNE_OWNERS_SQL, []);
       await this.sql.query('sp_idem_beat', BEAT_SQL, [this.owner]);
+      // A first request still starting when the app closed: no timer may outlive the pool.
+      if (this.destroyed) return;
       // A failed beat is retried at the next tick; missing beats for OWNER_DEAD_AFTER lets our claims go.
       this.beatTimer = setInterval(() => {
         this.sql.query('sp_idem_beat', BEAT_SQL, [this.owner]).catch(() => undefined);
