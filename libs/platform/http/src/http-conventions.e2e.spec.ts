@@ -5,7 +5,7 @@ import { IsOptional, IsString, Matches } from 'class-validator';
 import { Client } from 'pg';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { DatabaseModule } from '@stablepay/database';
-import { cannotProcess, ManualClock, notFound } from '@stablepay/util';
+import { cannotProcess, conflict, ManualClock, notFound } from '@stablepay/util';
 import { hashApiKey } from './api-key';
 import {
   API_KEY_RESOLVER,
@@ -38,6 +38,8 @@ class WidgetDto {
 }
 
 let executions = 0;
+/** Names whose next execution is refused with a 409 (a state that passes: the same request may run later). */
+const refuseNow = new Set<string>();
 /** Executions the test holds: the next request of a name waits for its gate, then fails (a 500) when asked. */
 const held = new Map<string, Array<{ reached: () => void; wait: Promise<void>; fail: boolean }>>();
 
@@ -55,6 +57,7 @@ class WidgetController {
     }
     await new Promise((r) => setTimeout(r, 50));
     if (body.name === 'forbidden') throw cannotProcess('widget_forbidden', 'That widget is not allowed.');
+    if (refuseNow.delete(body.name)) throw conflict('widget_busy', 'Another widget is still being made.');
     return {
       object: 'widget',
       name: body.name,
@@ -280,7 +283,7 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(await other.json()).toMatchObject({ name: 'zeta', merchant: 'mer_b', mode: 'live' });
     });
 
-    it('replays a business error but lets a corrected retry run after a validation error', async () => {
+    it('replays a business error but lets a retry run after a 409 and a corrected retry after a validation error', async () => {
       const failed = await post(JSON.stringify({ name: 'forbidden' }), { 'idempotency-key': 'k-error' });
       expect(failed.status).toBe(422);
       const replay = await post(JSON.stringify({ name: 'forbidden' }), { 'idempotency-key': 'k-error' });
@@ -289,6 +292,15 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(await replay.json()).toMatchObject({
         error: { type: 'cannot_process', code: 'widget_forbidden' },
       });
+
+      // A 409 refuses for now: the same request with the same key runs once the conflict has passed.
+      refuseNow.add('later');
+      const busy = await post(JSON.stringify({ name: 'later' }), { 'idempotency-key': 'k-conflict' });
+      expect(busy.status).toBe(409);
+      expect(await busy.json()).toMatchObject({ error: { code: 'widget_busy' } });
+      const later = await post(JSON.stringify({ name: 'later' }), { 'idempotency-key': 'k-conflict' });
+      expect(later.status).toBe(201);
+      expect(later.headers.get('idempotent-replayed')).toBeNull();
 
       const invalid = await post(JSON.stringify({ name: 'BAD' }), { 'idempotency-key': 'k-validation' });
       expect(invalid.status).toBe(400);

@@ -177,8 +177,8 @@ function canonical(value: unknown): string {
  * Stripe's Idempotency-Key semantics for POST: the first response is stored and replayed for 24 hours to a
  * retry with the same key and parameters; the same key with other parameters is 400 idempotency_key_reused;
  * a retry while the first is still running gets 409 idempotency_key_in_use (the unique row is the lock, so
- * two concurrent requests never both execute). Responses that say nothing happened (400 validation, 401,
- * 5xx) are not kept, so a corrected retry runs.
+ * two concurrent requests never both execute). Responses that say nothing happened (400 validation, 401, 409,
+ * 429, 5xx) are not kept, so a corrected or later retry runs.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnModuleDestroy {
@@ -297,8 +297,14 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       return body;
     } catch (error) {
       const { status, body } = toEnvelope(error);
+      // A 409 or 429 is a refusal for now (something of the merchant's still in progress, a limit): the same
+      // request may run later, so its key is not spent on the refusal.
       const nothingHappened =
-        status >= 500 || status === 401 || (status === 400 && body.error.type === 'validation_error');
+        status >= 500 ||
+        status === 401 ||
+        status === 409 ||
+        status === 429 ||
+        (status === 400 && body.error.type === 'validation_error');
       if (nothingHappened) await this.release(scope, key, now);
       else await this.complete(scope, key, now, status, body);
       throw error;
