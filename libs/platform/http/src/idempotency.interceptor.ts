@@ -4,6 +4,7 @@ import {
   type ExecutionContext,
   Inject,
   Injectable,
+  Logger,
   type NestInterceptor,
   type OnModuleDestroy,
 } from '@nestjs/common';
@@ -44,15 +45,17 @@ export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
  */
 export class AddIdempotencyClaimOwners1795449600777 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
-    await q.query('ALTER TABLE idempotency_keys ADD COLUMN owner text');
-    await q.query(`CREATE TABLE idempotency_owners (
+    // Every service applies the platform's migrations at its start, unlocked: pods started together run this at
+    // once, and the second must find the first's work done, not fail (and crash-loop the rollout).
+    await q.query('ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS owner text');
+    await q.query(`CREATE TABLE IF NOT EXISTS idempotency_owners (
       owner text PRIMARY KEY,
       beat_at timestamptz NOT NULL
     )`);
   }
   async down(q: QueryRunner): Promise<void> {
-    await q.query('DROP TABLE idempotency_owners');
-    await q.query('ALTER TABLE idempotency_keys DROP COLUMN owner');
+    await q.query('DROP TABLE IF EXISTS idempotency_owners');
+    await q.query('ALTER TABLE idempotency_keys DROP COLUMN IF EXISTS owner');
   }
 }
 
@@ -78,7 +81,8 @@ const IN_FLIGHT_LEASE_MS = 10 * 60_000;
  * retry's claim (COMPLETE_SQL), and what runs twice is what a takeover after the lease runs twice.
  */
 const OWNER_BEAT_MS = 5_000;
-const OWNER_DEAD_AFTER = '30 seconds';
+const OWNER_DEAD_AFTER_MS = 30_000;
+const OWNER_DEAD_AFTER = `${OWNER_DEAD_AFTER_MS / 1000} seconds`;
 const BEAT_SQL = `INSERT INTO idempotency_owners (owner, beat_at) VALUES ($1, now())
   ON CONFLICT (owner) DO UPDATE SET beat_at = now()`;
 /** Owners gone for a day have no claim left to judge (RETENTION_MS): their rows go when a process starts. */
@@ -92,8 +96,10 @@ const FORGET_OWNER_SQL = 'DELETE FROM idempotency_owners WHERE owner = $1';
  * it found, and a concurrent claim waiting on that lock re-checks the WHERE against what the winner wrote (a fresh
  * row), so exactly one claim wins. An in-flight row past IN_FLIGHT_LEASE_MS ($6) is taken over by the same request
  * only (same parameters); another request with that key still gets `idempotency_key_reused`. So is, before the
- * lease ends, an in-flight row whose owner ($7 names ours) has not beaten for OWNER_DEAD_AFTER. A row claimed
- * before owners were recorded (owner NULL) waits out the lease.
+ * lease ends, an in-flight row whose owner ($7 names ours) has not beaten for OWNER_DEAD_AFTER, once the claim
+ * itself is that old ($8): a claim just made by a process whose first beat is not yet visible to this statement's
+ * snapshot (a new pod's first keyed request) is not its owner's death. A row claimed before owners were recorded
+ * (owner NULL) waits out the lease.
  */
 const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner)
   VALUES ($1, $2, $3, 'in_flight', $4, $7)
@@ -103,13 +109,13 @@ const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state
     WHERE idempotency_keys.created_at < $5
        OR (idempotency_keys.state = 'in_flight' AND idempotency_keys.request_hash = EXCLUDED.request_hash
            AND (idempotency_keys.created_at < $6
-                OR (idempotency_keys.owner IS NOT NULL AND NOT EXISTS (
+                OR (idempotency_keys.owner IS NOT NULL AND idempotency_keys.created_at < $8 AND NOT EXISTS (
                       SELECT 1 FROM idempotency_owners o
                       WHERE o.owner = idempotency_keys.owner
                         AND o.beat_at > now() - interval '${OWNER_DEAD_AFTER}'))))
   RETURNING key`;
 const LOAD_SQL =
-  'SELECT request_hash, state, response_status, response_body, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2';
+  'SELECT request_hash, state, response_status, response_body, created_at, owner FROM idempotency_keys WHERE scope = $1 AND key = $2';
 /**
  * Completion and release touch the row only while it is still this request's claim (its `created_at`, $claimedAt): a
  * request that outlived IN_FLIGHT_LEASE_MS and lost its claim to a retry must not overwrite or delete the retry's.
@@ -159,6 +165,7 @@ interface StoredKey {
   response_status: number | null;
   response_body: string | null;
   created_at: Date;
+  owner: string | null;
 }
 
 /** Canonical JSON (sorted keys) so that the same parameters in another key order hash the same. */
@@ -189,6 +196,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
   private beating: Promise<void> | undefined;
   private beatTimer: NodeJS.Timeout | undefined;
   private destroyed = false;
+  private beatFailing = false;
+  private readonly logger = new Logger('idempotency');
 
   constructor(
     @Inject(DataSource) dataSource: DataSource,
@@ -212,9 +221,23 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       await this.sql.query('sp_idem_beat', BEAT_SQL, [this.owner]);
       // A first request still starting when the app closed: no timer may outlive the pool.
       if (this.destroyed) return;
-      // A failed beat is retried at the next tick; missing beats for OWNER_DEAD_AFTER lets our claims go.
+      // A failed beat is retried at the next tick; missing beats for OWNER_DEAD_AFTER lets our claims go, so an
+      // operator is told when beats start failing and when they are back.
       this.beatTimer = setInterval(() => {
-        this.sql.query('sp_idem_beat', BEAT_SQL, [this.owner]).catch(() => undefined);
+        this.sql.query('sp_idem_beat', BEAT_SQL, [this.owner]).then(
+          () => {
+            if (!this.beatFailing) return;
+            this.beatFailing = false;
+            this.logger.log('Idempotency-Key owner beats are back');
+          },
+          (error: unknown) => {
+            if (this.beatFailing) return;
+            this.beatFailing = true;
+            this.logger.warn(
+              `Idempotency-Key owner beats fail (${error instanceof Error ? error.message : String(error)}): after ${OWNER_DEAD_AFTER} without one, this process's in-flight keys may be taken over by retries`,
+            );
+          },
+        );
       }, OWNER_BEAT_MS);
       this.beatTimer.unref();
     })().catch((error: unknown) => {
@@ -274,9 +297,11 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
         );
       }
       if (stored.state === 'in_flight') {
-        // When the claim is taken over at the latest (IN_FLIGHT_LEASE_MS); sooner if its process died.
+        // When the claim is taken over at the latest (IN_FLIGHT_LEASE_MS); a claim naming its owner may be taken
+        // over once that owner has missed its beats (OWNER_DEAD_AFTER, plus a beat), so retry then.
         const leaseLeft = new Date(stored.created_at).getTime() + IN_FLIGHT_LEASE_MS - now.getTime();
-        void reply.header('retry-after', String(Math.max(1, Math.ceil(leaseLeft / 1000))));
+        const wait = stored.owner ? Math.min(leaseLeft, OWNER_DEAD_AFTER_MS + OWNER_BEAT_MS) : leaseLeft;
+        void reply.header('retry-after', String(Math.max(1, Math.ceil(wait / 1000))));
         throw conflict(
           'idempotency_key_in_use',
           'A request with this Idempotency-Key is still being processed. Retry after it completes.',
@@ -322,6 +347,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       new Date(now.getTime() - RETENTION_MS),
       new Date(now.getTime() - IN_FLIGHT_LEASE_MS),
       this.owner,
+      new Date(now.getTime() - OWNER_DEAD_AFTER_MS),
     ]);
     return inserted.length === 1;
   }
