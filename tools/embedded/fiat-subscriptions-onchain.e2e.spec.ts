@@ -115,7 +115,13 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
     apiFirst.id = id;
     apiFirst.manager = String(authorization['manager_address']);
 
-    const [first, ...others] = await rows(id);
+    // The charges list is the ledger's projection: the subscribe answer does not wait for it (it failed a loaded
+    // CI run read at once).
+    const [first, ...others] = await until(
+      () => rows(id),
+      (r) => r.length > 0,
+      'the ledger to list the first charge',
+    );
     expect(others).toEqual([]);
     expect(first).toMatchObject({
       subscription_id: id,

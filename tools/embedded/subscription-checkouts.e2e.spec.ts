@@ -444,7 +444,7 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
           { type: 'validation_error', param: 'metadata.plan_description' },
         ],
         ['an unknown field', { ...base, interval: 'month' }, { type: 'validation_error', param: 'interval' }],
-        ['a body that is not an object', '[1,2]', { type: 'validation_error' }],
+        ['a body that is not an object', '[1,2]', { type: 'invalid_request', code: 'invalid_json' }],
         ['malformed JSON', '{"price": ', { type: 'invalid_request', code: 'invalid_json' }],
       ];
 
