@@ -88,7 +88,25 @@ export class WebhookEventsRoomForLeases1795449600500 implements MigrationInterfa
   }
 }
 
+/**
+ * Drops the unique index on `seq`, which no statement reads: the claim goes through the due index, the list and its
+ * cursors through `(merchant_id, ...)` indexes and the primary key. Every recorded event and every result write (a
+ * non-HOT update: it changes indexed columns) added an entry to it. `seq` stays an identity column, unique by
+ * construction (`GENERATED ALWAYS`: no statement supplies it). On an existing database the drop takes the table's
+ * lock for a moment; events in flight keep their leases and rows.
+ */
+export class WebhookEventsDropSeqIndex1795536000500 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE webhook_events DROP CONSTRAINT IF EXISTS webhook_events_seq_key');
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_seq_key UNIQUE (seq)');
+  }
+}
+
 export const WEBHOOKS_MIGRATIONS = [
   CreateWebhookEvents1763900000500,
   WebhookEventsRoomForLeases1795449600500,
+  WebhookEventsDropSeqIndex1795536000500,
 ];

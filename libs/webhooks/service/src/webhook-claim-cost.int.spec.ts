@@ -3,7 +3,7 @@ import { DataSource, type MigrationInterface } from 'typeorm';
 import { recordedDelivery } from '@stablepay/webhooks-domain';
 import { WEBHOOKS_MIGRATIONS } from './migrations';
 import { createWebhookTestDatabase as createTestDatabase } from './testing/webhook-test-database';
-import { WebhookEventStore } from './webhook-event.store';
+import { stateOf, WebhookEventStore } from './webhook-event.store';
 
 const now = new Date('2026-09-03T09:00:00.000Z');
 
@@ -156,22 +156,32 @@ describe('the lease a claim writes', () => {
 });
 
 describe('upgrading a database with events in it', () => {
-  let db: TestDatabase | undefined;
-  let dataSource: DataSource | undefined;
+  const databases: TestDatabase[] = [];
+  const sources: DataSource[] = [];
 
   afterAll(async () => {
-    await dataSource?.destroy();
-    await db?.drop();
+    for (const source of sources) if (source.isInitialized) await source.destroy();
+    for (const database of databases) await database.drop();
   });
 
-  it('keeps the events, still claimable, and leaves room for leases on the pages filled after it', async () => {
-    db = await createTestDatabase();
-    const first = WEBHOOKS_MIGRATIONS.slice(0, 1);
-    dataSource = await migrated(db.url, first);
-    await new WebhookEventStore(dataSource).record(dueEvents(20, ['mer_upgrade']));
-    await dataSource.destroy();
+  /** A new database with the migrations given, or the same one migrated further. */
+  async function upgraded(
+    migrations: ReadonlyArray<new () => MigrationInterface>,
+    database?: TestDatabase,
+  ): Promise<{ db: TestDatabase; dataSource: DataSource }> {
+    const db = database ?? (await createTestDatabase());
+    if (!database) databases.push(db);
+    const dataSource = await migrated(db.url, migrations);
+    sources.push(dataSource);
+    return { db, dataSource };
+  }
 
-    dataSource = await migrated(db.url, WEBHOOKS_MIGRATIONS);
+  it('keeps the events, still claimable, and leaves room for leases on the pages filled after it', async () => {
+    const first = await upgraded(WEBHOOKS_MIGRATIONS.slice(0, 1));
+    await new WebhookEventStore(first.dataSource).record(dueEvents(20, ['mer_upgrade']));
+    await first.dataSource.destroy();
+
+    const { dataSource } = await upgraded(WEBHOOKS_MIGRATIONS, first.db);
 
     const [table] = (await dataSource.query(
       `SELECT reloptions FROM pg_class WHERE relname = 'webhook_events'`,
@@ -181,5 +191,50 @@ describe('upgrading a database with events in it', () => {
     expect(claimed.map((r) => r.id).sort()).toEqual(
       Array.from({ length: 20 }, (_, i) => `evt_cost_${i}`).sort(),
     );
+  });
+
+  // No index that no statement reads: each costs an entry per recorded event and per result write.
+  it('lose the unused one on seq on a database with deliveries in flight, which finish and stay in order', async () => {
+    const first = await upgraded(WEBHOOKS_MIGRATIONS.slice(0, 2));
+    const before = new WebhookEventStore(first.dataSource);
+    await before.record(dueEvents(20, ['mer_seq']));
+    const inFlight = await claimAll(before, 5, 'lease-seq');
+    await first.dataSource.destroy();
+
+    const { dataSource } = await upgraded(WEBHOOKS_MIGRATIONS, first.db);
+    const store = new WebhookEventStore(dataSource);
+
+    const indexes = (await dataSource.query(
+      `SELECT indexname FROM pg_indexes WHERE tablename = 'webhook_events' ORDER BY indexname`,
+    )) as Array<{ indexname: string }>;
+    expect(indexes.map((i) => i.indexname)).toEqual([
+      'webhook_events_merchant_due_idx',
+      'webhook_events_merchant_seq_idx',
+      'webhook_events_merchant_status_seq_idx',
+      'webhook_events_merchant_type_seq_idx',
+      'webhook_events_pkey',
+    ]);
+    // The attempts in flight across the upgrade write their results under the leases they hold.
+    await store.writeResults(
+      inFlight.map((row) => ({
+        eventId: row.id,
+        merchantId: row.merchant_id,
+        leaseToken: 'lease-seq',
+        claimedRedeliveryRequestedAt: null,
+        readModelConfirmed: true,
+        state: { ...stateOf(row), status: 'delivered', nextAttemptAt: null, deliveredAt: now },
+      })),
+    );
+    const rest = await claimAll(store, 100, 'lease-seq-after');
+    expect(rest).toHaveLength(15);
+    expect(rest.some((r) => inFlight.some((f) => f.id === r.id))).toBe(false);
+    // New events still take the next seq: the list, newest first, starts with them.
+    await store.record(
+      dueEvents(21, ['mer_seq'])
+        .slice(20)
+        .map((e) => ({ ...e, event: { ...e.event, id: 'evt_seq_new' } })),
+    );
+    const { rows } = await store.list({ merchantId: 'mer_seq', limit: 3 });
+    expect(rows.map((r) => r.id)).toEqual(['evt_seq_new', 'evt_cost_19', 'evt_cost_18']);
   });
 });
