@@ -10,10 +10,9 @@ import {
 } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createHash, randomUUID } from 'node:crypto';
-import type { Pool, QueryResultRow } from 'pg';
 import { from, lastValueFrom, type Observable } from 'rxjs';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
-import { sharesOneSession } from '@stablepay/node-util';
+import { PooledStatements } from '@stablepay/node-util';
 import { type Clock, DAY, DomainError, conflict, invalidRequest, systemClock } from '@stablepay/util';
 import { toEnvelope } from './error-envelope.filter';
 import { IDLE_FOR, type IdleAware } from './idle-interceptors';
@@ -124,41 +123,6 @@ const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_statu
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $5`;
 const RELEASE_SQL = `DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
 
-/**
- * Runs the interceptor's statements on the pg pool under the DataSource (TypeORM's `query` makes a QueryRunner,
- * logs and releases per call: the interceptor has no use for any of it on every keyed POST), as named prepared
- * statements unless the server shares one session between connections (the embedded PGlite server, where two
- * connections preparing one name collide). Without a pg pool (another driver) it falls back to TypeORM's query.
- */
-class IdempotencySql {
-  private named: Promise<boolean> | undefined;
-
-  constructor(private readonly dataSource: DataSource) {}
-
-  private get pool(): Pool | undefined {
-    // TypeORM's PostgresDriver keeps its pg Pool as `master` (no public accessor).
-    const pool = (this.dataSource.driver as unknown as { master?: Pool }).master;
-    return pool && typeof pool.query === 'function' ? pool : undefined;
-  }
-
-  async query<R extends QueryResultRow>(name: string, text: string, values: unknown[]): Promise<R[]> {
-    const pool = this.pool;
-    if (!pool) return (await this.dataSource.query(text, values)) as R[];
-    // Probed once, at the first keyed request; a failed probe (the database away) sends this call unnamed and
-    // probes again next time.
-    this.named ??= sharesOneSession(pool).then(
-      (one) => !one,
-      () => {
-        this.named = undefined;
-        return false;
-      },
-    );
-    const named = await this.named;
-    const { rows } = await pool.query<R>({ ...(named ? { name } : {}), text, values });
-    return rows;
-  }
-}
-
 interface StoredKey {
   request_hash: string;
   state: 'in_flight' | 'done';
@@ -189,7 +153,8 @@ function canonical(value: unknown): string {
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnModuleDestroy {
-  private readonly sql: IdempotencySql;
+  /** Named prepared statements on the pool (unnamed on the embedded PGlite server). */
+  private readonly sql: PooledStatements;
   /** This process's name on its claims (one interceptor per HTTP app, so per process). */
   private readonly owner = randomUUID();
   /** The first beat, awaited by the first keyed request: a claim never names an owner that has not beaten. */
@@ -203,7 +168,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     @Inject(DataSource) dataSource: DataSource,
     @Inject(IDEMPOTENCY_CLOCK) private readonly clock: Clock = systemClock,
   ) {
-    this.sql = new IdempotencySql(dataSource);
+    this.sql = new PooledStatements(dataSource);
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -6,3 +6,4 @@ export * from './free-port';
 export * from './one-session';
 export * from './host-resolver';
 export * from './fake-dns-server';
+export * from './pooled-statements';

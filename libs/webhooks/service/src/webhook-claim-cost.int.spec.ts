@@ -1,5 +1,7 @@
+import type { Pool } from 'pg';
 import type { TestDatabase } from '@stablepay/testing';
 import { DataSource, type MigrationInterface } from 'typeorm';
+import { sharesOneSession } from '@stablepay/node-util';
 import { recordedDelivery } from '@stablepay/webhooks-domain';
 import { WEBHOOKS_MIGRATIONS } from './migrations';
 import { createWebhookTestDatabase as createTestDatabase } from './testing/webhook-test-database';
@@ -79,14 +81,35 @@ interface PlanNode {
 describe('the claim on a long history', () => {
   const opened = storeForDescribe();
 
-  /** Blocks the claim's statement touched, from its plan (run, then rolled back). */
-  async function blocksReadByClaim(): Promise<number> {
+  /**
+   * Blocks the claim's statement touched, from its plan (run, then rolled back): the plan made for its values, or
+   * the generic plan a prepared claim settles on (made once for any values).
+   */
+  async function blocksReadByClaim(planned: 'custom' | 'generic' = 'custom'): Promise<number> {
     const runner = opened.dataSource.createQueryRunner();
     await runner.startTransaction();
     try {
       const explaining = {
-        query: async (sql: string, params: unknown[]) =>
-          (await runner.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, params)) as unknown,
+        query: async (sql: string, params: unknown[]) => {
+          if (planned === 'custom')
+            return (await runner.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, params)) as unknown;
+          await runner.query(`PREPARE claim_generic AS ${sql}`);
+          try {
+            await runner.query('SET LOCAL plan_cache_mode = force_generic_plan');
+            // EXECUTE takes no bind parameters under EXPLAIN: the values go in as literals.
+            const literal = (v: unknown): string =>
+              Array.isArray(v)
+                ? `'{${v.map((x) => `"${String(x)}"`).join(',')}}'`
+                : typeof v === 'number'
+                  ? String(v)
+                  : `'${String(v).replace(/'/g, "''")}'`;
+            return (await runner.query(
+              `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim_generic(${params.map(literal).join(', ')})`,
+            )) as unknown;
+          } finally {
+            await runner.query('DEALLOCATE claim_generic');
+          }
+        },
       } as unknown as DataSource;
       const [result] = (await claimAll(
         new WebhookEventStore(explaining),
@@ -122,6 +145,8 @@ describe('the claim on a long history', () => {
     // One due row for each of 8 merchants: ~200 blocks of the due index and the heap here, where the walk past
     // each merchant's delivered rows in (merchant_id, seq) order read ~4,700.
     expect(blocks).toBeLessThan(1_000);
+    // The same on the generic plan a prepared claim settles on (196 blocks either way when written).
+    expect(await blocksReadByClaim('generic')).toBeLessThan(1_000);
   });
 });
 
@@ -236,5 +261,68 @@ describe('upgrading a database with events in it', () => {
     );
     const { rows } = await store.list({ merchantId: 'mer_seq', limit: 3 });
     expect(rows.map((r) => r.id)).toEqual(['evt_seq_new', 'evt_cost_19', 'evt_cost_18']);
+  });
+});
+
+/**
+ * The claim and the result write go out for every batch while a backlog drains: as named prepared statements they
+ * are parsed and planned once per connection, and PostgreSQL keeps a generic plan for them.
+ */
+describe('the statements sent for every batch', () => {
+  const opened = storeForDescribe();
+
+  it('are prepared once per connection and run on a generic plan, where connections have sessions of their own', async () => {
+    const { dataSource: ds, store } = opened;
+    await store.record(dueEvents(60, ['mer_prep_a', 'mer_prep_b']));
+    // Twelve batches: on either of the pool's two sessions, more than the five custom plans before a generic one.
+    for (let batch = 0; batch < 12; batch++) {
+      const leaseToken = `lease-prep-${batch}`;
+      const claimed = await claimAll(store, 5, leaseToken);
+      expect(claimed).toHaveLength(5);
+      await store.writeResults(
+        claimed.map((row) => ({
+          eventId: row.id,
+          merchantId: row.merchant_id,
+          leaseToken,
+          claimedRedeliveryRequestedAt: null,
+          readModelConfirmed: true,
+          state: { ...stateOf(row), status: 'delivered', nextAttemptAt: null, deliveredAt: now },
+        })),
+      );
+    }
+
+    // What each of the pool's two sessions prepared, and how often it ran there.
+    const pool = (ds.driver as unknown as { master: Pool }).master;
+    const sessions = [await pool.connect(), await pool.connect()];
+    const runs = new Map<string, { generic: number; custom: number }>();
+    try {
+      for (const session of sessions) {
+        const { rows } = await session.query<{ name: string; generic: number; custom: number }>(
+          `SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements
+           WHERE name IN ('sp_webhook_claim', 'sp_webhook_results')`,
+        );
+        for (const r of rows) {
+          const seen = runs.get(r.name) ?? { generic: 0, custom: 0 };
+          runs.set(r.name, { generic: seen.generic + r.generic, custom: seen.custom + r.custom });
+        }
+      }
+    } finally {
+      for (const session of sessions) session.release();
+    }
+    if (await sharesOneSession(pool)) {
+      // The embedded PGlite server: every connection is one session, where two preparing one name would collide.
+      expect([...runs.keys()]).toEqual([]);
+      return;
+    }
+    expect([...runs].map(([name, r]) => [name, r.generic + r.custom]).sort()).toEqual([
+      ['sp_webhook_claim', 12],
+      ['sp_webhook_results', 12],
+    ]);
+    // At most five custom plans per session before PostgreSQL settles on the generic one.
+    expect(runs.get('sp_webhook_claim')?.generic).toBeGreaterThan(0);
+    const delivered = (await ds.query(
+      `SELECT count(*)::int AS n FROM webhook_events WHERE delivery_status = 'delivered'`,
+    )) as Array<{ n: number }>;
+    expect(delivered[0]?.n).toBe(60);
   });
 });
