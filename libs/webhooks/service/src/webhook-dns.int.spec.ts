@@ -6,12 +6,20 @@ import { createWebhookTestDatabase as createTestDatabase } from './testing/webho
 import { startWebhookStack, type WebhookStack } from './testing/webhook-stack';
 
 /**
- * One merchant's name server black-holes queries: its deliveries hold at most its own slots
+ * One merchant's name server does not answer: its deliveries hold at most its own slots
  * (WEBHOOK_CONCURRENCY_PER_MERCHANT) and one DNS query in flight, another merchant's delivery is resolved and made
- * meanwhile, and the black-holed ones end as `dns_error` attempts at the resolver's deadline. The dispatcher uses
- * the merchants config's resolver, the one the URL was checked with at save.
+ * meanwhile, and once its server answers that the name has no address they end as `dns_error` attempts. The
+ * dispatcher uses the merchants config's resolver, the one the URL was checked with at save.
+ *
+ * The slow name's queries are held by the fake server until the test releases them, and no deadline (the
+ * resolver's, the attempt's, the lease) can pass during the test: "still pending while the other is delivered"
+ * is then a fact, not a race against a deadline on a busy machine. That a name never answered ends as a
+ * `dns_error` at the resolver's deadline is webhook-http-sender.int.spec's.
  */
-describe('webhook delivery when a merchant’s DNS never answers', () => {
+/** Longer than any run of this file: a deadline the test never reaches. */
+const UNREACHED_MS = 3_600_000;
+
+describe('webhook delivery while a merchant’s DNS does not answer', () => {
   const clock = new ManualClock('2026-11-02T00:00:00.000Z');
   const dnsServer = new FakeDnsServer()
     .set('hooks.slow-dns.test', { kind: 'answer', a: ['93.184.216.34'] })
@@ -25,12 +33,13 @@ describe('webhook delivery when a merchant’s DNS never answers', () => {
     stack = await startWebhookStack({
       databaseUrl: db.url,
       clock,
-      webhookDns: new HostResolver({ timeoutMs: 3_000, servers: [dnsServer.server] }),
+      webhookDns: new HostResolver({ timeoutMs: UNREACHED_MS, servers: [dnsServer.server] }),
       dispatch: {
         pollIntervalMs: 60_000,
         concurrency: 4,
         perMerchantConcurrency: 2,
-        policy: { jitterRatio: 0, responseDeadlineMs: 5_000 },
+        leaseMs: 3 * UNREACHED_MS,
+        policy: { jitterRatio: 0, responseDeadlineMs: UNREACHED_MS },
       },
     });
   });
@@ -40,15 +49,16 @@ describe('webhook delivery when a merchant’s DNS never answers', () => {
     await Promise.all([receiver.stop(), dnsServer.stop(), db?.drop()]);
   });
 
-  it("delivers another merchant's event while the black-holed deliveries are pending; those end as dns_error", async () => {
+  it("delivers another merchant's event while the slow merchant's deliveries wait on DNS; those end as dns_error", async () => {
     const port = new URL(receiver.url()).port;
     const slow = await stack.createMerchant('Slow DNS');
     const fine = await stack.createMerchant('Fine DNS');
-    // Both names resolve to public addresses when saved; then the slow merchant's name server stops answering,
-    // and the fine one's points at the local receiver (loopback is admitted at send time: ALLOW_LOCAL_WEBHOOKS).
+    // Both names resolve to public addresses when saved; then the slow merchant's name server stops answering
+    // (until released), and the fine one's points at the local receiver (loopback is admitted at send time:
+    // ALLOW_LOCAL_WEBHOOKS).
     await stack.configureWebhook(slow.merchantId, `https://hooks.slow-dns.test:${port}/slow`);
     await stack.configureWebhook(fine.merchantId, `https://hooks.fine-dns.test:${port}/fine`);
-    dnsServer.set('hooks.slow-dns.test', { kind: 'blackhole' });
+    dnsServer.set('hooks.slow-dns.test', { kind: 'hold' });
     dnsServer.set('hooks.fine-dns.test', { kind: 'answer', a: ['127.0.0.1'] });
     const queriedAtSave = dnsServer.queries.filter((q) => q.name === 'hooks.slow-dns.test').length;
 
@@ -78,16 +88,21 @@ describe('webhook delivery when a merchant’s DNS never answers', () => {
     expect(fineRow).toMatchObject({ lastError: 'tls_error' });
     const slowMeanwhile = (await stack.events.list({ merchantId: slow.merchantId, limit: 10 })).rows;
     expect(slowMeanwhile.map((r) => r.attemptCount)).toEqual([0, 0, 0, 0, 0, 0]);
+    expect(dnsServer.heldQueries('hooks.slow-dns.test').length).toBeGreaterThan(0);
 
+    // The name server answers at last: the name has no address (NODATA for A and AAAA).
+    dnsServer.set('hooks.slow-dns.test', { kind: 'answer' });
+    dnsServer.release('hooks.slow-dns.test');
     await stack.settle();
     const slowRows = (await stack.events.list({ merchantId: slow.merchantId, limit: 10 })).rows;
     expect(slowRows).toHaveLength(6);
     for (const row of slowRows)
       expect(row).toMatchObject({ attemptCount: 1, lastError: 'dns_error', deliveryStatus: 'failed' });
-    // Deliveries waiting on one name share its query: A and AAAA, each tried at most twice.
+    // No query was retried (no c-ares timeout passed): at most one A and one AAAA per delivery, fewer where
+    // deliveries shared one (host-resolver.int.spec proves the sharing).
     const askedAtDelivery =
       dnsServer.queries.filter((q) => q.name === 'hooks.slow-dns.test').length - queriedAtSave;
-    expect(askedAtDelivery).toBeLessThanOrEqual(2 * 2 * 3);
+    expect(askedAtDelivery).toBeLessThanOrEqual(2 * 6);
     expect(receiver.on('/slow')).toHaveLength(0);
   });
 });
