@@ -7,6 +7,8 @@
  *   1. a bare HTTP POST loop: keep-alive node:http, BENCH_CONCURRENCY requests in flight, no database, no signing;
  *   2. the dispatcher draining a backlog of BENCH_EVENTS due events (claim with fairness, settings, signing with the
  *      SDK, SSRF-checked send, group-committed results) - delivery alone;
+ *   each of 1 and 2 after a run of the same size that is not measured (connections, JIT, query plans: a service
+ *   in production is warm, and a cold dispatcher's first deliveries cost about twice the CPU each);
  *   3. the dispatcher end to end: BENCH_EVENTS domain events appended to the event store, consumed from the bus by
  *      the recorder, recorded, claimed and delivered.
  * Printed per row: deliveries per second, and p50 / p99 latency of one POST as the sender saw it; row 3 adds the
@@ -486,34 +488,49 @@ async function main(): Promise<void> {
 
     rows.push(await bareLoop(receiver));
 
+    /** EVENTS due events recorded straight into the schedule, due at the time returned (the clock releases them). */
+    const recordBacklog = async (prefix: string): Promise<Date> => {
+      const releaseAt = new Date(clock.now().getTime() + 60_000);
+      const backlog = Array.from({ length: EVENTS }, (_, i) => {
+        const merchantId = merchantIds[i % MERCHANTS] ?? '';
+        const id = webhookEventId(`${prefix}-${i}`, 'subscription.charge_succeeded', clock.now());
+        return {
+          event: {
+            id,
+            merchantId,
+            type: 'subscription.charge_succeeded',
+            createdAt: clock.now(),
+            data: {
+              object: { object: 'subscription', id: `0x${'ab'.repeat(32)}`, amount: '1000000', fee: '1200' },
+              charge: { object: 'subscription_charge', id: `subc_${prefix}${i}` },
+            },
+            origin: {
+              source: 'bench',
+              topic: topicForCategory(CATEGORY),
+              eventId: `${prefix}-${i}`,
+              streamId: `${CATEGORY}-${prefix}`,
+              revision: i,
+            },
+          },
+          state: recordedDelivery(releaseAt),
+          recordedAt: clock.now(),
+        };
+      });
+      for (let i = 0; i < backlog.length; i += 1_000) await store.record(backlog.slice(i, i + 1_000));
+      return releaseAt;
+    };
+
+    // Warm-up (connections, JIT, plans), not measured, as the bare loop's: a dispatcher in service has drained many
+    // deliveries before, and its first ones cost about twice as much CPU each (docs/benchmarks.md).
+    await receiver.reset();
+    const warmedUp = receiver.waitFor(EVENTS);
+    clock.set(await recordBacklog('warm'));
+    dispatcher.wake();
+    await warmedUp;
+    await settled(dispatcher);
+
     // Row 2: a backlog of due events, recorded straight into the schedule, then released by the clock at once.
-    const releaseAt = new Date(clock.now().getTime() + 60_000);
-    const backlog = Array.from({ length: EVENTS }, (_, i) => {
-      const merchantId = merchantIds[i % MERCHANTS] ?? '';
-      const id = webhookEventId(`backlog-${i}`, 'subscription.charge_succeeded', clock.now());
-      return {
-        event: {
-          id,
-          merchantId,
-          type: 'subscription.charge_succeeded',
-          createdAt: clock.now(),
-          data: {
-            object: { object: 'subscription', id: `0x${'ab'.repeat(32)}`, amount: '1000000', fee: '1200' },
-            charge: { object: 'subscription_charge', id: `subc_b${i}` },
-          },
-          origin: {
-            source: 'bench',
-            topic: topicForCategory(CATEGORY),
-            eventId: `backlog-${i}`,
-            streamId: `${CATEGORY}-backlog`,
-            revision: i,
-          },
-        },
-        state: recordedDelivery(releaseAt),
-        recordedAt: clock.now(),
-      };
-    });
-    for (let i = 0; i < backlog.length; i += 1_000) await store.record(backlog.slice(i, i + 1_000));
+    const releaseAt = await recordBacklog('backlog');
     // Statistics as a long-running database has them (autovacuum's ANALYZE would get there within a minute).
     await service.app.get(DataSource).query('ANALYZE webhook_events');
     await receiver.reset();
