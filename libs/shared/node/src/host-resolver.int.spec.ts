@@ -35,7 +35,13 @@ describe('HostResolver', () => {
   const dns = new FakeDnsServer()
     .set('hooks.good.test', { kind: 'answer', a: ['93.184.216.34'], aaaa: ['2606:2800:220:1::248'] })
     .set('v4only.good.test', { kind: 'answer', a: ['93.184.216.35'] })
-    .set('slow.evil.test', { kind: 'blackhole' });
+    .set('slow.evil.test', { kind: 'blackhole' })
+    .set('no-aaaa.good.test', {
+      kind: 'answer',
+      a: ['93.184.216.36'],
+      aaaa: ['2606:2800:220:1::249'],
+      hold: 'aaaa',
+    });
   let resolver: HostResolver;
 
   beforeAll(async () => {
@@ -99,6 +105,22 @@ describe('HostResolver', () => {
     expect(queries).toBeGreaterThanOrEqual(2);
     expect(queries).toBeLessThanOrEqual(4);
   });
+
+  // The deadline is one no run reaches. Without the grace the resolution waits until c-ares gives the AAAA query
+  // up, after its second try (tries: 2), so the server would have held two AAAA queries, not one (or jest's
+  // timeout ends the test).
+  it('answers with the A addresses when the server drops AAAA queries, without waiting for the deadline', async () => {
+    const patient = new HostResolver({ timeoutMs: 3_600_000, servers: [dns.server] });
+    try {
+      await expect(patient.resolve('no-aaaa.good.test')).resolves.toEqual([
+        { address: '93.184.216.36', family: 4 },
+      ]);
+      expect(dns.heldQueries('no-aaaa.good.test')).toEqual([{ name: 'no-aaaa.good.test', type: 28 }]);
+    } finally {
+      // Answers the held AAAA query, so c-ares keeps no query of this test open.
+      dns.set('no-aaaa.good.test', { kind: 'answer', a: ['93.184.216.36'] }).release('no-aaaa.good.test');
+    }
+  }, 30_000);
 
   it('uses no libuv pool thread: it resolves while every pool thread is blocked', async () => {
     const addresses = await withPoolBlocked(() => resolver.resolve('hooks.good.test'));
