@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { conflict } from '@stablepay/util';
@@ -70,6 +71,23 @@ describe('handleCommand on the Postgres event store', () => {
       expect(o.reason).toMatchObject({ code: 'seat_taken' });
     }
     expect(await store.readStream('seat-b')).toHaveLength(1);
+  });
+
+  it('a command that loses the race on its stream every time is a 409 concurrent_update, appending nothing', async () => {
+    await handleCommand(store, 'seat-contended', seat, { type: 'Note', text: 'first' });
+    // Another writer appends between every load and append of the command.
+    const contended = Object.create(store) as PostgresEventStore;
+    contended.appendToStream = async (streamId, events, options) => {
+      await store.appendToStream(streamId, [
+        { id: randomUUID(), type: 'NoteAdded.v1', data: { text: 'other' }, metadata: {} },
+      ]);
+      return store.appendToStream(streamId, events, options);
+    };
+    await expect(
+      handleCommand(contended, 'seat-contended', seat, { type: 'Note', text: 'mine' }, { maxRetries: 2 }),
+    ).rejects.toMatchObject({ status: 409, code: 'concurrent_update', retryable: true });
+    const texts = (await store.readStream('seat-contended')).map((e) => (e.data as { text: string }).text);
+    expect(texts).toEqual(['first', 'other', 'other', 'other']);
   });
 
   it('the same idempotency key applied twice appends once and reports the current state', async () => {

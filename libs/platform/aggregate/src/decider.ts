@@ -7,6 +7,7 @@ import {
   type RecordedEvent,
   WrongExpectedRevisionError,
 } from '@stablepay/event-store';
+import { conflict } from '@stablepay/util';
 
 /** An event as the domain sees it: a literal type and its data. Metadata is added at the edge. */
 export interface DomainEvent<Type extends string = string, Data = unknown> {
@@ -95,7 +96,19 @@ export async function handleCommand<State, Command, Event extends DomainEvent>(
       const next = newEvents.reduce(decider.evolve, state);
       return { state: next, newEvents, revision: result.nextExpectedRevision };
     } catch (error) {
-      if (error instanceof WrongExpectedRevisionError && attempt < maxRetries) continue;
+      if (error instanceof WrongExpectedRevisionError) {
+        if (attempt < maxRetries) continue;
+        // Lost the race every time to other writers of this stream: nothing was appended, and the same request
+        // may succeed a moment later. A 409 says so over HTTP (and is not stored against an Idempotency-Key; the
+        // bare error was a 500), and `retryable` has a bus consumer retry it rather than park the stream.
+        throw Object.assign(
+          conflict(
+            'concurrent_update',
+            'This object was changed by other requests at the same time; retry the request.',
+          ),
+          { retryable: true },
+        );
+      }
       // The same idempotency key already produced its events (a retry after a lost response, a timer firing
       // twice): the command has been applied, so report the current state and append nothing.
       if (error instanceof DuplicateEventIdError && options.idempotencyKey) {
