@@ -63,17 +63,30 @@ export interface DataDirLock {
   release(): void;
 }
 
+/** The points of a takeover a test can hold a start at (its interleavings with other starts are the subject). */
+export type TakeoverStep = 'judged-stale-guard' | 'removing-stale-lock';
+
+export interface LockDataDirOptions {
+  /** How long a dead run's helpers are waited for. Default 30 s. */
+  readonly helperWaitMs?: number;
+  /** The process this start acts as. Default: this process (a test gives each of its starts a process of its own). */
+  readonly pid?: number;
+  /** Awaited at each step of a takeover. Default: none. */
+  readonly onStep?: (step: TakeoverStep) => Promise<void> | void;
+}
+
 /**
  * Takes the data directory for this process: `stablepay.lock` holds our pid (then our helpers' pids), created
  * exclusively. A lock left by a process that no longer runs (kill -9, a crash) is taken over once that run's helpers
  * are gone too (at most `helperWaitMs`); one held by a live process refuses.
  */
-export async function lockDataDir(dataDir: string, helperWaitMs = 30_000): Promise<DataDirLock> {
+export async function lockDataDir(dataDir: string, options: LockDataDirOptions = {}): Promise<DataDirLock> {
+  const self = options.pid ?? process.pid;
   const file = join(dataDir, LOCK_FILE);
   let tookOverFrom: number | null = null;
   for (let attempt = 0; ; attempt++) {
     try {
-      writeFileSync(file, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });
+      writeFileSync(file, `${self}\n`, { flag: 'wx', mode: 0o644 });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
@@ -82,13 +95,13 @@ export async function lockDataDir(dataDir: string, helperWaitMs = 30_000): Promi
     if (owner !== null) throw refusal(dataDir, file, owner);
     // Another start took the stale lock over between our two tries: it is theirs now.
     if (attempt > 0) throw new ConfigError(`the data directory ${dataDir} was just taken by another start`);
-    tookOverFrom = await takeOverStaleLock(dataDir, file, helperWaitMs);
+    tookOverFrom = await takeOverStaleLock(dataDir, file, self, options);
   }
   let helpers: number[] = [];
   let released = false;
   const ours = () => {
     try {
-      return readFileSync(file, 'utf8').split('\n')[0]?.trim() === String(process.pid);
+      return readFileSync(file, 'utf8').split('\n')[0]?.trim() === String(self);
     } catch {
       return false;
     }
@@ -99,8 +112,8 @@ export async function lockDataDir(dataDir: string, helperWaitMs = 30_000): Promi
       helpers = [...helpers, ...pids];
       if (!ours()) return;
       // Whole or not at all (a rename): a start reading a half-written lock would take it for a dead run's.
-      writeFileSync(`${file}.${process.pid}`, [process.pid, ...helpers].join('\n') + '\n', { mode: 0o644 });
-      renameSync(`${file}.${process.pid}`, file);
+      writeFileSync(`${file}.${self}`, [self, ...helpers].join('\n') + '\n', { mode: 0o644 });
+      renameSync(`${file}.${self}`, file);
     },
     release: () => {
       if (released) return;
@@ -120,11 +133,12 @@ export async function lockDataDir(dataDir: string, helperWaitMs = 30_000): Promi
 async function takeOverStaleLock(
   dataDir: string,
   file: string,
-  helperWaitMs: number,
+  self: number,
+  { helperWaitMs = 30_000, onStep }: LockDataDirOptions,
 ): Promise<number | null> {
   const guard = `${file}.takeover`;
   try {
-    writeFileSync(guard, `${process.pid}\n`, { flag: 'wx', mode: 0o644 });
+    writeFileSync(guard, `${self}\n`, { flag: 'wx', mode: 0o644 });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     const holder = Number(readText(guard)?.trim());
@@ -133,6 +147,7 @@ async function takeOverStaleLock(
         `the data directory ${dataDir} is being taken over by another start (pid ${holder})`,
       );
     // A start killed in the middle of its takeover: its guard is as stale as the lock it was removing.
+    await onStep?.('judged-stale-guard');
     unlinkQuietly(guard);
     throw new ConfigError(
       `the data directory ${dataDir} had an interrupted takeover (${guard}, now removed); start again`,
@@ -153,6 +168,7 @@ async function takeOverStaleLock(
     // The dead run's chains may still be writing their state: starting ours now would load an older one.
     const deadline = Date.now() + helperWaitMs;
     while (helpers.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await onStep?.('removing-stale-lock');
     unlinkQuietly(file);
     return previous ?? null;
   } finally {
