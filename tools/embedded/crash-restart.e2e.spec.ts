@@ -136,7 +136,10 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
       encoding: 'utf8',
     }).trim();
     expect(pglitePid).toMatch(/^\d+$/);
-    expect(readFileSync(join(dataDir, 'stablepay.lock'), 'utf8').split('\n')).toContain(pglitePid);
+    // Each as `<pid> <start time>`: a pid alone would also name a later process given the same number.
+    const recorded = readFileSync(join(dataDir, 'stablepay.lock'), 'utf8').split('\n');
+    expect(recorded.map((l) => l.split(' ')[0])).toContain(pglitePid);
+    expect(recorded.find((l) => l.startsWith(`${pglitePid} `))).toMatch(/^\d+ \d+@[0-9a-f-]+$/);
     process.kill(-pid, 'SIGKILL');
     await running.exited;
     for (const url of Object.values(running.chains)) await isDown(url);
@@ -147,6 +150,15 @@ describe('npm start after kill -9 and on a local chain that lost its state', () 
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ checks: { chain_followers: 'ok', database: 'ok' } });
     expect(running.output.join('\n')).not.toMatch(/halted|reorg deeper/);
+    // The dead run's PGlite server died with its group; its chain watchdogs left once their nodes had written
+    // their state. Nothing had to be stopped, nothing was taken for another process.
+    const takeover = running.output
+      .filter((l) => l.includes('took over the data directory'))
+      .map((l) => JSON.parse(l) as { previousPid: number; previousHelpers: { pid: number; fate: string }[] });
+    expect(takeover).toEqual([expect.objectContaining({ previousPid: pid })]);
+    expect(takeover[0]?.previousHelpers.map((h) => h.pid)).toContain(Number(pglitePid));
+    for (const helper of takeover[0]?.previousHelpers ?? [])
+      expect(['gone', 'exited']).toContain(helper.fate);
   }, 600_000);
 
   it('recovers a local chain that came back behind the database (follower, merchant registration, subscription manager), logs it, and a checkout and a subscribe on it then work', async () => {

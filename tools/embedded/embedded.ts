@@ -134,11 +134,13 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   if (persistent) {
     mkdirSync(dataDir, { recursive: true });
     lock = await lockDataDir(dataDir);
-    if (lock.tookOverFrom !== null)
+    if (lock.tookOverFrom !== null || lock.previousHelpers.length > 0)
       logger.warn({
         msg: 'took over the data directory from a run that is no longer running (killed or crashed)',
         dataDir,
         previousPid: lock.tookOverFrom,
+        // Its PGlite server and chain watchdogs: gone, exited while waited for, stopped by us, or not ours (pid reuse).
+        previousHelpers: lock.previousHelpers,
       });
   }
   let pglite: PgliteServer | undefined;

@@ -1,4 +1,4 @@
-import { readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Client } from 'pg';
@@ -37,6 +37,105 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/**
+ * A process as a lock records it: its pid and, where /proc tells it, when it started (`<ticks since boot>@<boot
+ * id>`). A pid alone names whatever process has it now: the one recorded, or, once that one is gone, any other.
+ */
+interface RecordedProcess {
+  readonly pid: number;
+  readonly started?: string;
+}
+
+function recordLine(pid: number): string {
+  const started = startedOf(pid);
+  return started === undefined ? String(pid) : `${pid} ${started}`;
+}
+
+function parseRecord(line: string): RecordedProcess | undefined {
+  const [pid, started] = line.trim().split(/\s+/);
+  const n = Number(pid);
+  if (!Number.isSafeInteger(n) || n <= 0) return undefined;
+  return started ? { pid: n, started } : { pid: n };
+}
+
+let cachedBootId: string | null | undefined;
+function bootId(): string | undefined {
+  if (cachedBootId === undefined) {
+    try {
+      cachedBootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || null;
+    } catch {
+      cachedBootId = null;
+    }
+  }
+  return cachedBootId ?? undefined;
+}
+
+/** /proc/<pid>/stat read: undefined where there is no /proc (then the pid alone is all we know). */
+function procStat(
+  pid: number,
+): { readonly state: string; readonly group: number; readonly started: string } | 'absent' | undefined {
+  const boot = bootId();
+  if (boot === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return 'absent';
+  }
+  // The command name (field 2) may hold spaces and parentheses: the fields are counted after its last ')'.
+  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return { state: fields[0] ?? '', group: Number(fields[2]), started: `${fields[19] ?? ''}@${boot}` };
+}
+
+function startedOf(pid: number): string | undefined {
+  const stat = procStat(pid);
+  return stat === undefined || stat === 'absent' ? undefined : stat.started;
+}
+
+/**
+ * What runs as a recorded process now. `gone`: nothing, or a zombie (an exited process its parent has not reaped,
+ * which holds no file; in a container whose init does not reap, it stays). `another`: a process that got the pid
+ * since. `same`: the recorded one. `unverified`: something answers to the pid, but nothing was recorded to tell
+ * whether it is the same (no /proc, or a lock of an older version).
+ */
+function lookUp(recorded: RecordedProcess): 'gone' | 'another' | 'same' | 'unverified' {
+  const stat = procStat(recorded.pid);
+  if (stat === 'absent' || stat?.state === 'Z' || stat?.state === 'X') return 'gone';
+  if (stat === undefined || recorded.started === undefined)
+    return isAlive(recorded.pid) ? 'unverified' : 'gone';
+  return stat.started === recorded.started ? 'same' : 'another';
+}
+
+/** The processes of a process group that have not exited. */
+function groupMembers(group: number): number[] {
+  const members: number[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = procStat(Number(name));
+    if (typeof stat === 'object' && stat.group === group && stat.state !== 'Z' && stat.state !== 'X')
+      members.push(Number(name));
+  }
+  return members;
+}
+
+/** What a takeover found of one of the dead run's helpers, and what it did about it. */
+export type HelperFate =
+  /** Already gone. */
+  | 'gone'
+  /** Its pid names another process now: left alone, not waited for. */
+  | 'not ours'
+  /** Went by itself while waited for. */
+  | 'exited'
+  /** Still answering after the wait, but nothing tells it is the one recorded (no /proc): left alone. */
+  | 'left running'
+  | 'stopped by SIGTERM'
+  | 'stopped by SIGKILL';
+
+export interface PreviousHelper {
+  readonly pid: number;
+  readonly fate: HelperFate;
+}
+
 function refusal(dataDir: string, file: string, pid: number): ConfigError {
   return new ConfigError(
     `the data directory ${dataDir} is in use by another Stablepay (pid ${pid}); two runs on the same files would ` +
@@ -54,9 +153,13 @@ export function refuseIfDataDirInUse(dataDir: string): void {
 export interface DataDirLock {
   /** The pid of the dead process whose lock was taken over (after kill -9 or a crash), if any. */
   readonly tookOverFrom: number | null;
+  /** The dead run's helpers found in its lock, each with what the takeover found and did. */
+  readonly previousHelpers: readonly PreviousHelper[];
   /**
    * Records the processes this run leaves behind for a moment if it dies (the local chains' watchdogs: their nodes
-   * write their state on the way out), so a run taking the lock over waits for them.
+   * write their state on the way out; the PGlite server), so a run taking the lock over waits for them, and stops
+   * them if they outstay the wait. Call it as soon as they are started: each is recorded with its start time, read
+   * now, which tells it from a later process given the same pid.
    */
   addHelpers(pids: readonly number[]): void;
   /** Removes the lock if it is still ours. Idempotent. */
@@ -67,8 +170,10 @@ export interface DataDirLock {
 export type TakeoverStep = 'judged-stale-guard' | 'removing-stale-lock';
 
 export interface LockDataDirOptions {
-  /** How long a dead run's helpers are waited for. Default 30 s. */
+  /** How long a dead run's helpers are waited for before they are stopped. Default 30 s. */
   readonly helperWaitMs?: number;
+  /** How long a helper is given between SIGTERM and SIGKILL. Default 10 s. */
+  readonly helperStopGraceMs?: number;
   /** The process this start acts as. Default: this process (a test gives each of its starts a process of its own). */
   readonly pid?: number;
   /** Awaited at each step of a takeover. Default: none. */
@@ -76,14 +181,15 @@ export interface LockDataDirOptions {
 }
 
 /**
- * Takes the data directory for this process: `stablepay.lock` holds our pid (then our helpers' pids), created
- * exclusively. A lock left by a process that no longer runs (kill -9, a crash) is taken over once that run's helpers
- * are gone too (at most `helperWaitMs`); one held by a live process refuses.
+ * Takes the data directory for this process: `stablepay.lock` holds our pid (then our helpers, each as `<pid>
+ * <start time>`), created exclusively. A lock left by a process that no longer runs (kill -9, a crash) is taken over
+ * once that run's helpers are gone too: each is waited for at most `helperWaitMs`, then stopped; one held by a live
+ * process refuses.
  */
 export async function lockDataDir(dataDir: string, options: LockDataDirOptions = {}): Promise<DataDirLock> {
   const self = options.pid ?? process.pid;
   const file = join(dataDir, LOCK_FILE);
-  let tookOverFrom: number | null = null;
+  let tookOver: TookOver = { tookOverFrom: null, previousHelpers: [] };
   for (let attempt = 0; ; attempt++) {
     try {
       writeFileSync(file, `${self}\n`, { flag: 'wx', mode: 0o644 });
@@ -95,9 +201,9 @@ export async function lockDataDir(dataDir: string, options: LockDataDirOptions =
     if (owner !== null) throw refusal(dataDir, file, owner);
     // Another start took the stale lock over between our two tries: it is theirs now.
     if (attempt > 0) throw new ConfigError(`the data directory ${dataDir} was just taken by another start`);
-    tookOverFrom = await takeOverStaleLock(dataDir, file, self, options);
+    tookOver = await takeOverStaleLock(dataDir, file, self, options);
   }
-  let helpers: number[] = [];
+  let helpers: string[] = [];
   let released = false;
   const ours = () => {
     try {
@@ -107,9 +213,9 @@ export async function lockDataDir(dataDir: string, options: LockDataDirOptions =
     }
   };
   return {
-    tookOverFrom,
+    ...tookOver,
     addHelpers: (pids) => {
-      helpers = [...helpers, ...pids];
+      helpers = [...helpers, ...pids.map(recordLine)];
       if (!ours()) return;
       // Whole or not at all (a rename): a start reading a half-written lock would take it for a dead run's.
       writeFileSync(`${file}.${self}`, [self, ...helpers].join('\n') + '\n', { mode: 0o644 });
@@ -123,6 +229,11 @@ export async function lockDataDir(dataDir: string, options: LockDataDirOptions =
   };
 }
 
+interface TookOver {
+  readonly tookOverFrom: number | null;
+  readonly previousHelpers: readonly PreviousHelper[];
+}
+
 /**
  * Removes a dead run's lock, under `stablepay.lock.takeover` created exclusively: two starts finding the same stale
  * lock (both restarting after a kill -9) each removed it by path, the second removing the lock the first had just
@@ -134,8 +245,8 @@ async function takeOverStaleLock(
   dataDir: string,
   file: string,
   self: number,
-  { helperWaitMs = 30_000, onStep }: LockDataDirOptions,
-): Promise<number | null> {
+  options: LockDataDirOptions,
+): Promise<TookOver> {
   const guard = `${file}.takeover`;
   try {
     writeFileSync(guard, `${self}\n`, { flag: 'wx', mode: 0o644 });
@@ -147,7 +258,7 @@ async function takeOverStaleLock(
         `the data directory ${dataDir} is being taken over by another start (pid ${holder})`,
       );
     // A start killed in the middle of its takeover: its guard is as stale as the lock it was removing.
-    await onStep?.('judged-stale-guard');
+    await options.onStep?.('judged-stale-guard');
     unlinkQuietly(guard);
     throw new ConfigError(
       `the data directory ${dataDir} had an interrupted takeover (${guard}, now removed); start again`,
@@ -159,20 +270,93 @@ async function takeOverStaleLock(
       await new Promise((r) => setTimeout(r, 200));
       text = readText(file);
     }
-    if (text === undefined) return null;
-    const [previous, ...helpers] = text
-      .split('\n')
-      .map((l) => Number(l.trim()))
-      .filter((n) => Number.isSafeInteger(n) && n > 0);
+    if (text === undefined) return { tookOverFrom: null, previousHelpers: [] };
+    const [first, ...rest] = text.split('\n').flatMap((l) => parseRecord(l) ?? []);
+    const previous = first?.pid;
     if (previous !== undefined && isAlive(previous)) throw refusal(dataDir, file, previous);
-    // The dead run's chains may still be writing their state: starting ours now would load an older one.
-    const deadline = Date.now() + helperWaitMs;
-    while (helpers.some(isAlive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    await onStep?.('removing-stale-lock');
+    const previousHelpers = await settleHelpers(dataDir, rest, options);
+    await options.onStep?.('removing-stale-lock');
     unlinkQuietly(file);
-    return previous ?? null;
+    return { tookOverFrom: previous ?? null, previousHelpers };
   } finally {
     unlinkQuietly(guard);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `done` (true) or `ms` have passed (false). */
+async function waitUntil(done: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (done()) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(100);
+  }
+}
+
+/**
+ * Waits for the dead run's helpers to be gone: its chains' nodes may still be writing their state, its PGlite
+ * server closing its files, and starting ours now would load an older state or open the same files twice. A pid that
+ * names another process now (pid reuse) is not waited for. One of ours still running after `helperWaitMs` (hung,
+ * or an orphan nobody told to stop) is stopped: SIGTERM (anvil writes its state on it; the PGlite server, managed,
+ * ignores it), then SIGKILL after `helperStopGraceMs`.
+ */
+async function settleHelpers(
+  dataDir: string,
+  helpers: readonly RecordedProcess[],
+  { helperWaitMs = 30_000, helperStopGraceMs = 10_000 }: LockDataDirOptions,
+): Promise<PreviousHelper[]> {
+  const fates = new Map<RecordedProcess, HelperFate>();
+  for (const helper of helpers) {
+    const now = lookUp(helper);
+    if (now === 'gone' || now === 'another') fates.set(helper, now === 'gone' ? 'gone' : 'not ours');
+  }
+  const running = () => helpers.filter((h) => !fates.has(h));
+  await waitUntil(() => {
+    for (const helper of running()) if (!isRunning(helper)) fates.set(helper, 'exited');
+    return running().length === 0;
+  }, helperWaitMs);
+  for (const helper of running()) {
+    const now = lookUp(helper);
+    if (now === 'same') fates.set(helper, await stopHelper(dataDir, helper, helperStopGraceMs));
+    else fates.set(helper, now === 'unverified' ? 'left running' : 'exited');
+  }
+  return helpers.map((h) => ({ pid: h.pid, fate: fates.get(h) ?? 'gone' }));
+}
+
+function isRunning(recorded: RecordedProcess): boolean {
+  const now = lookUp(recorded);
+  return now === 'same' || now === 'unverified';
+}
+
+/**
+ * Stops a helper known to be the one recorded. One that leads its own process group (a local chain's watchdog,
+ * with its node in the group) is signalled as a group and waited for until the whole group is gone: the watchdog
+ * dies at once on SIGTERM while its node is still writing its state.
+ */
+async function stopHelper(dataDir: string, helper: RecordedProcess, graceMs: number): Promise<HelperFate> {
+  const stat = procStat(helper.pid);
+  const group = typeof stat === 'object' && stat.group === helper.pid;
+  const target = group ? -helper.pid : helper.pid;
+  const gone = () => (group ? groupMembers(helper.pid).length === 0 : !isRunning(helper));
+  signal(target, 'SIGTERM');
+  if (await waitUntil(gone, graceMs)) return 'stopped by SIGTERM';
+  // Not gone at the last look: still the recorded process, or, for a group, still ours even with its leader gone
+  // (while one of a group runs, the kernel gives the group's number to no new process).
+  signal(target, 'SIGKILL');
+  if (await waitUntil(gone, 5_000)) return 'stopped by SIGKILL';
+  throw new ConfigError(
+    `the data directory ${dataDir} is still in use by pid ${helper.pid}, left by a run that is no longer running: ` +
+      `it did not stop on SIGKILL`,
+  );
+}
+
+function signal(target: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(target, name);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
   }
 }
 
