@@ -1,6 +1,7 @@
-import { readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { linkSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Client } from 'pg';
 import { ConfigError } from '@stablepay/util';
 
@@ -14,17 +15,10 @@ const LOCK_FILE = 'stablepay.lock';
 /** The pid of a live process holding the data directory's lock, or null (no lock, or one left by a dead process). */
 function liveLockOwner(dataDir: string): { pid: number | null; file: string } {
   const file = join(dataDir, LOCK_FILE);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { pid: null, file };
-    throw error;
-  }
-  const pid = Number(text.split('\n')[0]?.trim());
+  const text = readText(file);
   // A lock file cut short (the machine died while it was written) holds no pid: nobody can be running on it.
-  if (!Number.isSafeInteger(pid) || pid <= 0) return { pid: null, file };
-  return { pid: isAlive(pid) ? pid : null, file };
+  const pid = text === undefined ? null : parseLock(text).pid;
+  return { pid: pid !== null && isAlive(pid) ? pid : null, file };
 }
 
 function isAlive(pid: number): boolean {
@@ -181,44 +175,39 @@ export interface LockDataDirOptions {
 }
 
 /**
- * Takes the data directory for this process: `stablepay.lock` holds our pid (then our helpers, each as `<pid>
- * <start time>`), created exclusively. A lock left by a process that no longer runs (kill -9, a crash) is taken over
- * once that run's helpers are gone too: each is waited for at most `helperWaitMs`, then stopped; one held by a live
- * process refuses.
+ * Takes the data directory for this process: `stablepay.lock` holds our pid, an id of its own (`id <random>`), then
+ * our helpers (each `<pid> <start time>`), created whole and exclusively. A lock left by a process that no longer
+ * runs (kill -9, a crash) is taken over once that run's helpers are gone too: each is waited for at most
+ * `helperWaitMs`, then stopped; one held by a live process refuses.
  */
 export async function lockDataDir(dataDir: string, options: LockDataDirOptions = {}): Promise<DataDirLock> {
   const self = options.pid ?? process.pid;
   const file = join(dataDir, LOCK_FILE);
+  // The id tells this lock from every other the directory sees, even one of a later run given the same pid: the
+  // guards of a takeover are named for the lock they take over.
+  const head = `${self}\nid ${randomBytes(8).toString('hex')}\n`;
   let tookOver: TookOver = { tookOverFrom: null, previousHelpers: [] };
-  for (let attempt = 0; ; attempt++) {
-    try {
-      writeFileSync(file, `${self}\n`, { flag: 'wx', mode: 0o644 });
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    const owner = liveLockOwner(dataDir).pid;
-    if (owner !== null) throw refusal(dataDir, file, owner);
-    // Another start took the stale lock over between our two tries: it is theirs now.
-    if (attempt > 0) throw new ConfigError(`the data directory ${dataDir} was just taken by another start`);
-    tookOver = await takeOverStaleLock(dataDir, file, self, options);
+  for (let attempt = 0; !createWhole(file, head, self); attempt++) {
+    const text = readText(file);
+    if (text === undefined) continue;
+    const held = parseLock(text);
+    if (held.pid !== null && isAlive(held.pid)) throw refusal(dataDir, file, held.pid);
+    // Round after round another start took the lock between our tries, and died at once: say so, do not spin.
+    if (attempt >= 3)
+      throw new ConfigError(`the data directory ${dataDir} keeps being taken by other starts`);
+    const outcome = await takeOverStaleLock(dataDir, file, held, self, options);
+    if (outcome !== 'changed') tookOver = outcome;
   }
   let helpers: string[] = [];
   let released = false;
-  const ours = () => {
-    try {
-      return readFileSync(file, 'utf8').split('\n')[0]?.trim() === String(self);
-    } catch {
-      return false;
-    }
-  };
+  const ours = () => readText(file)?.startsWith(head) ?? false;
   return {
     ...tookOver,
     addHelpers: (pids) => {
       helpers = [...helpers, ...pids.map(recordLine)];
       if (!ours()) return;
       // Whole or not at all (a rename): a start reading a half-written lock would take it for a dead run's.
-      writeFileSync(`${file}.${self}`, [self, ...helpers].join('\n') + '\n', { mode: 0o644 });
+      writeFileSync(`${file}.${self}`, head + helpers.map((h) => `${h}\n`).join(''), { mode: 0o644 });
       renameSync(`${file}.${self}`, file);
     },
     release: () => {
@@ -234,52 +223,102 @@ interface TookOver {
   readonly previousHelpers: readonly PreviousHelper[];
 }
 
+interface HeldLock {
+  /** Null for a lock cut short (the machine died while it was written). */
+  readonly pid: number | null;
+  /** Its id line; a lock of an older version has none, and is named by its pid. */
+  readonly id: string;
+  readonly helpers: readonly RecordedProcess[];
+}
+
+function parseLock(text: string): HeldLock {
+  const lines = text.split('\n').map((l) => l.trim());
+  const pid = parseRecord(lines[0] ?? '')?.pid ?? null;
+  const id =
+    lines.find((l) => /^id [0-9a-f]+$/.test(l))?.slice(3) ?? (pid === null ? 'cut-short' : `pid${pid}`);
+  return { pid, id, helpers: lines.slice(1).flatMap((l) => parseRecord(l) ?? []) };
+}
+
 /**
- * Removes a dead run's lock, under `stablepay.lock.takeover` created exclusively: two starts finding the same stale
- * lock (both restarting after a kill -9) each removed it by path, the second removing the lock the first had just
- * made, and both ran on the same files. Under the guard the lock is read again: a start that finished its takeover
- * meanwhile holds it alive (refused), or is writing its pid (read once more). The caller then creates its own lock
- * exclusively, so of two starts that both got through here one way or the other, exactly one creates it.
+ * Creates `path` holding `text`, unless it exists (false): written aside, then linked, as link never replaces. A
+ * reader never sees it empty or half written, which it would take for one left by a machine that died.
+ */
+function createWhole(path: string, text: string, self: number): boolean {
+  const aside = join(dirname(path), `${LOCK_FILE}.${self}.new`);
+  writeFileSync(aside, text, { mode: 0o644 });
+  try {
+    linkSync(aside, path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
+  } finally {
+    unlinkQuietly(aside);
+  }
+}
+
+const TAKEOVER = `${LOCK_FILE}.takeover-`;
+
+/**
+ * Removes a dead run's lock under a guard, so that of several starts finding it (all restarting after a kill -9),
+ * one only removes it; each removing it by path, one would remove the lock another had just made, and both would run
+ * on the same files. The guard is `stablepay.lock.takeover-<lock id>`, created whole and exclusively; under it the
+ * lock is read again, and gone or changed (another start got there first) it is left alone.
+ *
+ * A start killed in its takeover leaves its guard. Removing it by path once its holder is judged dead is not safe:
+ * a start that judged it, then paused, would remove the live guard another start had made meanwhile, and two would
+ * be inside. So a stale guard is never removed while it guards anything: a start that finds one goes on to the next
+ * guard, named for it (`<guard>.<its holder's pid>`), and so on. Every start finding the same dead holders walks the
+ * same names, created once each and never changed, so one start at most is inside for a lock. A lock's guards are
+ * removed once the lock is gone: its id is its own, it never comes back, its guards guard nothing.
  */
 async function takeOverStaleLock(
   dataDir: string,
   file: string,
+  held: HeldLock,
   self: number,
   options: LockDataDirOptions,
-): Promise<TookOver> {
-  const guard = `${file}.takeover`;
-  try {
-    writeFileSync(guard, `${self}\n`, { flag: 'wx', mode: 0o644 });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    const holder = Number(readText(guard)?.trim());
-    if (Number.isSafeInteger(holder) && holder > 0 && isAlive(holder))
+): Promise<TookOver | 'changed'> {
+  let guard = join(dataDir, `${TAKEOVER}${held.id}`);
+  while (!createWhole(guard, `${recordLine(self)}\n`, self)) {
+    const text = readText(guard);
+    // Its lock was taken over and its guards removed since: this start finds so below.
+    if (text === undefined) continue;
+    // A guard without a holder was cut short by a machine that died: as stale as one whose holder is gone.
+    const holder = parseRecord(text) ?? { pid: 0 };
+    const now = holder.pid === 0 ? 'gone' : lookUp(holder);
+    if (now === 'same' || now === 'unverified')
       throw new ConfigError(
-        `the data directory ${dataDir} is being taken over by another start (pid ${holder})`,
+        `the data directory ${dataDir} is being taken over by another start (pid ${holder.pid})`,
       );
-    // A start killed in the middle of its takeover: its guard is as stale as the lock it was removing.
     await options.onStep?.('judged-stale-guard');
-    unlinkQuietly(guard);
-    throw new ConfigError(
-      `the data directory ${dataDir} had an interrupted takeover (${guard}, now removed); start again`,
-    );
+    guard = `${guard}.${holder.pid}`;
   }
+  let lockGone = false;
   try {
-    let text = readText(file);
-    if (text !== undefined && text.trim() === '') {
-      await new Promise((r) => setTimeout(r, 200));
-      text = readText(file);
+    const text = readText(file);
+    const now = text === undefined ? undefined : parseLock(text);
+    if (now?.id !== held.id) {
+      lockGone = true;
+      return 'changed';
     }
-    if (text === undefined) return { tookOverFrom: null, previousHelpers: [] };
-    const [first, ...rest] = text.split('\n').flatMap((l) => parseRecord(l) ?? []);
-    const previous = first?.pid;
-    if (previous !== undefined && isAlive(previous)) throw refusal(dataDir, file, previous);
-    const previousHelpers = await settleHelpers(dataDir, rest, options);
+    const previousHelpers = await settleHelpers(dataDir, now.helpers, options);
+    // While this lock stands, what other locks' takeovers left behind guards nothing: those locks are gone.
+    removeTakeoverGuards(dataDir, (id) => id !== held.id);
     await options.onStep?.('removing-stale-lock');
     unlinkQuietly(file);
-    return { tookOverFrom: previous ?? null, previousHelpers };
+    lockGone = true;
+    return { tookOverFrom: now.pid, previousHelpers };
   } finally {
-    unlinkQuietly(guard);
+    if (lockGone) removeTakeoverGuards(dataDir, (id) => id === held.id);
+    else unlinkQuietly(guard);
+  }
+}
+
+function removeTakeoverGuards(dataDir: string, ofLock: (id: string) => boolean): void {
+  for (const name of readdirSync(dataDir)) {
+    if (name.startsWith(TAKEOVER) && ofLock(name.slice(TAKEOVER.length).split('.')[0] ?? ''))
+      unlinkQuietly(join(dataDir, name));
   }
 }
 

@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ConfigError } from '@stablepay/util';
-import { lockDataDir } from './preflight';
+import { type DataDirLock, lockDataDir, type TakeoverStep } from './preflight';
 
 /** A pid no process has here (Linux's pid_max is at most 2^22). */
 const DEAD_PID = 4_194_304 + 17;
@@ -64,6 +64,54 @@ describe('the data directory lock', () => {
     return pid;
   }
 
+  /**
+   * A start run in this process as a process of its own (a `sleep`), held at each step of its takeover until
+   * resumed. Killing its process is a kill -9 of that start where it is held: it never goes on.
+   */
+  async function heldStart() {
+    const proc = await started('/bin/sh', ['-c', 'echo ready; exec sleep 3600']);
+    let held: { step: TakeoverStep; resume: () => void } | undefined;
+    let settled = false;
+    let wake: () => void = () => undefined;
+    const done: Promise<DataDirLock> = lockDataDir(dir, {
+      pid: proc.pid,
+      onStep: (step) =>
+        new Promise<void>((resume) => {
+          held = { step, resume };
+          wake();
+        }),
+    });
+    const mark = () => {
+      settled = true;
+      wake();
+    };
+    void done.then(mark, mark);
+    return {
+      pid: proc.pid,
+      done,
+      /** The step it is held at, or `settled` once it has taken the lock or refused. */
+      next: () =>
+        new Promise<TakeoverStep | 'settled'>((resolve) => {
+          const look = () => {
+            if (held) resolve(held.step);
+            else if (settled) resolve('settled');
+            else wake = look;
+          };
+          look();
+        }),
+      resume: () => {
+        const at = held;
+        held = undefined;
+        at?.resume();
+      },
+      kill: async () => {
+        const exited = once(proc.child, 'exit');
+        proc.child.kill('SIGKILL');
+        await exited;
+      },
+    };
+  }
+
   it("lets exactly one of two starts take over a dead run's lock while that run's helper still lives", async () => {
     const helper = spawn('sleep', ['1']);
     try {
@@ -77,21 +125,52 @@ describe('the data directory lock', () => {
       expect((taken[0] as PromiseFulfilledResult<{ tookOverFrom: number | null }>).value.tookOverFrom).toBe(
         DEAD_PID,
       );
-      expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8')).toBe(`${process.pid}\n`);
-      expect(existsSync(join(dir, 'stablepay.lock.takeover'))).toBe(false);
+      expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]).toBe(`${process.pid}`);
+      expect(readdirSync(dir)).toEqual(['stablepay.lock']);
     } finally {
       helper.kill();
     }
   });
 
-  it("removes a takeover left by a start that died in it, refusing once, and the next start takes the dead run's lock", async () => {
+  it("takes a dead run's lock at once when a start died in the middle of its takeover, and clears what it left", async () => {
     writeFileSync(join(dir, 'stablepay.lock'), `${DEAD_PID}\n`);
-    writeFileSync(join(dir, 'stablepay.lock.takeover'), `${DEAD_PID + 1}\n`);
-    await expect(lockDataDir(dir)).rejects.toThrow(/interrupted takeover/);
+    const killed = await heldStart();
+    expect(await killed.next()).toBe('removing-stale-lock');
+    await killed.kill();
     const lock = await lockDataDir(dir);
     expect(lock.tookOverFrom).toBe(DEAD_PID);
+    expect(readdirSync(dir)).toEqual(['stablepay.lock']);
     lock.release();
-    expect(existsSync(join(dir, 'stablepay.lock'))).toBe(false);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("lets one start only take over a dead run's lock when several start at once over a dead start's takeover", async () => {
+    writeFileSync(join(dir, 'stablepay.lock'), `${DEAD_PID}\n`);
+    const killed = await heldStart();
+    expect(await killed.next()).toBe('removing-stale-lock');
+    await killed.kill();
+    // a and b both judge the dead start's takeover stale; a acts on that first; c comes; only then does b act on
+    // what it judged; d comes.
+    const [a, b] = [await heldStart(), await heldStart()];
+    expect(await a.next()).toBe('judged-stale-guard');
+    expect(await b.next()).toBe('judged-stale-guard');
+    a.resume();
+    await a.next();
+    const c = await heldStart();
+    await c.next();
+    b.resume();
+    await b.next();
+    const d = await heldStart();
+    await d.next();
+    // Then each goes to its end, one at a time.
+    const starts = [a, b, c, d];
+    for (const start of starts) while ((await start.next()) !== 'settled') start.resume();
+    const results = await Promise.allSettled(starts.map((s) => s.done));
+    const taken = starts.filter((_, i) => results[i]?.status === 'fulfilled');
+    expect(taken).toHaveLength(1);
+    for (const result of results)
+      if (result.status === 'rejected') expect(result.reason).toBeInstanceOf(ConfigError);
+    expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]).toBe(String(taken[0]?.pid));
   });
 
   it('refuses a lock a live process holds, touching nothing', async () => {
