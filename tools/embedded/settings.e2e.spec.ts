@@ -50,6 +50,19 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
 
+  const merchantEventCount = async (): Promise<number> => {
+    const client = new Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const res = await client.query<{ n: string }>('SELECT count(*) AS n FROM events WHERE stream_id = $1', [
+        `merchant-${merchantId}`,
+      ]);
+      return Number(res.rows[0]?.n);
+    } finally {
+      await client.end();
+    }
+  };
+
   beforeAll(async () => {
     db = await createTestDatabase();
     stack = await startEmbedded({
@@ -315,6 +328,31 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect((await api('PATCH', '/settings', { display_name: 'Acme Again' })).status).toBe(200);
       expect((await newMerchant('Another')).status).toBe(201);
     });
+
+    it.each([
+      ['combining marks alone', '\u0301\u0308'],
+      ['a combining mark after a zero-width space', '\u200B\u0301'],
+      ['Hangul fillers, a Braille blank and a word joiner', '\u115F\u1160\uFFA0\u2800\u2060'],
+      ['tag characters and a variation selector', '\u{E0041}\u{E0042}\uFE0F'],
+    ])(
+      'refuses display_name of %s with 400 (no visible character) and keeps the stored name',
+      async (_l, value) => {
+        const before = (await api('GET', '/settings')).body;
+        const eventsBefore = await merchantEventCount();
+        const res = await api('PATCH', '/settings', { display_name: value });
+        expect(res.status).toBe(400);
+        expect(res.body).toMatchObject({
+          error: {
+            type: 'validation_error',
+            param: 'display_name',
+            message:
+              'display_name must contain a visible character, not only spaces, invisible characters or combining marks.',
+          },
+        });
+        expect((await api('GET', '/settings')).body['display_name']).toBe(before['display_name']);
+        expect(await merchantEventCount()).toBe(eventsBefore);
+      },
+    );
 
     it('refuses an unknown field and an empty patch', async () => {
       expect((await api('PATCH', '/settings', { colour: '#000000' })).body).toMatchObject({

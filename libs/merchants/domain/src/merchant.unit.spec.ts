@@ -408,6 +408,38 @@ describe('the decider refuses what the settings read model cannot hold (400 with
       .thenError({ type: 'validation_error', param: 'display_name' });
   });
 
+  it.each([
+    ['zero-width space and word joiner', '\u200B\u2060'],
+    ['a BOM and a blank Braille pattern', '\uFEFF\u2800'],
+    ['Hangul fillers', '\u3164\u115F\u1160\uFFA0'],
+    ['an ideographic space and a variation selector', '\u3000\uFE0F'],
+    ['tag characters', '\u{E0041}\u{E0042}'],
+    ['combining marks alone', '\u0301\u0308'],
+    ['a combining mark after invisible characters', '\u200B\u0301\u2800'],
+  ])(
+    'refuses a display_name of %s: it has no visible character for the hosted pages',
+    (_label, displayName) => {
+      given(created).when(profile({ displayName })).thenError({
+        status: 400,
+        type: 'validation_error',
+        param: 'display_name',
+        message:
+          'display_name must contain a visible character, not only spaces, invisible characters or combining marks.',
+      });
+    },
+  );
+
+  it('accepts a display name whose accent is a combining mark', () => {
+    expect(
+      decideMerchant(profile({ displayName: 'Cafe\u0301' }), evolveMerchant(initialMerchantState(), created)),
+    ).toEqual([
+      {
+        type: 'MerchantProfileUpdated.v1',
+        data: { displayName: 'Cafe\u0301', updatedAt: now.toISOString() },
+      },
+    ]);
+  });
+
   it('accepts a display name of 100 characters', () => {
     expect(
       decideMerchant(

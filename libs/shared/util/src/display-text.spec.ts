@@ -1,4 +1,4 @@
-import { displayTextFault, requireDisplayText } from './display-text';
+import { displayTextFault, hasVisibleCharacter, requireDisplayText } from './display-text';
 
 describe('display text', () => {
   it.each([
@@ -14,8 +14,34 @@ describe('display text', () => {
     ['a blank Braille pattern', '\u2800\u2800'],
     ['variation selectors and a tag character', '\uFE0F\u{E0041}'],
     ['a soft hyphen', '\u00AD'],
+    ['the Hangul choseong, jungseong and halfwidth fillers', '\u115F\u1160\uFFA0'],
+    ['tag characters spelling a word', '\u{E0041}\u{E0063}\u{E006D}\u{E0065}\u{E007F}'],
+    ['ideographic variation selectors', '\u{E0100}\u{E01EF}'],
+    ['the Mongolian vowel separator and invisible operators', '\u180E\u2061\u2062\u2063\u2064'],
+    ['line and paragraph separators', '\u2028\u2029'],
   ])('refuses %s as having no visible character', (_name, value) => {
     expect(displayTextFault(value)).toMatch(/visible character/);
+  });
+
+  it.each([
+    ['a lone acute accent', '\u0301'],
+    ['stacked combining marks', '\u0300\u0301\u0308\u0327'],
+    ['an enclosing circle', '\u20DD'],
+    ['a combining mark after a zero-width space', '\u200B\u0301'],
+    ['a combining mark after a Hangul filler and a space', '\u3164 \u0308'],
+    ['a spacing combining mark', '\u093E'],
+  ])('refuses %s: combining marks alone draw on nothing', (_name, value) => {
+    expect(hasVisibleCharacter(value)).toBe(false);
+    expect(displayTextFault(value)).toMatch(/combining marks/);
+  });
+
+  it.each([
+    ['a letter with a combining accent', 'Cafe\u0301'],
+    ['a Devanagari syllable with a vowel sign', '\u0915\u093E'],
+    ['a digit among invisible characters', '\u200B7\u2060'],
+    ['a keycap emoji with its variation selector', '1\uFE0F\u20E3'],
+  ])('counts %s as visible', (_name, value) => {
+    expect(hasVisibleCharacter(value)).toBe(true);
   });
 
   it.each([

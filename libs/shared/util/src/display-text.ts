@@ -1,11 +1,18 @@
 import { validationError } from './errors';
 
 /**
- * Characters that show nothing by themselves: white space, the default-ignorable code points (zero-width space and
- * joiners, word joiner, bidi marks and controls, a BOM, variation selectors, tag characters, Hangul fillers), other
- * format and control characters, and the blank Braille pattern (U+2800, the usual "empty name" trick).
+ * A character that shows something: not white space, not a default-ignorable code point (zero-width space and
+ * joiners, word joiner, bidi marks and controls, a BOM, variation selectors, tag characters, the Hangul fillers
+ * U+115F, U+1160, U+3164 and U+FFA0), not another format or control character, not the blank Braille pattern (U+2800,
+ * the usual "empty name" trick), and not a combining mark: a mark draws on the character before it, so marks alone
+ * show nothing, or only the dotted circle a font puts under them.
  */
-const INVISIBLE_ONLY = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cc}\p{Cf}\p{Z}\u2800]*$/u;
+const VISIBLE = /[^\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cc}\p{Cf}\p{Z}\p{M}\u2800]/u;
+
+/** Whether `value` holds at least one character that shows something (`VISIBLE`). */
+export function hasVisibleCharacter(value: string): boolean {
+  return VISIBLE.test(value);
+}
 
 /**
  * Bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): they reorder how the text around them
@@ -28,8 +35,8 @@ export function withoutBidiControls(value: string): string {
  * visible character, or it holds a bidi control. Length and control characters are each caller's own rule.
  */
 export function displayTextFault(value: string): string | null {
-  if (INVISIBLE_ONLY.test(value))
-    return 'must contain a visible character, not only spaces or invisible characters';
+  if (!hasVisibleCharacter(value))
+    return 'must contain a visible character, not only spaces, invisible characters or combining marks';
   const bidi = BIDI_CONTROL.exec(value)?.[0];
   if (bidi !== undefined) {
     const code = bidi.codePointAt(0)?.toString(16).toUpperCase().padStart(4, '0');
