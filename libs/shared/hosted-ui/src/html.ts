@@ -1,4 +1,4 @@
-import { withoutBidiControls } from '@stablepay/util';
+import { hasVisibleCharacter, withoutBidiControls } from '@stablepay/util';
 
 const HTML_ESCAPES: Record<string, string> = {
   '&': '&amp;',
@@ -15,6 +15,20 @@ const HTML_ESCAPES: Record<string, string> = {
  */
 export function escapeHtml(value: string): string {
   return withoutBidiControls(value).replace(/[&<>"']/g, (c) => HTML_ESCAPES[c] ?? c);
+}
+
+/**
+ * `value` when it shows something (`hasVisibleCharacter`), else null. The API refuses merchant text with no visible
+ * character (`requireDisplayText`), but events stored before that rule still carry such names and plan texts, and
+ * events are not rewritten: the pages fall back to their own words instead of showing a blank.
+ */
+export function visibleText(value: string | null | undefined): string | null {
+  return value !== null && value !== undefined && hasVisibleCharacter(value) ? value : null;
+}
+
+/** The business name inside a sentence of a hosted page ("Pay ...", "Return to ..."), "the business" when it shows nothing. */
+export function businessNameInText(name: string): string {
+  return visibleText(name) ?? 'the business';
 }
 
 /** JSON safe inside a <script type="application/json"> element. */

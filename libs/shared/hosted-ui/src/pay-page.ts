@@ -1,5 +1,5 @@
 import { palette } from './colors';
-import { escapeHtml as e, jsonForScript } from './html';
+import { businessNameInText, escapeHtml as e, jsonForScript } from './html';
 import { PAY_SCRIPT } from './pay-script';
 import { hostedPage } from './shell';
 
@@ -105,7 +105,7 @@ export function renderPayPage(view: HostedPaymentView, options: PayPageOptions):
   const total = formatOrderAmount(view.amount, view.currency);
   const body = live ? pendingBody(view, options, total) : stateBody(view, total);
   return hostedPage({
-    title: live ? `Pay ${view.business_name}` : STATUS_COPY[view.status].title,
+    title: live ? `Pay ${businessNameInText(view.business_name)}` : STATUS_COPY[view.status].title,
     businessName: view.business_name,
     colors,
     nonce: options.nonce,
@@ -173,7 +173,7 @@ function pendingBody(view: HostedPaymentView, options: PayPageOptions, total: st
   </div>
   <p class="send">Send exactly <strong data-testid="send-amount">${e(`${first.token_amount_decimal} ${first.token_symbol}`)}</strong> on <strong data-testid="send-chain">${e(chainName(first.chain))}</strong> to:</p>`
     : '';
-  return `<h1 data-testid="title">Pay ${e(view.business_name)}</h1>
+  return `<h1 data-testid="title">Pay ${e(businessNameInText(view.business_name))}</h1>
 <p class="amount" data-testid="order-amount">${e(total)}</p>
 <div class="status status-${e(view.status)}" data-testid="payment-status" data-status="${e(view.status)}" aria-live="polite">
   <strong data-testid="status-title">${e(copy.title)}</strong>
@@ -197,7 +197,7 @@ function stateBody(view: HostedPaymentView, total: string): string {
   <h1 data-testid="title">${e(copy.title)}</h1>
   <p class="amount" data-testid="order-amount">${e(total)}</p>
   <p class="muted">${e(copy.message)}</p>
-  ${link ? `<a class="button" data-testid="return-link" href="${e(link)}">Return to ${e(view.business_name)}</a>` : ''}
+  ${link ? `<a class="button" data-testid="return-link" href="${e(link)}">Return to ${e(businessNameInText(view.business_name))}</a>` : ''}
 </div>`;
 }
 

@@ -44,6 +44,25 @@ const options = {
 };
 
 describe('hosted payment page rendering', () => {
+  // Names a merchant could store before the API refused text with no visible character (events are not rewritten).
+  it.each([
+    ['zero-width characters', '\u200B\u2060'],
+    ['a Hangul filler and an ideographic space', '\u3164\u3000'],
+    ['a right-to-left override alone', '\u202E'],
+    ['combining marks alone', '\u0301\u0308'],
+  ])(
+    'falls back to Stablepay in the header and to "the business" in its sentences for a stored name of %s',
+    (_label, stored) => {
+      const pending = renderPayPage(view({ business_name: stored }), options);
+      expect(pending).toContain('<header class="bar" data-testid="business-name">Stablepay</header>');
+      expect(pending).toContain('<title>Pay the business</title>');
+      expect(pending).toContain('<h1 data-testid="title">Pay the business</h1>');
+      const paid = renderPayPage(view({ business_name: stored, status: 'paid' }), options);
+      expect(paid).toContain('<header class="bar" data-testid="business-name">Stablepay</header>');
+      expect(paid).toContain('>Return to the business</a>');
+    },
+  );
+
   it('shows the order amount, the first token and network, the deposit address with its QR, and escapes merchant input', () => {
     const html = renderPayPage(view(), options);
     expect(html).toContain('25.00 USD');

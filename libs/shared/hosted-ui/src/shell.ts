@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Palette } from './colors';
-import { escapeHtml as e } from './html';
+import { escapeHtml as e, visibleText } from './html';
 
 /**
  * The frame every hosted page shares (subscribe, pay, cancel): header bar with the business name, one card, the
@@ -94,7 +94,7 @@ export function hostedPage(input: HostedPageInput): string {
 <style nonce="${e(input.nonce)}">${BASE_STYLES(input.colors)}${input.styles ?? ''}</style>
 </head>
 <body data-status="${e(input.status)}">
-<header class="bar" data-testid="business-name">${e(input.businessName || 'Stablepay')}</header>
+<header class="bar" data-testid="business-name">${e(visibleText(input.businessName) ?? 'Stablepay')}</header>
 <main><div class="card">
 ${input.body}
 </div></main>

@@ -1,6 +1,13 @@
 import { Interface } from 'ethers';
 import { SubscriptionManagerAbi } from '@stablepay/contracts';
-import { escapeHtml as e, hostedPage, jsonForScript, palette } from '@stablepay/hosted-ui';
+import {
+  businessNameInText,
+  escapeHtml as e,
+  hostedPage,
+  jsonForScript,
+  palette,
+  visibleText,
+} from '@stablepay/hosted-ui';
 import type { HostedCancelView } from './hosted-cancel.port';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
@@ -14,8 +21,10 @@ const MANAGER = new Interface(SubscriptionManagerAbi);
 export function renderCancelPage(view: HostedCancelView, nonce: string): string {
   const colors = palette(view.background_color, view.primary_color);
   const active = view.status === 'active';
+  const name = visibleText(view.business_name);
+  const activeTitle = name === null ? 'Cancel your subscription' : `Cancel your ${name} subscription`;
   return hostedPage({
-    title: active ? `Cancel your ${view.business_name} subscription` : 'Subscription cancelled',
+    title: active ? activeTitle : 'Subscription cancelled',
     businessName: view.business_name,
     colors,
     nonce,
@@ -56,13 +65,13 @@ export function renderCancelNotFoundPage(nonce: string): string {
 
 function lostWallet(view: HostedCancelView): string {
   return view.cancel_url
-    ? `<a class="link" data-testid="lost-wallet" href="${e(view.cancel_url)}">Lost access to that wallet? Ask ${e(view.business_name)} to cancel</a>`
-    : `<span data-testid="lost-wallet">Lost access to that wallet? Ask ${e(view.business_name)} to cancel it for you.</span>`;
+    ? `<a class="link" data-testid="lost-wallet" href="${e(view.cancel_url)}">Lost access to that wallet? Ask ${e(businessNameInText(view.business_name))} to cancel</a>`
+    : `<span data-testid="lost-wallet">Lost access to that wallet? Ask ${e(businessNameInText(view.business_name))} to cancel it for you.</span>`;
 }
 
 function activeBody(view: HostedCancelView): string {
   return `<h1 data-testid="title">Cancel your subscription</h1>
-<p class="muted">To ${e(view.business_name)}, paid in ${e(view.token_symbol)} on ${e(view.chain_name)}.</p>
+<p class="muted">To ${e(businessNameInText(view.business_name))}, paid in ${e(view.token_symbol)} on ${e(view.chain_name)}.</p>
 <p class="small">Subscribed wallet <span class="mono" data-testid="subscriber">${e(view.subscriber)}</span></p>
 <p class="small muted">Connect that wallet and confirm the cancellation: it is recorded on chain (your wallet pays the network fee) and no further charge can be made.</p>
 <button type="button" id="connect" class="button" data-testid="cancel" disabled>Connect wallet and cancel</button>
@@ -83,7 +92,7 @@ function stateBody(view: HostedCancelView): string {
   return `<div class="state" data-testid="state" data-status="${e(view.status)}">
   <h1 data-testid="title">Subscription cancelled</h1>
   <p class="muted">${e(copy)}</p>
-  ${view.cancel_url ? `<a class="button" data-testid="return-link" href="${e(view.cancel_url)}">Return to ${e(view.business_name)}</a>` : ''}
+  ${view.cancel_url ? `<a class="button" data-testid="return-link" href="${e(view.cancel_url)}">Return to ${e(businessNameInText(view.business_name))}</a>` : ''}
 </div>`;
 }
 

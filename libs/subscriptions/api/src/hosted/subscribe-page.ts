@@ -1,6 +1,14 @@
 import type { SubscriptionCheckoutObject, SubscriptionOption } from '@stablepay/subscriptions-domain';
 import type { HostedSubscribeView } from '../subscription-checkouts.port';
-import { escapeHtml as e, hostedPage, jsonForScript, palette, type Palette } from '@stablepay/hosted-ui';
+import {
+  businessNameInText,
+  escapeHtml as e,
+  hostedPage,
+  jsonForScript,
+  palette,
+  type Palette,
+  visibleText,
+} from '@stablepay/hosted-ui';
 import { formatFiat, formatPeriod, formatRate, formatToken } from './format';
 import { SUBSCRIBE_SCRIPT } from './subscribe-script';
 
@@ -20,10 +28,10 @@ import { SUBSCRIBE_SCRIPT } from './subscribe-script';
 export function renderSubscribePage(view: HostedSubscribeView, nonce: string): string {
   const c = view.checkout;
   const colors = palette(view.backgroundColor, view.primaryColor);
-  const planName = c.metadata['plan_name'];
+  const planName = visibleText(c.metadata['plan_name']);
   const title =
     view.status === 'pending'
-      ? `Subscribe to ${planName ?? c.business_name}`
+      ? `Subscribe to ${planName ?? businessNameInText(c.business_name)}`
       : stateCopy(view.status, c).title;
   const body = view.status === 'pending' ? pendingBody(view) : stateBody(view);
   return layout({
@@ -58,11 +66,12 @@ function stateCopy(
   status: HostedSubscribeView['status'],
   c: SubscriptionCheckoutObject,
 ): { title: string; message: string; link: string | null } {
+  const business = businessNameInText(c.business_name);
   switch (status) {
     case 'completed':
       return {
         title: "You're subscribed",
-        message: `Your subscription to ${c.business_name} is active.`,
+        message: `Your subscription to ${business} is active.`,
         link: withId(c.success_url ?? c.return_url, c.id),
       };
     case 'cancelled':
@@ -74,7 +83,7 @@ function stateCopy(
     case 'expired':
       return {
         title: 'This subscription link has expired',
-        message: `Nothing was charged. Ask ${c.business_name} for a new subscription link.`,
+        message: `Nothing was charged. Ask ${business} for a new subscription link.`,
         link: withId(c.return_url ?? c.cancel_url, c.id),
       };
     case 'pending':
@@ -88,7 +97,7 @@ function stateBody(view: HostedSubscribeView): string {
   return `<div class="state state-${view.status}" data-testid="state" data-status="${view.status}">
   <h1>${e(copy.title)}</h1>
   <p class="muted">${e(copy.message)}</p>
-  ${copy.link ? `<a class="button" data-testid="return-link" href="${e(copy.link)}">Return to ${e(c.business_name)}</a>` : ''}
+  ${copy.link ? `<a class="button" data-testid="return-link" href="${e(copy.link)}">Return to ${e(businessNameInText(c.business_name))}</a>` : ''}
 </div>`;
 }
 
@@ -105,8 +114,10 @@ function optionSummary(
 
 function pendingBody(view: HostedSubscribeView): string {
   const c = view.checkout;
-  const planName = c.metadata['plan_name'];
-  const planDescription = c.metadata['plan_description'];
+  // Plan texts stored before the display-text rule may show nothing: left out, as when the merchant sent none.
+  const planName = visibleText(c.metadata['plan_name']);
+  const planDescription = visibleText(c.metadata['plan_description']);
+  const business = businessNameInText(c.business_name);
   const first = view.options[0];
   const chains = [...new Map(view.options.map((o) => [o.chain, o.chain_name])).entries()];
   const firstChainTokens = first ? view.options.filter((o) => o.chain === first.chain) : [];
@@ -147,13 +158,13 @@ function pendingBody(view: HostedSubscribeView): string {
   <p class="error small" id="wallet-error" data-testid="wallet-error" role="alert" hidden></p>`
       : `<p class="notice" data-testid="no-options">No stablecoin can be priced for this plan right now. Please try again later.</p>`;
   return `<div class="plan">
-  ${planName !== undefined ? `<h1 data-testid="plan-name">${e(planName)}</h1>` : `<h1>Subscribe to ${e(c.business_name)}</h1>`}
-  ${planDescription !== undefined ? `<p class="muted" data-testid="plan-description">${e(planDescription)}</p>` : ''}
+  ${planName !== null ? `<h1 data-testid="plan-name">${e(planName)}</h1>` : `<h1>Subscribe to ${e(business)}</h1>`}
+  ${planDescription !== null ? `<p class="muted" data-testid="plan-description">${e(planDescription)}</p>` : ''}
   <p class="amount"><span data-testid="recurring-amount">${e(formatFiat(c.price, c.price_currency))}</span> <span data-testid="period">${e(formatPeriod(c.period_duration))}</span></p>
 </div>
 ${picker}
 <form method="post" action="${e(encodeURIComponent(c.id))}/dismiss" enctype="text/plain" class="dismiss">
-  <button type="submit" class="link" data-testid="dismiss">Cancel and return to ${e(c.business_name)}</button>
+  <button type="submit" class="link" data-testid="dismiss">Cancel and return to ${e(business)}</button>
 </form>
 <p class="muted small">This link expires at <time data-testid="expires-at" datetime="${e(c.expires_at)}">${e(c.expires_at.replace('T', ' ').replace(/\.\d+Z$/, ' UTC'))}</time>.</p>`;
 }

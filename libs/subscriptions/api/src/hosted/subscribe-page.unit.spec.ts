@@ -112,6 +112,37 @@ describe('hosted subscribe page rendering', () => {
   });
 });
 
+describe('hosted subscribe page with merchant text stored before the display-text rule', () => {
+  // Events are not rewritten: a business name or plan text that shows nothing must not leave the page blank.
+  const blank = {
+    ...checkout,
+    business_name: '\u200B\u2800',
+    metadata: { plan_name: '\u3164', plan_description: '\uFEFF\u0301' },
+  };
+
+  it('falls back to Stablepay in the header and "the business" in its sentences, and leaves out blank plan texts', () => {
+    const html = renderSubscribePage(view({ checkout: blank }), 'n');
+    expect(html).toContain('<header class="bar" data-testid="business-name">Stablepay</header>');
+    expect(html).toContain('<title>Subscribe to the business</title>');
+    expect(html).toContain('<h1>Subscribe to the business</h1>');
+    expect(html).not.toContain('data-testid="plan-name"');
+    expect(html).not.toContain('data-testid="plan-description"');
+    expect(html).toContain('Cancel and return to the business</button>');
+  });
+
+  it('names "the business" on the state pages', () => {
+    const completed = renderSubscribePage(
+      view({ status: 'completed', checkout: { ...blank, status: 'completed' } }),
+      'n',
+    );
+    expect(completed).toContain('<header class="bar" data-testid="business-name">Stablepay</header>');
+    expect(completed).toContain('Your subscription to the business is active.');
+    expect(completed).toContain('>Return to the business</a>');
+    const expired = renderSubscribePage(view({ status: 'expired', checkout: blank }), 'n');
+    expect(expired).toContain('Nothing was charged. Ask the business for a new subscription link.');
+  });
+});
+
 describe('formatting', () => {
   it('formats fiat minor units, token units, rates and periods exactly', () => {
     expect(formatFiat('150000', 'ARS')).toBe('ARS 1,500.00');
