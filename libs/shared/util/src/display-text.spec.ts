@@ -19,6 +19,9 @@ describe('display text', () => {
     ['ideographic variation selectors', '\u{E0100}\u{E01EF}'],
     ['the Mongolian vowel separator and invisible operators', '\u180E\u2061\u2062\u2063\u2064'],
     ['line and paragraph separators', '\u2028\u2029'],
+    ['noncharacters', '\uFFFF\uFDD0\u{10FFFE}'],
+    ['the musical null notehead, a symbol drawn as nothing', '\u{1D159}'],
+    ['an unassigned code point', '\u0378'],
   ])('refuses %s as having no visible character', (_name, value) => {
     expect(displayTextFault(value)).toMatch(/visible character/);
   });
@@ -48,6 +51,10 @@ describe('display text', () => {
     ['an override inside a name', 'Acme\u202Emoc.live', '202E'],
     ['an embedding', 'A\u202Ab', '202A'],
     ['an isolate', '\u2067Shop\u2069', '2067'],
+    ['a line separator between two words', 'a\u2028b', '2028'],
+    ['a paragraph separator after a name', 'Acme\u2029', '2029'],
+    ['a noncharacter inside a name', 'Ac\uFFFFme', 'FFFF'],
+    ['a noncharacter of another plane', 'Acme\u{1FFFF}', '1FFFF'],
   ])('refuses %s, naming the character', (_name, value, code) => {
     expect(displayTextFault(value)).toContain(`U+${code}`);
   });
@@ -58,6 +65,7 @@ describe('display text', () => {
     ['Arabic', 'متجر'],
     ['an emoji with a joiner', '\u{1F469}\u200D\u{1F4BB} Studio'],
     ['a single character', 'x'],
+    ['a name beside an unassigned code point (an emoji newer than the tables)', 'Acme \u{1FAFA}'],
   ])('accepts %s', (_name, value) => {
     expect(displayTextFault(value)).toBeNull();
     expect(requireDisplayText('name', value)).toBe(value);
