@@ -55,7 +55,9 @@ export function displayTextFault(value: string): string | null {
     return 'must contain a visible character, not only spaces, invisible characters or combining marks';
   const separator = SEPARATOR_OR_NONCHARACTER.exec(value)?.[0];
   if (separator !== undefined)
-    return `must not contain ${/[\u2028\u2029]/u.test(separator) ? 'line or paragraph separators' : 'noncharacters'} (U+${codeOf(separator)} found): a name is one line of text`;
+    return /[\u2028\u2029]/u.test(separator)
+      ? `must not contain line or paragraph separators (U+${codeOf(separator)} found): the pages show it as one line`
+      : `must not contain noncharacters (U+${codeOf(separator)} found): they are not text and no font draws them`;
   const bidi = BIDI_CONTROL.exec(value)?.[0];
   if (bidi !== undefined) {
     return `must not contain bidirectional control characters (U+${codeOf(bidi)} found): they reorder how the text reads`;
