@@ -5,7 +5,8 @@
  *   ADMIN_TOKEN=... npm run admin -- retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url ...]
  * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once). A retry's
  * `status` is `applied`, `still_parked` (it ran; an event failed again) or `requested` (recorded on the row; the
- * process running the projection or group serves it within a second: list the parked streams to follow it).
+ * process running the projection or group serves it within a second: list the parked streams to follow it); a
+ * stream with no parked row (never parked, or released before) is the API's 404 `not_parked`.
  */
 function option(args: string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);

@@ -81,7 +81,10 @@ export class AdminController {
    * park in `parked_streams`). Run at once when it runs in this process (200, `applied` or `still_parked` with the
    * new error); otherwise, or when this process could not run it to its end (another member of the group retries
    * the stream, or this one is stopping), the request is on the row for the member that runs the stream's next
-   * retry, within a second (202, `requested`): never answered as if it had run.
+   * retry, within a second (202, `requested`): never answered as if it had run. The `parked_streams` row decides,
+   * whichever process parked the stream and whichever mechanism serves it: 404 `not_parked` when there is none as
+   * the request arrives; 202 only while it exists with the request on it (asking again is 202 again); 200 `applied`
+   * also when another retry released the stream while this request waited for it.
    */
   @Post('projections/:projection/parked-streams/:streamId/retry')
   async retryParkedStream(
@@ -101,9 +104,8 @@ export class AdminController {
       throw new DomainError({
         type: 'invalid_request',
         status: 404,
-        code: 'resource_missing',
-        param: 'stream_id',
-        message: `No stream ${streamId} is parked by projection ${projection}.`,
+        code: 'not_parked',
+        message: `No stream ${streamId} is parked by projection or consumer group ${projection}.`,
       });
     }
     void reply.status(outcome === 'requested' ? 202 : 200);

@@ -2,8 +2,9 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { register } from 'prom-client';
 import { openDataSource } from '@stablepay/database';
 import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
-import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { createTestDatabase, eventually, type TestDatabase } from '@stablepay/testing';
 import type { BusMessage } from '../event-bus.port';
+import { recordingBus } from '../recording-bus';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
 import { topicForCategory } from '../topics';
 import {
@@ -182,6 +183,58 @@ describe('ProjectionRunner', () => {
       expect(await listParkedStreams(dataSource)).toEqual([]);
       expect((await rows())['payment-c']).toBe('null@0');
     } finally {
+      await projection.stop();
+    }
+  });
+
+  it("answers `applied`, not `not_parked`, to a retry that waited for another retry of the stream (another process's) which released it", async () => {
+    const name = 'test.runner-released-meanwhile';
+    await append('payment-rm', ['m0']);
+    await dataSource.query(
+      `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+       VALUES ($1, 'payment-rm', 'payment-rm:m0:0', 0, 'PaymentNoted', 'Error: refused')`,
+      [name],
+    );
+    const projection = new ProjectionRunner(
+      { name, topics: [TOPIC], apply },
+      {
+        dataSource,
+        bus: recordingBus().bus,
+        store,
+        logger: { error: () => undefined, warn: () => undefined, log: () => undefined },
+      },
+    );
+    // Another process's retry of the stream: it holds the row's lock until it releases the stream.
+    const other = dataSource.createQueryRunner();
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(
+        `SELECT 1 FROM parked_streams WHERE projection = $1 AND stream_id = 'payment-rm' FOR UPDATE`,
+        [name],
+      );
+      const retrying = projection.retry('payment-rm');
+      await eventually(
+        async () =>
+          (
+            await dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'
+                  AND query LIKE '%FROM parked_streams%FOR UPDATE%'`,
+            )
+          )[0].n as number,
+        (n) => n > 0,
+        "this retry waiting for the row's lock",
+        { timeoutMs: 30_000, intervalMs: 50 },
+      );
+      await other.query(`DELETE FROM parked_streams WHERE projection = $1 AND stream_id = 'payment-rm'`, [
+        name,
+      ]);
+      await other.query('COMMIT');
+      expect(await retrying).toBe('applied');
+      expect(await projection.retry('payment-rm')).toBe('not_parked');
+    } finally {
+      await other.release();
       await projection.stop();
     }
   });

@@ -354,15 +354,20 @@ export class ProjectionRunner {
     });
   }
 
-  /** Applies a parked stream's events from the parked one on; the stream is released once all of them apply. */
+  /**
+   * Applies a parked stream's events from the parked one on; the stream is released once all of them apply.
+   * `not_parked` when the projection has no row for the stream as the retry begins. A row that goes while it runs
+   * was released by another retry (the poll's, another process's: this one waited for its lock): `applied`, as the
+   * supervised bus answers, not `not_parked` for a stream that was parked when the operator asked.
+   */
   async retry(streamId: string): Promise<RetryOutcome> {
-    for (;;) {
+    for (let seen = false; ; seen = true) {
       const rows: Array<{ revision: number }> = await this.deps.dataSource.query(
         'SELECT revision FROM parked_streams WHERE projection = $1 AND stream_id = $2',
         [this.definition.name, streamId],
       );
       const parked = rows[0];
-      if (!parked) return 'not_parked';
+      if (!parked) return seen ? this.releasedMeanwhile() : 'not_parked';
       // Read outside the transaction: on PGlite a second connection inside it would wait for it forever.
       const messages = (await this.deps.store.readStream(streamId, { fromRevision: parked.revision })).map(
         toBusMessage,
@@ -374,7 +379,7 @@ export class ProjectionRunner {
           [this.definition.name, streamId],
         );
         const row = locked[0];
-        if (!row) return { outcome: 'not_parked' as const, changed: [] };
+        if (!row) return { outcome: 'released_meanwhile' as const, changed: [] };
         const newest = messages[messages.length - 1]?.revision ?? -1;
         if (row.revision !== parked.revision || (row.waiting_revision ?? -1) > newest) {
           return { outcome: 'reread' as const, changed: [] };
@@ -399,6 +404,7 @@ export class ProjectionRunner {
         return { outcome: 'applied' as const, changed };
       });
       if (result.outcome === 'reread') continue;
+      if (result.outcome === 'released_meanwhile') return this.releasedMeanwhile();
       this.committed(result.changed);
       if (result.outcome === 'still_parked') {
         this.deps.logger.error({
@@ -414,6 +420,12 @@ export class ProjectionRunner {
       await this.refreshParkedCount();
       return result.outcome;
     }
+  }
+
+  /** The answer of a retry whose stream another retry released while it ran (that one logged the release). */
+  private async releasedMeanwhile(): Promise<RetryOutcome> {
+    await this.refreshParkedCount();
+    return 'applied';
   }
 
   private async handleBatch(messages: readonly BusMessage[]): Promise<void> {

@@ -744,6 +744,39 @@ describe('SupervisedEventBus', () => {
     await member.close();
   });
 
+  it("answers `applied`, not `requested`, to an operator's retry that waited behind another retry which released the stream", async () => {
+    const group = 'test.consumer-retry-released-ahead';
+    const stream = 'payment-rh';
+    await append(stream, ['q0', 'q1']);
+    // The member's table, telling the test once the second operator request is on the row (that retry then waits in
+    // the member's queue behind the first).
+    let requests = 0;
+    const secondRecorded = gate();
+    const watched = {
+      query: async (sql: string, parameters?: unknown[]): Promise<unknown> => {
+        const result: unknown = await dataSource.query(sql, parameters);
+        if (sql.includes('SET retry_requested_at = GREATEST') && ++requests === 2) secondRecorded.open();
+        return result;
+      },
+    } as unknown as DataSource;
+    const member = await memberHolding(group, stream, 'q0', {}, watched);
+    try {
+      const first = member.retry();
+      await member.inRetry.wait;
+      // Asked again (a second click, the CLI) while the first retry runs: the row is there, the request recorded.
+      const again = member.retry();
+      await secondRecorded.wait;
+      member.release.open();
+      expect(await first).toBe('applied');
+      expect(await listParkedStreams(dataSource, group)).toEqual([]);
+      // Released by the retry ahead of it: no retry will run, so not `requested`; the stream it asked for is applied.
+      expect(await again).toBe('applied');
+      expect(member.handled).toEqual(['q0', 'q1']);
+    } finally {
+      await member.close();
+    }
+  });
+
   it("hands an operator's retry that its member cannot finish (it stops mid-retry) to the other member: answered `requested`, kept on the row, and run there in order", async () => {
     const group = 'test.consumer-retry-handed-over';
     const members = await twoMembersRetrying(group, 'payment-ho', { firstFails: false, secondPollMs: 50 });

@@ -197,8 +197,10 @@ const MAX_TRACKED_FAILURES = 10_000;
 
 /**
  * What a retry of this group answers: `requested` when it could not run to its end here (another member holds the
- * stream's retry, or this one stopped or lost its claim): the operator's request is on the row and the member that
- * runs the stream's next retry (whichever polls first) serves it.
+ * stream's retry, or this one stopped or lost its claim) and the stream is still parked: the operator's request is
+ * on the row and the member that runs the stream's next retry (whichever polls first) serves it. `applied` also when
+ * another retry released the stream while this one waited; `not_parked` when the group had no row for the stream as
+ * the request arrived.
  */
 export type ConsumerRetryOutcome = RetryOutcome | 'requested';
 
@@ -304,10 +306,19 @@ class SupervisedConsumer {
    * retry, and answered `requested`, not as if it had run. A retry that starts after it clears it (released, or
    * failing again). Not parked: the map is left to the next poll (dropped here, outside the queue, it could drop a
    * key a live delivery is parking).
+   *
+   * The answer is the row's (the truth every member shares): `not_parked` when the group has no row for the stream
+   * as the request arrives. One that had a row but did not run here to its end is `requested` only if the row is
+   * still there (the request recorded on it again: a live delivery may have parked the stream anew, a retry that
+   * started after the first recording may have served it); gone, another retry (a due one queued ahead of it, an
+   * earlier request's, another member's) released the stream meanwhile, which is `applied`: `requested` promised
+   * a retry no one would run.
    */
   async retry(streamId: string): Promise<ConsumerRetryOutcome> {
     if (!(await this.recordRequest(streamId))) return 'not_parked';
-    return this.serial.run(() => this.retryNow(streamId));
+    const outcome = await this.serial.run(() => this.retryNow(streamId));
+    if (outcome !== 'requested') return outcome;
+    return (await this.recordRequest(streamId)) ? 'requested' : 'applied';
   }
 
   private handle(messages: readonly BusMessage[]): Promise<void> {
@@ -553,7 +564,8 @@ class SupervisedConsumer {
     const notRun = operator ? 'requested' : 'still_parked';
     if (this.stopped) return notRun;
     const claim = await this.claimRetry(streamId, !operator);
-    // Another member retries the stream (or the poll's retry is not due): the request waits for it on the row.
+    // Another member retries the stream (or the poll's retry is not due): the request waits for it on the row. Or
+    // there is no row any more (a retry ahead of this one released the stream): `retry` tells that from the row.
     if (!claim) return notRun;
     // A handler call may outlast the claim: renewed meanwhile, so no other member takes the stream from a live retry.
     const renewal = setInterval(() => void claim.renew().catch(() => undefined), claim.ms / 3);
