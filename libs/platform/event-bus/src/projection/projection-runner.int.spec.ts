@@ -187,6 +187,53 @@ describe('ProjectionRunner', () => {
     }
   });
 
+  it('counts the streams another member parked when the bus announces a partition assignment, so a later event of such a stream waits behind the parked one', async () => {
+    const name = 'test.runner-assignment';
+    const scripted = recordingBus();
+    const projection = new ProjectionRunner(
+      { name, topics: [TOPIC], apply },
+      {
+        dataSource,
+        bus: scripted.bus,
+        store,
+        logger: { error: () => undefined, warn: () => undefined, log: () => undefined },
+      },
+    );
+    await projection.start();
+    const options = scripted.consumers[0];
+    try {
+      // Another member parked the stream after this one started (this one had no partition of it then).
+      await dataSource.query(
+        `INSERT INTO parked_streams (projection, stream_id, event_id, revision, event_type, error)
+         VALUES ($1, 'payment-as', 'payment-as:a1:1', 1, 'PaymentNoted', 'Error: refused')`,
+        [name],
+      );
+      // A rebalance gives this member the partition; the adapter announces it before the first batch.
+      await options?.onAssigned?.();
+      await options?.handleBatch?.([
+        {
+          id: 'payment-as:a2:2',
+          topic: TOPIC,
+          key: 'payment-as',
+          type: 'PaymentNoted',
+          data: { label: 'a2' },
+          metadata: {},
+          revision: 2,
+          recordedAt: new Date().toISOString(),
+        },
+      ]);
+      expect((await rows())['payment-as']).toBeUndefined();
+      expect((await listParkedStreams(dataSource, name))[0]).toMatchObject({
+        streamId: 'payment-as',
+        revision: 1,
+        waitingRevision: 2,
+      });
+      expect(projection.status().parkedStreams).toBe(1);
+    } finally {
+      await projection.stop();
+    }
+  });
+
   it("answers `applied`, not `not_parked`, to a retry that waited for another retry of the stream (another process's) which released it", async () => {
     const name = 'test.runner-released-meanwhile';
     await append('payment-rm', ['m0']);

@@ -261,6 +261,9 @@ export class ProjectionRunner {
       handler: (message) => this.handleBatch([message]),
       handleBatch: (messages) => this.handleBatch(messages),
       isolatesItself: true,
+      // A member that takes over partitions (Kafka) counts the streams another member parked before handling any
+      // of their messages: counting none, it would skip the row lock and apply a later event past the parked one.
+      onAssigned: () => this.refreshParkedCount(),
       onError: (error, message) =>
         this.deps.logger.error({
           msg: 'projection batch failed, will retry',
@@ -483,8 +486,8 @@ export class ProjectionRunner {
   ): Promise<{ changed: BusMessage[]; parked: ParkedNow[] }> {
     const projection = this.definition.name;
     const keys = [...new Set(messages.map((m) => m.key))];
-    // Only this runner parks its projection's streams (one member per group), so with none parked the lock
-    // query is skipped; a retry only ever removes rows.
+    // Only the member handling a stream parks it, and a member counts the parked rows again on each partition
+    // assignment, so with none counted the lock query is skipped; a retry only ever removes rows.
     const rows: Array<{ stream_id: string }> =
       this.parkedCount === 0 && !isolate
         ? []
@@ -585,7 +588,7 @@ export class ProjectionRunner {
 
   /**
    * The batch as the definition's one statement, in an implicit transaction (one round trip), when it gives one and
-   * no stream is parked (only this runner parks its projection's streams, so none can be parked meanwhile). With
+   * no stream is parked (only the member handling a stream parks it, so none can be parked meanwhile). With
    * asyncCommit, the statement turns off its own commit's flush wait (`set_config(..., true)` lasts until the end of
    * its transaction, which is the commit), as the batch transaction's `SET LOCAL` does; the session is unchanged.
    */
