@@ -1,7 +1,12 @@
 import { Controller, Get, Inject, Param, Query } from '@nestjs/common';
-import { assertOwnMerchant, type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import {
+  assertOwnMerchant,
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  QueryParameters,
+} from '@stablepay/http';
 import { CHARGE_LEDGER, type ChargeLedgerUseCases } from './charge-ledger.port';
-import { parseChargeListQuery } from './list-query';
+import { CHARGE_LIST_PARAMETERS, parseChargeListQuery } from './list-query';
 
 /**
  * SPEC Endpoints > Subscription charges: the merchant's charge ledger, newest first by the ledger's own sequence
@@ -12,6 +17,7 @@ export class ChargesController {
   constructor(@Inject(CHARGE_LEDGER) private readonly ledger: ChargeLedgerUseCases) {}
 
   @Get()
+  @QueryParameters(CHARGE_LIST_PARAMETERS)
   list(
     @CurrentMerchant() merchant: AuthenticatedMerchant,
     @Param('merchantId') merchantId: string,

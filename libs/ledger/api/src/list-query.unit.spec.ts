@@ -34,14 +34,6 @@ describe('GET /merchants/:merchantId/charges query', () => {
     });
   });
 
-  it('refuses an unknown parameter by name (the older `kind` included)', () => {
-    expect(errorOf({ kind: 'cycle' })).toMatchObject({
-      type: 'validation_error',
-      param: 'kind',
-      status: 400,
-    });
-  });
-
   it('refuses a filter given twice', () => {
     expect(errorOf({ status: ['failed', 'succeeded'] })).toMatchObject({ param: 'status' });
   });

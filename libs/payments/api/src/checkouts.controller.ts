@@ -4,11 +4,12 @@ import {
   type AuthenticatedMerchant,
   CurrentMerchant,
   idempotencyKeyOf,
+  QueryParameters,
   requestOrigin,
 } from '@stablepay/http';
 import { invalidRequest, notFound, validationError } from '@stablepay/util';
 import { CreateCheckoutDto, toCreateCheckoutInput } from './create-checkout.dto';
-import { CHECKOUT_ID, parseCheckoutListQuery } from './list-query';
+import { CHECKOUT_ID, CHECKOUT_LIST_PARAMETERS, parseCheckoutListQuery } from './list-query';
 import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
 
 /** A malformed id is as unknown as a made-up one: 404 before anything runs. */
@@ -49,6 +50,7 @@ export class CheckoutsController {
   }
 
   @Get()
+  @QueryParameters(CHECKOUT_LIST_PARAMETERS)
   list(@CurrentMerchant() merchant: AuthenticatedMerchant, @Query() query: Record<string, unknown>) {
     const { list, filters } = parseCheckoutListQuery(query);
     return this.useCases.listCheckouts(merchant, list, filters);

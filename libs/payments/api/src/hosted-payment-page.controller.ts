@@ -9,7 +9,7 @@ import {
   renderPayNotFoundPage,
   renderPayPage,
 } from '@stablepay/hosted-ui';
-import { Public } from '@stablepay/http';
+import { IgnoreQueryParameters, Public } from '@stablepay/http';
 import { CHECKOUT_ID } from './list-query';
 import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
 
@@ -27,7 +27,9 @@ const CHAIN_NAMES: Readonly<Record<string, string>> = Object.fromEntries(
 export class HostedPaymentPageController {
   constructor(@Inject(PAYMENTS_USE_CASES) private readonly useCases: PaymentsUseCases) {}
 
+  /** A payer's browser opens it from links that carry their own parameters (utm_*): ignored. */
   @Get(':id')
+  @IgnoreQueryParameters()
   async page(@Param('id') id: string, @Res({ passthrough: true }) reply: FastifyReply): Promise<string> {
     const nonce = randomBytes(16).toString('base64');
     const view = CHECKOUT_ID.test(id) ? await this.useCases.hostedStatus(id) : null;

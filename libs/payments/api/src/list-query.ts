@@ -1,4 +1,4 @@
-import { type ListQuery, parseListQuery } from '@stablepay/http';
+import { type ListQuery, PAGINATION_PARAMETERS, parseListQuery } from '@stablepay/http';
 import type { CheckoutStatus, PaymentStatus } from '@stablepay/payments-domain';
 import { validationError } from '@stablepay/util';
 import type { CheckoutListFilters, CreatedBounds, PaymentListFilters } from './payments.port';
@@ -25,7 +25,23 @@ const CREATED = {
   'created[lte]': 'createdLte',
   'created[lt]': 'createdLt',
 } as const;
-const PAGING = ['limit', 'starting_after', 'ending_before'];
+/** GET /checkouts's query parameters (any other is refused: QueryParameters). */
+export const CHECKOUT_LIST_PARAMETERS = [
+  ...PAGINATION_PARAMETERS,
+  'status',
+  'payment_id',
+  ...Object.keys(CREATED),
+];
+/** GET /payments's query parameters (any other is refused: QueryParameters). */
+export const PAYMENT_LIST_PARAMETERS = [
+  ...PAGINATION_PARAMETERS,
+  'status',
+  'method',
+  'checkout_id',
+  'deposit_address',
+  'detected_chain',
+  ...Object.keys(CREATED),
+];
 const ISO = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
 function single(query: Record<string, unknown>, name: string): string | undefined {
@@ -33,12 +49,6 @@ function single(query: Record<string, unknown>, name: string): string | undefine
   if (v === undefined) return undefined;
   if (typeof v !== 'string') throw validationError(name, `${name} must be given once.`);
   return v;
-}
-
-function refuseUnknown(query: Record<string, unknown>, known: readonly string[]): void {
-  for (const key of Object.keys(query)) {
-    if (!known.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
-  }
 }
 
 /** A created bound: Unix seconds or an ISO 8601 date / date-time (a date alone is midnight UTC). */
@@ -93,7 +103,6 @@ export function parseCheckoutListQuery(query: Record<string, unknown>): {
   list: ListQuery;
   filters: CheckoutListFilters;
 } {
-  refuseUnknown(query, [...PAGING, 'status', 'payment_id', ...Object.keys(CREATED)]);
   const list = parseListQuery(query);
   const status = oneOf(query, 'status', CHECKOUT_STATUSES);
   const paymentId = matching(query, 'payment_id', PAYMENT_ID, 'a payment id (pay_...)');
@@ -115,15 +124,6 @@ export function parsePaymentListQuery(query: Record<string, unknown>): {
   list: ListQuery;
   filters: PaymentListFilters;
 } {
-  refuseUnknown(query, [
-    ...PAGING,
-    'status',
-    'method',
-    'checkout_id',
-    'deposit_address',
-    'detected_chain',
-    ...Object.keys(CREATED),
-  ]);
   const list = parseListQuery(query);
   const status = oneOf(query, 'status', PAYMENT_STATUSES);
   const method = oneOf(query, 'method', ['DIRECT', 'TWO_STEP'] as const);

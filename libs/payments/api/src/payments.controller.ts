@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Param, Query } from '@nestjs/common';
-import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { type AuthenticatedMerchant, CurrentMerchant, QueryParameters } from '@stablepay/http';
 import { notFound } from '@stablepay/util';
-import { PAYMENT_ID, parsePaymentListQuery } from './list-query';
+import { PAYMENT_ID, PAYMENT_LIST_PARAMETERS, parsePaymentListQuery } from './list-query';
 import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
 
 export function checkPaymentId(id: string): string {
@@ -18,6 +18,7 @@ export class PaymentsController {
   constructor(@Inject(PAYMENTS_USE_CASES) private readonly useCases: PaymentsUseCases) {}
 
   @Get()
+  @QueryParameters(PAYMENT_LIST_PARAMETERS)
   list(@CurrentMerchant() merchant: AuthenticatedMerchant, @Query() query: Record<string, unknown>) {
     const { list, filters } = parsePaymentListQuery(query);
     return this.useCases.listPayments(merchant, list, filters);

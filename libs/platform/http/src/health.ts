@@ -2,6 +2,7 @@ import { Controller, Get, Injectable, Module, Res, Global, Header } from '@nestj
 import type { FastifyReply } from 'fastify';
 import { register } from 'prom-client';
 import { Public } from './auth';
+import { IgnoreQueryParameters } from './query-parameters';
 
 /**
  * Throws (or rejects) when the dependency cannot serve traffic. Resolving with a text means "ready, but
@@ -52,6 +53,7 @@ export class ReadinessRegistry {
 }
 
 @Public()
+@IgnoreQueryParameters()
 @Controller()
 export class HealthController {
   constructor(private readonly registry: ReadinessRegistry) {}
@@ -79,6 +81,7 @@ export class HealthController {
  * the same registry is served on its own listener instead (`startMetricsServer`) and this route answers 404.
  */
 @Public()
+@IgnoreQueryParameters()
 @Controller()
 export class MetricsController {
   @Get('metrics')

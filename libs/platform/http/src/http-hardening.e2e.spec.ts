@@ -7,6 +7,7 @@ import * as nodeCrypto from 'node:crypto';
 import { hashApiKey } from './api-key';
 import { API_KEY_RESOLVER, ApiKeyGuard, type ApiKeyResolver, Public } from './auth';
 import { HealthModule, ReadinessRegistry } from './health';
+import { IgnoreQueryParameters, QueryParameters } from './query-parameters';
 import { createHttpApp, drainHttpApp, type HttpAppOptions } from './http-app';
 import { register } from 'prom-client';
 import { requestWithRawHeaders } from '@stablepay/testing';
@@ -38,11 +39,18 @@ class NoteController {
   }
 
   @Get()
+  @QueryParameters(['limit', 'starting_after', 'q'])
   list() {
     return { object: 'list', data: [] };
   }
 
+  @Get(':noteId')
+  one(@Param('noteId') noteId: string) {
+    return { object: 'note', noteId };
+  }
+
   @Get(':noteId/lines/:line')
+  @QueryParameters(['q'])
   line(@Param('noteId') noteId: string, @Param('line') line: string) {
     return { object: 'line', noteId, line };
   }
@@ -68,6 +76,7 @@ class SlowController {
 @Controller('hosted/page')
 class HostedPageController {
   @Get()
+  @IgnoreQueryParameters()
   page() {
     return { page: true };
   }
@@ -330,10 +339,43 @@ describe('HTTP hardening (real Fastify server)', () => {
       body: '{"text":"shown"}',
     });
     expect(anonymous.status).toBe(401);
-    // A read takes its query (its own route checks it); a bare `?` is no parameter.
+    // A read takes the query its route declares; a bare `?` is no parameter.
     const read = await fetch(`${base}/notes?limit=5`, { headers: { authorization: `Bearer ${KEY}` } });
     expect(read.status).toBe(200);
     expect((await fetch(`${base}/open?`, { method: 'POST' })).status).toBe(200);
+  });
+
+  it('refuses a query parameter a read does not declare with 400 validation_error naming it, after authentication', async () => {
+    const get = (path: string, headers: Record<string, string> = { authorization: `Bearer ${KEY}` }) =>
+      fetch(`${base}${path}`, { headers });
+    const typo = await get('/notes?limt=5');
+    expect(typo.status).toBe(400);
+    expect(await typo.json()).toEqual({
+      error: {
+        type: 'validation_error',
+        code: 'unknown_parameter',
+        param: 'limt',
+        message: 'Received unknown parameter: limt (this request takes limit, starting_after, q).',
+      },
+    });
+    // A read of one resource declares none: any parameter is unknown, the first one named.
+    const one = await get('/notes/n1?expand=author&x=1');
+    expect(one.status).toBe(400);
+    expect(await one.json()).toMatchObject({
+      error: {
+        param: 'expand',
+        message: 'Received unknown parameter: expand (this request takes no query parameters).',
+      },
+    });
+    // Declared ones, repeated or not, are the route's to check.
+    expect((await get('/notes?limit=5&starting_after=n1')).status).toBe(200);
+    expect((await get('/notes?limit=5&limit=6')).status).toBe(200);
+    expect((await get('/notes/n1?')).status).toBe(200);
+    expect((await get('/notes?limt=5', {})).status).toBe(401);
+    // Pages browsers open from decorated links, and the probes, ignore their query.
+    expect((await get('/hosted/page?utm_source=mail&gclid=x', {})).status).toBe(200);
+    expect((await get('/health?probe=1', {})).status).toBe(200);
+    expect((await get('/ready?_=1700000000', {})).status).toBe(200);
   });
 
   it('refuses __proto__ keys (prototype poisoning) with 400', async () => {

@@ -9,6 +9,9 @@ import { invalidRequest, validationError } from '@stablepay/util';
 export const DEFAULT_LIST_LIMIT = 10;
 export const MAX_LIST_LIMIT = 100;
 
+/** The query parameters of every list's paging, which each list declares beside its filters (QueryParameters). */
+export const PAGINATION_PARAMETERS = ['limit', 'starting_after', 'ending_before'] as const;
+
 export interface ListQuery {
   readonly limit: number;
   readonly startingAfter?: string;

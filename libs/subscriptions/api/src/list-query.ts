@@ -1,4 +1,4 @@
-import { type ListQuery, parseListQuery } from '@stablepay/http';
+import { type ListQuery, PAGINATION_PARAMETERS, parseListQuery } from '@stablepay/http';
 import type { SubscriptionCheckoutStatus } from '@stablepay/subscriptions-domain';
 import { validationError } from '@stablepay/util';
 import type { SubscriptionCheckoutListFilters } from './subscription-checkouts.port';
@@ -10,14 +10,13 @@ const CREATED = {
   'created[lte]': 'createdLte',
   'created[lt]': 'createdLt',
 } as const;
-const KNOWN = new Set([
-  'limit',
-  'starting_after',
-  'ending_before',
+/** GET /subscription-checkouts's query parameters (any other is refused: QueryParameters). */
+export const SUBSCRIPTION_CHECKOUT_LIST_PARAMETERS = [
+  ...PAGINATION_PARAMETERS,
   'status',
   'external_customer_id',
   ...Object.keys(CREATED),
-]);
+];
 const ISO = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
 function single(query: Record<string, unknown>, name: string): string | undefined {
@@ -41,15 +40,12 @@ export function parseTimestamp(value: string, param: string): Date {
 
 /**
  * GET /subscription-checkouts: SPEC pagination (`limit`, `starting_after`, `ending_before`) plus the filters
- * `status`, `external_customer_id` and `created[gte|gt|lte|lt]`. Unknown parameters are refused.
+ * `status`, `external_customer_id` and `created[gte|gt|lte|lt]`.
  */
 export function parseSubscriptionCheckoutListQuery(query: Record<string, unknown>): {
   list: ListQuery;
   filters: SubscriptionCheckoutListFilters;
 } {
-  for (const key of Object.keys(query)) {
-    if (!KNOWN.has(key)) throw validationError(key, `Received unknown parameter: ${key}`);
-  }
   const list = parseListQuery(query);
   const filters: {
     -readonly [K in keyof SubscriptionCheckoutListFilters]: SubscriptionCheckoutListFilters[K];

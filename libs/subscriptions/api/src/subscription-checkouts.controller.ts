@@ -1,9 +1,9 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { type AuthenticatedMerchant, CurrentMerchant, requestOrigin } from '@stablepay/http';
+import { type AuthenticatedMerchant, CurrentMerchant, QueryParameters, requestOrigin } from '@stablepay/http';
 import { invalidRequest, notFound, validationError } from '@stablepay/util';
 import { CreateSubscriptionCheckoutDto, toCreateInput } from './create-subscription-checkout.dto';
-import { parseSubscriptionCheckoutListQuery } from './list-query';
+import { parseSubscriptionCheckoutListQuery, SUBSCRIPTION_CHECKOUT_LIST_PARAMETERS } from './list-query';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
 
 const ID = /^schk_[0-9a-z]{26}$/;
@@ -36,6 +36,7 @@ export class SubscriptionCheckoutsController {
   }
 
   @Get()
+  @QueryParameters(SUBSCRIPTION_CHECKOUT_LIST_PARAMETERS)
   list(@CurrentMerchant() merchant: AuthenticatedMerchant, @Query() query: Record<string, unknown>) {
     const { list, filters } = parseSubscriptionCheckoutListQuery(query);
     return this.useCases.list(merchant, list, filters);

@@ -4,8 +4,10 @@ import {
   assertOwnMerchant,
   type AuthenticatedMerchant,
   CurrentMerchant,
+  PAGINATION_PARAMETERS,
   parseListQuery,
   Public,
+  QueryParameters,
 } from '@stablepay/http';
 import type { SubscriptionStatus } from '@stablepay/subscriptions-domain';
 import { invalidRequest, notFound, validationError } from '@stablepay/util';
@@ -76,21 +78,19 @@ export function parseCancelBody(body: unknown): CancelSubscriptionInput {
   return { nonce, deadline, signature };
 }
 
+/** GET /merchants/:merchantId/subscriptions's query parameters (any other is refused: QueryParameters). */
+const SUBSCRIPTION_LIST_PARAMETERS = [
+  ...PAGINATION_PARAMETERS,
+  'status',
+  'subscriber',
+  'chain',
+  'external_customer_id',
+];
+
 export function parseSubscriptionListQuery(query: Record<string, unknown>): {
   list: ReturnType<typeof parseListQuery>;
   filters: SubscriptionListFilters;
 } {
-  const known = [
-    'limit',
-    'starting_after',
-    'ending_before',
-    'status',
-    'subscriber',
-    'chain',
-    'external_customer_id',
-  ];
-  for (const key of Object.keys(query))
-    if (!known.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
   const list = parseListQuery(query);
   const one = (name: string): string | undefined => {
     const v = query[name];
@@ -157,6 +157,7 @@ export class SubscriptionsController {
   }
 
   @Get('merchants/:merchantId/subscriptions')
+  @QueryParameters(SUBSCRIPTION_LIST_PARAMETERS)
   list(
     @CurrentMerchant() merchant: AuthenticatedMerchant,
     @Param('merchantId') merchantId: string,

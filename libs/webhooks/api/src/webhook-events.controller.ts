@@ -4,7 +4,9 @@ import {
   type AuthenticatedMerchant,
   CurrentMerchant,
   listEnvelope,
+  PAGINATION_PARAMETERS,
   parseListQuery,
+  QueryParameters,
   requireNoParameters,
 } from '@stablepay/http';
 import { notFound, validationError } from '@stablepay/util';
@@ -17,7 +19,7 @@ import {
 import { presentAttempt, presentWebhookEvent } from './webhook-event.presenter';
 import { WEBHOOK_EVENTS, type WebhookEventsUseCases } from './webhook-events.port';
 
-const FILTERS = new Set(['limit', 'starting_after', 'ending_before', 'type', 'delivery_status']);
+const LIST_PARAMETERS = [...PAGINATION_PARAMETERS, 'type', 'delivery_status'];
 
 function oneString(query: Record<string, unknown>, name: string): string | undefined {
   const v = query[name];
@@ -34,15 +36,13 @@ export class WebhookEventsController {
 
   /** SPEC Pagination (newest first, limit, starting_after / ending_before) with `type` and `delivery_status` filters. */
   @Get()
+  @QueryParameters(LIST_PARAMETERS)
   async list(
     @CurrentMerchant() merchant: AuthenticatedMerchant,
     @Param('merchantId') merchantId: string,
     @Query() query: Record<string, unknown>,
   ) {
     assertOwnMerchant(merchant, merchantId);
-    for (const key of Object.keys(query)) {
-      if (!FILTERS.has(key)) throw validationError(key, `Received unknown parameter: ${key}`);
-    }
     const page = parseListQuery(query);
     const type = oneString(query, 'type');
     if (type !== undefined && !isWebhookEventType(type))

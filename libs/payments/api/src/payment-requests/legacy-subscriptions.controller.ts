@@ -1,5 +1,5 @@
 import { All, Controller } from '@nestjs/common';
-import { Public } from '@stablepay/http';
+import { IgnoreQueryParameters, Public } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
 import { PAYMENT_REQUEST_PREFIX } from './payment-requests.controller';
 
@@ -8,9 +8,11 @@ import { PAYMENT_REQUEST_PREFIX } from './payment-requests.controller';
  * `POST /subscriptions/:id/cancel`; they conflict with the current model, where a subscription is created only by
  * a customer through a subscription checkout. Under the payment-request prefix (where a client of that listing
  * would call them) every such call is answered with 410 `subscriptions_use_subscription_checkouts`, naming the
- * routes to use instead. Public: it reveals nothing and a client must learn the way whatever key it sends.
+ * routes to use instead. Public: it reveals nothing and a client must learn the way whatever key it sends; and
+ * whatever query it sends (a `?limit=` of the old list is answered with the way, not as an unknown parameter).
  */
 @Public()
+@IgnoreQueryParameters()
 @Controller(`${PAYMENT_REQUEST_PREFIX}/subscriptions`)
 export class LegacySubscriptionsController {
   @All()

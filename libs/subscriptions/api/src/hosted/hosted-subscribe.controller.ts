@@ -2,7 +2,7 @@ import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res } from '@nest
 import type { FastifyReply } from 'fastify';
 import { randomBytes } from 'node:crypto';
 import { hostedPageHeaders } from '@stablepay/hosted-ui';
-import { Public } from '@stablepay/http';
+import { IgnoreQueryParameters, Public } from '@stablepay/http';
 import { notFound } from '@stablepay/util';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from '../subscription-checkouts.port';
 import { parseSubscribeBody } from '../subscriptions.controller';
@@ -23,7 +23,9 @@ export class HostedSubscribeController {
     @Inject(SUBSCRIPTIONS_USE_CASES) private readonly subscriptions: SubscriptionsUseCases,
   ) {}
 
+  /** A payer's browser opens it from links that carry their own parameters (utm_*): ignored. */
   @Get(':id')
+  @IgnoreQueryParameters()
   async page(@Param('id') id: string, @Res({ passthrough: true }) reply: FastifyReply): Promise<string> {
     const nonce = randomBytes(16).toString('base64');
     const view = ID.test(id) ? await this.useCases.hostedView(id) : null;

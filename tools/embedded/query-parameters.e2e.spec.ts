@@ -1,0 +1,158 @@
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { type EmbeddedStack, startEmbedded } from './embedded';
+
+/**
+ * Unknown query parameters (issue 8, section 4): every JSON route refuses a query parameter it does not declare with
+ * 400 `validation_error` code `unknown_parameter` naming it, reads of one resource (which take none) and lists (a
+ * typo of a filter) alike; before, a read of one resource ignored them. The hosted pages and the probes ignore
+ * their query (links to them carry utm_* and the like).
+ */
+const ADMIN_TOKEN = 'admin-token-for-query-parameters-0123456789';
+const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
+const SUBSCRIPTION_ID = `0x${'ab'.repeat(32)}`;
+
+type Json = Record<string, unknown>;
+
+describe('unknown query parameters (embedded stack)', () => {
+  let db: TestDatabase;
+  let stack: EmbeddedStack;
+  let key: string;
+  let merchantId: string;
+  let checkoutId: string;
+  let paymentId: string;
+
+  const get = async (path: string, headers: Record<string, string> = { authorization: `Bearer ${key}` }) => {
+    const res = await fetch(`${stack.url}${path}`, { headers });
+    const text = await res.text();
+    const json = (res.headers.get('content-type') ?? '').startsWith('application/json');
+    return { status: res.status, body: (json && text ? JSON.parse(text) : { text }) as Json };
+  };
+  const unknown = (param: string) => ({
+    status: 400,
+    body: {
+      error: expect.objectContaining({
+        type: 'validation_error',
+        code: 'unknown_parameter',
+        param,
+        message: expect.stringContaining(`Received unknown parameter: ${param} (`),
+      }),
+    },
+  });
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    stack = await startEmbedded({
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        STABLEPAY_LOCAL_CHAINS: 'false',
+        PAYMENT_FACTORY_ADDRESS: FACTORY,
+      },
+      dataDir: 'memory',
+    });
+    const merchant = await fetch(`${stack.url}/admin/merchants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Query Store', mode: 'test', settlement_mode: 'crypto' }),
+    });
+    const created = (await merchant.json()) as { id: string; api_key: string };
+    key = created.api_key;
+    merchantId = created.id;
+    const checkout = await fetch(`${stack.url}/checkouts`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ amount: '5000000', currency: 'USD' }),
+    });
+    const body = (await checkout.json()) as { id: string; payment_id: string };
+    checkoutId = body.id;
+    paymentId = body.payment_id;
+  }, 180_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await db?.drop();
+  });
+
+  it('refuses an unknown parameter on a read of one resource, which answers without it', async () => {
+    expect((await get(`/payments/${paymentId}`)).status).toBe(200);
+    expect(await get(`/payments/${paymentId}?expand=checkout`)).toEqual(unknown('expand'));
+    expect((await get(`/payments/${paymentId}?expand=checkout`)).body['error']).toMatchObject({
+      message: 'Received unknown parameter: expand (this request takes no query parameters).',
+    });
+    expect(await get(`/checkouts/${checkoutId}?expand[]=payment`)).toEqual(unknown('expand[]'));
+    // Several: the first is named.
+    expect(await get('/settings?fields=display_name&x=1')).toEqual(unknown('fields'));
+    expect((await get('/settings')).status).toBe(200);
+  });
+
+  it('refuses it on every JSON read, whatever its authentication, before the resource is looked up', async () => {
+    const bearer = { authorization: `Bearer ${key}` };
+    for (const [path, headers] of [
+      ['/settings/pauser', bearer],
+      ['/payments/settlement', bearer],
+      ['/subscription-checkouts/schk_00000000000000000000000000', bearer],
+      [`/subscriptions/${SUBSCRIPTION_ID}`, bearer],
+      [`/merchants/${merchantId}/webhook-events/evt_unknown`, bearer],
+      [`/payment-requests/payments/${paymentId}`, { 'x-api-key': key }],
+      [`/payment-requests/payments/${paymentId}/status`, { 'x-api-key': key }],
+      [`/hosted/pay/${checkoutId}/status`, {}],
+      ['/admin/parked-streams', { authorization: `Bearer ${ADMIN_TOKEN}` }],
+    ] as const) {
+      expect({ path, ...(await get(`${path}?verbose=1`, headers)) }).toEqual({ path, ...unknown('verbose') });
+    }
+    // Authentication first: a bad key is still 401.
+    expect((await get('/settings?verbose=1', {})).status).toBe(401);
+  });
+
+  it('refuses a typo of a list parameter naming it and what the list takes, and serves the real ones', async () => {
+    expect(await get('/payments?limt=10')).toEqual(unknown('limt'));
+    expect((await get('/payments?limt=10')).body['error']).toMatchObject({
+      message: expect.stringContaining('(this request takes limit, starting_after, ending_before, status,'),
+    });
+    expect(await get('/checkouts?staus=pending')).toEqual(unknown('staus'));
+    expect(await get('/subscription-checkouts?order=asc')).toEqual(unknown('order'));
+    expect(await get(`/merchants/${merchantId}/subscriptions?staus=active`)).toEqual(unknown('staus'));
+    expect(await get(`/merchants/${merchantId}/charges?kind=cycle`)).toEqual(unknown('kind'));
+    expect(await get(`/merchants/${merchantId}/webhook-events?event_type=payment.settled`)).toEqual(
+      unknown('event_type'),
+    );
+
+    const listed = await get('/payments?limit=10&status=pending&created[gte]=2026-01-01');
+    expect(listed.status).toBe(200);
+    expect((listed.body['data'] as Json[]).map((p) => p['id'])).toEqual([paymentId]);
+    const checkouts = await get(`/checkouts?limit=1&payment_id=${paymentId}&created[lt]=2999-01-01`);
+    expect((checkouts.body['data'] as Json[]).map((c) => c['id'])).toEqual([checkoutId]);
+    for (const path of [
+      '/subscription-checkouts?limit=5&status=pending&external_customer_id=cus_1&created[gt]=1700000000',
+      `/merchants/${merchantId}/subscriptions?limit=5&status=active&chain=eip155:8453`,
+      `/merchants/${merchantId}/charges?limit=5&status=failed&charged_from=2026-01-01T00:00:00Z`,
+      `/merchants/${merchantId}/webhook-events?limit=5&type=payment.settled&delivery_status=delivered`,
+    ]) {
+      expect({ path, status: (await get(path)).status }).toEqual({ path, status: 200 });
+    }
+    // A repeated parameter the list takes reaches the list's own check.
+    expect(await get('/payments?status=pending&status=expired')).toEqual({
+      status: 400,
+      body: { error: expect.objectContaining({ type: 'validation_error', param: 'status' }) },
+    });
+  });
+
+  it('serves the hosted pages and the probes whatever their query (links carry utm_* and the like)', async () => {
+    const page = await get(`/hosted/pay/${checkoutId}?utm_source=newsletter&utm_campaign=june&gclid=x`, {});
+    expect(page.status).toBe(200);
+    expect(String(page.body['text'])).toContain('<html');
+    for (const path of [
+      '/hosted/subscribe/schk_00000000000000000000000000?utm_source=x',
+      `/hosted/cancel/${SUBSCRIPTION_ID}?utm_source=x`,
+    ]) {
+      // The not-found page, as without the query.
+      expect({ path, status: (await get(path, {})).status }).toEqual({ path, status: 404 });
+    }
+    expect((await get('/health?probe=1', {})).status).toBe(200);
+    expect((await get('/ready?_=1700000000', {})).status).not.toBe(400);
+    // The older listing's subscription routes answer the way to go (410), query or not.
+    expect((await get('/payment-requests/subscriptions?limit=10', { 'x-api-key': key })).status).toBe(410);
+  });
+});
