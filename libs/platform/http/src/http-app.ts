@@ -7,6 +7,7 @@ import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { ReadinessRegistry } from './health';
 import { parseJsonBody } from './json-body';
 import { clientErrorHandler } from './client-errors';
+import { installExpectationAnswer, installHostCheck } from './request-headers';
 import { installHttpMetrics } from './http-metrics';
 import { installIdleInterceptorSkip } from './idle-interceptors';
 import { installRateLimits, type RateLimits } from './rate-limits';
@@ -200,6 +201,8 @@ export async function createHttpApp(
     connectionTimeout: t.idleMs,
     // Node checks request and header deadlines on an interval (30 s by default): a deadline is only as sharp as it.
     http: {
+      // Node's own check answers a bare 400 before any hook runs: installHostCheck refuses in the envelope.
+      requireHostHeader: false,
       requestTimeout: t.requestMs,
       headersTimeout: Math.min(t.headersMs, t.requestMs),
       connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(t.headersMs / 2))),
@@ -208,6 +211,8 @@ export async function createHttpApp(
   const fastify = adapter.getInstance();
   installIdleInterceptorSkip();
   installClosingAnswer(fastify);
+  installHostCheck(fastify);
+  installExpectationAnswer(fastify.server);
   installBodyParsers(fastify, bodyLimit);
   installHttpMetrics(fastify);
   fastify.decorateRequest(API_KEY_HASHES, null);
