@@ -7,7 +7,12 @@ import { ErrorEnvelopeFilter } from './error-envelope.filter';
 import { ReadinessRegistry } from './health';
 import { parseJsonBody } from './json-body';
 import { clientErrorHandler } from './client-errors';
-import { installExpectationAnswer, installHostCheck } from './request-headers';
+import {
+  installContentEncodingCheck,
+  installExpectationAnswer,
+  installHostCheck,
+  unsupportedCharset,
+} from './request-headers';
 import { installHttpMetrics } from './http-metrics';
 import { installIdleInterceptorSkip } from './idle-interceptors';
 import { installRateLimits, type RateLimits } from './rate-limits';
@@ -109,12 +114,14 @@ const unsupportedMediaType = (): DomainError =>
   });
 
 /**
- * Only JSON bodies are parsed (strictly: see parseJsonBody); any other media type is 415 before a handler runs.
- * An empty text/plain body stays acceptable: the hosted pages' buttons post an empty form.
+ * Only JSON bodies are parsed (strictly: see parseJsonBody), in UTF-8 only; any other media type or charset is 415
+ * before a handler runs. An empty text/plain body stays acceptable: the hosted pages' buttons post an empty form.
  */
 function installBodyParsers(fastify: FastifyInstance, bodyLimit: number): void {
   fastify.removeAllContentTypeParsers();
-  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (_req, body, done) => {
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit }, (req, body, done) => {
+    const charsetRefusal = unsupportedCharset(req.headers['content-type']);
+    if (charsetRefusal) return done(charsetRefusal, undefined);
     try {
       done(null, parseJsonBody(body as Buffer));
     } catch (error) {
@@ -214,6 +221,7 @@ export async function createHttpApp(
   installHostCheck(fastify);
   installExpectationAnswer(fastify.server);
   installBodyParsers(fastify, bodyLimit);
+  installContentEncodingCheck(fastify);
   installHttpMetrics(fastify);
   fastify.decorateRequest(API_KEY_HASHES, null);
   if (options.rateLimits) installRateLimits(fastify, options.rateLimits);

@@ -2,6 +2,7 @@ import { Body, Controller, Get, HttpCode, Module, Patch, Post } from '@nestjs/co
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IsOptional, IsString } from 'class-validator';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { createHttpApp } from './http-app';
 import { requireNoParameters } from './validation';
 
@@ -146,6 +147,60 @@ describe('the HTTP edge answers what Node and Fastify let through (real server, 
   describe('Expect', () => {
     it('an Expect other than 100-continue: 417 expectation_failed naming Expect, in the envelope, nothing run', async () => {
       await expectNoteRefused(['Host: x', 'Expect: foo'], 417, 'expectation_failed', 'Expect');
+    });
+  });
+
+  describe('Content-Encoding', () => {
+    it.each([
+      ['br on a plain JSON body', 'br', Buffer.from('{"display_name":"Brotli"}')],
+      ['gzip on a real gzip body', 'gzip', gzipSync('{"display_name":"Gzip"}')],
+      ['identity then gzip (two codings)', 'identity, gzip', gzipSync('{"display_name":"Both"}')],
+    ])('%s: 415 unsupported_content_encoding, nothing written', async (_, coding, body) => {
+      profile = {};
+      const answer = await send(
+        'PATCH /profile HTTP/1.1',
+        ['Host: x', `Content-Encoding: ${coding}`, 'Content-Type: application/json'],
+        body,
+      );
+      expectEnvelope(answer, 415, 'unsupported_content_encoding', 'Content-Encoding');
+      expect(profile).toEqual({});
+    });
+
+    it('identity is no coding: the body is applied', async () => {
+      const answer = await send(
+        'PATCH /profile HTTP/1.1',
+        ['Host: x', 'Content-Encoding: Identity', 'Content-Type: application/json'],
+        '{"display_name":"Plain"}',
+      );
+      expect(answer.status).toBe(200);
+      expect(profile).toEqual({ display_name: 'Plain' });
+    });
+  });
+
+  describe('charset', () => {
+    it.each([
+      ['utf-16', 'application/json; charset=utf-16', Buffer.from('{"display_name":"Wide"}', 'utf16le')],
+      ['latin1', 'application/json; charset=latin1', Buffer.from('{"display_name":"Caf\u00e9"}', 'latin1')],
+      ['quoted ISO-8859-1', 'application/json;charset="ISO-8859-1"', Buffer.from('{"display_name":"x"}')],
+    ])('%s: 415 unsupported_charset naming Content-Type, nothing written', async (_, type, body) => {
+      profile = {};
+      const answer = await send('PATCH /profile HTTP/1.1', ['Host: x', `Content-Type: ${type}`], body);
+      expectEnvelope(answer, 415, 'unsupported_charset', 'Content-Type');
+      expect(profile).toEqual({});
+    });
+
+    it.each([
+      'application/json; charset=utf-8',
+      'application/json; charset="UTF-8"',
+      'application/json;charset=UTF8',
+    ])('%s is UTF-8: applied', async (type) => {
+      const answer = await send(
+        'PATCH /profile HTTP/1.1',
+        ['Host: x', `Content-Type: ${type}`],
+        '{"display_name":"Caf\u00e9"}',
+      );
+      expect(answer.status).toBe(200);
+      expect(profile).toEqual({ display_name: 'Caf\u00e9' });
     });
   });
 });

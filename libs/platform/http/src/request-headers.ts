@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import { invalidRequest } from '@stablepay/util';
+import { DomainError, invalidRequest } from '@stablepay/util';
 
 /**
  * How many times a header was sent. Node keeps only the first of some headers (Host, Authorization) and joins the
@@ -64,4 +64,61 @@ export function installExpectationAnswer(server: Server): void {
     });
     response.end(EXPECTATION_FAILED_BODY);
   });
+}
+
+const unsupportedContentEncoding = (): DomainError =>
+  new DomainError({
+    type: 'invalid_request',
+    status: 415,
+    code: 'unsupported_content_encoding',
+    param: 'Content-Encoding',
+    message: 'Send the request body unencoded (no Content-Encoding, or identity); nothing was done.',
+  });
+
+/**
+ * The server decodes no Content-Encoding: a compressed body read as plain bytes was either applied as if it were
+ * the JSON the client compressed (`br` on a plain body) or refused with a misleading "not valid UTF-8" (a real gzip
+ * body). Any coding but identity is 415 before the body is read (preParsing runs after the rate limits and before
+ * any parser), whatever the method and media type. Repeated headers arrive joined with commas.
+ */
+export function installContentEncodingCheck(fastify: FastifyInstance): void {
+  fastify.addHook('preParsing', (request, _reply, payload, done) => {
+    const encoding = request.headers['content-encoding'];
+    if (encoding === undefined) return done(null, payload);
+    const codings = encoding
+      .split(',')
+      .map((c) => c.trim().toLowerCase())
+      .filter((c) => c !== '');
+    if (codings.every((c) => c === 'identity')) return done(null, payload);
+    done(unsupportedContentEncoding(), payload);
+  });
+}
+
+/** `charset` parameters of a media type: a token or a quoted string (RFC 9110 section 5.6.6), any case. */
+const CHARSET_PARAM = /;\s*charset\s*=\s*("(?:[^"\\]|\\.)*"|[^;\s]*)/gi;
+/** UTF-8's name and the alias the WHATWG Encoding standard (and so every browser) accepts for it. */
+const UTF8_NAMES = new Set(['utf-8', 'utf8']);
+
+/**
+ * The refusal for a JSON body declared in a charset other than UTF-8 (RFC 8259 allows nothing else), or null. The
+ * bytes would be read as UTF-8 anyway: UTF-16 text fails as invalid UTF-8 at best and latin1 text with an accented
+ * letter is read as other letters at worst.
+ */
+export function unsupportedCharset(contentType: string | undefined): DomainError | null {
+  if (contentType === undefined) return null;
+  for (const match of contentType.matchAll(CHARSET_PARAM)) {
+    const raw = match[1] ?? '';
+    const name = (raw.startsWith('"') ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw).trim().toLowerCase();
+    if (!UTF8_NAMES.has(name)) {
+      return new DomainError({
+        type: 'invalid_request',
+        status: 415,
+        code: 'unsupported_charset',
+        param: 'Content-Type',
+        message:
+          'Send the request body as UTF-8 (application/json; charset=utf-8, or no charset); nothing was done.',
+      });
+    }
+  }
+  return null;
 }
