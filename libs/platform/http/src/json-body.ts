@@ -62,16 +62,21 @@ function checkStrings(root: unknown): void {
 /**
  * Parses a JSON request body strictly: valid UTF-8 only (no silent U+FFFD), bounded nesting, a JSON object at
  * the top, and strings that the database and every later step can hold. Failures are 400s in the envelope,
- * before any handler runs.
+ * before any handler runs. An empty body is no body (undefined).
  */
 export function parseJsonBody(body: Buffer): unknown {
+  // No bytes is no body, as it is without a Content-Type: clients that always send `Content-Type:
+  // application/json` (fetch and axios wrappers) post nothing to the routes that take no parameters. Each route
+  // answers it as it answers no body: accepted where nothing is required, refused where a parameter is.
+  if (body.length === 0) return undefined;
   let text: string;
   try {
     text = decoder.decode(body);
   } catch {
     throw invalidJson('The request body is not valid UTF-8.');
   }
-  if (text.trim() === '') throw invalidJson('The request body is empty but its content type is JSON.');
+  if (text.trim() === '')
+    throw invalidJson('The request body is only white space: send a JSON object, or no body at all.');
   if (exceedsDepth(text, MAX_JSON_DEPTH))
     throw invalidJson(`The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`);
   let parsed: unknown;

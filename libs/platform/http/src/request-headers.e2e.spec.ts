@@ -203,4 +203,41 @@ describe('the HTTP edge answers what Node and Fastify let through (real server, 
       expect(profile).toEqual({ display_name: 'Caf\u00e9' });
     });
   });
+
+  describe('an empty body under Content-Type: application/json', () => {
+    it('is no body on a route that takes no parameters: accepted, as without a content type', async () => {
+      const before = rotations;
+      const answer = await send('POST /rotate HTTP/1.1', ['Host: x', 'Content-Type: application/json']);
+      expect(answer.status).toBe(200);
+      expect(rotations).toBe(before + 1);
+      // As `curl -X POST -H 'Content-Type: application/json'` sends it: no Content-Length at all.
+      const curl =
+        'POST /rotate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n';
+      expect(parse(await exchange(port, curl)).status).toBe(200);
+      expect(rotations).toBe(before + 2);
+    });
+
+    it('is refused where a parameter is required, as no body is: 400 validation_error naming the parameter', async () => {
+      const before = notes;
+      const answer = await send('POST /notes HTTP/1.1', ['Host: x', 'Content-Type: application/json']);
+      expect(answer.status).toBe(400);
+      expect(answer.body).toEqual({
+        error: {
+          type: 'validation_error',
+          param: 'text',
+          message: 'text must be a string',
+        },
+      });
+      expect(notes).toBe(before);
+    });
+
+    it('a body of white space only is still 400 invalid_json', async () => {
+      const answer = await send(
+        'POST /rotate HTTP/1.1',
+        ['Host: x', 'Content-Type: application/json'],
+        '  \r\n ',
+      );
+      expectEnvelope(answer, 400, 'invalid_json');
+    });
+  });
 });
