@@ -4,7 +4,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IsOptional, IsString, Matches } from 'class-validator';
 import { Client } from 'pg';
 import type { QueryRunner } from 'typeorm';
-import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { createTestDatabase, requestWithRawHeaders, type TestDatabase } from '@stablepay/testing';
 import { DatabaseModule } from '@stablepay/database';
 import { cannotProcess, conflict, ManualClock, notFound } from '@stablepay/util';
 import { hashApiKey } from './api-key';
@@ -248,6 +248,32 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(await res.json()).toMatchObject({
         error: { type: 'invalid_request', code: 'idempotency_key_reused' },
       });
+    });
+
+    it('refuses two Idempotency-Key headers (Node would join them into "a, b"): 400 invalid_idempotency_key, nothing run or claimed', async () => {
+      const before = executions;
+      const res = await requestWithRawHeaders(
+        `${base}/widgets`,
+        'POST',
+        ['Authorization', `Bearer ${KEY_A}`, 'Idempotency-Key', 'k-twice-a', 'Idempotency-Key', 'k-twice-b'],
+        { name: 'twice' },
+      );
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({
+        error: { type: 'invalid_request', code: 'invalid_idempotency_key', param: 'Idempotency-Key' },
+      });
+      expect(executions).toBe(before);
+      const sql = new Client({ connectionString: db.url });
+      await sql.connect();
+      try {
+        const rows = await sql.query("SELECT key FROM idempotency_keys WHERE key LIKE 'k-twice%'");
+        expect(rows.rows).toEqual([]);
+      } finally {
+        await sql.end();
+      }
+      // One key, once, still runs.
+      const once = await post(JSON.stringify({ name: 'twice' }), { 'idempotency-key': 'k-twice-a' });
+      expect(once.status).toBe(201);
     });
 
     it('never executes two concurrent requests with one key', async () => {

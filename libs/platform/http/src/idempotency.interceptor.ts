@@ -17,6 +17,7 @@ import { type Clock, DAY, DomainError, conflict, invalidRequest, systemClock } f
 import { toEnvelope } from './error-envelope.filter';
 import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 import type { AuthenticatedMerchant } from './auth';
+import { headerCount } from './request-headers';
 
 export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
@@ -235,6 +236,15 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     raw: string | string[],
     next: CallHandler,
   ): Promise<unknown> {
+    // Node joins a repeated Idempotency-Key into one value ("a, b"): a retry that sent one of them would then
+    // run again under another key. Which key was meant is unknowable, so two are refused before any claim.
+    if (headerCount(request.raw.rawHeaders, KEY_HEADER) > 1) {
+      throw invalidRequest(
+        'The request has more than one Idempotency-Key header; nothing was done. Send one key, once.',
+        'invalid_idempotency_key',
+        'Idempotency-Key',
+      );
+    }
     const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
     if (key.length === 0 || key.length > 255) {
       throw invalidRequest(
