@@ -120,3 +120,31 @@ export function nextCatchUpChunk(
     .map((w) => ({ address: w.address, from: Math.max(from, w.scannedThrough + 1) }));
   return { from, to, watches };
 }
+
+export interface FollowerLiveness {
+  /** Milliseconds since the epoch, as the injected clock tells it. */
+  readonly now: number;
+  /** When a step last completed (or the follower started, before its first one). */
+  readonly lastPollAt: number;
+  /** When the chain's node last answered a call with a result; null: never since the start. */
+  readonly lastAnswerAt: number | null;
+  readonly lastError: string | null;
+  readonly stalledAfterMs: number;
+}
+
+/**
+ * Why a follower counts as stalled, or null. A node that hangs fails nothing while its calls wait (until the
+ * request deadline, and then the next call hangs again), so counting failures never shows it: what shows it is
+ * time without a completed step. The reason says whether the node is silent (no result to any call for that long,
+ * with the last error if a call failed) or answers while steps still fail (a database that does not answer).
+ */
+export function followerStallReason(chain: string, liveness: FollowerLiveness): string | null {
+  const { now, lastPollAt, lastAnswerAt, lastError, stalledAfterMs } = liveness;
+  if (now - lastPollAt < stalledAfterMs) return null;
+  const silentSince = Math.max(lastPollAt, lastAnswerAt ?? lastPollAt);
+  const seconds = (ms: number): number => Math.floor(ms / 1000);
+  if (now - silentSince >= stalledAfterMs) {
+    return `${chain} RPC unanswered for ${seconds(now - silentSince)} s${lastError ? ` (last error: ${lastError})` : ''}`;
+  }
+  return `${chain} no successful poll for ${seconds(now - lastPollAt)} s: ${lastError ?? 'a step still running'}`;
+}

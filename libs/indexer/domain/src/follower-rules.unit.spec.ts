@@ -1,4 +1,10 @@
-import { findForkPoint, nextCatchUpChunk, nextRange, planNewObservations } from './follower-rules';
+import {
+  findForkPoint,
+  followerStallReason,
+  nextCatchUpChunk,
+  nextRange,
+  planNewObservations,
+} from './follower-rules';
 import { chainStreamId, observationKey, retractionKey } from './observation-events';
 
 const H = (n: number, fork = 'a'): string => `0x${fork}${n.toString(16).padStart(63, '0')}`;
@@ -19,6 +25,39 @@ describe('nextRange', () => {
 
   it('reads nothing when the head went below the checkpoint (a shorter fork)', () => {
     expect(nextRange(50, 40, 0, 10)).toBeNull();
+  });
+});
+
+describe('followerStallReason', () => {
+  const base = { lastPollAt: 1_000_000, lastAnswerAt: 1_000_000, lastError: null, stalledAfterMs: 30_000 };
+
+  it('is null while the last completed step is younger than the threshold', () => {
+    expect(followerStallReason('eip155:137', { ...base, now: 1_029_999 })).toBeNull();
+  });
+
+  it('names a node that answered nothing for the threshold, in whole seconds', () => {
+    expect(followerStallReason('eip155:137', { ...base, now: 1_041_500 })).toBe(
+      'eip155:137 RPC unanswered for 41 s',
+    );
+    expect(
+      followerStallReason('eip155:137', {
+        ...base,
+        lastAnswerAt: null,
+        lastError: 'timeout',
+        now: 1_030_000,
+      }),
+    ).toBe('eip155:137 RPC unanswered for 30 s (last error: timeout)');
+  });
+
+  it('tells a node that answers while steps still fail from a silent one', () => {
+    expect(
+      followerStallReason('eip155:137', {
+        ...base,
+        lastAnswerAt: 1_035_000,
+        lastError: 'database unreachable',
+        now: 1_040_000,
+      }),
+    ).toBe('eip155:137 no successful poll for 40 s: database unreachable');
   });
 });
 

@@ -6,6 +6,7 @@ import {
   OBSERVATION_RETRACTED,
   chainStreamId,
   findForkPoint,
+  followerStallReason,
   nextCatchUpChunk,
   nextRange,
   observationKey,
@@ -49,6 +50,13 @@ export interface FollowerSettings {
   readonly appendBatch?: number;
   /** Addresses per eth_getLogs filter (default 500; nodes limit the size of topic and address lists). */
   readonly filterChunk?: number;
+  /** Time without a completed step after which the follower counts as stalled (default: see defaultStalledAfterMs). */
+  readonly stalledAfterMs?: number;
+}
+
+/** A few polls, at least 30 s: a node slower than that for one call is already a problem worth a look. */
+export function defaultStalledAfterMs(pollMs: number): number {
+  return Math.max(30_000, pollMs * 3);
 }
 
 /** What one step of the follower did. */
@@ -76,6 +84,12 @@ export interface FollowerStatus {
   readonly checkpoint: number | null;
   readonly halted: string | null;
   readonly lastError: string | null;
+  /** The chain head the node last reported (null before its first answer). */
+  readonly head: number | null;
+  /** Since the last completed step, or the start before the first one (null while not running). */
+  readonly secondsSinceLastPoll: number | null;
+  /** Why the follower counts as stalled (no completed step for `stalledAfterMs`), or null. */
+  readonly stalled: string | null;
 }
 
 /**
@@ -102,6 +116,8 @@ export class ChainFollower {
   private readonly leaseMs: number;
   private readonly appendBatch: number;
   private readonly filterChunk: number;
+  private readonly stalledAfterMs: number;
+  private readonly rpc: ChainRpc;
   private readonly sleeper = new InterruptibleSleep();
   private loop: Promise<void> | undefined;
   private stopping = false;
@@ -109,10 +125,14 @@ export class ChainFollower {
   private halted: FollowerHaltedError | null = null;
   private lastError: string | null = null;
   private lastCheckpoint: number | null = null;
+  private head: number | null = null;
+  /** When the last step completed, or the loop started (ms, injected clock). */
+  private lastPollAt: number | null = null;
+  private lastAnswerAt: number | null = null;
 
   constructor(
     private readonly settings: FollowerSettings,
-    private readonly rpc: ChainRpc,
+    rpc: ChainRpc,
     private readonly store: IndexerStore,
     private readonly events: EventStore,
     private readonly logger: Pick<JsonLogger, 'log' | 'warn' | 'error'>,
@@ -122,6 +142,10 @@ export class ChainFollower {
     this.leaseMs = settings.leaseMs ?? Math.max(30_000, settings.pollMs * 10);
     this.appendBatch = settings.appendBatch ?? 500;
     this.filterChunk = settings.filterChunk ?? 500;
+    this.stalledAfterMs = settings.stalledAfterMs ?? defaultStalledAfterMs(settings.pollMs);
+    this.rpc = recordingAnswers(rpc, () => {
+      this.lastAnswerAt = this.clock.now().getTime();
+    });
   }
 
   get chain(): string {
@@ -129,12 +153,28 @@ export class ChainFollower {
   }
 
   status(): FollowerStatus {
+    const running = this.loop !== undefined;
+    const now = this.clock.now().getTime();
+    const lastPollAt = running ? this.lastPollAt : null;
+    const stalled =
+      lastPollAt === null || this.halted !== null
+        ? null
+        : followerStallReason(this.chain, {
+            now,
+            lastPollAt,
+            lastAnswerAt: this.lastAnswerAt,
+            lastError: this.lastError,
+            stalledAfterMs: this.stalledAfterMs,
+          });
     return {
       chain: this.chain,
-      running: this.loop !== undefined,
+      running,
       checkpoint: this.lastCheckpoint,
       halted: this.halted?.message ?? null,
       lastError: this.lastError,
+      head: this.head,
+      secondsSinceLastPoll: lastPollAt === null ? null : Math.max(0, now - lastPollAt) / 1000,
+      stalled,
     };
   }
 
@@ -142,6 +182,8 @@ export class ChainFollower {
   start(): void {
     if (this.loop) return;
     this.stopping = false;
+    // A follower that never completes a step is stalled counting from its start.
+    this.lastPollAt = this.clock.now().getTime();
     this.loop = this.run();
   }
 
@@ -196,8 +238,17 @@ export class ChainFollower {
     }
   }
 
-  /** One step (see the class comment). 'progressed': there is more to do at once. */
+  /**
+   * One step (see the class comment). 'progressed': there is more to do at once. A completed step is a successful
+   * poll, 'not-leader' included: another member follows the chain, and this one did what it had to.
+   */
   async step(): Promise<StepOutcome> {
+    const outcome = await this.poll();
+    this.lastPollAt = this.clock.now().getTime();
+    return outcome;
+  }
+
+  private async poll(): Promise<StepOutcome> {
     if (this.halted) throw this.halted;
     const checkpoint = await this.store.acquireLease(this.chain, this.owner, this.leaseMs);
     if (checkpoint === null) return 'not-leader';
@@ -205,6 +256,7 @@ export class ChainFollower {
     let cp = await this.drain(checkpoint);
     this.lastCheckpoint = cp.blockNumber;
     const head = await this.rpc.blockNumber();
+    this.head = head;
     const confirmations = this.settings.chain.confirmations;
 
     if (cp.blockNumber === null) {
@@ -681,6 +733,26 @@ export class ChainFollower {
     }
     return { observations, outbox, points: [...points.values()] };
   }
+}
+
+/**
+ * The same calls, each result reported to `answered`. Only results count: an error reply (rate limited, overloaded)
+ * serves the follower no better than silence, and the stall reason carries the last error anyway.
+ */
+function recordingAnswers(rpc: ChainRpc, answered: () => void): ChainRpc {
+  const track = async <T>(call: Promise<T>): Promise<T> => {
+    const result = await call;
+    answered();
+    return result;
+  };
+  return {
+    chainId: () => track(rpc.chainId()),
+    blockNumber: () => track(rpc.blockNumber()),
+    header: (n) => track(rpc.header(n)),
+    headers: (ns) => track(rpc.headers(ns)),
+    getLogs: (filter) => track(rpc.getLogs(filter)),
+    close: () => rpc.close(),
+  };
 }
 
 function chunks<T>(items: readonly T[], size: number): T[][] {

@@ -12,6 +12,7 @@ describe('indexerConfigFromEnv', () => {
       pollMs: 2000,
       batchBlocks: 500,
       reorgWindow: 256,
+      stalledAfterMs: 30_000,
     });
   });
 
@@ -23,6 +24,7 @@ describe('indexerConfigFromEnv', () => {
       INDEXER_POLL_MS: '250',
       INDEXER_BATCH_BLOCKS: '100',
       INDEXER_REORG_WINDOW: '512',
+      INDEXER_STALLED_AFTER_MS: '5000',
     });
     expect(config).toEqual({
       chains: [
@@ -44,10 +46,13 @@ describe('indexerConfigFromEnv', () => {
       pollMs: 250,
       batchBlocks: 100,
       reorgWindow: 512,
+      stalledAfterMs: 5000,
     });
     expect(indexerConfigFromEnv({ CHAIN_RPC_URLS: 'eip155:1=http://n' }).chains[0]?.confirmations).toBe(
       DEFAULT_CONFIRMATIONS,
     );
+    // Slow polls stretch the default stall threshold to three of them.
+    expect(indexerConfigFromEnv({ INDEXER_POLL_MS: '20000' }).stalledAfterMs).toBe(60_000);
   });
 
   it.each([
@@ -70,6 +75,10 @@ describe('indexerConfigFromEnv', () => {
     ],
     [{ INDEXER_POLL_MS: '0' }, /INDEXER_POLL_MS must be between 10 and/],
     [{ INDEXER_BATCH_BLOCKS: 'lots' }, /INDEXER_BATCH_BLOCKS must be an integer/],
+    [
+      { INDEXER_POLL_MS: '2000', INDEXER_STALLED_AFTER_MS: '2000' },
+      /INDEXER_STALLED_AFTER_MS \(2000\) must exceed INDEXER_POLL_MS \(2000\)/,
+    ],
   ])('rejects %j naming the variable', (env, message) => {
     expect(() => indexerConfigFromEnv(env)).toThrow(ConfigError);
     expect(() => indexerConfigFromEnv(env)).toThrow(message);

@@ -1,5 +1,6 @@
 import { chainRpcUrlsFromEnv, configChain, parseCaip2, parseChainMap } from '@stablepay/evm';
 import { ConfigError, envInt, envOptional } from '@stablepay/util';
+import { defaultStalledAfterMs } from './chain-follower';
 
 /** One chain the indexer follows. */
 export interface FollowedChain {
@@ -26,6 +27,11 @@ export interface IndexerConfig {
    * confirmation depth.
    */
   readonly reorgWindow: number;
+  /**
+   * Time without a successful poll after which /ready reports a chain's follower degraded (default: 30 s, or 3
+   * polls when that is longer).
+   */
+  readonly stalledAfterMs?: number;
 }
 
 export const DEFAULT_CONFIRMATIONS = 12;
@@ -41,6 +47,7 @@ type Env = Record<string, string | undefined>;
  * - `INDEXER_START_BLOCKS`: `eip155:8453=19000000,eip155:137=latest` (default `latest`: the confirmed head at the
  *   follower's first start; later starts resume from the checkpoint).
  * - `INDEXER_POLL_MS` (default 2000), `INDEXER_BATCH_BLOCKS` (default 500), `INDEXER_REORG_WINDOW` (default 256).
+ * - `INDEXER_STALLED_AFTER_MS` (default max(30000, 3 polls)): no successful poll for that long degrades /ready.
  */
 export function indexerConfigFromEnv(env: Env): IndexerConfig {
   const rpcUrls = chainRpcUrlsFromEnv(env);
@@ -75,11 +82,26 @@ export function indexerConfigFromEnv(env: Env): IndexerConfig {
     confirmations: confirmations.perChain.get(caip2) ?? confirmations.fallback,
     startBlock: startBlocks.get(caip2) ?? 'latest',
   }));
+  const pollMs = envInt(env, 'INDEXER_POLL_MS', 2_000, 10, 3_600_000);
+  const stalledAfterMs = envInt(
+    env,
+    'INDEXER_STALLED_AFTER_MS',
+    defaultStalledAfterMs(pollMs),
+    1,
+    86_400_000,
+  );
+  // Every idle follower waits a whole poll between steps: a shorter threshold would call each of them stalled.
+  if (stalledAfterMs <= pollMs) {
+    throw new ConfigError(
+      `environment variable INDEXER_STALLED_AFTER_MS (${stalledAfterMs}) must exceed INDEXER_POLL_MS (${pollMs})`,
+    );
+  }
   return {
     chains,
-    pollMs: envInt(env, 'INDEXER_POLL_MS', 2_000, 10, 3_600_000),
+    pollMs,
     batchBlocks: envInt(env, 'INDEXER_BATCH_BLOCKS', 500, 1, 100_000),
     reorgWindow: envInt(env, 'INDEXER_REORG_WINDOW', 256, 1, 1_000_000),
+    stalledAfterMs,
   };
 }
 

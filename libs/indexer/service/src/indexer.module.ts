@@ -48,6 +48,7 @@ export class ChainFollowers implements OnModuleInit, OnApplicationBootstrap, OnM
         pollMs: config.pollMs,
         batchBlocks: config.batchBlocks,
         reorgWindow: config.reorgWindow,
+        ...(config.stalledAfterMs !== undefined ? { stalledAfterMs: config.stalledAfterMs } : {}),
       };
       return { client, follower: new ChainFollower(settings, client, store, events, logger, clock) };
     });
@@ -57,13 +58,18 @@ export class ChainFollowers implements OnModuleInit, OnApplicationBootstrap, OnM
 
   onModuleInit(): void {
     // A halted follower (wrong chain behind its URL, a reorg deeper than the window) needs an operator: the
-    // service reports not ready. A node that is merely unreachable is retried and does not fail readiness.
+    // service reports not ready. A node that hangs or fails is retried and only degrades readiness (200, with
+    // "<chain> RPC unanswered for N s"): the other chains and the API still serve, and every replica asks the same
+    // node, so taking this one out of the balancer would help nothing (as parked streams degrade projections).
     // Without chains there is nothing to report (embedded mode without local chains).
     if (this.followers.length === 0) return;
     trackFollowers(this.followers);
     this.readiness.register('chain_followers', async () => {
-      const halted = this.followers.flatMap((f) => f.status().halted ?? []);
-      if (halted.length > 0) throw new Error(halted.join('; '));
+      const statuses = this.followers.map((f) => f.status());
+      const halted = statuses.flatMap((s) => s.halted ?? []);
+      const stalled = statuses.flatMap((s) => s.stalled ?? []);
+      if (halted.length > 0) throw new Error([...halted, ...stalled].join('; '));
+      return stalled.join('; ');
     });
   }
 

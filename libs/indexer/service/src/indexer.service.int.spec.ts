@@ -18,9 +18,10 @@ import {
   startLocalChains,
   type LocalChains,
 } from '@stablepay/local-chains';
-import { startService, type RunningService } from '@stablepay/runtime';
+import type { RunningService } from '@stablepay/runtime';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
-import { IndexerWatchList, indexerService } from './indexer.module';
+import { IndexerWatchList } from './indexer.module';
+import { startIndexerOnChain } from './testing/indexer-on-chain';
 
 /**
  * The indexer as it runs: the Nest service (migrations, event store, store-log bus, readiness) following a local
@@ -35,33 +36,7 @@ describe('indexer service on a local chain', () => {
     [database, chains] = await Promise.all([createTestDatabase(), startLocalChains({ chainIds: [8453] })]);
     const chain = chains.chains[0];
     if (!chain) throw new Error('no local chain');
-    service = await startService(
-      {
-        databaseUrl: database.url,
-        eventStore: 'postgres',
-        eventBus: 'store-log',
-        port: 0,
-        host: '127.0.0.1',
-        logLevel: 'error',
-      },
-      [
-        indexerService({
-          chains: [
-            {
-              caip2: chain.caip2,
-              chainId: BigInt(chain.chainId),
-              rpcUrl: chain.rpcUrl,
-              confirmations: 0,
-              startBlock: 'latest',
-            },
-          ],
-          pollMs: 50,
-          batchBlocks: 100,
-          reorgWindow: 64,
-        }),
-      ],
-      { service: 'indexer' },
-    );
+    service = await startIndexerOnChain({ databaseUrl: database.url, chain, pollMs: 50 });
   });
 
   afterAll(async () => {
