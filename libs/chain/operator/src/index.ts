@@ -1,3 +1,4 @@
+export * from './chain-mode';
 export * from './chain-operator.config';
 export * from './chain-operator.module';
 export * from './indexer-watch.commands';

@@ -15,7 +15,8 @@ export interface SettingsResource {
   readonly signers: ReadonlyArray<{
     readonly chain: string;
     readonly address: string | null;
-    readonly status: 'registered' | 'missing';
+    /** `chain_mode_mismatch`: the deployment's chains are of the other mode than the merchant's. */
+    readonly status: 'registered' | 'missing' | 'chain_mode_mismatch';
   }>;
   /**
    * Where the merchant stands in the registry of each chain the deployment acts on (empty without chains, or for a

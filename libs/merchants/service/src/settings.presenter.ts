@@ -28,7 +28,7 @@ export function presentChainRegistrations(
   registrations: readonly RegistrationRow[],
 ): ChainRegistrationResource[] {
   if (row.mode !== config.chainMode) return [];
-  const chains = config.supportedChains.filter((c) => config.chainRpcUrls[c] !== undefined);
+  const chains = chainsActedOn(config);
   return chains.map((chain): ChainRegistrationResource => {
     const found = registrations.find((r) => r.chain === chain);
     if (found) {
@@ -53,6 +53,24 @@ export function presentChainRegistrations(
   });
 }
 
+/** The chains the deployment acts on: supported and with an RPC URL (none: a deployment without chains). */
+function chainsActedOn(config: MerchantsConfig): readonly string[] {
+  return config.supportedChains.filter((c) => config.chainRpcUrls[c] !== undefined);
+}
+
+/**
+ * The signer's status per supported chain. `chain_mode_mismatch` when the deployment runs chains of the other mode
+ * than the merchant's: the signer is kept (configured before go-live) but registered on no chain here, and every
+ * money flow answers 409 chain_mode_mismatch.
+ */
+function signerStatus(
+  row: Pick<MerchantSettingsRow, 'mode' | 'merchant_signer'>,
+  config: MerchantsConfig,
+): 'registered' | 'missing' | 'chain_mode_mismatch' {
+  if (row.mode !== config.chainMode && chainsActedOn(config).length > 0) return 'chain_mode_mismatch';
+  return row.merchant_signer ? 'registered' : 'missing';
+}
+
 /** The settings record as the API shows it (snake_case, every field always present, null when unset). */
 export function presentSettings(
   row: MerchantSettingsRow,
@@ -71,7 +89,7 @@ export function presentSettings(
     signers: config.supportedChains.map((chain) => ({
       chain,
       address: row.merchant_signer,
-      status: row.merchant_signer ? ('registered' as const) : ('missing' as const),
+      status: signerStatus(row, config),
     })),
     chain_registrations: presentChainRegistrations(row, config, registrations),
     payment_factory_address: config.paymentFactoryAddress,

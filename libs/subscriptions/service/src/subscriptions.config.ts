@@ -1,4 +1,4 @@
-import { chainsFromEnv } from '@stablepay/chain-operator';
+import { type ChainMode, chainsFromEnv, servedChainMode } from '@stablepay/chain-operator';
 import {
   chainRpcUrlsFromEnv,
   createChainRegistry,
@@ -31,6 +31,12 @@ export interface SubscriptionsConfig {
    * deterministic addresses; otherwise the registry's mainnet token addresses too.
    */
   readonly chains: { readonly live: ChainRegistry; readonly test: ChainRegistry };
+  /**
+   * The mode of the chains this deployment acts on (CHAIN_MODE once CHAIN_RPC_URLS names chains; null without
+   * chains). Only merchants of this mode are offered chains, get managers deployed and authorizations signed: the
+   * other mode's registry resolves to the same chain ids, hence to this deployment's RPC endpoints.
+   */
+  readonly chainMode: ChainMode | null;
   /** Narrows the offered chains (SUPPORTED_CHAINS, comma-separated CAIP-2, shared with the merchants config). */
   readonly supportedChains: readonly string[] | null;
   /**
@@ -99,6 +105,7 @@ export function subscriptionsConfigFromEnv(
           ? deployment.registry
           : live,
     },
+    chainMode: servedChainMode(deployment),
     supportedChains,
     operatorPrivateKey: privateKey(envOptional(env, 'OPERATOR_PRIVATE_KEY')),
     subscriptionManagerFactory: address(env, 'SUBSCRIPTION_MANAGER_FACTORY_ADDRESS'),

@@ -54,6 +54,17 @@ describe('subscriptions configuration', () => {
     ).toThrow(/CHAIN_RPC_URLS: eip155:8453 must use an http\(s\) URL/);
   });
 
+  it('knows the mode of the chains the deployment runs (none without CHAIN_RPC_URLS)', () => {
+    expect(subscriptionsConfigFromEnv({}).chainMode).toBeNull();
+    expect(
+      subscriptionsConfigFromEnv({ CHAIN_RPC_URLS: 'eip155:8453=http://anvil:8545', CHAIN_MODE: 'test' })
+        .chainMode,
+    ).toBe('test');
+    expect(subscriptionsConfigFromEnv({ CHAIN_RPC_URLS: 'eip155:8453=http://anvil:8545' }).chainMode).toBe(
+      'live',
+    );
+  });
+
   it('reads and validates HOSTED_URL, SUBSCRIPTION_EXPIRY_POLL_MS and SUPPORTED_CHAINS', () => {
     expect(
       subscriptionsConfigFromEnv({

@@ -15,8 +15,17 @@ export class SubscriptionCheckoutPresenter {
     @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
   ) {}
 
-  /** The chains offered to a merchant of this mode (the registry, narrowed by SUPPORTED_CHAINS). */
+  /** The mode of the chains this deployment runs (null: none). */
+  get chainMode(): 'test' | 'live' | null {
+    return this.config.chainMode;
+  }
+
+  /**
+   * The chains offered to a merchant of this mode (the registry, narrowed by SUPPORTED_CHAINS); none when the
+   * deployment runs the other mode's chains (an intent recorded before create refused it shows no options).
+   */
   offeredChains(mode: 'test' | 'live'): readonly ChainInfo[] {
+    if (this.config.chainMode !== null && this.config.chainMode !== mode) return [];
     const all = this.config.chains[mode].list();
     const only = this.config.supportedChains;
     return only ? all.filter((c) => only.includes(c.caip2)) : all;

@@ -1,5 +1,5 @@
 import { Inject, Injectable, type OnModuleDestroy, Optional } from '@nestjs/common';
-import { OperatorRelayers as SharedOperatorRelayers } from '@stablepay/chain-operator';
+import { OperatorRelayers as SharedOperatorRelayers, assertChainModeServed } from '@stablepay/chain-operator';
 import { JsonRpcProvider } from 'ethers';
 import type { ChainInfo } from '@stablepay/evm';
 import { ChainRelayer } from '@stablepay/relayer';
@@ -104,6 +104,9 @@ export class OperatorRelayers implements OnModuleDestroy {
   }
 
   for(mode: Mode, caip2: string): ChainRelayer {
+    // The one way the operator key reaches a chain here (deploy, register, charge, cancel): never for a merchant
+    // of the other mode, whose registry resolves to this deployment's chains by the same chain ids.
+    assertChainModeServed(this.config.chainMode, mode);
     const chain = this.config.chains[mode].find(caip2);
     if (!chain?.rpcUrl) throw chainUnavailable(`No RPC endpoint is configured for ${caip2}.`);
     const shared = this.shared?.set;

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Interface, MaxUint256, Wallet, getAddress, type Log, type TransactionReceipt } from 'ethers';
+import { assertChainModeServed } from '@stablepay/chain-operator';
 import { SubscriptionManagerAbi, TestStablecoinAbi } from '@stablepay/contracts';
 import { stablepayDomain, typesFor, type SubscribeAuthorizationMessage } from '@stablepay/evm';
 import type {
@@ -65,6 +66,9 @@ export class SubscribeFlow {
   async handle(command: SubscribeCommand): Promise<SubscribeAuthorizationResource | SubscribeReported> {
     const row = await this.checkouts.find(command.checkoutId);
     if (!row) throw notFound('subscription_checkout', command.checkoutId);
+    // An intent of the other mode than the chains' (recorded before create refused them): no manager is deployed,
+    // no registration sent, no authorization signed and no receipt recorded for it.
+    assertChainModeServed(this.presenter.chainMode, row.mode);
     if (!row.object.supported_chains.includes(command.chain))
       throw validationError(
         'chain',

@@ -1,6 +1,11 @@
 import { Controller, Inject, Optional } from '@nestjs/common';
 import { Payload } from '@nestjs/microservices';
-import { CHAIN_OPERATOR_CONFIG, type ChainOperatorConfig } from '@stablepay/chain-operator';
+import {
+  CHAIN_OPERATOR_CONFIG,
+  assertChainModeServed,
+  servedChainMode,
+  type ChainOperatorConfig,
+} from '@stablepay/chain-operator';
 import { CommandHandler } from '@stablepay/commands';
 import {
   CHECKOUT_COMMANDS,
@@ -36,6 +41,9 @@ export class CreateCheckoutHandler {
       });
     }
     const { merchantId, mode } = command.merchant;
+    // Before anything is read or written: the deposit address and the accepted assets would be on chains that are
+    // not the merchant's mode (POST /checkouts and POST /payment-requests/payments/new both land here).
+    if (this.chains) assertChainModeServed(servedChainMode(this.chains), mode);
     const profile = await this.profiles.get(merchantId);
     // The chains this deployment deploys this merchant's deposits on (its mode's); read from the registration
     // projection (GET /settings chain_registrations), never from the chain, on this hot path.

@@ -1,5 +1,6 @@
 import { Controller, Inject } from '@nestjs/common';
 import { Payload } from '@nestjs/microservices';
+import { assertChainModeServed } from '@stablepay/chain-operator';
 import { CommandHandler } from '@stablepay/commands';
 import type { AuthenticatedMerchant } from '@stablepay/http';
 import {
@@ -72,6 +73,9 @@ export class CreateSubscriptionCheckoutHandler {
 
   /** What deciding a create needs besides the input: the merchant, the quoted tokens and the offered chains. */
   private async details(merchant: AuthenticatedMerchant, currencyInput: unknown, origin: string) {
+    // Nothing is recorded for a merchant of the other mode than the chains': its intent would offer tokens of
+    // chains this deployment does not run.
+    assertChainModeServed(this.config.chainMode, merchant.mode);
     const profile = await this.profiles.get(merchant.merchantId);
     const currency =
       typeof currencyInput === 'string' && /^[A-Za-z]{3}$/.test(currencyInput)

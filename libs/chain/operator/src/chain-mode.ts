@@ -1,0 +1,26 @@
+import { conflict } from '@stablepay/util';
+import type { SupportedChains } from './chain-operator.config';
+
+export type ChainMode = 'live' | 'test';
+
+/**
+ * The mode of the chains this deployment acts on (CHAIN_MODE), or null when it acts on none (no CHAIN_RPC_URLS):
+ * then nothing is deployed, signed or watched for anyone, so no merchant's mode is out of place.
+ */
+export function servedChainMode(chains: Pick<SupportedChains, 'enabled' | 'mode'>): ChainMode | null {
+  return chains.enabled ? chains.mode : null;
+}
+
+/**
+ * Refuses (409 `chain_mode_mismatch`) a merchant whose mode is not the deployment's chains' mode. The local and
+ * test chains reuse the mainnet chain ids, so without this a live merchant on a test deployment would be offered
+ * mainnet token addresses on the test RPCs (and a test merchant on a live deployment test tokens on mainnet): a
+ * customer's wallet on the real chain would act on what the service signed for the other one.
+ */
+export function assertChainModeServed(served: ChainMode | null, merchantMode: ChainMode): void {
+  if (served === null || served === merchantMode) return;
+  throw conflict(
+    'chain_mode_mismatch',
+    `This deployment's chains are ${served} chains; a ${merchantMode} merchant takes no payments or subscriptions on them (use a ${served} API key here, or a ${merchantMode} deployment).`,
+  );
+}

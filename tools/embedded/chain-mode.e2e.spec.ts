@@ -1,0 +1,197 @@
+import { Wallet, ZeroAddress } from 'ethers';
+import { connectStablepayRegistry, toOnChainId } from '@stablepay/contracts';
+import { localChainProvider } from '@stablepay/local-chains';
+import { SubscriptionCheckoutCommands } from '@stablepay/subscriptions-service';
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { ManualClock } from '@stablepay/util';
+import { Client } from 'pg';
+import { type EmbeddedStack, startEmbedded } from './embedded';
+
+/**
+ * A test deployment (npm start: local anvil chains with the mainnet chain ids, CHAIN_MODE=test) runs test chains
+ * only. A live merchant may exist there (created by the operator, configured before go-live), but every money
+ * flow answers 409 chain_mode_mismatch and changes nothing: no checkout with mainnet token addresses and a deposit
+ * address of the test factory, no subscription intent, no manager deployed, no registration, no authorization.
+ */
+const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
+const CHAIN = 'eip155:8453';
+type Json = Record<string, unknown>;
+
+describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
+  let db: TestDatabase;
+  let stack: EmbeddedStack;
+  let live: { id: string; apiKey: string };
+  const signer = Wallet.createRandom();
+  const pauser = Wallet.createRandom();
+  const settlement = Wallet.createRandom().address;
+
+  const api = async (method: string, path: string, key: string | null, body?: unknown) => {
+    const res = await fetch(`${stack.url}${path}`, {
+      method,
+      headers: {
+        // The payment-request surface takes the key in x-api-key, the rest as a bearer token.
+        ...(key ? { authorization: `Bearer ${key}`, 'x-api-key': key } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+  const query = async (sql: string, params: unknown[]): Promise<Json[]> => {
+    const client = new Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      return (await client.query(sql, params)).rows as Json[];
+    } finally {
+      await client.end();
+    }
+  };
+  const mismatch = { error: { type: 'invalid_request', code: 'chain_mode_mismatch' } };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    stack = await startEmbedded({
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        STABLEPAY_LOCAL_CHAINS: 'true',
+        LOCAL_CHAIN_IDS: '8453',
+      },
+      dataDir: 'memory',
+      clock: new ManualClock(new Date()),
+      seedDemoMerchant: true,
+    });
+    const created = await api('POST', '/admin/merchants', ADMIN_TOKEN, { name: 'Live Co', mode: 'live' });
+    expect(created.status).toBe(201);
+    live = { id: String(created.body['id']), apiKey: String(created.body['api_key']) };
+    // Configuring before go-live is allowed: a signer, a settlement address and a pauser.
+    expect(
+      (
+        await api('POST', '/settings', live.apiKey, {
+          merchant_signer: signer.address,
+          settlement_address: settlement,
+        })
+      ).status,
+    ).toBe(200);
+    const declaration = await api('GET', '/settings/pauser', live.apiKey);
+    const declared = await api('POST', '/settings/pauser', live.apiKey, {
+      merchant_pauser: pauser.address,
+      signature: await pauser.signMessage(String(declaration.body['declaration_message'])),
+    });
+    expect(declared.status).toBe(200);
+  }, 120_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await db?.drop();
+  });
+
+  it('refuses a live checkout with 409 chain_mode_mismatch and records no payment', async () => {
+    const res = await api('POST', '/checkouts', live.apiKey, { amount: '1000000', currency: 'USD' });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject(mismatch);
+    const payments = await api('GET', '/payments', live.apiKey);
+    expect(payments.body['data']).toEqual([]);
+  });
+
+  it('refuses a live payment request with 409 chain_mode_mismatch', async () => {
+    const res = await api('POST', '/payment-requests/payments/new', live.apiKey, {
+      amount: '1000000',
+      currency: 'USD',
+    });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject(mismatch);
+    expect((await api('GET', '/payments', live.apiKey)).body['data']).toEqual([]);
+  });
+
+  it('refuses a live subscription checkout with 409 chain_mode_mismatch and records no intent', async () => {
+    const res = await api('POST', '/subscription-checkouts', live.apiKey, {
+      price: '150000',
+      price_currency: 'ARS',
+    });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject(mismatch);
+    expect((await api('GET', '/subscription-checkouts', live.apiKey)).body['data']).toEqual([]);
+  });
+
+  it('refuses the public subscribe of a live intent recorded before create refused it: nothing deployed, registered or signed', async () => {
+    // The intent as an earlier version created it (the create handler now refuses): written by the owning commands.
+    const usdc = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+    const appended = await stack.service.app.get(SubscriptionCheckoutCommands).create(
+      { merchantId: live.id, mode: 'live' },
+      { price: '150000', price_currency: 'ARS', supported_chains: [CHAIN] },
+      {
+        businessName: 'Live Co',
+        hostedUrl: `${stack.url}/hosted`,
+        context: {
+          availableChains: [{ caip2: CHAIN, tokenSymbols: ['USDC'] }],
+          quotedTokenSymbols: ['USDC'],
+          settlement: { mode: 'crypto' },
+        },
+      },
+    );
+    const id = appended.id;
+    // The public subscribe reads the intent from the read model: wait until the projection holds it.
+    for (let read = await api('GET', `/subscription-checkouts/${id}`, live.apiKey); read.status !== 200;) {
+      expect(read.status).toBe(404);
+      await new Promise((r) => setTimeout(r, 50));
+      read = await api('GET', `/subscription-checkouts/${id}`, live.apiKey);
+    }
+    const res = await api('POST', `/subscription-checkouts/${id}/subscribe`, null, {
+      chain: CHAIN,
+      asset: `${CHAIN}/erc20:${usdc}`,
+      subscriber: Wallet.createRandom().address,
+    });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject(mismatch);
+    expect(
+      await query('SELECT address FROM subscription_managers WHERE merchant_id = $1', [live.id]),
+    ).toEqual([]);
+    const chain = stack.chains?.chains.find((c) => c.caip2 === CHAIN);
+    if (!chain) throw new Error('no local chain');
+    const registry = connectStablepayRegistry(
+      chain.addresses.registry,
+      localChainProvider(chain.rpcUrl, chain.chainId),
+    );
+    expect((await registry.merchant(toOnChainId(live.id))).signer as string).toBe(ZeroAddress);
+    // The intent offers nothing on chains this deployment does not run.
+    const read = await api('GET', `/subscription-checkouts/${id}`, live.apiKey);
+    expect(read.status).toBe(200);
+    expect(read.body['subscription_options']).toEqual([]);
+  });
+
+  it("settings say the live merchant's signer is not registered on this deployment's chains", async () => {
+    const settings = await api('GET', '/settings', live.apiKey);
+    expect(settings.body['chain_registrations']).toEqual([]);
+    const signers = settings.body['signers'] as Json[];
+    expect(signers.length).toBeGreaterThan(0);
+    for (const s of signers)
+      expect(s).toMatchObject({ address: signer.address, status: 'chain_mode_mismatch' });
+  });
+
+  it('a test merchant on the same deployment still takes checkouts, subscription checkouts and subscribes', async () => {
+    const checkout = await api('POST', '/checkouts', stack.demoApiKey, {
+      amount: '1000000',
+      currency: 'USD',
+    });
+    expect(checkout.status).toBe(201);
+    const intent = await api('POST', '/subscription-checkouts', stack.demoApiKey, {
+      price: '150000',
+      price_currency: 'ARS',
+      supported_chains: [CHAIN],
+    });
+    expect(intent.status).toBe(201);
+    const usdc = (intent.body['subscription_options'] as Json[]).find((o) => o['token_symbol'] === 'USDC');
+    const auth = await api('POST', `/subscription-checkouts/${String(intent.body['id'])}/subscribe`, null, {
+      chain: CHAIN,
+      asset: usdc?.['asset'],
+      subscriber: Wallet.createRandom().address,
+    });
+    expect(auth.status).toBe(200);
+    expect(auth.body).toMatchObject({ object: 'subscribe_authorization' });
+    const settings = await api('GET', '/settings', stack.demoApiKey);
+    for (const s of settings.body['signers'] as Json[]) expect(s['status']).toBe('registered');
+  }, 60_000);
+});
