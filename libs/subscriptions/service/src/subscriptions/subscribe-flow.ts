@@ -84,6 +84,13 @@ export class SubscribeFlow {
         `${command.asset} is not a stablecoin offered on ${command.chain}.`,
         'unsupported_asset',
       );
+    // A token contract cannot sign the approval nor hold its own balance to be charged.
+    if (sameAddress(command.subscriber, token.address))
+      throw validationError(
+        'subscriber',
+        `subscriber must be the wallet that pays, not the ${token.symbol} token contract itself.`,
+        'invalid_address',
+      );
     return command.txHash
       ? this.report(row, command, command.txHash)
       : this.authorize(row, command, chain.chainId, token);
