@@ -1,5 +1,5 @@
 import { parseCaip2 } from '@stablepay/evm';
-import { validationError } from '@stablepay/util';
+import { parseTimestampParam, validationError } from '@stablepay/util';
 import type { SubscriptionChargeObject } from './charge';
 
 /**
@@ -19,17 +19,6 @@ export interface ChargeListFilter {
 
 const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
-
-function parseInstant(value: unknown, param: string): Date {
-  const at = typeof value === 'string' && ISO_INSTANT.test(value) ? new Date(value) : null;
-  if (!at || Number.isNaN(at.getTime()))
-    throw validationError(
-      param,
-      `${param} must be an ISO 8601 timestamp with a time zone, e.g. 2026-06-01T00:00:00Z.`,
-    );
-  return at;
-}
 
 /** Query parameters as received (strings); unknown parameters are the controller's concern. Ids compare lower case. */
 export function parseChargeListFilter(query: Readonly<Record<string, unknown>>): ChargeListFilter {
@@ -56,8 +45,8 @@ export function parseChargeListFilter(query: Readonly<Record<string, unknown>>):
     filter.status = status;
   }
   if (chain !== undefined) filter.chain = parseCaip2(chain, 'chain').caip2;
-  if (charged_from !== undefined) filter.chargedFrom = parseInstant(charged_from, 'charged_from');
-  if (charged_to !== undefined) filter.chargedTo = parseInstant(charged_to, 'charged_to');
+  if (charged_from !== undefined) filter.chargedFrom = parseTimestampParam(charged_from, 'charged_from');
+  if (charged_to !== undefined) filter.chargedTo = parseTimestampParam(charged_to, 'charged_to');
   if (filter.chargedFrom && filter.chargedTo && filter.chargedFrom >= filter.chargedTo)
     throw validationError('charged_to', 'charged_to must be after charged_from.');
   return filter;

@@ -63,6 +63,10 @@ describe('Charge list filters (SPEC: subscription, subscriber, date range, statu
     [{ status: 'pending' }, 'status'],
     [{ chain: 'solana:1' }, 'chain'],
     [{ charged_from: 'yesterday' }, 'charged_from'],
+    // Year 1 an hour east of UTC is year 0 in UTC: PostgreSQL refused it and the list answered 500.
+    [{ charged_from: '0001-01-01T00:00:00+01:00' }, 'charged_from'],
+    [{ charged_to: '0000-01-01T00:00:00Z' }, 'charged_to'],
+    [{ charged_from: '2026-02-29T00:00:00Z' }, 'charged_from'],
     [{ charged_from: '2026-06-02T00:00:00Z', charged_to: '2026-06-01T00:00:00Z' }, 'charged_to'],
   ])('rejects %j naming the parameter', (query, param) => {
     let error: unknown;

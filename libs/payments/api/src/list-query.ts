@@ -1,6 +1,6 @@
 import { type ListQuery, PAGINATION_PARAMETERS, parseListQuery } from '@stablepay/http';
 import type { CheckoutStatus, PaymentStatus } from '@stablepay/payments-domain';
-import { validationError } from '@stablepay/util';
+import { CREATED_BOUND_FORMS, parseTimestampParam, validationError } from '@stablepay/util';
 import type { CheckoutListFilters, CreatedBounds, PaymentListFilters } from './payments.port';
 
 export const CHECKOUT_STATUSES: readonly CheckoutStatus[] = ['pending', 'paid', 'cancelled', 'expired'];
@@ -42,7 +42,6 @@ export const PAYMENT_LIST_PARAMETERS = [
   'detected_chain',
   ...Object.keys(CREATED),
 ];
-const ISO = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
 function single(query: Record<string, unknown>, name: string): string | undefined {
   const v = query[name];
@@ -51,25 +50,13 @@ function single(query: Record<string, unknown>, name: string): string | undefine
   return v;
 }
 
-/** A created bound: Unix seconds or an ISO 8601 date / date-time (a date alone is midnight UTC). */
-function parseTimestamp(value: string, param: string): Date {
-  if (/^[0-9]{1,11}$/.test(value)) return new Date(Number(value) * 1000);
-  const ms = ISO.test(value) ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : value) : NaN;
-  if (Number.isNaN(ms))
-    throw validationError(
-      param,
-      `${param} must be Unix seconds or an ISO 8601 timestamp (for example 2026-06-01T00:00:00Z).`,
-    );
-  return new Date(ms);
-}
-
 function createdBounds(query: Record<string, unknown>): CreatedBounds {
   const out: { -readonly [K in keyof CreatedBounds]: CreatedBounds[K] } = {};
   for (const [param, field] of Object.entries(CREATED) as Array<
     [keyof typeof CREATED, (typeof CREATED)[keyof typeof CREATED]]
   >) {
     const raw = single(query, param);
-    if (raw !== undefined) out[field] = parseTimestamp(raw, param);
+    if (raw !== undefined) out[field] = parseTimestampParam(raw, param, CREATED_BOUND_FORMS);
   }
   return out;
 }

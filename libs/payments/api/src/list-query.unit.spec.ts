@@ -45,6 +45,11 @@ describe('list queries of checkouts and payments', () => {
     [{ payment_id: 'pay_short' }, 'payment_id'],
     [{ status: ['pending', 'paid'] }, 'status'],
     [{ 'created[gt]': 'soon' }, 'created[gt]'],
+    // Year 0 reached PostgreSQL and came back 500; impossible dates were rolled over to March.
+    [{ 'created[gte]': '0000-01-01T00:00:00Z' }, 'created[gte]'],
+    [{ 'created[lte]': '0001-01-01T00:00:00+01:00' }, 'created[lte]'],
+    [{ 'created[lt]': '2026-02-29T00:00:00Z' }, 'created[lt]'],
+    [{ 'created[gt]': '2026-02-30' }, 'created[gt]'],
   ])('refuses a bad checkout list parameter %j naming %s', (query, param) => {
     expect(refusal(() => parseCheckoutListQuery(query))).toEqual({ type: 'validation_error', param });
   });
@@ -55,6 +60,8 @@ describe('list queries of checkouts and payments', () => {
     [{ deposit_address: '0x12' }, 'deposit_address'],
     [{ detected_chain: 'solana:1' }, 'detected_chain'],
     [{ checkout_id: 'pay_0123456789abcdefghjkmnpqrs' }, 'checkout_id'],
+    [{ 'created[gte]': '0000-01-01T00:00:00Z' }, 'created[gte]'],
+    [{ 'created[lt]': '2026-02-29T00:00:00Z' }, 'created[lt]'],
   ])('refuses a bad payment list parameter %j naming %s', (query, param) => {
     expect(refusal(() => parsePaymentListQuery(query))).toEqual({ type: 'validation_error', param });
   });

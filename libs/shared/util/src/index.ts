@@ -9,3 +9,4 @@ export * from './read-your-writes';
 export * from './invalidated-cache';
 export * from './request-fields';
 export * from './display-text';
+export * from './timestamp';

@@ -1,6 +1,6 @@
 import { type ListQuery, PAGINATION_PARAMETERS, parseListQuery } from '@stablepay/http';
 import type { SubscriptionCheckoutStatus } from '@stablepay/subscriptions-domain';
-import { validationError } from '@stablepay/util';
+import { CREATED_BOUND_FORMS, parseTimestampParam, validationError } from '@stablepay/util';
 import type { SubscriptionCheckoutListFilters } from './subscription-checkouts.port';
 
 const STATUSES: readonly SubscriptionCheckoutStatus[] = ['pending', 'completed', 'cancelled', 'expired'];
@@ -17,25 +17,12 @@ export const SUBSCRIPTION_CHECKOUT_LIST_PARAMETERS = [
   'external_customer_id',
   ...Object.keys(CREATED),
 ];
-const ISO = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
 function single(query: Record<string, unknown>, name: string): string | undefined {
   const v = query[name];
   if (v === undefined) return undefined;
   if (typeof v !== 'string') throw validationError(name, `${name} must be given once.`);
   return v;
-}
-
-/** A created bound: Unix seconds or an ISO 8601 date / date-time (a date alone is midnight UTC). */
-export function parseTimestamp(value: string, param: string): Date {
-  if (/^[0-9]{1,11}$/.test(value)) return new Date(Number(value) * 1000);
-  const ms = ISO.test(value) ? Date.parse(value.length === 10 ? `${value}T00:00:00Z` : value) : NaN;
-  if (Number.isNaN(ms))
-    throw validationError(
-      param,
-      `${param} must be Unix seconds or an ISO 8601 timestamp (for example 2026-06-01T00:00:00Z).`,
-    );
-  return new Date(ms);
 }
 
 /**
@@ -66,7 +53,7 @@ export function parseSubscriptionCheckoutListQuery(query: Record<string, unknown
     [keyof typeof CREATED, (typeof CREATED)[keyof typeof CREATED]]
   >) {
     const raw = single(query, param);
-    if (raw !== undefined) filters[field] = parseTimestamp(raw, param);
+    if (raw !== undefined) filters[field] = parseTimestampParam(raw, param, CREATED_BOUND_FORMS);
   }
   return { list, filters };
 }

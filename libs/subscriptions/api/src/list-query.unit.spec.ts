@@ -1,4 +1,4 @@
-import { parseSubscriptionCheckoutListQuery, parseTimestamp } from './list-query';
+import { parseSubscriptionCheckoutListQuery } from './list-query';
 
 const param = (fn: () => unknown): string | undefined => {
   try {
@@ -40,9 +40,17 @@ describe('GET /subscription-checkouts query', () => {
       'ending_before',
     );
   });
-  it('reads a date alone as midnight UTC and refuses impossible dates', () => {
-    expect(parseTimestamp('2026-07-01', 'x')).toEqual(new Date('2026-07-01T00:00:00Z'));
-    expect(param(() => parseTimestamp('2026-02-31T00:00:00Z', 'x'))).toBe(undefined); // JS rolls it over; Postgres would too
-    expect(param(() => parseTimestamp('2026-13-01', 'x'))).toBe('x');
+  it('reads a date alone as midnight UTC and refuses impossible dates (not rolled over) and out-of-range years', () => {
+    expect(parseSubscriptionCheckoutListQuery({ 'created[gte]': '2026-07-01' }).filters.createdGte).toEqual(
+      new Date('2026-07-01T00:00:00Z'),
+    );
+    for (const bad of [
+      '2026-02-31T00:00:00Z',
+      '2026-02-29T00:00:00Z',
+      '2026-02-30',
+      '2026-13-01',
+      '0000-01-01T00:00:00Z',
+    ])
+      expect(param(() => parseSubscriptionCheckoutListQuery({ 'created[lt]': bad }))).toBe('created[lt]');
   });
 });
