@@ -33,6 +33,24 @@ describe('parseSettlementBody', () => {
     });
   });
 
+  it.each([
+    ['currency', 'xyz', 'not an ISO-4217 currency'],
+    ['currency', 'JPY', 'two decimals'],
+    ['currency', 'XDR', 'not an ISO-4217 currency'],
+    ['country', 'zz', 'not an assigned ISO-3166-1'],
+    ['country', 'UK', 'not an assigned ISO-3166-1'],
+  ])('refuses a made-up or unusable fiat.%s %j (%s)', (field, value, why) => {
+    const error = thrown(() => parseSettlementBody({ fiat: { [field]: value } }));
+    expect(error).toMatchObject({ status: 400, type: 'validation_error', param: `fiat.${field}` });
+    expect(error.message).toContain(why);
+  });
+
+  it('accepts ISO codes in any case', () => {
+    expect(parseSettlementBody({ fiat: { currency: 'eur', country: 'de' } })).toEqual({
+      fiat: { currency: 'EUR', country: 'DE' },
+    });
+  });
+
   it('refuses an unknown fiat field with its dotted param', () => {
     expect(thrown(() => parseSettlementBody({ fiat: { iban: 'x' } })).param).toBe('fiat.iban');
   });

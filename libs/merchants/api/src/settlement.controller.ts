@@ -1,7 +1,13 @@
 import { Body, Controller, Get, Inject, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
 import type { FiatSettlementDetails } from '@stablepay/merchants-domain';
-import { invalidRequest, requireDisplayText, validationError } from '@stablepay/util';
+import {
+  invalidRequest,
+  isIsoCountryCode,
+  isTwoDecimalIsoCurrency,
+  requireDisplayText,
+  validationError,
+} from '@stablepay/util';
 import { MERCHANTS_USE_CASES, type MerchantsUseCases, type SettlementInput } from './merchants.port';
 
 /** Wire name -> domain name of each fiat settlement field. */
@@ -26,12 +32,20 @@ const FIELD_RULES: Record<
     normalize?: (v: string) => string;
     /** Read by people (the bank, the merchant): also held to `requireDisplayText`. */
     displayed?: true;
+    /** The normalized value must also name something that exists; the message says what was not found. */
+    known?: { test: (normalized: string) => boolean; unknown: (normalized: string) => string };
   }
 > = {
   currency: {
     pattern: /^[A-Za-z]{3}$/,
     describe: 'a three-letter ISO-4217 code (for example ARS)',
     normalize: (v) => v.toUpperCase(),
+    // A made-up code was stored as complete, then every subscription checkout failed 422 price_currency_not_quotable.
+    known: {
+      test: isTwoDecimalIsoCurrency,
+      unknown: (v) =>
+        `${v} is not an ISO-4217 currency in use with two decimals (every settlement currency prices in hundredths)`,
+    },
   },
   beneficiary_name: {
     pattern: PRINTABLE_NAME,
@@ -57,6 +71,10 @@ const FIELD_RULES: Record<
     pattern: /^[A-Za-z]{2}$/,
     describe: 'an ISO-3166 alpha-2 country code (for example AR)',
     normalize: (v) => v.toUpperCase(),
+    known: {
+      test: isIsoCountryCode,
+      unknown: (v) => `${v} is not an assigned ISO-3166-1 alpha-2 country code`,
+    },
   },
 };
 
@@ -116,7 +134,10 @@ export function parseSettlementBody(body: unknown): SettlementInput {
       if (typeof value !== 'string' || !rule.pattern.test(value))
         throw validationError(param, `${param} must be ${rule.describe}, or null to unset it.`);
       if (rule.displayed) requireDisplayText(param, value);
-      patch[FIAT_FIELDS[wire]] = rule.normalize ? rule.normalize(value) : value.trim();
+      const normalized = rule.normalize ? rule.normalize(value) : value.trim();
+      if (rule.known && !rule.known.test(normalized))
+        throw validationError(param, `${param} must be ${rule.describe}: ${rule.known.unknown(normalized)}.`);
+      patch[FIAT_FIELDS[wire]] = normalized;
     }
     out.fiat = patch;
   }

@@ -10,3 +10,4 @@ export * from './invalidated-cache';
 export * from './request-fields';
 export * from './display-text';
 export * from './timestamp';
+export * from './iso-codes';
