@@ -1,5 +1,8 @@
+import { createValidationPipe } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
 import { parseAddress } from './address';
+import { parseMerchantChange, parseRevocations } from './settings.controller';
+import { CreateMerchantDto, UpdateProfileDto } from './settings.dto';
 import { parseSettlementBody } from './settlement.controller';
 
 function thrown(fn: () => unknown): DomainError {
@@ -57,5 +60,59 @@ describe('parseSettlementBody', () => {
 
   it('refuses an empty body: nothing to change', () => {
     expect(thrown(() => parseSettlementBody({})).type).toBe('invalid_request');
+  });
+});
+
+describe('signed settings bodies: a present but malformed field is told what is wrong, not that it is missing', () => {
+  const signature = `0x${'ab'.repeat(65)}`;
+
+  it('deadline of a merchant change: malformed vs absent', () => {
+    const malformed = thrown(() =>
+      parseMerchantChange({ chain: 'eip155:8453', deadline: 'soon', signature }),
+    );
+    expect(malformed).toMatchObject({ param: 'deadline', code: 'invalid_deadline' });
+    expect(malformed.message).toMatch(/^deadline must be the Unix time .*; received "soon"\.$/);
+    expect(thrown(() => parseMerchantChange({ chain: 'eip155:8453', signature })).message).toMatch(
+      /^deadline is required: the Unix time/,
+    );
+  });
+
+  it('deadline of a revocation names its item and what arrived', () => {
+    const error = thrown(() =>
+      parseRevocations({ revocations: [{ chain: 'eip155:8453', deadline: -1, signature }] }),
+    );
+    expect(error.param).toBe('revocations[0].deadline');
+    expect(error.message).toMatch(/^revocations\[0\]\.deadline must be .*; received -1\.$/);
+  });
+});
+
+describe('names through the validation pipe (PATCH /settings, POST /admin/merchants)', () => {
+  const pipe = createValidationPipe();
+  const refusal = async (body: unknown, metatype: new () => object): Promise<DomainError> => {
+    try {
+      await pipe.transform(body, { type: 'body', metatype });
+    } catch (error) {
+      if (error instanceof DomainError) return error;
+      throw error;
+    }
+    throw new Error('the body was accepted');
+  };
+
+  it('a numeric display_name is told it must be a string, not given a length rule', async () => {
+    const error = await refusal({ display_name: 42 }, UpdateProfileDto);
+    expect(error).toMatchObject({ param: 'display_name', type: 'validation_error' });
+    expect(error.message).toBe('display_name must be a string of 1 to 100 characters; received 42.');
+  });
+
+  it('a missing merchant name is said to be required', async () => {
+    const error = await refusal({ mode: 'test' }, CreateMerchantDto);
+    expect(error).toMatchObject({ param: 'name' });
+    expect(error.message).toBe('name is required: a string of 1 to 100 characters.');
+  });
+
+  it('100 emoji pass the pipe: the length in characters is the domain rule', async () => {
+    await expect(
+      pipe.transform({ display_name: '\u{1F600}'.repeat(100) }, { type: 'body', metatype: UpdateProfileDto }),
+    ).resolves.toBeDefined();
   });
 });

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant, requireNoParameters } from '@stablepay/http';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
-import { invalidRequest, validationError } from '@stablepay/util';
+import { fieldFault, invalidRequest, validationError } from '@stablepay/util';
 import { parseAddress } from './address';
 import type { RevocationInput } from './merchant.commands';
 import { MERCHANTS_USE_CASES, type MerchantChangeInput, type MerchantsUseCases } from './merchants.port';
@@ -110,13 +110,20 @@ function parseDeclaration(body: unknown): {
     }
   }
   if (typeof b['merchant_pauser'] !== 'string')
-    throw invalid('merchant_pauser', 'merchant_pauser is required: a 20-byte hex address.');
+    throw invalid(
+      'merchant_pauser',
+      fieldFault('merchant_pauser', b['merchant_pauser'], 'a 20-byte hex address'),
+    );
   const merchantPauser = parseAddress('merchant_pauser', b['merchant_pauser'], invalid);
   const signature = b['signature'];
   if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature)) {
     throw invalid(
       'signature',
-      'signature is required: a 65-byte hex EIP-191 signature (0x followed by 130 hex digits) over declaration_message.',
+      fieldFault(
+        'signature',
+        signature,
+        'a 65-byte hex EIP-191 signature (0x followed by 130 hex digits) over declaration_message',
+      ),
     );
   }
   const ack = b['acknowledge_shared_pauser_risk'];
@@ -124,6 +131,9 @@ function parseDeclaration(body: unknown): {
     throw invalid('acknowledge_shared_pauser_risk', 'acknowledge_shared_pauser_risk must be a boolean.');
   return { merchantPauser, signature, acknowledgeSharedPauserRisk: ack === true };
 }
+
+const DEADLINE =
+  'the Unix time in seconds the signature was made to expire at (the one signed), a positive integer or digit string';
 
 /** `{ revocations: [{ chain, deadline, signature }, ...] }`: one per chain, at least one, no chain twice. */
 export function parseRevocations(body: unknown): RevocationInput[] {
@@ -137,7 +147,11 @@ export function parseRevocations(body: unknown): RevocationInput[] {
   if (!Array.isArray(list) || list.length === 0 || list.length > 16)
     throw validationError(
       'revocations',
-      'revocations is required: 1 to 16 objects { chain, deadline, signature }, one RevokeAuthorizations signature per chain.',
+      fieldFault(
+        'revocations',
+        list,
+        'an array of 1 to 16 objects { chain, deadline, signature }, one RevokeAuthorizations signature per chain',
+      ),
     );
   const seen = new Set<string>();
   return list.map((item: unknown, i) => {
@@ -153,7 +167,7 @@ export function parseRevocations(body: unknown): RevocationInput[] {
     if (typeof chain !== 'string' || chain === '')
       throw validationError(
         `${at}.chain`,
-        `${at}.chain is required: the CAIP-2 id of the chain (eip155:<id>).`,
+        fieldFault(`${at}.chain`, chain, 'the CAIP-2 id of the chain (eip155:<id>)'),
       );
     if (seen.has(chain.toLowerCase()))
       throw validationError(`${at}.chain`, `${at}.chain: ${chain} is named twice.`, 'duplicate_chain');
@@ -162,14 +176,18 @@ export function parseRevocations(body: unknown): RevocationInput[] {
     if (deadline === null)
       throw validationError(
         `${at}.deadline`,
-        `${at}.deadline is required: the Unix time in seconds the signature was made to expire at (the one signed).`,
+        fieldFault(`${at}.deadline`, r['deadline'], DEADLINE),
         'invalid_deadline',
       );
     const signature = r['signature'];
     if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature))
       throw validationError(
         `${at}.signature`,
-        `${at}.signature is required: the 65-byte EIP-712 RevokeAuthorizations signature (0x followed by 130 hex digits).`,
+        fieldFault(
+          `${at}.signature`,
+          signature,
+          'the 65-byte EIP-712 RevokeAuthorizations signature (0x followed by 130 hex digits)',
+        ),
         'invalid_signature',
       );
     return { chain, deadline, signature };
@@ -195,19 +213,22 @@ export function parseMerchantChange(body: unknown): MerchantChangeInput {
   }
   const chain = b['chain'];
   if (typeof chain !== 'string' || chain === '')
-    throw validationError('chain', 'chain is required: the CAIP-2 id of the chain to change (eip155:<id>).');
+    throw validationError(
+      'chain',
+      fieldFault('chain', chain, 'the CAIP-2 id of the chain to change (eip155:<id>)'),
+    );
   const deadlineText = parseDeadline(b['deadline']);
   if (deadlineText === null)
-    throw validationError(
-      'deadline',
-      'deadline is required: the Unix time in seconds the signature was made to expire at (the one signed).',
-      'invalid_deadline',
-    );
+    throw validationError('deadline', fieldFault('deadline', b['deadline'], DEADLINE), 'invalid_deadline');
   const signature = b['signature'];
   if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature))
     throw validationError(
       'signature',
-      'signature is required: the 65-byte EIP-712 MerchantChange signature (0x followed by 130 hex digits).',
+      fieldFault(
+        'signature',
+        signature,
+        'the 65-byte EIP-712 MerchantChange signature (0x followed by 130 hex digits)',
+      ),
       'invalid_signature',
     );
   const optionalAddress = (param: string): string | undefined => {

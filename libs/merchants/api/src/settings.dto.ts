@@ -1,13 +1,7 @@
-import {
-  IsBoolean,
-  IsIn,
-  IsOptional,
-  IsString,
-  Length,
-  ValidateIf,
-  IsArray,
-  ArrayMaxSize,
-} from 'class-validator';
+import { IsBoolean, IsIn, IsOptional, IsString, ValidateIf, IsArray, ArrayMaxSize } from 'class-validator';
+import { fieldFault } from '@stablepay/util';
+
+const NAME = 'a string of 1 to 100 characters';
 
 export class RegisterSignerDto {
   @IsString()
@@ -25,10 +19,11 @@ export class UpdateSettlementDto {
 
 /** PATCH /settings: each field optional; `null` clears webhook_url and resets a color to the default. */
 export class UpdateProfileDto {
-  // Absent leaves it; null is not "unset" here (a display name always exists), so it fails as a non-string.
+  // Absent leaves it; null is not "unset" here (a display name always exists), so it fails as a non-string. The
+  // length (1 to 100 code points) is the domain's requireName: class-validator's Length counts differently and,
+  // reported first, told a number it was too short.
   @ValidateIf((_o, v) => v !== undefined)
-  @IsString()
-  @Length(1, 100)
+  @IsString({ message: ({ value }) => fieldFault('display_name', value, NAME) })
   display_name?: string;
 
   @ValidateIf((_o, v) => v !== null && v !== undefined)
@@ -51,8 +46,8 @@ export class UpdateProfileDto {
 }
 
 export class CreateMerchantDto {
-  @IsString()
-  @Length(1, 100)
+  // Length and display rules: the domain's requireName, as for display_name.
+  @IsString({ message: ({ value }) => fieldFault('name', value, NAME) })
   name!: string;
 
   @IsIn(['test', 'live'])

@@ -429,6 +429,31 @@ describe('the decider refuses what the settings read model cannot hold (400 with
     },
   );
 
+  it('counts a display name in characters (code points), so 100 emoji fit and 101 do not', () => {
+    const emoji = '\u{1F600}';
+    expect(
+      decideMerchant(
+        profile({ displayName: emoji.repeat(100) }),
+        evolveMerchant(initialMerchantState(), created),
+      ),
+    ).toHaveLength(1);
+    given(created)
+      .when(profile({ displayName: emoji.repeat(101) }))
+      .thenError({
+        param: 'display_name',
+        message: 'display_name must be at most 100 characters (101 given).',
+      });
+  });
+
+  it('tells a display_name that is not a string so, not a length', () => {
+    given(created)
+      .when(profile({ displayName: 42 }))
+      .thenError({
+        param: 'display_name',
+        message: 'display_name must be a string (text of 1 to 100 characters).',
+      });
+  });
+
   it('accepts a display name whose accent is a combining mark', () => {
     expect(
       decideMerchant(profile({ displayName: 'Cafe\u0301' }), evolveMerchant(initialMerchantState(), created)),

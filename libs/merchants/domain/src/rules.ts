@@ -58,7 +58,12 @@ export function isFiatSettlementComplete(fiat: FiatSettlementDetails | null): bo
   return missingFiatSettlementFields(fiat).length === 0;
 }
 
-/** Names shown to customers (merchant name, display name): 1 to 100 characters of text, not blank. */
+/**
+ * Names shown to customers (merchant name, display name): 1 to 100 characters of text, not blank. Characters are
+ * Unicode code points, as JSON Schema's maxLength counts them (an emoji is one, not its two UTF-16 units; a family
+ * emoji joined from five code points is five: grapheme clusters have no bound in code points, so they cannot bound
+ * what is stored).
+ */
 export const MAX_NAME_LENGTH = 100;
 /** Longest webhook URL kept (browsers and proxies handle far less in practice). */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
@@ -69,17 +74,14 @@ export const MAX_WEBHOOK_EVENT_TYPES = 100;
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 
 export function requireName(param: string, value: unknown): string {
-  if (
-    typeof value !== 'string' ||
-    value.trim() === '' ||
-    value.length > MAX_NAME_LENGTH ||
-    CONTROL.test(value)
-  ) {
-    throw validationError(
-      param,
-      `${param} must be text of 1 to ${MAX_NAME_LENGTH} characters, not blank, without control characters.`,
-    );
-  }
+  if (typeof value !== 'string')
+    throw validationError(param, `${param} must be a string (text of 1 to ${MAX_NAME_LENGTH} characters).`);
+  if (value.trim() === '') throw validationError(param, `${param} must not be empty or blank.`);
+  const length = [...value].length;
+  if (length > MAX_NAME_LENGTH)
+    throw validationError(param, `${param} must be at most ${MAX_NAME_LENGTH} characters (${length} given).`);
+  if (CONTROL.test(value))
+    throw validationError(param, `${param} must not contain control characters (tab, line break, NUL, ...).`);
   // Shown to payers on the hosted pages: a name of invisible characters, or one a bidi override makes read as
   // another, would let a merchant pass for someone else.
   return requireDisplayText(param, value);

@@ -62,3 +62,28 @@ export function parseRedirectUrl(value: unknown, param: string): string | null {
   if (url.username || url.password) throw validationError(param, `${param} must not contain credentials.`);
   return value;
 }
+
+// What arrived, short enough for an error message: a string cut to 40 characters, other scalars as JSON, and only
+// the kind of an object or array.
+function received(value: unknown): string {
+  if (typeof value === 'string') {
+    const chars = [...value];
+    return chars.length > 40
+      ? `${JSON.stringify(chars.slice(0, 40).join(''))}... (${chars.length} characters)`
+      : JSON.stringify(value);
+  }
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object' && value !== null) return 'an object';
+  return typeof value === 'bigint' ? String(value) : (JSON.stringify(value) ?? typeof value);
+}
+
+/**
+ * The message for a field that was absent or malformed, telling the two apart: "x is required: <what>." when absent
+ * (undefined or null), "x must be <what>; received <value>." when present (a malformed value was reported as
+ * missing before).
+ */
+export function fieldFault(param: string, value: unknown, what: string): string {
+  return value === undefined || value === null
+    ? `${param} is required: ${what}.`
+    : `${param} must be ${what}; received ${received(value)}.`;
+}

@@ -1,4 +1,4 @@
-import { parseSubscribeBody } from './subscriptions.controller';
+import { parseCancelBody, parseSubscribeBody } from './subscriptions.controller';
 
 const body = (subscriber: unknown) => ({
   chain: 'eip155:8453',
@@ -31,6 +31,46 @@ describe('parseSubscribeBody', () => {
   it('accepts an all-lowercase subscriber and returns it checksummed', () => {
     expect(parseSubscribeBody(body('0xabcdefabcdefabcdefabcdefabcdefabcdefabcd')).subscriber).toBe(
       '0xABcdEFABcdEFabcdEfAbCdefabcdeFABcDEFabCD',
+    );
+  });
+});
+
+describe('subscribe and cancel bodies: a present but malformed field is told what is wrong, not that it is missing', () => {
+  it('tx_hash that is not a 32-byte hash', () => {
+    expect(() =>
+      parseSubscribeBody({ ...body('0xabcdefabcdefabcdefabcdefabcdefabcdefabcd'), tx_hash: '0x12' }),
+    ).toThrow(
+      expect.objectContaining({
+        param: 'tx_hash',
+        message:
+          'tx_hash must be a 32-byte transaction hash (0x followed by 64 hex digits); received "0x12".',
+      }),
+    );
+  });
+
+  it('a missing chain is still said to be required', () => {
+    expect(() =>
+      parseSubscribeBody({ asset: 'a', subscriber: '0xabcdefabcdefabcdefabcdefabcdefabcdefabcd' }),
+    ).toThrow(
+      expect.objectContaining({ param: 'chain', message: expect.stringMatching(/^chain is required: /) }),
+    );
+  });
+
+  it('cancel deadline that is not a positive integer', () => {
+    expect(() =>
+      parseCancelBody({ nonce: 0, deadline: '1790000000', signature: `0x${'ab'.repeat(65)}` }),
+    ).toThrow(
+      expect.objectContaining({
+        param: 'deadline',
+        message:
+          'deadline must be the Unix seconds the signature names (a positive integer); received "1790000000".',
+      }),
+    );
+    expect(() => parseCancelBody({ nonce: 0, signature: `0x${'ab'.repeat(65)}` })).toThrow(
+      expect.objectContaining({
+        param: 'deadline',
+        message: expect.stringMatching(/^deadline is required: /),
+      }),
     );
   });
 });

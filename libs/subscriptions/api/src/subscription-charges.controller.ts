@@ -31,7 +31,7 @@ function objectBody(body: unknown, known: readonly string[]): Record<string, unk
 function uintString(body: Record<string, unknown>, name: string, required: boolean): string | null {
   const v = body[name];
   if (v === undefined || v === null) {
-    if (required) throw validationError(name, `${name} is required.`);
+    if (required) throw validationError(name, `${name} is required: a non-negative integer string.`);
     return null;
   }
   if (typeof v !== 'string' || !UINT.test(v))

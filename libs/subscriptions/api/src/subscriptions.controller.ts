@@ -11,7 +11,7 @@ import {
 } from '@stablepay/http';
 import { parseAddress } from '@stablepay/evm';
 import type { SubscriptionStatus } from '@stablepay/subscriptions-domain';
-import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import { fieldFault, invalidRequest, notFound, validationError } from '@stablepay/util';
 import {
   type CancelSubscriptionInput,
   type SubscribeInput,
@@ -48,7 +48,7 @@ function requiredString(
     value.length > 200 ||
     (pattern && !pattern.test(value))
   )
-    throw validationError(name, `${name} is required and must be ${what ?? 'a string'}.`);
+    throw validationError(name, fieldFault(name, value, what ?? 'a string of 1 to 200 characters'));
   return value;
 }
 
@@ -77,7 +77,12 @@ export function parseSubscribeBody(body: unknown): SubscribeInput {
   if (b['tx_hash'] === undefined || b['tx_hash'] === null) return input;
   return {
     ...input,
-    txHash: requiredString(b, 'tx_hash', TX_HASH, 'a 32-byte transaction hash').toLowerCase(),
+    txHash: requiredString(
+      b,
+      'tx_hash',
+      TX_HASH,
+      'a 32-byte transaction hash (0x followed by 64 hex digits)',
+    ).toLowerCase(),
   };
 }
 
@@ -86,10 +91,16 @@ export function parseCancelBody(body: unknown): CancelSubscriptionInput {
   const b = objectBody(body, ['nonce', 'deadline', 'signature']);
   const nonce = b['nonce'];
   if (typeof nonce !== 'number' || !Number.isSafeInteger(nonce) || nonce < 0)
-    throw validationError('nonce', "nonce is required: the subscription's current charge_nonce.");
+    throw validationError(
+      'nonce',
+      fieldFault('nonce', nonce, "the subscription's current charge_nonce (a non-negative integer)"),
+    );
   const deadline = b['deadline'];
   if (typeof deadline !== 'number' || !Number.isSafeInteger(deadline) || deadline <= 0)
-    throw validationError('deadline', 'deadline is required: the Unix seconds the signature names.');
+    throw validationError(
+      'deadline',
+      fieldFault('deadline', deadline, 'the Unix seconds the signature names (a positive integer)'),
+    );
   const signature = requiredString(b, 'signature', /^0x[0-9a-fA-F]{130}$/, 'a 65-byte 0x-hex signature');
   return { nonce, deadline, signature };
 }
