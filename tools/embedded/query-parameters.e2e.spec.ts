@@ -2,10 +2,11 @@ import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
 /**
- * Unknown query parameters (issue 8, section 4): every JSON route refuses a query parameter it does not declare with
+ * Unknown parameters (issue 8, section 4): every JSON route refuses a query parameter it does not declare with
  * 400 `validation_error` code `unknown_parameter` naming it, reads of one resource (which take none) and lists (a
  * typo of a filter) alike; before, a read of one resource ignored them. The hosted pages and the probes ignore
- * their query (links to them carry utm_* and the like).
+ * their query (links to them carry utm_* and the like). An unknown body field gets the same answer, its dotted path
+ * named, on the DTO routes and the hand-written body checks alike.
  */
 const ADMIN_TOKEN = 'admin-token-for-query-parameters-0123456789';
 const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
@@ -154,5 +155,58 @@ describe('unknown query parameters (embedded stack)', () => {
     expect((await get('/ready?_=1700000000', {})).status).not.toBe(400);
     // The older listing's subscription routes answer the way to go (410), query or not.
     expect((await get('/payment-requests/subscriptions?limit=10', { 'x-api-key': key })).status).toBe(410);
+  });
+
+  // An unknown field in a body is answered alike: before, the DTO routes (the validation pipe) and the hand-written
+  // body checks answered it without a code, and POST /settings/pauser as `invalid_request`.
+  const call = async (method: string, path: string, body: unknown) => {
+    const res = await fetch(`${stack.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
+  const unknownField = (param: string, message: string) => ({
+    status: 400,
+    body: { error: { type: 'validation_error', code: 'unknown_parameter', param, message } },
+  });
+
+  it('refuses a typo in a DTO route body with code unknown_parameter, the first unknown field named, creating nothing', async () => {
+    expect(await call('POST', '/checkouts', { amount: '1', currency: 'USD', amout: '2', x: 1 })).toEqual(
+      unknownField('amout', 'Received unknown parameter: amout.'),
+    );
+    expect(((await get('/checkouts')).body['data'] as Json[]).map((c) => c['id'])).toEqual([checkoutId]);
+
+    expect(await call('PATCH', '/settings', { display_name: 'Renamed', dispaly_name: 'x' })).toEqual(
+      unknownField('dispaly_name', 'Received unknown parameter: dispaly_name.'),
+    );
+    expect((await get('/settings')).body['display_name']).not.toBe('Renamed');
+  });
+
+  it('refuses it alike in the hand-written body checks, nested fields by their dotted path', async () => {
+    expect(await call('PUT', '/payments/settlement', { fiat: { currency: 'EUR', ibn: 'DE89' } })).toEqual(
+      unknownField(
+        'fiat.ibn',
+        'Received unknown parameter: fiat.ibn (fiat takes currency, beneficiary_name, bank_name, account_number, bank_code, country).',
+      ),
+    );
+    expect(await call('PUT', '/payments/settlement', { settlement: '0x' })).toEqual(
+      unknownField(
+        'settlement',
+        'Received unknown parameter: settlement (this request takes settlement_address, fiat).',
+      ),
+    );
+    expect(await call('POST', `/checkouts/${checkoutId}/cancel`, { reason: 'duplicate' })).toEqual(
+      unknownField('reason', 'Received unknown parameter: reason (this request takes no parameters).'),
+    );
+    expect((await get(`/checkouts/${checkoutId}`)).body['status']).toBe('pending');
+    // It was an invalid_request without a code here.
+    expect(await call('POST', '/settings/pauser', { merchant_pauser: '0x', pauser: '0x' })).toEqual(
+      unknownField(
+        'pauser',
+        'Received unknown parameter: pauser (this request takes merchant_pauser, signature, acknowledge_shared_pauser_risk).',
+      ),
+    );
   });
 });

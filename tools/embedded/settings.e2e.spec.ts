@@ -356,7 +356,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
 
     it('refuses an unknown field and an empty patch', async () => {
       expect((await api('PATCH', '/settings', { colour: '#000000' })).body).toMatchObject({
-        error: { type: 'validation_error', param: 'colour' },
+        error: { type: 'validation_error', param: 'colour', code: 'unknown_parameter' },
       });
       expect((await api('PATCH', '/settings', {})).status).toBe(400);
     });

@@ -54,8 +54,12 @@ describe('parseSettlementBody', () => {
     });
   });
 
-  it('refuses an unknown fiat field with its dotted param', () => {
-    expect(thrown(() => parseSettlementBody({ fiat: { iban: 'x' } })).param).toBe('fiat.iban');
+  it('refuses an unknown fiat field with its dotted param and code unknown_parameter', () => {
+    expect(thrown(() => parseSettlementBody({ fiat: { iban: 'x' } }))).toMatchObject({
+      type: 'validation_error',
+      param: 'fiat.iban',
+      code: 'unknown_parameter',
+    });
   });
 
   it('refuses an empty body: nothing to change', () => {

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant, requireNoParameters } from '@stablepay/http';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
-import { fieldFault, invalidRequest, validationError } from '@stablepay/util';
+import { fieldFault, invalidRequest, takesFields, unknownParameter, validationError } from '@stablepay/util';
 import { parseAddress } from './address';
 import type { RevocationInput } from './merchant.commands';
 import { MERCHANTS_USE_CASES, type MerchantChangeInput, type MerchantsUseCases } from './merchants.port';
@@ -95,6 +95,8 @@ export class SettingsController {
   }
 }
 
+const DECLARATION_KEYS = ['merchant_pauser', 'signature', 'acknowledge_shared_pauser_risk'];
+
 function parseDeclaration(body: unknown): {
   merchantPauser: string;
   signature: string;
@@ -105,9 +107,7 @@ function parseDeclaration(body: unknown): {
     throw invalidRequest('The request body must be a JSON object.');
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
-    if (!['merchant_pauser', 'signature', 'acknowledge_shared_pauser_risk'].includes(key)) {
-      throw invalid(key, `Received unknown parameter: ${key}`);
-    }
+    if (!DECLARATION_KEYS.includes(key)) throw unknownParameter(key, takesFields(DECLARATION_KEYS));
   }
   if (typeof b['merchant_pauser'] !== 'string')
     throw invalid(
@@ -141,7 +141,7 @@ export function parseRevocations(body: unknown): RevocationInput[] {
     throw invalidRequest('The request body must be a JSON object.');
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
-    if (key !== 'revocations') throw validationError(key, `Received unknown parameter: ${key}`);
+    if (key !== 'revocations') throw unknownParameter(key, takesFields(['revocations']));
   }
   const list = b['revocations'];
   if (!Array.isArray(list) || list.length === 0 || list.length > 16)
@@ -161,7 +161,7 @@ export function parseRevocations(body: unknown): RevocationInput[] {
     const r = item as Record<string, unknown>;
     for (const key of Object.keys(r)) {
       if (!['chain', 'deadline', 'signature'].includes(key))
-        throw validationError(`${at}.${key}`, `Received unknown parameter: ${at}.${key}`);
+        throw unknownParameter(`${at}.${key}`, `${at} takes chain, deadline, signature`);
     }
     const chain = r['chain'];
     if (typeof chain !== 'string' || chain === '')
@@ -209,7 +209,7 @@ export function parseMerchantChange(body: unknown): MerchantChangeInput {
     throw invalidRequest('The request body must be a JSON object.');
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
-    if (!MERCHANT_CHANGE_KEYS.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+    if (!MERCHANT_CHANGE_KEYS.includes(key)) throw unknownParameter(key, takesFields(MERCHANT_CHANGE_KEYS));
   }
   const chain = b['chain'];
   if (typeof chain !== 'string' || chain === '')

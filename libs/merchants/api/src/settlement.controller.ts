@@ -6,6 +6,8 @@ import {
   isIsoCountryCode,
   isTwoDecimalIsoCurrency,
   requireDisplayText,
+  takesFields,
+  unknownParameter,
   validationError,
 } from '@stablepay/util';
 import { MERCHANTS_USE_CASES, type MerchantsUseCases, type SettlementInput } from './merchants.port';
@@ -103,7 +105,7 @@ export function parseSettlementBody(body: unknown): SettlementInput {
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
     if (key !== 'settlement_address' && key !== 'fiat')
-      throw validationError(key, `Received unknown parameter: ${key}`);
+      throw unknownParameter(key, takesFields(['settlement_address', 'fiat']));
   }
   if (b['settlement_address'] === undefined && b['fiat'] === undefined) {
     throw invalidRequest('Send at least one of settlement_address and fiat.');
@@ -124,7 +126,8 @@ export function parseSettlementBody(body: unknown): SettlementInput {
     const patch: { -readonly [K in keyof FiatSettlementDetails]?: FiatSettlementDetails[K] } = {};
     for (const [key, value] of Object.entries(fiat as Record<string, unknown>)) {
       const param = `fiat.${key}`;
-      if (!(key in FIAT_FIELDS)) throw validationError(param, `Received unknown parameter: ${param}`);
+      if (!(key in FIAT_FIELDS))
+        throw unknownParameter(param, `fiat takes ${Object.keys(FIAT_FIELDS).join(', ')}`);
       const wire = key as WireField;
       const rule = FIELD_RULES[wire];
       if (value === null) {

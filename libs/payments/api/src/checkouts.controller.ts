@@ -7,7 +7,7 @@ import {
   QueryParameters,
   requestOrigin,
 } from '@stablepay/http';
-import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import { invalidRequest, notFound, takesFields, unknownParameter } from '@stablepay/util';
 import { CreateCheckoutDto, toCreateCheckoutInput } from './create-checkout.dto';
 import { CHECKOUT_ID, CHECKOUT_LIST_PARAMETERS, parseCheckoutListQuery } from './list-query';
 import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
@@ -24,7 +24,7 @@ export function refuseBodyParameters(body: unknown): void {
   if (typeof body !== 'object' || Array.isArray(body))
     throw invalidRequest('The request body must be empty or a JSON object.');
   const [unknown] = Object.keys(body);
-  if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
+  if (unknown !== undefined) throw unknownParameter(unknown, takesFields([]));
 }
 
 /** SPEC Endpoints > Checkouts. Bodies are ours (SPEC: "not shown"), in docs/openapi.yaml. */

@@ -215,7 +215,9 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       error: { type: 'validation_error', param: 'name', message: 'name must be lowercase letters' },
     });
     const unknown = await post(JSON.stringify({ name: 'ok', price: '1' }));
-    expect(await unknown.json()).toMatchObject({ error: { type: 'validation_error', param: 'price' } });
+    expect(await unknown.json()).toMatchObject({
+      error: { type: 'validation_error', param: 'price', code: 'unknown_parameter' },
+    });
   });
 
   it('hides internal errors behind a 500 api_error', async () => {

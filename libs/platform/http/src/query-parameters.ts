@@ -8,7 +8,7 @@ import {
 import { Reflector } from '@nestjs/core';
 import type { FastifyRequest } from 'fastify';
 import type { Observable } from 'rxjs';
-import { DomainError } from '@stablepay/util';
+import { type DomainError, unknownParameter } from '@stablepay/util';
 import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 
 const ACCEPTED_QUERY = 'stablepay:acceptedQuery';
@@ -46,13 +46,7 @@ function unknownQueryParameter(name: string, method: string, accepted: ReadonlyS
       : READ_METHODS.has(method)
         ? 'this request takes no query parameters'
         : 'in the query string; this request takes its parameters in the JSON body';
-  return new DomainError({
-    type: 'validation_error',
-    status: 400,
-    code: 'unknown_parameter',
-    param,
-    message: `Received unknown parameter: ${param} (${takes}).`,
-  });
+  return unknownParameter(param, takes);
 }
 
 /**

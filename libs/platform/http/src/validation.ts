@@ -5,18 +5,25 @@ import {
   ValidationTypes,
   type ValidatorConstraintInterface,
 } from 'class-validator';
-import { invalidRequest, validationError } from '@stablepay/util';
+import { invalidRequest, takesFields, unknownParameter, validationError } from '@stablepay/util';
 
-/** The first failing constraint, with a dotted param path (`metadata.plan_name`, `supported_chains.1`). */
+/**
+ * The first failing constraint, with a dotted param path (`metadata.plan_name`, `supported_chains.1`). An unknown
+ * field (the whitelist) carries code unknown_parameter, as an unknown query parameter and every hand-written body
+ * check answer it.
+ */
 export function firstValidationFailure(
   errors: readonly ValidationError[],
   prefix = '',
-): { param: string; message: string } {
+): { param: string; message: string; code?: string } {
   for (const error of errors) {
     const param = prefix ? `${prefix}.${error.property}` : error.property;
     if (error.constraints) {
       const [key, message] = Object.entries(error.constraints)[0] ?? ['', 'is invalid'];
-      if (key === 'whitelistValidation') return { param, message: `Received unknown parameter: ${param}` };
+      if (key === 'whitelistValidation') {
+        const { message, code } = unknownParameter(param);
+        return { param, message, ...(code ? { code } : {}) };
+      }
       return {
         param,
         message: message.startsWith(error.property)
@@ -36,8 +43,8 @@ const PIPE_OPTIONS = {
   transformOptions: { enableImplicitConversion: false },
   validationError: { target: false, value: false },
   exceptionFactory: (errors: ValidationError[]) => {
-    const { param, message } = firstValidationFailure(errors);
-    return validationError(param, message);
+    const { param, message, code } = firstValidationFailure(errors);
+    return validationError(param, message, code);
   },
 };
 
@@ -177,8 +184,7 @@ export class CompiledValidationPipe extends ValidationPipe {
     const body = value ?? {};
     if (dto === null || !isPlainObject(body)) return super.transform(value, metadata);
     const keys = Object.keys(body);
-    for (const key of keys)
-      if (!dto.known.has(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+    for (const key of keys) if (!dto.known.has(key)) throw unknownParameter(key);
     const entity = new metatype();
     for (const key of keys) entity[key] = body[key];
     try {
@@ -212,5 +218,5 @@ export function requireNoParameters(body: unknown): void {
   if (typeof body !== 'object' || Array.isArray(body))
     throw invalidRequest('This request takes no parameters: send no body or {}.');
   const [unknown] = Object.keys(body);
-  if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
+  if (unknown !== undefined) throw unknownParameter(unknown, takesFields([]));
 }

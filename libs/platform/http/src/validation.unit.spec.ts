@@ -204,15 +204,35 @@ describe('the compiled validation pipe', () => {
     }
   });
 
+  it('answers an unknown field as an unknown query parameter, on both paths: code unknown_parameter, first one named', async () => {
+    const expected = {
+      error: {
+        status: 400,
+        type: 'validation_error',
+        code: 'unknown_parameter',
+        param: 'colour',
+        message: 'Received unknown parameter: colour.',
+      },
+    };
+    for (const pipe of [reference, compiled])
+      await expect(outcome(pipe, CreateDto, { colour: 'red', amount: 5, size: 1 })).resolves.toEqual(
+        expected,
+      );
+    // Nested (class-validator's path only): the dotted path, as the other params are named.
+    await expect(outcome(reference, NestedDto, { inner: { label: 'x', lable: 'y' } })).resolves.toEqual({
+      error: { ...expected.error, param: 'inner.lable', message: 'Received unknown parameter: inner.lable.' },
+    });
+  });
+
   it('refuses a field named like an Object method as unknown (class-transformer dropped it silently)', async () => {
     for (const key of ['toString', 'hasOwnProperty', 'valueOf']) {
       await expect(outcome(compiled, CreateDto, { amount: '5', [key]: 'x' })).resolves.toEqual({
         error: {
           status: 400,
           type: 'validation_error',
-          code: undefined,
+          code: 'unknown_parameter',
           param: key,
-          message: `Received unknown parameter: ${key}`,
+          message: `Received unknown parameter: ${key}.`,
         },
       });
     }

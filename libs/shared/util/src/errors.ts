@@ -60,6 +60,22 @@ export class DomainError extends Error implements DomainErrorShape {
 export const validationError = (param: string, message: string, code?: string): DomainError =>
   new DomainError({ type: 'validation_error', status: 400, param, message, ...(code ? { code } : {}) });
 
+/**
+ * 400 validation_error code unknown_parameter: a body field or query parameter the request does not take, named by
+ * its dotted path (`fiat.ibn`). One wording for the same mistake on every route, as Stripe words it; `takes`, when
+ * the route knows it, says what it does take ("this request takes a, b").
+ */
+export const unknownParameter = (param: string, takes?: string): DomainError =>
+  validationError(
+    param,
+    `Received unknown parameter: ${param}${takes ? ` (${takes})` : ''}.`,
+    'unknown_parameter',
+  );
+
+/** The `takes` of unknownParameter for a route that takes these fields (none: it says so). */
+export const takesFields = (fields: readonly string[]): string =>
+  fields.length > 0 ? `this request takes ${fields.join(', ')}` : 'this request takes no parameters';
+
 /** 400 invalid_request: the request as a whole cannot be understood. */
 export const invalidRequest = (message: string, code?: string, param?: string): DomainError =>
   new DomainError({

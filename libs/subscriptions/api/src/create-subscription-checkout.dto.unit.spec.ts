@@ -55,8 +55,9 @@ describe('POST /subscription-checkouts body (CreateSubscriptionCheckoutDto throu
   it('refuses an unknown field before anything else, even one named like an Object method', async () => {
     expect(await refusal({ price: 5, interval: 'month' })).toEqual({
       param: 'interval',
-      message: 'Received unknown parameter: interval',
+      message: 'Received unknown parameter: interval.',
     });
+    await expect(parse({ ...base, interval: 'month' })).rejects.toMatchObject({ code: 'unknown_parameter' });
     expect(await refusal({ ...base, toString: 'x' })).toMatchObject({ param: 'toString' });
     expect(await refusal({ ...base, hasOwnProperty: 1 })).toMatchObject({ param: 'hasOwnProperty' });
     // An array is an object whose keys are its indexes.

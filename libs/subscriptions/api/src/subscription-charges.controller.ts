@@ -1,7 +1,7 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
-import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import { invalidRequest, notFound, takesFields, unknownParameter, validationError } from '@stablepay/util';
 import {
   type ChargeInput,
   type ChargeQuoteInput,
@@ -24,7 +24,7 @@ function objectBody(body: unknown, known: readonly string[]): Record<string, unk
   if (typeof body !== 'object' || Array.isArray(body))
     throw invalidRequest('The request body must be a JSON object.');
   for (const key of Object.keys(body))
-    if (!known.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+    if (!known.includes(key)) throw unknownParameter(key, takesFields(known));
   return body as Record<string, unknown>;
 }
 

@@ -1,7 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { type AuthenticatedMerchant, CurrentMerchant, QueryParameters, requestOrigin } from '@stablepay/http';
-import { invalidRequest, notFound, validationError } from '@stablepay/util';
+import { invalidRequest, notFound, takesFields, unknownParameter } from '@stablepay/util';
 import { CreateSubscriptionCheckoutDto, toCreateInput } from './create-subscription-checkout.dto';
 import { parseSubscriptionCheckoutListQuery, SUBSCRIPTION_CHECKOUT_LIST_PARAMETERS } from './list-query';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
@@ -54,7 +54,7 @@ export class SubscriptionCheckoutsController {
       if (typeof body !== 'object' || Array.isArray(body))
         throw invalidRequest('The request body must be empty or a JSON object.');
       const [unknown] = Object.keys(body);
-      if (unknown !== undefined) throw validationError(unknown, `Received unknown parameter: ${unknown}`);
+      if (unknown !== undefined) throw unknownParameter(unknown, takesFields([]));
     }
     return this.useCases.cancel(merchant, checkId(id));
   }

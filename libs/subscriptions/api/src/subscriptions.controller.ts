@@ -11,7 +11,14 @@ import {
 } from '@stablepay/http';
 import { parseAddress } from '@stablepay/evm';
 import type { SubscriptionStatus } from '@stablepay/subscriptions-domain';
-import { fieldFault, invalidRequest, notFound, validationError } from '@stablepay/util';
+import {
+  fieldFault,
+  invalidRequest,
+  notFound,
+  takesFields,
+  unknownParameter,
+  validationError,
+} from '@stablepay/util';
 import {
   type CancelSubscriptionInput,
   type SubscribeInput,
@@ -31,7 +38,7 @@ function objectBody(body: unknown, allowed: readonly string[]): Record<string, u
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body))
     throw invalidRequest('The request body must be a JSON object.');
   for (const key of Object.keys(body))
-    if (!allowed.includes(key)) throw validationError(key, `Received unknown parameter: ${key}`);
+    if (!allowed.includes(key)) throw unknownParameter(key, takesFields(allowed));
   return body as Record<string, unknown>;
 }
 

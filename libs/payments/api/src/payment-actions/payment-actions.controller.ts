@@ -1,7 +1,7 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { type AuthenticatedMerchant, CurrentMerchant, idempotencyKeyOf } from '@stablepay/http';
-import { invalidRequest, validationError } from '@stablepay/util';
+import { invalidRequest, takesFields, unknownParameter } from '@stablepay/util';
 import { checkPaymentId } from '../payments.controller';
 import type { SignedActionRequest } from './payment-actions.commands';
 import {
@@ -25,12 +25,11 @@ export function actionBody(kind: PaymentActionKind, body: unknown): SignedAction
   }
   for (const key of Object.keys(body)) {
     if (!FIELDS[kind].includes(key)) {
-      throw validationError(
+      throw unknownParameter(
         key,
         kind === 'recover'
-          ? `recover takes no parameters: the destination is the payer attested on chain (got ${key}).`
-          : `Unknown parameter ${key} for ${kind}.`,
-        'unknown_parameter',
+          ? 'recover takes no parameters: the destination is the payer attested on chain'
+          : takesFields(FIELDS[kind]),
       );
     }
   }
