@@ -22,7 +22,9 @@ export function anvilChain(stack: () => EmbeddedStack, caip2: string): AnvilChai
     return chain;
   };
   let cached: JsonRpcProvider | undefined;
-  const provider = () => (cached ??= localChainProvider(local().rpcUrl, local().chainId));
+  // The chain's stop destroys the providers built for it: a stack started again gets a fresh one.
+  const provider = () =>
+    cached && !cached.destroyed ? cached : (cached = localChainProvider(local().rpcUrl, local().chainId));
   const mine = async (blocks = 1) => {
     for (let i = 0; i < blocks; i++) await provider().send('evm_mine', []);
   };

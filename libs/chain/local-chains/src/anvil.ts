@@ -12,6 +12,19 @@ export interface AnvilNode {
   stop(): Promise<void>;
 }
 
+/**
+ * The providers localChainProvider built for each node this process started, by RPC URL: stop() destroys them.
+ * A provider polls (a ref'd 50 ms timer) for as long as anything listens, and a confirmation wait that no block
+ * will ever answer (its node stopped) listens forever: one such provider, never destroyed, kept a whole Jest run
+ * from exiting after every suite had passed.
+ */
+const nodeProviders = new Map<string, Set<{ destroy(): void }>>();
+
+/** Has `provider` destroyed when the node at `rpcUrl` stops, if this process started that node. */
+export function destroyWithNode(rpcUrl: string, provider: { destroy(): void }): void {
+  nodeProviders.get(rpcUrl)?.add(provider);
+}
+
 /** anvil's deterministic dev accounts (mnemonic "test test ... junk"), for local chains and tests only. */
 export const ANVIL_DEV_PRIVATE_KEYS = [
   '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80',
@@ -121,12 +134,16 @@ export async function startAnvil(options: {
     await exited;
     throw e;
   }
+  nodeProviders.set(rpcUrl, new Set());
   return {
     chainId: options.chainId,
     port,
     rpcUrl,
     pid: child.pid,
     stop: async () => {
+      const providers = nodeProviders.get(rpcUrl);
+      nodeProviders.delete(rpcUrl);
+      providers?.forEach((p) => p.destroy());
       process.removeListener('exit', release);
       if (child.exitCode === null && child.signalCode === null) release();
       await exited;

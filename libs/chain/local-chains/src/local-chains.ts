@@ -12,7 +12,7 @@ import {
   type StablepayRoles,
   type TestStablecoinSymbol,
 } from '@stablepay/contracts';
-import { ANVIL_DEV_PRIVATE_KEYS, startAnvil, type AnvilNode } from './anvil';
+import { ANVIL_DEV_PRIVATE_KEYS, destroyWithNode, startAnvil, type AnvilNode } from './anvil';
 
 /** Where everything sits on a local chain: the same on every local chain of a run (and of every run). */
 export interface LocalChainAddresses extends StablepayAddresses {
@@ -87,14 +87,18 @@ export interface StartLocalChainsOptions {
 /**
  * An ethers provider for a local node. Pass the chain id as a plain Network: ethers' built-in network for a known id
  * carries plugins (137 resolves to Polygon, whose fee data comes from the Polygon gas station over the internet).
+ * For a node this process started (startAnvil, startLocalChains), the provider is destroyed when the node stops:
+ * a wait for a transaction the stopped node never mined would otherwise poll, and hold the process, forever.
  */
 export function localChainProvider(rpcUrl: string, chainId: number): JsonRpcProvider {
   const network = new Network(`local-${chainId}`, chainId);
-  return new JsonRpcProvider(rpcUrl, network, {
+  const provider = new JsonRpcProvider(rpcUrl, network, {
     staticNetwork: network,
     cacheTimeout: -1,
     pollingInterval: 50,
   });
+  destroyWithNode(rpcUrl, provider);
+  return provider;
 }
 
 /** Makes sure the deterministic deployment proxy is at its well-known address (anvil ships it; forks may not). */
