@@ -16,9 +16,20 @@ const LOCK_FILE = 'stablepay.lock';
 function liveLockOwner(dataDir: string): { pid: number | null; file: string } {
   const file = join(dataDir, LOCK_FILE);
   const text = readText(file);
-  // A lock file cut short (the machine died while it was written) holds no pid: nobody can be running on it.
-  const pid = text === undefined ? null : parseLock(text).pid;
-  return { pid: pid !== null && isAlive(pid) ? pid : null, file };
+  // A lock file cut short (the machine died while it was written) holds no owner: nobody can be running on it.
+  const owner = text === undefined ? null : parseLock(text).owner;
+  return { pid: owner !== null && holdsLock(owner) ? owner.pid : null, file };
+}
+
+/**
+ * Whether a lock's owner still runs. Its pid alone would keep a dead run's lock for as long as any later process
+ * has that pid (after a reboot, or once pids came round), and the start would refuse until the file is deleted by
+ * hand; with its start time recorded, a later process with the pid is told from it. A lock of an older version, or
+ * one written where there is no /proc, names the pid only: a process answering to it is taken as the owner.
+ */
+function holdsLock(owner: RecordedProcess): boolean {
+  const now = lookUp(owner);
+  return now === 'same' || now === 'unverified';
 }
 
 function isAlive(pid: number): boolean {
@@ -185,13 +196,13 @@ export async function lockDataDir(dataDir: string, options: LockDataDirOptions =
   const file = join(dataDir, LOCK_FILE);
   // The id tells this lock from every other the directory sees, even one of a later run given the same pid: the
   // guards of a takeover are named for the lock they take over.
-  const head = `${self}\nid ${randomBytes(8).toString('hex')}\n`;
+  const head = `${recordLine(self)}\nid ${randomBytes(8).toString('hex')}\n`;
   let tookOver: TookOver = { tookOverFrom: null, previousHelpers: [] };
   for (let attempt = 0; !createWhole(file, head, self); attempt++) {
     const text = readText(file);
     if (text === undefined) continue;
     const held = parseLock(text);
-    if (held.pid !== null && isAlive(held.pid)) throw refusal(dataDir, file, held.pid);
+    if (held.owner !== null && holdsLock(held.owner)) throw refusal(dataDir, file, held.owner.pid);
     // Round after round another start took the lock between our tries, and died at once: say so, do not spin.
     if (attempt >= 3)
       throw new ConfigError(`the data directory ${dataDir} keeps being taken by other starts`);
@@ -225,7 +236,7 @@ interface TookOver {
 
 interface HeldLock {
   /** Null for a lock cut short (the machine died while it was written). */
-  readonly pid: number | null;
+  readonly owner: RecordedProcess | null;
   /** Its id line; a lock of an older version has none, and is named by its pid. */
   readonly id: string;
   readonly helpers: readonly RecordedProcess[];
@@ -233,10 +244,11 @@ interface HeldLock {
 
 function parseLock(text: string): HeldLock {
   const lines = text.split('\n').map((l) => l.trim());
-  const pid = parseRecord(lines[0] ?? '')?.pid ?? null;
+  const owner = parseRecord(lines[0] ?? '') ?? null;
   const id =
-    lines.find((l) => /^id [0-9a-f]+$/.test(l))?.slice(3) ?? (pid === null ? 'cut-short' : `pid${pid}`);
-  return { pid, id, helpers: lines.slice(1).flatMap((l) => parseRecord(l) ?? []) };
+    lines.find((l) => /^id [0-9a-f]+$/.test(l))?.slice(3) ??
+    (owner === null ? 'cut-short' : `pid${owner.pid}`);
+  return { owner, id, helpers: lines.slice(1).flatMap((l) => parseRecord(l) ?? []) };
 }
 
 /**
@@ -308,7 +320,7 @@ async function takeOverStaleLock(
     await options.onStep?.('removing-stale-lock');
     unlinkQuietly(file);
     lockGone = true;
-    return { tookOverFrom: now.pid, previousHelpers };
+    return { tookOverFrom: now.owner?.pid ?? null, previousHelpers };
   } finally {
     if (lockGone) removeTakeoverGuards(dataDir, (id) => id === held.id);
     else unlinkQuietly(guard);

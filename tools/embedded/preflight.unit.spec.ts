@@ -10,6 +10,9 @@ import { type DataDirLock, lockDataDir, type TakeoverStep } from './preflight';
 /** A pid no process has here (Linux's pid_max is at most 2^22). */
 const DEAD_PID = 4_194_304 + 17;
 
+/** The pid a lock names as its owner (its first line: `<pid> <start time>`). */
+const ownerOf = (lock: string) => lock.split('\n')[0]?.split(' ')[0];
+
 /** Gone, or a zombie (exited, not yet reaped by its parent): nothing that can still touch a file. */
 function isGone(pid: number): boolean {
   try {
@@ -125,7 +128,7 @@ describe('the data directory lock', () => {
       expect((taken[0] as PromiseFulfilledResult<{ tookOverFrom: number | null }>).value.tookOverFrom).toBe(
         DEAD_PID,
       );
-      expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]).toBe(`${process.pid}`);
+      expect(ownerOf(readFileSync(join(dir, 'stablepay.lock'), 'utf8'))).toBe(`${process.pid}`);
       expect(readdirSync(dir)).toEqual(['stablepay.lock']);
     } finally {
       helper.kill();
@@ -170,13 +173,28 @@ describe('the data directory lock', () => {
     expect(taken).toHaveLength(1);
     for (const result of results)
       if (result.status === 'rejected') expect(result.reason).toBeInstanceOf(ConfigError);
-    expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]).toBe(String(taken[0]?.pid));
+    expect(ownerOf(readFileSync(join(dir, 'stablepay.lock'), 'utf8'))).toBe(String(taken[0]?.pid));
   });
 
   it('refuses a lock a live process holds, touching nothing', async () => {
     writeFileSync(join(dir, 'stablepay.lock'), `${process.ppid}\n`);
     await expect(lockDataDir(dir)).rejects.toThrow(/in use by another Stablepay/);
     expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8')).toBe(`${process.ppid}\n`);
+  });
+
+  it("takes over a dead run's lock whose owner's pid names another process now (pid reuse), not refusing", async () => {
+    const previous = await deadRun([]);
+    const lockFile = join(dir, 'stablepay.lock');
+    const [owner, ...rest] = readFileSync(lockFile, 'utf8').split('\n');
+    expect(owner).toMatch(new RegExp(`^${previous} \\d+@[0-9a-f-]+$`));
+    // As if the owner's pid had come round to a live process started later: this test's parent.
+    writeFileSync(lockFile, [`${process.ppid} 1@${owner?.split('@')[1]}`, ...rest].join('\n'));
+    const lock = await lockDataDir(dir);
+    expect(lock.tookOverFrom).toBe(process.ppid);
+    expect(ownerOf(readFileSync(lockFile, 'utf8'))).toBe(`${process.pid}`);
+    // The owner it recorded, start time and all, is still told as running.
+    await expect(lockDataDir(dir)).rejects.toThrow(`in use by another Stablepay (pid ${process.pid})`);
+    lock.release();
   });
 
   it('does not wait for a helper whose pid names another process now (pid reuse), and leaves that process alone', async () => {

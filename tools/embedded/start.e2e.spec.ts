@@ -157,7 +157,7 @@ describe('npm start (tools/embedded/start.js)', () => {
         const ready = JSON.parse(await first.waitForLine((l) => l.startsWith('{"ready":true'), 90_000)) as {
           url: string;
         };
-        expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]).toBe(
+        expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]?.split(' ')[0]).toBe(
           String(first.child.pid),
         );
         const { code, output } = await refused({ PORT: '0', STABLEPAY_LOCAL_CHAINS: 'false' }, dir);
