@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { linkSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { ConfigError } from '@stablepay/util';
 
@@ -359,21 +359,47 @@ async function settleHelpers(
   { helperWaitMs = 30_000, helperStopGraceMs = 10_000 }: LockDataDirOptions,
 ): Promise<PreviousHelper[]> {
   const fates = new Map<RecordedProcess, HelperFate>();
+  const orphaned = (helper: RecordedProcess) => orphansOf(dataDir, helper).length > 0;
   for (const helper of helpers) {
     const now = lookUp(helper);
-    if (now === 'gone' || now === 'another') fates.set(helper, now === 'gone' ? 'gone' : 'not ours');
+    if (now === 'another') fates.set(helper, 'not ours');
+    else if (now === 'gone' && !orphaned(helper)) fates.set(helper, 'gone');
   }
   const running = () => helpers.filter((h) => !fates.has(h));
   await waitUntil(() => {
-    for (const helper of running()) if (!isRunning(helper)) fates.set(helper, 'exited');
+    for (const helper of running()) if (!isRunning(helper) && !orphaned(helper)) fates.set(helper, 'exited');
     return running().length === 0;
   }, helperWaitMs);
   for (const helper of running()) {
     const now = lookUp(helper);
-    if (now === 'same') fates.set(helper, await stopHelper(dataDir, helper, helperStopGraceMs));
+    if (now === 'same' || orphaned(helper))
+      fates.set(helper, await stopHelper(dataDir, helper, helperStopGraceMs));
     else fates.set(helper, now === 'unverified' ? 'left running' : 'exited');
   }
   return helpers.map((h) => ({ pid: h.pid, fate: fates.get(h) ?? 'gone' }));
+}
+
+/**
+ * What is left running of a gone helper's process group: a local chain's node (and its watchdog's pipe reader) whose
+ * watchdog was killed alone goes on writing its state file, and a node started now on the same file would race it.
+ * While one of a group runs, the kernel gives the group's number to no new process, so a group numbered as the gone
+ * helper was led by it; its members are taken as ours only when their command line names a file in this data
+ * directory, as a chain's node does (`--state <data dir>/chains/...`).
+ */
+function orphansOf(dataDir: string, helper: RecordedProcess): number[] {
+  if (bootId() === undefined || lookUp(helper) !== 'gone') return [];
+  const within = [`${dataDir}/`, `${resolve(dataDir)}/`];
+  return groupMembers(helper.pid).filter((pid) =>
+    commandLine(pid).some((arg) => within.some((dir) => arg.startsWith(dir))),
+  );
+}
+
+function commandLine(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    return [];
+  }
 }
 
 function isRunning(recorded: RecordedProcess): boolean {
@@ -384,11 +410,13 @@ function isRunning(recorded: RecordedProcess): boolean {
 /**
  * Stops a helper known to be the one recorded. One that leads its own process group (a local chain's watchdog,
  * with its node in the group) is signalled as a group and waited for until the whole group is gone: the watchdog
- * dies at once on SIGTERM while its node is still writing its state.
+ * dies at once on SIGTERM while its node is still writing its state. So is what is left of a gone leader's group
+ * (`orphansOf`).
  */
 async function stopHelper(dataDir: string, helper: RecordedProcess, graceMs: number): Promise<HelperFate> {
   const stat = procStat(helper.pid);
-  const group = typeof stat === 'object' && stat.group === helper.pid;
+  const group =
+    (typeof stat === 'object' && stat.group === helper.pid) || orphansOf(dataDir, helper).length > 0;
   const target = group ? -helper.pid : helper.pid;
   const gone = () => (group ? groupMembers(helper.pid).length === 0 : !isRunning(helper));
   signal(target, 'SIGTERM');

@@ -236,4 +236,32 @@ describe('the data directory lock', () => {
     expect(lock.previousHelpers).toEqual([{ pid: watchdog.pid, fate: 'stopped by SIGTERM' }]);
     lock.release();
   });
+
+  it('stops what is left of a watchdog killed alone: its node, still writing its state file in the data directory', async () => {
+    // The node keeps the watchdog's group and names its state file in the data directory, as anvil's `--state` does.
+    const watchdog = await started(
+      '/bin/sh',
+      [
+        '-c',
+        '/bin/sh -c "sleep 3600; :" node --state "$1" & echo $!; wait',
+        'watchdog',
+        `${dir}/chains/chain-1.json`,
+      ],
+      { ownGroup: true },
+    );
+    const node = Number(watchdog.line);
+    // A process of another group naming the data directory is not the dead run's: left alone.
+    const bystander = await started('/bin/sh', ['-c', 'echo ready; sleep 3600; :', 'bystander', `${dir}/x`]);
+    await deadRun([watchdog.pid]);
+    const exited = once(watchdog.child, 'exit');
+    process.kill(watchdog.pid, 'SIGKILL');
+    await exited;
+    expect(isGone(node)).toBe(false);
+    // Waited for (it does not end by itself), then stopped with its group.
+    const lock = await lockDataDir(dir, { helperWaitMs: 300 });
+    expect(isGone(node)).toBe(true);
+    expect(lock.previousHelpers).toEqual([{ pid: watchdog.pid, fate: 'stopped by SIGTERM' }]);
+    expect(isGone(bystander.pid)).toBe(false);
+    lock.release();
+  });
 });
