@@ -286,6 +286,56 @@ describe('ProjectionRunner', () => {
     }
   });
 
+  it("shows, at its next poll, the streams another instance of the projection parked and released (another process's count, /ready and gauge)", async () => {
+    const name = 'test.runner-two-instances';
+    await dataSource.query(
+      'CREATE TABLE two_instance_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',
+    );
+    // The other process: its own connections to the same database.
+    const otherDataSource = await openDataSource({ url: database.url, migrations: [] });
+    const quiet = { error: () => undefined, warn: () => undefined, log: () => undefined };
+    // A topic of its own: the live bus hands this instance no earlier test's stream.
+    const definition = { name, topics: [topicForCategory('customer')], apply: applyTo('two_instance_rows') };
+    // This instance handles the live events (it parks); the other is handed none (e.g. no partition of the stream).
+    const here = new ProjectionRunner(definition, { dataSource, bus, store, logger: quiet });
+    const there = new ProjectionRunner(definition, {
+      dataSource: otherDataSource,
+      bus: recordingBus().bus,
+      store,
+      logger: quiet,
+    });
+    const hereRegistry = new ProjectionRegistry();
+    const thereRegistry = new ProjectionRegistry();
+    await there.start();
+    thereRegistry.add(there);
+    await append('customer-ti', [null]);
+    await here.start();
+    hereRegistry.add(here);
+    try {
+      await here.caughtUp();
+      expect(here.status().parkedStreams).toBe(1);
+
+      // Parked by the other process: seen at this one's next poll.
+      await there.requestRetries();
+      expect(there.status().parkedStreams).toBe(1);
+      expect(thereRegistry.readiness().degraded).toEqual([`${name}: 1 parked stream(s)`]);
+
+      // Released by the other process (its retry route): this one's count, /ready and gauge follow at its poll.
+      await dataSource.query('ALTER TABLE two_instance_rows ALTER COLUMN label DROP NOT NULL');
+      expect(await there.retry('customer-ti')).toBe('applied');
+      await here.requestRetries();
+      expect(here.status().parkedStreams).toBe(0);
+      expect(hereRegistry.readiness().degraded).toEqual([]);
+      expect(await register.metrics()).toContain(
+        `stablepay_projection_parked_streams{projection="${name}"} 0`,
+      );
+    } finally {
+      await here.stop();
+      await there.stop();
+      await otherDataSource.destroy();
+    }
+  });
+
   describe('a retry that throws (not one of its events failing)', () => {
     const name = 'test.runner-retry-throws';
     /** A runner of `name` over `retry_rows`, started by nobody: the test runs its retry poll by hand. */

@@ -219,6 +219,9 @@ export class ProjectionRunner {
   private consecutiveFailures = 0;
   private lastError?: string;
   private parkedCount = 0;
+  /** Reads of the parked count sent, and the newest one taken (parkedCounted). */
+  private parkedReads = 0;
+  private parkedCountRead = 0;
   private retryTimer?: NodeJS.Timeout;
   private retrying: Promise<void> = Promise.resolve();
   private stopped = false;
@@ -304,7 +307,7 @@ export class ProjectionRunner {
 
   /**
    * Retries every stream whose retry is due: asked for by an operator, or scheduled after a transient failure (also
-   * polled every second), oldest first; resolves when done. A retry that throws (fails transiently again, or for a
+   * polled every second, which also takes the parked count from the shared table), oldest first; resolves when done. A retry that throws (fails transiently again, or for a
    * reason that is not one of its events', such as its DELETE refused) is put off with a doubling delay and the next
    * stream is retried: left due, it would run again at every poll, and the streams after it would never run. A
    * request an operator made while it ran is kept (a retry serves only the requests older than its start).
@@ -313,12 +316,17 @@ export class ProjectionRunner {
     if (this.stopped) return this.retrying;
     this.retrying = this.retrying.then(async () => {
       try {
-        const rows: Array<{ stream_id: string; started: Date }> = await this.deps.dataSource.query(
-          `SELECT stream_id, clock_timestamp() AS started FROM parked_streams
-            WHERE projection = $1 AND retry_requested_at <= now() ORDER BY parked_at, stream_id`,
-          [this.definition.name],
-        );
-        for (const row of rows) {
+        // Every row, not just the due ones: the count is the shared table's, so streams another process (another
+        // member, another replica's retry) parked or released show in this one's status, /ready and gauge.
+        const read = ++this.parkedReads;
+        const rows: Array<{ stream_id: string; due: boolean | null; started: Date }> =
+          await this.deps.dataSource.query(
+            `SELECT stream_id, retry_requested_at <= now() AS due, clock_timestamp() AS started FROM parked_streams
+              WHERE projection = $1 ORDER BY parked_at, stream_id`,
+            [this.definition.name],
+          );
+        this.parkedCounted(read, rows.length);
+        for (const row of rows.filter((r) => r.due)) {
           if (this.stopped) break;
           try {
             await this.retry(row.stream_id);
@@ -663,12 +671,24 @@ export class ProjectionRunner {
   }
 
   private async refreshParkedCount(): Promise<void> {
+    const read = ++this.parkedReads;
     const rows: Array<{ n: number }> = await this.deps.dataSource.query(
       'SELECT count(*)::int AS n FROM parked_streams WHERE projection = $1',
       [this.definition.name],
     );
-    this.parkedCount = rows[0]?.n ?? 0;
-    projectionMetrics.parked.set({ projection: this.definition.name }, this.parkedCount);
+    this.parkedCounted(read, rows[0]?.n ?? 0);
+  }
+
+  /**
+   * Takes the count a read found, unless a read sent after it was already taken: the poll's read may be sent before
+   * a batch of this process parks a stream and answer after the count read once that batch committed; taking its
+   * older zero then would skip the row lock, and a later event of the parked stream would apply past it.
+   */
+  private parkedCounted(read: number, count: number): void {
+    if (read < this.parkedCountRead) return;
+    this.parkedCountRead = read;
+    this.parkedCount = count;
+    projectionMetrics.parked.set({ projection: this.definition.name }, count);
   }
 }
 
