@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { countNodeHttpAnswer } from './http-metrics';
 
 /**
  * What a client gets when Node's HTTP parser or its deadlines end a request before any route ran: a request that
@@ -28,9 +29,13 @@ const MALFORMED = {
   message: 'The request is not valid HTTP; nothing was done.',
 };
 
+function clientErrorAnswer(errorCode: string | undefined): typeof MALFORMED {
+  return (errorCode !== undefined ? ANSWERS[errorCode] : undefined) ?? MALFORMED;
+}
+
 /** The raw response for a client error, envelope and the API's security headers included. */
 export function clientErrorResponse(errorCode: string | undefined): string {
-  const a = (errorCode !== undefined ? ANSWERS[errorCode] : undefined) ?? MALFORMED;
+  const a = clientErrorAnswer(errorCode);
   const body = JSON.stringify({ error: { type: 'invalid_request', code: a.code, message: a.message } });
   return (
     `HTTP/1.1 ${a.status} ${a.reason}\r\n` +
@@ -49,6 +54,9 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   // Node's own rule: never write into a response whose headers already went out (it would corrupt that response).
   const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !pending?.headersSent) socket.write(clientErrorResponse(error.code));
+  if (socket.writable && !pending?.headersSent) {
+    socket.write(clientErrorResponse(error.code));
+    countNodeHttpAnswer(clientErrorAnswer(error.code).status);
+  }
   socket.destroy(error);
 }

@@ -27,6 +27,25 @@ const duration =
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   });
 
+/** The route label of an answer Node's HTTP server wrote itself, not Fastify (see below). */
+const NODE_HTTP_ROUTE = 'node_http';
+
+/**
+ * Counts an answer Node's HTTP server wrote itself, so no onResponse hook runs for it: the 417 to an unknown
+ * Expect, and the 408/431/400 its parser and deadlines end a request with (client-errors.ts), whether or not
+ * Fastify had begun routing it (a body that trickles past the request timeout). A slowloris
+ * wave or a client sending broken requests shows in the same counter as every other answer. `method` is unknown
+ * when the parser never got that far. No duration: there is no moment the request was received to measure from.
+ */
+export function countNodeHttpAnswer(status: number, method = 'unknown'): void {
+  requests.inc({
+    method,
+    route: NODE_HTTP_ROUTE,
+    status: String(status),
+    status_class: `${Math.floor(status / 100)}xx`,
+  });
+}
+
 let defaultMetricsStarted = false;
 
 /** Counts every answered request (Fastify's own 404/413/503 too) and starts the process metrics once per process. */

@@ -2,8 +2,10 @@ import { Body, Controller, Get, HttpCode, Module, Patch, Post } from '@nestjs/co
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { IsOptional, IsString } from 'class-validator';
 import { connect } from 'node:net';
+import { register } from 'prom-client';
 import { gzipSync } from 'node:zlib';
 import { createHttpApp } from './http-app';
+import { metricValue } from '@stablepay/testing';
 import { requireNoParameters } from './validation';
 
 class NoteDto {
@@ -145,8 +147,17 @@ describe('the HTTP edge answers what Node and Fastify let through (real server, 
   });
 
   describe('Expect', () => {
-    it('an Expect other than 100-continue: 417 expectation_failed naming Expect, in the envelope, nothing run', async () => {
+    it('an Expect other than 100-continue: 417 expectation_failed naming Expect, in the envelope, nothing run, counted in the request metrics', async () => {
+      const answered = async (): Promise<number> =>
+        metricValue(await register.metrics(), 'stablepay_http_requests_total', {
+          method: 'POST',
+          route: 'node_http',
+          status: '417',
+          status_class: '4xx',
+        });
+      const before = await answered();
       await expectNoteRefused(['Host: x', 'Expect: foo'], 417, 'expectation_failed', 'Expect');
+      expect(await answered()).toBe(before + 1);
     });
   });
 

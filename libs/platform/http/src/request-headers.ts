@@ -1,6 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import { DomainError, invalidRequest } from '@stablepay/util';
+import { countNodeHttpAnswer } from './http-metrics';
 
 /**
  * How many times a header was sent. Node keeps only the first of some headers (Host, Authorization) and joins the
@@ -54,7 +55,8 @@ const EXPECTATION_FAILED_BODY = JSON.stringify({
  * the API's headers. Nothing ran. The connection closes: the client may be sending the body it meant to hold back.
  */
 export function installExpectationAnswer(server: Server): void {
-  server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+  server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+    countNodeHttpAnswer(417, request.method);
     response.writeHead(417, {
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(EXPECTATION_FAILED_BODY),

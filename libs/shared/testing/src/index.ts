@@ -3,3 +3,4 @@ export { startPgliteServer, workspaceRoot, type PgliteServer } from '@stablepay/
 export * from './test-database';
 export * from './eventually';
 export * from './raw-headers';
+export * from './metric-value';
