@@ -1,63 +1,24 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { RunningService } from '@stablepay/runtime';
-import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import {
+  createTestDatabase,
+  startHoldingServer,
+  type HoldingServer,
+  type TestDatabase,
+} from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { startIndexerOnChain } from './testing/indexer-on-chain';
 import { startTestChain, type TestChain } from './testing/test-chain';
 
-/**
- * A JSON-RPC hop in front of anvil that can stop answering: held requests wait, unanswered, until `release`, as a
- * node that hangs (SIGSTOP, a dead load balancer) keeps its clients waiting. Bound to 127.0.0.1 on a free port.
- */
-interface HangingProxy {
-  readonly url: string;
-  /** Requests waiting unanswered right now. */
-  held(): number;
-  hold(): void;
-  release(): void;
-  close(): Promise<void>;
-}
-
-async function hangingProxy(target: string): Promise<HangingProxy> {
-  let holding = false;
-  let waiting: Array<() => void> = [];
-  const forward = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    if (holding) await new Promise<void>((resolve) => waiting.push(resolve));
-    try {
-      const answer = await fetch(target, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: Buffer.concat(chunks),
-      });
-      res.writeHead(answer.status, { 'content-type': 'application/json' });
-      res.end(await answer.text());
-    } catch {
-      res.destroy();
-    }
-  };
-  const server: Server = createServer((req, res) => void forward(req, res));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    held: () => waiting.length,
-    hold: () => {
-      holding = true;
-    },
-    release: () => {
-      holding = false;
-      const released = waiting;
-      waiting = [];
-      for (const resume of released) resume();
-    },
-    close: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
+/** A JSON-RPC hop in front of anvil that can stop answering (held requests wait, unanswered, until release). */
+function hangingProxy(target: string): Promise<HoldingServer> {
+  return startHoldingServer(async (body) => {
+    const answer = await fetch(target, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    return { status: answer.status, body: await answer.text() };
+  });
 }
 
 async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
@@ -77,7 +38,7 @@ describe('chain followers readiness when the node stops answering', () => {
   const clock = new ManualClock('2026-11-23T19:00:00.000Z');
   let database: TestDatabase;
   let chain: TestChain;
-  let proxy: HangingProxy;
+  let proxy: HoldingServer;
   let service: RunningService;
 
   beforeAll(async () => {

@@ -1,4 +1,4 @@
-import { Gauge, register } from 'prom-client';
+import { scrapedGauge } from '@stablepay/http';
 import type { ChainFollower, FollowerStatus } from './chain-follower';
 
 /** Followers of every indexer module of this process (tests and the embedded run host several applications). */
@@ -6,19 +6,11 @@ const active = new Set<ChainFollower>();
 
 /** A gauge per followed chain, computed from the live followers at each scrape; null leaves the chain out. */
 function followerGauge(name: string, help: string, value: (status: FollowerStatus) => number | null): void {
-  // Get-or-create: several applications in one process (tests, the embedded run) share the registry.
-  if (register.getSingleMetric(name)) return;
-  new Gauge({
-    name,
-    help,
-    labelNames: ['chain'],
-    collect() {
-      this.reset();
-      for (const f of active) {
-        const v = value(f.status());
-        if (v !== null) this.set({ chain: f.chain }, v);
-      }
-    },
+  scrapedGauge(name, help, ['chain'], function* () {
+    for (const f of active) {
+      const v = value(f.status());
+      if (v !== null) yield [{ chain: f.chain }, v] as const;
+    }
   });
 }
 

@@ -14,3 +14,4 @@ export * from './rate-limits';
 export * from './request-origin';
 export * from './url-strings';
 export * from './metrics-server';
+export * from './scraped-gauge';

@@ -4,3 +4,4 @@ export * from './test-database';
 export * from './eventually';
 export * from './raw-headers';
 export * from './metric-value';
+export * from './holding-server';

@@ -29,6 +29,7 @@ import {
   type PaymentDeployRequested,
   type PaymentState,
 } from '@stablepay/payments-domain';
+import { ReadinessRegistry } from '@stablepay/http';
 import { type Clock, JsonLogger } from '@stablepay/util';
 import { ConfirmDepositTransferHandler } from '../commands/confirm-deposit-transfer/confirm-deposit-transfer.handler';
 import { ObserveDepositTransferHandler } from '../commands/observe-deposit-transfer/observe-deposit-transfer.handler';
@@ -40,6 +41,7 @@ import { RecordDeployHoldHandler } from '../commands/record-deploy-hold/record-d
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
+import { DepositChainHealth, trackDepositChains, untrackDepositChains } from './deposit-chain-health';
 import { DepositContracts } from './deposit-contracts';
 import { DepositStore } from './deposit.store';
 import { SANCTIONS_SCREENING, type SanctionsScreening } from '@stablepay/evm';
@@ -164,6 +166,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly unrecordedWarned = new Set<string>();
   private readonly metrics = workerMetrics();
+  private chainHealth: DepositChainHealth | undefined;
 
   constructor(
     @Inject(CHAIN_OPERATOR_CONFIG) private readonly config: ChainOperatorConfig,
@@ -183,6 +186,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     @Inject(RecordDepositOutflowHandler) private readonly recordOutflow: RecordDepositOutflowHandler,
     @Inject(PaymentMerchantProfiles) private readonly merchants: PaymentMerchantProfiles,
     @Inject(RecordDeployHoldHandler) private readonly recordHold: RecordDeployHoldHandler,
+    @Inject(ReadinessRegistry) private readonly readiness: ReadinessRegistry,
   ) {
     this.store = new DepositStore(dataSource);
     this.contracts =
@@ -219,12 +223,35 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
           }),
       }),
     );
+    this.watchChainHealth();
     this.schedule();
+  }
+
+  /**
+   * A chain whose head the worker cannot read confirms no deposit: /ready says so (degraded, 200: the API and the
+   * other chains still serve, and every replica asks the same node, as the indexer's chain_followers check does)
+   * and per-chain gauges show the silence.
+   */
+  private watchChainHealth(): void {
+    if (!this.relayers.set || this.config.chains.length === 0) return;
+    const health = new DepositChainHealth(
+      this.config.chains.map((c) => c.caip2),
+      this.clock,
+    );
+    this.chainHealth = health;
+    trackDepositChains(health);
+    this.readiness.register('deposit_chains', async () =>
+      health
+        .status()
+        .flatMap((s) => s.stalled ?? [])
+        .join('; '),
+    );
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    if (this.chainHealth) untrackDepositChains(this.chainHealth);
     await Promise.all(this.subscriptions.map((s) => s.stop()));
     await this.ticking;
     await Promise.all(this.inFlight.values());
@@ -632,7 +659,14 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     chain: string,
     confirmations: number,
   ): Promise<void> {
-    const head = await this.withDeadline(provider.getBlockNumber(), chain);
+    let head: number;
+    try {
+      head = await this.withDeadline(provider.getBlockNumber(), chain);
+    } catch (error) {
+      this.chainHealth?.failed(chain, error);
+      throw error;
+    }
+    this.chainHealth?.answered(chain, head);
     const through = head - confirmations + 1;
     for (const t of await this.store.open(chain, through)) {
       const transfer = { chain: t.chain, txHash: t.tx_hash, logIndex: t.log_index };

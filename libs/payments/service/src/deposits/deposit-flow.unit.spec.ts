@@ -23,6 +23,7 @@ describe('DepositFlow consumers', () => {
       none,
       none,
       none,
+      none,
     );
     await flow.onApplicationBootstrap();
     await flow.beforeApplicationShutdown();
