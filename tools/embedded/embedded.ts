@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import {
@@ -54,8 +54,15 @@ import {
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
 import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
-import { type DataDirLock, lockDataDir, probeDatabase, probePort, refuseIfDataDirInUse } from './preflight';
-import { type Clock, ConfigError, JsonLogger } from '@stablepay/util';
+import {
+  type DataDirLock,
+  lockDataDir,
+  prepareDataDir,
+  probeDatabase,
+  probePort,
+  refuseIfDataDirInUse,
+} from './preflight';
+import { type Clock, ConfigError, envOptional, JsonLogger } from '@stablepay/util';
 import {
   dispatchOptionsFromEnv,
   domainEventSource,
@@ -117,7 +124,9 @@ export interface EmbeddedStack {
  */
 export async function startEmbedded(options: EmbeddedOptions = {}): Promise<EmbeddedStack> {
   const env = { ...(options.env ?? process.env) };
-  const dataDir = options.dataDir ?? env['STABLEPAY_DATA_DIR'] ?? join(process.cwd(), '.stablepay');
+  // Empty is unset, as for every variable (it was taken as the path '').
+  const dataDir =
+    options.dataDir ?? envOptional(env, 'STABLEPAY_DATA_DIR') ?? join(process.cwd(), '.stablepay');
   const persistent = dataDir !== 'memory';
   const chainIds =
     (options.localChains ?? env['STABLEPAY_LOCAL_CHAINS'] !== 'false') ? localChainIds(env) : [];
@@ -125,14 +134,16 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   const checked = validateEnvironment(env, chainIds);
   const logger = new JsonLogger('stablepay-embedded', checked.logLevel);
   const host = env['HOST'] ?? '127.0.0.1';
-  // So is the rest of the environment, in the same way: the data directory another run holds, the port, the
-  // database. Only then is anything written or started.
-  if (persistent) refuseIfDataDirInUse(dataDir);
+  // So is the rest of the environment, in the same way: the data directory (one this user can write, that no
+  // other run holds), the port, the database. Only then is anything but that directory written or started.
+  if (persistent) {
+    prepareDataDir(dataDir);
+    refuseIfDataDirInUse(dataDir);
+  }
   await probePort(host, checked.port);
   if (env['DATABASE_URL']) await probeDatabase(env['DATABASE_URL']);
   let lock: DataDirLock | undefined;
   if (persistent) {
-    mkdirSync(dataDir, { recursive: true });
     lock = await lockDataDir(dataDir);
     if (lock.tookOverFrom !== null || lock.previousHelpers.length > 0)
       logger.warn({

@@ -1,5 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { linkSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { Client } from 'pg';
@@ -454,6 +464,43 @@ function unlinkQuietly(file: string): void {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
+}
+
+/**
+ * Creates the data directory if needed and proves it writable: a read-only mount, a file in its place or a parent
+ * that cannot be made is a ConfigError naming STABLEPAY_DATA_DIR (exit 78), before anything starts. Without it the
+ * run failed on its lock file with the bare errno and exit 1, and a read-only parent was reported as ENOENT
+ * (Node's recursive mkdir hides the real error).
+ */
+export function prepareDataDir(dataDir: string): void {
+  const refuse = (why: string) =>
+    new ConfigError(
+      `environment variable STABLEPAY_DATA_DIR: the data directory ${dataDir} ${why}; set STABLEPAY_DATA_DIR to a directory this user can write`,
+    );
+  // Duck-typed: fs errors need not be instances of this realm's Error (Jest's sandbox).
+  const reason = (error: unknown) => {
+    const message = (error as { message?: unknown } | null)?.message;
+    return typeof message === 'string' ? message : String(error);
+  };
+  if (existsSync(dataDir) && !statSync(dataDir).isDirectory()) throw refuse('is not a directory');
+  // One level at a time, so the error is the real one (EROFS, EACCES, ENOTDIR) of the level that failed.
+  const missing: string[] = [];
+  for (let at = resolve(dataDir); !existsSync(at); at = dirname(at)) {
+    missing.unshift(at);
+    if (dirname(at) === at) break;
+  }
+  try {
+    for (const dir of missing) mkdirSync(dir);
+  } catch (error) {
+    throw refuse(`cannot be created (${reason(error)})`);
+  }
+  const probe = join(dataDir, `.write-probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+  try {
+    writeFileSync(probe, '');
+  } catch (error) {
+    throw refuse(`is not writable (${reason(error)})`);
+  }
+  unlinkQuietly(probe);
 }
 
 /** Binds the port once and lets it go: a port another program holds is reported before anything starts. */

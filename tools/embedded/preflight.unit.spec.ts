@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ConfigError } from '@stablepay/util';
-import { type DataDirLock, lockDataDir, type TakeoverStep } from './preflight';
+import { type DataDirLock, lockDataDir, prepareDataDir, type TakeoverStep } from './preflight';
 
 /** A pid no process has here (Linux's pid_max is at most 2^22). */
 const DEAD_PID = 4_194_304 + 17;
@@ -263,5 +263,53 @@ describe('the data directory lock', () => {
     expect(lock.previousHelpers).toEqual([{ pid: watchdog.pid, fate: 'stopped by SIGTERM' }]);
     expect(isGone(bystander.pid)).toBe(false);
     lock.release();
+  });
+});
+
+describe('the data directory check (prepareDataDir)', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'stablepay-datadir-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  const refusal = (dataDir: string): unknown => {
+    try {
+      prepareDataDir(dataDir);
+    } catch (error) {
+      return error;
+    }
+    return undefined;
+  };
+
+  it('creates a missing directory and its parents, leaving nothing else in it', () => {
+    const dataDir = join(dir, 'a', 'b');
+    prepareDataDir(dataDir);
+    expect(readdirSync(dataDir)).toEqual([]);
+  });
+
+  it('refuses a file in place of the directory, naming STABLEPAY_DATA_DIR', () => {
+    const file = join(dir, 'file');
+    writeFileSync(file, '');
+    const error = refusal(file);
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toMatch(
+      /^environment variable STABLEPAY_DATA_DIR: .*file is not a directory/,
+    );
+  });
+
+  it('refuses a directory that cannot be created, with the real error of the level that failed', () => {
+    const file = join(dir, 'file');
+    writeFileSync(file, '');
+    const error = refusal(join(file, 'data'));
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toMatch(/STABLEPAY_DATA_DIR: .* cannot be created \(ENOTDIR/);
+  });
+
+  it('refuses a directory no file can be created in (a read-only one), whoever runs it', () => {
+    // /proc refuses new files even to root, for whom a chmod'ed directory would still be writable.
+    const error = refusal('/proc');
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toMatch(/STABLEPAY_DATA_DIR: the data directory \/proc is not writable/);
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -129,6 +129,38 @@ describe('npm start (tools/embedded/start.js)', () => {
         rmSync(dir, { recursive: true, force: true });
       }
     }, 60_000);
+
+    it.each([
+      ['a file', 'is not a directory'],
+      ['a read-only directory', 'is not writable'],
+      ['under a file', 'cannot be created (ENOTDIR'],
+    ])(
+      'a data directory that is %s: exit 78 naming STABLEPAY_DATA_DIR and why, nothing started',
+      async (what, why) => {
+        const dir = mkdtempSync(join(tmpdir(), 'stablepay-baddir-'));
+        const file = join(dir, 'file');
+        writeFileSync(file, '');
+        // /proc refuses new files even to root (a chmod'ed directory would not stop root).
+        const dataDir = what === 'a file' ? file : what === 'under a file' ? join(file, 'data') : '/proc';
+        try {
+          const bad = spawnNode(
+            ['tools/embedded/start.js'],
+            cleanEnv({ PORT: '0', STABLEPAY_DATA_DIR: dataDir, LOG_LEVEL: 'warn' }),
+          );
+          const code = await new Promise<number | null>((resolve) => bad.child.once('close', resolve));
+          const output = bad.output.join('\n');
+          expect(code).toBe(78);
+          expect(output).toContain(
+            `environment variable STABLEPAY_DATA_DIR: the data directory ${dataDir} ${why}`,
+          );
+          expect(output).not.toMatch(/Chain eip155|listening|"ready"/);
+          expect(readdirSync(dir)).toEqual(['file']);
+        } finally {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      },
+      60_000,
+    );
 
     it('an unreachable DATABASE_URL: exit 78 naming it and where, without its password', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'stablepay-nodb-'));
