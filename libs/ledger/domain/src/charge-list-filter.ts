@@ -1,4 +1,4 @@
-import { parseCaip2 } from '@stablepay/evm';
+import { parseAddress, parseCaip2 } from '@stablepay/evm';
 import { parseTimestampParam, validationError } from '@stablepay/util';
 import type { SubscriptionChargeObject } from './charge';
 
@@ -18,7 +18,6 @@ export interface ChargeListFilter {
 }
 
 const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 
 /** Query parameters as received (strings); unknown parameters are the controller's concern. Ids compare lower case. */
 export function parseChargeListFilter(query: Readonly<Record<string, unknown>>): ChargeListFilter {
@@ -34,11 +33,8 @@ export function parseChargeListFilter(query: Readonly<Record<string, unknown>>):
       );
     filter.subscriptionId = subscription_id.toLowerCase();
   }
-  if (subscriber !== undefined) {
-    if (typeof subscriber !== 'string' || !ADDRESS.test(subscriber))
-      throw validationError('subscriber', 'subscriber must be a wallet address (0x + 40 hex digits).');
-    filter.subscriber = subscriber.toLowerCase();
-  }
+  // A mixed-case address with a bad EIP-55 checksum is a typo (400), not a wallet with no charges.
+  if (subscriber !== undefined) filter.subscriber = parseAddress(subscriber, 'subscriber').toLowerCase();
   if (status !== undefined) {
     if (status !== 'succeeded' && status !== 'failed')
       throw validationError('status', "status must be 'succeeded' or 'failed'.");

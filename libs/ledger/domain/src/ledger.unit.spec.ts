@@ -60,6 +60,8 @@ describe('Charge list filters (SPEC: subscription, subscriber, date range, statu
   it.each([
     [{ subscription_id: 'abc' }, 'subscription_id'],
     [{ subscriber: '0x12' }, 'subscriber'],
+    // A typo in a checksummed address listed no charges (200, empty) instead of saying so.
+    [{ subscriber: '0xAbCd000000000000000000000000000000000001' }, 'subscriber'],
     [{ status: 'pending' }, 'status'],
     [{ chain: 'solana:1' }, 'chain'],
     [{ charged_from: 'yesterday' }, 'charged_from'],

@@ -1,3 +1,4 @@
+import { parseAddress } from '@stablepay/evm';
 import { type ListQuery, PAGINATION_PARAMETERS, parseListQuery } from '@stablepay/http';
 import type { CheckoutStatus, PaymentStatus } from '@stablepay/payments-domain';
 import { CREATED_BOUND_FORMS, parseTimestampParam, validationError } from '@stablepay/util';
@@ -115,12 +116,10 @@ export function parsePaymentListQuery(query: Record<string, unknown>): {
   const status = oneOf(query, 'status', PAYMENT_STATUSES);
   const method = oneOf(query, 'method', ['DIRECT', 'TWO_STEP'] as const);
   const checkoutId = matching(query, 'checkout_id', CHECKOUT_ID, 'a checkout id (chk_...)');
-  const depositAddress = matching(
-    query,
-    'deposit_address',
-    /^0x[0-9a-fA-F]{40}$/,
-    'a 0x-prefixed 20-byte hex address',
-  )?.toLowerCase();
+  // A mixed-case address with a bad EIP-55 checksum is a typo (400), not an address with no payments.
+  const deposit = single(query, 'deposit_address');
+  const depositAddress =
+    deposit === undefined ? undefined : parseAddress(deposit, 'deposit_address').toLowerCase();
   const detectedChain = matching(
     query,
     'detected_chain',

@@ -20,7 +20,7 @@ describe('list queries of checkouts and payments', () => {
         status: 'settled',
         method: 'TWO_STEP',
         checkout_id: 'chk_0123456789abcdefghjkmnpqrs',
-        deposit_address: '0xABCDEF0123456789abcdef0123456789ABCDEF01',
+        deposit_address: '0xabCDeF0123456789AbcdEf0123456789aBCDEF01',
         detected_chain: 'eip155:8453',
         'created[gte]': '2026-06-01',
         'created[lt]': '1780000000',
@@ -58,6 +58,8 @@ describe('list queries of checkouts and payments', () => {
     [{ status: 'paid' }, 'status'],
     [{ method: 'direct' }, 'method'],
     [{ deposit_address: '0x12' }, 'deposit_address'],
+    // A typo in a checksummed address listed nothing (200, empty) instead of saying so.
+    [{ deposit_address: '0xABCDEF0123456789abcdef0123456789ABCDEF01' }, 'deposit_address'],
     [{ detected_chain: 'solana:1' }, 'detected_chain'],
     [{ checkout_id: 'pay_0123456789abcdefghjkmnpqrs' }, 'checkout_id'],
     [{ 'created[gte]': '0000-01-01T00:00:00Z' }, 'created[gte]'],

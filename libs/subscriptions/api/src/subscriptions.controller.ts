@@ -141,10 +141,8 @@ export function parseSubscriptionListQuery(query: Record<string, unknown>): {
     filters.status = status as SubscriptionStatus;
   }
   const subscriber = one('subscriber');
-  if (subscriber !== undefined) {
-    if (!ADDRESS.test(subscriber)) throw validationError('subscriber', 'subscriber must be an EVM address.');
-    filters.subscriber = subscriber;
-  }
+  // A mixed-case address with a bad EIP-55 checksum is a typo (400), not a wallet with no subscriptions.
+  if (subscriber !== undefined) filters.subscriber = parseAddress(subscriber, 'subscriber');
   const chain = one('chain');
   if (chain !== undefined) {
     if (!/^eip155:[1-9][0-9]{0,15}$/.test(chain))
