@@ -8,7 +8,7 @@ import {
   shutdownDelayMsFromEnv,
   trustProxyFromEnv,
 } from '@stablepay/http';
-import { envEnum, envInt, envOptional, envString, type LogLevel } from '@stablepay/util';
+import { ConfigError, envEnum, envInt, envOptional, envString, type LogLevel } from '@stablepay/util';
 
 /** Configuration every service process shares, validated at start: a wrong value stops the process with its name. */
 export interface PlatformConfig {
@@ -48,7 +48,7 @@ export function platformConfigFromEnv(
   const trustProxy = trustProxyFromEnv(env);
   const metricsPort = metricsPortFromEnv(env);
   return {
-    databaseUrl: envString(env, 'DATABASE_URL'),
+    databaseUrl: databaseUrlFromEnv(env),
     eventStore,
     ...(esdbUrl ? { esdbUrl } : {}),
     eventBus,
@@ -78,4 +78,20 @@ export function platformConfigFromEnv(
     shutdownDelayMs: shutdownDelayMsFromEnv(env),
     ...(metricsPort !== undefined ? { metricsPort } : {}),
   };
+}
+
+/**
+ * DATABASE_URL must be a PostgreSQL connection URL (postgres:// or postgresql://; socket: for a Unix socket). The
+ * driver read anything else as something: `garbage` was tried as a host named "base", `mysql://db/x` was dialled on
+ * 5432; each failed later as "cannot reach the database". The value is not echoed (it holds the password).
+ */
+function databaseUrlFromEnv(env: Record<string, string | undefined>): string {
+  const value = envString(env, 'DATABASE_URL');
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(value)?.[1]?.toLowerCase();
+  if (scheme === 'postgres' || scheme === 'postgresql' || scheme === 'socket') return value;
+  throw new ConfigError(
+    `environment variable DATABASE_URL must be a PostgreSQL URL such as postgres://user:password@host:5432/database, ${
+      scheme === undefined ? 'got a value with no scheme' : `got scheme '${scheme}:'`
+    }`,
+  );
 }
