@@ -1,4 +1,4 @@
-import { DomainError } from '@stablepay/util';
+import { DomainError, invalidRequest } from '@stablepay/util';
 import {
   formatCaip19,
   formatCaip2,
@@ -134,5 +134,37 @@ describe('parseAddress', () => {
     const error = thrown(() => parseAddress(USDC_BASE.slice(2), 'destination'));
     expect(error.code).toBe('invalid_address');
     expect(error.param).toBe('destination');
+  });
+
+  it('accepts an all-uppercase address', () => {
+    expect(parseAddress('0x' + USDC_BASE.slice(2).toUpperCase())).toBe(USDC_BASE);
+  });
+
+  it('refuses the zero address where nonZero says it must sign or receive, and only there', () => {
+    const zero = `0x${'0'.repeat(40)}`;
+    expect(parseAddress(zero, 'token')).toBe(zero);
+    const error = thrown(() => parseAddress(zero, 'settlement_address', { nonZero: true }));
+    expect(error).toMatchObject({ status: 400, code: 'invalid_address', param: 'settlement_address' });
+    expect(error.message).toContain('zero address');
+  });
+
+  it('names the param and what was received, and tells absent from malformed', () => {
+    expect(thrown(() => parseAddress('0x12', 'payer')).message).toBe(
+      'payer must be an EVM address (0x followed by 40 hex digits); received "0x12".',
+    );
+    expect(thrown(() => parseAddress(undefined, 'payer')).message).toMatch(/^payer is required: /);
+  });
+
+  it('raises the error type a route asks for (a pause declaration is invalid_request)', () => {
+    const error = thrown(() =>
+      parseAddress(USDC_BASE.replace('C', 'c'), 'merchant_pauser', {
+        invalid: (param, message, code) => invalidRequest(message, code, param),
+      }),
+    );
+    expect(error).toMatchObject({
+      type: 'invalid_request',
+      param: 'merchant_pauser',
+      code: 'invalid_address',
+    });
   });
 });

@@ -90,23 +90,52 @@ export function normalizeCaip2(value: unknown, param = 'chain'): string {
   return parseCaip2(value, param).caip2;
 }
 
+export interface AddressRules {
+  /**
+   * Refuse the zero address: where the address receives funds (a destination, a settlement address) or must sign (a
+   * signer, a payer), it has no key and burns what it is sent.
+   */
+  readonly nonZero?: boolean;
+  /** The error raised (default: 400 validation_error), for a route whose SPEC names another type. */
+  readonly invalid?: (param: string, message: string, code: 'invalid_address') => DomainError;
+}
+
+const ZERO_ADDRESS = /^0x0{40}$/;
+
 /**
- * An EVM address in EIP-55 checksum form. Rejects anything that is not `0x` + 40 hex digits, and mixed-case input
- * whose checksum is wrong.
+ * An EVM address in EIP-55 checksum form: the one address parser of every request, query and configuration value.
+ * Accepts `0x` + 40 hex digits all lower case, all upper case or correctly checksummed (so a lower-cased stored
+ * address and a checksummed filter compare equal once parsed); refuses a mixed-case address whose checksum is wrong
+ * (a typo would otherwise point at another account), code `invalid_address` on `param`.
  */
-export function parseAddress(value: unknown, param = 'address'): string {
+export function parseAddress(value: unknown, param = 'address', rules: AddressRules = {}): string {
+  const invalid = rules.invalid ?? validationError;
   if (typeof value !== 'string' || !HEX_ADDRESS.test(value)) {
-    throw validationError(
+    throw invalid(
       param,
-      `${describe(value)} is not an EVM address (0x followed by 40 hex digits)`,
+      value === undefined || value === null
+        ? `${param} is required: an EVM address (0x followed by 40 hex digits).`
+        : `${param} must be an EVM address (0x followed by 40 hex digits); received ${describe(value)}.`,
       'invalid_address',
     );
   }
+  let address: string;
   try {
-    return getAddress(value);
+    address = getAddress(value);
   } catch {
-    throw validationError(param, `${describe(value)} has an invalid EIP-55 checksum`, 'invalid_address');
+    throw invalid(
+      param,
+      `${param} has an invalid EIP-55 checksum (${describe(value)}): send it all lower case or correctly checksummed.`,
+      'invalid_address',
+    );
   }
+  if (rules.nonZero && ZERO_ADDRESS.test(address))
+    throw invalid(
+      param,
+      `${param} must not be the zero address (no key signs for it; what it is sent is lost).`,
+      'invalid_address',
+    );
+  return address;
 }
 
 /** Parses `eip155:<chain id>/erc20:<address>`; the address comes back checksummed. */

@@ -5,4 +5,3 @@ export * from './settings.controller';
 export * from './settlement.controller';
 export * from './admin.controller';
 export * from './settings.dto';
-export * from './address';

@@ -1,6 +1,5 @@
 import { createValidationPipe } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
-import { parseAddress } from './address';
 import { parseMerchantChange, parseRevocations } from './settings.controller';
 import { CreateMerchantDto, UpdateProfileDto } from './settings.dto';
 import { parseSettlementBody } from './settlement.controller';
@@ -15,17 +14,33 @@ function thrown(fn: () => unknown): DomainError {
   throw new Error('expected a DomainError');
 }
 
-describe('parseAddress', () => {
+describe('addresses in merchant bodies (@stablepay/evm parseAddress)', () => {
   const checksummed = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed';
+  const signature = `0x${'ab'.repeat(65)}`;
 
-  it('returns the EIP-55 form of an all-lowercase address', () => {
-    expect(parseAddress('a', checksummed.toLowerCase())).toBe(checksummed);
+  it('a settlement address with a wrong checksum is invalid_address on its param', () => {
+    expect(
+      thrown(() => parseSettlementBody({ settlement_address: checksummed.replace('a', 'A') })),
+    ).toMatchObject({ status: 400, param: 'settlement_address', code: 'invalid_address' });
   });
 
-  it('refuses mixed case with a wrong checksum, naming the parameter', () => {
-    const error = thrown(() => parseAddress('settlement_address', checksummed.replace('a', 'A')));
-    expect(error.param).toBe('settlement_address');
-    expect(error.message).toContain('checksum');
+  it('the zero address is refused as settlement address and as merchant signer before the command runs', () => {
+    const zero = `0x${'0'.repeat(40)}`;
+    expect(thrown(() => parseSettlementBody({ settlement_address: zero }))).toMatchObject({
+      param: 'settlement_address',
+      code: 'invalid_address',
+    });
+    expect(
+      thrown(() =>
+        parseMerchantChange({ chain: 'eip155:8453', deadline: 1, signature, merchant_signer: zero }),
+      ),
+    ).toMatchObject({ param: 'merchant_signer', code: 'invalid_address' });
+  });
+
+  it('an all-lowercase settlement address comes back checksummed', () => {
+    expect(parseSettlementBody({ settlement_address: checksummed.toLowerCase() })).toEqual({
+      settlementAddress: checksummed,
+    });
   });
 });
 

@@ -1,8 +1,8 @@
 import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
 import { type AuthenticatedMerchant, CurrentMerchant, requireNoParameters } from '@stablepay/http';
+import { parseAddress } from '@stablepay/evm';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
 import { fieldFault, invalidRequest, takesFields, unknownParameter, validationError } from '@stablepay/util';
-import { parseAddress } from './address';
 import type { RevocationInput } from './merchant.commands';
 import { MERCHANTS_USE_CASES, type MerchantChangeInput, type MerchantsUseCases } from './merchants.port';
 import { RegisterSignerDto, UpdateProfileDto, UpdateSettlementDto } from './settings.dto';
@@ -102,19 +102,14 @@ function parseDeclaration(body: unknown): {
   signature: string;
   acknowledgeSharedPauserRisk: boolean;
 } {
-  const invalid = (param: string, message: string) => invalidRequest(message, undefined, param);
+  const invalid = (param: string, message: string, code?: string) => invalidRequest(message, code, param);
   if (typeof body !== 'object' || body === null || Array.isArray(body))
     throw invalidRequest('The request body must be a JSON object.');
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
     if (!DECLARATION_KEYS.includes(key)) throw unknownParameter(key, takesFields(DECLARATION_KEYS));
   }
-  if (typeof b['merchant_pauser'] !== 'string')
-    throw invalid(
-      'merchant_pauser',
-      fieldFault('merchant_pauser', b['merchant_pauser'], 'a 20-byte hex address'),
-    );
-  const merchantPauser = parseAddress('merchant_pauser', b['merchant_pauser'], invalid);
+  const merchantPauser = parseAddress(b['merchant_pauser'], 'merchant_pauser', { invalid });
   const signature = b['signature'];
   if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature)) {
     throw invalid(
@@ -233,9 +228,7 @@ export function parseMerchantChange(body: unknown): MerchantChangeInput {
     );
   const optionalAddress = (param: string): string | undefined => {
     const value = b[param];
-    if (value === undefined) return undefined;
-    if (typeof value !== 'string') throw validationError(param, `${param} must be a 20-byte hex address.`);
-    return parseAddress(param, value);
+    return value === undefined ? undefined : parseAddress(value, param, { nonZero: true });
   };
   const merchantSigner = optionalAddress('merchant_signer');
   const settlementAddress = optionalAddress('settlement_address');

@@ -1,4 +1,5 @@
 import { Body, Controller, Get, Inject, Put } from '@nestjs/common';
+import { parseAddress } from '@stablepay/evm';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
 import type { FiatSettlementDetails } from '@stablepay/merchants-domain';
 import {
@@ -113,9 +114,7 @@ export function parseSettlementBody(body: unknown): SettlementInput {
   const out: { settlementAddress?: string; fiat?: Partial<FiatSettlementDetails> | null } = {};
   const address = b['settlement_address'];
   if (address !== undefined) {
-    if (typeof address !== 'string')
-      throw validationError('settlement_address', 'settlement_address must be a 20-byte hex address.');
-    out.settlementAddress = address;
+    out.settlementAddress = parseAddress(address, 'settlement_address', { nonZero: true });
   }
   const fiat = b['fiat'];
   if (fiat === null) {

@@ -5,8 +5,8 @@ import { randomBytes } from 'node:crypto';
 import { CLOCK, handleCommand } from '@stablepay/aggregate';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore, Mode } from '@stablepay/event-store';
+import { parseAddress } from '@stablepay/evm';
 import { apiKeyHint, generateApiKey, hashApiKey, parseApiKey } from '@stablepay/http';
-import { parseAddress } from '@stablepay/merchants-api';
 import {
   type FiatSettlementDetails,
   type MerchantCommand,
@@ -100,9 +100,9 @@ export class MerchantCommands {
   ): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'RegisterSigner',
-      merchantSigner: parseAddress('merchant_signer', merchantSigner),
+      merchantSigner: parseAddress(merchantSigner, 'merchant_signer', { nonZero: true }),
       ...(settlementAddress !== undefined
-        ? { settlementAddress: parseAddress('settlement_address', settlementAddress) }
+        ? { settlementAddress: parseAddress(settlementAddress, 'settlement_address', { nonZero: true }) }
         : {}),
       now: this.clock.now(),
     });
@@ -111,7 +111,7 @@ export class MerchantCommands {
   updateSettlementAddress(merchantId: string, settlementAddress: string): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'UpdateSettlementAddress',
-      settlementAddress: parseAddress('settlement_address', settlementAddress),
+      settlementAddress: parseAddress(settlementAddress, 'settlement_address', { nonZero: true }),
       now: this.clock.now(),
     });
   }
@@ -217,7 +217,9 @@ export class MerchantCommands {
     return this.run(merchantId, {
       type: 'ConfigureSettlement',
       ...(input.settlementAddress !== undefined
-        ? { settlementAddress: parseAddress('settlement_address', input.settlementAddress) }
+        ? {
+            settlementAddress: parseAddress(input.settlementAddress, 'settlement_address', { nonZero: true }),
+          }
         : {}),
       ...(input.fiat !== undefined ? { fiat: input.fiat } : {}),
       now: this.clock.now(),

@@ -31,7 +31,6 @@ const CHECKOUT_ID = /^schk_[0-9a-z]{26}$/;
 const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
-const ZERO_ADDRESS = /^0x0{40}$/;
 const STATUSES: readonly SubscriptionStatus[] = ['active', 'cancelling', 'cancelled'];
 
 function objectBody(body: unknown, allowed: readonly string[]): Record<string, unknown> {
@@ -59,27 +58,14 @@ function requiredString(
   return value;
 }
 
-// The subscriber signs the approval and pays every charge: the zero address has no key, so it could never do either.
-function subscriberAddress(value: string): string {
-  const address = parseAddress(value, 'subscriber');
-  if (ZERO_ADDRESS.test(address))
-    throw validationError(
-      'subscriber',
-      'subscriber must be the wallet that pays, not the zero address.',
-      'invalid_address',
-    );
-  return address;
-}
-
 /** The subscribe body (docs/openapi.yaml SubscribeRequest); which chain and token are offered is the service's check. */
 export function parseSubscribeBody(body: unknown): SubscribeInput {
   const b = objectBody(body, ['chain', 'asset', 'subscriber', 'tx_hash']);
   const input: SubscribeInput = {
     chain: requiredString(b, 'chain', /^eip155:[1-9][0-9]{0,15}$/, 'a CAIP-2 chain id such as eip155:8453'),
     asset: requiredString(b, 'asset', undefined, 'the CAIP-19 asset of a subscription_options entry'),
-    subscriber: subscriberAddress(
-      requiredString(b, 'subscriber', ADDRESS, 'an EVM address (0x followed by 40 hex digits)'),
-    ),
+    // The subscriber signs the approval and pays every charge: the zero address has no key to do either.
+    subscriber: parseAddress(b['subscriber'], 'subscriber', { nonZero: true }),
   };
   if (b['tx_hash'] === undefined || b['tx_hash'] === null) return input;
   return {
