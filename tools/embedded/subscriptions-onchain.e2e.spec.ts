@@ -269,6 +269,34 @@ describe('subscriptions on chain (embedded stack, anvil)', () => {
     });
   }, 120_000);
 
+  it("refuses the merchant's own manager contract, signer and settlement address as subscriber (422, nothing signed)", async () => {
+    expect(managerAddress).not.toBe('');
+    const checkout = await createCheckout();
+    const usdc = tokenOf(checkout, 'USDC');
+    for (const [own, role] of [
+      [managerAddress.toLowerCase(), 'subscription manager contract'],
+      [merchantSigner.address, 'merchant signer'],
+      [settlement, 'settlement address'],
+    ] as const) {
+      const res = await api(
+        'POST',
+        `/subscription-checkouts/${String(checkout['id'])}/subscribe`,
+        { chain: CHAIN, asset: String(usdc['asset']), subscriber: own },
+        false,
+      );
+      expect(res.status).toBe(422);
+      expect(res.body['error']).toMatchObject({
+        type: 'cannot_process',
+        code: 'subscriber_is_merchant_address',
+        param: 'subscriber',
+        message: expect.stringContaining(role) as unknown,
+      });
+    }
+    expect(
+      (await api('GET', `/subscription-checkouts/${String(checkout['id'])}`)).body['subscriber'] ?? null,
+    ).toBeNull();
+  });
+
   it('refuses a subscribe for a chain or token the intent does not offer, and another merchant cannot read the subscription', async () => {
     const checkout = await createCheckout();
     const bad = await api(

@@ -91,6 +91,17 @@ export class SubscribeFlow {
         `subscriber must be the wallet that pays, not the ${token.symbol} token contract itself.`,
         'invalid_address',
       );
+    // SPEC: only the subscriber can raise cap and budget, a merchant key only charges within them; the manager holds
+    // nothing to be charged, and a merchant paying its own settlement address would record revenue nobody paid.
+    const own = (await this.managers.merchantAddresses(row.merchant_id, command.chain)).find((a) =>
+      sameAddress(a.address, command.subscriber),
+    );
+    if (own)
+      throw cannotProcess(
+        'subscriber_is_merchant_address',
+        `subscriber must be the customer's wallet, not the merchant's own ${own.role} (${getAddress(own.address)}).`,
+        'subscriber',
+      );
     return command.txHash
       ? this.report(row, command, command.txHash)
       : this.authorize(row, command, chain.chainId, token);

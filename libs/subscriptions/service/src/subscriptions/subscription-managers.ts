@@ -24,6 +24,11 @@ export interface ManagerRow {
   readonly merchant_pauser: string;
 }
 
+export interface MerchantAddress {
+  readonly role: 'subscription manager contract' | 'merchant signer' | 'settlement address';
+  readonly address: string;
+}
+
 const FACTORY = new Interface(SubscriptionManagerFactoryAbi);
 
 const cannotProcess = (code: string, message: string) =>
@@ -73,6 +78,31 @@ export class SubscriptionManagers {
       [chain, address.toLowerCase()],
     );
     return rows[0];
+  }
+
+  /**
+   * The merchant's own addresses on `chain`: its manager (deployed, or the address its deployment will have: the
+   * pauser is bound into it) and its signer and settlement address. None of them can subscribe to the merchant.
+   */
+  async merchantAddresses(merchantId: string, chain: string): Promise<MerchantAddress[]> {
+    const settings = await this.settings(merchantId);
+    const { subscriptionManagerFactory: factory, registry } = this.config;
+    const manager =
+      (await this.find(merchantId, chain))?.address ??
+      (settings.merchant_pauser && factory && registry
+        ? computeSubscriptionManagerAddress(
+            factory,
+            registry,
+            toOnChainId(merchantId),
+            settings.merchant_pauser,
+          )
+        : null);
+    const own: Array<[MerchantAddress['role'], string | null]> = [
+      ['subscription manager contract', manager],
+      ['merchant signer', settings.merchant_signer],
+      ['settlement address', settings.settlement_address],
+    ];
+    return own.flatMap(([role, address]) => (address ? [{ role, address }] : []));
   }
 
   /** The merchant's manager on `chain`, deployed now if it is not yet. */
