@@ -207,6 +207,9 @@ describe('Payment: create (POST /checkouts)', () => {
     ['amount of 25 digits', { amount: '1'.repeat(25) }, 'amount'],
     ['currency missing', { currency: undefined }, 'currency'],
     ['currency not ISO-4217 shaped', { currency: 'US$' }, 'currency'],
+    ['currency of three letters that is no ISO-4217 currency', { currency: 'XYZ' }, 'currency'],
+    ['currency of a withdrawn ISO-4217 code', { currency: 'DEM' }, 'currency'],
+    ['currency of a unit of account, not money', { currency: 'XDR' }, 'currency'],
     ['unknown method', { method: 'ESCROW' }, 'method'],
     ['authorization_period on DIRECT', { authorization_period: 7200 }, 'authorization_period'],
     [

@@ -5,7 +5,9 @@ import {
   MINUTE,
   DAY,
   cannotProcess,
+  fieldFault,
   isAmountString,
+  isIsoCurrency,
   REQUEST_FIELD_LIMITS,
   validationError,
 } from '@stablepay/util';
@@ -90,13 +92,15 @@ export function parseCurrency(value: unknown): string {
       'currency is required: a three-letter ISO-4217 code (for example USD).',
     );
   }
-  if (typeof value !== 'string' || !/^[A-Za-z]{3}$/.test(value)) {
+  // Any three letters passed and reached the peg lookup: a made-up code was told no stablecoin is pegged to it.
+  const code = typeof value === 'string' ? value.toUpperCase() : '';
+  if (!isIsoCurrency(code)) {
     throw validationError(
       'currency',
-      'currency must be a three-letter ISO-4217 currency code (for example USD).',
+      fieldFault('currency', value, 'an ISO-4217 currency code in use (for example USD)'),
     );
   }
-  return value.toUpperCase();
+  return code;
 }
 
 export function parseMethod(value: unknown): PaymentMethod {

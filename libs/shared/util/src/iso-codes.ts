@@ -31,10 +31,15 @@ const NOT_TWO_DECIMALS = new Set([
 // The runtime's ICU list of ISO 4217 currencies in use (historic ones such as DEM are not in it).
 const IN_USE = new Set(Intl.supportedValuesOf('currency'));
 
+/** True for an ISO 4217 currency in use, upper case, that is money (not a unit of account such as XDR). */
+export function isIsoCurrency(code: string): boolean {
+  return IN_USE.has(code) && !NOT_PAID_OUT.has(code);
+}
+
 /**
  * True for an ISO 4217 currency in use, upper case, whose minor unit is a hundredth: SPEC prices fiat in hundredths
  * and "every currency accepted today has two decimals", so a zero- or three-decimal currency would be mispriced.
  */
 export function isTwoDecimalIsoCurrency(code: string): boolean {
-  return IN_USE.has(code) && !NOT_PAID_OUT.has(code) && !NOT_TWO_DECIMALS.has(code);
+  return isIsoCurrency(code) && !NOT_TWO_DECIMALS.has(code);
 }
