@@ -6,8 +6,9 @@ import {
   idempotencyKeyOf,
   QueryParameters,
   requestOrigin,
+  requireNoParameters,
 } from '@stablepay/http';
-import { invalidRequest, notFound, takesFields, unknownParameter } from '@stablepay/util';
+import { notFound } from '@stablepay/util';
 import { CreateCheckoutDto, toCreateCheckoutInput } from './create-checkout.dto';
 import { CHECKOUT_ID, CHECKOUT_LIST_PARAMETERS, parseCheckoutListQuery } from './list-query';
 import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
@@ -16,15 +17,6 @@ import { PAYMENTS_USE_CASES, type PaymentsUseCases } from './payments.port';
 export function checkCheckoutId(id: string): string {
   if (!CHECKOUT_ID.test(id)) throw notFound('checkout', id);
   return id;
-}
-
-/** Action routes take no parameters: an empty body or `{}`; anything else names the first unknown field. */
-export function refuseBodyParameters(body: unknown): void {
-  if (body === undefined || body === null) return;
-  if (typeof body !== 'object' || Array.isArray(body))
-    throw invalidRequest('The request body must be empty or a JSON object.');
-  const [unknown] = Object.keys(body);
-  if (unknown !== undefined) throw unknownParameter(unknown, takesFields([]));
 }
 
 /** SPEC Endpoints > Checkouts. Bodies are ours (SPEC: "not shown"), in docs/openapi.yaml. */
@@ -65,7 +57,7 @@ export class CheckoutsController {
   @Post(':id/cancel')
   @HttpCode(200)
   cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
-    refuseBodyParameters(body);
+    requireNoParameters(body);
     return this.useCases.cancelCheckout(merchant, checkCheckoutId(id));
   }
 }

@@ -210,8 +210,8 @@ export function createReferenceValidationPipe(): ValidationPipe {
 }
 
 /**
- * For a POST that takes no parameters: nothing, or `{}`. Anything else is a client mistake (a field it thinks
- * matters), refused before the action runs rather than ignored.
+ * The body check of every route that takes no parameters (cancel, rotate, test, redeliver): nothing, or `{}`.
+ * Anything else is a client mistake (a field it thinks matters), refused before the action runs rather than ignored.
  */
 export function requireNoParameters(body: unknown): void {
   if (body === undefined || body === null) return;

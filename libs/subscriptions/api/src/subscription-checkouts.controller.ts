@@ -1,7 +1,13 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { type AuthenticatedMerchant, CurrentMerchant, QueryParameters, requestOrigin } from '@stablepay/http';
-import { invalidRequest, notFound, takesFields, unknownParameter } from '@stablepay/util';
+import {
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  QueryParameters,
+  requestOrigin,
+  requireNoParameters,
+} from '@stablepay/http';
+import { notFound } from '@stablepay/util';
 import { CreateSubscriptionCheckoutDto, toCreateInput } from './create-subscription-checkout.dto';
 import { parseSubscriptionCheckoutListQuery, SUBSCRIPTION_CHECKOUT_LIST_PARAMETERS } from './list-query';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
@@ -50,12 +56,7 @@ export class SubscriptionCheckoutsController {
   /** Cancels a pending intent (409 subscription_checkout_not_pending otherwise). Takes no parameters. */
   @Patch(':id/cancel')
   cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
-    if (body !== undefined && body !== null) {
-      if (typeof body !== 'object' || Array.isArray(body))
-        throw invalidRequest('The request body must be empty or a JSON object.');
-      const [unknown] = Object.keys(body);
-      if (unknown !== undefined) throw unknownParameter(unknown, takesFields([]));
-    }
+    requireNoParameters(body);
     return this.useCases.cancel(merchant, checkId(id));
   }
 }

@@ -1,0 +1,25 @@
+import { requireNoParameters } from '@stablepay/http';
+import { SubscriptionCheckoutsController } from './subscription-checkouts.controller';
+import type { SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
+
+describe('PATCH /subscription-checkouts/:id/cancel body', () => {
+  it.each([[[]], ['cancel'], [{ reason: 'duplicate' }]])(
+    'refuses %j as every route that takes no parameters does, before cancelling',
+    (body) => {
+      const cancel = jest.fn();
+      const controller = new SubscriptionCheckoutsController({
+        cancel,
+      } as unknown as SubscriptionCheckoutsUseCases);
+      let expected: unknown;
+      try {
+        requireNoParameters(body);
+      } catch (error) {
+        expected = error;
+      }
+      expect(() => controller.cancel({} as never, `schk_${'0'.repeat(26)}`, body)).toThrow(
+        expect.objectContaining({ ...(expected as object), message: (expected as Error).message }),
+      );
+      expect(cancel).not.toHaveBeenCalled();
+    },
+  );
+});
