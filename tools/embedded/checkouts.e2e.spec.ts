@@ -241,7 +241,7 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
     [
       'a metadata value too long',
       { amount: '100', currency: 'USD', metadata: { note: 'x'.repeat(501) } },
-      'metadata.note',
+      'metadata[note]',
     ],
     ['metadata not an object', { amount: '100', currency: 'USD', metadata: ['a'] }, 'metadata'],
     [

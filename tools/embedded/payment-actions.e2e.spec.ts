@@ -342,7 +342,7 @@ describe('payment actions through HTTP (embedded stack, anvil)', () => {
     expect(stranger.body['error']).toMatchObject({
       type: 'cannot_process',
       code: 'invalid_signature',
-      param: 'revocations[0].signature',
+      param: 'revocations[0][signature]',
     });
     expect(await sent()).toBe(nonce);
     expect(await epoch()).toBe(was);

@@ -5,8 +5,8 @@ import { type EmbeddedStack, startEmbedded } from './embedded';
  * Unknown parameters (issue 8, section 4): every JSON route refuses a query parameter it does not declare with
  * 400 `validation_error` code `unknown_parameter` naming it, reads of one resource (which take none) and lists (a
  * typo of a filter) alike; before, a read of one resource ignored them. The hosted pages and the probes ignore
- * their query (links to them carry utm_* and the like). An unknown body field gets the same answer, its dotted path
- * named, on the DTO routes and the hand-written body checks alike.
+ * their query (links to them carry utm_* and the like). An unknown body field gets the same answer, its path
+ * named (Stripe's form, fiat[ibn]), on the DTO routes and the hand-written body checks alike.
  */
 const ADMIN_TOKEN = 'admin-token-for-query-parameters-0123456789';
 const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
@@ -184,11 +184,11 @@ describe('unknown query parameters (embedded stack)', () => {
     expect((await get('/settings')).body['display_name']).not.toBe('Renamed');
   });
 
-  it('refuses it alike in the hand-written body checks, nested fields by their dotted path', async () => {
+  it('refuses it alike in the hand-written body checks, nested fields by their bracketed path', async () => {
     expect(await call('PUT', '/payments/settlement', { fiat: { currency: 'EUR', ibn: 'DE89' } })).toEqual(
       unknownField(
-        'fiat.ibn',
-        'Received unknown parameter: fiat.ibn (fiat takes currency, beneficiary_name, bank_name, account_number, bank_code, country).',
+        'fiat[ibn]',
+        'Received unknown parameter: fiat[ibn] (fiat takes currency, beneficiary_name, bank_name, account_number, bank_code, country).',
       ),
     );
     expect(await call('PUT', '/payments/settlement', { settlement: '0x' })).toEqual(

@@ -371,12 +371,12 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         [
           'metadata value over 500 characters',
           { ...base, metadata: { plan_name: 'x'.repeat(501) } },
-          { type: 'validation_error', param: 'metadata.plan_name' },
+          { type: 'validation_error', param: 'metadata[plan_name]' },
         ],
         [
           'metadata value not a string',
           { ...base, metadata: { seats: 5 } },
-          { type: 'validation_error', param: 'metadata.seats' },
+          { type: 'validation_error', param: 'metadata[seats]' },
         ],
         [
           'metadata not an object',
@@ -434,14 +434,14 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
           { type: 'validation_error', param: 'external_customer_id' },
         ],
         [
-          'metadata.plan_name (shown on the hosted page) of zero-width characters only',
+          'metadata[plan_name] (shown on the hosted page) of zero-width characters only',
           { ...base, metadata: { plan_name: '\u200B\u200D' } },
-          { type: 'validation_error', param: 'metadata.plan_name' },
+          { type: 'validation_error', param: 'metadata[plan_name]' },
         ],
         [
-          'metadata.plan_description holding a bidi isolate',
+          'metadata[plan_description] holding a bidi isolate',
           { ...base, metadata: { plan_description: 'Monthly \u2067plan\u2069' } },
-          { type: 'validation_error', param: 'metadata.plan_description' },
+          { type: 'validation_error', param: 'metadata[plan_description]' },
         ],
         ['an unknown field', { ...base, interval: 'month' }, { type: 'validation_error', param: 'interval' }],
         ['a body that is not an object', '[1,2]', { type: 'invalid_request', code: 'invalid_json' }],
@@ -529,12 +529,12 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
 
     it('validates the configuration fields with their param', async () => {
       for (const [body, param] of [
-        [{ fiat: { currency: 'PESO' } }, 'fiat.currency'],
-        [{ fiat: { country: 'ARG' } }, 'fiat.country'],
-        [{ fiat: { account_number: '12 34' } }, 'fiat.account_number'],
-        [{ fiat: { beneficiary_name: '\u200B\u2060' } }, 'fiat.beneficiary_name'],
-        [{ fiat: { bank_name: 'Banco \u202ENacion' } }, 'fiat.bank_name'],
-        [{ fiat: { iban: 'x' } }, 'fiat.iban'],
+        [{ fiat: { currency: 'PESO' } }, 'fiat[currency]'],
+        [{ fiat: { country: 'ARG' } }, 'fiat[country]'],
+        [{ fiat: { account_number: '12 34' } }, 'fiat[account_number]'],
+        [{ fiat: { beneficiary_name: '\u200B\u2060' } }, 'fiat[beneficiary_name]'],
+        [{ fiat: { bank_name: 'Banco \u202ENacion' } }, 'fiat[bank_name]'],
+        [{ fiat: { iban: 'x' } }, 'fiat[iban]'],
         [{ fiat: 'ARS' }, 'fiat'],
         [{ bank: {} }, 'bank'],
         [{ settlement_address: '0x123' }, 'settlement_address'],

@@ -57,9 +57,9 @@ describe('parseSettlementBody', () => {
     ['currency', 'XDR', 'not an ISO-4217 currency'],
     ['country', 'zz', 'not an assigned ISO-3166-1'],
     ['country', 'UK', 'not an assigned ISO-3166-1'],
-  ])('refuses a made-up or unusable fiat.%s %j (%s)', (field, value, why) => {
+  ])('refuses a made-up or unusable fiat[%s] %j (%s)', (field, value, why) => {
     const error = thrown(() => parseSettlementBody({ fiat: { [field]: value } }));
-    expect(error).toMatchObject({ status: 400, type: 'validation_error', param: `fiat.${field}` });
+    expect(error).toMatchObject({ status: 400, type: 'validation_error', param: `fiat[${field}]` });
     expect(error.message).toContain(why);
   });
 
@@ -69,10 +69,10 @@ describe('parseSettlementBody', () => {
     });
   });
 
-  it('refuses an unknown fiat field with its dotted param and code unknown_parameter', () => {
+  it('refuses an unknown fiat field with its bracketed param (fiat[iban]) and code unknown_parameter', () => {
     expect(thrown(() => parseSettlementBody({ fiat: { iban: 'x' } }))).toMatchObject({
       type: 'validation_error',
-      param: 'fiat.iban',
+      param: 'fiat[iban]',
       code: 'unknown_parameter',
     });
   });
@@ -100,8 +100,8 @@ describe('signed settings bodies: a present but malformed field is told what is 
     const error = thrown(() =>
       parseRevocations({ revocations: [{ chain: 'eip155:8453', deadline: -1, signature }] }),
     );
-    expect(error.param).toBe('revocations[0].deadline');
-    expect(error.message).toMatch(/^revocations\[0\]\.deadline must be .*; received -1\.$/);
+    expect(error.param).toBe('revocations[0][deadline]');
+    expect(error.message).toMatch(/^revocations\[0\]\[deadline\] must be .*; received -1\.$/);
   });
 });
 

@@ -2,7 +2,14 @@ import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nest
 import { type AuthenticatedMerchant, CurrentMerchant, requireNoParameters } from '@stablepay/http';
 import { parseAddress } from '@stablepay/evm';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
-import { fieldFault, invalidRequest, takesFields, unknownParameter, validationError } from '@stablepay/util';
+import {
+  fieldFault,
+  invalidRequest,
+  nestedParam,
+  takesFields,
+  unknownParameter,
+  validationError,
+} from '@stablepay/util';
 import type { RevocationInput } from './merchant.commands';
 import { MERCHANTS_USE_CASES, type MerchantChangeInput, type MerchantsUseCases } from './merchants.port';
 import { RegisterSignerDto, UpdateProfileDto, UpdateSettlementDto } from './settings.dto';
@@ -150,36 +157,36 @@ export function parseRevocations(body: unknown): RevocationInput[] {
     );
   const seen = new Set<string>();
   return list.map((item: unknown, i) => {
-    const at = `revocations[${i}]`;
+    const at = nestedParam('revocations', i);
     if (typeof item !== 'object' || item === null || Array.isArray(item))
       throw validationError(at, `${at} must be an object { chain, deadline, signature }.`);
     const r = item as Record<string, unknown>;
     for (const key of Object.keys(r)) {
       if (!['chain', 'deadline', 'signature'].includes(key))
-        throw unknownParameter(`${at}.${key}`, `${at} takes chain, deadline, signature`);
+        throw unknownParameter(nestedParam(at, key), `${at} takes chain, deadline, signature`);
     }
     const chain = r['chain'];
     if (typeof chain !== 'string' || chain === '')
       throw validationError(
-        `${at}.chain`,
-        fieldFault(`${at}.chain`, chain, 'the CAIP-2 id of the chain (eip155:<id>)'),
+        `${at}[chain]`,
+        fieldFault(`${at}[chain]`, chain, 'the CAIP-2 id of the chain (eip155:<id>)'),
       );
     if (seen.has(chain.toLowerCase()))
-      throw validationError(`${at}.chain`, `${at}.chain: ${chain} is named twice.`, 'duplicate_chain');
+      throw validationError(`${at}[chain]`, `${at}[chain]: ${chain} is named twice.`, 'duplicate_chain');
     seen.add(chain.toLowerCase());
     const deadline = parseDeadline(r['deadline']);
     if (deadline === null)
       throw validationError(
-        `${at}.deadline`,
-        fieldFault(`${at}.deadline`, r['deadline'], DEADLINE),
+        `${at}[deadline]`,
+        fieldFault(`${at}[deadline]`, r['deadline'], DEADLINE),
         'invalid_deadline',
       );
     const signature = r['signature'];
     if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature))
       throw validationError(
-        `${at}.signature`,
+        `${at}[signature]`,
         fieldFault(
-          `${at}.signature`,
+          `${at}[signature]`,
           signature,
           'the 65-byte EIP-712 RevokeAuthorizations signature (0x followed by 130 hex digits)',
         ),

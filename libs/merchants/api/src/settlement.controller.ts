@@ -6,6 +6,7 @@ import {
   invalidRequest,
   isIsoCountryCode,
   isTwoDecimalIsoCurrency,
+  nestedParam,
   requireDisplayText,
   takesFields,
   unknownParameter,
@@ -124,7 +125,7 @@ export function parseSettlementBody(body: unknown): SettlementInput {
       throw validationError('fiat', 'fiat must be an object (or null to remove the configuration).');
     const patch: { -readonly [K in keyof FiatSettlementDetails]?: FiatSettlementDetails[K] } = {};
     for (const [key, value] of Object.entries(fiat as Record<string, unknown>)) {
-      const param = `fiat.${key}`;
+      const param = nestedParam('fiat', key);
       if (!(key in FIAT_FIELDS))
         throw unknownParameter(param, `fiat takes ${Object.keys(FIAT_FIELDS).join(', ')}`);
       const wire = key as WireField;

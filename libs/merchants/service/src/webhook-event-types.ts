@@ -1,4 +1,4 @@
-import { validationError } from '@stablepay/util';
+import { nestedParam, validationError } from '@stablepay/util';
 
 /**
  * PATCH /settings `webhook_event_types`: null selects every type; a list must name types from the webhook event
@@ -15,8 +15,8 @@ export function requireKnownEventTypes(
     types.forEach((type, i) => {
       if (!known.has(type)) {
         throw validationError(
-          `webhook_event_types.${i}`,
-          `webhook_event_types.${i}: '${type}' is not a webhook event type.`,
+          nestedParam('webhook_event_types', i),
+          `${nestedParam('webhook_event_types', i)}: '${type}' is not a webhook event type.`,
         );
       }
     });

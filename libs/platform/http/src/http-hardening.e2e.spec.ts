@@ -267,7 +267,7 @@ describe('HTTP hardening (real Fastify server)', () => {
       await post('{"text":"ok","extra":{"k":["x","\\u0000"]}}'),
       400,
       'invalid_string',
-      'extra.k.1',
+      'extra[k][1]',
     );
     await expectRefused(await post('{"text":"ok","extra":{"a\\u0000":"x"}}'), 400, 'invalid_string', 'extra');
     expect(writes).toBe(before);

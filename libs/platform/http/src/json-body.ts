@@ -1,4 +1,4 @@
-import { DomainError } from '@stablepay/util';
+import { DomainError, nestedParam } from '@stablepay/util';
 
 /** Deeper than any request body of the API (metadata is flat); a bound keeps validators off deep recursion. */
 export const MAX_JSON_DEPTH = 32;
@@ -46,14 +46,14 @@ function checkStrings(root: unknown): void {
       const bad = badCharacter(value);
       if (bad) throw invalidString(path || 'body', `${path || 'The body'} contains ${bad}.`);
     } else if (Array.isArray(value)) {
-      value.forEach((v, i) => stack.push({ value: v, path: path ? `${path}.${i}` : String(i) }));
+      value.forEach((v, i) => stack.push({ value: v, path: path ? nestedParam(path, i) : String(i) }));
     } else if (typeof value === 'object' && value !== null) {
       for (const [key, v] of Object.entries(value)) {
         const bad = badCharacter(key);
         if (bad) throw invalidString(path || 'body', `A key in ${path || 'the body'} contains ${bad}.`);
         if (key === '__proto__' || key === 'constructor' || key === 'prototype')
           throw invalidJson(`The key "${key}" is not allowed in a request body.`);
-        stack.push({ value: v, path: path ? `${path}.${key}` : key });
+        stack.push({ value: v, path: path ? nestedParam(path, key) : key });
       }
     }
   }

@@ -5,10 +5,10 @@ import {
   ValidationTypes,
   type ValidatorConstraintInterface,
 } from 'class-validator';
-import { invalidRequest, takesFields, unknownParameter, validationError } from '@stablepay/util';
+import { invalidRequest, nestedParam, takesFields, unknownParameter, validationError } from '@stablepay/util';
 
 /**
- * The first failing constraint, with a dotted param path (`metadata.plan_name`, `supported_chains.1`). An unknown
+ * The first failing constraint, with its param path in Stripe's form (`metadata[plan_name]`, `supported_chains[1]`). An unknown
  * field (the whitelist) carries code unknown_parameter, as an unknown query parameter and every hand-written body
  * check answer it.
  */
@@ -17,7 +17,7 @@ export function firstValidationFailure(
   prefix = '',
 ): { param: string; message: string; code?: string } {
   for (const error of errors) {
-    const param = prefix ? `${prefix}.${error.property}` : error.property;
+    const param = prefix ? nestedParam(prefix, error.property) : error.property;
     if (error.constraints) {
       const [key, message] = Object.entries(error.constraints)[0] ?? ['', 'is invalid'];
       if (key === 'whitelistValidation') {

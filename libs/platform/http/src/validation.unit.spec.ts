@@ -218,9 +218,13 @@ describe('the compiled validation pipe', () => {
       await expect(outcome(pipe, CreateDto, { colour: 'red', amount: 5, size: 1 })).resolves.toEqual(
         expected,
       );
-    // Nested (class-validator's path only): the dotted path, as the other params are named.
+    // Nested (class-validator's path only): Stripe's bracketed path, as the other params are named.
     await expect(outcome(reference, NestedDto, { inner: { label: 'x', lable: 'y' } })).resolves.toEqual({
-      error: { ...expected.error, param: 'inner.lable', message: 'Received unknown parameter: inner.lable.' },
+      error: {
+        ...expected.error,
+        param: 'inner[lable]',
+        message: 'Received unknown parameter: inner[lable].',
+      },
     });
   });
 

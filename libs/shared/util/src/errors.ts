@@ -61,8 +61,16 @@ export const validationError = (param: string, message: string, code?: string): 
   new DomainError({ type: 'validation_error', status: 400, param, message, ...(code ? { code } : {}) });
 
 /**
+ * A nested field's name in `param`, as Stripe writes it: each key and index in brackets after the top-level field
+ * (`fiat[currency]`, `metadata[plan_name]`, `supported_chains[1]`, `revocations[0][chain]`), the form a client also
+ * uses for nested form fields; one style on every route.
+ */
+export const nestedParam = (field: string, ...keys: ReadonlyArray<string | number>): string =>
+  field + keys.map((key) => `[${key}]`).join('');
+
+/**
  * 400 validation_error code unknown_parameter: a body field or query parameter the request does not take, named by
- * its dotted path (`fiat.ibn`). One wording for the same mistake on every route, as Stripe words it; `takes`, when
+ * its path (`fiat[ibn]`, nestedParam). One wording for the same mistake on every route, as Stripe words it; `takes`, when
  * the route knows it, says what it does take ("this request takes a, b").
  */
 export const unknownParameter = (param: string, takes?: string): DomainError =>

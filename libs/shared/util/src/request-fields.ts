@@ -1,4 +1,4 @@
-import { validationError } from './errors';
+import { nestedParam, validationError } from './errors';
 
 /**
  * Limits of the free-form fields every create call accepts (subscription checkouts, checkouts). SPEC: metadata
@@ -30,7 +30,7 @@ export function parseMetadata(value: unknown): Record<string, string> {
         `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`,
       );
     }
-    const param = `metadata.${key}`;
+    const param = nestedParam('metadata', key);
     if (typeof v !== 'string') throw validationError(param, `${param} must be a string.`);
     // Characters as a person counts them (code points), so an emoji is one.
     if ([...v].length > limits.maxMetadataValueLength) {

@@ -5,6 +5,7 @@ import {
   MINUTE,
   REQUEST_FIELD_LIMITS,
   isAmountString,
+  nestedParam,
   parseMetadata,
   requireDisplayText,
   validationError,
@@ -104,7 +105,7 @@ export function parseSubscriptionCheckoutMetadata(value: unknown): Record<string
   const metadata = parseMetadata(value);
   for (const key of RENDERED_METADATA_KEYS) {
     const text = metadata[key];
-    if (text !== undefined) requireDisplayText(`metadata.${key}`, text);
+    if (text !== undefined) requireDisplayText(nestedParam('metadata', key), text);
   }
   return metadata;
 }

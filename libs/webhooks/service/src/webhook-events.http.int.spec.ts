@@ -348,7 +348,9 @@ describe('webhook event routes (HTTP)', () => {
         webhook_event_types: ['payment.settled', 'payment.exploded'],
       });
       expect(bad.status).toBe(400);
-      expect(bad.body).toMatchObject({ error: { type: 'validation_error', param: 'webhook_event_types.1' } });
+      expect(bad.body).toMatchObject({
+        error: { type: 'validation_error', param: 'webhook_event_types[1]' },
+      });
       const all_ = await stack.api('PATCH', '/settings', apiKey, { webhook_event_types: null });
       expect(all_.body['webhook_event_types']).toBeNull();
     });

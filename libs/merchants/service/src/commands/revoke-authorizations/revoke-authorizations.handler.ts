@@ -10,7 +10,14 @@ import {
   type RevokeAuthorizationsCommand,
   type RevokeAuthorizationsResult,
 } from '@stablepay/merchants-api';
-import { type Clock, DomainError, cannotProcess, conflict, validationError } from '@stablepay/util';
+import {
+  type Clock,
+  DomainError,
+  cannotProcess,
+  conflict,
+  nestedParam,
+  validationError,
+} from '@stablepay/util';
 
 const REGISTRY = new Interface(StablepayRegistryAbi);
 
@@ -65,7 +72,7 @@ export class RevokeAuthorizationsHandler {
       );
     const plans: Planned[] = [];
     for (const [i, r] of command.revocations.entries()) {
-      plans.push(await this.preflight(merchantId, r, `revocations[${i}]`));
+      plans.push(await this.preflight(merchantId, r, nestedParam('revocations', i)));
     }
     const chains = plans.map((p) => p.chain);
     if (new Set(chains).size !== chains.length)
@@ -104,7 +111,7 @@ export class RevokeAuthorizationsHandler {
       chain = this.config.registry.get(r.chain, 'chain').caip2;
     } catch (error) {
       if (error instanceof DomainError)
-        throw validationError(`${at}.chain`, `${at}.chain: ${error.message}`, error.code);
+        throw validationError(`${at}[chain]`, `${at}[chain]: ${error.message}`, error.code);
       throw error;
     }
     const relayer = this.relayers.require().for(chain);
@@ -120,7 +127,7 @@ export class RevokeAuthorizationsHandler {
       throw conflict(
         'merchant_not_registered',
         `The merchant is not registered on ${chain}: it has no signer there, so no signature of it is honoured to revoke.`,
-        `${at}.chain`,
+        `${at}[chain]`,
       );
     const deadline = BigInt(r.deadline);
     const recoveredAt = (e: bigint) => {
@@ -141,7 +148,7 @@ export class RevokeAuthorizationsHandler {
       throw cannotProcess(
         'invalid_signature',
         `The signature is not ${held}'s over RevokeAuthorizations (chain ${chain}, registry ${registry}, merchant ${onChainId}, epoch ${epoch}, the deadline sent): sign it with the signer ${chain} holds, at its current epoch.`,
-        `${at}.signature`,
+        `${at}[signature]`,
       );
     }
     const chainTime = BigInt(block?.timestamp ?? Math.floor(this.clock.now().getTime() / 1000));
@@ -149,13 +156,13 @@ export class RevokeAuthorizationsHandler {
       throw cannotProcess(
         'signature_expired',
         `The signature's deadline ${deadline} is before the chain time ${chainTime} on ${chain}: sign again.`,
-        `${at}.deadline`,
+        `${at}[deadline]`,
       );
     if (deadline > chainTime + MAX_SIGNATURE_HORIZON_SECONDS)
       throw cannotProcess(
         'signature_deadline_too_far',
         `The deadline may lie at most 7 days (${MAX_SIGNATURE_HORIZON_SECONDS} s) after the chain time ${chainTime}.`,
-        `${at}.deadline`,
+        `${at}[deadline]`,
       );
     return { kind: 'send', chain, epoch, deadline, signature: r.signature };
   }
