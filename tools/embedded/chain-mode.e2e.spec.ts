@@ -1,6 +1,17 @@
 import { Wallet, ZeroAddress } from 'ethers';
-import { connectStablepayRegistry, toOnChainId } from '@stablepay/contracts';
-import { localChainProvider } from '@stablepay/local-chains';
+import { register } from 'prom-client';
+import { OperatorRelayers } from '@stablepay/chain-operator';
+import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
+import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
+import { MerchantChainRegistrar } from '@stablepay/merchants-service';
+import {
+  PAYMENTS_CONFIG,
+  PaymentCommands,
+  type PaymentsConfig,
+  checkoutIds,
+  depositAddressOf,
+  supportedStablecoins,
+} from '@stablepay/payments-service';
 import { SubscriptionCheckoutCommands } from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
@@ -47,6 +58,14 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     }
   };
   const mismatch = { error: { type: 'invalid_request', code: 'chain_mode_mismatch' } };
+  const until = async <T>(probe: () => Promise<T | null | false>): Promise<T> => {
+    for (let i = 0; i < 600; i++) {
+      const value = await probe();
+      if (value) return value;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error('timed out');
+  };
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -161,6 +180,73 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     expect(read.status).toBe(200);
     expect(read.body['subscription_options']).toEqual([]);
   });
+
+  it('a live payment recorded before checkouts were refused: configure answers 409, and its funded deposit is held, not deployed', async () => {
+    const chain = stack.chains?.chains.find((c) => c.caip2 === CHAIN);
+    if (!chain) throw new Error('no local chain');
+    // The payment as an earlier version created it (the create handler now refuses): by the owning commands, with
+    // this deployment's factory and tokens.
+    const app = stack.service.app;
+    const commands = app.get(PaymentCommands);
+    const owner = { merchantId: live.id, mode: 'live' as const };
+    const input = { amount: '2000000', currency: 'USD', method: 'DIRECT' };
+    const ids = checkoutIds(owner, input, 'created-before-the-refusal', commands.now());
+    const depositAddress = depositAddressOf(chain.addresses.paymentFactory, live.id, ids.onChainId);
+    await commands.create(owner, ids, {
+      input,
+      depositAddress,
+      checkoutUrl: `${stack.url}/hosted/pay/${ids.checkoutId}`,
+      context: {
+        stablecoins: supportedStablecoins(app.get<PaymentsConfig>(PAYMENTS_CONFIG), 'test'),
+        settlementMode: 'crypto',
+      },
+      now: commands.now(),
+    });
+    const payment = async () => (await api('GET', `/payments/${ids.paymentId}`, live.apiKey)).body;
+    await until(async () => (await api('GET', `/payments/${ids.paymentId}`, live.apiKey)).status === 200);
+
+    const configured = await api(
+      'POST',
+      `/payment-requests/payments/configure/${ids.paymentId}`,
+      live.apiKey,
+      {
+        chain: CHAIN,
+        token: 'USDC',
+      },
+    );
+    expect(configured.status).toBe(409);
+    expect(configured.body).toMatchObject(mismatch);
+    expect(await payment()).toMatchObject({ status: 'pending', detected_chain: null });
+
+    // Registered on this chain as an earlier version's subscribe did for such a merchant: the registry check alone
+    // would then let the deploy through.
+    const relayer = app.get(OperatorRelayers).require().for(CHAIN);
+    const registered = await new MerchantChainRegistrar(
+      { for: () => relayer },
+      chain.addresses.registry,
+    ).register({ chain: CHAIN, onChainId: toOnChainId(live.id), signer: signer.address, settlement });
+    expect(registered.kind).toBe('registered');
+
+    const provider = localChainProvider(chain.rpcUrl, chain.chainId);
+    const payer = new Wallet(ANVIL_DEV_PRIVATE_KEYS[4] ?? '', provider);
+    const usdc = connectTestStablecoin(chain.addresses.stablecoins.USDC, payer);
+    await (await usdc.mint(payer.address, 2_000_000n)).wait();
+    await (await usdc.transfer(depositAddress, 2_000_000n)).wait();
+
+    // Either outcome ends the wait: held (the fix) or deployed (what an earlier version did).
+    const outcome = await until(async () => {
+      const p = await payment();
+      return p['deploy_hold_reason'] || p['deploy_tx_hash'] ? p : null;
+    });
+    expect(outcome).toMatchObject({ deploy_hold_reason: 'chain_mode_mismatch', deploy_tx_hash: null });
+    expect(await provider.getCode(depositAddress)).toBe('0x');
+    expect(await usdc.balanceOf(depositAddress)).toBe(2_000_000n);
+    const skips = (await register.getSingleMetric('stablepay_payment_deposit_chain_mode_skips_total')?.get())
+      ?.values;
+    expect(skips).toContainEqual(
+      expect.objectContaining({ labels: { chain: CHAIN, step: 'deploy' }, value: 1 }),
+    );
+  }, 120_000);
 
   it("settings say the live merchant's signer is not registered on this deployment's chains", async () => {
     const settings = await api('GET', '/settings', live.apiKey);

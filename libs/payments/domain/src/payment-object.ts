@@ -45,7 +45,8 @@ export interface PaymentObject {
   /**
    * Ours: why the deposit's deploy is held (the funds wait in the deposit address): `merchant_change_pending`
    * (the registry holds another signer or settlement address than the settings: POST /settings/merchant-change),
-   * `merchant_not_registered` (the operator has not registered the merchant on that chain yet). Null otherwise.
+   * `merchant_not_registered` (the operator has not registered the merchant on that chain yet),
+   * `chain_mode_mismatch` (a payment of the other mode than the deployment's chains). Null otherwise.
    */
   readonly deploy_hold_reason: DeployHoldReason | null;
   readonly payer_addresses: readonly string[];

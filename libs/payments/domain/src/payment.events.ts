@@ -152,12 +152,14 @@ export type PaymentDeployRequested = {
 };
 
 /** Why a requested deploy is held (docs/payment-deposits.md, registry check). */
-export type DeployHoldReason = 'merchant_not_registered' | 'merchant_change_pending';
+export type DeployHoldReason = 'merchant_not_registered' | 'merchant_change_pending' | 'chain_mode_mismatch';
 
 /**
  * The requested deploy is held: the chain's registry lacks the merchant (`merchant_not_registered`) or holds
  * another signer or settlement address than its settings (`merchant_change_pending`), so deploying would bind the
- * deposit to values the merchant did not give. Recorded once per reason; a deployment ends the hold.
+ * deposit to values the merchant did not give; or the payment is of the other mode than the deployment's chains
+ * (`chain_mode_mismatch`: recorded before such checkouts were refused; its deposit is on chains that are not its
+ * merchant's). Recorded once per reason; a deployment ends the hold.
  */
 export type PaymentDeployHeld = {
   type: 'PaymentDeployHeld.v1';

@@ -6,7 +6,7 @@ import {
   type Provider,
 } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { JsonLogger } from '@stablepay/util';
+import { DomainError, JsonLogger } from '@stablepay/util';
 import { ACTION_SUBMISSIONS, type ActionSubmissions, PostgresActionSubmissions } from './action-submissions';
 import { PaymentActions } from './payment-actions';
 
@@ -52,6 +52,16 @@ export class PaymentActionResumer implements OnApplicationBootstrap, BeforeAppli
           txHash: answer.txHash,
         });
       } catch (error) {
+        if (error instanceof DomainError && error.code === 'chain_mode_mismatch') {
+          // Not a passing fault: this deployment's chains are not the payment's mode's, so no retry sends it here.
+          this.logger.error({
+            msg: "payment action kept unsent: the payment's mode is not this deployment's chains' mode",
+            paymentId: pending.paymentId,
+            commandId: pending.commandId,
+            error: error.message,
+          });
+          continue;
+        }
         this.logger.warn({
           msg: 'payment action could not be resumed; a retry of the request or the next start sends it',
           paymentId: pending.paymentId,

@@ -497,4 +497,94 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
       expect(after.object.status).toBe('refunded');
     });
   });
+
+  describe("a payment of the other mode than the deployment's chains (recorded before such checkouts were refused)", () => {
+    /** The same service on a live deployment: the test payments of this suite are of the other mode. */
+    const onLiveChains = (chains: DepositChains = { for: () => f.deposits }) =>
+      new PaymentActions(store, clock, new PaymentCommands(store, clock), chains, submissions, {
+        enabled: true,
+        mode: 'live',
+      });
+    const signed = async (p: { onChainId: string; deposit: string }) => {
+      const deadline = await soon();
+      const domain = { chain: f.chain.caip2, verifyingContract: p.deposit };
+      const facts = { paymentId: p.onChainId, token: usdcAsset(), amount: 10n * USDC, epoch: 0, deadline };
+      const body = (signature: string) => ({
+        amount: (10n * USDC).toString(),
+        deadline: deadline.toString(),
+        signature,
+      });
+      return {
+        capture: body((await signCapture(f.merchantSigner, domain, facts)).signature),
+        refund: body(
+          (await signRefund(f.merchantSigner, domain, { ...facts, payer: f.payer.address })).signature,
+        ),
+        rescue: {
+          ...body(
+            (
+              await signRescue(f.merchantSigner, domain, {
+                ...facts,
+                token: f.dai,
+                to: f.stranger.address,
+                amount: parseEther('1'),
+              })
+            ).signature,
+          ),
+          token: formatCaip19(f.chain.chainId, f.dai),
+          to: f.stranger.address,
+          amount: parseEther('1').toString(),
+        },
+      };
+    };
+
+    it('refuses capture, refund, rescue and recover with 409 chain_mode_mismatch, sending and recording nothing', async () => {
+      const p = await deployedPayment('TWO_STEP', ORDER, { dai: parseEther('1') });
+      const bodies = await signed(p);
+      const actionsHere = onLiveChains();
+      const before = (await state(p.paymentId)).types;
+      const nonce = await f.provider.getTransactionCount(f.relayer.address);
+      const balance = await f.deposits.balanceOf(f.usdc, p.deposit);
+      const refusals = [
+        await refusal(actionsHere.capture(owner, p.paymentId, bodies.capture, 'm-capture')),
+        await refusal(actionsHere.refund(owner, p.paymentId, bodies.refund, 'm-refund')),
+        await refusal(actionsHere.rescue(owner, p.paymentId, bodies.rescue, 'm-rescue')),
+        await refusal(actionsHere.recover(owner, p.paymentId, 'm-recover')),
+      ];
+      for (const r of refusals)
+        expect([r.status, r.type, r.code]).toEqual([409, 'invalid_request', 'chain_mode_mismatch']);
+      expect((await state(p.paymentId)).types).toEqual(before);
+      expect(await submissions.unfinished(10)).toEqual([]);
+      expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+      expect(await f.deposits.balanceOf(f.usdc, p.deposit)).toBe(balance);
+      // The same signatures on a deployment of the payment's own mode still capture.
+      expect((await actions.capture(owner, p.paymentId, bodies.capture, 'm-capture')).submission).toBe(
+        'confirmed',
+      );
+    });
+
+    it('a start on chains of the other mode does not send an unfinished action of such a payment; it stays kept', async () => {
+      const p = await deployedPayment('TWO_STEP');
+      const body = (await signed(p)).capture;
+      const crashed = new PaymentActions(
+        store,
+        clock,
+        new PaymentCommands(store, clock),
+        {
+          for: () =>
+            Object.assign(Object.create(f.deposits) as DepositChain, {
+              submit: () => Promise.reject(new Error('the process died')),
+            }),
+        },
+        submissions,
+      );
+      await expect(crashed.capture(owner, p.paymentId, body, 'm-boot')).rejects.toThrow('the process died');
+      const nonce = await f.provider.getTransactionCount(f.relayer.address);
+      await new PaymentActionResumer(submissions, onLiveChains()).resumeAll();
+      expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+      expect((await state(p.paymentId)).types.at(-1)).toBe('PaymentCaptureRequested.v1');
+      expect(await submissions.unfinished(10)).toEqual([
+        expect.objectContaining({ paymentId: p.paymentId, commandId: 'm-boot' }),
+      ]);
+    });
+  });
 });

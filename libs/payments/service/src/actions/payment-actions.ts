@@ -1,5 +1,11 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { CLOCK, EVENT_STORE, deterministicEventId, loadAggregate } from '@stablepay/aggregate';
+import {
+  CHAIN_OPERATOR_CONFIG,
+  assertChainModeServed,
+  servedChainMode,
+  type SupportedChains,
+} from '@stablepay/chain-operator';
 import type { EventStore, Mode } from '@stablepay/event-store';
 import { formatCaip2, parseCaip2 } from '@stablepay/evm';
 import { type PaymentState, decidePayment, paymentAsset, paymentStreamId } from '@stablepay/payments-domain';
@@ -76,6 +82,10 @@ export class PaymentActions {
     @Inject(PaymentCommands) private readonly payments: PaymentCommands,
     @Inject(DEPOSIT_CHAINS) private readonly chains: DepositChains,
     @Inject(ACTION_SUBMISSIONS) private readonly submissions: ActionSubmissions,
+    // Absent or without chains: no transaction can be sent at all, so no merchant's mode is out of place.
+    @Optional()
+    @Inject(CHAIN_OPERATOR_CONFIG)
+    private readonly deployment?: Pick<SupportedChains, 'enabled' | 'mode'>,
   ) {}
 
   capture(owner: ActionOwner, paymentId: string, body: SignedActionBody, commandId: string) {
@@ -98,6 +108,7 @@ export class PaymentActions {
   recover(owner: ActionOwner, paymentId: string, commandId: string): Promise<ActionAnswer> {
     return this.exclusive(paymentId, async () => {
       const loaded = await this.loadOwned(owner, paymentId);
+      this.assertModeServed(loaded);
       if (loaded.commandIds.has(commandId)) return this.resume(loaded, commandId);
       const { state } = loaded;
       // The contract checks the payer's challenge period and the escrow's authorization expiry against block time,
@@ -139,6 +150,7 @@ export class PaymentActions {
   ): Promise<ActionAnswer> {
     return this.exclusive(paymentId, async () => {
       const loaded = await this.loadOwned(owner, paymentId);
+      this.assertModeServed(loaded);
       // A retry of a request that was applied (its answer lost, or the process died before it was sent): send what
       // was not sent, answer the rest; never submit a call twice on purpose.
       if (loaded.commandIds.has(commandId)) return this.resume(loaded, commandId);
@@ -220,6 +232,9 @@ export class PaymentActions {
         await this.submissions.markDone(paymentId, commandId, null);
         return this.replayed(paymentId, loaded.revision);
       }
+      // Kept unfinished, not dropped: the request fact is in the stream, and only a deployment of the payment's
+      // mode may send it (the resumer logs the refusal at every start).
+      this.assertModeServed(loaded);
       return this.resume(loaded, commandId);
     });
   }
@@ -231,6 +246,16 @@ export class PaymentActions {
    */
   reconcileDeposit(paymentId: string): Promise<ActionAnswer> {
     return this.exclusive(paymentId, async () => this.reconcile(await this.load(paymentId)));
+  }
+
+  /**
+   * 409 `chain_mode_mismatch` before anything is read from the chain or written: a payment of the other mode than
+   * this deployment's chains (recorded before checkouts were refused to such merchants) has its deposit address on
+   * chains that are not its merchant's; the operator key acts on none of them for it. Reads and the recording of
+   * what others moved out of the deposit stay possible (they send nothing).
+   */
+  private assertModeServed(loaded: Loaded): void {
+    if (this.deployment) assertChainModeServed(servedChainMode(this.deployment), loaded.owner.mode);
   }
 
   /** Keeps the call durably before its request fact (see ActionSubmissions). */

@@ -24,6 +24,7 @@ import {
 import type { EventStore } from '@stablepay/event-store';
 import {
   addressesToScreen,
+  paymentAsset,
   paymentStreamId,
   sameTransfer,
   type PaymentDeployRequested,
@@ -62,6 +63,7 @@ function workerMetrics(): {
   stalls: Counter;
   rpcDeadlines: Counter<'chain'>;
   registryMismatches: Counter<'chain'>;
+  chainModeSkips: Counter<'chain' | 'step'>;
 } {
   const get = <T>(name: string, make: () => T): T =>
     (register.getSingleMetric(name) as T | undefined) ?? make();
@@ -100,6 +102,15 @@ function workerMetrics(): {
           name: 'stablepay_payment_deposit_registry_mismatches_total',
           help: 'Deposit deploys held because the registry merchant record differs from the service record, by chain',
           labelNames: ['chain'],
+        }),
+    ),
+    chainModeSkips: get(
+      'stablepay_payment_deposit_chain_mode_skips_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_chain_mode_skips_total',
+          help: "Chain steps (deploy, flag) not taken for a payment of the other mode than the deployment's chains, by chain and step",
+          labelNames: ['chain', 'step'],
         }),
     ),
   };
@@ -422,11 +433,14 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
 
   private async advanceNow(paymentId: string, fromTimer: boolean): Promise<void> {
     if (!this.contracts) return;
-    const { state } = await this.facts.load(paymentId);
+    const { state, mode } = await this.facts.load(paymentId);
     const created = state.created;
     if (!created) return;
     try {
-      if (state.flagged) return await this.flagOnChain(paymentId, state);
+      if (state.flagged) {
+        if (await this.skipOtherMode(paymentId, state, mode, 'flag')) return;
+        return await this.flagOnChain(paymentId, state);
+      }
       const toScreen = addressesToScreen(state);
       if (toScreen.length > 0) {
         const attempts = await this.store.attempts(paymentId);
@@ -447,6 +461,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         return; // the facts just appended come back through the bus and advance the payment further
       }
       if (state.deployRequested && !state.deployment && state.phase !== 'failed') {
+        if (await this.skipOtherMode(paymentId, state, mode, 'deploy')) return;
         await this.deploy(paymentId, state);
         return;
       }
@@ -459,6 +474,44 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         error instanceof Error ? error.message : String(error),
       );
     }
+  }
+
+  /**
+   * True (and the step not taken) for a payment of the other mode than this deployment's chains, recorded before
+   * checkouts were refused to such merchants: its deposit address was handed out on chains that are not its
+   * merchant's, so the operator key neither deploys it (which would bind and forward the funds on the wrong chain)
+   * nor flags it there. The funds stay in the deposit address; the payment says why (`deploy_hold_reason`
+   * `chain_mode_mismatch`), an error log and stablepay_payment_deposit_chain_mode_skips_total tell the operator,
+   * and no retry is scheduled (a deployment's mode changes only with its configuration). What the chain shows
+   * (transfers in, their confirmations, screening) is still recorded.
+   */
+  private async skipOtherMode(
+    paymentId: string,
+    state: PaymentState,
+    mode: 'live' | 'test',
+    step: 'deploy' | 'flag',
+  ): Promise<boolean> {
+    if (mode === this.config.mode) return false;
+    await this.store.clearRetry(paymentId);
+    // Said once: every later event of the payment comes back here and finds its hold recorded.
+    if (step === 'deploy' && state.deployHold?.reason === 'chain_mode_mismatch') return true;
+    const created = state.created;
+    const asset = paymentAsset(state);
+    const chain =
+      created?.acceptedAssets.find((a) => a.asset === asset)?.chain ??
+      created?.acceptedAssets[0]?.chain ??
+      '';
+    this.metrics.chainModeSkips.inc({ chain, step });
+    this.logger.error({
+      msg: `deposit ${step} skipped: the payment's mode is not this deployment's chains' mode`,
+      paymentId,
+      merchantId: created?.merchantId,
+      paymentMode: mode,
+      chainMode: this.config.mode,
+      chain,
+    });
+    if (step === 'deploy') await this.recordHold.handle(paymentId, chain, 'chain_mode_mismatch');
+    return true;
   }
 
   private async deploy(paymentId: string, state: PaymentState): Promise<void> {
