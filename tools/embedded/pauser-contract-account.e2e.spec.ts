@@ -29,6 +29,8 @@ function compile(): { abi: InterfaceAbi; bytecode: string } {
   return { abi: c.abi, bytecode: '0x' + c.evm.bytecode.object };
 }
 
+const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
+
 describe('pause declaration by a contract account (ERC-1271 on every supported chain)', () => {
   let db: TestDatabase;
   let stack: EmbeddedStack;
@@ -38,7 +40,7 @@ describe('pause declaration by a contract account (ERC-1271 on every supported c
   beforeAll(async () => {
     db = await createTestDatabase();
     stack = await startEmbedded({
-      env: { DATABASE_URL: db.url, PORT: '0', LOG_LEVEL: 'error' },
+      env: { DATABASE_URL: db.url, PORT: '0', LOG_LEVEL: 'error', ADMIN_TOKEN },
       dataDir: 'memory',
       localChains: true,
     });
@@ -84,15 +86,15 @@ describe('pause declaration by a contract account (ERC-1271 on every supported c
     await db?.drop();
   });
 
-  const declare = async () => {
+  const declare = async (apiKey = stack.demoApiKey) => {
     const pauser = (await (
       await fetch(`${stack.url}/settings/pauser`, {
-        headers: { authorization: `Bearer ${stack.demoApiKey}` },
+        headers: { authorization: `Bearer ${apiKey}` },
       })
     ).json()) as { declaration_message: string };
     const res = await fetch(`${stack.url}/settings/pauser`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${stack.demoApiKey}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
       // A contract account has no key: the signature bytes are whatever its wallet software produces.
       body: JSON.stringify({ merchant_pauser: accountAddress, signature: '0x' + '11'.repeat(65) }),
     });
@@ -107,6 +109,28 @@ describe('pause declaration by a contract account (ERC-1271 on every supported c
     const { message } = await declare();
     await approveOn(0, hashMessage(message));
     const res = await declare();
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ error: { type: 'cannot_process', code: 'pauser_control_unproven' } });
+  });
+
+  it("refuses a live merchant's contract pauser approved on this test deployment's chains (not the merchant's)", async () => {
+    const created = (await (
+      await fetch(`${stack.url}/admin/merchants`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'Live Co', mode: 'live' }),
+      })
+    ).json()) as { api_key: string };
+    const signer = await fetch(`${stack.url}/settings`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${created.api_key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ merchant_signer: Wallet.createRandom().address }),
+    });
+    expect(signer.status).toBe(200);
+    const { message } = await declare(created.api_key);
+    await approveOn(0, hashMessage(message));
+    await approveOn(1, hashMessage(message));
+    const res = await declare(created.api_key);
     expect(res.status).toBe(422);
     expect(res.body).toMatchObject({ error: { type: 'cannot_process', code: 'pauser_control_unproven' } });
   });

@@ -7,12 +7,17 @@ const ERC1271_ABI = ['function isValidSignature(bytes32 hash, bytes signature) v
 /**
  * Proves control of a contract account (a multisig, a smart wallet) for the pause declaration: SPEC accepts a
  * contract that approves the declaration message on EVERY supported chain, since the pauser address is the same
- * on all of them and must be controlled on each. No chain configured means nothing can be proven.
+ * on all of them and must be controlled on each. No chain configured means nothing can be proven, and so does a
+ * merchant of the other mode than the chains' (`chainMode`): the test chains reuse the mainnet chain ids, so a
+ * contract approving on them says nothing of who controls that address on the merchant's own chains.
  */
 export class ContractSignatureVerifier {
   private readonly providers: ReadonlyArray<{ chain: string; provider: JsonRpcProvider }>;
 
-  constructor(rpcUrls: Readonly<Record<string, string>>) {
+  constructor(
+    rpcUrls: Readonly<Record<string, string>>,
+    private readonly chainMode: 'live' | 'test',
+  ) {
     this.providers = Object.entries(rpcUrls).map(([chain, url]) => {
       const chainId = Number(chain.split(':')[1]);
       // A plain static network: ethers neither probes the node nor attaches well-known networks' public services.
@@ -24,8 +29,13 @@ export class ContractSignatureVerifier {
     });
   }
 
-  async approvesOnEveryChain(address: string, message: string, signature: string): Promise<boolean> {
-    if (this.providers.length === 0) return false;
+  async approvesOnEveryChain(
+    merchantMode: 'live' | 'test',
+    address: string,
+    message: string,
+    signature: string,
+  ): Promise<boolean> {
+    if (this.providers.length === 0 || merchantMode !== this.chainMode) return false;
     const digest = hashMessage(message);
     const results = await Promise.all(
       this.providers.map(async ({ provider }) => {

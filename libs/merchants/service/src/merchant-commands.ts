@@ -193,11 +193,17 @@ export class MerchantCommands {
     } catch {
       recoveredSigner = null;
     }
-    // A contract account (multisig, smart wallet) proves control by approving the message on every chain.
+    // A contract account (multisig, smart wallet) proves control by approving the message on every chain of the
+    // merchant's mode.
     const contractApproved =
       recoveredSigner?.toLowerCase() === input.merchantPauser.toLowerCase()
         ? false
-        : await this.contractSignatures.approvesOnEveryChain(input.merchantPauser, message, input.signature);
+        : await this.contractSignatures.approvesOnEveryChain(
+            mode,
+            input.merchantPauser,
+            message,
+            input.signature,
+          );
     return this.run(merchantId, {
       type: 'DeclarePauser',
       merchantPauser: input.merchantPauser,

@@ -42,7 +42,7 @@ export class MerchantsModule {
         { provide: MERCHANTS_ADMIN_TOKEN, useValue: config.adminToken },
         {
           provide: ContractSignatureVerifier,
-          useFactory: () => new ContractSignatureVerifier(config.chainRpcUrls),
+          useFactory: () => new ContractSignatureVerifier(config.chainRpcUrls, config.chainMode),
         },
         MerchantSettingsProjection,
         SettingsReader,
