@@ -1,7 +1,20 @@
-import { conflict } from '@stablepay/util';
+import { conflict, envEnum } from '@stablepay/util';
 import type { SupportedChains } from './chain-operator.config';
 
 export type ChainMode = 'live' | 'test';
+
+/** CHAIN_MODE when unset: a deployment given real RPC endpoints and no mode treats them as the mainnets they are. */
+export const DEFAULT_CHAIN_MODE: ChainMode = 'live';
+
+/**
+ * The one reading of CHAIN_MODE (`live` or `test`, default live), for every scope: the chain layer, the merchants
+ * scope (settings, registrations, pauser checks) and, through the chain layer, payments and subscriptions. Scopes
+ * that defaulted differently disagreed about the same chains' mode when the variable was unset. The embedded run
+ * sets `test` itself when it starts its local chains.
+ */
+export function chainModeFromEnv(env: Record<string, string | undefined>): ChainMode {
+  return envEnum(env, 'CHAIN_MODE', ['live', 'test'] as const, DEFAULT_CHAIN_MODE);
+}
 
 /**
  * The mode of the chains this deployment acts on (CHAIN_MODE), or null when it acts on none (no CHAIN_RPC_URLS):

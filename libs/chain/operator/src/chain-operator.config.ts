@@ -16,7 +16,8 @@ import {
   type LocalChain,
   type Stablecoin,
 } from '@stablepay/evm';
-import { ConfigError, envEnum, envOptional } from '@stablepay/util';
+import { ConfigError, envOptional } from '@stablepay/util';
+import { chainModeFromEnv } from './chain-mode';
 
 /** One chain the service acts on: where to reach it, what it accepts, how deep a deposit must be buried. */
 export interface OperatorChain {
@@ -62,8 +63,8 @@ export const DEFAULT_CHAIN_CONFIRMATIONS = 12;
 
 export interface ChainOperatorConfigOptions {
   /**
-   * Local anvil chains the embedded launcher started: test mode then uses their RPC URLs and tokens unless the
-   * environment names others.
+   * Local anvil chains the embedded launcher started: test mode uses their tokens unless the environment names
+   * others. They do not choose the mode (CHAIN_MODE does; the launcher sets it to test).
    */
   readonly localChains?: readonly LocalChain[];
 }
@@ -112,12 +113,7 @@ export type SupportedChains = Pick<ChainOperatorConfig, 'enabled' | 'mode' | 'ch
  * key stays where transactions are sent.
  */
 export function chainsFromEnv(env: Env, options: ChainOperatorConfigOptions = {}): SupportedChains {
-  const mode = envEnum(
-    env,
-    'CHAIN_MODE',
-    ['live', 'test'] as const,
-    options.localChains?.length ? 'test' : 'live',
-  );
+  const mode = chainModeFromEnv(env);
   const rpcUrls = chainRpcUrlsFromEnv(env);
   const live = createChainRegistry({ mode: 'live' });
   for (const chain of rpcUrls.keys()) {

@@ -1,4 +1,5 @@
-import { ConfigError, envBool, envEnum, envInt, envOptional, SecretBox } from '@stablepay/util';
+import { chainModeFromEnv } from '@stablepay/chain-operator';
+import { ConfigError, envBool, envInt, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
 import { HostResolver } from '@stablepay/node-util';
 import { chainRpcUrlsFromEnv } from '@stablepay/evm';
@@ -18,7 +19,7 @@ export interface MerchantsConfig {
   /** RPC endpoint per supported CAIP-2 chain (CHAIN_RPC_URLS), for ERC-1271 checks of contract pausers. */
   readonly chainRpcUrls: Readonly<Record<string, string>>;
   /**
-   * The chains' mode (CHAIN_MODE, default live): only merchants of this mode are registered on them (settings
+   * The chains' mode (CHAIN_MODE, read by chainModeFromEnv as every scope reads it): only merchants of this mode are registered on them (settings
    * show `chain_registrations` for those merchants only).
    */
   readonly chainMode: 'live' | 'test';
@@ -90,7 +91,7 @@ export function merchantsConfigFromEnv(
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
     paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
     chainRpcUrls: Object.fromEntries(chainRpcUrlsFromEnv(env)),
-    chainMode: envEnum(env, 'CHAIN_MODE', ['live', 'test'] as const, 'live'),
+    chainMode: chainModeFromEnv(env),
     webhookDns: new HostResolver({
       timeoutMs: envInt(env, 'WEBHOOK_DNS_TIMEOUT_MS', DEFAULT_WEBHOOK_DNS_TIMEOUT_MS, 100, 9_000),
     }),
