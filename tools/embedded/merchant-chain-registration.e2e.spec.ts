@@ -62,6 +62,13 @@ describe('merchant registration on chain (embedded stack, local chains)', () => 
       body: JSON.stringify(body),
     });
 
+  /** GET /settings `signers[]`: status by chain. */
+  const signerStatuses = async (key: string): Promise<Record<string, string>> => {
+    const res = await fetch(`${stack.url}/settings`, { headers: { authorization: `Bearer ${key}` } });
+    const body = (await res.json()) as { signers: Array<{ chain: string; status: string }> };
+    return Object.fromEntries(body.signers.map((s) => [s.chain, s.status]));
+  };
+
   const onChain = async (
     chain: { rpcUrl: string; chainId: number; addresses: { registry: string } },
     id: string,
@@ -83,7 +90,9 @@ describe('merchant registration on chain (embedded stack, local chains)', () => 
     const signer = Wallet.createRandom();
     const settlement = Wallet.createRandom();
     expect((await settings(merchant.key, 'POST', { merchant_signer: signer.address })).status).toBe(200);
-    // A signer alone is not registrable: the registry needs a settlement address too.
+    // A signer alone is not registrable: the registry needs a settlement address too. Settings say it is given but
+    // not in any chain's registry.
+    expect(await signerStatuses(merchant.key)).toEqual({ 'eip155:8453': 'pending', 'eip155:137': 'pending' });
     const chains = stack.chains?.chains ?? [];
     expect(chains).toHaveLength(2);
     expect((await settings(merchant.key, 'PUT', { settlement_address: settlement.address })).status).toBe(
@@ -101,6 +110,10 @@ describe('merchant registration on chain (embedded stack, local chains)', () => 
     );
     expect(rows.map((r) => r.chain).sort()).toEqual(['eip155:137', 'eip155:8453']);
     for (const row of rows) expect(row.tx_hash).toMatch(/^0x[0-9a-f]{64}$/);
+    expect(await signerStatuses(merchant.key)).toEqual({
+      'eip155:8453': 'registered',
+      'eip155:137': 'registered',
+    });
     for (const chain of chains) {
       expect(await onChain(chain, merchant.id)).toEqual({
         signer: signer.address,

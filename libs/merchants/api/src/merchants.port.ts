@@ -15,8 +15,12 @@ export interface SettingsResource {
   readonly signers: ReadonlyArray<{
     readonly chain: string;
     readonly address: string | null;
-    /** `chain_mode_mismatch`: the deployment's chains are of the other mode than the merchant's. */
-    readonly status: 'registered' | 'missing' | 'chain_mode_mismatch';
+    /**
+     * `registered`: the chain's registry holds this signer (a chain the deployment does not act on: given);
+     * `pending`: given, not (yet) the registry's signer there; `chain_mode_mismatch`: the deployment's chains are of
+     * the other mode than the merchant's.
+     */
+    readonly status: 'registered' | 'pending' | 'missing' | 'chain_mode_mismatch';
   }>;
   /**
    * Where the merchant stands in the registry of each chain the deployment acts on (empty without chains, or for a

@@ -1,4 +1,4 @@
-import type { ChainRegistrationResource } from '@stablepay/merchants-api';
+import type { ChainRegistrationResource, SettingsResource } from '@stablepay/merchants-api';
 import type { RegistrationRow } from './chain-registration/registration.store';
 import type { MerchantsConfig } from './merchants.config';
 import type { MerchantSettingsRow } from './settings.reader';
@@ -53,23 +53,51 @@ export function presentChainRegistrations(
   });
 }
 
+/** What a chain's signer status is read from: the chains supported and acted on, and their mode. */
+type ChainsConfig = Pick<MerchantsConfig, 'supportedChains' | 'chainRpcUrls' | 'chainMode'>;
+
 /** The chains the deployment acts on: supported and with an RPC URL (none: a deployment without chains). */
-function chainsActedOn(config: MerchantsConfig): readonly string[] {
+function chainsActedOn(config: ChainsConfig): readonly string[] {
   return config.supportedChains.filter((c) => config.chainRpcUrls[c] !== undefined);
 }
 
 /**
- * The signer's status per supported chain. `chain_mode_mismatch` when the deployment runs chains of the other mode
- * than the merchant's: the signer is kept (configured before go-live) but registered on no chain here, and every
- * money flow answers 409 chain_mode_mismatch.
+ * The signer per supported chain (one EVM signer serves every EVM chain; per chain so non-EVM chains can differ
+ * later), with where it stands:
+ * - `registered`: on a chain the deployment acts on, that chain's registry holds this signer (the registration
+ *   worker's row, written from the registry it read or the registration it sent); on a chain it does not act on
+ *   (no RPC URL, e.g. a deployment without chains) nothing can be read, and a given signer is registered with the
+ *   service only;
+ * - `pending`: given, but not (yet) the signer that chain's registry holds: the operator has not registered it
+ *   there yet, or a changed signer awaits its MerchantChange (`chain_registrations` says which);
+ * - `missing`: none given;
+ * - `chain_mode_mismatch`: the deployment runs chains of the other mode than the merchant's: the signer is kept
+ *   (configured before go-live) but registered on no chain here, and every money flow answers 409.
  */
-function signerStatus(
+export function presentSigners(
   row: Pick<MerchantSettingsRow, 'mode' | 'merchant_signer'>,
-  config: MerchantsConfig,
-): 'registered' | 'missing' | 'chain_mode_mismatch' {
-  if (row.mode !== config.chainMode && chainsActedOn(config).length > 0) return 'chain_mode_mismatch';
-  return row.merchant_signer ? 'registered' : 'missing';
+  config: ChainsConfig,
+  registrations: readonly Pick<RegistrationRow, 'chain' | 'status' | 'signer'>[],
+): Array<{ chain: string; address: string | null; status: SignerStatus }> {
+  const actedOn = chainsActedOn(config);
+  const status = (chain: string): SignerStatus => {
+    if (row.mode !== config.chainMode && actedOn.length > 0) return 'chain_mode_mismatch';
+    const signer = row.merchant_signer;
+    if (!signer) return 'missing';
+    if (!actedOn.includes(chain)) return 'registered';
+    const found = registrations.find((r) => r.chain === chain);
+    return found?.status === 'registered' && found.signer.toLowerCase() === signer.toLowerCase()
+      ? 'registered'
+      : 'pending';
+  };
+  return config.supportedChains.map((chain) => ({
+    chain,
+    address: row.merchant_signer,
+    status: status(chain),
+  }));
 }
+
+type SignerStatus = SettingsResource['signers'][number]['status'];
 
 /** The settings record as the API shows it (snake_case, every field always present, null when unset). */
 export function presentSettings(
@@ -85,12 +113,7 @@ export function presentSettings(
     settlement_mode: row.settlement_mode,
     settlement_address: row.settlement_address,
     merchant_signer: row.merchant_signer,
-    // One EVM signer serves every EVM chain; status per supported chain so non-EVM chains can differ later.
-    signers: config.supportedChains.map((chain) => ({
-      chain,
-      address: row.merchant_signer,
-      status: signerStatus(row, config),
-    })),
+    signers: presentSigners(row, config, registrations),
     chain_registrations: presentChainRegistrations(row, config, registrations),
     payment_factory_address: config.paymentFactoryAddress,
     // Until the chain layer reports a deployed factory, this says so instead of showing a made-up address.
