@@ -3,7 +3,7 @@ import { register } from 'prom-client';
 import { OperatorRelayers } from '@stablepay/chain-operator';
 import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
-import { MerchantChainRegistrar } from '@stablepay/merchants-service';
+import { MerchantChainRegistrar, MerchantChainRegistration } from '@stablepay/merchants-service';
 import {
   PAYMENTS_CONFIG,
   PaymentCommands,
@@ -255,6 +255,15 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     expect(signers.length).toBeGreaterThan(0);
     for (const s of signers)
       expect(s).toMatchObject({ address: signer.address, status: 'chain_mode_mismatch' });
+  });
+
+  it('the registration worker skips the live merchant and says so (outcome chain_mode_mismatch)', async () => {
+    await stack.service.app.get(MerchantChainRegistration).caughtUp();
+    const outcomes = (await register.getSingleMetric('stablepay_merchant_chain_registrations_total')?.get())
+      ?.values;
+    expect(outcomes).toContainEqual(
+      expect.objectContaining({ labels: { chain: CHAIN, outcome: 'chain_mode_mismatch' } }),
+    );
   });
 
   it('a test merchant on the same deployment still takes checkouts, subscription checkouts and subscribes', async () => {

@@ -38,7 +38,7 @@ function outcomes(): Counter<'chain' | 'outcome'> {
     (register.getSingleMetric(name) as Counter<'chain' | 'outcome'> | undefined) ??
     new Counter({
       name,
-      help: 'Merchant registration attempts on chain by outcome (registered, mismatch, retry)',
+      help: 'Merchant registration attempts on chain by outcome (registered, mismatch, retry; chain_mode_mismatch: a merchant of the other mode, not registered)',
       labelNames: ['chain', 'outcome'],
     })
   );
@@ -55,7 +55,8 @@ function outcomes(): Counter<'chain' | 'outcome'> {
  * (1 s doubling to 5 min) until the chain holds exactly those values. Each outcome is logged and counted
  * (`stablepay_merchant_chain_registrations_total{chain,outcome}`); the row keeps the status.
  *
- * Only merchants of the chains' mode are registered (test merchants on test chains, live on live).
+ * Only merchants of the chains' mode are registered (test merchants on test chains, live on live); a merchant of
+ * the other mode is skipped with a log line and `outcome="chain_mode_mismatch"` per chain.
  */
 @Injectable()
 export class MerchantChainRegistration implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -120,7 +121,20 @@ export class MerchantChainRegistration implements OnApplicationBootstrap, Before
     if (!TRIGGERS.has(message.type)) return;
     const merchantId = message.metadata.merchantId ?? message.key.slice(MERCHANT_CATEGORY.length + 1);
     const merchant = await this.merchant(merchantId);
-    if (!merchant.signer || !merchant.settlement || merchant.mode !== this.config.mode) return;
+    if (!merchant.signer || !merchant.settlement) return;
+    if (merchant.mode !== this.config.mode) {
+      // Kept in its settings (configured before go-live) and never registered on chains of the other mode: said, so
+      // an operator wondering why such a merchant never appears in a registry finds it.
+      for (const chain of this.config.chains)
+        outcomes().inc({ chain: chain.caip2, outcome: 'chain_mode_mismatch' });
+      this.logger.log({
+        msg: "merchant not registered: its mode is not this deployment's chains' mode",
+        merchantId,
+        merchantMode: merchant.mode,
+        chainMode: this.config.mode,
+      });
+      return;
+    }
     let changed = false;
     for (const chain of this.config.chains) {
       changed =
