@@ -246,6 +246,10 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     expect(skips).toContainEqual(
       expect.objectContaining({ labels: { chain: CHAIN, step: 'deploy' }, value: 1 }),
     );
+    // The payments service's actions refuse it too (not just "not deployed").
+    const recover = await api('POST', `/payments/${ids.paymentId}/recover`, live.apiKey, {});
+    expect(recover.status).toBe(409);
+    expect(recover.body).toMatchObject(mismatch);
   }, 120_000);
 
   it("settings say the live merchant's signer is not registered on this deployment's chains", async () => {
