@@ -7,7 +7,7 @@ import {
 } from '@stablepay/contracts';
 import { quoteHash } from '@stablepay/evm';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
-import { signCharge } from '@stablepay/merchant-sdk';
+import { signCancelSubscription, signCharge } from '@stablepay/merchant-sdk';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 import { ledgerListed } from './test-support/subscriptions';
@@ -350,5 +350,48 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
     const again = await charge(body, 'charge-retry-1');
     expect(again.body).toEqual(first.body);
     expect(await balance()).toBe(before);
+  }, 60_000);
+  it('a merchant cancel overtaken by a charge the service has not seen is 409 nonce_mismatch naming the nonce on chain (sign again), not 422 cancel_rejected', async () => {
+    const q = await quote();
+    const body = await signed(String(q['amount']), String(q['quote_code']));
+    const nonce = body['nonce'] as number;
+    // Another sender lands the merchant's signed charge; the indexer is held back, so the service's charge_nonce
+    // is still `nonce` and a cancel signed at it passes preflight, then the contract refuses it (InvalidNonce).
+    const theirs = await connectSubscriptionManager(managerAddress, wallet(7)).charge(
+      subscriptionId,
+      BigInt(String(body['amount'])),
+      nonce,
+      quoteHash(String(q['quote_code'])),
+      BigInt(body['deadline'] as number),
+      String(body['signature']),
+    );
+    await theirs.wait();
+    const registry = connectStablepayRegistry(
+      String(stack.chains?.chains[0]?.addresses.registry),
+      provider(),
+    );
+    const epoch = (await registry.merchantAuth(toOnChainId(stack.demoMerchantId))).epoch;
+    const cancel = async (at: number) => {
+      const deadline = (await chainNow()) + 3600n;
+      const { signature } = await signCancelSubscription(
+        merchantSigner,
+        { chain: CHAIN, verifyingContract: managerAddress },
+        { subscriptionId, nonce: at, epoch, deadline },
+      );
+      return api('POST', `/subscriptions/${subscriptionId}/cancel`, {
+        nonce: at,
+        deadline: Number(deadline),
+        signature,
+      });
+    };
+    const overtaken = await cancel(nonce);
+    expect(overtaken.status).toBe(409);
+    expect(overtaken.body['error']).toMatchObject({
+      type: 'invalid_request',
+      code: 'nonce_mismatch',
+      param: 'nonce',
+      message: expect.stringContaining(`on chain is ${nonce + 1}`),
+    });
+    expect((await subscription())['status']).toBe('active');
   }, 60_000);
 });

@@ -8,6 +8,7 @@ import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions
 import { ChainTime, chainUnavailable, OperatorRelayers } from './chain-access';
 import { SubscriptionCommands } from './subscription.commands';
 import { outcomeName, SubscriptionManagers } from './subscription-managers';
+import type { RelayOutcome } from '@stablepay/relayer';
 import { SubscriptionReader } from './subscription.reader';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
@@ -78,8 +79,7 @@ export class MerchantCancel {
       data: MANAGER.encodeFunctionData('merchantCancel', [o.id, command.nonce, deadline, command.signature]),
       abi: MANAGER,
     });
-    if (outcome.kind === 'simulation_rejected' || outcome.kind === 'reverted')
-      throw cannotProcess('cancel_rejected', `The contract refused the cancel: ${outcomeName(outcome)}.`);
+    if (outcome.kind === 'simulation_rejected' || outcome.kind === 'reverted') throw refusal(outcome);
     if (outcome.kind !== 'confirmed')
       throw chainUnavailable(
         `The cancel transaction ${outcome.txHash} was not mined in time; it may still land.`,
@@ -93,4 +93,27 @@ export class MerchantCancel {
     );
     return { id: o.id, revision };
   }
+}
+
+/**
+ * The contract's refusal of a cancel that passed preflight. The state the preflight read can be behind the chain: a
+ * charge that landed meanwhile (another request, or a sender the service has not seen yet) moved the nonce, or the
+ * subscriber's own cancel landed. Those are 409 with the preflight's codes (re-read, sign again or stop), never 422
+ * `cancel_rejected`, which says these terms can never pass; any other contract error stays 422.
+ */
+function refusal(outcome: Extract<RelayOutcome, { kind: 'simulation_rejected' | 'reverted' }>): Error {
+  const name = outcomeName(outcome);
+  const args = outcome.kind === 'simulation_rejected' ? outcome.args : (outcome.revert?.args ?? []);
+  if (name === 'InvalidNonce')
+    return conflict(
+      'nonce_mismatch',
+      `The subscription's charge_nonce on chain is ${String(args[0] ?? 'another')}, not the signed ${String(args[1] ?? 'nonce')}: a charge landed first. Sign the cancel again at the current charge_nonce.`,
+      'nonce',
+    );
+  if (name === 'SubscriptionNotActive')
+    return conflict(
+      'subscription_cancelled',
+      'The subscription is no longer active on chain: no cancel is needed.',
+    );
+  return cannotProcess('cancel_rejected', `The contract refused the cancel: ${name}.`);
 }
