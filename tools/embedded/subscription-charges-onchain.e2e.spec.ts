@@ -394,4 +394,13 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
     });
     expect((await subscription())['status']).toBe('active');
   }, 60_000);
+  it('refuses an ad-hoc fiat_amount whose token amount no charge could carry (over uint256): 400 naming it, not a 500', async () => {
+    for (const digits of [77, 78]) {
+      const res = await api('POST', `/subscriptions/${subscriptionId}/charge-quote`, {
+        fiat_amount: '9'.repeat(digits),
+      });
+      expect(res.status).toBe(400);
+      expect(res.body['error']).toMatchObject({ type: 'validation_error', param: 'fiat_amount' });
+    }
+  });
 });

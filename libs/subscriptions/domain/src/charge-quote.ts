@@ -91,6 +91,23 @@ export function convertAtRate(
   return toTokenUnits(fiatAmount, parseRateValue(rate.value), tokenDecimals, currencyExponent(currency));
 }
 
+/** The largest amount a contract call carries: the charge's `amount` is a uint256. */
+export const MAX_TOKEN_AMOUNT = (1n << 256n) - 1n;
+
+/**
+ * A converted amount must fit a uint256, or no charge could ever carry it: an ad-hoc `fiat_amount` that large is
+ * refused naming it (a 78-digit one answered 500 from the database's overflow; a 77-digit one was issued as a quote
+ * no signature could cover).
+ */
+export function chargeableAmount(amount: bigint, tokenSymbol: string): bigint {
+  if (amount > MAX_TOKEN_AMOUNT)
+    throw validationError(
+      'fiat_amount',
+      `fiat_amount is too large: converted to ${tokenSymbol} it exceeds the largest amount a charge can carry (2^256 - 1 smallest units).`,
+    );
+  return amount;
+}
+
 /** A reference quote's lifetime (SPEC Limits: 120 seconds). */
 export function referenceQuoteExpiry(now: Date): Date {
   return new Date(now.getTime() + REFERENCE_QUOTE_TTL_SECONDS * 1000);

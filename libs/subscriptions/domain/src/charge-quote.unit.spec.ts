@@ -1,5 +1,13 @@
 import { DomainError } from '@stablepay/util';
-import { convertAtRate, type QuotedPlan, quoteBasis, rateFor, referenceQuoteExpiry } from './charge-quote';
+import {
+  chargeableAmount,
+  convertAtRate,
+  MAX_TOKEN_AMOUNT,
+  type QuotedPlan,
+  quoteBasis,
+  rateFor,
+  referenceQuoteExpiry,
+} from './charge-quote';
 import type { Rate } from './rates';
 
 const fiatPlan: QuotedPlan = {
@@ -71,6 +79,17 @@ describe('charge quote', () => {
 
   it('refuses a zero fiat amount', () => {
     expect(refusal(() => quoteBasis(fiatPlan, { fiatAmount: 0n, currency: null }))).toMatchObject({
+      param: 'fiat_amount',
+    });
+  });
+
+  it('refuses a fiat amount whose token amount no charge could carry (over 2^256 - 1), naming fiat_amount', () => {
+    expect(chargeableAmount(MAX_TOKEN_AMOUNT, 'USDC')).toBe(MAX_TOKEN_AMOUNT);
+    const huge = convertAtRate(10n ** 77n, 'ARS', rate('1185.50'), 6);
+    expect(huge > MAX_TOKEN_AMOUNT).toBe(true);
+    expect(refusal(() => chargeableAmount(huge, 'USDC'))).toMatchObject({
+      status: 400,
+      type: 'validation_error',
       param: 'fiat_amount',
     });
   });

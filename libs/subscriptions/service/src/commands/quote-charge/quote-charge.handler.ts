@@ -8,6 +8,7 @@ import { quoteHash } from '@stablepay/evm';
 import { type QuoteChargeCommand, SUBSCRIPTION_CHARGE_COMMANDS } from '@stablepay/subscriptions-api';
 import {
   type ChargeQuoteObject,
+  chargeableAmount,
   convertAtRate,
   quoteBasis,
   type RateSource,
@@ -68,13 +69,17 @@ export class QuoteChargeHandler {
         tokenDecimals: c.tokenDecimals,
         chain: c.chain,
       });
-      ({ priceLockCode: code, tokenAmount: amount, rate, expiresAt } = lock);
+      ({ priceLockCode: code, rate, expiresAt } = lock);
+      amount = chargeableAmount(lock.tokenAmount, c.tokenSymbol);
       priceLock = true;
     } else {
       // Crypto-settled, or a token price quoted as is (nothing to convert, so nothing for a provider to lock).
       if (basis.kind === 'fiat') {
         const live = rateFor(await this.rates.quote(basis.currency), basis.currency, c.tokenSymbol);
-        amount = convertAtRate(basis.fiatAmount, basis.currency, live, c.tokenDecimals);
+        amount = chargeableAmount(
+          convertAtRate(basis.fiatAmount, basis.currency, live, c.tokenDecimals),
+          c.tokenSymbol,
+        );
         rate = live.value;
       } else {
         amount = basis.tokenAmount;
