@@ -5,9 +5,8 @@ import {
   MINUTE,
   DAY,
   cannotProcess,
-  fieldFault,
   isAmountString,
-  isIsoCurrency,
+  parseIsoCurrency,
   REQUEST_FIELD_LIMITS,
   validationError,
 } from '@stablepay/util';
@@ -92,15 +91,7 @@ export function parseCurrency(value: unknown): string {
       'currency is required: a three-letter ISO-4217 code (for example USD).',
     );
   }
-  // Any three letters passed and reached the peg lookup: a made-up code was told no stablecoin is pegged to it.
-  const code = typeof value === 'string' ? value.toUpperCase() : '';
-  if (!isIsoCurrency(code)) {
-    throw validationError(
-      'currency',
-      fieldFault('currency', value, 'an ISO-4217 currency code in use (for example USD)'),
-    );
-  }
-  return code;
+  return parseIsoCurrency(value, 'currency', 'USD');
 }
 
 export function parseMethod(value: unknown): PaymentMethod {

@@ -1,3 +1,6 @@
+import { validationError } from './errors';
+import { fieldFault } from './request-fields';
+
 /**
  * ISO 3166-1 alpha-2: the 249 officially assigned country codes (ISO 3166 Maintenance Agency, checked in: neither
  * Intl nor a dependency lists regions). User-assigned and reserved codes (XK, EU, UN, ZZ, ...) are not countries a
@@ -34,6 +37,26 @@ const IN_USE = new Set(Intl.supportedValuesOf('currency'));
 /** True for an ISO 4217 currency in use, upper case, that is money (not a unit of account such as XDR). */
 export function isIsoCurrency(code: string): boolean {
   return IN_USE.has(code) && !NOT_PAID_OUT.has(code);
+}
+
+/**
+ * A request's currency code: an ISO 4217 currency in use (isIsoCurrency), any case, returned upper case; else 400
+ * validation_error on `param` saying what arrived (any three letters used to pass, and a made-up code was answered
+ * as a real currency nothing quotes or is pegged to). `alsoAccept`: codes a field takes besides, upper case.
+ */
+export function parseIsoCurrency(
+  value: unknown,
+  param: string,
+  example: string,
+  alsoAccept: readonly string[] = [],
+): string {
+  const code = typeof value === 'string' ? value.toUpperCase() : '';
+  if (!isIsoCurrency(code) && !alsoAccept.includes(code))
+    throw validationError(
+      param,
+      fieldFault(param, value, `an ISO-4217 currency code in use (for example ${example})`),
+    );
+  return code;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { cannotProcess, DomainError, validationError } from '@stablepay/util';
 import { REFERENCE_QUOTE_TTL_SECONDS } from './charge-preflight';
 import { currencyExponent, parseRateValue, type Rate, toTokenUnits } from './rates';
+import { parseCurrency } from './rules';
 
 /**
  * SPEC Subscriptions > Quote behavior: `POST /subscriptions/:id/charge-quote`. Pure: the service hands in the plan,
@@ -38,14 +39,10 @@ export type QuoteBasis =
   | { readonly kind: 'fiat'; readonly fiatAmount: bigint; readonly currency: string }
   | { readonly kind: 'token'; readonly tokenAmount: bigint };
 
-const CURRENCY = /^[A-Za-z]{3}$/;
-
 export function quoteBasis(plan: QuotedPlan, request: ChargeQuoteRequest): QuoteBasis {
   if (request.fiatAmount !== null && request.fiatAmount <= 0n)
     throw validationError('fiat_amount', 'fiat_amount must be a positive integer string (minor units).');
-  if (request.currency !== null && !CURRENCY.test(request.currency))
-    throw validationError('currency', 'currency must be an ISO-4217 code such as USD.');
-  const asked = request.currency?.toUpperCase() ?? null;
+  const asked = request.currency === null ? null : parseCurrency(request.currency, 'currency');
   if (plan.priceCurrency !== null) {
     if (asked !== null && asked !== plan.priceCurrency)
       throw cannotProcess(

@@ -61,6 +61,18 @@ describe('charge quote', () => {
     });
   });
 
+  it.each(['XYZ', 'DEM', 'US$'])(
+    'refuses %j as currency with 400 on currency, on either plan (it was priced, or told it mismatched the plan)',
+    (bad) => {
+      for (const plan of [tokenPlan, fiatPlan])
+        expect(refusal(() => quoteBasis(plan, { fiatAmount: 1000n, currency: bad }))).toMatchObject({
+          status: 400,
+          type: 'validation_error',
+          param: 'currency',
+        });
+    },
+  );
+
   it('quotes a token-priced plan in tokens, and an ad-hoc fiat amount only with its currency', () => {
     expect(quoteBasis(tokenPlan, { fiatAmount: null, currency: null })).toEqual({
       kind: 'token',

@@ -6,6 +6,7 @@ import {
   REQUEST_FIELD_LIMITS,
   isAmountString,
   nestedParam,
+  parseIsoCurrency,
   parseMetadata,
   requireDisplayText,
   validationError,
@@ -41,12 +42,15 @@ export const SUBSCRIPTION_CHECKOUT_LIMITS = {
   maxExternalCustomerIdLength: 255,
 } as const;
 
-/** ISO-4217 shape: three letters. Case-insensitive on input, stored upper case. */
+/**
+ * ISO 4217's code reserved for testing: not money, but the rates sandbox answers it as an outage (503
+ * rate_source_unavailable), so a plan or quote may name it to try that path.
+ */
+export const ISO_TEST_CURRENCY = 'XTS';
+
+/** An ISO-4217 currency in use (or XTS), any case, stored upper case; a made-up code is 400, not "not quotable". */
 export function parseCurrency(value: unknown, param = 'price_currency'): string {
-  if (typeof value !== 'string' || !/^[A-Za-z]{3}$/.test(value)) {
-    throw validationError(param, `${param} must be a three-letter ISO-4217 currency code (for example ARS).`);
-  }
-  return value.toUpperCase();
+  return parseIsoCurrency(value, param, 'ARS', [ISO_TEST_CURRENCY]);
 }
 
 /** SPEC Conventions: an integer string, no sign, decimal point or separator; positive; at most 30 digits. */

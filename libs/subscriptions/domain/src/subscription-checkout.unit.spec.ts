@@ -245,6 +245,23 @@ describe('subscription checkout aggregate', () => {
           .when(create({ ...base, price_currency: 'ars' }))
           .thenObject({ price_currency: 'ARS' });
       });
+      it.each([
+        ['three letters that are no ISO-4217 currency', 'XYZ'],
+        ['a withdrawn ISO-4217 code', 'DEM'],
+        ['a unit of account, not money', 'XDR'],
+      ])('refuses %s (%j) as price_currency with 400, not 422 price_currency_not_quotable', (_label, bad) => {
+        given()
+          .when(create({ ...base, price_currency: bad }, { quotedTokenSymbols: [] }))
+          .thenError({
+            ...invalid('price_currency'),
+            message: `price_currency must be an ISO-4217 currency code in use (for example ARS); received "${bad}".`,
+          });
+      });
+      it("takes ISO's testing code XTS (the rates sandbox's outage), priced as any currency", () => {
+        given()
+          .when(create({ ...base, price_currency: 'xts' }))
+          .thenObject({ price_currency: 'XTS' });
+      });
     });
 
     describe('period_duration (SPEC: minimum 3600 seconds)', () => {

@@ -1,10 +1,11 @@
 import {
+  ISO_TEST_CURRENCY,
   isRateValue,
   type Rate,
   type RateSource,
   rateSourceUnavailable,
 } from '@stablepay/subscriptions-domain';
-import { type Clock, ConfigError } from '@stablepay/util';
+import { type Clock, ConfigError, isIsoCurrency } from '@stablepay/util';
 
 /** currency -> token symbol -> rate (currency major units per one whole token, decimal string). */
 export type RateTable = Readonly<Record<string, Readonly<Record<string, string>>>>;
@@ -18,7 +19,7 @@ export const DEFAULT_SANDBOX_RATES: RateTable = {
 };
 
 /** ISO-4217 code reserved for testing: the sandbox answers it as an unavailable source (503 rate_source_unavailable). */
-export const SANDBOX_UNAVAILABLE_CURRENCY = 'XTS';
+export const SANDBOX_UNAVAILABLE_CURRENCY = ISO_TEST_CURRENCY;
 
 /**
  * SANDBOX_RATES: comma-separated `CURRENCY/TOKEN=rate` entries, for example
@@ -42,6 +43,11 @@ export function parseRateTable(raw: string | undefined, base: RateTable = DEFAUL
     const currency = (m[1] ?? '').toUpperCase();
     const token = (m[2] ?? '').toUpperCase();
     const value = m[3] ?? '';
+    // Prices and quotes take only ISO-4217 currencies in use: a rate for another code could never be asked for.
+    if (!isIsoCurrency(currency))
+      throw new ConfigError(
+        `environment variable SANDBOX_RATES: '${currency}' of '${entry}' is not an ISO-4217 currency in use`,
+      );
     if (value === '') {
       delete table[currency]?.[token];
       continue;

@@ -52,4 +52,11 @@ describe('sandbox rate source (the rates port in the embedded stack and tests)',
       expect(() => parseRateTable(raw)).toThrow(ConfigError);
     },
   );
+
+  it.each(['XYZ/USDC=1', 'DEM/USDC=1', 'XDR/USDC=1'])(
+    'refuses %j at start: a rate for a code no price or quote may name could never be used',
+    (raw) => {
+      expect(() => parseRateTable(raw)).toThrow(/is not an ISO-4217 currency in use/);
+    },
+  );
 });
