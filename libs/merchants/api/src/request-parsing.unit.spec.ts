@@ -1,6 +1,6 @@
 import { createValidationPipe } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
-import { parseMerchantChange, parseRevocations } from './settings.controller';
+import { parseDeclaration, parseMerchantChange, parseRevocations } from './settings.controller';
 import { CreateMerchantDto, UpdateProfileDto } from './settings.dto';
 import { parseSettlementBody } from './settlement.controller';
 
@@ -35,6 +35,19 @@ describe('addresses in merchant bodies (@stablepay/evm parseAddress)', () => {
         parseMerchantChange({ chain: 'eip155:8453', deadline: 1, signature, merchant_signer: zero }),
       ),
     ).toMatchObject({ param: 'merchant_signer', code: 'invalid_address' });
+  });
+
+  it('the zero address is refused as merchant pauser when the declaration is parsed (400, not 422 pauser_control_unproven)', () => {
+    expect(thrown(() => parseDeclaration({ merchant_pauser: `0x${'0'.repeat(40)}`, signature }))).toEqual(
+      expect.objectContaining({
+        status: 400,
+        type: 'invalid_request',
+        param: 'merchant_pauser',
+        code: 'invalid_address',
+        message:
+          'merchant_pauser must not be the zero address (no key signs for it; what it is sent is lost).',
+      }),
+    );
   });
 
   it('an all-lowercase settlement address comes back checksummed', () => {

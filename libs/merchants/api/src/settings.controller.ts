@@ -104,7 +104,7 @@ export class SettingsController {
 
 const DECLARATION_KEYS = ['merchant_pauser', 'signature', 'acknowledge_shared_pauser_risk'];
 
-function parseDeclaration(body: unknown): {
+export function parseDeclaration(body: unknown): {
   merchantPauser: string;
   signature: string;
   acknowledgeSharedPauserRisk: boolean;
@@ -116,7 +116,8 @@ function parseDeclaration(body: unknown): {
   for (const key of Object.keys(b)) {
     if (!DECLARATION_KEYS.includes(key)) throw unknownParameter(key, takesFields(DECLARATION_KEYS));
   }
-  const merchantPauser = parseAddress(b['merchant_pauser'], 'merchant_pauser', { invalid });
+  // The zero address has no key to pause with and can sign no declaration: refused here, not by the 422 rules.
+  const merchantPauser = parseAddress(b['merchant_pauser'], 'merchant_pauser', { nonZero: true, invalid });
   const signature = b['signature'];
   if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature)) {
     throw invalid(
