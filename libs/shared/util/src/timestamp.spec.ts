@@ -26,6 +26,9 @@ describe('parseTimestampParam (the one rule for timestamp parameters)', () => {
     expect(parseTimestampParam('2026-06-01', 'at', CREATED_BOUND_FORMS)).toEqual(
       new Date('2026-06-01T00:00:00Z'),
     );
+    expect(parseTimestampParam('253402300799', 'at', CREATED_BOUND_FORMS)).toEqual(
+      new Date('9999-12-31T23:59:59Z'),
+    );
     expect(refusal('1780000000', {})).toMatchObject({ param: 'at' });
     expect(refusal('2026-06-01', {})).toMatchObject({ param: 'at' });
   });
@@ -55,6 +58,8 @@ describe('parseTimestampParam (the one rule for timestamp parameters)', () => {
     '1969-12-31T23:59:59Z',
     '1970-01-01T00:30:00+01:00',
     '9999-12-31T23:59:59-00:01',
+    '253402300800',
+    '999999999999',
   ])('refuses %s, outside 1970 to 9999 in UTC', (value) => {
     expect(refusal(value)).toMatchObject({
       status: 400,

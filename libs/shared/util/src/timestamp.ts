@@ -23,7 +23,10 @@ export const CREATED_BOUND_FORMS: TimestampForms = { unixSeconds: true, dateOnly
 // beyond milliseconds are accepted and truncated, as a JS Date cannot hold them.
 const DATE_TIME =
   /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?([Zz]|([+-])(\d{2}):(\d{2})))?$/;
-const UNIX_SECONDS = /^[0-9]{1,11}$/;
+// Twelve digits reach 9999-12-31T23:59:59Z (253402300799): eleven refused the last 7,000 years of the documented
+// range as malformed. More would be refused by the range check anyway; past 8.64e12 seconds a Date is invalid (NaN
+// passes every comparison), so they stay malformed here.
+const UNIX_SECONDS = /^[0-9]{1,12}$/;
 
 function daysInMonth(year: number, month: number): number {
   if (month === 2) return year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28;
