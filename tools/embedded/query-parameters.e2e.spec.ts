@@ -172,14 +172,20 @@ describe('unknown query parameters (embedded stack)', () => {
     body: { error: { type: 'validation_error', code: 'unknown_parameter', param, message } },
   });
 
-  it('refuses a typo in a DTO route body with code unknown_parameter, the first unknown field named, creating nothing', async () => {
+  it('refuses a typo in a DTO route body with code unknown_parameter, the first unknown field named with what the route takes, creating nothing', async () => {
     expect(await call('POST', '/checkouts', { amount: '1', currency: 'USD', amout: '2', x: 1 })).toEqual(
-      unknownField('amout', 'Received unknown parameter: amout.'),
+      unknownField(
+        'amout',
+        'Received unknown parameter: amout (this request takes amount, currency, method, accepted_chains, accepted_tokens, expires_in, authorization_period, metadata, success_url, cancel_url).',
+      ),
     );
     expect(((await get('/checkouts')).body['data'] as Json[]).map((c) => c['id'])).toEqual([checkoutId]);
 
     expect(await call('PATCH', '/settings', { display_name: 'Renamed', dispaly_name: 'x' })).toEqual(
-      unknownField('dispaly_name', 'Received unknown parameter: dispaly_name.'),
+      unknownField(
+        'dispaly_name',
+        'Received unknown parameter: dispaly_name (this request takes display_name, webhook_url, background_color, primary_color, webhook_event_types).',
+      ),
     );
     expect((await get('/settings')).body['display_name']).not.toBe('Renamed');
   });

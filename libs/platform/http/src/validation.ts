@@ -7,10 +7,26 @@ import {
 } from 'class-validator';
 import { invalidRequest, nestedParam, takesFields, unknownParameter, validationError } from '@stablepay/util';
 
+type Dto = new () => Record<string, unknown>;
+
+// The arguments class-validator's executor passes for this pipe's options (no groups, no `always`).
+const dtoMetadatas = (metatype: Dto) =>
+  getMetadataStorage().getTargetValidationMetadatas(
+    metatype,
+    undefined as unknown as string,
+    false,
+    false,
+    undefined,
+  );
+
+/** The fields a DTO takes (those with any rule: the whitelist), in declaration order. */
+const dtoFields = (metatype: Dto): string[] =>
+  Object.keys(getMetadataStorage().groupByPropertyName(dtoMetadatas(metatype)));
+
 /**
  * The first failing constraint, with its param path in Stripe's form (`metadata[plan_name]`, `supported_chains[1]`). An unknown
  * field (the whitelist) carries code unknown_parameter, as an unknown query parameter and every hand-written body
- * check answer it.
+ * check answer it; a top-level one also says what the route takes, read from the DTO of the instance that failed.
  */
 export function firstValidationFailure(
   errors: readonly ValidationError[],
@@ -21,7 +37,8 @@ export function firstValidationFailure(
     if (error.constraints) {
       const [key, message] = Object.entries(error.constraints)[0] ?? ['', 'is invalid'];
       if (key === 'whitelistValidation') {
-        const { message, code } = unknownParameter(param);
+        const dto = prefix === '' ? (error.target?.constructor as Dto | undefined) : undefined;
+        const { message, code } = unknownParameter(param, dto && takesFields(dtoFields(dto)));
         return { param, message, ...(code ? { code } : {}) };
       }
       return {
@@ -41,20 +58,22 @@ const PIPE_OPTIONS = {
   forbidNonWhitelisted: true,
   transform: true,
   transformOptions: { enableImplicitConversion: false },
-  validationError: { target: false, value: false },
+  // The target (the DTO instance) names the class whose fields an unknown_parameter lists; never sent.
+  validationError: { target: true, value: false },
   exceptionFactory: (errors: ValidationError[]) => {
     const { param, message, code } = firstValidationFailure(errors);
     return validationError(param, message, code);
   },
 };
 
-type Dto = new () => Record<string, unknown>;
 /** One decorator's check of one property: true when it passes (or does not apply). */
 type Check = (entity: Record<string, unknown>, value: unknown) => boolean;
 
 interface CompiledDto {
   /** The properties with any rule (the whitelist). */
   readonly known: ReadonlySet<string>;
+  /** What an unknown field's message says the route takes (takesFields of them). */
+  readonly takes: string;
   /** Per property, in class-validator's order: its conditions (all true to validate) and its checks. */
   readonly properties: ReadonlyArray<{
     readonly name: string;
@@ -74,14 +93,7 @@ class Undecided extends Error {}
  */
 function compileDto(metatype: Dto): CompiledDto | undefined {
   const storage = getMetadataStorage();
-  // The arguments class-validator's executor passes for this pipe's options (no groups, no `always`).
-  const metadatas = storage.getTargetValidationMetadatas(
-    metatype,
-    undefined as unknown as string,
-    false,
-    false,
-    undefined,
-  );
+  const metadatas = dtoMetadatas(metatype);
   if (metadatas.length === 0) return undefined;
   const supported = [
     ValidationTypes.CUSTOM_VALIDATION,
@@ -133,7 +145,8 @@ function compileDto(metatype: Dto): CompiledDto | undefined {
     }
     properties.push({ name, conditions, checks });
   }
-  return { known: new Set(Object.keys(grouped)), properties };
+  const known = Object.keys(grouped);
+  return { known: new Set(known), takes: takesFields(known), properties };
 }
 
 function passesAll(dto: CompiledDto, entity: Record<string, unknown>): boolean {
@@ -184,7 +197,7 @@ export class CompiledValidationPipe extends ValidationPipe {
     const body = value ?? {};
     if (dto === null || !isPlainObject(body)) return super.transform(value, metadata);
     const keys = Object.keys(body);
-    for (const key of keys) if (!dto.known.has(key)) throw unknownParameter(key);
+    for (const key of keys) if (!dto.known.has(key)) throw unknownParameter(key, dto.takes);
     const entity = new metatype();
     for (const key of keys) entity[key] = body[key];
     try {

@@ -204,21 +204,29 @@ describe('the compiled validation pipe', () => {
     }
   });
 
-  it('answers an unknown field as an unknown query parameter, on both paths: code unknown_parameter, first one named', async () => {
+  it('answers an unknown field as an unknown query parameter, on both paths: code unknown_parameter, first one named, what the DTO takes listed', async () => {
     const expected = {
       error: {
         status: 400,
         type: 'validation_error',
         code: 'unknown_parameter',
         param: 'colour',
-        message: 'Received unknown parameter: colour.',
+        message:
+          'Received unknown parameter: colour (this request takes amount, chains, expires_in, metadata).',
       },
     };
     for (const pipe of [reference, compiled])
       await expect(outcome(pipe, CreateDto, { colour: 'red', amount: 5, size: 1 })).resolves.toEqual(
         expected,
       );
-    // Nested (class-validator's path only): Stripe's bracketed path, as the other params are named.
+    // Not compiled (class-validator's path), the same words.
+    await expect(outcome(compiled, NestedDto, { inner: { label: 'x' }, colour: 'red' })).resolves.toEqual({
+      error: {
+        ...expected.error,
+        message: 'Received unknown parameter: colour (this request takes inner).',
+      },
+    });
+    // Nested: Stripe's bracketed path, as the other params are named (what the request takes is its top level).
     await expect(outcome(reference, NestedDto, { inner: { label: 'x', lable: 'y' } })).resolves.toEqual({
       error: {
         ...expected.error,
@@ -236,7 +244,7 @@ describe('the compiled validation pipe', () => {
           type: 'validation_error',
           code: 'unknown_parameter',
           param: key,
-          message: `Received unknown parameter: ${key}.`,
+          message: `Received unknown parameter: ${key} (this request takes amount, chains, expires_in, metadata).`,
         },
       });
     }

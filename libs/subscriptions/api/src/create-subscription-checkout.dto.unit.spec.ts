@@ -55,7 +55,8 @@ describe('POST /subscription-checkouts body (CreateSubscriptionCheckoutDto throu
   it('refuses an unknown field before anything else, even one named like an Object method', async () => {
     expect(await refusal({ price: 5, interval: 'month' })).toEqual({
       param: 'interval',
-      message: 'Received unknown parameter: interval.',
+      message:
+        'Received unknown parameter: interval (this request takes price, price_currency, budget, cap, period_duration, supported_chains, metadata, external_customer_id, success_url, cancel_url, return_url, expires_in).',
     });
     await expect(parse({ ...base, interval: 'month' })).rejects.toMatchObject({ code: 'unknown_parameter' });
     expect(await refusal({ ...base, toString: 'x' })).toMatchObject({ param: 'toString' });
