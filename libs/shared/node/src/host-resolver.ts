@@ -70,8 +70,10 @@ export class HostResolver {
     // deadline rather than minutes later. c-ares's own timeouts are not precise here: node checks them on a
     // one-second tick, so the tries end later than their nominal t (measured with c-ares 1.34.6: timeout 1,666 ms
     // and 2 tries gave up after ~5 s, timeout 500 ms and 3 tries after ~3.5 s). And c-ares shortens each try to a
-    // multiple of the latency it has measured of the server: once a server has answered in a millisecond, a query it
-    // leaves unanswered is given up after ~2 s even with 1,200,000 ms configured. The timer in `query` ends the
+    // multiple of the latency it has measured of the server (5 times the average once the server gave 3 answers in
+    // the current or previous minute, at least 250 ms): a query a fast server leaves unanswered is given up after
+    // ~2 s even with 1,200,000 ms configured. Before any such answer a try gets the configured timeout, capped by
+    // c-ares at 5 s (node 20's Resolver cannot raise the cap): ~14 s for two tries. The timer in `query` ends the
     // resolution at the deadline whatever c-ares does; a query c-ares is still retrying then cannot be cancelled
     // alone (`Resolver.cancel` ends every query in flight), so its late answer is dropped.
     this.resolver = new Resolver({ timeout: Math.max(1, Math.floor(options.timeoutMs / 3)), tries: 2 });
