@@ -7,3 +7,4 @@ export * from './one-session';
 export * from './host-resolver';
 export * from './fake-dns-server';
 export * from './pooled-statements';
+export * from './channel-listener';

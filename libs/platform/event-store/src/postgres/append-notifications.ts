@@ -1,5 +1,5 @@
-import type { Client, Notification } from 'pg';
-import { backoffDelay, type BackoffSettings } from '../interruptible-sleep';
+import type { Client } from 'pg';
+import { ChannelListener } from '@stablepay/node-util';
 
 /** The channel every append notifies on (`pg_notify` inside the append statement, delivered at its commit). */
 export const APPEND_CHANNEL = 'stablepay_events';
@@ -26,8 +26,6 @@ export function parseAppendNotification(
   return { instanceId: payload.slice(0, first), category: payload.slice(first + 1, last), mark: BigInt(tx) };
 }
 
-const RECONNECT: BackoffSettings = { initialMs: 100, maxMs: 5_000 };
-
 /**
  * LISTENs on one dedicated connection for appends made by OTHER processes (or other store instances) and hands
  * them to `wake` (category and mark), so their subscriptions read at once instead of at the next poll. The polls
@@ -35,78 +33,38 @@ const RECONNECT: BackoffSettings = { initialMs: 100, maxMs: 5_000 };
  * is called without a category, which wakes every subscription once.
  */
 export class AppendNotifications {
-  private client: Client | undefined;
-  private stopped = false;
-  private failures = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly listener: ChannelListener;
 
   constructor(
-    private readonly connect: () => Promise<Client>,
+    connect: () => Promise<Client>,
     private readonly instanceId: string,
     private readonly wake: (category: string | undefined, mark: bigint | undefined) => void,
-    private readonly onError?: (error: unknown) => void,
-  ) {}
+    onError?: (error: unknown) => void,
+  ) {
+    this.listener = new ChannelListener(connect, APPEND_CHANNEL, {
+      notified: (payload) => this.received(payload),
+      // Whatever was appended while nobody listened: every subscription reads once.
+      listening: () => this.wake(undefined, undefined),
+      ...(onError ? { error: onError } : {}),
+    });
+  }
 
   /** Opens the listening connection; on failure keeps retrying in the background (the polls cover meanwhile). */
-  async start(): Promise<void> {
-    await this.open();
+  start(): Promise<void> {
+    return this.listener.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => undefined);
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 
-  private async open(): Promise<void> {
-    if (this.stopped) return;
-    let client: Client | undefined;
-    try {
-      client = await this.connect();
-      const opened = client;
-      opened.on('notification', (n: Notification) => this.received(n));
-      opened.on('error', (error) => this.lost(opened, error));
-      opened.on('end', () => this.lost(opened, undefined));
-      await opened.query(`LISTEN ${APPEND_CHANNEL}`);
-      if (this.stopped) {
-        await opened.end().catch(() => undefined);
-        return;
-      }
-      this.client = opened;
-      this.failures = 0;
-      // Whatever was appended while nobody listened: every subscription reads once.
-      this.wake(undefined, undefined);
-    } catch (error) {
-      this.onError?.(error);
-      await client?.end().catch(() => undefined);
-      this.retryLater();
-    }
-  }
-
-  private received(notification: Notification): void {
-    if (notification.channel !== APPEND_CHANNEL) return;
-    const parsed = parseAppendNotification(notification.payload);
+  private received(payload: string | undefined): void {
+    const parsed = parseAppendNotification(payload);
     if (!parsed) {
       this.wake(undefined, undefined);
       return;
     }
     if (parsed.instanceId === this.instanceId) return;
     this.wake(parsed.category, parsed.mark);
-  }
-
-  private lost(client: Client, error: unknown): void {
-    if (this.client !== client) return;
-    this.client = undefined;
-    if (error !== undefined) this.onError?.(error);
-    client.end().catch(() => undefined);
-    this.retryLater();
-  }
-
-  private retryLater(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => void this.open(), backoffDelay(RECONNECT, this.failures++));
-    this.timer.unref();
   }
 }

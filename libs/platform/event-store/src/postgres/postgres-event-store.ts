@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Client, Pool, type QueryConfig, type QueryResultRow } from 'pg';
+import { Pool, type QueryConfig, type QueryResultRow } from 'pg';
 import { systemClock, type Clock } from '@stablepay/util';
 import {
   streamCategory,
@@ -20,7 +20,12 @@ import {
 } from '../catch-up-subscription';
 import { assertAppendable, assertReadOptions, checkExpectedRevision } from '../append-rules';
 import { migrateEventStore } from './postgres-event-store.schema';
-import { connectionGuardWanted, installConnectionGuard, sharesOneSession } from '@stablepay/node-util';
+import {
+  connectForListening,
+  connectionGuardWanted,
+  installConnectionGuard,
+  sharesOneSession,
+} from '@stablepay/node-util';
 import { APPEND_CHANNEL, AppendNotifications, appendNotificationPrefix } from './append-notifications';
 
 /** How often an append that lost a race on a unique key is re-run against the state the winner committed. */
@@ -697,16 +702,7 @@ export class PostgresEventStore implements EventStore {
     if (!this.options.notifications || this.notifications) return;
     const options = this.pool.options;
     this.notifications = new AppendNotifications(
-      async () => {
-        const client = new Client(options);
-        await client.connect();
-        // The listening connection alone must not keep a process alive (a test that never closes its store, a
-        // service whose shutdown forgot one): the pool's idle connections time out, this one never would.
-        (
-          client as unknown as { connection?: { stream?: { unref?: () => void } } }
-        ).connection?.stream?.unref?.();
-        return client;
-      },
+      () => connectForListening(options),
       this.instanceId,
       (category, mark) => this.notifyAppended(mark, category),
       (error) => this.options.subscriptions?.onInfrastructureError?.(error, 'append-notifications'),
