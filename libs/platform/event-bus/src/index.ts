@@ -9,6 +9,7 @@ export * from './relay/event-store-relay';
 export * from './idempotency/idempotent-handler';
 export * from './projection/projection-runner';
 export * from './projection/projection-metrics';
+export * from './projection/parked-stream-notifications';
 export * from './supervision/failure-kind';
 export * from './supervision/consumer-health';
 export * from './supervision/supervised-event-bus';

@@ -8,9 +8,8 @@ import { recordingBus } from '../recording-bus';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
 import { topicForCategory } from '../topics';
 import {
-  AddParkedStreamSource1795449600000,
-  CreateParkedStreams1767312000000,
   listParkedStreams,
+  PARKED_STREAMS_MIGRATIONS,
   ProjectionRegistry,
   ProjectionRunner,
   requestParkedStreamRetry,
@@ -83,7 +82,7 @@ describe('ProjectionRunner', () => {
     database = await createTestDatabase();
     dataSource = await openDataSource({
       url: database.url,
-      migrations: [CreateParkedStreams1767312000000, AddParkedStreamSource1795449600000],
+      migrations: [...PARKED_STREAMS_MIGRATIONS],
     });
     await dataSource.query(
       'CREATE TABLE runner_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',
@@ -329,6 +328,69 @@ describe('ProjectionRunner', () => {
       expect(await register.metrics()).toContain(
         `stablepay_projection_parked_streams{projection="${name}"} 0`,
       );
+    } finally {
+      await here.stop();
+      await there.stop();
+      await otherDataSource.destroy();
+    }
+  });
+
+  it('hears parks, releases and retry requests made by other processes at once (LISTEN/NOTIFY), not at its next poll', async () => {
+    const name = 'test.runner-notified';
+    await dataSource.query(
+      'CREATE TABLE notified_rows (stream_id text PRIMARY KEY, label text NOT NULL, revision integer NOT NULL)',
+    );
+    const otherDataSource = await openDataSource({ url: database.url, migrations: [] });
+    const quiet = { error: () => undefined, warn: () => undefined, log: () => undefined };
+    // A topic of its own: the live bus hands this instance no earlier test's stream.
+    const definition = { name, topics: [topicForCategory('beneficiary')], apply: applyTo('notified_rows') };
+    // Both poll once an hour while they hear notifications: whatever they see before, they were told.
+    const here = new ProjectionRunner(definition, {
+      dataSource,
+      bus,
+      store,
+      logger: quiet,
+      notifiedPollMs: 3_600_000,
+    });
+    const there = new ProjectionRunner(definition, {
+      dataSource: otherDataSource,
+      bus: recordingBus().bus,
+      store,
+      logger: quiet,
+      notifiedPollMs: 3_600_000,
+    });
+    await there.start();
+    await here.start();
+    try {
+      // Parked by this process: the other one counts it.
+      await append('beneficiary-n1', [null]);
+      await here.caughtUp();
+      await eventually(
+        async () => there.status().parkedStreams,
+        (n) => n === 1,
+        "the other process counting this one's parked stream",
+      );
+
+      // The operator asks for the retry (the admin route or CLI, in a third process): one of them runs it at once,
+      // and both count the release.
+      await dataSource.query('ALTER TABLE notified_rows ALTER COLUMN label DROP NOT NULL');
+      const operator = await openDataSource({ url: database.url, migrations: [] });
+      try {
+        expect(await requestParkedStreamRetry(operator, name, 'beneficiary-n1')).toBe(true);
+      } finally {
+        await operator.destroy();
+      }
+      await eventually(
+        async () => [here.status().parkedStreams, there.status().parkedStreams],
+        ([a, b]) => a === 0 && b === 0,
+        'the retry run and the release counted by both',
+      );
+      expect(await listParkedStreams(dataSource, name)).toEqual([]);
+      expect(
+        (await dataSource.query(`SELECT label FROM notified_rows WHERE stream_id = 'beneficiary-n1'`))[0],
+      ).toEqual({
+        label: null,
+      });
     } finally {
       await here.stop();
       await there.stop();

@@ -4,6 +4,10 @@ import { insideTransaction } from '@stablepay/node-util';
 import { toBusMessage } from '../bus-message';
 import type { BusMessage, BusSubscription, EventBus } from '../event-bus.port';
 import { isConnectionLoss, isTransient } from '../supervision/failure-kind';
+import {
+  NotifyParkedStreamChanges1795536000000,
+  ParkedStreamNotifications,
+} from './parked-stream-notifications';
 import { projectionMetrics } from './projection-metrics';
 
 /** The events of a stream from revision 0 through one event, in order. */
@@ -176,6 +180,7 @@ export const PARKED_STREAMS_MIGRATIONS = [
   CreateParkedStreams1767312000000,
   AddParkedStreamSource1795449600000,
   AddParkedStreamRetryClaims1795449600100,
+  NotifyParkedStreamChanges1795536000000,
 ] as const;
 
 /** Consecutive failed batches after which a projection counts as stalled (/ready fails). */
@@ -186,6 +191,12 @@ const STALLED_AFTER_FAILURES = 3;
  */
 const ISOLATE_AFTER_TRANSIENT_FAILURES = 10;
 const RETRY_REQUEST_POLL_MS = 1_000;
+/**
+ * The poll while the runner hears `parked_streams` notifications (ParkedStreamNotifications): they wake it at once
+ * for a park, a release or a retry request of any process, so the poll is only the safety net for one sent while
+ * the listening connection was down. A retry scheduled for later (after a transient failure) is polled for when due.
+ */
+const NOTIFIED_RETRY_REQUEST_POLL_MS = 30_000;
 /**
  * A stream parked for a transient failure (a statement timeout under load) is retried by itself after this delay,
  * doubling per failed retry up to TRANSIENT_RETRY_MAX_MS: an overload that passes must not leave a merchant's read
@@ -207,7 +218,7 @@ const NEXT_TRANSIENT_RETRY = `now() + LEAST($4::float8, $3::float8 * power(2, at
  * stream's events commit in the same transaction. A failure that is not one event's (connection lost,
  * serialization failure, deadlock...) rolls the batch back and the bus redelivers it; after a few in a row the
  * projection reports itself stalled. An operator retries a parked stream once the cause is fixed (admin route or
- * CLI set `retry_requested_at`; the owning runner sees it within a second, or `retry` directly): the stream's
+ * CLI set `retry_requested_at`; the owning runner is notified at once, or `retry` directly): the stream's
  * events from the parked revision are read from the event store and applied; the row goes once they all apply.
  *
  * The parked row is read `FOR UPDATE` by each batch touching that stream and by a retry, so a retry and a live
@@ -224,6 +235,12 @@ export class ProjectionRunner {
   private parkedCountRead = 0;
   private retryTimer?: NodeJS.Timeout;
   private retrying: Promise<void> = Promise.resolve();
+  /** A poll queued by a notification and not started yet: later ones in the meantime are folded into it. */
+  private wakeQueued = false;
+  /** Milliseconds from the last poll until the earliest retry it saw scheduled for later (none: undefined). */
+  private nextRetryInMs: number | undefined;
+  private notifications?: ParkedStreamNotifications;
+  private unsubscribe?: () => Promise<void>;
   private stopped = false;
 
   constructor(
@@ -244,6 +261,8 @@ export class ProjectionRunner {
       readonly asyncCommit?: boolean;
       /** First automatic retry of a stream parked for a transient failure (default 60 s, doubling to 30 min). */
       readonly transientRetryBaseMs?: number;
+      /** The retry poll while notifications are heard (default NOTIFIED_RETRY_REQUEST_POLL_MS). */
+      readonly notifiedPollMs?: number;
     },
   ) {}
 
@@ -275,15 +294,48 @@ export class ProjectionRunner {
           error: String(error),
         }),
     });
-    this.retryTimer = setInterval(() => void this.requestRetries(), RETRY_REQUEST_POLL_MS);
-    this.retryTimer.unref();
+    this.notifications = ParkedStreamNotifications.of(this.deps.dataSource);
+    this.unsubscribe = await this.notifications.subscribe(
+      this.definition.name,
+      () => this.wake(),
+      (error) =>
+        this.deps.logger.warn({
+          msg: 'listening for parked stream changes failed; polled meanwhile',
+          projection: this.definition.name,
+          error: String(error),
+        }),
+    );
+    this.schedulePoll();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.retryTimer) clearInterval(this.retryTimer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    await this.unsubscribe?.();
     await this.subscription?.stop();
     await this.retrying;
+  }
+
+  /** A notification about this projection's parked streams: poll now (folded with others not yet started). */
+  private wake(): void {
+    if (this.wakeQueued || this.stopped) return;
+    this.wakeQueued = true;
+    void this.requestRetries().finally(() => this.schedulePoll());
+  }
+
+  /** The next poll: each second, or while notifications are heard only as a safety net and when a retry is due. */
+  private schedulePoll(): void {
+    if (this.stopped) return;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    const poll = this.notifications?.listening
+      ? (this.deps.notifiedPollMs ?? NOTIFIED_RETRY_REQUEST_POLL_MS)
+      : RETRY_REQUEST_POLL_MS;
+    this.retryTimer = setTimeout(
+      () => void this.requestRetries().finally(() => this.schedulePoll()),
+      // setTimeout fires at once for more than 2^31 - 1 ms.
+      Math.min(poll, this.nextRetryInMs ?? poll, 2 ** 31 - 1),
+    );
+    this.retryTimer.unref();
   }
 
   /** Resolves once every message published before the call was handled (applied, parked or waiting). */
@@ -307,7 +359,8 @@ export class ProjectionRunner {
 
   /**
    * Retries every stream whose retry is due: asked for by an operator, or scheduled after a transient failure (also
-   * polled every second, which also takes the parked count from the shared table), oldest first; resolves when done. A retry that throws (fails transiently again, or for a
+   * polled: on each notification, and each second or while notified every 30 s; each poll also takes the parked
+   * count from the shared table), oldest first; resolves when done. A retry that throws (fails transiently again, or for a
    * reason that is not one of its events', such as its DELETE refused) is put off with a doubling delay and the next
    * stream is retried: left due, it would run again at every poll, and the streams after it would never run. A
    * request an operator made while it ran is kept (a retry serves only the requests older than its start).
@@ -315,17 +368,26 @@ export class ProjectionRunner {
   requestRetries(): Promise<void> {
     if (this.stopped) return this.retrying;
     this.retrying = this.retrying.then(async () => {
+      this.wakeQueued = false;
       try {
         // Every row, not just the due ones: the count is the shared table's, so streams another process (another
         // member, another replica's retry) parked or released show in this one's status, /ready and gauge.
         const read = ++this.parkedReads;
-        const rows: Array<{ stream_id: string; due: boolean | null; started: Date }> =
-          await this.deps.dataSource.query(
-            `SELECT stream_id, retry_requested_at <= now() AS due, clock_timestamp() AS started FROM parked_streams
-              WHERE projection = $1 ORDER BY parked_at, stream_id`,
-            [this.definition.name],
-          );
+        const rows: Array<{
+          stream_id: string;
+          due: boolean | null;
+          due_in_ms: number | null;
+          started: Date;
+        }> = await this.deps.dataSource.query(
+          `SELECT stream_id, retry_requested_at <= now() AS due,
+                    extract(epoch FROM retry_requested_at - now())::float8 * 1000 AS due_in_ms,
+                    clock_timestamp() AS started
+               FROM parked_streams WHERE projection = $1 ORDER BY parked_at, stream_id`,
+          [this.definition.name],
+        );
         this.parkedCounted(read, rows.length);
+        const later = rows.flatMap((r) => (r.due === false && r.due_in_ms !== null ? [r.due_in_ms] : []));
+        this.nextRetryInMs = later.length > 0 ? Math.max(0, Math.ceil(Math.min(...later))) : undefined;
         for (const row of rows.filter((r) => r.due)) {
           if (this.stopped) break;
           try {
