@@ -29,7 +29,6 @@ import {
 
 const CHECKOUT_ID = /^schk_[0-9a-z]{26}$/;
 const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 const STATUSES: readonly SubscriptionStatus[] = ['active', 'cancelling', 'cancelled'];
 
