@@ -403,4 +403,21 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
       expect(res.body['error']).toMatchObject({ type: 'validation_error', param: 'fiat_amount' });
     }
   });
+  it('tells a malformed fiat_amount or amount what is wrong: its shape, or its length', async () => {
+    const told = async (path: string, body: Json) =>
+      String(
+        ((await api('POST', `/subscriptions/${subscriptionId}/${path}`, body)).body['error'] as Json)[
+          'message'
+        ],
+      );
+    expect(await told('charge-quote', { fiat_amount: '0100' })).toBe(
+      'fiat_amount must be a string of digits with no sign, decimal point, separator or leading zero.',
+    );
+    expect(await told('charge-quote', { fiat_amount: '9'.repeat(80) })).toBe(
+      'fiat_amount must have at most 78 digits.',
+    );
+    expect(await told('charge', { amount: '00', nonce: 0, deadline: 1, signature: '0x' })).toBe(
+      'amount must be a string of digits with no sign, decimal point, separator or leading zero.',
+    );
+  });
 });

@@ -5,7 +5,6 @@ import {
   MINUTE,
   DAY,
   cannotProcess,
-  isAmountString,
   parseIsoCurrency,
   REQUEST_FIELD_LIMITS,
   validationError,
@@ -63,6 +62,8 @@ export function formatTokenAmount(units: bigint, decimals: number): string {
   return `${negative ? '-' : ''}${whole}${fraction ? `.${fraction}` : ''}`;
 }
 
+const CANONICAL_DIGITS = /^(0|[1-9][0-9]*)$/;
+
 export function parseOrderAmount(value: unknown): bigint {
   if (value === undefined || value === null) {
     throw validationError(
@@ -70,7 +71,9 @@ export function parseOrderAmount(value: unknown): bigint {
       'amount is required: the order value as a 6-decimal integer string ("12500000" for 12.50).',
     );
   }
-  if (!isAmountString(value)) {
+  // The shape first, then the length: an over-long string of digits is told it is too long, not that it has a
+  // sign or a leading zero.
+  if (typeof value !== 'string' || !CANONICAL_DIGITS.test(value)) {
     throw validationError(
       'amount',
       'amount must be a string of digits holding the order value with 6 implied decimals ("12500000" for 12.50), with no sign, decimal point, separator or leading zero.',

@@ -1,4 +1,4 @@
-import { formatTokenAmount, orderAmountToTokenUnits } from './rules';
+import { formatTokenAmount, orderAmountToTokenUnits, parseOrderAmount } from './rules';
 
 describe('order amount (6-decimal canonical integer) -> token smallest units', () => {
   it('a 6-decimal stablecoin (USDC, USDT) takes the order amount unchanged', () => {
@@ -33,5 +33,26 @@ describe('token_amount_decimal', () => {
     [7n, 0, '7'],
   ])('%s units at %s decimals read %s', (units, decimals, text) => {
     expect(formatTokenAmount(units, decimals)).toBe(text);
+  });
+});
+
+describe('order amount parsing: each refusal says what is wrong', () => {
+  const message = (value: unknown): string => {
+    try {
+      parseOrderAmount(value);
+    } catch (error) {
+      return (error as Error).message;
+    }
+    return '';
+  };
+
+  it('tells an over-long string of digits its length, at any length (85 digits were told of signs and leading zeros)', () => {
+    expect(message('1'.repeat(25))).toBe('amount must have at most 24 digits.');
+    expect(message('9'.repeat(85))).toBe('amount must have at most 24 digits.');
+  });
+
+  it('tells a malformed one its shape', () => {
+    for (const bad of ['0005', '-1', '1.5', '1e6', ' 5', ''])
+      expect(message(bad)).toContain('with no sign, decimal point, separator or leading zero');
   });
 });

@@ -10,7 +10,9 @@ import {
 } from './subscription-charges.port';
 
 const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
-const UINT = /^(0|[1-9][0-9]{0,77})$/;
+const DIGITS = /^(0|[1-9][0-9]*)$/;
+/** A uint256 has at most 78 decimal digits. */
+const MAX_UINT_DIGITS = 78;
 const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
 const CODE = /^[A-Za-z0-9_-]{1,100}$/;
 
@@ -30,12 +32,16 @@ function objectBody(body: unknown, known: readonly string[]): Record<string, unk
 
 function uintString(body: Record<string, unknown>, name: string, required: boolean): string | null {
   const v = body[name];
+  const rule = 'a string of digits with no sign, decimal point, separator or leading zero';
   if (v === undefined || v === null) {
-    if (required) throw validationError(name, `${name} is required: a non-negative integer string.`);
+    if (required) throw validationError(name, `${name} is required: ${rule}.`);
     return null;
   }
-  if (typeof v !== 'string' || !UINT.test(v))
-    throw validationError(name, `${name} must be a non-negative integer string.`);
+  // What is wrong, said as such: "00" or "-5" broke the shape, 80 digits only the length (both were told "must be
+  // a non-negative integer string", which "00" and the 80 digits are).
+  if (typeof v !== 'string' || !DIGITS.test(v)) throw validationError(name, `${name} must be ${rule}.`);
+  if (v.length > MAX_UINT_DIGITS)
+    throw validationError(name, `${name} must have at most ${MAX_UINT_DIGITS} digits.`);
   return v;
 }
 
