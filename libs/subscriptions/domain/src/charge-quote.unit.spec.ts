@@ -61,17 +61,26 @@ describe('charge quote', () => {
     });
   });
 
-  it.each(['XYZ', 'DEM', 'US$'])(
-    'refuses %j as currency with 400 on currency, on either plan (it was priced, or told it mismatched the plan)',
+  it.each(['XYZ', 'DEM', 'JPY'])(
+    'refuses %j as currency with 422 price_currency_not_quotable, on either plan (it was priced, or told it mismatched the plan)',
     (bad) => {
       for (const plan of [tokenPlan, fiatPlan])
         expect(refusal(() => quoteBasis(plan, { fiatAmount: 1000n, currency: bad }))).toMatchObject({
-          status: 400,
-          type: 'validation_error',
+          status: 422,
+          type: 'cannot_process',
+          code: 'price_currency_not_quotable',
           param: 'currency',
         });
     },
   );
+
+  it('refuses a currency that is not three letters with 400 on currency', () => {
+    expect(refusal(() => quoteBasis(tokenPlan, { fiatAmount: 1000n, currency: 'US$' }))).toMatchObject({
+      status: 400,
+      type: 'validation_error',
+      param: 'currency',
+    });
+  });
 
   it('quotes a token-priced plan in tokens, and an ad-hoc fiat amount only with its currency', () => {
     expect(quoteBasis(tokenPlan, { fiatAmount: null, currency: null })).toEqual({

@@ -1,12 +1,14 @@
 import { parseCaip2 } from '@stablepay/evm';
 import {
+  cannotProcess,
   DomainError,
   HOUR,
   MINUTE,
   REQUEST_FIELD_LIMITS,
   isAmountString,
   nestedParam,
-  parseIsoCurrency,
+  isIsoCurrency,
+  isTwoDecimalIsoCurrency,
   parseMetadata,
   requireDisplayText,
   validationError,
@@ -48,9 +50,25 @@ export const SUBSCRIPTION_CHECKOUT_LIMITS = {
  */
 export const ISO_TEST_CURRENCY = 'XTS';
 
-/** An ISO-4217 currency in use (or XTS), any case, stored upper case; a made-up code is 400, not "not quotable". */
+/**
+ * A currency code: three letters, any case, stored upper case (else 400 on `param`). Three letters that are no ISO-4217
+ * currency in use (made up, withdrawn, a unit of account; `XTS` excepted) are 422 `price_currency_not_quotable`: SPEC
+ * names that answer for a currency that cannot be quoted, and nothing quotes those; the message says why. So is a
+ * currency without hundredths (JPY, KWD): SPEC prices in hundredths, "every currency accepted today has two decimals",
+ * and a price in JPY would be read as a hundred times what the merchant meant.
+ */
 export function parseCurrency(value: unknown, param = 'price_currency'): string {
-  return parseIsoCurrency(value, param, 'ARS', [ISO_TEST_CURRENCY]);
+  if (typeof value !== 'string' || !/^[A-Za-z]{3}$/.test(value))
+    throw validationError(param, `${param} must be a three-letter ISO-4217 currency code (for example ARS).`);
+  const code = value.toUpperCase();
+  if (code === ISO_TEST_CURRENCY || isTwoDecimalIsoCurrency(code)) return code;
+  throw cannotProcess(
+    'price_currency_not_quotable',
+    isIsoCurrency(code)
+      ? `${code} has no hundredths: prices are in hundredths of a two-decimal currency, so ${code} cannot be quoted.`
+      : `${code} is not an ISO-4217 currency in use, so no rate can quote it (for example ARS).`,
+    param,
+  );
 }
 
 /** SPEC Conventions: an integer string, no sign, decimal point or separator; positive; at most 30 digits. */

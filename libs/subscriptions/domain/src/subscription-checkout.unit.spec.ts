@@ -249,14 +249,33 @@ describe('subscription checkout aggregate', () => {
         ['three letters that are no ISO-4217 currency', 'XYZ'],
         ['a withdrawn ISO-4217 code', 'DEM'],
         ['a unit of account, not money', 'XDR'],
-      ])('refuses %s (%j) as price_currency with 400, not 422 price_currency_not_quotable', (_label, bad) => {
-        given()
-          .when(create({ ...base, price_currency: bad }, { quotedTokenSymbols: [] }))
-          .thenError({
-            ...invalid('price_currency'),
-            message: `price_currency must be an ISO-4217 currency code in use (for example ARS); received "${bad}".`,
-          });
-      });
+      ])(
+        'refuses %s (%j) as price_currency with 422 price_currency_not_quotable saying why, whatever the rates quote',
+        (_label, bad) => {
+          given()
+            .when(create({ ...base, price_currency: bad }))
+            .thenError({
+              status: 422,
+              type: 'cannot_process',
+              code: 'price_currency_not_quotable',
+              param: 'price_currency',
+              message: `${bad} is not an ISO-4217 currency in use, so no rate can quote it (for example ARS).`,
+            });
+        },
+      );
+      it.each(['JPY', 'KWD'])(
+        'refuses %j, a currency without hundredths, as price_currency with 422 price_currency_not_quotable (SPEC prices in hundredths)',
+        (bad) => {
+          given()
+            .when(create({ ...base, price_currency: bad }))
+            .thenError({
+              status: 422,
+              code: 'price_currency_not_quotable',
+              param: 'price_currency',
+              message: `${bad} has no hundredths: prices are in hundredths of a two-decimal currency, so ${bad} cannot be quoted.`,
+            });
+        },
+      );
       it("takes ISO's testing code XTS (the rates sandbox's outage), priced as any currency", () => {
         given()
           .when(create({ ...base, price_currency: 'xts' }))

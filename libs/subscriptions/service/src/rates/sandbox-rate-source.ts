@@ -5,7 +5,7 @@ import {
   type RateSource,
   rateSourceUnavailable,
 } from '@stablepay/subscriptions-domain';
-import { type Clock, ConfigError, isIsoCurrency } from '@stablepay/util';
+import { type Clock, ConfigError, isTwoDecimalIsoCurrency } from '@stablepay/util';
 
 /** currency -> token symbol -> rate (currency major units per one whole token, decimal string). */
 export type RateTable = Readonly<Record<string, Readonly<Record<string, string>>>>;
@@ -43,10 +43,10 @@ export function parseRateTable(raw: string | undefined, base: RateTable = DEFAUL
     const currency = (m[1] ?? '').toUpperCase();
     const token = (m[2] ?? '').toUpperCase();
     const value = m[3] ?? '';
-    // Prices and quotes take only ISO-4217 currencies in use: a rate for another code could never be asked for.
-    if (!isIsoCurrency(currency))
+    // Prices and quotes take only two-decimal ISO-4217 currencies in use: a rate for another code is never asked for.
+    if (!isTwoDecimalIsoCurrency(currency))
       throw new ConfigError(
-        `environment variable SANDBOX_RATES: '${currency}' of '${entry}' is not an ISO-4217 currency in use`,
+        `environment variable SANDBOX_RATES: '${currency}' of '${entry}' is not an ISO-4217 currency in use with two decimals`,
       );
     if (value === '') {
       delete table[currency]?.[token];

@@ -53,10 +53,10 @@ describe('sandbox rate source (the rates port in the embedded stack and tests)',
     },
   );
 
-  it.each(['XYZ/USDC=1', 'DEM/USDC=1', 'XDR/USDC=1'])(
+  it.each(['XYZ/USDC=1', 'DEM/USDC=1', 'XDR/USDC=1', 'JPY/USDC=150'])(
     'refuses %j at start: a rate for a code no price or quote may name could never be used',
     (raw) => {
-      expect(() => parseRateTable(raw)).toThrow(/is not an ISO-4217 currency in use/);
+      expect(() => parseRateTable(raw)).toThrow(/is not an ISO-4217 currency in use with two decimals/);
     },
   );
 });
