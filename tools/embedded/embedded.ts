@@ -133,7 +133,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   // Every variable is checked before anything starts (database, chains, port): a mistake is reported at once.
   const checked = validateEnvironment(env, chainIds);
   const logger = new JsonLogger('stablepay-embedded', checked.logLevel);
-  const host = env['HOST'] ?? '127.0.0.1';
+  // Empty is unset: '' made Node listen on every interface, not the loopback the embedded run defaults to.
+  const host = envOptional(env, 'HOST') ?? '127.0.0.1';
   // So is the rest of the environment, in the same way: the data directory (one this user can write, that no
   // other run holds), the port, the database. Only then is anything but that directory written or started.
   if (persistent) {

@@ -503,19 +503,29 @@ export function prepareDataDir(dataDir: string): void {
   unlinkQuietly(probe);
 }
 
-/** Binds the port once and lets it go: a port another program holds is reported before anything starts. */
+/**
+ * Binds the address once and lets it go: a port another program holds, or a HOST that is no address of this machine
+ * (a typo, a public address), is reported before anything starts, naming the variable to change. Port 0 is bound
+ * too: it always has a free port, but HOST still has to be an address here (with PORT=0 a bad HOST failed only at
+ * the real listen, after the database and the chains had started, exit 1 with the bare errno).
+ */
 export async function probePort(host: string, port: number): Promise<void> {
-  if (port === 0) return;
   await new Promise<void>((resolve, reject) => {
     const server = createServer();
     server.once('error', (error: NodeJS.ErrnoException) => {
-      const why =
-        error.code === 'EADDRINUSE'
-          ? 'is already in use (another Stablepay, or another program)'
-          : `cannot be bound (${error.code ?? error.message})`;
-      reject(
-        new ConfigError(`port ${port} on ${host} ${why}: set the environment variable PORT to a free port`),
-      );
+      const code = error.code ?? error.message;
+      if (code === 'EADDRINUSE' || code === 'EACCES')
+        reject(
+          new ConfigError(
+            `port ${port} on ${host} ${code === 'EADDRINUSE' ? 'is already in use (another Stablepay, or another program)' : 'needs privileges this user lacks (EACCES)'}: set the environment variable PORT to a free port`,
+          ),
+        );
+      else
+        reject(
+          new ConfigError(
+            `environment variable HOST: cannot listen on ${host} (${code}): set HOST to an address of this machine (127.0.0.1, or 0.0.0.0 for every interface)`,
+          ),
+        );
     });
     server.listen({ host, port, exclusive: true }, () => server.close(() => resolve()));
   });

@@ -2,10 +2,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ConfigError } from '@stablepay/util';
-import { type DataDirLock, lockDataDir, prepareDataDir, type TakeoverStep } from './preflight';
+import { type DataDirLock, lockDataDir, prepareDataDir, probePort, type TakeoverStep } from './preflight';
 
 /** A pid no process has here (Linux's pid_max is at most 2^22). */
 const DEAD_PID = 4_194_304 + 17;
@@ -311,5 +312,36 @@ describe('the data directory check (prepareDataDir)', () => {
     const error = refusal('/proc');
     expect(error).toBeInstanceOf(ConfigError);
     expect((error as Error).message).toMatch(/STABLEPAY_DATA_DIR: the data directory \/proc is not writable/);
+  });
+});
+
+describe('the address check (probePort)', () => {
+  it('names HOST when it is no address of this machine, also with PORT=0 (it failed at the real listen, exit 1)', async () => {
+    // 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine, and no DNS involved.
+    for (const host of ['192.0.2.1']) {
+      const error: unknown = await probePort(host, 0).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as Error).message).toMatch(
+        new RegExp(`^environment variable HOST: cannot listen on ${host} \\(`),
+      );
+    }
+  });
+
+  it('names PORT when the port is taken, and passes a free address', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    const address = taken.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      await expect(probePort('127.0.0.1', port)).rejects.toThrow(
+        `port ${port} on 127.0.0.1 is already in use (another Stablepay, or another program): set the environment variable PORT to a free port`,
+      );
+      await expect(probePort('127.0.0.1', 0)).resolves.toBeUndefined();
+    } finally {
+      await new Promise((r) => taken.close(r));
+    }
   });
 });

@@ -162,6 +162,18 @@ describe('npm start (tools/embedded/start.js)', () => {
       60_000,
     );
 
+    it('a HOST that is no address of this machine, with PORT=0: exit 78 naming HOST, data directory untouched', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'stablepay-host-'));
+      try {
+        const { code, output } = await refused({ PORT: '0', HOST: '192.0.2.1' }, dir);
+        expect(code).toBe(78);
+        expect(output).toContain('environment variable HOST: cannot listen on 192.0.2.1 (EADDRNOTAVAIL)');
+        expect(readdirSync(dir)).toEqual([]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 60_000);
+
     it('an unreachable DATABASE_URL: exit 78 naming it and where, without its password', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'stablepay-nodb-'));
       const nobody = await freePort();
