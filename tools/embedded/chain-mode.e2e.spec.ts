@@ -67,6 +67,52 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     throw new Error('timed out');
   };
 
+  /** A live subscription intent as an earlier version created it (create now refuses): by the owning commands. */
+  const recordLiveIntent = async (): Promise<string> => {
+    const { id } = await stack.service.app.get(SubscriptionCheckoutCommands).create(
+      { merchantId: live.id, mode: 'live' },
+      { price: '150000', price_currency: 'ARS', supported_chains: [CHAIN] },
+      {
+        businessName: 'Live Co',
+        hostedUrl: `${stack.url}/hosted`,
+        context: {
+          availableChains: [{ caip2: CHAIN, tokenSymbols: ['USDC'] }],
+          quotedTokenSymbols: ['USDC'],
+          settlement: { mode: 'crypto' },
+        },
+      },
+    );
+    // The public reads come from the read model: wait until the projection holds it.
+    await until(async () => (await api('GET', `/subscription-checkouts/${id}`, live.apiKey)).status === 200);
+    return id;
+  };
+  /**
+   * A live payment as an earlier version created it (the create handler now refuses): by the owning commands, with
+   * this deployment's factory and tokens. `key` tells one from another.
+   */
+  const recordLivePayment = async (key: string) => {
+    const chain = stack.chains?.chains.find((c) => c.caip2 === CHAIN);
+    if (!chain) throw new Error('no local chain');
+    const app = stack.service.app;
+    const commands = app.get(PaymentCommands);
+    const owner = { merchantId: live.id, mode: 'live' as const };
+    const input = { amount: '2000000', currency: 'USD', method: 'DIRECT' };
+    const ids = checkoutIds(owner, input, key, commands.now());
+    const depositAddress = depositAddressOf(chain.addresses.paymentFactory, live.id, ids.onChainId);
+    await commands.create(owner, ids, {
+      input,
+      depositAddress,
+      checkoutUrl: `${stack.url}/hosted/pay/${ids.checkoutId}`,
+      context: {
+        stablecoins: supportedStablecoins(app.get<PaymentsConfig>(PAYMENTS_CONFIG), 'test'),
+        settlementMode: 'crypto',
+      },
+      now: commands.now(),
+    });
+    await until(async () => (await api('GET', `/payments/${ids.paymentId}`, live.apiKey)).status === 200);
+    return { chain, ids, depositAddress };
+  };
+
   beforeAll(async () => {
     db = await createTestDatabase();
     stack = await startEmbedded({
@@ -136,28 +182,8 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
   });
 
   it('refuses the public subscribe of a live intent recorded before create refused it: nothing deployed, registered or signed', async () => {
-    // The intent as an earlier version created it (the create handler now refuses): written by the owning commands.
     const usdc = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
-    const appended = await stack.service.app.get(SubscriptionCheckoutCommands).create(
-      { merchantId: live.id, mode: 'live' },
-      { price: '150000', price_currency: 'ARS', supported_chains: [CHAIN] },
-      {
-        businessName: 'Live Co',
-        hostedUrl: `${stack.url}/hosted`,
-        context: {
-          availableChains: [{ caip2: CHAIN, tokenSymbols: ['USDC'] }],
-          quotedTokenSymbols: ['USDC'],
-          settlement: { mode: 'crypto' },
-        },
-      },
-    );
-    const id = appended.id;
-    // The public subscribe reads the intent from the read model: wait until the projection holds it.
-    for (let read = await api('GET', `/subscription-checkouts/${id}`, live.apiKey); read.status !== 200;) {
-      expect(read.status).toBe(404);
-      await new Promise((r) => setTimeout(r, 50));
-      read = await api('GET', `/subscription-checkouts/${id}`, live.apiKey);
-    }
+    const id = await recordLiveIntent();
     const res = await api('POST', `/subscription-checkouts/${id}/subscribe`, null, {
       chain: CHAIN,
       asset: `${CHAIN}/erc20:${usdc}`,
@@ -182,28 +208,9 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
   });
 
   it('a live payment recorded before checkouts were refused: configure answers 409, and its funded deposit is held, not deployed', async () => {
-    const chain = stack.chains?.chains.find((c) => c.caip2 === CHAIN);
-    if (!chain) throw new Error('no local chain');
-    // The payment as an earlier version created it (the create handler now refuses): by the owning commands, with
-    // this deployment's factory and tokens.
     const app = stack.service.app;
-    const commands = app.get(PaymentCommands);
-    const owner = { merchantId: live.id, mode: 'live' as const };
-    const input = { amount: '2000000', currency: 'USD', method: 'DIRECT' };
-    const ids = checkoutIds(owner, input, 'created-before-the-refusal', commands.now());
-    const depositAddress = depositAddressOf(chain.addresses.paymentFactory, live.id, ids.onChainId);
-    await commands.create(owner, ids, {
-      input,
-      depositAddress,
-      checkoutUrl: `${stack.url}/hosted/pay/${ids.checkoutId}`,
-      context: {
-        stablecoins: supportedStablecoins(app.get<PaymentsConfig>(PAYMENTS_CONFIG), 'test'),
-        settlementMode: 'crypto',
-      },
-      now: commands.now(),
-    });
+    const { chain, ids, depositAddress } = await recordLivePayment('created-before-the-refusal');
     const payment = async () => (await api('GET', `/payments/${ids.paymentId}`, live.apiKey)).body;
-    await until(async () => (await api('GET', `/payments/${ids.paymentId}`, live.apiKey)).status === 200);
 
     const configured = await api(
       'POST',
@@ -250,7 +257,46 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     const recover = await api('POST', `/payments/${ids.paymentId}/recover`, live.apiKey, {});
     expect(recover.status).toBe(409);
     expect(recover.body).toMatchObject(mismatch);
+    // The hosted page does not tell its customer the held funds are being confirmed.
+    const hosted = await api('GET', `/hosted/pay/${ids.checkoutId}/status`, null);
+    expect(hosted.body).toMatchObject({
+      status: 'unavailable',
+      payment_status: 'pending',
+      deposit_address: null,
+    });
   }, 120_000);
+
+  it('the hosted pay page of a live payment recorded before checkouts were refused offers no deposit address', async () => {
+    const { ids, depositAddress } = await recordLivePayment('hosted-page-before-the-refusal');
+    const status = await api('GET', `/hosted/pay/${ids.checkoutId}/status`, null);
+    expect(status.status).toBe(200);
+    expect(status.body).toMatchObject({
+      status: 'unavailable',
+      payment_status: 'pending',
+      deposit_address: null,
+      accepted_assets: [],
+      selected_asset: null,
+    });
+    const page = await fetch(`${stack.url}/hosted/pay/${ids.checkoutId}`);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('data-status="unavailable"');
+    expect(html).toContain('This payment cannot be paid here');
+    expect(html.toLowerCase()).not.toContain(depositAddress.slice(2).toLowerCase());
+    expect(html).not.toContain('data-testid="qr"');
+    expect(html).not.toContain('pay-data');
+  }, 60_000);
+
+  it('the hosted subscribe page of a live intent recorded before create refused it offers no subscribe', async () => {
+    const id = await recordLiveIntent();
+    const page = await fetch(`${stack.url}/hosted/subscribe/${id}`);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('data-status="unavailable"');
+    expect(html).toContain('This subscription cannot be set up here');
+    expect(html).not.toContain('subscribe-data');
+    expect(html).not.toContain('data-testid="continue"');
+  }, 60_000);
 
   it("settings say the live merchant's signer is not registered on this deployment's chains", async () => {
     const settings = await api('GET', '/settings', live.apiKey);

@@ -24,6 +24,11 @@ export function servedChainMode(chains: Pick<SupportedChains, 'enabled' | 'mode'
   return chains.enabled ? chains.mode : null;
 }
 
+/** Whether the deployment acts for a merchant of this mode (always, when it acts on no chain). */
+export function chainModeServed(served: ChainMode | null, merchantMode: ChainMode): boolean {
+  return served === null || served === merchantMode;
+}
+
 /**
  * Refuses (409 `chain_mode_mismatch`) a merchant whose mode is not the deployment's chains' mode. The local and
  * test chains reuse the mainnet chain ids, so without this a live merchant on a test deployment would be offered
@@ -31,7 +36,7 @@ export function servedChainMode(chains: Pick<SupportedChains, 'enabled' | 'mode'
  * customer's wallet on the real chain would act on what the service signed for the other one.
  */
 export function assertChainModeServed(served: ChainMode | null, merchantMode: ChainMode): void {
-  if (served === null || served === merchantMode) return;
+  if (chainModeServed(served, merchantMode)) return;
   throw conflict(
     'chain_mode_mismatch',
     `This deployment's chains are ${served} chains; a ${merchantMode} merchant takes no payments or subscriptions on them (use a ${served} API key here, or a ${merchantMode} deployment).`,

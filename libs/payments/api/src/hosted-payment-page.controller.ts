@@ -3,6 +3,7 @@ import type { FastifyReply } from 'fastify';
 import { randomBytes } from 'node:crypto';
 import { LIVE_CHAINS } from '@stablepay/evm';
 import {
+  depositToOffer,
   hostedPageHeaders,
   payPageScripts,
   qrSvg,
@@ -38,6 +39,11 @@ export class HostedPaymentPageController {
       void reply.status(404);
       return renderPayNotFoundPage(nonce);
     }
-    return renderPayPage(view, { nonce, chainNames: CHAIN_NAMES, qrSvg: await qrSvg(view.deposit_address) });
+    const deposit = depositToOffer(view);
+    return renderPayPage(view, {
+      nonce,
+      chainNames: CHAIN_NAMES,
+      qrSvg: deposit === null ? '' : await qrSvg(deposit),
+    });
   }
 }

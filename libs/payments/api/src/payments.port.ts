@@ -41,7 +41,8 @@ export interface HostedPaymentStatus {
   /**
    * pending (nothing confirmed yet), confirming (a transfer arrived, waiting for confirmations, deploy or
    * screening), paid (settled, in escrow, captured), expired, cancelled, failed, refunded, or recoverable /
-   * flagged as the payment object says.
+   * flagged as the payment object says; unavailable (a payment of the other mode than the deployment's chains,
+   * recorded before such checkouts were refused, in place of pending, confirming, expired or recoverable).
    */
   readonly status: HostedStatus;
   /** The payment object's status, for pages that want the detail. */
@@ -49,8 +50,13 @@ export interface HostedPaymentStatus {
   readonly amount: string;
   readonly currency: string;
   readonly amount_paid: string;
+  /** Empty for a payment of the other mode than the deployment's chains (none of them is its merchant's). */
   readonly accepted_assets: CheckoutObject['accepted_assets'];
-  readonly deposit_address: string;
+  /**
+   * Null for a payment of the other mode than the deployment's chains: nothing here deploys or moves what is sent
+   * to it (the deposit worker holds it, `deploy_hold_reason` `chain_mode_mismatch`), so no customer is sent there.
+   */
+  readonly deposit_address: string | null;
   /** The token and chain chosen before paying (alternate surface), else null. */
   readonly selected_asset: string | null;
   readonly detected_asset: string | null;
@@ -72,7 +78,8 @@ export type HostedStatus =
   | 'failed'
   | 'refunded'
   | 'recoverable'
-  | 'flagged';
+  | 'flagged'
+  | 'unavailable';
 
 /**
  * The inbound port of the payments scope that the gateway's checkout and payment controllers call. Implemented

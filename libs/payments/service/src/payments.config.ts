@@ -1,4 +1,5 @@
 import { getAddress } from 'ethers';
+import { type ChainMode, chainsFromEnv, servedChainMode } from '@stablepay/chain-operator';
 import { createChainRegistry, type ChainRegistry, type LocalChain } from '@stablepay/evm';
 import { type SandboxSettlementConfig, sandboxSettlementConfigFromEnv } from '@stablepay/fiat-settlement';
 import { ConfigError, envInt, envOptional } from '@stablepay/util';
@@ -12,6 +13,12 @@ export interface PaymentsConfig {
   readonly chains: { readonly live: ChainRegistry; readonly test: ChainRegistry };
   /** Narrows the accepted chains (SUPPORTED_CHAINS, comma-separated CAIP-2, shared with the other scopes). */
   readonly supportedChains: readonly string[] | null;
+  /**
+   * The mode of the chains this deployment acts on (CHAIN_MODE once CHAIN_RPC_URLS names chains; null without
+   * chains), read as the chain layer reads it. The gateway has no chain layer of its own: the hosted page needs it
+   * to withhold the deposit address of a payment of the other mode (recorded before such checkouts were refused).
+   */
+  readonly chainMode: ChainMode | null;
   /**
    * The PaymentFactory every deposit address is derived from (PAYMENT_FACTORY_ADDRESS; one address on every chain).
    * Null: checkouts are refused with 503 until it is configured (a deposit address from a guessed factory would
@@ -93,6 +100,7 @@ export function paymentsConfigFromEnv(
           : live),
     },
     supportedChains,
+    chainMode: servedChainMode(chainsFromEnv(env)),
     paymentFactoryAddress,
     sandboxSettlement: sandboxSettlementConfigFromEnv(env),
   };

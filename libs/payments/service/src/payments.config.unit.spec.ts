@@ -18,6 +18,13 @@ describe('payments configuration', () => {
     expect(() => paymentsConfigFromEnv({ PAYMENT_FACTORY_ADDRESS: '0x12' })).toThrow(ConfigError);
   });
 
+  it('knows the mode of the chains the deployment runs, as the chain layer reads it (none without CHAIN_RPC_URLS)', () => {
+    expect(paymentsConfigFromEnv({ CHAIN_MODE: 'test' }).chainMode).toBeNull();
+    const rpc = { CHAIN_RPC_URLS: 'eip155:8453=http://anvil:8545' };
+    expect(paymentsConfigFromEnv({ ...rpc, CHAIN_MODE: 'test' }).chainMode).toBe('test');
+    expect(paymentsConfigFromEnv(rpc).chainMode).toBe('live');
+  });
+
   it("offers test merchants the chain layer's test tokens when given, else the local chains, else mainnet", () => {
     const testRegistry = createChainRegistry({
       mode: 'test',

@@ -17,7 +17,8 @@ export type HostedPaymentStatusName =
   | 'failed'
   | 'refunded'
   | 'recoverable'
-  | 'flagged';
+  | 'flagged'
+  | 'unavailable';
 
 export interface HostedPaymentAsset {
   /** CAIP-19 `eip155:<id>/erc20:<address>`. */
@@ -38,7 +39,8 @@ export interface HostedPaymentView {
   /** Smallest units of the detected token received so far. */
   readonly amount_paid: string;
   readonly accepted_assets: readonly HostedPaymentAsset[];
-  readonly deposit_address: string;
+  /** Null when the payment must not be paid here (status `unavailable`). */
+  readonly deposit_address: string | null;
   readonly detected_asset: string | null;
   readonly detected_chain: string | null;
   readonly expires_at: string;
@@ -61,6 +63,14 @@ export interface PayPageOptions {
 
 /** Statuses the page keeps polling in; every other one is a final state page. */
 export const LIVE_PAYMENT_STATUSES: readonly HostedPaymentStatusName[] = ['pending', 'confirming'];
+
+/**
+ * The deposit address the page offers (with its QR code, picker and wallet button), or null when it renders a state
+ * page: a final status, or no address to offer (a payment that cannot be paid here never gets the paying page).
+ */
+export function depositToOffer(view: HostedPaymentView): string | null {
+  return LIVE_PAYMENT_STATUSES.includes(view.status) ? view.deposit_address : null;
+}
 
 /** `25000000` (6 decimals) -> `25.00`; more decimals only when the order has them. */
 export function formatOrderAmount(amount: string, currency: string): string {
@@ -97,13 +107,19 @@ const STATUS_COPY: Record<HostedPaymentStatusName, { title: string; message: str
       'More than the order amount, or funds after expiry, arrived; the surplus is returned to its sender.',
   },
   flagged: { title: 'Payment under review', message: 'This payment is on hold. Contact the business.' },
+  unavailable: {
+    title: 'This payment cannot be paid here',
+    message:
+      'This payment link cannot be paid on this service. Do not send funds to it; if you already did, contact the business.',
+  },
 };
 
 export function renderPayPage(view: HostedPaymentView, options: PayPageOptions): string {
   const colors = palette(view.background_color, view.primary_color);
-  const live = LIVE_PAYMENT_STATUSES.includes(view.status);
+  const deposit = depositToOffer(view);
+  const live = deposit !== null;
   const total = formatOrderAmount(view.amount, view.currency);
-  const body = live ? pendingBody(view, options, total) : stateBody(view, total);
+  const body = live ? pendingBody(view, deposit, options, total) : stateBody(view, total);
   return hostedPage({
     title: live ? `Pay ${businessNameInText(view.business_name)}` : STATUS_COPY[view.status].title,
     businessName: view.business_name,
@@ -118,7 +134,7 @@ export function renderPayPage(view: HostedPaymentView, options: PayPageOptions):
             'pay-data': jsonForScript({
               checkout_id: view.checkout_id,
               status: view.status,
-              deposit_address: view.deposit_address,
+              deposit_address: deposit,
               amount_paid: view.amount_paid,
               detected_asset: view.detected_asset,
               assets: view.accepted_assets,
@@ -135,7 +151,7 @@ export function renderPayPage(view: HostedPaymentView, options: PayPageOptions):
 
 /** The script sources a rendered pay page carries (for hostedPageHeaders). */
 export function payPageScripts(view: HostedPaymentView): readonly string[] {
-  return LIVE_PAYMENT_STATUSES.includes(view.status) ? [PAY_SCRIPT] : [];
+  return depositToOffer(view) !== null ? [PAY_SCRIPT] : [];
 }
 
 export function renderPayNotFoundPage(nonce: string): string {
@@ -149,7 +165,12 @@ export function renderPayNotFoundPage(nonce: string): string {
   });
 }
 
-function pendingBody(view: HostedPaymentView, options: PayPageOptions, total: string): string {
+function pendingBody(
+  view: HostedPaymentView,
+  deposit: string,
+  options: PayPageOptions,
+  total: string,
+): string {
   const first = view.accepted_assets[0];
   const chainName = (caip2: string) => options.chainNames[caip2] ?? caip2;
   const chains = [...new Set(view.accepted_assets.map((a) => a.chain))];
@@ -182,7 +203,7 @@ function pendingBody(view: HostedPaymentView, options: PayPageOptions, total: st
 ${picker}
 <div class="deposit">
   <div class="qr" data-testid="qr" role="img" aria-label="QR code of the deposit address">${options.qrSvg}</div>
-  <p class="mono" data-testid="deposit-address">${e(view.deposit_address)}</p>
+  <p class="mono" data-testid="deposit-address">${e(deposit)}</p>
   <p class="muted small">The same address on every network listed. Send only the tokens listed, on those networks.</p>
 </div>
 <button type="button" id="wallet-pay" class="button" data-testid="wallet-pay" hidden>Pay with a browser wallet</button>

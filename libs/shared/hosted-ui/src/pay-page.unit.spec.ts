@@ -113,6 +113,25 @@ describe('hosted payment page rendering', () => {
     expect(expired).not.toContain('data-testid="deposit-address"');
   });
 
+  it('says a payment that cannot be paid here is so, with no deposit address, QR code or script', () => {
+    // Also a live status without an address: the paying page is never rendered without one.
+    for (const v of [
+      view({ status: 'unavailable', deposit_address: null, accepted_assets: [] }),
+      view({ status: 'pending', deposit_address: null }),
+    ]) {
+      const html = renderPayPage(v, options);
+      expect(html).not.toContain('data-testid="deposit-address"');
+      expect(html).not.toContain('data-testid="qr"');
+      expect(html).not.toContain('<script');
+      expect(payPageScripts(v)).toEqual([]);
+    }
+    const html = renderPayPage(view({ status: 'unavailable', deposit_address: null }), options);
+    expect(html).toContain('data-testid="state" data-status="unavailable"');
+    expect(html).toContain('This payment cannot be paid here');
+    expect(html).toContain('Do not send funds to it');
+    expect(html).toContain('href="https://shop.example/cart"');
+  });
+
   it('formats the 6-decimal order amount with at least two decimals', () => {
     expect(formatOrderAmount('25000000', 'USD')).toBe('25.00 USD');
     expect(formatOrderAmount('1', 'USD')).toBe('0.000001 USD');

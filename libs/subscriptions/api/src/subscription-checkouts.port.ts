@@ -32,8 +32,12 @@ export interface SubscriptionCheckoutListFilters {
 /** What the hosted subscribe page needs. */
 export interface HostedSubscribeView {
   readonly checkout: SubscriptionCheckoutObject;
-  /** The state the customer must see: a pending intent past expires_at shows as expired before the timer records it. */
-  readonly status: SubscriptionCheckoutStatus;
+  /**
+   * The state the customer must see: a pending intent past expires_at shows as expired before the timer records it;
+   * a pending intent of the other mode than the deployment's chains (recorded before such intents were refused) as
+   * `unavailable`: its subscribe is refused, so the page offers none.
+   */
+  readonly status: SubscriptionCheckoutStatus | 'unavailable';
   readonly options: readonly SubscriptionOption[];
   readonly backgroundColor: string | null;
   readonly primaryColor: string | null;

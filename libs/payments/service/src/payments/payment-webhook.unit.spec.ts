@@ -80,6 +80,18 @@ describe('payment webhooks and the hosted status', () => {
     expect(hostedStatusOf({ ...created, status: 'flagged' }, T0)).toBe('flagged');
   });
 
+  it("shows a payment of the other mode than the deployment's chains as unavailable while it asks to pay, wait or be returned", () => {
+    const created = paymentObjectsAsOf(events.slice(0, 1)).payment;
+    expect(hostedStatusOf(created, T0, false)).toBe('unavailable');
+    expect(hostedStatusOf(created, new Date('2026-06-01T11:00:00.000Z'), false)).toBe('unavailable');
+    expect(hostedStatusOf(paymentObjectsAsOf(events.slice(0, 2)).payment, T0, false)).toBe('unavailable');
+    expect(hostedStatusOf({ ...created, status: 'recoverable' }, T0, false)).toBe('unavailable');
+    // What already happened is still said as it is.
+    expect(hostedStatusOf({ ...created, status: 'settled' }, T0, false)).toBe('paid');
+    expect(hostedStatusOf({ ...created, status: 'cancelled' }, T0, false)).toBe('cancelled');
+    expect(hostedStatusOf({ ...created, status: 'flagged' }, T0, false)).toBe('flagged');
+  });
+
   it('a fact of a type this release does not know leaves the objects as the known facts make them', () => {
     const unknown = { type: 'PaymentSomethingNew.v9', data: {} };
     expect(paymentObjectsAsOf([...events, unknown])).toEqual(paymentObjectsAsOf(events));

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { CLOCK } from '@stablepay/aggregate';
+import { chainModeServed } from '@stablepay/chain-operator';
 import { CommandClient } from '@stablepay/commands';
 import { type AuthenticatedMerchant, type ListEnvelope, listEnvelope, type ListQuery } from '@stablepay/http';
 import {
@@ -21,6 +22,7 @@ import {
 } from '@stablepay/payments-api';
 import type { CheckoutObject, CreateCheckoutInput, PaymentObject } from '@stablepay/payments-domain';
 import type { Clock } from '@stablepay/util';
+import { PAYMENTS_CONFIG, type PaymentsConfig } from '../payments.config';
 import { PaymentMerchantProfiles } from './merchant-profiles';
 import { type CheckoutRow, type PaymentRow, PaymentReader } from './payment.reader';
 
@@ -50,11 +52,29 @@ export function paymentRequestObject(checkout: CheckoutObject, payment: PaymentO
 }
 
 /**
+ * What a payment of the other mode than the deployment's chains shows as `unavailable`: the statuses that ask the
+ * customer to pay, to wait for a deploy the deposit worker holds, or promise late funds back by a recover the
+ * payment actions refuse. Final states that say what happened (paid, cancelled, failed, refunded, flagged) stay.
+ */
+const UNAVAILABLE_WHEN_NOT_SERVED: ReadonlySet<HostedStatus> = new Set([
+  'pending',
+  'confirming',
+  'expired',
+  'recoverable',
+]);
+
+/**
  * What the hosted page says to the customer. `confirming`: money arrived and the payment is on its way (waiting
  * for confirmations, screening or the deploy); `paid`: the merchant has it (settled, in escrow). A pending payment
- * past expires_at with nothing that covers the order shows as expired before the timer records it.
+ * past expires_at with nothing that covers the order shows as expired before the timer records it. `modeServed`
+ * false (the payment is of the other mode than the deployment's chains): `unavailable` instead of the above.
  */
-export function hostedStatusOf(payment: PaymentObject, now: Date): HostedStatus {
+export function hostedStatusOf(payment: PaymentObject, now: Date, modeServed = true): HostedStatus {
+  const status = customerStatusOf(payment, now);
+  return !modeServed && UNAVAILABLE_WHEN_NOT_SERVED.has(status) ? 'unavailable' : status;
+}
+
+function customerStatusOf(payment: PaymentObject, now: Date): HostedStatus {
   switch (payment.status) {
     case 'settled':
     case 'escrow_confirmed':
@@ -82,6 +102,7 @@ export class PaymentsGateway implements PaymentsUseCases {
     @Inject(PaymentReader) private readonly reader: PaymentReader,
     @Inject(PaymentMerchantProfiles) private readonly profiles: PaymentMerchantProfiles,
     @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(PAYMENTS_CONFIG) private readonly config: Pick<PaymentsConfig, 'chainMode'>,
   ) {}
 
   async createCheckout(
@@ -223,18 +244,21 @@ export class PaymentsGateway implements PaymentsUseCases {
     const c = checkout.object;
     const p = payment.object;
     const profile = await this.profiles.get(checkout.merchant_id);
+    // A payment of the other mode than this deployment's chains (recorded before such checkouts were refused):
+    // what arrives at its deposit address is held, never deployed, so the page offers neither it nor its tokens.
+    const served = chainModeServed(this.config.chainMode, checkout.mode);
     return {
       object: 'hosted_payment_status',
       checkout_id: c.id,
       payment_id: p.id,
-      status: hostedStatusOf(p, this.clock.now()),
+      status: hostedStatusOf(p, this.clock.now(), served),
       payment_status: p.status,
       amount: c.amount,
       currency: c.currency,
       amount_paid: p.amount_paid,
-      accepted_assets: c.accepted_assets,
-      deposit_address: c.deposit_address,
-      selected_asset: c.selected_asset,
+      accepted_assets: served ? c.accepted_assets : [],
+      deposit_address: served ? c.deposit_address : null,
+      selected_asset: served ? c.selected_asset : null,
       detected_asset: p.detected_asset,
       detected_chain: p.detected_chain,
       expires_at: c.expires_at,

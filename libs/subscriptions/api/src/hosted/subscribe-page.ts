@@ -86,6 +86,12 @@ function stateCopy(
         message: `Nothing was charged. Ask ${business} for a new subscription link.`,
         link: withId(c.return_url ?? c.cancel_url, c.id),
       };
+    case 'unavailable':
+      return {
+        title: 'This subscription cannot be set up here',
+        message: `This subscription link cannot be used on this service. Nothing was charged. Ask ${business} for a new subscription link.`,
+        link: withId(c.return_url ?? c.cancel_url, c.id),
+      };
     case 'pending':
       return { title: '', message: '', link: null };
   }

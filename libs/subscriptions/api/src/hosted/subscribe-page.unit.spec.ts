@@ -110,6 +110,17 @@ describe('hosted subscribe page rendering', () => {
     }
     expect(renderNotFoundPage('n')).toContain('Subscription link not found');
   });
+
+  it('says an intent that cannot be subscribed to here is so, with no picker, wallet step or script', () => {
+    const unavailable = view({ status: 'unavailable', options: [] });
+    const html = renderSubscribePage(unavailable, 'n');
+    expect(html).toContain('data-status="unavailable"');
+    expect(html).toContain('This subscription cannot be set up here');
+    expect(html).not.toContain('subscribe-data');
+    expect(html).not.toContain('data-testid="continue"');
+    expect(html).not.toContain('data-testid="dismiss"');
+    expect(subscribePageScripts(unavailable)).toEqual([]);
+  });
 });
 
 describe('hosted subscribe page with merchant text stored before the display-text rule', () => {

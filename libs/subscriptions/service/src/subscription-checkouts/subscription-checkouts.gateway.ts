@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { CLOCK } from '@stablepay/aggregate';
+import { chainModeServed } from '@stablepay/chain-operator';
 import { CommandClient } from '@stablepay/commands';
 import { type AuthenticatedMerchant, type ListEnvelope, listEnvelope, type ListQuery } from '@stablepay/http';
 import {
@@ -96,8 +97,16 @@ export class SubscriptionCheckoutsGateway implements SubscriptionCheckoutsUseCas
     const row = await this.reader.find(id);
     if (!row) return null;
     const object: SubscriptionCheckoutObject = row.object;
-    const due = object.status === 'pending' && this.clock.now().getTime() >= Date.parse(object.expires_at);
-    const status = due ? 'expired' : object.status;
+    // An intent of the other mode than this deployment's chains (recorded before create refused them) cannot be
+    // subscribed to here (the subscribe call answers 409): the customer gets a state page, not a picker.
+    const status: HostedSubscribeView['status'] =
+      object.status !== 'pending'
+        ? object.status
+        : this.clock.now().getTime() >= Date.parse(object.expires_at)
+          ? 'expired'
+          : chainModeServed(this.presenter.chainMode, row.mode)
+            ? 'pending'
+            : 'unavailable';
     const profile = await this.profiles.get(row.merchant_id);
     const options =
       status === 'pending'
