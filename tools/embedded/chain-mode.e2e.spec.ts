@@ -12,7 +12,7 @@ import {
   depositAddressOf,
   supportedStablecoins,
 } from '@stablepay/payments-service';
-import { SubscriptionCheckoutCommands } from '@stablepay/subscriptions-service';
+import { SubscriptionCheckoutCommands, SubscriptionCommands } from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { Client } from 'pg';
@@ -296,6 +296,59 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     expect(html).toContain('This subscription cannot be set up here');
     expect(html).not.toContain('subscribe-data');
     expect(html).not.toContain('data-testid="continue"');
+  }, 60_000);
+
+  it('merchant cancel of a live subscription answers 409 chain_mode_mismatch before judging its deadline', async () => {
+    // The subscription as an earlier version's subscribe recorded it (subscribes are refused now).
+    const subscriptionId = `0x${'c1'.repeat(32)}`;
+    const startedAt = Math.floor(Date.now() / 1000);
+    await stack.service.app.get(SubscriptionCommands).run(
+      subscriptionId,
+      { merchantId: live.id, mode: 'live' },
+      {
+        type: 'RecordSubscriptionCreated',
+        subscription: {
+          subscriptionId,
+          checkoutId: null,
+          subscriber: Wallet.createRandom().address.toLowerCase(),
+          externalCustomerId: null,
+          chain: CHAIN,
+          asset: `${CHAIN}/erc20:0x833589fcd6edb6e08f4c7c32d4f71b54bda02913`,
+          tokenSymbol: 'USDC',
+          tokenDecimals: 6,
+          cap: '10000000',
+          budget: '25000000',
+          price: '150000',
+          priceCurrency: 'ARS',
+          periodDuration: 30 * 24 * 3600,
+          startedAt: String(startedAt),
+          txHash: `0x${'c2'.repeat(32)}`,
+          createdAt: new Date(startedAt * 1000).toISOString(),
+        },
+        firstCharge: null,
+        writtenBy: 'api',
+      },
+    );
+    const read = await until(async () => {
+      const r = await api('GET', `/subscriptions/${subscriptionId}`, live.apiKey);
+      return r.status === 200 ? r.body : null;
+    });
+    expect(read['status']).toBe('active');
+    // A deadline long past: the chain-time check would answer 422 signature_expired.
+    const cancel = await api('POST', `/subscriptions/${subscriptionId}/cancel`, live.apiKey, {
+      nonce: read['charge_nonce'],
+      deadline: 1,
+      signature: `0x${'ab'.repeat(65)}`,
+    });
+    expect(cancel.status).toBe(409);
+    expect(cancel.body).toMatchObject(mismatch);
+    // Another merchant's key still gets 404 first.
+    const foreign = await api('POST', `/subscriptions/${subscriptionId}/cancel`, stack.demoApiKey, {
+      nonce: read['charge_nonce'],
+      deadline: 1,
+      signature: `0x${'ab'.repeat(65)}`,
+    });
+    expect(foreign.status).toBe(404);
   }, 60_000);
 
   it("settings say the live merchant's signer is not registered on this deployment's chains", async () => {

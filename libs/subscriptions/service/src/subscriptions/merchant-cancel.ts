@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Interface, getAddress } from 'ethers';
+import { assertChainModeServed } from '@stablepay/chain-operator';
 import { connectStablepayRegistry, SubscriptionManagerAbi, toOnChainId } from '@stablepay/contracts';
 import { isSignedBy, stablepayDomain } from '@stablepay/evm';
 import type { CancelSubscriptionCommand, SubscriptionCommandResult } from '@stablepay/subscriptions-api';
@@ -34,6 +35,9 @@ export class MerchantCancel {
 
   async handle(command: CancelSubscriptionCommand): Promise<SubscriptionCommandResult> {
     const row = await this.reader.getOwned(command.merchant, command.id);
+    // Before anything is judged or read from the chain: a subscription of the other mode than this deployment's
+    // chains (recorded before subscribes were refused) is cancelled on none of them, whatever its terms say.
+    assertChainModeServed(this.config.chainMode, row.mode);
     const o = row.object;
     if (o.status !== 'active')
       throw conflict('subscription_cancelled', `Subscription ${o.id} is ${o.status}: no cancel is needed.`);
