@@ -1,5 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { Interface, MaxUint256, Wallet, getAddress, type Log, type TransactionReceipt } from 'ethers';
+import {
+  Interface,
+  MaxUint256,
+  Wallet,
+  getAddress,
+  type Log,
+  type Provider,
+  type TransactionReceipt,
+} from 'ethers';
 import { assertChainModeServed } from '@stablepay/chain-operator';
 import { SubscriptionManagerAbi, TestStablecoinAbi } from '@stablepay/contracts';
 import { stablepayDomain, typesFor, type SubscribeAuthorizationMessage } from '@stablepay/evm';
@@ -24,7 +32,6 @@ const MANAGER = new Interface(SubscriptionManagerAbi);
 const ERC20 = new Interface(TestStablecoinAbi);
 /** A subscribe sent just before the intent expires must still be able to land (it then completes the intent). */
 export const SUBSCRIBE_DEADLINE_GRACE_SECONDS = 15 * 60;
-const RECEIPT_WAIT_MS = 30_000;
 
 const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
 
@@ -220,7 +227,7 @@ export class SubscribeFlow {
         code: 'chain_unavailable',
         message: `No RPC endpoint is configured for ${command.chain}.`,
       });
-    const receipt = await this.waitForReceipt(provider, txHash);
+    const receipt = await waitForSubscribeReceipt(provider, txHash);
     if (receipt === 'unknown')
       throw new DomainError({
         type: 'invalid_request',
@@ -261,22 +268,40 @@ export class SubscribeFlow {
     this.chains.invalidate(row.mode, command.chain);
     return { ...pending, status: 'recorded', revision };
   }
+}
 
-  private async waitForReceipt(
-    provider: NonNullable<ReturnType<ChainTime['provider']>>,
-    txHash: string,
-  ): Promise<TransactionReceipt | 'pending' | 'unknown'> {
-    const deadline = Date.now() + RECEIPT_WAIT_MS;
-    let seen = false;
-    for (;;) {
-      const receipt = await provider.getTransactionReceipt(txHash);
-      if (receipt) return receipt;
-      seen ||= (await provider.getTransaction(txHash)) !== null;
-      if (Date.now() > deadline) return seen ? 'pending' : 'unknown';
-      // A hash the node has never seen, a few seconds after the wallet sent it, is not coming.
-      if (!seen && Date.now() > deadline - RECEIPT_WAIT_MS + 5000) return 'unknown';
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+/** How long a report waits for its transaction's receipt before answering 202 pending. */
+export const RECEIPT_WAIT_MS = 30_000;
+/** A hash the node has never seen this long after the report is not coming: 404 transaction_not_found. */
+export const UNSEEN_GRACE_MS = 5_000;
+const SEEN_POLL_MS = 200;
+// The report is public (the intent id is the capability) and a made-up hash is free: polled every 200 ms through the
+// grace it cost ~50 RPC calls per request, at up to 128 such requests in flight per source.
+const UNSEEN_POLL_MS = 1_000;
+
+/**
+ * The receipt of a reported subscribe transaction: the receipt once mined, `pending` when the node knows the
+ * transaction but it was not mined within RECEIPT_WAIT_MS, `unknown` when the node has not seen it within
+ * UNSEEN_GRACE_MS. A known transaction is polled every 200 ms, an unseen hash once a second.
+ */
+export async function waitForSubscribeReceipt(
+  provider: Pick<Provider, 'getTransaction' | 'getTransactionReceipt'>,
+  txHash: string,
+  timing: { now(): number; sleep(ms: number): Promise<void> } = {
+    now: () => Date.now(),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  },
+): Promise<TransactionReceipt | 'pending' | 'unknown'> {
+  const started = timing.now();
+  let seen = false;
+  for (;;) {
+    const receipt = await provider.getTransactionReceipt(txHash);
+    if (receipt) return receipt;
+    seen ||= (await provider.getTransaction(txHash)) !== null;
+    const waited = timing.now() - started;
+    if (!seen && waited >= UNSEEN_GRACE_MS) return 'unknown';
+    if (waited >= RECEIPT_WAIT_MS) return 'pending';
+    await timing.sleep(seen ? SEEN_POLL_MS : UNSEEN_POLL_MS);
   }
 }
 

@@ -1,4 +1,4 @@
-import { SubscribeFlow } from './subscribe-flow';
+import { SubscribeFlow, waitForSubscribeReceipt } from './subscribe-flow';
 
 const TOKEN = '0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
 const ASSET = `eip155:8453/erc20:${TOKEN}`;
@@ -79,5 +79,45 @@ describe('SubscribeFlow', () => {
 
   it("lets a customer's wallet through to the intent's own checks", async () => {
     await expect(subscribe(CUSTOMER)).rejects.toMatchObject({ code: 'subscription_checkout_not_pending' });
+  });
+});
+
+describe('waitForSubscribeReceipt (the public report waiting for its transaction)', () => {
+  /** A node that knows the hash from `seenAt` (ms; never when null) and has its receipt from `minedAt`. */
+  function node(seenAt: number | null, minedAt: number | null) {
+    let now = 0;
+    const calls = { count: 0 };
+    const receipt = { status: 1 } as never;
+    const provider = {
+      getTransactionReceipt: () => {
+        calls.count += 1;
+        return Promise.resolve(minedAt !== null && now >= minedAt ? receipt : null);
+      },
+      getTransaction: () => {
+        calls.count += 1;
+        return Promise.resolve(seenAt !== null && now >= seenAt ? ({} as never) : null);
+      },
+    };
+    // Time is the test's: each sleep moves it on, nothing waits.
+    const timing = { now: () => now, sleep: (ms: number) => Promise.resolve(void (now += ms)) };
+    return { provider, timing, calls, receipt };
+  }
+
+  it('gives up on a hash the node never saw after the grace, with a handful of RPC calls (a made-up hash cost ~50)', async () => {
+    const { provider, timing, calls } = node(null, null);
+    await expect(waitForSubscribeReceipt(provider, '0xab', timing)).resolves.toBe('unknown');
+    expect(calls.count).toBeLessThanOrEqual(12);
+  });
+
+  it('answers the receipt of a transaction mined while it waits, and pending when it is seen but not mined in time', async () => {
+    const mined = node(300, 2_000);
+    await expect(waitForSubscribeReceipt(mined.provider, '0xab', mined.timing)).resolves.toBe(mined.receipt);
+    const stuck = node(0, null);
+    await expect(waitForSubscribeReceipt(stuck.provider, '0xab', stuck.timing)).resolves.toBe('pending');
+  });
+
+  it('still finds a transaction the node sees only late in the grace', async () => {
+    const late = node(4_500, 4_500);
+    await expect(waitForSubscribeReceipt(late.provider, '0xab', late.timing)).resolves.toBe(late.receipt);
   });
 });
