@@ -30,7 +30,7 @@ import {
   startMetricsServer,
   stopDeadlineMs,
 } from '@stablepay/http';
-import type { Clock } from '@stablepay/util';
+import { type Clock, ConfigError } from '@stablepay/util';
 import { openEventBus, openEventStore } from './adapters';
 import type { PlatformConfig } from './platform.config';
 
@@ -133,7 +133,11 @@ export async function startService(
     connectCommandServer(app, config.commands ?? IN_PROCESS_COMMANDS, broker, service);
     await app.startAllMicroservices();
   }
-  await app.listen(config.port, config.host);
+  await app.listen(config.port, config.host).catch(async (error: unknown) => {
+    // Nothing is served: stop what started (consumers, pools) and say which variable to change.
+    await app.close().catch(() => undefined);
+    throw listenFault(error, config.host, config.port);
+  });
   const metrics =
     config.metricsPort === undefined
       ? undefined
@@ -165,4 +169,22 @@ export async function startService(
     stopDeadlineMs: stopDeadlineMs(config.httpTimeouts ?? DEFAULT_HTTP_TIMEOUTS, shutdownDelayMs),
     stop: () => (stopping ??= stop()),
   };
+}
+
+/**
+ * A listen that failed for the environment's sake is a ConfigError naming the variable (exit 78 in runMain): a
+ * taken or privileged port names PORT, a HOST that is no address of this machine (a typo, a public address) names
+ * HOST. Both were the bare errno and exit 1, after the migrations had run.
+ */
+function listenFault(error: unknown, host: string, port: number): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'EADDRINUSE' || code === 'EACCES')
+    return new ConfigError(
+      `environment variable PORT: cannot listen on port ${port} of ${host} (${code}): set PORT to a free port`,
+    );
+  if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME')
+    return new ConfigError(
+      `environment variable HOST: cannot listen on ${host} (${code}): set HOST to an address of this machine (0.0.0.0 for every interface)`,
+    );
+  return error;
 }
