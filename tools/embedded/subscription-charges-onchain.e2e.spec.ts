@@ -413,9 +413,19 @@ describe('subscription charges on chain (embedded stack, anvil)', () => {
     expect(await told('charge-quote', { fiat_amount: '0100' })).toBe(
       'fiat_amount must be a string of digits with no sign, decimal point, separator or leading zero.',
     );
+    const max = ((1n << 256n) - 1n).toString();
     expect(await told('charge-quote', { fiat_amount: '9'.repeat(80) })).toBe(
-      'fiat_amount must have at most 78 digits.',
+      `fiat_amount must be at most 2^256 - 1 (${max}), the largest uint256.`,
     );
+    // 2^256 has 78 digits: it passed as digits and the charge was refused as invalid_signature.
+    expect(
+      await told('charge', {
+        amount: (1n << 256n).toString(),
+        nonce: 0,
+        deadline: 1,
+        signature: `0x${'11'.repeat(65)}`,
+      }),
+    ).toBe(`amount must be at most 2^256 - 1 (${max}), the largest uint256.`);
     expect(await told('charge', { amount: '00', nonce: 0, deadline: 1, signature: '0x' })).toBe(
       'amount must be a string of digits with no sign, decimal point, separator or leading zero.',
     );

@@ -11,8 +11,8 @@ import {
 
 const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
 const DIGITS = /^(0|[1-9][0-9]*)$/;
-/** A uint256 has at most 78 decimal digits. */
-const MAX_UINT_DIGITS = 78;
+/** What a contract call carries: amount and deadline are uint256 on chain. */
+const MAX_UINT256 = (1n << 256n) - 1n;
 const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
 const CODE = /^[A-Za-z0-9_-]{1,100}$/;
 
@@ -40,8 +40,9 @@ function uintString(body: Record<string, unknown>, name: string, required: boole
   // What is wrong, said as such: "00" or "-5" broke the shape, 80 digits only the length (both were told "must be
   // a non-negative integer string", which "00" and the 80 digits are).
   if (typeof v !== 'string' || !DIGITS.test(v)) throw validationError(name, `${name} must be ${rule}.`);
-  if (v.length > MAX_UINT_DIGITS)
-    throw validationError(name, `${name} must have at most ${MAX_UINT_DIGITS} digits.`);
+  // Past 2^256 - 1 no signature can cover it: the charge was refused as invalid_signature, naming the wrong field.
+  if (v.length > 78 || BigInt(v) > MAX_UINT256)
+    throw validationError(name, `${name} must be at most 2^256 - 1 (${MAX_UINT256}), the largest uint256.`);
   return v;
 }
 
