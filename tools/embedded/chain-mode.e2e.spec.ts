@@ -113,6 +113,44 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     return { chain, ids, depositAddress };
   };
 
+  /** A live subscription as an earlier version's subscribe recorded it (subscribes are refused now): active. */
+  const recordLiveSubscription = async (subscriptionId: string): Promise<Json> => {
+    const startedAt = Math.floor(Date.now() / 1000);
+    await stack.service.app.get(SubscriptionCommands).run(
+      subscriptionId,
+      { merchantId: live.id, mode: 'live' },
+      {
+        type: 'RecordSubscriptionCreated',
+        subscription: {
+          subscriptionId,
+          checkoutId: null,
+          subscriber: Wallet.createRandom().address.toLowerCase(),
+          externalCustomerId: null,
+          chain: CHAIN,
+          asset: `${CHAIN}/erc20:0x833589fcd6edb6e08f4c7c32d4f71b54bda02913`,
+          tokenSymbol: 'USDC',
+          tokenDecimals: 6,
+          cap: '10000000',
+          budget: '25000000',
+          price: '150000',
+          priceCurrency: 'ARS',
+          periodDuration: 30 * 24 * 3600,
+          startedAt: String(startedAt),
+          txHash: `0x${'e2'.repeat(31)}${subscriptionId.slice(2, 4)}`,
+          createdAt: new Date(startedAt * 1000).toISOString(),
+        },
+        firstCharge: null,
+        writtenBy: 'api',
+      },
+    );
+    const read = await until(async () => {
+      const r = await api('GET', `/subscriptions/${subscriptionId}`, live.apiKey);
+      return r.status === 200 ? r.body : null;
+    });
+    expect(read['status']).toBe('active');
+    return read;
+  };
+
   beforeAll(async () => {
     db = await createTestDatabase();
     stack = await startEmbedded({
@@ -299,41 +337,8 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
   }, 60_000);
 
   it('merchant cancel of a live subscription answers 409 chain_mode_mismatch before judging its deadline', async () => {
-    // The subscription as an earlier version's subscribe recorded it (subscribes are refused now).
     const subscriptionId = `0x${'c1'.repeat(32)}`;
-    const startedAt = Math.floor(Date.now() / 1000);
-    await stack.service.app.get(SubscriptionCommands).run(
-      subscriptionId,
-      { merchantId: live.id, mode: 'live' },
-      {
-        type: 'RecordSubscriptionCreated',
-        subscription: {
-          subscriptionId,
-          checkoutId: null,
-          subscriber: Wallet.createRandom().address.toLowerCase(),
-          externalCustomerId: null,
-          chain: CHAIN,
-          asset: `${CHAIN}/erc20:0x833589fcd6edb6e08f4c7c32d4f71b54bda02913`,
-          tokenSymbol: 'USDC',
-          tokenDecimals: 6,
-          cap: '10000000',
-          budget: '25000000',
-          price: '150000',
-          priceCurrency: 'ARS',
-          periodDuration: 30 * 24 * 3600,
-          startedAt: String(startedAt),
-          txHash: `0x${'c2'.repeat(32)}`,
-          createdAt: new Date(startedAt * 1000).toISOString(),
-        },
-        firstCharge: null,
-        writtenBy: 'api',
-      },
-    );
-    const read = await until(async () => {
-      const r = await api('GET', `/subscriptions/${subscriptionId}`, live.apiKey);
-      return r.status === 200 ? r.body : null;
-    });
-    expect(read['status']).toBe('active');
+    const read = await recordLiveSubscription(subscriptionId);
     // A deadline long past: the chain-time check would answer 422 signature_expired.
     const cancel = await api('POST', `/subscriptions/${subscriptionId}/cancel`, live.apiKey, {
       nonce: read['charge_nonce'],
@@ -348,6 +353,23 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
       deadline: 1,
       signature: `0x${'ab'.repeat(65)}`,
     });
+    expect(foreign.status).toBe(404);
+  }, 60_000);
+
+  it('a charge of a live subscription answers 409 chain_mode_mismatch, not 503 for the manager it has none of here', async () => {
+    const subscriptionId = `0x${'d1'.repeat(32)}`;
+    const read = await recordLiveSubscription(subscriptionId);
+    const body = {
+      amount: '1000000',
+      nonce: read['charge_nonce'],
+      deadline: Math.floor(Date.now() / 1000) + 3600,
+      signature: `0x${'ab'.repeat(65)}`,
+    };
+    const charge = await api('POST', `/subscriptions/${subscriptionId}/charge`, live.apiKey, body);
+    expect(charge.status).toBe(409);
+    expect(charge.body).toMatchObject(mismatch);
+    // Another merchant's key still gets 404 first.
+    const foreign = await api('POST', `/subscriptions/${subscriptionId}/charge`, stack.demoApiKey, body);
     expect(foreign.status).toBe(404);
   }, 60_000);
 

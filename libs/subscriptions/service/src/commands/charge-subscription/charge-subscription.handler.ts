@@ -3,6 +3,7 @@ import { Payload } from '@nestjs/microservices';
 import { getAddress, Interface, type JsonRpcProvider } from 'ethers';
 import { CLOCK, deterministicEventId, EVENT_STORE } from '@stablepay/aggregate';
 import { CommandHandler } from '@stablepay/commands';
+import { assertChainModeServed } from '@stablepay/chain-operator';
 import {
   connectStablepayRegistry,
   connectSubscriptionManager,
@@ -99,6 +100,9 @@ export class ChargeSubscriptionHandler {
       this.managers.ofMerchant(owner.merchantId),
       command.quoteCode ? this.quotes.find(owner, command.quoteCode) : Promise.resolve(null),
     ]);
+    // Right after the ownership 404, before anything is judged or looked up for the chain (a merchant of the other
+    // mode than this deployment's chains has no manager here: that was 503 chain_unavailable, not this 409).
+    assertChainModeServed(this.config.chainMode, owner.mode);
     const c = sub.state.created;
     const subscriptionId = c.subscriptionId.toLowerCase();
     // A retried command (same Idempotency-Key) whose outcome is already recorded is answered, not submitted again.
