@@ -307,6 +307,11 @@ describe('SupervisedEventBus', () => {
   });
 
   it('parks a message that always hits a statement timeout (SQLSTATE 57014) after a few transient failures, while the database answers', async () => {
+    if (database.kind === 'pglite') {
+      // PGlite (single-threaded WASM) never cancels a running statement: statement_timeout does not fire there.
+      console.log('skipped on PGlite: statement_timeout does not fire');
+      return;
+    }
     const group = 'test.consumer-statement-timeout';
     const handled: string[] = [];
     const errors: unknown[] = [];
