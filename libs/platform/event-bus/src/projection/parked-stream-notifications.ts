@@ -39,10 +39,14 @@ export class NotifyParkedStreamChanges1795536000000 implements MigrationInterfac
 
 type Wake = () => void;
 
+/** A DataSource, or what a consumer is given of one: without its driver's pool nothing is listened to. */
+type ListenedDataSource = Pick<DataSource, 'query'>;
+
 /**
- * The parked-stream notifications of one database, shared by the projection runners of the process on it: one
- * listening connection while any runner is subscribed, each notification handed to the runners of its projection,
- * and every runner woken once after each (re)connection (what was notified meanwhile is lost). Nothing is listened
+ * The parked-stream notifications of one database, shared by the projection runners and supervised consumer groups
+ * (runners, below) of the process on it: one listening connection while any runner is subscribed, each
+ * notification handed to the runners of its projection or group, and every runner woken once after each
+ * (re)connection (what was notified meanwhile is lost). Nothing is listened
  * to where the server shares one session between connections (the embedded PGlite server: one process, whose
  * runners count what they park themselves), without a pg pool, or with a pool of one; the runners then poll as before.
  */
@@ -51,11 +55,11 @@ export class ParkedStreamNotifications {
   private listener: ChannelListener | undefined;
   private opening: Promise<void> | undefined;
 
-  private constructor(private readonly dataSource: DataSource) {}
+  private constructor(private readonly dataSource: ListenedDataSource) {}
 
-  private static readonly byDataSource = new WeakMap<DataSource, ParkedStreamNotifications>();
+  private static readonly byDataSource = new WeakMap<ListenedDataSource, ParkedStreamNotifications>();
 
-  static of(dataSource: DataSource): ParkedStreamNotifications {
+  static of(dataSource: ListenedDataSource): ParkedStreamNotifications {
     let notifications = ParkedStreamNotifications.byDataSource.get(dataSource);
     if (!notifications) {
       notifications = new ParkedStreamNotifications(dataSource);
@@ -93,7 +97,7 @@ export class ParkedStreamNotifications {
 
   private async open(onError: (error: unknown) => void): Promise<void> {
     // TypeORM's PostgresDriver keeps its pg Pool as `master` (no public accessor).
-    const pool = (this.dataSource.driver as { master?: Pool } | undefined)?.master;
+    const pool = (this.dataSource as { driver?: { master?: Pool } }).driver?.master;
     if (!pool || typeof pool.query !== 'function') return;
     // The probe below holds two connections at once: a pool of one would wait for ever (it is polled instead).
     if ((pool as { options?: { max?: number } }).options?.max === 1) return;

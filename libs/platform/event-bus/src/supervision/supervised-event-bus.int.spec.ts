@@ -36,6 +36,11 @@ const message = (topic: string, key: string, revision: number, label: string): B
   recordedAt: new Date().toISOString(),
 });
 
+/** The DataSource without its driver's pool: the bus hears no notifications on it and polls only. */
+function pollingOnly(on: Pick<DataSource, 'query'>): Pick<DataSource, 'query'> {
+  return { query: (sql: string, parameters?: unknown[]) => on.query(sql, parameters) };
+}
+
 /** A promise the test resolves when it chooses. */
 function gate(): { readonly wait: Promise<void>; readonly open: () => void } {
   let open: () => void = () => undefined;
@@ -56,14 +61,19 @@ describe('SupervisedEventBus', () => {
       labels.map((label) => ({ id: `${stream}:${label}`, type: 'PaymentNoted', data: { label } })),
     );
   const label = (m: BusMessage): string => (m.data as { label: string }).label;
-  /** A member of a group on a scripted inner bus (the test delivers), parking in the real table. */
+  /**
+   * A member of a group on a scripted inner bus (the test delivers), parking in the real table. It polls only (as on
+   * PGlite), unless `notified`: the tests drive its retries by hand, which a poll woken by each notification of their
+   * own writes would run beside them.
+   */
   const scriptedMember = (
     settings: ConsumerSupervisionSettings,
-    on: DataSource = dataSource,
+    on: Pick<DataSource, 'query'> = dataSource,
+    notified = false,
   ): { readonly supervised: SupervisedEventBus; readonly consumers: ConsumeOptions[] } => {
     const scripted = recordingBus();
     const supervised = new SupervisedEventBus(scripted.bus, {
-      dataSource: on,
+      dataSource: notified ? on : pollingOnly(on),
       store,
       logger: silentLogger,
       settings,
@@ -192,7 +202,8 @@ describe('SupervisedEventBus', () => {
       subscriptions: { retry: { initialMs: 10, maxMs: 50 } },
     });
     bus = new SupervisedEventBus(new StoreLogEventBus(store), {
-      dataSource,
+      // Polled every 50 ms, not notified: its tests drive retries by hand beside that poll.
+      dataSource: pollingOnly(dataSource),
       store,
       logger: {
         error: (m) => logged.push({ level: 'error', ...m }),
@@ -504,6 +515,52 @@ describe('SupervisedEventBus', () => {
     } finally {
       await subscription.stop();
       await idle.close();
+    }
+  });
+
+  it("hears a park by another member and an operator's retry request from another connection at once (LISTEN/NOTIFY), not at its next poll", async () => {
+    if (database.kind === 'pglite') {
+      // On PGlite (one shared session) nothing listens: the groups poll every second there.
+      console.log('skipped on PGlite: one shared session, no LISTEN/NOTIFY');
+      return;
+    }
+    const group = 'test.consumer-notified';
+    await append('payment-kn', ['k0', 'k1']);
+    // The member is another process (its own DataSource) polling hourly, notified or not: only a notification
+    // can make it see the park and run the retry within the test.
+    const other = await openDataSource({ url: database.url, migrations: [] });
+    const handled: string[] = [];
+    const { supervised } = scriptedMember(
+      { retryPollMs: 3_600_000, notifiedRetryPollMs: 3_600_000, autoRetryAfterMs: 0 },
+      other,
+      true,
+    );
+    const subscription = await supervised.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        handled.push(label(m));
+      },
+    });
+    const parkedSeen = () =>
+      Promise.resolve(supervised.health.statuses().find((s) => s.group === group)?.parkedStreams);
+    try {
+      await eventually(parkedSeen, (n) => n === 0, 'the group started', POLL);
+      await parkedByAnotherMember(group, 'payment-kn', 0);
+      await eventually(parkedSeen, (n) => n === 1, "the other member's park counted", POLL);
+      expect(await requestParkedStreamRetry(dataSource, group, 'payment-kn')).toBe(true);
+      await eventually(
+        () => listParkedStreams(dataSource, group),
+        (p) => p.length === 0,
+        'the requested retry run',
+        POLL,
+      );
+      expect(handled).toEqual(['k0', 'k1']);
+      await eventually(parkedSeen, (n) => n === 0, 'the release counted', POLL);
+    } finally {
+      await subscription.stop();
+      await supervised.close();
+      await other.destroy();
     }
   });
 

@@ -3,6 +3,7 @@ import type { DataSource } from 'typeorm';
 import type { EventStore } from '@stablepay/event-store';
 import { toBusMessage } from '../bus-message';
 import type { BusMessage, BusSubscription, ConsumeOptions, EventBus } from '../event-bus.port';
+import { ParkedStreamNotifications } from '../projection/parked-stream-notifications';
 import type { ProjectionLogger, RetryOutcome } from '../projection/projection-runner';
 import { Mutex } from '../serial';
 import {
@@ -19,8 +20,18 @@ export interface ConsumerSupervisionSettings extends ConsumerHealthSettings {
    * that fails again is parked. Default 10 (about 16 s with the buses' default back-off).
    */
   readonly isolateAfterFailures?: number;
-  /** How often requested (and due automatic) retries of parked streams are looked for. Default 1 s. */
+  /**
+   * How often requested (and due automatic) retries of parked streams are looked for where `parked_streams`
+   * notifications are not heard (the embedded PGlite server, a pool of one, the listening connection down).
+   * Default 1 s.
+   */
   readonly retryPollMs?: number;
+  /**
+   * The same while they are heard: a notification (a park, a release, a retry asked for, by any process) polls at
+   * once, so this poll is only the safety net for one sent while the listening connection was down; an automatic
+   * retry or another member's claim falling due is polled for when it does. Default 30 s.
+   */
+  readonly notifiedRetryPollMs?: number;
   /**
    * First automatic retry of a parked stream after this long, doubling with each failed retry up to 30 min
    * (a dependency that was down for longer than the isolate pass, e.g. a chain node, needs no operator).
@@ -46,6 +57,7 @@ export interface ConsumerSupervisionDeps {
 
 const DEFAULT_ISOLATE_AFTER_FAILURES = 10;
 const DEFAULT_RETRY_POLL_MS = 1_000;
+const DEFAULT_NOTIFIED_RETRY_POLL_MS = 30_000;
 const DEFAULT_AUTO_RETRY_AFTER_MS = 60_000;
 const DEFAULT_RETRY_CLAIM_MS = 60_000;
 const AUTO_RETRY_MAX_SECONDS = 1_800;
@@ -63,12 +75,18 @@ interface ParkedKeyRow {
  * to $3: `$2 * (2^k - 1)` for the k delays below the cap, plus `$3` for each one after. Measured from parked_at
  * alone with a capped delay, every retry after the cap's time would be due at once, each second, forever.
  */
-export const RETRY_DUE = `(retry_requested_at IS NOT NULL
-  OR ($2::float8 > 0
-      AND parked_at + make_interval(secs =>
+const AUTO_RETRY_AT = `parked_at + make_interval(secs =>
             $2::float8 * (2 ^ LEAST(attempts, GREATEST(0, floor(ln($3::float8 / NULLIF($2::float8, 0)) / ln(2)) + 1)) - 1)
           + $3::float8 * GREATEST(0, attempts - GREATEST(0, floor(ln($3::float8 / NULLIF($2::float8, 0)) / ln(2)) + 1))
-        ) <= now()))`;
+        )`;
+export const RETRY_DUE = `(retry_requested_at IS NOT NULL OR ($2::float8 > 0 AND ${AUTO_RETRY_AT} <= now()))`;
+/**
+ * Milliseconds until a row that is not due now needs a poll: its automatic retry falls due, or another member's
+ * claim on its retry expires (a member that died holding it). Null: nothing to wait for but a notification.
+ */
+const DUE_IN_MS = `extract(epoch FROM LEAST(
+    CASE WHEN $2::float8 > 0 AND NOT ${RETRY_DUE} THEN ${AUTO_RETRY_AT} END,
+    CASE WHEN retry_claimed_until > now() THEN retry_claimed_until END) - now())::float8 * 1000`;
 
 /**
  * The bus every consumer of a process gets (EventSourcingModule wraps the configured adapter, store log or Kafka),
@@ -106,6 +124,13 @@ export class SupervisedEventBus implements EventBus {
   private readonly consumers = new Set<SupervisedConsumer>();
   private pollTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
+  /** A poll asked for (notified, or a group done with retries that sat one out) while one was running. */
+  private pollAgain = false;
+  /** From the last poll until its earliest row falling due (an automatic retry, a claim expiring); none: undefined. */
+  private nextDueInMs: number | undefined;
+  private notifications: ParkedStreamNotifications | undefined;
+  private readonly unsubscribes = new Map<SupervisedConsumer, () => Promise<void>>();
+  private closed = false;
   private pollFailing = false;
 
   constructor(
@@ -122,13 +147,17 @@ export class SupervisedEventBus implements EventBus {
     await consumer.start(this.inner);
     this.health.add(consumer.health);
     this.consumers.add(consumer);
-    if (!consumer.isolatesItself) this.startPolling();
+    if (!consumer.isolatesItself) {
+      await this.listen(consumer);
+      this.schedulePoll();
+    }
     return {
       caughtUp: () => consumer.caughtUp(),
       stop: async () => {
         this.consumers.delete(consumer);
         this.health.remove(consumer.health);
         await consumer.stop();
+        await this.unlisten(consumer);
       },
     };
   }
@@ -139,20 +168,73 @@ export class SupervisedEventBus implements EventBus {
   }
 
   async close(): Promise<void> {
-    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.closed = true;
+    if (this.pollTimer) clearTimeout(this.pollTimer);
     await Promise.all([...this.consumers].map((c) => c.stop()));
+    await Promise.all([...this.consumers].map((c) => this.unlisten(c)));
     this.consumers.clear();
     this.health.close();
     await this.inner.close();
   }
 
-  private startPolling(): void {
-    if (this.pollTimer) return;
-    this.pollTimer = setInterval(() => {
-      // One poll at a time: a slow one is not stacked behind by the next tick.
-      this.polling ??= this.poll().finally(() => (this.polling = undefined));
-    }, this.deps.settings?.retryPollMs ?? DEFAULT_RETRY_POLL_MS);
+  /**
+   * The group hears the `parked_streams` notifications of its name (ParkedStreamNotifications, shared with the
+   * process's projection runners): a park, a release or an operator's retry request, by any process, polls at once.
+   */
+  private async listen(consumer: SupervisedConsumer): Promise<void> {
+    const dataSource = this.deps.dataSource;
+    if (!dataSource) return;
+    this.notifications ??= ParkedStreamNotifications.of(dataSource);
+    const unsubscribe = await this.notifications.subscribe(
+      consumer.group,
+      () => this.pollNow(),
+      (error) =>
+        this.deps.logger.warn({
+          msg: 'listening for parked stream changes failed; polled meanwhile',
+          group: consumer.group,
+          error: String(error),
+        }),
+    );
+    this.unsubscribes.set(consumer, unsubscribe);
+  }
+
+  private async unlisten(consumer: SupervisedConsumer): Promise<void> {
+    const unsubscribe = this.unsubscribes.get(consumer);
+    this.unsubscribes.delete(consumer);
+    await unsubscribe?.();
+  }
+
+  /**
+   * The next poll: each second where notifications are not heard; while they are, only as a safety net (30 s) and
+   * when a row falls due.
+   */
+  private schedulePoll(): void {
+    if (this.closed) return;
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    const every = this.notifications?.listening
+      ? (this.deps.settings?.notifiedRetryPollMs ?? DEFAULT_NOTIFIED_RETRY_POLL_MS)
+      : (this.deps.settings?.retryPollMs ?? DEFAULT_RETRY_POLL_MS);
+    // setTimeout fires at once for more than 2^31 - 1 ms.
+    this.pollTimer = setTimeout(
+      () => this.pollNow(),
+      Math.min(every, this.nextDueInMs ?? every, 2 ** 31 - 1),
+    );
     this.pollTimer.unref();
+  }
+
+  /** One poll at a time: one asked for meanwhile runs after it (folded with any other), then the next is scheduled. */
+  private pollNow(): void {
+    if (this.closed) return;
+    if (this.polling) {
+      this.pollAgain = true;
+      return;
+    }
+    this.pollAgain = false;
+    this.polling = this.poll().finally(() => {
+      this.polling = undefined;
+      if (this.pollAgain) this.pollNow();
+      else this.schedulePoll();
+    });
   }
 
   /**
@@ -161,21 +243,25 @@ export class SupervisedEventBus implements EventBus {
    * queue; a group still busy with the previous poll's retries sits this one out.
    */
   private async poll(): Promise<void> {
-    const consumers = [...this.consumers].filter((c) => c.beginPoll());
+    const consumers = [...this.consumers].filter((c) => c.beginPoll(() => this.pollNow()));
+    this.nextDueInMs = undefined;
     if (consumers.length === 0) return;
     const dataSource = this.deps.dataSource;
     try {
       if (!dataSource) throw new Error('parking needs the database');
-      const rows: Array<ParkedKeyRow & { projection: string; due: boolean }> = await dataSource.query(
-        `SELECT projection, ${PARKED_KEY}, ${RETRY_DUE} AS due
-           FROM parked_streams WHERE projection = ANY($1::text[]) ORDER BY parked_at`,
-        [[...new Set(consumers.map((c) => c.group))], ...dueSettings(this.deps.settings)],
-      );
+      const rows: Array<ParkedKeyRow & { projection: string; due: boolean; due_in_ms: number | null }> =
+        await dataSource.query(
+          `SELECT projection, ${PARKED_KEY}, ${RETRY_DUE} AS due, ${DUE_IN_MS} AS due_in_ms
+             FROM parked_streams WHERE projection = ANY($1::text[]) ORDER BY parked_at`,
+          [[...new Set(consumers.map((c) => c.group))], ...dueSettings(this.deps.settings)],
+        );
+      const later = rows.flatMap((r) => (r.due_in_ms !== null && r.due_in_ms > 0 ? [r.due_in_ms] : []));
+      this.nextDueInMs = later.length > 0 ? Math.ceil(Math.min(...later)) : undefined;
       for (const consumer of consumers) consumer.polled(rows.filter((r) => r.projection === consumer.group));
       this.pollFailing = false;
     } catch (error) {
       for (const consumer of consumers) consumer.polled(undefined);
-      // The bus polls each second: a database outage is told once, not once a second.
+      // The bus polls each second while not notified: a database outage is told once, not once a second.
       if (!this.pollFailing)
         this.deps.logger.warn({
           msg: 'reading parked streams failed (told once until a poll succeeds)',
@@ -210,8 +296,12 @@ type ClaimedRetryOutcome = ConsumerRetryOutcome | 'interrupted';
 /** This member's claim on retrying one parked stream (SupervisedConsumer.claimRetry). */
 interface RetryClaim {
   readonly token: string;
-  /** When the claim was taken, on the database's clock: the operator requests before it are this retry's. */
-  readonly started: Date;
+  /**
+   * When the claim was taken, on the database's clock: the operator requests before it are this retry's. Its text,
+   * to the microsecond: as a Date (milliseconds) a request recorded in the same millisecond just before the claim
+   * outlived the retry that served it, and was retried again at once (now that the retry's own UPDATE notifies).
+   */
+  readonly started: string;
   readonly ms: number;
   /** Extends the claim; false when it is no longer this member's (the row gone or taken over). */
   renew(): Promise<boolean>;
@@ -237,6 +327,8 @@ class SupervisedConsumer {
   /** Keys parked here while the bus's poll read the table: its rows may predate them, so they are kept. */
   private parkedSinceRead: Set<string> | undefined;
   private polling: Promise<void> | undefined;
+  /** Asked to poll again once done: a poll came (a notification's) while this group was busy with the last one's. */
+  private pollAgain: (() => void) | undefined;
   private pollFailing = false;
   private stopped = false;
 
@@ -268,9 +360,16 @@ class SupervisedConsumer {
     this.health.startProbing(() => subscription.caughtUp());
   }
 
-  /** Whether this group takes part in the bus's next poll (not stopped, done with the last one's retries). */
-  beginPoll(): boolean {
-    if (this.isolatesItself || this.stopped || this.polling || this.parkedSinceRead) return false;
+  /**
+   * Whether this group takes part in the bus's poll (not stopped, done with the last one's retries). A group still
+   * busy calls `again` when done: the poll it sat out may have been a notification's, which comes only once.
+   */
+  beginPoll(again: () => void): boolean {
+    if (this.isolatesItself || this.stopped) return false;
+    if (this.polling || this.parkedSinceRead) {
+      this.pollAgain = again;
+      return false;
+    }
     this.parkedSinceRead = new Set();
     return true;
   }
@@ -281,7 +380,12 @@ class SupervisedConsumer {
       this.parkedSinceRead = undefined;
       return;
     }
-    this.polling = this.retryDue(rows).finally(() => (this.polling = undefined));
+    this.polling = this.retryDue(rows).finally(() => {
+      this.polling = undefined;
+      const again = this.pollAgain;
+      this.pollAgain = undefined;
+      if (again && !this.stopped) again();
+    });
   }
 
   async caughtUp(): Promise<void> {
@@ -756,10 +860,10 @@ class SupervisedConsumer {
         WHERE projection = $1 AND stream_id = $4
           AND (retry_claimed_until IS NULL OR retry_claimed_until <= clock_timestamp())
           AND (NOT $7::boolean OR ${RETRY_DUE})
-        RETURNING clock_timestamp() AS started`,
+        RETURNING clock_timestamp()::text AS started`,
       [...this.dueParameters(), streamId, token, ms / 1000, onlyIfDue],
     );
-    const started = returnedRows<{ started: Date }>(claimed)[0]?.started;
+    const started = returnedRows<{ started: string }>(claimed)[0]?.started;
     if (!started) return undefined;
     const where = 'WHERE projection = $1 AND stream_id = $2 AND retry_claimed_by = $3';
     return {
