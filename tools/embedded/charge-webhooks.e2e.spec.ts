@@ -109,6 +109,12 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
    * Holds a read model back: an open transaction holding `table` in EXCLUSIVE mode blocks the projection's writes
    * (reads go on), as a projection lagging behind the webhook recorder would.
    */
+  /** PGlite serves one session at a time: a lock held by a second client would stop the service itself there. */
+  const skipOnPglite = (): boolean => {
+    if (db.kind !== 'pglite') return false;
+    console.log('skipped on PGlite: one session at a time, no second client can hold a read model back');
+    return true;
+  };
   const holdBack = async (table: string) => {
     const client = new Client({ connectionString: db.url });
     await client.connect();
@@ -282,6 +288,7 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
   });
 
   it('a charge webhook waits while the ledger lags: not attempted (no attempt counted), delivered once the row is listed', async () => {
+    if (skipOnPglite()) return;
     const m = await newMerchant('Lagging Ledger Co', 'crypto');
     const s = await subscription(m);
     const release = await holdBack('subscription_charges');
@@ -304,6 +311,7 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
   }, 60_000);
 
   it('a payment webhook waits until GET /payments/:id shows the payment as of its event', async () => {
+    if (skipOnPglite()) return;
     const m = await newMerchant('Lagging Payments Co', 'crypto');
     const checkout = await api(m, 'POST', '/checkouts', { amount: '12500000', currency: 'USD' });
     if (checkout.status !== 201) throw new Error(JSON.stringify(checkout.body));
