@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'payouts-api',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'payouts-domain',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};
