@@ -21,6 +21,8 @@ const PUBLIC_CONTRACTS = [
   'StablepayRegistry',
   'PaymentFactory',
   'PaymentDeposit',
+  'PayoutDepositFactory',
+  'PayoutDeposit',
   'SubscriptionManagerFactory',
   'SubscriptionManager',
   'TestStablecoin',

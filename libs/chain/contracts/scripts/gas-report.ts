@@ -6,10 +6,11 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MaxUint256, ZeroAddress, Wallet, id, parseEther, toBeHex } from 'ethers';
+import { MaxUint256, ZeroAddress, Wallet, getAddress, id, parseEther, toBeHex } from 'ethers';
 import { deployDeterministic, stablepayInitCodes, testStablecoinInitCodeFor } from '../src/deployment';
 import { PaymentMethod } from '../src/enums';
 import { connectPaymentDeposit } from '../src/generated/PaymentDeposit';
+import { connectPayoutDeposit } from '../src/generated/PayoutDeposit';
 import { connectStablepayRegistry } from '../src/generated/StablepayRegistry';
 import { startTestChain } from '../src/test-support/anvil';
 import {
@@ -20,6 +21,7 @@ import {
   signCharge,
   signDisputePayer,
   signMerchantChange,
+  signPayoutRefund,
   signRefund,
   signRescue,
   signRevokeAuthorizations,
@@ -70,6 +72,12 @@ async function main(): Promise<void> {
       'SubscriptionManagerFactory',
       'CREATE2',
       await deployDeterministic(operator, init.subscriptionManagerFactory),
+    );
+    add(
+      '(deployment proxy)',
+      'PayoutDepositFactory',
+      'CREATE2, creates the payout deposit implementation too',
+      await deployDeterministic(operator, init.payoutDepositFactory),
     );
     add(
       '(deployment proxy)',
@@ -319,6 +327,59 @@ async function main(): Promise<void> {
       'reclaim',
       'escrow after the authorization expiry',
       await mined(escrowDeposit.reclaim()),
+    );
+
+    // ---------------------------------------------------------------------------------------- payouts (beta)
+    const offRamp = getAddress(id('gas:off-ramp').slice(0, 42));
+    const customer = id('gas:customer');
+    const customerAddress = await f.payoutFactory.depositAddress(f.merchantId, customer, offRamp);
+    await mined(f.usdc.mint(customerAddress, 100n * USDC));
+    add(
+      'PayoutDepositFactory',
+      'sweep',
+      'first sweep: clone + whole USDC balance to the off-ramp',
+      await mined(f.payoutFactory.sweep(f.merchantId, customer, offRamp, usdc)),
+    );
+    await mined(f.usdc.mint(customerAddress, 100n * USDC));
+    add(
+      'PayoutDepositFactory',
+      'sweep',
+      'later sweep (deployed)',
+      await mined(f.payoutFactory.sweep(f.merchantId, customer, offRamp, usdc)),
+    );
+    const payoutDeposit = connectPayoutDeposit(customerAddress, f.operator);
+    await mined(f.usdc.mint(customerAddress, 100n * USDC));
+    add('PayoutDeposit', 'sweep', 'operator, on the deployed clone', await mined(payoutDeposit.sweep(usdc)));
+    const refunded = id('gas:customer2');
+    add(
+      'PayoutDepositFactory',
+      'deployDeposit',
+      'clone only (before a refund)',
+      await mined(f.payoutFactory.deployDeposit(f.merchantId, refunded, offRamp)),
+    );
+    const refundAddress = await f.payoutFactory.depositAddress(f.merchantId, refunded, offRamp);
+    await mined(f.usdc.mint(refundAddress, 100n * USDC));
+    const payoutRefundDeadline = await soon(f);
+    const payoutRefundSig = await signPayoutRefund(f.merchantSigner, f.chainId, refundAddress, {
+      customerId: refunded,
+      token: usdc,
+      to: f.payer.address,
+      amount: 100n * USDC,
+      deadline: payoutRefundDeadline,
+    });
+    add(
+      'PayoutDeposit',
+      'refund',
+      'merchant-signed destination, operator-submitted',
+      await mined(
+        connectPayoutDeposit(refundAddress, f.operator).refund(
+          usdc,
+          f.payer.address,
+          100n * USDC,
+          payoutRefundDeadline,
+          payoutRefundSig,
+        ),
+      ),
     );
 
     // ---------------------------------------------------------------------------------------- subscriptions

@@ -4,6 +4,7 @@ import {
   computeStablepayAddresses,
   computeTestStablecoinAddresses,
   deployStablepay,
+  payoutDepositAddress,
 } from './deployment';
 import { PaymentMethod } from './enums';
 import { connectPaymentDeposit } from './generated/PaymentDeposit';
@@ -50,6 +51,8 @@ describe('deterministic deployment across chains', () => {
         expected.paymentFactory,
         expected.depositImplementation,
         expected.subscriptionManagerFactory,
+        expected.payoutDepositFactory,
+        expected.payoutDepositImplementation,
       ]) {
         expect(await chain.provider.getCode(address)).not.toBe('0x');
       }
@@ -76,6 +79,23 @@ describe('deterministic deployment across chains', () => {
     const offline = computeDepositAddress(onBase.addresses.paymentFactory, onBase.merchantId, paymentId);
     expect(await onBase.paymentFactory.depositAddress(onBase.merchantId, paymentId)).toBe(offline);
     expect(await onPolygon.paymentFactory.depositAddress(onPolygon.merchantId, paymentId)).toBe(offline);
+  });
+  it("gives a payout customer one deposit address on every chain, where each chain's first sweep deploys it", async () => {
+    const customerId = id('customer:cross-chain');
+    const offRamp = onBase.settlement;
+    const expected = payoutDepositAddress({
+      factory: onBase.addresses.payoutDepositFactory,
+      offRamp,
+      merchantId: onBase.merchantId,
+      customerId,
+    });
+    for (const f of [onBase, onPolygon]) {
+      expect(await f.payoutFactory.depositAddress(f.merchantId, customerId, offRamp)).toBe(expected);
+      await mined(f.usdc.mint(expected, 3n * USDC));
+      await mined(f.payoutFactory.sweep(f.merchantId, customerId, offRamp, await f.usdc.getAddress()));
+      expect(await f.chain.provider.getCode(expected)).not.toBe('0x');
+    }
+    expect(base.chainId).not.toBe(polygon.chainId);
   });
 });
 

@@ -12,6 +12,7 @@ import {
   type Signer,
 } from 'ethers';
 import { paymentFactoryInitCode } from './generated/PaymentFactory';
+import { payoutDepositFactoryInitCode } from './generated/PayoutDepositFactory';
 import { stablepayRegistryInitCode } from './generated/StablepayRegistry';
 import { subscriptionManagerFactoryInitCode } from './generated/SubscriptionManagerFactory';
 import { subscriptionManagerInitCode } from './generated/SubscriptionManager';
@@ -53,6 +54,9 @@ export interface StablepayAddresses {
   readonly paymentFactory: string;
   readonly depositImplementation: string;
   readonly subscriptionManagerFactory: string;
+  /** Payouts (beta): one deposit address per customer (`payoutDepositAddress`). */
+  readonly payoutDepositFactory: string;
+  readonly payoutDepositImplementation: string;
 }
 
 export const TEST_STABLECOINS = [
@@ -72,6 +76,7 @@ export function stablepayInitCodes(roles: StablepayRoles): {
   readonly registry: string;
   readonly paymentFactory: string;
   readonly subscriptionManagerFactory: string;
+  readonly payoutDepositFactory: string;
 } {
   if (getAddress(roles.admin) === getAddress(roles.operator)) {
     throw new Error('the registry admin must be another key than the operator (the hot relayer key)');
@@ -86,6 +91,7 @@ export function stablepayInitCodes(roles: StablepayRoles): {
     registry: registryInit,
     paymentFactory: paymentFactoryInitCode(registry),
     subscriptionManagerFactory: subscriptionManagerFactoryInitCode(registry),
+    payoutDepositFactory: payoutDepositFactoryInitCode(registry),
   };
 }
 
@@ -93,6 +99,7 @@ export function stablepayInitCodes(roles: StablepayRoles): {
 export function computeStablepayAddresses(roles: StablepayRoles): StablepayAddresses {
   const init = stablepayInitCodes(roles);
   const paymentFactory = deterministicAddress(init.paymentFactory);
+  const payoutDepositFactory = deterministicAddress(init.payoutDepositFactory);
   return {
     deterministicDeployer: DETERMINISTIC_DEPLOYER,
     registry: deterministicAddress(init.registry),
@@ -100,6 +107,8 @@ export function computeStablepayAddresses(roles: StablepayRoles): StablepayAddre
     // The factory's constructor creates the implementation: its first CREATE (a contract starts at nonce 1).
     depositImplementation: getCreateAddress({ from: paymentFactory, nonce: 1 }),
     subscriptionManagerFactory: deterministicAddress(init.subscriptionManagerFactory),
+    payoutDepositFactory,
+    payoutDepositImplementation: getCreateAddress({ from: payoutDepositFactory, nonce: 1 }),
   };
 }
 
@@ -138,6 +147,38 @@ export function computeDepositAddress(paymentFactory: string, merchantId: string
   return getCreate2Address(
     paymentFactory,
     depositSalt(merchantId, paymentId),
+    keccak256(depositCloneInitCode(implementation)),
+  );
+}
+
+/** The CREATE2 salt of a payout customer's deposit contract: binds the merchant, the customer and the off-ramp. */
+export function payoutDepositSalt(merchantId: string, customerId: string, offRamp: string): string {
+  return keccak256(
+    abi.encode(['bytes32', 'bytes32', 'address'], [merchantId, customerId, getAddress(offRamp)]),
+  );
+}
+
+export interface PayoutDepositAddressInput {
+  /** The PayoutDepositFactory (`StablepayAddresses.payoutDepositFactory`). */
+  readonly factory: string;
+  /** The off-ramp's receiving address every sweep from this address goes to; part of the address. */
+  readonly offRamp: string;
+  /** Service ids, mapped to bytes32 with `toOnChainId` (a 32-byte hex id is kept, anything else hashed). */
+  readonly merchantId: string;
+  readonly customerId: string;
+}
+
+/**
+ * A payout customer's deposit address (Payouts, beta): valid on every supported EVM chain, known before anything
+ * is deployed, and equal to `PayoutDepositFactory.depositAddress(toOnChainId(merchantId), toOnChainId(customerId),
+ * offRamp)`. Pure: no I/O.
+ */
+export function payoutDepositAddress(input: PayoutDepositAddressInput): string {
+  const factory = getAddress(input.factory);
+  const implementation = getCreateAddress({ from: factory, nonce: 1 });
+  return getCreate2Address(
+    factory,
+    payoutDepositSalt(toOnChainId(input.merchantId), toOnChainId(input.customerId), input.offRamp),
     keccak256(depositCloneInitCode(implementation)),
   );
 }
@@ -204,8 +245,8 @@ export interface StablepayDeployment {
 }
 
 /**
- * Deploys (idempotently) the registry, the payment factory (with its deposit implementation) and the subscription
- * manager factory through the deterministic deployment proxy, plus the test stablecoins when asked. Every address
+ * Deploys (idempotently) the registry, the payment factory (with its deposit implementation), the subscription
+ * manager factory and the payout deposit factory (with its implementation) through the deterministic deployment proxy, plus the test stablecoins when asked. Every address
  * equals computeStablepayAddresses(roles) / computeTestStablecoinAddresses(), on every chain.
  */
 export async function deployStablepay(
@@ -219,12 +260,14 @@ export async function deployStablepay(
     await deployDeterministic(signer, init.registry),
     await deployDeterministic(signer, init.paymentFactory),
     await deployDeterministic(signer, init.subscriptionManagerFactory),
+    await deployDeterministic(signer, init.payoutDepositFactory),
   ];
-  const [registry, paymentFactory, managerFactory] = results.map((r) => r.address);
+  const [registry, paymentFactory, managerFactory, payoutFactory] = results.map((r) => r.address);
   if (
     registry !== expected.registry ||
     paymentFactory !== expected.paymentFactory ||
-    managerFactory !== expected.subscriptionManagerFactory
+    managerFactory !== expected.subscriptionManagerFactory ||
+    payoutFactory !== expected.payoutDepositFactory
   ) {
     throw new Error('deployStablepay: a deployed address differs from the computed one');
   }

@@ -1,6 +1,8 @@
 import { ErrorFragment, Interface } from 'ethers';
 import { PaymentDepositAbi } from './generated/PaymentDeposit';
 import { PaymentFactoryAbi } from './generated/PaymentFactory';
+import { PayoutDepositAbi } from './generated/PayoutDeposit';
+import { PayoutDepositFactoryAbi } from './generated/PayoutDepositFactory';
 import { StablepayRegistryAbi } from './generated/StablepayRegistry';
 import { SubscriptionManagerAbi } from './generated/SubscriptionManager';
 import { SubscriptionManagerFactoryAbi } from './generated/SubscriptionManagerFactory';
@@ -13,6 +15,8 @@ export const STABLEPAY_ERRORS_INTERFACE: Interface = (() => {
     SubscriptionManagerAbi,
     PaymentDepositAbi,
     PaymentFactoryAbi,
+    PayoutDepositAbi,
+    PayoutDepositFactoryAbi,
     SubscriptionManagerFactoryAbi,
     StablepayRegistryAbi,
     TestStablecoinAbi,

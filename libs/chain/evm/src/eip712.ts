@@ -101,6 +101,21 @@ export const REFUND_TYPES: Record<'Refund', Field[]> = {
 };
 
 /**
+ * Merchant signer -> a payout customer's deposit contract (PayoutDeposit): return `amount` of `token` to `to` (the
+ * customer's sender, payout.refunded) instead of sweeping it to the off-ramp. Operator-submitted.
+ */
+export const PAYOUT_REFUND_TYPES: Record<'PayoutRefund', Field[]> = {
+  PayoutRefund: [
+    { name: 'customerId', type: 'bytes32' },
+    { name: 'token', type: 'address' },
+    { name: 'to', type: 'address' },
+    { name: 'amount', type: 'uint256' },
+    { name: 'epoch', type: 'uint256' },
+    { name: 'deadline', type: 'uint256' },
+  ],
+};
+
+/**
  * Merchant signer -> deposit contract: move stranded funds that are not the payer's (a token other than the payment
  * token, or the native coin as the zero address) to `to`.
  */
@@ -186,6 +201,14 @@ export interface RefundMessage {
   readonly token: string;
   /** The payer attested on chain (`deposit.payment().payer`). */
   readonly payer: string;
+  readonly amount: bigint;
+  readonly epoch: bigint;
+  readonly deadline: bigint;
+}
+export interface PayoutRefundMessage {
+  readonly customerId: string;
+  readonly token: string;
+  readonly to: string;
   readonly amount: bigint;
   readonly epoch: bigint;
   readonly deadline: bigint;

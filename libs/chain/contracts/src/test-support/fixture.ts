@@ -15,6 +15,7 @@ import {
   CHARGE_TYPES,
   DISPUTE_PAYER_TYPES,
   MERCHANT_CHANGE_TYPES,
+  PAYOUT_REFUND_TYPES,
   REFUND_TYPES,
   RESCUE_TYPES,
   REVOKE_AUTHORIZATIONS_TYPES,
@@ -25,6 +26,7 @@ import {
   type ChargeMessage,
   type DisputePayerMessage,
   type MerchantChangeMessage,
+  type PayoutRefundMessage,
   type RefundMessage,
   type RescueMessage,
   type RevokeAuthorizationsMessage,
@@ -33,6 +35,10 @@ import {
 import { deployStablepay, type StablepayAddresses } from '../deployment';
 import { decodeStablepayError, type DecodedContractError } from '../errors';
 import { connectPaymentFactory, type PaymentFactoryContract } from '../generated/PaymentFactory';
+import {
+  connectPayoutDepositFactory,
+  type PayoutDepositFactoryContract,
+} from '../generated/PayoutDepositFactory';
 import { connectStablepayRegistry, type StablepayRegistryContract } from '../generated/StablepayRegistry';
 import {
   connectSubscriptionManager,
@@ -67,6 +73,7 @@ export interface Fixture {
   readonly addresses: StablepayAddresses;
   readonly registry: StablepayRegistryContract;
   readonly paymentFactory: PaymentFactoryContract;
+  readonly payoutFactory: PayoutDepositFactoryContract;
   readonly managerFactory: SubscriptionManagerFactoryContract;
   readonly manager: SubscriptionManagerContract;
   readonly usdc: TestStablecoinContract;
@@ -127,6 +134,7 @@ export async function deployFixture(chain: TestChain): Promise<Fixture> {
     addresses,
     registry,
     paymentFactory: connectPaymentFactory(addresses.paymentFactory, operator),
+    payoutFactory: connectPayoutDepositFactory(addresses.payoutDepositFactory, operator),
     managerFactory,
     manager: connectSubscriptionManager(managerAddress, chain.account(6)),
     usdc: connectTestStablecoin(tokens.USDC, operator),
@@ -215,6 +223,14 @@ export function signRescue(
   m: WithEpoch<RescueMessage>,
 ): Promise<string> {
   return s.signTypedData(stablepayDomain(chainId, deposit), RESCUE_TYPES, withEpoch(m));
+}
+export function signPayoutRefund(
+  s: TypedSigner,
+  chainId: bigint,
+  deposit: string,
+  m: WithEpoch<PayoutRefundMessage>,
+): Promise<string> {
+  return s.signTypedData(stablepayDomain(chainId, deposit), PAYOUT_REFUND_TYPES, withEpoch(m));
 }
 
 export function signDisputePayer(

@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: UNLICENSED
+pragma solidity 0.8.37;
+
+import {StablepayEip712} from "./common/StablepayEip712.sol";
+import {ReentrancyGuard} from "./common/ReentrancyGuard.sol";
+import {SafeTokenTransfer} from "./common/SafeTokenTransfer.sol";
+import {StablepayRegistry} from "./StablepayRegistry.sol";
+
+/// @title PayoutDeposit
+/// @notice A payout customer's deposit contract (Payouts, beta). The customer sends any ERC-20 to its CREATE2
+/// address, long before it exists; the PayoutDepositFactory deploys an EIP-1167 clone of this implementation there
+/// on the first sweep. The address binds the merchant, the customer and the off-ramp address, so whatever arrives
+/// can leave in exactly two ways:
+///   - `sweep(token)`: the whole balance of `token` to the off-ramp bound into the address. Operator only (or the
+///     factory on its behalf), so sanctions screening always comes first: a deposit the operator will not forward
+///     simply stays put.
+///   - `refund(token, to, amount, ...)`: to a destination the MERCHANT signed (`PayoutRefund`), submitted by the
+///     operator (screening first again). The operator key alone can therefore never send funds anywhere but the
+///     off-ramp; the merchant key alone cannot move anything.
+/// The native coin is not handled: the clone has no receive function, and coin sent before deployment stays here.
+/// @dev Merchant signatures are EIP-712 with verifyingContract = this deposit (the clone's address), name the
+/// merchant's registry epoch (revocable at once), are single-use and carry a deadline at most
+/// MAX_SIGNATURE_HORIZON ahead (as for PaymentDeposit).
+contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
+    using SafeTokenTransfer for address;
+
+    bytes32 public constant PAYOUT_REFUND_TYPEHASH = keccak256(
+        "PayoutRefund(bytes32 customerId,address token,address to,uint256 amount,uint256 epoch,uint256 deadline)"
+    );
+
+    /// @notice The PayoutDepositFactory that deployed the implementation (and so every clone).
+    address public immutable factory;
+    StablepayRegistry public immutable registry;
+    address private immutable _implementation;
+
+    bytes32 public merchantId;
+    bytes32 public customerId;
+    /// @notice Where `sweep` sends funds; bound into this contract's address, never changed.
+    address public offRamp;
+    bool private _initialized;
+    /// @notice EIP-712 digests already used (replay protection for merchant signatures).
+    mapping(bytes32 digest => bool) public signatureUsed;
+
+    event PayoutSwept(
+        bytes32 indexed customerId, address indexed token, address indexed offRamp, uint256 amount, uint256 received
+    );
+    event PayoutRefunded(
+        bytes32 indexed customerId, address indexed token, address indexed to, uint256 amount, uint256 received
+    );
+
+    error NotFactory(address caller);
+    error NotOperator(address caller);
+    error NotADeposit();
+    error AlreadyInitialized();
+    error ZeroAddress();
+    error ZeroAmount();
+    error NothingToSweep(address token);
+    error InvalidDestination(address to);
+    error AmountExceedsAvailable(uint256 amount, uint256 available);
+    error SignatureAlreadyUsed(bytes32 digest);
+    error BalanceDeltaMismatch(uint256 expected, uint256 actual);
+
+    constructor(StablepayRegistry registry_) {
+        factory = msg.sender;
+        registry = registry_;
+        _implementation = address(this);
+        // The implementation itself can never be initialised.
+        _initialized = true;
+    }
+
+    /// @notice Called by the factory in the deploying transaction.
+    function initialize(bytes32 merchantId_, bytes32 customerId_, address offRamp_) external {
+        if (msg.sender != factory) revert NotFactory(msg.sender);
+        if (_initialized) revert AlreadyInitialized();
+        if (offRamp_ == address(0)) revert ZeroAddress();
+        _initialized = true;
+        merchantId = merchantId_;
+        customerId = customerId_;
+        offRamp = offRamp_;
+    }
+
+    /// @notice Operator (or the factory for it): sends this deposit's whole balance of `token` to the off-ramp.
+    /// @return amount what left this deposit; received what the off-ramp received (fee-on-transfer aware).
+    function sweep(address token) external nonReentrant returns (uint256 amount, uint256 received) {
+        _requireClone();
+        _requireOperatorOrFactory();
+        amount = token.balanceOf(address(this));
+        if (amount == 0) revert NothingToSweep(token);
+        address to = offRamp;
+        received = _push(token, to, amount);
+        emit PayoutSwept(customerId, token, to, amount, received);
+    }
+
+    /// @notice Merchant-signed (PayoutRefund), operator-submitted: returns `amount` of `token` to `to` (the
+    /// customer's sender, for payout.refunded). The destination is the merchant's, never the operator's choice.
+    function refund(address token, address to, uint256 amount, uint256 deadline, bytes calldata signature)
+        external
+        nonReentrant
+        returns (uint256 received)
+    {
+        _requireClone();
+        _requireOperatorOrFactory();
+        if (amount == 0) revert ZeroAmount();
+        if (to == address(0) || to == address(this)) revert InvalidDestination(to);
+        uint256 available = token.balanceOf(address(this));
+        if (amount > available) revert AmountExceedsAvailable(amount, available);
+        (address signer, uint256 epoch) = registry.merchantAuth(merchantId);
+        _checkDeadline(deadline);
+        bytes32 digest = _hashTypedData(
+            keccak256(abi.encode(PAYOUT_REFUND_TYPEHASH, customerId, token, to, amount, epoch, deadline))
+        );
+        if (signatureUsed[digest]) revert SignatureAlreadyUsed(digest);
+        _requireSigner(digest, signature, signer);
+        signatureUsed[digest] = true;
+        received = _push(token, to, amount);
+        emit PayoutRefunded(customerId, token, to, amount, received);
+    }
+
+    /// @notice The full EIP-712 digest of a PayoutRefund, for signers and preflight checks to compare against.
+    function hashRefund(address token, address to, uint256 amount, uint256 epoch, uint256 deadline)
+        external
+        view
+        returns (bytes32)
+    {
+        return _hashTypedData(
+            keccak256(abi.encode(PAYOUT_REFUND_TYPEHASH, customerId, token, to, amount, epoch, deadline))
+        );
+    }
+
+    function _requireClone() private view {
+        if (address(this) == _implementation) revert NotADeposit();
+    }
+
+    function _requireOperatorOrFactory() private view {
+        if (msg.sender != factory && msg.sender != registry.operator()) revert NotOperator(msg.sender);
+    }
+
+    /// @dev Sends `amount`, checks this contract's balance fell by exactly `amount`, returns what `to` received.
+    function _push(address token, address to, uint256 amount) private returns (uint256 received) {
+        uint256 selfBefore = token.balanceOf(address(this));
+        uint256 toBefore = token.balanceOf(to);
+        token.safeTransfer(to, amount);
+        uint256 selfAfter = token.balanceOf(address(this));
+        uint256 sent = selfBefore >= selfAfter ? selfBefore - selfAfter : 0;
+        if (sent != amount) revert BalanceDeltaMismatch(amount, sent);
+        uint256 toAfter = token.balanceOf(to);
+        received = toAfter >= toBefore ? toAfter - toBefore : 0;
+    }
+}

@@ -1,0 +1,273 @@
+import { ZeroAddress, getAddress, id, parseEther } from 'ethers';
+import { payoutDepositAddress, toOnChainId } from './deployment';
+import {
+  connectPayoutDeposit,
+  type PayoutDepositContract,
+  type PayoutDepositEventArgs,
+} from './generated/PayoutDeposit';
+import type { PayoutDepositFactoryEventArgs } from './generated/PayoutDepositFactory';
+import { deployFeeOnTransferToken, deployHookToken } from './generated/test-doubles';
+import { startTestChain, type TestChain } from './test-support/anvil';
+import {
+  eventIn,
+  eventsIn,
+  expectRevert,
+  deployFixture,
+  mined,
+  signPayoutRefund,
+  signRevokeAuthorizations,
+  soon,
+  type Fixture,
+} from './test-support/fixture';
+
+const USDC = 10n ** 6n;
+
+let chain: TestChain;
+let f: Fixture;
+let clean: string;
+let counter = 0;
+/** The off-ramp's receiving address (a plain account: the off-ramp is an exchange or provider wallet). */
+let offRamp: string;
+
+beforeAll(async () => {
+  chain = await startTestChain(8453);
+  f = await deployFixture(chain);
+  offRamp = getAddress(id('stablepay test off-ramp').slice(0, 42));
+  clean = await chain.snapshot();
+});
+afterAll(async () => {
+  await chain?.stop();
+});
+beforeEach(async () => {
+  await chain.revert(clean);
+  clean = await chain.snapshot();
+});
+
+function newCustomerId(): string {
+  counter += 1;
+  return id(`customer-${counter}`);
+}
+
+/** A customer whose counterfactual deposit address holds `amount` of USDC (sent from the payer's wallet). */
+async function funded(amount: bigint): Promise<{ customerId: string; address: string }> {
+  const customerId = newCustomerId();
+  const address = await f.payoutFactory.depositAddress(f.merchantId, customerId, offRamp);
+  if (amount > 0n) {
+    await mined(f.usdc.connect(f.payer).mint(f.payer.address, amount));
+    await mined(f.usdc.connect(f.payer).transfer(address, amount));
+  }
+  return { customerId, address };
+}
+
+async function sweepVia(customerId: string, token: string) {
+  return mined(f.payoutFactory.sweep(f.merchantId, customerId, offRamp, token));
+}
+
+function depositAt(address: string): PayoutDepositContract {
+  return connectPayoutDeposit(address, f.operator);
+}
+
+describe('PayoutDepositFactory: one address per customer', () => {
+  it('computes the same address offline (payoutDepositAddress) as on chain, before anything is deployed', async () => {
+    const { customerId, address } = await funded(0n);
+    expect(await chain.provider.getCode(address)).toBe('0x');
+    expect(
+      payoutDepositAddress({
+        factory: f.addresses.payoutDepositFactory,
+        offRamp,
+        merchantId: f.merchantId,
+        customerId,
+      }),
+    ).toBe(address);
+    // Service ids that are not 32-byte hex are hashed the same way on both sides.
+    expect(
+      payoutDepositAddress({
+        factory: f.addresses.payoutDepositFactory,
+        offRamp,
+        merchantId: 'mer_123',
+        customerId: 'cus_456',
+      }),
+    ).toBe(await f.payoutFactory.depositAddress(toOnChainId('mer_123'), toOnChainId('cus_456'), offRamp));
+  });
+
+  it('binds the off-ramp and the merchant into the address: another off-ramp or merchant is another address', async () => {
+    const customerId = newCustomerId();
+    const a = await f.payoutFactory.depositAddress(f.merchantId, customerId, offRamp);
+    expect(await f.payoutFactory.depositAddress(f.merchantId, customerId, f.stranger.address)).not.toBe(a);
+    expect(await f.payoutFactory.depositAddress(id('other merchant'), customerId, offRamp)).not.toBe(a);
+  });
+});
+
+describe('sweep', () => {
+  it('deploys the deposit on the first sweep and sends its whole balance to the bound off-ramp', async () => {
+    const { customerId, address } = await funded(250n * USDC);
+    const token = await f.usdc.getAddress();
+    const receipt = await sweepVia(customerId, token);
+    const deployed = eventIn<PayoutDepositFactoryEventArgs, 'PayoutDepositDeployed'>(
+      receipt,
+      f.payoutFactory,
+      'PayoutDepositDeployed',
+    );
+    expect(deployed).toMatchObject({ merchantId: f.merchantId, customerId, deposit: address, offRamp });
+    const deposit = depositAt(address);
+    const swept = eventIn<PayoutDepositEventArgs, 'PayoutSwept'>(receipt, deposit, 'PayoutSwept');
+    expect(swept).toMatchObject({ customerId, token, offRamp, amount: 250n * USDC, received: 250n * USDC });
+    expect(await f.usdc.balanceOf(offRamp)).toBe(250n * USDC);
+    expect(await f.usdc.balanceOf(address)).toBe(0n);
+    expect(await deposit.offRamp()).toBe(offRamp);
+    expect(await deposit.customerId()).toBe(customerId);
+    expect(await deposit.merchantId()).toBe(f.merchantId);
+  });
+
+  it('sweeps later deposits to the same address without deploying again, through the factory or the deposit itself', async () => {
+    const { customerId, address } = await funded(10n * USDC);
+    const token = await f.usdc.getAddress();
+    await sweepVia(customerId, token);
+    await mined(f.usdc.mint(address, 7n * USDC));
+    const again = await sweepVia(customerId, token);
+    expect(eventsIn(again, f.payoutFactory, 'PayoutDepositDeployed')).toHaveLength(0);
+    await mined(f.usdc.mint(address, 3n * USDC));
+    await mined(depositAt(address).sweep(token));
+    expect(await f.usdc.balanceOf(offRamp)).toBe(20n * USDC);
+  });
+
+  it('moves only the token asked for: another ERC-20 at the same address is swept by its own call', async () => {
+    const { customerId, address } = await funded(5n * USDC);
+    await mined(f.dai.mint(address, parseEther('3')));
+    await sweepVia(customerId, await f.dai.getAddress());
+    expect(await f.dai.balanceOf(offRamp)).toBe(parseEther('3'));
+    expect(await f.usdc.balanceOf(address)).toBe(5n * USDC);
+    await sweepVia(customerId, await f.usdc.getAddress());
+    expect(await f.usdc.balanceOf(offRamp)).toBe(5n * USDC);
+  });
+
+  it('refuses a zero balance (NothingToSweep) and then deploys nothing', async () => {
+    const { customerId, address } = await funded(0n);
+    await expectRevert(
+      f.payoutFactory.sweep(f.merchantId, customerId, offRamp, await f.usdc.getAddress()),
+      'NothingToSweep',
+    );
+    expect(await chain.provider.getCode(address)).toBe('0x');
+  });
+
+  it('refuses every caller but the operator, on the factory and on the deposit (NotOperator)', async () => {
+    const { customerId, address } = await funded(10n * USDC);
+    const token = await f.usdc.getAddress();
+    const asStranger = f.payoutFactory.connect(f.stranger);
+    await expectRevert(asStranger.sweep(f.merchantId, customerId, offRamp, token), 'NotOperator');
+    await expectRevert(asStranger.deployDeposit(f.merchantId, customerId, offRamp), 'NotOperator');
+    await mined(f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp));
+    await expectRevert(depositAt(address).connect(f.stranger).sweep(token), 'NotOperator');
+    // A stranger naming its own address as the off-ramp only reaches another (empty) address.
+    expect(await f.payoutFactory.depositAddress(f.merchantId, customerId, f.stranger.address)).not.toBe(
+      address,
+    );
+    expect(await f.usdc.balanceOf(address)).toBe(10n * USDC);
+  });
+
+  it('reports what the off-ramp received for a fee-on-transfer token', async () => {
+    const fee = await deployFeeOnTransferToken(f.operator);
+    const { customerId, address } = await funded(0n);
+    await mined(fee.mint(address, 100n * USDC));
+    const receipt = await sweepVia(customerId, await fee.getAddress());
+    const swept = eventIn<PayoutDepositEventArgs, 'PayoutSwept'>(receipt, depositAt(address), 'PayoutSwept');
+    expect(swept.amount).toBe(100n * USDC);
+    expect(swept.received).toBeLessThan(100n * USDC);
+    expect(await fee.balanceOf(offRamp)).toBe(swept.received);
+  });
+
+  it('cannot be re-entered from the token (ReentrantCall) and moves nothing then', async () => {
+    const hook = await deployHookToken(f.operator);
+    const { customerId, address } = await funded(0n);
+    const token = await hook.getAddress();
+    await mined(hook.mint(address, 50n * USDC));
+    await mined(f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp));
+    const deposit = depositAt(address);
+    await mined(hook.setHook(address, deposit.interface.encodeFunctionData('sweep', [token])));
+    await expectRevert(deposit.sweep(token), 'ReentrantCall');
+    expect(await hook.balanceOf(address)).toBe(50n * USDC);
+  });
+});
+
+describe('deployment guards', () => {
+  it('deploys once (DepositAlreadyDeployed), never with a zero off-ramp, and the clone cannot be initialised again', async () => {
+    const { customerId, address } = await funded(0n);
+    await mined(f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp));
+    await expectRevert(
+      f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp),
+      'DepositAlreadyDeployed',
+    );
+    await expectRevert(f.payoutFactory.deployDeposit(f.merchantId, customerId, ZeroAddress), 'ZeroAddress');
+    await expectRevert(
+      depositAt(address).initialize(f.merchantId, customerId, f.stranger.address),
+      'NotFactory',
+    );
+  });
+
+  it('the implementation moves nothing (NotADeposit)', async () => {
+    const implementation = depositAt(f.addresses.payoutDepositImplementation);
+    await mined(f.usdc.mint(f.addresses.payoutDepositImplementation, USDC));
+    await expectRevert(implementation.sweep(await f.usdc.getAddress()), 'NotADeposit');
+  });
+});
+
+describe('refund (payout.refunded)', () => {
+  async function deployedWith(amount: bigint) {
+    const { customerId, address } = await funded(amount);
+    await mined(f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp));
+    return { customerId, deposit: depositAt(address), token: await f.usdc.getAddress() };
+  }
+
+  it('returns funds to the destination the merchant signed, submitted by the operator, once', async () => {
+    const { customerId, deposit, token } = await deployedWith(40n * USDC);
+    const deadline = await soon(f);
+    const to = f.payer.address;
+    const message = { customerId, token, to, amount: 40n * USDC, deadline };
+    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, await deposit.getAddress(), message);
+    const receipt = await mined(deposit.refund(token, to, 40n * USDC, deadline, sig));
+    const ev = eventIn<PayoutDepositEventArgs, 'PayoutRefunded'>(receipt, deposit, 'PayoutRefunded');
+    expect(ev).toMatchObject({ customerId, token, to, amount: 40n * USDC, received: 40n * USDC });
+    expect(await f.usdc.balanceOf(to)).toBe(40n * USDC);
+    await mined(f.usdc.mint(await deposit.getAddress(), 40n * USDC));
+    await expectRevert(deposit.refund(token, to, 40n * USDC, deadline, sig), 'SignatureAlreadyUsed');
+  });
+
+  it('the operator alone cannot choose the destination, nor anyone else submit the signature', async () => {
+    const { customerId, deposit, token } = await deployedWith(40n * USDC);
+    const deadline = await soon(f);
+    const address = await deposit.getAddress();
+    const signed = { customerId, token, to: f.payer.address, amount: 40n * USDC, deadline };
+    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, address, signed);
+    // The merchant signed the payer; the operator redirects to a stranger.
+    await expectRevert(
+      deposit.refund(token, f.stranger.address, 40n * USDC, deadline, sig),
+      'InvalidSignature',
+    );
+    const ownSig = await signPayoutRefund(f.operator, f.chainId, address, {
+      ...signed,
+      to: f.stranger.address,
+    });
+    await expectRevert(
+      deposit.refund(token, f.stranger.address, 40n * USDC, deadline, ownSig),
+      'InvalidSignature',
+    );
+    await expectRevert(
+      deposit.connect(f.stranger).refund(token, f.payer.address, 40n * USDC, deadline, sig),
+      'NotOperator',
+    );
+    expect(await f.usdc.balanceOf(address)).toBe(40n * USDC);
+  });
+
+  it('a revoked signature (epoch bump) is refused', async () => {
+    const { customerId, deposit, token } = await deployedWith(40n * USDC);
+    const deadline = await soon(f);
+    const message = { customerId, token, to: f.payer.address, amount: 40n * USDC, deadline };
+    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, await deposit.getAddress(), message);
+    const revoke = await signRevokeAuthorizations(f.merchantSigner, f.chainId, f.addresses.registry, {
+      merchantId: f.merchantId,
+      deadline,
+    });
+    await mined(f.registry.revokeAuthorizationsBySig(f.merchantId, deadline, revoke));
+    await expectRevert(deposit.refund(token, f.payer.address, 40n * USDC, deadline, sig), 'InvalidSignature');
+  });
+});
