@@ -125,7 +125,13 @@ describe('sweep', () => {
     await sweepVia(customerId, token);
     await mined(f.usdc.mint(address, 7n * USDC));
     const again = await sweepVia(customerId, token);
-    expect(eventsIn(again, f.payoutFactory, 'PayoutDepositDeployed')).toHaveLength(0);
+    expect(
+      eventsIn<PayoutDepositFactoryEventArgs, 'PayoutDepositDeployed'>(
+        again,
+        f.payoutFactory,
+        'PayoutDepositDeployed',
+      ),
+    ).toHaveLength(0);
     await mined(f.usdc.mint(address, 3n * USDC));
     await mined(depositAt(address).sweep(token));
     expect(await f.usdc.balanceOf(offRamp)).toBe(20n * USDC);
