@@ -222,7 +222,19 @@ export function afterAttempt(
   return { ...recorded, status: 'failed', scheduledAttempts, nextAttemptAt: next, redeliveryRequestedAt };
 }
 
-/** A merchant asks for one more attempt now (manual redelivery); it runs beside any schedule, never replaces it. */
+/**
+ * Whether a manual redelivery of the event is pending or in flight: the request stays recorded from the moment it is
+ * made until the attempt that serves it is written back (the claim does not clear it), so this one field bounds the
+ * manual attempts of an event to one at a time, whichever process asks or delivers.
+ */
+export function redeliveryInProgress(state: DeliveryState): boolean {
+  return state.redeliveryRequestedAt !== null;
+}
+
+/**
+ * A merchant asks for one more attempt now (manual redelivery); it runs beside any schedule, never replaces it.
+ * Callers refuse the request while `redeliveryInProgress` (one manual attempt per event at a time).
+ */
 export function requestRedelivery(state: DeliveryState, now: Date): DeliveryState {
   if (state.redeliveryRequestedAt !== null && state.redeliveryRequestedAt.getTime() <= now.getTime())
     return state;

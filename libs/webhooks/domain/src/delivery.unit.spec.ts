@@ -12,6 +12,7 @@ import {
   isDeliverySuccess,
   postponeAttempt,
   recordedDelivery,
+  redeliveryInProgress,
   requestRedelivery,
 } from './delivery';
 import {
@@ -269,6 +270,26 @@ describe('manual redelivery', () => {
       exact,
     );
     expect(s).toMatchObject({ redeliveryRequestedAt: null, scheduledAttempts: 2 });
+  });
+});
+
+describe('one manual redelivery at a time', () => {
+  it('is in progress from the request until the attempt serving it is written back, then free again', () => {
+    const delivered = given().when(['scheduled', ok, t0]);
+    expect(redeliveryInProgress(delivered)).toBe(false);
+    const requested = requestRedelivery(delivered, at(MINUTE));
+    expect(redeliveryInProgress(requested)).toBe(true);
+    const served = afterAttempt(
+      requested,
+      { trigger: 'manual', outcome: serverError, at: at(MINUTE), eventId, createdAt: t0 },
+      exact,
+    );
+    expect(redeliveryInProgress(served)).toBe(false);
+  });
+
+  it('stays in progress while postponed for read-your-writes', () => {
+    const postponed = postponeAttempt(requestRedelivery(recordedDelivery(t0), t0), 'manual', at(15_000));
+    expect(redeliveryInProgress(postponed)).toBe(true);
   });
 });
 

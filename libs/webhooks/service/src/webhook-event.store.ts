@@ -7,7 +7,6 @@ import {
   type DeliveryErrorCode,
   type DeliveryState,
   type DeliveryStatus,
-  requestRedelivery,
   type WebhookAttemptView,
   type WebhookEventData,
   type WebhookEventListQuery,
@@ -78,6 +77,13 @@ export type ClaimedEventRow = Pick<
   | 'read_model_confirmed'
 > &
   StateColumns & { readonly data_json: string };
+
+/** The outcome of a manual redelivery request. */
+export type RedeliveryRequest =
+  | { readonly kind: 'requested'; readonly event: WebhookEventView }
+  /** One was already pending or in flight: nothing changed. */
+  | { readonly kind: 'in_progress'; readonly event: WebhookEventView }
+  | { readonly kind: 'not_found' };
 
 /** The columns of a ClaimedEventRow, as the claim returns them. */
 const CLAIMED_COLUMNS = `e.id, e.merchant_id, e.type, e.created_at, e.data::text AS data_json, e.source, e.source_topic,
@@ -462,26 +468,27 @@ export class WebhookEventStore {
     };
   }
 
-  /** A manual redelivery: one more attempt due now, beside whatever schedule the event has. */
-  async requestRedelivery(merchantId: string, eventId: string, now: Date): Promise<WebhookEventView | null> {
-    return this.dataSource.transaction(async (em) => {
-      const rows = rowsOf<WebhookEventRow>(
-        await em.query('SELECT * FROM webhook_events WHERE merchant_id = $1 AND id = $2 FOR UPDATE', [
-          merchantId,
-          eventId,
-        ]),
-      );
-      const row = rows[0];
-      if (!row) return null;
-      const next = requestRedelivery(stateOf(row), now);
-      const updated = rowsOf<WebhookEventRow>(
-        await em.query('UPDATE webhook_events SET redelivery_requested_at = $2 WHERE id = $1 RETURNING *', [
-          eventId,
-          iso(next.redeliveryRequestedAt),
-        ]),
-      );
-      const after = updated[0];
-      return after ? viewOf(after) : null;
-    });
+  /**
+   * A manual redelivery: one more attempt due now, beside whatever schedule the event has. One at a time per event:
+   * while one is pending or in flight (`redeliveryInProgress`: `redelivery_requested_at` is set) nothing changes and
+   * `in_progress` says so. The check and the write are one conditional UPDATE, so concurrent requests from any
+   * gateway or process are serialised on the row and exactly one wins; the losers hold no lock afterwards (a
+   * SELECT ... FOR UPDATE per request did, and the dispatcher's claim, which skips locked rows, passed the event by
+   * until its next poll).
+   */
+  async requestRedelivery(merchantId: string, eventId: string, now: Date): Promise<RedeliveryRequest> {
+    // `redelivery_requested_at IS NULL` is webhooks-domain's `redeliveryInProgress` (false), said in SQL.
+    const updated = rowsOf<WebhookEventRow>(
+      await this.dataSource.query(
+        `UPDATE webhook_events SET redelivery_requested_at = $3
+         WHERE merchant_id = $1 AND id = $2 AND redelivery_requested_at IS NULL RETURNING *`,
+        [merchantId, eventId, now.toISOString()],
+      ),
+    );
+    const requested = updated[0];
+    if (requested) return { kind: 'requested', event: viewOf(requested) };
+    const row = await this.find(merchantId, eventId);
+    // A row found here had one pending or in flight when the UPDATE ran (it may have been written back since).
+    return row ? { kind: 'in_progress', event: viewOf(row) } : { kind: 'not_found' };
   }
 }

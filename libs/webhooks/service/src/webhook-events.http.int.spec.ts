@@ -286,6 +286,43 @@ describe('webhook event routes (HTTP)', () => {
     ).toBe(attempts);
   });
 
+  it('bounds manual redelivery to one pending or in flight per event: 50 concurrent requests make one attempt, the others 409', async () => {
+    const id = all[1] ?? '';
+    const path = `/merchants/${merchantId}/webhook-events/${id}/redeliver`;
+    const before = receiver.on('/list').length;
+    const attemptsBefore = (await stack.api('GET', `/merchants/${merchantId}/webhook-events/${id}`, apiKey))
+      .body['attempt_count'];
+    // The first request's attempt is held at the receiver until every other request has been answered.
+    receiver.script('/list', { kind: 'held', status: 204 }, { kind: 'status', status: 204 });
+    const answers = await Promise.all(Array.from({ length: 50 }, () => stack.api('POST', path, apiKey)));
+    expect(answers.filter((a) => a.status === 202)).toHaveLength(1);
+    const refused = answers.filter((a) => a.status !== 202);
+    expect(refused).toHaveLength(49);
+    for (const r of refused) {
+      expect(r.status).toBe(409);
+      expect(r.body).toMatchObject({
+        error: { type: 'invalid_request', code: 'webhook_redelivery_in_progress' },
+      });
+    }
+    // In flight: still refused.
+    await receiver.waitFor(before + 1, '/list');
+    expect((await stack.api('POST', path, apiKey)).status).toBe(409);
+    receiver.release();
+    await stack.settle();
+    expect(
+      receiver
+        .on('/list')
+        .slice(before)
+        .map((d) => d.headers['x-webhook-id']),
+    ).toEqual([id]);
+    const after = await stack.api('GET', `/merchants/${merchantId}/webhook-events/${id}`, apiKey);
+    expect(after.body['attempt_count']).toBe(Number(attemptsBefore) + 1);
+    // Once written back, the next request makes the next attempt.
+    expect((await stack.api('POST', path, apiKey)).status).toBe(202);
+    await stack.settle();
+    expect(receiver.on('/list')).toHaveLength(before + 2);
+  });
+
   describe('POST /settings/webhook/test', () => {
     it('sends a signed subscription.charge_succeeded with livemode false and reports the receiver status', async () => {
       const before = receiver.on('/list').length;

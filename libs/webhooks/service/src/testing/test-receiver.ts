@@ -6,6 +6,8 @@ export type ReceiverBehaviour =
   | { readonly kind: 'status'; readonly status: number; readonly body?: string }
   /** Never answers (until the test ends). */
   | { readonly kind: 'hang' }
+  /** Answers `status` once the test calls `release()`: holds an attempt in flight for as long as the test needs. */
+  | { readonly kind: 'held'; readonly status: number }
   /** Answers the status line at once, then trickles the body for `ms`. */
   | { readonly kind: 'slow-body'; readonly status: number; readonly ms: number }
   /** Destroys the connection as soon as the request arrived. */
@@ -36,6 +38,7 @@ export class TestReceiver {
   private readonly waiters: Array<{ count: number; path?: string; resolve: () => void }> = [];
   private server: Server | undefined;
   private port = 0;
+  private held: ServerResponse[] = [];
 
   constructor(private readonly fallback: ReceiverBehaviour = { kind: 'status', status: 204 }) {}
 
@@ -104,6 +107,13 @@ export class TestReceiver {
     });
   }
 
+  /** Answers every request held by a `held` behaviour so far. */
+  release(): void {
+    const held = this.held;
+    this.held = [];
+    for (const res of held) res.end();
+  }
+
   async stop(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
@@ -139,6 +149,10 @@ export class TestReceiver {
         res.end(behaviour.body ?? '');
         return;
       case 'hang':
+        return;
+      case 'held':
+        res.writeHead(behaviour.status, { 'content-type': 'text/plain' });
+        this.held.push(res);
         return;
       case 'slow-body': {
         res.writeHead(behaviour.status, { 'content-type': 'text/plain' });
