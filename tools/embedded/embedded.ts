@@ -22,7 +22,12 @@ import {
   sanctionsScreeningConfigFromEnv,
   sanctionsScreeningFromEnv,
 } from '@stablepay/chain-operator';
-import { ANVIL_DEV_PRIVATE_KEYS, type LocalChains, startLocalChains } from '@stablepay/local-chains';
+import {
+  ANVIL_DEV_PRIVATE_KEYS,
+  LOCAL_PAYOUT_OFF_RAMP,
+  type LocalChains,
+  startLocalChains,
+} from '@stablepay/local-chains';
 import {
   MerchantCommands,
   merchantChainRegistrationService,
@@ -190,6 +195,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
       env['REGISTRY_ADMIN_ADDRESS'] ??= chains.admin.address;
       env['SUBSCRIPTION_MANAGER_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.subscriptionManagerFactory;
       env['REGISTRY_ADDRESS'] ??= chains.chains[0]?.addresses.registry;
+      // Payouts (beta): customers' deposit addresses sweep to the local off-ramp, a keyless address.
+      env['PAYOUT_DEPOSIT_FACTORY_ADDRESS'] ??= chains.chains[0]?.addresses.payoutDepositFactory;
+      env['PAYOUT_OFF_RAMP_ADDRESS'] ??= LOCAL_PAYOUT_OFF_RAMP;
       // anvil mines a block per transaction: one block (the deposit's own) is the local confirmation depth.
       env['CHAIN_CONFIRMATIONS'] ??= '1';
       // Local chains are test chains: every service reads the same mode (settings' chain_registrations too).

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { JsonRpcProvider, Network, Wallet, getAddress } from 'ethers';
+import { JsonRpcProvider, Network, Wallet, getAddress, id } from 'ethers';
 import {
   DETERMINISTIC_DEPLOYER,
   DETERMINISTIC_DEPLOYER_RUNTIME_CODE,
@@ -101,6 +101,13 @@ export function localChainProvider(rpcUrl: string, chainId: number): JsonRpcProv
   return provider;
 }
 
+/**
+ * The off-ramp address of local runs (PAYOUT_OFF_RAMP_ADDRESS under `npm start`): a fixed address nobody holds a key
+ * to, so what payout sweeps forward there stays visible and can never move on (the off-ramp sandbox pays out in fiat
+ * on paper only).
+ */
+export const LOCAL_PAYOUT_OFF_RAMP = getAddress(id('stablepay.local.payout-off-ramp').slice(0, 42));
+
 /** Makes sure the deterministic deployment proxy is at its well-known address (anvil ships it; forks may not). */
 export async function installDeterministicDeployer(provider: JsonRpcProvider): Promise<void> {
   if ((await provider.getCode(DETERMINISTIC_DEPLOYER)) === DETERMINISTIC_DEPLOYER_RUNTIME_CODE) return;
@@ -116,7 +123,7 @@ function devKey(index: number): string {
 /**
  * Puts Stablepay on a chain that is already running (idempotent): the deterministic deployment proxy where it is
  * missing (anvil_setCode: local nodes only), the registry, both factories and, with `testStablecoins`, the test
- * tokens, each checked to sit at its computed address. What the embedded run does to the nodes it starts, and what
+ * tokens, each checked to sit at its computed address (the factories: payment, subscription manager, payout deposit). What the embedded run does to the nodes it starts, and what
  * docker-compose's one-shot `contracts` job does to its anvil (tools/local-chains/deploy.ts). `deployer` only pays
  * for gas.
  */
@@ -149,8 +156,9 @@ export async function bootstrapStablepay(
 
 /**
  * Starts one anvil per chain id and deploys, at identical addresses on each: the deterministic deployment proxy, the
- * StablepayRegistry (admin, operator and operator pauser are three distinct keys), the PaymentFactory (with its deposit implementation), the SubscriptionManagerFactory and the
- * test stablecoins. The nodes die with this process.
+ * StablepayRegistry (admin, operator and operator pauser are three distinct keys), the PaymentFactory (with its deposit
+ * implementation), the SubscriptionManagerFactory, the PayoutDepositFactory (with its implementation) and the test
+ * stablecoins. The nodes die with this process.
  */
 export async function startLocalChains(options: StartLocalChainsOptions = {}): Promise<LocalChains> {
   const chainIds = options.chainIds ?? [8453, 137];

@@ -55,6 +55,18 @@ export interface ChainOperatorConfig {
   readonly roles: StablepayRoles | null;
   /** Registry, PaymentFactory, ...: identical on every chain, computed offline from the roles. */
   readonly addresses: StablepayAddresses | null;
+  /**
+   * Payouts (beta): where customers' deposit addresses come from and where their sweeps go; null when no chain is
+   * configured or no PAYOUT_OFF_RAMP_ADDRESS is set (customers then get no deposit address).
+   */
+  readonly payouts: PayoutChainConfig | null;
+}
+
+export interface PayoutChainConfig {
+  /** The PayoutDepositFactory: `addresses.payoutDepositFactory` unless PAYOUT_DEPOSIT_FACTORY_ADDRESS says otherwise. */
+  readonly factory: string;
+  /** The off-ramp's receiving address, bound into every customer's deposit address (one on every chain). */
+  readonly offRamp: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -82,6 +94,7 @@ export interface ChainOperatorConfigOptions {
  * - `REGISTRY_ADMIN_ADDRESS`: the registry admin's public address (the cold key stays offline; it must differ
  *   from the operator). `OPERATOR_PAUSER_ADDRESS`: the operator pauser. Both required with chains: with the
  *   operator they fix the contract addresses (`computeStablepayAddresses`).
+ * - `PAYOUT_OFF_RAMP_ADDRESS`, `PAYOUT_DEPOSIT_FACTORY_ADDRESS`: payout deposit addresses (`payouts`, optional).
  */
 export function chainOperatorConfigFromEnv(
   env: Env,
@@ -89,7 +102,7 @@ export function chainOperatorConfigFromEnv(
 ): ChainOperatorConfig {
   const chains = chainsFromEnv(env, options);
   if (!chains.enabled) {
-    return { ...chains, operator: null, roles: null, addresses: null };
+    return { ...chains, operator: null, roles: null, addresses: null, payouts: null };
   }
   const operator = parseOperatorKey(env);
   const admin = requiredAddress(env, 'REGISTRY_ADMIN_ADDRESS');
@@ -100,7 +113,23 @@ export function chainOperatorConfigFromEnv(
     );
   }
   const roles: StablepayRoles = { admin, operator: operator.address, operatorPauser };
-  return { ...chains, operator, roles, addresses: computeStablepayAddresses(roles) };
+  const addresses = computeStablepayAddresses(roles);
+  return { ...chains, operator, roles, addresses, payouts: payoutsFromEnv(env, addresses) };
+}
+
+/**
+ * `PAYOUT_OFF_RAMP_ADDRESS` (the off-ramp's receiving address; absent: no payout deposit addresses) and
+ * `PAYOUT_DEPOSIT_FACTORY_ADDRESS` (default: the factory computed from the roles). Changing the off-ramp changes
+ * every customer's deposit address; the old addresses still sweep only to the old off-ramp.
+ */
+function payoutsFromEnv(env: Env, addresses: StablepayAddresses): PayoutChainConfig | null {
+  if (envOptional(env, 'PAYOUT_OFF_RAMP_ADDRESS') === undefined) return null;
+  const offRamp = requiredAddress(env, 'PAYOUT_OFF_RAMP_ADDRESS');
+  const factory =
+    envOptional(env, 'PAYOUT_DEPOSIT_FACTORY_ADDRESS') === undefined
+      ? addresses.payoutDepositFactory
+      : requiredAddress(env, 'PAYOUT_DEPOSIT_FACTORY_ADDRESS');
+  return { factory, offRamp };
 }
 
 /** The chains a deployment acts on, read without any key (what a process that only reads the chains needs). */

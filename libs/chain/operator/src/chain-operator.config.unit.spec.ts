@@ -37,6 +37,38 @@ describe('chainOperatorConfigFromEnv', () => {
     expect(() => config.registry.get('eip155:1')).toThrow(/not supported/);
   });
 
+  it('payouts: off without PAYOUT_OFF_RAMP_ADDRESS; with it, the computed PayoutDepositFactory unless overridden', () => {
+    expect(chainOperatorConfigFromEnv(base).payouts).toBeNull();
+    const offRamp = Wallet.createRandom().address;
+    const config = chainOperatorConfigFromEnv({ ...base, PAYOUT_OFF_RAMP_ADDRESS: offRamp.toLowerCase() });
+    expect(config.payouts).toEqual({ factory: config.addresses?.payoutDepositFactory, offRamp });
+    const factory = Wallet.createRandom().address;
+    expect(
+      chainOperatorConfigFromEnv({
+        ...base,
+        PAYOUT_OFF_RAMP_ADDRESS: offRamp,
+        PAYOUT_DEPOSIT_FACTORY_ADDRESS: factory,
+      }).payouts,
+    ).toEqual({ factory, offRamp });
+    // Without chains nothing is read, not even a malformed off-ramp.
+    expect(chainOperatorConfigFromEnv({ PAYOUT_OFF_RAMP_ADDRESS: 'nope' }).payouts).toBeNull();
+  });
+
+  it.each([
+    [{ PAYOUT_OFF_RAMP_ADDRESS: 'nope' }, /PAYOUT_OFF_RAMP_ADDRESS must be an EVM address, got 'nope'/],
+    [
+      { PAYOUT_OFF_RAMP_ADDRESS: '0x0000000000000000000000000000000000000000' },
+      /PAYOUT_OFF_RAMP_ADDRESS must not be the zero address/,
+    ],
+    [
+      { PAYOUT_OFF_RAMP_ADDRESS: pauser, PAYOUT_DEPOSIT_FACTORY_ADDRESS: '0x12' },
+      /PAYOUT_DEPOSIT_FACTORY_ADDRESS must be an EVM address/,
+    ],
+  ])('payouts: %j is a ConfigError naming the variable', (env, message) => {
+    expect(() => chainOperatorConfigFromEnv({ ...base, ...env })).toThrow(ConfigError);
+    expect(() => chainOperatorConfigFromEnv({ ...base, ...env })).toThrow(message);
+  });
+
   it('test mode accepts the test stablecoins at their deterministic addresses', () => {
     const config = chainOperatorConfigFromEnv({ ...base, CHAIN_MODE: 'test' });
     const tokens = computeTestStablecoinAddresses();
