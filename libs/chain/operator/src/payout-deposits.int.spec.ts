@@ -1,0 +1,221 @@
+import { type JsonRpcProvider, Wallet, id } from 'ethers';
+import {
+  connectPayoutDepositFactory,
+  connectStablepayRegistry,
+  connectTestStablecoin,
+} from '@stablepay/contracts';
+import { PAYOUT_REFUND_TYPES, stablepayDomain } from '@stablepay/evm';
+import {
+  ANVIL_DEV_PRIVATE_KEYS,
+  LOCAL_PAYOUT_OFF_RAMP,
+  localChainProvider,
+  startLocalChains,
+  type LocalChains,
+} from '@stablepay/local-chains';
+import { RelayerSet } from '@stablepay/relayer';
+import type { PayoutChainConfig } from './chain-operator.config';
+import type { WatchAddressCommand } from './indexer-watch.commands';
+import { PayoutDeposits } from './payout-deposits';
+
+const USDC = 10n ** 6n;
+const BASE = 'eip155:8453';
+const POLYGON = 'eip155:137';
+const merchantSigner = new Wallet(id('payout-deposits.int merchant signer'));
+
+let local: LocalChains;
+let relayers: RelayerSet;
+let payouts: PayoutDeposits;
+let config: PayoutChainConfig;
+let provider: JsonRpcProvider;
+let customerCount = 0;
+
+function newCustomer(): { merchantId: string; customerId: string } {
+  customerCount += 1;
+  return { merchantId: 'mer_payouts_int', customerId: `cus_${customerCount}` };
+}
+
+/** A customer's wallet (anvil dev key 5) sends `amount` of test USDC to the address. */
+async function deposit(address: string, amount: bigint): Promise<string> {
+  const chain = local.chains.find((c) => c.caip2 === BASE);
+  if (!chain) throw new Error('no Base chain');
+  const payer = new Wallet(ANVIL_DEV_PRIVATE_KEYS[5] ?? '', provider);
+  const usdc = connectTestStablecoin(chain.addresses.stablecoins.USDC, payer);
+  await (await usdc.mint(payer.address, amount)).wait();
+  await (await usdc.transfer(address, amount)).wait();
+  return chain.addresses.stablecoins.USDC;
+}
+
+async function usdcBalance(address: string): Promise<bigint> {
+  const chain = local.chains[0];
+  if (!chain) throw new Error('no chain');
+  return connectTestStablecoin(chain.addresses.stablecoins.USDC, provider).balanceOf(address);
+}
+
+beforeAll(async () => {
+  local = await startLocalChains({ chainIds: [8453, 137] });
+  const base = local.chains.find((c) => c.caip2 === BASE);
+  if (!base) throw new Error('no Base chain');
+  provider = localChainProvider(base.rpcUrl, base.chainId);
+  relayers = new RelayerSet(
+    local.chains.map((c) => ({ caip2: c.caip2, chainId: BigInt(c.chainId), rpcUrl: c.rpcUrl })),
+    { privateKey: local.operator.privateKey },
+  );
+  config = { factory: base.addresses.payoutDepositFactory, offRamp: LOCAL_PAYOUT_OFF_RAMP };
+  payouts = new PayoutDeposits(relayers, config);
+  // The merchant whose signer consents to refunds (registered by the operator, as the service does).
+  const registry = connectStablepayRegistry(
+    base.addresses.registry,
+    new Wallet(local.operator.privateKey, provider),
+  );
+  await (
+    await registry.registerMerchant(id('mer_payouts_int'), merchantSigner.address, merchantSigner.address)
+  ).wait();
+}, 120_000);
+afterAll(async () => {
+  relayers?.destroy();
+  provider?.destroy();
+  await local?.stop();
+});
+
+describe('PayoutDeposits on anvil', () => {
+  it('computes the address the factory answers, offline', async () => {
+    const customer = newCustomer();
+    const factory = connectPayoutDepositFactory(config.factory, provider);
+    expect(payouts.address(customer)).toBe(
+      await factory.depositAddress(id(customer.merchantId), id(customer.customerId), LOCAL_PAYOUT_OFF_RAMP),
+    );
+  });
+
+  it('asks the indexer to watch the address on every chain the relayers serve', async () => {
+    const customer = newCustomer();
+    const commands: WatchAddressCommand[] = [];
+    const address = await payouts.watch(
+      customer,
+      {
+        watchAddress: async (command) => {
+          commands.push(command);
+          return { created: true };
+        },
+      },
+      { [BASE]: 42 },
+    );
+    expect(address).toBe(payouts.address(customer));
+    expect(commands).toEqual(
+      expect.arrayContaining([
+        { chain: BASE, address, fromBlock: 42 },
+        { chain: POLYGON, address },
+      ]),
+    );
+    expect(commands).toHaveLength(2);
+  });
+
+  it('an empty address is nothing_to_sweep, and nothing is sent', async () => {
+    const customer = newCustomer();
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    const token = local.chains[0]?.addresses.stablecoins.USDC ?? '';
+    const outcome = await payouts.sweep({ ...customer, chain: BASE, token });
+    expect(outcome).toEqual({
+      kind: 'nothing_to_sweep',
+      chain: BASE,
+      deposit: payouts.address(customer),
+      token,
+    });
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+  });
+
+  it('sweeps a deposit to the off-ramp, deploying the contract on the first sweep only', async () => {
+    const customer = newCustomer();
+    const address = payouts.address(customer);
+    const token = await deposit(address, 120n * USDC);
+    const before = await usdcBalance(LOCAL_PAYOUT_OFF_RAMP);
+    const first = await payouts.sweep({ ...customer, chain: BASE, token });
+    expect(first).toMatchObject({
+      kind: 'swept',
+      chain: BASE,
+      deposit: address,
+      token,
+      offRamp: LOCAL_PAYOUT_OFF_RAMP,
+      amount: 120n * USDC,
+      received: 120n * USDC,
+      deployed: true,
+    });
+    expect(await usdcBalance(LOCAL_PAYOUT_OFF_RAMP)).toBe(before + 120n * USDC);
+    expect(await usdcBalance(address)).toBe(0n);
+    await deposit(address, 5n * USDC);
+    const second = await payouts.sweep({ ...customer, chain: BASE, token });
+    expect(second).toMatchObject({ kind: 'swept', amount: 5n * USDC, deployed: false });
+    // Concurrent sweeps of two customers share the operator's managed nonce sequence.
+    const [a, b] = [newCustomer(), newCustomer()];
+    await deposit(payouts.address(a), USDC);
+    await deposit(payouts.address(b), 2n * USDC);
+    const both = await Promise.all([
+      payouts.sweep({ ...a, chain: BASE, token }),
+      payouts.sweep({ ...b, chain: BASE, token }),
+    ]);
+    expect(both.map((o) => (o.kind === 'swept' ? o.amount : o.kind))).toEqual([USDC, 2n * USDC]);
+  });
+
+  it('a relayer key that is not the operator is rejected in simulation (NotOperator), nothing sent', async () => {
+    const customer = newCustomer();
+    const token = await deposit(payouts.address(customer), USDC);
+    const strangers = new RelayerSet(
+      local.chains.map((c) => ({ caip2: c.caip2, chainId: BigInt(c.chainId), rpcUrl: c.rpcUrl })),
+      { privateKey: ANVIL_DEV_PRIVATE_KEYS[6] ?? '' },
+    );
+    try {
+      const stranger = new PayoutDeposits(strangers, config);
+      expect(await stranger.sweep({ ...customer, chain: BASE, token })).toEqual({
+        kind: 'rejected',
+        chain: BASE,
+        errorName: 'NotOperator',
+      });
+    } finally {
+      strangers.destroy();
+    }
+    expect(await usdcBalance(payouts.address(customer))).toBe(USDC);
+  });
+
+  it('refunds with the merchant signature, deploying the never-swept deposit first', async () => {
+    const customer = newCustomer();
+    const address = payouts.address(customer);
+    const token = await deposit(address, 9n * USDC);
+    const to = new Wallet(ANVIL_DEV_PRIVATE_KEYS[5] ?? '').address;
+    const deadline = BigInt((await provider.getBlock('latest'))?.timestamp ?? 0) + 3600n;
+    const message = {
+      customerId: id(customer.customerId),
+      token,
+      to,
+      amount: 9n * USDC,
+      epoch: 0n,
+      deadline,
+    };
+    const signature = await merchantSigner.signTypedData(
+      stablepayDomain(8453n, address),
+      PAYOUT_REFUND_TYPES,
+      message,
+    );
+    const before = await usdcBalance(to);
+    const outcome = await payouts.refund({
+      ...customer,
+      chain: BASE,
+      token,
+      to,
+      amount: 9n * USDC,
+      deadline,
+      signature,
+    });
+    expect(outcome).toMatchObject({
+      kind: 'refunded',
+      deposit: address,
+      to,
+      amount: 9n * USDC,
+      deployed: true,
+    });
+    expect(await usdcBalance(to)).toBe(before + 9n * USDC);
+    // The same signature again: the deposit refuses a replay in simulation.
+    await deposit(address, 9n * USDC);
+    expect(
+      await payouts.refund({ ...customer, chain: BASE, token, to, amount: 9n * USDC, deadline, signature }),
+    ).toEqual({ kind: 'rejected', chain: BASE, errorName: 'SignatureAlreadyUsed' });
+  });
+});
