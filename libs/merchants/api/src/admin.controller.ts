@@ -26,7 +26,7 @@ import {
 } from '@stablepay/event-bus';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { ambiguousCredentials, Public, unauthenticated } from '@stablepay/http';
-import { DomainError } from '@stablepay/util';
+import { DomainError, validationError } from '@stablepay/util';
 import { MERCHANTS_ADMIN_TOKEN, MERCHANTS_USE_CASES, type MerchantsUseCases } from './merchants.port';
 import { CreateMerchantDto } from './settings.dto';
 
@@ -136,6 +136,18 @@ export class AdminController {
       if (await requestParkedStreamRetry(this.dataSource, projection, streamId)) return 'requested';
       throw error;
     }
+  }
+
+  /**
+   * Turns beta features on or off for a merchant (SPEC Payouts (beta): "must be enabled per account"): body
+   * `{ "payouts": true }`; only the named features change. Unknown features are refused (400 unknown_parameter).
+   */
+  @Post('merchants/:merchantId/beta-features')
+  @HttpCode(200)
+  setBetaFeatures(@Param('merchantId') merchantId: string, @Body() body: unknown) {
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      throw validationError('payouts', 'The body must be an object such as {"payouts": true}.');
+    return this.merchants.setBetaFeatures(merchantId, body as Record<string, unknown>);
   }
 
   /** Creates a merchant; its secret API key is returned here once and never again. */

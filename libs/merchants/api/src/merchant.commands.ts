@@ -118,6 +118,12 @@ export interface ConfigureSettlementCommand {
   readonly fiat?: Partial<FiatSettlementDetails> | null;
 }
 
+/** POST /admin/merchants/:merchantId/beta-features (operator API). */
+export interface SetBetaFeaturesCommand {
+  readonly merchantId: string;
+  readonly features: Record<string, unknown>;
+}
+
 export interface MerchantCommandResult {
   readonly id: string;
   readonly revision: number;

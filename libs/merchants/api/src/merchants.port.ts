@@ -111,6 +111,13 @@ export interface CreatedMerchantResource {
   readonly created_at: string;
 }
 
+/** POST /admin/merchants/:merchantId/beta-features: every beta feature and whether it is on for the merchant. */
+export interface BetaFeaturesResource {
+  readonly object: 'merchant_beta_features';
+  readonly merchant: string;
+  readonly payouts: boolean;
+}
+
 export interface ProfilePatch {
   readonly displayName?: string;
   readonly webhookUrl?: string | null;
@@ -167,6 +174,8 @@ export interface MerchantsUseCases {
     merchant: AuthenticatedMerchant,
     input: SettlementInput,
   ): Promise<SettlementConfigurationResource>;
+  /** Operator: enables or disables beta features of a merchant (404 for an unknown merchant). */
+  setBetaFeatures(merchantId: string, features: Record<string, unknown>): Promise<BetaFeaturesResource>;
   createMerchant(input: {
     name: string;
     mode: Mode;

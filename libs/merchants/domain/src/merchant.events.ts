@@ -101,6 +101,19 @@ export type FiatSettlementConfigured = {
   data: { fiat: FiatSettlementDetails | null; configuredAt: string };
 };
 
+/**
+ * The operator turned beta features on or off for the merchant (SPEC Payouts (beta): "must be enabled per account").
+ * Carries only the features this change set.
+ */
+export type MerchantBetaFeaturesSet = {
+  type: 'MerchantBetaFeaturesSet.v1';
+  data: { features: Partial<Record<BetaFeature, boolean>>; setAt: string };
+};
+
+/** Features an operator enables per merchant before its routes answer (docs/payouts.md). */
+export const BETA_FEATURES = ['payouts'] as const;
+export type BetaFeature = (typeof BETA_FEATURES)[number];
+
 export type MerchantEvent =
   | MerchantCreated
   | MerchantSignerRegistered
@@ -111,7 +124,8 @@ export type MerchantEvent =
   | PauserDeclared
   | SubscriptionManagerDeployed
   | MerchantChangedOnChain
-  | FiatSettlementConfigured;
+  | FiatSettlementConfigured
+  | MerchantBetaFeaturesSet;
 
 export const MERCHANT_CATEGORY = 'merchant';
 export const merchantStreamId = (merchantId: string): string => `${MERCHANT_CATEGORY}-${merchantId}`;

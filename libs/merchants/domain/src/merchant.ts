@@ -1,5 +1,21 @@
-import { cannotProcess, conflict, DomainError, invalidRequest, notFound } from '@stablepay/util';
-import type { FiatSettlementDetails, MerchantEvent, Mode, SettlementMode } from './merchant.events';
+import {
+  cannotProcess,
+  conflict,
+  DomainError,
+  invalidRequest,
+  notFound,
+  takesFields,
+  unknownParameter,
+  validationError,
+} from '@stablepay/util';
+import {
+  BETA_FEATURES,
+  type BetaFeature,
+  type FiatSettlementDetails,
+  type MerchantEvent,
+  type Mode,
+  type SettlementMode,
+} from './merchant.events';
 import { requireAddress, requireName, requireProfileFields, WEBHOOK_SECRET_GRACE_MS } from './rules';
 
 export interface MerchantState {
@@ -20,6 +36,7 @@ export interface MerchantState {
   readonly merchantPauser: string | null;
   readonly subscriptionManagerDeployed: boolean;
   readonly fiatSettlement: FiatSettlementDetails | null;
+  readonly betaFeatures: Partial<Record<BetaFeature, boolean>>;
 }
 
 export const initialMerchantState = (): MerchantState => ({
@@ -40,6 +57,7 @@ export const initialMerchantState = (): MerchantState => ({
   merchantPauser: null,
   subscriptionManagerDeployed: false,
   fiatSettlement: null,
+  betaFeatures: {},
 });
 
 export function evolveMerchant(state: MerchantState, event: MerchantEvent): MerchantState {
@@ -85,6 +103,8 @@ export function evolveMerchant(state: MerchantState, event: MerchantEvent): Merc
       return state;
     case 'FiatSettlementConfigured.v1':
       return { ...state, fiatSettlement: event.data.fiat };
+    case 'MerchantBetaFeaturesSet.v1':
+      return { ...state, betaFeatures: { ...state.betaFeatures, ...event.data.features } };
   }
 }
 
@@ -140,6 +160,12 @@ export type MerchantCommand =
       settlementAddress?: string;
       /** Fiat fields to set (null unsets one; absent keeps it); `null` removes the whole configuration. */
       fiat?: Partial<FiatSettlementDetails> | null;
+      now: Date;
+    }
+  | {
+      /** POST /admin/merchants/:merchantId/beta-features (operator): features as received, checked here. */
+      type: 'SetBetaFeatures';
+      features: Record<string, unknown>;
       now: Date;
     };
 
@@ -360,6 +386,18 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
         events.push({ type: 'FiatSettlementConfigured.v1', data: { fiat: next, configuredAt: at } });
       }
       return events;
+    }
+    case 'SetBetaFeatures': {
+      requireExists(state);
+      const changed: Partial<Record<BetaFeature, boolean>> = {};
+      for (const [key, value] of Object.entries(command.features)) {
+        if (!(BETA_FEATURES as readonly string[]).includes(key))
+          throw unknownParameter(key, takesFields(BETA_FEATURES));
+        if (typeof value !== 'boolean') throw validationError(key, `${key} must be true or false.`);
+        if ((state.betaFeatures[key as BetaFeature] ?? false) !== value) changed[key as BetaFeature] = value;
+      }
+      if (Object.keys(changed).length === 0) return [];
+      return [{ type: 'MerchantBetaFeaturesSet.v1', data: { features: changed, setAt: at } }];
     }
   }
 }

@@ -520,3 +520,34 @@ describe('the decider refuses what the settings read model cannot hold (400 with
       .thenError({ type: 'validation_error', param: 'settlement_address' });
   });
 });
+
+describe('SetBetaFeatures (operator: payouts beta per account)', () => {
+  const enabled: MerchantEvent = {
+    type: 'MerchantBetaFeaturesSet.v1',
+    data: { features: { payouts: true }, setAt: now.toISOString() },
+  };
+
+  it('enabling payouts records the feature that changed', () => {
+    given(created)
+      .when({ type: 'SetBetaFeatures', features: { payouts: true }, now })
+      .then([enabled]);
+  });
+
+  it('setting what is already set appends nothing', () => {
+    given(created, enabled)
+      .when({ type: 'SetBetaFeatures', features: { payouts: true }, now })
+      .then([]);
+    given(created)
+      .when({ type: 'SetBetaFeatures', features: { payouts: false }, now })
+      .then([]);
+  });
+
+  it('an unknown feature or a non-boolean value is refused naming it', () => {
+    given(created)
+      .when({ type: 'SetBetaFeatures', features: { payoutz: true }, now })
+      .thenError({ status: 400, code: 'unknown_parameter', param: 'payoutz' });
+    given(created)
+      .when({ type: 'SetBetaFeatures', features: { payouts: 'yes' }, now })
+      .thenError({ status: 400, type: 'validation_error', param: 'payouts' });
+  });
+});

@@ -232,6 +232,11 @@ export class MerchantCommands {
     });
   }
 
+  /** Operator: turns beta features on or off (validated by the decider: known names, booleans). */
+  setBetaFeatures(merchantId: string, features: Record<string, unknown>): Promise<MerchantSettingsRow> {
+    return this.run(merchantId, { type: 'SetBetaFeatures', features, now: this.clock.now() });
+  }
+
   recordSubscriptionManagerDeployed(
     merchantId: string,
     chain: string,

@@ -138,13 +138,20 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
         at = event.data.configuredAt;
         break;
       }
+      case 'MerchantBetaFeaturesSet.v1':
+        // Merged into what is set: the event carries only the features it changed.
+        set['beta_features'] = JSON.stringify(event.data.features);
+        at = event.data.setAt;
+        break;
       default:
         // Unknown (newer) event types are skipped but still advance the revision.
         at = new Date().toISOString();
     }
     const columns = Object.keys(set);
     const params: unknown[] = [merchantId, revision, at, ...Object.values(set)];
-    const assignments = columns.map((c, i) => `${c} = $${i + 4}`);
+    const assignments = columns.map((c, i) =>
+      c === 'beta_features' ? `${c} = ${c} || $${i + 4}::jsonb` : `${c} = $${i + 4}`,
+    );
     const updated: unknown = await em.query(
       `UPDATE merchant_settings SET ${[...assignments, 'revision = $2', 'updated_at = $3'].join(', ')}
        WHERE merchant_id = $1 AND revision < $2 RETURNING merchant_id`,

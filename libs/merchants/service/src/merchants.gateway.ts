@@ -6,6 +6,7 @@ import type { AuthenticatedMerchant } from '@stablepay/http';
 import {
   type ChangeMerchantOnChainCommand,
   type ChangeMerchantOnChainResult,
+  type BetaFeaturesResource,
   type CreatedMerchantResource,
   MERCHANT_CHAIN_COMMANDS,
   type MerchantChangeInput,
@@ -30,6 +31,7 @@ import { RegisterSignerHandler } from './commands/register-signer/register-signe
 import { RotateWebhookSecretHandler } from './commands/rotate-webhook-secret/rotate-webhook-secret.handler';
 import { UpdateProfileHandler } from './commands/update-profile/update-profile.handler';
 import { UpdateSettlementAddressHandler } from './commands/update-settlement-address/update-settlement-address.handler';
+import { SetBetaFeaturesHandler } from './commands/set-beta-features/set-beta-features.handler';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { RegistrationStore } from './chain-registration/registration.store';
 import { presentSettings } from './settings.presenter';
@@ -61,6 +63,7 @@ export class MerchantsGateway implements MerchantsUseCases {
     @Inject(DeclarePauserHandler) private readonly declarePauserHandler: DeclarePauserHandler,
     @Inject(ConfigureSettlementHandler)
     private readonly configureSettlementHandler: ConfigureSettlementHandler,
+    @Inject(SetBetaFeaturesHandler) private readonly setBetaFeaturesHandler: SetBetaFeaturesHandler,
   ) {
     this.registrations = new RegistrationStore(dataSource);
   }
@@ -171,6 +174,19 @@ export class MerchantsGateway implements MerchantsUseCases {
   ): Promise<SettlementConfigurationResource> {
     const done = await this.configureSettlementHandler.handle({ merchant, ...input });
     return presentSettlement(await this.reader.getAtLeast(done.id, done.revision));
+  }
+
+  async setBetaFeatures(
+    merchantId: string,
+    features: Record<string, unknown>,
+  ): Promise<BetaFeaturesResource> {
+    const done = await this.setBetaFeaturesHandler.handle({ merchantId, features });
+    const row = await this.reader.getAtLeast(done.id, done.revision);
+    return {
+      object: 'merchant_beta_features',
+      merchant: row.merchant_id,
+      payouts: row.beta_features['payouts'] === true,
+    };
   }
 
   async createMerchant(input: {

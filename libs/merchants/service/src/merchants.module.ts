@@ -2,6 +2,7 @@ import { type DynamicModule, Module } from '@nestjs/common';
 import { API_KEY_RESOLVER } from '@stablepay/http';
 import { MERCHANTS_ADMIN_TOKEN, MerchantsApiModule } from '@stablepay/merchants-api';
 import { MerchantApiKeyResolver } from './api-key.resolver';
+import { SetBetaFeaturesHandler } from './commands/set-beta-features/set-beta-features.handler';
 import { ConfigureSettlementHandler } from './commands/configure-settlement/configure-settlement.handler';
 import { CreateMerchantHandler } from './commands/create-merchant/create-merchant.handler';
 import { DeclarePauserHandler } from './commands/declare-pauser/declare-pauser.handler';
@@ -25,6 +26,7 @@ const HANDLERS = [
   RotateWebhookSecretHandler,
   DeclarePauserHandler,
   ConfigureSettlementHandler,
+  SetBetaFeaturesHandler,
 ];
 
 /**

@@ -69,6 +69,18 @@ export class AddFiatSettlement1767300000000 implements MigrationInterface {
   }
 }
 
+/** Beta features per merchant (POST /admin/merchants/:merchantId/beta-features), from MerchantBetaFeaturesSet.v1. */
+export class AddMerchantBetaFeatures1767900000000 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(
+      `ALTER TABLE merchant_settings ADD COLUMN beta_features jsonb NOT NULL DEFAULT '{}'::jsonb`,
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE merchant_settings DROP COLUMN beta_features');
+  }
+}
+
 /**
  * The registration table is the chain registration worker's (payments process); the gateway reads it for
  * settings' `chain_registrations`, so it is created wherever settings are served too (idempotent DDL).
@@ -77,4 +89,5 @@ export const MERCHANTS_MIGRATIONS = [
   CreateMerchantReadModels1763800000100,
   AddFiatSettlement1767300000000,
   CreateMerchantChainRegistrations1767400000000,
+  AddMerchantBetaFeatures1767900000000,
 ];

@@ -27,6 +27,8 @@ export interface MerchantSettingsRow {
   fiat_beneficiary_name: string | null;
   fiat_bank_name: string | null;
   fiat_account_number: string | null;
+  /** Beta features the operator enabled (`{ payouts: true }`); `{}` for none. */
+  beta_features: Record<string, boolean>;
   fiat_bank_code: string | null;
   fiat_country: string | null;
   fiat_configured_at: Date | null;
