@@ -1,1 +1,3 @@
-export {};
+export * from './customer';
+export * from './beneficiary';
+export * from './payout';

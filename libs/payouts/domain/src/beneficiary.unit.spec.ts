@@ -1,0 +1,77 @@
+import { DomainError } from '@stablepay/util';
+import {
+  abaRoutingValid,
+  beneficiaryDecider,
+  beneficiaryObject,
+  type CreateBeneficiaryInput,
+  ibanChecksumValid,
+} from './beneficiary';
+
+const now = new Date('2026-06-01T10:00:00.000Z');
+const decide = (input: CreateBeneficiaryInput) =>
+  beneficiaryDecider.decide(
+    { type: 'CreateBeneficiary', id: 'bnf_1', input, now },
+    beneficiaryDecider.initialState(),
+  );
+const objectOf = (input: CreateBeneficiaryInput) =>
+  beneficiaryObject(decide(input).reduce(beneficiaryDecider.evolve, beneficiaryDecider.initialState()));
+const paramOf = (input: CreateBeneficiaryInput): string | undefined => {
+  try {
+    decide(input);
+  } catch (e) {
+    if (e instanceof DomainError && e.status === 400) return e.param;
+  }
+  throw new Error('expected a 400');
+};
+
+const IBAN = {
+  holder_name: 'Ada Lovelace',
+  country: 'DE',
+  currency: 'EUR',
+  iban: 'DE89 3704 0044 0532 0130 00',
+};
+const US = {
+  holder_name: 'Ada Lovelace',
+  country: 'US',
+  currency: 'USD',
+  account_number: '000123456789',
+  routing_number: '110000000',
+};
+
+describe('Beneficiary aggregate', () => {
+  it('an IBAN beneficiary shows only the last four characters of the IBAN', () => {
+    const object = objectOf(IBAN);
+    expect(object.bank_account).toEqual({ type: 'iban', last4: '3000', bic: null });
+    expect(JSON.stringify(object)).not.toContain('370400440532013000');
+  });
+
+  it('a US account shows its last four digits and the routing number', () => {
+    expect(objectOf(US).bank_account).toEqual({
+      type: 'us_account',
+      last4: '6789',
+      routing_number: '110000000',
+    });
+  });
+
+  it.each([
+    [{ ...IBAN, iban: 'DE89370400440532013001' }, 'iban'],
+    [{ ...IBAN, country: 'FR' }, 'country'],
+    [{ ...IBAN, currency: 'USD' }, 'currency'],
+    [{ ...IBAN, bic: 'nope' }, 'bic'],
+    [{ ...US, routing_number: '110000001' }, 'routing_number'],
+    [{ ...US, account_number: '12ab' }, 'account_number'],
+    [{ ...US, country: 'CA' }, 'country'],
+    [{ holder_name: 'A', country: 'US', currency: 'USD' }, 'iban'],
+    [{ ...US, iban: IBAN.iban }, 'account_number'],
+    [{ ...US, holder_name: '' }, 'holder_name'],
+  ])('%j is refused naming %s', (input, param) => {
+    expect(paramOf(input)).toBe(param);
+  });
+
+  it('checks IBAN and ABA check digits', () => {
+    expect(ibanChecksumValid('GB82WEST12345698765432')).toBe(true);
+    expect(ibanChecksumValid('GB82WEST12345698765433')).toBe(false);
+    expect(abaRoutingValid('021000021')).toBe(true);
+    expect(abaRoutingValid('021000022')).toBe(false);
+  });
+});

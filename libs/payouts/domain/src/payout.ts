@@ -1,0 +1,365 @@
+import { cannotProcess, conflict, notFound, parseMetadata, validationError } from '@stablepay/util';
+import type { CustomerStatus } from './customer';
+
+/**
+ * The Payout aggregate (beta), stream `payout-<po_ id>`: a customer's crypto, sent to its deposit address, sold at
+ * the off-ramp and paid to a beneficiary's bank account. SPEC names only the events; the states and transitions are
+ * ours (docs/payouts.md):
+ *
+ *   awaiting_deposit --deposit detected--> deposit_detected --into the off-ramp--> forwarded
+ *   forwarded --fiat delivered--> completed
+ *   deposit_detected | forwarded --will not complete--> failed (failure_reason) --funds returned--> refunded
+ */
+export type PayoutStatus =
+  'awaiting_deposit' | 'deposit_detected' | 'forwarded' | 'completed' | 'failed' | 'refunded';
+
+export const PAYOUT_CATEGORY = 'payout';
+export const payoutStreamId = (id: string): string => `${PAYOUT_CATEGORY}-${id}`;
+export const PAYOUT_ID = /^po_[0-9a-z]{26}$/;
+
+/**
+ * Why a payout failed: the fiat-settlement vocabulary of SPEC "Fiat settlement delay and failure" where it fits
+ * (the off-ramp is the same kind of provider), plus our own for what happens before the off-ramp.
+ */
+export const PAYOUT_FAILURE_REASONS = [
+  'deposit_not_credited',
+  'rampoff_order_failed',
+  'rampoff_withdraw_failed',
+  'provider_rejected',
+  /** Ours: the depositing wallet matched the sanctions screening; the funds are returned, never sold. */
+  'sender_flagged',
+] as const;
+export type PayoutFailureReason = (typeof PAYOUT_FAILURE_REASONS)[number];
+
+export const PAYOUT_LIMITS = {
+  /** Ours: at most 24 digits of token minor units (far beyond any payout, far inside uint256). */
+  maxAmountDigits: 24,
+} as const;
+
+export interface PayoutToken {
+  readonly chain: string;
+  readonly symbol: string;
+  /** CAIP-19 id of the token on that chain. */
+  readonly asset: string;
+  readonly decimals: number;
+}
+
+export interface PayoutDeposit {
+  readonly txHash: string;
+  readonly from: string;
+  readonly amount: string;
+  readonly detectedAt: string;
+}
+
+export type PayoutEvent =
+  | {
+      type: 'PayoutCreated.v1';
+      data: {
+        payoutId: string;
+        customerId: string;
+        beneficiaryId: string;
+        amount: string;
+        currency: string;
+        token: PayoutToken;
+        depositAddress: string;
+        metadata: Record<string, string>;
+        createdAt: string;
+      };
+    }
+  | { type: 'PayoutDepositDetected.v1'; data: PayoutDeposit }
+  | { type: 'PayoutForwarded.v1'; data: { transferId: string; forwardedAt: string } }
+  | { type: 'PayoutCompleted.v1'; data: { fiatAmount: string; completedAt: string } }
+  | { type: 'PayoutFailed.v1'; data: { reason: PayoutFailureReason; failedAt: string } }
+  | {
+      type: 'PayoutRefunded.v1';
+      data: { to: string; amount: string; reference: string; refundedAt: string };
+    };
+
+export interface PayoutState {
+  readonly exists: boolean;
+  readonly id: string;
+  readonly customerId: string;
+  readonly beneficiaryId: string;
+  readonly amount: string;
+  readonly currency: string;
+  readonly token: PayoutToken;
+  readonly depositAddress: string;
+  readonly metadata: Record<string, string>;
+  readonly status: PayoutStatus;
+  readonly deposit: PayoutDeposit | null;
+  readonly transferId: string | null;
+  readonly fiatAmount: string | null;
+  readonly failureReason: PayoutFailureReason | null;
+  readonly refund: { to: string; amount: string; reference: string; refundedAt: string } | null;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+export const initialPayoutState = (): PayoutState => ({
+  exists: false,
+  id: '',
+  customerId: '',
+  beneficiaryId: '',
+  amount: '0',
+  currency: '',
+  token: { chain: '', symbol: '', asset: '', decimals: 0 },
+  depositAddress: '',
+  metadata: {},
+  status: 'awaiting_deposit',
+  deposit: null,
+  transferId: null,
+  fiatAmount: null,
+  failureReason: null,
+  refund: null,
+  createdAt: '',
+  updatedAt: '',
+});
+
+export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutState {
+  switch (event.type) {
+    case 'PayoutCreated.v1': {
+      const { payoutId, createdAt, ...facts } = event.data;
+      return { ...state, ...facts, exists: true, id: payoutId, createdAt, updatedAt: createdAt };
+    }
+    case 'PayoutDepositDetected.v1':
+      return { ...state, status: 'deposit_detected', deposit: event.data, updatedAt: event.data.detectedAt };
+    case 'PayoutForwarded.v1':
+      return {
+        ...state,
+        status: 'forwarded',
+        transferId: event.data.transferId,
+        updatedAt: event.data.forwardedAt,
+      };
+    case 'PayoutCompleted.v1':
+      return {
+        ...state,
+        status: 'completed',
+        fiatAmount: event.data.fiatAmount,
+        updatedAt: event.data.completedAt,
+      };
+    case 'PayoutFailed.v1':
+      return { ...state, status: 'failed', failureReason: event.data.reason, updatedAt: event.data.failedAt };
+    case 'PayoutRefunded.v1':
+      return { ...state, status: 'refunded', refund: event.data, updatedAt: event.data.refundedAt };
+  }
+}
+
+/** POST /payouts as received. */
+export interface CreatePayoutInput {
+  readonly customer?: unknown;
+  readonly beneficiary?: unknown;
+  readonly amount?: unknown;
+  readonly currency?: unknown;
+  readonly chain?: unknown;
+  readonly token?: unknown;
+  readonly metadata?: unknown;
+}
+
+/** What deciding a create needs besides the input (read by the owner from its read models and chain registry). */
+export interface CreatePayoutContext {
+  readonly customer: {
+    readonly id: string;
+    readonly status: CustomerStatus;
+    readonly depositAddress: string;
+  };
+  readonly beneficiary: { readonly id: string; readonly currency: string };
+  /** The tokens a payout may be funded with in the merchant's mode. */
+  readonly tokens: readonly PayoutToken[];
+}
+
+export type PayoutCommand =
+  | { type: 'CreatePayout'; id: string; input: CreatePayoutInput; context: CreatePayoutContext; now: Date }
+  | { type: 'RecordDeposit'; txHash: string; from: string; amount: string; now: Date }
+  | { type: 'RecordForwarded'; transferId: string; now: Date }
+  | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
+  | { type: 'RecordFailed'; reason: PayoutFailureReason; now: Date }
+  | { type: 'RecordRefunded'; to: string; amount: string; reference: string; now: Date };
+
+const DIGITS = /^(0|[1-9][0-9]*)$/;
+
+export function parsePayoutAmount(value: unknown): string {
+  const what = 'a string of digits: the token amount in its smallest unit ("25000000" is 25 USDC)';
+  if (value === undefined || value === null) throw validationError('amount', `amount is required: ${what}.`);
+  if (typeof value !== 'string' || !DIGITS.test(value) || value.length > PAYOUT_LIMITS.maxAmountDigits)
+    throw validationError(
+      'amount',
+      `amount must be ${what}, at most ${PAYOUT_LIMITS.maxAmountDigits} digits.`,
+    );
+  if (BigInt(value) === 0n) throw validationError('amount', 'amount must be greater than 0.');
+  return value;
+}
+
+function decideCreate(
+  command: Extract<PayoutCommand, { type: 'CreatePayout' }>,
+  state: PayoutState,
+): PayoutEvent[] {
+  if (state.exists) throw conflict('resource_exists', `Payout ${command.id} already exists.`);
+  const { input, context } = command;
+  const amount = parsePayoutAmount(input.amount);
+  if (typeof input.chain !== 'string' || input.chain.length === 0)
+    throw validationError('chain', 'chain is required: a CAIP-2 chain id such as eip155:8453.');
+  if (typeof input.token !== 'string' || input.token.length === 0)
+    throw validationError('token', 'token is required: a token symbol such as USDC.');
+  const onChain = context.tokens.filter((t) => t.chain === input.chain);
+  if (onChain.length === 0)
+    throw validationError(
+      'chain',
+      `chain must be one of ${[...new Set(context.tokens.map((t) => t.chain))].join(', ')}.`,
+    );
+  const symbol = input.token.toUpperCase();
+  const token = onChain.find((t) => t.symbol === symbol);
+  if (!token)
+    throw validationError(
+      'token',
+      `token must be one of ${onChain.map((t) => t.symbol).join(', ')} on ${input.chain}.`,
+    );
+  const currency =
+    input.currency === undefined || input.currency === null
+      ? context.beneficiary.currency
+      : typeof input.currency === 'string'
+        ? input.currency.toUpperCase()
+        : '';
+  if (currency !== context.beneficiary.currency)
+    throw validationError(
+      'currency',
+      `currency must be the beneficiary's currency (${context.beneficiary.currency}).`,
+    );
+  const metadata = parseMetadata(input.metadata);
+  // SPEC: "rejected for customers that are not active"; decided last, so a malformed request is 400 whatever the
+  // customer's state.
+  if (context.customer.status !== 'active')
+    throw cannotProcess(
+      'customer_not_active',
+      `Customer ${context.customer.id} is ${context.customer.status}; a payout needs an active customer (KYC passed).`,
+      'customer',
+    );
+  return [
+    {
+      type: 'PayoutCreated.v1',
+      data: {
+        payoutId: command.id,
+        customerId: context.customer.id,
+        beneficiaryId: context.beneficiary.id,
+        amount,
+        currency,
+        token,
+        depositAddress: context.customer.depositAddress,
+        metadata,
+        createdAt: command.now.toISOString(),
+      },
+    },
+  ];
+}
+
+/** A transition from `from` only; the same fact again (a redelivered step) appends nothing. */
+function transition(
+  state: PayoutState,
+  from: readonly PayoutStatus[],
+  to: PayoutStatus,
+  what: string,
+): boolean {
+  if (!state.exists) throw notFound('payout');
+  if (state.status === to) return false;
+  if (!from.includes(state.status))
+    throw conflict('payout_state', `A ${state.status} payout cannot ${what}.`);
+  return true;
+}
+
+export function decidePayout(command: PayoutCommand, state: PayoutState): PayoutEvent[] {
+  const at = command.now.toISOString();
+  switch (command.type) {
+    case 'CreatePayout':
+      return decideCreate(command, state);
+    case 'RecordDeposit':
+      if (!transition(state, ['awaiting_deposit'], 'deposit_detected', 'take a deposit')) return [];
+      return [
+        {
+          type: 'PayoutDepositDetected.v1',
+          data: { txHash: command.txHash, from: command.from, amount: command.amount, detectedAt: at },
+        },
+      ];
+    case 'RecordForwarded':
+      if (!transition(state, ['deposit_detected'], 'forwarded', 'be forwarded')) return [];
+      return [{ type: 'PayoutForwarded.v1', data: { transferId: command.transferId, forwardedAt: at } }];
+    case 'RecordCompleted':
+      if (!transition(state, ['forwarded'], 'completed', 'complete')) return [];
+      return [{ type: 'PayoutCompleted.v1', data: { fiatAmount: command.fiatAmount, completedAt: at } }];
+    case 'RecordFailed':
+      if (!transition(state, ['deposit_detected', 'forwarded'], 'failed', 'fail')) return [];
+      return [{ type: 'PayoutFailed.v1', data: { reason: command.reason, failedAt: at } }];
+    case 'RecordRefunded':
+      if (!transition(state, ['failed'], 'refunded', 'be refunded')) return [];
+      return [
+        {
+          type: 'PayoutRefunded.v1',
+          data: { to: command.to, amount: command.amount, reference: command.reference, refundedAt: at },
+        },
+      ];
+  }
+}
+
+export const payoutDecider = { initialState: initialPayoutState, evolve: evolvePayout, decide: decidePayout };
+
+export interface PayoutObject {
+  readonly id: string;
+  readonly object: 'payout';
+  readonly customer: string;
+  readonly beneficiary: string;
+  readonly status: PayoutStatus;
+  /** Token minor units the customer sends. */
+  readonly amount: string;
+  /** Token symbol and CAIP-2 chain of the deposit. */
+  readonly token: string;
+  readonly chain: string;
+  /** The fiat currency the beneficiary receives (ISO 4217). */
+  readonly currency: string;
+  /** Fiat minor units delivered; null until completed. */
+  readonly fiat_amount: string | null;
+  readonly deposit_address: string;
+  readonly deposit: {
+    readonly tx_hash: string;
+    readonly from: string;
+    readonly amount: string;
+    readonly detected_at: string;
+  } | null;
+  readonly failure_reason: PayoutFailureReason | null;
+  readonly refund: { readonly to: string; readonly amount: string; readonly refunded_at: string } | null;
+  readonly metadata: Record<string, string>;
+  readonly created_at: string;
+  readonly updated_at: string;
+}
+
+export function payoutObject(state: PayoutState): PayoutObject {
+  const d = state.deposit;
+  return {
+    id: state.id,
+    object: 'payout',
+    customer: state.customerId,
+    beneficiary: state.beneficiaryId,
+    status: state.status,
+    amount: state.amount,
+    token: state.token.symbol,
+    chain: state.token.chain,
+    currency: state.currency,
+    fiat_amount: state.fiatAmount,
+    deposit_address: state.depositAddress,
+    deposit: d ? { tx_hash: d.txHash, from: d.from, amount: d.amount, detected_at: d.detectedAt } : null,
+    failure_reason: state.failureReason,
+    refund: state.refund
+      ? { to: state.refund.to, amount: state.refund.amount, refunded_at: state.refund.refundedAt }
+      : null,
+    metadata: state.metadata,
+    created_at: state.createdAt,
+    updated_at: state.updatedAt,
+  };
+}
+
+/** SPEC Payout events (beta): every transition is one webhook. */
+export const PAYOUT_WEBHOOK_BY_EVENT: Readonly<Record<PayoutEvent['type'], string | null>> = {
+  'PayoutCreated.v1': null,
+  'PayoutDepositDetected.v1': 'payout.deposit_detected',
+  'PayoutForwarded.v1': 'payout.forwarded',
+  'PayoutCompleted.v1': 'payout.completed',
+  'PayoutFailed.v1': 'payout.failed',
+  'PayoutRefunded.v1': 'payout.refunded',
+};

@@ -1,0 +1,134 @@
+import { DomainError } from '@stablepay/util';
+import type { CustomerStatus } from './customer';
+import {
+  type CreatePayoutInput,
+  type PayoutCommand,
+  payoutDecider,
+  type PayoutEvent,
+  payoutObject,
+  type PayoutState,
+} from './payout';
+
+const now = new Date('2026-06-01T10:00:00.000Z');
+const ADDRESS = '0x1111111111111111111111111111111111111111';
+const SENDER = '0x2222222222222222222222222222222222222222';
+const USDC = { chain: 'eip155:8453', symbol: 'USDC', asset: 'eip155:8453/erc20:0xusdc', decimals: 6 };
+
+const given = (events: PayoutEvent[]): PayoutState =>
+  events.reduce(payoutDecider.evolve, payoutDecider.initialState());
+const errorOf = (f: () => unknown): DomainError => {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof DomainError) return e;
+  }
+  throw new Error('expected a DomainError');
+};
+const create = (input: CreatePayoutInput = {}, status: CustomerStatus = 'active'): PayoutCommand => ({
+  type: 'CreatePayout',
+  id: 'po_1',
+  input: {
+    customer: 'cus_1',
+    beneficiary: 'bnf_1',
+    amount: '25000000',
+    chain: 'eip155:8453',
+    token: 'usdc',
+    ...input,
+  },
+  context: {
+    customer: { id: 'cus_1', status, depositAddress: ADDRESS },
+    beneficiary: { id: 'bnf_1', currency: 'USD' },
+    tokens: [USDC],
+  },
+  now,
+});
+/** Runs the commands in order from nothing; the events they appended. */
+const run = (...commands: PayoutCommand[]): PayoutEvent[] =>
+  commands.reduce<PayoutEvent[]>((events, c) => [...events, ...payoutDecider.decide(c, given(events))], []);
+const deposit: PayoutCommand = {
+  type: 'RecordDeposit',
+  txHash: '0xabc',
+  from: SENDER,
+  amount: '25000000',
+  now,
+};
+const forwarded: PayoutCommand = { type: 'RecordForwarded', transferId: 'tr_1', now };
+
+describe('Payout aggregate', () => {
+  it('a payout waits for the deposit at the customer address, in the beneficiary currency', () => {
+    expect(payoutObject(given(run(create())))).toMatchObject({
+      status: 'awaiting_deposit',
+      amount: '25000000',
+      token: 'USDC',
+      chain: 'eip155:8453',
+      currency: 'USD',
+      deposit_address: ADDRESS,
+      fiat_amount: null,
+    });
+  });
+
+  it.each<CustomerStatus>(['kyc_pending', 'action_required', 'kyc_failed', 'suspended'])(
+    'a %s customer is refused with 422 customer_not_active and nothing is appended',
+    (status) => {
+      const error = errorOf(() => run(create({}, status)));
+      expect([error.status, error.type, error.code, error.param]).toEqual([
+        422,
+        'cannot_process',
+        'customer_not_active',
+        'customer',
+      ]);
+    },
+  );
+
+  it.each([
+    [{ amount: '0' }, 'amount'],
+    [{ amount: 25 }, 'amount'],
+    [{ chain: 'eip155:1' }, 'chain'],
+    [{ token: 'DAI' }, 'token'],
+    [{ currency: 'EUR' }, 'currency'],
+  ])('%j is refused naming %s', (input, param) => {
+    expect(errorOf(() => run(create(input))).param).toBe(param);
+  });
+
+  it('deposit detected, forwarded, completed with the fiat amount', () => {
+    const events = run(create(), deposit, forwarded, { type: 'RecordCompleted', fiatAmount: '2500', now });
+    expect(events.map((e) => e.type)).toEqual([
+      'PayoutCreated.v1',
+      'PayoutDepositDetected.v1',
+      'PayoutForwarded.v1',
+      'PayoutCompleted.v1',
+    ]);
+    expect(payoutObject(given(events))).toMatchObject({
+      status: 'completed',
+      fiat_amount: '2500',
+      deposit: { tx_hash: '0xabc', from: SENDER, amount: '25000000' },
+    });
+  });
+
+  it('a failed payout carries its reason and is refunded to the sender', () => {
+    const events = run(
+      create(),
+      deposit,
+      forwarded,
+      { type: 'RecordFailed', reason: 'rampoff_withdraw_failed', now },
+      {
+        type: 'RecordRefunded',
+        to: SENDER,
+        amount: '25000000',
+        reference: 'ref_1',
+        now,
+      },
+    );
+    expect(payoutObject(given(events))).toMatchObject({
+      status: 'refunded',
+      failure_reason: 'rampoff_withdraw_failed',
+      refund: { to: SENDER, amount: '25000000' },
+    });
+  });
+
+  it('a step out of order is 409; the same step again appends nothing', () => {
+    expect(errorOf(() => run(create(), forwarded)).code).toBe('payout_state');
+    expect(errorOf(() => run(create(), { type: 'RecordCompleted', fiatAmount: '1', now })).status).toBe(409);
+    expect(run(create(), deposit, deposit)).toHaveLength(2);
+  });
+});
