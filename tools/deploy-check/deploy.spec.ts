@@ -108,7 +108,7 @@ describe('distributed deployment files', () => {
 
   it('the command owners expose their command port and the gateway knows where they are', () => {
     expect(compose.services['gateway']?.environment?.['COMMAND_TRANSPORT']).toBe('tcp');
-    for (const owner of ['payments', 'subscriptions', 'webhook-dispatch']) {
+    for (const owner of ['payments', 'payouts', 'subscriptions', 'webhook-dispatch']) {
       const docs = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${owner}.yaml`), 'utf8')).map(
         (d) => d.toJSON() as { kind: string; spec?: { ports?: Array<{ name: string; port: number }> } },
       );
@@ -122,6 +122,7 @@ describe('distributed deployment files', () => {
     expect(gateway?.data).toMatchObject({
       COMMAND_TRANSPORT: 'tcp',
       PAYMENTS_COMMANDS_ADDRESS: 'payments:4000',
+      PAYOUTS_COMMANDS_ADDRESS: 'payouts:4000',
       SUBSCRIPTIONS_COMMANDS_ADDRESS: 'subscriptions:4000',
       WEBHOOK_DISPATCH_COMMANDS_ADDRESS: 'webhook-dispatch:4000',
     });

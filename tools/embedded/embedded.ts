@@ -41,7 +41,12 @@ import {
   paymentsConfigFromEnv,
   paymentsService,
 } from '@stablepay/payments-service';
-import { payoutsService } from '@stablepay/payouts-service';
+import {
+  CUSTOMER_WEBHOOK_SOURCE,
+  PAYOUT_WEBHOOK_SOURCE,
+  payoutsConfigFromEnv,
+  payoutsService,
+} from '@stablepay/payouts-service';
 import {
   platformConfigFromEnv,
   type PlatformConfig,
@@ -81,6 +86,8 @@ const webhookSources: WebhookSource[] = [
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
   domainEventSource(PAYMENT_WEBHOOK_SOURCE),
   domainEventSource(chargeLedgerWebhookSource(SUBSCRIPTION_CHARGE_WEBHOOK)),
+  domainEventSource(CUSTOMER_WEBHOOK_SOURCE),
+  domainEventSource(PAYOUT_WEBHOOK_SOURCE),
 ];
 
 export interface EmbeddedOptions {
@@ -224,7 +231,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
         chargeLedgerService(chargeLedgerConfigFromEnv(env)),
         indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
         settlementService(),
-        payoutsService(),
+        payoutsService(payoutsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), {
+          screening: sanctionsScreeningFromEnv(env),
+        }),
         merchantChainRegistrationService(chainOperator),
         paymentDepositsService(chainOperator, { screening: sanctionsScreeningFromEnv(env) }),
         webhookDispatchService({ merchants, sources: webhookSources, dispatch: dispatchOptionsFromEnv(env) }),
@@ -392,6 +401,8 @@ async function ensureDemoMerchant(
     ...(apiKey ? { apiKey } : {}),
   });
   if (keyFile && !env['DEMO_API_KEY']) writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
+  // The sandbox demo tries every feature: the payouts beta is on for it (docs/payouts.md).
+  await service.app.get(MerchantCommands).setBetaFeatures(created.row.merchant_id, { payouts: true });
   return { merchantId: created.row.merchant_id, apiKey: created.apiKey };
 }
 

@@ -13,6 +13,7 @@ import {
   SUBSCRIPTION_WEBHOOK_SOURCE,
 } from '@stablepay/subscriptions-service';
 import { PAYMENT_WEBHOOK_SOURCE } from '@stablepay/payments-service';
+import { CUSTOMER_WEBHOOK_SOURCE, PAYOUT_WEBHOOK_SOURCE } from '@stablepay/payouts-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 /**
@@ -24,6 +25,8 @@ const sources: WebhookSource[] = [
   domainEventSource(SUBSCRIPTION_WEBHOOK_SOURCE),
   domainEventSource(PAYMENT_WEBHOOK_SOURCE),
   domainEventSource(chargeLedgerWebhookSource(SUBSCRIPTION_CHARGE_WEBHOOK)),
+  domainEventSource(CUSTOMER_WEBHOOK_SOURCE),
+  domainEventSource(PAYOUT_WEBHOOK_SOURCE),
 ];
 
 runMain('webhook-dispatch', () =>

@@ -13,6 +13,7 @@ import { WEBHOOK_EVENT_TYPES } from '@stablepay/webhooks-domain';
 import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/subscriptions-service';
 import { chargeLedgerHttpModule, LEDGER_MIGRATIONS } from '@stablepay/charge-ledger-service';
 import { PAYMENTS_MIGRATIONS, paymentsHttpModule } from '@stablepay/payments-service';
+import { PAYOUTS_MIGRATIONS, payoutsHttpModule } from '@stablepay/payouts-service';
 import { subscriptionChargesHttpModule } from './subscription-charges.gateway';
 
 /**
@@ -31,6 +32,7 @@ export class GatewayModule {
         subscriptionsHttpModule(),
         chargeLedgerHttpModule(),
         paymentsHttpModule(),
+        payoutsHttpModule(),
         subscriptionChargesHttpModule(),
       ],
       providers: [
@@ -52,6 +54,7 @@ export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
       ...SUBSCRIPTIONS_MIGRATIONS,
       ...LEDGER_MIGRATIONS,
       ...PAYMENTS_MIGRATIONS,
+      ...PAYOUTS_MIGRATIONS,
     ],
   };
 }

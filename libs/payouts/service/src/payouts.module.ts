@@ -1,14 +1,130 @@
-import { Module } from '@nestjs/common';
+import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/common';
+import { PayoutsApiModule } from '@stablepay/payouts-api';
+import { SANCTIONS_SCREENING, type SanctionsScreening, SandboxSanctionsScreening } from '@stablepay/evm';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { PayoutsAggregates } from './aggregates';
+import { CreateBeneficiaryHandler } from './commands/create-beneficiary/create-beneficiary.handler';
+import { CreateCustomerHandler } from './commands/create-customer/create-customer.handler';
+import { CreatePayoutHandler } from './commands/create-payout/create-payout.handler';
+import { SimulateDepositHandler } from './commands/simulate-deposit/simulate-deposit.handler';
+import { SubmitKycHandler } from './commands/submit-kyc/submit-kyc.handler';
+import { DepositIntake } from './flow/deposit-intake';
+import { PayoutFlowConsumer } from './flow/payout-flow.consumer';
+import { PAYOUTS_MIGRATIONS } from './migrations';
+import { PAYOUTS_CONFIG, type PayoutsConfig, payoutsConfigFromEnv } from './payouts.config';
+import { PayoutsGateway } from './payouts.gateway';
+import { CUSTOMER_DEPOSIT_ADDRESS, customerDepositAddress } from './providers/customer-deposit-address';
+import { KYC_PROVIDER, type KycProvider, SandboxKyc } from './providers/kyc-provider';
+import { OFF_RAMP_PROVIDER, type OffRampProvider, SandboxOffRamp } from './providers/off-ramp';
+import { PayoutsProjection } from './read-model/payouts.projection';
+import { PayoutsChanges, PayoutsReader } from './read-model/payouts.reader';
+
+const PAYOUTS_CONFIG_OVERRIDE = Symbol('PAYOUTS_CONFIG_OVERRIDE');
+const PAYOUTS_PORTS_OVERRIDE = Symbol('PAYOUTS_PORTS_OVERRIDE');
+
+/** The adapters behind the payouts ports; absent ones are the sandboxes (docs/payouts.md). */
+export interface PayoutsPorts {
+  readonly kyc?: KycProvider;
+  readonly offRamp?: OffRampProvider;
+  /** The sanctions screening of depositing wallets (`sanctionsScreeningFromEnv(env)`, shared with payments). */
+  readonly screening?: SanctionsScreening;
+}
+
+/** Makes the process's payouts configuration and adapters visible to every module (set by payoutsService()). */
+@Global()
+@Module({})
+export class PayoutsConfigModule {
+  static forRoot(config: PayoutsConfig, ports: PayoutsPorts): DynamicModule {
+    return {
+      module: PayoutsConfigModule,
+      providers: [
+        { provide: PAYOUTS_CONFIG_OVERRIDE, useValue: config },
+        { provide: PAYOUTS_PORTS_OVERRIDE, useValue: ports },
+      ],
+      exports: [PAYOUTS_CONFIG_OVERRIDE, PAYOUTS_PORTS_OVERRIDE],
+    };
+  }
+}
+
+class Overrides {
+  constructor(
+    @Optional() @Inject(PAYOUTS_CONFIG_OVERRIDE) readonly config?: PayoutsConfig,
+    @Optional() @Inject(PAYOUTS_PORTS_OVERRIDE) readonly ports?: PayoutsPorts,
+  ) {}
+}
 
 /**
- * The payouts service: Customer, Beneficiary and Payout aggregates (beta).
- * Its features arrive with their issues; today it hosts the platform wiring (database, event store, bus,
- * health and readiness) so the service deploys, boots and reports ready on its own.
+ * The payouts read side wherever it runs: the gateway (reads, the hosted KYC page) and the payouts service (its
+ * commands and flow build on it). Static, so one process hosting both shares one instance.
  */
-@Module({})
+@Module({
+  providers: [
+    Overrides,
+    {
+      provide: PAYOUTS_CONFIG,
+      useFactory: (o: Overrides) => o.config ?? payoutsConfigFromEnv(process.env),
+      inject: [Overrides],
+    },
+    PayoutsChanges,
+    PayoutsReader,
+  ],
+  exports: [PAYOUTS_CONFIG, PayoutsChanges, PayoutsReader, Overrides],
+})
+export class PayoutsCoreModule {}
+
+/**
+ * The payouts service (beta): owner of the Customer, Beneficiary and Payout aggregates (`customer-<id>`,
+ * `beneficiary-<id>`, `payout-<id>`; one handler per use case under src/commands/), their projection, the payout
+ * flow (process manager over the KYC, off-ramp and screening ports) and the deposit intake.
+ */
+@Module({
+  imports: [PayoutsCoreModule],
+  controllers: [
+    CreateCustomerHandler,
+    SubmitKycHandler,
+    CreateBeneficiaryHandler,
+    CreatePayoutHandler,
+    SimulateDepositHandler,
+  ],
+  providers: [
+    PayoutsAggregates,
+    PayoutsProjection,
+    DepositIntake,
+    PayoutFlowConsumer,
+    { provide: CUSTOMER_DEPOSIT_ADDRESS, useValue: customerDepositAddress },
+    {
+      provide: KYC_PROVIDER,
+      useFactory: (o: Overrides) => o.ports?.kyc ?? new SandboxKyc(),
+      inject: [Overrides],
+    },
+    {
+      provide: OFF_RAMP_PROVIDER,
+      useFactory: (o: Overrides) => o.ports?.offRamp ?? new SandboxOffRamp(),
+      inject: [Overrides],
+    },
+    {
+      provide: SANCTIONS_SCREENING,
+      useFactory: (o: Overrides) => o.ports?.screening ?? new SandboxSanctionsScreening(),
+      inject: [Overrides],
+    },
+  ],
+  exports: [PayoutsAggregates, PayoutsProjection, DepositIntake, PayoutFlowConsumer],
+})
 export class PayoutsServiceModule {}
 
-export function payoutsService(): ServiceDefinition {
-  return { name: 'payouts', imports: [PayoutsServiceModule] };
+export function payoutsService(
+  config: PayoutsConfig = payoutsConfigFromEnv(process.env),
+  ports: PayoutsPorts = {},
+): ServiceDefinition {
+  return {
+    name: 'payouts',
+    imports: [PayoutsConfigModule.forRoot(config, ports), PayoutsServiceModule],
+    migrations: PAYOUTS_MIGRATIONS,
+    handlesCommands: true,
+  };
+}
+
+/** The gateway's payouts routes (beta): reads in the gateway, commands sent to the payouts service. */
+export function payoutsHttpModule(): DynamicModule {
+  return PayoutsApiModule.forRoot({ imports: [PayoutsCoreModule], useCases: PayoutsGateway });
 }

@@ -11,6 +11,7 @@ export type CommandTransport = 'in-process' | 'tcp' | 'kafka';
 /** The services other processes send commands to (app names), and the variable naming each one's address. */
 export const COMMAND_OWNERS = {
   payments: 'PAYMENTS_COMMANDS_ADDRESS',
+  payouts: 'PAYOUTS_COMMANDS_ADDRESS',
   subscriptions: 'SUBSCRIPTIONS_COMMANDS_ADDRESS',
   'webhook-dispatch': 'WEBHOOK_DISPATCH_COMMANDS_ADDRESS',
   indexer: 'INDEXER_COMMANDS_ADDRESS',

@@ -1,0 +1,68 @@
+import { defineCommands } from '@stablepay/commands';
+import type { AuthenticatedMerchant } from '@stablepay/http';
+import type {
+  CreateBeneficiaryInput,
+  CreateCustomerInput,
+  CreatePayoutInput,
+} from '@stablepay/payouts-domain';
+
+/**
+ * The commands of the payouts service's aggregates (Customer, Beneficiary, Payout) that the gateway's routes send
+ * (JSON payloads), and what the owner answers: the id and the revision its append reached, so the caller waits for
+ * its read model (read-your-writes). Every command carries `commandId` (the Idempotency-Key, else an id fresh per
+ * HTTP request): event ids and a created aggregate's id derive from it, so a retried command appends nothing twice.
+ */
+export const PAYOUTS_COMMANDS = defineCommands('payouts', {
+  createCustomer: 'payouts.customer.create',
+  submitKyc: 'payouts.customer.submit-kyc',
+  createBeneficiary: 'payouts.beneficiary.create',
+  createPayout: 'payouts.payout.create',
+  simulateDeposit: 'payouts.deposit.simulate',
+});
+
+export interface CreateCustomerCommand {
+  readonly commandId: string;
+  readonly merchant: AuthenticatedMerchant;
+  readonly input: CreateCustomerInput;
+  /** The address the API was called on (`{hosted_url}` defaults to `<origin>/hosted`). */
+  readonly origin: string;
+}
+
+/** The customer finished the hosted KYC step of a session (the public `{hosted_url}/kyc/:session` page). */
+export interface SubmitKycCommand {
+  readonly commandId: string;
+  readonly sessionId: string;
+}
+
+export interface CreateBeneficiaryCommand {
+  readonly commandId: string;
+  readonly merchant: AuthenticatedMerchant;
+  readonly input: CreateBeneficiaryInput;
+}
+
+export interface CreatePayoutCommand {
+  readonly commandId: string;
+  readonly merchant: AuthenticatedMerchant;
+  readonly input: CreatePayoutInput;
+}
+
+/** Test mode only: crypto arriving at a customer's deposit address, as the chain would report it. */
+export interface SimulateDepositCommand {
+  readonly commandId: string;
+  readonly merchant: AuthenticatedMerchant;
+  readonly customerId: string;
+  readonly input: SimulateDepositInput;
+}
+
+export interface SimulateDepositInput {
+  readonly chain?: unknown;
+  readonly token?: unknown;
+  readonly amount?: unknown;
+  readonly from?: unknown;
+}
+
+/** The owner's answer: the aggregate and its stream's revision after the command (-1: nothing to wait for). */
+export interface PayoutsCommandResult {
+  readonly id: string;
+  readonly revision: number;
+}

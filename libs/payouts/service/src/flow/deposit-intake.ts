@@ -1,0 +1,44 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { PayoutsAggregates, type Appended } from '../aggregates';
+import { type CustomerRow, PayoutsReader } from '../read-model/payouts.reader';
+
+export interface ObservedDeposit {
+  readonly chain: string;
+  /** Token symbol. */
+  readonly token: string;
+  /** Token minor units. */
+  readonly amount: string;
+  readonly from: string;
+  readonly txHash: string;
+}
+
+/**
+ * Crypto arrived at a customer's deposit address (the test helper today; the chain watcher once the deposit
+ * contracts land): the oldest of the customer's payouts awaiting exactly this deposit (chain, token, amount) takes
+ * it (PayoutDepositDetected.v1 -> payout.deposit_detected). A deposit no payout waits for funds nothing and is
+ * answered as such (docs/payouts.md, "Deposits").
+ */
+@Injectable()
+export class DepositIntake {
+  constructor(
+    @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
+    @Inject(PayoutsReader) private readonly reader: PayoutsReader,
+  ) {}
+
+  async record(customer: CustomerRow, deposit: ObservedDeposit): Promise<Appended | null> {
+    const payout = await this.reader.payoutAwaiting(customer.id, deposit);
+    if (!payout) return null;
+    return this.aggregates.payout(
+      payout.id,
+      { merchantId: payout.merchant_id, mode: payout.mode },
+      {
+        type: 'RecordDeposit',
+        txHash: deposit.txHash,
+        from: deposit.from,
+        amount: deposit.amount,
+        now: this.aggregates.now(),
+      },
+      `deposit:${deposit.chain}:${deposit.txHash}`,
+    );
+  }
+}

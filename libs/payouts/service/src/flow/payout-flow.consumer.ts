@@ -1,0 +1,199 @@
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import { SANCTIONS_SCREENING, type SanctionsScreening } from '@stablepay/evm';
+import {
+  beneficiaryDecider,
+  beneficiaryStreamId,
+  type BeneficiaryState,
+  CUSTOMER_CATEGORY,
+} from '@stablepay/payouts-domain';
+import { PayoutsAggregates, type Owner } from '../aggregates';
+import { KYC_PROVIDER, type KycProvider } from '../providers/kyc-provider';
+import { OFF_RAMP_PROVIDER, type OffRampProvider, type OffRampTransferRequest } from '../providers/off-ramp';
+import { CUSTOMER_TOPIC, foldCustomer, foldPayout, PAYOUT_TOPIC } from '../read-model/objects';
+
+export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
+
+/**
+ * The payout process manager (docs/payouts.md, "Flow"): each payout fact drives the next step, through the ports.
+ * - PayoutDepositDetected: the sender is screened (a match fails the payout `sender_flagged`), then the funds go
+ *   into the off-ramp (PayoutForwarded).
+ * - PayoutForwarded: the off-ramp's report completes or fails the payout (pending: the message is retried with the
+ *   bus's backoff until it reports).
+ * - PayoutFailed: the funds go back to the wallet they came from (PayoutRefunded); not a flagged sender's.
+ * - CustomerActivated: the KYC provider's ongoing monitoring may suspend the customer.
+ * Every step appends with a key derived from the fact it follows, so a redelivered message appends nothing twice; a
+ * provider that fails leaves the message to the bus's retry (nothing is skipped).
+ */
+@Injectable()
+export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(PAYOUT_FLOW_GROUP);
+  private subscription: BusSubscription | undefined;
+
+  constructor(
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
+    @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
+    @Inject(OFF_RAMP_PROVIDER) private readonly offRamp: OffRampProvider,
+    @Inject(KYC_PROVIDER) private readonly kyc: KycProvider,
+    @Inject(SANCTIONS_SCREENING) private readonly screening: SanctionsScreening,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    this.subscription = await this.bus.consume({
+      group: PAYOUT_FLOW_GROUP,
+      topics: [PAYOUT_TOPIC, CUSTOMER_TOPIC],
+      handler: (message) => this.handle(message),
+      onError: (error, message) =>
+        this.logger.error({
+          msg: 'payout flow step failed, will retry',
+          messageId: message.id,
+          error: String(error),
+        }),
+    });
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.subscription?.stop();
+  }
+
+  async caughtUp(): Promise<void> {
+    await this.subscription?.caughtUp();
+  }
+
+  async handle(message: BusMessage): Promise<void> {
+    const merchantId = message.metadata.merchantId;
+    const mode = message.metadata.mode;
+    if (typeof merchantId !== 'string' || (mode !== 'test' && mode !== 'live'))
+      throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
+    const owner: Owner = { merchantId, mode };
+    const id = message.key.slice(message.key.indexOf('-') + 1);
+    if (message.key.startsWith(`${CUSTOMER_CATEGORY}-`)) {
+      if (message.type === 'CustomerActivated.v1') await this.monitor(id, owner, message);
+      return;
+    }
+    const step = `${message.type}:${message.id}`;
+    switch (message.type) {
+      case 'PayoutDepositDetected.v1':
+        return this.forward(id, owner, step);
+      case 'PayoutForwarded.v1':
+        return this.settle(id, owner, step);
+      case 'PayoutFailed.v1':
+        return this.refund(id, owner, step);
+      default:
+        return;
+    }
+  }
+
+  private async monitor(customerId: string, owner: Owner, message: BusMessage): Promise<void> {
+    const state = foldCustomer(await this.store.readStream(message.key));
+    const verdict = await this.kyc.monitor({
+      customerId,
+      type: state.customerType,
+      name: state.name,
+      email: state.email,
+      resubmission: false,
+    });
+    if (!verdict.suspend) return;
+    await this.aggregates.customer(
+      customerId,
+      owner,
+      { type: 'SuspendCustomer', reason: verdict.reason, now: this.aggregates.now() },
+      `suspend:${message.id}`,
+    );
+  }
+
+  /** The payout as stored and what the off-ramp needs of it (its beneficiary's bank account). */
+  private async transferRequest(payoutId: string): Promise<{
+    payout: ReturnType<typeof foldPayout>;
+    request: OffRampTransferRequest;
+  }> {
+    const payout = foldPayout(await this.store.readStream(`payout-${payoutId}`));
+    const beneficiary = (await this.store.readStream(beneficiaryStreamId(payout.beneficiaryId))).reduce(
+      (s, e) => beneficiaryDecider.evolve(s, e as Parameters<typeof beneficiaryDecider.evolve>[1]),
+      beneficiaryDecider.initialState(),
+    ) as BeneficiaryState;
+    return {
+      payout,
+      request: {
+        payoutId,
+        chain: payout.token.chain,
+        token: payout.token.symbol,
+        tokenDecimals: payout.token.decimals,
+        amount: payout.deposit?.amount ?? payout.amount,
+        currency: payout.currency,
+        beneficiary: { holderName: beneficiary.holderName, account: beneficiary.account },
+      },
+    };
+  }
+
+  private async forward(payoutId: string, owner: Owner, step: string): Promise<void> {
+    const { payout, request } = await this.transferRequest(payoutId);
+    if (payout.status !== 'deposit_detected' || !payout.deposit) return;
+    const screened = await this.screening.screen([payout.deposit.from]);
+    if (screened.kind === 'unreachable')
+      throw new Error(`sanctions screening unreachable for payout ${payoutId}`);
+    if (screened.kind === 'match') {
+      await this.aggregates.payout(
+        payoutId,
+        owner,
+        { type: 'RecordFailed', reason: 'sender_flagged', now: this.aggregates.now() },
+        step,
+      );
+      return;
+    }
+    const { transferId } = await this.offRamp.submit(request);
+    await this.aggregates.payout(
+      payoutId,
+      owner,
+      { type: 'RecordForwarded', transferId, now: this.aggregates.now() },
+      step,
+    );
+  }
+
+  private async settle(payoutId: string, owner: Owner, step: string): Promise<void> {
+    const { payout, request } = await this.transferRequest(payoutId);
+    if (payout.status !== 'forwarded' || !payout.transferId) return;
+    const status = await this.offRamp.status(payout.transferId, request);
+    if (status.state === 'pending') throw new Error(`off-ramp transfer of payout ${payoutId} still pending`);
+    await this.aggregates.payout(
+      payoutId,
+      owner,
+      status.state === 'completed'
+        ? { type: 'RecordCompleted', fiatAmount: status.fiatAmount, now: this.aggregates.now() }
+        : { type: 'RecordFailed', reason: status.reason, now: this.aggregates.now() },
+      step,
+    );
+  }
+
+  private async refund(payoutId: string, owner: Owner, step: string): Promise<void> {
+    const payout = foldPayout(await this.store.readStream(`payout-${payoutId}`));
+    // Funds from a sanctioned wallet are held for compliance, never sent back to it.
+    if (payout.status !== 'failed' || !payout.deposit || payout.failureReason === 'sender_flagged') return;
+    const { reference } = await this.offRamp.refund({
+      payoutId,
+      to: payout.deposit.from,
+      amount: payout.deposit.amount,
+    });
+    await this.aggregates.payout(
+      payoutId,
+      owner,
+      {
+        type: 'RecordRefunded',
+        to: payout.deposit.from,
+        amount: payout.deposit.amount,
+        reference,
+        now: this.aggregates.now(),
+      },
+      step,
+    );
+  }
+}

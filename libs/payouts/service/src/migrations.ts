@@ -1,0 +1,76 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The payouts read models (beta), one row per aggregate, projected from `customer-<id>`, `beneficiary-<id>` and
+ * `payout-<id>`. `object` is the API object as of `revision` (the projection is idempotent by it); `seq` orders the
+ * lists (SPEC Pagination: newest first, keyset cursors); the other columns serve filters, ownership and the
+ * payout flow's lookups (a customer by its open KYC session, a customer's payouts awaiting a deposit).
+ */
+export class CreatePayoutsReadModels1767900000100 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS payout_customers (
+      id text PRIMARY KEY,
+      seq bigserial NOT NULL UNIQUE,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      status text NOT NULL,
+      email text NOT NULL,
+      kyc_session_id text,
+      deposit_address text NOT NULL,
+      object jsonb NOT NULL,
+      revision integer NOT NULL
+    )`);
+    await q.query(
+      'CREATE INDEX IF NOT EXISTS payout_customers_merchant_seq ON payout_customers (merchant_id, seq)',
+    );
+    await q.query(
+      'CREATE UNIQUE INDEX IF NOT EXISTS payout_customers_kyc_session ON payout_customers (kyc_session_id)',
+    );
+    await q.query(
+      'CREATE INDEX IF NOT EXISTS payout_customers_deposit_address ON payout_customers (lower(deposit_address))',
+    );
+    // Every KYC session a customer was given (the hosted page of an old link still shows where the customer stands).
+    await q.query(`CREATE TABLE IF NOT EXISTS payout_kyc_sessions (
+      session_id text PRIMARY KEY,
+      customer_id text NOT NULL
+    )`);
+    await q.query(`CREATE TABLE IF NOT EXISTS payout_beneficiaries (
+      id text PRIMARY KEY,
+      seq bigserial NOT NULL UNIQUE,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      currency text NOT NULL,
+      object jsonb NOT NULL,
+      revision integer NOT NULL
+    )`);
+    await q.query(
+      'CREATE INDEX IF NOT EXISTS payout_beneficiaries_merchant_seq ON payout_beneficiaries (merchant_id, seq)',
+    );
+    await q.query(`CREATE TABLE IF NOT EXISTS payouts (
+      id text PRIMARY KEY,
+      seq bigserial NOT NULL UNIQUE,
+      merchant_id text NOT NULL,
+      mode text NOT NULL CHECK (mode IN ('test', 'live')),
+      status text NOT NULL,
+      customer_id text NOT NULL,
+      beneficiary_id text NOT NULL,
+      chain text NOT NULL,
+      token text NOT NULL,
+      amount numeric(78, 0) NOT NULL,
+      object jsonb NOT NULL,
+      revision integer NOT NULL
+    )`);
+    await q.query('CREATE INDEX IF NOT EXISTS payouts_merchant_seq ON payouts (merchant_id, seq)');
+    await q.query(
+      `CREATE INDEX IF NOT EXISTS payouts_awaiting_deposit ON payouts (customer_id, seq) WHERE status = 'awaiting_deposit'`,
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE payouts');
+    await q.query('DROP TABLE payout_beneficiaries');
+    await q.query('DROP TABLE payout_kyc_sessions');
+    await q.query('DROP TABLE payout_customers');
+  }
+}
+
+export const PAYOUTS_MIGRATIONS = [CreatePayoutsReadModels1767900000100];
