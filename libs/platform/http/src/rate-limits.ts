@@ -102,9 +102,10 @@ const rateLimited = ((): Counter<'limit'> => {
  */
 const LOG_EVERY_MS = 10_000;
 const logger = new Logger('rate-limits');
-const refusalLog = new Map<RateLimitName, { last: number; suppressed: number }>();
+const refusalLog = new Map<string, { last: number; suppressed: number }>();
 
-function recordRefusal(limit: RateLimitName, source: string): void {
+/** `limit` is a RateLimitName or the name of an `InFlightLimit` (the metric's label). */
+function recordRefusal(limit: string, source: string): void {
   rateLimited.inc({ limit });
   const now = Date.now();
   const entry = refusalLog.get(limit);
@@ -308,6 +309,73 @@ export async function admitKeyLookup(
     settled = true;
     gate.settle(source, keyHash, admission.held, authenticated);
   };
+}
+
+/**
+ * At most `limit` units of some work in flight at once per key (a source address, an intent id, ...): the points of a
+ * rate-limiter-flexible limiter without a window (duration 0), consumed when the work starts and rewarded when it
+ * ends, so a slot is held exactly as long as its work runs. A refused attempt's point is given back at once. Per
+ * process, as every limit here. 0 turns it off.
+ */
+export class InFlightLimit {
+  private readonly slots: RateLimiterMemory | null;
+
+  constructor(
+    /** The metric label and log name of refusals (`stablepay_http_rate_limited_total{limit}`). */
+    readonly name: string,
+    readonly limit: number,
+  ) {
+    this.slots = limit > 0 ? new RateLimiterMemory({ points: limit, duration: 0 }) : null;
+  }
+
+  /** Takes a slot for `key`; false (nothing held) when all are taken. */
+  async enter(key: string): Promise<boolean> {
+    if (!this.slots) return true;
+    const refusal = await take(this.slots, key);
+    if (!refusal) return true;
+    await this.slots.reward(key, 1);
+    return false;
+  }
+
+  /** Gives the slot back; a key with nothing held left is forgotten (no window ever expires it). */
+  async leave(key: string): Promise<void> {
+    if (!this.slots) return;
+    const left = await this.slots.reward(key, 1);
+    if (left.consumedPoints <= 0) await this.slots.delete(key);
+  }
+}
+
+/**
+ * Starts one unit of work that counts against each of `bounds` (its limit and the key it counts under), or throws
+ * 429 `rate_limited` with `Retry-After` set on the reply (and holds nothing) when any of them is full. Resolves to
+ * the function to call once the work has ended, however it ended.
+ */
+export async function admitInFlight(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  bounds: ReadonlyArray<{ readonly limit: InFlightLimit; readonly key: string; readonly message: string }>,
+  retryAfterMs: number,
+): Promise<() => Promise<void>> {
+  const held: Array<{ readonly limit: InFlightLimit; readonly key: string }> = [];
+  const release = async () => {
+    for (const h of held.splice(0)) await h.limit.leave(h.key);
+  };
+  for (const bound of bounds) {
+    if (await bound.limit.enter(bound.key)) {
+      held.push(bound);
+      continue;
+    }
+    await release();
+    recordRefusal(bound.limit.name, request.ip);
+    void reply.header('retry-after', retryAfter(retryAfterMs));
+    throw new DomainError({
+      type: 'rate_limited',
+      status: 429,
+      code: 'rate_limited',
+      message: bound.message,
+    });
+  }
+  return release;
 }
 
 /**

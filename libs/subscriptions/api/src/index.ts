@@ -17,3 +17,4 @@ export * from './subscription-charge.commands';
 export * from './subscription-charges.port';
 export * from './subscription-charges.controller';
 export * from './subscription-charges-api.module';
+export * from './subscribe-report-limits';

@@ -4,6 +4,7 @@ import { HOSTED_CANCEL_VIEWS, type HostedCancelViews } from './hosted/hosted-can
 import { HostedSubscribeController } from './hosted/hosted-subscribe.controller';
 import { SubscriptionCheckoutsController } from './subscription-checkouts.controller';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from './subscription-checkouts.port';
+import { SubscribeReportLimits } from './subscribe-report-limits';
 import { SubscribeController, SubscriptionsController } from './subscriptions.controller';
 import { SUBSCRIPTIONS_USE_CASES, type SubscriptionsUseCases } from './subscriptions.port';
 
@@ -36,6 +37,7 @@ export class SubscriptionsApiModule {
         { provide: SUBSCRIPTION_CHECKOUTS, useClass: options.useCases },
         { provide: SUBSCRIPTIONS_USE_CASES, useClass: options.subscriptionUseCases },
         { provide: HOSTED_CANCEL_VIEWS, useExisting: options.hostedCancelViews },
+        SubscribeReportLimits,
       ],
     };
   }

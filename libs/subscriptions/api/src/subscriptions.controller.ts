@@ -1,5 +1,5 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Res } from '@nestjs/common';
-import type { FastifyReply } from 'fastify';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   assertOwnMerchant,
   type AuthenticatedMerchant,
@@ -26,6 +26,7 @@ import {
   SUBSCRIPTIONS_USE_CASES,
   type SubscriptionsUseCases,
 } from './subscriptions.port';
+import { SubscribeReportLimits } from './subscribe-report-limits';
 
 const CHECKOUT_ID = /^schk_[0-9a-z]{26}$/;
 const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
@@ -144,23 +145,49 @@ function checkSubscriptionId(id: string): string {
   return id.toLowerCase();
 }
 
+/**
+ * The subscribe call, shared by `POST /subscription-checkouts/:id/subscribe` and the hosted page's own-origin copy: a
+ * report (`tx_hash` given) runs within SubscribeReportLimits, one budget for both routes; an authorization reads no
+ * receipt and is not bounded there. A report not mined in time is 202.
+ */
+export async function subscribeCall(
+  useCases: SubscriptionsUseCases,
+  limits: SubscribeReportLimits,
+  id: string,
+  body: unknown,
+  request: FastifyRequest,
+  reply: FastifyReply,
+) {
+  if (!CHECKOUT_ID.test(id)) throw notFound('subscription_checkout', id);
+  const input = parseSubscribeBody(body);
+  const release = input.txHash !== undefined ? await limits.admit(request, reply, id) : undefined;
+  try {
+    const result = await useCases.subscribe(id, input);
+    if (result.object === 'subscribe_result' && result.status === 'pending') void reply.status(202);
+    return result;
+  } finally {
+    await release?.();
+  }
+}
+
 /** The subscribe call of the hosted page (public: the intent id is the customer's capability). */
 @Public()
 @Controller('subscription-checkouts')
 export class SubscribeController {
-  constructor(@Inject(SUBSCRIPTIONS_USE_CASES) private readonly useCases: SubscriptionsUseCases) {}
+  constructor(
+    @Inject(SUBSCRIPTIONS_USE_CASES) private readonly useCases: SubscriptionsUseCases,
+    @Inject(SubscribeReportLimits) private readonly reportLimits: SubscribeReportLimits,
+  ) {}
 
   @Post(':id/subscribe')
   @HttpCode(200)
   async subscribe(
     @Param('id') id: string,
     @Body() body: unknown,
+    @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ) {
-    if (!CHECKOUT_ID.test(id)) throw notFound('subscription_checkout', id);
-    const result = await this.useCases.subscribe(id, parseSubscribeBody(body));
-    if (result.object === 'subscribe_result' && result.status === 'pending') void reply.status(202);
-    return result;
+    return subscribeCall(this.useCases, this.reportLimits, id, body, request, reply);
   }
 }
 

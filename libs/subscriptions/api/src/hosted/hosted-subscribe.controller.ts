@@ -1,11 +1,11 @@
-import { Body, Controller, Get, HttpCode, Inject, Param, Post, Res } from '@nestjs/common';
-import type { FastifyReply } from 'fastify';
+import { Body, Controller, Get, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes } from 'node:crypto';
 import { hostedPageHeaders } from '@stablepay/hosted-ui';
 import { IgnoreQueryParameters, Public } from '@stablepay/http';
-import { notFound } from '@stablepay/util';
 import { SUBSCRIPTION_CHECKOUTS, type SubscriptionCheckoutsUseCases } from '../subscription-checkouts.port';
-import { parseSubscribeBody } from '../subscriptions.controller';
+import { subscribeCall } from '../subscriptions.controller';
+import { SubscribeReportLimits } from '../subscribe-report-limits';
 import { SUBSCRIPTIONS_USE_CASES, type SubscriptionsUseCases } from '../subscriptions.port';
 import { renderNotFoundPage, renderSubscribePage, subscribePageScripts } from './subscribe-page';
 
@@ -21,6 +21,7 @@ export class HostedSubscribeController {
   constructor(
     @Inject(SUBSCRIPTION_CHECKOUTS) private readonly useCases: SubscriptionCheckoutsUseCases,
     @Inject(SUBSCRIPTIONS_USE_CASES) private readonly subscriptions: SubscriptionsUseCases,
+    @Inject(SubscribeReportLimits) private readonly reportLimits: SubscribeReportLimits,
   ) {}
 
   /** A payer's browser opens it from links that carry their own parameters (utm_*): ignored. */
@@ -58,12 +59,10 @@ export class HostedSubscribeController {
   async subscribe(
     @Param('id') id: string,
     @Body() body: unknown,
+    @Req() request: FastifyRequest,
     @Res({ passthrough: true }) reply: FastifyReply,
   ) {
     void reply.header('cache-control', 'no-store');
-    if (!ID.test(id)) throw notFound('subscription_checkout', id);
-    const result = await this.subscriptions.subscribe(id, parseSubscribeBody(body));
-    if (result.object === 'subscribe_result' && result.status === 'pending') void reply.status(202);
-    return result;
+    return subscribeCall(this.subscriptions, this.reportLimits, id, body, request, reply);
   }
 }
