@@ -144,6 +144,16 @@ describe('PayoutDeposits on anvil', () => {
     await deposit(address, 5n * USDC);
     const second = await payouts.sweep({ ...customer, chain: BASE, token });
     expect(second).toMatchObject({ kind: 'swept', amount: 5n * USDC, deployed: false });
+    // A retry whose first answer was lost finds nothing to sweep, and both sweeps on chain.
+    expect(await payouts.sweep({ ...customer, chain: BASE, token })).toMatchObject({
+      kind: 'nothing_to_sweep',
+    });
+    const found = await payouts.sweeps({ ...customer, chain: BASE, token });
+    expect(found.map((s) => [s.txHash, s.amount])).toEqual([
+      [first.kind === 'swept' ? first.txHash : '', 120n * USDC],
+      [second.kind === 'swept' ? second.txHash : '', 5n * USDC],
+    ]);
+    expect(await payouts.sweeps({ ...customer, chain: POLYGON, token })).toEqual([]);
     // Concurrent sweeps of two customers share the operator's managed nonce sequence.
     const [a, b] = [newCustomer(), newCustomer()];
     await deposit(payouts.address(a), USDC);

@@ -1,4 +1,4 @@
-import { Interface, getAddress, type Log } from 'ethers';
+import { Interface, getAddress, zeroPadValue, type Log } from 'ethers';
 import {
   PayoutDepositAbi,
   PayoutDepositFactoryAbi,
@@ -98,6 +98,15 @@ export type PayoutSweepOutcome =
 export type PayoutRefundOutcome =
   (Mined & { readonly kind: 'refunded'; readonly to: string }) | PayoutChainFailure;
 
+/** A sweep found on chain (`PayoutSwept` of the deposit). */
+export interface PayoutSweepRecord {
+  readonly txHash: string;
+  readonly blockNumber: number;
+  readonly logIndex: number;
+  readonly amount: bigint;
+  readonly received: bigint;
+}
+
 type Watches = { watchAddress(command: WatchAddressCommand): Promise<WatchAnswer> };
 
 /**
@@ -107,7 +116,9 @@ type Watches = { watchAddress(command: WatchAddressCommand): Promise<WatchAnswer
  *   transfer to it becomes an `Erc20TransferObserved.v1` on `chain-<caip2>` (payout.deposit_detected);
  * - `sweep(request)`: forwards the whole balance of a token to the off-ramp through the relayer (simulated first,
  *   managed nonces, receipt), deploying the deposit contract in the same transaction when needed (payout.forwarded);
- * - `refund(request)`: a merchant-signed return to the customer's sender (payout.refunded), deploying first if needed.
+ * - `refund(request)`: a merchant-signed return to the customer's sender (payout.refunded), deploying first if needed;
+ * - `sweeps(request)`: the sweeps of a token already on chain, for a retry after a lost answer (a sweep that
+ *   landed leaves `nothing_to_sweep` behind, so the retry looks up what the first attempt did).
  * Screening is the caller's: sweep only deposits that passed it (the contract lets only the operator sweep, so a
  * deposit never swept stays put).
  */
@@ -162,6 +173,37 @@ export class PayoutDeposits {
       ...this.mined(request.chain, deposit, token, outcome, swept),
       offRamp: this.config.offRamp,
     };
+  }
+
+  /**
+   * Every `PayoutSwept` of `token` from the customer's deposit on `chain` since `fromBlock` (default 0: narrow it on
+   * hosted RPC endpoints, which bound the block range of a log query), oldest first.
+   */
+  async sweeps(request: PayoutSweepRequest & { readonly fromBlock?: number }): Promise<PayoutSweepRecord[]> {
+    const deposit = this.address(request);
+    const logs = await this.relayers.for(request.chain).provider.getLogs({
+      address: deposit,
+      topics: [
+        DEPOSIT.getEvent('PayoutSwept')?.topicHash ?? null,
+        toOnChainId(request.customerId),
+        zeroPadValue(getAddress(request.token), 32),
+      ],
+      fromBlock: request.fromBlock ?? 0,
+      toBlock: 'latest',
+    });
+    return logs.flatMap((log) => {
+      const parsed = DEPOSIT.parseLog(log);
+      if (parsed?.name !== 'PayoutSwept') return [];
+      return [
+        {
+          txHash: log.transactionHash,
+          blockNumber: log.blockNumber,
+          logIndex: log.index,
+          amount: BigInt(parsed.args['amount'] as bigint),
+          received: BigInt(parsed.args['received'] as bigint),
+        },
+      ];
+    });
   }
 
   async refund(request: PayoutRefundRequest): Promise<PayoutRefundOutcome> {
