@@ -336,6 +336,27 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     expect(html).not.toContain('data-testid="continue"');
   }, 60_000);
 
+  it('the hosted cancel page of a live subscription offers no wallet cancel, even with a manager recorded for its chain id', async () => {
+    const subscriptionId = `0x${'c7'.repeat(32)}`;
+    await recordLiveSubscription(subscriptionId);
+    // A manager recorded for the live merchant under this chain id (the local chains reuse the mainnet ids).
+    const manager = Wallet.createRandom().address.toLowerCase();
+    await query(
+      `INSERT INTO subscription_managers (merchant_id, chain, address, mode, merchant_pauser, deployed_at)
+       VALUES ($1, $2, $3, 'live', $4, now()) ON CONFLICT DO NOTHING`,
+      [live.id, CHAIN, manager, pauser.address.toLowerCase()],
+    );
+    const page = await fetch(`${stack.url}/hosted/cancel/${subscriptionId}`);
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('data-status="unavailable"');
+    expect(html).toContain('This subscription cannot be cancelled here');
+    expect(html).not.toContain('cancel-data');
+    expect(html).not.toContain('data-testid="cancel"');
+    expect(html.toLowerCase()).not.toContain(manager.slice(2));
+    expect(page.headers.get('content-security-policy')).not.toContain('sha256-');
+  }, 60_000);
+
   it('merchant cancel of a live subscription answers 409 chain_mode_mismatch before judging its deadline', async () => {
     const subscriptionId = `0x${'c1'.repeat(32)}`;
     const read = await recordLiveSubscription(subscriptionId);

@@ -20,11 +20,12 @@ const MANAGER = new Interface(SubscriptionManagerAbi);
  */
 export function renderCancelPage(view: HostedCancelView, nonce: string): string {
   const colors = palette(view.background_color, view.primary_color);
-  const active = view.status === 'active';
+  const manager = view.status === 'active' ? view.manager_address : null;
+  const active = manager !== null;
   const name = visibleText(view.business_name);
   const activeTitle = name === null ? 'Cancel your subscription' : `Cancel your ${name} subscription`;
   return hostedPage({
-    title: active ? activeTitle : 'Subscription cancelled',
+    title: active ? activeTitle : stateCopy(view).title,
     businessName: view.business_name,
     colors,
     nonce,
@@ -38,7 +39,7 @@ export function renderCancelPage(view: HostedCancelView, nonce: string): string 
               subscriber: view.subscriber,
               chain_id: view.chain_id,
               chain_name: view.chain_name,
-              manager_address: view.manager_address,
+              manager_address: manager,
               calldata: MANAGER.encodeFunctionData('subscriberCancel', [view.subscription_id]),
             }),
           },
@@ -49,7 +50,7 @@ export function renderCancelPage(view: HostedCancelView, nonce: string): string 
 }
 
 export function cancelPageScripts(view: HostedCancelView): readonly string[] {
-  return view.status === 'active' ? [CANCEL_SCRIPT] : [];
+  return view.status === 'active' && view.manager_address !== null ? [CANCEL_SCRIPT] : [];
 }
 
 export function renderCancelNotFoundPage(nonce: string): string {
@@ -84,14 +85,32 @@ function activeBody(view: HostedCancelView): string {
 <p class="small lost">${lostWallet(view)}</p>`;
 }
 
+function stateCopy(view: HostedCancelView): { title: string; message: string } {
+  switch (view.status) {
+    case 'unavailable':
+      return {
+        title: 'This subscription cannot be cancelled here',
+        message: `This cancellation link cannot be used on this service, and nothing can be sent from this page. Ask ${businessNameInText(view.business_name)} to cancel it for you.`,
+      };
+    case 'cancelled':
+      return {
+        title: 'Subscription cancelled',
+        message: 'Your subscription is cancelled. No further charges can be made.',
+      };
+    default:
+      return {
+        title: 'Subscription cancelled',
+        message:
+          'Your cancellation is confirmed on chain and is being recorded. No further charges can be made.',
+      };
+  }
+}
+
 function stateBody(view: HostedCancelView): string {
-  const copy =
-    view.status === 'cancelled'
-      ? 'Your subscription is cancelled. No further charges can be made.'
-      : 'Your cancellation is confirmed on chain and is being recorded. No further charges can be made.';
+  const copy = stateCopy(view);
   return `<div class="state" data-testid="state" data-status="${e(view.status)}">
-  <h1 data-testid="title">Subscription cancelled</h1>
-  <p class="muted">${e(copy)}</p>
+  <h1 data-testid="title">${e(copy.title)}</h1>
+  <p class="muted">${e(copy.message)}</p>
   ${view.cancel_url ? `<a class="button" data-testid="return-link" href="${e(view.cancel_url)}">Return to ${e(businessNameInText(view.business_name))}</a>` : ''}
 </div>`;
 }

@@ -1,5 +1,5 @@
 import type { HostedCancelView } from './hosted-cancel.port';
-import { renderCancelPage } from './cancel-page';
+import { cancelPageScripts, renderCancelPage } from './cancel-page';
 
 const view = (over: Partial<HostedCancelView> = {}): HostedCancelView => ({
   subscription_id: '0x' + 'cd'.repeat(32),
@@ -39,5 +39,17 @@ describe('hosted cancel page', () => {
     const cancelled = renderCancelPage(view({ business_name: stored, status: 'cancelled' }), 'n');
     expect(cancelled).toContain('<header class="bar" data-testid="business-name">Stablepay</header>');
     expect(cancelled).toContain('>Return to the business</a>');
+  });
+
+  it('a subscription of the other chain mode is a state page that offers no wallet cancel', () => {
+    const unavailable = view({ status: 'unavailable', manager_address: null });
+    const html = renderCancelPage(unavailable, 'n');
+    expect(html).toContain('data-status="unavailable"');
+    expect(html).toContain('<title>This subscription cannot be cancelled here</title>');
+    expect(html).toContain('Ask Acme to cancel it for you.');
+    expect(html).toContain('href="https://shop.example/account">Return to Acme</a>');
+    expect(html).not.toContain('cancel-data');
+    expect(html).not.toContain('data-testid="cancel"');
+    expect(cancelPageScripts(unavailable)).toEqual([]);
   });
 });

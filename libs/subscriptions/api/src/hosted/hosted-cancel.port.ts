@@ -5,14 +5,19 @@
  */
 export interface HostedCancelView {
   readonly subscription_id: string;
-  readonly status: 'active' | 'cancelling' | 'cancelled';
+  /**
+   * `unavailable` in place of `active` for a subscription of the other mode than the deployment's chains (recorded
+   * before subscribes of such merchants were refused): this deployment neither serves nor follows those chains, so
+   * the page offers no on-chain cancel (as the pay and subscribe pages offer nothing to pay for such records).
+   */
+  readonly status: 'active' | 'cancelling' | 'cancelled' | 'unavailable';
   readonly subscriber: string;
   readonly chain: string;
   readonly chain_id: number;
   readonly chain_name: string;
   readonly token_symbol: string;
-  /** The merchant's SubscriptionManager on that chain (the contract the subscriber calls). */
-  readonly manager_address: string;
+  /** The merchant's SubscriptionManager on that chain (the contract the subscriber calls); null when `unavailable`. */
+  readonly manager_address: string | null;
   readonly business_name: string;
   /** The intent's cancel_url (else return_url), `{SUBSCRIPTION_CHECKOUT_ID}` filled in: where a lost wallet goes. */
   readonly cancel_url: string | null;
