@@ -91,6 +91,7 @@ const anyScope = [
   'scope:settlement',
   'scope:payouts',
   'scope:webhooks',
+  'scope:reports',
 ];
 const serviceScopes = [
   'merchants',
@@ -191,6 +192,18 @@ export default [
             { sourceTag: 'scope:composition', onlyDependOnLibsWithTags: anyScope },
             // Merchant settings (display name, branding, webhook URL and secrets, settlement configuration) are
             // read by the services that act for a merchant, through the merchants scope's read-side exports.
+            // Reports (CSV exports) read the read models of the scopes they report on, and write nothing.
+            {
+              sourceTag: 'scope:reports',
+              onlyDependOnLibsWithTags: [
+                'scope:reports',
+                'scope:shared',
+                'scope:chain',
+                'scope:payments',
+                'scope:subscriptions',
+                'scope:ledger',
+              ],
+            },
             ...serviceScopes.map((s) => ({
               sourceTag: `scope:${s}`,
               onlyDependOnLibsWithTags: [

@@ -14,6 +14,7 @@ import { SUBSCRIPTIONS_MIGRATIONS, subscriptionsHttpModule } from '@stablepay/su
 import { chargeLedgerHttpModule, LEDGER_MIGRATIONS } from '@stablepay/charge-ledger-service';
 import { PAYMENTS_MIGRATIONS, paymentsHttpModule } from '@stablepay/payments-service';
 import { PAYOUTS_MIGRATIONS, payoutsHttpModule } from '@stablepay/payouts-service';
+import { reportsHttpModule } from '@stablepay/reports-service';
 import { subscriptionChargesHttpModule } from './subscription-charges.gateway';
 
 /**
@@ -34,6 +35,7 @@ export class GatewayModule {
         paymentsHttpModule(),
         payoutsHttpModule(),
         subscriptionChargesHttpModule(),
+        reportsHttpModule(),
       ],
       providers: [
         { provide: APP_GUARD, useClass: ApiKeyGuard },

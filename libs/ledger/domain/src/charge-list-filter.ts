@@ -17,6 +17,16 @@ export interface ChargeListFilter {
   readonly chargedTo?: Date;
 }
 
+/** The filter parameters of the charges list and the subscription charges export (paging aside). */
+export const CHARGE_FILTER_PARAMETERS: readonly string[] = [
+  'subscription_id',
+  'subscriber',
+  'status',
+  'chain',
+  'charged_from',
+  'charged_to',
+];
+
 const BYTES32 = /^0x[0-9a-fA-F]{64}$/;
 
 /** Query parameters as received (strings); unknown parameters are the controller's concern. Ids compare lower case. */
@@ -24,6 +34,12 @@ export function parseChargeListFilter(query: Readonly<Record<string, unknown>>):
   const filter: {
     -readonly [K in keyof ChargeListFilter]: ChargeListFilter[K];
   } = {};
+  // Repeated filters are refused (Fastify hands a repeated parameter as an array).
+  for (const name of CHARGE_FILTER_PARAMETERS) {
+    const value = query[name];
+    if (value !== undefined && typeof value !== 'string')
+      throw validationError(name, `${name} must be given once.`);
+  }
   const { subscription_id, subscriber, status, chain, charged_from, charged_to } = query;
   if (subscription_id !== undefined) {
     if (typeof subscription_id !== 'string' || !BYTES32.test(subscription_id))

@@ -1,33 +1,21 @@
 import type { AuthenticatedMerchant, ListEnvelope, ListQuery } from '@stablepay/http';
+import type { CreatedBounds } from '@stablepay/util';
 import type {
   CheckoutObject,
   CheckoutStatus,
   CreateCheckoutInput,
+  PaymentListFilters,
   PaymentObject,
   PaymentStatus,
 } from '@stablepay/payments-domain';
 
-/** Created-at bounds shared by both lists: inclusive (gte, lte) or exclusive (gt, lt). */
-export interface CreatedBounds {
-  readonly createdGte?: Date;
-  readonly createdGt?: Date;
-  readonly createdLte?: Date;
-  readonly createdLt?: Date;
-}
+export type { CreatedBounds } from '@stablepay/util';
+export type { PaymentListFilters } from '@stablepay/payments-domain';
 
 /** GET /checkouts filters (docs/openapi.yaml). */
 export interface CheckoutListFilters extends CreatedBounds {
   readonly status?: CheckoutStatus;
   readonly paymentId?: string;
-}
-
-/** GET /payments filters (docs/openapi.yaml). */
-export interface PaymentListFilters extends CreatedBounds {
-  readonly status?: PaymentStatus;
-  readonly method?: 'DIRECT' | 'TWO_STEP';
-  readonly checkoutId?: string;
-  readonly depositAddress?: string;
-  readonly detectedChain?: string;
 }
 
 /**

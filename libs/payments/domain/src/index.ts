@@ -2,3 +2,4 @@ export * from './payment.events';
 export * from './payment';
 export * from './rules';
 export * from './payment-object';
+export * from './payment-list-filter';

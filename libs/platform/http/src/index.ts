@@ -15,3 +15,4 @@ export * from './request-origin';
 export * from './url-strings';
 export * from './metrics-server';
 export * from './scraped-gauge';
+export * from './csv-export';

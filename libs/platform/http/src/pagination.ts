@@ -1,4 +1,4 @@
-import { invalidRequest, validationError } from '@stablepay/util';
+import { type CreatedBounds, invalidRequest, validationError } from '@stablepay/util';
 
 /**
  * Keyset pagination exactly as SPEC.md's list rules: newest first (fixed order), `limit`, `starting_after`
@@ -132,4 +132,17 @@ export async function keysetPage<Row>(
 
 export function listEnvelope<T>(data: T[], hasMore: boolean): ListEnvelope<T> {
   return { object: 'list', data, has_more: hasMore };
+}
+
+/** The SQL of `created[gte|gt|lte|lt]` on a timestamptz column (lists and exports alike). */
+export function createdClauses(bounds: CreatedBounds, column = 'created_at'): Clause[] {
+  const all: Array<[Date | undefined, string]> = [
+    [bounds.createdGte, '>='],
+    [bounds.createdGt, '>'],
+    [bounds.createdLte, '<='],
+    [bounds.createdLt, '<'],
+  ];
+  return all.flatMap(([value, op]) =>
+    value === undefined ? [] : [(p: Param) => `${column} ${op} ${p(value.toISOString())}::timestamptz`],
+  );
 }

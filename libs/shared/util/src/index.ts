@@ -10,4 +10,5 @@ export * from './invalidated-cache';
 export * from './request-fields';
 export * from './display-text';
 export * from './timestamp';
+export * from './query-filters';
 export * from './iso-codes';

@@ -1,29 +1,16 @@
 import { type ListQuery, PAGINATION_PARAMETERS, parseListQuery } from '@stablepay/http';
 import type { SubscriptionCheckoutStatus } from '@stablepay/subscriptions-domain';
-import { CREATED_BOUND_FORMS, parseTimestampParam, validationError } from '@stablepay/util';
+import { CREATED_PARAMETERS, parseCreatedBounds, singleParameter, validationError } from '@stablepay/util';
 import type { SubscriptionCheckoutListFilters } from './subscription-checkouts.port';
 
 const STATUSES: readonly SubscriptionCheckoutStatus[] = ['pending', 'completed', 'cancelled', 'expired'];
-const CREATED = {
-  'created[gte]': 'createdGte',
-  'created[gt]': 'createdGt',
-  'created[lte]': 'createdLte',
-  'created[lt]': 'createdLt',
-} as const;
 /** GET /subscription-checkouts's query parameters (any other is refused: QueryParameters). */
 export const SUBSCRIPTION_CHECKOUT_LIST_PARAMETERS = [
   ...PAGINATION_PARAMETERS,
   'status',
   'external_customer_id',
-  ...Object.keys(CREATED),
+  ...CREATED_PARAMETERS,
 ];
-
-function single(query: Record<string, unknown>, name: string): string | undefined {
-  const v = query[name];
-  if (v === undefined) return undefined;
-  if (typeof v !== 'string') throw validationError(name, `${name} must be given once.`);
-  return v;
-}
 
 /**
  * GET /subscription-checkouts: SPEC pagination (`limit`, `starting_after`, `ending_before`) plus the filters
@@ -37,23 +24,18 @@ export function parseSubscriptionCheckoutListQuery(query: Record<string, unknown
   const filters: {
     -readonly [K in keyof SubscriptionCheckoutListFilters]: SubscriptionCheckoutListFilters[K];
   } = {};
-  const status = single(query, 'status');
+  const status = singleParameter(query, 'status');
   if (status !== undefined) {
     if (!(STATUSES as readonly string[]).includes(status))
       throw validationError('status', `status must be one of ${STATUSES.join(', ')}.`);
     filters.status = status as SubscriptionCheckoutStatus;
   }
-  const customer = single(query, 'external_customer_id');
+  const customer = singleParameter(query, 'external_customer_id');
   if (customer !== undefined) {
     if (customer.length === 0 || customer.length > 255)
       throw validationError('external_customer_id', 'external_customer_id must be 1 to 255 characters.');
     filters.externalCustomerId = customer;
   }
-  for (const [param, field] of Object.entries(CREATED) as Array<
-    [keyof typeof CREATED, (typeof CREATED)[keyof typeof CREATED]]
-  >) {
-    const raw = single(query, param);
-    if (raw !== undefined) filters[field] = parseTimestampParam(raw, param, CREATED_BOUND_FORMS);
-  }
+  Object.assign(filters, parseCreatedBounds(query));
   return { list, filters };
 }

@@ -24,4 +24,13 @@ describe('GET /merchants/:merchantId/subscriptions query', () => {
       }),
     );
   });
+
+  it('takes created[gte|gt|lte|lt] in the form the other lists take (the export filters on creation too)', () => {
+    expect(
+      parseSubscriptionListQuery({ 'created[gte]': '2026-03-01', 'created[lt]': '1775000000' }).filters,
+    ).toEqual({ createdGte: new Date('2026-03-01T00:00:00Z'), createdLt: new Date(1775000000 * 1000) });
+    expect(() => parseSubscriptionListQuery({ 'created[gte]': 'yesterday' })).toThrow(
+      expect.objectContaining({ status: 400, type: 'validation_error', param: 'created[gte]' }),
+    );
+  });
 });

@@ -10,7 +10,11 @@ import {
   QueryParameters,
 } from '@stablepay/http';
 import { parseAddress } from '@stablepay/evm';
-import type { SubscriptionStatus } from '@stablepay/subscriptions-domain';
+import {
+  parseSubscriptionListFilters,
+  SUBSCRIPTION_FILTER_PARAMETERS,
+  type SubscriptionListFilters,
+} from '@stablepay/subscriptions-domain';
 import {
   fieldFault,
   invalidRequest,
@@ -22,7 +26,6 @@ import {
 import {
   type CancelSubscriptionInput,
   type SubscribeInput,
-  type SubscriptionListFilters,
   SUBSCRIPTIONS_USE_CASES,
   type SubscriptionsUseCases,
 } from './subscriptions.port';
@@ -31,7 +34,6 @@ import { SubscribeReportLimits } from './subscribe-report-limits';
 const CHECKOUT_ID = /^schk_[0-9a-z]{26}$/;
 const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
 const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
-const STATUSES: readonly SubscriptionStatus[] = ['active', 'cancelling', 'cancelled'];
 
 function objectBody(body: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body))
@@ -99,45 +101,13 @@ export function parseCancelBody(body: unknown): CancelSubscriptionInput {
 }
 
 /** GET /merchants/:merchantId/subscriptions's query parameters (any other is refused: QueryParameters). */
-const SUBSCRIPTION_LIST_PARAMETERS = [
-  ...PAGINATION_PARAMETERS,
-  'status',
-  'subscriber',
-  'chain',
-  'external_customer_id',
-];
+const SUBSCRIPTION_LIST_PARAMETERS = [...PAGINATION_PARAMETERS, ...SUBSCRIPTION_FILTER_PARAMETERS];
 
 export function parseSubscriptionListQuery(query: Record<string, unknown>): {
   list: ReturnType<typeof parseListQuery>;
   filters: SubscriptionListFilters;
 } {
-  const list = parseListQuery(query);
-  const one = (name: string): string | undefined => {
-    const v = query[name];
-    if (v === undefined) return undefined;
-    if (typeof v !== 'string' || v.length === 0 || v.length > 255)
-      throw validationError(name, `${name} must be given once, 1 to 255 characters.`);
-    return v;
-  };
-  const filters: { -readonly [K in keyof SubscriptionListFilters]: SubscriptionListFilters[K] } = {};
-  const status = one('status');
-  if (status !== undefined) {
-    if (!(STATUSES as readonly string[]).includes(status))
-      throw validationError('status', `status must be one of ${STATUSES.join(', ')}.`);
-    filters.status = status as SubscriptionStatus;
-  }
-  const subscriber = one('subscriber');
-  // A mixed-case address with a bad EIP-55 checksum is a typo (400), not a wallet with no subscriptions.
-  if (subscriber !== undefined) filters.subscriber = parseAddress(subscriber, 'subscriber');
-  const chain = one('chain');
-  if (chain !== undefined) {
-    if (!/^eip155:[1-9][0-9]{0,15}$/.test(chain))
-      throw validationError('chain', 'chain must be a CAIP-2 id such as eip155:8453.');
-    filters.chain = chain;
-  }
-  const customer = one('external_customer_id');
-  if (customer !== undefined) filters.externalCustomerId = customer;
-  return { list, filters };
+  return { list: parseListQuery(query), filters: parseSubscriptionListFilters(query) };
 }
 
 function checkSubscriptionId(id: string): string {

@@ -1,14 +1,11 @@
 import type { AuthenticatedMerchant, ListEnvelope, ListQuery } from '@stablepay/http';
-import type { SubscriptionObject, SubscriptionStatus } from '@stablepay/subscriptions-domain';
+import type {
+  SubscriptionListFilters,
+  SubscriptionObject,
+} from '@stablepay/subscriptions-domain';
 import type { SubscribeAuthorizationResource } from './subscription.commands';
 
-/** GET /merchants/:merchantId/subscriptions filters (combined with AND). */
-export interface SubscriptionListFilters {
-  readonly status?: SubscriptionStatus;
-  readonly subscriber?: string;
-  readonly chain?: string;
-  readonly externalCustomerId?: string;
-}
+export type { SubscriptionListFilters } from '@stablepay/subscriptions-domain';
 
 export interface SubscribeInput {
   readonly chain: string;

@@ -11,3 +11,4 @@ export * from './subscription-checkout.upcasters';
 export * from './subscription-checkout.v1.fixtures';
 export * from './charge-quote';
 export * from './subscription-manager';
+export * from './subscription-list-filter';

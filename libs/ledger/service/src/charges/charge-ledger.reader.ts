@@ -32,6 +32,27 @@ export interface ChargeLedgerRow {
 
 const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
 
+/**
+ * The SQL of the ledger's filters (the charges list and the subscription charges export); `table` qualifies the
+ * columns for a statement that joins another table.
+ */
+export function chargeFilterClauses(filter: ChargeListFilter, table?: string): Clause[] {
+  const clauses: Clause[] = [];
+  const col = (name: string) => (table ? `${table}.${name}` : name);
+  const eq = (column: string, value: string | undefined) => {
+    if (value !== undefined) clauses.push((p) => `${col(column)} = ${p(value)}`);
+  };
+  eq('subscription_id', filter.subscriptionId);
+  eq('subscriber', filter.subscriber);
+  eq('status', filter.status);
+  eq('chain', filter.chain);
+  const { chargedFrom, chargedTo } = filter;
+  if (chargedFrom)
+    clauses.push((p) => `${col('charged_at')} >= ${p(chargedFrom.toISOString())}::timestamptz`);
+  if (chargedTo) clauses.push((p) => `${col('charged_at')} < ${p(chargedTo.toISOString())}::timestamptz`);
+  return clauses;
+}
+
 @Injectable()
 export class ChargeLedgerReader {
   constructor(
@@ -103,21 +124,10 @@ export class ChargeLedgerReader {
     query: ListQuery,
     filter: ChargeListFilter,
   ): Promise<{ rows: ChargeLedgerRow[]; hasMore: boolean }> {
-    const clauses: Clause[] = [];
-    const eq = (column: string, value: string | undefined) => {
-      if (value !== undefined) clauses.push((p) => `${column} = ${p(value)}`);
-    };
-    eq('subscription_id', filter.subscriptionId);
-    eq('subscriber', filter.subscriber);
-    eq('status', filter.status);
-    eq('chain', filter.chain);
-    const { chargedFrom, chargedTo } = filter;
-    if (chargedFrom) clauses.push((p) => `charged_at >= ${p(chargedFrom.toISOString())}::timestamptz`);
-    if (chargedTo) clauses.push((p) => `charged_at < ${p(chargedTo.toISOString())}::timestamptz`);
     return keysetPage<ChargeLedgerRow>(this.dataSource, {
       table: 'subscription_charges',
       scope: [(p) => `merchant_id = ${p(owner.merchantId)}`, (p) => `mode = ${p(owner.mode)}`],
-      filters: clauses,
+      filters: chargeFilterClauses(filter),
       query,
     });
   }

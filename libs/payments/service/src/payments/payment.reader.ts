@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { type Clause, keysetPage, type ListQuery } from '@stablepay/http';
-import type { CheckoutListFilters, CreatedBounds, PaymentListFilters } from '@stablepay/payments-api';
+import { type Clause, createdClauses, keysetPage, type ListQuery } from '@stablepay/http';
+import type { CheckoutListFilters, PaymentListFilters } from '@stablepay/payments-api';
 import type {
   CheckoutObject,
   CheckoutStatus,
@@ -46,16 +46,17 @@ export type PaymentOwner = Pick<PaymentRow, 'id' | 'merchant_id' | 'mode'>;
 
 const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
 
-function createdClauses(filters: CreatedBounds): Clause[] {
-  const bounds: Array<[Date | undefined, string]> = [
-    [filters.createdGte, '>='],
-    [filters.createdGt, '>'],
-    [filters.createdLte, '<='],
-    [filters.createdLt, '<'],
-  ];
-  return bounds.flatMap(([value, op]) =>
-    value === undefined ? [] : [(p) => `created_at ${op} ${p(value.toISOString())}::timestamptz`],
-  );
+/** The SQL of the payment filters (GET /payments and the payments export). */
+export function paymentFilterClauses(filters: PaymentListFilters): Clause[] {
+  const clauses: Clause[] = createdClauses(filters);
+  const { status, method, checkoutId, depositAddress, detectedChain } = filters;
+  if (status !== undefined) clauses.push((p) => `status = ${p(status)}`);
+  if (method !== undefined) clauses.push((p) => `method = ${p(method)}`);
+  if (checkoutId !== undefined) clauses.push((p) => `checkout_id = ${p(checkoutId)}`);
+  if (depositAddress !== undefined)
+    clauses.push((p) => `deposit_address = ${p(depositAddress.toLowerCase())}`);
+  if (detectedChain !== undefined) clauses.push((p) => `detected_chain = ${p(detectedChain)}`);
+  return clauses;
 }
 
 /** Reads of the checkouts and payments read models; every merchant-facing read is scoped to its merchant. */
@@ -131,18 +132,10 @@ export class PaymentReader {
     query: ListQuery,
     filters: PaymentListFilters,
   ): Promise<{ rows: PaymentRow[]; hasMore: boolean }> {
-    const clauses: Clause[] = createdClauses(filters);
-    const { status, method, checkoutId, depositAddress, detectedChain } = filters;
-    if (status !== undefined) clauses.push((p) => `status = ${p(status)}`);
-    if (method !== undefined) clauses.push((p) => `method = ${p(method)}`);
-    if (checkoutId !== undefined) clauses.push((p) => `checkout_id = ${p(checkoutId)}`);
-    if (depositAddress !== undefined)
-      clauses.push((p) => `deposit_address = ${p(depositAddress.toLowerCase())}`);
-    if (detectedChain !== undefined) clauses.push((p) => `detected_chain = ${p(detectedChain)}`);
     return keysetPage<PaymentRow>(this.dataSource, {
       table: 'payments',
       scope: [(p) => `merchant_id = ${p(merchantId)}`],
-      filters: clauses,
+      filters: paymentFilterClauses(filters),
       query,
     });
   }

@@ -1,7 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { type Clause, keysetPage, type ListQuery } from '@stablepay/http';
-import type { SubscriptionObject, SubscriptionStatus, WindowFacts } from '@stablepay/subscriptions-domain';
+import { type Clause, createdClauses, keysetPage, type ListQuery } from '@stablepay/http';
+import type {
+  SubscriptionListFilters,
+  SubscriptionObject,
+  SubscriptionStatus,
+  WindowFacts,
+} from '@stablepay/subscriptions-domain';
 import { notFound, readAtLeastRevision } from '@stablepay/util';
 import { SubscriptionChanges } from './changes';
 
@@ -26,11 +31,16 @@ export interface SubscriptionRow {
   updated_at: Date;
 }
 
-export interface SubscriptionListFilters {
-  readonly status?: SubscriptionStatus;
-  readonly subscriber?: string;
-  readonly chain?: string;
-  readonly externalCustomerId?: string;
+/** The SQL of the subscription filters (the list and the subscriptions export). */
+export function subscriptionFilterClauses(filters: SubscriptionListFilters): Clause[] {
+  const clauses: Clause[] = createdClauses(filters);
+  const { status, subscriber, chain, externalCustomerId } = filters;
+  if (status !== undefined) clauses.push((p) => `status = ${p(status)}`);
+  if (subscriber !== undefined) clauses.push((p) => `subscriber = ${p(subscriber.toLowerCase())}`);
+  if (chain !== undefined) clauses.push((p) => `chain = ${p(chain)}`);
+  if (externalCustomerId !== undefined)
+    clauses.push((p) => `external_customer_id = ${p(externalCustomerId)}`);
+  return clauses;
 }
 
 export const rowWindowFacts = (row: SubscriptionRow): WindowFacts => ({
@@ -99,19 +109,11 @@ export class SubscriptionReader {
     query: ListQuery,
     filters: SubscriptionListFilters,
   ): Promise<{ rows: SubscriptionRow[]; hasMore: boolean }> {
-    const clauses: Clause[] = [];
-    const { status, subscriber, chain, externalCustomerId } = filters;
-    if (status !== undefined) clauses.push((p) => `status = ${p(status)}`);
-    if (subscriber !== undefined) clauses.push((p) => `subscriber = ${p(subscriber.toLowerCase())}`);
-    if (chain !== undefined) clauses.push((p) => `chain = ${p(chain)}`);
-    if (externalCustomerId !== undefined)
-      clauses.push((p) => `external_customer_id = ${p(externalCustomerId)}`);
     return keysetPage<SubscriptionRow>(this.dataSource, {
       table: 'subscriptions',
-      select: `*, started_at::text AS started_at, period_duration::text AS period_duration,
-        window_index::text AS window_index, window_spent::text AS window_spent, budget::text AS budget`,
+      select: SUBSCRIPTION_ROW_COLUMNS,
       scope: [(p) => `merchant_id = ${p(merchant.merchantId)}`, (p) => `mode = ${p(merchant.mode)}`],
-      filters: clauses,
+      filters: subscriptionFilterClauses(filters),
       query,
     });
   }

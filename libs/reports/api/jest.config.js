@@ -1,0 +1,5 @@
+module.exports = {
+  displayName: 'reports-api',
+  preset: '../../../jest.preset.js',
+  rootDir: __dirname,
+};

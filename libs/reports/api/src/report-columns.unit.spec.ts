@@ -1,0 +1,44 @@
+import { csvRecord, neutraliseCell } from '@stablepay/http';
+import { tokenDecimalsOf } from './report-columns';
+
+describe('tokenDecimalsOf (the token decimals from the two exact forms of one amount)', () => {
+  it.each([
+    ['12500000', '12.5', 6],
+    ['12000000', '12', 6],
+    ['500000', '0.5', 6],
+    ['1', '0.000001', 6],
+    ['12500000000000000000', '12.5', 18],
+    ['125', '125', 0],
+  ])('%s smallest units written %s has %i decimals', (units, decimal, decimals) => {
+    expect(tokenDecimalsOf(units, decimal)).toBe(decimals);
+  });
+
+  it.each([
+    [null, null],
+    ['0', '0'],
+    ['12500000', '13.5'],
+  ])('cannot tell from %s and %s', (units, decimal) => {
+    expect(tokenDecimalsOf(units, decimal)).toBeNull();
+  });
+});
+
+describe('CSV cells (OWASP CSV injection)', () => {
+  it.each(['=1+2', '+1', '-1', '@SUM(A1)', '\tx', '\rx'])('neutralises %j with a leading quote', (text) => {
+    expect(neutraliseCell(text)).toBe(`'${text}`);
+  });
+
+  it('leaves other text alone', () => {
+    expect(neutraliseCell('ACME, "Inc"')).toBe('ACME, "Inc"');
+    expect(neutraliseCell(' =1')).toBe(' =1');
+  });
+
+  it('neutralises only the columns marked untrusted, and writes null as empty and booleans as words', () => {
+    const columns = [
+      { header: 'amount', cell: (r: { n: string }) => r.n },
+      { header: 'note', cell: (r: { n: string }) => r.n, untrusted: true },
+      { header: 'none', cell: () => null },
+      { header: 'flag', cell: () => false },
+    ];
+    expect(csvRecord(columns, { n: '-5' })).toEqual(['-5', "'-5", '', 'false']);
+  });
+});

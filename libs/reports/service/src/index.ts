@@ -1,0 +1,2 @@
+export * from './reports.gateway';
+export * from './reports.module';
