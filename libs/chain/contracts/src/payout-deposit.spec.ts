@@ -1,4 +1,5 @@
 import { ZeroAddress, getAddress, id, parseEther } from 'ethers';
+import { hashTypedData, stablepayDomain, typeHash } from '@stablepay/evm';
 import { payoutDepositAddress, toOnChainId } from './deployment';
 import {
   connectPayoutDeposit,
@@ -262,6 +263,22 @@ describe('refund (payout.refunded)', () => {
       'NotOperator',
     );
     expect(await f.usdc.balanceOf(address)).toBe(40n * USDC);
+  });
+
+  it('hashes PayoutRefund as @stablepay/evm does (typehash and digest), so SDK signatures verify on chain', async () => {
+    const { customerId, deposit, token } = await deployedWith(1n);
+    expect(await deposit.PAYOUT_REFUND_TYPEHASH()).toBe(typeHash('PayoutRefund'));
+    const message = {
+      customerId,
+      token,
+      to: f.payer.address,
+      amount: 1n,
+      epoch: 3n,
+      deadline: 1_800_000_000n,
+    };
+    expect(await deposit.hashRefund(token, f.payer.address, 1n, 3n, 1_800_000_000n)).toBe(
+      hashTypedData('PayoutRefund', stablepayDomain(f.chainId, await deposit.getAddress()), message),
+    );
   });
 
   it('a revoked signature (epoch bump) is refused', async () => {

@@ -67,6 +67,14 @@ const samples: { readonly [K in RequestKind]: MessageByKind[K] } = {
     epoch: 0n,
     deadline: 1_767_225_600n,
   },
+  PayoutRefund: {
+    customerId: `0x${'33'.repeat(32)}`,
+    token: TOKEN,
+    to: '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc',
+    amount: 25_000_000n,
+    epoch: 1n,
+    deadline: 1_767_225_600n,
+  },
   Rescue: {
     paymentId: `0x${'22'.repeat(32)}`,
     token: TOKEN,

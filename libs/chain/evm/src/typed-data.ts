@@ -14,6 +14,7 @@ import {
   CHARGE_TYPES,
   DISPUTE_PAYER_TYPES,
   MERCHANT_CHANGE_TYPES,
+  PAYOUT_REFUND_TYPES,
   REFUND_TYPES,
   RESCUE_TYPES,
   REVOKE_AUTHORIZATIONS_TYPES,
@@ -24,6 +25,7 @@ import {
   type DisputePayerMessage,
   type Eip712Domain,
   type MerchantChangeMessage,
+  type PayoutRefundMessage,
   type RefundMessage,
   type RescueMessage,
   type RevokeAuthorizationsMessage,
@@ -44,6 +46,7 @@ export interface MessageByKind {
   readonly DisputePayer: DisputePayerMessage;
   readonly MerchantChange: MerchantChangeMessage;
   readonly RevokeAuthorizations: RevokeAuthorizationsMessage;
+  readonly PayoutRefund: PayoutRefundMessage;
 }
 
 export type RequestKind = keyof MessageByKind;
@@ -58,6 +61,7 @@ export const REQUEST_KINDS: readonly RequestKind[] = [
   'DisputePayer',
   'MerchantChange',
   'RevokeAuthorizations',
+  'PayoutRefund',
 ];
 
 const TYPES_BY_KIND: {
@@ -72,6 +76,7 @@ const TYPES_BY_KIND: {
   DisputePayer: DISPUTE_PAYER_TYPES,
   MerchantChange: MERCHANT_CHANGE_TYPES,
   RevokeAuthorizations: REVOKE_AUTHORIZATIONS_TYPES,
+  PayoutRefund: PAYOUT_REFUND_TYPES,
 };
 
 /** The input of `signTypedData` / `eth_signTypedData_v4` (the EIP712Domain type is implied by `domain`). */
@@ -124,6 +129,11 @@ export const buildRevokeAuthorizationsTypedData = (
   domain: Eip712Domain,
   message: RevokeAuthorizationsMessage,
 ): TypedData<'RevokeAuthorizations'> => buildTypedData('RevokeAuthorizations', domain, message);
+
+export const buildPayoutRefundTypedData = (
+  domain: Eip712Domain,
+  message: PayoutRefundMessage,
+): TypedData<'PayoutRefund'> => buildTypedData('PayoutRefund', domain, message);
 
 /** `Charge(bytes32 subscriptionId,uint256 amount,...)`: what the Solidity typehash constant must hash. */
 export function encodeType(kind: RequestKind): string {

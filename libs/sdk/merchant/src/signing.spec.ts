@@ -6,6 +6,7 @@ import {
   type TypedDataDomain,
   type TypedDataField,
 } from 'ethers';
+import { id } from 'ethers';
 import { quoteHash, verifyTypedDataSigner } from '@stablepay/evm';
 import { DomainError } from '@stablepay/util';
 import {
@@ -14,6 +15,7 @@ import {
   signCharge,
   signDisputePayer,
   signMerchantChange,
+  signPayoutRefund,
   signRefund,
   signRescue,
   signRevokeAuthorizations,
@@ -281,6 +283,38 @@ describe('payment signers', () => {
         dispute.typedData.domain,
         dispute.typedData.message,
         dispute.signature,
+      ),
+    ).toBe(MERCHANT.address);
+  });
+
+  it('signs a payout refund naming the customer by its hashed id, as its deposit address binds it', async () => {
+    const refund = await signPayoutRefund(
+      MERCHANT,
+      { chain: 'eip155:8453', verifyingContract: DEPOSIT },
+      {
+        customerId: 'cus_123',
+        token: `eip155:8453/erc20:${USDC_BASE}`,
+        to: PAYER.toLowerCase(),
+        amount: '25000000',
+        epoch: 0,
+        deadline: DEADLINE,
+      },
+    );
+    expect(refund.typedData.primaryType).toBe('PayoutRefund');
+    expect(refund.typedData.message).toEqual({
+      customerId: id('cus_123'),
+      token: USDC_BASE,
+      to: PAYER,
+      amount: 25_000_000n,
+      epoch: 0n,
+      deadline: 1_767_225_600n,
+    });
+    expect(
+      verifyTypedDataSigner(
+        'PayoutRefund',
+        refund.typedData.domain,
+        refund.typedData.message,
+        refund.signature,
       ),
     ).toBe(MERCHANT.address);
   });

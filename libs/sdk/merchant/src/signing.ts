@@ -1,4 +1,4 @@
-import { Signature, type Signer } from 'ethers';
+import { Signature, id, type Signer } from 'ethers';
 import {
   buildTypedData,
   parseAddress,
@@ -36,7 +36,7 @@ export interface SigningDomain {
   /**
    * The contract that will check the signature: the merchant's SubscriptionManager for charge and cancel, the
    * payment's `deposit_address` for capture, refund, rescue and payer disputes, the StablepayRegistry for merchant
-   * changes and revocations.
+   * changes and revocations, the customer's payout deposit address for a payout refund.
    */
   readonly verifyingContract: string;
 }
@@ -88,6 +88,17 @@ export interface RescueRequest extends CaptureRequest {
   readonly token: string;
   /** Where the stranded funds go. */
   readonly to: string;
+}
+
+/** Payouts (beta): return funds from a customer's deposit address (`verifyingContract`) to `to`. */
+export interface PayoutRefundRequest extends EpochBound {
+  /** The customer's id (`cus_...`; hashed as the deposit address binds it) or its 32-byte on-chain id. */
+  readonly customerId: string;
+  /** The token at the deposit address: CAIP-19 id or address. */
+  readonly token: string;
+  /** Where the funds go (the customer's sender, payout.refunded). */
+  readonly to: string;
+  readonly amount: UintInput;
 }
 
 export interface DisputePayerRequest extends EpochBound {
@@ -222,6 +233,24 @@ export async function signRevokeAuthorizations(
 ): Promise<SignedRequest<'RevokeAuthorizations'>> {
   return signTyped(signer, 'RevokeAuthorizations', toDomain(domain), {
     merchantId: bytes32(request.merchantId, 'merchantId'),
+    epoch: uint(request.epoch, 'epoch'),
+    deadline: deadline(request.deadline),
+  });
+}
+
+/** Payouts (beta): the merchant's consent to a refund from a customer's deposit address (EIP-712 PayoutRefund). */
+export async function signPayoutRefund(
+  signer: Signer,
+  domain: SigningDomain,
+  request: PayoutRefundRequest,
+): Promise<SignedRequest<'PayoutRefund'>> {
+  const d = toDomain(domain);
+  return signTyped(signer, 'PayoutRefund', d, {
+    // The rule of `toOnChainId` (@stablepay/contracts), which the deposit address was derived with.
+    customerId: BYTES32.test(request.customerId) ? request.customerId.toLowerCase() : id(request.customerId),
+    token: tokenAddress(d, request.token),
+    to: parseAddress(request.to, 'to'),
+    amount: uint(request.amount, 'amount'),
     epoch: uint(request.epoch, 'epoch'),
     deadline: deadline(request.deadline),
   });
