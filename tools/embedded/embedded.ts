@@ -233,6 +233,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
         settlementService(),
         payoutsService(payoutsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), {
           screening: sanctionsScreeningFromEnv(env),
+          chains: chainOperator,
         }),
         merchantChainRegistrationService(chainOperator),
         paymentDepositsService(chainOperator, { screening: sanctionsScreeningFromEnv(env) }),

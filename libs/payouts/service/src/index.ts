@@ -9,6 +9,7 @@ export * from './read-model/payouts.projection';
 export * from './read-model/objects';
 export * from './flow/deposit-intake';
 export * from './flow/payout-flow.consumer';
+export * from './flow/chain-deposits';
 export * from './providers/kyc-provider';
 export * from './providers/off-ramp';
 export * from './providers/customer-deposit-address';

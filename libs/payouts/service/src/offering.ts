@@ -1,4 +1,4 @@
-import type { ChainInfo } from '@stablepay/evm';
+import { type ChainInfo, LIVE_CHAINS } from '@stablepay/evm';
 import type { DepositAddress, PayoutToken } from '@stablepay/payouts-domain';
 import type { PayoutsConfig } from './payouts.config';
 
@@ -20,6 +20,9 @@ export function payoutTokens(config: PayoutsConfig, mode: 'test' | 'live'): Payo
   );
 }
 
+/** Chain names as SPEC shows them (a local test chain stands in for the chain of its id, under that chain's name). */
+const CHAIN_NAMES = new Map(LIVE_CHAINS.map((c) => [`eip155:${c.chainId.toString()}`, c.name]));
+
 /** SPEC deposit_addresses: the one EVM address, the names of the chains it is valid on and the token symbols. */
 export function depositAddresses(
   config: PayoutsConfig,
@@ -28,5 +31,5 @@ export function depositAddresses(
 ): DepositAddress[] {
   const chains = payoutChains(config, mode);
   const tokens = [...new Set(payoutTokens(config, mode).map((t) => t.symbol))].sort();
-  return [{ address, chains: chains.map((c) => c.name), tokens }];
+  return [{ address, chains: chains.map((c) => CHAIN_NAMES.get(c.caip2) ?? c.name), tokens }];
 }

@@ -15,7 +15,8 @@ export const PAYOUTS_CONFIG = Symbol('PAYOUTS_CONFIG');
 
 export function payoutsConfigFromEnv(
   env: Record<string, string | undefined>,
-  options: { readonly localChains?: readonly LocalChain[] } = {},
+  /** `testRegistry`: the chain layer's test-mode registry (its tokens); else the local chains', else the live one. */
+  options: { readonly localChains?: readonly LocalChain[]; readonly testRegistry?: ChainRegistry } = {},
 ): PayoutsConfig {
   const live = createChainRegistry({ mode: 'live' });
   const supportedChains =
@@ -33,9 +34,11 @@ export function payoutsConfigFromEnv(
     hostedUrl: hosted?.replace(/\/+$/, '') ?? null,
     chains: {
       live,
-      test: options.localChains?.length
-        ? createChainRegistry({ mode: 'test', localChains: options.localChains })
-        : live,
+      test:
+        options.testRegistry ??
+        (options.localChains?.length
+          ? createChainRegistry({ mode: 'test', localChains: options.localChains })
+          : live),
     },
     supportedChains,
   };

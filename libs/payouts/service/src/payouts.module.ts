@@ -2,6 +2,8 @@ import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/co
 import { PayoutsApiModule } from '@stablepay/payouts-api';
 import { SANCTIONS_SCREENING, type SanctionsScreening, SandboxSanctionsScreening } from '@stablepay/evm';
 import type { ServiceDefinition } from '@stablepay/runtime';
+import { type ChainOperatorConfig, IndexerWatchClient } from '@stablepay/chain-operator';
+import { PayoutChainDeposits, PAYOUTS_CHAINS } from './flow/chain-deposits';
 import { PayoutsAggregates } from './aggregates';
 import { CreateBeneficiaryHandler } from './commands/create-beneficiary/create-beneficiary.handler';
 import { CreateCustomerHandler } from './commands/create-customer/create-customer.handler';
@@ -13,7 +15,7 @@ import { PayoutFlowConsumer } from './flow/payout-flow.consumer';
 import { PAYOUTS_MIGRATIONS } from './migrations';
 import { PAYOUTS_CONFIG, type PayoutsConfig, payoutsConfigFromEnv } from './payouts.config';
 import { PayoutsGateway } from './payouts.gateway';
-import { CUSTOMER_DEPOSIT_ADDRESS, customerDepositAddress } from './providers/customer-deposit-address';
+import { CUSTOMER_DEPOSIT_ADDRESS, customerDepositAddressFor } from './providers/customer-deposit-address';
 import { KYC_PROVIDER, type KycProvider, SandboxKyc } from './providers/kyc-provider';
 import { OFF_RAMP_PROVIDER, type OffRampProvider, SandboxOffRamp } from './providers/off-ramp';
 import { PayoutsProjection } from './read-model/payouts.projection';
@@ -28,6 +30,11 @@ export interface PayoutsPorts {
   readonly offRamp?: OffRampProvider;
   /** The sanctions screening of depositing wallets (`sanctionsScreeningFromEnv(env)`, shared with payments). */
   readonly screening?: SanctionsScreening;
+  /**
+   * The chain layer (`chainOperatorConfigFromEnv`): with its `payouts` (PAYOUT_OFF_RAMP_ADDRESS) customers get their
+   * CREATE2 deposit address and deposits are detected through the indexer; without it the chain-less sandbox.
+   */
+  readonly chains?: ChainOperatorConfig;
 }
 
 /** Makes the process's payouts configuration and adapters visible to every module (set by payoutsService()). */
@@ -91,7 +98,14 @@ export class PayoutsCoreModule {}
     PayoutsProjection,
     DepositIntake,
     PayoutFlowConsumer,
-    { provide: CUSTOMER_DEPOSIT_ADDRESS, useValue: customerDepositAddress },
+    PayoutChainDeposits,
+    IndexerWatchClient,
+    { provide: PAYOUTS_CHAINS, useFactory: (o: Overrides) => o.ports?.chains, inject: [Overrides] },
+    {
+      provide: CUSTOMER_DEPOSIT_ADDRESS,
+      useFactory: (o: Overrides) => customerDepositAddressFor(o.ports?.chains),
+      inject: [Overrides],
+    },
     {
       provide: KYC_PROVIDER,
       useFactory: (o: Overrides) => o.ports?.kyc ?? new SandboxKyc(),
@@ -108,7 +122,7 @@ export class PayoutsCoreModule {}
       inject: [Overrides],
     },
   ],
-  exports: [PayoutsAggregates, PayoutsProjection, DepositIntake, PayoutFlowConsumer],
+  exports: [PayoutsAggregates, PayoutsProjection, DepositIntake, PayoutFlowConsumer, PayoutChainDeposits],
 })
 export class PayoutsServiceModule {}
 

@@ -10,11 +10,11 @@ export interface ObservedDeposit {
   readonly amount: string;
   readonly from: string;
   readonly txHash: string;
+  readonly logIndex: number;
 }
 
 /**
- * Crypto arrived at a customer's deposit address (the test helper today; the chain watcher once the deposit
- * contracts land): the oldest of the customer's payouts awaiting exactly this deposit (chain, token, amount) takes
+ * Crypto arrived at a customer's deposit address (the chain's observation, or the test helper): the oldest of the customer's payouts awaiting exactly this deposit (chain, token, amount) takes
  * it (PayoutDepositDetected.v1 -> payout.deposit_detected). A deposit no payout waits for funds nothing and is
  * answered as such (docs/payouts.md, "Deposits").
  */
@@ -38,7 +38,7 @@ export class DepositIntake {
         amount: deposit.amount,
         now: this.aggregates.now(),
       },
-      `deposit:${deposit.chain}:${deposit.txHash}`,
+      `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}`,
     );
   }
 }

@@ -1,17 +1,33 @@
 import { getAddress, keccak256, toUtf8Bytes } from 'ethers';
+import type { ChainOperatorConfig } from '@stablepay/chain-operator';
+import { payoutDepositAddress } from '@stablepay/contracts';
 
 /**
  * Port: a customer's payout deposit address, one EVM address valid on every supported chain (SPEC: "one EVM
  * address valid on every supported EVM chain"). Everything else reads the address from the customer's creation fact,
- * so swapping the derivation only changes customers created after the swap.
+ * so changing the derivation only changes customers created after it.
  */
-export type CustomerDepositAddress = (customerId: string) => string;
+export type CustomerDepositAddress = (merchantId: string, customerId: string) => string;
 export const CUSTOMER_DEPOSIT_ADDRESS = Symbol('CUSTOMER_DEPOSIT_ADDRESS');
 
 /**
- * PLACEHOLDER until the CREATE2 per-customer payout deposit contract lands (worktree `payouts-chain`): a
- * deterministic address from the customer id, which no key and no contract controls. Good for the sandbox (the
- * test helper and the deposit matching), never for real funds: docs/payouts.md, "Not built yet".
+ * Chain-less sandbox only (no PAYOUT_OFF_RAMP_ADDRESS / chains configured): a deterministic address from the ids that
+ * no key and no contract controls. It lets the deposit test helper and the matching run without chains; crypto sent
+ * to it on a real chain is lost (docs/payouts.md).
  */
-export const customerDepositAddress: CustomerDepositAddress = (customerId) =>
-  getAddress(`0x${keccak256(toUtf8Bytes(`stablepay.payouts.customer-deposit:${customerId}`)).slice(-40)}`);
+export const sandboxDepositAddress: CustomerDepositAddress = (merchantId, customerId) =>
+  getAddress(
+    `0x${keccak256(toUtf8Bytes(`stablepay.payouts.customer-deposit:${merchantId}:${customerId}`)).slice(-40)}`,
+  );
+
+/**
+ * The deployment's derivation: the CREATE2 address of the customer's PayoutDeposit clone (PayoutDepositFactory; the
+ * salt binds merchant, customer and the off-ramp, so its funds can only be swept to the off-ramp) wherever the chain
+ * layer configures payouts; the chain-less sandbox address otherwise.
+ */
+export function customerDepositAddressFor(chains: ChainOperatorConfig | undefined): CustomerDepositAddress {
+  const payouts = chains?.enabled ? chains.payouts : null;
+  if (!payouts) return sandboxDepositAddress;
+  return (merchantId, customerId) =>
+    payoutDepositAddress({ factory: payouts.factory, offRamp: payouts.offRamp, merchantId, customerId });
+}

@@ -1,6 +1,8 @@
 import { type KycSubject, SandboxKyc } from './kyc-provider';
 import { type OffRampTransferRequest, SandboxOffRamp } from './off-ramp';
-import { customerDepositAddress } from './customer-deposit-address';
+import type { ChainOperatorConfig } from '@stablepay/chain-operator';
+import { payoutDepositAddress } from '@stablepay/contracts';
+import { customerDepositAddressFor, sandboxDepositAddress } from './customer-deposit-address';
 
 const subject = (name: string, email = 'a@example.com', resubmission = false): KycSubject => ({
   customerId: 'cus_1',
@@ -72,11 +74,26 @@ describe('sandbox off-ramp magic values (docs/payouts.md)', () => {
   });
 });
 
-describe('customerDepositAddress (placeholder until the CREATE2 deposit contract lands)', () => {
-  it('is one checksummed address per customer, the same every time', () => {
-    const address = customerDepositAddress('cus_1');
-    expect(address).toMatch(/^0x[0-9a-fA-F]{40}$/);
-    expect(customerDepositAddress('cus_1')).toBe(address);
-    expect(customerDepositAddress('cus_2')).not.toBe(address);
+describe('customer deposit addresses', () => {
+  const payouts = {
+    factory: '0x1111111111111111111111111111111111111111',
+    offRamp: '0x2222222222222222222222222222222222222222',
+  };
+
+  it('are the CREATE2 PayoutDeposit clone of merchant and customer where the chain layer configures payouts', () => {
+    const derive = customerDepositAddressFor({ enabled: true, payouts } as unknown as ChainOperatorConfig);
+    expect(derive('mer_1', 'cus_1')).toBe(
+      payoutDepositAddress({ ...payouts, merchantId: 'mer_1', customerId: 'cus_1' }),
+    );
+    expect(derive('mer_1', 'cus_2')).not.toBe(derive('mer_1', 'cus_1'));
+  });
+
+  it('fall back to the chain-less sandbox address without chains or off-ramp', () => {
+    expect(customerDepositAddressFor(undefined)).toBe(sandboxDepositAddress);
+    expect(
+      customerDepositAddressFor({ enabled: true, payouts: null } as unknown as ChainOperatorConfig),
+    ).toBe(sandboxDepositAddress);
+    expect(sandboxDepositAddress('mer_1', 'cus_1')).toMatch(/^0x[0-9a-fA-F]{40}$/);
+    expect(sandboxDepositAddress('mer_1', 'cus_1')).toBe(sandboxDepositAddress('mer_1', 'cus_1'));
   });
 });

@@ -114,6 +114,14 @@ export class PayoutsReader {
     return rows[0];
   }
 
+  async customerByDepositAddress(address: string): Promise<CustomerRow | undefined> {
+    const rows: CustomerRow[] = await this.dataSource.query(
+      'SELECT * FROM payout_customers WHERE lower(deposit_address) = lower($1)',
+      [address],
+    );
+    return rows[0];
+  }
+
   /** What a hosted page shows of the merchant: its display name and branding. */
   async merchantProfile(merchantId: string): Promise<{
     businessName: string;

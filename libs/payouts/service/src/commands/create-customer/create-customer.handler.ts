@@ -37,7 +37,7 @@ export class CreateCustomerHandler {
         type: 'CreateCustomer',
         id,
         input: command.input,
-        depositAddresses: depositAddresses(this.config, mode, this.depositAddress(id)),
+        depositAddresses: depositAddresses(this.config, mode, this.depositAddress(merchantId, id)),
         kycSessionId: derivedId('kycs', `${seed}\u0000kyc`),
         hostedUrl: this.config.hostedUrl ?? `${command.origin}/hosted`,
         now: this.aggregates.now(),

@@ -1,0 +1,133 @@
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  Optional,
+} from '@nestjs/common';
+import { type ChainOperatorConfig, IndexerWatchClient } from '@stablepay/chain-operator';
+import {
+  type BusMessage,
+  type BusSubscription,
+  chainObservationIsolationKey,
+  EVENT_BUS,
+  type EventBus,
+} from '@stablepay/event-bus';
+import type { DepositAddress } from '@stablepay/payouts-domain';
+import { payoutTokens } from '../offering';
+import { PAYOUTS_CONFIG, type PayoutsConfig } from '../payouts.config';
+import { CUSTOMER_TOPIC } from '../read-model/objects';
+import { PayoutsReader } from '../read-model/payouts.reader';
+import { DepositIntake } from './deposit-intake';
+
+export const PAYOUTS_CHAINS = Symbol('PAYOUTS_CHAINS');
+export const PAYOUT_DEPOSIT_WATCH_GROUP = 'payouts.deposit-watch';
+export const PAYOUT_DEPOSIT_OBSERVATION_GROUP = 'payouts.deposit-observations';
+const CHAIN_TOPIC = 'indexer.chain-observation.v1';
+
+interface Erc20Transfer {
+  readonly chain: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  /** CAIP-19 of the token. */
+  readonly asset: string;
+  readonly from: string;
+  readonly to: string;
+  readonly amount: string;
+}
+
+/**
+ * Customers' deposits on chain (docs/payouts.md, "Deposits"), like the payments scope's (docs/payment-deposits.md):
+ * - watch: each created customer's deposit address is watched by the indexer on every configured chain that funds
+ *   payouts (`indexer.watch.address`; idempotent);
+ * - observe: each `Erc20TransferObserved.v1` to a customer's address (the indexer publishes it once the block has the
+ *   chain's confirmation depth) of a payout token goes to the DepositIntake (key: chain, transaction, log index, so
+ *   a redelivery appends nothing). Other tokens are left where they are.
+ * Only where the chain layer configures payouts (`PAYOUT_OFF_RAMP_ADDRESS` with chains): the addresses are then the
+ * CREATE2 PayoutDeposit clones, whose funds only the operator's sweep to the off-ramp can move.
+ */
+@Injectable()
+export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('payouts.chain-deposits');
+  private readonly subscriptions: BusSubscription[] = [];
+
+  constructor(
+    @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(PayoutsReader) private readonly reader: PayoutsReader,
+    @Inject(DepositIntake) private readonly intake: DepositIntake,
+    @Inject(IndexerWatchClient) private readonly watches: IndexerWatchClient,
+    @Inject(PAYOUTS_CONFIG) private readonly config: PayoutsConfig,
+    @Optional() @Inject(PAYOUTS_CHAINS) private readonly chains?: ChainOperatorConfig,
+  ) {}
+
+  private get active(): boolean {
+    return this.chains?.enabled === true && this.chains.payouts !== null;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.active) return;
+    const onError = (what: string) => (error: unknown, message: BusMessage) =>
+      this.logger.error({ msg: `${what} failed, will retry`, messageId: message.id, error: String(error) });
+    this.subscriptions.push(
+      await this.bus.consume({
+        group: PAYOUT_DEPOSIT_WATCH_GROUP,
+        topics: [CUSTOMER_TOPIC],
+        handler: (message) => this.watch(message),
+        onError: onError('watching a customer deposit address'),
+      }),
+      await this.bus.consume({
+        group: PAYOUT_DEPOSIT_OBSERVATION_GROUP,
+        topics: [CHAIN_TOPIC],
+        isolationKey: chainObservationIsolationKey,
+        handler: (message) => this.observe(message),
+        onError: onError('a customer deposit observation'),
+      }),
+    );
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    for (const s of this.subscriptions.splice(0)) await s.stop();
+  }
+
+  async caughtUp(): Promise<void> {
+    for (const s of this.subscriptions) await s.caughtUp();
+  }
+
+  private async watch(message: BusMessage): Promise<void> {
+    if (message.type !== 'CustomerCreated.v1') return;
+    const mode = message.metadata.mode;
+    if (mode !== 'test' && mode !== 'live') throw new Error(`event ${message.id} has no mode metadata`);
+    const data = message.data as { depositAddresses: DepositAddress[] };
+    const funding = new Set(payoutTokens(this.config, mode).map((t) => t.chain));
+    const chains = (this.chains?.chains ?? []).filter((c) => funding.has(c.caip2));
+    for (const { address } of data.depositAddresses)
+      for (const chain of chains) await this.watches.watchAddress({ chain: chain.caip2, address });
+  }
+
+  private async observe(message: BusMessage): Promise<void> {
+    if (message.type !== 'Erc20TransferObserved.v1') return;
+    const t = message.data as Erc20Transfer;
+    const customer = await this.reader.customerByDepositAddress(t.to);
+    if (!customer) return;
+    const token = payoutTokens(this.config, customer.mode).find(
+      (k) => k.chain === t.chain && k.asset.toLowerCase() === t.asset.toLowerCase(),
+    );
+    if (!token) {
+      this.logger.warn({
+        msg: 'a customer deposit of a token payouts do not take',
+        customer: customer.id,
+        ...t,
+      });
+      return;
+    }
+    await this.intake.record(customer, {
+      chain: t.chain,
+      token: token.symbol,
+      amount: t.amount,
+      from: t.from,
+      txHash: t.txHash,
+      logIndex: t.logIndex,
+    });
+  }
+}

@@ -1,0 +1,73 @@
+import { payoutDepositAddress } from '@stablepay/contracts';
+import { LOCAL_PAYOUT_OFF_RAMP } from '@stablepay/local-chains';
+import type { Json } from './test-support/http';
+import { transferToken } from './test-support/payments';
+import { OnChainStack } from './test-support/stack';
+
+const CHAIN = 'eip155:8453';
+
+/**
+ * Payouts (beta) on a local chain (docs/payouts.md, "Deposits"): a customer's deposit address is its CREATE2
+ * PayoutDeposit clone, watched by the indexer; USDC sent there on chain is detected (payout.deposit_detected with
+ * the transaction and sender) and the payout runs to completed through the sandbox off-ramp.
+ */
+describe('payouts on chain: a deposit to the customer address funds the payout (anvil)', () => {
+  const e2e = new OnChainStack();
+  const { api, webhooks } = e2e;
+  const chain = e2e.chain(CHAIN);
+
+  beforeAll(async () => {
+    await e2e.start('8453');
+    await e2e.receiveWebhooks();
+  });
+
+  afterAll(() => e2e.stop());
+
+  it('USDC sent to the deposit address is detected and the payout completes', async () => {
+    const created = await api('POST', '/customers', { name: 'Ada Lovelace', email: 'ada@example.com' });
+    expect(created.status).toBe(201);
+    const customerId = String(created.body['id']);
+    const [deposit] = created.body['deposit_addresses'] as Json[];
+    const address = String(deposit?.['address']);
+    expect(address).toBe(
+      payoutDepositAddress({
+        factory: chain.local.addresses.payoutDepositFactory,
+        offRamp: LOCAL_PAYOUT_OFF_RAMP,
+        merchantId: e2e.stack.demoMerchantId,
+        customerId,
+      }),
+    );
+    expect(deposit?.['chains']).toEqual(['Base']);
+    const kyc = await fetch(String(created.body['kyc_url']), {
+      method: 'POST',
+      redirect: 'manual',
+      body: '',
+    });
+    expect(kyc.status).toBe(303);
+    const beneficiary = await api('POST', '/beneficiaries', {
+      holder_name: 'Ada Lovelace',
+      country: 'US',
+      currency: 'USD',
+      account_number: '000123456789',
+      routing_number: '110000000',
+    });
+    const payout = await api('POST', '/payouts', {
+      customer: customerId,
+      beneficiary: beneficiary.body['id'],
+      amount: '25000000',
+      chain: CHAIN,
+      token: 'USDC',
+    });
+    expect([payout.status, payout.body['status']]).toEqual([201, 'awaiting_deposit']);
+    const payer = chain.wallet(1);
+    const txHash = await transferToken(chain, payer, 'USDC', address, 25_000_000n);
+    const id = String(payout.body['id']);
+    const detected = await webhooks.next('payout.deposit_detected', id);
+    expect(detected.data['object']).toMatchObject({
+      status: 'deposit_detected',
+      deposit: { tx_hash: txHash, from: payer.address, amount: '25000000' },
+    });
+    const completed = await webhooks.next('payout.completed', id);
+    expect(completed.data['object']).toMatchObject({ status: 'completed', fiat_amount: '2500' });
+  });
+});
