@@ -325,6 +325,20 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     expect(html).not.toContain('pay-data');
   }, 60_000);
 
+  it("the merchant's checkout of a live payment recorded before checkouts were refused withholds its deposit address and says why", async () => {
+    const { ids, depositAddress } = await recordLivePayment('checkout-api-before-the-refusal');
+    const withheld = { id: ids.checkoutId, deposit_address: null, unavailable_reason: 'chain_mode_mismatch' };
+    const one = await api('GET', `/checkouts/${ids.checkoutId}`, live.apiKey);
+    expect(one.status).toBe(200);
+    expect(one.body).toMatchObject(withheld);
+    const listed = await api('GET', '/checkouts?limit=100', live.apiKey);
+    expect((listed.body['data'] as Json[]).find((c) => c['id'] === ids.checkoutId)).toMatchObject(withheld);
+    expect(JSON.stringify(listed.body).toLowerCase()).not.toContain(depositAddress.slice(2).toLowerCase());
+    // The payment is the merchant's record of where anything sent is held: it keeps the address.
+    const payment = await api('GET', `/payments/${ids.paymentId}`, live.apiKey);
+    expect(String(payment.body['deposit_address']).toLowerCase()).toBe(depositAddress.toLowerCase());
+  }, 60_000);
+
   it('the hosted subscribe page of a live intent recorded before create refused it offers no subscribe', async () => {
     const id = await recordLiveIntent();
     const page = await fetch(`${stack.url}/hosted/subscribe/${id}`);
@@ -418,6 +432,10 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
       currency: 'USD',
     });
     expect(checkout.status).toBe(201);
+    expect(checkout.body).toMatchObject({
+      deposit_address: expect.stringMatching(/^0x/),
+      unavailable_reason: null,
+    });
     const intent = await api('POST', '/subscription-checkouts', stack.demoApiKey, {
       price: '150000',
       price_currency: 'ARS',

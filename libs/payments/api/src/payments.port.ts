@@ -70,6 +70,19 @@ export type HostedStatus =
   | 'unavailable';
 
 /**
+ * A checkout as the merchant's API shows it (POST/GET /checkouts, GET /checkouts/:id, cancel): the checkout object
+ * with `deposit_address` null and `unavailable_reason` `chain_mode_mismatch` for a checkout of the other mode than
+ * the deployment's chains (recorded before such checkouts were refused): nothing here deploys or moves what is sent
+ * there (the deposit worker holds it), so no merchant is handed an address to give a customer, as the hosted page
+ * gives none. The payment keeps its `deposit_address` (the record of where anything sent was held).
+ */
+export type CheckoutResource = Omit<CheckoutObject, 'deposit_address'> & {
+  readonly deposit_address: string | null;
+  /** Why the checkout cannot be paid on this deployment (then `deposit_address` is null); null when it can. */
+  readonly unavailable_reason: 'chain_mode_mismatch' | null;
+};
+
+/**
  * The inbound port of the payments scope that the gateway's checkout and payment controllers call. Implemented
  * by PaymentsGateway in @stablepay/payments-service (reads in-process, commands sent to the payments service).
  */
@@ -80,14 +93,14 @@ export interface PaymentsUseCases extends PaymentRequestsUseCases {
     input: CreateCheckoutInput,
     origin: string,
     idempotencyKey?: string,
-  ): Promise<CheckoutObject>;
-  retrieveCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutObject>;
+  ): Promise<CheckoutResource>;
+  retrieveCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutResource>;
   listCheckouts(
     merchant: AuthenticatedMerchant,
     query: ListQuery,
     filters: CheckoutListFilters,
-  ): Promise<ListEnvelope<CheckoutObject>>;
-  cancelCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutObject>;
+  ): Promise<ListEnvelope<CheckoutResource>>;
+  cancelCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutResource>;
   retrievePayment(merchant: AuthenticatedMerchant, paymentId: string): Promise<PaymentObject>;
   listPayments(
     merchant: AuthenticatedMerchant,

@@ -9,6 +9,7 @@ import {
   CHECKOUT_COMMANDS,
   type CheckoutCommandResult,
   type CheckoutListFilters,
+  type CheckoutResource,
   type ConfigurePaymentCommand,
   type CreateCheckoutCommand,
   type HostedPaymentStatus,
@@ -110,7 +111,26 @@ export class PaymentsGateway implements PaymentsUseCases {
     input: CreateCheckoutInput,
     origin: string,
     idempotencyKey?: string,
-  ): Promise<CheckoutObject> {
+  ): Promise<CheckoutResource> {
+    return this.present(await this.createCheckoutRow(merchant, input, origin, idempotencyKey));
+  }
+
+  /** The checkout of a merchant's API answer: its address withheld when this deployment cannot take the payment. */
+  private present(row: CheckoutRow): CheckoutResource {
+    const served = chainModeServed(this.config.chainMode, row.mode);
+    return {
+      ...row.object,
+      deposit_address: served ? row.object.deposit_address : null,
+      unavailable_reason: served ? null : 'chain_mode_mismatch',
+    };
+  }
+
+  private async createCheckoutRow(
+    merchant: AuthenticatedMerchant,
+    input: CreateCheckoutInput,
+    origin: string,
+    idempotencyKey?: string,
+  ): Promise<CheckoutRow> {
     const command: CreateCheckoutCommand = {
       commandId: idempotencyKey ?? randomUUID(),
       merchant,
@@ -122,33 +142,33 @@ export class PaymentsGateway implements PaymentsUseCases {
       CHECKOUT_COMMANDS.create,
       command,
     );
-    return (await this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision)).object;
+    return this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision);
   }
 
-  async retrieveCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutObject> {
-    return (await this.reader.getOwnedCheckout(merchant.merchantId, id)).object;
+  async retrieveCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutResource> {
+    return this.present(await this.reader.getOwnedCheckout(merchant.merchantId, id));
   }
 
   async listCheckouts(
     merchant: AuthenticatedMerchant,
     query: ListQuery,
     filters: CheckoutListFilters,
-  ): Promise<ListEnvelope<CheckoutObject>> {
+  ): Promise<ListEnvelope<CheckoutResource>> {
     const { rows, hasMore } = await this.reader.listCheckouts(merchant.merchantId, query, filters);
     return listEnvelope(
-      rows.map((r) => r.object),
+      rows.map((r) => this.present(r)),
       hasMore,
     );
   }
 
-  async cancelCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutObject> {
+  async cancelCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutResource> {
     const command: CancelCheckoutCommand = { commandId: randomUUID(), merchant, id };
     const done = await this.commands.send<CheckoutCommandResult>(
       'payments',
       CHECKOUT_COMMANDS.cancel,
       command,
     );
-    return (await this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision)).object;
+    return this.present(await this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision));
   }
 
   async retrievePayment(merchant: AuthenticatedMerchant, paymentId: string): Promise<PaymentObject> {
@@ -173,9 +193,9 @@ export class PaymentsGateway implements PaymentsUseCases {
     origin: string,
     idempotencyKey?: string,
   ): Promise<PaymentRequestObject> {
-    const checkout = await this.createCheckout(merchant, input, origin, idempotencyKey);
-    const { payment } = await this.ownedPair(merchant, checkout.payment_id);
-    return paymentRequestObject(checkout, payment.object);
+    const checkout = await this.createCheckoutRow(merchant, input, origin, idempotencyKey);
+    const { payment } = await this.ownedPair(merchant, checkout.object.payment_id);
+    return paymentRequestObject(checkout.object, payment.object);
   }
 
   async retrievePaymentRequest(
