@@ -378,6 +378,29 @@ describe('payouts (beta): customers, KYC, beneficiaries and payouts end to end',
       expect(webhooks.all('payout.forwarded', id)).toEqual([]);
     });
 
+    it('two payouts waiting for the same deposit are funded oldest first, one deposit each', async () => {
+      const customer = await activeCustomer();
+      const beneficiary = await newBeneficiary(US_ACCOUNT('6789'));
+      const body = {
+        customer: customer['id'],
+        beneficiary: beneficiary['id'],
+        amount: '7000000',
+        chain: BASE,
+        token: 'USDC',
+      };
+      const first = await api('POST', '/payouts', body);
+      const second = await api('POST', '/payouts', body);
+      const deposit = () =>
+        api('POST', `/test_helpers/customers/${String(customer['id'])}/deposits`, {
+          chain: BASE,
+          token: 'USDC',
+          amount: '7000000',
+        });
+      expect(((await deposit()).body['payout'] as Json)['id']).toBe(first.body['id']);
+      expect(((await deposit()).body['payout'] as Json)['id']).toBe(second.body['id']);
+      expect((await deposit()).body['payout']).toBeNull();
+    });
+
     it('a deposit no payout waits for funds nothing', async () => {
       const customer = await activeCustomer();
       const res = await api('POST', `/test_helpers/customers/${String(customer['id'])}/deposits`, {

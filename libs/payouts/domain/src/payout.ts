@@ -271,6 +271,11 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
     case 'CreatePayout':
       return decideCreate(command, state);
     case 'RecordDeposit':
+      // The same deposit again changes nothing; another one is refused (409), so the intake offers it to the next
+      // payout waiting for it instead of losing it to one that is already funded.
+      if (state.deposit?.txHash === command.txHash) return [];
+      if (state.status !== 'awaiting_deposit' && state.exists)
+        throw conflict('payout_state', `A ${state.status} payout cannot take another deposit.`);
       if (!transition(state, ['awaiting_deposit'], 'deposit_detected', 'take a deposit')) return [];
       return [
         {

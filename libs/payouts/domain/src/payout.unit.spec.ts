@@ -131,4 +131,9 @@ describe('Payout aggregate', () => {
     expect(errorOf(() => run(create(), { type: 'RecordCompleted', fiatAmount: '1', now })).status).toBe(409);
     expect(run(create(), deposit, deposit)).toHaveLength(2);
   });
+
+  it('a funded payout refuses a second, different deposit (409), so it can go to the next payout waiting', () => {
+    const other: PayoutCommand = { ...deposit, txHash: '0xdef' } as PayoutCommand;
+    expect(errorOf(() => run(create(), deposit, other))).toMatchObject({ status: 409, code: 'payout_state' });
+  });
 });

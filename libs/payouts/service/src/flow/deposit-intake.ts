@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { DomainError } from '@stablepay/util';
 import { PayoutsAggregates, type Appended } from '../aggregates';
 import { type CustomerRow, PayoutsReader } from '../read-model/payouts.reader';
 
@@ -26,19 +27,27 @@ export class DepositIntake {
   ) {}
 
   async record(customer: CustomerRow, deposit: ObservedDeposit): Promise<Appended | null> {
-    const payout = await this.reader.payoutAwaiting(customer.id, deposit);
-    if (!payout) return null;
-    return this.aggregates.payout(
-      payout.id,
-      { merchantId: payout.merchant_id, mode: payout.mode },
-      {
-        type: 'RecordDeposit',
-        txHash: deposit.txHash,
-        from: deposit.from,
-        amount: deposit.amount,
-        now: this.aggregates.now(),
-      },
-      `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}`,
-    );
+    // The read model can lag behind a deposit recorded a moment ago (two deposits in a row): a payout already funded
+    // by another deposit refuses this one (409) and the next candidate is offered it.
+    for (const payout of await this.reader.payoutsAwaiting(customer.id, deposit)) {
+      try {
+        return await this.aggregates.payout(
+          payout.id,
+          { merchantId: payout.merchant_id, mode: payout.mode },
+          {
+            type: 'RecordDeposit',
+            txHash: deposit.txHash,
+            from: deposit.from,
+            amount: deposit.amount,
+            now: this.aggregates.now(),
+          },
+          `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}`,
+        );
+      } catch (error) {
+        if (error instanceof DomainError && error.code === 'payout_state') continue;
+        throw error;
+      }
+    }
+    return null;
   }
 }

@@ -144,17 +144,16 @@ export class PayoutsReader {
     };
   }
 
-  /** The oldest payout of the customer waiting for exactly this deposit (chain, token, amount). */
-  async payoutAwaiting(
+  /** The customer's payouts waiting for exactly this deposit (chain, token, amount), oldest first. */
+  payoutsAwaiting(
     customerId: string,
     deposit: { chain: string; token: string; amount: string },
-  ): Promise<PayoutRow | undefined> {
-    const rows: PayoutRow[] = await this.dataSource.query(
+  ): Promise<PayoutRow[]> {
+    return this.dataSource.query(
       `SELECT * FROM payouts WHERE customer_id = $1 AND status = 'awaiting_deposit'
-         AND chain = $2 AND token = $3 AND amount = $4::numeric ORDER BY seq LIMIT 1`,
+         AND chain = $2 AND token = $3 AND amount = $4::numeric ORDER BY seq LIMIT 20`,
       [customerId, deposit.chain, deposit.token, deposit.amount],
     );
-    return rows[0];
   }
 
   list<R extends PayoutsResource>(
