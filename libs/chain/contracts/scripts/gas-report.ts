@@ -354,7 +354,7 @@ async function main(): Promise<void> {
     add(
       'PayoutDepositFactory',
       'deployDeposit',
-      'clone only (before a refund)',
+      'clone only',
       await mined(f.payoutFactory.deployDeposit(f.merchantId, refunded, offRamp)),
     );
     const refundAddress = await f.payoutFactory.depositAddress(f.merchantId, refunded, offRamp);
@@ -378,6 +378,34 @@ async function main(): Promise<void> {
           100n * USDC,
           payoutRefundDeadline,
           payoutRefundSig,
+        ),
+      ),
+    );
+
+    const refundedViaFactory = id('gas:customer3');
+    const viaFactoryAddress = await f.payoutFactory.depositAddress(f.merchantId, refundedViaFactory, offRamp);
+    await mined(f.usdc.mint(viaFactoryAddress, 100n * USDC));
+    const viaFactorySig = await signPayoutRefund(f.merchantSigner, f.chainId, viaFactoryAddress, {
+      customerId: refundedViaFactory,
+      token: usdc,
+      to: f.payer.address,
+      amount: 100n * USDC,
+      deadline: payoutRefundDeadline,
+    });
+    add(
+      'PayoutDepositFactory',
+      'refund',
+      'clone + merchant-signed refund in one transaction',
+      await mined(
+        f.payoutFactory.refund(
+          f.merchantId,
+          refundedViaFactory,
+          offRamp,
+          usdc,
+          f.payer.address,
+          100n * USDC,
+          payoutRefundDeadline,
+          viaFactorySig,
         ),
       ),
     );

@@ -54,8 +54,8 @@ contract PayoutDepositFactory is ReentrancyGuard {
         return address(uint160(uint256(h)));
     }
 
-    /// @notice Operator only: deploys the customer's deposit contract (moves nothing). `sweep` deploys on its own;
-    /// this is for a refund from an address that was never swept.
+    /// @notice Operator only: deploys the customer's deposit contract (moves nothing). `sweep` and `refund` deploy
+    /// on their own.
     function deployDeposit(bytes32 merchantId, bytes32 customerId, address offRamp)
         external
         onlyOperator
@@ -78,6 +78,24 @@ contract PayoutDepositFactory is ReentrancyGuard {
         deposit = depositAddress(merchantId, customerId, offRamp);
         if (deposit.code.length == 0) _deploy(merchantId, customerId, offRamp, deposit);
         (amount, received) = PayoutDeposit(deposit).sweep(token);
+    }
+
+    /// @notice Operator only: deploys the deposit contract if it is not there yet, then refunds with the merchant's
+    /// `PayoutRefund` signature (see PayoutDeposit.refund), in one transaction, so a refund the deposit would refuse
+    /// is refused in simulation before anything is deployed.
+    function refund(
+        bytes32 merchantId,
+        bytes32 customerId,
+        address offRamp,
+        address token,
+        address to,
+        uint256 amount,
+        uint256 deadline,
+        bytes calldata signature
+    ) external onlyOperator nonReentrant returns (address deposit, uint256 received) {
+        deposit = depositAddress(merchantId, customerId, offRamp);
+        if (deposit.code.length == 0) _deploy(merchantId, customerId, offRamp, deposit);
+        received = PayoutDeposit(deposit).refund(token, to, amount, deadline, signature);
     }
 
     function _deploy(bytes32 merchantId, bytes32 customerId, address offRamp, address predicted) private {

@@ -281,6 +281,52 @@ describe('refund (payout.refunded)', () => {
     );
   });
 
+  it('through the factory: deploys a never-swept deposit and refunds in one transaction; a bad signature deploys nothing', async () => {
+    const { customerId, address } = await funded(12n * USDC);
+    const token = await f.usdc.getAddress();
+    const deadline = await soon(f);
+    const to = f.payer.address;
+    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, address, {
+      customerId,
+      token,
+      to,
+      amount: 12n * USDC,
+      deadline,
+    });
+    const refund = (signature: string) =>
+      f.payoutFactory.refund(f.merchantId, customerId, offRamp, token, to, 12n * USDC, deadline, signature);
+    const forged = await signPayoutRefund(f.operator, f.chainId, address, {
+      customerId,
+      token,
+      to,
+      amount: 12n * USDC,
+      deadline,
+    });
+    await expectRevert(refund(forged), 'InvalidSignature');
+    expect(await chain.provider.getCode(address)).toBe('0x');
+    await expectRevert(
+      f.payoutFactory
+        .connect(f.stranger)
+        .refund(f.merchantId, customerId, offRamp, token, to, 12n * USDC, deadline, sig),
+      'NotOperator',
+    );
+    const receipt = await mined(refund(sig));
+    expect(
+      eventIn<PayoutDepositFactoryEventArgs, 'PayoutDepositDeployed'>(
+        receipt,
+        f.payoutFactory,
+        'PayoutDepositDeployed',
+      ).deposit,
+    ).toBe(address);
+    expect(
+      eventIn<PayoutDepositEventArgs, 'PayoutRefunded'>(receipt, depositAt(address), 'PayoutRefunded'),
+    ).toMatchObject({
+      to,
+      amount: 12n * USDC,
+    });
+    expect(await f.usdc.balanceOf(to)).toBe(12n * USDC);
+  });
+
   it('a revoked signature (epoch bump) is refused', async () => {
     const { customerId, deposit, token } = await deployedWith(40n * USDC);
     const deadline = await soon(f);

@@ -185,7 +185,7 @@ describe('PayoutDeposits on anvil', () => {
     expect(await usdcBalance(payouts.address(customer))).toBe(USDC);
   });
 
-  it('refunds with the merchant signature, deploying the never-swept deposit first', async () => {
+  it('refunds with the merchant signature, deploying the never-swept deposit in the same transaction', async () => {
     const customer = newCustomer();
     const address = payouts.address(customer);
     const token = await deposit(address, 9n * USDC);
@@ -204,6 +204,26 @@ describe('PayoutDeposits on anvil', () => {
       PAYOUT_REFUND_TYPES,
       message,
     );
+    // Another key's signature is refused in simulation: nothing is sent, so nothing is deployed either.
+    const forged = await new Wallet(ANVIL_DEV_PRIVATE_KEYS[7] ?? '').signTypedData(
+      stablepayDomain(8453n, address),
+      PAYOUT_REFUND_TYPES,
+      message,
+    );
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    expect(
+      await payouts.refund({
+        ...customer,
+        chain: BASE,
+        token,
+        to,
+        amount: 9n * USDC,
+        deadline,
+        signature: forged,
+      }),
+    ).toEqual({ kind: 'rejected', chain: BASE, errorName: 'InvalidSignature' });
+    expect(await provider.getCode(address)).toBe('0x');
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
     const before = await usdcBalance(to);
     const outcome = await payouts.refund({
       ...customer,

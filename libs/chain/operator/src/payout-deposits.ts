@@ -13,15 +13,11 @@ import type { WatchAddressCommand, WatchAnswer } from './indexer-watch.commands'
 const FACTORY = new Interface(PayoutDepositFactoryAbi);
 const DEPOSIT = new Interface(PayoutDepositAbi);
 /**
- * The factory's functions with every Stablepay error: `sweep` bubbles the deposit's own reverts (NothingToSweep,
- * a token's TokenTransferFailed), which the factory's ABI alone would leave unnamed.
+ * The factory's functions with every Stablepay error: `sweep` and `refund` bubble the deposit's own reverts
+ * (NothingToSweep, InvalidSignature, a token's TokenTransferFailed), which the factory's ABI alone would leave unnamed.
  */
 const FACTORY_CALLS = new Interface([
   ...FACTORY.fragments.filter((f) => f.type === 'function'),
-  ...STABLEPAY_ERRORS_INTERFACE.fragments,
-]);
-const DEPOSIT_CALLS = new Interface([
-  ...DEPOSIT.fragments.filter((f) => f.type === 'function'),
   ...STABLEPAY_ERRORS_INTERFACE.fragments,
 ]);
 
@@ -206,31 +202,21 @@ export class PayoutDeposits {
     });
   }
 
+  /**
+   * `PayoutDepositFactory.refund`: one transaction that deploys the deposit when needed and refunds, so a refund the
+   * deposit would refuse (bad signature, too much) is refused in simulation before anything is deployed.
+   */
   async refund(request: PayoutRefundRequest): Promise<PayoutRefundOutcome> {
     const deposit = this.address(request);
     const token = getAddress(request.token);
-    const relayer = this.relayers.for(request.chain);
-    let deployed = false;
-    if ((await relayer.provider.getCode(deposit)) === '0x') {
-      const deploy = await relayer.submit({
-        to: this.config.factory,
-        abi: FACTORY_CALLS,
-        data: FACTORY.encodeFunctionData('deployDeposit', [
-          toOnChainId(request.merchantId),
-          toOnChainId(request.customerId),
-          this.config.offRamp,
-        ]),
-      });
-      // Deployed meanwhile (another attempt whose answer was lost): the refund goes on.
-      const already = deploy.kind === 'simulation_rejected' && deploy.errorName === 'DepositAlreadyDeployed';
-      if (deploy.kind !== 'confirmed' && !already) return failure(request.chain, deploy);
-      deployed = deploy.kind === 'confirmed';
-    }
     const to = getAddress(request.to);
-    const outcome = await relayer.submit({
-      to: deposit,
-      abi: DEPOSIT_CALLS,
-      data: DEPOSIT.encodeFunctionData('refund', [
+    const outcome = await this.relayers.for(request.chain).submit({
+      to: this.config.factory,
+      abi: FACTORY_CALLS,
+      data: FACTORY.encodeFunctionData('refund', [
+        toOnChainId(request.merchantId),
+        toOnChainId(request.customerId),
+        this.config.offRamp,
         token,
         to,
         request.amount,
@@ -240,12 +226,7 @@ export class PayoutDeposits {
     });
     if (outcome.kind !== 'confirmed') return failure(request.chain, outcome);
     const refunded = this.moved(outcome.receipt.logs, deposit, 'PayoutRefunded');
-    return {
-      kind: 'refunded',
-      ...this.mined(request.chain, deposit, token, outcome, refunded),
-      deployed: deployed || refunded.deployed,
-      to,
-    };
+    return { kind: 'refunded', ...this.mined(request.chain, deposit, token, outcome, refunded), to };
   }
 
   /** The amounts from the deposit's own event in the receipt (what happened, not what was asked). */
