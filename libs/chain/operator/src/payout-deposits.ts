@@ -112,7 +112,8 @@ type Watches = { watchAddress(command: WatchAddressCommand): Promise<WatchAnswer
  *   transfer to it becomes an `Erc20TransferObserved.v1` on `chain-<caip2>` (payout.deposit_detected);
  * - `sweep(request)`: forwards the whole balance of a token to the off-ramp through the relayer (simulated first,
  *   managed nonces, receipt), deploying the deposit contract in the same transaction when needed (payout.forwarded);
- * - `refund(request)`: a merchant-signed return to the customer's sender (payout.refunded), deploying first if needed;
+ * - `refund(request)`: a merchant-signed return to the customer's sender (payout.refunded), deploying the deposit in
+ *   the same transaction when needed;
  * - `sweeps(request)`: the sweeps of a token already on chain, for a retry after a lost answer (a sweep that
  *   landed leaves `nothing_to_sweep` behind, so the retry looks up what the first attempt did).
  * Screening is the caller's: sweep only deposits that passed it (the contract lets only the operator sweep, so a
