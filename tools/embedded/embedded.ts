@@ -67,6 +67,7 @@ import { type PgliteServer, startPgliteServer } from '@stablepay/node-util';
 import {
   type DataDirLock,
   lockDataDir,
+  removeCreatedDirs,
   prepareDataDir,
   probeDatabase,
   probePort,
@@ -149,15 +150,19 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   const host = envOptional(env, 'HOST') ?? '127.0.0.1';
   // So is the rest of the environment, in the same way: the data directory (one this user can write, that no
   // other run holds), the port, the database. Only then is anything but that directory written or started.
-  if (persistent) {
-    prepareDataDir(dataDir);
-    refuseIfDataDirInUse(dataDir);
-  }
-  await probePort(host, checked.port);
-  if (env['DATABASE_URL']) await probeDatabase(env['DATABASE_URL']);
+  // A refused start leaves no directory it made itself (a HOST it cannot bind left an empty .stablepay behind).
+  const created = persistent ? prepareDataDir(dataDir) : [];
   let lock: DataDirLock | undefined;
-  if (persistent) {
-    lock = await lockDataDir(dataDir);
+  try {
+    if (persistent) refuseIfDataDirInUse(dataDir);
+    await probePort(host, checked.port);
+    if (env['DATABASE_URL']) await probeDatabase(env['DATABASE_URL']);
+    if (persistent) lock = await lockDataDir(dataDir);
+  } catch (error) {
+    removeCreatedDirs(created);
+    throw error;
+  }
+  if (lock) {
     if (lock.tookOverFrom !== null || lock.previousHelpers.length > 0)
       logger.warn({
         msg: 'took over the data directory from a run that is no longer running (killed or crashed)',
@@ -270,6 +275,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
     await chains?.stop();
     await pglite?.stop();
     lock?.release();
+    // Only what is still empty: a start that wrote its database or keys leaves them for the next one.
+    removeCreatedDirs(created);
     throw error;
   }
 }

@@ -6,6 +6,7 @@ import {
   readdirSync,
   readFileSync,
   renameSync,
+  rmdirSync,
   statSync,
   unlinkSync,
   writeFileSync,
@@ -219,6 +220,7 @@ export async function lockDataDir(dataDir: string, options: LockDataDirOptions =
     const outcome = await takeOverStaleLock(dataDir, file, held, self, options);
     if (outcome !== 'changed') tookOver = outcome;
   }
+  removeStaleLegacyGuard(dataDir);
   let helpers: string[] = [];
   let released = false;
   const ours = () => readText(file)?.startsWith(head) ?? false;
@@ -335,6 +337,34 @@ async function takeOverStaleLock(
     if (lockGone) removeTakeoverGuards(dataDir, (id) => id === held.id);
     else unlinkQuietly(guard);
   }
+}
+
+/** The takeover guard of versions before the guards were named for their lock: `<pid>` of the start inside. */
+const LEGACY_TAKEOVER = `${LOCK_FILE}.takeover`;
+/** An older version wrote its guard whole in one write right after creating it: older than this, it is not being written. */
+const LEGACY_WRITE_MS = 60_000;
+
+/**
+ * Removes `stablepay.lock.takeover`, the guard of an older version's takeover, when it is provably stale: no process
+ * has its holder's pid any more, or it names no holder and was last written over a minute ago (an older start wrote
+ * its pid right after creating it). This version never makes or removes it otherwise, so one left by an older
+ * start killed in its takeover stayed for good. Called holding the lock (no start of this version is in a
+ * takeover); a live older start's guard is left alone.
+ */
+function removeStaleLegacyGuard(dataDir: string): void {
+  const guard = join(dataDir, LEGACY_TAKEOVER);
+  const text = readText(guard);
+  if (text === undefined) return;
+  let writtenAt: number;
+  try {
+    writtenAt = statSync(guard).mtimeMs;
+  } catch {
+    return;
+  }
+  const holder = parseRecord(text.trim());
+  // Its pid alone names whatever process has it now: only a holder that is gone proves it stale.
+  const stale = holder === undefined ? Date.now() - writtenAt > LEGACY_WRITE_MS : lookUp(holder) === 'gone';
+  if (stale) unlinkQuietly(guard);
 }
 
 function removeTakeoverGuards(dataDir: string, ofLock: (id: string) => boolean): void {
@@ -467,12 +497,13 @@ function unlinkQuietly(file: string): void {
 }
 
 /**
- * Creates the data directory if needed and proves it writable: a read-only mount, a file in its place or a parent
+ * Creates the data directory if needed and proves it writable (answering the directories it created, outermost
+ * first, for `removeCreatedDirs` should the start refuse later): a read-only mount, a file in its place or a parent
  * that cannot be made is a ConfigError naming STABLEPAY_DATA_DIR (exit 78), before anything starts. Without it the
  * run failed on its lock file with the bare errno and exit 1, and a read-only parent was reported as ENOENT
  * (Node's recursive mkdir hides the real error).
  */
-export function prepareDataDir(dataDir: string): void {
+export function prepareDataDir(dataDir: string): string[] {
   const refuse = (why: string) =>
     new ConfigError(
       `environment variable STABLEPAY_DATA_DIR: the data directory ${dataDir} ${why}; set STABLEPAY_DATA_DIR to a directory this user can write`,
@@ -489,18 +520,42 @@ export function prepareDataDir(dataDir: string): void {
     missing.unshift(at);
     if (dirname(at) === at) break;
   }
+  const made: string[] = [];
   try {
-    for (const dir of missing) mkdirSync(dir);
+    for (const dir of missing) {
+      mkdirSync(dir);
+      made.push(dir);
+    }
   } catch (error) {
+    removeCreatedDirs(made);
     throw refuse(`cannot be created (${reason(error)})`);
   }
   const probe = join(dataDir, `.write-probe-${process.pid}-${randomBytes(4).toString('hex')}`);
   try {
     writeFileSync(probe, '');
   } catch (error) {
+    removeCreatedDirs(missing);
     throw refuse(`is not writable (${reason(error)})`);
   }
   unlinkQuietly(probe);
+  return missing;
+}
+
+/**
+ * Removes the directories a start created (`prepareDataDir`'s answer, outermost first) when it refuses: a refused
+ * start leaves the data directory as it found it. Only empty ones go (rmdir), deepest first, so nothing another
+ * program put there meanwhile is touched.
+ */
+export function removeCreatedDirs(created: readonly string[]): void {
+  for (const dir of [...created].reverse()) {
+    try {
+      rmdirSync(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      // Not empty: left as it is, and so is every directory above it.
+      return;
+    }
+  }
 }
 
 /**

@@ -1,12 +1,27 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { ConfigError } from '@stablepay/util';
-import { type DataDirLock, lockDataDir, prepareDataDir, probePort, type TakeoverStep } from './preflight';
+import {
+  type DataDirLock,
+  lockDataDir,
+  prepareDataDir,
+  probePort,
+  removeCreatedDirs,
+  type TakeoverStep,
+} from './preflight';
 
 /** A pid no process has here (Linux's pid_max is at most 2^22). */
 const DEAD_PID = 4_194_304 + 17;
@@ -177,6 +192,26 @@ describe('the data directory lock', () => {
     expect(ownerOf(readFileSync(join(dir, 'stablepay.lock'), 'utf8'))).toBe(String(taken[0]?.pid));
   });
 
+  it("removes an older version's stablepay.lock.takeover once provably stale, and only then", async () => {
+    const legacy = join(dir, 'stablepay.lock.takeover');
+    const startWith = async (guard: string | null, ageMs = 0) => {
+      if (guard !== null) writeFileSync(legacy, guard);
+      if (ageMs > 0) utimesSync(legacy, new Date(Date.now() - ageMs), new Date(Date.now() - ageMs));
+      const lock = await lockDataDir(dir);
+      lock.release();
+      return existsSync(legacy);
+    };
+    // Its holder is gone.
+    expect(await startWith(`${DEAD_PID}\n`)).toBe(false);
+    // A holder that still runs (an older start in its takeover, as far as anyone can tell): left alone.
+    expect(await startWith(`${process.ppid}\n`)).toBe(true);
+    rmSync(legacy);
+    // No holder: written long ago, stale; just now, maybe being written.
+    expect(await startWith('', 5 * 60_000)).toBe(false);
+    expect(await startWith('')).toBe(true);
+    expect(readdirSync(dir)).toEqual(['stablepay.lock.takeover']);
+  });
+
   it('refuses a lock a live process holds, touching nothing', async () => {
     writeFileSync(join(dir, 'stablepay.lock'), `${process.ppid}\n`);
     await expect(lockDataDir(dir)).rejects.toThrow(/in use by another Stablepay/);
@@ -287,6 +322,18 @@ describe('the data directory check (prepareDataDir)', () => {
     const dataDir = join(dir, 'a', 'b');
     prepareDataDir(dataDir);
     expect(readdirSync(dataDir)).toEqual([]);
+  });
+
+  it('answers the directories it made, which removeCreatedDirs takes away again while empty', () => {
+    const made = prepareDataDir(join(dir, 'a', 'b'));
+    expect(made).toEqual([join(dir, 'a'), join(dir, 'a', 'b')]);
+    expect(prepareDataDir(join(dir, 'a', 'b'))).toEqual([]);
+    writeFileSync(join(dir, 'a', 'kept'), '');
+    removeCreatedDirs(made);
+    expect(readdirSync(join(dir, 'a'))).toEqual(['kept']);
+    rmSync(join(dir, 'a', 'kept'));
+    removeCreatedDirs(made);
+    expect(readdirSync(dir)).toEqual([]);
   });
 
   it('refuses a file in place of the directory, naming STABLEPAY_DATA_DIR', () => {

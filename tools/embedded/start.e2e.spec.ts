@@ -174,6 +174,32 @@ describe('npm start (tools/embedded/start.js)', () => {
       }
     }, 60_000);
 
+    it('a refused start removes the data directory (and its parents) it made itself, leaving what was there', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'stablepay-made-'));
+      try {
+        const made = join(dir, 'new', 'data');
+        const { code } = await refused({ PORT: '0', HOST: '192.0.2.1', STABLEPAY_DATA_DIR: made }, dir);
+        expect(code).toBe(78);
+        expect(existsSync(join(dir, 'new'))).toBe(false);
+        const nobody = await freePort();
+        expect(
+          (
+            await refused(
+              {
+                PORT: '0',
+                DATABASE_URL: `postgres://127.0.0.1:${nobody}/stablepay`,
+                STABLEPAY_DATA_DIR: made,
+              },
+              dir,
+            )
+          ).code,
+        ).toBe(78);
+        expect(readdirSync(dir)).toEqual([]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 90_000);
+
     it('an unreachable DATABASE_URL: exit 78 naming it and where, without its password', async () => {
       const dir = mkdtempSync(join(tmpdir(), 'stablepay-nodb-'));
       const nobody = await freePort();
