@@ -1,4 +1,4 @@
-import { type DynamicModule, Inject, Injectable, Module, type OnModuleDestroy } from '@nestjs/common';
+import { type DynamicModule, Inject, Injectable, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { RelayerSet } from '@stablepay/relayer';
 import type { ChainOperatorConfig } from './chain-operator.config';
 import { IndexerWatchClient } from './indexer-watch.commands';
@@ -13,7 +13,7 @@ const RECEIPT_TIMEOUT_MS = 180_000;
  * other's nonces). Empty when chains are disabled.
  */
 @Injectable()
-export class OperatorRelayers implements OnModuleDestroy {
+export class OperatorRelayers implements OnApplicationShutdown {
   readonly set: RelayerSet | null;
 
   constructor(@Inject(CHAIN_OPERATOR_CONFIG) config: ChainOperatorConfig) {
@@ -32,7 +32,12 @@ export class OperatorRelayers implements OnModuleDestroy {
     return this.set;
   }
 
-  onModuleDestroy(): void {
+  /**
+   * Last of the shutdown hooks: the workers that act on chain (deposit worker, sweeps, registrations) finish their
+   * pass in `beforeApplicationShutdown`, which Nest runs after `onModuleDestroy`; destroyed earlier, their
+   * providers failed mid-pass and every stop logged errors.
+   */
+  onApplicationShutdown(): void {
     this.set?.destroy();
   }
 }
