@@ -376,7 +376,7 @@ describe('distributed deployment files', () => {
           'OPERATOR_PAUSER_ADDRESS',
         ]),
       );
-      for (const app of ['gateway', 'indexer', ...actsOnChain]) {
+      for (const app of ['gateway', 'indexer', 'payouts', ...actsOnChain]) {
         expect(containerOf(app)?.envFrom).toContainEqual({ configMapRef: { name: 'stablepay-chain' } });
       }
     });

@@ -1,12 +1,12 @@
 import 'reflect-metadata';
-import { chainOperatorConfigFromEnv, sanctionsScreeningFromEnv } from '@stablepay/chain-operator';
-import { payoutsConfigFromEnv, payoutsService } from '@stablepay/payouts-service';
+import { sanctionsScreeningFromEnv } from '@stablepay/chain-operator';
+import { payoutChainsFromEnv, payoutsConfigFromEnv, payoutsService } from '@stablepay/payouts-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 runMain('payouts', () => {
-  // With PAYOUT_OFF_RAMP_ADDRESS the chain layer gives customers their CREATE2 deposit addresses, and deposits to them
-  // are detected through the indexer (docs/payouts.md).
-  const chains = chainOperatorConfigFromEnv(process.env);
+  // Keyless: with PAYOUT_OFF_RAMP_ADDRESS and PAYOUT_DEPOSIT_FACTORY_ADDRESS customers get their CREATE2 deposit
+  // addresses and deposits to them are detected through the indexer (docs/payouts.md).
+  const chains = payoutChainsFromEnv(process.env);
   return startService(
     platformConfigFromEnv(process.env),
     [

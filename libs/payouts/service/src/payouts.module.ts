@@ -2,7 +2,7 @@ import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/co
 import { PayoutsApiModule } from '@stablepay/payouts-api';
 import { SANCTIONS_SCREENING, type SanctionsScreening, SandboxSanctionsScreening } from '@stablepay/evm';
 import type { ServiceDefinition } from '@stablepay/runtime';
-import { type ChainOperatorConfig, IndexerWatchClient } from '@stablepay/chain-operator';
+import { IndexerWatchClient } from '@stablepay/chain-operator';
 import { PayoutChainDeposits, PAYOUTS_CHAINS } from './flow/chain-deposits';
 import { PayoutsAggregates } from './aggregates';
 import { CreateBeneficiaryHandler } from './commands/create-beneficiary/create-beneficiary.handler';
@@ -13,7 +13,12 @@ import { SubmitKycHandler } from './commands/submit-kyc/submit-kyc.handler';
 import { DepositIntake } from './flow/deposit-intake';
 import { PayoutFlowConsumer } from './flow/payout-flow.consumer';
 import { PAYOUTS_MIGRATIONS } from './migrations';
-import { PAYOUTS_CONFIG, type PayoutsConfig, payoutsConfigFromEnv } from './payouts.config';
+import {
+  type PayoutChains,
+  PAYOUTS_CONFIG,
+  type PayoutsConfig,
+  payoutsConfigFromEnv,
+} from './payouts.config';
 import { PayoutsGateway } from './payouts.gateway';
 import { CUSTOMER_DEPOSIT_ADDRESS, customerDepositAddressFor } from './providers/customer-deposit-address';
 import { KYC_PROVIDER, type KycProvider, SandboxKyc } from './providers/kyc-provider';
@@ -34,7 +39,7 @@ export interface PayoutsPorts {
    * The chain layer (`chainOperatorConfigFromEnv`): with its `payouts` (PAYOUT_OFF_RAMP_ADDRESS) customers get their
    * CREATE2 deposit address and deposits are detected through the indexer; without it the chain-less sandbox.
    */
-  readonly chains?: ChainOperatorConfig;
+  readonly chains?: PayoutChains;
 }
 
 /** Makes the process's payouts configuration and adapters visible to every module (set by payoutsService()). */

@@ -6,7 +6,7 @@ import {
   type OnApplicationBootstrap,
   Optional,
 } from '@nestjs/common';
-import { type ChainOperatorConfig, IndexerWatchClient } from '@stablepay/chain-operator';
+import { IndexerWatchClient } from '@stablepay/chain-operator';
 import {
   type BusMessage,
   type BusSubscription,
@@ -16,7 +16,7 @@ import {
 } from '@stablepay/event-bus';
 import type { DepositAddress } from '@stablepay/payouts-domain';
 import { payoutTokens } from '../offering';
-import { PAYOUTS_CONFIG, type PayoutsConfig } from '../payouts.config';
+import { type PayoutChains, PAYOUTS_CONFIG, type PayoutsConfig } from '../payouts.config';
 import { CUSTOMER_TOPIC } from '../read-model/objects';
 import { PayoutsReader } from '../read-model/payouts.reader';
 import { DepositIntake } from './deposit-intake';
@@ -58,7 +58,7 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
     @Inject(DepositIntake) private readonly intake: DepositIntake,
     @Inject(IndexerWatchClient) private readonly watches: IndexerWatchClient,
     @Inject(PAYOUTS_CONFIG) private readonly config: PayoutsConfig,
-    @Optional() @Inject(PAYOUTS_CHAINS) private readonly chains?: ChainOperatorConfig,
+    @Optional() @Inject(PAYOUTS_CHAINS) private readonly chains?: PayoutChains,
   ) {}
 
   private get active(): boolean {

@@ -1,6 +1,7 @@
 import { getAddress, keccak256, toUtf8Bytes } from 'ethers';
-import type { ChainOperatorConfig } from '@stablepay/chain-operator';
 import { payoutDepositAddress } from '@stablepay/contracts';
+import { DomainError } from '@stablepay/util';
+import type { PayoutChains } from '../payouts.config';
 
 /**
  * Port: a customer's payout deposit address, one EVM address valid on every supported chain (SPEC: "one EVM
@@ -23,11 +24,22 @@ export const sandboxDepositAddress: CustomerDepositAddress = (merchantId, custom
 /**
  * The deployment's derivation: the CREATE2 address of the customer's PayoutDeposit clone (PayoutDepositFactory; the
  * salt binds merchant, customer and the off-ramp, so its funds can only be swept to the off-ramp) wherever the chain
- * layer configures payouts; the chain-less sandbox address otherwise.
+ * layer configures payouts; the chain-less sandbox address without chains. A deployment with chains but no payouts
+ * configuration (no PAYOUT_OFF_RAMP_ADDRESS) creates no customer (503 `payout_deposits_unavailable`): an address
+ * nobody controls must never be shown where a chain could receive funds.
  */
-export function customerDepositAddressFor(chains: ChainOperatorConfig | undefined): CustomerDepositAddress {
-  const payouts = chains?.enabled ? chains.payouts : null;
-  if (!payouts) return sandboxDepositAddress;
+export function customerDepositAddressFor(chains: PayoutChains | undefined): CustomerDepositAddress {
+  if (!chains?.enabled) return sandboxDepositAddress;
+  const payouts = chains.payouts;
+  if (!payouts)
+    return () => {
+      throw new DomainError({
+        type: 'api_error',
+        status: 503,
+        code: 'payout_deposits_unavailable',
+        message: 'Payout deposit addresses are not configured on this deployment (PAYOUT_OFF_RAMP_ADDRESS).',
+      });
+    };
   return (merchantId, customerId) =>
     payoutDepositAddress({ factory: payouts.factory, offRamp: payouts.offRamp, merchantId, customerId });
 }

@@ -88,10 +88,20 @@ describe('customer deposit addresses', () => {
     expect(derive('mer_1', 'cus_2')).not.toBe(derive('mer_1', 'cus_1'));
   });
 
-  it('fall back to the chain-less sandbox address without chains or off-ramp', () => {
+  it('are refused (503) on a deployment with chains but no payouts configuration: never an address no one controls', () => {
+    const derive = customerDepositAddressFor({
+      enabled: true,
+      payouts: null,
+    } as unknown as ChainOperatorConfig);
+    expect(() => derive('mer_1', 'cus_1')).toThrow(
+      expect.objectContaining({ status: 503, code: 'payout_deposits_unavailable' }),
+    );
+  });
+
+  it('fall back to the chain-less sandbox address without chains', () => {
     expect(customerDepositAddressFor(undefined)).toBe(sandboxDepositAddress);
     expect(
-      customerDepositAddressFor({ enabled: true, payouts: null } as unknown as ChainOperatorConfig),
+      customerDepositAddressFor({ enabled: false, payouts: null } as unknown as ChainOperatorConfig),
     ).toBe(sandboxDepositAddress);
     expect(sandboxDepositAddress('mer_1', 'cus_1')).toMatch(/^0x[0-9a-fA-F]{40}$/);
     expect(sandboxDepositAddress('mer_1', 'cus_1')).toBe(sandboxDepositAddress('mer_1', 'cus_1'));
