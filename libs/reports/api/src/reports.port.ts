@@ -12,9 +12,9 @@ export interface ChargeReportRow {
   readonly token_decimals: number | null;
 }
 
-/** An export's rows, oldest first, read as they are taken (never all in memory). */
+/** An export's rows, oldest first, in batches read as they are taken (never all in memory). */
 export interface ReportRows<Row> {
-  readonly rows: AsyncIterable<Row>;
+  readonly rows: AsyncIterable<readonly Row[]>;
   /** When the export started (its file name's date). */
   readonly startedAt: Date;
 }

@@ -102,8 +102,12 @@ export class ReportsGateway implements ReportsUseCases {
 }
 
 async function* mapRows<In, Out>(
-  rows: AsyncIterable<In>,
+  batches: AsyncIterable<readonly In[]>,
   map: (row: In) => Out | Promise<Out>,
-): AsyncGenerator<Out> {
-  for await (const row of rows) yield await map(row);
+): AsyncGenerator<Out[]> {
+  for await (const batch of batches) {
+    const out: Out[] = [];
+    for (const row of batch) out.push(await map(row));
+    yield out;
+  }
 }
