@@ -401,7 +401,11 @@ async function ensureDemoMerchant(
   if (apiKey !== undefined) requireDemoKey(apiKey);
   const resolver = service.app.get<ApiKeyResolver>(API_KEY_RESOLVER);
   const existing = apiKey ? await resolver.resolve(hashApiKey(apiKey)) : null;
-  if (existing && apiKey) return { merchantId: existing.merchantId, apiKey };
+  if (existing && apiKey) {
+    // A demo merchant made before the payouts beta existed gets it too (a no-op once set).
+    await service.app.get(MerchantCommands).setBetaFeatures(existing.merchantId, { payouts: true });
+    return { merchantId: existing.merchantId, apiKey };
+  }
   const created = await service.app.get(MerchantCommands).createMerchant({
     name: 'Demo Merchant',
     mode: 'test',
@@ -409,7 +413,7 @@ async function ensureDemoMerchant(
     ...(apiKey ? { apiKey } : {}),
   });
   if (keyFile && !env['DEMO_API_KEY']) writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
-  // The sandbox demo tries every feature: the payouts beta is on for it (docs/payouts.md).
+  // The sandbox demo tries every feature: the payouts beta is on for it (docs/payouts.md), on every start.
   await service.app.get(MerchantCommands).setBetaFeatures(created.row.merchant_id, { payouts: true });
   return { merchantId: created.row.merchant_id, apiKey: created.apiKey };
 }
