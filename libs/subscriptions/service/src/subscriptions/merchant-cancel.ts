@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Interface, getAddress } from 'ethers';
 import { assertChainModeServed } from '@stablepay/chain-operator';
 import { connectStablepayRegistry, SubscriptionManagerAbi, toOnChainId } from '@stablepay/contracts';
@@ -11,6 +11,7 @@ import { SubscriptionCommands } from './subscription.commands';
 import { outcomeName, SubscriptionManagers } from './subscription-managers';
 import type { RelayOutcome } from '@stablepay/relayer';
 import { SubscriptionReader } from './subscription.reader';
+import { findChargedLogs } from './charged-logs';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
 /** MAX_SIGNATURE_HORIZON of the contracts: a merchant signature's deadline lies at most 7 days ahead. */
@@ -24,6 +25,8 @@ const MAX_SIGNATURE_HORIZON_SECONDS = 7n * 24n * 3600n;
  */
 @Injectable()
 export class MerchantCancel {
+  private readonly logger = new Logger(MerchantCancel.name);
+
   constructor(
     @Inject(SubscriptionReader) private readonly reader: SubscriptionReader,
     @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
@@ -83,7 +86,11 @@ export class MerchantCancel {
       data: MANAGER.encodeFunctionData('merchantCancel', [o.id, command.nonce, deadline, command.signature]),
       abi: MANAGER,
     });
-    if (outcome.kind === 'simulation_rejected' || outcome.kind === 'reverted') throw refusal(outcome);
+    if (outcome.kind === 'simulation_rejected' || outcome.kind === 'reverted') {
+      if (outcomeName(outcome) === 'InvalidNonce')
+        await this.recordLandedCharges(row, manager.address, relayer.provider);
+      throw refusal(outcome);
+    }
     if (outcome.kind !== 'confirmed')
       throw chainUnavailable(
         `The cancel transaction ${outcome.txHash} was not mined in time; it may still land.`,
@@ -96,6 +103,44 @@ export class MerchantCancel {
       command.commandId,
     );
     return { id: o.id, revision };
+  }
+
+  /**
+   * A charge the service has not recorded yet moved the nonce (the indexer records it at its next poll): its
+   * SubscriptionCharged logs are read from the chain and recorded now by the owner, as the charge call records one
+   * that another sender landed first, so the merchant re-reading the subscription to sign again sees the current
+   * `charge_nonce` at once. The indexer's later report of the same logs records nothing twice. Best effort: the 409
+   * is answered whatever this finds.
+   */
+  private async recordLandedCharges(
+    row: Awaited<ReturnType<SubscriptionReader['getOwned']>>,
+    manager: string,
+    provider: Parameters<typeof findChargedLogs>[0],
+  ): Promise<void> {
+    const o = row.object;
+    const owner = { merchantId: row.merchant_id, mode: row.mode };
+    try {
+      const landed = (await findChargedLogs(provider, manager, o.id, row.chain)).filter(
+        (c) => c.nonce >= o.charge_nonce,
+      );
+      let revision: number | null = null;
+      for (const charge of landed) {
+        const r = await this.commands.run(
+          o.id,
+          owner,
+          { type: 'RecordChargeSucceeded', charge, writtenBy: 'api' },
+          `landed:${charge.txHash}:${charge.nonce}`,
+        );
+        revision = r.revision;
+      }
+      if (revision !== null) await this.reader.getAtLeast(o.id, revision, { appended: true });
+    } catch (error) {
+      this.logger.warn({
+        msg: 'recording the charge that overtook a cancel failed; the indexer records it',
+        subscriptionId: o.id,
+        error: String(error),
+      });
+    }
   }
 }
 

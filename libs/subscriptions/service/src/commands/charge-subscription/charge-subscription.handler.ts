@@ -30,14 +30,12 @@ import { ChargeQuotes } from '../../charges/charge-quotes';
 import { loadOwnedSubscription } from '../../charges/owned-subscription';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../../subscriptions.config';
 import { ChainTime, chainUnavailable, OperatorRelayers } from '../../subscriptions/chain-access';
-import { chargeObservation } from '../../subscriptions/chain-facts';
-import { decodeManagerLog } from '../../subscriptions/subscribe-flow';
+import { chargedLogsIn, findChargedLogs } from '../../subscriptions/charged-logs';
 import { SubscriptionCommands } from '../../subscriptions/subscription.commands';
 import { SubscriptionManagerCommands } from '../../subscriptions/subscription-manager.commands';
 import { outcomeName, SubscriptionManagers } from '../../subscriptions/subscription-managers';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
-const CHARGED_TOPIC = MANAGER.getEvent('SubscriptionCharged')?.topicHash ?? '';
 
 /**
  * Use case: charge a subscription (POST /subscriptions/:id/charge, signed with signCharge), in the owning service.
@@ -370,31 +368,11 @@ export class ChargeSubscriptionHandler {
     nonce: number,
     chain: string,
   ): ChargeObservation | null {
-    for (const log of logs) {
-      if (log.address.toLowerCase() !== manager.toLowerCase()) continue;
-      const decoded = decodeManagerLog(log as Parameters<typeof decodeManagerLog>[0]);
-      if (
-        decoded?.event !== 'SubscriptionCharged' ||
-        decoded.args['subscriptionId'] !== subscriptionId ||
-        Number(decoded.args['nonce']) !== nonce
-      )
-        continue;
-      const txHash = (log as { transactionHash?: string }).transactionHash ?? '';
-      const blockNumber = String((log as { blockNumber?: number }).blockNumber ?? 0);
-      return chargeObservation({
-        chain,
-        contract: manager,
-        event: decoded.event,
-        args: decoded.args,
-        txHash,
-        blockNumber,
-        blockTime: new Date(Number(decoded.args['timestamp'] ?? 0) * 1000).toISOString(),
-      });
-    }
-    return null;
+    const logsOf = logs as Parameters<typeof chargedLogsIn>[0];
+    return chargedLogsIn(logsOf, manager, subscriptionId, chain).find((c) => c.nonce === nonce) ?? null;
   }
 
-  /** The SubscriptionCharged log of a nonce, whoever submitted it (topic: the subscription id). */
+  /** The SubscriptionCharged log of a nonce, whoever submitted it. */
   private async findChargedLog(
     provider: JsonRpcProvider,
     manager: string,
@@ -402,13 +380,8 @@ export class ChargeSubscriptionHandler {
     nonce: number,
     chain: string,
   ): Promise<ChargeObservation | null> {
-    const logs = await provider.getLogs({
-      address: manager,
-      topics: [CHARGED_TOPIC, subscriptionId],
-      fromBlock: 0,
-      toBlock: 'latest',
-    });
-    return this.chargedLogIn(logs, manager, subscriptionId, nonce, chain);
+    const logs = await findChargedLogs(provider, manager, subscriptionId, chain);
+    return logs.find((c) => c.nonce === nonce) ?? null;
   }
 }
 
