@@ -50,7 +50,9 @@ const containerOf = (app: string): K8sContainer | undefined =>
 
 /** The apps that send transactions: their main.ts reads the chain layer with its key (chainOperatorConfigFromEnv). */
 const actsOnChain = apps.filter((app) =>
-  readFileSync(join(root, 'apps', app, 'src', 'main.ts'), 'utf8').includes('chainOperatorConfigFromEnv('),
+  /chainOperatorConfigFromEnv\(|payoutChainsFromEnv\(/.test(
+    readFileSync(join(root, 'apps', app, 'src', 'main.ts'), 'utf8'),
+  ),
 );
 /** The chain layer's variables a process needs besides its key (keyless reads: chain time, offered tokens). */
 const CHAIN_ENV = ['CHAIN_RPC_URLS', 'CHAIN_MODE', 'CHAIN_CONFIRMATIONS', 'OPERATOR_PAUSER_ADDRESS'];
@@ -276,8 +278,8 @@ describe('distributed deployment files', () => {
   });
 
   describe('the chain layer (docs/chain-operator.md)', () => {
-    it('payments and subscriptions send transactions (their main.ts reads the chain layer with the key)', () => {
-      expect(actsOnChain).toEqual(['payments', 'subscriptions']);
+    it('payments, payouts (the deposit sweep) and subscriptions send transactions (their main.ts reads the chain layer with the key)', () => {
+      expect(actsOnChain).toEqual(['payments', 'payouts', 'subscriptions']);
     });
 
     it.each(actsOnChain)(
@@ -376,7 +378,7 @@ describe('distributed deployment files', () => {
           'OPERATOR_PAUSER_ADDRESS',
         ]),
       );
-      for (const app of ['gateway', 'indexer', 'payouts', ...actsOnChain]) {
+      for (const app of ['gateway', 'indexer', ...actsOnChain]) {
         expect(containerOf(app)?.envFrom).toContainEqual({ configMapRef: { name: 'stablepay-chain' } });
       }
     });

@@ -1,4 +1,4 @@
-import { payoutDepositAddress } from '@stablepay/contracts';
+import { connectTestStablecoin, payoutDepositAddress } from '@stablepay/contracts';
 import { LOCAL_PAYOUT_OFF_RAMP } from '@stablepay/local-chains';
 import type { Json } from './test-support/http';
 import { transferToken } from './test-support/payments';
@@ -9,7 +9,8 @@ const CHAIN = 'eip155:8453';
 /**
  * Payouts (beta) on a local chain (docs/payouts.md, "Deposits"): a customer's deposit address is its CREATE2
  * PayoutDeposit clone, watched by the indexer; USDC sent there on chain is detected (payout.deposit_detected with
- * the transaction and sender) and the payout runs to completed through the sandbox off-ramp.
+ * the transaction and sender), swept on chain by the operator to the off-ramp bound into the clone (payout.forwarded
+ * with the sweep's transaction) and the payout runs to completed through the sandbox off-ramp.
  */
 describe('payouts on chain: a deposit to the customer address funds the payout (anvil)', () => {
   const e2e = new OnChainStack();
@@ -23,7 +24,7 @@ describe('payouts on chain: a deposit to the customer address funds the payout (
 
   afterAll(() => e2e.stop());
 
-  it('USDC sent to the deposit address is detected and the payout completes', async () => {
+  it('USDC sent to the deposit address is detected, swept to the off-ramp on chain, and the payout completes', async () => {
     const created = await api('POST', '/customers', { name: 'Ada Lovelace', email: 'ada@example.com' });
     expect(created.status).toBe(201);
     const customerId = String(created.body['id']);
@@ -67,7 +68,20 @@ describe('payouts on chain: a deposit to the customer address funds the payout (
       status: 'deposit_detected',
       deposit: { tx_hash: txHash, from: payer.address, amount: '25000000' },
     });
+    const forwarded = await webhooks.next('payout.forwarded', id);
+    const sweepTx = String((forwarded.data['object'] as Json)['forward_tx_hash']);
+    expect(sweepTx).toMatch(/^0x[0-9a-f]{64}$/);
+    const receipt = await chain.provider().getTransactionReceipt(sweepTx);
+    expect(receipt?.status).toBe(1);
     const completed = await webhooks.next('payout.completed', id);
-    expect(completed.data['object']).toMatchObject({ status: 'completed', fiat_amount: '2500' });
+    expect(completed.data['object']).toMatchObject({
+      status: 'completed',
+      fiat_amount: '2500',
+      forward_tx_hash: sweepTx,
+    });
+    // The funds moved before the off-ramp was asked to pay out: the off-ramp holds them, the deposit address none.
+    const usdc = connectTestStablecoin(chain.local.addresses.stablecoins.USDC, chain.provider());
+    expect(await usdc.balanceOf(LOCAL_PAYOUT_OFF_RAMP)).toBe(25_000_000n);
+    expect(await usdc.balanceOf(address)).toBe(0n);
   });
 });

@@ -49,6 +49,8 @@ export interface PayoutDeposit {
   readonly from: string;
   readonly amount: string;
   readonly detectedAt: string;
+  /** Reported by the test helper (docs/payouts.md): no transaction moved anything, so there is nothing to sweep. */
+  readonly simulated?: true;
 }
 
 export type PayoutEvent =
@@ -67,7 +69,14 @@ export type PayoutEvent =
       };
     }
   | { type: 'PayoutDepositDetected.v1'; data: PayoutDeposit }
-  | { type: 'PayoutForwarded.v1'; data: { transferId: string; forwardedAt: string } }
+  | {
+      type: 'PayoutForwarded.v1';
+      /**
+       * `forwardTxHash`: the operator's sweep of the deposit to the off-ramp; absent in facts recorded before the
+       * sweep was wired, null where no transaction moved anything (the chain-less sandbox, a test-helper deposit).
+       */
+      data: { transferId: string; forwardTxHash?: string | null; forwardedAt: string };
+    }
   | { type: 'PayoutCompleted.v1'; data: { fiatAmount: string; completedAt: string } }
   | { type: 'PayoutFailed.v1'; data: { reason: PayoutFailureReason; failedAt: string } }
   | {
@@ -88,6 +97,7 @@ export interface PayoutState {
   readonly status: PayoutStatus;
   readonly deposit: PayoutDeposit | null;
   readonly transferId: string | null;
+  readonly forwardTxHash: string | null;
   readonly fiatAmount: string | null;
   readonly failureReason: PayoutFailureReason | null;
   readonly refund: { to: string; amount: string; reference: string; refundedAt: string } | null;
@@ -108,6 +118,7 @@ export const initialPayoutState = (): PayoutState => ({
   status: 'awaiting_deposit',
   deposit: null,
   transferId: null,
+  forwardTxHash: null,
   fiatAmount: null,
   failureReason: null,
   refund: null,
@@ -128,6 +139,7 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
         ...state,
         status: 'forwarded',
         transferId: event.data.transferId,
+        forwardTxHash: event.data.forwardTxHash ?? null,
         updatedAt: event.data.forwardedAt,
       };
     case 'PayoutCompleted.v1':
@@ -169,8 +181,15 @@ export interface CreatePayoutContext {
 
 export type PayoutCommand =
   | { type: 'CreatePayout'; id: string; input: CreatePayoutInput; context: CreatePayoutContext; now: Date }
-  | { type: 'RecordDeposit'; txHash: string; from: string; amount: string; now: Date }
-  | { type: 'RecordForwarded'; transferId: string; now: Date }
+  | {
+      type: 'RecordDeposit';
+      txHash: string;
+      from: string;
+      amount: string;
+      simulated?: boolean;
+      now: Date;
+    }
+  | { type: 'RecordForwarded'; transferId: string; forwardTxHash: string | null; now: Date }
   | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
   | { type: 'RecordFailed'; reason: PayoutFailureReason; now: Date }
   | { type: 'RecordRefunded'; to: string; amount: string; reference: string; now: Date };
@@ -280,12 +299,23 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
       return [
         {
           type: 'PayoutDepositDetected.v1',
-          data: { txHash: command.txHash, from: command.from, amount: command.amount, detectedAt: at },
+          data: {
+            txHash: command.txHash,
+            from: command.from,
+            amount: command.amount,
+            detectedAt: at,
+            ...(command.simulated ? { simulated: true as const } : {}),
+          },
         },
       ];
     case 'RecordForwarded':
       if (!transition(state, ['deposit_detected'], 'forwarded', 'be forwarded')) return [];
-      return [{ type: 'PayoutForwarded.v1', data: { transferId: command.transferId, forwardedAt: at } }];
+      return [
+        {
+          type: 'PayoutForwarded.v1',
+          data: { transferId: command.transferId, forwardTxHash: command.forwardTxHash, forwardedAt: at },
+        },
+      ];
     case 'RecordCompleted':
       if (!transition(state, ['forwarded'], 'completed', 'complete')) return [];
       return [{ type: 'PayoutCompleted.v1', data: { fiatAmount: command.fiatAmount, completedAt: at } }];
@@ -327,6 +357,8 @@ export interface PayoutObject {
     readonly amount: string;
     readonly detected_at: string;
   } | null;
+  /** The operator's sweep of the deposit into the off-ramp (payout.forwarded); null when no transaction moved it. */
+  readonly forward_tx_hash: string | null;
   readonly failure_reason: PayoutFailureReason | null;
   readonly refund: { readonly to: string; readonly amount: string; readonly refunded_at: string } | null;
   readonly metadata: Record<string, string>;
@@ -349,6 +381,7 @@ export function payoutObject(state: PayoutState): PayoutObject {
     fiat_amount: state.fiatAmount,
     deposit_address: state.depositAddress,
     deposit: d ? { tx_hash: d.txHash, from: d.from, amount: d.amount, detected_at: d.detectedAt } : null,
+    forward_tx_hash: state.forwardTxHash,
     failure_reason: state.failureReason,
     refund: state.refund
       ? { to: state.refund.to, amount: state.refund.amount, refunded_at: state.refund.refundedAt }

@@ -52,7 +52,13 @@ const deposit: PayoutCommand = {
   amount: '25000000',
   now,
 };
-const forwarded: PayoutCommand = { type: 'RecordForwarded', transferId: 'tr_1', now };
+const SWEEP_TX = `0x${'5'.repeat(64)}`;
+const forwarded: PayoutCommand = {
+  type: 'RecordForwarded',
+  transferId: 'tr_1',
+  forwardTxHash: SWEEP_TX,
+  now,
+};
 
 describe('Payout aggregate', () => {
   it('a payout waits for the deposit at the customer address, in the beneficiary currency', () => {
@@ -103,6 +109,31 @@ describe('Payout aggregate', () => {
       fiat_amount: '2500',
       deposit: { tx_hash: '0xabc', from: SENDER, amount: '25000000' },
     });
+  });
+
+  it('the forward records the sweep transaction that moved the deposit into the off-ramp (forward_tx_hash)', () => {
+    const events = run(create(), deposit, forwarded);
+    expect(events[2]?.data).toMatchObject({ forwardTxHash: SWEEP_TX });
+    expect(payoutObject(given(events))).toMatchObject({ status: 'forwarded', forward_tx_hash: SWEEP_TX });
+    expect(payoutObject(given(run(create(), deposit)))).toMatchObject({ forward_tx_hash: null });
+  });
+
+  it('a forwarded fact recorded before the sweep was wired (no forwardTxHash) reads forward_tx_hash null', () => {
+    const old = {
+      type: 'PayoutForwarded.v1',
+      data: { transferId: 'tr_1', forwardedAt: now.toISOString() },
+    } as PayoutEvent;
+    expect(payoutObject(given([...run(create(), deposit), old]))).toMatchObject({
+      status: 'forwarded',
+      forward_tx_hash: null,
+    });
+  });
+
+  it('a test-helper deposit is marked simulated (no transaction to sweep); a chain deposit is not', () => {
+    const [, chain] = run(create(), deposit);
+    const [, helper] = run(create(), { ...deposit, simulated: true } as PayoutCommand);
+    expect(chain?.data).not.toHaveProperty('simulated');
+    expect(helper?.data).toMatchObject({ simulated: true });
   });
 
   it('a failed payout carries its reason and is refunded to the sender', () => {

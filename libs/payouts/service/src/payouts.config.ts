@@ -4,7 +4,7 @@ import {
   type PayoutChainConfig,
   type SupportedChains,
 } from '@stablepay/chain-operator';
-import { type ChainRegistry, createChainRegistry, type LocalChain, parseAddress } from '@stablepay/evm';
+import { type ChainRegistry, createChainRegistry, type LocalChain } from '@stablepay/evm';
 import { ConfigError, envOptional } from '@stablepay/util';
 
 /**
@@ -17,35 +17,20 @@ export type PayoutChains = Pick<SupportedChains, 'enabled' | 'mode' | 'chains' |
 };
 
 /**
- * The payouts process's chain configuration without the operator key (it sends no transaction): the keyless chains,
- * and with PAYOUT_OFF_RAMP_ADDRESS the factory, PAYOUT_DEPOSIT_FACTORY_ADDRESS (required then: without the operator's
- * address the factory cannot be computed here). A process that holds the key anyway (OPERATOR_PRIVATE_KEY set) reads
- * the whole chain layer's.
+ * The payouts process's chain configuration. With PAYOUT_OFF_RAMP_ADDRESS the process sweeps customers' deposits to
+ * the off-ramp, so it holds the operator key (a third nonce sequence beside payments' and subscriptions',
+ * docs/chain-operator.md): OPERATOR_PRIVATE_KEY is required then and the whole chain layer is read
+ * (PAYOUT_DEPOSIT_FACTORY_ADDRESS only overrides the factory computed from the roles). Without an off-ramp the keyless
+ * chains (no deposit addresses on chain).
  */
 export function payoutChainsFromEnv(env: Record<string, string | undefined>): PayoutChains {
   if (envOptional(env, 'OPERATOR_PRIVATE_KEY') !== undefined) return chainOperatorConfigFromEnv(env);
   const chains = chainsFromEnv(env);
-  const offRamp = envOptional(env, 'PAYOUT_OFF_RAMP_ADDRESS');
-  if (!chains.enabled || offRamp === undefined) return { ...chains, payouts: null };
-  const factory = envOptional(env, 'PAYOUT_DEPOSIT_FACTORY_ADDRESS');
-  if (factory === undefined)
+  if (chains.enabled && envOptional(env, 'PAYOUT_OFF_RAMP_ADDRESS') !== undefined)
     throw new ConfigError(
-      'environment variable PAYOUT_DEPOSIT_FACTORY_ADDRESS is required with PAYOUT_OFF_RAMP_ADDRESS in the payouts service',
+      'environment variable OPERATOR_PRIVATE_KEY is required with PAYOUT_OFF_RAMP_ADDRESS in the payouts service (it sweeps customer deposits to the off-ramp)',
     );
-  const address = (name: string, value: string) => {
-    try {
-      return parseAddress(value, name, { nonZero: true });
-    } catch {
-      throw new ConfigError(`environment variable ${name} must be a non-zero 0x-prefixed 20-byte address`);
-    }
-  };
-  return {
-    ...chains,
-    payouts: {
-      factory: address('PAYOUT_DEPOSIT_FACTORY_ADDRESS', factory),
-      offRamp: address('PAYOUT_OFF_RAMP_ADDRESS', offRamp),
-    },
-  };
+  return { ...chains, payouts: null };
 }
 
 /** The payouts service's configuration, validated at start (docs/payouts.md). */

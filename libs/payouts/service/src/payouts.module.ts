@@ -2,7 +2,12 @@ import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/co
 import { PayoutsApiModule } from '@stablepay/payouts-api';
 import { SANCTIONS_SCREENING, type SanctionsScreening, SandboxSanctionsScreening } from '@stablepay/evm';
 import type { ServiceDefinition } from '@stablepay/runtime';
-import { IndexerWatchClient } from '@stablepay/chain-operator';
+import {
+  type ChainOperatorConfig,
+  ChainOperatorModule,
+  IndexerWatchClient,
+  OperatorRelayers,
+} from '@stablepay/chain-operator';
 import { PayoutChainDeposits, PAYOUTS_CHAINS } from './flow/chain-deposits';
 import { PayoutsAggregates } from './aggregates';
 import { CreateBeneficiaryHandler } from './commands/create-beneficiary/create-beneficiary.handler';
@@ -12,6 +17,7 @@ import { SimulateDepositHandler } from './commands/simulate-deposit/simulate-dep
 import { SubmitKycHandler } from './commands/submit-kyc/submit-kyc.handler';
 import { DepositIntake } from './flow/deposit-intake';
 import { PayoutFlowConsumer } from './flow/payout-flow.consumer';
+import { PAYOUT_SWEEPER, PayoutSweeper } from './flow/payout-sweep';
 import { PAYOUTS_MIGRATIONS } from './migrations';
 import {
   type PayoutChains,
@@ -37,7 +43,8 @@ export interface PayoutsPorts {
   readonly screening?: SanctionsScreening;
   /**
    * The chain layer (`chainOperatorConfigFromEnv`): with its `payouts` (PAYOUT_OFF_RAMP_ADDRESS) customers get their
-   * CREATE2 deposit address and deposits are detected through the indexer; without it the chain-less sandbox.
+   * CREATE2 deposit address, deposits are detected through the indexer and swept to the off-ramp with the operator
+   * key (a ChainOperatorConfig with `operator`: required then); without it the chain-less sandbox.
    */
   readonly chains?: PayoutChains;
 }
@@ -107,6 +114,19 @@ export class PayoutsCoreModule {}
     IndexerWatchClient,
     { provide: PAYOUTS_CHAINS, useFactory: (o: Overrides) => o.ports?.chains, inject: [Overrides] },
     {
+      provide: PAYOUT_SWEEPER,
+      useFactory: (o: Overrides, relayers?: OperatorRelayers) => {
+        const chains = o.ports?.chains;
+        if (!chains?.enabled || !chains.payouts) return null;
+        // Deposit addresses that only the operator's sweep can empty are never handed out by a process that
+        // cannot sweep them (payoutChainsFromEnv refuses that configuration first).
+        if (!relayers?.set)
+          throw new Error('payouts on chain need the operator key to sweep deposits (OPERATOR_PRIVATE_KEY)');
+        return new PayoutSweeper(relayers.set, chains.payouts);
+      },
+      inject: [Overrides, { token: OperatorRelayers, optional: true }],
+    },
+    {
       provide: CUSTOMER_DEPOSIT_ADDRESS,
       useFactory: (o: Overrides) => customerDepositAddressFor(o.ports?.chains),
       inject: [Overrides],
@@ -135,9 +155,16 @@ export function payoutsService(
   config: PayoutsConfig = payoutsConfigFromEnv(process.env),
   ports: PayoutsPorts = {},
 ): ServiceDefinition {
+  const chains = ports.chains;
+  // The operator key's relayers (the sweep): the process's one RelayerSet, shared with payments and subscriptions
+  // when they run in the same process on the same config object (ChainOperatorModule.forRoot).
+  const operator =
+    chains && 'operator' in chains && (chains as ChainOperatorConfig).operator
+      ? [ChainOperatorModule.forRoot(chains as ChainOperatorConfig)]
+      : [];
   return {
     name: 'payouts',
-    imports: [PayoutsConfigModule.forRoot(config, ports), PayoutsServiceModule],
+    imports: [PayoutsConfigModule.forRoot(config, ports), ...operator, PayoutsServiceModule],
     migrations: PAYOUTS_MIGRATIONS,
     handlesCommands: true,
   };

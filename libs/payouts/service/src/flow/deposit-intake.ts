@@ -12,6 +12,8 @@ export interface ObservedDeposit {
   readonly from: string;
   readonly txHash: string;
   readonly logIndex: number;
+  /** The test helper's: no transaction behind it (the flow then has nothing to sweep). */
+  readonly simulated?: boolean;
 }
 
 /**
@@ -39,6 +41,7 @@ export class DepositIntake {
             txHash: deposit.txHash,
             from: deposit.from,
             amount: deposit.amount,
+            ...(deposit.simulated ? { simulated: true } : {}),
             now: this.aggregates.now(),
           },
           `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}`,

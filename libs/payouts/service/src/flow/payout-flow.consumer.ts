@@ -4,6 +4,7 @@ import {
   Injectable,
   Logger,
   type OnApplicationBootstrap,
+  Optional,
 } from '@nestjs/common';
 import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
 import { EVENT_STORE } from '@stablepay/aggregate';
@@ -19,13 +20,15 @@ import { PayoutsAggregates, type Owner } from '../aggregates';
 import { KYC_PROVIDER, type KycProvider } from '../providers/kyc-provider';
 import { OFF_RAMP_PROVIDER, type OffRampProvider, type OffRampTransferRequest } from '../providers/off-ramp';
 import { CUSTOMER_TOPIC, foldCustomer, foldPayout, PAYOUT_TOPIC } from '../read-model/objects';
+import { PAYOUT_SWEEPER, type PayoutSweeper } from './payout-sweep';
 
 export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
 
 /**
  * The payout process manager (docs/payouts.md, "Flow"): each payout fact drives the next step, through the ports.
- * - PayoutDepositDetected: the sender is screened (a match fails the payout `sender_flagged`), then the funds go
- *   into the off-ramp (PayoutForwarded).
+ * - PayoutDepositDetected: the sender is screened (a match fails the payout `sender_flagged`), then the operator
+ *   sweeps the deposit address to the off-ramp on chain (PayoutSweeper; where the chain layer configures payouts),
+ *   and only then is the off-ramp asked to pay out (PayoutForwarded with the sweep's transaction).
  * - PayoutForwarded: the off-ramp's report completes or fails the payout (pending: the message is retried with the
  *   bus's backoff until it reports).
  * - PayoutFailed: the funds go back to the wallet they came from (PayoutRefunded); not a flagged sender's.
@@ -45,6 +48,7 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     @Inject(OFF_RAMP_PROVIDER) private readonly offRamp: OffRampProvider,
     @Inject(KYC_PROVIDER) private readonly kyc: KycProvider,
     @Inject(SANCTIONS_SCREENING) private readonly screening: SanctionsScreening,
+    @Optional() @Inject(PAYOUT_SWEEPER) private readonly sweeper?: PayoutSweeper | null,
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
@@ -150,11 +154,13 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       );
       return;
     }
+    // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.
+    const forwardTxHash = this.sweeper ? await this.sweeper.sweep(payout, owner.merchantId) : null;
     const { transferId } = await this.offRamp.submit(request);
     await this.aggregates.payout(
       payoutId,
       owner,
-      { type: 'RecordForwarded', transferId, now: this.aggregates.now() },
+      { type: 'RecordForwarded', transferId, forwardTxHash, now: this.aggregates.now() },
       step,
     );
   }

@@ -47,7 +47,15 @@ export class SimulateDepositHandler {
     const amount = parsePayoutAmount(input.amount);
     const from = parseAddress(input.from ?? SANDBOX_DEPOSIT_SENDER, 'from');
     const txHash = `0x${createHash('sha256').update(`${customer.id}\u0000${command.commandId}`).digest('hex')}`;
-    const done = await this.intake.record(customer, { chain, token, amount, from, txHash, logIndex: 0 });
+    const done = await this.intake.record(customer, {
+      chain,
+      token,
+      amount,
+      from,
+      txHash,
+      logIndex: 0,
+      simulated: true,
+    });
     return done ? { id: done.id, revision: done.revision } : { id: '', revision: -1 };
   }
 }
