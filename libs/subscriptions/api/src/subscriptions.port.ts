@@ -1,8 +1,5 @@
 import type { AuthenticatedMerchant, ListEnvelope, ListQuery } from '@stablepay/http';
-import type {
-  SubscriptionListFilters,
-  SubscriptionObject,
-} from '@stablepay/subscriptions-domain';
+import type { SubscriptionListFilters, SubscriptionObject } from '@stablepay/subscriptions-domain';
 import type { SubscribeAuthorizationResource } from './subscription.commands';
 
 export type { SubscriptionListFilters } from '@stablepay/subscriptions-domain';
