@@ -353,7 +353,17 @@ describe('CSV reports (GET /reports/*/export)', () => {
 
   it('neutralises formula cells in merchant-supplied text (OWASP CSV injection)', async () => {
     const m = await newMerchant('Reports Injection');
-    const hostile = ['=1+2', '+SUM(A1)', '-3+4', '@cmd', '\tTAB', '\rCR', 'plain, "quoted"'];
+    const hostile = [
+      '=1+2',
+      '+SUM(A1)',
+      '-3+4',
+      '@cmd',
+      '\tTAB',
+      '\rCR',
+      ' =1+2',
+      '\uFF1D1+2',
+      'plain, "quoted"',
+    ];
     for (const text of hostile) await seedSubscription(m.id, 'test', text);
     const { text } = await exportOf(m, 'subscriptions/export');
     const rows = rowsOf(text);
@@ -364,6 +374,8 @@ describe('CSV reports (GET /reports/*/export)', () => {
       "'@cmd",
       "'\tTAB",
       "'\rCR",
+      "' =1+2",
+      "'\uFF1D1+2",
       'plain, "quoted"',
     ]);
   });

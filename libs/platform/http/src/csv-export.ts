@@ -25,9 +25,12 @@ export interface CsvColumn<Row> {
   readonly untrusted?: boolean;
 }
 
-// OWASP CSV injection: a spreadsheet runs a cell that starts with one of these as a formula (TAB and CR too,
-// since some strip them and read what follows).
-const FORMULA_START = /^[=+\-@\t\r]/;
+// OWASP CSV injection: a spreadsheet runs a cell that starts with one of these as a formula. Leading white space
+// (TAB, CR, LF, spaces of any kind) and invisible format characters before it count as nothing: an import that
+// trims cells (LibreOffice's "Trim spaces", Sheets) reads " =1+1" as =1+1. The full-width forms (U+FF1D, U+FF0B,
+// U+FF0D, U+FF20) too: spreadsheets of CJK locales normalise them to their ASCII operators.
+const FORMULA_START =
+  /^[\p{White_Space}\p{Cf}\p{Default_Ignorable_Code_Point}]*[=+\-@\uFF1D\uFF0B\uFF0D\uFF20]|^[\t\r\n]/u;
 
 /** OWASP's neutralisation: a cell that a spreadsheet would read as a formula gets a leading single quote. */
 export function neutraliseCell(text: string): string {

@@ -27,9 +27,26 @@ describe('CSV cells (OWASP CSV injection)', () => {
     expect(neutraliseCell(text)).toBe(`'${text}`);
   });
 
+  it.each([' =1+1', '  +1', '\u00A0=1+1', '\u3000@SUM(A1)', '\u200B=1+1', '\uFEFF-1+2', '\n=1+1', '\r\n=1'])(
+    'neutralises %j: white space or an invisible character before the formula does not hide it from a trimming import',
+    (text) => {
+      expect(neutraliseCell(text)).toBe(`'${text}`);
+    },
+  );
+
+  it.each(['\uFF1D1+1', '\uFF0B1', '\uFF0D1', '\uFF20SUM(A1)', ' \uFF1D1+1'])(
+    'neutralises the full-width operator in %j (CJK-locale spreadsheets read it as ASCII)',
+    (text) => {
+      expect(neutraliseCell(text)).toBe(`'${text}`);
+    },
+  );
+
   it('leaves other text alone', () => {
     expect(neutraliseCell('ACME, "Inc"')).toBe('ACME, "Inc"');
-    expect(neutraliseCell(' =1')).toBe(' =1');
+    expect(neutraliseCell("'=1")).toBe("'=1");
+    expect(neutraliseCell('a =1')).toBe('a =1');
+    expect(neutraliseCell('cus_123')).toBe('cus_123');
+    expect(neutraliseCell('{"note":"=1+1"}')).toBe('{"note":"=1+1"}');
   });
 
   it('neutralises only the columns marked untrusted, and writes null as empty and booleans as words', () => {
