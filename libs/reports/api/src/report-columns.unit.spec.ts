@@ -1,5 +1,13 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
 import { csvRecord, neutraliseCell } from '@stablepay/http';
-import { tokenDecimalsOf } from './report-columns';
+import {
+  PAYMENT_COLUMNS,
+  SUBSCRIPTION_CHARGE_COLUMNS,
+  SUBSCRIPTION_COLUMNS,
+  tokenDecimalsOf,
+} from './report-columns';
 
 describe('tokenDecimalsOf (the token decimals from the two exact forms of one amount)', () => {
   it.each([
@@ -57,5 +65,24 @@ describe('CSV cells (OWASP CSV injection)', () => {
       { header: 'flag', cell: () => false },
     ];
     expect(csvRecord(columns, { n: '-5' })).toEqual(['-5', "'-5", '', 'false']);
+  });
+});
+
+describe('header rows (the contract an accountant appends exports by)', () => {
+  const schemas = (
+    parse(readFileSync(join(__dirname, '../../../../docs/openapi.yaml'), 'utf8')) as {
+      components: { schemas: Record<string, { description: string }> };
+    }
+  ).components.schemas;
+  // The columns docs/openapi.yaml lists, in its order: one "- `name`: ..." line each.
+  const documented = (schema: string) =>
+    [...(schemas[schema]?.description ?? '').matchAll(/^- `([a-z_0-9]+)`:/gm)].map((m) => m[1]);
+
+  it.each([
+    ['PaymentsExportCsv', PAYMENT_COLUMNS],
+    ['SubscriptionsExportCsv', SUBSCRIPTION_COLUMNS],
+    ['SubscriptionChargesExportCsv', SUBSCRIPTION_CHARGE_COLUMNS],
+  ] as const)('%s lists exactly the columns sent, in the order sent', (schema, columns) => {
+    expect(columns.map((c) => c.header)).toEqual(documented(schema));
   });
 });
