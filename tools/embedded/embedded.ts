@@ -239,6 +239,8 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
         payoutsService(payoutsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), {
           screening: sanctionsScreeningFromEnv(env),
           chains: chainOperator,
+          // One sealing key per run (the data directory's, else ephemeral with the run's in-memory data).
+          sealing: merchants.secretBox,
         }),
         merchantChainRegistrationService(chainOperator),
         paymentDepositsService(chainOperator, { screening: sanctionsScreeningFromEnv(env) }),

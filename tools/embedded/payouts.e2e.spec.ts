@@ -1,3 +1,5 @@
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import type { TestDatabase } from '@stablepay/testing';
 import type { EmbeddedStack } from './embedded';
@@ -263,6 +265,28 @@ describe('payouts (beta): customers, KYC, beneficiaries and payouts end to end',
         (await api('GET', `/beneficiaries/${String(created['id'])}`, undefined, other.apiKey)).status,
       ).toBe(404);
     });
+
+    it.each([
+      ['an IBAN', { holder_name: 'Ada', country: 'DE', currency: 'EUR', iban: IBAN_OK }, IBAN_OK],
+      ['a US account', US_ACCOUNT('4321'), '000123454321'],
+    ])(
+      'the creation fact of %s keeps last4 and a keyed fingerprint, never the number (sealed in the vault)',
+      async (_kind, body, number) => {
+        const created = await newBeneficiary(body);
+        const store = stack.service.app.get<symbol, EventStore>(EVENT_STORE);
+        const events = await store.readStream(`beneficiary-${String(created['id'])}`);
+        expect(events.map((e) => e.type)).toEqual(['BeneficiaryCreated.v2']);
+        expect((events[0]?.data as Json)['account']).toMatchObject({
+          last4: number.slice(-4),
+          fingerprint: expect.stringMatching(/^[0-9a-f]{32}$/),
+        });
+        expect(JSON.stringify(events.map((e) => [e.data, e.metadata]))).not.toContain(number);
+        // The same account again: the same fingerprint (the key is the deployment's sealing key).
+        const again = await newBeneficiary(body);
+        const [second] = await store.readStream(`beneficiary-${String(again['id'])}`);
+        expect((second?.data as Json)['account']).toEqual((events[0]?.data as Json)['account']);
+      },
+    );
 
     it('a bad IBAN or routing number is 400 naming the field', async () => {
       const iban = await api('POST', '/beneficiaries', {

@@ -1,6 +1,11 @@
 import 'reflect-metadata';
 import { sanctionsScreeningFromEnv } from '@stablepay/chain-operator';
-import { payoutChainsFromEnv, payoutsConfigFromEnv, payoutsService } from '@stablepay/payouts-service';
+import {
+  payoutChainsFromEnv,
+  payoutsConfigFromEnv,
+  payoutsSealingFromEnv,
+  payoutsService,
+} from '@stablepay/payouts-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
 runMain('payouts', () => {
@@ -14,7 +19,11 @@ runMain('payouts', () => {
         payoutsConfigFromEnv(process.env, {
           ...(chains.enabled && chains.mode === 'test' ? { testRegistry: chains.registry } : {}),
         }),
-        { chains, screening: sanctionsScreeningFromEnv(process.env) },
+        {
+          chains,
+          screening: sanctionsScreeningFromEnv(process.env),
+          sealing: payoutsSealingFromEnv(process.env),
+        },
       ),
     ],
     { service: 'payouts' },

@@ -4,8 +4,10 @@ import { conflict, parseMetadata, validationError } from '@stablepay/util';
  * The Beneficiary aggregate of payouts (beta), stream `beneficiary-<bnf_ id>`: a bank account receiving fiat,
  * owned by the merchant and chosen per payout (SPEC: "the beneficiary is chosen per payout, not per customer").
  * Fields are ours (SPEC: "not shown"), docs/payouts.md. Two account kinds: an IBAN (SEPA, EUR) or a US account
- * (ACH, USD: account number and ABA routing number). The full account number is kept for the off-ramp but never
- * shown again: the API object carries `last4` only.
+ * (ACH, USD: account number and ABA routing number). The full account number (or IBAN) never enters an event
+ * (ARCHITECTURE: no secret in clear in an event): the payouts service seals it into its vault before the creation fact
+ * is appended, and the fact keeps `last4` and a keyed `fingerprint` (docs/payouts.md, "Beneficiaries"). The API object
+ * carries `last4` only.
  */
 export const BENEFICIARY_CATEGORY = 'beneficiary';
 export const beneficiaryStreamId = (id: string): string => `${BENEFICIARY_CATEGORY}-${id}`;
@@ -15,18 +17,67 @@ export type BankAccount =
   | { readonly kind: 'iban'; readonly iban: string; readonly bic: string | null }
   | { readonly kind: 'us_account'; readonly accountNumber: string; readonly routingNumber: string };
 
+/**
+ * What an event keeps of a bank account: never the number. `fingerprint`: the service's keyed digest of the full
+ * number (the same account gives the same fingerprint under one sealing key); null in facts recorded before sealing.
+ */
+export type RecordedBankAccount =
+  | {
+      readonly kind: 'iban';
+      readonly last4: string;
+      readonly fingerprint: string | null;
+      readonly bic: string | null;
+    }
+  | {
+      readonly kind: 'us_account';
+      readonly last4: string;
+      readonly fingerprint: string | null;
+      readonly routingNumber: string;
+    };
+
 export interface BeneficiaryFacts {
   readonly holderName: string;
   readonly country: string;
   readonly currency: string;
-  readonly account: BankAccount;
+  readonly account: RecordedBankAccount;
   readonly metadata: Record<string, string>;
 }
 
+/** POST /beneficiaries validated: the full account, which only the service's vault keeps. */
+export type ParsedBeneficiary = Omit<BeneficiaryFacts, 'account'> & { readonly account: BankAccount };
+
 export type BeneficiaryEvent = {
-  type: 'BeneficiaryCreated.v1';
+  type: 'BeneficiaryCreated.v2';
   data: BeneficiaryFacts & { beneficiaryId: string; createdAt: string };
 };
+
+/** The full account number (or IBAN): what is sealed, fingerprinted and handed to the off-ramp. */
+export function accountNumber(account: BankAccount): string {
+  return account.kind === 'iban' ? account.iban : account.accountNumber;
+}
+
+export function recordedAccount(account: BankAccount, fingerprint: string | null): RecordedBankAccount {
+  const last4 = accountNumber(account).slice(-4);
+  return account.kind === 'iban'
+    ? { kind: 'iban', last4, fingerprint, bic: account.bic }
+    : { kind: 'us_account', last4, fingerprint, routingNumber: account.routingNumber };
+}
+
+/**
+ * `BeneficiaryCreated.v1` (the beta's first hour) held the account number in clear; read as v2 it keeps only what v2
+ * keeps (`last4`, no fingerprint: the pure upcaster holds no key). The stored v1 still holds the number: only the
+ * store's own retention removes it (docs/payouts.md).
+ */
+export const BENEFICIARY_UPCASTERS = [
+  {
+    from: 'BeneficiaryCreated.v1',
+    to: 'BeneficiaryCreated.v2',
+    upcast: (data: unknown): unknown => {
+      const { account, ...rest } = data as Omit<BeneficiaryFacts, 'account'> & { account: BankAccount };
+      return { ...rest, account: recordedAccount(account, null) };
+    },
+  },
+] as const;
 
 export interface BeneficiaryState extends BeneficiaryFacts {
   readonly exists: boolean;
@@ -40,7 +91,7 @@ export const initialBeneficiaryState = (): BeneficiaryState => ({
   holderName: '',
   country: '',
   currency: '',
-  account: { kind: 'iban', iban: '', bic: null },
+  account: { kind: 'iban', last4: '', fingerprint: null, bic: null },
   metadata: {},
   createdAt: '',
 });
@@ -66,6 +117,8 @@ export type BeneficiaryCommand = {
   type: 'CreateBeneficiary';
   id: string;
   input: CreateBeneficiaryInput;
+  /** The service's keyed digest of the full account number (it holds the key; the decider holds none). */
+  accountFingerprint: string;
   now: Date;
 };
 
@@ -98,7 +151,7 @@ const text = (value: unknown, param: string, what: string, max = 200): string =>
 /** Ours: the currencies the sandbox off-ramp pays out, by account kind (docs/payouts.md). */
 export const BENEFICIARY_CURRENCIES = { iban: ['EUR'], us_account: ['USD'] } as const;
 
-export function parseCreateBeneficiary(input: CreateBeneficiaryInput): BeneficiaryFacts {
+export function parseCreateBeneficiary(input: CreateBeneficiaryInput): ParsedBeneficiary {
   const holderName = text(input.holder_name, 'holder_name', 'the account holder name');
   const country = text(input.country, 'country', 'a two-letter ISO 3166 country code', 2).toUpperCase();
   if (!/^[A-Z]{2}$/.test(country))
@@ -151,12 +204,14 @@ export function parseCreateBeneficiary(input: CreateBeneficiaryInput): Beneficia
 
 export function decideBeneficiary(command: BeneficiaryCommand, state: BeneficiaryState): BeneficiaryEvent[] {
   if (state.exists) throw conflict('resource_exists', `Beneficiary ${command.id} already exists.`);
+  const { account, ...facts } = parseCreateBeneficiary(command.input);
   return [
     {
-      type: 'BeneficiaryCreated.v1',
+      type: 'BeneficiaryCreated.v2',
       data: {
         beneficiaryId: command.id,
-        ...parseCreateBeneficiary(command.input),
+        ...facts,
+        account: recordedAccount(account, command.accountFingerprint),
         createdAt: command.now.toISOString(),
       },
     },
@@ -168,11 +223,6 @@ export const beneficiaryDecider = {
   evolve: evolveBeneficiary,
   decide: decideBeneficiary,
 };
-
-/** The last four characters of the account number: all the API ever shows of it. */
-export function accountLast4(account: BankAccount): string {
-  return (account.kind === 'iban' ? account.iban : account.accountNumber).slice(-4);
-}
 
 export interface BeneficiaryObject {
   readonly id: string;
@@ -197,8 +247,8 @@ export function beneficiaryObject(state: BeneficiaryState): BeneficiaryObject {
     currency: state.currency,
     bank_account:
       a.kind === 'iban'
-        ? { type: 'iban', last4: accountLast4(a), bic: a.bic }
-        : { type: 'us_account', last4: accountLast4(a), routing_number: a.routingNumber },
+        ? { type: 'iban', last4: a.last4, bic: a.bic }
+        : { type: 'us_account', last4: a.last4, routing_number: a.routingNumber },
     metadata: state.metadata,
     created_at: state.createdAt,
   };

@@ -3,6 +3,7 @@ import {
   abaRoutingValid,
   beneficiaryDecider,
   beneficiaryObject,
+  BENEFICIARY_UPCASTERS,
   type CreateBeneficiaryInput,
   ibanChecksumValid,
 } from './beneficiary';
@@ -10,7 +11,7 @@ import {
 const now = new Date('2026-06-01T10:00:00.000Z');
 const decide = (input: CreateBeneficiaryInput) =>
   beneficiaryDecider.decide(
-    { type: 'CreateBeneficiary', id: 'bnf_1', input, now },
+    { type: 'CreateBeneficiary', id: 'bnf_1', input, accountFingerprint: 'fp_1', now },
     beneficiaryDecider.initialState(),
   );
 const objectOf = (input: CreateBeneficiaryInput) =>
@@ -51,6 +52,60 @@ describe('Beneficiary aggregate', () => {
       last4: '6789',
       routing_number: '110000000',
     });
+  });
+
+  it.each([
+    [IBAN, '370400440532013000'],
+    [US, '000123456789'],
+  ])('the creation fact of %j keeps last4 and the fingerprint, never the account number', (input, number) => {
+    const [event] = decide(input);
+    expect(event?.type).toBe('BeneficiaryCreated.v2');
+    expect(event?.data.account).toMatchObject({ last4: number.slice(-4), fingerprint: 'fp_1' });
+    expect(JSON.stringify(event)).not.toContain(number);
+  });
+
+  it('upcaster BeneficiaryCreated.v1 -> v2: the old clear shape (IBAN) is read without the IBAN', () => {
+    const v1 = Object.freeze({
+      beneficiaryId: 'bnf_1',
+      holderName: 'Ada Lovelace',
+      country: 'DE',
+      currency: 'EUR',
+      account: Object.freeze({ kind: 'iban', iban: 'DE89370400440532013000', bic: 'COBADEFFXXX' }),
+      metadata: {},
+      createdAt: now.toISOString(),
+    });
+    const [upcaster] = BENEFICIARY_UPCASTERS;
+    const v2 = upcaster.upcast(v1);
+    expect([upcaster.from, upcaster.to]).toEqual(['BeneficiaryCreated.v1', 'BeneficiaryCreated.v2']);
+    expect(v2).toEqual({
+      ...v1,
+      account: { kind: 'iban', last4: '3000', fingerprint: null, bic: 'COBADEFFXXX' },
+    });
+    expect(JSON.stringify(v2)).not.toContain('370400440532013000');
+  });
+
+  it('upcaster BeneficiaryCreated.v1 -> v2: the old clear shape (US account) is read without the number', () => {
+    const v1 = Object.freeze({
+      beneficiaryId: 'bnf_2',
+      holderName: 'Ada Lovelace',
+      country: 'US',
+      currency: 'USD',
+      account: Object.freeze({
+        kind: 'us_account',
+        accountNumber: '000123456789',
+        routingNumber: '110000000',
+      }),
+      metadata: {},
+      createdAt: now.toISOString(),
+    });
+    const v2 = BENEFICIARY_UPCASTERS[0].upcast(v1) as { account: unknown };
+    expect(v2.account).toEqual({
+      kind: 'us_account',
+      last4: '6789',
+      fingerprint: null,
+      routingNumber: '110000000',
+    });
+    expect(JSON.stringify(v2)).not.toContain('000123456789');
   });
 
   it.each([

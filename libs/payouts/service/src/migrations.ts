@@ -73,4 +73,26 @@ export class CreatePayoutsReadModels1767900000100 implements MigrationInterface 
   }
 }
 
-export const PAYOUTS_MIGRATIONS = [CreatePayoutsReadModels1767900000100];
+/**
+ * The beneficiaries' bank account numbers, sealed (SecretBox, AES-256-GCM under the sealing key, associated data the
+ * beneficiary id): written by the command side before the creation fact, which keeps only last4 and a fingerprint.
+ * Not a read model (nothing rebuilds it from events): back it up with the database.
+ */
+export class CreatePayoutBankAccounts1767900000200 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS payout_bank_accounts (
+      beneficiary_id text PRIMARY KEY,
+      merchant_id text NOT NULL,
+      sealed_account text NOT NULL,
+      created_at timestamptz NOT NULL
+    )`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE payout_bank_accounts');
+  }
+}
+
+export const PAYOUTS_MIGRATIONS = [
+  CreatePayoutsReadModels1767900000100,
+  CreatePayoutBankAccounts1767900000200,
+];

@@ -5,7 +5,7 @@ import {
   type SupportedChains,
 } from '@stablepay/chain-operator';
 import { type ChainRegistry, createChainRegistry, type LocalChain } from '@stablepay/evm';
-import { ConfigError, envOptional } from '@stablepay/util';
+import { ConfigError, envOptional, SecretBox } from '@stablepay/util';
 
 /**
  * What the payouts service needs of the chain layer: the chains it follows and where customers' deposit addresses
@@ -74,4 +74,28 @@ export function payoutsConfigFromEnv(
     },
     supportedChains,
   };
+}
+
+/**
+ * The key sealing beneficiaries' bank account numbers: the deployment's sealing key, WEBHOOK_SECRET_ENCRYPTION_KEY
+ * (older keys in WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS still open what they sealed), as the webhook secrets are.
+ * Required: without it an account sealed now could not be opened after a restart.
+ */
+export function payoutsSealingFromEnv(env: Record<string, string | undefined>): SecretBox {
+  const key = envOptional(env, 'WEBHOOK_SECRET_ENCRYPTION_KEY');
+  if (key === undefined)
+    throw new ConfigError(
+      'environment variable WEBHOOK_SECRET_ENCRYPTION_KEY is required by the payouts service (it seals bank account numbers)',
+    );
+  const previous = (envOptional(env, 'WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS') ?? '')
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
+  try {
+    return SecretBox.fromEncodedKey(key, previous);
+  } catch {
+    throw new ConfigError(
+      'environment variables WEBHOOK_SECRET_ENCRYPTION_KEY and WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS must hold keys of 32 bytes as 64 hex characters or base64',
+    );
+  }
 }

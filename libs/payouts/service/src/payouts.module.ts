@@ -1,5 +1,7 @@
 import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/common';
 import { PayoutsApiModule } from '@stablepay/payouts-api';
+import { BENEFICIARY_UPCASTERS } from '@stablepay/payouts-domain';
+import type { SecretBox } from '@stablepay/util';
 import { SANCTIONS_SCREENING, type SanctionsScreening, SandboxSanctionsScreening } from '@stablepay/evm';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import {
@@ -10,6 +12,7 @@ import {
 } from '@stablepay/chain-operator';
 import { PayoutChainDeposits, PAYOUTS_CHAINS } from './flow/chain-deposits';
 import { PayoutsAggregates } from './aggregates';
+import { BankAccountVault, PAYOUTS_SEALING } from './bank-accounts';
 import { CreateBeneficiaryHandler } from './commands/create-beneficiary/create-beneficiary.handler';
 import { CreateCustomerHandler } from './commands/create-customer/create-customer.handler';
 import { CreatePayoutHandler } from './commands/create-payout/create-payout.handler';
@@ -24,6 +27,7 @@ import {
   PAYOUTS_CONFIG,
   type PayoutsConfig,
   payoutsConfigFromEnv,
+  payoutsSealingFromEnv,
 } from './payouts.config';
 import { PayoutsGateway } from './payouts.gateway';
 import { CUSTOMER_DEPOSIT_ADDRESS, customerDepositAddressFor } from './providers/customer-deposit-address';
@@ -47,6 +51,11 @@ export interface PayoutsPorts {
    * key (a ChainOperatorConfig with `operator`: required then); without it the chain-less sandbox.
    */
   readonly chains?: PayoutChains;
+  /**
+   * The sealing key of beneficiaries' bank accounts (`payoutsSealingFromEnv`: WEBHOOK_SECRET_ENCRYPTION_KEY, the
+   * deployment's sealing key; the embedded run passes the merchants scope's box, its data directory's key).
+   */
+  readonly sealing?: SecretBox;
 }
 
 /** Makes the process's payouts configuration and adapters visible to every module (set by payoutsService()). */
@@ -109,6 +118,12 @@ export class PayoutsCoreModule {}
     PayoutsAggregates,
     PayoutsProjection,
     DepositIntake,
+    BankAccountVault,
+    {
+      provide: PAYOUTS_SEALING,
+      useFactory: (o: Overrides) => o.ports?.sealing ?? payoutsSealingFromEnv(process.env),
+      inject: [Overrides],
+    },
     PayoutFlowConsumer,
     PayoutChainDeposits,
     IndexerWatchClient,
@@ -166,6 +181,7 @@ export function payoutsService(
     name: 'payouts',
     imports: [PayoutsConfigModule.forRoot(config, ports), ...operator, PayoutsServiceModule],
     migrations: PAYOUTS_MIGRATIONS,
+    upcasters: BENEFICIARY_UPCASTERS,
     handlesCommands: true,
   };
 }

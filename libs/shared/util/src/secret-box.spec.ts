@@ -8,6 +8,16 @@ describe('SecretBox', () => {
     expect(sealed).not.toContain('whsec_abc123');
     expect(box.open(sealed, 'whs_1')).toBe('whsec_abc123');
   });
+  it('digest: the same value and purpose give the same keyed fingerprint; another key or purpose another one', () => {
+    const key = randomBytes(32);
+    const box = new SecretBox(key);
+    const d = box.digest('000123456789', 'account');
+    expect(d).toMatch(/^[0-9a-f]{32}$/);
+    expect(new SecretBox(key).digest('000123456789', 'account')).toBe(d);
+    expect(box.digest('000123456789', 'other')).not.toBe(d);
+    expect(new SecretBox(randomBytes(32)).digest('000123456789', 'account')).not.toBe(d);
+  });
+
   it('refuses a ciphertext moved to another row', () => {
     const sealed = box.seal('whsec_abc123', 'whs_1');
     expect(() => box.open(sealed, 'whs_2')).toThrow();

@@ -17,6 +17,7 @@ import {
   CUSTOMER_CATEGORY,
 } from '@stablepay/payouts-domain';
 import { PayoutsAggregates, type Owner } from '../aggregates';
+import { BankAccountVault } from '../bank-accounts';
 import { KYC_PROVIDER, type KycProvider } from '../providers/kyc-provider';
 import { OFF_RAMP_PROVIDER, type OffRampProvider, type OffRampTransferRequest } from '../providers/off-ramp';
 import { CUSTOMER_TOPIC, foldCustomer, foldPayout, PAYOUT_TOPIC } from '../read-model/objects';
@@ -48,6 +49,7 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     @Inject(OFF_RAMP_PROVIDER) private readonly offRamp: OffRampProvider,
     @Inject(KYC_PROVIDER) private readonly kyc: KycProvider,
     @Inject(SANCTIONS_SCREENING) private readonly screening: SanctionsScreening,
+    @Inject(BankAccountVault) private readonly accounts: BankAccountVault,
     @Optional() @Inject(PAYOUT_SWEEPER) private readonly sweeper?: PayoutSweeper | null,
   ) {}
 
@@ -115,7 +117,7 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     );
   }
 
-  /** The payout as stored and what the off-ramp needs of it (its beneficiary's bank account). */
+  /** The payout as stored and what the off-ramp needs of it (its beneficiary's bank account, opened from the vault). */
   private async transferRequest(payoutId: string): Promise<{
     payout: ReturnType<typeof foldPayout>;
     request: OffRampTransferRequest;
@@ -134,7 +136,10 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
         tokenDecimals: payout.token.decimals,
         amount: payout.deposit?.amount ?? payout.amount,
         currency: payout.currency,
-        beneficiary: { holderName: beneficiary.holderName, account: beneficiary.account },
+        beneficiary: {
+          holderName: beneficiary.holderName,
+          account: await this.accounts.account(payout.beneficiaryId),
+        },
       },
     };
   }

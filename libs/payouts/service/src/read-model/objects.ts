@@ -52,7 +52,7 @@ export function objectAsOf(category: string, history: readonly StoredEvent[]) {
   if (category === PAYOUT_CATEGORY) return payoutObject(foldPayout(history));
   if (category === BENEFICIARY_CATEGORY)
     return beneficiaryObject(
-      fold(history, beneficiaryDecider, (t) => t === 'BeneficiaryCreated.v1', 'beneficiary') as ReturnType<
+      fold(history, beneficiaryDecider, (t) => t === 'BeneficiaryCreated.v2', 'beneficiary') as ReturnType<
         typeof beneficiaryDecider.initialState
       >,
     );
