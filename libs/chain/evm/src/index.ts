@@ -4,3 +4,4 @@ export * from './chains';
 export * from './typed-data';
 export * from './chain-env';
 export * from './sanctions';
+export * from './log-range';

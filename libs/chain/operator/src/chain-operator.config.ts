@@ -7,6 +7,7 @@ import {
   type StablepayRoles,
 } from '@stablepay/contracts';
 import {
+  chainLogRangeFromEnv,
   chainRpcUrlsFromEnv,
   configChain,
   createChainRegistry,
@@ -28,6 +29,8 @@ export interface OperatorChain {
   readonly rpcUrl: string;
   /** Blocks on top of (and including) a deposit's block before it counts as confirmed. */
   readonly confirmations: number;
+  /** Most blocks one eth_getLogs window of a service's log lookup covers (CHAIN_LOG_RANGE, default 2000). */
+  readonly logRange: number;
   /** Accepted stablecoins on this chain (the chain registry's, or the local test tokens). */
   readonly stablecoins: readonly Stablecoin[];
 }
@@ -90,6 +93,8 @@ export interface ChainOperatorConfigOptions {
  * - `CHAIN_MODE`: `live` (default; the mainnet stablecoins of the chain registry) or `test` (the test stablecoins
  *   USDC/USDT/DAI at their deterministic addresses, as on the local chains and the compose anvil).
  * - `CHAIN_CONFIRMATIONS`: `12` for every chain, or `12,eip155:137=64,eip155:8453=3` (default 12).
+ * - `CHAIN_LOG_RANGE`: `eip155:8453=10000,eip155:137=2000`, the most blocks per eth_getLogs window of a log
+ *   lookup (default 2000; what the chain's RPC provider accepts).
  * - `OPERATOR_PRIVATE_KEY` (secret): the hot relayer key, 0x + 64 hex. Required with chains.
  * - `REGISTRY_ADMIN_ADDRESS`: the registry admin's public address (the cold key stays offline; it must differ
  *   from the operator). `OPERATOR_PAUSER_ADDRESS`: the operator pauser. Both required with chains: with the
@@ -151,6 +156,7 @@ export function chainsFromEnv(env: Env, options: ChainOperatorConfigOptions = {}
   }
   const supported = parseSupportedChains(env, live, rpcUrls);
   const confirmations = parseConfirmations(env, supported);
+  const logRange = chainLogRangeFromEnv(env);
   if (supported.length === 0) {
     return {
       enabled: false,
@@ -189,6 +195,7 @@ export function chainsFromEnv(env: Env, options: ChainOperatorConfigOptions = {}
       name: info.name,
       rpcUrl: rpcUrls.get(caip2) ?? '',
       confirmations: confirmations.perChain.get(caip2) ?? confirmations.fallback,
+      logRange: logRange(caip2),
       stablecoins: info.stablecoins,
     };
   });

@@ -1,4 +1,5 @@
 import { FetchRequest, JsonRpcProvider, Network } from 'ethers';
+import { readLogsSplitting } from '@stablepay/evm';
 
 /** A block header as the follower needs it. */
 export interface BlockHeader {
@@ -101,26 +102,21 @@ export class JsonRpcChainClient implements ChainRpc {
 
   /**
    * eth_getLogs over a range. A node that refuses a range as too large (result or range limits differ per
-   * provider) gets the two halves instead, recursively, down to single blocks.
+   * provider) gets the two halves instead, recursively, down to single blocks (the service lookups share this).
    */
   async getLogs(filter: LogFilter): Promise<ChainLog[]> {
-    const params: Record<string, unknown> = {
-      fromBlock: hex(filter.fromBlock),
-      toBlock: hex(filter.toBlock),
-    };
-    if (filter.address) params['address'] = [...filter.address];
-    if (filter.topics)
-      params['topics'] = filter.topics.map((t) => (t === null || typeof t === 'string' ? t : [...t]));
-    try {
-      const raw = await this.send<RawLog[]>('eth_getLogs', [params]);
-      return raw.filter((l) => l.removed !== true).map(toLog);
-    } catch (error) {
-      if (filter.toBlock <= filter.fromBlock || !looksLikeRangeLimit(error)) throw error;
-      const mid = Math.floor((filter.fromBlock + filter.toBlock) / 2);
-      const low = await this.getLogs({ ...filter, toBlock: mid });
-      const high = await this.getLogs({ ...filter, fromBlock: mid + 1 });
-      return [...low, ...high];
-    }
+    return readLogsSplitting(
+      async (from, to) => {
+        const params: Record<string, unknown> = { fromBlock: hex(from), toBlock: hex(to) };
+        if (filter.address) params['address'] = [...filter.address];
+        if (filter.topics)
+          params['topics'] = filter.topics.map((t) => (t === null || typeof t === 'string' ? t : [...t]));
+        const raw = await this.send<RawLog[]>('eth_getLogs', [params]);
+        return raw.filter((l) => l.removed !== true).map(toLog);
+      },
+      filter.fromBlock,
+      filter.toBlock,
+    );
   }
 
   close(): void {
@@ -151,22 +147,4 @@ function toLog(raw: RawLog): ChainLog {
     txHash: raw.transactionHash.toLowerCase(),
     logIndex: Number(BigInt(raw.logIndex)),
   };
-}
-
-// The wording providers use when a log query is too big (geth: "query returned more than 10000 results";
-// Alchemy, Infura, QuickNode and others: "block range", "limit exceeded", "response size exceeded").
-const RANGE_LIMIT =
-  /more than \d+ results|too many|limit|exceed|block range|range is too|response size|timeout/i;
-
-function looksLikeRangeLimit(error: unknown): boolean {
-  const parts: string[] = [];
-  if (error instanceof Error) parts.push(error.message);
-  if (typeof error === 'object' && error !== null) {
-    try {
-      parts.push(JSON.stringify(error));
-    } catch {
-      // a cyclic error object: the message alone decides
-    }
-  }
-  return RANGE_LIMIT.test(parts.join(' '));
 }

@@ -5,3 +5,4 @@ export * from './eventually';
 export * from './raw-headers';
 export * from './metric-value';
 export * from './holding-server';
+export * from './range-limited-rpc';

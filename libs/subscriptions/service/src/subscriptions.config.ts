@@ -1,5 +1,6 @@
 import { type ChainMode, chainsFromEnv, servedChainMode } from '@stablepay/chain-operator';
 import {
+  chainLogRangeFromEnv,
   chainRpcUrlsFromEnv,
   createChainRegistry,
   parseAddress,
@@ -22,6 +23,8 @@ export interface SubscriptionsConfig {
    * on its nonce). Below the gateway's COMMAND_TIMEOUT_MS, so the owner answers before the caller gives up.
    */
   readonly chargeReceiptTimeoutMs: number;
+  /** Most blocks one eth_getLogs window of a charge-log lookup covers, per chain (CHAIN_LOG_RANGE). */
+  readonly chainLogRange: (chain: string) => number;
   /** The sandbox rate table (built-in ARS plus SANDBOX_RATES). */
   readonly sandboxRates: RateTable;
   /**
@@ -96,6 +99,7 @@ export function subscriptionsConfigFromEnv(
     hostedUrl,
     expiryPollIntervalMs: envInt(env, 'SUBSCRIPTION_EXPIRY_POLL_MS', 1000, 10, 3_600_000),
     chargeReceiptTimeoutMs: envInt(env, 'CHARGE_RECEIPT_TIMEOUT_MS', 8000, 100, 600_000),
+    chainLogRange: chainLogRangeFromEnv(env),
     sandboxRates: parseRateTable(envOptional(env, 'SANDBOX_RATES')),
     chains: {
       live,

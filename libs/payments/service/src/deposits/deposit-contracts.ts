@@ -6,6 +6,7 @@ import {
   connectStablepayRegistry,
   toOnChainId,
 } from '@stablepay/contracts';
+import { findLogsSince } from '@stablepay/evm';
 import type { RelayerSet } from '@stablepay/relayer';
 
 const FACTORY = new Interface(PaymentFactoryAbi);
@@ -30,6 +31,11 @@ export interface DeployRequest {
   readonly amount: bigint;
   /** TWO_STEP: seconds from the chain's time now until the escrow can no longer be captured. */
   readonly authorizationPeriodSeconds: number | null;
+  /**
+   * The earliest block of a transfer into the deposit address (null: none recorded). The deploy follows the
+   * funding, so an earlier attempt's DepositDeployed log lies at or past it.
+   */
+  readonly fundedFromBlock: number | null;
 }
 
 export type DeployOutcome =
@@ -55,6 +61,8 @@ export class DepositContracts {
     private readonly relayers: RelayerSet,
     private readonly paymentFactory: string,
     private readonly registry: string,
+    /** Most blocks per eth_getLogs window on a chain (CHAIN_LOG_RANGE). */
+    private readonly logRange: (chain: string) => number,
   ) {}
 
   /** What the chain's StablepayRegistry holds for the merchant (zero addresses when it is not registered). */
@@ -129,11 +137,16 @@ export class DepositContracts {
   private async alreadyDeployed(request: DeployRequest): Promise<DeployOutcome> {
     const provider = this.relayers.for(request.chain).provider;
     const topic = FACTORY.getEvent('DepositDeployed')?.topicHash ?? '';
-    const logs = await provider.getLogs({
-      address: this.paymentFactory,
-      topics: [topic, toOnChainId(request.merchantId), request.onChainPaymentId],
-      fromBlock: 0,
-    });
+    // From the funding's block, in windows: RPC providers refuse a query from block 0 on a real chain.
+    const logs = await findLogsSince(
+      provider,
+      {
+        address: this.paymentFactory,
+        topics: [topic, toOnChainId(request.merchantId), request.onChainPaymentId],
+        fromBlock: request.fundedFromBlock,
+      },
+      { maxRange: this.logRange(request.chain) },
+    );
     const log = logs[logs.length - 1];
     if (!log) return { kind: 'retry', error: 'DepositAlreadyDeployed but no DepositDeployed log found' };
     const receipt = await provider.getTransactionReceipt(log.transactionHash);

@@ -13,7 +13,7 @@ import {
   OperatorRelayers,
   type ChainOperatorConfig,
 } from '@stablepay/chain-operator';
-import { parseCaip19 } from '@stablepay/evm';
+import { DEFAULT_CHAIN_LOG_RANGE, parseCaip19 } from '@stablepay/evm';
 import {
   type BusMessage,
   type BusSubscription,
@@ -202,7 +202,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     this.store = new DepositStore(dataSource);
     this.contracts =
       config.enabled && config.addresses && relayers.set
-        ? new DepositContracts(relayers.set, config.addresses.paymentFactory, config.addresses.registry)
+        ? new DepositContracts(
+            relayers.set,
+            config.addresses.paymentFactory,
+            config.addresses.registry,
+            (chain) => config.chains.find((c) => c.caip2 === chain)?.logRange ?? DEFAULT_CHAIN_LOG_RANGE,
+          )
         : null;
   }
 
@@ -557,6 +562,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       payer: requested.payer,
       amount: BigInt(requested.amount),
       authorizationPeriodSeconds: created.authorizationPeriodSeconds,
+      fundedFromBlock: earliestBlock(state.transfers.filter((t) => t.chain === requested.chain)),
     });
     if (outcome.kind === 'retry') {
       await this.retryLater(paymentId, await this.store.attempts(paymentId), outcome.error);
@@ -769,4 +775,10 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       clearTimeout(timer);
     }
   }
+}
+
+/** The lowest block of the transfers recorded into a deposit address (null when none is). */
+function earliestBlock(transfers: readonly { readonly blockNumber: string }[]): number | null {
+  const blocks = transfers.map((t) => Number(t.blockNumber)).filter((b) => Number.isSafeInteger(b));
+  return blocks.length > 0 ? Math.min(...blocks) : null;
 }

@@ -1,5 +1,6 @@
 import { Interface, type Provider } from 'ethers';
 import { SubscriptionManagerAbi } from '@stablepay/contracts';
+import { findLogsSince } from '@stablepay/evm';
 import type { ChargeObservation } from '@stablepay/subscriptions-domain';
 import { chargeObservation } from './chain-facts';
 import { decodeManagerLog } from './subscribe-flow';
@@ -40,18 +41,31 @@ export function chargedLogsIn(
   return found;
 }
 
-/** Every SubscriptionCharged log of a subscription on chain, whoever submitted it (topic: the subscription id). */
+/** What the lookup reads of a provider (an ethers Provider). */
+export type ChargedLogsProvider = Pick<Provider, 'getLogs' | 'getBlockNumber' | 'getTransactionReceipt'>;
+
+/**
+ * Every SubscriptionCharged log of a subscription on chain, whoever submitted it (topic: the subscription id). Read
+ * from the subscribe transaction's block (no charge of a subscription precedes its creation) to the head in windows
+ * of `maxRange` blocks (CHAIN_LOG_RANGE): RPC providers refuse a query from block 0 on a real chain. When the
+ * subscribe receipt is not found (a node that pruned it), the lookup reads the last UNKNOWN_START_LOOKBACK_BLOCKS.
+ */
 export async function findChargedLogs(
-  provider: Pick<Provider, 'getLogs'>,
+  provider: ChargedLogsProvider,
   manager: string,
-  subscriptionId: string,
+  subscription: { readonly subscriptionId: string; readonly txHash: string },
   chain: string,
+  maxRange: number,
 ): Promise<ChargeObservation[]> {
-  const logs = await provider.getLogs({
-    address: manager,
-    topics: [CHARGED_TOPIC, subscriptionId],
-    fromBlock: 0,
-    toBlock: 'latest',
-  });
-  return chargedLogsIn(logs as unknown as RawLog[], manager, subscriptionId, chain);
+  const subscribed = await provider.getTransactionReceipt(subscription.txHash);
+  const logs = await findLogsSince(
+    provider,
+    {
+      address: manager,
+      topics: [CHARGED_TOPIC, subscription.subscriptionId],
+      fromBlock: subscribed?.blockNumber ?? null,
+    },
+    { maxRange },
+  );
+  return chargedLogsIn(logs as unknown as RawLog[], manager, subscription.subscriptionId, chain);
 }

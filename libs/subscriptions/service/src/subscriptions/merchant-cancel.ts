@@ -120,7 +120,10 @@ export class MerchantCancel {
     const o = row.object;
     const owner = { merchantId: row.merchant_id, mode: row.mode };
     try {
-      const landed = (await findChargedLogs(provider, manager, o.id, row.chain)).filter(
+      const { state } = await this.commands.owned(owner, o.id);
+      const subscription = { subscriptionId: o.id, txHash: state.created.txHash };
+      const range = this.config.chainLogRange(row.chain);
+      const landed = (await findChargedLogs(provider, manager, subscription, row.chain, range)).filter(
         (c) => c.nonce >= o.charge_nonce,
       );
       let revision: number | null = null;

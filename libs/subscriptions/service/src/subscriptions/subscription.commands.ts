@@ -14,6 +14,7 @@ import {
   subscriptionStreamId,
 } from '@stablepay/subscriptions-domain';
 import type { Clock } from '@stablepay/util';
+import { loadOwnedSubscription, type OwnedSubscription } from '../charges/owned-subscription';
 
 export interface SubscriptionOwner {
   readonly merchantId: string;
@@ -35,6 +36,11 @@ export class SubscriptionCommands {
 
   now(): Date {
     return this.clock.now();
+  }
+
+  /** The owner's subscription folded from its stream (another merchant's, or unknown, is 404). */
+  owned(owner: SubscriptionOwner, subscriptionId: string): Promise<OwnedSubscription> {
+    return loadOwnedSubscription(this.store, owner, subscriptionId);
   }
 
   async run(

@@ -270,7 +270,7 @@ export class ChargeSubscriptionHandler {
       const landed = await this.findChargedLog(
         relayer.provider,
         manager.address,
-        subscriptionId,
+        { subscriptionId, txHash: c.txHash },
         nonce,
         c.chain,
       );
@@ -376,11 +376,17 @@ export class ChargeSubscriptionHandler {
   private async findChargedLog(
     provider: JsonRpcProvider,
     manager: string,
-    subscriptionId: string,
+    subscription: { readonly subscriptionId: string; readonly txHash: string },
     nonce: number,
     chain: string,
   ): Promise<ChargeObservation | null> {
-    const logs = await findChargedLogs(provider, manager, subscriptionId, chain);
+    const logs = await findChargedLogs(
+      provider,
+      manager,
+      subscription,
+      chain,
+      this.config.chainLogRange(chain),
+    );
     return logs.find((c) => c.nonce === nonce) ?? null;
   }
 }
