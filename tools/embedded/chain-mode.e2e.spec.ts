@@ -339,6 +339,22 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     expect(String(payment.body['deposit_address']).toLowerCase()).toBe(depositAddress.toLowerCase());
   }, 60_000);
 
+  it('the payment-request surface shows a live payment recorded before checkouts were refused as its checkout does: no deposit address, and why', async () => {
+    const { ids, depositAddress } = await recordLivePayment('payment-request-before-the-refusal');
+    const got = await api('GET', `/payment-requests/payments/${ids.paymentId}`, live.apiKey);
+    expect(got.status).toBe(200);
+    expect(got.body).toMatchObject({
+      object: 'payment_request',
+      id: ids.paymentId,
+      deposit_address: null,
+      unavailable_reason: 'chain_mode_mismatch',
+    });
+    // The nested payment is the record of where anything sent is held, as GET /payments/:id: it keeps the address.
+    const { payment, ...request } = got.body;
+    expect(JSON.stringify(request).toLowerCase()).not.toContain(depositAddress.slice(2).toLowerCase());
+    expect(String((payment as Json)['deposit_address']).toLowerCase()).toBe(depositAddress.toLowerCase());
+  }, 60_000);
+
   it('the hosted subscribe page of a live intent recorded before create refused it offers no subscribe', async () => {
     const id = await recordLiveIntent();
     const page = await fetch(`${stack.url}/hosted/subscribe/${id}`);
@@ -427,15 +443,15 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
   });
 
   it('a test merchant on the same deployment still takes checkouts, subscription checkouts and subscribes', async () => {
-    const checkout = await api('POST', '/checkouts', stack.demoApiKey, {
-      amount: '1000000',
-      currency: 'USD',
-    });
-    expect(checkout.status).toBe(201);
-    expect(checkout.body).toMatchObject({
-      deposit_address: expect.stringMatching(/^0x/),
-      unavailable_reason: null,
-    });
+    // Both create surfaces hand out the deposit address of a payment this deployment takes.
+    for (const path of ['/checkouts', '/payment-requests/payments/new']) {
+      const created = await api('POST', path, stack.demoApiKey, { amount: '1000000', currency: 'USD' });
+      expect(created.status).toBe(201);
+      expect(created.body).toMatchObject({
+        deposit_address: expect.stringMatching(/^0x/),
+        unavailable_reason: null,
+      });
+    }
     const intent = await api('POST', '/subscription-checkouts', stack.demoApiKey, {
       price: '150000',
       price_currency: 'ARS',

@@ -125,7 +125,9 @@ export interface PaymentRequestObject {
   readonly amount: string;
   readonly currency: string;
   readonly method: 'DIRECT' | 'TWO_STEP';
-  readonly deposit_address: string;
+  /** As the checkout shows it (CheckoutResource): null, with `unavailable_reason`, when this deployment cannot take it. */
+  readonly deposit_address: string | null;
+  readonly unavailable_reason: CheckoutResource['unavailable_reason'];
   readonly accepted_assets: CheckoutObject['accepted_assets'];
   /** The configured chain (CAIP-2) and token (symbol), null until configured. */
   readonly chain: string | null;

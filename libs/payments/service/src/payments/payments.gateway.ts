@@ -21,14 +21,17 @@ import {
   type PaymentRequestStatus,
   type PaymentsUseCases,
 } from '@stablepay/payments-api';
-import type { CheckoutObject, CreateCheckoutInput, PaymentObject } from '@stablepay/payments-domain';
+import type { CreateCheckoutInput, PaymentObject } from '@stablepay/payments-domain';
 import type { Clock } from '@stablepay/util';
 import { PAYMENTS_CONFIG, type PaymentsConfig } from '../payments.config';
 import { PaymentMerchantProfiles } from './merchant-profiles';
 import { type CheckoutRow, type PaymentRow, PaymentReader } from './payment.reader';
 
 /** A payment as the alternate payment-request surface shows it (same aggregate, its checkout's url). */
-export function paymentRequestObject(checkout: CheckoutObject, payment: PaymentObject): PaymentRequestObject {
+export function paymentRequestObject(
+  checkout: CheckoutResource,
+  payment: PaymentObject,
+): PaymentRequestObject {
   const selected = checkout.accepted_assets.find((a) => a.asset === checkout.selected_asset) ?? null;
   return {
     object: 'payment_request',
@@ -39,7 +42,9 @@ export function paymentRequestObject(checkout: CheckoutObject, payment: PaymentO
     amount: payment.amount,
     currency: payment.currency,
     method: payment.method,
-    deposit_address: payment.deposit_address,
+    // As the checkout shows it: withheld (with the reason) when this deployment cannot take the payment.
+    deposit_address: checkout.deposit_address,
+    unavailable_reason: checkout.unavailable_reason,
     accepted_assets: checkout.accepted_assets,
     chain: selected?.chain ?? null,
     token: selected?.token_symbol ?? null,
@@ -195,7 +200,7 @@ export class PaymentsGateway implements PaymentsUseCases {
   ): Promise<PaymentRequestObject> {
     const checkout = await this.createCheckoutRow(merchant, input, origin, idempotencyKey);
     const { payment } = await this.ownedPair(merchant, checkout.object.payment_id);
-    return paymentRequestObject(checkout.object, payment.object);
+    return paymentRequestObject(this.present(checkout), payment.object);
   }
 
   async retrievePaymentRequest(
@@ -203,7 +208,7 @@ export class PaymentsGateway implements PaymentsUseCases {
     paymentId: string,
   ): Promise<PaymentRequestDetails> {
     const { payment, checkout } = await this.ownedPair(merchant, paymentId);
-    return { ...paymentRequestObject(checkout.object, payment.object), payment: payment.object };
+    return { ...paymentRequestObject(this.present(checkout), payment.object), payment: payment.object };
   }
 
   async configurePaymentRequest(
@@ -225,7 +230,7 @@ export class PaymentsGateway implements PaymentsUseCases {
     );
     const payment = await this.reader.paymentAtLeast(done.paymentId, done.revision);
     const checkout = await this.reader.checkoutAtLeast(done.checkoutId, done.paymentId, done.revision);
-    return paymentRequestObject(checkout.object, payment.object);
+    return paymentRequestObject(this.present(checkout), payment.object);
   }
 
   async paymentRequestStatus(
