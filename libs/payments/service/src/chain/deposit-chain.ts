@@ -5,6 +5,7 @@ import {
   connectStablepayRegistry,
   connectTestStablecoin,
 } from '@stablepay/contracts';
+import { DEFAULT_CHAIN_LOG_RANGE, findLogsSince } from '@stablepay/evm';
 import type { ChainRelayer, RelayOutcome } from '@stablepay/relayer';
 
 /**
@@ -128,6 +129,8 @@ export class DepositChain {
   constructor(
     private readonly relayer: ChainRelayer,
     private readonly registryAddress: string,
+    /** Most blocks per eth_getLogs window on this chain (CHAIN_LOG_RANGE). */
+    private readonly logRange: number = DEFAULT_CHAIN_LOG_RANGE,
   ) {}
 
   get chainId(): bigint {
@@ -249,12 +252,17 @@ export class DepositChain {
 
   /**
    * Every transaction that emitted a log of the deposit, from the block of `fromTx` (its deployment) on, in chain
-   * order: what moved out of it whoever sent it. Without `fromTx` the whole chain is searched.
+   * order: what moved out of it whoever sent it. Read to the head in windows of `logRange` blocks (RPC providers
+   * refuse a wide eth_getLogs); without `fromTx` (or its receipt), the last UNKNOWN_START_LOOKBACK_BLOCKS.
    */
   async transactionsFrom(deposit: string, fromTx: string | null): Promise<string[]> {
     const provider = this.relayer.provider;
-    const fromBlock = fromTx ? ((await provider.getTransactionReceipt(fromTx))?.blockNumber ?? 0) : 0;
-    const logs = await provider.getLogs({ address: deposit, fromBlock, toBlock: 'latest' });
+    const fromBlock = fromTx ? ((await provider.getTransactionReceipt(fromTx))?.blockNumber ?? null) : null;
+    const logs = await findLogsSince(
+      provider,
+      { address: deposit, topics: [], fromBlock },
+      { maxRange: this.logRange },
+    );
     return [...new Set(logs.map((l) => l.transactionHash))];
   }
 

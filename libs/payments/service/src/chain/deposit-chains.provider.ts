@@ -33,7 +33,11 @@ export const depositChainsProvider: Provider = {
         if (!relayers.set.chains().includes(caip2)) {
           throw chainUnavailable(`No RPC endpoint is configured for ${caip2}.`);
         }
-        const chain = new DepositChain(relayers.set.for(caip2), config.addresses.registry);
+        const chain = new DepositChain(
+          relayers.set.for(caip2),
+          config.addresses.registry,
+          config.chains.find((c) => c.caip2 === caip2)?.logRange,
+        );
         byChain.set(caip2, chain);
         return chain;
       },
