@@ -190,6 +190,43 @@ describe('payouts (beta): customers, KYC, beneficiaries and payouts end to end',
       await webhooks.next('customer.activated', String(customer['id']));
     });
 
+    it('POST /customers/:id/kyc_links issues a fresh kyc_url (the old one then records nothing); the fresh one activates', async () => {
+      const customer = await newCustomer();
+      const id = String(customer['id']);
+      const issue = (key?: string) =>
+        fetch(`${stack.url}/customers/${id}/kyc_links`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${stack.demoApiKey}`,
+            ...(key ? { 'idempotency-key': key } : {}),
+          },
+        }).then(async (r) => ({ status: r.status, body: (await r.json()) as Json }));
+      const fresh = await issue('kyc-link-1');
+      expect(fresh.status).toBe(201);
+      expect(fresh.body).toMatchObject({ id, object: 'customer', status: 'kyc_pending' });
+      expect(fresh.body['kyc_url']).toMatch(new RegExp(`^${stack.url}/hosted/kyc/kycs_[0-9a-z]{26}$`));
+      expect(fresh.body['kyc_url']).not.toEqual(customer['kyc_url']);
+      expect(Date.parse(String(fresh.body['kyc_url_expires_at']))).toBeGreaterThanOrEqual(
+        Date.parse(String(customer['kyc_url_expires_at'])),
+      );
+      // A retried request answers the same link; GET shows it.
+      expect((await issue('kyc-link-1')).body['kyc_url']).toBe(fresh.body['kyc_url']);
+      expect((await api('GET', `/customers/${id}`)).body['kyc_url']).toBe(fresh.body['kyc_url']);
+      // The replaced link records nothing; the fresh one completes KYC.
+      await completeKyc(String(customer['kyc_url']));
+      expect((await api('GET', `/customers/${id}`)).body['status']).toBe('kyc_pending');
+      await completeKyc(String(fresh.body['kyc_url']));
+      await webhooks.next('customer.activated', id);
+      // An active customer has no KYC step left: 409 kyc_not_required, nothing changes.
+      const refused = await issue();
+      expect([refused.status, (refused.body['error'] as Json)['code']]).toEqual([409, 'kyc_not_required']);
+      expect((await api('GET', `/customers/${id}`)).body).toMatchObject({ status: 'active', kyc_url: null });
+      // Another merchant's customer, or a malformed id, is 404.
+      const foreign = await api('POST', `/customers/${id}/kyc_links`, undefined, other.apiKey);
+      expect(foreign.status).toBe(404);
+      expect((await api('POST', '/customers/cus_nope/kyc_links')).status).toBe(404);
+    });
+
     it('kyc_failed (sandbox magic) ends as kyc_failed with customer.kyc_failed', async () => {
       const customer = await newCustomer('Mallory', 'mallory+kyc_failed@example.com');
       await completeKyc(String(customer['kyc_url']));

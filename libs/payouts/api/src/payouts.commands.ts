@@ -15,6 +15,7 @@ import type {
 export const PAYOUTS_COMMANDS = defineCommands('payouts', {
   createCustomer: 'payouts.customer.create',
   submitKyc: 'payouts.customer.submit-kyc',
+  issueKycLink: 'payouts.customer.issue-kyc-link',
   createBeneficiary: 'payouts.beneficiary.create',
   createPayout: 'payouts.payout.create',
   simulateDeposit: 'payouts.deposit.simulate',
@@ -32,6 +33,13 @@ export interface CreateCustomerCommand {
 export interface SubmitKycCommand {
   readonly commandId: string;
   readonly sessionId: string;
+}
+
+/** POST /customers/:id/kyc_links: a fresh KYC link for a customer that still has to complete KYC. */
+export interface IssueKycLinkCommand {
+  readonly commandId: string;
+  readonly merchant: AuthenticatedMerchant;
+  readonly customerId: string;
 }
 
 export interface CreateBeneficiaryCommand {

@@ -66,6 +66,24 @@ export class CustomersController {
   retrieve(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string) {
     return this.useCases.retrieveCustomer(merchant, checkId(CUSTOMER_ID, 'customer', id));
   }
+
+  /**
+   * Like Stripe's Account Links: a fresh hosted KYC link (24 h) for a customer whose link expired or was lost; the
+   * previous link then records nothing. Answers the customer with its new `kyc_url` and `kyc_url_expires_at`.
+   */
+  @Post(':id/kyc_links')
+  @HttpCode(201)
+  issueKycLink(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('id') id: string,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.useCases.issueKycLink(
+      merchant,
+      checkId(CUSTOMER_ID, 'customer', id),
+      idempotencyKeyOf(request),
+    );
+  }
 }
 
 /** SPEC Endpoints > Payouts (beta): beneficiaries (bank accounts receiving fiat). */

@@ -52,6 +52,12 @@ export interface PayoutsUseCases {
     idempotencyKey?: string,
   ): Promise<CustomerObject>;
   retrieveCustomer(merchant: AuthenticatedMerchant, id: string): Promise<CustomerObject>;
+  /** A fresh `kyc_url` (24 h) replacing the open one; 409 `kyc_not_required` for a customer past KYC. */
+  issueKycLink(
+    merchant: AuthenticatedMerchant,
+    customerId: string,
+    idempotencyKey?: string,
+  ): Promise<CustomerObject>;
   listCustomers(
     merchant: AuthenticatedMerchant,
     query: ListQuery,

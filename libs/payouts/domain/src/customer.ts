@@ -61,6 +61,11 @@ export type CustomerEvent =
       data: { sessionId: string; reason: string; nextSession: KycSession; at: string };
     }
   | { type: 'CustomerKycFailed.v1'; data: { sessionId: string; reason: string; failedAt: string } }
+  | {
+      /** POST /customers/:id/kyc_links: a fresh session replaces the open one (whose link then records nothing). */
+      type: 'CustomerKycLinkIssued.v1';
+      data: { session: KycSession; issuedAt: string };
+    }
   | { type: 'CustomerSuspended.v1'; data: { reason: string; suspendedAt: string } };
 
 export interface CustomerState {
@@ -140,6 +145,8 @@ export function evolveCustomer(state: CustomerState, event: CustomerEvent): Cust
         statusReason: event.data.reason,
         updatedAt: event.data.failedAt,
       };
+    case 'CustomerKycLinkIssued.v1':
+      return { ...state, kycSession: event.data.session, updatedAt: event.data.issuedAt };
     case 'CustomerSuspended.v1':
       return {
         ...state,
@@ -183,7 +190,16 @@ export type CustomerCommand =
       nextSessionId: string;
       now: Date;
     }
-  | { type: 'SuspendCustomer'; reason: string; now: Date };
+  | { type: 'SuspendCustomer'; reason: string; now: Date }
+  | {
+      /** A fresh KYC link (the caller draws the session id from the request's idempotency key). */
+      type: 'IssueKycLink';
+      sessionId: string;
+      now: Date;
+    };
+
+/** The statuses whose customer still has a KYC step to complete: the only ones a fresh link is issued for. */
+export const KYC_LINK_STATUSES: readonly CustomerStatus[] = ['kyc_pending', 'action_required'];
 
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -271,6 +287,21 @@ export function decideCustomer(command: CustomerCommand, state: CustomerState): 
       if (state.status !== 'active')
         throw conflict('customer_not_active', `Only an active customer can be suspended (${state.status}).`);
       return [{ type: 'CustomerSuspended.v1', data: { reason: command.reason, suspendedAt: at } }];
+    case 'IssueKycLink':
+      if (!state.exists) throw notFound('customer');
+      // The same request again (its Idempotency-Key draws the same session) issues nothing twice.
+      if (state.kycSession?.id === command.sessionId) return [];
+      if (!KYC_LINK_STATUSES.includes(state.status))
+        throw conflict(
+          'kyc_not_required',
+          `A ${state.status} customer has no verification step to complete: a KYC link is issued only for ${KYC_LINK_STATUSES.join(' or ')} customers.`,
+        );
+      return [
+        {
+          type: 'CustomerKycLinkIssued.v1',
+          data: { session: { id: command.sessionId, expiresAt: sessionExpiry(command.now) }, issuedAt: at },
+        },
+      ];
   }
 }
 
@@ -334,4 +365,5 @@ export const CUSTOMER_WEBHOOK_BY_EVENT: Readonly<Record<CustomerEvent['type'], s
   'CustomerActionRequired.v1': 'customer.action_required',
   'CustomerKycFailed.v1': 'customer.kyc_failed',
   'CustomerSuspended.v1': null,
+  'CustomerKycLinkIssued.v1': null,
 };

@@ -111,4 +111,34 @@ describe('Customer aggregate', () => {
     });
     expect(when(given(suspended), suspend)).toEqual([]);
   });
+
+  it('a kyc_pending customer whose link expired gets a fresh one (24 h from now); the fresh one activates', () => {
+    const expiredAt = later(25 * 3600 * 1000);
+    const issue: CustomerCommand = { type: 'IssueKycLink', sessionId: 'kycs_9', now: expiredAt };
+    const reissued = [...created(), ...when(given(created()), issue)];
+    expect(reissued.at(-1)?.type).toBe('CustomerKycLinkIssued.v1');
+    expect(customerObject(given(reissued))).toMatchObject({
+      status: 'kyc_pending',
+      kyc_url: 'https://pay.example/hosted/kyc/kycs_9',
+      kyc_url_expires_at: new Date(expiredAt.getTime() + 24 * 3600 * 1000).toISOString(),
+    });
+    // The same request again issues nothing; the replaced link records nothing.
+    expect(when(given(reissued), issue)).toEqual([]);
+    const old = errorOf(() => when(given(reissued), outcome({ outcome: 'approved' }, 'kycs_1', expiredAt)));
+    expect(old.code).toBe('kyc_session_used');
+    const approved = when(given(reissued), outcome({ outcome: 'approved' }, 'kycs_9', expiredAt));
+    expect(customerObject(given([...reissued, ...approved])).status).toBe('active');
+  });
+
+  it('an action_required customer gets a fresh link too; an active one is 409 kyc_not_required', () => {
+    const asked = [
+      ...created(),
+      ...when(given(created()), outcome({ outcome: 'action_required', reason: 'document_unreadable' })),
+    ];
+    const issue: CustomerCommand = { type: 'IssueKycLink', sessionId: 'kycs_9', now: later(5000) };
+    expect(when(given(asked), issue)).toHaveLength(1);
+    const active = [...created(), ...when(given(created()), outcome({ outcome: 'approved' }))];
+    const error = errorOf(() => when(given(active), issue));
+    expect([error.status, error.code]).toEqual([409, 'kyc_not_required']);
+  });
 });

@@ -68,6 +68,18 @@ export class PayoutsGateway implements PayoutsUseCases {
     return (await this.reader.getOwned('customer', merchant, id)).object;
   }
 
+  async issueKycLink(
+    merchant: AuthenticatedMerchant,
+    customerId: string,
+    idempotencyKey?: string,
+  ): Promise<CustomerObject> {
+    return (await this.send('customer', PAYOUTS_COMMANDS.issueKycLink, {
+      commandId: idempotencyKey ?? randomUUID(),
+      merchant,
+      customerId,
+    })) as CustomerObject;
+  }
+
   async listCustomers(
     merchant: AuthenticatedMerchant,
     query: ListQuery,

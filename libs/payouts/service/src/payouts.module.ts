@@ -16,6 +16,7 @@ import { BankAccountVault, PAYOUTS_SEALING } from './bank-accounts';
 import { CreateBeneficiaryHandler } from './commands/create-beneficiary/create-beneficiary.handler';
 import { CreateCustomerHandler } from './commands/create-customer/create-customer.handler';
 import { CreatePayoutHandler } from './commands/create-payout/create-payout.handler';
+import { IssueKycLinkHandler } from './commands/issue-kyc-link/issue-kyc-link.handler';
 import { SimulateDepositHandler } from './commands/simulate-deposit/simulate-deposit.handler';
 import { SubmitKycHandler } from './commands/submit-kyc/submit-kyc.handler';
 import { DepositIntake } from './flow/deposit-intake';
@@ -110,6 +111,7 @@ export class PayoutsCoreModule {}
   controllers: [
     CreateCustomerHandler,
     SubmitKycHandler,
+    IssueKycLinkHandler,
     CreateBeneficiaryHandler,
     CreatePayoutHandler,
     SimulateDepositHandler,
