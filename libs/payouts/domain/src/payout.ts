@@ -77,6 +77,11 @@ export type PayoutEvent =
        */
       data: { transferId: string; forwardTxHash?: string | null; forwardedAt: string };
     }
+  | {
+      /** The deposit's block was orphaned by a reorg before the payout was forwarded: it waits for a deposit again. */
+      type: 'PayoutDepositRetracted.v1';
+      data: { txHash: string; retractedAt: string };
+    }
   | { type: 'PayoutCompleted.v1'; data: { fiatAmount: string; completedAt: string } }
   | { type: 'PayoutFailed.v1'; data: { reason: PayoutFailureReason; failedAt: string } }
   | {
@@ -134,6 +139,8 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
     }
     case 'PayoutDepositDetected.v1':
       return { ...state, status: 'deposit_detected', deposit: event.data, updatedAt: event.data.detectedAt };
+    case 'PayoutDepositRetracted.v1':
+      return { ...state, status: 'awaiting_deposit', deposit: null, updatedAt: event.data.retractedAt };
     case 'PayoutForwarded.v1':
       return {
         ...state,
@@ -190,6 +197,7 @@ export type PayoutCommand =
       now: Date;
     }
   | { type: 'RecordForwarded'; transferId: string; forwardTxHash: string | null; now: Date }
+  | { type: 'RetractDeposit'; txHash: string; now: Date }
   | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
   | { type: 'RecordFailed'; reason: PayoutFailureReason; now: Date }
   | { type: 'RecordRefunded'; to: string; amount: string; reference: string; now: Date };
@@ -316,6 +324,16 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
           data: { transferId: command.transferId, forwardTxHash: command.forwardTxHash, forwardedAt: at },
         },
       ];
+    case 'RetractDeposit':
+      // Another transaction's retraction, or one already undone: nothing to do.
+      if (state.deposit?.txHash !== command.txHash) return [];
+      // Once forwarded the funds left the deposit address: only the operator can sort it out (the caller flags it).
+      if (state.status !== 'deposit_detected')
+        throw conflict(
+          'deposit_already_forwarded',
+          `The deposit of this ${state.status} payout was retracted by a reorg after it was forwarded.`,
+        );
+      return [{ type: 'PayoutDepositRetracted.v1', data: { txHash: command.txHash, retractedAt: at } }];
     case 'RecordCompleted':
       if (!transition(state, ['forwarded'], 'completed', 'complete')) return [];
       return [{ type: 'PayoutCompleted.v1', data: { fiatAmount: command.fiatAmount, completedAt: at } }];
@@ -396,6 +414,7 @@ export function payoutObject(state: PayoutState): PayoutObject {
 export const PAYOUT_WEBHOOK_BY_EVENT: Readonly<Record<PayoutEvent['type'], string | null>> = {
   'PayoutCreated.v1': null,
   'PayoutDepositDetected.v1': 'payout.deposit_detected',
+  'PayoutDepositRetracted.v1': null,
   'PayoutForwarded.v1': 'payout.forwarded',
   'PayoutCompleted.v1': 'payout.completed',
   'PayoutFailed.v1': 'payout.failed',

@@ -167,4 +167,23 @@ describe('Payout aggregate', () => {
     const other: PayoutCommand = { ...deposit, txHash: '0xdef' } as PayoutCommand;
     expect(errorOf(() => run(create(), deposit, other))).toMatchObject({ status: 409, code: 'payout_state' });
   });
+
+  it('a reorg retracting the deposit before the forward returns the payout to awaiting_deposit; it can be funded again', () => {
+    const retract: PayoutCommand = { type: 'RetractDeposit', txHash: '0xabc', now };
+    const events = run(create(), deposit, retract);
+    expect(events.at(-1)?.type).toBe('PayoutDepositRetracted.v1');
+    expect(payoutObject(given(events))).toMatchObject({ status: 'awaiting_deposit', deposit: null });
+    expect(run(create(), deposit, retract, deposit).at(-1)?.type).toBe('PayoutDepositDetected.v1');
+    // Another transaction's retraction, or the same one twice, changes nothing.
+    expect(run(create(), deposit, { ...retract, txHash: '0xdef' } as PayoutCommand)).toHaveLength(2);
+    expect(run(create(), deposit, retract, retract)).toHaveLength(3);
+  });
+
+  it('a retraction after the forward is refused (409 deposit_already_forwarded) for the caller to flag', () => {
+    const retract: PayoutCommand = { type: 'RetractDeposit', txHash: '0xabc', now };
+    expect(errorOf(() => run(create(), deposit, forwarded, retract))).toMatchObject({
+      status: 409,
+      code: 'deposit_already_forwarded',
+    });
+  });
 });

@@ -15,6 +15,9 @@ import {
   type EventBus,
 } from '@stablepay/event-bus';
 import type { DepositAddress } from '@stablepay/payouts-domain';
+import { DomainError } from '@stablepay/util';
+import { Counter, register } from 'prom-client';
+import { PayoutsAggregates } from '../aggregates';
 import { payoutTokens } from '../offering';
 import { type PayoutChains, PAYOUTS_CONFIG, type PayoutsConfig } from '../payouts.config';
 import { CUSTOMER_TOPIC } from '../read-model/objects';
@@ -26,8 +29,30 @@ export const PAYOUT_DEPOSIT_WATCH_GROUP = 'payouts.deposit-watch';
 export const PAYOUT_DEPOSIT_OBSERVATION_GROUP = 'payouts.deposit-observations';
 const CHAIN_TOPIC = 'indexer.chain-observation.v1';
 
+const RETRACTED_AFTER_FORWARD = 'stablepay_payout_deposit_retracted_after_forward_total';
+
+function retractedAfterForward(): Counter<'chain'> {
+  // Get-or-create: tests and the embedded run host several applications on prom-client's one default registry.
+  return (
+    (register.getSingleMetric(RETRACTED_AFTER_FORWARD) as Counter<'chain'> | undefined) ??
+    new Counter({
+      name: RETRACTED_AFTER_FORWARD,
+      help: 'Payout deposits a reorg retracted after the payout was forwarded (the operator must act)',
+      labelNames: ['chain'],
+    })
+  );
+}
+
+interface Retraction {
+  readonly chain: string;
+  readonly observationType: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+}
+
 interface Erc20Transfer {
   readonly chain: string;
+  readonly blockHash?: string;
   readonly txHash: string;
   readonly logIndex: number;
   /** CAIP-19 of the token. */
@@ -56,6 +81,7 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
     @Inject(EVENT_BUS) private readonly bus: EventBus,
     @Inject(PayoutsReader) private readonly reader: PayoutsReader,
     @Inject(DepositIntake) private readonly intake: DepositIntake,
+    @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
     @Inject(IndexerWatchClient) private readonly watches: IndexerWatchClient,
     @Inject(PAYOUTS_CONFIG) private readonly config: PayoutsConfig,
     @Optional() @Inject(PAYOUTS_CHAINS) private readonly chains?: PayoutChains,
@@ -105,7 +131,43 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
       for (const chain of chains) await this.watches.watchAddress({ chain: chain.caip2, address });
   }
 
+  /**
+   * A reorg orphaned the block of a deposit (docs/payouts.md, "Reorgs"): a payout not forwarded yet waits for a
+   * deposit again (PayoutDepositRetracted.v1); a forwarded one cannot be undone here (the funds left the address):
+   * it is logged as an error and counted for the operator.
+   */
+  private async retract(message: BusMessage): Promise<void> {
+    const r = message.data as Retraction;
+    if (r.observationType !== 'Erc20TransferObserved.v1') return;
+    for (const payout of await this.reader.payoutsFundedBy(r.chain, r.txHash)) {
+      try {
+        await this.aggregates.payout(
+          payout.id,
+          { merchantId: payout.merchant_id, mode: payout.mode },
+          {
+            type: 'RetractDeposit',
+            txHash: payout.object.deposit?.tx_hash ?? r.txHash,
+            now: this.aggregates.now(),
+          },
+          `retract:${message.id}`,
+        );
+      } catch (error) {
+        if (!(error instanceof DomainError && error.code === 'deposit_already_forwarded')) throw error;
+        retractedAfterForward().inc({ chain: r.chain });
+        this.logger.error({
+          msg: 'a reorg retracted the deposit of a forwarded payout: operator action needed',
+          payout: payout.id,
+          status: payout.status,
+          chain: r.chain,
+          txHash: r.txHash,
+          logIndex: r.logIndex,
+        });
+      }
+    }
+  }
+
   private async observe(message: BusMessage): Promise<void> {
+    if (message.type === 'ObservationRetracted.v1') return this.retract(message);
     if (message.type !== 'Erc20TransferObserved.v1') return;
     const t = message.data as Erc20Transfer;
     const customer = await this.reader.customerByDepositAddress(t.to);
@@ -128,6 +190,7 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
       from: t.from,
       txHash: t.txHash,
       logIndex: t.logIndex,
+      ...(t.blockHash ? { blockHash: t.blockHash } : {}),
     });
   }
 }

@@ -12,6 +12,8 @@ export interface ObservedDeposit {
   readonly from: string;
   readonly txHash: string;
   readonly logIndex: number;
+  /** The block the observation came from: a log re-included in another block after a reorg is a new deposit fact. */
+  readonly blockHash?: string;
   /** The test helper's: no transaction behind it (the flow then has nothing to sweep). */
   readonly simulated?: boolean;
 }
@@ -44,7 +46,7 @@ export class DepositIntake {
             ...(deposit.simulated ? { simulated: true } : {}),
             now: this.aggregates.now(),
           },
-          `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}`,
+          `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}${deposit.blockHash ? `:${deposit.blockHash}` : ''}`,
         );
       } catch (error) {
         if (error instanceof DomainError && error.code === 'payout_state') continue;

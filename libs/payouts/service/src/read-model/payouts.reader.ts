@@ -156,6 +156,14 @@ export class PayoutsReader {
     );
   }
 
+  /** The payouts a deposit transaction funded on `chain` (a reorg's retraction undoes them). */
+  payoutsFundedBy(chain: string, txHash: string): Promise<PayoutRow[]> {
+    return this.dataSource.query(
+      `SELECT * FROM payouts WHERE chain = $1 AND lower(object->'deposit'->>'tx_hash') = lower($2) ORDER BY seq`,
+      [chain, txHash],
+    );
+  }
+
   list<R extends PayoutsResource>(
     resource: R,
     merchant: AuthenticatedMerchant,
