@@ -1,6 +1,7 @@
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
+import { PayoutsAggregates } from '@stablepay/payouts-service';
 import type { TestDatabase } from '@stablepay/testing';
 import type { EmbeddedStack } from './embedded';
 import { type Api, createMerchant, type Json, stackApi, until } from './test-support/http';
@@ -436,6 +437,53 @@ describe('payouts (beta): customers, KYC, beneficiaries and payouts end to end',
       const id = String(payout['id']);
       const failed = await webhooks.next('payout.failed', id);
       expect(failed.data['object']).toMatchObject({ failure_reason: 'sender_flagged', refund: null });
+      expect(webhooks.all('payout.forwarded', id)).toEqual([]);
+    });
+
+    it('a customer suspended after its payout was created is not paid out: no deposit is taken, and one taken before the suspension showed fails customer_not_active, funds held', async () => {
+      const customer = await activeCustomer();
+      const beneficiary = await newBeneficiary(US_ACCOUNT('6789'));
+      const created = await api('POST', '/payouts', {
+        customer: customer['id'],
+        beneficiary: beneficiary['id'],
+        amount: '9000000',
+        chain: BASE,
+        token: 'USDC',
+      });
+      expect(created.status).toBe(201);
+      const id = String(created.body['id']);
+      const customerId = String(customer['id']);
+      const store = stack.service.app.get<symbol, EventStore>(EVENT_STORE);
+      const aggregates = stack.service.app.get(PayoutsAggregates);
+      const [first] = await store.readStream(`payout-${id}`);
+      const owner = { merchantId: String(first?.metadata['merchantId']), mode: 'test' as const };
+      await aggregates.customer(customerId, owner, {
+        type: 'SuspendCustomer',
+        reason: 'compliance_review',
+        now: new Date(),
+      });
+      await until(
+        () => api('GET', `/customers/${customerId}`),
+        (r) => r.body['status'] === 'suspended',
+        'customer suspended',
+      );
+      const deposit = await api('POST', `/test_helpers/customers/${customerId}/deposits`, {
+        chain: BASE,
+        token: 'USDC',
+        amount: '9000000',
+      });
+      expect(deposit.body['payout']).toBeNull();
+      // A deposit recorded while the suspension was not yet in the read model: the step before the off-ramp refuses it.
+      await aggregates.payout(id, owner, {
+        type: 'RecordDeposit',
+        txHash: `0x${'7'.repeat(64)}`,
+        from: '0x2222222222222222222222222222222222222222',
+        amount: '9000000',
+        simulated: true,
+        now: new Date(),
+      });
+      const failed = await webhooks.next('payout.failed', id);
+      expect(failed.data['object']).toMatchObject({ failure_reason: 'customer_not_active', refund: null });
       expect(webhooks.all('payout.forwarded', id)).toEqual([]);
     });
 

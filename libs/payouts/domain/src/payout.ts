@@ -28,8 +28,15 @@ export const PAYOUT_FAILURE_REASONS = [
   'provider_rejected',
   /** Ours: the depositing wallet matched the sanctions screening; the funds are returned, never sold. */
   'sender_flagged',
+  /**
+   * Ours: the customer was no longer `active` (suspended, ...) when its deposit was about to go to the off-ramp; the
+   * funds are held for compliance (like `sender_flagged`), never swept, sold or sent back.
+   */
+  'customer_not_active',
 ] as const;
 export type PayoutFailureReason = (typeof PAYOUT_FAILURE_REASONS)[number];
+/** Failures whose funds are held for compliance: never sent back (no PayoutRefunded). */
+export const HELD_FAILURE_REASONS: readonly PayoutFailureReason[] = ['sender_flagged', 'customer_not_active'];
 
 export const PAYOUT_LIMITS = {
   /** Ours: at most 24 digits of token minor units (far beyond any payout, far inside uint256). */
@@ -196,6 +203,8 @@ export type PayoutCommand =
       simulated?: boolean;
       now: Date;
     }
+  /** Before the off-ramp: the customer as it is now (its aggregate, not a read model that may lag). */
+  | { type: 'RecheckCustomer'; customerStatus: CustomerStatus; now: Date }
   | { type: 'RecordForwarded'; transferId: string; forwardTxHash: string | null; now: Date }
   | { type: 'RetractDeposit'; txHash: string; now: Date }
   | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
@@ -316,6 +325,10 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
           },
         },
       ];
+    case 'RecheckCustomer':
+      // SPEC: payouts are for active customers only; one suspended after the payout was created is not paid out.
+      if (command.customerStatus === 'active' || state.status !== 'deposit_detected') return [];
+      return [{ type: 'PayoutFailed.v1', data: { reason: 'customer_not_active', failedAt: at } }];
     case 'RecordForwarded':
       if (!transition(state, ['deposit_detected'], 'forwarded', 'be forwarded')) return [];
       return [

@@ -1,6 +1,7 @@
 import { DomainError } from '@stablepay/util';
 import type { CustomerStatus } from './customer';
 import {
+  HELD_FAILURE_REASONS,
   type CreatePayoutInput,
   type PayoutCommand,
   payoutDecider,
@@ -184,6 +185,38 @@ describe('Payout aggregate', () => {
     expect(errorOf(() => run(create(), deposit, forwarded, retract))).toMatchObject({
       status: 409,
       code: 'deposit_already_forwarded',
+    });
+  });
+
+  describe('the customer is rechecked before the off-ramp', () => {
+    const recheck = (customerStatus: CustomerStatus): PayoutCommand => ({
+      type: 'RecheckCustomer',
+      customerStatus,
+      now,
+    });
+
+    it.each<CustomerStatus>(['suspended', 'kyc_pending', 'action_required', 'kyc_failed'])(
+      'given a funded payout, when its customer is now %s, then it fails customer_not_active and its funds are held',
+      (status) => {
+        const events = run(create(), deposit, recheck(status));
+        expect(events.at(-1)).toMatchObject({
+          type: 'PayoutFailed.v1',
+          data: { reason: 'customer_not_active' },
+        });
+        expect(payoutObject(given(events))).toMatchObject({
+          status: 'failed',
+          failure_reason: 'customer_not_active',
+        });
+        expect(HELD_FAILURE_REASONS).toContain('customer_not_active');
+      },
+    );
+
+    it('given a funded payout, when its customer is still active, then nothing is appended (it goes on)', () => {
+      expect(run(create(), deposit, recheck('active'))).toHaveLength(2);
+    });
+
+    it('given a payout already failed for it, when rechecked again (a redelivery), then nothing more is appended', () => {
+      expect(run(create(), deposit, recheck('suspended'), recheck('suspended'))).toHaveLength(3);
     });
   });
 });

@@ -31,6 +31,9 @@ export class DepositIntake {
   ) {}
 
   async record(customer: CustomerRow, deposit: ObservedDeposit): Promise<Appended | null> {
+    // A customer no longer active (suspended, ...) funds nothing: the deposit stays at its address, held for
+    // compliance. Its row may lag a suspension; the step before the off-ramp rechecks the customer's own stream.
+    if (customer.status !== 'active') return null;
     // The read model can lag behind a deposit recorded a moment ago (two deposits in a row): a payout already funded
     // by another deposit refuses this one (409) and the next candidate is offered it.
     for (const payout of await this.reader.payoutsAwaiting(customer.id, deposit)) {

@@ -15,6 +15,8 @@ import {
   beneficiaryStreamId,
   type BeneficiaryState,
   CUSTOMER_CATEGORY,
+  customerStreamId,
+  HELD_FAILURE_REASONS,
 } from '@stablepay/payouts-domain';
 import { PayoutsAggregates, type Owner } from '../aggregates';
 import { BankAccountVault } from '../bank-accounts';
@@ -27,7 +29,8 @@ export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
 
 /**
  * The payout process manager (docs/payouts.md, "Flow"): each payout fact drives the next step, through the ports.
- * - PayoutDepositDetected: the sender is screened (a match fails the payout `sender_flagged`), then the operator
+ * - PayoutDepositDetected: the sender is screened (a match fails the payout `sender_flagged`), the customer is
+ *   rechecked (no longer active fails it `customer_not_active`; funds held), then the operator
  *   sweeps the deposit address to the off-ramp on chain (PayoutSweeper; where the chain layer configures payouts),
  *   and only then is the off-ramp asked to pay out (PayoutForwarded with the sweep's transaction).
  * - PayoutForwarded: the off-ramp's report completes or fails the payout (pending: the message is retried with the
@@ -159,6 +162,16 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       );
       return;
     }
+    // Compliance: a customer suspended since the payout was created is not paid out. Its own stream, not the read
+    // model, which may not show the suspension yet.
+    const customer = foldCustomer(await this.store.readStream(customerStreamId(payout.customerId)));
+    const rechecked = await this.aggregates.payout(
+      payoutId,
+      owner,
+      { type: 'RecheckCustomer', customerStatus: customer.status, now: this.aggregates.now() },
+      `recheck:${step}`,
+    );
+    if (rechecked.changed) return;
     // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.
     const forwardTxHash = this.sweeper ? await this.sweeper.sweep(payout, owner.merchantId) : null;
     const { transferId } = await this.offRamp.submit(request);
@@ -187,8 +200,13 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
 
   private async refund(payoutId: string, owner: Owner, step: string): Promise<void> {
     const payout = foldPayout(await this.store.readStream(`payout-${payoutId}`));
-    // Funds from a sanctioned wallet are held for compliance, never sent back to it.
-    if (payout.status !== 'failed' || !payout.deposit || payout.failureReason === 'sender_flagged') return;
+    // Funds from a sanctioned wallet or of a suspended customer are held for compliance, never sent back.
+    if (
+      payout.status !== 'failed' ||
+      !payout.deposit ||
+      (payout.failureReason && HELD_FAILURE_REASONS.includes(payout.failureReason))
+    )
+      return;
     const { reference } = await this.offRamp.refund({
       payoutId,
       to: payout.deposit.from,
