@@ -1,4 +1,4 @@
-import { conflict, parseMetadata, validationError } from '@stablepay/util';
+import { conflict, parseMetadata, requireDisplayText, validationError } from '@stablepay/util';
 
 /**
  * The Beneficiary aggregate of payouts (beta), stream `beneficiary-<bnf_ id>`: a bank account receiving fiat,
@@ -141,11 +141,18 @@ export function abaRoutingValid(routing: string): boolean {
   return sum % 10 === 0;
 }
 
+// C0 and C1 control characters (NUL included), as merchant names (merchants rules.ts CONTROL).
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
 const text = (value: unknown, param: string, what: string, max = 200): string => {
   if (value === undefined || value === null) throw validationError(param, `${param} is required: ${what}.`);
   if (typeof value !== 'string' || value.trim().length === 0 || [...value].length > max)
     throw validationError(param, `${param} must be ${what} (1 to ${max} characters).`);
-  return value.trim();
+  if (CONTROL.test(value))
+    throw validationError(param, `${param} must not contain control characters (tab, line break, NUL, ...).`);
+  // The bank matches the holder name against the account: one line of visible text, as merchant names are.
+  return requireDisplayText(param, value.trim());
 };
 
 /** Ours: the currencies the sandbox off-ramp pays out, by account kind (docs/payouts.md). */

@@ -119,6 +119,12 @@ describe('Beneficiary aggregate', () => {
     [{ holder_name: 'A', country: 'US', currency: 'USD' }, 'iban'],
     [{ ...US, iban: IBAN.iban }, 'account_number'],
     [{ ...US, holder_name: '' }, 'holder_name'],
+    // One line of visible text, as merchant names: a bank matches it against the account.
+    [{ ...US, holder_name: '\u200b' }, 'holder_name'],
+    [{ ...US, holder_name: '\u202eevil' }, 'holder_name'],
+    [{ ...US, holder_name: 'A\nB' }, 'holder_name'],
+    [{ ...US, holder_name: 'A\u0007B' }, 'holder_name'],
+    [{ ...US, holder_name: 'A\u2028B' }, 'holder_name'],
   ])('%j is refused naming %s', (input, param) => {
     expect(paramOf(input)).toBe(param);
   });

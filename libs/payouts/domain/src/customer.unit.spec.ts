@@ -63,6 +63,15 @@ describe('Customer aggregate', () => {
     expect([error.status, error.type, error.param]).toEqual([400, 'validation_error', param]);
   });
 
+  it.each(['\u200b', '\u202eevil', 'A\nB', 'A\u0007B', 'A\u2028B', '\u0085'])(
+    'a name of %j (invisible, bidi override, control or separator) is 400 naming name; a plain name passes',
+    (name) => {
+      const error = errorOf(() => when(given([]), create({ name })));
+      expect([error.status, error.type, error.param]).toEqual([400, 'validation_error', 'name']);
+      expect(when(given([]), create({ name: 'Zoë Łukasz-Ñandú' }))).toHaveLength(1);
+    },
+  );
+
   it('an approved KYC activates the customer and closes its link', () => {
     const state = given([...created(), ...when(given(created()), outcome({ outcome: 'approved' }))]);
     expect(customerObject(state)).toMatchObject({ status: 'active', kyc_url: null });
