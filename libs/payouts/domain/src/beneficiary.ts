@@ -133,9 +133,13 @@ export function ibanChecksumValid(iban: string): boolean {
   return remainder === 1;
 }
 
-/** ABA routing number check digit: 3, 7, 1 weights over the nine digits, sum divisible by 10. */
+/**
+ * ABA routing number: its first two digits are a Federal Reserve district (01-12), a thrift's (21-32), an electronic
+ * one (61-72) or traveler's cheques (80); 00 is the US government's and never a bank's (000000000 passes the check
+ * digit trivially). Then the check digit: 3, 7, 1 weights over the nine digits, sum divisible by 10.
+ */
 export function abaRoutingValid(routing: string): boolean {
-  if (!/^[0-9]{9}$/.test(routing)) return false;
+  if (!/^(0[1-9]|1[0-2]|2[1-9]|3[0-2]|6[1-9]|7[0-2]|80)[0-9]{7}$/.test(routing)) return false;
   const weights = [3, 7, 1, 3, 7, 1, 3, 7, 1];
   const sum = [...routing].reduce((acc, d, i) => acc + Number(d) * (weights[i] ?? 0), 0);
   return sum % 10 === 0;

@@ -114,6 +114,7 @@ describe('Beneficiary aggregate', () => {
     [{ ...IBAN, currency: 'USD' }, 'currency'],
     [{ ...IBAN, bic: 'nope' }, 'bic'],
     [{ ...US, routing_number: '110000001' }, 'routing_number'],
+    [{ ...US, routing_number: '000000000' }, 'routing_number'],
     [{ ...US, account_number: '12ab' }, 'account_number'],
     [{ ...US, country: 'CA' }, 'country'],
     [{ holder_name: 'A', country: 'US', currency: 'USD' }, 'iban'],
@@ -135,4 +136,39 @@ describe('Beneficiary aggregate', () => {
     expect(abaRoutingValid('021000021')).toBe(true);
     expect(abaRoutingValid('021000022')).toBe(false);
   });
+
+  it.each([
+    '000000000',
+    '130000006',
+    '200000004',
+    '330000000',
+    '400000008',
+    '600000002',
+    '730000008',
+    '810000009',
+    '990000000',
+  ])(
+    'an ABA routing number %s whose first two digits are no Federal Reserve prefix is refused, even with a valid check digit',
+    (routing) => {
+      const digits = [...routing].map(Number);
+      expect(digits.reduce((acc, d, i) => acc + d * ([3, 7, 1][i % 3] ?? 0), 0) % 10).toBe(0);
+      expect(abaRoutingValid(routing)).toBe(false);
+    },
+  );
+
+  it.each([
+    '010000003',
+    '120000003',
+    '210000007',
+    '320000007',
+    '610000005',
+    '720000005',
+    '800000006',
+    '021000021',
+  ])(
+    'an ABA routing number %s with a Federal Reserve prefix (01-12, 21-32, 61-72, 80) and its check digit passes',
+    (routing) => {
+      expect(abaRoutingValid(routing)).toBe(true);
+    },
+  );
 });
