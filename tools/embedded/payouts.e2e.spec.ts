@@ -143,6 +143,33 @@ describe('payouts (beta): customers, KYC, beneficiaries and payouts end to end',
       expect((await api('GET', '/customers', undefined, merchant.apiKey)).status).toBe(200);
       expect((await api('GET', '/customers', undefined, null)).status).toBe(401);
     });
+
+    it('a live-mode merchant is refused customers and payouts while only the sandbox providers are plugged in', async () => {
+      const created = await admin('/admin/merchants', {
+        name: 'Live Beta',
+        mode: 'live',
+        settlement_mode: 'crypto',
+      });
+      expect(created.status).toBe(201);
+      const live = { id: String(created.body['id']), apiKey: String(created.body['api_key']) };
+      expect((await admin(`/admin/merchants/${live.id}/beta-features`, { payouts: true })).status).toBe(200);
+      for (const [path, body] of [
+        ['/customers', { name: 'Ana Live', email: 'ana@example.com' }],
+        [
+          '/payouts',
+          { customer: 'cus_00000000000000000000000000', beneficiary: 'bnf_00000000000000000000000000' },
+        ],
+      ] as const) {
+        const res = await api('POST', path, body, live.apiKey);
+        expect([path, res.status, (res.body['error'] as Json)['code']]).toEqual([
+          path,
+          403,
+          'live_payouts_unavailable',
+        ]);
+      }
+      // Nothing was recorded, and the read side still answers.
+      expect((await api('GET', '/customers', undefined, live.apiKey)).body['data']).toEqual([]);
+    });
   });
 
   describe('customers and the sandbox KYC', () => {

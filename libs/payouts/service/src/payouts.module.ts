@@ -33,6 +33,7 @@ import {
 import { PayoutsGateway } from './payouts.gateway';
 import { CUSTOMER_DEPOSIT_ADDRESS, customerDepositAddressFor } from './providers/customer-deposit-address';
 import { KYC_PROVIDER, type KycProvider, SandboxKyc } from './providers/kyc-provider';
+import { PAYOUTS_LIVE_PROVIDERS } from './providers/live-payouts';
 import { OFF_RAMP_PROVIDER, type OffRampProvider, SandboxOffRamp } from './providers/off-ramp';
 import { PayoutsProjection } from './read-model/payouts.projection';
 import { PayoutsChanges, PayoutsReader } from './read-model/payouts.reader';
@@ -146,6 +147,11 @@ export class PayoutsCoreModule {}
     {
       provide: CUSTOMER_DEPOSIT_ADDRESS,
       useFactory: (o: Overrides) => customerDepositAddressFor(o.ports?.chains),
+      inject: [Overrides],
+    },
+    {
+      provide: PAYOUTS_LIVE_PROVIDERS,
+      useFactory: (o: Overrides) => Boolean(o.ports?.kyc && o.ports?.offRamp),
       inject: [Overrides],
     },
     {

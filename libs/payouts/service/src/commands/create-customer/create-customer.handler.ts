@@ -14,6 +14,7 @@ import {
   CUSTOMER_DEPOSIT_ADDRESS,
   type CustomerDepositAddress,
 } from '../../providers/customer-deposit-address';
+import { PAYOUTS_LIVE_PROVIDERS, requireLivePayoutProviders } from '../../providers/live-payouts';
 
 /** Use case: create a customer (POST /customers): kyc_pending, its first KYC session and its deposit address. */
 @Controller()
@@ -21,12 +22,14 @@ export class CreateCustomerHandler {
   constructor(
     @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
     @Inject(PAYOUTS_CONFIG) private readonly config: PayoutsConfig,
+    @Inject(PAYOUTS_LIVE_PROVIDERS) private readonly liveProviders: boolean,
     @Inject(CUSTOMER_DEPOSIT_ADDRESS) private readonly depositAddress: CustomerDepositAddress,
   ) {}
 
   @CommandHandler(PAYOUTS_COMMANDS.createCustomer)
   async handle(@Payload() command: CreateCustomerCommand): Promise<PayoutsCommandResult> {
     const { merchantId, mode } = command.merchant;
+    requireLivePayoutProviders(mode, this.liveProviders);
     // Ids derive from the command id and the parameters: a retried create names the customer it first created.
     const seed = [merchantId, mode, command.commandId, canonicalJson(command.input)].join('\u0000');
     const id = derivedId('cus', seed);

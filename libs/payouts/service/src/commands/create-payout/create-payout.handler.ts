@@ -12,6 +12,7 @@ import { PayoutsAggregates } from '../../aggregates';
 import { payoutTokens } from '../../offering';
 import { PAYOUTS_CONFIG, type PayoutsConfig } from '../../payouts.config';
 import { PayoutsReader } from '../../read-model/payouts.reader';
+import { PAYOUTS_LIVE_PROVIDERS, requireLivePayoutProviders } from '../../providers/live-payouts';
 
 /**
  * Use case: create a payout (POST /payouts) for one of the merchant's customers to one of its beneficiaries.
@@ -24,11 +25,13 @@ export class CreatePayoutHandler {
     @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
     @Inject(PayoutsReader) private readonly reader: PayoutsReader,
     @Inject(PAYOUTS_CONFIG) private readonly config: PayoutsConfig,
+    @Inject(PAYOUTS_LIVE_PROVIDERS) private readonly liveProviders: boolean,
   ) {}
 
   @CommandHandler(PAYOUTS_COMMANDS.createPayout)
   async handle(@Payload() command: CreatePayoutCommand): Promise<PayoutsCommandResult> {
     const { merchant, input } = command;
+    requireLivePayoutProviders(merchant.mode, this.liveProviders);
     const customerId = input.customer;
     const beneficiaryId = input.beneficiary;
     if (typeof customerId !== 'string')
