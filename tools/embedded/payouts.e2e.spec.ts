@@ -1,7 +1,7 @@
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
-import { PayoutsAggregates } from '@stablepay/payouts-service';
+import { DepositIntake, PayoutsAggregates, PayoutsReader } from '@stablepay/payouts-service';
 import type { TestDatabase } from '@stablepay/testing';
 import type { EmbeddedStack } from './embedded';
 import { type Api, createMerchant, type Json, stackApi, until } from './test-support/http';
@@ -535,6 +535,48 @@ describe('payouts (beta): customers, KYC, beneficiaries and payouts end to end',
       expect(((await deposit()).body['payout'] as Json)['id']).toBe(first.body['id']);
       expect(((await deposit()).body['payout'] as Json)['id']).toBe(second.body['id']);
       expect((await deposit()).body['payout']).toBeNull();
+    });
+
+    it('a deposit delivered again funds the payout it went to, never a second one; two transfers of one transaction fund two payouts', async () => {
+      const customer = await activeCustomer();
+      const beneficiary = await newBeneficiary(US_ACCOUNT('6789'));
+      const body = {
+        customer: customer['id'],
+        beneficiary: beneficiary['id'],
+        amount: '6000000',
+        chain: BASE,
+        token: 'USDC',
+      };
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) ids.push(String((await api('POST', '/payouts', body)).body['id']));
+      const intake = stack.service.app.get(DepositIntake);
+      const reader = stack.service.app.get(PayoutsReader);
+      const row = await reader.find('customer', String(customer['id']));
+      if (!row) throw new Error('customer row missing');
+      const observed = {
+        chain: BASE,
+        token: 'USDC',
+        amount: '6000000',
+        from: '0x2222222222222222222222222222222222222222',
+        txHash: `0x${'6'.repeat(64)}`,
+        logIndex: 1,
+        blockHash: `0x${'b'.repeat(64)}`,
+      };
+      const funded = async (id: string) =>
+        until(
+          () => api('GET', `/payouts/${id}`),
+          (r) => r.body['status'] !== 'awaiting_deposit',
+          `payout ${id} funded`,
+        );
+      expect((await intake.record(row, observed))?.changed).toBe(true);
+      await funded(ids[0] ?? '');
+      // The bus delivers the same observation again once the read model shows the first payout funded.
+      expect((await intake.record(row, observed))?.changed).toBe(false);
+      expect((await api('GET', `/payouts/${ids[1] ?? ''}`)).body['status']).toBe('awaiting_deposit');
+      // A second transfer log of the same transaction is a deposit of its own: it funds the next payout.
+      expect((await intake.record(row, { ...observed, logIndex: 2 }))?.changed).toBe(true);
+      await funded(ids[1] ?? '');
+      expect((await api('GET', `/payouts/${ids[2] ?? ''}`)).body['status']).toBe('awaiting_deposit');
     });
 
     it('a deposit no payout waits for funds nothing', async () => {

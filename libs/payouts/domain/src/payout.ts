@@ -56,6 +56,11 @@ export interface PayoutDeposit {
   readonly from: string;
   readonly amount: string;
   readonly detectedAt: string;
+  /**
+   * The transfer's log in `txHash`: one transaction can carry several transfers to the address (a batch sender),
+   * each its own deposit. Absent on facts recorded before it was kept.
+   */
+  readonly logIndex?: number;
   /** Reported by the test helper (docs/payouts.md): no transaction moved anything, so there is nothing to sweep. */
   readonly simulated?: true;
 }
@@ -198,6 +203,7 @@ export type PayoutCommand =
   | {
       type: 'RecordDeposit';
       txHash: string;
+      logIndex?: number;
       from: string;
       amount: string;
       simulated?: boolean;
@@ -301,6 +307,20 @@ function transition(
   return true;
 }
 
+/**
+ * The deposit this payout already took: the same transfer log. Another log of the same transaction is another
+ * deposit (refused by a funded payout, so the intake offers it to the next payout instead of dropping it).
+ */
+function isSameDeposit(
+  deposit: PayoutDeposit | null,
+  command: { readonly txHash: string; readonly logIndex?: number },
+): boolean {
+  if (deposit?.txHash !== command.txHash) return false;
+  return (
+    deposit.logIndex === undefined || command.logIndex === undefined || deposit.logIndex === command.logIndex
+  );
+}
+
 export function decidePayout(command: PayoutCommand, state: PayoutState): PayoutEvent[] {
   const at = command.now.toISOString();
   switch (command.type) {
@@ -309,7 +329,7 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
     case 'RecordDeposit':
       // The same deposit again changes nothing; another one is refused (409), so the intake offers it to the next
       // payout waiting for it instead of losing it to one that is already funded.
-      if (state.deposit?.txHash === command.txHash) return [];
+      if (isSameDeposit(state.deposit, command)) return [];
       if (state.status !== 'awaiting_deposit' && state.exists)
         throw conflict('payout_state', `A ${state.status} payout cannot take another deposit.`);
       if (!transition(state, ['awaiting_deposit'], 'deposit_detected', 'take a deposit')) return [];
@@ -318,6 +338,7 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
           type: 'PayoutDepositDetected.v1',
           data: {
             txHash: command.txHash,
+            ...(command.logIndex !== undefined ? { logIndex: command.logIndex } : {}),
             from: command.from,
             amount: command.amount,
             detectedAt: at,

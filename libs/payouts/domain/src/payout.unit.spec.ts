@@ -169,6 +169,15 @@ describe('Payout aggregate', () => {
     expect(errorOf(() => run(create(), deposit, other))).toMatchObject({ status: 409, code: 'payout_state' });
   });
 
+  it('another transfer log of the same transaction is another deposit: a funded payout refuses it (409)', () => {
+    const first: PayoutCommand = { ...deposit, logIndex: 3 } as PayoutCommand;
+    const second: PayoutCommand = { ...deposit, logIndex: 4 } as PayoutCommand;
+    expect(run(create(), first, first)).toHaveLength(2);
+    expect(errorOf(() => run(create(), first, second))).toMatchObject({ status: 409, code: 'payout_state' });
+    // A fact recorded before the log index was kept still takes its own redelivery as the same deposit.
+    expect(run(create(), deposit, second)).toHaveLength(2);
+  });
+
   it('a reorg retracting the deposit before the forward returns the payout to awaiting_deposit; it can be funded again', () => {
     const retract: PayoutCommand = { type: 'RetractDeposit', txHash: '0xabc', now };
     const events = run(create(), deposit, retract);

@@ -92,7 +92,25 @@ export class CreatePayoutBankAccounts1767900000200 implements MigrationInterface
   }
 }
 
+/**
+ * Which payout each deposit (chain, transaction, log, block) went to: a deposit funds one payout, once, also when
+ * its observation is delivered again. Command-side state, not a read model (nothing rebuilds it from events).
+ */
+export class CreatePayoutDepositClaims1767900000300 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS payout_deposit_claims (
+      claim_key text PRIMARY KEY,
+      payout_id text NOT NULL,
+      claimed_at timestamptz NOT NULL DEFAULT now()
+    )`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE payout_deposit_claims');
+  }
+}
+
 export const PAYOUTS_MIGRATIONS = [
   CreatePayoutsReadModels1767900000100,
   CreatePayoutBankAccounts1767900000200,
+  CreatePayoutDepositClaims1767900000300,
 ];

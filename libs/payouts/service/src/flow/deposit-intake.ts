@@ -1,7 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DomainError } from '@stablepay/util';
+import { DataSource } from 'typeorm';
 import { PayoutsAggregates, type Appended } from '../aggregates';
-import { type CustomerRow, PayoutsReader } from '../read-model/payouts.reader';
+import { type CustomerRow, type PayoutRow, PayoutsReader } from '../read-model/payouts.reader';
 
 export interface ObservedDeposit {
   readonly chain: string;
@@ -28,34 +29,79 @@ export class DepositIntake {
   constructor(
     @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
     @Inject(PayoutsReader) private readonly reader: PayoutsReader,
+    @Inject(DataSource) private readonly dataSource: DataSource,
   ) {}
 
   async record(customer: CustomerRow, deposit: ObservedDeposit): Promise<Appended | null> {
     // A customer no longer active (suspended, ...) funds nothing: the deposit stays at its address, held for
     // compliance. Its row may lag a suspension; the step before the off-ramp rechecks the customer's own stream.
     if (customer.status !== 'active') return null;
+    const key = `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}${deposit.blockHash ? `:${deposit.blockHash}` : ''}`;
+    // A deposit funds one payout, once: the claim names the payout it went to, so a redelivered observation (the bus
+    // is at-least-once) or a retried test-helper call goes back to that payout, never to the next one waiting while
+    // the read model still shows this one awaiting (which paid one deposit out twice).
+    const claimed = await this.claimant(key);
+    if (claimed) {
+      const appended = await this.offer(claimed, deposit, key);
+      if (appended) return appended;
+      await this.release(key, claimed.id); // it took another deposit meanwhile: this one is free again
+    }
     // The read model can lag behind a deposit recorded a moment ago (two deposits in a row): a payout already funded
     // by another deposit refuses this one (409) and the next candidate is offered it.
     for (const payout of await this.reader.payoutsAwaiting(customer.id, deposit)) {
-      try {
-        return await this.aggregates.payout(
-          payout.id,
-          { merchantId: payout.merchant_id, mode: payout.mode },
-          {
-            type: 'RecordDeposit',
-            txHash: deposit.txHash,
-            from: deposit.from,
-            amount: deposit.amount,
-            ...(deposit.simulated ? { simulated: true } : {}),
-            now: this.aggregates.now(),
-          },
-          `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}${deposit.blockHash ? `:${deposit.blockHash}` : ''}`,
-        );
-      } catch (error) {
-        if (error instanceof DomainError && error.code === 'payout_state') continue;
-        throw error;
+      const won: unknown[] = await this.dataSource.query(
+        `INSERT INTO payout_deposit_claims (claim_key, payout_id) VALUES ($1, $2)
+         ON CONFLICT (claim_key) DO NOTHING RETURNING payout_id`,
+        [key, payout.id],
+      );
+      if (won.length === 0) {
+        // A concurrent delivery of the same deposit claimed it first: it goes where that one put it.
+        const other = await this.claimant(key);
+        return other ? this.offer(other, deposit, key) : null;
       }
+      const appended = await this.offer(payout, deposit, key);
+      if (appended) return appended;
+      await this.release(key, payout.id);
     }
     return null;
+  }
+
+  /** The payout takes the deposit (the same one again appends nothing); null when it is funded by another. */
+  private async offer(payout: PayoutRow, deposit: ObservedDeposit, key: string): Promise<Appended | null> {
+    try {
+      return await this.aggregates.payout(
+        payout.id,
+        { merchantId: payout.merchant_id, mode: payout.mode },
+        {
+          type: 'RecordDeposit',
+          txHash: deposit.txHash,
+          logIndex: deposit.logIndex,
+          from: deposit.from,
+          amount: deposit.amount,
+          ...(deposit.simulated ? { simulated: true } : {}),
+          now: this.aggregates.now(),
+        },
+        key,
+      );
+    } catch (error) {
+      if (error instanceof DomainError && error.code === 'payout_state') return null;
+      throw error;
+    }
+  }
+
+  private async claimant(key: string): Promise<PayoutRow | undefined> {
+    const rows: Array<{ payout_id: string }> = await this.dataSource.query(
+      'SELECT payout_id FROM payout_deposit_claims WHERE claim_key = $1',
+      [key],
+    );
+    const id = rows[0]?.payout_id;
+    return id === undefined ? undefined : this.reader.find('payout', id);
+  }
+
+  private async release(key: string, payoutId: string): Promise<void> {
+    await this.dataSource.query('DELETE FROM payout_deposit_claims WHERE claim_key = $1 AND payout_id = $2', [
+      key,
+      payoutId,
+    ]);
   }
 }
