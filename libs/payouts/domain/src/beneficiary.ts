@@ -1,4 +1,5 @@
-import { conflict, parseMetadata, requireDisplayText, validationError } from '@stablepay/util';
+import { conflict, parseMetadata, validationError } from '@stablepay/util';
+import { requiredText } from './text';
 
 /**
  * The Beneficiary aggregate of payouts (beta), stream `beneficiary-<bnf_ id>`: a bank account receiving fiat,
@@ -145,19 +146,8 @@ export function abaRoutingValid(routing: string): boolean {
   return sum % 10 === 0;
 }
 
-// C0 and C1 control characters (NUL included), as merchant names (merchants rules.ts CONTROL).
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-
-const text = (value: unknown, param: string, what: string, max = 200): string => {
-  if (value === undefined || value === null) throw validationError(param, `${param} is required: ${what}.`);
-  if (typeof value !== 'string' || value.trim().length === 0 || [...value].length > max)
-    throw validationError(param, `${param} must be ${what} (1 to ${max} characters).`);
-  if (CONTROL.test(value))
-    throw validationError(param, `${param} must not contain control characters (tab, line break, NUL, ...).`);
-  // The bank matches the holder name against the account: one line of visible text, as merchant names are.
-  return requireDisplayText(param, value.trim());
-};
+const text = (value: unknown, param: string, what: string, max = 200): string =>
+  requiredText(value, param, max, what);
 
 /** Ours: the currencies the sandbox off-ramp pays out, by account kind (docs/payouts.md). */
 export const BENEFICIARY_CURRENCIES = { iban: ['EUR'], us_account: ['USD'] } as const;

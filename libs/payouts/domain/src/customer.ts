@@ -1,4 +1,5 @@
-import { conflict, notFound, parseMetadata, requireDisplayText, validationError } from '@stablepay/util';
+import { conflict, notFound, parseMetadata, validationError } from '@stablepay/util';
+import { requiredText } from './text';
 
 /**
  * The Customer aggregate of payouts (beta), stream `customer-<cus_ id>` (SPEC Resources > Customer, beneficiary,
@@ -201,20 +202,7 @@ export type CustomerCommand =
 /** The statuses whose customer still has a KYC step to complete: the only ones a fresh link is issued for. */
 export const KYC_LINK_STATUSES: readonly CustomerStatus[] = ['kyc_pending', 'action_required'];
 
-// C0 and C1 control characters (NUL included), as merchant names (merchants rules.ts CONTROL).
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-
-function requiredText(value: unknown, param: string, max: number, what: string): string {
-  if (value === undefined || value === null) throw validationError(param, `${param} is required: ${what}.`);
-  if (typeof value !== 'string' || value.trim().length === 0 || [...value].length > max)
-    throw validationError(param, `${param} must be ${what} (1 to ${max} characters).`);
-  if (CONTROL.test(value))
-    throw validationError(param, `${param} must not contain control characters (tab, line break, NUL, ...).`);
-  // Shown to people (the merchant's dashboard, the KYC provider, a bank): as merchant names (merchants requireName).
-  return requireDisplayText(param, value.trim());
-}
 
 /** The input's values checked and normalised (400 validation_error naming the field). */
 export function parseCreateCustomer(input: CreateCustomerInput): {
