@@ -313,6 +313,57 @@ describe('payment actions through HTTP (embedded stack, anvil)', () => {
     expect(await balance(dai, rescueTo)).toBe(parseEther('4'));
   });
 
+  it('a capture that reverted on chain (502, nothing moved) does not answer its Idempotency-Key retry as done: the retry captures', async () => {
+    const p = await paidAndDeployed('TWO_STEP', BigInt(ORDER));
+    const path = `/payments/${String(p['id'])}/capture`;
+    const key = `capture-reverted-${Date.now()}`;
+    const keyed = async (body: unknown) => {
+      const res = await fetch(`${stack.url}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${stack.demoApiKey}`,
+          'content-type': 'application/json',
+          'idempotency-key': key,
+        },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as Json };
+    };
+    // A deadline the chain passes between the simulation and the block that mines the capture: the transaction
+    // reverts (SignatureExpired) with nothing moved, as any state change in that window would make it.
+    const deadline = (await chainTime()) + 600n;
+    const doomed = await captureBody(p, BigInt(ORDER), merchantSigner, deadline);
+    await provider().send('evm_setAutomine', [false]);
+    let first: { status: number; body: Json };
+    try {
+      const answer = keyed(doomed);
+      await until(
+        async () => ((await provider().send('txpool_status', [])) as { pending: string }).pending,
+        (pending) => BigInt(pending) > 0n,
+        'the capture broadcast',
+      );
+      await provider().send('evm_setNextBlockTimestamp', [Number(deadline) + 1]);
+      await provider().send('evm_mine', []);
+      first = await answer;
+    } finally {
+      await provider().send('evm_setAutomine', [true]);
+    }
+    expect(first.status).toBe(502);
+    expect(first.body['error']).toMatchObject({ code: 'transaction_reverted' });
+    expect(await payment(String(p['id']))).toMatchObject({
+      status: 'escrow_confirmed',
+      amount_captured: '0',
+    });
+
+    // The 502 did not spend the key (docs/openapi.yaml, Idempotency): the merchant signs again and retries with it.
+    const usdc = local().addresses.stablecoins.USDC;
+    const before = await balance(usdc, settlement);
+    const retried = await keyed(await captureBody(p, BigInt(ORDER)));
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    expect((await balance(usdc, settlement)) - before).toBe(BigInt(ORDER));
+  });
+
   // After the signed actions above: it ends every signature the merchant made so far (recover below needs none).
   it('revokes the merchant signatures through the API (signRevokeAuthorizations, relayed by the operator): a capture signed before is refused, one signed after captures', async () => {
     const p = await paidAndDeployed('TWO_STEP', BigInt(ORDER));

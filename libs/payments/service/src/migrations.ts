@@ -1,4 +1,7 @@
-import { CreatePaymentActionSubmissions1767500000000 } from './actions/action-submissions';
+import {
+  AddPaymentActionSubmissionFailures1767600000200,
+  CreatePaymentActionSubmissions1767500000000,
+} from './actions/action-submissions';
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 
 /**
@@ -92,4 +95,5 @@ export const PAYMENTS_MIGRATIONS = [
   CreatePaymentActionSubmissions1767500000000,
   AddPaymentSettlementCheck1767600000000,
   AddPaymentSettlementStart1767600000100,
+  AddPaymentActionSubmissionFailures1767600000200,
 ];

@@ -15,12 +15,21 @@ export interface PendingSubmission {
   readonly data: string;
 }
 
+export interface KeptSubmission extends PendingSubmission {
+  readonly done: boolean;
+  /** The chain refused it at the broadcast or it reverted: nothing moved (see PaymentActions' attempts). */
+  readonly failed: boolean;
+}
+
 export interface ActionSubmissions {
   /** Records the call (again: a retried request that never reached its fact replaces it and is not done). */
   save(submission: PendingSubmission): Promise<void>;
-  find(paymentId: string, commandId: string): Promise<(PendingSubmission & { done: boolean }) | undefined>;
-  /** The call was sent (its transaction, when known) or is known not to need sending. */
-  markDone(paymentId: string, commandId: string, txHash: string | null): Promise<void>;
+  find(paymentId: string, commandId: string): Promise<KeptSubmission | undefined>;
+  /**
+   * The call was sent (its transaction, when known) or is known not to need sending; `failed` when the chain
+   * refused or reverted it, so nothing moved.
+   */
+  markDone(paymentId: string, commandId: string, txHash: string | null, failed?: boolean): Promise<void>;
   /** Calls not done, oldest first (resumed at start). */
   unfinished(limit: number): Promise<PendingSubmission[]>;
 }
@@ -34,6 +43,7 @@ interface Row {
   call_to: string;
   call_data: string;
   done_at: Date | null;
+  failed: boolean;
 }
 
 const toSubmission = (r: Row): PendingSubmission => ({
@@ -65,14 +75,14 @@ export class PostgresActionSubmissions implements ActionSubmissions {
       [paymentId, commandId],
     );
     const row = rows[0];
-    return row ? { ...toSubmission(row), done: row.done_at !== null } : undefined;
+    return row ? { ...toSubmission(row), done: row.done_at !== null, failed: row.failed } : undefined;
   }
 
-  async markDone(paymentId: string, commandId: string, txHash: string | null): Promise<void> {
+  async markDone(paymentId: string, commandId: string, txHash: string | null, failed = false): Promise<void> {
     await this.db.query(
-      `UPDATE payment_action_submissions SET done_at = now(), tx_hash = COALESCE($3, tx_hash)
+      `UPDATE payment_action_submissions SET done_at = now(), tx_hash = COALESCE($3, tx_hash), failed = $4
         WHERE payment_id = $1 AND command_id = $2`,
-      [paymentId, commandId, txHash],
+      [paymentId, commandId, txHash, failed],
     );
   }
 
@@ -87,20 +97,25 @@ export class PostgresActionSubmissions implements ActionSubmissions {
 
 /** The same contract in memory (unit and chain tests that run the use cases without a database). */
 export class InMemoryActionSubmissions implements ActionSubmissions {
-  private readonly rows = new Map<string, PendingSubmission & { done: boolean }>();
+  private readonly rows = new Map<string, KeptSubmission>();
 
   async save(s: PendingSubmission): Promise<void> {
     const key = `${s.paymentId}|${s.commandId}`;
-    if (!this.rows.get(key)?.done) this.rows.set(key, { ...s, done: false });
+    if (!this.rows.get(key)?.done) this.rows.set(key, { ...s, done: false, failed: false });
   }
 
   async find(paymentId: string, commandId: string) {
     return this.rows.get(`${paymentId}|${commandId}`);
   }
 
-  async markDone(paymentId: string, commandId: string): Promise<void> {
+  async markDone(
+    paymentId: string,
+    commandId: string,
+    _txHash: string | null,
+    failed = false,
+  ): Promise<void> {
     const row = this.rows.get(`${paymentId}|${commandId}`);
-    if (row) this.rows.set(`${paymentId}|${commandId}`, { ...row, done: true });
+    if (row) this.rows.set(`${paymentId}|${commandId}`, { ...row, done: true, failed });
   }
 
   async unfinished(limit: number): Promise<PendingSubmission[]> {
@@ -129,5 +144,24 @@ export class CreatePaymentActionSubmissions1767500000000 implements MigrationInt
 
   async down(q: QueryRunner): Promise<void> {
     await q.query('DROP TABLE IF EXISTS payment_action_submissions');
+  }
+}
+
+/**
+ * `failed`: the kept call was refused at the broadcast or reverted on chain, so nothing moved. Its request fact
+ * stays in the stream under the command id; the flag tells a retry under the same Idempotency-Key (which the API
+ * did not spend on that 4xx/5xx) to run as a new attempt instead of answering the failure as done.
+ */
+export class AddPaymentActionSubmissionFailures1767600000200 implements MigrationInterface {
+  name = 'AddPaymentActionSubmissionFailures1767600000200';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(
+      'ALTER TABLE payment_action_submissions ADD COLUMN IF NOT EXISTS failed boolean NOT NULL DEFAULT false',
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payment_action_submissions DROP COLUMN IF EXISTS failed');
   }
 }

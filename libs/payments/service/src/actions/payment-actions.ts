@@ -105,11 +105,13 @@ export class PaymentActions {
    * token above the escrow (over-deposit, abandoned deposit, stragglers), or `reclaim` of a TWO_STEP escrow whose
    * authorization expired without a capture.
    */
-  recover(owner: ActionOwner, paymentId: string, commandId: string): Promise<ActionAnswer> {
+  recover(owner: ActionOwner, paymentId: string, requestId: string): Promise<ActionAnswer> {
     return this.exclusive(paymentId, async () => {
       const loaded = await this.loadOwned(owner, paymentId);
       this.assertModeServed(loaded);
-      if (loaded.commandIds.has(commandId)) return this.resume(loaded, commandId);
+      const attempt = await this.attemptOf(loaded, requestId);
+      if (attempt.applied) return this.resume(loaded, attempt.commandId);
+      const commandId = attempt.commandId;
       const { state } = loaded;
       // The contract checks the payer's challenge period and the escrow's authorization expiry against block time,
       // not the service clock: decide on the deposit chain's time (before a deployment nothing on chain is compared).
@@ -146,14 +148,16 @@ export class PaymentActions {
     owner: ActionOwner,
     paymentId: string,
     body: SignedActionBody,
-    commandId: string,
+    requestId: string,
   ): Promise<ActionAnswer> {
     return this.exclusive(paymentId, async () => {
       const loaded = await this.loadOwned(owner, paymentId);
       this.assertModeServed(loaded);
       // A retry of a request that was applied (its answer lost, or the process died before it was sent): send what
       // was not sent, answer the rest; never submit a call twice on purpose.
-      if (loaded.commandIds.has(commandId)) return this.resume(loaded, commandId);
+      const attempt = await this.attemptOf(loaded, requestId);
+      if (attempt.applied) return this.resume(loaded, attempt.commandId);
+      const commandId = attempt.commandId;
       const { state } = loaded;
       const amount = parseActionAmount(body.amount).toString();
       const now = this.clock.now();
@@ -258,6 +262,26 @@ export class PaymentActions {
     if (this.deployment) assertChainModeServed(servedChainMode(this.deployment), loaded.owner.mode);
   }
 
+  /**
+   * The command id a request runs under. Its first attempt runs under the request id (the Idempotency-Key). An
+   * attempt whose call the chain refused at the broadcast or reverted moved nothing, and the API did not spend the
+   * key on that answer (a 409, a 400 validation error or the 502 are not stored): the merchant's retry, corrected
+   * or not, comes back with the same key, while the failed attempt's request fact keeps that id in the stream.
+   * Answering the retry as applied would say 200 for a capture or refund that never happened, so it runs as the
+   * next attempt (`<key>#<n>`). A signature is single-use only once a call succeeds, so running again is safe.
+   */
+  private async attemptOf(
+    loaded: Loaded,
+    requestId: string,
+  ): Promise<{ commandId: string; applied: boolean }> {
+    for (let n = 1; ; n++) {
+      const commandId = n === 1 ? requestId : `${requestId}#${n}`;
+      if (!loaded.commandIds.has(commandId)) return { commandId, applied: false };
+      const kept = await this.submissions.find(loaded.paymentId, commandId);
+      if (!kept?.failed) return { commandId, applied: true };
+    }
+  }
+
   /** Keeps the call durably before its request fact (see ActionSubmissions). */
   private async keep(loaded: Loaded, call: DepositCall, commandId: string): Promise<void> {
     await this.submissions.save({
@@ -336,6 +360,7 @@ export class PaymentActions {
         loaded.paymentId,
         commandId,
         'txHash' in outcome ? outcome.txHash : null,
+        outcome.kind === 'rejected' || outcome.kind === 'reverted',
       );
     switch (outcome.kind) {
       case 'rejected':
