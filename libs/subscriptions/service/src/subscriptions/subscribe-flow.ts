@@ -133,6 +133,9 @@ export class SubscribeFlow {
         'price_currency_not_quotable',
         `No rate quotes ${o.price_currency ?? 'the price'} against ${token.symbol} now.`,
       );
+    // Nothing is signed that the chain would pay to a settlement address the merchant has replaced.
+    const changePending = await this.managers.pendingMerchantChange(row.merchant_id, row.mode, command.chain);
+    if (changePending) throw changePending;
     const manager = await this.managers.ensureDeployed(row.merchant_id, row.mode, command.chain);
     const subscriber = getAddress(command.subscriber);
     const deadline = BigInt(Math.floor(Date.parse(o.expires_at) / 1000) + SUBSCRIBE_DEADLINE_GRACE_SECONDS);

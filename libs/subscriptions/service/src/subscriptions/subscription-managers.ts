@@ -4,14 +4,15 @@ import { DataSource } from 'typeorm';
 import { CLOCK, EVENT_STORE, handleCommand } from '@stablepay/aggregate';
 import {
   computeSubscriptionManagerAddress,
+  connectStablepayRegistry,
   SubscriptionManagerFactoryAbi,
   toOnChainId,
 } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
 import { merchantDecider, merchantStreamId } from '@stablepay/merchants-domain';
 import { MerchantChainRegistrar, type MerchantSettingsRow } from '@stablepay/merchants-service';
-import { type Clock, DomainError, notFound } from '@stablepay/util';
-import { Interface } from 'ethers';
+import { type Clock, conflict, DomainError, notFound } from '@stablepay/util';
+import { Interface, ZeroAddress } from 'ethers';
 import type { RelayOutcome } from '@stablepay/relayer';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
 import { chainUnavailable, type Mode, OperatorRelayers } from './chain-access';
@@ -103,6 +104,32 @@ export class SubscriptionManagers {
       ['settlement address', settings.settlement_address],
     ];
     return own.flatMap(([role, address]) => (address ? [{ role, address }] : []));
+  }
+
+  /**
+   * The refusal to answer while `chain`'s registry holds another signer or settlement address than the merchant's
+   * settings (GET /settings `change_requires_merchant_signature`), or null. Until the merchant's MerchantChange
+   * lands, the chain still pays every subscribe and charge to the settlement address the merchant replaced and
+   * still accepts the signer it retired, so nothing that moves a subscriber's money is taken on it (as checkouts
+   * are not: payments' `merchant_change_pending`). A chain without the merchant yet is not a change: the
+   * deployment registers it.
+   */
+  async pendingMerchantChange(merchantId: string, mode: Mode, chain: string): Promise<DomainError | null> {
+    const registry = this.config.registry;
+    if (!registry) return null;
+    const provider = this.relayers.for(mode, chain).provider;
+    const [settings, { signer, settlement }] = await Promise.all([
+      this.settings(merchantId),
+      connectStablepayRegistry(registry, provider).merchant(toOnChainId(merchantId)),
+    ]);
+    if (!settings.merchant_signer || !settings.settlement_address || signer === ZeroAddress) return null;
+    const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+    if (same(signer, settings.merchant_signer) && same(settlement, settings.settlement_address)) return null;
+    return conflict(
+      'merchant_change_pending',
+      `The merchant's signer or settlement address changed in its settings but not on ${chain}, which still pays the previous settlement address and accepts the previous signer: sign a MerchantChange with the signer the chain holds and send it with POST /settings/merchant-change. GET /settings shows chain_registrations.`,
+      'chain',
+    );
   }
 
   /** The merchant's manager on `chain`, deployed now if it is not yet. */
