@@ -1,7 +1,14 @@
-import { Wallet } from 'ethers';
+import { type Signer, Wallet } from 'ethers';
+import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
+import { signMerchantChange } from '@stablepay/merchant-sdk';
 import { createMerchant, type Json, until } from './test-support/http';
 import { OnChainStack } from './test-support/stack';
-import { authorizeSubscribe, readyForSubscriptions, sendSubscribe } from './test-support/subscriptions';
+import {
+  authorizeSubscribe,
+  readyForSubscriptions,
+  sendSubscribe,
+  signedChargeBody,
+} from './test-support/subscriptions';
 
 /**
  * Subscriptions while a merchant's settings and a chain's registry disagree (anvil, over HTTP). After `POST /settings`
@@ -39,6 +46,22 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     });
     expect(res.status).toBe(201);
     return res.body;
+  };
+
+  const operatorNonce = () => chain.provider().getTransactionCount(e2e.stack.chains?.operator.address ?? '');
+  const balanceOf = (address: string) =>
+    connectTestStablecoin(subscription.token, chain.provider()).balanceOf(address);
+  const signedCharge = async (signer: Signer) => {
+    const quote = await as('POST', `/subscriptions/${subscription.id}/charge-quote`);
+    expect(quote.status).toBe(201);
+    return signedChargeBody(api, merchant.apiKey, chain, {
+      merchantId: merchant.id,
+      subscriptionId: subscription.id,
+      managerAddress: subscription.manager,
+      amount: String(quote.body['amount']),
+      quoteCode: String(quote.body['quote_code']),
+      signer,
+    });
   };
 
   beforeAll(async () => {
@@ -99,5 +122,55 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     expect((await as('GET', `/subscription-checkouts/${String(laterCheckout['id'])}`)).body['status']).toBe(
       'pending',
     );
+  });
+
+  it("sends no charge while the chain holds the retired signer: the old key's signature (valid on chain) and the new key's are 409 merchant_change_pending, nothing sent or recorded", async () => {
+    const before = await as('GET', `/subscriptions/${subscription.id}`);
+    const nonce = await operatorNonce();
+    const paid = await balanceOf(oldSettlement);
+    for (const signer of [oldSigner, newSigner]) {
+      const refused = await as(
+        'POST',
+        `/subscriptions/${subscription.id}/charge`,
+        await signedCharge(signer),
+      );
+      expect(refused.status).toBe(409);
+      expect(refused.body['error']).toMatchObject({
+        type: 'invalid_request',
+        code: 'merchant_change_pending',
+        param: 'chain',
+      });
+    }
+    expect(await operatorNonce()).toBe(nonce);
+    expect(await balanceOf(oldSettlement)).toBe(paid);
+    expect((await as('GET', `/subscriptions/${subscription.id}`)).body).toEqual(before.body);
+  });
+
+  it('once the MerchantChange lands, the new key charges and pays the new settlement address; the old key is refused', async () => {
+    const registry = chain.local.addresses.registry;
+    const onChainId = toOnChainId(merchant.id);
+    const { epoch } = await connectStablepayRegistry(registry, chain.provider()).merchantAuth(onChainId);
+    const deadline = (await chain.now()) + 3600n;
+    const { signature } = await signMerchantChange(
+      oldSigner,
+      { chain: CHAIN, verifyingContract: registry },
+      { merchantId: onChainId, signer: newSigner.address, settlement: newSettlement, epoch, deadline },
+    );
+    const changed = await as('POST', '/settings/merchant-change', {
+      chain: CHAIN,
+      deadline: Number(deadline),
+      signature,
+    });
+    expect(changed.status).toBe(200);
+    expect((await registration())?.['status']).toBe('registered');
+
+    const old = await as('POST', `/subscriptions/${subscription.id}/charge`, await signedCharge(oldSigner));
+    expect(old.status).toBe(422);
+    expect(old.body['error']).toMatchObject({ code: 'invalid_signature' });
+    const body = await signedCharge(newSigner);
+    const charged = await as('POST', `/subscriptions/${subscription.id}/charge`, body);
+    expect(charged.status).toBe(200);
+    expect(charged.body).toMatchObject({ status: 'succeeded', amount: body.amount });
+    expect(await balanceOf(newSettlement)).toBe(BigInt(body.amount));
   });
 });

@@ -139,10 +139,11 @@ export class ChargeSubscriptionHandler {
     // calls of one tick as one batch, whose answer waits for the simulation's gas estimate, and the EIP-712 check
     // needs only `merchantAuth` (it then runs while the simulation is still under way).
     const reader = this.chains.provider(owner.mode, c.chain) ?? relayer.provider;
-    const [chainNow, auth, managerPausedBy] = await Promise.all([
+    const [chainNow, auth, managerPausedBy, changePending] = await Promise.all([
       this.chains.now(owner.mode, c.chain),
       connectStablepayRegistry(this.config.registry, reader).merchantAuth(toOnChainId(owner.merchantId)),
       this.managerFacts.pausedBy(c.chain, manager.address),
+      this.managers.pendingMerchantChange(owner.merchantId, owner.mode, c.chain),
     ]);
     const signatureValid = isSignedBy(
       'Charge',
@@ -175,6 +176,15 @@ export class ChargeSubscriptionHandler {
       now,
       managerPausedBy,
     });
+    // The registry still holds the signer the merchant retired and the settlement address it replaced: neither the
+    // old key's charge (valid on chain) nor the new key's (not yet valid there) is sent. A retry of a charge that
+    // already landed or awaits its receipt is still answered.
+    if (
+      changePending &&
+      (preflight.outcome === 'ok' ||
+        (preflight.outcome === 'rejected' && preflight.code === 'invalid_signature'))
+    )
+      throw changePending;
     if (preflight.outcome === 'rejected')
       throw new DomainError({
         type: preflight.type,
