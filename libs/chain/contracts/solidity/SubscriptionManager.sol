@@ -145,7 +145,7 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
     event MigrationProposed(
         bytes32 indexed subscriptionId, address indexed subscriber, address indexed proposedSubscriber
     );
-    /// A change of cap or budget voided the pending migration proposal (the new wallet must be proposed again).
+    /// A change of cap or budget, or a cancel, voided the pending migration proposal.
     event MigrationVoided(
         bytes32 indexed subscriptionId, address indexed subscriber, address indexed proposedSubscriber
     );
@@ -480,7 +480,8 @@ contract SubscriptionManager is StablepayEip712, ReentrancyGuard {
 
     function _cancel(bytes32 subscriptionId, Subscription storage s, Canceller by) private {
         s.status = Status.Cancelled;
-        s.pendingSubscriber = address(0);
+        // Said on chain, so an indexer following MigrationProposed does not keep a proposal a cancel ended.
+        _voidMigration(subscriptionId, s);
         emit SubscriptionCancelled(subscriptionId, s.subscriber, by, msg.sender, s.chargeNonce, block.timestamp);
     }
 

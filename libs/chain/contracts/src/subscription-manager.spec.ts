@@ -32,6 +32,7 @@ import {
   soon,
   deployFixture,
   eventIn,
+  eventsIn,
   expectRevert,
   mined,
   signCancel,
@@ -624,6 +625,34 @@ describe('SubscriptionManager: cancel', () => {
     const ev = eventIn<Ev, 'SubscriptionCancelled'>(receipt, f.manager, 'SubscriptionCancelled');
     expect(ev.cancelledBy).toBe(Canceller.Subscriber);
     await expectRevert(f.manager.connect(f.subscriber).subscriberCancel(sid), 'SubscriptionNotActive');
+  });
+
+  it('a cancel voids a pending migration with MigrationVoided, as a change of terms does', async () => {
+    const manager = await f.manager.getAddress();
+    const bySubscriber = (sid: string) => f.manager.connect(f.subscriber).subscriberCancel(sid);
+    const byMerchant = async (sid: string) => {
+      const deadline = await soon(f);
+      const sig = await signCancel(f.merchantSigner, f.chainId, manager, {
+        subscriptionId: sid,
+        nonce: 1n,
+        deadline,
+      });
+      return f.manager.merchantCancel(sid, 1n, deadline, sig);
+    };
+    for (const cancel of [bySubscriber, byMerchant]) {
+      const { id: sid } = await subscribe();
+      await mined(f.manager.connect(f.subscriber).proposeMigration(sid, f.newWallet.address));
+      const receipt = await mined(cancel(sid));
+      expect(eventIn<Ev, 'MigrationVoided'>(receipt, f.manager, 'MigrationVoided')).toEqual({
+        subscriptionId: sid,
+        subscriber: f.subscriber.address,
+        proposedSubscriber: f.newWallet.address,
+      });
+      // Without a pending proposal a cancel voids nothing.
+      const { id: other } = await subscribe();
+      const plain = await mined(cancel(other));
+      expect(eventsIn<Ev, 'MigrationVoided'>(plain, f.manager, 'MigrationVoided')).toEqual([]);
+    }
   });
 });
 

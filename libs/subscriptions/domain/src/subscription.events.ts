@@ -191,7 +191,10 @@ export type SubscriptionMigrationProposed = {
   type: 'SubscriptionMigrationProposed.v1';
   data: { proposedSubscriber: string; txHash: string; proposedAt: string };
 };
-/** `MigrationVoided`: a cap or budget change voided the pending proposal (the new wallet must see the terms again). */
+/**
+ * `MigrationVoided`: a cap or budget change voided the pending proposal (the new wallet must see the terms again), or a
+ * cancel ended it.
+ */
 export type SubscriptionMigrationVoided = {
   type: 'SubscriptionMigrationVoided.v1';
   data: { proposedSubscriber: string; txHash: string; voidedAt: string };
