@@ -146,6 +146,24 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     expect((await as('GET', `/subscriptions/${subscription.id}`)).body).toEqual(before.body);
   });
 
+  it('refuses to create a subscription checkout on that chain, to the merchant: 409 merchant_change_pending naming supported_chains, nothing recorded', async () => {
+    const listed = async () =>
+      ((await as('GET', '/subscription-checkouts?limit=100')).body['data'] as Json[]).length;
+    const before = await listed();
+    const refused = await as('POST', '/subscription-checkouts', {
+      price: '150000',
+      price_currency: 'ARS',
+      supported_chains: [CHAIN],
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body['error']).toMatchObject({
+      type: 'invalid_request',
+      code: 'merchant_change_pending',
+      param: 'supported_chains',
+    });
+    expect(await listed()).toBe(before);
+  });
+
   it('once the MerchantChange lands, the new key charges and pays the new settlement address; the old key is refused', async () => {
     const registry = chain.local.addresses.registry;
     const onChainId = toOnChainId(merchant.id);
@@ -172,5 +190,8 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     expect(charged.status).toBe(200);
     expect(charged.body).toMatchObject({ status: 'succeeded', amount: body.amount });
     expect(await balanceOf(newSettlement)).toBe(BigInt(body.amount));
+    expect(
+      (await as('POST', '/subscription-checkouts', { price: '150000', price_currency: 'ARS' })).status,
+    ).toBe(201);
   });
 });

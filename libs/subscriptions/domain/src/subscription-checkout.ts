@@ -211,7 +211,15 @@ export interface CreateContext {
    * RPC URL on an offered chain, the factory and the operator key); absent: nothing on chain to check. Subscribe
    * deploys the merchant's manager with its declared pauser and registers its signer and settlement address.
    */
-  readonly merchantOnChain?: { readonly signer: boolean; readonly pauser: boolean };
+  readonly merchantOnChain?: {
+    readonly signer: boolean;
+    readonly pauser: boolean;
+    /**
+     * Chains whose registry holds another signer or settlement address than the settings (GET /settings
+     * `change_requires_merchant_signature`): subscribe is refused there until the merchant's MerchantChange lands.
+     */
+    readonly changePendingChains?: readonly string[];
+  };
 }
 
 export type SubscriptionCheckoutCommand =
@@ -439,6 +447,14 @@ function validateCreate(
       'merchant_pauser_required',
       'The merchant has not declared a pause authority: it is bound into the subscription manager deployed at the first subscribe. Declare it with POST /settings/pauser (GET /settings/pauser gives the message to sign) first.',
       'merchant_pauser',
+    );
+  }
+  const held = supportedChains.filter((c) => onChain?.changePendingChains?.includes(c));
+  if (held.length > 0) {
+    throw conflict(
+      'merchant_change_pending',
+      `The merchant's signer or settlement address changed in its settings but not on ${held.join(', ')}, which would pay the previous settlement address: sign a MerchantChange with the signer the chain holds and send it with POST /settings/merchant-change (one per chain), or leave those chains out of supported_chains. GET /settings shows chain_registrations.`,
+      'supported_chains',
     );
   }
 

@@ -5,6 +5,7 @@ import {
   fiatSettlementStatus,
   merchantSettingsCache,
   type MerchantSettingsRow,
+  RegistrationStore,
 } from '@stablepay/merchants-service';
 import type { SettlementContext } from '@stablepay/subscriptions-domain';
 import { type InvalidatedCache, notFound } from '@stablepay/util';
@@ -55,6 +56,15 @@ export class MerchantProfiles implements OnModuleInit {
       : await this.load(merchantId);
     if (!profile) throw notFound('merchant', merchantId);
     return profile;
+  }
+
+  /**
+   * Chains whose registry holds other values than the merchant's settings (the registration worker's rows, not
+   * cached: the worker, not a settings change, moves them).
+   */
+  async changePendingChains(merchantId: string): Promise<string[]> {
+    const rows = await new RegistrationStore(this.dataSource).forMerchant(merchantId);
+    return rows.filter((r) => r.status === 'change_requires_merchant_signature').map((r) => r.chain);
   }
 
   private async load(merchantId: string): Promise<MerchantProfile | undefined> {

@@ -89,6 +89,9 @@ export class CreateSubscriptionCheckoutHandler {
       this.config.registry !== null &&
       this.config.operatorPrivateKey !== null &&
       chains.some((c) => c.rpcUrl);
+    const changePendingChains = deploysManagers
+      ? await this.profiles.changePendingChains(merchant.merchantId)
+      : [];
     return {
       profile,
       businessName: profile.businessName,
@@ -101,7 +104,13 @@ export class CreateSubscriptionCheckoutHandler {
         quotedTokenSymbols: rates.map((r) => r.tokenSymbol),
         settlement: profile.settlement,
         ...(deploysManagers
-          ? { merchantOnChain: { signer: profile.hasSigner, pauser: profile.hasPauser } }
+          ? {
+              merchantOnChain: {
+                signer: profile.hasSigner,
+                pauser: profile.hasPauser,
+                changePendingChains,
+              },
+            }
           : {}),
       },
     };
