@@ -35,6 +35,21 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
         e2e.stack.service.app.get(OperatorRelayers, { strict: false }).require().for(CHAIN).address,
       );
 
+  /** Waits for the abandoned deposit's NONE deployment and checks what the payment says is the payer's. */
+  const abandonedRecoverable = async (id: string, payer: string, amount: string) =>
+    expect(
+      await paymentUntil(
+        api,
+        id,
+        (x) => x['status'] === 'recoverable' && x['deploy_tx_hash'] !== null,
+        'recoverable (abandoned) after the NONE deployment',
+      ),
+    ).toMatchObject({
+      recoverable_reason: 'abandoned',
+      recovery_destination: payer,
+      recoverable_amount: amount,
+    });
+
   beforeAll(async () => {
     await e2e.start('8453', { PAYMENT_EXPIRY_POLL_MS: '50' });
     await readyForSubscriptions(api, undefined, merchantId(), [chain], {
@@ -134,17 +149,7 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     await paymentUntil(api, id, (x) => x['status'] === 'expired', 'expired');
     const payer = chain.wallet(4);
     await transferToken(chain, payer, 'USDC', String(p['deposit_address']), 25n * USDC);
-    const recoverable = await paymentUntil(
-      api,
-      id,
-      (x) => x['status'] === 'recoverable' && x['deploy_tx_hash'] !== null,
-      'recoverable (abandoned) after the NONE deployment',
-    );
-    expect(recoverable).toMatchObject({
-      recoverable_reason: 'abandoned',
-      recovery_destination: payer.address,
-      recoverable_amount: '25000000',
-    });
+    await abandonedRecoverable(id, payer.address, '25000000');
     const notice = await webhooks.next('payment.recoverable', id);
     expect(notice.data['object']).toMatchObject({ recoverable_reason: 'abandoned' });
 
@@ -169,5 +174,42 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     expect([409, 422]).toContain(again.status);
     expect(again.body['error']).toMatchObject({ type: expect.any(String), code: expect.any(String) });
     expect((await usdc(payer.address)) - before).toBe(25n * USDC);
+  }, 180_000);
+
+  it('returns a token the checkout did not accept to its sender once the checkout expired: recoverable (abandoned), NONE deployment, recover', async () => {
+    const usdt = (holder: string) =>
+      connectTestStablecoin(chain.local.addresses.stablecoins.USDT, chain.provider()).balanceOf(holder);
+    const p = await newPayment(api, {
+      amount: '3000000',
+      expires_in: 300,
+      accepted_chains: [CHAIN],
+      accepted_tokens: ['USDC'],
+    });
+    const id = String(p['id']);
+    const deposit = String(p['deposit_address']);
+    const payer = chain.wallet(5);
+    await transferToken(chain, payer, 'USDT', deposit, 3n * USDC);
+    const listed = await paymentUntil(
+      api,
+      id,
+      (x) => (x['transactions'] as Json[]).some((t) => t['confirmed'] === true),
+      'the wrong-token transfer confirmed',
+    );
+    expect(listed).toMatchObject({ status: 'pending', non_funding_transactions_count: 1 });
+    expect((listed['transactions'] as Json[])[0]).toMatchObject({ non_funding_reason: 'wrong_token' });
+
+    clock.advance(301_000);
+    await chain.increaseTime(301);
+    await abandonedRecoverable(id, payer.address, '3000000');
+    await webhooks.next('payment.expired', id);
+    await webhooks.next('payment.recoverable', id);
+
+    await chain.increaseTime(86_401);
+    const before = await usdt(payer.address);
+    const recovered = await api('POST', `/payments/${id}/recover`);
+    expect(recovered.body['error']).toBeUndefined();
+    expect(recovered.body).toMatchObject({ status: 'expired' });
+    expect((await usdt(payer.address)) - before).toBe(3n * USDC);
+    expect(await usdt(deposit)).toBe(0n);
   }, 180_000);
 });

@@ -176,13 +176,20 @@ export function payerOf(state: PaymentState): string | null {
 
 /**
  * The token whose surplus is the payer's: the detected asset, or, when nothing funded the order, the first
- * accepted token that arrived after the funding window closed (an abandoned deposit).
+ * accepted token that arrived after the funding window closed (an abandoned deposit). An expired or cancelled
+ * checkout that received only tokens it did not accept (on one of its chains) takes the first of those: SPEC makes
+ * funds left in an expired checkout's address recoverable, and without a payment token its deposit was never
+ * deployed, so neither recover nor rescue could ever move them.
  */
 export function paymentAsset(state: PaymentState): string | null {
   const detected = detectedAsset(state);
   if (detected) return detected.asset;
-  const accepted = new Set(state.created?.acceptedAssets.map((a) => a.asset) ?? []);
-  return state.transfers.find((t) => accepted.has(t.asset))?.asset ?? null;
+  const acceptedAssets = state.created?.acceptedAssets ?? [];
+  const accepted = new Set(acceptedAssets.map((a) => a.asset));
+  const first = state.transfers.find((t) => accepted.has(t.asset))?.asset;
+  if (first || (state.phase !== 'expired' && state.phase !== 'cancelled')) return first ?? null;
+  const chains = new Set(acceptedAssets.map((a) => a.chain));
+  return state.transfers.find((t) => chains.has(t.chain))?.asset ?? null;
 }
 
 /** Confirmed tokens of `asset` still in the deposit address. */
@@ -1130,7 +1137,7 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
         type: 'PaymentDeployRequested.v1',
         data: {
           method,
-          chain: created.acceptedAssets.find((a) => a.asset === asset)?.chain ?? '',
+          chain: s.transfers.find((t) => t.asset === asset)?.chain ?? '',
           asset,
           payer,
           amount: method === 'NONE' || !detected ? '0' : detected.tokenAmount,

@@ -483,6 +483,31 @@ describe('Payment: the cases peers keep reporting', () => {
     });
   });
 
+  it('an expired checkout that received only a token it did not accept: recoverable to its sender (abandoned), after a NONE deployment in that token', () => {
+    const wrong = transfer({ asset: USDT_BASE, amount: '3000000', from: SECOND_WALLET });
+    const g = given(create({ accepted_tokens: ['USDC'] }), observe(wrong, 5), confirm(wrong, 6));
+    expect(g.state.transfers[0]?.nonFundingReason).toBe('wrong_token');
+    const expired = g.when({ type: 'Expire', now: at(61) });
+    expect(expired.types).toEqual(['PaymentExpired.v1', 'PaymentRecoverable.v1']);
+    expect(expired.object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: SECOND_WALLET,
+      recoverable_amount: '3000000',
+    });
+    const screened = given(create({ accepted_tokens: ['USDC'] }), observe(wrong, 5), confirm(wrong, 6), {
+      type: 'Expire',
+      now: at(61),
+    }).when(clear(62, [SECOND_WALLET]));
+    expect(screened.events[1]).toMatchObject({
+      type: 'PaymentDeployRequested.v1',
+      data: { method: 'NONE', chain: BASE, asset: USDT_BASE, payer: SECOND_WALLET, amount: '0' },
+    });
+    // Still pending, it is only a wrong-token transfer: nothing is announced or deployed before the expiry.
+    expect(g.state.recoverable).toBeNull();
+    expect(g.history.some((e) => e.type === 'PaymentDeployRequested.v1')).toBe(false);
+  });
+
   it('a partial payment expires (expired + recoverable abandoned), then a late transfer overpays: all of it recoverable to the payer', () => {
     const partial = transfer({ amount: '5000000' });
     const g = given(create(), observe(partial), confirm(partial));
