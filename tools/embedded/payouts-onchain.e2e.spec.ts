@@ -1,4 +1,5 @@
 import { connectTestStablecoin, payoutDepositAddress } from '@stablepay/contracts';
+import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { LOCAL_PAYOUT_OFF_RAMP } from '@stablepay/local-chains';
 import type { Json } from './test-support/http';
 import { transferToken } from './test-support/payments';
@@ -24,27 +25,24 @@ describe('payouts on chain: a deposit to the customer address funds the payout (
 
   afterAll(() => e2e.stop());
 
-  it('USDC sent to the deposit address is detected, swept to the off-ramp on chain, and the payout completes', async () => {
-    const created = await api('POST', '/customers', { name: 'Ada Lovelace', email: 'ada@example.com' });
+  /** An active customer (its KYC step done on the hosted page), its deposit address and how it was listed. */
+  async function activeCustomer(
+    name: string,
+  ): Promise<{ customerId: string; address: string; deposit: Json | undefined }> {
+    const created = await api('POST', '/customers', { name, email: 'payouts-onchain@example.com' });
     expect(created.status).toBe(201);
-    const customerId = String(created.body['id']);
     const [deposit] = created.body['deposit_addresses'] as Json[];
-    const address = String(deposit?.['address']);
-    expect(address).toBe(
-      payoutDepositAddress({
-        factory: chain.local.addresses.payoutDepositFactory,
-        offRamp: LOCAL_PAYOUT_OFF_RAMP,
-        merchantId: e2e.stack.demoMerchantId,
-        customerId,
-      }),
-    );
-    expect(deposit?.['chains']).toEqual(['Base']);
     const kyc = await fetch(String(created.body['kyc_url']), {
       method: 'POST',
       redirect: 'manual',
       body: '',
     });
     expect(kyc.status).toBe(303);
+    return { customerId: String(created.body['id']), address: String(deposit?.['address']), deposit };
+  }
+
+  /** A payout of `amount` USDC minor units on Base, awaiting its deposit; its id. */
+  async function newPayout(customerId: string, amount: string): Promise<string> {
     const beneficiary = await api('POST', '/beneficiaries', {
       holder_name: 'Ada Lovelace',
       country: 'US',
@@ -55,14 +53,28 @@ describe('payouts on chain: a deposit to the customer address funds the payout (
     const payout = await api('POST', '/payouts', {
       customer: customerId,
       beneficiary: beneficiary.body['id'],
-      amount: '25000000',
+      amount,
       chain: CHAIN,
       token: 'USDC',
     });
     expect([payout.status, payout.body['status']]).toEqual([201, 'awaiting_deposit']);
+    return String(payout.body['id']);
+  }
+
+  it('USDC sent to the deposit address is detected, swept to the off-ramp on chain, and the payout completes', async () => {
+    const { customerId, address, deposit } = await activeCustomer('Ada Lovelace');
+    expect(address).toBe(
+      payoutDepositAddress({
+        factory: chain.local.addresses.payoutDepositFactory,
+        offRamp: LOCAL_PAYOUT_OFF_RAMP,
+        merchantId: e2e.stack.demoMerchantId,
+        customerId,
+      }),
+    );
+    expect(deposit?.['chains']).toEqual(['Base']);
+    const id = await newPayout(customerId, '25000000');
     const payer = chain.wallet(1);
     const txHash = await transferToken(chain, payer, 'USDC', address, 25_000_000n);
-    const id = String(payout.body['id']);
     const detected = await webhooks.next('payout.deposit_detected', id);
     expect(detected.data['object']).toMatchObject({
       status: 'deposit_detected',
@@ -83,5 +95,30 @@ describe('payouts on chain: a deposit to the customer address funds the payout (
     const usdc = connectTestStablecoin(chain.local.addresses.stablecoins.USDC, chain.provider());
     expect(await usdc.balanceOf(LOCAL_PAYOUT_OFF_RAMP)).toBe(25_000_000n);
     expect(await usdc.balanceOf(address)).toBe(0n);
+  });
+
+  it("held funds stay at the customer's address when another of its payouts is swept: a flagged sender's deposit and one no payout waits for", async () => {
+    const { customerId, address } = await activeCustomer('Grace Hopper');
+    const usdc = connectTestStablecoin(chain.local.addresses.stablecoins.USDC, chain.provider());
+    const flaggedPayout = await newPayout(customerId, '10000000');
+    // Anvil's dev account 9 is the sandbox screening's sanctioned wallet.
+    const flagged = chain.wallet(9);
+    expect(flagged.address).toBe(SANDBOX_SANCTIONED_PAYER);
+    await transferToken(chain, flagged, 'USDC', address, 10_000_000n);
+    const failed = await webhooks.next('payout.failed', flaggedPayout);
+    expect(failed.data['object']).toMatchObject({ failure_reason: 'sender_flagged', forward_tx_hash: null });
+    // 3 USDC no payout waits for.
+    await transferToken(chain, chain.wallet(1), 'USDC', address, 3_000_000n);
+    const offRampBefore = await usdc.balanceOf(LOCAL_PAYOUT_OFF_RAMP);
+
+    const paid = await newPayout(customerId, '25000000');
+    await transferToken(chain, chain.wallet(1), 'USDC', address, 25_000_000n);
+    const forwarded = await webhooks.next('payout.forwarded', paid);
+    const sweepTx = String((forwarded.data['object'] as Json)['forward_tx_hash']);
+    expect((await chain.provider().getTransactionReceipt(sweepTx))?.status).toBe(1);
+    await webhooks.next('payout.completed', paid);
+    // Only the paid payout's 25 USDC left: the flagged 10 and the unclaimed 3 are still held at the address.
+    expect((await usdc.balanceOf(LOCAL_PAYOUT_OFF_RAMP)) - offRampBefore).toBe(25_000_000n);
+    expect(await usdc.balanceOf(address)).toBe(13_000_000n);
   });
 });

@@ -337,19 +337,28 @@ async function main(): Promise<void> {
     add(
       'PayoutDepositFactory',
       'sweep',
-      'first sweep: clone + whole USDC balance to the off-ramp',
-      await mined(f.payoutFactory.sweep(f.merchantId, customer, offRamp, usdc)),
+      "first sweep: clone + the payout's USDC to the off-ramp",
+      await mined(
+        f.payoutFactory.sweep(f.merchantId, customer, offRamp, usdc, 100n * USDC, id('gas:payout1')),
+      ),
     );
     await mined(f.usdc.mint(customerAddress, 100n * USDC));
     add(
       'PayoutDepositFactory',
       'sweep',
       'later sweep (deployed)',
-      await mined(f.payoutFactory.sweep(f.merchantId, customer, offRamp, usdc)),
+      await mined(
+        f.payoutFactory.sweep(f.merchantId, customer, offRamp, usdc, 100n * USDC, id('gas:payout2')),
+      ),
     );
     const payoutDeposit = connectPayoutDeposit(customerAddress, f.operator);
     await mined(f.usdc.mint(customerAddress, 100n * USDC));
-    add('PayoutDeposit', 'sweep', 'operator, on the deployed clone', await mined(payoutDeposit.sweep(usdc)));
+    add(
+      'PayoutDeposit',
+      'sweep',
+      'operator, on the deployed clone',
+      await mined(payoutDeposit.sweep(usdc, 100n * USDC, id('gas:payout3'))),
+    );
     const refunded = id('gas:customer2');
     add(
       'PayoutDepositFactory',

@@ -11,9 +11,12 @@ import {StablepayRegistry} from "./StablepayRegistry.sol";
 /// address, long before it exists; the PayoutDepositFactory deploys an EIP-1167 clone of this implementation there
 /// on the first sweep. The address binds the merchant, the customer and the off-ramp address, so whatever arrives
 /// can leave in exactly two ways:
-///   - `sweep(token)`: the whole balance of `token` to the off-ramp bound into the address. Operator only (or the
-///     factory on its behalf), so sanctions screening always comes first: a deposit the operator will not forward
-///     simply stays put.
+///   - `sweep(token, amount, payoutId)`: exactly `amount` of `token` to the off-ramp bound into the address, once
+///     per `payoutId` (the payout it forwards). Operator only (or the factory on its behalf), so sanctions
+///     screening always comes first. The amount is bounded because the address is shared by the customer's
+///     payouts: a deposit the operator will not forward (a flagged sender's, one no payout waits for) stays put
+///     while the others are swept around it. The payout id makes a retried sweep of the same payout fail instead
+///     of moving a second payout's (or held) funds, and lets the retry find its own `PayoutSwept`.
 ///   - `refund(token, to, amount, ...)`: to a destination the MERCHANT signed (`PayoutRefund`), submitted by the
 ///     operator (screening first again). The operator key alone can therefore never send funds anywhere but the
 ///     off-ramp; the merchant key alone cannot move anything.
@@ -40,9 +43,18 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
     bool private _initialized;
     /// @notice EIP-712 digests already used (replay protection for merchant signatures).
     mapping(bytes32 digest => bool) public signatureUsed;
+    /// @notice Payout ids already swept: one sweep per payout.
+    mapping(bytes32 payoutId => bool) public swept;
 
+    /// @dev The deposit's address already names the customer and the off-ramp; `payoutId` is indexed instead so a
+    /// retry can ask for its own sweep.
     event PayoutSwept(
-        bytes32 indexed customerId, address indexed token, address indexed offRamp, uint256 amount, uint256 received
+        bytes32 indexed customerId,
+        address indexed token,
+        bytes32 indexed payoutId,
+        address offRamp,
+        uint256 amount,
+        uint256 received
     );
     event PayoutRefunded(
         bytes32 indexed customerId, address indexed token, address indexed to, uint256 amount, uint256 received
@@ -54,7 +66,8 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
     error AlreadyInitialized();
     error ZeroAddress();
     error ZeroAmount();
-    error NothingToSweep(address token);
+    error ZeroPayoutId();
+    error AlreadySwept(bytes32 payoutId);
     error InvalidDestination(address to);
     error AmountExceedsAvailable(uint256 amount, uint256 available);
     error SignatureAlreadyUsed(bytes32 digest);
@@ -79,16 +92,22 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
         offRamp = offRamp_;
     }
 
-    /// @notice Operator (or the factory for it): sends this deposit's whole balance of `token` to the off-ramp.
-    /// @return amount what left this deposit; received what the off-ramp received (fee-on-transfer aware).
-    function sweep(address token) external nonReentrant returns (uint256 amount, uint256 received) {
+    /// @notice Operator (or the factory for it): sends exactly `amount` of `token` to the off-ramp, once per
+    /// `payoutId`. Less than `amount` at the address reverts (AmountExceedsAvailable): a short balance is never
+    /// topped up from other funds, and never swept partially.
+    /// @return received what the off-ramp received (less than `amount` for a fee-on-transfer token).
+    function sweep(address token, uint256 amount, bytes32 payoutId) external nonReentrant returns (uint256 received) {
         _requireClone();
         _requireOperatorOrFactory();
-        amount = token.balanceOf(address(this));
-        if (amount == 0) revert NothingToSweep(token);
+        if (amount == 0) revert ZeroAmount();
+        if (payoutId == bytes32(0)) revert ZeroPayoutId();
+        if (swept[payoutId]) revert AlreadySwept(payoutId);
+        uint256 available = token.balanceOf(address(this));
+        if (amount > available) revert AmountExceedsAvailable(amount, available);
+        swept[payoutId] = true;
         address to = offRamp;
         received = _push(token, to, amount);
-        emit PayoutSwept(customerId, token, to, amount, received);
+        emit PayoutSwept(customerId, token, payoutId, to, amount, received);
     }
 
     /// @notice Merchant-signed (PayoutRefund), operator-submitted: returns `amount` of `token` to `to` (the

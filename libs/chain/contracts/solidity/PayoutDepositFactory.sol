@@ -67,17 +67,20 @@ contract PayoutDepositFactory is ReentrancyGuard {
         _deploy(merchantId, customerId, offRamp, deposit);
     }
 
-    /// @notice Operator only: deploys the deposit contract if it is not there yet, then sends its whole balance of
-    /// `token` to the off-ramp bound into its address (`PayoutSwept`), in one transaction.
-    function sweep(bytes32 merchantId, bytes32 customerId, address offRamp, address token)
-        external
-        onlyOperator
-        nonReentrant
-        returns (address deposit, uint256 amount, uint256 received)
-    {
+    /// @notice Operator only: deploys the deposit contract if it is not there yet, then sends exactly `amount` of
+    /// `token` to the off-ramp bound into its address, once per `payoutId` (see PayoutDeposit.sweep), in one
+    /// transaction, so a sweep the deposit would refuse is refused in simulation before anything is deployed.
+    function sweep(
+        bytes32 merchantId,
+        bytes32 customerId,
+        address offRamp,
+        address token,
+        uint256 amount,
+        bytes32 payoutId
+    ) external onlyOperator nonReentrant returns (address deposit, uint256 received) {
         deposit = depositAddress(merchantId, customerId, offRamp);
         if (deposit.code.length == 0) _deploy(merchantId, customerId, offRamp, deposit);
-        (amount, received) = PayoutDeposit(deposit).sweep(token);
+        received = PayoutDeposit(deposit).sweep(token, amount, payoutId);
     }
 
     /// @notice Operator only: deploys the deposit contract if it is not there yet, then refunds with the merchant's

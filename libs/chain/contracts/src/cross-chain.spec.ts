@@ -92,7 +92,16 @@ describe('deterministic deployment across chains', () => {
     for (const f of [onBase, onPolygon]) {
       expect(await f.payoutFactory.depositAddress(f.merchantId, customerId, offRamp)).toBe(expected);
       await mined(f.usdc.mint(expected, 3n * USDC));
-      await mined(f.payoutFactory.sweep(f.merchantId, customerId, offRamp, await f.usdc.getAddress()));
+      await mined(
+        f.payoutFactory.sweep(
+          f.merchantId,
+          customerId,
+          offRamp,
+          await f.usdc.getAddress(),
+          3n * USDC,
+          id('payout:cross-chain'),
+        ),
+      );
       expect(await f.chain.provider.getCode(expected)).not.toBe('0x');
     }
     expect(base.chainId).not.toBe(polygon.chainId);

@@ -1,4 +1,4 @@
-import { ZeroAddress, getAddress, id, parseEther } from 'ethers';
+import { ZeroAddress, ZeroHash, getAddress, id, parseEther } from 'ethers';
 import { hashTypedData, stablepayDomain, typeHash } from '@stablepay/evm';
 import { payoutDepositAddress, toOnChainId } from './deployment';
 import {
@@ -60,8 +60,14 @@ async function funded(amount: bigint): Promise<{ customerId: string; address: st
   return { customerId, address };
 }
 
-async function sweepVia(customerId: string, token: string) {
-  return mined(f.payoutFactory.sweep(f.merchantId, customerId, offRamp, token));
+/** A payout id as the service binds it into its sweep (bytes32). */
+function newPayoutId(): string {
+  counter += 1;
+  return id(`payout-${counter}`);
+}
+
+async function sweepVia(customerId: string, token: string, amount: bigint, payoutId = newPayoutId()) {
+  return mined(f.payoutFactory.sweep(f.merchantId, customerId, offRamp, token, amount, payoutId));
 }
 
 function depositAt(address: string): PayoutDepositContract {
@@ -100,10 +106,11 @@ describe('PayoutDepositFactory: one address per customer', () => {
 });
 
 describe('sweep', () => {
-  it('deploys the deposit on the first sweep and sends its whole balance to the bound off-ramp', async () => {
+  it('deploys the deposit on the first sweep and sends the payout amount to the bound off-ramp, naming the payout', async () => {
     const { customerId, address } = await funded(250n * USDC);
     const token = await f.usdc.getAddress();
-    const receipt = await sweepVia(customerId, token);
+    const payoutId = newPayoutId();
+    const receipt = await sweepVia(customerId, token, 250n * USDC, payoutId);
     const deployed = eventIn<PayoutDepositFactoryEventArgs, 'PayoutDepositDeployed'>(
       receipt,
       f.payoutFactory,
@@ -112,7 +119,15 @@ describe('sweep', () => {
     expect(deployed).toMatchObject({ merchantId: f.merchantId, customerId, deposit: address, offRamp });
     const deposit = depositAt(address);
     const swept = eventIn<PayoutDepositEventArgs, 'PayoutSwept'>(receipt, deposit, 'PayoutSwept');
-    expect(swept).toMatchObject({ customerId, token, offRamp, amount: 250n * USDC, received: 250n * USDC });
+    expect(swept).toMatchObject({
+      customerId,
+      token,
+      payoutId,
+      offRamp,
+      amount: 250n * USDC,
+      received: 250n * USDC,
+    });
+    expect(await deposit.swept(payoutId)).toBe(true);
     expect(await f.usdc.balanceOf(offRamp)).toBe(250n * USDC);
     expect(await f.usdc.balanceOf(address)).toBe(0n);
     expect(await deposit.offRamp()).toBe(offRamp);
@@ -120,12 +135,22 @@ describe('sweep', () => {
     expect(await deposit.merchantId()).toBe(f.merchantId);
   });
 
-  it('sweeps later deposits to the same address without deploying again, through the factory or the deposit itself', async () => {
+  it('moves exactly the amount asked: other funds at the address (a held deposit) stay there', async () => {
     const { customerId, address } = await funded(10n * USDC);
     const token = await f.usdc.getAddress();
-    await sweepVia(customerId, token);
+    // 10 USDC are held (a flagged sender's, or no payout waits for them); a payout's 7 USDC arrive beside them.
     await mined(f.usdc.mint(address, 7n * USDC));
-    const again = await sweepVia(customerId, token);
+    await sweepVia(customerId, token, 7n * USDC);
+    expect(await f.usdc.balanceOf(address)).toBe(10n * USDC);
+    expect(await f.usdc.balanceOf(offRamp)).toBe(7n * USDC);
+  });
+
+  it('sweeps later payouts from the same address without deploying again, through the factory or the deposit itself', async () => {
+    const { customerId, address } = await funded(10n * USDC);
+    const token = await f.usdc.getAddress();
+    await sweepVia(customerId, token, 10n * USDC);
+    await mined(f.usdc.mint(address, 7n * USDC));
+    const again = await sweepVia(customerId, token, 7n * USDC);
     expect(
       eventsIn<PayoutDepositFactoryEventArgs, 'PayoutDepositDeployed'>(
         again,
@@ -134,37 +159,64 @@ describe('sweep', () => {
       ),
     ).toHaveLength(0);
     await mined(f.usdc.mint(address, 3n * USDC));
-    await mined(depositAt(address).sweep(token));
+    await mined(depositAt(address).sweep(token, 3n * USDC, newPayoutId()));
     expect(await f.usdc.balanceOf(offRamp)).toBe(20n * USDC);
+  });
+
+  it('sweeps a payout once (AlreadySwept), even while the address holds enough for a second sweep', async () => {
+    const { customerId, address } = await funded(10n * USDC);
+    const token = await f.usdc.getAddress();
+    const payoutId = newPayoutId();
+    await sweepVia(customerId, token, 5n * USDC, payoutId);
+    await expectRevert(
+      f.payoutFactory.sweep(f.merchantId, customerId, offRamp, token, 5n * USDC, payoutId),
+      'AlreadySwept',
+    );
+    await expectRevert(depositAt(address).sweep(token, 5n * USDC, payoutId), 'AlreadySwept');
+    expect(await f.usdc.balanceOf(address)).toBe(5n * USDC);
+    // Another payout of the same customer and amount is its own sweep.
+    await sweepVia(customerId, token, 5n * USDC);
+    expect(await f.usdc.balanceOf(address)).toBe(0n);
   });
 
   it('moves only the token asked for: another ERC-20 at the same address is swept by its own call', async () => {
     const { customerId, address } = await funded(5n * USDC);
     await mined(f.dai.mint(address, parseEther('3')));
-    await sweepVia(customerId, await f.dai.getAddress());
+    await sweepVia(customerId, await f.dai.getAddress(), parseEther('3'));
     expect(await f.dai.balanceOf(offRamp)).toBe(parseEther('3'));
     expect(await f.usdc.balanceOf(address)).toBe(5n * USDC);
-    await sweepVia(customerId, await f.usdc.getAddress());
+    await sweepVia(customerId, await f.usdc.getAddress(), 5n * USDC);
     expect(await f.usdc.balanceOf(offRamp)).toBe(5n * USDC);
   });
 
-  it('refuses a zero balance (NothingToSweep) and then deploys nothing', async () => {
-    const { customerId, address } = await funded(0n);
-    await expectRevert(
-      f.payoutFactory.sweep(f.merchantId, customerId, offRamp, await f.usdc.getAddress()),
-      'NothingToSweep',
-    );
+  it('refuses more than the address holds (AmountExceedsAvailable), a zero amount or payout id, and then deploys nothing', async () => {
+    const { customerId, address } = await funded(4n * USDC);
+    const token = await f.usdc.getAddress();
+    const sweep = (amount: bigint, payoutId: string) =>
+      f.payoutFactory.sweep(f.merchantId, customerId, offRamp, token, amount, payoutId);
+    await expectRevert(sweep(5n * USDC, newPayoutId()), 'AmountExceedsAvailable');
+    await expectRevert(sweep(0n, newPayoutId()), 'ZeroAmount');
+    await expectRevert(sweep(4n * USDC, ZeroHash), 'ZeroPayoutId');
     expect(await chain.provider.getCode(address)).toBe('0x');
+    expect(await f.usdc.balanceOf(address)).toBe(4n * USDC);
   });
 
   it('refuses every caller but the operator, on the factory and on the deposit (NotOperator)', async () => {
     const { customerId, address } = await funded(10n * USDC);
     const token = await f.usdc.getAddress();
     const asStranger = f.payoutFactory.connect(f.stranger);
-    await expectRevert(asStranger.sweep(f.merchantId, customerId, offRamp, token), 'NotOperator');
+    await expectRevert(
+      asStranger.sweep(f.merchantId, customerId, offRamp, token, 10n * USDC, newPayoutId()),
+      'NotOperator',
+    );
     await expectRevert(asStranger.deployDeposit(f.merchantId, customerId, offRamp), 'NotOperator');
     await mined(f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp));
-    await expectRevert(depositAt(address).connect(f.stranger).sweep(token), 'NotOperator');
+    await expectRevert(
+      depositAt(address)
+        .connect(f.stranger)
+        .sweep(token, 10n * USDC, newPayoutId()),
+      'NotOperator',
+    );
     // A stranger naming its own address as the off-ramp only reaches another (empty) address.
     expect(await f.payoutFactory.depositAddress(f.merchantId, customerId, f.stranger.address)).not.toBe(
       address,
@@ -172,15 +224,26 @@ describe('sweep', () => {
     expect(await f.usdc.balanceOf(address)).toBe(10n * USDC);
   });
 
-  it('reports what the off-ramp received for a fee-on-transfer token', async () => {
+  it('a fee-on-transfer token: the off-ramp gets less than the amount swept, and a deposit that arrived short is refused', async () => {
     const fee = await deployFeeOnTransferToken(f.operator);
     const { customerId, address } = await funded(0n);
+    const token = await fee.getAddress();
     await mined(fee.mint(address, 100n * USDC));
-    const receipt = await sweepVia(customerId, await fee.getAddress());
+    const receipt = await sweepVia(customerId, token, 100n * USDC);
     const swept = eventIn<PayoutDepositEventArgs, 'PayoutSwept'>(receipt, depositAt(address), 'PayoutSwept');
     expect(swept.amount).toBe(100n * USDC);
     expect(swept.received).toBeLessThan(100n * USDC);
     expect(await fee.balanceOf(offRamp)).toBe(swept.received);
+    // A payer's transfer of 50 lands short at the address: sweeping the 50 asked for is refused, not topped up.
+    await mined(fee.mint(f.payer.address, 50n * USDC));
+    await mined(fee.connect(f.payer).transfer(address, 50n * USDC));
+    const arrived = await fee.balanceOf(address);
+    expect(arrived).toBeLessThan(50n * USDC);
+    await expectRevert(
+      f.payoutFactory.sweep(f.merchantId, customerId, offRamp, token, 50n * USDC, newPayoutId()),
+      'AmountExceedsAvailable',
+    );
+    expect(await fee.balanceOf(address)).toBe(arrived);
   });
 
   it('cannot be re-entered from the token (ReentrantCall) and moves nothing then', async () => {
@@ -190,8 +253,13 @@ describe('sweep', () => {
     await mined(hook.mint(address, 50n * USDC));
     await mined(f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp));
     const deposit = depositAt(address);
-    await mined(hook.setHook(address, deposit.interface.encodeFunctionData('sweep', [token])));
-    await expectRevert(deposit.sweep(token), 'ReentrantCall');
+    await mined(
+      hook.setHook(
+        address,
+        deposit.interface.encodeFunctionData('sweep', [token, 10n * USDC, newPayoutId()]),
+      ),
+    );
+    await expectRevert(deposit.sweep(token, 20n * USDC, newPayoutId()), 'ReentrantCall');
     expect(await hook.balanceOf(address)).toBe(50n * USDC);
   });
 });
@@ -214,7 +282,7 @@ describe('deployment guards', () => {
   it('the implementation moves nothing (NotADeposit)', async () => {
     const implementation = depositAt(f.addresses.payoutDepositImplementation);
     await mined(f.usdc.mint(f.addresses.payoutDepositImplementation, USDC));
-    await expectRevert(implementation.sweep(await f.usdc.getAddress()), 'NotADeposit');
+    await expectRevert(implementation.sweep(await f.usdc.getAddress(), USDC, newPayoutId()), 'NotADeposit');
   });
 });
 

@@ -3,6 +3,7 @@ import {
   connectPayoutDepositFactory,
   connectStablepayRegistry,
   connectTestStablecoin,
+  toOnChainId,
 } from '@stablepay/contracts';
 import { PAYOUT_REFUND_TYPES, stablepayDomain } from '@stablepay/evm';
 import {
@@ -15,7 +16,7 @@ import {
 import { RelayerSet } from '@stablepay/relayer';
 import type { PayoutChainConfig } from './chain-operator.config';
 import type { WatchAddressCommand } from './indexer-watch.commands';
-import { PayoutDeposits } from './payout-deposits';
+import { PayoutDeposits, type PayoutSweepOutcome } from './payout-deposits';
 
 const USDC = 10n ** 6n;
 const BASE = 'eip155:8453';
@@ -109,58 +110,88 @@ describe('PayoutDeposits on anvil', () => {
     expect(commands).toHaveLength(2);
   });
 
-  it('an empty address is nothing_to_sweep, and nothing is sent', async () => {
+  it('less at the address than the payout is insufficient_balance, and nothing is sent', async () => {
     const customer = newCustomer();
+    const address = payouts.address(customer);
+    const token = await deposit(address, 2n * USDC);
     const nonce = await provider.getTransactionCount(local.operator.address);
-    const token = local.chains[0]?.addresses.stablecoins.USDC ?? '';
-    const outcome = await payouts.sweep({ ...customer, chain: BASE, token });
-    expect(outcome).toEqual({
-      kind: 'nothing_to_sweep',
+    const outcome = await payouts.sweep({
+      ...customer,
       chain: BASE,
-      deposit: payouts.address(customer),
       token,
+      amount: 3n * USDC,
+      payoutId: 'po_short',
+    });
+    expect(outcome).toEqual({
+      kind: 'insufficient_balance',
+      chain: BASE,
+      deposit: address,
+      token,
+      amount: 3n * USDC,
+      available: 2n * USDC,
     });
     expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await provider.getCode(address)).toBe('0x');
   });
 
-  it('sweeps a deposit to the off-ramp, deploying the contract on the first sweep only', async () => {
+  it("sweeps one payout's amount to the off-ramp, deploying the contract on the first sweep only, once per payout", async () => {
     const customer = newCustomer();
     const address = payouts.address(customer);
     const token = await deposit(address, 120n * USDC);
     const before = await usdcBalance(LOCAL_PAYOUT_OFF_RAMP);
-    const first = await payouts.sweep({ ...customer, chain: BASE, token });
+    const first = await payouts.sweep({
+      ...customer,
+      chain: BASE,
+      token,
+      amount: 100n * USDC,
+      payoutId: 'po_1',
+    });
     expect(first).toMatchObject({
       kind: 'swept',
       chain: BASE,
       deposit: address,
       token,
       offRamp: LOCAL_PAYOUT_OFF_RAMP,
-      amount: 120n * USDC,
-      received: 120n * USDC,
+      payoutId: toOnChainId('po_1'),
+      amount: 100n * USDC,
+      received: 100n * USDC,
       deployed: true,
     });
-    expect(await usdcBalance(LOCAL_PAYOUT_OFF_RAMP)).toBe(before + 120n * USDC);
-    expect(await usdcBalance(address)).toBe(0n);
+    expect(await usdcBalance(LOCAL_PAYOUT_OFF_RAMP)).toBe(before + 100n * USDC);
+    // The rest is not the payout's: it stays.
+    expect(await usdcBalance(address)).toBe(20n * USDC);
     await deposit(address, 5n * USDC);
-    const second = await payouts.sweep({ ...customer, chain: BASE, token });
-    expect(second).toMatchObject({ kind: 'swept', amount: 5n * USDC, deployed: false });
-    // A retry whose first answer was lost finds nothing to sweep, and both sweeps on chain.
-    expect(await payouts.sweep({ ...customer, chain: BASE, token })).toMatchObject({
-      kind: 'nothing_to_sweep',
+    const second = await payouts.sweep({
+      ...customer,
+      chain: BASE,
+      token,
+      amount: 5n * USDC,
+      payoutId: 'po_2',
     });
-    const found = await payouts.sweeps({ ...customer, chain: BASE, token });
-    expect(found.map((s) => [s.txHash, s.amount])).toEqual([
-      [first.kind === 'swept' ? first.txHash : '', 120n * USDC],
-      [second.kind === 'swept' ? second.txHash : '', 5n * USDC],
+    expect(second).toMatchObject({ kind: 'swept', amount: 5n * USDC, deployed: false });
+    // A retry whose first answer was lost is refused on chain (nothing sent) and finds its own sweep by payout id.
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    expect(
+      await payouts.sweep({ ...customer, chain: BASE, token, amount: 5n * USDC, payoutId: 'po_2' }),
+    ).toEqual({ kind: 'already_swept', chain: BASE, deposit: address, token, payoutId: toOnChainId('po_2') });
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await usdcBalance(address)).toBe(20n * USDC);
+    const txOf = (o: PayoutSweepOutcome) => (o.kind === 'swept' ? o.txHash : o.kind);
+    const all = await payouts.sweeps({ ...customer, chain: BASE, token, fromBlock: 0 });
+    expect(all.map((s) => [s.payoutId, s.txHash, s.amount])).toEqual([
+      [toOnChainId('po_1'), txOf(first), 100n * USDC],
+      [toOnChainId('po_2'), txOf(second), 5n * USDC],
     ]);
-    expect(await payouts.sweeps({ ...customer, chain: POLYGON, token })).toEqual([]);
+    const own = await payouts.sweeps({ ...customer, chain: BASE, token, payoutId: 'po_2', fromBlock: null });
+    expect(own.map((s) => s.txHash)).toEqual([txOf(second)]);
+    expect(await payouts.sweeps({ ...customer, chain: POLYGON, token, fromBlock: 0 })).toEqual([]);
     // Concurrent sweeps of two customers share the operator's managed nonce sequence.
     const [a, b] = [newCustomer(), newCustomer()];
     await deposit(payouts.address(a), USDC);
     await deposit(payouts.address(b), 2n * USDC);
     const both = await Promise.all([
-      payouts.sweep({ ...a, chain: BASE, token }),
-      payouts.sweep({ ...b, chain: BASE, token }),
+      payouts.sweep({ ...a, chain: BASE, token, amount: USDC, payoutId: 'po_a' }),
+      payouts.sweep({ ...b, chain: BASE, token, amount: 2n * USDC, payoutId: 'po_b' }),
     ]);
     expect(both.map((o) => (o.kind === 'swept' ? o.amount : o.kind))).toEqual([USDC, 2n * USDC]);
   });
@@ -174,7 +205,9 @@ describe('PayoutDeposits on anvil', () => {
     );
     try {
       const stranger = new PayoutDeposits(strangers, config);
-      expect(await stranger.sweep({ ...customer, chain: BASE, token })).toEqual({
+      expect(
+        await stranger.sweep({ ...customer, chain: BASE, token, amount: USDC, payoutId: 'po_stranger' }),
+      ).toEqual({
         kind: 'rejected',
         chain: BASE,
         errorName: 'NotOperator',

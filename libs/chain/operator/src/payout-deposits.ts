@@ -1,4 +1,5 @@
 import { Interface, getAddress, zeroPadValue, type Log } from 'ethers';
+import { DEFAULT_CHAIN_LOG_RANGE, findLogsSince } from '@stablepay/evm';
 import {
   PayoutDepositAbi,
   PayoutDepositFactoryAbi,
@@ -14,7 +15,8 @@ const FACTORY = new Interface(PayoutDepositFactoryAbi);
 const DEPOSIT = new Interface(PayoutDepositAbi);
 /**
  * The factory's functions with every Stablepay error: `sweep` and `refund` bubble the deposit's own reverts
- * (NothingToSweep, InvalidSignature, a token's TokenTransferFailed), which the factory's ABI alone would leave unnamed.
+ * (AlreadySwept, AmountExceedsAvailable, InvalidSignature, a token's TokenTransferFailed), which the factory's ABI
+ * alone would leave unnamed.
  */
 const FACTORY_CALLS = new Interface([
   ...FACTORY.fragments.filter((f) => f.type === 'function'),
@@ -27,15 +29,25 @@ export interface PayoutCustomerRef {
   readonly customerId: string;
 }
 
-export interface PayoutSweepRequest extends PayoutCustomerRef {
+/** One ERC-20 at a customer's deposit address on one chain. */
+export interface PayoutTokenRef extends PayoutCustomerRef {
   /** CAIP-2 id of a chain the relayers serve. */
   readonly chain: string;
-  /** The ERC-20 to forward (its whole balance at the deposit address). */
   readonly token: string;
 }
 
+export interface PayoutSweepRequest extends PayoutTokenRef {
+  /**
+   * Exactly what leaves the address (the payout's deposit, base units): the address is shared by the customer's
+   * payouts and may hold funds that are not this payout's (held ones among them), so never its whole balance.
+   */
+  readonly amount: bigint;
+  /** The payout this sweep forwards (bytes32 on chain via `toOnChainId`): the deposit sweeps it once. */
+  readonly payoutId: string;
+}
+
 /** The merchant's `PayoutRefund` signature (EIP-712, verifyingContract = the deposit address, on `chain`). */
-export interface PayoutRefundRequest extends PayoutSweepRequest {
+export interface PayoutRefundRequest extends PayoutTokenRef {
   readonly to: string;
   readonly amount: bigint;
   readonly deadline: bigint;
@@ -60,7 +72,9 @@ interface Mined {
 /**
  * Results, never exceptions, for what the chain answered; an exception means infrastructure trouble (RPC down,
  * relayer out of gas money), as with the relayer itself.
- * - `nothing_to_sweep`: the address holds none of the token (simulation; nothing sent).
+ * - `already_swept`: this payout's sweep is on chain already (`AlreadySwept` in simulation, nothing sent, or a
+ *   concurrent attempt mined first and this one reverted): `sweeps({ ..., payoutId })` finds it.
+ * - `insufficient_balance`: the address holds less of the token than `amount` (simulation; nothing sent).
  * - `rejected`: the simulation refused for another reason (e.g. NotOperator: the relayer key is not the
  *   registry's operator); nothing sent, no nonce used.
  * - `reverted`: mined with status 0 (`errorName` decoded by replay, null when it could not be).
@@ -82,12 +96,22 @@ export type PayoutChainFailure =
     };
 
 export type PayoutSweepOutcome =
-  | (Mined & { readonly kind: 'swept'; readonly offRamp: string })
+  | (Mined & { readonly kind: 'swept'; readonly offRamp: string; readonly payoutId: string })
   | {
-      readonly kind: 'nothing_to_sweep';
+      readonly kind: 'already_swept';
       readonly chain: string;
       readonly deposit: string;
       readonly token: string;
+      readonly payoutId: string;
+    }
+  | {
+      readonly kind: 'insufficient_balance';
+      readonly chain: string;
+      readonly deposit: string;
+      readonly token: string;
+      readonly amount: bigint;
+      /** What the address held in the simulation. */
+      readonly available: bigint;
     }
   | PayoutChainFailure;
 
@@ -96,6 +120,8 @@ export type PayoutRefundOutcome =
 
 /** A sweep found on chain (`PayoutSwept` of the deposit). */
 export interface PayoutSweepRecord {
+  /** The payout's bytes32 (`toOnChainId(payoutId)`). */
+  readonly payoutId: string;
   readonly txHash: string;
   readonly blockNumber: number;
   readonly logIndex: number;
@@ -110,12 +136,14 @@ type Watches = { watchAddress(command: WatchAddressCommand): Promise<WatchAnswer
  * - `address(customer)`: the customer's one EVM deposit address, valid on every chain (pure, no I/O);
  * - `watch(customer, watches)`: asks the indexer to watch it on every chain the relayers serve, so each ERC-20
  *   transfer to it becomes an `Erc20TransferObserved.v1` on `chain-<caip2>` (payout.deposit_detected);
- * - `sweep(request)`: forwards the whole balance of a token to the off-ramp through the relayer (simulated first,
- *   managed nonces, receipt), deploying the deposit contract in the same transaction when needed (payout.forwarded);
+ * - `sweep(request)`: forwards exactly one payout's amount of a token to the off-ramp through the relayer (simulated
+ *   first, managed nonces, receipt), once per payout, deploying the deposit contract in the same transaction when
+ *   needed (payout.forwarded);
  * - `refund(request)`: a merchant-signed return to the customer's sender (payout.refunded), deploying the deposit in
  *   the same transaction when needed;
- * - `sweeps(request)`: the sweeps of a token already on chain, for a retry after a lost answer (a sweep that
- *   landed leaves `nothing_to_sweep` behind, so the retry looks up what the first attempt did).
+ * - `sweeps(request)`: the sweeps of a token already on chain (of one payout, with `payoutId`), for a retry after a
+ *   lost answer (a payout's sweep that landed leaves `already_swept` behind, so the retry looks up what its first
+ *   attempt did), read in windows of the chain's `CHAIN_LOG_RANGE`.
  * Screening is the caller's: sweep only deposits that passed it (the contract lets only the operator sweep, so a
  * deposit never swept stays put).
  */
@@ -123,6 +151,8 @@ export class PayoutDeposits {
   constructor(
     private readonly relayers: RelayerSet,
     private readonly config: PayoutChainConfig,
+    /** Most blocks per eth_getLogs window on a chain (CHAIN_LOG_RANGE, `OperatorChain.logRange`). */
+    private readonly logRange: (chain: string) => number = () => DEFAULT_CHAIN_LOG_RANGE,
   ) {}
 
   /** The customer's deposit address: the same on every chain, known before anything is deployed. */
@@ -151,6 +181,7 @@ export class PayoutDeposits {
   async sweep(request: PayoutSweepRequest): Promise<PayoutSweepOutcome> {
     const deposit = this.address(request);
     const token = getAddress(request.token);
+    const payoutId = toOnChainId(request.payoutId);
     const outcome = await this.relayers.for(request.chain).submit({
       to: this.config.factory,
       abi: FACTORY_CALLS,
@@ -159,40 +190,68 @@ export class PayoutDeposits {
         toOnChainId(request.customerId),
         this.config.offRamp,
         token,
+        request.amount,
+        payoutId,
       ]),
     });
-    if (outcome.kind === 'simulation_rejected' && outcome.errorName === 'NothingToSweep')
-      return { kind: 'nothing_to_sweep', chain: request.chain, deposit, token };
+    const refused =
+      outcome.kind === 'simulation_rejected'
+        ? outcome.errorName
+        : outcome.kind === 'reverted'
+          ? outcome.revert?.errorName
+          : undefined;
+    if (refused === 'AlreadySwept')
+      return { kind: 'already_swept', chain: request.chain, deposit, token, payoutId };
+    if (outcome.kind === 'simulation_rejected' && refused === 'AmountExceedsAvailable') {
+      const available = outcome.args[1];
+      return {
+        kind: 'insufficient_balance',
+        chain: request.chain,
+        deposit,
+        token,
+        amount: request.amount,
+        available: typeof available === 'bigint' ? available : 0n,
+      };
+    }
     if (outcome.kind !== 'confirmed') return failure(request.chain, outcome);
     const swept = this.moved(outcome.receipt.logs, deposit, 'PayoutSwept');
     return {
       kind: 'swept',
       ...this.mined(request.chain, deposit, token, outcome, swept),
       offRamp: this.config.offRamp,
+      payoutId,
     };
   }
 
   /**
-   * Every `PayoutSwept` of `token` from the customer's deposit on `chain` since `fromBlock` (default 0: narrow it on
-   * hosted RPC endpoints, which bound the block range of a log query), oldest first.
+   * Every `PayoutSwept` of `token` from the customer's deposit on `chain` (only the sweep of `payoutId` when given)
+   * from `fromBlock` to the head, oldest first. Read in windows of the chain's log range: hosted RPC endpoints refuse
+   * a wide block range. `fromBlock` null: the last `UNKNOWN_START_LOOKBACK_BLOCKS` blocks, never the chain from 0.
    */
-  async sweeps(request: PayoutSweepRequest & { readonly fromBlock?: number }): Promise<PayoutSweepRecord[]> {
+  async sweeps(
+    request: PayoutTokenRef & { readonly payoutId?: string; readonly fromBlock: number | null },
+  ): Promise<PayoutSweepRecord[]> {
     const deposit = this.address(request);
-    const logs = await this.relayers.for(request.chain).provider.getLogs({
-      address: deposit,
-      topics: [
-        DEPOSIT.getEvent('PayoutSwept')?.topicHash ?? null,
-        toOnChainId(request.customerId),
-        zeroPadValue(getAddress(request.token), 32),
-      ],
-      fromBlock: request.fromBlock ?? 0,
-      toBlock: 'latest',
-    });
+    const logs = await findLogsSince(
+      this.relayers.for(request.chain).provider,
+      {
+        address: deposit,
+        topics: [
+          DEPOSIT.getEvent('PayoutSwept')?.topicHash ?? null,
+          toOnChainId(request.customerId),
+          zeroPadValue(getAddress(request.token), 32),
+          request.payoutId === undefined ? null : toOnChainId(request.payoutId),
+        ],
+        fromBlock: request.fromBlock,
+      },
+      { maxRange: this.logRange(request.chain) },
+    );
     return logs.flatMap((log) => {
       const parsed = DEPOSIT.parseLog(log);
       if (parsed?.name !== 'PayoutSwept') return [];
       return [
         {
+          payoutId: String(parsed.args['payoutId']),
           txHash: log.transactionHash,
           blockNumber: log.blockNumber,
           logIndex: log.index,

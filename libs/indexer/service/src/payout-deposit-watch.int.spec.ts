@@ -75,7 +75,13 @@ describe('payout deposit addresses in the indexer', () => {
       const usdc = connectTestStablecoin(chain.addresses.stablecoins.USDC, payer);
       await (await usdc.mint(payer.address, 30_000_000n)).wait();
       await (await usdc.transfer(address, 25_000_000n)).wait();
-      const swept = await payouts.sweep({ ...customer, chain: chain.caip2, token: await usdc.getAddress() });
+      const swept = await payouts.sweep({
+        ...customer,
+        chain: chain.caip2,
+        token: await usdc.getAddress(),
+        amount: 25_000_000n,
+        payoutId: 'po_indexer',
+      });
       expect(swept).toMatchObject({ kind: 'swept', amount: 25_000_000n });
       await (await usdc.transfer(sentinel, 5_000_000n)).wait();
 

@@ -2,7 +2,12 @@ import { type DynamicModule, Global, Inject, Module, Optional } from '@nestjs/co
 import { PayoutsApiModule } from '@stablepay/payouts-api';
 import { BENEFICIARY_UPCASTERS } from '@stablepay/payouts-domain';
 import type { SecretBox } from '@stablepay/util';
-import { SANCTIONS_SCREENING, type SanctionsScreening, SandboxSanctionsScreening } from '@stablepay/evm';
+import {
+  DEFAULT_CHAIN_LOG_RANGE,
+  SANCTIONS_SCREENING,
+  type SanctionsScreening,
+  SandboxSanctionsScreening,
+} from '@stablepay/evm';
 import type { ServiceDefinition } from '@stablepay/runtime';
 import {
   type ChainOperatorConfig,
@@ -140,7 +145,11 @@ export class PayoutsCoreModule {}
         // cannot sweep them (payoutChainsFromEnv refuses that configuration first).
         if (!relayers?.set)
           throw new Error('payouts on chain need the operator key to sweep deposits (OPERATOR_PRIVATE_KEY)');
-        return new PayoutSweeper(relayers.set, chains.payouts);
+        return new PayoutSweeper(
+          relayers.set,
+          chains.payouts,
+          (chain) => chains.chains.find((c) => c.caip2 === chain)?.logRange ?? DEFAULT_CHAIN_LOG_RANGE,
+        );
       },
       inject: [Overrides, { token: OperatorRelayers, optional: true }],
     },

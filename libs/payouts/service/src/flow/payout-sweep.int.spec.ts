@@ -22,10 +22,12 @@ let sweeper: PayoutSweeper;
 let usdc: string;
 let customers = 0;
 
-/** A payout whose deposit of `amount` test USDC was sent on chain to its customer's clone address. */
-async function fundedPayout(amount: bigint): Promise<PayoutState> {
+/**
+ * A payout whose deposit of `amount` test USDC was sent on chain to its customer's clone address (a new customer, or
+ * `customerId`'s: a customer's payouts share its address).
+ */
+async function fundedPayout(amount: bigint, customerId = `cus_sweep_${customers + 1}`): Promise<PayoutState> {
   customers += 1;
-  const customerId = `cus_sweep_${customers}`;
   const base = local.chains[0];
   if (!base) throw new Error('no chain');
   const address = payoutDepositAddress({
@@ -38,6 +40,7 @@ async function fundedPayout(amount: bigint): Promise<PayoutState> {
   const coin = connectTestStablecoin(usdc, payer);
   await (await coin.mint(payer.address, amount)).wait();
   const receipt = await (await coin.transfer(address, amount)).wait();
+  if (!receipt) throw new Error('no receipt');
   return {
     ...initialPayoutState(),
     exists: true,
@@ -47,7 +50,7 @@ async function fundedPayout(amount: bigint): Promise<PayoutState> {
     token: { chain: BASE, symbol: 'USDC', asset: `${BASE}/erc20:${usdc}`, decimals: 6 },
     status: 'deposit_detected',
     deposit: {
-      txHash: receipt?.hash ?? '',
+      txHash: receipt.hash,
       from: payer.address,
       amount: String(amount),
       detectedAt: new Date(0).toISOString(),
@@ -103,19 +106,27 @@ describe('PayoutSweeper on anvil (the payout flow forward step)', () => {
     expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
   });
 
-  it('a second payout of the same customer whose deposit an earlier sweep already moved answers that sweep', async () => {
-    const payout = await fundedPayout(3_000_000n);
-    const payer = new Wallet(ANVIL_DEV_PRIVATE_KEYS[5] ?? '', provider);
-    const coin = connectTestStablecoin(usdc, payer);
-    await (await coin.mint(payer.address, 4_000_000n)).wait();
-    const second = await (await coin.transfer(payout.depositAddress, 4_000_000n)).wait();
-    const swept = await sweeper.sweep(payout, MERCHANT);
-    const other = {
-      ...payout,
-      id: `${payout.id}_b`,
-      deposit: { ...depositOf(payout), txHash: second?.hash ?? '' },
-    };
-    expect(await sweeper.sweep(other, MERCHANT)).toBe(swept);
+  it("moves only the payout's deposit: held funds at the customer's address stay there", async () => {
+    // A flagged sender's deposit (or one no payout waits for): never swept, so it must outlive the next payout's sweep.
+    const held = await fundedPayout(9_000_000n);
+    const payout = await fundedPayout(4_000_000n, held.customerId);
+    const before = await balance(LOCAL_PAYOUT_OFF_RAMP);
+    await sweeper.sweep(payout, MERCHANT);
+    expect(await balance(payout.depositAddress)).toBe(9_000_000n);
+    expect((await balance(LOCAL_PAYOUT_OFF_RAMP)) - before).toBe(4_000_000n);
+  });
+
+  it('two payouts of one customer with the same amount are two sweeps, and each retry answers its own', async () => {
+    const first = await fundedPayout(5_000_000n);
+    const second = await fundedPayout(5_000_000n, first.customerId);
+    const firstTx = await sweeper.sweep(first, MERCHANT);
+    const secondTx = await sweeper.sweep(second, MERCHANT);
+    expect(secondTx).not.toBe(firstTx);
+    expect(await balance(first.depositAddress)).toBe(0n);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    expect(await sweeper.sweep(second, MERCHANT)).toBe(secondTx);
+    expect(await sweeper.sweep(first, MERCHANT)).toBe(firstTx);
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
   });
 
   it('a test-helper deposit has nothing on chain to sweep: no transaction, null', async () => {
@@ -125,15 +136,27 @@ describe('PayoutSweeper on anvil (the payout flow forward step)', () => {
     expect(await balance(payout.depositAddress)).toBe(1_000_000n);
   });
 
-  it('nothing at the address and no sweep since the deposit throws (the flow retries), counted as failed', async () => {
+  it('less at the address than the deposit throws (the flow retries), counted as failed, and sends nothing', async () => {
     const payout = await fundedPayout(2_000_000n);
-    await sweeper.sweep(payout, MERCHANT);
-    // A deposit in a block after every sweep: no sweep moved it, and the address is empty.
-    const later = await fundedPayout(0n);
-    const stranded = { ...later, customerId: payout.customerId, depositAddress: payout.depositAddress };
+    const short = { ...payout, deposit: { ...depositOf(payout), amount: '3000000' } };
     const before = await failures();
-    await expect(sweeper.sweep(stranded, MERCHANT)).rejects.toThrow(/no sweep since deposit/);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await expect(sweeper.sweep(short, MERCHANT)).rejects.toThrow(
+      /holds 2000000, less than the payout's 3000000/,
+    );
     expect(await failures()).toBe(before + 1);
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await balance(payout.depositAddress)).toBe(2_000_000n);
+  });
+
+  it("an address that is not the configured factory's and off-ramp's throws, sending nothing", async () => {
+    const payout = await fundedPayout(1_000_000n);
+    const other = await fundedPayout(1_000_000n);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await expect(
+      sweeper.sweep({ ...payout, depositAddress: other.depositAddress }, MERCHANT),
+    ).rejects.toThrow(/is not the configured factory's and off-ramp's/);
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
   });
 
   it('a chain the relayers do not serve throws (retried by the flow), never an answer', async () => {

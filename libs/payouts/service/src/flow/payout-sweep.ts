@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { getAddress } from 'ethers';
 import { type PayoutChainConfig, PayoutDeposits, type PayoutSweepRequest } from '@stablepay/chain-operator';
 import type { PayoutState } from '@stablepay/payouts-domain';
 import type { RelayerSet } from '@stablepay/relayer';
@@ -21,13 +22,16 @@ function sweepsCounter(): Counter<'chain' | 'outcome'> {
 }
 
 /**
- * The payout flow's on-chain forward (docs/payouts.md, "Flow"): the operator sweeps the customer's deposit address to
- * the off-ramp bound into it (PayoutDeposits.sweep; the first sweep deploys the clone) and answers the transaction.
+ * The payout flow's on-chain forward (docs/payouts.md, "Flow"): the operator sweeps the payout's deposit amount from
+ * the customer's deposit address to the off-ramp bound into it (PayoutDeposits.sweep; the first sweep deploys the
+ * clone) and answers the transaction. Only that amount moves: the address is shared by the customer's payouts, and
+ * funds held there (a flagged sender's deposit, one no payout waits for, a suspended customer's) stay.
  *
- * Idempotent across a crash between the transaction and the fact: a retried sweep that finds nothing to sweep looks
- * up the sweeps since the deposit's block and answers the first (the sweep moves the address's whole balance, so the
- * first sweep after the deposit moved it, whichever payout asked for it). Everything else (RPC down, a rejected
- * simulation, a revert, a receipt not in time) throws: the flow's message is retried with the bus's backoff, counted
+ * Idempotent across a crash between the transaction and the fact: the payout id is bound into the sweep and the
+ * deposit sweeps a payout once, so a retry is refused on chain (`already_swept`, nothing sent) and answers the
+ * `PayoutSwept` of this payout, looked up by its id from the deposit's block: never another payout's sweep, even
+ * one of the same customer and amount. Everything else (RPC down, a rejected simulation, less at the address than
+ * the deposit, a revert, a receipt not in time) throws: the flow's message is retried with the bus's backoff, counted
  * in `stablepay_payout_sweeps_total{outcome="failed"}` and logged; the payout stays `deposit_detected`, never lost.
  */
 export class PayoutSweeper {
@@ -38,8 +42,10 @@ export class PayoutSweeper {
   constructor(
     private readonly relayers: RelayerSet,
     config: PayoutChainConfig,
+    /** Most blocks per eth_getLogs window on a chain (CHAIN_LOG_RANGE). */
+    logRange?: (chain: string) => number,
   ) {
-    this.deposits = new PayoutDeposits(relayers, config);
+    this.deposits = new PayoutDeposits(relayers, config, logRange);
   }
 
   /** The sweep's transaction hash; null for a test-helper deposit (no transaction put anything there). */
@@ -53,8 +59,16 @@ export class PayoutSweeper {
       customerId: payout.customerId,
       chain,
       token: tokenAddress(payout.token.asset),
+      amount: BigInt(deposit.amount),
+      payoutId: payout.id,
     };
     try {
+      // An address of another factory or off-ramp (a rotation, a redeployed factory) is not this sweep's to empty.
+      const address = this.deposits.address(request);
+      if (getAddress(payout.depositAddress) !== address)
+        throw new Error(
+          `the payout's deposit address ${payout.depositAddress} is not the configured factory's and off-ramp's (${address})`,
+        );
       const outcome = await this.deposits.sweep(request);
       if (outcome.kind === 'swept') {
         this.counter.inc({ chain, outcome: 'swept' });
@@ -67,11 +81,15 @@ export class PayoutSweeper {
         });
         return outcome.txHash;
       }
-      if (outcome.kind !== 'nothing_to_sweep')
+      if (outcome.kind === 'insufficient_balance')
+        throw new Error(
+          `sweep refused: the deposit address holds ${outcome.available}, less than the payout's ${outcome.amount}`,
+        );
+      if (outcome.kind !== 'already_swept')
         throw new Error(
           `sweep ${outcome.kind}: ${'errorName' in outcome ? outcome.errorName : outcome.txHash}`,
         );
-      const found = await this.earlierSweep(request, deposit.txHash);
+      const found = await this.ownSweep(request, deposit.txHash);
       this.counter.inc({ chain, outcome: 'found' });
       return found;
     } catch (error) {
@@ -86,15 +104,15 @@ export class PayoutSweeper {
     }
   }
 
-  private async earlierSweep(request: PayoutSweepRequest, depositTx: string): Promise<string> {
+  /** This payout's sweep, which the chain says is there: from the deposit's block (a sweep cannot precede it). */
+  private async ownSweep(request: PayoutSweepRequest, depositTx: string): Promise<string> {
     const receipt = await this.relayers.for(request.chain).provider.getTransactionReceipt(depositTx);
     if (!receipt) throw new Error(`deposit transaction ${depositTx} not found on ${request.chain}`);
-    const sweeps = await this.deposits.sweeps({ ...request, fromBlock: receipt.blockNumber });
-    const first = sweeps.find(
-      (s) => s.blockNumber > receipt.blockNumber || s.logIndex > (receipt.logs.at(-1)?.index ?? -1),
-    );
-    if (!first) throw new Error(`nothing to sweep and no sweep since deposit ${depositTx}`);
-    return first.txHash;
+    const [own] = await this.deposits.sweeps({ ...request, fromBlock: receipt.blockNumber });
+    // The deposit refused the sweep as done, so the log exists; not finding it is a lagging or pruned node: retry.
+    if (!own)
+      throw new Error(`payout ${request.payoutId} already swept but its PayoutSwept log was not found`);
+    return own.txHash;
   }
 }
 

@@ -1,0 +1,96 @@
+import { Interface, JsonRpcProvider, Network } from 'ethers';
+import { PayoutDepositAbi, payoutDepositAddress, toOnChainId } from '@stablepay/contracts';
+import { initialPayoutState, type PayoutState } from '@stablepay/payouts-domain';
+import type { RelayerSet } from '@stablepay/relayer';
+import { RangeLimitedRpc, type RpcLog } from '@stablepay/testing';
+import { PayoutSweeper } from './payout-sweep';
+
+/**
+ * A retried sweep (its first answer lost) finds its own PayoutSwept on a node as Alchemy serves a real chain:
+ * eth_getLogs over more than 2,000 blocks is refused. The chain is 5 million blocks long; the customer's two payouts
+ * of the same amount were deposited at block 4,990,000 and swept at 4,991,000 (the other payout) and 4,996,500
+ * (this one).
+ */
+const DEPOSIT = new Interface(PayoutDepositAbi);
+const BASE = 'eip155:8453';
+const factory = '0x00000000000000000000000000000000000000fa';
+const offRamp = '0x00000000000000000000000000000000000000fb';
+const token = '0x0000000000000000000000000000000000000033';
+const merchantId = 'mer_sweep_logscan';
+const customerId = 'cus_sweep_logscan';
+const address = payoutDepositAddress({ factory, offRamp, merchantId, customerId });
+const depositTx = `0x${'d'.repeat(64)}`;
+const otherSweepTx = `0x${'a'.repeat(64)}`;
+const ownSweepTx = `0x${'b'.repeat(64)}`;
+
+const swept = (payoutId: string, blockNumber: number, transactionHash: string): RpcLog => ({
+  address,
+  ...DEPOSIT.encodeEventLog('PayoutSwept', [
+    toOnChainId(customerId),
+    token,
+    toOnChainId(payoutId),
+    offRamp,
+    5_000_000n,
+    5_000_000n,
+  ]),
+  blockNumber,
+  transactionHash,
+  logIndex: 0,
+});
+
+const payout: PayoutState = {
+  ...initialPayoutState(),
+  exists: true,
+  id: 'po_own',
+  customerId,
+  depositAddress: address,
+  token: { chain: BASE, symbol: 'USDC', asset: `${BASE}/erc20:${token}`, decimals: 6 },
+  status: 'deposit_detected',
+  deposit: { txHash: depositTx, from: offRamp, amount: '5000000', detectedAt: new Date(0).toISOString() },
+};
+
+describe('PayoutSweeper retry on a node that refuses wide log ranges', () => {
+  const rpc = new RangeLimitedRpc(
+    8453,
+    5_000_000,
+    2_000,
+    [swept('po_other', 4_991_000, otherSweepTx), swept('po_own', 4_996_500, ownSweepTx)],
+    new Map([[depositTx, { blockNumber: 4_990_000, logs: [] }]]),
+  );
+  let provider: JsonRpcProvider;
+  let sweeper: PayoutSweeper;
+  const submitted: unknown[] = [];
+
+  beforeAll(async () => {
+    const network = new Network('base', 8453n);
+    provider = new JsonRpcProvider(await rpc.start(), network, { staticNetwork: network });
+    // The deposit refuses the sweep at simulation: this payout was swept already.
+    const relayers = {
+      for: () => ({
+        provider,
+        submit: (request: unknown) => {
+          submitted.push(request);
+          return Promise.resolve({
+            kind: 'simulation_rejected',
+            errorName: 'AlreadySwept',
+            args: [toOnChainId('po_own')],
+            selector: null,
+            data: '0x',
+          });
+        },
+      }),
+    } as unknown as RelayerSet;
+    sweeper = new PayoutSweeper(relayers, { factory, offRamp }, () => 2_000);
+  });
+  afterAll(async () => {
+    provider.destroy();
+    await rpc.stop();
+  });
+
+  it("answers this payout's sweep, not the other same-amount sweep after the deposit, reading in accepted windows", async () => {
+    expect(await sweeper.sweep(payout, merchantId)).toBe(ownSweepTx);
+    expect(submitted).toHaveLength(1);
+    expect(rpc.asked.length).toBeGreaterThan(1);
+    expect(rpc.asked.every(({ from, to }) => from >= 4_990_000 && to - from < 2_000)).toBe(true);
+  });
+});
