@@ -587,6 +587,23 @@ describe('subscription chain events: screening, manager events, receipt timeout,
     ]);
   }, 180_000);
 
+  it('a cancel while a migration is proposed: the proposal is recorded as voided with it, not left pending', async () => {
+    const owner = wallet(8);
+    const sub = await subscribeWith(owner);
+    const manager = connectSubscriptionManager(sub.manager, owner);
+    await (await manager.proposeMigration(sub.id, Wallet.createRandom().address)).wait();
+    await (await manager.subscriberCancel(sub.id)).wait();
+    const types = await until(
+      async () => (await streamOf(sub.id)).map((e) => e.type),
+      (t) => t.includes('SubscriptionCancelled.v1') && t.includes('SubscriptionMigrationVoided.v1'),
+      'the cancel and the void recorded',
+    );
+    expect(types.filter((t) => t.startsWith('SubscriptionMigration'))).toEqual([
+      'SubscriptionMigrationProposed.v1',
+      'SubscriptionMigrationVoided.v1',
+    ]);
+  }, 120_000);
+
   it('a subscribe transaction reorged out: its checkout is pending again (subscription_checkout.reorged) and the subscription gone; re-included, completed again with a second completed', async () => {
     const p = provider();
     let snapshot = '';
