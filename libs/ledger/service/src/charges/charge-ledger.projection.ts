@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
 import {
@@ -29,7 +29,7 @@ export const CHARGE_LEDGER_PROJECTION = 'charge-ledger.charge-projection';
  * by stream revision.
  */
 @Injectable()
-export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleDestroy {
+export class ChargeLedgerProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
 
   constructor(
@@ -52,7 +52,11 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnModuleD
     this.changes.projecting = true;
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /**
+   * The last hook, so the timers (onModuleDestroy) and workers (beforeApplicationShutdown) that wait for this read
+   * model's rows finish their pass first: stopped with them, a wait in flight timed out as read_model_lagging.
+   */
+  async onApplicationShutdown(): Promise<void> {
     this.changes.projecting = false;
     await this.projections.stop(this.runner);
   }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { Projections } from '@stablepay/aggregate';
 import {
@@ -20,7 +20,7 @@ export const PAYMENT_PROJECTION = 'payments.payment-projection';
  * the revision it reflects and an event at or below it changes nothing, so redelivery is harmless.
  */
 @Injectable()
-export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestroy {
+export class PaymentProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
 
   constructor(
@@ -41,7 +41,11 @@ export class PaymentProjection implements OnApplicationBootstrap, OnModuleDestro
     });
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /**
+   * The last hook, so the timers (onModuleDestroy) and workers (beforeApplicationShutdown) that wait for this read
+   * model's rows finish their pass first: stopped with them, a wait in flight timed out as read_model_lagging.
+   */
+  async onApplicationShutdown(): Promise<void> {
     await this.projections.stop(this.runner);
   }
 

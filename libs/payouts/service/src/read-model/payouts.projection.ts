@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { Projections } from '@stablepay/aggregate';
 import {
@@ -28,7 +28,7 @@ const categoryOf = (streamId: string): string => streamId.slice(0, streamId.inde
  * harmless and `seq` (taken by the first insert) never moves.
  */
 @Injectable()
-export class PayoutsProjection implements OnApplicationBootstrap, OnModuleDestroy {
+export class PayoutsProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
 
   constructor(
@@ -50,7 +50,11 @@ export class PayoutsProjection implements OnApplicationBootstrap, OnModuleDestro
     this.changes.projecting = true;
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /**
+   * The last hook, so the timers (onModuleDestroy) and workers (beforeApplicationShutdown) that wait for this read
+   * model's rows finish their pass first: stopped with them, a wait in flight timed out as read_model_lagging.
+   */
+  async onApplicationShutdown(): Promise<void> {
     this.changes.projecting = false;
     await this.projections.stop(this.runner);
   }

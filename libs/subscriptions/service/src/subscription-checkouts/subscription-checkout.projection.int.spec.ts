@@ -172,7 +172,7 @@ describe('subscription checkout projection (facts -> the object, idempotent by s
     // Redelivered: nothing changes.
     expect(await dataSource.transaction((em) => applyBatch(em, [a0, b0, a1], histories))).toEqual([]);
     expect(await reader.find(a)).toEqual(rowA);
-    await batched.onModuleDestroy();
+    await batched.onApplicationShutdown();
   });
 
   it('a webhook shows the object as of its own event, the same on every redelivery, whatever the row holds now', () => {

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
 import {
@@ -27,7 +27,7 @@ const KNOWN = new Set<string>(Object.keys(WEBHOOK_TYPE_BY_EVENT));
  * at or below it changes nothing, so redelivery is harmless.
  */
 @Injectable()
-export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, OnModuleDestroy {
+export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
 
   constructor(
@@ -53,7 +53,11 @@ export class SubscriptionCheckoutProjection implements OnApplicationBootstrap, O
     this.changes.projecting = true;
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /**
+   * The last hook, so the timers (onModuleDestroy) and workers (beforeApplicationShutdown) that wait for this read
+   * model's rows finish their pass first: stopped with them, a wait in flight timed out as read_model_lagging.
+   */
+  async onApplicationShutdown(): Promise<void> {
     this.changes.projecting = false;
     await this.projections.stop(this.runner);
   }

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { Projections } from '@stablepay/aggregate';
 import {
@@ -31,7 +31,7 @@ const KNOWN = new Set<string>(SUBSCRIPTION_STORED_EVENT_TYPES);
  * Idempotent by stream revision.
  */
 @Injectable()
-export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleDestroy {
+export class SubscriptionProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
 
   constructor(
@@ -54,7 +54,11 @@ export class SubscriptionProjection implements OnApplicationBootstrap, OnModuleD
     this.changes.projecting = true;
   }
 
-  async onModuleDestroy(): Promise<void> {
+  /**
+   * The last hook, so the timers (onModuleDestroy) and workers (beforeApplicationShutdown) that wait for this read
+   * model's rows finish their pass first: stopped with them, a wait in flight timed out as read_model_lagging.
+   */
+  async onApplicationShutdown(): Promise<void> {
     this.changes.projecting = false;
     await this.projections.stop(this.runner);
   }
