@@ -430,5 +430,16 @@ describe('distributed deployment files', () => {
         }
       }
     });
+
+    it('alerts on the payout failures the code only logs and counts (failed sweeps, a deposit retracted after the forward)', () => {
+      const alerting = (metric: RegExp) =>
+        all.filter((rule) => metric.test(rule.expr)).map((rule) => rule.alert);
+      expect(alerting(/stablepay_payout_sweeps_total\{outcome="failed"\}/)).toEqual([
+        'StablepayPayoutSweepsFailing',
+      ]);
+      expect(alerting(/stablepay_payout_deposit_retracted_after_forward_total\b/)).toEqual([
+        'StablepayPayoutDepositRetractedAfterForward',
+      ]);
+    });
   });
 });
