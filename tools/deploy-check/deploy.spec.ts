@@ -309,6 +309,17 @@ describe('distributed deployment files', () => {
       }
     });
 
+    it('docker-compose gives payouts an off-ramp address by default (without one POST /customers answers 503)', () => {
+      const env = compose.services['payouts']?.environment ?? {};
+      const [, fallback] =
+        /^\$\{PAYOUT_OFF_RAMP_ADDRESS:-(0x[0-9a-fA-F]{40})\}$/.exec(env['PAYOUT_OFF_RAMP_ADDRESS'] ?? '') ??
+        [];
+      expect(fallback).toBeDefined();
+      expect(BigInt(fallback as string)).not.toBe(0n);
+      // The sweep to it needs the operator key: the payouts process holds it (checked above).
+      expect(env['OPERATOR_PRIVATE_KEY']).toMatch(/^\$\{OPERATOR_PRIVATE_KEY:\?/);
+    });
+
     it("docker-compose's one-shot contracts job deploys to the compose anvil with the services' roles", () => {
       const job = compose.services['contracts'];
       expect(job?.command?.join(' ')).toContain('tools/local-chains/deploy.ts');
