@@ -2,7 +2,7 @@ import { parse } from 'csv-parse/sync';
 import { request as httpRequest } from 'node:http';
 import { DataSource } from 'typeorm';
 import { type ExportSlots } from '@stablepay/http';
-import { REPORT_EXPORT_SLOTS } from '@stablepay/reports-api';
+import { REPORT_EXPORT_SLOTS, REPORTS_USE_CASES, type ReportsUseCases } from '@stablepay/reports-api';
 import { createTestDatabase, eventually, metricValue, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
@@ -336,6 +336,50 @@ describe('CSV reports (GET /reports/*/export)', () => {
     const body = JSON.parse(text) as { error: { type: string; param: string; code: string } };
     expect(body.error).toMatchObject({ type: 'validation_error', param });
     if (code) expect(body.error.code).toBe(code);
+  });
+
+  it('answers HEAD with the export headers without reading a row or taking a slot', async () => {
+    const m = await newMerchant('Reports Head');
+    await seedPayments(m.id, 'test', 3);
+    const reports = stack.service.app.get<ReportsUseCases>(REPORTS_USE_CASES);
+    const payments = reports.payments.bind(reports);
+    let iterated = false;
+    const read = jest.spyOn(reports, 'payments').mockImplementation((merchant, filters) => {
+      const { rows, startedAt } = payments(merchant, filters);
+      return {
+        startedAt,
+        rows: {
+          [Symbol.asyncIterator]: () => {
+            iterated = true;
+            return rows[Symbol.asyncIterator]();
+          },
+        },
+      };
+    });
+    try {
+      const head = (path: string, apiKey = m.apiKey) =>
+        fetch(`${stack.url}/reports/${path}`, {
+          method: 'HEAD',
+          headers: { authorization: `Bearer ${apiKey}` },
+        });
+      const res = await head('payments/export');
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('text/csv; charset=utf-8');
+      expect(res.headers.get('content-disposition')).toMatch(
+        /^attachment; filename="payments-test-\d{4}-\d{2}-\d{2}\.csv"$/,
+      );
+      expect(res.headers.get('content-length')).toBeNull();
+      expect(await res.text()).toBe('');
+      // Before, Fastify ran the GET route and drained its body: the whole export read, a slot held meanwhile.
+      expect(iterated).toBe(false);
+      expect(await bothSlotsFree(m.id)).toBe(true);
+      // Checked as a GET is: a bad parameter is still 400.
+      expect((await head('payments/export?status=nope')).status).toBe(400);
+    } finally {
+      read.mockRestore();
+    }
+    // The GET of the same export reads its rows.
+    expect(rowsOf((await exportOf(m, 'payments/export')).text)).toHaveLength(3);
   });
 
   it('answers 401 without a key', async () => {

@@ -315,10 +315,22 @@ export async function sendCsv<Row>(
       done();
     }
   };
-  await reply
+  await csvAttachment(reply, csv.filename).send(Readable.from(chunks(), { objectMode: false }));
+}
+
+/**
+ * Answers a HEAD of an export: the headers its GET sends, and no row read. Fastify answers a HEAD with the GET route
+ * and drains the body that route sends, so through sendCsv a HEAD read (and held a slot for) the whole export. The
+ * empty body keeps Fastify from claiming `content-length: 0` for a GET that streams its length unknown.
+ */
+export async function sendCsvHead(reply: FastifyReply, filename: string): Promise<void> {
+  await csvAttachment(reply, filename).send(Readable.from([]));
+}
+
+function csvAttachment(reply: FastifyReply, filename: string): FastifyReply {
+  return reply
     .status(200)
     .header('content-type', 'text/csv; charset=utf-8')
-    .header('content-disposition', `attachment; filename="${csv.filename}"`)
-    .header('cache-control', 'no-store')
-    .send(Readable.from(chunks(), { objectMode: false }));
+    .header('content-disposition', `attachment; filename="${filename}"`)
+    .header('cache-control', 'no-store');
 }

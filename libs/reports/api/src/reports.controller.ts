@@ -7,6 +7,7 @@ import {
   type ExportSlots,
   QueryParameters,
   sendCsv,
+  sendCsvHead,
 } from '@stablepay/http';
 import { CHARGE_FILTER_PARAMETERS, parseChargeListFilter } from '@stablepay/ledger-domain';
 import { PAYMENT_FILTER_PARAMETERS, parsePaymentListFilters } from '@stablepay/payments-domain';
@@ -85,15 +86,14 @@ export class ReportsController {
     columns: readonly CsvColumn<Row>[],
     read: () => ReportRows<Row>,
   ): Promise<void> {
+    const filename = (startedAt: Date) =>
+      `${report}-${merchant.mode}-${startedAt.toISOString().slice(0, 10)}.csv`;
+    // The rows are read only when iterated: a HEAD takes the start date and no slot, and reads nothing.
+    if (request.method === 'HEAD') return sendCsvHead(reply, filename(read().startedAt));
     const release = await this.slots.take(merchant.merchantId, request, reply);
     try {
       const { rows, startedAt } = read();
-      const day = startedAt.toISOString().slice(0, 10);
-      await sendCsv(
-        reply,
-        { report, filename: `${report}-${merchant.mode}-${day}.csv`, columns, rows },
-        release,
-      );
+      await sendCsv(reply, { report, filename: filename(startedAt), columns, rows }, release);
     } catch (error) {
       release();
       throw error;
