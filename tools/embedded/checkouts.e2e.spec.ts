@@ -1,6 +1,7 @@
 import { EVENT_STORE } from '@stablepay/aggregate';
 import { computeDepositAddress, toOnChainId } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
+import { DataSource } from 'typeorm';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
@@ -332,6 +333,35 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
     expect((await call('GET', '/checkouts/chk_nope')).status).toBe(404);
     expect((await call('GET', '/payments/pay_nope')).status).toBe(404);
     expect((await call('GET', `/checkouts/${id}`, undefined, null)).status).toBe(401);
+  });
+
+  it("keeps modes apart: a checkout and payment of the other mode are unknown to the key's mode", async () => {
+    const created = await create({ amount: '4000000', currency: 'USD' });
+    const id = str(created.body['id']);
+    const paymentId = str(created.body['payment_id']);
+    // The merchant's rows of its other mode (the exports, subscriptions and ledger reads already scope by mode).
+    const data = stack.service.app.get(DataSource);
+    await data.query(`UPDATE checkouts SET mode = 'live' WHERE id = $1`, [id]);
+    await data.query(`UPDATE payments SET mode = 'live' WHERE id = $1`, [paymentId]);
+    try {
+      expect((await call('GET', `/checkouts/${id}`)).status).toBe(404);
+      expect((await call('GET', `/payments/${paymentId}`)).status).toBe(404);
+      const status = `/payment-requests/payments/${paymentId}/status`;
+      expect((await call('GET', status, undefined, null, { 'x-api-key': key })).status).toBe(404);
+      expect((await call('POST', `/checkouts/${id}/cancel`)).status).toBe(404);
+      const checkouts = arr((await call('GET', '/checkouts?limit=100')).body['data']);
+      expect(checkouts.map((c) => c['id'])).not.toContain(id);
+      const payments = arr((await call('GET', '/payments?limit=100')).body['data']);
+      expect(payments.map((p) => p['id'])).not.toContain(paymentId);
+      const after = await call('GET', `/payments?starting_after=${paymentId}`);
+      expect(after.status).toBe(400);
+      expect(after.body['error']).toMatchObject({ code: 'resource_missing', param: 'starting_after' });
+    } finally {
+      await data.query(`UPDATE checkouts SET mode = 'test' WHERE id = $1`, [id]);
+      await data.query(`UPDATE payments SET mode = 'test' WHERE id = $1`, [paymentId]);
+    }
+    // Back in the key's mode, the same rows are its own.
+    expect((await call('GET', `/payments/${paymentId}`)).status).toBe(200);
   });
 
   it('lists checkouts and payments newest first with SPEC pagination and the documented filters', async () => {

@@ -59,7 +59,24 @@ export function paymentFilterClauses(filters: PaymentListFilters): Clause[] {
   return clauses;
 }
 
-/** Reads of the checkouts and payments read models; every merchant-facing read is scoped to its merchant. */
+/** Whose rows a merchant-facing read may answer: the key's merchant, in the key's mode. */
+export interface PaymentScope {
+  readonly merchantId: string;
+  readonly mode: string;
+}
+
+const owns = (scope: PaymentScope, row: { merchant_id: string; mode: string }): boolean =>
+  row.merchant_id === scope.merchantId && row.mode === scope.mode;
+
+const scoped = (scope: PaymentScope): Clause[] => [
+  (p) => `merchant_id = ${p(scope.merchantId)}`,
+  (p) => `mode = ${p(scope.mode)}`,
+];
+
+/**
+ * Reads of the checkouts and payments read models; every merchant-facing read is scoped to its merchant and the
+ * key's mode (a row of the other mode is as unknown as another merchant's, as in the subscriptions and ledger reads).
+ */
 @Injectable()
 export class PaymentReader {
   constructor(
@@ -77,16 +94,16 @@ export class PaymentReader {
     return rows[0];
   }
 
-  /** The merchant's own payment, or 404 (another merchant's id is as unknown as a made-up one). */
-  async getOwnedPayment(merchantId: string, id: string): Promise<PaymentRow> {
+  /** The merchant's own payment in the key's mode, or 404 (any other id is as unknown as a made-up one). */
+  async getOwnedPayment(scope: PaymentScope, id: string): Promise<PaymentRow> {
     const row = await this.findPayment(id);
-    if (!row || row.merchant_id !== merchantId) throw notFound('payment', id);
+    if (!row || !owns(scope, row)) throw notFound('payment', id);
     return row;
   }
 
-  async getOwnedCheckout(merchantId: string, id: string): Promise<CheckoutRow> {
+  async getOwnedCheckout(scope: PaymentScope, id: string): Promise<CheckoutRow> {
     const row = await this.findCheckout(id);
-    if (!row || row.merchant_id !== merchantId) throw notFound('checkout', id);
+    if (!row || !owns(scope, row)) throw notFound('checkout', id);
     return row;
   }
 
@@ -109,9 +126,9 @@ export class PaymentReader {
     return row;
   }
 
-  /** SPEC Pagination over `seq` (newest first); cursors resolve within the merchant's rows, filters narrow. */
+  /** SPEC Pagination over `seq` (newest first); cursors resolve within the scope's rows, filters narrow. */
   listCheckouts(
-    merchantId: string,
+    scope: PaymentScope,
     query: ListQuery,
     filters: CheckoutListFilters,
   ): Promise<{ rows: CheckoutRow[]; hasMore: boolean }> {
@@ -121,20 +138,20 @@ export class PaymentReader {
     if (paymentId !== undefined) clauses.push((p) => `payment_id = ${p(paymentId)}`);
     return keysetPage<CheckoutRow>(this.dataSource, {
       table: 'checkouts',
-      scope: [(p) => `merchant_id = ${p(merchantId)}`],
+      scope: scoped(scope),
       filters: clauses,
       query,
     });
   }
 
   listPayments(
-    merchantId: string,
+    scope: PaymentScope,
     query: ListQuery,
     filters: PaymentListFilters,
   ): Promise<{ rows: PaymentRow[]; hasMore: boolean }> {
     return keysetPage<PaymentRow>(this.dataSource, {
       table: 'payments',
-      scope: [(p) => `merchant_id = ${p(merchantId)}`],
+      scope: scoped(scope),
       filters: paymentFilterClauses(filters),
       query,
     });

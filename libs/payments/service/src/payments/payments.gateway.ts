@@ -151,7 +151,7 @@ export class PaymentsGateway implements PaymentsUseCases {
   }
 
   async retrieveCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutResource> {
-    return this.present(await this.reader.getOwnedCheckout(merchant.merchantId, id));
+    return this.present(await this.reader.getOwnedCheckout(merchant, id));
   }
 
   async listCheckouts(
@@ -159,7 +159,7 @@ export class PaymentsGateway implements PaymentsUseCases {
     query: ListQuery,
     filters: CheckoutListFilters,
   ): Promise<ListEnvelope<CheckoutResource>> {
-    const { rows, hasMore } = await this.reader.listCheckouts(merchant.merchantId, query, filters);
+    const { rows, hasMore } = await this.reader.listCheckouts(merchant, query, filters);
     return listEnvelope(
       rows.map((r) => this.present(r)),
       hasMore,
@@ -177,7 +177,7 @@ export class PaymentsGateway implements PaymentsUseCases {
   }
 
   async retrievePayment(merchant: AuthenticatedMerchant, paymentId: string): Promise<PaymentObject> {
-    return (await this.reader.getOwnedPayment(merchant.merchantId, paymentId)).object;
+    return (await this.reader.getOwnedPayment(merchant, paymentId)).object;
   }
 
   async listPayments(
@@ -185,7 +185,7 @@ export class PaymentsGateway implements PaymentsUseCases {
     query: ListQuery,
     filters: PaymentListFilters,
   ): Promise<ListEnvelope<PaymentObject>> {
-    const { rows, hasMore } = await this.reader.listPayments(merchant.merchantId, query, filters);
+    const { rows, hasMore } = await this.reader.listPayments(merchant, query, filters);
     return listEnvelope(
       rows.map((r) => r.object),
       hasMore,
@@ -237,7 +237,7 @@ export class PaymentsGateway implements PaymentsUseCases {
     merchant: AuthenticatedMerchant,
     paymentId: string,
   ): Promise<PaymentRequestStatus> {
-    const p = (await this.reader.getOwnedPayment(merchant.merchantId, paymentId)).object;
+    const p = (await this.reader.getOwnedPayment(merchant, paymentId)).object;
     return {
       object: 'payment_request_status',
       id: p.id,
@@ -254,7 +254,7 @@ export class PaymentsGateway implements PaymentsUseCases {
     merchant: AuthenticatedMerchant,
     paymentId: string,
   ): Promise<{ payment: PaymentRow; checkout: CheckoutRow }> {
-    const payment = await this.reader.getOwnedPayment(merchant.merchantId, paymentId);
+    const payment = await this.reader.getOwnedPayment(merchant, paymentId);
     const checkout = await this.reader.findCheckout(payment.checkout_id);
     if (!checkout)
       throw new Error(`checkout ${payment.checkout_id} of payment ${paymentId} is not projected`);

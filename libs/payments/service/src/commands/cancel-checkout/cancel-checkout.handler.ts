@@ -20,7 +20,7 @@ export class CancelCheckoutHandler {
   @CommandHandler(CHECKOUT_COMMANDS.cancel)
   async handle(@Payload() command: CancelCheckoutCommand): Promise<CheckoutCommandResult> {
     // Ownership first: another merchant's id is as unknown as a made-up one.
-    const checkout = await this.reader.getOwnedCheckout(command.merchant.merchantId, command.id);
+    const checkout = await this.reader.getOwnedCheckout(command.merchant, command.id);
     const done = await this.commands.run(
       { id: checkout.payment_id, merchant_id: checkout.merchant_id, mode: checkout.mode },
       { type: 'Cancel' },

@@ -32,7 +32,7 @@ export class ConfigurePaymentHandler {
   @CommandHandler(PAYMENT_REQUEST_COMMANDS.configure)
   async handle(@Payload() command: ConfigurePaymentCommand): Promise<CheckoutCommandResult> {
     // Ownership first: another merchant's id is as unknown as a made-up one.
-    const payment = await this.reader.getOwnedPayment(command.merchant.merchantId, command.id);
+    const payment = await this.reader.getOwnedPayment(command.merchant, command.id);
     // Choosing the chain and token the payer sends sets a payment of the other mode than this deployment's chains
     // (recorded before checkouts were refused to such merchants) on its way to a deposit on the wrong chains.
     if (this.chains) assertChainModeServed(servedChainMode(this.chains), payment.mode);
