@@ -353,6 +353,14 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
     const { payment, ...request } = got.body;
     expect(JSON.stringify(request).toLowerCase()).not.toContain(depositAddress.slice(2).toLowerCase());
     expect(String((payment as Json)['deposit_address']).toLowerCase()).toBe(depositAddress.toLowerCase());
+    // The status a client polls says why too, instead of a pending that nothing on this deployment can pay.
+    const status = await api('GET', `/payment-requests/payments/${ids.paymentId}/status`, live.apiKey);
+    expect(status.status).toBe(200);
+    expect(status.body).toMatchObject({
+      object: 'payment_request_status',
+      status: 'pending',
+      unavailable_reason: 'chain_mode_mismatch',
+    });
   }, 60_000);
 
   it('the hosted subscribe page of a live intent recorded before create refused it offers no subscribe', async () => {
@@ -451,6 +459,10 @@ describe('a live merchant on a test deployment (embedded stack, anvil)', () => {
         deposit_address: expect.stringMatching(/^0x/),
         unavailable_reason: null,
       });
+      if (path !== '/checkouts') {
+        const status = `/payment-requests/payments/${String(created.body['id'])}/status`;
+        expect((await api('GET', status, stack.demoApiKey)).body).toMatchObject({ unavailable_reason: null });
+      }
     }
     const intent = await api('POST', '/subscription-checkouts', stack.demoApiKey, {
       price: '150000',

@@ -149,6 +149,8 @@ export interface PaymentRequestStatus {
   readonly object: 'payment_request_status';
   readonly id: string;
   readonly status: PaymentStatus;
+  /** As on the payment request: why this deployment cannot take the payment, else null. */
+  readonly unavailable_reason: CheckoutResource['unavailable_reason'];
   readonly amount_paid: string;
   readonly detected_asset: string | null;
   readonly detected_chain: string | null;

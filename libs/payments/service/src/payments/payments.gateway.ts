@@ -122,12 +122,17 @@ export class PaymentsGateway implements PaymentsUseCases {
 
   /** The checkout of a merchant's API answer: its address withheld when this deployment cannot take the payment. */
   private present(row: CheckoutRow): CheckoutResource {
-    const served = chainModeServed(this.config.chainMode, row.mode);
+    const unavailable = this.unavailableReason(row);
     return {
       ...row.object,
-      deposit_address: served ? row.object.deposit_address : null,
-      unavailable_reason: served ? null : 'chain_mode_mismatch',
+      deposit_address: unavailable === null ? row.object.deposit_address : null,
+      unavailable_reason: unavailable,
     };
+  }
+
+  /** Why this deployment cannot take a payment of the row's mode (its chains are of the other mode), else null. */
+  private unavailableReason(row: { mode: CheckoutRow['mode'] }): CheckoutResource['unavailable_reason'] {
+    return chainModeServed(this.config.chainMode, row.mode) ? null : 'chain_mode_mismatch';
   }
 
   private async createCheckoutRow(
@@ -237,11 +242,14 @@ export class PaymentsGateway implements PaymentsUseCases {
     merchant: AuthenticatedMerchant,
     paymentId: string,
   ): Promise<PaymentRequestStatus> {
-    const p = (await this.reader.getOwnedPayment(merchant, paymentId)).object;
+    const row = await this.reader.getOwnedPayment(merchant, paymentId);
+    const p = row.object;
     return {
       object: 'payment_request_status',
       id: p.id,
       status: p.status,
+      // A poller learns here, as the request's other answers say, that this payment cannot be paid on this deployment.
+      unavailable_reason: this.unavailableReason(row),
       amount_paid: p.amount_paid,
       detected_asset: p.detected_asset,
       detected_chain: p.detected_chain,
