@@ -149,6 +149,7 @@ export class PayoutsCoreModule {}
           relayers.set,
           chains.payouts,
           (chain) => chains.chains.find((c) => c.caip2 === chain)?.logRange ?? DEFAULT_CHAIN_LOG_RANGE,
+          chains.chains.map((c) => c.caip2),
         );
       },
       inject: [Overrides, { token: OperatorRelayers, optional: true }],

@@ -93,6 +93,9 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
 
   async onApplicationBootstrap(): Promise<void> {
     if (!this.active) return;
+    // A series that starts at 0 lets the alert take increase(): one that appears at its first retraction, at 1, would
+    // be missed by increase() and could only be alerted on as `> 0`, firing until the process restarts.
+    for (const chain of this.chains?.chains ?? []) retractedAfterForward().inc({ chain: chain.caip2 }, 0);
     const onError = (what: string) => (error: unknown, message: BusMessage) =>
       this.logger.error({ msg: `${what} failed, will retry`, messageId: message.id, error: String(error) });
     this.subscriptions.push(

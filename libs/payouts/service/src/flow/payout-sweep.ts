@@ -44,8 +44,12 @@ export class PayoutSweeper {
     config: PayoutChainConfig,
     /** Most blocks per eth_getLogs window on a chain (CHAIN_LOG_RANGE). */
     logRange?: (chain: string) => number,
+    /** The chains it sweeps on: their series start at 0, so the alert's increase() counts the first failure. */
+    chains: readonly string[] = [],
   ) {
     this.deposits = new PayoutDeposits(relayers, config, logRange);
+    for (const chain of chains)
+      for (const outcome of ['swept', 'found', 'failed']) this.counter.inc({ chain, outcome }, 0);
   }
 
   /** The sweep's transaction hash; null for a test-helper deposit (no transaction put anything there). */

@@ -3,6 +3,7 @@ import { PayoutDepositAbi, payoutDepositAddress, toOnChainId } from '@stablepay/
 import { initialPayoutState, type PayoutState } from '@stablepay/payouts-domain';
 import type { RelayerSet } from '@stablepay/relayer';
 import { RangeLimitedRpc, type RpcLog } from '@stablepay/testing';
+import { register } from 'prom-client';
 import { PayoutSweeper } from './payout-sweep';
 
 /**
@@ -92,5 +93,19 @@ describe('PayoutSweeper retry on a node that refuses wide log ranges', () => {
     expect(submitted).toHaveLength(1);
     expect(rpc.asked.length).toBeGreaterThan(1);
     expect(rpc.asked.every(({ from, to }) => from >= 4_990_000 && to - from < 2_000)).toBe(true);
+  });
+});
+
+describe('PayoutSweeper metrics', () => {
+  it("starts every chain's sweep series at 0, so the alert's increase() counts the first failure", async () => {
+    const chain = 'eip155:424242';
+    new PayoutSweeper({} as RelayerSet, { factory, offRamp }, () => 2_000, [chain]);
+    const metric = await register.getSingleMetric('stablepay_payout_sweeps_total')?.get();
+    const series = metric?.values.filter((v) => v.labels.chain === chain);
+    expect(series?.map((v) => [v.labels.outcome, v.value]).sort()).toEqual([
+      ['failed', 0],
+      ['found', 0],
+      ['swept', 0],
+    ]);
   });
 });
