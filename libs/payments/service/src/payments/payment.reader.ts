@@ -157,10 +157,6 @@ export class PaymentReader {
     });
   }
 
-  /**
-   * Pending payments whose expiry has passed, in (expires_at, id) order after `after` (the durable timer's queue;
-   * the cursor lets a tick pass over a payment that is due but held off, e.g. a full deposit still confirming).
-   */
   /** Fiat settlements whose SPEC deadlines are due by `now` (the settlement timer's queue, keyset-paged). */
   async dueForSettlementCheck(
     now: Date,
@@ -176,6 +172,10 @@ export class PaymentReader {
     );
   }
 
+  /**
+   * Pending payments whose expiry has passed, in (expires_at, id) order after `after` (the durable timer's queue;
+   * the cursor lets a tick pass over a payment that is due but held off, e.g. a full deposit still confirming).
+   */
   async dueForExpiry(
     now: Date,
     limit: number,
