@@ -35,20 +35,36 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
         e2e.stack.service.app.get(OperatorRelayers, { strict: false }).require().for(CHAIN).address,
       );
 
-  /** Waits for the abandoned deposit's NONE deployment and checks what the payment says is the payer's. */
-  const abandonedRecoverable = async (id: string, payer: string, amount: string) =>
-    expect(
-      await paymentUntil(
-        api,
-        id,
-        (x) => x['status'] === 'recoverable' && x['deploy_tx_hash'] !== null,
-        'recoverable (abandoned) after the NONE deployment',
-      ),
-    ).toMatchObject({
+  /**
+   * Waits for the abandoned deposit's NONE deployment and checks what the payment says is the payer's, in which
+   * token and on which chain: nothing funded the order, so SPEC's detected_* stay null and only the recoverable
+   * fields name the unit of recoverable_amount.
+   */
+  const abandonedRecoverable = async (
+    id: string,
+    payer: string,
+    amount: string,
+    token: 'USDC' | 'USDT',
+  ): Promise<Json> => {
+    const recoverable = await paymentUntil(
+      api,
+      id,
+      (x) => x['status'] === 'recoverable' && x['deploy_tx_hash'] !== null,
+      'recoverable (abandoned) after the NONE deployment',
+    );
+    expect(recoverable).toMatchObject({
       recoverable_reason: 'abandoned',
       recovery_destination: payer,
       recoverable_amount: amount,
+      recoverable_chain: CHAIN,
+      detected_asset: null,
+      detected_chain: null,
     });
+    expect(String(recoverable['recoverable_asset']).toLowerCase()).toBe(
+      `${CHAIN}/erc20:${chain.local.addresses.stablecoins[token]}`.toLowerCase(),
+    );
+    return recoverable;
+  };
 
   beforeAll(async () => {
     await e2e.start('8453', { PAYMENT_EXPIRY_POLL_MS: '50' });
@@ -149,9 +165,13 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     await paymentUntil(api, id, (x) => x['status'] === 'expired', 'expired');
     const payer = chain.wallet(4);
     await transferToken(chain, payer, 'USDC', String(p['deposit_address']), 25n * USDC);
-    await abandonedRecoverable(id, payer.address, '25000000');
+    const recoverable = await abandonedRecoverable(id, payer.address, '25000000', 'USDC');
     const notice = await webhooks.next('payment.recoverable', id);
-    expect(notice.data['object']).toMatchObject({ recoverable_reason: 'abandoned' });
+    expect(notice.data['object']).toMatchObject({
+      recoverable_reason: 'abandoned',
+      recoverable_asset: recoverable['recoverable_asset'],
+      recoverable_chain: CHAIN,
+    });
 
     const nonce = await relayerNonce();
     const early = await api('POST', `/payments/${id}/recover`);
@@ -200,7 +220,7 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
 
     clock.advance(301_000);
     await chain.increaseTime(301);
-    await abandonedRecoverable(id, payer.address, '3000000');
+    await abandonedRecoverable(id, payer.address, '3000000', 'USDT');
     await webhooks.next('payment.expired', id);
     await webhooks.next('payment.recoverable', id);
 

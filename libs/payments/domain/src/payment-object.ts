@@ -64,6 +64,13 @@ export interface PaymentObject {
   readonly recoverable_reason?: RecoverableReason;
   readonly recovery_destination?: string;
   readonly recoverable_amount?: string;
+  /**
+   * Ours, beside `recoverable_amount` (its unit): the token (CAIP-19) and chain (CAIP-2) of the funds a recover
+   * returns. An abandoned deposit that nothing funded in time has no `detected_asset` / `detected_chain` (SPEC: the
+   * token the customer paid with), so without these the amount named no token.
+   */
+  readonly recoverable_asset?: string;
+  readonly recoverable_chain?: string;
   readonly settlement_failure_reason?: SettlementFailureReason;
   /**
    * Ours (SPEC's payment fields name none; the charge's values): a fiat-settled business's payout of this payment,
@@ -74,6 +81,10 @@ export interface PaymentObject {
   readonly created_at: string;
   readonly updated_at: string;
 }
+
+/** The chain the deposit received `asset` on (a CAIP-19 id starts with its CAIP-2 chain). */
+const chainOfAsset = (state: PaymentState, asset: string): string =>
+  state.transfers.find((t) => t.asset === asset)?.chain ?? asset.slice(0, asset.indexOf('/'));
 
 /** The payment object as a pure function of the aggregate's state. */
 export function toPaymentObject(state: PaymentState): PaymentObject {
@@ -135,6 +146,8 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
           recoverable_reason: state.recoverable.reason,
           recovery_destination: state.recoverable.destination,
           recoverable_amount: state.recoverable.amount.toString(),
+          recoverable_asset: state.recoverable.asset,
+          recoverable_chain: chainOfAsset(state, state.recoverable.asset),
         }
       : {}),
     ...(state.settlementFailureReason

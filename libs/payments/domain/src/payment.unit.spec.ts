@@ -508,6 +508,44 @@ describe('Payment: the cases peers keep reporting', () => {
     expect(g.history.some((e) => e.type === 'PaymentDeployRequested.v1')).toBe(false);
   });
 
+  it('a recoverable amount names its token and chain, also when nothing was detected in time (late transfer, cancelled checkout, only a token it did not accept)', () => {
+    const late = transfer({ from: SECOND_WALLET });
+    const afterExpiry = given(create(), { type: 'Expire', now: at(61) }, observe(late, 70)).when(
+      confirm(late, 71),
+    ).object;
+    const afterCancel = given(create(), { type: 'Cancel', now: at(5) }, observe(late, 6)).when(
+      confirm(late, 7),
+    ).object;
+    const wrong = transfer({ asset: USDT_BASE, amount: '3000000', from: SECOND_WALLET });
+    const wrongOnly = given(create({ accepted_tokens: ['USDC'] }), observe(wrong, 5), confirm(wrong, 6)).when(
+      {
+        type: 'Expire',
+        now: at(61),
+      },
+    ).object;
+    for (const [object, asset, amount] of [
+      [afterExpiry, USDC_BASE, ORDER],
+      [afterCancel, USDC_BASE, ORDER],
+      [wrongOnly, USDT_BASE, '3000000'],
+    ] as const) {
+      // SPEC's detected_* stay the token the customer paid the order with: none here.
+      expect(object).toMatchObject({ status: 'recoverable', detected_asset: null, detected_chain: null });
+      expect(object).toMatchObject({
+        recoverable_amount: amount,
+        recoverable_asset: asset,
+        recoverable_chain: BASE,
+      });
+    }
+    const over = transfer({ amount: '15000000' });
+    const overDeposit = given(create(), observe(over), confirm(over), clear()).when(deployDirect()).object;
+    expect(overDeposit).toMatchObject({
+      recoverable_reason: 'over_deposit',
+      detected_asset: USDC_BASE,
+      recoverable_asset: USDC_BASE,
+      recoverable_chain: BASE,
+    });
+  });
+
   it('a partial payment expires (expired + recoverable abandoned), then a late transfer overpays: all of it recoverable to the payer', () => {
     const partial = transfer({ amount: '5000000' });
     const g = given(create(), observe(partial), confirm(partial));
