@@ -269,7 +269,7 @@ describe('CSV reports (GET /reports/*/export)', () => {
         'detected_asset,token_symbol,token_decimals,token_amount,amount_paid,amount_captured,amount_refunded,' +
         'deposit_address,payer_addresses,funding_tx_hashes,deploy_tx_hash,settlement_status,' +
         'settlement_failure_reason,failure_reason,failure_message,recoverable_reason,recoverable_amount,' +
-        'expires_at,metadata',
+        'expires_at,metadata,recoverable_asset,recoverable_chain',
     );
     const rows = rowsOf(text);
     expect(rows.map((r) => r['id'])).toEqual(mine);

@@ -67,6 +67,9 @@ export const PAYMENT_COLUMNS: readonly CsvColumn<PaymentObject>[] = [
   { header: 'recoverable_amount', cell: (p) => p.recoverable_amount },
   { header: 'expires_at', cell: (p) => p.expires_at },
   { header: 'metadata', cell: (p) => JSON.stringify(p.metadata), untrusted: true },
+  // Last, so the columns before keep the positions earlier exports have them at (exports get appended).
+  { header: 'recoverable_asset', cell: (p) => p.recoverable_asset },
+  { header: 'recoverable_chain', cell: (p) => p.recoverable_chain },
 ];
 
 /** GET /reports/subscriptions/export columns: the subscription object, window fields at the chain's time. */

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { csvRecord, neutraliseCell } from '@stablepay/http';
+import type { PaymentObject } from '@stablepay/payments-domain';
 import {
   PAYMENT_COLUMNS,
   SUBSCRIPTION_CHARGE_COLUMNS,
@@ -84,5 +85,33 @@ describe('header rows (the contract an accountant appends exports by)', () => {
     ['SubscriptionChargesExportCsv', SUBSCRIPTION_CHARGE_COLUMNS],
   ] as const)('%s lists exactly the columns sent, in the order sent', (schema, columns) => {
     expect(columns.map((c) => c.header)).toEqual(documented(schema));
+  });
+});
+
+describe('payment rows', () => {
+  it('name the token and chain of a recoverable amount, also for an abandoned deposit nothing funded (no detected token)', () => {
+    const USDT = 'eip155:8453/erc20:0xfde4C96c8593536E31F229EA8f37b2ADa2699bb2';
+    const abandoned = {
+      status: 'recoverable',
+      detected_asset: null,
+      detected_chain: null,
+      token_amount: null,
+      token_amount_decimal: null,
+      payer_addresses: [],
+      transactions: [],
+      metadata: {},
+      recoverable_reason: 'abandoned',
+      recoverable_amount: '3000000',
+      recoverable_asset: USDT,
+      recoverable_chain: 'eip155:8453',
+    } as unknown as PaymentObject;
+    const cells = csvRecord(PAYMENT_COLUMNS, abandoned);
+    const row = Object.fromEntries(PAYMENT_COLUMNS.map((c, i) => [c.header, cells[i]]));
+    expect(row).toMatchObject({
+      detected_asset: '',
+      recoverable_amount: '3000000',
+      recoverable_asset: USDT,
+      recoverable_chain: 'eip155:8453',
+    });
   });
 });
