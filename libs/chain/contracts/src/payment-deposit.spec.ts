@@ -1,7 +1,10 @@
 import {
+  Signature,
   TypedDataEncoder,
   Wallet,
   ZeroAddress,
+  ZeroHash,
+  concat,
   id,
   keccak256,
   parseEther,
@@ -63,6 +66,9 @@ beforeEach(async () => {
   await chain.revert(clean);
   clean = await chain.snapshot();
 });
+
+/** The secp256k1 group order: (r, n - s) is the malleable twin of (r, s). */
+const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
 
 function newPaymentId(): string {
   counter += 1;
@@ -461,6 +467,25 @@ describe('PaymentDeposit: merchant signatures', () => {
     const args = await captureArgs(deposit, paymentId, 10n * USDC);
     await mined(deposit.capture(...args));
     await expectRevert(deposit.capture(...args), 'SignatureAlreadyUsed');
+  });
+
+  it('refuses the malleable twin of a signature, and any signature for a merchant with no signer', async () => {
+    const { paymentId, deposit } = await escrow(100n * USDC);
+    const [token, amount, deadline, sig] = await captureArgs(deposit, paymentId, 10n * USDC);
+    // (r, n - s) with the other v recovers to the same key; only the low-s form is accepted (the burn is keyed by
+    // the digest, so a twin could not be a second use either).
+    const { r, s, v } = Signature.from(sig);
+    const twin = concat([r, toBeHex(SECP256K1_N - BigInt(s), 32), v === 27 ? '0x1c' : '0x1b']);
+    await expectRevert(deposit.capture(token, amount, deadline, twin), 'InvalidSignature');
+    await mined(deposit.capture(token, amount, deadline, sig));
+    // A merchant not registered on this chain has the zero address as signer: r = s = 0, which ecrecover answers
+    // with the zero address, must not stand for it.
+    const unregistered = id('merchant:unregistered');
+    const stray = await paid(5n * USDC, unregistered);
+    const deposit2 = await deploy(stray.paymentId, PaymentMethod.NONE, 0n, { merchantId: unregistered });
+    const zero = concat([ZeroHash, ZeroHash, '0x1b']);
+    await expectRevert(deposit2.disputePayer(f.payer.address, await soon(f), zero), 'InvalidSignature');
+    expect(await deposit2.payerFinalAt()).not.toBe(0n);
   });
 
   it('rejects a signature made for another deposit contract, even for the same payment id and key', async () => {
