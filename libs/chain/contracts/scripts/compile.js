@@ -27,7 +27,7 @@ const PUBLIC_CONTRACTS = [
   'SubscriptionManager',
   'TestStablecoin',
 ];
-const TEST_CONTRACTS = ['FeeOnTransferToken', 'HookToken'];
+const TEST_CONTRACTS = ['FeeOnTransferToken', 'HookToken', 'NoReturnToken'];
 
 /**
  * Compiler settings. The CBOR metadata (which hashes the sources, comments included) is left out of the bytecode,

@@ -28,7 +28,7 @@ import {
 } from './generated/PaymentDeposit';
 import type { PaymentFactoryEventArgs } from './generated/PaymentFactory';
 import type { StablepayRegistryEventArgs } from './generated/StablepayRegistry';
-import { deployFeeOnTransferToken, deployHookToken } from './generated/test-doubles';
+import { deployFeeOnTransferToken, deployHookToken, deployNoReturnToken } from './generated/test-doubles';
 import { startTestChain, type TestChain } from './test-support/anvil';
 import {
   soon,
@@ -360,6 +360,30 @@ describe('PaymentDeposit: DIRECT', () => {
       'PaymentSettled',
     );
     expect([ev.amount, ev.received]).toEqual([100n * USDC, 99n * USDC]);
+  });
+
+  it('forwards a token whose transfer returns nothing (USDT-style), and refuses one that returns false', async () => {
+    const token = await deployNoReturnToken(f.operator);
+    const tokenAddress = await token.getAddress();
+    const paymentId = newPaymentId();
+    const address = await f.paymentFactory.depositAddress(f.merchantId, paymentId);
+    await mined(token.mint(address, 100n * USDC));
+    const args = [
+      f.merchantId,
+      paymentId,
+      PaymentMethod.DIRECT,
+      tokenAddress,
+      f.payer.address,
+      100n * USDC,
+      0n,
+    ] as const;
+    await mined(token.setReturnFalse(true));
+    const err = await expectRevert(f.paymentFactory.deployDeposit(...args), 'TokenTransferFailed');
+    expect(err.args).toEqual({ token: tokenAddress });
+    await mined(token.setReturnFalse(false));
+    await mined(f.paymentFactory.deployDeposit(...args));
+    expect(await token.balanceOf(f.settlement)).toBe(100n * USDC);
+    expect(await token.balanceOf(address)).toBe(0n);
   });
 });
 

@@ -24,7 +24,7 @@ import {
   connectSubscriptionManager,
   type SubscriptionManagerEventArgs,
 } from './generated/SubscriptionManager';
-import { deployFeeOnTransferToken, deployHookToken } from './generated/test-doubles';
+import { deployFeeOnTransferToken, deployHookToken, deployNoReturnToken } from './generated/test-doubles';
 import { startTestChain, type TestChain } from './test-support/anvil';
 import {
   blockTimestamp,
@@ -969,6 +969,22 @@ describe('SubscriptionManager: EIP-712 and token safety', () => {
     expect(ev.received).toBe(49_500_000n);
     expect(ev.windowSpent).toBe(50n * USDC);
     expect(await fee.balanceOf(f.settlement)).toBe(49_500_000n);
+  });
+
+  it('pulls a token whose transferFrom returns nothing (USDT-style), and refuses one that returns false', async () => {
+    const noReturn = await deployNoReturnToken(f.operator);
+    const token = await noReturn.getAddress();
+    await mined(noReturn.mint(f.subscriber.address, 1_000n * USDC));
+    await mined(noReturn.connect(f.subscriber).approve(await f.manager.getAddress(), MaxUint256));
+    const { auth, sig } = await authorization({ terms: { token } });
+    await mined(noReturn.setReturnFalse(true));
+    await expectRevert(f.manager.connect(f.subscriber).subscribe(auth, sig), 'TokenTransferFailed');
+    await mined(noReturn.setReturnFalse(false));
+    const receipt = await mined(f.manager.connect(f.subscriber).subscribe(auth, sig));
+    expect(eventIn<Ev, 'SubscriptionCharged'>(receipt, f.manager, 'SubscriptionCharged').received).toBe(
+      50n * USDC,
+    );
+    expect(await noReturn.balanceOf(f.settlement)).toBe(50n * USDC);
   });
 
   it('a token that calls back into the manager during a charge is stopped by the reentrancy lock', async () => {

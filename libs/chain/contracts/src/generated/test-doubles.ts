@@ -2,3 +2,4 @@
 // Test doubles: never deployed outside tests.
 export * from './FeeOnTransferToken';
 export * from './HookToken';
+export * from './NoReturnToken';
