@@ -3,6 +3,7 @@ import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { LOCAL_PAYOUT_OFF_RAMP } from '@stablepay/local-chains';
 import type { Json } from './test-support/http';
 import { transferToken } from './test-support/payments';
+import { activeCustomer as activeCustomerOf, newUsdcPayout } from './test-support/payouts';
 import { OnChainStack } from './test-support/stack';
 
 const CHAIN = 'eip155:8453';
@@ -25,41 +26,8 @@ describe('payouts on chain: a deposit to the customer address funds the payout (
 
   afterAll(() => e2e.stop());
 
-  /** An active customer (its KYC step done on the hosted page), its deposit address and how it was listed. */
-  async function activeCustomer(
-    name: string,
-  ): Promise<{ customerId: string; address: string; deposit: Json | undefined }> {
-    const created = await api('POST', '/customers', { name, email: 'payouts-onchain@example.com' });
-    expect(created.status).toBe(201);
-    const [deposit] = created.body['deposit_addresses'] as Json[];
-    const kyc = await fetch(String(created.body['kyc_url']), {
-      method: 'POST',
-      redirect: 'manual',
-      body: '',
-    });
-    expect(kyc.status).toBe(303);
-    return { customerId: String(created.body['id']), address: String(deposit?.['address']), deposit };
-  }
-
-  /** A payout of `amount` USDC minor units on Base, awaiting its deposit; its id. */
-  async function newPayout(customerId: string, amount: string): Promise<string> {
-    const beneficiary = await api('POST', '/beneficiaries', {
-      holder_name: 'Ada Lovelace',
-      country: 'US',
-      currency: 'USD',
-      account_number: '000123456789',
-      routing_number: '110000000',
-    });
-    const payout = await api('POST', '/payouts', {
-      customer: customerId,
-      beneficiary: beneficiary.body['id'],
-      amount,
-      chain: CHAIN,
-      token: 'USDC',
-    });
-    expect([payout.status, payout.body['status']]).toEqual([201, 'awaiting_deposit']);
-    return String(payout.body['id']);
-  }
+  const activeCustomer = (name: string) => activeCustomerOf(api, name, 'payouts-onchain@example.com');
+  const newPayout = (customerId: string, amount: string) => newUsdcPayout(api, customerId, amount, CHAIN);
 
   it('USDC sent to the deposit address is detected, swept to the off-ramp on chain, and the payout completes', async () => {
     const { customerId, address, deposit } = await activeCustomer('Ada Lovelace');
