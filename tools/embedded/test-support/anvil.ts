@@ -60,3 +60,31 @@ export async function withoutAutomine<T>(chain: AnvilChain, body: () => Promise<
     await chain.provider().send('evm_setAutomine', [true]);
   }
 }
+
+/**
+ * A reorg back to `snapshot` (taken at block `forkBlock`) that loses the transactions sent by `lost`: the orphaned
+ * blocks' other transactions (the service's own) are sent again, as a real node puts them back in its pool (evm_revert
+ * drops them, and the service's next nonce would have nothing under it), then a longer fork is mined, so the follower
+ * sees the parent hashes change. Answers the lost transactions as signed, to put back on the new fork later.
+ */
+export async function reorgLosing(
+  chain: AnvilChain,
+  snapshot: string,
+  forkBlock: number,
+  lost: string,
+): Promise<string[]> {
+  const p = chain.provider();
+  const dropped: string[] = [];
+  const resent: string[] = [];
+  for (let n = forkBlock + 1; n <= (await p.getBlockNumber()); n++) {
+    const block = await p.getBlock(n, true);
+    for (const tx of block?.prefetchedTransactions ?? []) {
+      const raw = (await p.send('eth_getRawTransactionByHash', [tx.hash])) as string;
+      (tx.from.toLowerCase() === lost.toLowerCase() ? dropped : resent).push(raw);
+    }
+  }
+  if (!(await p.send('evm_revert', [snapshot]))) throw new Error(`evm_revert ${snapshot} failed`);
+  for (const raw of resent) await p.send('eth_sendRawTransaction', [raw]);
+  await p.send('anvil_mine', ['0x8']);
+  return dropped;
+}

@@ -172,6 +172,10 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       `recheck:${step}`,
     );
     if (rechecked.changed) return;
+    // The screening can take long, and a reorg may retract the deposit meanwhile (docs/payouts.md, "Reorgs"): the
+    // payout then has no deposit, and a sweep of its amount would take funds held at the shared address for others.
+    const current = foldPayout(await this.store.readStream(`payout-${payoutId}`));
+    if (current.status !== 'deposit_detected' || current.deposit?.txHash !== payout.deposit.txHash) return;
     // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.
     const forwardTxHash = this.sweeper ? await this.sweeper.sweep(payout, owner.merchantId) : null;
     const { transferId } = await this.offRamp.submit(request);
