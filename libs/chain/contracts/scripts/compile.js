@@ -155,6 +155,22 @@ function outputType(outputs) {
   return `readonly [${outputs.map((o) => tsType(o, 'out')).join(', ')}]`;
 }
 
+/**
+ * An interface of each entry's decoded arguments by name; a contract with none (a test token without events or custom
+ * errors) gets an empty record type, since an empty interface is `{}`, which the lint rules refuse.
+ */
+function argsByName(lines, name, summary, entries) {
+  lines.push(`/** ${summary} */`);
+  if (entries.length === 0) {
+    lines.push(`export type ${name} = Record<never, never>;`);
+  } else {
+    lines.push(`export interface ${name} {`);
+    for (const e of entries) lines.push(`  readonly ${e.name}: ${namedFields(e.inputs)};`);
+    lines.push('}');
+  }
+  lines.push('');
+}
+
 function namedFields(inputs) {
   if (inputs.length === 0) return 'Record<string, never>';
   return `{ ${inputs.map((p, i) => `readonly ${p.name || `arg${i}`}: ${tsType(p, 'out')}`).join('; ')} }`;
@@ -204,16 +220,8 @@ function renderContract(c) {
   lines.push(`  connect(runner: ContractRunner | null): ${N}Contract;`);
   lines.push('}');
   lines.push('');
-  lines.push(`/** Decoded arguments of each ${N} event, by event name. */`);
-  lines.push(`export interface ${N}EventArgs {`);
-  for (const e of events) lines.push(`  readonly ${e.name}: ${namedFields(e.inputs)};`);
-  lines.push('}');
-  lines.push('');
-  lines.push(`/** Decoded arguments of each ${N} custom error, by error name. */`);
-  lines.push(`export interface ${N}ErrorArgs {`);
-  for (const e of errors) lines.push(`  readonly ${e.name}: ${namedFields(e.inputs)};`);
-  lines.push('}');
-  lines.push('');
+  argsByName(lines, `${N}EventArgs`, `Decoded arguments of each ${N} event, by event name.`, events);
+  argsByName(lines, `${N}ErrorArgs`, `Decoded arguments of each ${N} custom error, by error name.`, errors);
   lines.push(`export type ${N}ErrorName = keyof ${N}ErrorArgs;`);
   lines.push(`export type ${N}EventName = keyof ${N}EventArgs;`);
   lines.push('');

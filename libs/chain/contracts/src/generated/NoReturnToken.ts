@@ -178,12 +178,10 @@ export interface NoReturnTokenContract extends BaseContract {
 }
 
 /** Decoded arguments of each NoReturnToken event, by event name. */
-export interface NoReturnTokenEventArgs {
-}
+export type NoReturnTokenEventArgs = Record<never, never>;
 
 /** Decoded arguments of each NoReturnToken custom error, by error name. */
-export interface NoReturnTokenErrorArgs {
-}
+export type NoReturnTokenErrorArgs = Record<never, never>;
 
 export type NoReturnTokenErrorName = keyof NoReturnTokenErrorArgs;
 export type NoReturnTokenEventName = keyof NoReturnTokenEventArgs;
