@@ -121,6 +121,8 @@ export interface DemoMerchantKeys {
 export interface EmbeddedStack {
   readonly url: string;
   readonly databaseUrl: string;
+  /** What serves the database, for the banner: `DATABASE_URL`, or the embedded PGlite and where its files are. */
+  readonly database: string;
   readonly demoMerchantId: string;
   readonly demoApiKey: string;
   /** Set when the demo merchant's signer and pauser were seeded (seedDemoMerchant with local chains). */
@@ -174,6 +176,9 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
   }
   let pglite: PgliteServer | undefined;
   let chains: LocalChains | undefined;
+  const database = env['DATABASE_URL']
+    ? 'DATABASE_URL'
+    : `embedded PGlite (${persistent ? join(dataDir, 'pglite') : 'in memory'})`;
   try {
     if (persistent && !env['WEBHOOK_SECRET_ENCRYPTION_KEY'])
       env['WEBHOOK_SECRET_ENCRYPTION_KEY'] = sealingKey(join(dataDir, 'webhook-secret-key'));
@@ -258,6 +263,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
     return {
       url: service.url,
       databaseUrl: env['DATABASE_URL'],
+      database,
       demoMerchantId: demo.merchantId,
       demoApiKey: demo.apiKey,
       ...(demoKeys ? { demoKeys } : {}),

@@ -11,7 +11,7 @@ async function main(): Promise<void> {
     `  Gateway:          ${stack.url}`,
     `  Demo merchant:    ${stack.demoMerchantId}`,
     `  Demo API key:     ${stack.demoApiKey}`,
-    `  Database:         ${process.env['DATABASE_URL'] ? 'DATABASE_URL' : 'embedded PGlite (.stablepay/pglite)'}`,
+    `  Database:         ${stack.database}`,
     ...(stack.chains?.chains ?? []).map(
       (c) => `  Chain ${c.caip2.padEnd(12)} ${c.rpcUrl}  (payment factory ${c.addresses.paymentFactory})`,
     ),

@@ -37,6 +37,10 @@ describe('npm start (tools/embedded/start.js)', () => {
     expect(ready.url).toBe(`http://127.0.0.1:${port}`);
     expect(ready.demo_api_key).toBe(demoKey);
     expect(proc.output.join('\n')).toContain(`Demo API key:     ${demoKey}`);
+    // The data directory it was given, not the default ./.stablepay.
+    expect(proc.output.join('\n')).toContain(
+      `Database:         ${db ? 'DATABASE_URL' : `embedded PGlite (${join(dataDir, 'pglite')})`}`,
+    );
 
     expect((await fetch(`${ready.url}/health`)).status).toBe(200);
     const readyz = await fetch(`${ready.url}/ready`);
