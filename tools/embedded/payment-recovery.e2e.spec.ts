@@ -2,7 +2,7 @@ import { Wallet } from 'ethers';
 import { connectTestStablecoin } from '@stablepay/contracts';
 import { OperatorRelayers } from '@stablepay/chain-operator';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
-import { signCapture, signRefund } from '@stablepay/merchant-sdk';
+import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
 import { ManualClock } from '@stablepay/util';
 import { type Json } from './test-support/http';
 import { newPayment, paymentSigning, paymentUntil, transferToken } from './test-support/payments';
@@ -196,7 +196,7 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     expect((await usdc(payer.address)) - before).toBe(25n * USDC);
   }, 180_000);
 
-  it('returns a token the checkout did not accept to its sender once the checkout expired: recoverable (abandoned), NONE deployment, recover', async () => {
+  it("returns a token the checkout did not accept to its sender once the checkout expired (recoverable abandoned, NONE deployment, recover); an accepted token sent after that deployment is a straggler the merchant rescues, and the first stays the payer's", async () => {
     const usdt = (holder: string) =>
       connectTestStablecoin(chain.local.addresses.stablecoins.USDT, chain.provider()).balanceOf(holder);
     const p = await newPayment(api, {
@@ -223,6 +223,58 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     await abandonedRecoverable(id, payer.address, '3000000', 'USDT');
     await webhooks.next('payment.expired', id);
     await webhooks.next('payment.recoverable', id);
+
+    // The deposit is bound to USDT on chain. USDC the checkout accepts, sent now by someone else, pays nothing.
+    const late = chain.wallet(6);
+    await transferToken(chain, late, 'USDC', deposit, 5n * USDC);
+    const straggled = await paymentUntil(
+      api,
+      id,
+      (x) => (x['transactions'] as Json[]).filter((t) => t['confirmed'] === true).length === 2,
+      'the late USDC confirmed',
+    );
+    expect((straggled['transactions'] as Json[])[1]).toMatchObject({
+      from: late.address,
+      is_funding: false,
+      non_funding_reason: 'straggler',
+    });
+    // Still the USDT sender's 3 USDT, not a notice for the USDC.
+    const recoverable = await abandonedRecoverable(id, payer.address, '3000000', 'USDT');
+    const s = await paymentSigning(chain, merchantId(), {
+      ...recoverable,
+      detected_chain: recoverable['recoverable_chain'],
+    });
+    const rescueOf = async (token: 'USDC' | 'USDT', amount: bigint) => {
+      const address = chain.local.addresses.stablecoins[token];
+      const { signature } = await signRescue(signer, s.domain, {
+        paymentId: s.paymentId,
+        token: address,
+        to: late.address,
+        amount,
+        epoch: s.epoch,
+        deadline: s.deadline,
+      });
+      return api('POST', `/payments/${id}/rescue`, {
+        token: `${CHAIN}/erc20:${address}`,
+        to: late.address,
+        amount: amount.toString(),
+        deadline: s.deadline.toString(),
+        signature,
+      });
+    };
+    const nonce = await relayerNonce();
+    const payerOwned = await rescueOf('USDT', 3n * USDC);
+    expect(payerOwned.status).toBe(422);
+    expect(payerOwned.body['error']).toMatchObject({ code: 'payer_owned_token', param: 'token' });
+    expect(await relayerNonce()).toBe(nonce);
+    expect(await usdt(deposit)).toBe(3n * USDC);
+    // Recover returns only the bound token; the merchant's signed rescue moves the USDC (here back to its sender).
+    const lateBefore = await usdc(late.address);
+    const rescued = await rescueOf('USDC', 5n * USDC);
+    expect(rescued.body['error']).toBeUndefined();
+    expect(rescued.status).toBe(200);
+    expect((await usdc(late.address)) - lateBefore).toBe(5n * USDC);
+    expect(await usdc(deposit)).toBe(0n);
 
     await chain.increaseTime(86_401);
     const before = await usdt(payer.address);

@@ -77,6 +77,11 @@ export interface PaymentState {
   readonly screeningPending: boolean;
   readonly flagged: boolean;
   readonly deployRequested: boolean;
+  /**
+   * The token the deposit contract is bound to (the asset of PaymentDeployRequested.v1); null before. The contract
+   * takes one token at deployment, for good: recover returns only it, rescue moves only the others.
+   */
+  readonly deployAsset: string | null;
   /** The requested deploy is held (PaymentDeployHeld) and not deployed since; null otherwise. */
   readonly deployHold: { readonly chain: string; readonly reason: DeployHoldReason } | null;
   readonly deployment: {
@@ -119,6 +124,7 @@ export const initialPaymentState = (): PaymentState => ({
   screeningPending: false,
   flagged: false,
   deployRequested: false,
+  deployAsset: null,
   deployHold: null,
   deployment: null,
   authorizationExpiry: null,
@@ -180,8 +186,17 @@ export function payerOf(state: PaymentState): string | null {
  * checkout that received only tokens it did not accept (on one of its chains) takes the first of those: SPEC makes
  * funds left in an expired checkout's address recoverable, and without a payment token its deposit was never
  * deployed, so neither recover nor rescue could ever move them.
+ *
+ * Pinned once named: by the deploy request (the contract binds that token on chain; recover can return no other),
+ * and before it by the recoverable notice the merchant was sent (payment.recoverable), while its transfers are
+ * still held. A token arriving later is a straggler of another token: the merchant's rescue, never a new payment
+ * token. Left derived, a later accepted token took over, replaced the notice and made the first sender's funds
+ * rescuable by the merchant.
  */
 export function paymentAsset(state: PaymentState): string | null {
+  if (state.deployAsset) return state.deployAsset;
+  const announced = state.recoverable?.asset;
+  if (announced && state.transfers.some((t) => t.asset === announced)) return announced;
   const detected = detectedAsset(state);
   if (detected) return detected.asset;
   const acceptedAssets = state.created?.acceptedAssets ?? [];
@@ -341,7 +356,7 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
     case 'PaymentFlagged.v1':
       return { ...state, flagged: true, screeningPending: false, recoverable: null };
     case 'PaymentDeployRequested.v1':
-      return { ...state, deployRequested: true };
+      return { ...state, deployRequested: true, deployAsset: state.deployAsset ?? event.data.asset };
     case 'PaymentDeployHeld.v1':
       return { ...state, deployHold: { chain: event.data.chain, reason: event.data.reason } };
     case 'PaymentSettled.v1': {
@@ -1106,7 +1121,11 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
   // Payer-owned surplus grew: announce it (again with the new amount).
   const surplus = payerSurplus(s);
   const payer = payerOf(s);
-  if (surplus && payer && (!s.recoverable || surplus.amount > s.recoverable.amount)) {
+  if (
+    surplus &&
+    payer &&
+    (!s.recoverable || surplus.asset !== s.recoverable.asset || surplus.amount > s.recoverable.amount)
+  ) {
     emit({
       type: 'PaymentRecoverable.v1',
       data: {

@@ -546,6 +546,164 @@ describe('Payment: the cases peers keep reporting', () => {
     });
   });
 
+  describe('the payment token of an abandoned deposit stays the one first named (announced, then bound on chain)', () => {
+    const wrong = transfer({ asset: USDT_BASE, amount: '3000000', from: SECOND_WALLET });
+    const lateUsdc = transfer({ amount: ORDER, from: PAYER });
+    const wrongOnlyExpired = [
+      create({ accepted_tokens: ['USDC'] }),
+      observe(wrong, 5),
+      confirm(wrong, 6),
+      { type: 'Expire', now: at(61) },
+    ] as const;
+    const noneDeployedTo = (payer: string, minutes: number): PaymentCommand => ({
+      type: 'RecordDeployed',
+      method: 'NONE',
+      txHash: '0xdeploy',
+      chain: BASE,
+      payer,
+      payerFinalAt: at(minutes + 24 * 60),
+      now: at(minutes),
+    });
+    const usdtRecoverableToItsSender = {
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: SECOND_WALLET,
+      recoverable_amount: '3000000',
+      recoverable_asset: USDT_BASE,
+    };
+
+    it('an accepted token after the NONE deploy was requested in the one it did not accept: a straggler, the first stays recoverable to its sender, the late one is rescued', () => {
+      const g = given(...wrongOnlyExpired, clear(62, [SECOND_WALLET]), observe(lateUsdc, 70));
+      expect(g.history.find((e) => e.type === 'PaymentDeployRequested.v1')).toMatchObject({
+        data: { method: 'NONE', asset: USDT_BASE },
+      });
+      expect(g.state.transfers[1]?.nonFundingReason).toBe('straggler');
+      const confirmed = g.when(confirm(lateUsdc, 71));
+      // No notice replaces the USDT one: the 3 USDT stay the payer's.
+      expect(confirmed.types).toEqual(['PaymentTransferConfirmed.v1']);
+      expect(confirmed.object).toMatchObject(usdtRecoverableToItsSender);
+      expect(paymentAsset(confirmed.state)).toBe(USDT_BASE);
+
+      const deployed = given(
+        ...wrongOnlyExpired,
+        clear(62, [SECOND_WALLET]),
+        observe(lateUsdc, 70),
+        confirm(lateUsdc, 71),
+        noneDeployedTo(SECOND_WALLET, 72),
+      );
+      expect(toPaymentObject(deployed.state)).toMatchObject(usdtRecoverableToItsSender);
+      // The contract refuses to rescue its bound token (PayerOwnedToken); so does the API.
+      expect(
+        deployed.whenRejected({
+          type: 'RequestRescue',
+          asset: USDT_BASE,
+          to: MERCHANT_CHOSEN,
+          amount: '3000000',
+          now: at(73),
+        }),
+      ).toMatchObject({ code: 'payer_owned_token', param: 'asset' });
+      // The late token is not the bound one: only a merchant-signed rescue moves it (to its sender, if the
+      // merchant so chooses).
+      expect(
+        deployed.when({ type: 'RequestRescue', asset: USDC_BASE, to: PAYER, amount: ORDER, now: at(73) })
+          .events[0],
+      ).toMatchObject({
+        type: 'PaymentRescueRequested.v1',
+        data: { asset: USDC_BASE, to: PAYER, amount: ORDER },
+      });
+      expect(deployed.when({ type: 'RequestRecover', now: at(72 + 24 * 60) }).events[0]).toMatchObject({
+        type: 'PaymentRecoverRequested.v1',
+        data: { asset: USDT_BASE, destination: SECOND_WALLET },
+      });
+    });
+
+    it('an accepted token after the notice but before the deploy (screening pending): the announced token is the one deployed, its sender the one screened', () => {
+      const g = given(...wrongOnlyExpired, observe(lateUsdc, 70), confirm(lateUsdc, 71));
+      expect(g.history.filter((e) => e.type === 'PaymentRecoverable.v1')).toHaveLength(1);
+      expect(toPaymentObject(g.state)).toMatchObject(usdtRecoverableToItsSender);
+      expect(addressesToScreen(g.state)).toEqual([SECOND_WALLET]);
+      const screened = g.when(clear(72, [SECOND_WALLET]));
+      expect(screened.events.find((e) => e.type === 'PaymentDeployRequested.v1')).toMatchObject({
+        data: { method: 'NONE', asset: USDT_BASE, payer: SECOND_WALLET },
+      });
+    });
+
+    it('the announced token lost to a reorg before any deploy pins nothing: the accepted token that is held becomes the payment token and is announced', () => {
+      const g = given(...wrongOnlyExpired, observe(lateUsdc, 70), confirm(lateUsdc, 71), {
+        type: 'RetractTransfer',
+        chain: BASE,
+        txHash: wrong.txHash,
+        logIndex: 0,
+        now: at(72),
+      });
+      expect(paymentAsset(g.state)).toBe(USDC_BASE);
+      expect(g.history.at(-1)).toMatchObject({
+        type: 'PaymentRecoverable.v1',
+        data: { asset: USDC_BASE, destination: PAYER, amount: ORDER },
+      });
+    });
+
+    it("a stream that recorded the late token's notice before the pin (1877ecf) is read with the bound token, and its next command announces that one again", () => {
+      const g = given(
+        ...wrongOnlyExpired,
+        clear(62, [SECOND_WALLET]),
+        observe(lateUsdc, 70),
+        confirm(lateUsdc, 71),
+        noneDeployedTo(SECOND_WALLET, 72),
+      );
+      const recorded: PaymentEvent = {
+        type: 'PaymentRecoverable.v1',
+        data: {
+          reason: 'abandoned',
+          destination: SECOND_WALLET,
+          asset: USDC_BASE,
+          amount: ORDER,
+          at: at(71).toISOString(),
+        },
+      };
+      const legacy = evolvePayment(g.state, recorded);
+      expect(paymentAsset(legacy)).toBe(USDT_BASE);
+      const next = decidePayment({ type: 'Expire', now: at(80) }, legacy);
+      expect(next).toEqual([
+        {
+          type: 'PaymentRecoverable.v1',
+          data: {
+            reason: 'abandoned',
+            destination: SECOND_WALLET,
+            asset: USDT_BASE,
+            amount: '3000000',
+            at: at(80).toISOString(),
+          },
+        },
+      ]);
+    });
+
+    it('the reverse, an accepted token late and then one it did not accept: the accepted one stays the payment token, the other is rescued', () => {
+      const late = transfer({ from: PAYER });
+      const usdt = transfer({ asset: USDT_BASE, amount: '3000000', from: SECOND_WALLET });
+      const g = given(
+        create({ accepted_tokens: ['USDC'] }),
+        { type: 'Expire', now: at(61) },
+        observe(late, 70),
+        confirm(late, 71),
+        clear(72),
+        observe(usdt, 73),
+        confirm(usdt, 74),
+        noneDeployedTo(PAYER, 75),
+      );
+      expect(g.history.filter((e) => e.type === 'PaymentRecoverable.v1')).toHaveLength(1);
+      expect(toPaymentObject(g.state)).toMatchObject({
+        recovery_destination: PAYER,
+        recoverable_amount: ORDER,
+        recoverable_asset: USDC_BASE,
+      });
+      expect(
+        g.when({ type: 'RequestRescue', asset: USDT_BASE, to: SECOND_WALLET, amount: '3000000', now: at(76) })
+          .types,
+      ).toEqual(['PaymentRescueRequested.v1']);
+    });
+  });
+
   it('a partial payment expires (expired + recoverable abandoned), then a late transfer overpays: all of it recoverable to the payer', () => {
     const partial = transfer({ amount: '5000000' });
     const g = given(create(), observe(partial), confirm(partial));
