@@ -53,7 +53,8 @@ import {
  *
  * After every command the aggregate runs its own reactions (`react`): expiry once due, deposit confirmation once
  * the confirmed funding reaches the order, the deploy request once every payer is screened clear, and a
- * recoverable notice whenever payer-owned funds in the payment token grow.
+ * recoverable notice whenever payer-owned funds in the payment token grow or the notice named another token (a
+ * stream recorded before the payment token was pinned).
  */
 
 export type PaymentPhase =
@@ -1118,7 +1119,7 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
     }
   }
 
-  // Payer-owned surplus grew: announce it (again with the new amount).
+  // Payer-owned surplus grew, or the notice named another token: announce it (again, with the new amount or token).
   const surplus = payerSurplus(s);
   const payer = payerOf(s);
   if (
