@@ -43,31 +43,48 @@ export async function runAdminCli(
   const url = option(args, 'url') ?? env['STABLEPAY_URL'] ?? 'http://127.0.0.1:3000';
   const headers = { authorization: `Bearer ${token}` };
   let res: Response;
-  if (command === 'parked-streams') {
-    res = await fetch(`${url}/admin/parked-streams`, { headers });
-  } else if (command === 'retry-parked') {
-    res = await fetch(
-      `${url}/admin/projections/${encodeURIComponent(projection ?? '')}/parked-streams/${encodeURIComponent(stream ?? '')}/retry`,
-      { method: 'POST', headers },
-    );
-  } else {
-    const body = {
-      name: option(args, 'name'),
-      mode: option(args, 'mode'),
-      ...(option(args, 'settlement-mode') ? { settlement_mode: option(args, 'settlement-mode') } : {}),
-    };
-    res = await fetch(`${url}/admin/merchants`, {
-      method: 'POST',
-      headers: {
-        ...headers,
-        'content-type': 'application/json',
-        'idempotency-key': crypto.randomUUID(),
-      },
-      body: JSON.stringify(body),
-    });
+  try {
+    res = await send(command, url, headers, args, projection, stream);
+  } catch (error) {
+    // fetch only says "fetch failed"; an operator whose gateway is not on the default port needs to know which
+    // address was tried and how to name another.
+    const { cause } = error as { cause?: { code?: string; message?: string } };
+    const why = cause?.message || cause?.code || String(error);
+    out(`could not reach the gateway at ${url} (${why}); pass --url <gateway url> or set STABLEPAY_URL`);
+    return 1;
   }
   out(JSON.stringify(await res.json(), null, 2));
   return res.ok ? 0 : 1;
+}
+
+function send(
+  command: string | undefined,
+  url: string,
+  headers: Record<string, string>,
+  args: string[],
+  projection: string | undefined,
+  stream: string | undefined,
+): Promise<Response> {
+  if (command === 'parked-streams') return fetch(`${url}/admin/parked-streams`, { headers });
+  if (command === 'retry-parked')
+    return fetch(
+      `${url}/admin/projections/${encodeURIComponent(projection ?? '')}/parked-streams/${encodeURIComponent(stream ?? '')}/retry`,
+      { method: 'POST', headers },
+    );
+  const body = {
+    name: option(args, 'name'),
+    mode: option(args, 'mode'),
+    ...(option(args, 'settlement-mode') ? { settlement_mode: option(args, 'settlement-mode') } : {}),
+  };
+  return fetch(`${url}/admin/merchants`, {
+    method: 'POST',
+    headers: {
+      ...headers,
+      'content-type': 'application/json',
+      'idempotency-key': crypto.randomUUID(),
+    },
+    body: JSON.stringify(body),
+  });
 }
 
 if (require.main === module) {

@@ -1,0 +1,20 @@
+import { freePort } from '@stablepay/testing';
+import { runAdminCli } from './admin-cli';
+
+describe('operator CLI (tools/embedded/admin-cli.ts) with no gateway at its address', () => {
+  it('names the address it tried and how to give another, instead of "fetch failed"', async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const out: string[] = [];
+    const code = await runAdminCli(
+      ['create-merchant', '--name', 'Initech', '--mode', 'test', '--url', url],
+      { ADMIN_TOKEN: 'cli-token-0123456789-0123456789-ab' },
+      (s) => out.push(s),
+    );
+    expect(code).toBe(1);
+    expect(out.join('\n')).toMatch(
+      new RegExp(
+        `^could not reach the gateway at ${url} \\(.*ECONNREFUSED.*\\); pass --url <gateway url> or set STABLEPAY_URL$`,
+      ),
+    );
+  });
+});
