@@ -1,6 +1,6 @@
 import { type Signer, Wallet } from 'ethers';
 import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
-import { signMerchantChange } from '@stablepay/merchant-sdk';
+import { signCancelSubscription, signMerchantChange } from '@stablepay/merchant-sdk';
 import { createMerchant, type Json, until } from './test-support/http';
 import { OnChainStack } from './test-support/stack';
 import {
@@ -48,6 +48,15 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     return res.body;
   };
 
+  /** 409 merchant_change_pending naming `param`: the refusal every money-moving call on the chain gets meanwhile. */
+  const expectChangePending = (res: { status: number; body: Json }, param: string) => {
+    expect(res.status).toBe(409);
+    expect(res.body['error']).toMatchObject({
+      type: 'invalid_request',
+      code: 'merchant_change_pending',
+      param,
+    });
+  };
   const operatorNonce = () => chain.provider().getTransactionCount(e2e.stack.chains?.operator.address ?? '');
   const balanceOf = (address: string) =>
     connectTestStablecoin(subscription.token, chain.provider()).balanceOf(address);
@@ -112,12 +121,7 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
       { chain: CHAIN, asset: option?.['asset'], subscriber: subscriber.address },
       null,
     );
-    expect(refused.status).toBe(409);
-    expect(refused.body['error']).toMatchObject({
-      type: 'invalid_request',
-      code: 'merchant_change_pending',
-      param: 'chain',
-    });
+    expectChangePending(refused, 'chain');
     expect(refused.body).not.toHaveProperty('operator_signature');
     expect((await as('GET', `/subscription-checkouts/${String(laterCheckout['id'])}`)).body['status']).toBe(
       'pending',
@@ -134,15 +138,34 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
         `/subscriptions/${subscription.id}/charge`,
         await signedCharge(signer),
       );
-      expect(refused.status).toBe(409);
-      expect(refused.body['error']).toMatchObject({
-        type: 'invalid_request',
-        code: 'merchant_change_pending',
-        param: 'chain',
-      });
+      expectChangePending(refused, 'chain');
     }
     expect(await operatorNonce()).toBe(nonce);
     expect(await balanceOf(oldSettlement)).toBe(paid);
+    expect((await as('GET', `/subscriptions/${subscription.id}`)).body).toEqual(before.body);
+  });
+
+  it('answers a cancel signed by the new key, which the chain does not accept yet, 409 merchant_change_pending rather than invalid_signature; nothing sent', async () => {
+    const before = await as('GET', `/subscriptions/${subscription.id}`);
+    const nonce = await operatorNonce();
+    const { epoch } = await connectStablepayRegistry(
+      chain.local.addresses.registry,
+      chain.provider(),
+    ).merchantAuth(toOnChainId(merchant.id));
+    const deadline = (await chain.now()) + 3600n;
+    const at = Number(before.body['charge_nonce']);
+    const { signature } = await signCancelSubscription(
+      newSigner,
+      { chain: CHAIN, verifyingContract: subscription.manager },
+      { subscriptionId: subscription.id, nonce: at, epoch, deadline },
+    );
+    const refused = await as('POST', `/subscriptions/${subscription.id}/cancel`, {
+      nonce: at,
+      deadline: Number(deadline),
+      signature,
+    });
+    expectChangePending(refused, 'chain');
+    expect(await operatorNonce()).toBe(nonce);
     expect((await as('GET', `/subscriptions/${subscription.id}`)).body).toEqual(before.body);
   });
 
@@ -155,12 +178,7 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
       price_currency: 'ARS',
       supported_chains: [CHAIN],
     });
-    expect(refused.status).toBe(409);
-    expect(refused.body['error']).toMatchObject({
-      type: 'invalid_request',
-      code: 'merchant_change_pending',
-      param: 'supported_chains',
-    });
+    expectChangePending(refused, 'supported_chains');
     expect(await listed()).toBe(before);
   });
 

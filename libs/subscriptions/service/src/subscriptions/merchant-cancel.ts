@@ -76,10 +76,15 @@ export class MerchantCancel {
       deadline,
     };
     if (!isSignedBy('CancelSubscription', domain, message, command.signature, auth.signer))
-      throw cannotProcess(
-        'invalid_signature',
-        "The signature is not the merchant signer's CancelSubscription of these terms at its current epoch.",
-        'signature',
+      // While the settings name a signer the chain does not hold yet, the new key's signature is refused for that
+      // reason, which the merchant can act on (the retired key's cancel, valid on chain and moving no money, goes on).
+      throw (
+        (await this.managers.pendingMerchantChange(row.merchant_id, row.mode, row.chain)) ??
+        cannotProcess(
+          'invalid_signature',
+          "The signature is not the merchant signer's CancelSubscription of these terms at its current epoch.",
+          'signature',
+        )
       );
     const outcome = await relayer.submit({
       to: manager.address,
