@@ -13,7 +13,8 @@ async function main(): Promise<void> {
     `  Demo API key:     ${stack.demoApiKey}`,
     `  Database:         ${stack.database}`,
     ...(stack.chains?.chains ?? []).map(
-      (c) => `  Chain ${c.caip2.padEnd(12)} ${c.rpcUrl}  (payment factory ${c.addresses.paymentFactory})`,
+      (c) =>
+        `  Chain ${c.caip2.padEnd(12)} ${c.rpcUrl}  (payment factory ${c.addresses.paymentFactory}, registry ${c.addresses.registry})`,
     ),
     ...(keys
       ? [

@@ -63,7 +63,10 @@ describe('npm start (tools/embedded/start.js)', () => {
         expect.objectContaining({ chain: 'eip155:137' }),
       ],
     });
-    expect(proc.output.join('\n')).toMatch(/Chain eip155:8453 +http:\/\/127\.0\.0\.1:\d+/);
+    // The registry is the verifying contract of MerchantChange and RevokeAuthorizations signatures.
+    expect(proc.output.join('\n')).toMatch(
+      /Chain eip155:8453 +http:\/\/127\.0\.0\.1:\d+ +\(payment factory 0x[0-9a-fA-F]{40}, registry 0x[0-9a-fA-F]{40}\)/,
+    );
     const admin = await fetch(`${ready.url}/admin/merchants`, { method: 'POST' });
     expect(admin.status).toBe(404);
 
