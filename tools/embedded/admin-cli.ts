@@ -8,7 +8,7 @@
  * process running the projection or group serves it within a second: list the parked streams to follow it); a
  * stream with no parked row (never parked, or released before) is the API's 404 `not_parked`.
  */
-function option(args: string[], name: string): string | undefined {
+function option(args: readonly string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);
   return i >= 0 ? args[i + 1] : undefined;
 }
@@ -40,7 +40,7 @@ export async function runAdminCli(
     out("ADMIN_TOKEN must be set to the gateway's operator token");
     return 2;
   }
-  const url = option(args, 'url') ?? env['STABLEPAY_URL'] ?? 'http://127.0.0.1:3000';
+  const url = gatewayUrl(args, env);
   const headers = { authorization: `Bearer ${token}` };
   let res: Response;
   try {
@@ -55,6 +55,14 @@ export async function runAdminCli(
   }
   out(JSON.stringify(await res.json(), null, 2));
   return res.ok ? 0 : 1;
+}
+
+/**
+ * The gateway to call: `--url`, else `STABLEPAY_URL`, else the embedded run's default. An empty value (a sourced
+ * .env with `STABLEPAY_URL=`) counts as not given, not as an empty address.
+ */
+export function gatewayUrl(args: readonly string[], env: Record<string, string | undefined>): string {
+  return option(args, 'url') || env['STABLEPAY_URL'] || 'http://127.0.0.1:3000';
 }
 
 function send(

@@ -1,5 +1,5 @@
 import { freePort } from '@stablepay/testing';
-import { runAdminCli } from './admin-cli';
+import { gatewayUrl, runAdminCli } from './admin-cli';
 
 describe('operator CLI (tools/embedded/admin-cli.ts) with no gateway at its address', () => {
   it('names the address it tried and how to give another, instead of "fetch failed"', async () => {
@@ -16,5 +16,15 @@ describe('operator CLI (tools/embedded/admin-cli.ts) with no gateway at its addr
         `^could not reach the gateway at ${url} \\(.*ECONNREFUSED.*\\); pass --url <gateway url> or set STABLEPAY_URL$`,
       ),
     );
+  });
+});
+
+describe('operator CLI gateway address', () => {
+  it('takes --url, else STABLEPAY_URL, and an empty STABLEPAY_URL (a sourced .env) as not given', () => {
+    const url = 'http://127.0.0.1:4010';
+    expect(gatewayUrl(['--url', url], { STABLEPAY_URL: 'http://127.0.0.1:4020' })).toBe(url);
+    expect(gatewayUrl([], { STABLEPAY_URL: url })).toBe(url);
+    expect(gatewayUrl([], { STABLEPAY_URL: '' })).toBe('http://127.0.0.1:3000');
+    expect(gatewayUrl([], {})).toBe('http://127.0.0.1:3000');
   });
 });
