@@ -34,6 +34,13 @@ export interface ObservedTransfer {
   readonly chain: string;
   readonly amount: string;
   readonly blockNumber: string;
+  /**
+   * The token is one of the stablecoins this deployment lists on the chain (a test or mainnet stablecoin), not just
+   * any contract that emitted a Transfer log to the address. Only a listed token can become the payment token of an
+   * abandoned deposit nothing accepted funded (`paymentAsset`): anyone can make a contract of their own log a
+   * transfer to every public deposit address. Absent on transfers recorded before the field: not listed.
+   */
+  readonly listed?: boolean;
 }
 
 /**

@@ -184,7 +184,8 @@ export function payerOf(state: PaymentState): string | null {
 /**
  * The token whose surplus is the payer's: the detected asset, or, when nothing funded the order, the first
  * accepted token that arrived after the funding window closed (an abandoned deposit). An expired or cancelled
- * checkout that received only tokens it did not accept (on one of its chains) takes the first of those: SPEC makes
+ * checkout that received only tokens it did not accept (on one of its chains) takes the first of those the
+ * deployment lists as a stablecoin (`ObservedTransfer.listed`; never any contract's Transfer log): SPEC makes
  * funds left in an expired checkout's address recoverable, and without a payment token its deposit was never
  * deployed, so neither recover nor rescue could ever move them.
  *
@@ -204,8 +205,10 @@ export function paymentAsset(state: PaymentState): string | null {
   const accepted = new Set(acceptedAssets.map((a) => a.asset));
   const first = state.transfers.find((t) => accepted.has(t.asset))?.asset;
   if (first || (state.phase !== 'expired' && state.phase !== 'cancelled')) return first ?? null;
+  // Only a token the deployment lists: an attacker's own token logging transfers to the address names none (it
+  // would be announced to the merchant, deployed on the operator's gas and pin the payer's later stablecoin out).
   const chains = new Set(acceptedAssets.map((a) => a.chain));
-  return state.transfers.find((t) => chains.has(t.chain))?.asset ?? null;
+  return state.transfers.find((t) => chains.has(t.chain) && t.listed === true)?.asset ?? null;
 }
 
 /** Confirmed tokens of `asset` still in the deposit address. */

@@ -75,6 +75,7 @@ const transfer = (over: Partial<ObservedTransfer> = {}): ObservedTransfer => ({
   chain: BASE,
   amount: ORDER,
   blockNumber: '100',
+  listed: true,
   ...over,
 });
 
@@ -506,6 +507,44 @@ describe('Payment: the cases peers keep reporting', () => {
     // Still pending, it is only a wrong-token transfer: nothing is announced or deployed before the expiry.
     expect(g.state.recoverable).toBeNull();
     expect(g.history.some((e) => e.type === 'PaymentDeployRequested.v1')).toBe(false);
+  });
+
+  it("an expired checkout that received only a token the deployment does not list (anyone's contract logging a Transfer): no payment token, nothing announced or deployed, and a later stablecoin is the payer's to recover", () => {
+    const junk = transfer({
+      asset: `${BASE}/erc20:0x00000000000000000000000000000000000bad01`,
+      amount: '1000000000',
+      from: SECOND_WALLET,
+      listed: false,
+    });
+    const g = given(create({ accepted_tokens: ['USDC'] }), observe(junk, 5), confirm(junk, 6));
+    const expired = g.when({ type: 'Expire', now: at(61) });
+    expect(expired.types).toEqual(['PaymentExpired.v1']);
+    expect(paymentAsset(expired.state)).toBeNull();
+    expect(expired.object).toMatchObject({ status: 'expired' });
+    expect(expired.object?.recoverable_amount ?? null).toBeNull();
+    // A transfer recorded before `listed` existed counts as not listed.
+    const { listed: _dropped, ...legacy } = junk;
+    expect(
+      paymentAsset(
+        given(create({ accepted_tokens: ['USDC'] }), observe(legacy, 5), { type: 'Expire', now: at(61) })
+          .state,
+      ),
+    ).toBeNull();
+    const late = transfer({ amount: '2000000', from: PAYER });
+    const recovered = given(
+      create({ accepted_tokens: ['USDC'] }),
+      observe(junk, 5),
+      confirm(junk, 6),
+      { type: 'Expire', now: at(61) },
+      observe(late, 70),
+    ).when(confirm(late, 71));
+    expect(recovered.object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: PAYER,
+      recoverable_asset: USDC_BASE,
+      recoverable_amount: '2000000',
+    });
   });
 
   it('a recoverable amount names its token and chain, also when nothing was detected in time (late transfer, cancelled checkout, only a token it did not accept)', () => {

@@ -319,6 +319,16 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     });
   }
 
+  /** A stablecoin of the deployment's on that chain (ObservedTransfer.listed), not any contract's Transfer log. */
+  private listsStablecoin(chain: string, asset: string): boolean {
+    const id = asset.toLowerCase();
+    return (
+      this.config.chains
+        .find((c) => c.caip2 === chain)
+        ?.stablecoins.some((s) => s.assetId.toLowerCase() === id) ?? false
+    );
+  }
+
   async onObservation(message: BusMessage): Promise<void> {
     if (message.type === 'Erc20TransferObserved.v1') {
       const t = message.data as Erc20Transfer;
@@ -338,6 +348,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
           chain: t.chain,
           amount: t.amount,
           blockNumber: t.blockNumber,
+          listed: this.listsStablecoin(t.chain, t.asset),
         },
         new Date(t.blockTime),
         message.id,
