@@ -79,8 +79,14 @@ export class PostgresActionSubmissions implements ActionSubmissions {
   }
 
   async markDone(paymentId: string, commandId: string, txHash: string | null, failed = false): Promise<void> {
+    // Two submitters can finish one call (a replica resuming it at start while another has it in flight): a landed
+    // outcome is never overwritten by the other's refusal or revert, so a retry under the same key is answered as
+    // done instead of running again. A failure is replaced by a later success.
     await this.db.query(
-      `UPDATE payment_action_submissions SET done_at = now(), tx_hash = COALESCE($3, tx_hash), failed = $4
+      `UPDATE payment_action_submissions
+          SET done_at = COALESCE(done_at, now()),
+              tx_hash = CASE WHEN $4 AND done_at IS NOT NULL AND NOT failed THEN tx_hash ELSE COALESCE($3, tx_hash) END,
+              failed = CASE WHEN done_at IS NULL THEN $4 ELSE failed AND $4 END
         WHERE payment_id = $1 AND command_id = $2`,
       [paymentId, commandId, txHash, failed],
     );
@@ -115,7 +121,12 @@ export class InMemoryActionSubmissions implements ActionSubmissions {
     failed = false,
   ): Promise<void> {
     const row = this.rows.get(`${paymentId}|${commandId}`);
-    if (row) this.rows.set(`${paymentId}|${commandId}`, { ...row, done: true, failed });
+    if (row)
+      this.rows.set(`${paymentId}|${commandId}`, {
+        ...row,
+        done: true,
+        failed: row.done ? row.failed && failed : failed,
+      });
   }
 
   async unfinished(limit: number): Promise<PendingSubmission[]> {
