@@ -1,6 +1,7 @@
 import { Interface, getAddress, zeroPadValue, type Log } from 'ethers';
 import { DEFAULT_CHAIN_LOG_RANGE, findLogsSince } from '@stablepay/evm';
 import {
+  connectPayoutDeposit,
   PayoutDepositAbi,
   PayoutDepositFactoryAbi,
   STABLEPAY_ERRORS_INTERFACE,
@@ -221,6 +222,19 @@ export class PayoutDeposits {
       offRamp: this.config.offRamp,
       payoutId,
     };
+  }
+
+  /**
+   * Whether the payout's sweep is on chain: the deposit's `swept(payoutId)` (no deposit deployed yet: not swept). One
+   * call, so a flow step can tell that the funds already left before it judges them again.
+   */
+  async isSwept(
+    request: PayoutCustomerRef & { readonly chain: string; readonly payoutId: string },
+  ): Promise<boolean> {
+    const deposit = this.address(request);
+    const provider = this.relayers.for(request.chain).provider;
+    if ((await provider.getCode(deposit)) === '0x') return false;
+    return connectPayoutDeposit(deposit, provider).swept(toOnChainId(request.payoutId));
   }
 
   /**

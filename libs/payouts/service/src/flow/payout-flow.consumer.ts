@@ -150,32 +150,12 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
   private async forward(payoutId: string, owner: Owner, step: string): Promise<void> {
     const { payout, request } = await this.transferRequest(payoutId);
     if (payout.status !== 'deposit_detected' || !payout.deposit) return;
-    const screened = await this.screening.screen([payout.deposit.from]);
-    if (screened.kind === 'unreachable')
-      throw new Error(`sanctions screening unreachable for payout ${payoutId}`);
-    if (screened.kind === 'match') {
-      await this.aggregates.payout(
-        payoutId,
-        owner,
-        { type: 'RecordFailed', reason: 'sender_flagged', now: this.aggregates.now() },
-        step,
-      );
-      return;
+    // Its own sweep landed already (the answer was lost, or the off-ramp refused the transfer and the step is
+    // retried): the funds are at the off-ramp, judged clear before they moved. Screening or rechecking them again
+    // could only fail the payout as "held" (sender_flagged, customer_not_active) while nothing is held.
+    if (!(this.sweeper && (await this.sweeper.swept(payout, owner.merchantId)))) {
+      if (!(await this.mayMove(payoutId, owner, step, payout.customerId, payout.deposit))) return;
     }
-    // Compliance: a customer suspended since the payout was created is not paid out. Its own stream, not the read
-    // model, which may not show the suspension yet.
-    const customer = foldCustomer(await this.store.readStream(customerStreamId(payout.customerId)));
-    const rechecked = await this.aggregates.payout(
-      payoutId,
-      owner,
-      { type: 'RecheckCustomer', customerStatus: customer.status, now: this.aggregates.now() },
-      `recheck:${step}`,
-    );
-    if (rechecked.changed) return;
-    // The screening can take long, and a reorg may retract the deposit meanwhile (docs/payouts.md, "Reorgs"): the
-    // payout then has no deposit, and a sweep of its amount would take funds held at the shared address for others.
-    const current = foldPayout(await this.store.readStream(`payout-${payoutId}`));
-    if (current.status !== 'deposit_detected' || current.deposit?.txHash !== payout.deposit.txHash) return;
     // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.
     const forwardTxHash = this.sweeper ? await this.sweeper.sweep(payout, owner.merchantId) : null;
     const { transferId } = await this.offRamp.submit(request);
@@ -185,6 +165,45 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       { type: 'RecordForwarded', transferId, forwardTxHash, now: this.aggregates.now() },
       step,
     );
+  }
+
+  /**
+   * Before the deposit moves: its sender screened (a match fails the payout, funds held), the customer rechecked
+   * from its own stream, and the payout read again. False when the payout must not be swept (now or anymore).
+   */
+  private async mayMove(
+    payoutId: string,
+    owner: Owner,
+    step: string,
+    customerId: string,
+    deposit: { readonly from: string; readonly txHash: string },
+  ): Promise<boolean> {
+    const screened = await this.screening.screen([deposit.from]);
+    if (screened.kind === 'unreachable')
+      throw new Error(`sanctions screening unreachable for payout ${payoutId}`);
+    if (screened.kind === 'match') {
+      await this.aggregates.payout(
+        payoutId,
+        owner,
+        { type: 'RecordFailed', reason: 'sender_flagged', now: this.aggregates.now() },
+        step,
+      );
+      return false;
+    }
+    // Compliance: a customer suspended since the payout was created is not paid out. Its own stream, not the read
+    // model, which may not show the suspension yet.
+    const customer = foldCustomer(await this.store.readStream(customerStreamId(customerId)));
+    const rechecked = await this.aggregates.payout(
+      payoutId,
+      owner,
+      { type: 'RecheckCustomer', customerStatus: customer.status, now: this.aggregates.now() },
+      `recheck:${step}`,
+    );
+    if (rechecked.changed) return false;
+    // The screening can take long, and a reorg may retract the deposit meanwhile (docs/payouts.md, "Reorgs"): the
+    // payout then has no deposit, and a sweep of its amount would take funds held at the shared address for others.
+    const now = foldPayout(await this.store.readStream(`payout-${payoutId}`));
+    return now.status === 'deposit_detected' && now.deposit?.txHash === deposit.txHash;
   }
 
   private async settle(payoutId: string, owner: Owner, step: string): Promise<void> {

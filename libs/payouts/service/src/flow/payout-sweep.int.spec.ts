@@ -129,6 +129,21 @@ describe('PayoutSweeper on anvil (the payout flow forward step)', () => {
     expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
   });
 
+  it("tells whether the payout's own sweep landed: not before the clone exists, not for another payout of the customer, yes after its sweep", async () => {
+    const first = await fundedPayout(3_000_000n);
+    const second = await fundedPayout(3_000_000n, first.customerId);
+    expect(await sweeper.swept(first, MERCHANT)).toBe(false);
+    await sweeper.sweep(first, MERCHANT);
+    expect(await sweeper.swept(first, MERCHANT)).toBe(true);
+    expect(await sweeper.swept(second, MERCHANT)).toBe(false);
+    expect(
+      await sweeper.swept(
+        { ...first, deposit: first.deposit && { ...first.deposit, simulated: true } },
+        MERCHANT,
+      ),
+    ).toBe(false);
+  });
+
   it('a test-helper deposit has nothing on chain to sweep: no transaction, null', async () => {
     const payout = await fundedPayout(1_000_000n);
     const simulated = { ...payout, deposit: { ...depositOf(payout), simulated: true as const } };

@@ -52,6 +52,20 @@ export class PayoutSweeper {
       for (const outcome of ['swept', 'found', 'failed']) this.counter.inc({ chain, outcome }, 0);
   }
 
+  /**
+   * Whether this payout's own sweep already landed (a lost answer, or an off-ramp that refused the transfer after
+   * it): its funds are at the off-ramp. False for a test-helper deposit and before any sweep.
+   */
+  async swept(payout: PayoutState, merchantId: string): Promise<boolean> {
+    if (!payout.deposit || payout.deposit.simulated) return false;
+    return this.deposits.isSwept({
+      merchantId,
+      customerId: payout.customerId,
+      chain: payout.token.chain,
+      payoutId: payout.id,
+    });
+  }
+
   /** The sweep's transaction hash; null for a test-helper deposit (no transaction put anything there). */
   async sweep(payout: PayoutState, merchantId: string): Promise<string | null> {
     const deposit = payout.deposit;
