@@ -12,7 +12,7 @@ import type { EventStore } from '@stablepay/event-store';
 import { merchantDecider, merchantStreamId } from '@stablepay/merchants-domain';
 import { MerchantChainRegistrar, type MerchantSettingsRow } from '@stablepay/merchants-service';
 import { type Clock, conflict, DomainError, notFound } from '@stablepay/util';
-import { Interface, ZeroAddress } from 'ethers';
+import { type ContractRunner, Interface, ZeroAddress } from 'ethers';
 import type { RelayOutcome } from '@stablepay/relayer';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
 import { chainUnavailable, type Mode, OperatorRelayers } from './chain-access';
@@ -114,10 +114,15 @@ export class SubscriptionManagers {
    * are not: payments' `merchant_change_pending`). A chain without the merchant yet is not a change: the
    * deployment registers it.
    */
-  async pendingMerchantChange(merchantId: string, mode: Mode, chain: string): Promise<DomainError | null> {
+  async pendingMerchantChange(
+    merchantId: string,
+    mode: Mode,
+    chain: string,
+    /** Where the registry is read; default the relayer's provider (a charge passes its unbatched chain-time one). */
+    provider: ContractRunner = this.relayers.for(mode, chain).provider,
+  ): Promise<DomainError | null> {
     const registry = this.config.registry;
     if (!registry) return null;
-    const provider = this.relayers.for(mode, chain).provider;
     const [settings, { signer, settlement }] = await Promise.all([
       this.settings(merchantId),
       connectStablepayRegistry(registry, provider).merchant(toOnChainId(merchantId)),

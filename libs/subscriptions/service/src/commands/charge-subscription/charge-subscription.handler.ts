@@ -143,7 +143,7 @@ export class ChargeSubscriptionHandler {
       this.chains.now(owner.mode, c.chain),
       connectStablepayRegistry(this.config.registry, reader).merchantAuth(toOnChainId(owner.merchantId)),
       this.managerFacts.pausedBy(c.chain, manager.address),
-      this.managers.pendingMerchantChange(owner.merchantId, owner.mode, c.chain),
+      this.managers.pendingMerchantChange(owner.merchantId, owner.mode, c.chain, reader),
     ]);
     const signatureValid = isSignedBy(
       'Charge',
