@@ -89,6 +89,9 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
         settlement_address: null,
         tx_hash: null,
         updated_at: null,
+        registry_address: chain().addresses.registry,
+        // Not in the registry yet: no signature of the merchant is honoured there.
+        epoch: null,
       },
     ]);
     await call(merchant.key, 'POST', '/settings', {
@@ -104,23 +107,27 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
       signer: oldSigner.address,
       settlement_address: settlement,
       tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      registry_address: chain().addresses.registry,
+      epoch: '0',
     });
 
     // A new signer in the settings: the operator cannot bring it on chain.
     await call(merchant.key, 'POST', '/settings', { merchant_signer: newSigner.address });
-    await eventually(
+    const pending = await eventually(
       () => call(merchant.key, 'GET', '/settings'),
       (r) => registrationOf(r.body)['status'] === 'change_requires_merchant_signature',
       'the change to need the merchant',
     );
 
+    // Everything the signature binds comes from the API: the registry (verifying contract) and the epoch.
     const onChainId = toOnChainId(merchant.id);
-    const epoch = (await withRegistry((r) => r.merchantAuth(onChainId))).epoch;
+    const epoch = BigInt(String(registrationOf(pending.body)['epoch']));
+    const registryAddress = String(registrationOf(pending.body)['registry_address']);
     const deadline = Math.floor(Date.now() / 1000) + 3600;
     const sign = (by: Signer, over: { signer?: string; epoch?: bigint; deadline?: number } = {}) =>
       signMerchantChange(
         by,
-        { chain: CHAIN, verifyingContract: chain().addresses.registry },
+        { chain: CHAIN, verifyingContract: registryAddress },
         {
           merchantId: onChainId,
           signer: over.signer ?? newSigner.address,
@@ -221,6 +228,8 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
       status: 'registered',
       signer: newSigner.address,
       settlement_address: settlement,
+      // The change bumped the epoch: the next signature names the new one.
+      epoch: (epoch + 1n).toString(),
     });
     expect(row['tx_hash']).not.toBe(registrationOf(registered.body)['tx_hash']);
     const auth = await withRegistry((r) => r.merchantAuth(onChainId));

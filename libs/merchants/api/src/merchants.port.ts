@@ -53,6 +53,10 @@ export interface ChainRegistrationResource {
   /** The registration's or the relayed MerchantChange's transaction, once there is one. */
   readonly tx_hash: string | null;
   readonly updated_at: string | null;
+  /** The chain's StablepayRegistry: the `verifyingContract` of MerchantChange and RevokeAuthorizations. */
+  readonly registry_address: string | null;
+  /** The merchant's current epoch in that registry (every merchant signature names it); null when unknown. */
+  readonly epoch: string | null;
 }
 
 export interface MerchantChangeInput {

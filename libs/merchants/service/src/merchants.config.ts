@@ -3,6 +3,7 @@ import { ConfigError, envBool, envInt, envOptional, SecretBox } from '@stablepay
 import { randomBytes } from 'node:crypto';
 import { HostResolver } from '@stablepay/node-util';
 import { chainRpcUrlsFromEnv } from '@stablepay/evm';
+import { getAddress } from 'ethers';
 
 export interface MerchantsConfig {
   /** The operator's own pauser: a merchant pauser may never equal it (pauser_is_exodus_pauser). */
@@ -16,6 +17,11 @@ export interface MerchantsConfig {
   readonly supportedChains: readonly string[];
   /** Address of the payment factory on every chain, once the chain layer deployed it. */
   readonly paymentFactoryAddress: string | null;
+  /**
+   * The StablepayRegistry (REGISTRY_ADDRESS; the same on every chain): the `verifyingContract` of MerchantChange and
+   * RevokeAuthorizations, which settings show per chain with the merchant's current epoch there. Null when not set.
+   */
+  readonly registryAddress: string | null;
   /** RPC endpoint per supported CAIP-2 chain (CHAIN_RPC_URLS), for ERC-1271 checks of contract pausers. */
   readonly chainRpcUrls: Readonly<Record<string, string>>;
   /**
@@ -90,10 +96,24 @@ export function merchantsConfigFromEnv(
     secretBox,
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
     paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
+    registryAddress: registryAddressFromEnv(env),
     chainRpcUrls: Object.fromEntries(chainRpcUrlsFromEnv(env)),
     chainMode: chainModeFromEnv(env),
     webhookDns: new HostResolver({
       timeoutMs: envInt(env, 'WEBHOOK_DNS_TIMEOUT_MS', DEFAULT_WEBHOOK_DNS_TIMEOUT_MS, 100, 9_000),
     }),
   };
+}
+
+/** REGISTRY_ADDRESS, checksummed (a merchant signs it as the verifying contract, so a typo must stop the start). */
+function registryAddressFromEnv(env: Record<string, string | undefined>): string | null {
+  const raw = envOptional(env, 'REGISTRY_ADDRESS');
+  if (raw === undefined) return null;
+  try {
+    return getAddress(raw);
+  } catch {
+    throw new ConfigError(
+      `environment variable REGISTRY_ADDRESS must be a 0x-prefixed 20-byte address, got '${raw}'`,
+    );
+  }
 }

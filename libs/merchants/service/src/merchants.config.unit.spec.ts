@@ -30,3 +30,16 @@ describe('merchantsConfigFromEnv: ADMIN_TOKEN', () => {
     expect(merchantsConfigFromEnv({ ADMIN_TOKEN: '' }, { allowEphemeralKey: true }).adminToken).toBeNull();
   });
 });
+
+describe('merchantsConfigFromEnv: REGISTRY_ADDRESS', () => {
+  it('takes the registry checksummed, none when unset, and refuses a malformed one naming the variable', () => {
+    const lower = '0x5fbdb2315678afecb367f032d93f642f64180aa3';
+    const read = (REGISTRY_ADDRESS?: string) =>
+      merchantsConfigFromEnv(REGISTRY_ADDRESS === undefined ? {} : { REGISTRY_ADDRESS }, {
+        allowEphemeralKey: true,
+      }).registryAddress;
+    expect(read(lower)).toBe('0x5FbDB2315678afecb367f032d93F642f64180aa3');
+    expect(read()).toBeNull();
+    expect(() => read('0x12')).toThrow(/REGISTRY_ADDRESS/);
+  });
+});

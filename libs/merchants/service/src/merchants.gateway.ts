@@ -34,7 +34,8 @@ import { UpdateSettlementAddressHandler } from './commands/update-settlement-add
 import { SetBetaFeaturesHandler } from './commands/set-beta-features/set-beta-features.handler';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { RegistrationStore } from './chain-registration/registration.store';
-import { presentSettings } from './settings.presenter';
+import { RegistryEpochs } from './chain-registration/registry-epochs';
+import { chainsWithRegistration, presentSettings } from './settings.presenter';
 import { SettingsReader, type MerchantSettingsRow } from './settings.reader';
 import { presentSettlement } from './settlement.presenter';
 
@@ -64,13 +65,22 @@ export class MerchantsGateway implements MerchantsUseCases {
     @Inject(ConfigureSettlementHandler)
     private readonly configureSettlementHandler: ConfigureSettlementHandler,
     @Inject(SetBetaFeaturesHandler) private readonly setBetaFeaturesHandler: SetBetaFeaturesHandler,
+    @Inject(RegistryEpochs) private readonly epochs: RegistryEpochs,
   ) {
     this.registrations = new RegistrationStore(dataSource);
   }
 
-  /** The settings with where the merchant stands on each chain (the registration worker's rows). */
+  /**
+   * The settings with where the merchant stands on each chain (the registration worker's rows) and its current
+   * epoch in each registry that may hold it (read from the chain: what the next merchant signature must name).
+   */
   private async present(row: MerchantSettingsRow): Promise<SettingsResource> {
-    return presentSettings(row, this.config, await this.registrations.forMerchant(row.merchant_id));
+    const registrations = await this.registrations.forMerchant(row.merchant_id);
+    const epochs = await this.epochs.read(
+      row.merchant_id,
+      chainsWithRegistration(row, this.config, registrations),
+    );
+    return presentSettings(row, this.config, registrations, epochs);
   }
 
   async settings(merchant: AuthenticatedMerchant): Promise<SettingsResource> {

@@ -11,6 +11,7 @@ import { RotateWebhookSecretHandler } from './commands/rotate-webhook-secret/rot
 import { UpdateProfileHandler } from './commands/update-profile/update-profile.handler';
 import { UpdateSettlementAddressHandler } from './commands/update-settlement-address/update-settlement-address.handler';
 import { ContractSignatureVerifier } from './contract-signatures';
+import { RegistryEpochs } from './chain-registration/registry-epochs';
 import { MerchantCommands } from './merchant-commands';
 import { MerchantSettingsProjection } from './merchant-settings.projection';
 import { MerchantsGateway } from './merchants.gateway';
@@ -46,6 +47,10 @@ export class MerchantsModule {
           provide: ContractSignatureVerifier,
           useFactory: () => new ContractSignatureVerifier(config.chainRpcUrls, config.chainMode),
         },
+        {
+          provide: RegistryEpochs,
+          useFactory: () => new RegistryEpochs(config.chainRpcUrls, config.registryAddress),
+        },
         MerchantSettingsProjection,
         SettingsReader,
         MerchantCommands,
@@ -55,6 +60,7 @@ export class MerchantsModule {
       ],
       exports: [
         API_KEY_RESOLVER,
+        RegistryEpochs,
         SettingsReader,
         MerchantCommands,
         WebhookSecrets,

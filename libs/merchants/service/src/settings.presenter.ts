@@ -20,37 +20,46 @@ export function chainRegistrationStatus(
 
 /**
  * The merchant in each chain's registry: the chains the deployment acts on (supported and with an RPC URL), for a
- * merchant of the chains' mode; the worker's row when it has one, else what the merchant still has to give.
+ * merchant of the chains' mode; the worker's row when it has one, else what the merchant still has to give. Each
+ * entry names what a merchant signature over the registry binds (MerchantChange, RevokeAuthorizations): the
+ * registry address (`verifyingContract`) and the merchant's current epoch there (`epochs`, read from the chain).
  */
 export function presentChainRegistrations(
   row: MerchantSettingsRow,
   config: MerchantsConfig,
   registrations: readonly RegistrationRow[],
+  epochs: ReadonlyMap<string, string | null> = new Map(),
 ): ChainRegistrationResource[] {
   if (row.mode !== config.chainMode) return [];
   const chains = chainsActedOn(config);
   return chains.map((chain): ChainRegistrationResource => {
     const found = registrations.find((r) => r.chain === chain);
-    if (found) {
-      return {
-        chain,
-        status: chainRegistrationStatus(row, registrations, chain),
-        signer: found.signer,
-        settlement_address: found.settlement,
-        tx_hash: found.tx_hash,
-        updated_at: new Date(found.updated_at).toISOString(),
-      };
-    }
     const complete = row.merchant_signer !== null && row.settlement_address !== null;
     return {
       chain,
       status: chainRegistrationStatus(row, registrations, chain),
-      signer: complete ? row.merchant_signer : null,
-      settlement_address: complete ? row.settlement_address : null,
-      tx_hash: null,
-      updated_at: null,
+      signer: found ? found.signer : complete ? row.merchant_signer : null,
+      settlement_address: found ? found.settlement : complete ? row.settlement_address : null,
+      tx_hash: found ? found.tx_hash : null,
+      updated_at: found ? new Date(found.updated_at).toISOString() : null,
+      registry_address: config.registryAddress,
+      epoch: epochs.get(chain) ?? null,
     };
   });
+}
+
+/**
+ * The chains whose registry may hold the merchant (those with a registration row, for a merchant of the chains'
+ * mode): only there is an epoch worth reading.
+ */
+export function chainsWithRegistration(
+  row: Pick<MerchantSettingsRow, 'mode'>,
+  config: ChainsConfig,
+  registrations: readonly Pick<RegistrationRow, 'chain'>[],
+): string[] {
+  if (row.mode !== config.chainMode) return [];
+  const actedOn = chainsActedOn(config);
+  return registrations.map((r) => r.chain).filter((chain) => actedOn.includes(chain));
 }
 
 /** What a chain's signer status is read from: the chains supported and acted on, and their mode. */
@@ -104,6 +113,7 @@ export function presentSettings(
   row: MerchantSettingsRow,
   config: MerchantsConfig,
   registrations: readonly RegistrationRow[] = [],
+  epochs: ReadonlyMap<string, string | null> = new Map(),
 ) {
   return {
     object: 'settings' as const,
@@ -114,7 +124,7 @@ export function presentSettings(
     settlement_address: row.settlement_address,
     merchant_signer: row.merchant_signer,
     signers: presentSigners(row, config, registrations),
-    chain_registrations: presentChainRegistrations(row, config, registrations),
+    chain_registrations: presentChainRegistrations(row, config, registrations, epochs),
     payment_factory_address: config.paymentFactoryAddress,
     // Until the chain layer reports a deployed factory, this says so instead of showing a made-up address.
     payment_factory_status: config.paymentFactoryAddress

@@ -1,4 +1,7 @@
-import { presentSigners } from './settings.presenter';
+import type { RegistrationRow } from './chain-registration/registration.store';
+import type { MerchantsConfig } from './merchants.config';
+import { chainsWithRegistration, presentChainRegistrations, presentSigners } from './settings.presenter';
+import type { MerchantSettingsRow } from './settings.reader';
 
 const SIGNER = '0x1111111111111111111111111111111111111111';
 const OLD_SIGNER = '0x2222222222222222222222222222222222222222';
@@ -53,5 +56,48 @@ describe("settings' signers: where the signer stands in each chain's registry", 
     expect(
       presentSigners({ mode: 'live', merchant_signer: SIGNER }, config, registered).map((s) => s.status),
     ).toEqual(['chain_mode_mismatch', 'chain_mode_mismatch']);
+  });
+});
+
+describe("settings' chain_registrations: what a signature over each registry binds", () => {
+  const REGISTRY = '0x3333333333333333333333333333333333333333';
+  const registrationConfig = { ...config, registryAddress: REGISTRY } as unknown as MerchantsConfig;
+  const row = {
+    mode: 'test',
+    merchant_signer: SIGNER,
+    settlement_address: OLD_SIGNER,
+  } as unknown as MerchantSettingsRow;
+  const registered: RegistrationRow = {
+    merchant_id: 'mer_1',
+    chain: 'eip155:8453',
+    on_chain_id: `0x${'00'.repeat(32)}`,
+    signer: SIGNER,
+    settlement: OLD_SIGNER,
+    status: 'registered',
+    tx_hash: `0x${'ab'.repeat(32)}`,
+    attempts: 1,
+    last_error: null,
+    next_attempt_at: new Date(0),
+    updated_at: new Date(0),
+  };
+
+  it('names the registry and the epoch read for the chain, null where no epoch was read', () => {
+    const withEpoch = presentChainRegistrations(
+      row,
+      registrationConfig,
+      [registered],
+      new Map([['eip155:8453', '3']]),
+    );
+    expect(withEpoch).toEqual([expect.objectContaining({ registry_address: REGISTRY, epoch: '3' })]);
+    expect(presentChainRegistrations(row, registrationConfig, [])).toEqual([
+      expect.objectContaining({ status: 'pending', registry_address: REGISTRY, epoch: null }),
+    ]);
+  });
+
+  it('asks only the chains acted on that have a registration row, and none for the other mode', () => {
+    const polygon = { ...registered, chain: 'eip155:137' };
+    expect(chainsWithRegistration(row, config, [registered, polygon])).toEqual(['eip155:8453']);
+    expect(chainsWithRegistration(row, config, [])).toEqual([]);
+    expect(chainsWithRegistration({ mode: 'live' }, config, [registered])).toEqual([]);
   });
 });
