@@ -1,11 +1,19 @@
 import type {
   DeployHoldReason,
+  NonFundingReason,
   RecoverableReason,
   SettlementFailureReason,
   SettlementStatus,
 } from './payment.events';
 import { formatTokenAmount } from './rules';
-import { type PaymentState, type PaymentStatus, amountPaid, detectedAsset, paymentStatus } from './payment';
+import {
+  type PaymentState,
+  type PaymentStatus,
+  amountPaid,
+  detectedAsset,
+  fromSanctioned,
+  paymentStatus,
+} from './payment';
 
 /** SPEC Resources > Payment object: one `transactions[]` entry. */
 export interface PaymentTransaction {
@@ -18,8 +26,12 @@ export interface PaymentTransaction {
   readonly chain: string;
   readonly block_number: string;
   readonly is_funding: boolean;
-  /** Ours: why it does not fund (wrong_token, wrong_chain, duplicate, straggler); null when funding. */
-  readonly non_funding_reason: string | null;
+  /**
+   * Ours: why it does not fund (wrong_token, wrong_chain, duplicate, straggler, or `sanctioned`: its sender was
+   * screened as a sanctions match and is not the payer, so the funds are held in the deposit address for good);
+   * null when funding.
+   */
+  readonly non_funding_reason: NonFundingReason | 'sanctioned' | null;
   /** Ours: reached the chain's required confirmations. */
   readonly confirmed: boolean;
 }
@@ -92,20 +104,25 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
   if (!created) throw new Error('toPaymentObject: the payment was never created');
   const detected = detectedAsset(state);
   const symbolOf = (asset: string) => created.acceptedAssets.find((a) => a.asset === asset)?.symbol ?? null;
-  const transactions = state.transfers.map((t): PaymentTransaction => ({
-    tx_hash: t.txHash,
-    log_index: t.logIndex,
-    from: t.from,
-    amount: t.amount,
-    asset: t.asset,
-    token_symbol: symbolOf(t.asset),
-    chain: t.chain,
-    block_number: t.blockNumber,
-    is_funding: t.isFunding,
-    non_funding_reason: t.nonFundingReason,
-    confirmed: t.confirmed,
-  }));
-  const payers = [...new Set(state.transfers.filter((t) => t.isFunding).map((t) => t.from))];
+  const transactions = state.transfers.map((t): PaymentTransaction => {
+    const sanctioned = fromSanctioned(state, t);
+    return {
+      tx_hash: t.txHash,
+      log_index: t.logIndex,
+      from: t.from,
+      amount: t.amount,
+      asset: t.asset,
+      token_symbol: symbolOf(t.asset),
+      chain: t.chain,
+      block_number: t.blockNumber,
+      is_funding: t.isFunding && !sanctioned,
+      non_funding_reason: sanctioned ? 'sanctioned' : t.nonFundingReason,
+      confirmed: t.confirmed,
+    };
+  });
+  const payers = [
+    ...new Set(state.transfers.filter((t) => t.isFunding && !fromSanctioned(state, t)).map((t) => t.from)),
+  ];
   const lastSettlementDelay = state.settlementDelayReasons.at(-1);
   return {
     id: created.paymentId,

@@ -134,6 +134,19 @@ export type PaymentScreeningUnavailable = {
   data: { readonly addresses: readonly string[]; readonly at: string };
 };
 
+/**
+ * A sender of the payment token screened as a sanctions match who is not the payment's payer: the order is paid
+ * without its transfers (the payer's own confirmed funding covers it). Its funds are held in the deposit address for
+ * good: they fund nothing, name no payer, are never forwarded, escrowed, recovered or rescued. SPEC flags the payment
+ * only when the payer matches; flagging it for any sender let anyone holding a sanctioned address freeze an honest
+ * payer's payment by sending dust to its public deposit address.
+ */
+export type PaymentSanctionedFundsHeld = {
+  type: 'PaymentSanctionedFundsHeld.v1';
+  /** Matched address; its transfers are listed with `non_funding_reason` `sanctioned`. */
+  data: { readonly address: string; readonly at: string };
+};
+
 export type PaymentFlagged = {
   type: 'PaymentFlagged.v1';
   /** Matched address; kept in the stream for the operator, never shown in the payment object or webhook. */
@@ -307,6 +320,7 @@ export type PaymentEvent =
   | PaymentPayerCleared
   | PaymentScreeningUnavailable
   | PaymentFlagged
+  | PaymentSanctionedFundsHeld
   | PaymentDeployRequested
   | PaymentDeployHeld
   | PaymentSettled
@@ -366,6 +380,7 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentPayerCleared.v1': null,
   'PaymentScreeningUnavailable.v1': 'payment.screening_pending',
   'PaymentFlagged.v1': 'payment.flagged',
+  'PaymentSanctionedFundsHeld.v1': null,
   'PaymentDeployRequested.v1': null,
   'PaymentDeployHeld.v1': null,
   'PaymentSettled.v1': 'payment.settled',

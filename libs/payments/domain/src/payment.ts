@@ -77,6 +77,11 @@ export interface PaymentState {
   readonly clearedAddresses: readonly string[];
   readonly screeningPending: boolean;
   readonly flagged: boolean;
+  /**
+   * Senders screened as a sanctions match who are not the payer (PaymentSanctionedFundsHeld), lower-cased: their
+   * transfers fund nothing and stay in the deposit address.
+   */
+  readonly sanctionedSenders: readonly string[];
   readonly deployRequested: boolean;
   /**
    * The token the deposit contract is bound to (the asset of PaymentDeployRequested.v1); null before. The contract
@@ -124,6 +129,7 @@ export const initialPaymentState = (): PaymentState => ({
   clearedAddresses: [],
   screeningPending: false,
   flagged: false,
+  sanctionedSenders: [],
   deployRequested: false,
   deployAsset: null,
   deployHold: null,
@@ -156,27 +162,39 @@ const sum = (values: Iterable<bigint>): bigint => {
   return total;
 };
 
+/** A transfer from a sender held as sanctioned: it funds nothing and is never the payer's. */
+export const fromSanctioned = (state: PaymentState, t: TransferState): boolean =>
+  state.sanctionedSenders.includes(t.from.toLowerCase());
+
+/** Funding transfers that pay the order: classified funding at observation, from no sanctioned sender. */
+const fundingTransfers = (state: PaymentState): TransferState[] =>
+  state.transfers.filter((t) => t.isFunding && !fromSanctioned(state, t));
+
 /** The first funding transfer fixes the asset (and so the chain) of the payment. */
 export function detectedAsset(state: PaymentState): AcceptedAsset | null {
-  const first = state.transfers.find((t) => t.isFunding);
+  const first = fundingTransfers(state)[0];
   if (!first || !state.created) return null;
   return state.created.acceptedAssets.find((a) => a.asset === first.asset) ?? null;
 }
 
 /** SPEC `amount_paid`: every funding transfer observed, confirmed or not, in smallest units of the detected token. */
 export const amountPaid = (state: PaymentState): bigint =>
-  sum(state.transfers.filter((t) => t.isFunding).map((t) => BigInt(t.amount)));
+  sum(fundingTransfers(state).map((t) => BigInt(t.amount)));
 
 const confirmedFunding = (state: PaymentState): bigint =>
-  sum(state.transfers.filter((t) => t.isFunding && t.confirmed).map((t) => BigInt(t.amount)));
+  sum(
+    fundingTransfers(state)
+      .filter((t) => t.confirmed)
+      .map((t) => BigInt(t.amount)),
+  );
 
 /** The payer (attested at deployment): sender of the first funding transfer, else of the first payment-token one. */
 export function payerOf(state: PaymentState): string | null {
   if (state.deployment) return state.deployment.payer;
   const asset = paymentAsset(state);
   return (
-    state.transfers.find((t) => t.isFunding)?.from ??
-    state.transfers.find((t) => t.asset === asset)?.from ??
+    fundingTransfers(state)[0]?.from ??
+    state.transfers.find((t) => t.asset === asset && !fromSanctioned(state, t))?.from ??
     null
   );
 }
@@ -203,18 +221,30 @@ export function paymentAsset(state: PaymentState): string | null {
   if (detected) return detected.asset;
   const acceptedAssets = state.created?.acceptedAssets ?? [];
   const accepted = new Set(acceptedAssets.map((a) => a.asset));
-  const first = state.transfers.find((t) => accepted.has(t.asset))?.asset;
+  const clean = state.transfers.filter((t) => !fromSanctioned(state, t));
+  const first = clean.find((t) => accepted.has(t.asset))?.asset;
   if (first || (state.phase !== 'expired' && state.phase !== 'cancelled')) return first ?? null;
   // Only a token the deployment lists: an attacker's own token logging transfers to the address names none (it
   // would be announced to the merchant, deployed on the operator's gas and pin the payer's later stablecoin out).
   const chains = new Set(acceptedAssets.map((a) => a.chain));
-  return state.transfers.find((t) => chains.has(t.chain) && t.listed === true)?.asset ?? null;
+  return clean.find((t) => chains.has(t.chain) && t.listed === true)?.asset ?? null;
 }
 
 /** Confirmed tokens of `asset` still in the deposit address. */
 export const heldBalance = (state: PaymentState, asset: string): bigint =>
   sum(state.transfers.filter((t) => t.confirmed && t.asset === asset).map((t) => BigInt(t.amount))) -
   (state.outflows[asset] ?? 0n);
+
+/**
+ * Confirmed tokens of `asset` that sanctioned senders sent (held for good: no outflow ever takes them, the
+ * forward, escrow, capture, refund and reclaim are bounded by the order's amount and recover is refused).
+ */
+export const sanctionedBalance = (state: PaymentState, asset: string): bigint =>
+  sum(
+    state.transfers
+      .filter((t) => t.confirmed && t.asset === asset && fromSanctioned(state, t))
+      .map((t) => BigInt(t.amount)),
+  );
 
 export const escrowRemaining = (state: PaymentState): bigint =>
   state.escrowFunded - state.captured - state.refunded;
@@ -227,7 +257,7 @@ export function payerSurplus(
   if (!asset || state.flagged || state.phase === 'failed') return null;
   const abandoned = state.phase === 'expired' || state.phase === 'cancelled';
   if (!abandoned && !state.deployment) return null;
-  const amount = heldBalance(state, asset) - escrowRemaining(state);
+  const amount = heldBalance(state, asset) - escrowRemaining(state) - sanctionedBalance(state, asset);
   if (amount <= 0n) return null;
   return { asset, amount, reason: abandoned ? 'abandoned' : 'over_deposit' };
 }
@@ -250,7 +280,9 @@ export function addressesToScreen(state: PaymentState): string[] {
   const senders = state.transfers
     .filter((t) => t.confirmed && t.asset === asset)
     .map((t) => t.from.toLowerCase());
-  return [...new Set(senders)].filter((a) => !state.clearedAddresses.includes(a));
+  return [...new Set(senders)].filter(
+    (a) => !state.clearedAddresses.includes(a) && !state.sanctionedSenders.includes(a),
+  );
 }
 
 const isDue = (state: PaymentState, at: Date): boolean =>
@@ -359,6 +391,12 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       return { ...state, screeningPending: true };
     case 'PaymentFlagged.v1':
       return { ...state, flagged: true, screeningPending: false, recoverable: null };
+    case 'PaymentSanctionedFundsHeld.v1':
+      return {
+        ...state,
+        screeningPending: false,
+        sanctionedSenders: [...new Set([...state.sanctionedSenders, event.data.address.toLowerCase()])],
+      };
     case 'PaymentDeployRequested.v1':
       return { ...state, deployRequested: true, deployAsset: state.deployAsset ?? event.data.asset };
     case 'PaymentDeployHeld.v1':
@@ -666,6 +704,25 @@ function requireCreated(state: PaymentState): PaymentCreated['data'] {
   return state.created;
 }
 
+/**
+ * Whether the payment stands without `address`'s transfers: a confirmed deposit whose order the other senders'
+ * confirmed funding still covers, or an abandoned deposit with another sender of the payment token (its payer).
+ * Otherwise `address` is the payer (SPEC: the payment is flagged).
+ */
+function paidWithoutSender(state: PaymentState, address: string): boolean {
+  const without: PaymentState = {
+    ...state,
+    sanctionedSenders: [...state.sanctionedSenders, address.toLowerCase()],
+  };
+  if (state.depositConfirmed) {
+    const detected = detectedAsset(without);
+    return detected !== null && confirmedFunding(without) >= BigInt(detected.tokenAmount);
+  }
+  const abandoned = state.phase === 'expired' || state.phase === 'cancelled';
+  const asset = paymentAsset(without);
+  return abandoned && asset !== null && payerOf(without) !== null && payerSurplus(without) !== null;
+}
+
 function refuseFlagged(state: PaymentState): void {
   if (state.flagged) {
     throw cannotProcess(
@@ -732,7 +789,9 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     case 'RetractTransfer': {
       const t = s.transfers.find(sameTransfer(command));
       if (!t) return;
-      if (t.confirmed && t.isFunding && s.depositConfirmed && s.phase !== 'failed') {
+      // A held sanctioned sender's transfer paid nothing: losing it loses nothing of the order.
+      const funded = t.isFunding && !fromSanctioned(s, t);
+      if (t.confirmed && funded && s.depositConfirmed && s.phase !== 'failed') {
         // A confirmed deposit lost beyond recovery: the payment fails, the record of the transfer stays.
         emit({
           type: 'PaymentFailed.v1',
@@ -751,7 +810,14 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       if (s.flagged) return; // never re-screened
       const r = command.result;
       if (r.kind === 'match') {
-        emit({ type: 'PaymentFlagged.v1', data: { address: r.address, flaggedAt: at } });
+        if (s.sanctionedSenders.includes(r.address.toLowerCase())) return; // a stale result again
+        // SPEC flags the payment when its payer matches. A sender the order does not need is not the payer
+        // (anyone can send to a public deposit address): its funds are held, the payer's payment goes on.
+        if (paidWithoutSender(s, r.address)) {
+          emit({ type: 'PaymentSanctionedFundsHeld.v1', data: { address: r.address, at } });
+        } else {
+          emit({ type: 'PaymentFlagged.v1', data: { address: r.address, flaggedAt: at } });
+        }
       } else if (r.kind === 'unreachable') {
         if (!s.screeningPending) {
           emit({ type: 'PaymentScreeningUnavailable.v1', data: { addresses: r.addresses, at } });
@@ -900,6 +966,13 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       if (!s.recoverable) throw conflict('nothing_to_recover', 'This payment holds no funds to recover.');
       if (!s.deployment) {
         throw conflict('deposit_not_deployed', 'The deposit contract is being deployed; recover once it is.');
+      }
+      // The contract's recover returns the whole balance above the escrow: it would carry the held funds along.
+      if (sanctionedBalance(s, s.recoverable.asset) > 0n) {
+        throw conflict(
+          'sanctioned_funds_held',
+          "The deposit also holds funds of a sanctioned sender in this token; they stay held, and recover would return them with the payer's.",
+        );
       }
       if (command.now.getTime() < Date.parse(s.deployment.payerFinalAt)) {
         throw cannotProcess(
@@ -1122,13 +1195,18 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
     }
   }
 
-  // Payer-owned surplus grew, or the notice named another token: announce it (again, with the new amount or token).
+  // Payer-owned surplus changed, or the notice named another token or payer: announce it (again, with the new
+  // amount, token or destination). It shrinks when a sender is held as sanctioned: its funds are no longer the
+  // payer's, and a sender announced as the payer may have been that sanctioned one.
   const surplus = payerSurplus(s);
   const payer = payerOf(s);
   if (
     surplus &&
     payer &&
-    (!s.recoverable || surplus.asset !== s.recoverable.asset || surplus.amount > s.recoverable.amount)
+    (!s.recoverable ||
+      surplus.asset !== s.recoverable.asset ||
+      surplus.amount !== s.recoverable.amount ||
+      payer.toLowerCase() !== s.recoverable.destination.toLowerCase())
   ) {
     emit({
       type: 'PaymentRecoverable.v1',

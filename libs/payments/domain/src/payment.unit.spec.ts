@@ -1227,6 +1227,139 @@ describe('Payment: sanctions screening', () => {
   });
 });
 
+describe('Payment: a sanctioned sender who is not the payer (dust sent to a public deposit address)', () => {
+  const SANCTIONED = '0x9999999999999999999999999999999999999999';
+  const match = (minutes: number, address = SANCTIONED): PaymentCommand => ({
+    type: 'RecordScreening',
+    result: { kind: 'match', address },
+    now: at(minutes),
+  });
+  const dust = (over: Partial<ObservedTransfer> = {}) => transfer({ from: SANCTIONED, amount: '1', ...over });
+
+  it('dust after the payer paid: its funds are held, the payment is not flagged, the deploy forwards the order only and nothing of the dust is recoverable', () => {
+    const pay = transfer();
+    const d = dust();
+    const g = given(create(), observe(pay), observe(d), confirm(pay), confirm(d));
+    expect(addressesToScreen(g.state)).toEqual([PAYER, SANCTIONED]);
+    const held = g.when(match(3));
+    expect(held.types).toEqual(['PaymentSanctionedFundsHeld.v1']);
+    expect(held.object.status).toBe('pending');
+    expect(held.object.transactions[1]).toMatchObject({
+      from: SANCTIONED,
+      is_funding: false,
+      non_funding_reason: 'sanctioned',
+    });
+    expect(addressesToScreen(held.state)).toEqual([PAYER]);
+
+    const h = given(create(), observe(pay), observe(d), confirm(pay), confirm(d), match(3));
+    const cleared = h.when(clear(4));
+    expect(cleared.types).toEqual(['PaymentPayerCleared.v1', 'PaymentDeployRequested.v1']);
+    expect(cleared.events[1]?.data).toMatchObject({ method: 'DIRECT', payer: PAYER, amount: ORDER });
+    const settled = given(
+      create(),
+      observe(pay),
+      observe(d),
+      confirm(pay),
+      confirm(d),
+      match(3),
+      clear(4),
+    ).when(deployDirect(ORDER, 5));
+    expect(settled.types).toEqual(['PaymentSettled.v1']);
+    expect(settled.object).toMatchObject({ status: 'settled', amount_paid: ORDER, payer_addresses: [PAYER] });
+    expect(settled.object.recoverable_amount).toBeUndefined();
+    expect(heldBalance(settled.state, USDC_BASE)).toBe(1n);
+  });
+
+  it("dust before the payer paid (it counted as funding): its sender is not the payer, amount_paid is the payer's, the payer is attested", () => {
+    const d = dust();
+    const pay = transfer();
+    const g = given(create(), observe(d), observe(pay), confirm(d), confirm(pay));
+    expect(g.history.map((e) => e.type)).toContain('PaymentDepositConfirmed.v1');
+    expect(addressesToScreen(g.state)).toEqual([SANCTIONED, PAYER]);
+    const held = g.when(match(3));
+    expect(held.types).toEqual(['PaymentSanctionedFundsHeld.v1']);
+    expect(held.object).toMatchObject({
+      status: 'pending',
+      amount_paid: ORDER,
+      payer_addresses: [PAYER],
+      detected_asset: USDC_BASE,
+      non_funding_transactions_count: 1,
+    });
+    const requested = given(create(), observe(d), observe(pay), confirm(d), confirm(pay), match(3)).when(
+      clear(4),
+    );
+    expect(requested.events[1]).toMatchObject({
+      type: 'PaymentDeployRequested.v1',
+      data: { method: 'DIRECT', payer: PAYER, amount: ORDER },
+    });
+    // Lost to a reorg, the held dust takes nothing of the order with it.
+    const retracted = given(create(), observe(d), observe(pay), confirm(d), confirm(pay), match(3)).when({
+      type: 'RetractTransfer',
+      chain: d.chain,
+      txHash: d.txHash,
+      logIndex: d.logIndex,
+      now: at(4),
+    });
+    expect(retracted.types).toEqual(['PaymentTransferRetracted.v1']);
+    expect(retracted.object).toMatchObject({ status: 'pending', amount_paid: ORDER });
+    // A stale match for the same sender again changes nothing.
+    expect(
+      given(create(), observe(d), observe(pay), confirm(d), confirm(pay), match(3)).when(match(4)).events,
+    ).toEqual([]);
+  });
+
+  it('a sanctioned sender the order cannot do without is its payer: flagged (SPEC), whatever another sender added', () => {
+    const d = dust({ amount: '2500000' });
+    const rest = transfer({ amount: '10000000' });
+    const g = given(create({ method: 'TWO_STEP' }), observe(d), observe(rest), confirm(d), confirm(rest));
+    const flagged = g.when(match(3));
+    expect(flagged.types).toEqual(['PaymentFlagged.v1']);
+    expect(flagged.object.status).toBe('flagged');
+  });
+
+  it("the payer's over-deposit beside held sanctioned funds is announced without them; recover is refused (it would return them too)", () => {
+    const pay = transfer();
+    const extra = transfer({ amount: '5' });
+    const d = dust();
+    const g = given(
+      create(),
+      observe(pay),
+      observe(extra),
+      observe(d),
+      confirm(pay),
+      confirm(extra),
+      confirm(d),
+      match(3),
+      clear(4),
+      deployDirect(ORDER, 5),
+    );
+    expect(g.state.recoverable).toMatchObject({ destination: PAYER, amount: 5n });
+    expect(g.whenRejected({ type: 'RequestRecover', now: at(5 + 24 * 60) })).toMatchObject({
+      status: 409,
+      code: 'sanctioned_funds_held',
+    });
+  });
+
+  it("an abandoned deposit whose first sender is held as sanctioned: the notice is announced again for the payer and the payer's funds only", () => {
+    const d = dust();
+    const partial = transfer({ amount: '5000000' });
+    const g = given(create(), observe(d), observe(partial), confirm(d), confirm(partial), {
+      type: 'Expire',
+      now: at(61),
+    });
+    expect(g.state.recoverable).toMatchObject({ destination: SANCTIONED, amount: 5000001n });
+    const held = g.when(match(62));
+    expect(held.types).toEqual(['PaymentSanctionedFundsHeld.v1', 'PaymentRecoverable.v1']);
+    expect(held.object).toMatchObject({
+      status: 'recoverable',
+      recovery_destination: PAYER,
+      recoverable_amount: '5000000',
+      amount_paid: '5000000',
+    });
+    expect(addressesToScreen(held.state)).toEqual([PAYER]);
+  });
+});
+
 describe('Payment: fiat settlement signals', () => {
   const fiatSettledCommands = () => {
     const t = transfer();
