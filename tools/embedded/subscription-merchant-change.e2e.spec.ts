@@ -16,7 +16,8 @@ import {
  * MerchantChange lands (`chain_registrations[].status` `change_requires_merchant_signature`): the chain would pay a
  * subscribe and every charge to the settlement address the merchant replaced and accept the signer it retired. So
  * the service takes none of them on that chain (409 `merchant_change_pending`, nothing signed or sent), as it takes
- * no checkout there; once the MerchantChange lands, the new signer charges and pays the new address.
+ * no checkout there; once the MerchantChange lands, the new signer charges and pays the new address. Last, the
+ * chain's node stops: every call that needs it is 503.
  */
 const ADMIN_TOKEN = 'admin-token-for-the-subscription-merchant-change-test';
 const CHAIN = 'eip155:8453';
@@ -71,6 +72,22 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
       quoteCode: String(quote.body['quote_code']),
       signer,
     });
+  };
+
+  /** A merchant cancel `signer` signed at the subscription's current nonce and the registry's epoch. */
+  const signedCancel = async (signer: Signer) => {
+    const nonce = Number((await as('GET', `/subscriptions/${subscription.id}`)).body['charge_nonce']);
+    const { epoch } = await connectStablepayRegistry(
+      chain.local.addresses.registry,
+      chain.provider(),
+    ).merchantAuth(toOnChainId(merchant.id));
+    const deadline = (await chain.now()) + 3600n;
+    const { signature } = await signCancelSubscription(
+      signer,
+      { chain: CHAIN, verifyingContract: subscription.manager },
+      { subscriptionId: subscription.id, nonce, epoch, deadline },
+    );
+    return { nonce, deadline: Number(deadline), signature };
   };
 
   beforeAll(async () => {
@@ -148,22 +165,11 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
   it('answers a cancel signed by the new key, which the chain does not accept yet, 409 merchant_change_pending rather than invalid_signature; nothing sent', async () => {
     const before = await as('GET', `/subscriptions/${subscription.id}`);
     const nonce = await operatorNonce();
-    const { epoch } = await connectStablepayRegistry(
-      chain.local.addresses.registry,
-      chain.provider(),
-    ).merchantAuth(toOnChainId(merchant.id));
-    const deadline = (await chain.now()) + 3600n;
-    const at = Number(before.body['charge_nonce']);
-    const { signature } = await signCancelSubscription(
-      newSigner,
-      { chain: CHAIN, verifyingContract: subscription.manager },
-      { subscriptionId: subscription.id, nonce: at, epoch, deadline },
+    const refused = await as(
+      'POST',
+      `/subscriptions/${subscription.id}/cancel`,
+      await signedCancel(newSigner),
     );
-    const refused = await as('POST', `/subscriptions/${subscription.id}/cancel`, {
-      nonce: at,
-      deadline: Number(deadline),
-      signature,
-    });
     expectChangePending(refused, 'chain');
     expect(await operatorNonce()).toBe(nonce);
     expect((await as('GET', `/subscriptions/${subscription.id}`)).body).toEqual(before.body);
@@ -211,5 +217,26 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     expect(
       (await as('POST', '/subscription-checkouts', { price: '150000', price_currency: 'ARS' })).status,
     ).toBe(201);
+  });
+
+  // Last: it stops the chain.
+  it('answers 503 chain_unavailable, not 500, when the chain node does not answer: charge, subscribe (authorize and report), cancel', async () => {
+    // Everything is signed and created while the node answers.
+    const charge = await signedCharge(newSigner);
+    const cancel = await signedCancel(newSigner);
+    const checkout = await newCheckout();
+    const option = (checkout['subscription_options'] as Json[]).find((o) => o['token_symbol'] === 'USDC');
+    const path = `/subscription-checkouts/${String(checkout['id'])}/subscribe`;
+    const params = { chain: CHAIN, asset: option?.['asset'], subscriber: chain.wallet(6).address };
+
+    await e2e.stack.chains?.stop();
+    const unavailable = (res: { status: number; body: Json }) => {
+      expect(res.status).toBe(503);
+      expect(res.body['error']).toMatchObject({ type: 'api_error', code: 'chain_unavailable' });
+    };
+    unavailable(await as('POST', `/subscriptions/${subscription.id}/charge`, charge));
+    unavailable(await api('POST', path, params, null));
+    unavailable(await api('POST', path, { ...params, tx_hash: `0x${'ab'.repeat(32)}` }, null));
+    unavailable(await as('POST', `/subscriptions/${subscription.id}/cancel`, cancel));
   });
 });

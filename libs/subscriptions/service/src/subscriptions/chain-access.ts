@@ -1,7 +1,8 @@
-import { Inject, Injectable, type OnModuleDestroy, Optional } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleDestroy, Optional } from '@nestjs/common';
 import { OperatorRelayers as SharedOperatorRelayers, assertChainModeServed } from '@stablepay/chain-operator';
 import { JsonRpcProvider } from 'ethers';
 import type { ChainInfo } from '@stablepay/evm';
+import { isDependencyOutage } from '@stablepay/event-bus';
 import { ChainRelayer } from '@stablepay/relayer';
 import { type Clock, DomainError } from '@stablepay/util';
 import { CLOCK } from '@stablepay/aggregate';
@@ -11,6 +12,22 @@ export type Mode = 'test' | 'live';
 
 export function chainUnavailable(message: string): DomainError {
   return new DomainError({ type: 'api_error', status: 503, code: 'chain_unavailable', message });
+}
+
+const outages = new Logger('chain-access');
+
+/**
+ * `call` to `chain`'s node, a node that did not answer (refused, reset, timed out, 5xx) answered as 503
+ * chain_unavailable: the caller retries, as with every other chain outage here, instead of getting a 500 that reads
+ * as our bug. Only the call's own promise is judged, so a database outage beside it is not named a chain's. The cause
+ * stays in the log: an RPC error can carry the node's URL, and with it a provider key.
+ */
+export function fromChain<T>(chain: string, call: Promise<T>): Promise<T> {
+  return call.catch((error: unknown) => {
+    if (!isDependencyOutage(error)) throw error;
+    outages.warn({ msg: 'chain node did not answer', chain, error: String(error) });
+    throw chainUnavailable(`The ${chain} node did not answer; retry shortly.`);
+  });
 }
 
 /** How long a read reuses the latest block time it fetched (reads must not cost one RPC call each). */

@@ -6,7 +6,7 @@ import { isSignedBy, stablepayDomain } from '@stablepay/evm';
 import type { CancelSubscriptionCommand, SubscriptionCommandResult } from '@stablepay/subscriptions-api';
 import { cannotProcess, conflict } from '@stablepay/util';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
-import { ChainTime, chainUnavailable, OperatorRelayers } from './chain-access';
+import { ChainTime, chainUnavailable, fromChain, OperatorRelayers } from './chain-access';
 import { SubscriptionCommands } from './subscription.commands';
 import { outcomeName, SubscriptionManagers } from './subscription-managers';
 import type { RelayOutcome } from '@stablepay/relayer';
@@ -65,8 +65,11 @@ export class MerchantCancel {
     if (!manager || !chain || !this.config.registry)
       throw chainUnavailable(`The subscription manager on ${row.chain} cannot be reached.`);
     const relayer = this.relayers.for(row.mode, row.chain);
-    const auth = await connectStablepayRegistry(this.config.registry, relayer.provider).merchantAuth(
-      toOnChainId(row.merchant_id),
+    const auth = await fromChain(
+      row.chain,
+      connectStablepayRegistry(this.config.registry, relayer.provider).merchantAuth(
+        toOnChainId(row.merchant_id),
+      ),
     );
     const domain = stablepayDomain(chain.chainId, getAddress(manager.address));
     const message = {
@@ -86,11 +89,19 @@ export class MerchantCancel {
           'signature',
         )
       );
-    const outcome = await relayer.submit({
-      to: manager.address,
-      data: MANAGER.encodeFunctionData('merchantCancel', [o.id, command.nonce, deadline, command.signature]),
-      abi: MANAGER,
-    });
+    const outcome = await fromChain(
+      row.chain,
+      relayer.submit({
+        to: manager.address,
+        data: MANAGER.encodeFunctionData('merchantCancel', [
+          o.id,
+          command.nonce,
+          deadline,
+          command.signature,
+        ]),
+        abi: MANAGER,
+      }),
+    );
     if (outcome.kind === 'simulation_rejected' || outcome.kind === 'reverted') {
       if (outcomeName(outcome) === 'InvalidNonce')
         await this.recordLandedCharges(row, manager.address, relayer.provider);

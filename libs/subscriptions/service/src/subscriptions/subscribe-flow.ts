@@ -24,7 +24,7 @@ import {
   type SubscriptionCheckoutRow,
   SubscriptionCheckoutReader,
 } from '../subscription-checkouts/subscription-checkout.reader';
-import { ChainTime, OperatorRelayers } from './chain-access';
+import { ChainTime, fromChain, OperatorRelayers } from './chain-access';
 import { type ManagerLog, SubscriptionChainFacts } from './chain-facts';
 import { SubscriptionManagers } from './subscription-managers';
 
@@ -230,7 +230,7 @@ export class SubscribeFlow {
         code: 'chain_unavailable',
         message: `No RPC endpoint is configured for ${command.chain}.`,
       });
-    const receipt = await waitForSubscribeReceipt(provider, txHash);
+    const receipt = await fromChain(command.chain, waitForSubscribeReceipt(provider, txHash));
     if (receipt === 'unknown')
       throw new DomainError({
         type: 'invalid_request',
@@ -251,7 +251,7 @@ export class SubscribeFlow {
       throw mismatch(
         `Transaction ${txHash} holds no subscribe of this subscription checkout by ${command.subscriber}.`,
       );
-    const block = await provider.getBlock(receipt.blockNumber);
+    const block = await fromChain(command.chain, provider.getBlock(receipt.blockNumber));
     const blockTime = new Date(Number(block?.timestamp ?? 0) * 1000).toISOString();
     let revision: number | null = null;
     for (const { log, decoded } of ours) {

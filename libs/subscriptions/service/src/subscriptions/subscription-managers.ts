@@ -15,7 +15,7 @@ import { type Clock, conflict, DomainError, notFound } from '@stablepay/util';
 import { type ContractRunner, Interface, ZeroAddress } from 'ethers';
 import type { RelayOutcome } from '@stablepay/relayer';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
-import { chainUnavailable, type Mode, OperatorRelayers } from './chain-access';
+import { chainUnavailable, fromChain, type Mode, OperatorRelayers } from './chain-access';
 
 export interface ManagerRow {
   readonly merchant_id: string;
@@ -125,7 +125,7 @@ export class SubscriptionManagers {
     if (!registry) return null;
     const [settings, { signer, settlement }] = await Promise.all([
       this.settings(merchantId),
-      connectStablepayRegistry(registry, provider).merchant(toOnChainId(merchantId)),
+      fromChain(chain, connectStablepayRegistry(registry, provider).merchant(toOnChainId(merchantId))),
     ]);
     if (!settings.merchant_signer || !settings.settlement_address || signer === ZeroAddress) return null;
     const same = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
@@ -175,12 +175,15 @@ export class SubscriptionManagers {
     const address = computeSubscriptionManagerAddress(factory, registry, onChainMerchant, pauser);
     let txHash: string | null = null;
     let fromBlock: number;
-    if ((await relayer.provider.getCode(address)) === '0x') {
-      const outcome = await relayer.submit({
-        to: factory,
-        data: FACTORY.encodeFunctionData('deployManager', [onChainMerchant, pauser]),
-        abi: FACTORY,
-      });
+    if ((await fromChain(chain, relayer.provider.getCode(address))) === '0x') {
+      const outcome = await fromChain(
+        chain,
+        relayer.submit({
+          to: factory,
+          data: FACTORY.encodeFunctionData('deployManager', [onChainMerchant, pauser]),
+          abi: FACTORY,
+        }),
+      );
       if (outcome.kind !== 'confirmed')
         throw chainUnavailable(
           `Deploying the subscription manager on ${chain} failed (${outcomeName(outcome)}).`,
@@ -188,7 +191,7 @@ export class SubscriptionManagers {
       txHash = outcome.txHash;
       fromBlock = outcome.blockNumber;
     } else {
-      fromBlock = await relayer.provider.getBlockNumber();
+      fromBlock = await fromChain(chain, relayer.provider.getBlockNumber());
     }
     const at = this.clock.now();
     await this.dataSource.query(

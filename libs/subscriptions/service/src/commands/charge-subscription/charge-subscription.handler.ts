@@ -29,7 +29,7 @@ import { type Clock, derivedId, DomainError } from '@stablepay/util';
 import { ChargeQuotes } from '../../charges/charge-quotes';
 import { loadOwnedSubscription } from '../../charges/owned-subscription';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../../subscriptions.config';
-import { ChainTime, chainUnavailable, OperatorRelayers } from '../../subscriptions/chain-access';
+import { ChainTime, chainUnavailable, fromChain, OperatorRelayers } from '../../subscriptions/chain-access';
 import { chargedLogsIn, findChargedLogs } from '../../subscriptions/charged-logs';
 import { SubscriptionCommands } from '../../subscriptions/subscription.commands';
 import { SubscriptionManagerCommands } from '../../subscriptions/subscription-manager.commands';
@@ -141,7 +141,10 @@ export class ChargeSubscriptionHandler {
     const reader = this.chains.provider(owner.mode, c.chain) ?? relayer.provider;
     const [chainNow, auth, managerPausedBy, changePending] = await Promise.all([
       this.chains.now(owner.mode, c.chain),
-      connectStablepayRegistry(this.config.registry, reader).merchantAuth(toOnChainId(owner.merchantId)),
+      fromChain(
+        c.chain,
+        connectStablepayRegistry(this.config.registry, reader).merchantAuth(toOnChainId(owner.merchantId)),
+      ),
       this.managerFacts.pausedBy(c.chain, manager.address),
       this.managers.pendingMerchantChange(owner.merchantId, owner.mode, c.chain, reader),
     ]);
@@ -202,25 +205,37 @@ export class ChargeSubscriptionHandler {
     // transaction the node no longer knows (dropped from its pool) is sent again; the contract's nonce keeps even
     // that from charging twice.
     const pendingTx =
-      preflight.outcome === 'pending' ? await relayer.provider.getTransaction(preflight.txHash) : null;
+      preflight.outcome === 'pending'
+        ? await fromChain(c.chain, relayer.provider.getTransaction(preflight.txHash))
+        : null;
     let outcome: RelayOutcome;
     if (pendingTx) {
-      outcome = await relayer.waitForReceipt(
-        {
-          kind: 'broadcast',
-          txHash: pendingTx.hash,
-          nonce: pendingTx.nonce,
-          from: pendingTx.from,
-          gasLimit: pendingTx.gasLimit,
-          request,
-        },
-        wait,
+      outcome = await fromChain(
+        c.chain,
+        relayer.waitForReceipt(
+          {
+            kind: 'broadcast',
+            txHash: pendingTx.hash,
+            nonce: pendingTx.nonce,
+            from: pendingTx.from,
+            gasLimit: pendingTx.gasLimit,
+            request,
+          },
+          wait,
+        ),
       );
       if (outcome.kind === 'receipt_timeout') throw chargePending(outcome.txHash);
     } else {
-      const prepared = await preparing;
-      const sent = prepared.kind === 'simulation_rejected' ? prepared : await relayer.sendPrepared(prepared);
-      outcome = sent.kind === 'simulation_rejected' ? sent : await relayer.waitForReceipt(sent, wait);
+      // A broadcast whose answer was lost is retried safely: the contract's nonce keeps it from charging twice.
+      const prepared = await fromChain(c.chain, preparing);
+      const sent =
+        prepared.kind === 'simulation_rejected'
+          ? prepared
+          : await fromChain(c.chain, relayer.sendPrepared(prepared));
+      outcome =
+        sent.kind === 'simulation_rejected'
+          ? sent
+          : await fromChain(c.chain, relayer.waitForReceipt(sent, wait));
       if (outcome.kind === 'receipt_timeout') {
         // The relayer gave up waiting; the transaction may still land. Recorded as pending on the nonce, so a retry
         // (or a new request for this nonce) waits for it; the indexer records it when it lands.
@@ -272,17 +287,20 @@ export class ChargeSubscriptionHandler {
     const name = outcomeName(outcome);
     const nonceUsed =
       name === NONCE_ALREADY_USED ||
-      (await connectSubscriptionManager(manager.address, relayer.provider).chargeNonceUsed(
-        subscriptionId,
-        nonce,
+      (await fromChain(
+        c.chain,
+        connectSubscriptionManager(manager.address, relayer.provider).chargeNonceUsed(subscriptionId, nonce),
       ));
     if (nonceUsed) {
-      const landed = await this.findChargedLog(
-        relayer.provider,
-        manager.address,
-        { subscriptionId, txHash: c.txHash },
-        nonce,
+      const landed = await fromChain(
         c.chain,
+        this.findChargedLog(
+          relayer.provider,
+          manager.address,
+          { subscriptionId, txHash: c.txHash },
+          nonce,
+          c.chain,
+        ),
       );
       const { revision } = await this.commands.run(
         subscriptionId,
