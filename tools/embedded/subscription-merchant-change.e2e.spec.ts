@@ -5,10 +5,13 @@ import { createMerchant, type Json, until } from './test-support/http';
 import { OnChainStack } from './test-support/stack';
 import {
   authorizeSubscribe,
+  ledgerListed,
   readyForSubscriptions,
   sendSubscribe,
   signedChargeBody,
 } from './test-support/subscriptions';
+
+type Authorized = Awaited<ReturnType<typeof authorizeSubscribe>>;
 
 /**
  * Subscriptions while a merchant's settings and a chain's registry disagree (anvil, over HTTP). After `POST /settings`
@@ -16,8 +19,9 @@ import {
  * MerchantChange lands (`chain_registrations[].status` `change_requires_merchant_signature`): the chain would pay a
  * subscribe and every charge to the settlement address the merchant replaced and accept the signer it retired. So
  * the service takes none of them on that chain (409 `merchant_change_pending`, nothing signed or sent), as it takes
- * no checkout there; once the MerchantChange lands, the new signer charges and pays the new address. Last, the
- * chain's node stops: every call that needs it is 503.
+ * no checkout there; once the MerchantChange lands, the new signer charges and pays the new address. A subscribe
+ * authorized before the change cannot be taken back (the subscriber sends it): when it lands it stands, and the
+ * merchant is told where its first charge went. Last, the chain's node stops: every call that needs it is 503.
  */
 const ADMIN_TOKEN = 'admin-token-for-the-subscription-merchant-change-test';
 const CHAIN = 'eip155:8453';
@@ -35,6 +39,9 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
   const subscription = { id: '', manager: '', token: '' };
   /** An intent created before the change, subscribed to after it. */
   let laterCheckout: Json = {};
+  /** An intent whose subscribe was authorized before the change (valid until its deadline), sent after it. */
+  let staleCheckout: Json = {};
+  let stale: Authorized;
   const as = (method: string, path: string, body?: unknown) => api(method, path, body, merchant.apiKey);
   const registration = async () =>
     ((await as('GET', '/settings')).body['chain_registrations'] as Json[]).find((r) => r['chain'] === CHAIN);
@@ -93,6 +100,7 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
   beforeAll(async () => {
     const stack = await e2e.start('8453', { ADMIN_TOKEN });
     merchant = await createMerchant(stack, ADMIN_TOKEN, 'Rotating Keys SA');
+    await e2e.receiveWebhooks(merchant.apiKey);
     await readyForSubscriptions(api, merchant.apiKey, merchant.id, [chain], {
       signer: oldSigner,
       pauser,
@@ -107,6 +115,8 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     subscription.manager = String(authorization['manager_address']);
     subscription.token = String(authorization['token_address']);
     laterCheckout = await newCheckout();
+    staleCheckout = await newCheckout();
+    stale = await authorizeSubscribe(api, staleCheckout, chain, chain.wallet(5));
 
     // The merchant replaces its signer and settlement address in the settings; the chain keeps the old ones.
     expect(
@@ -186,6 +196,34 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
     });
     expectChangePending(refused, 'supported_chains');
     expect(await listed()).toBe(before);
+  });
+
+  it('records a subscribe authorized before the change that lands after it (on-chain truth: completed, the first charge paid the replaced address) and tells the merchant: subscription.charge_paid_replaced_settlement_address', async () => {
+    const paid = await balanceOf(oldSettlement);
+    const txHash = await sendSubscribe(chain.wallet(5), stale.authorization);
+    const first = BigInt(String(stale.authorization['first_charge_amount']));
+    expect(await balanceOf(oldSettlement)).toBe(paid + first);
+    expect(await balanceOf(newSettlement)).toBe(0n);
+
+    const reported = await api('POST', stale.path, { ...stale.params, tx_hash: txHash }, null);
+    expect(reported.body['status']).toBe('recorded');
+    expect((await as('GET', `/subscription-checkouts/${String(staleCheckout['id'])}`)).body['status']).toBe(
+      'completed',
+    );
+    const subscriptionId = String(staleCheckout['onchain_id']).toLowerCase();
+    const told = await e2e.webhooks.next(
+      'subscription.charge_paid_replaced_settlement_address',
+      subscriptionId,
+    );
+    const mismatch = told.data['settlement_mismatch'] ?? {};
+    expect(mismatch).toMatchObject({ charge_nonce: 0, tx_hash: txHash });
+    expect(String(mismatch['paid_to']).toLowerCase()).toBe(oldSettlement.toLowerCase());
+    expect(String(mismatch['settlement_address']).toLowerCase()).toBe(newSettlement.toLowerCase());
+    await ledgerListed(e2e.stack);
+    const charges = await as('GET', `/merchants/${merchant.id}/charges?subscription_id=${subscriptionId}`);
+    expect((charges.body['data'] as Json[]).map((c) => c['id'])).toContain(
+      mismatch['subscription_charge_id'],
+    );
   });
 
   it('once the MerchantChange lands, the new key charges and pays the new settlement address; the old key is refused', async () => {

@@ -199,6 +199,24 @@ export type SubscriptionMigrationVoided = {
   type: 'SubscriptionMigrationVoided.v1';
   data: { proposedSubscriber: string; txHash: string; voidedAt: string };
 };
+/**
+ * A recorded charge paid another address than the settlement address of the merchant's settings: the chain's registry
+ * still held the one the merchant replaced (POST /settings gave a new one, its MerchantChange had not landed on that
+ * chain), e.g. a subscribe authorized before the change and sent after it. The charge stands (on-chain truth); this
+ * is how the merchant learns where that money went (webhook `subscription.charge_paid_replaced_settlement_address`).
+ * `settlementAddress` is the settings' address when the service recorded the charge.
+ */
+export type SubscriptionChargePaidReplacedSettlement = {
+  type: 'SubscriptionChargePaidReplacedSettlement.v1';
+  data: {
+    chargeId: string;
+    nonce: number;
+    txHash: string;
+    paidTo: string;
+    settlementAddress: string;
+    recordedAt: string;
+  };
+};
 /** Compliance screening matched the subscriber. */
 export type SubscriptionFlagged = {
   type: 'SubscriptionFlagged.v1';
@@ -222,7 +240,8 @@ export type SubscriptionEvent =
   | SubscriptionFactRetracted
   | SubscriptionChargeSubmitted
   | SubscriptionMigrationProposed
-  | SubscriptionMigrationVoided;
+  | SubscriptionMigrationVoided
+  | SubscriptionChargePaidReplacedSettlement;
 
 /** Every stored type of the stream this release knows (projections and the webhook source skip later ones). */
 export const SUBSCRIPTION_STORED_EVENT_TYPES: readonly SubscriptionEvent['type'][] = [
@@ -243,6 +262,7 @@ export const SUBSCRIPTION_STORED_EVENT_TYPES: readonly SubscriptionEvent['type']
   'SubscriptionChargeSubmitted.v1',
   'SubscriptionMigrationProposed.v1',
   'SubscriptionMigrationVoided.v1',
+  'SubscriptionChargePaidReplacedSettlement.v1',
 ];
 
 export const SUBSCRIPTION_CATEGORY = 'subscription';
@@ -266,4 +286,5 @@ export const SUBSCRIPTION_WEBHOOK_TYPE_BY_EVENT: Readonly<
   // A retracted charge is a failed charge (failure_reason charge_lost_to_reorg) for a merchant who upserts charges by id.
   'SubscriptionChargeRetracted.v1': 'subscription.charge_failed',
   'SubscriptionFactRetracted.v1': 'subscription.reorged',
+  'SubscriptionChargePaidReplacedSettlement.v1': 'subscription.charge_paid_replaced_settlement_address',
 };

@@ -112,6 +112,8 @@ export interface SubscriptionState {
   readonly migrationFacts: readonly MigrationProposalFact[];
   /** The subscribe call (API path) reported the first charge, as the writer or after the indexer. */
   readonly firstChargeReportedByApi: boolean;
+  /** Transactions of charges already announced as paying a replaced settlement address (announced once each). */
+  readonly replacedSettlementPayments: ReadonlySet<string>;
 }
 
 export const initialSubscriptionState = (): SubscriptionState => ({
@@ -139,6 +141,7 @@ export const initialSubscriptionState = (): SubscriptionState => ({
   pendingMigration: null,
   migrationFacts: [],
   firstChargeReportedByApi: false,
+  replacedSettlementPayments: new Set(),
 });
 
 /** On-chain failure names that engage the brake already at simulation (SPEC paused table, first row). */
@@ -408,6 +411,14 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
       return { ...state, flagged: true };
     case 'SubscriptionFirstChargeReported.v1':
       return { ...state, firstChargeReportedByApi: true };
+    case 'SubscriptionChargePaidReplacedSettlement.v1':
+      return {
+        ...state,
+        replacedSettlementPayments: new Set([
+          ...state.replacedSettlementPayments,
+          event.data.txHash.toLowerCase(),
+        ]),
+      };
   }
 }
 
@@ -527,6 +538,15 @@ export type SubscriptionCommand =
       readonly migratedAt: string;
     }
   | { readonly type: 'FlagSubscription'; readonly now: Date }
+  | {
+      /** The SubscriptionCharged log of a recorded charge names another payee than the settings' settlement address. */
+      readonly type: 'RecordChargePaidReplacedSettlement';
+      readonly nonce: number;
+      readonly txHash: string;
+      readonly paidTo: string;
+      readonly settlementAddress: string;
+      readonly now: Date;
+    }
   | {
       readonly type: 'RecordMigrationProposed' | 'RecordMigrationVoided';
       readonly proposedSubscriber: string;
@@ -660,6 +680,25 @@ export function decideSubscription(
       if (factRecorded(state, 'migrated', command.txHash)) return [];
       const { type: _, ...data } = command;
       return [{ type: 'SubscriptionMigrated.v1', data }];
+    }
+    case 'RecordChargePaidReplacedSettlement': {
+      const charge = state.chargesByNonce.get(command.nonce);
+      const txHash = command.txHash.toLowerCase();
+      // Only about a charge recorded with that transaction, once (both write paths report the same log).
+      if (charge?.txHash.toLowerCase() !== txHash || state.replacedSettlementPayments.has(txHash)) return [];
+      return [
+        {
+          type: 'SubscriptionChargePaidReplacedSettlement.v1',
+          data: {
+            chargeId: charge.chargeId,
+            nonce: command.nonce,
+            txHash: charge.txHash,
+            paidTo: command.paidTo,
+            settlementAddress: command.settlementAddress,
+            recordedAt: command.now.toISOString(),
+          },
+        },
+      ];
     }
     case 'FlagSubscription':
       if (state.flagged) return [];

@@ -480,6 +480,43 @@ describe('Subscription: subscriber-side changes and compliance', () => {
       .when({ type: 'FlagSubscription', now })
       .then([]);
   });
+
+  it('records a charge that paid a replaced settlement address once, and only for the recorded transaction', () => {
+    const paid = {
+      type: 'RecordChargePaidReplacedSettlement' as const,
+      nonce: 0,
+      txHash: tx(1).toUpperCase().replace('0X', '0x'),
+      paidTo: '0x00000000000000000000000000000000000000a1',
+      settlementAddress: '0x00000000000000000000000000000000000000b2',
+      now,
+    };
+    const events = given(...subscribedEvents())
+      .when(paid)
+      .events();
+    expect(events).toEqual([
+      {
+        type: 'SubscriptionChargePaidReplacedSettlement.v1',
+        data: {
+          chargeId: succeededChargeId(CHAIN, SUB_ID, 0),
+          nonce: 0,
+          txHash: tx(1),
+          paidTo: paid.paidTo,
+          settlementAddress: paid.settlementAddress,
+          recordedAt: now.toISOString(),
+        },
+      },
+    ]);
+    // The other write path reporting the same log, a nonce not charged, a transaction not the charge's: nothing.
+    given(...subscribedEvents(), ...events)
+      .when(paid)
+      .then([]);
+    given(...subscribedEvents())
+      .when({ ...paid, nonce: 1 })
+      .then([]);
+    given(...subscribedEvents())
+      .when({ ...paid, txHash: tx(2) })
+      .then([]);
+  });
 });
 
 describe('Subscription: the subscribe call reporting a first charge the indexer recorded first (fiat rule 3)', () => {

@@ -7,6 +7,7 @@ import {
 import type {
   RetractableFact,
   SubscriptionCanceller,
+  SubscriptionChargePaidReplacedSettlement,
   SubscriptionChargeSucceededData,
   SubscriptionCreatedData,
   SubscriptionEvent,
@@ -140,6 +141,24 @@ export const flaggedWebhookData = (subscription: SubscriptionObject, subscriber:
   },
 });
 
+/**
+ * subscription.charge_paid_replaced_settlement_address (ours): the subscription, and the charge that paid `paid_to`,
+ * which is not the merchant's `settlement_address` (the chain still held the replaced one).
+ */
+export const replacedSettlementWebhookData = (
+  subscription: SubscriptionObject,
+  d: SubscriptionChargePaidReplacedSettlement['data'],
+) => ({
+  object: subscription,
+  settlement_mismatch: {
+    subscription_charge_id: d.chargeId,
+    charge_nonce: d.nonce,
+    tx_hash: d.txHash,
+    paid_to: d.paidTo,
+    settlement_address: d.settlementAddress,
+  },
+});
+
 /** The webhook type that announced each retractable fact: what `subscription.reorged` names as undone. */
 export const REORGED_WEBHOOK_TYPE: Readonly<Record<RetractableFact, string | null>> = {
   created: 'subscription.created',
@@ -200,6 +219,8 @@ export function subscriptionEventChainTime(event: SubscriptionEvent): bigint {
       return unixOf(event.data.proposedAt);
     case 'SubscriptionMigrationVoided.v1':
       return unixOf(event.data.voidedAt);
+    case 'SubscriptionChargePaidReplacedSettlement.v1':
+      return unixOf(event.data.recordedAt);
   }
 }
 
@@ -226,6 +247,11 @@ export function subscriptionEventWebhook(
       return { type: 'subscription.cancelled', data: cancelledWebhookData(subscription, event.data.by) };
     case 'SubscriptionFlagged.v1':
       return { type: 'subscription.flagged', data: flaggedWebhookData(subscription, event.data.subscriber) };
+    case 'SubscriptionChargePaidReplacedSettlement.v1':
+      return {
+        type: 'subscription.charge_paid_replaced_settlement_address',
+        data: replacedSettlementWebhookData(subscription, event.data),
+      };
     case 'SubscriptionFactRetracted.v1': {
       const undone = REORGED_WEBHOOK_TYPE[event.data.fact];
       if (undone === null) return null;

@@ -215,6 +215,30 @@ describe('Subscription webhooks (SPEC Events > Subscription events, rules 1-6)',
     });
   });
 
+  it('subscription.charge_paid_replaced_settlement_address: the subscription and the charge, where it paid and the settings address', () => {
+    const paidTo = '0x00000000000000000000000000000000000000a1';
+    const settlementAddress = '0x00000000000000000000000000000000000000b2';
+    const hook = webhookAfter({
+      type: 'RecordChargePaidReplacedSettlement',
+      nonce: 0,
+      txHash: tx(1),
+      paidTo,
+      settlementAddress,
+      now,
+    });
+    expect(hook?.type).toBe('subscription.charge_paid_replaced_settlement_address');
+    expect(hook?.data).toEqual({
+      object: expect.objectContaining({ id: SUB_ID, charge_nonce: 1 }),
+      settlement_mismatch: {
+        subscription_charge_id: succeededChargeId(CHAIN, SUB_ID, 0),
+        charge_nonce: 0,
+        tx_hash: tx(1),
+        paid_to: paidTo,
+        settlement_address: settlementAddress,
+      },
+    });
+  });
+
   it('paused, unpaused and the cancel confirmation have no webhook', () => {
     expect(webhookAfter({ type: 'ConfirmCancel', by: 'merchant', txHash: tx(9), now })).toBeNull();
     expect(

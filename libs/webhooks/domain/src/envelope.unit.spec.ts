@@ -108,7 +108,7 @@ describe('SPEC Events > event ids: unique and stable across retries', () => {
 describe('the event type catalogue and selection', () => {
   it('lists every SPEC event type once', () => {
     expect(new Set(WEBHOOK_EVENT_TYPES).size).toBe(WEBHOOK_EVENT_TYPES.length);
-    expect(WEBHOOK_EVENT_TYPES.length).toBe(12 + 5 + 12 + 8);
+    expect(WEBHOOK_EVENT_TYPES.length).toBe(12 + 5 + 13 + 8);
     expect(isWebhookEventType('subscription.charge_succeeded')).toBe(true);
     expect(isWebhookEventType('subscription.charged')).toBe(false);
   });

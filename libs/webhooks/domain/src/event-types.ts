@@ -40,6 +40,8 @@ export const SUBSCRIPTION_EVENT_TYPES = [
   'subscription.flagged',
   // Ours (SPEC Events rule 1: the list is open): a reorg undid the fact of an earlier event (docs/webhooks.md).
   'subscription.reorged',
+  // Ours: a charge paid the settlement address the merchant replaced, which the chain still held (docs/webhooks.md).
+  'subscription.charge_paid_replaced_settlement_address',
 ] as const;
 
 /** Payout events (beta). */

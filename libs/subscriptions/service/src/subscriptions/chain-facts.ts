@@ -217,9 +217,30 @@ export class SubscriptionChainFacts {
       }
       case 'SubscriptionCharged': {
         const charge = chargeObservation(log);
-        const revision = await run({ type: 'RecordChargeSucceeded', charge, writtenBy });
-        if (charge.nonce === 0 && revision !== null)
-          await this.completeCheckout(manager, subscriptionId, log, key);
+        let revision = await run({ type: 'RecordChargeSucceeded', charge, writtenBy });
+        if (revision === null) return null;
+        // On-chain truth: the charge stands wherever it paid. A payee other than the settings' settlement address is
+        // the one the merchant replaced, still in the registry (a subscribe authorized before POST /settings and sent
+        // after it): the merchant is told, whichever write path records the log first.
+        const settlement = await this.managers.settlementAddress(manager.merchant_id);
+        const paidTo = a['payee'] ?? '';
+        if (settlement && paidTo && paidTo.toLowerCase() !== settlement.toLowerCase())
+          revision = await this.commands
+            .run(
+              subscriptionId,
+              owner,
+              {
+                type: 'RecordChargePaidReplacedSettlement',
+                nonce: charge.nonce,
+                txHash: charge.txHash,
+                paidTo,
+                settlementAddress: settlement,
+                now: this.commands.now(),
+              },
+              `${key}:replaced-settlement`,
+            )
+            .then((r) => r.revision);
+        if (charge.nonce === 0) await this.completeCheckout(manager, subscriptionId, log, key);
         return revision;
       }
       case 'SubscriptionCancelled':

@@ -106,6 +106,16 @@ export class SubscriptionManagers {
     return own.flatMap(([role, address]) => (address ? [{ role, address }] : []));
   }
 
+  /** The settlement address of the merchant's settings (null before it set one). */
+  async settlementAddress(merchantId: string): Promise<string | null> {
+    // Not `settings()`: a chain fact is recorded whatever the settings hold, and a 404 would fail it for ever.
+    const rows: Array<{ settlement_address: string | null }> = await this.dataSource.query(
+      'SELECT settlement_address FROM merchant_settings WHERE merchant_id = $1',
+      [merchantId],
+    );
+    return rows[0]?.settlement_address ?? null;
+  }
+
   /**
    * The refusal to answer while `chain`'s registry holds another signer or settlement address than the merchant's
    * settings (GET /settings `change_requires_merchant_signature`), or null. Until the merchant's MerchantChange
