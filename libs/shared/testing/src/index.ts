@@ -6,3 +6,4 @@ export * from './raw-headers';
 export * from './metric-value';
 export * from './holding-server';
 export * from './range-limited-rpc';
+export * from './openapi-conformance';
