@@ -43,6 +43,14 @@ describe('docs/openapi.yaml', () => {
     expect(missing).toEqual([]);
   });
 
+  it('documents 413 RequestTooLarge on every operation that takes a body', () => {
+    const missing = operations
+      .filter((op) => ['post', 'put', 'patch'].includes(op.method))
+      .filter((op) => op.responses['413']?.$ref !== ref('RequestTooLarge'))
+      .map((op) => op.name);
+    expect(missing).toEqual([]);
+  });
+
   it('references every shared response it defines', () => {
     const text = JSON.stringify(spec.paths);
     const unused = Object.keys(spec.components.responses).filter((name) => !text.includes(`"${ref(name)}"`));
