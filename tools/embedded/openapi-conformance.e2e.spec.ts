@@ -1,0 +1,259 @@
+import { Wallet } from 'ethers';
+import { createTestDatabase, OpenApiConformance, type TestDatabase } from '@stablepay/testing';
+import { type EmbeddedStack, startEmbedded } from './embedded';
+import type { ApiAnswer, Json } from './test-support/http';
+
+/**
+ * The real answers of a running service against docs/openapi.yaml: every call below is checked for a documented
+ * status and a body matching that response's schema (and naming no undocumented field), on one embedded stack with a
+ * local chain and the demo merchant as `npm start` seeds it (signer, pauser, payouts beta on).
+ */
+const ADMIN_TOKEN = 'admin-token-for-the-openapi-conformance-test';
+
+describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () => {
+  const openapi = OpenApiConformance.fromFile();
+  let db: TestDatabase;
+  let stack: EmbeddedStack;
+  let problems: string[] = [];
+
+  interface Request {
+    readonly body?: unknown;
+    /** Sent as is (a malformed or oversized body), with `contentType`. */
+    readonly raw?: string;
+    readonly contentType?: string;
+    /** The bearer key: the demo merchant's unless given; null sends none. */
+    readonly key?: string | null;
+    readonly headers?: Record<string, string>;
+  }
+
+  /** Calls the API, records where the answer departs from the document, and expects the status the call is for. */
+  const call = async (
+    status: number,
+    method: string,
+    path: string,
+    req: Request = {},
+  ): Promise<ApiAnswer> => {
+    const key = req.key === undefined ? stack.demoApiKey : req.key;
+    const payload = req.raw ?? (req.body === undefined ? undefined : JSON.stringify(req.body));
+    const res = await fetch(`${stack.url}${path}`, {
+      method,
+      headers: {
+        ...(key === null ? {} : { authorization: `Bearer ${key}` }),
+        ...(payload === undefined ? {} : { 'content-type': req.contentType ?? 'application/json' }),
+        ...req.headers,
+      },
+      ...(payload === undefined ? {} : { body: payload }),
+    });
+    const contentType = res.headers.get('content-type');
+    const text = await res.text();
+    const json = /^application\/json/.test(contentType ?? '') && text !== '';
+    const body = (json ? JSON.parse(text) : text === '' ? undefined : text) as Json;
+    problems.push(...openapi.check({ method, path, status: res.status, body, contentType }));
+    if (res.status !== status)
+      problems.push(`${method} ${path}: expected ${status}, got ${res.status} ${text.slice(0, 300)}`);
+    return { status: res.status, body: json ? body : {} };
+  };
+  const admin = { key: ADMIN_TOKEN };
+  /** A second merchant (no signer, payouts beta off), created once. */
+  let other: { id: string; key: string } | undefined;
+  const otherMerchant = async () => {
+    if (!other) {
+      const created = await call(201, 'POST', '/admin/merchants', {
+        body: { name: 'Other Co', mode: 'test' },
+        ...admin,
+      });
+      other = { id: String(created.body['id']), key: String(created.body['api_key']) };
+    }
+    return other;
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    stack = await startEmbedded({
+      env: { DATABASE_URL: db.url, PORT: '0', ADMIN_TOKEN, LOG_LEVEL: 'error', LOCAL_CHAIN_IDS: '8453' },
+      dataDir: 'memory',
+      seedDemoMerchant: true,
+    });
+  }, 180_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await db?.drop();
+  });
+
+  beforeEach(() => {
+    problems = [];
+  });
+
+  it('settings, pause authority, settlement configuration, webhooks and the operator routes', async () => {
+    const merchant = stack.demoMerchantId;
+    await call(200, 'GET', '/settings');
+    await call(200, 'PATCH', '/settings', {
+      body: { display_name: 'Conformance Co', primary_color: '#112233' },
+    });
+    await call(200, 'PATCH', '/settings', { body: { webhook_url: 'http://127.0.0.1:9/hooks' } });
+    await call(200, 'POST', '/settings/webhook/secret');
+    await call(200, 'POST', '/settings/webhook/test');
+    await call(200, 'GET', '/settings/pauser');
+    await call(200, 'GET', '/payments/settlement');
+    await call(404, 'GET', `/merchants/${merchant}/webhook-events/evt_unknown`);
+
+    const o = await otherMerchant();
+    await call(409, 'POST', '/settings/merchant-change', {
+      body: { chain: 'eip155:8453', deadline: 4_000_000_000, signature: `0x${'11'.repeat(65)}` },
+      key: o.key,
+    });
+    await call(400, 'POST', '/settings/revoke-authorizations', { body: { revocations: [] }, key: o.key });
+    await call(200, 'POST', '/settings', {
+      body: {
+        merchant_signer: Wallet.createRandom().address,
+        settlement_address: Wallet.createRandom().address,
+      },
+      key: o.key,
+    });
+    await call(200, 'PUT', '/payments/settlement', {
+      body: { settlement_address: Wallet.createRandom().address },
+      key: o.key,
+    });
+    await call(200, 'PUT', '/settings', {
+      body: { settlement_address: Wallet.createRandom().address },
+      key: o.key,
+    });
+    await call(200, 'POST', `/admin/merchants/${o.id}/beta-features`, { body: { payouts: false }, ...admin });
+    await call(200, 'GET', '/admin/parked-streams', admin);
+    await call(200, 'GET', '/health', { key: null });
+    await call(200, 'GET', '/ready', { key: null });
+    expect(problems).toEqual([]);
+  });
+
+  it('subscription checkouts, subscriptions and charges', async () => {
+    const merchant = stack.demoMerchantId;
+    const created = await call(201, 'POST', '/subscription-checkouts', {
+      body: { price: '150000', price_currency: 'ARS', metadata: { plan_name: 'Pro' } },
+    });
+    const id = String(created.body['id']);
+    await call(200, 'GET', `/subscription-checkouts/${id}`);
+    await call(200, 'GET', '/subscription-checkouts?limit=1');
+    await call(200, 'GET', `/hosted/subscribe/${id}`, { key: null });
+    await call(200, 'PATCH', `/subscription-checkouts/${id}/cancel`);
+    const option = (created.body['subscription_options'] as Json[])[0] ?? {};
+    await call(409, 'POST', `/subscription-checkouts/${id}/subscribe`, {
+      body: { subscriber: Wallet.createRandom().address, chain: option['chain'], asset: option['asset'] },
+      key: null,
+    });
+    const pending = await call(201, 'POST', '/subscription-checkouts', {
+      body: { price: '150000', price_currency: 'ARS' },
+    });
+    await call(200, 'POST', `/subscription-checkouts/${String(pending.body['id'])}/subscribe`, {
+      body: { subscriber: Wallet.createRandom().address, chain: option['chain'], asset: option['asset'] },
+      key: null,
+    });
+    await call(200, 'GET', `/merchants/${merchant}/subscriptions`);
+    await call(200, 'GET', `/merchants/${merchant}/charges?status=succeeded`);
+    const unknown = `0x${'ab'.repeat(32)}`;
+    await call(404, 'GET', `/subscriptions/${unknown}`);
+    await call(404, 'POST', `/subscriptions/${unknown}/charge-quote`, { body: {} });
+    await call(404, 'GET', `/hosted/cancel/${unknown}`, { key: null });
+    expect(problems).toEqual([]);
+  });
+
+  it('checkouts, payments and the payment-request surface', async () => {
+    const created = await call(201, 'POST', '/checkouts', { body: { amount: '5000000', currency: 'USD' } });
+    const id = String(created.body['id']);
+    const paymentId = String(created.body['payment_id']);
+    await call(200, 'GET', `/checkouts/${id}`);
+    await call(200, 'GET', '/checkouts?limit=1');
+    await call(200, 'GET', `/payments/${paymentId}`);
+    await call(200, 'GET', '/payments?limit=1');
+    await call(200, 'GET', `/hosted/pay/${id}`, { key: null });
+    await call(200, 'GET', `/hosted/pay/${id}/status`, { key: null });
+    await call(409, 'POST', `/payments/${paymentId}/recover`, { body: {} });
+    await call(400, 'POST', `/payments/${paymentId}/capture`, { body: {} });
+    await call(200, 'GET', '/reports/payments/export');
+    await call(200, 'POST', `/checkouts/${id}/cancel`);
+    const escrow = await call(201, 'POST', '/checkouts', {
+      body: { amount: '2500000', currency: 'USD', method: 'TWO_STEP' },
+    });
+    await call(200, 'GET', `/payments/${String(escrow.body['payment_id'])}`);
+
+    const viaKey = { key: null, headers: { 'x-api-key': stack.demoApiKey } };
+    const request = await call(201, 'POST', '/payment-requests/payments/new', {
+      body: { amount: '1000000', currency: 'USD' },
+      ...viaKey,
+    });
+    const requested = String(request.body['id'] ?? request.body['payment_id']);
+    await call(200, 'GET', `/payment-requests/payments/${requested}`, viaKey);
+    await call(200, 'GET', `/payment-requests/payments/${requested}/status`, viaKey);
+    expect(problems).toEqual([]);
+  });
+
+  it('customers, beneficiaries and payouts (beta)', async () => {
+    const customer = await call(201, 'POST', '/customers', {
+      body: { name: 'Ada Payer', email: 'ada@example.com' },
+    });
+    const customerId = String(customer.body['id']);
+    await call(200, 'GET', `/customers/${customerId}`);
+    await call(200, 'GET', '/customers');
+    const beneficiary = await call(201, 'POST', '/beneficiaries', {
+      body: { holder_name: 'Ada Payer', country: 'DE', currency: 'EUR', iban: 'DE89370400440532013000' },
+    });
+    const beneficiaryId = String(beneficiary.body['id']);
+    await call(200, 'GET', `/beneficiaries/${beneficiaryId}`);
+    await call(200, 'GET', '/beneficiaries');
+    await call(201, 'POST', `/customers/${customerId}/kyc_links`);
+    // SPEC: a payout for a customer that is not active is rejected.
+    await call(customer.body['status'] === 'active' ? 201 : 422, 'POST', '/payouts', {
+      body: {
+        customer: customerId,
+        beneficiary: beneficiaryId,
+        amount: '25000000',
+        chain: 'eip155:8453',
+        token: 'USDC',
+      },
+    });
+    await call(200, 'GET', '/payouts');
+    await call(404, 'GET', '/payouts/po_unknown');
+    await call(404, 'GET', '/beneficiaries/ben_unknown');
+    expect(problems).toEqual([]);
+  });
+
+  it('the error envelope on 4xx answers', async () => {
+    await call(401, 'GET', '/settings', { key: null });
+    await call(401, 'GET', '/settings', { key: 'sk_test_not_a_key' });
+    await call(404, 'GET', '/checkouts/chk_unknown');
+    await call(400, 'GET', '/checkouts?starting_after=chk_a&ending_before=chk_b');
+    await call(400, 'GET', '/settings?verbose=true');
+    await call(400, 'POST', '/settings', { body: { merchant_signer: 'not-an-address' } });
+    await call(422, 'POST', '/subscription-checkouts', { body: { price: '150000', price_currency: 'JPY' } });
+    await call(400, 'POST', '/checkouts', { body: { amount: '1.5', currency: 'USD' } });
+    await call(400, 'POST', '/checkouts', { raw: '{"amount":' });
+    await call(415, 'POST', '/checkouts', { raw: 'amount=1', contentType: 'text/plain' });
+    await call(413, 'POST', '/checkouts', { raw: JSON.stringify({ pad: 'x'.repeat(1_100_000) }) });
+    await call(404, 'GET', '/customers/cus_unknown');
+    const o = await otherMerchant();
+    await call(404, 'GET', `/merchants/${o.id}/subscriptions`);
+    await call(404, 'GET', `/merchants/${o.id}/charges`);
+    const payoutsOff = await call(403, 'GET', '/payouts', { key: o.key });
+    expect((payoutsOff.body['error'] as Json | undefined)?.['code']).toBe('beta_feature_not_enabled');
+    // SPEC: no EVM signer when declaring the pauser is 400 evm_payment_config_missing.
+    const fresh = await call(201, 'POST', '/admin/merchants', {
+      body: { name: 'Fresh Co', mode: 'test' },
+      ...admin,
+    });
+    await call(400, 'POST', '/settings/pauser', {
+      body: { merchant_pauser: Wallet.createRandom().address, signature: `0x${'11'.repeat(65)}` },
+      key: String(fresh.body['api_key']),
+    });
+    expect(problems).toEqual([]);
+  });
+
+  it('webhook events the calls above recorded', async () => {
+    const merchant = stack.demoMerchantId;
+    const events = await call(200, 'GET', `/merchants/${merchant}/webhook-events?limit=3`);
+    const data = events.body['data'] as Json[];
+    expect(data.length).toBeGreaterThan(0);
+    for (const event of data)
+      await call(200, 'GET', `/merchants/${merchant}/webhook-events/${String(event['id'])}`);
+    expect(problems).toEqual([]);
+  });
+});
