@@ -370,7 +370,7 @@ async function main(): Promise<void> {
     await mined(f.usdc.mint(refundAddress, 100n * USDC));
     const payoutRefundDeadline = await soon(f);
     const payoutRefundSig = await signPayoutRefund(f.merchantSigner, f.chainId, refundAddress, {
-      customerId: refunded,
+      payoutId: id('gas:payout4'),
       token: usdc,
       to: f.payer.address,
       amount: 100n * USDC,
@@ -385,6 +385,7 @@ async function main(): Promise<void> {
           usdc,
           f.payer.address,
           100n * USDC,
+          id('gas:payout4'),
           payoutRefundDeadline,
           payoutRefundSig,
         ),
@@ -395,7 +396,7 @@ async function main(): Promise<void> {
     const viaFactoryAddress = await f.payoutFactory.depositAddress(f.merchantId, refundedViaFactory, offRamp);
     await mined(f.usdc.mint(viaFactoryAddress, 100n * USDC));
     const viaFactorySig = await signPayoutRefund(f.merchantSigner, f.chainId, viaFactoryAddress, {
-      customerId: refundedViaFactory,
+      payoutId: id('gas:payout5'),
       token: usdc,
       to: f.payer.address,
       amount: 100n * USDC,
@@ -413,6 +414,7 @@ async function main(): Promise<void> {
           usdc,
           f.payer.address,
           100n * USDC,
+          id('gas:payout5'),
           payoutRefundDeadline,
           viaFactorySig,
         ),

@@ -17,9 +17,12 @@ import {StablepayRegistry} from "./StablepayRegistry.sol";
 ///     payouts: a deposit the operator will not forward (a flagged sender's, one no payout waits for) stays put
 ///     while the others are swept around it. The payout id makes a retried sweep of the same payout fail instead
 ///     of moving a second payout's (or held) funds, and lets the retry find its own `PayoutSwept`.
-///   - `refund(token, to, amount, ...)`: to a destination the MERCHANT signed (`PayoutRefund`), submitted by the
-///     operator (screening first again). The operator key alone can therefore never send funds anywhere but the
-///     off-ramp; the merchant key alone cannot move anything.
+///   - `refund(token, to, amount, payoutId, ...)`: exactly `amount` of `token` to a destination the MERCHANT signed
+///     (`PayoutRefund`, which names the payout), once per `payoutId`, submitted by the operator (screening first
+///     again). Bounded as the sweep is, for the same reason: a refund returns one held payout's deposit, never the
+///     balance the customer's other payouts are waiting on. A payout is swept or refunded, never both.
+///   The operator key alone can therefore never send funds anywhere but the off-ramp; the merchant key alone cannot
+///   move anything.
 /// The native coin is not handled: the clone has no receive function, and coin sent before deployment stays here.
 /// @dev Merchant signatures are EIP-712 with verifyingContract = this deposit (the clone's address), name the
 /// merchant's registry epoch (revocable at once), are single-use and carry a deadline at most
@@ -28,7 +31,7 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
     using SafeTokenTransfer for address;
 
     bytes32 public constant PAYOUT_REFUND_TYPEHASH = keccak256(
-        "PayoutRefund(bytes32 customerId,address token,address to,uint256 amount,uint256 epoch,uint256 deadline)"
+        "PayoutRefund(bytes32 payoutId,address token,address to,uint256 amount,uint256 epoch,uint256 deadline)"
     );
 
     /// @notice The PayoutDepositFactory that deployed the implementation (and so every clone).
@@ -45,6 +48,9 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
     mapping(bytes32 digest => bool) public signatureUsed;
     /// @notice Payout ids already swept: one sweep per payout.
     mapping(bytes32 payoutId => bool) public swept;
+    /// @notice Payout ids already refunded: one refund per payout, and a refunded payout is never swept (nor the
+    /// reverse), so its amount cannot leave twice.
+    mapping(bytes32 payoutId => bool) public refunded;
 
     /// @dev The deposit's address already names the customer and the off-ramp; `payoutId` is indexed instead so a
     /// retry can ask for its own sweep.
@@ -56,8 +62,14 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
         uint256 amount,
         uint256 received
     );
+    /// @dev Indexed by payout id as PayoutSwept is, so a retried refund finds its own.
     event PayoutRefunded(
-        bytes32 indexed customerId, address indexed token, address indexed to, uint256 amount, uint256 received
+        bytes32 indexed customerId,
+        address indexed token,
+        bytes32 indexed payoutId,
+        address to,
+        uint256 amount,
+        uint256 received
     );
 
     error NotFactory(address caller);
@@ -68,6 +80,7 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
     error ZeroAmount();
     error ZeroPayoutId();
     error AlreadySwept(bytes32 payoutId);
+    error AlreadyRefunded(bytes32 payoutId);
     error InvalidDestination(address to);
     error AmountExceedsAvailable(uint256 amount, uint256 available);
     error SignatureAlreadyUsed(bytes32 digest);
@@ -101,7 +114,7 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
         _requireOperatorOrFactory();
         if (amount == 0) revert ZeroAmount();
         if (payoutId == bytes32(0)) revert ZeroPayoutId();
-        if (swept[payoutId]) revert AlreadySwept(payoutId);
+        _requireUnsettled(payoutId);
         uint256 available = token.balanceOf(address(this));
         if (amount > available) revert AmountExceedsAvailable(amount, available);
         swept[payoutId] = true;
@@ -110,40 +123,58 @@ contract PayoutDeposit is StablepayEip712, ReentrancyGuard {
         emit PayoutSwept(customerId, token, payoutId, to, amount, received);
     }
 
-    /// @notice Merchant-signed (PayoutRefund), operator-submitted: returns `amount` of `token` to `to` (the
-    /// customer's sender, for payout.refunded). The destination is the merchant's, never the operator's choice.
-    function refund(address token, address to, uint256 amount, uint256 deadline, bytes calldata signature)
-        external
-        nonReentrant
-        returns (uint256 received)
-    {
+    /// @notice Merchant-signed (PayoutRefund), operator-submitted: returns exactly `amount` of `token` to `to` (the
+    /// held payout's sender), once per `payoutId`. The destination is the merchant's, never the operator's choice;
+    /// the amount and payout are signed too, so a signature returns one payout's deposit and cannot be replayed
+    /// for another payout, nor for the same one.
+    /// @return received what `to` received (less than `amount` for a fee-on-transfer token).
+    function refund(
+        address token,
+        address to,
+        uint256 amount,
+        bytes32 payoutId,
+        uint256 deadline,
+        bytes calldata signature
+    ) external nonReentrant returns (uint256 received) {
         _requireClone();
         _requireOperatorOrFactory();
         if (amount == 0) revert ZeroAmount();
+        if (payoutId == bytes32(0)) revert ZeroPayoutId();
         if (to == address(0) || to == address(this)) revert InvalidDestination(to);
+        _requireUnsettled(payoutId);
         uint256 available = token.balanceOf(address(this));
         if (amount > available) revert AmountExceedsAvailable(amount, available);
         (address signer, uint256 epoch) = registry.merchantAuth(merchantId);
         _checkDeadline(deadline);
         bytes32 digest = _hashTypedData(
-            keccak256(abi.encode(PAYOUT_REFUND_TYPEHASH, customerId, token, to, amount, epoch, deadline))
+            keccak256(abi.encode(PAYOUT_REFUND_TYPEHASH, payoutId, token, to, amount, epoch, deadline))
         );
         if (signatureUsed[digest]) revert SignatureAlreadyUsed(digest);
         _requireSigner(digest, signature, signer);
         signatureUsed[digest] = true;
+        refunded[payoutId] = true;
         received = _push(token, to, amount);
-        emit PayoutRefunded(customerId, token, to, amount, received);
+        emit PayoutRefunded(customerId, token, payoutId, to, amount, received);
     }
 
     /// @notice The full EIP-712 digest of a PayoutRefund, for signers and preflight checks to compare against.
-    function hashRefund(address token, address to, uint256 amount, uint256 epoch, uint256 deadline)
-        external
-        view
-        returns (bytes32)
-    {
+    function hashRefund(
+        address token,
+        address to,
+        uint256 amount,
+        bytes32 payoutId,
+        uint256 epoch,
+        uint256 deadline
+    ) external view returns (bytes32) {
         return _hashTypedData(
-            keccak256(abi.encode(PAYOUT_REFUND_TYPEHASH, customerId, token, to, amount, epoch, deadline))
+            keccak256(abi.encode(PAYOUT_REFUND_TYPEHASH, payoutId, token, to, amount, epoch, deadline))
         );
+    }
+
+    /// @dev A payout's deposit leaves once: to the off-ramp or back to its sender.
+    function _requireUnsettled(bytes32 payoutId) private view {
+        if (swept[payoutId]) revert AlreadySwept(payoutId);
+        if (refunded[payoutId]) revert AlreadyRefunded(payoutId);
     }
 
     function _requireClone() private view {

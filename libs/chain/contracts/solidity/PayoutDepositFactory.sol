@@ -84,7 +84,7 @@ contract PayoutDepositFactory is ReentrancyGuard {
     }
 
     /// @notice Operator only: deploys the deposit contract if it is not there yet, then refunds with the merchant's
-    /// `PayoutRefund` signature (see PayoutDeposit.refund), in one transaction, so a refund the deposit would refuse
+    /// `PayoutRefund` signature for one payout (see PayoutDeposit.refund), in one transaction, so a refund the deposit would refuse
     /// is refused in simulation before anything is deployed.
     function refund(
         bytes32 merchantId,
@@ -93,12 +93,13 @@ contract PayoutDepositFactory is ReentrancyGuard {
         address token,
         address to,
         uint256 amount,
+        bytes32 payoutId,
         uint256 deadline,
         bytes calldata signature
     ) external onlyOperator nonReentrant returns (address deposit, uint256 received) {
         deposit = depositAddress(merchantId, customerId, offRamp);
         if (deposit.code.length == 0) _deploy(merchantId, customerId, offRamp, deposit);
-        received = PayoutDeposit(deposit).refund(token, to, amount, deadline, signature);
+        received = PayoutDeposit(deposit).refund(token, to, amount, payoutId, deadline, signature);
     }
 
     function _deploy(bytes32 merchantId, bytes32 customerId, address offRamp, address predicted) private {

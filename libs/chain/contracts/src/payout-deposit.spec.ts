@@ -286,65 +286,170 @@ describe('deployment guards', () => {
   });
 });
 
-describe('refund (payout.refunded)', () => {
+describe('refund (a held payout back to its sender, payout.refunded)', () => {
   async function deployedWith(amount: bigint) {
     const { customerId, address } = await funded(amount);
     await mined(f.payoutFactory.deployDeposit(f.merchantId, customerId, offRamp));
-    return { customerId, deposit: depositAt(address), token: await f.usdc.getAddress() };
+    return { customerId, address, deposit: depositAt(address), token: await f.usdc.getAddress() };
   }
 
-  it('returns funds to the destination the merchant signed, submitted by the operator, once', async () => {
-    const { customerId, deposit, token } = await deployedWith(40n * USDC);
+  /** The merchant signer's PayoutRefund of `amount` for `payoutId` at `address`, to the payer. */
+  async function signed(address: string, payoutId: string, amount: bigint, token: string) {
     const deadline = await soon(f);
     const to = f.payer.address;
-    const message = { customerId, token, to, amount: 40n * USDC, deadline };
-    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, await deposit.getAddress(), message);
-    const receipt = await mined(deposit.refund(token, to, 40n * USDC, deadline, sig));
+    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, address, {
+      payoutId,
+      token,
+      to,
+      amount,
+      deadline,
+    });
+    return { to, deadline, sig };
+  }
+
+  it("returns exactly the payout's signed amount to the signed destination, naming the payout in an indexed topic", async () => {
+    const { customerId, address, deposit, token } = await deployedWith(40n * USDC);
+    const payoutId = newPayoutId();
+    const { to, deadline, sig } = await signed(address, payoutId, 40n * USDC, token);
+    const receipt = await mined(deposit.refund(token, to, 40n * USDC, payoutId, deadline, sig));
     const ev = eventIn<PayoutDepositEventArgs, 'PayoutRefunded'>(receipt, deposit, 'PayoutRefunded');
-    expect(ev).toMatchObject({ customerId, token, to, amount: 40n * USDC, received: 40n * USDC });
+    expect(ev).toMatchObject({
+      customerId,
+      token,
+      payoutId,
+      to,
+      amount: 40n * USDC,
+      received: 40n * USDC,
+    });
+    expect(await deposit.refunded(payoutId)).toBe(true);
     expect(await f.usdc.balanceOf(to)).toBe(40n * USDC);
-    await mined(f.usdc.mint(await deposit.getAddress(), 40n * USDC));
-    await expectRevert(deposit.refund(token, to, 40n * USDC, deadline, sig), 'SignatureAlreadyUsed');
+    const byPayout = (id: string) =>
+      chain.provider.getLogs({
+        address,
+        topics: [deposit.interface.getEvent('PayoutRefunded')?.topicHash ?? null, null, null, id],
+        fromBlock: receipt.blockNumber,
+        toBlock: receipt.blockNumber,
+      });
+    expect((await byPayout(payoutId)).map((l) => l.transactionHash)).toEqual([receipt.hash]);
+    expect(await byPayout(newPayoutId())).toHaveLength(0);
   });
 
-  it('the operator alone cannot choose the destination, nor anyone else submit the signature', async () => {
-    const { customerId, deposit, token } = await deployedWith(40n * USDC);
-    const deadline = await soon(f);
-    const address = await deposit.getAddress();
-    const signed = { customerId, token, to: f.payer.address, amount: 40n * USDC, deadline };
-    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, address, signed);
-    // The merchant signed the payer; the operator redirects to a stranger.
+  it("is bounded to the held payout: a pending payout's funds beside it stay at the address", async () => {
+    // 10 USDC held (a suspended customer's payout), 7 USDC of a payout waiting for its sweep.
+    const { customerId, address, deposit, token } = await deployedWith(10n * USDC);
+    await mined(f.usdc.mint(address, 7n * USDC));
+    const held = newPayoutId();
+    const { to, deadline, sig } = await signed(address, held, 10n * USDC, token);
+    await mined(deposit.refund(token, to, 10n * USDC, held, deadline, sig));
+    expect(await f.usdc.balanceOf(address)).toBe(7n * USDC);
+    // The pending payout is swept in full afterwards.
+    await sweepVia(customerId, token, 7n * USDC);
+    expect(await f.usdc.balanceOf(offRamp)).toBe(7n * USDC);
+  });
+
+  it('refunds a payout once (AlreadyRefunded), even with a fresh signature and funds at the address again', async () => {
+    const { address, deposit, token } = await deployedWith(40n * USDC);
+    const payoutId = newPayoutId();
+    const first = await signed(address, payoutId, 40n * USDC, token);
+    await mined(deposit.refund(token, first.to, 40n * USDC, payoutId, first.deadline, first.sig));
+    await mined(f.usdc.mint(address, 40n * USDC));
+    // The same signature again, and a new one (a later deadline) for the same payout.
     await expectRevert(
-      deposit.refund(token, f.stranger.address, 40n * USDC, deadline, sig),
+      deposit.refund(token, first.to, 40n * USDC, payoutId, first.deadline, first.sig),
+      'AlreadyRefunded',
+    );
+    await chain.provider.send('evm_mine', []);
+    const again = await signed(address, payoutId, 40n * USDC, token);
+    expect(again.sig).not.toBe(first.sig);
+    await expectRevert(
+      deposit.refund(token, again.to, 40n * USDC, payoutId, again.deadline, again.sig),
+      'AlreadyRefunded',
+    );
+    expect(await f.usdc.balanceOf(address)).toBe(40n * USDC);
+  });
+
+  it('a payout leaves once: a swept payout is not refunded (AlreadySwept), a refunded one not swept (AlreadyRefunded)', async () => {
+    const { customerId, address, deposit, token } = await deployedWith(20n * USDC);
+    const sweptPayout = newPayoutId();
+    await sweepVia(customerId, token, 10n * USDC, sweptPayout);
+    const s = await signed(address, sweptPayout, 10n * USDC, token);
+    await expectRevert(
+      deposit.refund(token, s.to, 10n * USDC, sweptPayout, s.deadline, s.sig),
+      'AlreadySwept',
+    );
+    const refundedPayout = newPayoutId();
+    const r = await signed(address, refundedPayout, 10n * USDC, token);
+    await mined(deposit.refund(token, r.to, 10n * USDC, refundedPayout, r.deadline, r.sig));
+    await mined(f.usdc.mint(address, 10n * USDC));
+    await expectRevert(sweepVia(customerId, token, 10n * USDC, refundedPayout), 'AlreadyRefunded');
+    expect(await f.usdc.balanceOf(address)).toBe(10n * USDC);
+  });
+
+  it("a signature is one payout's: not another payout's, nor another amount, token or destination (InvalidSignature)", async () => {
+    const { address, deposit, token } = await deployedWith(40n * USDC);
+    const payoutId = newPayoutId();
+    const { to, deadline, sig } = await signed(address, payoutId, 10n * USDC, token);
+    await expectRevert(
+      deposit.refund(token, to, 10n * USDC, newPayoutId(), deadline, sig),
+      'InvalidSignature',
+    );
+    // The whole balance under a signature for 10 USDC.
+    await expectRevert(deposit.refund(token, to, 40n * USDC, payoutId, deadline, sig), 'InvalidSignature');
+    await mined(f.dai.mint(address, 10n * USDC));
+    await expectRevert(
+      deposit.refund(await f.dai.getAddress(), to, 10n * USDC, payoutId, deadline, sig),
+      'InvalidSignature',
+    );
+    // The merchant signed the payer; the operator redirects to a stranger, or signs its own.
+    await expectRevert(
+      deposit.refund(token, f.stranger.address, 10n * USDC, payoutId, deadline, sig),
       'InvalidSignature',
     );
     const ownSig = await signPayoutRefund(f.operator, f.chainId, address, {
-      ...signed,
+      payoutId,
+      token,
       to: f.stranger.address,
+      amount: 10n * USDC,
+      deadline,
     });
     await expectRevert(
-      deposit.refund(token, f.stranger.address, 40n * USDC, deadline, ownSig),
+      deposit.refund(token, f.stranger.address, 10n * USDC, payoutId, deadline, ownSig),
       'InvalidSignature',
     );
     await expectRevert(
-      deposit.connect(f.stranger).refund(token, f.payer.address, 40n * USDC, deadline, sig),
+      deposit.connect(f.stranger).refund(token, to, 10n * USDC, payoutId, deadline, sig),
       'NotOperator',
     );
     expect(await f.usdc.balanceOf(address)).toBe(40n * USDC);
   });
 
+  it('refuses a zero amount or payout id, the zero or own address, and more than the address holds', async () => {
+    const { address, deposit, token } = await deployedWith(5n * USDC);
+    const payoutId = newPayoutId();
+    const { to, deadline, sig } = await signed(address, payoutId, 6n * USDC, token);
+    await expectRevert(deposit.refund(token, to, 0n, payoutId, deadline, sig), 'ZeroAmount');
+    await expectRevert(deposit.refund(token, to, 6n * USDC, ZeroHash, deadline, sig), 'ZeroPayoutId');
+    await expectRevert(
+      deposit.refund(token, ZeroAddress, 6n * USDC, payoutId, deadline, sig),
+      'InvalidDestination',
+    );
+    await expectRevert(
+      deposit.refund(token, address, 6n * USDC, payoutId, deadline, sig),
+      'InvalidDestination',
+    );
+    await expectRevert(
+      deposit.refund(token, to, 6n * USDC, payoutId, deadline, sig),
+      'AmountExceedsAvailable',
+    );
+    expect(await deposit.refunded(payoutId)).toBe(false);
+  });
+
   it('hashes PayoutRefund as @stablepay/evm does (typehash and digest), so SDK signatures verify on chain', async () => {
-    const { customerId, deposit, token } = await deployedWith(1n);
+    const { deposit, token } = await deployedWith(1n);
     expect(await deposit.PAYOUT_REFUND_TYPEHASH()).toBe(typeHash('PayoutRefund'));
-    const message = {
-      customerId,
-      token,
-      to: f.payer.address,
-      amount: 1n,
-      epoch: 3n,
-      deadline: 1_800_000_000n,
-    };
-    expect(await deposit.hashRefund(token, f.payer.address, 1n, 3n, 1_800_000_000n)).toBe(
+    const payoutId = newPayoutId();
+    const message = { payoutId, token, to: f.payer.address, amount: 1n, epoch: 3n, deadline: 1_800_000_000n };
+    expect(await deposit.hashRefund(token, f.payer.address, 1n, payoutId, 3n, 1_800_000_000n)).toBe(
       hashTypedData('PayoutRefund', stablepayDomain(f.chainId, await deposit.getAddress()), message),
     );
   });
@@ -352,19 +457,22 @@ describe('refund (payout.refunded)', () => {
   it('through the factory: deploys a never-swept deposit and refunds in one transaction; a bad signature deploys nothing', async () => {
     const { customerId, address } = await funded(12n * USDC);
     const token = await f.usdc.getAddress();
-    const deadline = await soon(f);
-    const to = f.payer.address;
-    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, address, {
-      customerId,
-      token,
-      to,
-      amount: 12n * USDC,
-      deadline,
-    });
+    const payoutId = newPayoutId();
+    const { to, deadline, sig } = await signed(address, payoutId, 12n * USDC, token);
     const refund = (signature: string) =>
-      f.payoutFactory.refund(f.merchantId, customerId, offRamp, token, to, 12n * USDC, deadline, signature);
+      f.payoutFactory.refund(
+        f.merchantId,
+        customerId,
+        offRamp,
+        token,
+        to,
+        12n * USDC,
+        payoutId,
+        deadline,
+        signature,
+      );
     const forged = await signPayoutRefund(f.operator, f.chainId, address, {
-      customerId,
+      payoutId,
       token,
       to,
       amount: 12n * USDC,
@@ -375,7 +483,7 @@ describe('refund (payout.refunded)', () => {
     await expectRevert(
       f.payoutFactory
         .connect(f.stranger)
-        .refund(f.merchantId, customerId, offRamp, token, to, 12n * USDC, deadline, sig),
+        .refund(f.merchantId, customerId, offRamp, token, to, 12n * USDC, payoutId, deadline, sig),
       'NotOperator',
     );
     const receipt = await mined(refund(sig));
@@ -388,23 +496,19 @@ describe('refund (payout.refunded)', () => {
     ).toBe(address);
     expect(
       eventIn<PayoutDepositEventArgs, 'PayoutRefunded'>(receipt, depositAt(address), 'PayoutRefunded'),
-    ).toMatchObject({
-      to,
-      amount: 12n * USDC,
-    });
+    ).toMatchObject({ to, payoutId, amount: 12n * USDC });
     expect(await f.usdc.balanceOf(to)).toBe(12n * USDC);
   });
 
   it('a revoked signature (epoch bump) is refused', async () => {
-    const { customerId, deposit, token } = await deployedWith(40n * USDC);
-    const deadline = await soon(f);
-    const message = { customerId, token, to: f.payer.address, amount: 40n * USDC, deadline };
-    const sig = await signPayoutRefund(f.merchantSigner, f.chainId, await deposit.getAddress(), message);
+    const { address, deposit, token } = await deployedWith(40n * USDC);
+    const payoutId = newPayoutId();
+    const { to, deadline, sig } = await signed(address, payoutId, 40n * USDC, token);
     const revoke = await signRevokeAuthorizations(f.merchantSigner, f.chainId, f.addresses.registry, {
       merchantId: f.merchantId,
       deadline,
     });
     await mined(f.registry.revokeAuthorizationsBySig(f.merchantId, deadline, revoke));
-    await expectRevert(deposit.refund(token, f.payer.address, 40n * USDC, deadline, sig), 'InvalidSignature');
+    await expectRevert(deposit.refund(token, to, 40n * USDC, payoutId, deadline, sig), 'InvalidSignature');
   });
 });

@@ -101,12 +101,13 @@ export const REFUND_TYPES: Record<'Refund', Field[]> = {
 };
 
 /**
- * Merchant signer -> a payout customer's deposit contract (PayoutDeposit): return `amount` of `token` to `to` (the
- * customer's sender, payout.refunded) instead of sweeping it to the off-ramp. Operator-submitted.
+ * Merchant signer -> a payout customer's deposit contract (PayoutDeposit): return one held payout's `amount` of
+ * `token` to `to` (the payout's sender, payout.refunded) instead of sweeping it to the off-ramp, once per payout.
+ * Operator-submitted. The deposit address (the verifying contract) already binds the customer.
  */
 export const PAYOUT_REFUND_TYPES: Record<'PayoutRefund', Field[]> = {
   PayoutRefund: [
-    { name: 'customerId', type: 'bytes32' },
+    { name: 'payoutId', type: 'bytes32' },
     { name: 'token', type: 'address' },
     { name: 'to', type: 'address' },
     { name: 'amount', type: 'uint256' },
@@ -206,7 +207,8 @@ export interface RefundMessage {
   readonly deadline: bigint;
 }
 export interface PayoutRefundMessage {
-  readonly customerId: string;
+  /** The payout's bytes32 (`toOnChainId(po_...)`): the deposit refunds a payout once. */
+  readonly payoutId: string;
   readonly token: string;
   readonly to: string;
   readonly amount: bigint;

@@ -68,7 +68,7 @@ const samples: { readonly [K in RequestKind]: MessageByKind[K] } = {
     deadline: 1_767_225_600n,
   },
   PayoutRefund: {
-    customerId: `0x${'33'.repeat(32)}`,
+    payoutId: `0x${'33'.repeat(32)}`,
     token: TOKEN,
     to: '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc',
     amount: 25_000_000n,

@@ -218,14 +218,15 @@ describe('PayoutDeposits on anvil', () => {
     expect(await usdcBalance(payouts.address(customer))).toBe(USDC);
   });
 
-  it('refunds with the merchant signature, deploying the never-swept deposit in the same transaction', async () => {
+  it('refunds one payout with the merchant signature, once, deploying the never-swept deposit in the same transaction', async () => {
     const customer = newCustomer();
     const address = payouts.address(customer);
     const token = await deposit(address, 9n * USDC);
     const to = new Wallet(ANVIL_DEV_PRIVATE_KEYS[5] ?? '').address;
     const deadline = BigInt((await provider.getBlock('latest'))?.timestamp ?? 0) + 3600n;
+    const payoutId = `po_refund_${customerCount}`;
     const message = {
-      customerId: id(customer.customerId),
+      payoutId: id(payoutId),
       token,
       to,
       amount: 9n * USDC,
@@ -251,6 +252,7 @@ describe('PayoutDeposits on anvil', () => {
         token,
         to,
         amount: 9n * USDC,
+        payoutId,
         deadline,
         signature: forged,
       }),
@@ -258,27 +260,34 @@ describe('PayoutDeposits on anvil', () => {
     expect(await provider.getCode(address)).toBe('0x');
     expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
     const before = await usdcBalance(to);
-    const outcome = await payouts.refund({
-      ...customer,
-      chain: BASE,
-      token,
-      to,
-      amount: 9n * USDC,
-      deadline,
-      signature,
-    });
+    const request = { ...customer, chain: BASE, token, to, amount: 9n * USDC, payoutId, deadline, signature };
+    const outcome = await payouts.refund(request);
     expect(outcome).toMatchObject({
       kind: 'refunded',
       deposit: address,
       to,
       amount: 9n * USDC,
+      payoutId: id(payoutId),
       deployed: true,
     });
     expect(await usdcBalance(to)).toBe(before + 9n * USDC);
-    // The same signature again: the deposit refuses a replay in simulation.
+    // The same request again (a retry after a lost answer): refused in simulation as this payout's refund, which the
+    // retry then finds by the payout's id.
     await deposit(address, 9n * USDC);
+    expect(await payouts.refund(request)).toEqual({
+      kind: 'already_refunded',
+      chain: BASE,
+      deposit: address,
+      token,
+      payoutId: id(payoutId),
+    });
+    expect(await usdcBalance(address)).toBe(9n * USDC);
+    const found = await payouts.refunds({ ...customer, chain: BASE, token, payoutId, fromBlock: 0 });
+    expect(found.map((r) => [r.txHash, r.amount])).toEqual([
+      [outcome.kind === 'refunded' ? outcome.txHash : '', 9n * USDC],
+    ]);
     expect(
-      await payouts.refund({ ...customer, chain: BASE, token, to, amount: 9n * USDC, deadline, signature }),
-    ).toEqual({ kind: 'rejected', chain: BASE, errorName: 'SignatureAlreadyUsed' });
+      await payouts.refunds({ ...customer, chain: BASE, token, payoutId: 'po_other', fromBlock: 0 }),
+    ).toEqual([]);
   });
 });

@@ -47,10 +47,16 @@ export interface PayoutSweepRequest extends PayoutTokenRef {
   readonly payoutId: string;
 }
 
-/** The merchant's `PayoutRefund` signature (EIP-712, verifyingContract = the deposit address, on `chain`). */
+/**
+ * The merchant's `PayoutRefund` signature (EIP-712, verifyingContract = the deposit address, on `chain`) returning
+ * one held payout's deposit.
+ */
 export interface PayoutRefundRequest extends PayoutTokenRef {
   readonly to: string;
+  /** Exactly what leaves the address (the payout's deposit): never the balance, as for a sweep. */
   readonly amount: bigint;
+  /** The payout refunded (bytes32 on chain via `toOnChainId`): the deposit refunds it once, and never sweeps it. */
+  readonly payoutId: string;
   readonly deadline: bigint;
   readonly signature: string;
 }
@@ -116,10 +122,24 @@ export type PayoutSweepOutcome =
     }
   | PayoutChainFailure;
 
+/**
+ * As the sweep's: `already_refunded` (`AlreadyRefunded`: this payout's refund is on chain, `refunds({ payoutId })`
+ * finds it), `already_swept` (the payout went to the off-ramp: nothing to return from the address),
+ * `insufficient_balance`, or a failure.
+ */
 export type PayoutRefundOutcome =
-  (Mined & { readonly kind: 'refunded'; readonly to: string }) | PayoutChainFailure;
+  | (Mined & { readonly kind: 'refunded'; readonly to: string; readonly payoutId: string })
+  | {
+      readonly kind: 'already_refunded';
+      readonly chain: string;
+      readonly deposit: string;
+      readonly token: string;
+      readonly payoutId: string;
+    }
+  | Extract<PayoutSweepOutcome, { kind: 'already_swept' | 'insufficient_balance' }>
+  | PayoutChainFailure;
 
-/** A sweep found on chain (`PayoutSwept` of the deposit). */
+/** A sweep (`PayoutSwept`) or refund (`PayoutRefunded`) of the deposit found on chain. */
 export interface PayoutSweepRecord {
   /** The payout's bytes32 (`toOnChainId(payoutId)`). */
   readonly payoutId: string;
@@ -140,8 +160,8 @@ type Watches = { watchAddress(command: WatchAddressCommand): Promise<WatchAnswer
  * - `sweep(request)`: forwards exactly one payout's amount of a token to the off-ramp through the relayer (simulated
  *   first, managed nonces, receipt), once per payout, deploying the deposit contract in the same transaction when
  *   needed (payout.forwarded);
- * - `refund(request)`: a merchant-signed return to the customer's sender (payout.refunded), deploying the deposit in
- *   the same transaction when needed;
+ * - `refund(request)`: a merchant-signed return of one held payout's deposit to its sender (payout.refunded), once
+ *   per payout, deploying the deposit in the same transaction when needed; `refunds(request)` finds it again;
  * - `sweeps(request)`: the sweeps of a token already on chain (of one payout, with `payoutId`), for a retry after a
  *   lost answer (a payout's sweep that landed leaves `already_swept` behind, so the retry looks up what its first
  *   attempt did), read in windows of the chain's `CHAIN_LOG_RANGE`.
@@ -195,25 +215,9 @@ export class PayoutDeposits {
         payoutId,
       ]),
     });
-    const refused =
-      outcome.kind === 'simulation_rejected'
-        ? outcome.errorName
-        : outcome.kind === 'reverted'
-          ? outcome.revert?.errorName
-          : undefined;
-    if (refused === 'AlreadySwept')
-      return { kind: 'already_swept', chain: request.chain, deposit, token, payoutId };
-    if (outcome.kind === 'simulation_rejected' && refused === 'AmountExceedsAvailable') {
-      const available = outcome.args[1];
-      return {
-        kind: 'insufficient_balance',
-        chain: request.chain,
-        deposit,
-        token,
-        amount: request.amount,
-        available: typeof available === 'bigint' ? available : 0n,
-      };
-    }
+    const settled = settledAlready(request, deposit, token, payoutId, outcome);
+    // A refunded payout is never swept: that refusal is a failure of the sweep like any other.
+    if (settled && settled.kind !== 'already_refunded') return settled;
     if (outcome.kind !== 'confirmed') return failure(request.chain, outcome);
     const swept = this.moved(outcome.receipt.logs, deposit, 'PayoutSwept');
     return {
@@ -242,7 +246,21 @@ export class PayoutDeposits {
    * from `fromBlock` to the head, oldest first. Read in windows of the chain's log range: hosted RPC endpoints refuse
    * a wide block range. `fromBlock` null: the last `UNKNOWN_START_LOOKBACK_BLOCKS` blocks, never the chain from 0.
    */
-  async sweeps(
+  sweeps(
+    request: PayoutTokenRef & { readonly payoutId?: string; readonly fromBlock: number | null },
+  ): Promise<PayoutSweepRecord[]> {
+    return this.logsOf('PayoutSwept', request);
+  }
+
+  /** Every `PayoutRefunded` of `token` (of one payout with `payoutId`), as `sweeps` reads them. */
+  refunds(
+    request: PayoutTokenRef & { readonly payoutId?: string; readonly fromBlock: number | null },
+  ): Promise<PayoutSweepRecord[]> {
+    return this.logsOf('PayoutRefunded', request);
+  }
+
+  private async logsOf(
+    event: 'PayoutSwept' | 'PayoutRefunded',
     request: PayoutTokenRef & { readonly payoutId?: string; readonly fromBlock: number | null },
   ): Promise<PayoutSweepRecord[]> {
     const deposit = this.address(request);
@@ -251,7 +269,7 @@ export class PayoutDeposits {
       {
         address: deposit,
         topics: [
-          DEPOSIT.getEvent('PayoutSwept')?.topicHash ?? null,
+          DEPOSIT.getEvent(event)?.topicHash ?? null,
           toOnChainId(request.customerId),
           zeroPadValue(getAddress(request.token), 32),
           request.payoutId === undefined ? null : toOnChainId(request.payoutId),
@@ -262,7 +280,7 @@ export class PayoutDeposits {
     );
     return logs.flatMap((log) => {
       const parsed = DEPOSIT.parseLog(log);
-      if (parsed?.name !== 'PayoutSwept') return [];
+      if (parsed?.name !== event) return [];
       return [
         {
           payoutId: String(parsed.args['payoutId']),
@@ -277,13 +295,15 @@ export class PayoutDeposits {
   }
 
   /**
-   * `PayoutDepositFactory.refund`: one transaction that deploys the deposit when needed and refunds, so a refund the
-   * deposit would refuse (bad signature, too much) is refused in simulation before anything is deployed.
+   * `PayoutDepositFactory.refund`: one transaction that deploys the deposit when needed and returns exactly one held
+   * payout's deposit, once, so a refund the deposit would refuse (bad signature, too much, a payout already swept or
+   * refunded) is refused in simulation before anything is deployed.
    */
   async refund(request: PayoutRefundRequest): Promise<PayoutRefundOutcome> {
     const deposit = this.address(request);
     const token = getAddress(request.token);
     const to = getAddress(request.to);
+    const payoutId = toOnChainId(request.payoutId);
     const outcome = await this.relayers.for(request.chain).submit({
       to: this.config.factory,
       abi: FACTORY_CALLS,
@@ -294,13 +314,21 @@ export class PayoutDeposits {
         token,
         to,
         request.amount,
+        payoutId,
         request.deadline,
         request.signature,
       ]),
     });
+    const settled = settledAlready(request, deposit, token, payoutId, outcome);
+    if (settled) return settled;
     if (outcome.kind !== 'confirmed') return failure(request.chain, outcome);
     const refunded = this.moved(outcome.receipt.logs, deposit, 'PayoutRefunded');
-    return { kind: 'refunded', ...this.mined(request.chain, deposit, token, outcome, refunded), to };
+    return {
+      kind: 'refunded',
+      ...this.mined(request.chain, deposit, token, outcome, refunded),
+      to,
+      payoutId,
+    };
   }
 
   /** The amounts from the deposit's own event in the receipt (what happened, not what was asked). */
@@ -347,6 +375,44 @@ export class PayoutDeposits {
       fee: outcome.fee,
     };
   }
+}
+
+/**
+ * The deposit's answers that are outcomes rather than failures, for a sweep and a refund alike: the payout already
+ * left the address (`AlreadySwept`, `AlreadyRefunded`: in simulation nothing was sent; reverted: a concurrent attempt
+ * mined first), or less than `amount` is there (simulation only).
+ */
+function settledAlready(
+  request: PayoutTokenRef & { readonly amount: bigint },
+  deposit: string,
+  token: string,
+  payoutId: string,
+  outcome: RelayOutcome,
+): Extract<
+  PayoutRefundOutcome,
+  { kind: 'already_refunded' | 'already_swept' | 'insufficient_balance' }
+> | null {
+  const refused =
+    outcome.kind === 'simulation_rejected'
+      ? outcome.errorName
+      : outcome.kind === 'reverted'
+        ? outcome.revert?.errorName
+        : undefined;
+  const chain = request.chain;
+  if (refused === 'AlreadySwept') return { kind: 'already_swept', chain, deposit, token, payoutId };
+  if (refused === 'AlreadyRefunded') return { kind: 'already_refunded', chain, deposit, token, payoutId };
+  if (outcome.kind === 'simulation_rejected' && refused === 'AmountExceedsAvailable') {
+    const available = outcome.args[1];
+    return {
+      kind: 'insufficient_balance',
+      chain,
+      deposit,
+      token,
+      amount: request.amount,
+      available: typeof available === 'bigint' ? available : 0n,
+    };
+  }
+  return null;
 }
 
 function failure(chain: string, outcome: Exclude<RelayOutcome, { kind: 'confirmed' }>): PayoutChainFailure {

@@ -287,12 +287,12 @@ describe('payment signers', () => {
     ).toBe(MERCHANT.address);
   });
 
-  it('signs a payout refund naming the customer by its hashed id, as its deposit address binds it', async () => {
+  it('signs a payout refund naming the payout by its hashed id, as the service binds it', async () => {
     const refund = await signPayoutRefund(
       MERCHANT,
       { chain: 'eip155:8453', verifyingContract: DEPOSIT },
       {
-        customerId: 'cus_123',
+        payoutId: 'po_123',
         token: `eip155:8453/erc20:${USDC_BASE}`,
         to: PAYER.toLowerCase(),
         amount: '25000000',
@@ -302,7 +302,7 @@ describe('payment signers', () => {
     );
     expect(refund.typedData.primaryType).toBe('PayoutRefund');
     expect(refund.typedData.message).toEqual({
-      customerId: id('cus_123'),
+      payoutId: id('po_123'),
       token: USDC_BASE,
       to: PAYER,
       amount: 25_000_000n,

@@ -90,13 +90,16 @@ export interface RescueRequest extends CaptureRequest {
   readonly to: string;
 }
 
-/** Payouts (beta): return funds from a customer's deposit address (`verifyingContract`) to `to`. */
+/**
+ * Payouts (beta): return a held payout's deposit from the customer's deposit address (`verifyingContract`, the
+ * payout's `deposit_address`) to `to` (POST /payouts/:id/refund_held: `deposit.from`, `deposit.amount`).
+ */
 export interface PayoutRefundRequest extends EpochBound {
-  /** The customer's id (`cus_...`; hashed as the deposit address binds it) or its 32-byte on-chain id. */
-  readonly customerId: string;
-  /** The token at the deposit address: CAIP-19 id or address. */
+  /** The payout's id (`po_...`; hashed as the service binds it) or its 32-byte on-chain id. */
+  readonly payoutId: string;
+  /** The payout's token: CAIP-19 id (the payout's `asset`) or address. */
   readonly token: string;
-  /** Where the funds go (the customer's sender, payout.refunded). */
+  /** Where the funds go (the payout's `deposit.from`). */
   readonly to: string;
   readonly amount: UintInput;
 }
@@ -246,8 +249,8 @@ export async function signPayoutRefund(
 ): Promise<SignedRequest<'PayoutRefund'>> {
   const d = toDomain(domain);
   return signTyped(signer, 'PayoutRefund', d, {
-    // The rule of `toOnChainId` (@stablepay/contracts), which the deposit address was derived with.
-    customerId: BYTES32.test(request.customerId) ? request.customerId.toLowerCase() : id(request.customerId),
+    // The rule of `toOnChainId` (@stablepay/contracts), which the service binds the payout id with.
+    payoutId: BYTES32.test(request.payoutId) ? request.payoutId.toLowerCase() : id(request.payoutId),
     token: tokenAddress(d, request.token),
     to: parseAddress(request.to, 'to'),
     amount: uint(request.amount, 'amount'),
