@@ -104,6 +104,19 @@ export class SimulateDepositDto {
   from?: string;
 }
 
+/**
+ * POST /payouts/:id/refund_held: the merchant signer's PayoutRefund. `deadline` is unix seconds as a number or a
+ * decimal string (a uint256 outgrows a JSON number), so its type is checked with its value, in the domain.
+ */
+export class RefundHeldDto {
+  @IsOptional()
+  deadline?: unknown;
+
+  @IsOptional()
+  @IsString({ message: "signature must be the merchant signer's 0x-hex PayoutRefund signature" })
+  signature?: string;
+}
+
 /** The DTO as the aggregate's input: absent and null fields are left out. */
 export function definedFields<T extends object>(dto: object): T {
   return Object.fromEntries(

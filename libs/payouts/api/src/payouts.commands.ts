@@ -4,6 +4,7 @@ import type {
   CreateBeneficiaryInput,
   CreateCustomerInput,
   CreatePayoutInput,
+  RefundHeldInput,
 } from '@stablepay/payouts-domain';
 
 /**
@@ -19,6 +20,7 @@ export const PAYOUTS_COMMANDS = defineCommands('payouts', {
   createBeneficiary: 'payouts.beneficiary.create',
   createPayout: 'payouts.payout.create',
   simulateDeposit: 'payouts.deposit.simulate',
+  refundHeld: 'payouts.payout.refund-held',
 });
 
 export interface CreateCustomerCommand {
@@ -52,6 +54,17 @@ export interface CreatePayoutCommand {
   readonly commandId: string;
   readonly merchant: AuthenticatedMerchant;
   readonly input: CreatePayoutInput;
+}
+
+/**
+ * POST /payouts/:id/refund_held: a held payout's deposit back to the wallet it came from, from the deposit address,
+ * with the merchant signer's PayoutRefund (docs/payouts.md "Held funds").
+ */
+export interface RefundHeldCommand {
+  readonly commandId: string;
+  readonly merchant: AuthenticatedMerchant;
+  readonly payoutId: string;
+  readonly input: RefundHeldInput;
 }
 
 /** Test mode only: crypto arriving at a customer's deposit address, as the chain would report it. */

@@ -15,6 +15,7 @@ import {
   CreateCustomerDto,
   CreatePayoutDto,
   definedFields,
+  RefundHeldDto,
   SimulateDepositDto,
 } from './dtos';
 import {
@@ -140,6 +141,26 @@ export class PayoutsController {
   @Get(':id')
   retrieve(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string) {
     return this.useCases.retrievePayout(merchant, checkId(PAYOUT_ID, 'payout', id));
+  }
+
+  /**
+   * Returns a held payout's deposit (failed `customer_not_active`) from the deposit address to the wallet it came
+   * from, with the merchant signer's PayoutRefund; answers the payout, `refunded` (docs/payouts.md "Held funds").
+   */
+  @Post(':id/refund_held')
+  @HttpCode(200)
+  refundHeld(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('id') id: string,
+    @Body() body: RefundHeldDto,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.useCases.refundHeld(
+      merchant,
+      checkId(PAYOUT_ID, 'payout', id),
+      definedFields(body),
+      idempotencyKeyOf(request),
+    );
   }
 }
 

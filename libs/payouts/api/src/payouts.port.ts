@@ -8,6 +8,7 @@ import type {
   CustomerStatus,
   PayoutObject,
   PayoutStatus,
+  RefundHeldInput,
 } from '@stablepay/payouts-domain';
 import type { SimulateDepositInput } from './payouts.commands';
 
@@ -84,6 +85,16 @@ export interface PayoutsUseCases {
     query: ListQuery,
     filters: PayoutListFilters,
   ): Promise<ListEnvelope<PayoutObject>>;
+  /**
+   * A failed payout whose funds are held at its deposit address (`customer_not_active`) back to its sender, signed
+   * by the merchant; the payout after it (`refunded`).
+   */
+  refundHeld(
+    merchant: AuthenticatedMerchant,
+    payoutId: string,
+    input: RefundHeldInput,
+    idempotencyKey?: string,
+  ): Promise<PayoutObject>;
   simulateDeposit(
     merchant: AuthenticatedMerchant,
     customerId: string,

@@ -9,6 +9,9 @@ import type { CustomerStatus } from './customer';
  *   awaiting_deposit --deposit detected--> deposit_detected --into the off-ramp--> forwarded
  *   forwarded --fiat delivered--> completed
  *   deposit_detected | forwarded --will not complete--> failed (failure_reason) --funds returned--> refunded
+ *
+ * Funds are returned by the off-ramp (a failure after the forward) or, for a payout held at the deposit address,
+ * by the merchant's signed refund from that address (POST /payouts/:id/refund_held, `heldRefund`).
  */
 export type PayoutStatus =
   'awaiting_deposit' | 'deposit_detected' | 'forwarded' | 'completed' | 'failed' | 'refunded';
@@ -33,10 +36,30 @@ export const PAYOUT_FAILURE_REASONS = [
    * funds are held for compliance (like `sender_flagged`), never swept, sold or sent back.
    */
   'customer_not_active',
+  /**
+   * Ours: the payout's deposit address is not one this deployment can sweep (the customer was created with an older
+   * PayoutDepositFactory or another off-ramp; the address is in its creation fact). Terminal, instead of a sweep
+   * retried forever; the funds stay at that address for the operator.
+   */
+  'deposit_address_retired',
 ] as const;
 export type PayoutFailureReason = (typeof PAYOUT_FAILURE_REASONS)[number];
-/** Failures whose funds are held for compliance: never sent back (no PayoutRefunded). */
-export const HELD_FAILURE_REASONS: readonly PayoutFailureReason[] = ['sender_flagged', 'customer_not_active'];
+/**
+ * Failures before the sweep: the funds are still at the deposit address, so the off-ramp never sends them back (no
+ * automatic PayoutRefunded). Of these, only `customer_not_active` can be returned by the merchant
+ * (REFUNDABLE_HELD_REASONS).
+ */
+export const HELD_FAILURE_REASONS: readonly PayoutFailureReason[] = [
+  'sender_flagged',
+  'customer_not_active',
+  'deposit_address_retired',
+];
+/**
+ * Held payouts the merchant may return to their sender (POST /payouts/:id/refund_held). Not `sender_flagged`: a
+ * sanctioned wallet's funds are frozen, never sent back to it. Not `deposit_address_retired`: this deployment's
+ * factory cannot move funds at that address.
+ */
+export const REFUNDABLE_HELD_REASONS: readonly PayoutFailureReason[] = ['customer_not_active'];
 
 export const PAYOUT_LIMITS = {
   /** Ours: at most 24 digits of token minor units (far beyond any payout, far inside uint256). */
@@ -98,8 +121,22 @@ export type PayoutEvent =
   | { type: 'PayoutFailed.v1'; data: { reason: PayoutFailureReason; failedAt: string } }
   | {
       type: 'PayoutRefunded.v1';
-      data: { to: string; amount: string; reference: string; refundedAt: string };
+      /**
+       * `reference`: the off-ramp's refund reference (absent on a held refund). `txHash`: the deposit address's
+       * refund transaction of a held payout (absent on the off-ramp's refunds, null for a test-helper deposit that
+       * no transaction put there).
+       */
+      data: { to: string; amount: string; reference?: string; txHash?: string | null; refundedAt: string };
     };
+
+/** A payout's refund as the object shows it. */
+export interface PayoutRefund {
+  readonly to: string;
+  readonly amount: string;
+  readonly reference: string | null;
+  readonly txHash: string | null;
+  readonly refundedAt: string;
+}
 
 export interface PayoutState {
   readonly exists: boolean;
@@ -117,7 +154,7 @@ export interface PayoutState {
   readonly forwardTxHash: string | null;
   readonly fiatAmount: string | null;
   readonly failureReason: PayoutFailureReason | null;
-  readonly refund: { to: string; amount: string; reference: string; refundedAt: string } | null;
+  readonly refund: PayoutRefund | null;
   readonly createdAt: string;
   readonly updatedAt: string;
 }
@@ -171,7 +208,18 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
     case 'PayoutFailed.v1':
       return { ...state, status: 'failed', failureReason: event.data.reason, updatedAt: event.data.failedAt };
     case 'PayoutRefunded.v1':
-      return { ...state, status: 'refunded', refund: event.data, updatedAt: event.data.refundedAt };
+      return {
+        ...state,
+        status: 'refunded',
+        refund: {
+          to: event.data.to,
+          amount: event.data.amount,
+          reference: event.data.reference ?? null,
+          txHash: event.data.txHash ?? null,
+          refundedAt: event.data.refundedAt,
+        },
+        updatedAt: event.data.refundedAt,
+      };
   }
 }
 
@@ -192,6 +240,11 @@ export interface CreatePayoutContext {
     readonly id: string;
     readonly status: CustomerStatus;
     readonly depositAddress: string;
+    /**
+     * The customer's address is not the one this deployment derives for it now (an older PayoutDepositFactory or
+     * another off-ramp): a deposit there could never be swept, so no payout is created for it.
+     */
+    readonly depositAddressRetired?: boolean;
   };
   readonly beneficiary: { readonly id: string; readonly currency: string };
   /** The tokens a payout may be funded with in the merchant's mode. */
@@ -215,7 +268,9 @@ export type PayoutCommand =
   | { type: 'RetractDeposit'; txHash: string; now: Date }
   | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
   | { type: 'RecordFailed'; reason: PayoutFailureReason; now: Date }
-  | { type: 'RecordRefunded'; to: string; amount: string; reference: string; now: Date };
+  | { type: 'RecordRefunded'; to: string; amount: string; reference: string; now: Date }
+  /** The merchant's signed refund of a held payout left the deposit address (`txHash`; null: nothing on chain). */
+  | { type: 'RecordHeldRefunded'; txHash: string | null; now: Date };
 
 const DIGITS = /^(0|[1-9][0-9]*)$/;
 
@@ -273,6 +328,12 @@ function decideCreate(
     throw cannotProcess(
       'customer_not_active',
       `Customer ${context.customer.id} is ${context.customer.status}; a payout needs an active customer (KYC passed).`,
+      'customer',
+    );
+  if (context.customer.depositAddressRetired)
+    throw cannotProcess(
+      'deposit_address_retired',
+      `Customer ${context.customer.id}'s deposit address ${context.customer.depositAddress} is retired (made by an earlier deposit contract this deployment no longer sweeps): create the customer again for a current address.`,
       'customer',
     );
   return [
@@ -374,6 +435,17 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
     case 'RecordFailed':
       if (!transition(state, ['deposit_detected', 'forwarded'], 'failed', 'fail')) return [];
       return [{ type: 'PayoutFailed.v1', data: { reason: command.reason, failedAt: at } }];
+    case 'RecordHeldRefunded': {
+      // A retry after the refund was recorded (the same transaction found again) appends nothing.
+      if (state.status === 'refunded' && state.refund?.txHash === command.txHash) return [];
+      const { to, amount } = heldRefund(state);
+      return [
+        {
+          type: 'PayoutRefunded.v1',
+          data: { to, amount, txHash: command.txHash, refundedAt: at },
+        },
+      ];
+    }
     case 'RecordRefunded':
       if (!transition(state, ['failed'], 'refunded', 'be refunded')) return [];
       return [
@@ -383,6 +455,80 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
         },
       ];
   }
+}
+
+/**
+ * Whether a held payout's deposit may go back to its sender (POST /payouts/:id/refund_held), and what goes where:
+ * always the payout's own deposit (amount) to the wallet it came from (`deposit.from`), never the address's balance
+ * nor a destination of the caller's choosing. Throws the API's error otherwise; the caller checks this before it
+ * sends anything on chain, and the decider again when the refund is recorded.
+ */
+export function heldRefund(state: PayoutState): { to: string; amount: string } {
+  if (!state.exists) throw notFound('payout');
+  const what = `Payout ${state.id}`;
+  if (state.status === 'refunded') throw conflict('payout_already_refunded', `${what} was already refunded.`);
+  const reason = state.failureReason;
+  if (state.status !== 'failed' || !reason || !state.deposit)
+    throw conflict(
+      'payout_not_refundable',
+      `${what} is ${state.status}: only a failed payout whose funds are held at its deposit address can be refunded.`,
+    );
+  if (reason === 'sender_flagged')
+    throw cannotProcess(
+      'sender_flagged',
+      `${what}'s sender matched the sanctions screening: its funds are frozen and never sent back.`,
+    );
+  if (reason === 'deposit_address_retired')
+    throw conflict(
+      'deposit_address_retired',
+      `${what}'s funds are at a retired deposit address (${state.depositAddress}) that this deployment cannot move: the operator returns them.`,
+    );
+  if (!REFUNDABLE_HELD_REASONS.includes(reason))
+    throw conflict(
+      'payout_not_refundable',
+      `${what} failed at the off-ramp (${reason}): its funds are not held at the deposit address, the off-ramp returns them.`,
+    );
+  return { to: state.deposit.from, amount: state.deposit.amount };
+}
+
+/** POST /payouts/:id/refund_held as received. */
+export interface RefundHeldInput {
+  readonly deadline?: unknown;
+  readonly signature?: unknown;
+}
+
+/** What the merchant signed (`PayoutRefund`, docs/payouts.md "Held funds"), its types checked. */
+export interface SignedHeldRefund {
+  /** Unix seconds, the one signed (the contract refuses one past or more than 7 days ahead). */
+  readonly deadline: bigint;
+  /** 65 bytes, 0x-hex. */
+  readonly signature: string;
+}
+
+const UINT = /^(0|[1-9][0-9]{0,77})$/;
+const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
+
+export function parseRefundHeldInput(input: RefundHeldInput): SignedHeldRefund {
+  const { deadline, signature } = input;
+  const seconds =
+    typeof deadline === 'number' && Number.isSafeInteger(deadline) && deadline >= 0
+      ? BigInt(deadline)
+      : typeof deadline === 'string' && UINT.test(deadline)
+        ? BigInt(deadline)
+        : null;
+  if (seconds === null)
+    throw validationError(
+      'deadline',
+      'deadline is required: the unix seconds the PayoutRefund signature names (number or decimal string).',
+      'invalid_deadline',
+    );
+  if (typeof signature !== 'string' || !SIGNATURE.test(signature))
+    throw validationError(
+      'signature',
+      "signature is required: the merchant signer's 65-byte 0x-hex EIP-712 PayoutRefund signature (signPayoutRefund).",
+      'invalid_signature',
+    );
+  return { deadline: seconds, signature };
 }
 
 export const payoutDecider = { initialState: initialPayoutState, evolve: evolvePayout, decide: decidePayout };
@@ -398,6 +544,8 @@ export interface PayoutObject {
   /** Token symbol and CAIP-2 chain of the deposit. */
   readonly token: string;
   readonly chain: string;
+  /** The token's CAIP-19 id (`eip155:8453/erc20:0x...`): what a PayoutRefund signature names. */
+  readonly asset: string;
   /** The fiat currency the beneficiary receives (ISO 4217). */
   readonly currency: string;
   /** Fiat minor units delivered; null until completed. */
@@ -412,7 +560,16 @@ export interface PayoutObject {
   /** The operator's sweep of the deposit into the off-ramp (payout.forwarded); null when no transaction moved it. */
   readonly forward_tx_hash: string | null;
   readonly failure_reason: PayoutFailureReason | null;
-  readonly refund: { readonly to: string; readonly amount: string; readonly refunded_at: string } | null;
+  /**
+   * The funds returned to the sender: by the off-ramp (`tx_hash` null: it reports a reference, not a transaction) or,
+   * for a held payout, from the deposit address (`tx_hash` the refund's transaction; null for a test-helper deposit).
+   */
+  readonly refund: {
+    readonly to: string;
+    readonly amount: string;
+    readonly tx_hash: string | null;
+    readonly refunded_at: string;
+  } | null;
   readonly metadata: Record<string, string>;
   readonly created_at: string;
   readonly updated_at: string;
@@ -429,6 +586,7 @@ export function payoutObject(state: PayoutState): PayoutObject {
     amount: state.amount,
     token: state.token.symbol,
     chain: state.token.chain,
+    asset: state.token.asset,
     currency: state.currency,
     fiat_amount: state.fiatAmount,
     deposit_address: state.depositAddress,
@@ -436,7 +594,12 @@ export function payoutObject(state: PayoutState): PayoutObject {
     forward_tx_hash: state.forwardTxHash,
     failure_reason: state.failureReason,
     refund: state.refund
-      ? { to: state.refund.to, amount: state.refund.amount, refunded_at: state.refund.refundedAt }
+      ? {
+          to: state.refund.to,
+          amount: state.refund.amount,
+          tx_hash: state.refund.txHash,
+          refunded_at: state.refund.refundedAt,
+        }
       : null,
     metadata: state.metadata,
     created_at: state.createdAt,

@@ -2,6 +2,8 @@ import { DomainError } from '@stablepay/util';
 import type { CustomerStatus } from './customer';
 import {
   HELD_FAILURE_REASONS,
+  heldRefund,
+  type PayoutFailureReason,
   type CreatePayoutInput,
   type PayoutCommand,
   payoutDecider,
@@ -97,6 +99,26 @@ describe('Payout aggregate', () => {
     expect(errorOf(() => run(create(input))).param).toBe(param);
   });
 
+  it("a customer whose deposit address is retired (an earlier factory's) is refused 422 deposit_address_retired, after the 400s", () => {
+    const retired: PayoutCommand = {
+      ...create(),
+      context: {
+        customer: { id: 'cus_1', status: 'active', depositAddress: ADDRESS, depositAddressRetired: true },
+        beneficiary: { id: 'bnf_1', currency: 'USD' },
+        tokens: [USDC],
+      },
+    } as PayoutCommand;
+    const error = errorOf(() => run(retired));
+    expect([error.status, error.type, error.code, error.param]).toEqual([
+      422,
+      'cannot_process',
+      'deposit_address_retired',
+      'customer',
+    ]);
+    const malformed = { ...retired, input: { ...(retired as { input: object }).input, amount: 'x' } };
+    expect(errorOf(() => run(malformed as PayoutCommand)).status).toBe(400);
+  });
+
   it('deposit detected, forwarded, completed with the fiat amount', () => {
     const events = run(create(), deposit, forwarded, { type: 'RecordCompleted', fiatAmount: '2500', now });
     expect(events.map((e) => e.type)).toEqual([
@@ -154,7 +176,7 @@ describe('Payout aggregate', () => {
     expect(payoutObject(given(events))).toMatchObject({
       status: 'refunded',
       failure_reason: 'rampoff_withdraw_failed',
-      refund: { to: SENDER, amount: '25000000' },
+      refund: { to: SENDER, amount: '25000000', tx_hash: null },
     });
   });
 
@@ -226,6 +248,95 @@ describe('Payout aggregate', () => {
 
     it('given a payout already failed for it, when rechecked again (a redelivery), then nothing more is appended', () => {
       expect(run(create(), deposit, recheck('suspended'), recheck('suspended'))).toHaveLength(3);
+    });
+  });
+
+  describe('a held payout refunded from its deposit address (refund_held)', () => {
+    const REFUND_TX = `0x${'7'.repeat(64)}`;
+    const failed = (reason: PayoutFailureReason): PayoutCommand => ({ type: 'RecordFailed', reason, now });
+    const heldRefunded = (txHash: string | null = REFUND_TX): PayoutCommand => ({
+      type: 'RecordHeldRefunded',
+      txHash,
+      now,
+    });
+
+    it("given a customer_not_active payout, its own deposit goes back to the wallet it came from, with the refund's transaction", () => {
+      const state = given(run(create(), deposit, failed('customer_not_active')));
+      expect(heldRefund(state)).toEqual({ to: SENDER, amount: '25000000' });
+      const events = run(create(), deposit, failed('customer_not_active'), heldRefunded());
+      expect(events.at(-1)).toEqual({
+        type: 'PayoutRefunded.v1',
+        data: { to: SENDER, amount: '25000000', txHash: REFUND_TX, refundedAt: now.toISOString() },
+      });
+      expect(payoutObject(given(events))).toMatchObject({
+        status: 'refunded',
+        failure_reason: 'customer_not_active',
+        refund: { to: SENDER, amount: '25000000', tx_hash: REFUND_TX },
+      });
+    });
+
+    it('the same refund recorded again (a retry that found its transaction) appends nothing; another is 409', () => {
+      const events = run(create(), deposit, failed('customer_not_active'), heldRefunded(), heldRefunded());
+      expect(events).toHaveLength(4);
+      const error = errorOf(() =>
+        run(
+          create(),
+          deposit,
+          failed('customer_not_active'),
+          heldRefunded(),
+          heldRefunded(`0x${'8'.repeat(64)}`),
+        ),
+      );
+      expect([error.status, error.code]).toEqual([409, 'payout_already_refunded']);
+    });
+
+    it.each<[PayoutFailureReason, boolean, number, string]>([
+      ['sender_flagged', false, 422, 'sender_flagged'],
+      ['deposit_address_retired', false, 409, 'deposit_address_retired'],
+      ['rampoff_withdraw_failed', true, 409, 'payout_not_refundable'],
+      ['provider_rejected', true, 409, 'payout_not_refundable'],
+    ])(
+      'given a payout failed %s (after the forward: %s), it is refused (%i %s) and nothing is appended',
+      (reason, afterForward, status, code) => {
+        const history = afterForward
+          ? run(create(), deposit, forwarded, failed(reason))
+          : run(create(), deposit, failed(reason));
+        const error = errorOf(() => heldRefund(given(history)));
+        expect([error.status, error.code]).toEqual([status, code]);
+        expect(errorOf(() => payoutDecider.decide(heldRefunded(), given(history))).code).toBe(code);
+      },
+    );
+
+    it.each([
+      ['awaiting_deposit', () => run(create())],
+      ['deposit_detected', () => run(create(), deposit)],
+      ['forwarded', () => run(create(), deposit, forwarded)],
+    ])('a %s payout is 409 payout_not_refundable', (_status, history) => {
+      const error = errorOf(() => heldRefund(given(history())));
+      expect([error.status, error.code]).toEqual([409, 'payout_not_refundable']);
+    });
+
+    it('a retired deposit address is a held failure: the off-ramp never refunds it', () => {
+      expect(HELD_FAILURE_REASONS).toEqual(
+        expect.arrayContaining(['sender_flagged', 'customer_not_active', 'deposit_address_retired']),
+      );
+    });
+
+    it('an off-ramp refund recorded before the held refund existed (reference, no txHash) reads tx_hash null', () => {
+      const state = given([
+        ...run(create(), deposit, forwarded, failed('rampoff_order_failed')),
+        {
+          type: 'PayoutRefunded.v1',
+          data: { to: SENDER, amount: '25000000', reference: 'ref_1', refundedAt: now.toISOString() },
+        },
+      ]);
+      expect(state.refund).toEqual({
+        to: SENDER,
+        amount: '25000000',
+        reference: 'ref_1',
+        txHash: null,
+        refundedAt: now.toISOString(),
+      });
     });
   });
 });

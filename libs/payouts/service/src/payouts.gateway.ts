@@ -19,6 +19,7 @@ import type {
   CreatePayoutInput,
   CustomerObject,
   PayoutObject,
+  RefundHeldInput,
 } from '@stablepay/payouts-domain';
 import { CLOCK } from '@stablepay/aggregate';
 import { type Clock, DomainError } from '@stablepay/util';
@@ -132,6 +133,20 @@ export class PayoutsGateway implements PayoutsUseCases {
     return (await this.send('payout', PAYOUTS_COMMANDS.createPayout, {
       commandId: idempotencyKey ?? randomUUID(),
       merchant,
+      input,
+    })) as PayoutObject;
+  }
+
+  async refundHeld(
+    merchant: AuthenticatedMerchant,
+    payoutId: string,
+    input: RefundHeldInput,
+    idempotencyKey?: string,
+  ): Promise<PayoutObject> {
+    return (await this.send('payout', PAYOUTS_COMMANDS.refundHeld, {
+      commandId: idempotencyKey ?? randomUUID(),
+      merchant,
+      payoutId,
       input,
     })) as PayoutObject;
   }

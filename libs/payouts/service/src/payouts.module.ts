@@ -24,6 +24,8 @@ import { CreatePayoutHandler } from './commands/create-payout/create-payout.hand
 import { IssueKycLinkHandler } from './commands/issue-kyc-link/issue-kyc-link.handler';
 import { SimulateDepositHandler } from './commands/simulate-deposit/simulate-deposit.handler';
 import { SubmitKycHandler } from './commands/submit-kyc/submit-kyc.handler';
+import { HELD_REFUNDS, HeldRefunds } from './commands/refund-held/held-refunds';
+import { RefundHeldHandler } from './commands/refund-held/refund-held.handler';
 import { DepositIntake } from './flow/deposit-intake';
 import { PayoutFlowConsumer } from './flow/payout-flow.consumer';
 import { PAYOUT_SWEEPER, PayoutSweeper } from './flow/payout-sweep';
@@ -121,6 +123,7 @@ export class PayoutsCoreModule {}
     CreateBeneficiaryHandler,
     CreatePayoutHandler,
     SimulateDepositHandler,
+    RefundHeldHandler,
   ],
   providers: [
     PayoutsAggregates,
@@ -150,6 +153,20 @@ export class PayoutsCoreModule {}
           chains.payouts,
           (chain) => chains.chains.find((c) => c.caip2 === chain)?.logRange ?? DEFAULT_CHAIN_LOG_RANGE,
           chains.chains.map((c) => c.caip2),
+        );
+      },
+      inject: [Overrides, { token: OperatorRelayers, optional: true }],
+    },
+    {
+      provide: HELD_REFUNDS,
+      // The sweeper's configuration: where it can sweep, a held payout's deposit can be returned from.
+      useFactory: (o: Overrides, relayers?: OperatorRelayers) => {
+        const chains = o.ports?.chains;
+        if (!chains?.enabled || !chains.payouts || !relayers?.set) return null;
+        return new HeldRefunds(
+          relayers.set,
+          chains.payouts,
+          (chain) => chains.chains.find((c) => c.caip2 === chain)?.logRange ?? DEFAULT_CHAIN_LOG_RANGE,
         );
       },
       inject: [Overrides, { token: OperatorRelayers, optional: true }],

@@ -29,7 +29,8 @@ export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
 
 /**
  * The payout process manager (docs/payouts.md, "Flow"): each payout fact drives the next step, through the ports.
- * - PayoutDepositDetected: the sender is screened (a match fails the payout `sender_flagged`), the customer is
+ * - PayoutDepositDetected: a deposit at an address this deployment cannot sweep (an older factory's, another
+ *   off-ramp's) fails the payout `deposit_address_retired`; otherwise the sender is screened (a match fails the payout `sender_flagged`), the customer is
  *   rechecked (no longer active fails it `customer_not_active`; funds held), then the operator
  *   sweeps the deposit address to the off-ramp on chain (PayoutSweeper; where the chain layer configures payouts),
  *   and only then is the off-ramp asked to pay out (PayoutForwarded with the sweep's transaction).
@@ -150,6 +151,22 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
   private async forward(payoutId: string, owner: Owner, step: string): Promise<void> {
     const { payout, request } = await this.transferRequest(payoutId);
     if (payout.status !== 'deposit_detected' || !payout.deposit) return;
+    // An address of an older factory or another off-ramp can never be swept from here: a terminal failure (funds
+    // held there for the operator), not a sweep retried forever. A test-helper deposit moved nothing: it goes on.
+    if (this.sweeper && !payout.deposit.simulated && this.sweeper.retired(payout, owner.merchantId)) {
+      this.logger.warn({
+        msg: 'payout deposit address retired: the payout fails, its funds stay there for the operator',
+        payout: payoutId,
+        depositAddress: payout.depositAddress,
+      });
+      await this.aggregates.payout(
+        payoutId,
+        owner,
+        { type: 'RecordFailed', reason: 'deposit_address_retired', now: this.aggregates.now() },
+        step,
+      );
+      return;
+    }
     // Its own sweep landed already (the answer was lost, or the off-ramp refused the transfer and the step is
     // retried): the funds are at the off-ramp, judged clear before they moved. Screening or rechecking them again
     // could only fail the payout as "held" (sender_flagged, customer_not_active) while nothing is held.

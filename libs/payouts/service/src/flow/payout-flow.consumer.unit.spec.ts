@@ -56,7 +56,7 @@ function payoutHistory(): unknown[] {
   return events;
 }
 
-function flowWith(sweptAlready: boolean) {
+function flowWith(sweptAlready: boolean, retired = false) {
   const appended: PayoutCommand[] = [];
   const screened: string[][] = [];
   const store = {
@@ -77,8 +77,13 @@ function flowWith(sweptAlready: boolean) {
     },
   };
   const accounts = { account: () => Promise.resolve({ kind: 'iban', iban: 'DE89370400440532013000' }) };
+  const swept: string[] = [];
   const sweeper = {
-    swept: () => Promise.resolve(sweptAlready),
+    retired: () => retired,
+    swept: () => {
+      swept.push('asked');
+      return Promise.resolve(sweptAlready);
+    },
     sweep: () => Promise.resolve(SWEEP_TX),
   } as unknown as PayoutSweeper;
   const flow = new PayoutFlowConsumer(
@@ -97,7 +102,7 @@ function flowWith(sweptAlready: boolean) {
     type: 'PayoutDepositDetected.v1',
     metadata: { merchantId: 'mer_1', mode: 'test' },
   } as unknown as BusMessage;
-  return { flow, message, appended, screened };
+  return { flow, message, appended, screened, swept };
 }
 
 describe('PayoutFlowConsumer forward step', () => {
@@ -113,5 +118,13 @@ describe('PayoutFlowConsumer forward step', () => {
     await flow.handle(message);
     expect(screened).toEqual([[SENDER]]);
     expect(appended).toEqual([{ type: 'RecordFailed', reason: 'sender_flagged', now }]);
+  });
+
+  it("fails a payout whose deposit address this deployment cannot sweep (an older factory's) deposit_address_retired, moving nothing", async () => {
+    const { flow, message, appended, screened, swept } = flowWith(false, true);
+    await flow.handle(message);
+    expect(appended).toEqual([{ type: 'RecordFailed', reason: 'deposit_address_retired', now }]);
+    expect(screened).toEqual([]);
+    expect(swept).toEqual([]);
   });
 });

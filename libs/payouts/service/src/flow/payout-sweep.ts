@@ -66,6 +66,16 @@ export class PayoutSweeper {
     });
   }
 
+  /**
+   * Whether the payout's deposit address is not this deployment's for its customer: made by an older
+   * PayoutDepositFactory (whose bytecode, hence addresses, changed with the bounded sweep and again with the bounded
+   * refund) or for another off-ramp. Its funds can never be swept from here, so the flow fails the payout
+   * `deposit_address_retired` instead of retrying a sweep forever.
+   */
+  retired(payout: PayoutState, merchantId: string): boolean {
+    return isRetiredAddress(this.deposits, payout, merchantId);
+  }
+
   /** The sweep's transaction hash; null for a test-helper deposit (no transaction put anything there). */
   async sweep(payout: PayoutState, merchantId: string): Promise<string | null> {
     const deposit = payout.deposit;
@@ -82,10 +92,9 @@ export class PayoutSweeper {
     };
     try {
       // An address of another factory or off-ramp (a rotation, a redeployed factory) is not this sweep's to empty.
-      const address = this.deposits.address(request);
-      if (getAddress(payout.depositAddress) !== address)
+      if (this.retired(payout, merchantId))
         throw new Error(
-          `the payout's deposit address ${payout.depositAddress} is not the configured factory's and off-ramp's (${address})`,
+          `the payout's deposit address ${payout.depositAddress} is not the configured factory's and off-ramp's (${this.deposits.address(request)})`,
         );
       const outcome = await this.deposits.sweep(request);
       if (outcome.kind === 'swept') {
@@ -134,8 +143,15 @@ export class PayoutSweeper {
   }
 }
 
+/** Whether `payout`'s deposit address differs from what the configured factory and off-ramp give its customer. */
+export function isRetiredAddress(deposits: PayoutDeposits, payout: PayoutState, merchantId: string): boolean {
+  return (
+    getAddress(payout.depositAddress) !== deposits.address({ merchantId, customerId: payout.customerId })
+  );
+}
+
 /** The ERC-20 address of a CAIP-19 asset id (`eip155:8453/erc20:0x...`). */
-function tokenAddress(asset: string): string {
+export function tokenAddress(asset: string): string {
   const address = asset.slice(asset.lastIndexOf(':') + 1);
   if (!/^0x[0-9a-fA-F]{40}$/.test(address)) throw new Error(`not an ERC-20 asset id: ${asset}`);
   return address;

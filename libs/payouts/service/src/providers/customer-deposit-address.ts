@@ -43,3 +43,23 @@ export function customerDepositAddressFor(chains: PayoutChains | undefined): Cus
   return (merchantId, customerId) =>
     payoutDepositAddress({ factory: payouts.factory, offRamp: payouts.offRamp, merchantId, customerId });
 }
+
+/**
+ * Whether `address` (from the customer's creation fact) is what the deployment derives for the customer now. A
+ * deployment that derives none (chains without a payouts configuration) judges nothing here.
+ */
+export function isCurrentDepositAddress(
+  derive: CustomerDepositAddress,
+  merchantId: string,
+  customerId: string,
+  address: string,
+): boolean {
+  let current: string;
+  try {
+    current = derive(merchantId, customerId);
+  } catch (error) {
+    if (error instanceof DomainError) return true;
+    throw error;
+  }
+  return getAddress(current) === getAddress(address);
+}

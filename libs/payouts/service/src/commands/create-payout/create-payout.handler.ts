@@ -13,6 +13,11 @@ import { payoutTokens } from '../../offering';
 import { PAYOUTS_CONFIG, type PayoutsConfig } from '../../payouts.config';
 import { PayoutsReader } from '../../read-model/payouts.reader';
 import { PAYOUTS_LIVE_PROVIDERS, requireLivePayoutProviders } from '../../providers/live-payouts';
+import {
+  CUSTOMER_DEPOSIT_ADDRESS,
+  type CustomerDepositAddress,
+  isCurrentDepositAddress,
+} from '../../providers/customer-deposit-address';
 
 /**
  * Use case: create a payout (POST /payouts) for one of the merchant's customers to one of its beneficiaries.
@@ -26,6 +31,7 @@ export class CreatePayoutHandler {
     @Inject(PayoutsReader) private readonly reader: PayoutsReader,
     @Inject(PAYOUTS_CONFIG) private readonly config: PayoutsConfig,
     @Inject(PAYOUTS_LIVE_PROVIDERS) private readonly liveProviders: boolean,
+    @Inject(CUSTOMER_DEPOSIT_ADDRESS) private readonly depositAddress: CustomerDepositAddress,
   ) {}
 
   @CommandHandler(PAYOUTS_COMMANDS.createPayout)
@@ -60,7 +66,17 @@ export class CreatePayoutHandler {
         id,
         input,
         context: {
-          customer: { id: customer.id, status: customer.status, depositAddress: customer.deposit_address },
+          customer: {
+            id: customer.id,
+            status: customer.status,
+            depositAddress: customer.deposit_address,
+            depositAddressRetired: !isCurrentDepositAddress(
+              this.depositAddress,
+              merchant.merchantId,
+              customer.id,
+              customer.deposit_address,
+            ),
+          },
           beneficiary: { id: beneficiary.id, currency: beneficiary.currency },
           tokens: payoutTokens(this.config, merchant.mode),
         },
