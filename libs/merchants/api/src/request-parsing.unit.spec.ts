@@ -142,6 +142,36 @@ describe('names through the validation pipe (PATCH /settings, POST /admin/mercha
     expect(error.message).toBe('name is required: a string of 1 to 100 characters.');
   });
 
+  it.each([
+    ['a string', 'payment.settled'],
+    ['an object', { 0: 'payment.settled' }],
+    ['a boolean', true],
+  ])(
+    'webhook_event_types given as %s is told it must be an array of event types, not a size or element rule',
+    async (_kind, value) => {
+      const error = await refusal({ webhook_event_types: value }, UpdateProfileDto);
+      expect(error).toMatchObject({ param: 'webhook_event_types', type: 'validation_error' });
+      expect(error.message).toMatch(
+        /^webhook_event_types must be an array of webhook event type names \(or null for all\); received /,
+      );
+    },
+  );
+
+  it('webhook_event_types with more than 100 entries is told the limit', async () => {
+    const error = await refusal(
+      { webhook_event_types: Array(101).fill('payment.settled') },
+      UpdateProfileDto,
+    );
+    expect(error).toMatchObject({ param: 'webhook_event_types' });
+    expect(error.message).toBe('webhook_event_types must contain no more than 100 elements');
+  });
+
+  it('webhook_event_types with an entry that is not a string names the entries', async () => {
+    const error = await refusal({ webhook_event_types: ['payment.settled', 1] }, UpdateProfileDto);
+    expect(error).toMatchObject({ param: 'webhook_event_types' });
+    expect(error.message).toBe('webhook_event_types must contain webhook event type names only (strings).');
+  });
+
   it('100 emoji pass the pipe: the length in characters is the domain rule', async () => {
     await expect(
       pipe.transform({ display_name: '\u{1F600}'.repeat(100) }, { type: 'body', metatype: UpdateProfileDto }),

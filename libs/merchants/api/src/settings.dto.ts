@@ -3,6 +3,9 @@ import { fieldFault } from '@stablepay/util';
 
 const NAME = 'a string of 1 to 100 characters';
 
+const notAnEventTypeList = (value: unknown): string =>
+  fieldFault('webhook_event_types', value, 'an array of webhook event type names (or null for all)');
+
 export class RegisterSignerDto {
   @IsString()
   merchant_signer!: string;
@@ -38,10 +41,23 @@ export class UpdateProfileDto {
   @IsString()
   primary_color?: string | null;
 
+  // A value that is not an array fails every rule here, and the first one reported was the size or the element
+  // rule ("no more than 100 elements" for a string): each says what the field is when it is not an array.
   @ValidateIf((_o, v) => v !== null && v !== undefined)
-  @IsArray()
-  @ArrayMaxSize(100)
-  @IsString({ each: true })
+  @IsArray({ message: ({ value }) => notAnEventTypeList(value) })
+  @ArrayMaxSize(100, {
+    message: ({ value }) =>
+      Array.isArray(value)
+        ? 'webhook_event_types must contain no more than 100 elements'
+        : notAnEventTypeList(value),
+  })
+  @IsString({
+    each: true,
+    message: ({ value }) =>
+      Array.isArray(value)
+        ? 'webhook_event_types must contain webhook event type names only (strings).'
+        : notAnEventTypeList(value),
+  })
   webhook_event_types?: string[] | null;
 }
 
