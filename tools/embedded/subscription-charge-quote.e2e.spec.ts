@@ -155,8 +155,25 @@ describe('charge quote (POST /subscriptions/:id/charge-quote)', () => {
     });
   });
 
+  /** The fiat settlement configuration a price lock pays out to (PUT /payments/settlement); null removes it. */
+  const configureFiat = async (who: { apiKey: string }, fiat: object | null) => {
+    const res = await fetch(`${stack.url}/payments/settlement`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${who.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ fiat }),
+    });
+    expect(res.status).toBe(200);
+  };
+  const FIAT_ARS = {
+    currency: 'ARS',
+    beneficiary_name: 'Fiat Co',
+    account_number: '0000003100012345678901',
+    country: 'AR',
+  };
+
   it("gives a fiat-settled business the settlement provider's price lock", async () => {
     const merchant = await newMerchant('Fiat Co', 'fiat');
+    await configureFiat(merchant, FIAT_ARS);
     const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
     const { status, body } = await quote(merchant, id);
     expect(status).toBe(201);
@@ -166,6 +183,23 @@ describe('charge quote (POST /subscriptions/:id/charge-quote)', () => {
     const outage = await quote(merchant, id, { fiat_amount: '503' });
     expect(outage.status).toBe(503);
     expect(outage.body.error).toMatchObject({ code: 'settlement_provider_unavailable' });
+  });
+
+  it('refuses a price lock with 422 fiat_settlement_required once the fiat settlement configuration is removed (nothing to pay out to)', async () => {
+    const merchant = await newMerchant('Fiat Removed Co', 'fiat');
+    await configureFiat(merchant, FIAT_ARS);
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    expect((await quote(merchant, id)).status).toBe(201);
+    await configureFiat(merchant, null);
+    for (const body of [undefined, { fiat_amount: '100' }]) {
+      const refused = await quote(merchant, id, body);
+      expect(refused.status).toBe(422);
+      expect(refused.body.error).toMatchObject({ type: 'cannot_process', code: 'fiat_settlement_required' });
+    }
+    await configureFiat(merchant, { currency: 'ARS', beneficiary_name: 'Fiat Co' });
+    expect((await quote(merchant, id)).body.error).toMatchObject({ code: 'fiat_settlement_required' });
+    await configureFiat(merchant, FIAT_ARS);
+    expect((await quote(merchant, id)).status).toBe(201);
   });
 
   it("answers 404 for another merchant's subscription and an unknown one, and refuses unknown parameters", async () => {

@@ -123,6 +123,20 @@ export function settlementProviderUnavailable(detail: string): DomainError {
   });
 }
 
+/**
+ * A price lock is redeemed at off-ramp into the business's bank account: without a complete fiat settlement
+ * configuration (removed or emptied after the plan was created) there is nothing to pay out to, so no lock is issued
+ * (SPEC Errors: 422 `fiat_settlement_required`, as a checkout of that business is refused): a charge made on it
+ * would be tracked as a `pending` payout that has no destination.
+ */
+export function requireFiatPayoutDestination(settlement: { readonly complete: boolean }): void {
+  if (!settlement.complete)
+    throw cannotProcess(
+      'fiat_settlement_required',
+      'This business settles in fiat and has no complete fiat settlement configuration, so the settlement provider cannot lock a price to pay out: set it with PUT /payments/settlement first.',
+    );
+}
+
 /** SPEC Subscriptions > Quote behavior: the response of the charge-quote call (fields ours; docs/openapi.yaml). */
 export interface ChargeQuoteObject {
   readonly object: 'subscription_charge_quote';

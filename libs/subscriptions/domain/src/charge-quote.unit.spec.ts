@@ -7,6 +7,7 @@ import {
   quoteBasis,
   rateFor,
   referenceQuoteExpiry,
+  requireFiatPayoutDestination,
 } from './charge-quote';
 import type { Rate } from './rates';
 
@@ -131,5 +132,17 @@ describe('charge quote', () => {
     expect(referenceQuoteExpiry(new Date('2026-06-01T10:00:00.000Z')).toISOString()).toBe(
       '2026-06-01T10:02:00.000Z',
     );
+  });
+});
+
+describe('requireFiatPayoutDestination (a price lock needs somewhere to pay out)', () => {
+  it('refuses an incomplete fiat settlement configuration with 422 fiat_settlement_required', () => {
+    expect(() => requireFiatPayoutDestination({ complete: false })).toThrow(
+      expect.objectContaining({ status: 422, code: 'fiat_settlement_required' }),
+    );
+  });
+
+  it('lets a complete configuration through', () => {
+    expect(() => requireFiatPayoutDestination({ complete: true })).not.toThrow();
   });
 });

@@ -15,6 +15,7 @@ import {
   rateFor,
   REFERENCE_QUOTE_PREFIX,
   referenceQuoteExpiry,
+  requireFiatPayoutDestination,
 } from '@stablepay/subscriptions-domain';
 import { type Clock, conflict } from '@stablepay/util';
 import { ChargeQuotes } from '../../charges/charge-quotes';
@@ -61,6 +62,7 @@ export class QuoteChargeHandler {
     let expiresAt: Date;
     let priceLock = false;
     if (basis.kind === 'fiat' && profile.settlement.mode === 'fiat') {
+      requireFiatPayoutDestination(profile.settlement);
       const lock = await this.provider.lockPrice({
         merchantId: command.merchant.merchantId,
         fiatAmount: basis.fiatAmount,
