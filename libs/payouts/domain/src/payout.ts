@@ -7,6 +7,8 @@ import type { CustomerStatus } from './customer';
  * ours (docs/payouts.md):
  *
  *   awaiting_deposit --deposit detected--> deposit_detected --into the off-ramp--> forwarded
+ *   (deposit_detected records the sweep to the off-ramp, PayoutDepositSwept, before it is forwarded: no state of its
+ *   own, but from then on the deposit's funds are at the off-ramp, as a forwarded payout's)
  *   forwarded --fiat delivered--> completed
  *   deposit_detected | forwarded --will not complete--> failed (failure_reason) --funds returned--> refunded
  *
@@ -113,7 +115,16 @@ export type PayoutEvent =
       data: { transferId: string; forwardTxHash?: string | null; forwardedAt: string };
     }
   | {
-      /** The deposit's block was orphaned by a reorg before the payout was forwarded: it waits for a deposit again. */
+      /**
+       * The operator's sweep moved the deposit to the off-ramp (the transaction landed, or a retry found this
+       * payout's sweep on chain). Recorded before the off-ramp is asked: from here a retraction can no longer put the
+       * payout back to awaiting a deposit, since the funds left the address (docs/payouts.md, "Reorgs").
+       */
+      type: 'PayoutDepositSwept.v1';
+      data: { txHash: string; sweptAt: string };
+    }
+  | {
+      /** The deposit's block was orphaned by a reorg before the payout was swept: it waits for a deposit again. */
       type: 'PayoutDepositRetracted.v1';
       data: { txHash: string; retractedAt: string };
     }
@@ -150,6 +161,8 @@ export interface PayoutState {
   readonly metadata: Record<string, string>;
   readonly status: PayoutStatus;
   readonly deposit: PayoutDeposit | null;
+  /** The sweep that moved the deposit to the off-ramp (PayoutDepositSwept); null before it landed. */
+  readonly sweepTxHash: string | null;
   readonly transferId: string | null;
   readonly forwardTxHash: string | null;
   readonly fiatAmount: string | null;
@@ -171,6 +184,7 @@ export const initialPayoutState = (): PayoutState => ({
   metadata: {},
   status: 'awaiting_deposit',
   deposit: null,
+  sweepTxHash: null,
   transferId: null,
   forwardTxHash: null,
   fiatAmount: null,
@@ -188,6 +202,8 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
     }
     case 'PayoutDepositDetected.v1':
       return { ...state, status: 'deposit_detected', deposit: event.data, updatedAt: event.data.detectedAt };
+    case 'PayoutDepositSwept.v1':
+      return { ...state, sweepTxHash: event.data.txHash, updatedAt: event.data.sweptAt };
     case 'PayoutDepositRetracted.v1':
       return { ...state, status: 'awaiting_deposit', deposit: null, updatedAt: event.data.retractedAt };
     case 'PayoutForwarded.v1':
@@ -264,6 +280,8 @@ export type PayoutCommand =
     }
   /** Before the off-ramp: the customer as it is now (its aggregate, not a read model that may lag). */
   | { type: 'RecheckCustomer'; customerStatus: CustomerStatus; now: Date }
+  /** The sweep of the deposit to the off-ramp landed (its transaction). */
+  | { type: 'RecordSwept'; txHash: string; now: Date }
   | { type: 'RecordForwarded'; transferId: string; forwardTxHash: string | null; now: Date }
   | { type: 'RetractDeposit'; txHash: string; now: Date }
   | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
@@ -409,8 +427,25 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
       ];
     case 'RecheckCustomer':
       // SPEC: payouts are for active customers only; one suspended after the payout was created is not paid out.
-      if (command.customerStatus === 'active' || state.status !== 'deposit_detected') return [];
+      // Once swept the funds are at the off-ramp: failing the payout as held would hold nothing.
+      if (command.customerStatus === 'active' || state.status !== 'deposit_detected' || state.sweepTxHash)
+        return [];
       return [{ type: 'PayoutFailed.v1', data: { reason: 'customer_not_active', failedAt: at } }];
+    case 'RecordSwept':
+      if (!state.exists) throw notFound('payout');
+      // The same sweep again (a retry that found it on chain) changes nothing; a later state knows it already.
+      if (state.sweepTxHash === command.txHash || (state.status !== 'deposit_detected' && state.deposit))
+        return [];
+      // Retracted (no deposit any more) while the sweep was in flight: the caller flags funds that left the
+      // address for a payout that has none.
+      if (state.status !== 'deposit_detected')
+        throw conflict('payout_state', `A ${state.status} payout has no deposit to have swept.`);
+      if (state.sweepTxHash)
+        throw conflict(
+          'payout_state',
+          `The deposit of this payout was swept already (${state.sweepTxHash}).`,
+        );
+      return [{ type: 'PayoutDepositSwept.v1', data: { txHash: command.txHash, sweptAt: at } }];
     case 'RecordForwarded':
       if (!transition(state, ['deposit_detected'], 'forwarded', 'be forwarded')) return [];
       return [
@@ -422,11 +457,12 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
     case 'RetractDeposit':
       // Another transaction's retraction, or one already undone: nothing to do.
       if (state.deposit?.txHash !== command.txHash) return [];
-      // Once forwarded the funds left the deposit address: only the operator can sort it out (the caller flags it).
-      if (state.status !== 'deposit_detected')
+      // Once swept (forwarded or not yet) the funds left the deposit address: only the operator can sort it out
+      // (the caller flags it). Put back to awaiting_deposit, a swept payout's forward would be refused for good.
+      if (state.status !== 'deposit_detected' || state.sweepTxHash)
         throw conflict(
           'deposit_already_forwarded',
-          `The deposit of this ${state.status} payout was retracted by a reorg after it was forwarded.`,
+          `The deposit of this ${state.status} payout was retracted by a reorg after it was swept to the off-ramp.`,
         );
       return [{ type: 'PayoutDepositRetracted.v1', data: { txHash: command.txHash, retractedAt: at } }];
     case 'RecordCompleted':
@@ -611,6 +647,7 @@ export function payoutObject(state: PayoutState): PayoutObject {
 export const PAYOUT_WEBHOOK_BY_EVENT: Readonly<Record<PayoutEvent['type'], string | null>> = {
   'PayoutCreated.v1': null,
   'PayoutDepositDetected.v1': 'payout.deposit_detected',
+  'PayoutDepositSwept.v1': null,
   'PayoutDepositRetracted.v1': null,
   'PayoutForwarded.v1': 'payout.forwarded',
   'PayoutCompleted.v1': 'payout.completed',

@@ -219,6 +219,46 @@ describe('Payout aggregate', () => {
     });
   });
 
+  describe('the sweep to the off-ramp is recorded before the forward', () => {
+    const retract: PayoutCommand = { type: 'RetractDeposit', txHash: '0xabc', now };
+    const swept: PayoutCommand = { type: 'RecordSwept', txHash: SWEEP_TX, now };
+
+    it('given a funded payout, when its sweep lands, then PayoutDepositSwept records it and the payout is still deposit_detected', () => {
+      const events = run(create(), deposit, swept);
+      expect(events.at(-1)).toEqual({
+        type: 'PayoutDepositSwept.v1',
+        data: { txHash: SWEEP_TX, sweptAt: now.toISOString() },
+      });
+      expect(payoutObject(given(events))).toMatchObject({
+        status: 'deposit_detected',
+        forward_tx_hash: null,
+      });
+      // A retry that finds the same sweep on chain, or a forward already recorded, appends nothing.
+      expect(run(create(), deposit, swept, swept)).toHaveLength(3);
+      expect(run(create(), deposit, forwarded, swept)).toHaveLength(3);
+    });
+
+    it('given a swept payout not forwarded yet, when a reorg retracts its deposit, then it is refused (409 deposit_already_forwarded) for the caller to flag, and the forward still goes', () => {
+      expect(errorOf(() => run(create(), deposit, swept, retract))).toMatchObject({
+        status: 409,
+        code: 'deposit_already_forwarded',
+      });
+      expect(run(create(), deposit, swept, forwarded).at(-1)?.type).toBe('PayoutForwarded.v1');
+    });
+
+    it('given a deposit retracted while the sweep was in flight, when the sweep lands, then it is refused (409 payout_state) for the caller to flag', () => {
+      expect(errorOf(() => run(create(), deposit, retract, swept))).toMatchObject({
+        status: 409,
+        code: 'payout_state',
+      });
+    });
+
+    it('given a swept payout, when its customer is suspended meanwhile, then the recheck holds nothing (the funds are at the off-ramp)', () => {
+      const recheck: PayoutCommand = { type: 'RecheckCustomer', customerStatus: 'suspended', now };
+      expect(run(create(), deposit, swept, recheck)).toHaveLength(3);
+    });
+  });
+
   describe('the customer is rechecked before the off-ramp', () => {
     const recheck = (customerStatus: CustomerStatus): PayoutCommand => ({
       type: 'RecheckCustomer',

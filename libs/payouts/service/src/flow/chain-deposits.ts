@@ -16,32 +16,18 @@ import {
 } from '@stablepay/event-bus';
 import type { DepositAddress } from '@stablepay/payouts-domain';
 import { DomainError } from '@stablepay/util';
-import { Counter, register } from 'prom-client';
 import { PayoutsAggregates } from '../aggregates';
 import { payoutTokens } from '../offering';
 import { type PayoutChains, PAYOUTS_CONFIG, type PayoutsConfig } from '../payouts.config';
 import { CUSTOMER_TOPIC } from '../read-model/objects';
 import { PayoutsReader } from '../read-model/payouts.reader';
 import { DepositIntake } from './deposit-intake';
+import { flagRetractedAfterSweep, retractedAfterForward } from './retracted-after-sweep';
 
 export const PAYOUTS_CHAINS = Symbol('PAYOUTS_CHAINS');
 export const PAYOUT_DEPOSIT_WATCH_GROUP = 'payouts.deposit-watch';
 export const PAYOUT_DEPOSIT_OBSERVATION_GROUP = 'payouts.deposit-observations';
 const CHAIN_TOPIC = 'indexer.chain-observation.v1';
-
-const RETRACTED_AFTER_FORWARD = 'stablepay_payout_deposit_retracted_after_forward_total';
-
-function retractedAfterForward(): Counter<'chain'> {
-  // Get-or-create: tests and the embedded run host several applications on prom-client's one default registry.
-  return (
-    (register.getSingleMetric(RETRACTED_AFTER_FORWARD) as Counter<'chain'> | undefined) ??
-    new Counter({
-      name: RETRACTED_AFTER_FORWARD,
-      help: 'Payout deposits a reorg retracted after the payout was forwarded (the operator must act)',
-      labelNames: ['chain'],
-    })
-  );
-}
 
 interface Retraction {
   readonly chain: string;
@@ -135,9 +121,9 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
   }
 
   /**
-   * A reorg orphaned the block of a deposit (docs/payouts.md, "Reorgs"): a payout not forwarded yet waits for a
-   * deposit again (PayoutDepositRetracted.v1); a forwarded one cannot be undone here (the funds left the address):
-   * it is logged as an error and counted for the operator.
+   * A reorg orphaned the block of a deposit (docs/payouts.md, "Reorgs"): a payout not swept yet waits for a
+   * deposit again (PayoutDepositRetracted.v1); a swept or forwarded one cannot be undone here (the funds left the
+   * address): it is logged as an error and counted for the operator.
    */
   private async retract(message: BusMessage): Promise<void> {
     const r = message.data as Retraction;
@@ -156,9 +142,7 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
         );
       } catch (error) {
         if (!(error instanceof DomainError && error.code === 'deposit_already_forwarded')) throw error;
-        retractedAfterForward().inc({ chain: r.chain });
-        this.logger.error({
-          msg: 'a reorg retracted the deposit of a forwarded payout: operator action needed',
+        flagRetractedAfterSweep(this.logger, {
           payout: payout.id,
           status: payout.status,
           chain: r.chain,

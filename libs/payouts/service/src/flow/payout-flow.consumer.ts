@@ -17,13 +17,16 @@ import {
   CUSTOMER_CATEGORY,
   customerStreamId,
   HELD_FAILURE_REASONS,
+  payoutStreamId,
 } from '@stablepay/payouts-domain';
+import { DomainError } from '@stablepay/util';
 import { PayoutsAggregates, type Owner } from '../aggregates';
 import { BankAccountVault } from '../bank-accounts';
 import { KYC_PROVIDER, type KycProvider } from '../providers/kyc-provider';
 import { OFF_RAMP_PROVIDER, type OffRampProvider, type OffRampTransferRequest } from '../providers/off-ramp';
 import { CUSTOMER_TOPIC, foldCustomer, foldPayout, PAYOUT_TOPIC } from '../read-model/objects';
 import { PAYOUT_SWEEPER, type PayoutSweeper } from './payout-sweep';
+import { flagRetractedAfterSweep } from './retracted-after-sweep';
 
 export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
 
@@ -167,14 +170,19 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       );
       return;
     }
-    // Its own sweep landed already (the answer was lost, or the off-ramp refused the transfer and the step is
-    // retried): the funds are at the off-ramp, judged clear before they moved. Screening or rechecking them again
-    // could only fail the payout as "held" (sender_flagged, customer_not_active) while nothing is held.
-    if (!(this.sweeper && (await this.sweeper.swept(payout, owner.merchantId)))) {
-      if (!(await this.mayMove(payoutId, owner, step, payout.customerId, payout.deposit))) return;
+    // Its own sweep landed already (recorded, or on chain: the answer was lost, or the off-ramp refused the transfer
+    // and the step is retried): the funds are at the off-ramp, judged clear before they moved. Screening or
+    // rechecking them again could only fail the payout as "held" (sender_flagged, customer_not_active) while nothing
+    // is held.
+    let forwardTxHash = payout.sweepTxHash;
+    if (forwardTxHash === null) {
+      if (!(this.sweeper && (await this.sweeper.swept(payout, owner.merchantId)))) {
+        if (!(await this.mayMove(payoutId, owner, step, payout.customerId, payout.deposit))) return;
+      }
+      // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.
+      forwardTxHash = this.sweeper ? await this.sweeper.sweep(payout, owner.merchantId) : null;
+      if (forwardTxHash !== null && !(await this.recordSwept(payoutId, owner, step, forwardTxHash))) return;
     }
-    // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.
-    const forwardTxHash = this.sweeper ? await this.sweeper.sweep(payout, owner.merchantId) : null;
     const { transferId } = await this.offRamp.submit(request);
     await this.aggregates.payout(
       payoutId,
@@ -182,6 +190,35 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       { type: 'RecordForwarded', transferId, forwardTxHash, now: this.aggregates.now() },
       step,
     );
+  }
+
+  /**
+   * The sweep landed: recorded before the off-ramp is asked, so a reorg retracting the deposit from now on is one
+   * after the funds left (docs/payouts.md, "Reorgs"). False when the deposit was retracted while the sweep was in
+   * flight: the funds left the address for a payout that has no deposit any more, counted and logged for the
+   * operator as a retraction after the forward, and the off-ramp is not asked.
+   */
+  private async recordSwept(payoutId: string, owner: Owner, step: string, txHash: string): Promise<boolean> {
+    try {
+      await this.aggregates.payout(
+        payoutId,
+        owner,
+        { type: 'RecordSwept', txHash, now: this.aggregates.now() },
+        `swept:${step}`,
+      );
+      return true;
+    } catch (error) {
+      if (!(error instanceof DomainError && error.code === 'payout_state')) throw error;
+      const payout = foldPayout(await this.store.readStream(payoutStreamId(payoutId)));
+      if (payout.deposit) throw error;
+      flagRetractedAfterSweep(this.logger, {
+        payout: payoutId,
+        status: payout.status,
+        chain: payout.token.chain,
+        sweepTxHash: txHash,
+      });
+      return false;
+    }
   }
 
   /**

@@ -11,6 +11,7 @@ import type { PayoutsAggregates } from '../aggregates';
 import type { BankAccountVault } from '../bank-accounts';
 import type { KycProvider } from '../providers/kyc-provider';
 import type { OffRampProvider } from '../providers/off-ramp';
+import { register } from 'prom-client';
 import { PayoutFlowConsumer } from './payout-flow.consumer';
 import type { PayoutSweeper } from './payout-sweep';
 
@@ -24,8 +25,15 @@ const SENDER = '0x2222222222222222222222222222222222222222';
 const SWEEP_TX = `0x${'5'.repeat(64)}`;
 const USDC = { chain: 'eip155:8453', symbol: 'USDC', asset: 'eip155:8453/erc20:0xusdc', decimals: 6 };
 
-function payoutHistory(): unknown[] {
-  const commands: PayoutCommand[] = [
+function decided(commands: readonly PayoutCommand[], history: PayoutEvent[] = []): PayoutEvent[] {
+  return commands.reduce<PayoutEvent[]>((events, command) => {
+    const state = events.reduce<PayoutState>(payoutDecider.evolve, payoutDecider.initialState());
+    return [...events, ...payoutDecider.decide(command, state)];
+  }, history);
+}
+
+function payoutHistory(): PayoutEvent[] {
+  return decided([
     {
       type: 'CreatePayout',
       id: 'po_1',
@@ -48,28 +56,44 @@ function payoutHistory(): unknown[] {
       now,
     },
     { type: 'RecordDeposit', txHash: '0xabc', from: SENDER, amount: '25000000', now },
-  ];
-  const events = commands.reduce<PayoutEvent[]>((history, command) => {
-    const state = history.reduce<PayoutState>(payoutDecider.evolve, payoutDecider.initialState());
-    return [...history, ...payoutDecider.decide(command, state)];
-  }, []);
-  return events;
+  ]);
 }
 
-function flowWith(sweptAlready: boolean, retired = false) {
+/**
+ * The flow over a payout stream kept here (appends run the decider, as PayoutsAggregates does). `duringSweep` runs
+ * while the sweep's transaction is in flight (a reorg's retraction landing then).
+ */
+function flowWith(
+  sweptAlready: boolean,
+  options: {
+    history?: PayoutEvent[];
+    duringSweep?: (events: PayoutEvent[]) => PayoutEvent[];
+    retired?: boolean;
+  } = {},
+) {
+  let events = options.history ?? payoutHistory();
+  const calls: string[] = [];
   const appended: PayoutCommand[] = [];
   const screened: string[][] = [];
   const store = {
-    readStream: (id: string) => Promise.resolve(id === 'payout-po_1' ? payoutHistory() : []),
+    readStream: (id: string) => Promise.resolve(id === 'payout-po_1' ? events : []),
   } as unknown as EventStore;
   const aggregates = {
     now: () => now,
     payout: (_id: string, _owner: unknown, command: PayoutCommand) => {
+      calls.push(command.type);
+      const before = events.length;
+      events = decided([command], events);
       appended.push(command);
-      return Promise.resolve({ id: 'po_1', revision: 3, changed: true });
+      return Promise.resolve({ id: 'po_1', revision: events.length - 1, changed: events.length > before });
     },
   } as unknown as PayoutsAggregates;
-  const offRamp = { submit: () => Promise.resolve({ transferId: 'tr_1' }) } as unknown as OffRampProvider;
+  const offRamp = {
+    submit: () => {
+      calls.push('submit');
+      return Promise.resolve({ transferId: 'tr_1' });
+    },
+  } as unknown as OffRampProvider;
   const screening: SanctionsScreening = {
     screen: (addresses) => {
       screened.push([...addresses]);
@@ -77,14 +101,17 @@ function flowWith(sweptAlready: boolean, retired = false) {
     },
   };
   const accounts = { account: () => Promise.resolve({ kind: 'iban', iban: 'DE89370400440532013000' }) };
-  const swept: string[] = [];
   const sweeper = {
-    retired: () => retired,
+    retired: () => options.retired ?? false,
     swept: () => {
-      swept.push('asked');
+      calls.push('swept?');
       return Promise.resolve(sweptAlready);
     },
-    sweep: () => Promise.resolve(SWEEP_TX),
+    sweep: () => {
+      calls.push('sweep');
+      if (options.duringSweep) events = options.duringSweep(events);
+      return Promise.resolve(SWEEP_TX);
+    },
   } as unknown as PayoutSweeper;
   const flow = new PayoutFlowConsumer(
     {} as EventBus,
@@ -102,15 +129,23 @@ function flowWith(sweptAlready: boolean, retired = false) {
     type: 'PayoutDepositDetected.v1',
     metadata: { merchantId: 'mer_1', mode: 'test' },
   } as unknown as BusMessage;
-  return { flow, message, appended, screened, swept };
+  return { flow, message, appended, screened, calls, events: () => events };
 }
+
+const retractedAfterForward = async (): Promise<number> =>
+  (
+    await register.getSingleMetric('stablepay_payout_deposit_retracted_after_forward_total')?.get()
+  )?.values.find((v) => v.labels.chain === USDC.chain)?.value ?? 0;
 
 describe('PayoutFlowConsumer forward step', () => {
   it('forwards a payout whose own sweep already landed, without screening it again (a match now holds nothing)', async () => {
     const { flow, message, appended, screened } = flowWith(true);
     await flow.handle(message);
     expect(screened).toEqual([]);
-    expect(appended).toEqual([{ type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now }]);
+    expect(appended).toEqual([
+      { type: 'RecordSwept', txHash: SWEEP_TX, now },
+      { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
+    ]);
   });
 
   it('screens a payout not swept yet: a match fails it sender_flagged and nothing moves', async () => {
@@ -121,10 +156,41 @@ describe('PayoutFlowConsumer forward step', () => {
   });
 
   it("fails a payout whose deposit address this deployment cannot sweep (an older factory's) deposit_address_retired, moving nothing", async () => {
-    const { flow, message, appended, screened, swept } = flowWith(false, true);
+    const { flow, message, appended, screened, calls } = flowWith(false, { retired: true });
     await flow.handle(message);
     expect(appended).toEqual([{ type: 'RecordFailed', reason: 'deposit_address_retired', now }]);
     expect(screened).toEqual([]);
-    expect(swept).toEqual([]);
+    expect(calls.filter((c) => c === 'swept?' || c === 'sweep')).toEqual([]);
+  });
+
+  it('records the sweep (PayoutDepositSwept) as soon as it lands, before the off-ramp is asked', async () => {
+    const { flow, message, calls, events } = flowWith(true);
+    await flow.handle(message);
+    expect(calls).toEqual(['swept?', 'sweep', 'RecordSwept', 'submit', 'RecordForwarded']);
+    expect(events().map((e) => e.type)).toEqual([
+      'PayoutCreated.v1',
+      'PayoutDepositDetected.v1',
+      'PayoutDepositSwept.v1',
+      'PayoutForwarded.v1',
+    ]);
+  });
+
+  it('a retry of a payout whose sweep is recorded forwards it with that sweep, without asking the chain or sweeping again', async () => {
+    const history = decided([{ type: 'RecordSwept', txHash: SWEEP_TX, now }], payoutHistory());
+    const { flow, message, calls, appended } = flowWith(false, { history });
+    await flow.handle(message);
+    expect(calls).toEqual(['submit', 'RecordForwarded']);
+    expect(appended).toEqual([{ type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now }]);
+  });
+
+  it('a deposit retracted while its sweep was in flight is counted as a retraction after the forward, and the off-ramp is not asked', async () => {
+    const before = await retractedAfterForward();
+    const { flow, message, calls, events } = flowWith(true, {
+      duringSweep: (history) => decided([{ type: 'RetractDeposit', txHash: '0xabc', now }], history),
+    });
+    await flow.handle(message);
+    expect(calls).not.toContain('submit');
+    expect(events().at(-1)?.type).toBe('PayoutDepositRetracted.v1');
+    expect(await retractedAfterForward()).toBe(before + 1);
   });
 });
