@@ -14,12 +14,14 @@ import {
   EVENT_BUS,
   type EventBus,
 } from '@stablepay/event-bus';
-import type { DepositAddress } from '@stablepay/payouts-domain';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import { type DepositAddress, payoutStreamId } from '@stablepay/payouts-domain';
 import { DomainError } from '@stablepay/util';
 import { PayoutsAggregates } from '../aggregates';
 import { payoutTokens } from '../offering';
 import { type PayoutChains, PAYOUTS_CONFIG, type PayoutsConfig } from '../payouts.config';
-import { CUSTOMER_TOPIC } from '../read-model/objects';
+import { CUSTOMER_TOPIC, foldPayout } from '../read-model/objects';
 import { PayoutsReader } from '../read-model/payouts.reader';
 import { DepositIntake } from './deposit-intake';
 import { flagRetractedAfterSweep, retractedAfterForward } from './retracted-after-sweep';
@@ -34,6 +36,8 @@ interface Retraction {
   readonly observationType: string;
   readonly txHash: string;
   readonly logIndex: number;
+  /** The orphaned block (absent in retractions published before it was carried). */
+  readonly blockHash?: string;
 }
 
 interface Erc20Transfer {
@@ -65,6 +69,7 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
 
   constructor(
     @Inject(EVENT_BUS) private readonly bus: EventBus,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(PayoutsReader) private readonly reader: PayoutsReader,
     @Inject(DepositIntake) private readonly intake: DepositIntake,
     @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
@@ -124,18 +129,31 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
    * A reorg orphaned the block of a deposit (docs/payouts.md, "Reorgs"): a payout not swept yet waits for a
    * deposit again (PayoutDepositRetracted.v1); a swept or forwarded one cannot be undone here (the funds left the
    * address): it is logged as an error and counted for the operator.
+   *
+   * The payouts are found by the deposit's claim, written before its fact (the read model may not have projected
+   * the deposit yet: the retraction would find nothing and the payout would be swept with a deposit that no longer
+   * exists), and by the read model for deposits claimed before claims were kept. Each is read from its stream.
    */
   private async retract(message: BusMessage): Promise<void> {
     const r = message.data as Retraction;
     if (r.observationType !== 'Erc20TransferObserved.v1') return;
-    for (const payout of await this.reader.payoutsFundedBy(r.chain, r.txHash)) {
+    const ids = new Set(await this.intake.claimedBy(r));
+    for (const row of await this.reader.payoutsFundedBy(r.chain, r.txHash)) ids.add(row.id);
+    for (const id of ids) {
+      const history = await this.store.readStream(payoutStreamId(id));
+      const merchantId = history[0]?.metadata.merchantId;
+      const mode = history[0]?.metadata.mode;
+      if (merchantId === undefined || mode === undefined) continue;
+      const payout = foldPayout(history);
+      const txHash = payout.deposit?.txHash;
       try {
         await this.aggregates.payout(
-          payout.id,
-          { merchantId: payout.merchant_id, mode: payout.mode },
+          id,
+          { merchantId, mode },
           {
             type: 'RetractDeposit',
-            txHash: payout.object.deposit?.tx_hash ?? r.txHash,
+            // The stored spelling (the decider compares exactly; the indexer's and the fact's may differ in case).
+            txHash: txHash?.toLowerCase() === r.txHash.toLowerCase() ? txHash : r.txHash,
             now: this.aggregates.now(),
           },
           `retract:${message.id}`,
@@ -143,7 +161,7 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
       } catch (error) {
         if (!(error instanceof DomainError && error.code === 'deposit_already_forwarded')) throw error;
         flagRetractedAfterSweep(this.logger, {
-          payout: payout.id,
+          payout: id,
           status: payout.status,
           chain: r.chain,
           txHash: r.txHash,

@@ -17,7 +17,16 @@ describe('PayoutChainDeposits metrics', () => {
       },
       chains: [{ caip2: chain }],
     } as unknown as PayoutChains;
-    const deposits = new PayoutChainDeposits(bus, never(), never(), never(), never(), never(), chains);
+    const deposits = new PayoutChainDeposits(
+      bus,
+      never(),
+      never(),
+      never(),
+      never(),
+      never(),
+      never(),
+      chains,
+    );
     await deposits.onApplicationBootstrap();
     await deposits.beforeApplicationShutdown();
     const metric = await register

@@ -19,6 +19,14 @@ export interface ObservedDeposit {
   readonly simulated?: boolean;
 }
 
+/** One transfer log in one block: a log re-included in another block after a reorg is another deposit. */
+const claimKey = (d: {
+  readonly chain: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly blockHash?: string;
+}): string => `deposit:${d.chain}:${d.txHash}:${d.logIndex}${d.blockHash ? `:${d.blockHash}` : ''}`;
+
 /**
  * Crypto arrived at a customer's deposit address (the chain's observation, or the test helper): the oldest of the customer's payouts awaiting exactly this deposit (chain, token, amount) takes
  * it (PayoutDepositDetected.v1 -> payout.deposit_detected). A deposit no payout waits for funds nothing and is
@@ -36,7 +44,7 @@ export class DepositIntake {
     // A customer no longer active (suspended, ...) funds nothing: the deposit stays at its address, held for
     // compliance. Its row may lag a suspension; the step before the off-ramp rechecks the customer's own stream.
     if (customer.status !== 'active') return null;
-    const key = `deposit:${deposit.chain}:${deposit.txHash}:${deposit.logIndex}${deposit.blockHash ? `:${deposit.blockHash}` : ''}`;
+    const key = claimKey(deposit);
     // A deposit funds one payout, once: the claim names the payout it went to, so a redelivered observation (the bus
     // is at-least-once) or a retried test-helper call goes back to that payout, never to the next one waiting while
     // the read model still shows this one awaiting (which paid one deposit out twice).
@@ -87,6 +95,26 @@ export class DepositIntake {
       if (error instanceof DomainError && error.code === 'payout_state') return null;
       throw error;
     }
+  }
+
+  /**
+   * The payout an observed transfer log went to, from its claim: written before the deposit fact, so a reorg's
+   * retraction finds it even while the read model has not projected the deposit yet (docs/payouts.md, "Reorgs").
+   */
+  async claimedBy(observation: {
+    readonly chain: string;
+    readonly txHash: string;
+    readonly logIndex: number;
+    readonly blockHash?: string;
+  }): Promise<string[]> {
+    const { chain, txHash, logIndex } = observation;
+    // An observation delivered before it carried its block was claimed without it.
+    const keys = [...new Set([claimKey(observation), claimKey({ chain, txHash, logIndex })])];
+    const rows: Array<{ payout_id: string }> = await this.dataSource.query(
+      'SELECT payout_id FROM payout_deposit_claims WHERE claim_key = ANY($1::text[])',
+      [keys],
+    );
+    return [...new Set(rows.map((r) => r.payout_id))];
   }
 
   private async claimant(key: string): Promise<PayoutRow | undefined> {
