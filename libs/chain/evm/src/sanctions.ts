@@ -17,6 +17,14 @@ export interface SanctionsScreening {
 export const SANCTIONS_SCREENING = Symbol('SANCTIONS_SCREENING');
 
 /**
+ * How long a bus consumer retries one message whose screening found the provider `unreachable` as an outage (in
+ * place, the bus's short back-off, never parked) before it lets the message be parked (retried from 60 s up to every
+ * 30 min): a provider down for everyone is usually back within it, and one refusing a single address for good holds
+ * the consumer's other messages for this long once, not forever (OutageGrace, @stablepay/event-bus).
+ */
+export const SCREENING_OUTAGE_GRACE_MS = 5 * 60_000;
+
+/**
  * Sandbox magic addresses (documented in docs/payment-deposits.md and docs/subscriptions.md). They are anvil's well-known dev accounts
  * 9 and 7, so a test or a demo can pay from them on a local chain.
  * - MATCH: screening reports a sanctions match (the payment is flagged, for good).

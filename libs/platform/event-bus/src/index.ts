@@ -13,3 +13,4 @@ export * from './projection/parked-stream-notifications';
 export * from './supervision/failure-kind';
 export * from './supervision/consumer-health';
 export * from './supervision/supervised-event-bus';
+export * from './supervision/outage-grace';

@@ -6,10 +6,16 @@ import {
   type OnApplicationBootstrap,
   Optional,
 } from '@nestjs/common';
-import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
+import {
+  type BusMessage,
+  type BusSubscription,
+  EVENT_BUS,
+  type EventBus,
+  OutageGrace,
+} from '@stablepay/event-bus';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { SANCTIONS_SCREENING, type SanctionsScreening } from '@stablepay/evm';
+import { SANCTIONS_SCREENING, type SanctionsScreening, SCREENING_OUTAGE_GRACE_MS } from '@stablepay/evm';
 import {
   beneficiaryDecider,
   beneficiaryStreamId,
@@ -48,6 +54,8 @@ export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
 export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(PAYOUT_FLOW_GROUP);
   private subscription: BusSubscription | undefined;
+  /** SCREENING_OUTAGE_GRACE_MS; a test may shorten it. */
+  readonly screeningOutage = new OutageGrace(SCREENING_OUTAGE_GRACE_MS);
 
   constructor(
     @Inject(EVENT_BUS) private readonly bus: EventBus,
@@ -233,8 +241,14 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     deposit: { readonly from: string; readonly txHash: string },
   ): Promise<boolean> {
     const screened = await this.screening.screen([deposit.from]);
+    // An outage for a bounded time, then parked (docs/payouts.md, "Flow"); never screened as clear.
     if (screened.kind === 'unreachable')
-      throw new Error(`sanctions screening unreachable for payout ${payoutId}`);
+      throw this.screeningOutage.unavailable(
+        step,
+        `sanctions screening unreachable for payout ${payoutId}`,
+        this.aggregates.now(),
+      );
+    this.screeningOutage.answered(step);
     if (screened.kind === 'match') {
       await this.aggregates.payout(
         payoutId,

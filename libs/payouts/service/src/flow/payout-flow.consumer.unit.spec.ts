@@ -1,6 +1,6 @@
 import type { BusMessage, EventBus } from '@stablepay/event-bus';
 import type { EventStore } from '@stablepay/event-store';
-import type { SanctionsScreening } from '@stablepay/evm';
+import { SCREENING_OUTAGE_GRACE_MS, type SanctionsScreening, type ScreeningResult } from '@stablepay/evm';
 import {
   type PayoutCommand,
   payoutDecider,
@@ -69,6 +69,8 @@ function flowWith(
     history?: PayoutEvent[];
     duringSweep?: (events: PayoutEvent[]) => PayoutEvent[];
     retired?: boolean;
+    screened?: ScreeningResult;
+    clock?: () => Date;
   } = {},
 ) {
   let events = options.history ?? payoutHistory();
@@ -79,7 +81,7 @@ function flowWith(
     readStream: (id: string) => Promise.resolve(id === 'payout-po_1' ? events : []),
   } as unknown as EventStore;
   const aggregates = {
-    now: () => now,
+    now: options.clock ?? (() => now),
     payout: (_id: string, _owner: unknown, command: PayoutCommand) => {
       calls.push(command.type);
       const before = events.length;
@@ -97,7 +99,7 @@ function flowWith(
   const screening: SanctionsScreening = {
     screen: (addresses) => {
       screened.push([...addresses]);
-      return Promise.resolve({ kind: 'match', address: SENDER });
+      return Promise.resolve(options.screened ?? { kind: 'match', address: SENDER });
     },
   };
   const accounts = { account: () => Promise.resolve({ kind: 'iban', iban: 'DE89370400440532013000' }) };
@@ -192,5 +194,19 @@ describe('PayoutFlowConsumer forward step', () => {
     expect(calls).not.toContain('submit');
     expect(events().at(-1)?.type).toBe('PayoutDepositRetracted.v1');
     expect(await retractedAfterForward()).toBe(before + 1);
+  });
+
+  it('an unreachable screening is retried as an outage (never parked) for SCREENING_OUTAGE_GRACE_MS, then parked; nothing is appended or swept', async () => {
+    let clock = now;
+    const { flow, message, calls } = flowWith(false, {
+      screened: { kind: 'unreachable' },
+      clock: () => clock,
+    });
+    await expect(flow.handle(message)).rejects.toMatchObject({ retryable: true });
+    clock = new Date(now.getTime() + SCREENING_OUTAGE_GRACE_MS - 1);
+    await expect(flow.handle(message)).rejects.toMatchObject({ retryable: true });
+    clock = new Date(now.getTime() + SCREENING_OUTAGE_GRACE_MS);
+    await expect(flow.handle(message)).rejects.toMatchObject({ retryable: false });
+    expect(calls).toEqual(['swept?', 'swept?', 'swept?']);
   });
 });

@@ -15,6 +15,7 @@ import {
 } from '../projection/projection-runner';
 import { StoreLogEventBus } from '../store-log/store-log-event-bus';
 import { isConnectionLoss, isTransient } from './failure-kind';
+import { OutageGrace } from './outage-grace';
 import { type ConsumerSupervisionSettings, RETRY_DUE, SupervisedEventBus } from './supervised-event-bus';
 
 const TOPIC = 'payments.payment.v1';
@@ -180,6 +181,16 @@ describe('SupervisedEventBus', () => {
         await supervised.close();
       },
     };
+  };
+  /** The group failed well past the isolate pass (3 failures in a row in these tests) and parked nothing. */
+  const failedPastIsolatePassUnparked = async (errors: unknown[], group: string): Promise<void> => {
+    await eventually(
+      async () => errors.length,
+      (n) => n >= 6,
+      'failures',
+      POLL,
+    );
+    expect(await listParkedStreams(dataSource, group)).toEqual([]);
   };
   /** The group's parked row as another member's retry claim leaves it (a negative interval: it expired). */
   const claimedBy = (group: string, member: string, untilFromNow: string): Promise<unknown> =>
@@ -941,14 +952,7 @@ describe('SupervisedEventBus', () => {
     });
     try {
       await append('payment-da', ['d0', 'd1']);
-      // Well past the isolate pass (3 failures in a row in these tests).
-      await eventually(
-        async () => errors.length,
-        (n) => n >= 6,
-        'failures',
-        POLL,
-      );
-      expect(await listParkedStreams(dataSource, group)).toEqual([]);
+      await failedPastIsolatePassUnparked(errors, group);
       expect(bus.health.readiness().stalled).toEqual([
         expect.stringMatching(
           new RegExp(`^${group} stalled: \\d+ failures in a row: Error: server response 503`),
@@ -959,6 +963,40 @@ describe('SupervisedEventBus', () => {
       expect(handled.filter((h) => h.startsWith('payment-da:'))).toEqual(['payment-da:d0', 'payment-da:d1']);
       expect(await listParkedStreams(dataSource, group)).toEqual([]);
       expect(bus.health.readiness().stalled).toEqual([]);
+    } finally {
+      await subscription.stop();
+    }
+  });
+
+  it('retries a message whose dependency the consumer tells unavailable (OutageGrace) in place and never parks it within its grace, and parks it once past it while the other streams go on', async () => {
+    const group = 'test.consumer-outage-grace';
+    const grace = new OutageGrace(60_000);
+    let now = new Date('2026-11-24T07:00:00.000Z');
+    const handled: string[] = [];
+    const errors: unknown[] = [];
+    const subscription = await bus.consume({
+      group,
+      topics: [TOPIC],
+      handler: async (m) => {
+        if (m.key === 'payment-og') throw grace.unavailable(m.id, 'screening unreachable', now);
+        handled.push(m.id);
+      },
+      onError: (error) => errors.push(error),
+    });
+    try {
+      await append('payment-og', ['g0']);
+      await failedPastIsolatePassUnparked(errors, group);
+      now = new Date(now.getTime() + 60_000);
+      await eventually(
+        async () => (await listParkedStreams(dataSource, group)).map((r) => r.streamId),
+        (parked) => parked.includes('payment-og'),
+        'parked past the grace',
+        POLL,
+      );
+      await append('payment-oh', ['h0']);
+      await subscription.caughtUp();
+      // Streams of the other tests in the shared log are handled too; of these two only the unparked one is.
+      expect(handled.filter((h) => h.startsWith('payment-o'))).toEqual(['payment-oh:h0']);
     } finally {
       await subscription.stop();
     }

@@ -5,8 +5,14 @@ import {
   Logger,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import { type BusMessage, type BusSubscription, EVENT_BUS, type EventBus } from '@stablepay/event-bus';
-import { SANCTIONS_SCREENING, type SanctionsScreening } from '@stablepay/evm';
+import {
+  type BusMessage,
+  type BusSubscription,
+  EVENT_BUS,
+  type EventBus,
+  OutageGrace,
+} from '@stablepay/event-bus';
+import { SANCTIONS_SCREENING, type SanctionsScreening, SCREENING_OUTAGE_GRACE_MS } from '@stablepay/evm';
 import { SUBSCRIPTION_TOPIC } from './subscription.projection';
 import { SubscriptionCommands } from './subscription.commands';
 
@@ -17,13 +23,16 @@ export const SUBSCRIBER_SCREENING_GROUP = 'subscriptions.subscriber-screening';
  * SubscriptionCreated.v1 and the new wallet of every SubscriptionMigrated.v1 go through the sanctions screening port
  * (the payments scope's port, shared in @stablepay/evm). A match flags the subscription (`FlagSubscription`:
  * SubscriptionFlagged.v1, webhook `subscription.flagged`, every later charge refused at preflight with
- * `subscription_flagged`); the flag is never lifted. An unreachable provider fails the message, which the bus
- * retries with its backoff: no subscription skips screening.
+ * `subscription_flagged`); the flag is never lifted. An unreachable provider fails the message: retried in place
+ * as an outage for SCREENING_OUTAGE_GRACE_MS, then parked and retried with the bus's back-off. No subscription
+ * skips screening.
  */
 @Injectable()
 export class SubscriberScreeningConsumer implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('subscriptions.subscriber-screening');
   private subscription: BusSubscription | undefined;
+  /** SCREENING_OUTAGE_GRACE_MS; a test may shorten it. */
+  readonly screeningOutage = new OutageGrace(SCREENING_OUTAGE_GRACE_MS);
 
   constructor(
     @Inject(EVENT_BUS) private readonly bus: EventBus,
@@ -67,7 +76,12 @@ export class SubscriberScreeningConsumer implements OnApplicationBootstrap, Befo
       throw new Error(`event ${message.id} of ${message.key} has no merchantId/mode metadata`);
     const result = await this.screening.screen([wallet]);
     if (result.kind === 'unreachable')
-      throw new Error(`sanctions screening provider unreachable for ${message.key}`);
+      throw this.screeningOutage.unavailable(
+        message.id,
+        `sanctions screening provider unreachable for ${message.key}`,
+        this.commands.now(),
+      );
+    this.screeningOutage.answered(message.id);
     if (result.kind === 'clear') return;
     const subscriptionId = message.key.slice('subscription-'.length);
     await this.commands.run(
