@@ -4,7 +4,7 @@ import { OperatorRelayers } from '@stablepay/chain-operator';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
 import { ManualClock } from '@stablepay/util';
-import { type Json } from './test-support/http';
+import { type Json, until } from './test-support/http';
 import { newPayment, paymentSigning, paymentUntil, transferToken } from './test-support/payments';
 import { OnChainStack } from './test-support/stack';
 import { readyForSubscriptions } from './test-support/subscriptions';
@@ -270,7 +270,13 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     expect(await usdt(deposit)).toBe(3n * USDC);
     // Recover returns only the bound token; the merchant's signed rescue moves the USDC (here back to its sender).
     const lateBefore = await usdc(late.address);
-    const rescued = await rescueOf('USDC', 5n * USDC);
+    // The late sender is screened once its transfer is confirmed (the flow does it on its own); until then the
+    // rescue is refused with nothing sent.
+    const rescued = await until(
+      () => rescueOf('USDC', 5n * USDC),
+      (r) => (r.body['error'] as Json | undefined)?.['code'] !== 'sender_screening_pending',
+      'the late USDC sender screened',
+    );
     expect(rescued.body['error']).toBeUndefined();
     expect(rescued.status).toBe(200);
     expect((await usdc(late.address)) - lateBefore).toBe(5n * USDC);

@@ -11,7 +11,8 @@ import {
   type PaymentStatus,
   amountPaid,
   detectedAsset,
-  fromSanctioned,
+  fundingStatus,
+  payerOf,
   paymentStatus,
 } from './payment';
 
@@ -105,7 +106,7 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
   const detected = detectedAsset(state);
   const symbolOf = (asset: string) => created.acceptedAssets.find((a) => a.asset === asset)?.symbol ?? null;
   const transactions = state.transfers.map((t): PaymentTransaction => {
-    const sanctioned = fromSanctioned(state, t);
+    const status = fundingStatus(state, t);
     return {
       tx_hash: t.txHash,
       log_index: t.logIndex,
@@ -115,14 +116,16 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
       token_symbol: symbolOf(t.asset),
       chain: t.chain,
       block_number: t.blockNumber,
-      is_funding: t.isFunding && !sanctioned,
-      non_funding_reason: sanctioned ? 'sanctioned' : t.nonFundingReason,
+      is_funding: status.isFunding,
+      non_funding_reason: status.nonFundingReason,
       confirmed: t.confirmed,
     };
   });
   const payers = [
-    ...new Set(state.transfers.filter((t) => t.isFunding && !fromSanctioned(state, t)).map((t) => t.from)),
+    ...new Set(state.transfers.filter((t) => fundingStatus(state, t).isFunding).map((t) => t.from)),
   ];
+  // The payer first (the attested one once deployed): the refund's destination is payer_addresses[0].
+  const payer = state.deployment?.payer ?? (payers.length > 0 ? payerOf(state) : null);
   const lastSettlementDelay = state.settlementDelayReasons.at(-1);
   return {
     id: created.paymentId,
@@ -144,10 +147,9 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
     deposit_address: created.depositAddress,
     deploy_tx_hash: state.deployment?.txHash ?? null,
     deploy_hold_reason: state.deployment ? null : (state.deployHold?.reason ?? null),
-    payer_addresses:
-      state.deployment && !payers.includes(state.deployment.payer)
-        ? [state.deployment.payer, ...payers]
-        : payers,
+    payer_addresses: payer
+      ? [payer, ...payers.filter((a) => a.toLowerCase() !== payer.toLowerCase())]
+      : payers,
     transactions,
     non_funding_transactions_count: transactions.filter((t) => !t.is_funding).length,
     amount_captured: state.captured.toString(),

@@ -74,6 +74,8 @@ export interface PaymentState {
   readonly phase: PaymentPhase;
   readonly transfers: readonly TransferState[];
   readonly depositConfirmed: boolean;
+  /** The token PaymentDepositConfirmed.v1 named (the one whose funding paid the order); null before. */
+  readonly depositAsset: string | null;
   readonly clearedAddresses: readonly string[];
   readonly screeningPending: boolean;
   readonly flagged: boolean;
@@ -126,6 +128,7 @@ export const initialPaymentState = (): PaymentState => ({
   phase: 'pending',
   transfers: [],
   depositConfirmed: false,
+  depositAsset: null,
   clearedAddresses: [],
   screeningPending: false,
   flagged: false,
@@ -166,15 +169,70 @@ const sum = (values: Iterable<bigint>): bigint => {
 export const fromSanctioned = (state: PaymentState, t: TransferState): boolean =>
   state.sanctionedSenders.includes(t.from.toLowerCase());
 
-/** Funding transfers that pay the order: classified funding at observation, from no sanctioned sender. */
-const fundingTransfers = (state: PaymentState): TransferState[] =>
+/**
+ * Transfers classified funding at observation (an accepted token in time, before any token paid the order), from no
+ * sanctioned sender: candidates of every accepted token, only the detected one's pay the order.
+ */
+const fundingCandidates = (state: PaymentState): TransferState[] =>
   state.transfers.filter((t) => t.isFunding && !fromSanctioned(state, t));
 
-/** The first funding transfer fixes the asset (and so the chain) of the payment. */
+/**
+ * Of `transfers` (in arrival order), the accepted token that pays the order: the first whose running sum reaches its
+ * token amount; before any does, the one furthest along (the largest share of its amount, ties to the earliest).
+ */
+function leadingAsset(
+  accepted: readonly AcceptedAsset[],
+  transfers: readonly TransferState[],
+): AcceptedAsset | null {
+  const sums = new Map<AcceptedAsset, bigint>();
+  for (const t of transfers) {
+    const a = accepted.find((x) => x.asset === t.asset);
+    if (!a) continue;
+    const total = (sums.get(a) ?? 0n) + BigInt(t.amount);
+    if (total >= BigInt(a.tokenAmount)) return a;
+    sums.set(a, total);
+  }
+  let best: [AcceptedAsset, bigint] | null = null;
+  for (const [a, total] of sums) {
+    // total / a.tokenAmount > best share, in integers (tokens of other decimals compare by share, not by units).
+    if (!best || total * BigInt(best[0].tokenAmount) > best[1] * BigInt(a.tokenAmount)) best = [a, total];
+  }
+  return best?.[0] ?? null;
+}
+
+/**
+ * The asset (and so the chain) of the payment: the accepted token whose funding transfers pay the order, fixed for
+ * good by the deposit confirmation. Before any token paid the order, the one furthest along, which a later
+ * transfer may still displace: a dust transfer sent first in another accepted token named the payment's token and
+ * classified the payer's real payment `wrong_token`.
+ */
 export function detectedAsset(state: PaymentState): AcceptedAsset | null {
-  const first = fundingTransfers(state)[0];
-  if (!first || !state.created) return null;
-  return state.created.acceptedAssets.find((a) => a.asset === first.asset) ?? null;
+  if (!state.created) return null;
+  const accepted = state.created.acceptedAssets;
+  if (state.depositAsset) return accepted.find((a) => a.asset === state.depositAsset) ?? null;
+  return leadingAsset(accepted, fundingCandidates(state));
+}
+
+/** Funding transfers that pay the order: the detected token's funding candidates. */
+const fundingTransfers = (state: PaymentState): TransferState[] => {
+  const detected = detectedAsset(state)?.asset;
+  return fundingCandidates(state).filter((t) => t.asset === detected);
+};
+
+/**
+ * SPEC is_funding / non_funding_reason of one transfer as shown: its classification at observation, except that a
+ * funding candidate of a token that did not pay the order is `wrong_token` (`wrong_chain`), and a held sanctioned
+ * sender's transfer is `sanctioned`.
+ */
+export function fundingStatus(
+  state: PaymentState,
+  t: TransferState,
+): { isFunding: boolean; nonFundingReason: NonFundingReason | 'sanctioned' | null } {
+  if (fromSanctioned(state, t)) return { isFunding: false, nonFundingReason: 'sanctioned' };
+  if (!t.isFunding) return { isFunding: false, nonFundingReason: t.nonFundingReason };
+  const detected = detectedAsset(state);
+  if (!detected || detected.asset === t.asset) return { isFunding: true, nonFundingReason: null };
+  return { isFunding: false, nonFundingReason: detected.chain === t.chain ? 'wrong_token' : 'wrong_chain' };
 }
 
 /** SPEC `amount_paid`: every funding transfer observed, confirmed or not, in smallest units of the detected token. */
@@ -188,15 +246,32 @@ const confirmedFunding = (state: PaymentState): bigint =>
       .map((t) => BigInt(t.amount)),
   );
 
-/** The payer (attested at deployment): sender of the first funding transfer, else of the first payment-token one. */
+/** The sender who sent the most of `transfers` (ties: the earliest of them to send). */
+function largestSender(transfers: readonly TransferState[]): string | null {
+  const sums = new Map<string, { from: string; total: bigint }>();
+  for (const t of transfers) {
+    const key = t.from.toLowerCase();
+    const entry = sums.get(key) ?? { from: t.from, total: 0n };
+    sums.set(key, { ...entry, total: entry.total + BigInt(t.amount) });
+  }
+  let best: { from: string; total: bigint } | null = null;
+  for (const entry of sums.values()) if (!best || entry.total > best.total) best = entry;
+  return best?.from ?? null;
+}
+
+/**
+ * The payer (attested at deployment): the sender of the largest part of the funding transfers (ties: the earliest),
+ * else, when nothing funded the order (an abandoned deposit), of the payment token's transfers. A deposit address is
+ * public: named by the first transfer, anyone sending dust before the payer became the payer, to whom refunds and
+ * recover go unless the merchant disputes in time. To be named by share, a sender must pay the larger part of the
+ * order itself.
+ */
 export function payerOf(state: PaymentState): string | null {
   if (state.deployment) return state.deployment.payer;
+  const funding = fundingTransfers(state);
+  if (funding.length > 0) return largestSender(funding);
   const asset = paymentAsset(state);
-  return (
-    fundingTransfers(state)[0]?.from ??
-    state.transfers.find((t) => t.asset === asset && !fromSanctioned(state, t))?.from ??
-    null
-  );
+  return largestSender(state.transfers.filter((t) => t.asset === asset && !fromSanctioned(state, t)));
 }
 
 /**
@@ -220,9 +295,8 @@ export function paymentAsset(state: PaymentState): string | null {
   const detected = detectedAsset(state);
   if (detected) return detected.asset;
   const acceptedAssets = state.created?.acceptedAssets ?? [];
-  const accepted = new Set(acceptedAssets.map((a) => a.asset));
   const clean = state.transfers.filter((t) => !fromSanctioned(state, t));
-  const first = clean.find((t) => accepted.has(t.asset))?.asset;
+  const first = leadingAsset(acceptedAssets, clean)?.asset;
   if (first || (state.phase !== 'expired' && state.phase !== 'cancelled')) return first ?? null;
   // Only a token the deployment lists: an attacker's own token logging transfers to the address names none (it
   // would be announced to the merchant, deployed on the operator's gas and pin the payer's later stablecoin out).
@@ -271,18 +345,55 @@ export function paymentStatus(state: PaymentState): PaymentStatus {
   return state.phase;
 }
 
-/** Addresses the service must screen before the deposit can be deployed (empty: nothing to screen now). */
+/** Distinct senders of `transfers` neither screened clear nor held as sanctioned, lower-cased. */
+const unscreened = (state: PaymentState, transfers: readonly TransferState[]): string[] =>
+  [...new Set(transfers.map((t) => t.from.toLowerCase()))].filter(
+    (a) => !state.clearedAddresses.includes(a) && !state.sanctionedSenders.includes(a),
+  );
+
+/**
+ * Addresses the service must screen now (empty: nothing to screen): before the deploy, the senders of the payment
+ * token; once deployed, every sender of a confirmed transfer, whatever its token. Recover returns the payment
+ * token's balance above the escrow to the payer and rescue moves another token wherever the merchant says: a
+ * transfer confirmed after the deploy request, or of another token, was never screened, so a sanctioned sender's
+ * funds left that way.
+ */
 export function addressesToScreen(state: PaymentState): string[] {
-  if (state.flagged || state.deployRequested || !state.created) return [];
+  if (state.flagged || !state.created) return [];
+  if (state.deployment)
+    return unscreened(
+      state,
+      state.transfers.filter((t) => t.confirmed),
+    );
+  if (state.deployRequested) return [];
   const asset = paymentAsset(state);
   const due = state.depositConfirmed || (payerSurplus(state)?.amount ?? 0n) > 0n;
   if (!due || !asset) return [];
-  const senders = state.transfers
-    .filter((t) => t.confirmed && t.asset === asset)
-    .map((t) => t.from.toLowerCase());
-  return [...new Set(senders)].filter(
-    (a) => !state.clearedAddresses.includes(a) && !state.sanctionedSenders.includes(a),
+  return unscreened(
+    state,
+    state.transfers.filter((t) => t.confirmed && t.asset === asset),
   );
+}
+
+/** Recover and rescue move no funds of `asset` whose sender is not screened yet, nor a sanctioned sender's. */
+function refuseUnscreenedFunds(state: PaymentState, asset: string, held: boolean): void {
+  if (held) {
+    throw conflict(
+      'sanctioned_funds_held',
+      `The deposit holds funds of a sanctioned sender in ${asset}; they stay held, and this would move them.`,
+    );
+  }
+  if (
+    unscreened(
+      state,
+      state.transfers.filter((t) => t.asset === asset),
+    ).length > 0
+  ) {
+    throw conflict(
+      'sender_screening_pending',
+      `A sender of ${asset} to the deposit is not screened yet (screened once its transfer is confirmed); retry once it is.`,
+    );
+  }
 }
 
 const isDue = (state: PaymentState, at: Date): boolean =>
@@ -378,7 +489,7 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       return { ...state, transfers: state.transfers.filter((t) => !match(t)) };
     }
     case 'PaymentDepositConfirmed.v1':
-      return { ...state, depositConfirmed: true };
+      return { ...state, depositConfirmed: true, depositAsset: event.data.asset };
     case 'PaymentPayerCleared.v1':
       return {
         ...state,
@@ -391,12 +502,15 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       return { ...state, screeningPending: true };
     case 'PaymentFlagged.v1':
       return { ...state, flagged: true, screeningPending: false, recoverable: null };
-    case 'PaymentSanctionedFundsHeld.v1':
-      return {
+    case 'PaymentSanctionedFundsHeld.v1': {
+      const next = {
         ...state,
         screeningPending: false,
         sanctionedSenders: [...new Set([...state.sanctionedSenders, event.data.address.toLowerCase()])],
       };
+      // The announced surplus was all that sender's: nothing is the payer's to recover any more.
+      return payerSurplus(next) ? next : { ...next, recoverable: null };
+    }
     case 'PaymentDeployRequested.v1':
       return { ...state, deployRequested: true, deployAsset: state.deployAsset ?? event.data.asset };
     case 'PaymentDeployHeld.v1':
@@ -812,8 +926,10 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       if (r.kind === 'match') {
         if (s.sanctionedSenders.includes(r.address.toLowerCase())) return; // a stale result again
         // SPEC flags the payment when its payer matches. A sender the order does not need is not the payer
-        // (anyone can send to a public deposit address): its funds are held, the payer's payment goes on.
-        if (paidWithoutSender(s, r.address)) {
+        // (anyone can send to a public deposit address): its funds are held, the payer's payment goes on. Once the
+        // deploy is requested the payer was screened clear: any later match is another sender's.
+        const attested = s.deployRequested && payerOf(s)?.toLowerCase() === r.address.toLowerCase();
+        if (!attested && (s.deployRequested || paidWithoutSender(s, r.address))) {
           emit({ type: 'PaymentSanctionedFundsHeld.v1', data: { address: r.address, at } });
         } else {
           emit({ type: 'PaymentFlagged.v1', data: { address: r.address, flaggedAt: at } });
@@ -945,8 +1061,16 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
           'asset',
         );
       }
-      const available =
+      // Held sanctioned funds stay: the rescue may move the rest (the contract's rescue is amount-bounded).
+      const sanctioned = sum(
+        s.transfers
+          .filter((t) => t.asset === command.asset && fromSanctioned(s, t))
+          .map((t) => BigInt(t.amount)),
+      );
+      const balance =
         command.onChainBalance !== undefined ? BigInt(command.onChainBalance) : heldBalance(s, command.asset);
+      const available = balance - sanctioned;
+      refuseUnscreenedFunds(s, command.asset, sanctioned > 0n && amount > available);
       if (amount > available) {
         throw validationError(
           'amount',
@@ -968,12 +1092,7 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
         throw conflict('deposit_not_deployed', 'The deposit contract is being deployed; recover once it is.');
       }
       // The contract's recover returns the whole balance above the escrow: it would carry the held funds along.
-      if (sanctionedBalance(s, s.recoverable.asset) > 0n) {
-        throw conflict(
-          'sanctioned_funds_held',
-          "The deposit also holds funds of a sanctioned sender in this token; they stay held, and recover would return them with the payer's.",
-        );
-      }
+      refuseUnscreenedFunds(s, s.recoverable.asset, sanctionedBalance(s, s.recoverable.asset) > 0n);
       if (command.now.getTime() < Date.parse(s.deployment.payerFinalAt)) {
         throw cannotProcess(
           'payer_not_final',
@@ -1160,10 +1279,12 @@ function classify(
     !s.depositConfirmed &&
     blockTime.getTime() < Date.parse(created.expiresAt);
   if (!windowOpen) return no('straggler');
+  // Until a token pays the order every accepted one may: a first transfer (dust) names no token.
   const detected = detectedAsset(s);
-  if (detected && detected.asset !== t.asset)
-    return no(detected.chain === t.chain ? 'wrong_token' : 'wrong_chain');
-  if (detected && amountPaid(s) >= BigInt(detected.tokenAmount)) return no('duplicate');
+  if (detected && amountPaid(s) >= BigInt(detected.tokenAmount)) {
+    if (detected.asset !== t.asset) return no(detected.chain === t.chain ? 'wrong_token' : 'wrong_chain');
+    return no('duplicate');
+  }
   return { isFunding: true, nonFundingReason: null };
 }
 
@@ -1198,11 +1319,21 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
   // Payer-owned surplus changed, or the notice named another token or payer: announce it (again, with the new
   // amount, token or destination). It shrinks when a sender is held as sanctioned: its funds are no longer the
   // payer's, and a sender announced as the payer may have been that sanctioned one.
+  // Once deployed, a surplus is announced only after its senders are screened: one sent after the payer was screened
+  // may be a sanctioned sender's, which is never the payer's to recover.
   const surplus = payerSurplus(s);
   const payer = payerOf(s);
+  const unscreenedSurplus =
+    surplus !== null &&
+    s.deployment !== null &&
+    unscreened(
+      s,
+      s.transfers.filter((t) => t.confirmed && t.asset === surplus.asset),
+    ).length > 0;
   if (
     surplus &&
     payer &&
+    !unscreenedSurplus &&
     (!s.recoverable ||
       surplus.asset !== s.recoverable.asset ||
       surplus.amount !== s.recoverable.amount ||

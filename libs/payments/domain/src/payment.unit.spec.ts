@@ -317,7 +317,7 @@ describe('Payment: transfers observed to the deposit address', () => {
     expect(given(create(), observe(t)).when(observe(t)).events).toEqual([]);
   });
 
-  it('is_funding false: wrong token, wrong chain, another token than the detected one; counted in non_funding_transactions_count', () => {
+  it('is_funding false: wrong token, wrong chain, another token than the one that paid the order; counted in non_funding_transactions_count', () => {
     const first = transfer({ amount: '1000000' });
     const { object } = given(
       create(),
@@ -327,15 +327,17 @@ describe('Payment: transfers observed to the deposit address', () => {
       observe(transfer({ asset: USDT_BASE })),
       observe(transfer({ asset: USDC_ETH, chain: ETH })),
     ).when({ type: 'Expire', now: at(1) });
+    // USDT paid the order: the partial USDC sent first is another token's.
     expect(object.transactions.map((t) => [t.is_funding, t.non_funding_reason])).toEqual([
       [false, 'wrong_token'],
       [false, 'wrong_chain'],
-      [true, null],
       [false, 'wrong_token'],
+      [true, null],
       [false, 'wrong_chain'],
     ]);
     expect(object.non_funding_transactions_count).toBe(4);
-    expect(object.amount_paid).toBe('1000000');
+    expect(object.amount_paid).toBe(ORDER);
+    expect(object.detected_asset).toBe(USDT_BASE);
   });
 
   it('a second full payment after the order was paid is a duplicate (non-funding), later recoverable as over_deposit', () => {
@@ -346,12 +348,20 @@ describe('Payment: transfers observed to the deposit address', () => {
     expect(object.non_funding_transactions_count).toBe(1);
   });
 
-  it('a transfer after settlement is a post-settle straggler: non-funding, recoverable to the payer', () => {
+  it('a transfer after settlement is a post-settle straggler: non-funding, recoverable to the payer once its sender is screened', () => {
     const straggler = transfer({ amount: '500000', from: SECOND_WALLET });
     const g = given(...paid(), deployDirect(), observe(straggler, 10));
-    const { types, object } = g.when(confirm(straggler, 11));
+    const confirmed = g.when(confirm(straggler, 11));
     expect(g.state.transfers.at(-1)?.nonFundingReason).toBe('straggler');
-    expect(types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentRecoverable.v1']);
+    expect(confirmed.types).toEqual(['PaymentTransferConfirmed.v1']);
+    expect(addressesToScreen(confirmed.state)).toEqual([SECOND_WALLET]);
+    const { types, object } = given(
+      ...paid(),
+      deployDirect(),
+      observe(straggler, 10),
+      confirm(straggler, 11),
+    ).when(clear(12, [SECOND_WALLET]));
+    expect(types).toEqual(['PaymentPayerCleared.v1', 'PaymentRecoverable.v1']);
     expect(object).toMatchObject({
       status: 'recoverable',
       recoverable_reason: 'over_deposit',
@@ -629,6 +639,8 @@ describe('Payment: the cases peers keep reporting', () => {
         observe(lateUsdc, 70),
         confirm(lateUsdc, 71),
         noneDeployedTo(SECOND_WALLET, 72),
+        // Deployed, the late token's sender is screened before anything moves its funds.
+        clear(72, [PAYER]),
       );
       expect(toPaymentObject(deployed.state)).toMatchObject(usdtRecoverableToItsSender);
       // The contract refuses to rescue its bound token (PayerOwnedToken); so does the API.
@@ -729,6 +741,7 @@ describe('Payment: the cases peers keep reporting', () => {
         observe(usdt, 73),
         confirm(usdt, 74),
         noneDeployedTo(PAYER, 75),
+        clear(75, [SECOND_WALLET]),
       );
       expect(g.history.filter((e) => e.type === 'PaymentRecoverable.v1')).toHaveLength(1);
       expect(toPaymentObject(g.state)).toMatchObject({
@@ -1347,7 +1360,7 @@ describe('Payment: a sanctioned sender who is not the payer (dust sent to a publ
       type: 'Expire',
       now: at(61),
     });
-    expect(g.state.recoverable).toMatchObject({ destination: SANCTIONED, amount: 5000001n });
+    expect(g.state.recoverable).toMatchObject({ destination: PAYER, amount: 5000001n });
     const held = g.when(match(62));
     expect(held.types).toEqual(['PaymentSanctionedFundsHeld.v1', 'PaymentRecoverable.v1']);
     expect(held.object).toMatchObject({
@@ -1357,6 +1370,197 @@ describe('Payment: a sanctioned sender who is not the payer (dust sent to a publ
       amount_paid: '5000000',
     });
     expect(addressesToScreen(held.state)).toEqual([PAYER]);
+  });
+});
+
+describe('Payment: dust sent first names neither the payment token nor the payer', () => {
+  const DUSTER = '0x7777777777777777777777777777777777777777';
+
+  it("dust in another accepted token sent first: the payer's payment in the token it paid with funds the order, the dust is wrong_token", () => {
+    const dust = transfer({ asset: USDT_BASE, amount: '1', from: DUSTER });
+    const pay = transfer();
+    const before = given(create(), observe(dust)).state;
+    // Shown as the token furthest along, but pinned by nothing: the payer's transfer still funds.
+    expect(toPaymentObject(before).detected_asset).toBe(USDT_BASE);
+    const g = given(create(), observe(dust), observe(pay), confirm(dust), confirm(pay));
+    expect(g.history.find((e) => e.type === 'PaymentDepositConfirmed.v1')).toMatchObject({
+      data: { asset: USDC_BASE, amountPaid: ORDER },
+    });
+    expect(toPaymentObject(g.state)).toMatchObject({
+      detected_asset: USDC_BASE,
+      amount_paid: ORDER,
+      payer_addresses: [PAYER],
+      non_funding_transactions_count: 1,
+    });
+    expect(toPaymentObject(g.state).transactions.map((t) => [t.is_funding, t.non_funding_reason])).toEqual([
+      [false, 'wrong_token'],
+      [true, null],
+    ]);
+    expect(addressesToScreen(g.state)).toEqual([PAYER]);
+    const requested = g.when(clear(3));
+    expect(requested.events[1]).toMatchObject({
+      type: 'PaymentDeployRequested.v1',
+      data: { method: 'DIRECT', asset: USDC_BASE, payer: PAYER, amount: ORDER },
+    });
+    // The dust is another token's: the merchant's rescue (its sender screened first), never the payer's recover.
+    expect(paymentAsset(requested.state)).toBe(USDC_BASE);
+  });
+
+  it('before any token pays the order the one furthest along is shown (by share of its amount), and the first to reach the amount is the payment token for good', () => {
+    const dust = transfer({ asset: USDT_BASE, amount: '1', from: DUSTER });
+    const part = transfer({ amount: '5000000' });
+    expect(toPaymentObject(given(create(), observe(dust), observe(part)).state)).toMatchObject({
+      detected_asset: USDC_BASE,
+      amount_paid: '5000000',
+    });
+    // USDT reaches its amount first: USDC sent after it no longer funds.
+    const usdt = transfer({ asset: USDT_BASE, amount: '12499999', from: DUSTER });
+    const rest = transfer({ amount: '7500000' });
+    const { object } = given(create(), observe(dust), observe(part), observe(usdt)).when(observe(rest));
+    expect(object).toMatchObject({ detected_asset: USDT_BASE, amount_paid: ORDER });
+    expect(object.transactions.map((t) => t.non_funding_reason)).toEqual([
+      null,
+      'wrong_token',
+      null,
+      'wrong_token',
+    ]);
+  });
+
+  it('dust in the payment token sent first: the payer is the sender of the largest part of the funding, not the first sender', () => {
+    const dust = transfer({ amount: '1', from: DUSTER });
+    const pay = transfer({ amount: '12499999' });
+    const g = given(create({ method: 'TWO_STEP' }), observe(dust), observe(pay), confirm(dust), confirm(pay));
+    expect(addressesToScreen(g.state)).toEqual([DUSTER, PAYER]);
+    // The payer is listed first: a refund goes to payer_addresses[0].
+    expect(toPaymentObject(g.state).payer_addresses).toEqual([PAYER, DUSTER]);
+    const requested = g.when(clear(3, [DUSTER, PAYER]));
+    expect(requested.events.find((e) => e.type === 'PaymentDeployRequested.v1')).toMatchObject({
+      data: { method: 'TWO_STEP', payer: PAYER },
+    });
+  });
+
+  it('an abandoned deposit: the recover destination is the sender of the largest part (ties: the earliest)', () => {
+    const dust = transfer({ amount: '1', from: DUSTER });
+    const partial = transfer({ amount: '5000000' });
+    const expired = given(create(), observe(dust), observe(partial), confirm(dust), confirm(partial), {
+      type: 'Expire',
+      now: at(61),
+    });
+    expect(toPaymentObject(expired.state)).toMatchObject({
+      recovery_destination: PAYER,
+      recoverable_amount: '5000001',
+    });
+    const tie = transfer({ amount: '1', from: SECOND_WALLET });
+    const tied = given(create(), observe(dust), observe(tie), confirm(dust), confirm(tie), {
+      type: 'Expire',
+      now: at(61),
+    });
+    expect(toPaymentObject(tied.state).recovery_destination).toBe(DUSTER);
+  });
+});
+
+describe('Payment: senders after the deploy request and of other tokens are screened before recover or rescue moves their funds', () => {
+  const SANCTIONED = '0x9999999999999999999999999999999999999999';
+  const match = (minutes: number): PaymentCommand => ({
+    type: 'RecordScreening',
+    result: { kind: 'match', address: SANCTIONED },
+    now: at(minutes),
+  });
+
+  it("a payment-token transfer after the deploy is screened; before, recover is refused (sender_screening_pending); a match holds it (never the payer's surplus, no flag)", () => {
+    const extra = transfer({ amount: '500000', from: SANCTIONED });
+    const g = given(...paid(), deployDirect(), observe(extra, 10), confirm(extra, 11));
+    expect(addressesToScreen(g.state)).toEqual([SANCTIONED]);
+    expect(g.state.recoverable).toBeNull();
+    const held = g.when(match(12));
+    expect(held.types).toEqual(['PaymentSanctionedFundsHeld.v1']);
+    expect(held.object).toMatchObject({ status: 'settled' });
+    expect(held.object.recoverable_amount).toBeUndefined();
+    expect(addressesToScreen(held.state)).toEqual([]);
+
+    // The payer's own over-deposit beside it: announced once screened, recover refused while the held funds are there.
+    const own = transfer({ amount: '5' });
+    const both = given(...paid(), deployDirect(), observe(own, 9), confirm(own, 9), observe(extra, 10));
+    expect(both.state.recoverable).toMatchObject({ destination: PAYER, amount: 5n });
+    expect(both.whenRejected({ type: 'RequestRecover', now: at(5 + 24 * 60) })).toMatchObject({
+      status: 409,
+      code: 'sender_screening_pending',
+    });
+    const matched = given(
+      ...paid(),
+      deployDirect(),
+      observe(own, 9),
+      confirm(own, 9),
+      observe(extra, 10),
+      confirm(extra, 11),
+      match(12),
+    );
+    expect(matched.state.flagged).toBe(false);
+    expect(matched.state.recoverable).toMatchObject({ destination: PAYER, amount: 5n });
+    expect(matched.whenRejected({ type: 'RequestRecover', now: at(5 + 24 * 60) })).toMatchObject({
+      status: 409,
+      code: 'sanctioned_funds_held',
+    });
+  });
+
+  it("another token is screened once deployed: rescue waits for it (sender_screening_pending) and never moves a sanctioned sender's part (sanctioned_funds_held)", () => {
+    const bad = transfer({ asset: USDT_BASE, amount: '300', from: SANCTIONED });
+    const good = transfer({ asset: USDT_BASE, amount: '700', from: SECOND_WALLET });
+    const deployedWithUsdt = [
+      ...paid(),
+      deployDirect(),
+      observe(bad, 10),
+      confirm(bad, 11),
+      observe(good, 10),
+      confirm(good, 11),
+    ];
+    const g = given(...deployedWithUsdt);
+    expect(addressesToScreen(g.state)).toEqual([SANCTIONED, SECOND_WALLET]);
+    const rescue = (amount: string): PaymentCommand => ({
+      type: 'RequestRescue',
+      asset: USDT_BASE,
+      to: MERCHANT_CHOSEN,
+      amount,
+      now: at(13),
+    });
+    expect(g.whenRejected(rescue('700'))).toMatchObject({ status: 409, code: 'sender_screening_pending' });
+    const screened = given(...deployedWithUsdt, match(12), clear(12, [SECOND_WALLET]));
+    expect(screened.history.map((e) => e.type)).not.toContain('PaymentFlagged.v1');
+    expect(toPaymentObject(screened.state).transactions.at(-2)?.non_funding_reason).toBe('sanctioned');
+    expect(screened.when(rescue('700')).types).toEqual(['PaymentRescueRequested.v1']);
+    expect(screened.whenRejected(rescue('701'))).toMatchObject({
+      status: 409,
+      code: 'sanctioned_funds_held',
+    });
+    expect(
+      screened.whenRejected({ ...rescue('1000'), onChainBalance: '1000' } as PaymentCommand),
+    ).toMatchObject({ code: 'sanctioned_funds_held' });
+  });
+
+  it('an abandoned deposit recovered, then a sanctioned sender: held, not flagged (the payer was screened before the deploy)', () => {
+    const partial = transfer({ amount: '5000000' });
+    const late = transfer({ amount: '1', from: SANCTIONED });
+    const g = given(
+      create(),
+      observe(partial),
+      confirm(partial),
+      { type: 'Expire', now: at(61) },
+      clear(62),
+      deployNone(62),
+      {
+        type: 'RecordOutflow',
+        kind: 'recovered',
+        txHash: '0xrec',
+        asset: USDC_BASE,
+        amount: '5000000',
+        to: PAYER,
+        now: at(63 + 24 * 60),
+      },
+      observe(late, 64 + 24 * 60),
+      confirm(late, 64 + 24 * 60),
+    );
+    expect(addressesToScreen(g.state)).toEqual([SANCTIONED]);
+    expect(g.when(match(65 + 24 * 60)).types).toEqual(['PaymentSanctionedFundsHeld.v1']);
   });
 });
 
