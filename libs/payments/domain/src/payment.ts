@@ -833,6 +833,9 @@ function paidWithoutSender(state: PaymentState, address: string): boolean {
     return detected !== null && confirmedFunding(without) >= BigInt(detected.tokenAmount);
   }
   const abandoned = state.phase === 'expired' || state.phase === 'cancelled';
+  // No order was paid to test against: the payer is the one payerOf names (the largest sender). Held only when that
+  // is someone else; otherwise one unit from a second wallet would turn a sanctioned payer into "dust".
+  if (payerOf(state)?.toLowerCase() === address.toLowerCase()) return false;
   const asset = paymentAsset(without);
   return abandoned && asset !== null && payerOf(without) !== null && payerSurplus(without) !== null;
 }

@@ -1371,6 +1371,17 @@ describe('Payment: a sanctioned sender who is not the payer (dust sent to a publ
     });
     expect(addressesToScreen(held.state)).toEqual([PAYER]);
   });
+  it('an abandoned deposit whose largest sender is sanctioned is flagged (its payer), whatever unit another wallet added', () => {
+    const big = dust({ amount: '5000000' });
+    const unit = transfer({ amount: '1' });
+    const g = given(create(), observe(big), observe(unit), confirm(big), confirm(unit), {
+      type: 'Expire',
+      now: at(61),
+    });
+    const flagged = g.when(match(62));
+    expect(flagged.types).toEqual(['PaymentFlagged.v1']);
+    expect(flagged.object.status).toBe('flagged');
+  });
 });
 
 describe('Payment: dust sent first names neither the payment token nor the payer', () => {
