@@ -99,6 +99,8 @@ export interface ChainOperatorConfigOptions {
  * - `REGISTRY_ADMIN_ADDRESS`: the registry admin's public address (the cold key stays offline; it must differ
  *   from the operator). `OPERATOR_PAUSER_ADDRESS`: the operator pauser. Both required with chains: with the
  *   operator they fix the contract addresses (`computeStablepayAddresses`).
+ * - `OPERATOR_ADDRESS` (optional here): the operator's public address, as the gateway reads it
+ *   (`publicRolesFromEnv`); when set it must be the address of OPERATOR_PRIVATE_KEY.
  * - `PAYOUT_OFF_RAMP_ADDRESS`, `PAYOUT_DEPOSIT_FACTORY_ADDRESS`: payout deposit addresses (`payouts`, optional).
  */
 export function chainOperatorConfigFromEnv(
@@ -110,16 +112,41 @@ export function chainOperatorConfigFromEnv(
     return { ...chains, operator: null, roles: null, addresses: null, payouts: null };
   }
   const operator = parseOperatorKey(env);
-  const admin = requiredAddress(env, 'REGISTRY_ADMIN_ADDRESS');
-  const operatorPauser = requiredAddress(env, 'OPERATOR_PAUSER_ADDRESS');
-  if (admin === operator.address) {
+  // The gateway computes the addresses it shows merchants from the public OPERATOR_ADDRESS, never from the key: a
+  // key holder given another one would sign for contracts other than those the merchants are shown.
+  if (envOptional(env, 'OPERATOR_ADDRESS') !== undefined) {
+    const declared = requiredAddress(env, 'OPERATOR_ADDRESS');
+    if (declared !== operator.address)
+      throw new ConfigError(
+        `environment variable OPERATOR_ADDRESS (${declared}) is not the address of OPERATOR_PRIVATE_KEY (${operator.address}): both must name the one operator`,
+      );
+  }
+  const roles = rolesWithOperator(env, operator.address, 'when CHAIN_RPC_URLS is set');
+  const addresses = computeStablepayAddresses(roles);
+  return { ...chains, operator, roles, addresses, payouts: payoutsFromEnv(env, addresses) };
+}
+
+/**
+ * The three roles as public addresses, read without any key: what a process that shows the contract addresses but
+ * never signs (the gateway: settings' registry and payment factory) needs to compute them. `OPERATOR_ADDRESS` is the
+ * operator's public address (a process holding OPERATOR_PRIVATE_KEY refuses to start when it names another key).
+ * Null when OPERATOR_ADDRESS is unset; with it, REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS are required.
+ */
+export function publicRolesFromEnv(env: Env): StablepayRoles | null {
+  if (envOptional(env, 'OPERATOR_ADDRESS') === undefined) return null;
+  const operator = requiredAddress(env, 'OPERATOR_ADDRESS');
+  return rolesWithOperator(env, operator, 'with OPERATOR_ADDRESS');
+}
+
+function rolesWithOperator(env: Env, operator: string, when: string): StablepayRoles {
+  const admin = requiredAddress(env, 'REGISTRY_ADMIN_ADDRESS', when);
+  const operatorPauser = requiredAddress(env, 'OPERATOR_PAUSER_ADDRESS', when);
+  if (admin === operator) {
     throw new ConfigError(
       'environment variable REGISTRY_ADMIN_ADDRESS must not be the operator: the admin is the cold key',
     );
   }
-  const roles: StablepayRoles = { admin, operator: operator.address, operatorPauser };
-  const addresses = computeStablepayAddresses(roles);
-  return { ...chains, operator, roles, addresses, payouts: payoutsFromEnv(env, addresses) };
+  return { admin, operator, operatorPauser };
 }
 
 /**
@@ -282,10 +309,9 @@ function parseOperatorKey(env: Env): OperatorKey {
   }
 }
 
-function requiredAddress(env: Env, name: string): string {
+function requiredAddress(env: Env, name: string, when = 'when CHAIN_RPC_URLS is set'): string {
   const raw = envOptional(env, name);
-  if (raw === undefined)
-    throw new ConfigError(`environment variable ${name} is required when CHAIN_RPC_URLS is set`);
+  if (raw === undefined) throw new ConfigError(`environment variable ${name} is required ${when}`);
   if (!isAddress(raw))
     throw new ConfigError(`environment variable ${name} must be an EVM address, got '${raw}'`);
   const address = getAddress(raw);

@@ -1,7 +1,7 @@
 import { Wallet } from 'ethers';
 import { computeStablepayAddresses, computeTestStablecoinAddresses } from '@stablepay/contracts';
 import { ConfigError } from '@stablepay/util';
-import { chainOperatorConfigFromEnv } from './chain-operator.config';
+import { chainOperatorConfigFromEnv, publicRolesFromEnv } from './chain-operator.config';
 
 const operator = Wallet.createRandom();
 const admin = Wallet.createRandom().address;
@@ -117,5 +117,48 @@ describe('chainOperatorConfigFromEnv', () => {
     } catch (error) {
       expect(String(error)).not.toContain(bad.slice(2));
     }
+  });
+});
+
+describe('OPERATOR_ADDRESS: the operator as the gateway reads it (publicRolesFromEnv)', () => {
+  it('a key holder starts when OPERATOR_ADDRESS is its own key (any case), and refuses another address naming both', () => {
+    expect(
+      chainOperatorConfigFromEnv({ ...base, OPERATOR_ADDRESS: operator.address.toLowerCase() }).operator
+        ?.address,
+    ).toBe(operator.address);
+    const other = Wallet.createRandom().address;
+    const env = { ...base, OPERATOR_ADDRESS: other };
+    expect(() => chainOperatorConfigFromEnv(env)).toThrow(ConfigError);
+    expect(() => chainOperatorConfigFromEnv(env)).toThrow(
+      `OPERATOR_ADDRESS (${other}) is not the address of OPERATOR_PRIVATE_KEY (${operator.address})`,
+    );
+    expect(() => chainOperatorConfigFromEnv({ ...base, OPERATOR_ADDRESS: '0x12' })).toThrow(
+      /OPERATOR_ADDRESS must be an EVM address/,
+    );
+  });
+
+  it('gives the roles a key holder computes, without any key; none without OPERATOR_ADDRESS', () => {
+    const { OPERATOR_PRIVATE_KEY: _key, ...keyless } = base;
+    expect(publicRolesFromEnv({ ...keyless, OPERATOR_ADDRESS: operator.address })).toEqual(
+      chainOperatorConfigFromEnv(base).roles,
+    );
+    expect(publicRolesFromEnv(keyless)).toBeNull();
+    expect(publicRolesFromEnv({ ...keyless, OPERATOR_ADDRESS: '' })).toBeNull();
+  });
+
+  it.each([
+    [{ REGISTRY_ADMIN_ADDRESS: undefined }, /REGISTRY_ADMIN_ADDRESS is required with OPERATOR_ADDRESS/],
+    [{ OPERATOR_PAUSER_ADDRESS: undefined }, /OPERATOR_PAUSER_ADDRESS is required with OPERATOR_ADDRESS/],
+    [{ REGISTRY_ADMIN_ADDRESS: operator.address }, /REGISTRY_ADMIN_ADDRESS must not be the operator/],
+    [{ OPERATOR_ADDRESS: 'nope' }, /OPERATOR_ADDRESS must be an EVM address, got 'nope'/],
+  ])('refuses %p with a ConfigError naming the variable', (override, message) => {
+    const env = {
+      REGISTRY_ADMIN_ADDRESS: admin,
+      OPERATOR_PAUSER_ADDRESS: pauser,
+      OPERATOR_ADDRESS: operator.address,
+      ...override,
+    };
+    expect(() => publicRolesFromEnv(env)).toThrow(ConfigError);
+    expect(() => publicRolesFromEnv(env)).toThrow(message);
   });
 });
