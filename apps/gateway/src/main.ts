@@ -6,7 +6,11 @@ import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime
 runMain('gateway', () =>
   startService(
     platformConfigFromEnv(process.env),
-    [gatewayService(merchantsConfigFromEnv(process.env, { allowEphemeralKey: false }))],
+    [
+      gatewayService(
+        merchantsConfigFromEnv(process.env, { allowEphemeralKey: false, requireContractAddresses: true }),
+      ),
+    ],
     {
       service: 'gateway',
     },

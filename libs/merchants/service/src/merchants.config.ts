@@ -1,4 +1,5 @@
-import { chainModeFromEnv } from '@stablepay/chain-operator';
+import { chainModeFromEnv, publicRolesFromEnv } from '@stablepay/chain-operator';
+import { computeStablepayAddresses, type StablepayAddresses } from '@stablepay/contracts';
 import { ConfigError, envBool, envInt, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
 import { HostResolver } from '@stablepay/node-util';
@@ -15,11 +16,17 @@ export interface MerchantsConfig {
   readonly secretBox: SecretBox;
   /** CAIP-2 chains a merchant signer is reported for in settings. */
   readonly supportedChains: readonly string[];
-  /** Address of the payment factory on every chain, once the chain layer deployed it. */
+  /**
+   * The PaymentFactory (the same on every chain): PAYMENT_FACTORY_ADDRESS, else computed from the public roles
+   * (OPERATOR_ADDRESS, REGISTRY_ADMIN_ADDRESS, OPERATOR_PAUSER_ADDRESS) as the payments service computes it. Null
+   * with neither.
+   */
   readonly paymentFactoryAddress: string | null;
   /**
-   * The StablepayRegistry (REGISTRY_ADDRESS; the same on every chain): the `verifyingContract` of MerchantChange and
-   * RevokeAuthorizations, which settings show per chain with the merchant's current epoch there. Null when not set.
+   * The StablepayRegistry (the same on every chain): the `verifyingContract` of MerchantChange and
+   * RevokeAuthorizations, which settings show per chain with the merchant's current epoch there. Computed from the
+   * public roles, as the payments service that verifies a MerchantChange computes it; REGISTRY_ADDRESS may only
+   * restate it (or name it where no roles are given). Null with neither.
    */
   readonly registryAddress: string | null;
   /** RPC endpoint per supported CAIP-2 chain (CHAIN_RPC_URLS), for ERC-1271 checks of contract pausers. */
@@ -56,7 +63,14 @@ export const DEFAULT_WEBHOOK_DNS_TIMEOUT_MS = 5_000;
 /** Reads the merchants module's configuration; in embedded mode an ephemeral encryption key is allowed. */
 export function merchantsConfigFromEnv(
   env: Record<string, string | undefined>,
-  options: { allowEphemeralKey: boolean },
+  options: {
+    allowEphemeralKey: boolean;
+    /**
+     * The gateway's: with chains (CHAIN_RPC_URLS) settings must name the contracts, so the public roles (or
+     * REGISTRY_ADDRESS) are required; without them merchants would be shown no verifying contract.
+     */
+    requireContractAddresses?: boolean;
+  },
 ): MerchantsConfig {
   const key = envOptional(env, 'WEBHOOK_SECRET_ENCRYPTION_KEY');
   if (!key && !options.allowEphemeralKey) {
@@ -89,15 +103,24 @@ export function merchantsConfigFromEnv(
       `environment variable ADMIN_TOKEN must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (e.g. openssl rand -hex 32), or unset to turn the operator API off`,
     );
   }
+  const rpcUrls = chainRpcUrlsFromEnv(env);
+  const roles = publicRolesFromEnv(env);
+  const computed = roles ? computeStablepayAddresses(roles) : null;
+  const registryAddress = registryAddressFromEnv(env, computed);
+  if (options.requireContractAddresses && rpcUrls.size > 0 && registryAddress === null) {
+    throw new ConfigError(
+      "environment variable OPERATOR_ADDRESS (the operator's public address, with REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS) is required when CHAIN_RPC_URLS is set: settings show the registry and payment factory those roles fix",
+    );
+  }
   return {
     operatorPauser: envOptional(env, 'OPERATOR_PAUSER_ADDRESS') ?? null,
     allowLocalWebhooks: envBool(env, 'ALLOW_LOCAL_WEBHOOKS', false),
     adminToken,
     secretBox,
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
-    paymentFactoryAddress: envOptional(env, 'PAYMENT_FACTORY_ADDRESS') ?? null,
-    registryAddress: registryAddressFromEnv(env),
-    chainRpcUrls: Object.fromEntries(chainRpcUrlsFromEnv(env)),
+    paymentFactoryAddress: addressFromEnv(env, 'PAYMENT_FACTORY_ADDRESS') ?? computed?.paymentFactory ?? null,
+    registryAddress,
+    chainRpcUrls: Object.fromEntries(rpcUrls),
     chainMode: chainModeFromEnv(env),
     webhookDns: new HostResolver({
       timeoutMs: envInt(env, 'WEBHOOK_DNS_TIMEOUT_MS', DEFAULT_WEBHOOK_DNS_TIMEOUT_MS, 100, 9_000),
@@ -105,15 +128,30 @@ export function merchantsConfigFromEnv(
   };
 }
 
-/** REGISTRY_ADDRESS, checksummed (a merchant signs it as the verifying contract, so a typo must stop the start). */
-function registryAddressFromEnv(env: Record<string, string | undefined>): string | null {
-  const raw = envOptional(env, 'REGISTRY_ADDRESS');
-  if (raw === undefined) return null;
+/**
+ * The registry the roles fix, else REGISTRY_ADDRESS. With both they must agree: the payments service verifies a
+ * MerchantChange against the computed registry, so a merchant signing for another one shown here would be refused.
+ */
+function registryAddressFromEnv(
+  env: Record<string, string | undefined>,
+  computed: StablepayAddresses | null,
+): string | null {
+  const configured = addressFromEnv(env, 'REGISTRY_ADDRESS');
+  if (computed && configured !== undefined && configured !== computed.registry) {
+    throw new ConfigError(
+      `environment variable REGISTRY_ADDRESS (${configured}) is not the registry OPERATOR_ADDRESS, REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS fix (${computed.registry}): unset it, or correct the roles`,
+    );
+  }
+  return computed?.registry ?? configured ?? null;
+}
+
+/** An address variable, checksummed (a merchant signs for or pays into it, so a typo must stop the start). */
+function addressFromEnv(env: Record<string, string | undefined>, name: string): string | undefined {
+  const raw = envOptional(env, name);
+  if (raw === undefined) return undefined;
   try {
     return getAddress(raw);
   } catch {
-    throw new ConfigError(
-      `environment variable REGISTRY_ADDRESS must be a 0x-prefixed 20-byte address, got '${raw}'`,
-    );
+    throw new ConfigError(`environment variable ${name} must be a 0x-prefixed 20-byte address, got '${raw}'`);
   }
 }

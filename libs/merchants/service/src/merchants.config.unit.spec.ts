@@ -1,3 +1,4 @@
+import { computeStablepayAddresses } from '@stablepay/contracts';
 import { ConfigError } from '@stablepay/util';
 import { merchantsConfigFromEnv } from './merchants.config';
 
@@ -41,5 +42,76 @@ describe('merchantsConfigFromEnv: REGISTRY_ADDRESS', () => {
     expect(read(lower)).toBe('0x5FbDB2315678afecb367f032d93F642f64180aa3');
     expect(read()).toBeNull();
     expect(() => read('0x12')).toThrow(/REGISTRY_ADDRESS/);
+  });
+});
+
+describe('merchantsConfigFromEnv: the contract addresses settings show, from the public roles', () => {
+  // Public addresses only: the gateway never holds the operator key.
+  const roles = {
+    admin: '0x0000000000000000000000000000000000000A11',
+    operator: '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266',
+    operatorPauser: '0x0000000000000000000000000000000000000B22',
+  };
+  const rolesEnv = {
+    OPERATOR_ADDRESS: roles.operator,
+    REGISTRY_ADMIN_ADDRESS: roles.admin,
+    OPERATOR_PAUSER_ADDRESS: roles.operatorPauser,
+  };
+  const expected = computeStablepayAddresses(roles);
+  const chains = { CHAIN_RPC_URLS: 'eip155:8453=http://127.0.0.1:8545' };
+  const read = (env: Record<string, string | undefined>, requireContractAddresses = true) =>
+    merchantsConfigFromEnv(
+      { WEBHOOK_SECRET_ENCRYPTION_KEY: KEY, ...env },
+      {
+        allowEphemeralKey: false,
+        requireContractAddresses,
+      },
+    );
+
+  it('computes the registry and payment factory from OPERATOR_ADDRESS, REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS', () => {
+    const config = read({ ...chains, ...rolesEnv });
+    expect(config.registryAddress).toBe(expected.registry);
+    expect(config.paymentFactoryAddress).toBe(expected.paymentFactory);
+  });
+
+  it('PAYMENT_FACTORY_ADDRESS overrides the computed factory (as in the payments service); REGISTRY_ADDRESS may restate the registry', () => {
+    const factory = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+    const config = read({
+      ...rolesEnv,
+      PAYMENT_FACTORY_ADDRESS: factory.toLowerCase(),
+      REGISTRY_ADDRESS: expected.registry.toLowerCase(),
+    });
+    expect(config.paymentFactoryAddress).toBe(factory);
+    expect(config.registryAddress).toBe(expected.registry);
+    expect(() => read({ PAYMENT_FACTORY_ADDRESS: '0x12' })).toThrow(/PAYMENT_FACTORY_ADDRESS/);
+  });
+
+  it('refuses a REGISTRY_ADDRESS other than the registry the roles fix (the payments service verifies against that one)', () => {
+    const other = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+    expect(() => read({ ...rolesEnv, REGISTRY_ADDRESS: other })).toThrow(ConfigError);
+    expect(() => read({ ...rolesEnv, REGISTRY_ADDRESS: other })).toThrow(
+      `REGISTRY_ADDRESS (${other}) is not the registry OPERATOR_ADDRESS, REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS fix (${expected.registry})`,
+    );
+  });
+
+  it('refuses incomplete roles naming the missing variable', () => {
+    expect(() =>
+      read({ OPERATOR_ADDRESS: roles.operator, OPERATOR_PAUSER_ADDRESS: roles.operatorPauser }),
+    ).toThrow(/REGISTRY_ADMIN_ADDRESS is required with OPERATOR_ADDRESS/);
+  });
+
+  it('a gateway with chains but neither the roles nor REGISTRY_ADDRESS refuses to start, naming OPERATOR_ADDRESS', () => {
+    // OPERATOR_PAUSER_ADDRESS and REGISTRY_ADMIN_ADDRESS alone are what deployments gave the gateway before.
+    const partial = {
+      ...chains,
+      OPERATOR_PAUSER_ADDRESS: roles.operatorPauser,
+      REGISTRY_ADMIN_ADDRESS: roles.admin,
+    };
+    expect(() => read(partial)).toThrow(ConfigError);
+    expect(() => read(partial)).toThrow(/OPERATOR_ADDRESS .* is required when CHAIN_RPC_URLS is set/);
+    expect(read({ ...chains, REGISTRY_ADDRESS: expected.registry }).registryAddress).toBe(expected.registry);
+    // Without chains (or for another reader, webhook-dispatch) nothing is required: settings show null.
+    expect(read({}).registryAddress).toBeNull();
+    expect(read(partial, false).registryAddress).toBeNull();
   });
 });
