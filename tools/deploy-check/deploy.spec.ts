@@ -54,6 +54,11 @@ const actsOnChain = apps.filter((app) =>
     readFileSync(join(root, 'apps', app, 'src', 'main.ts'), 'utf8'),
   ),
 );
+/**
+ * The roles as public addresses: they fix every contract address, so the gateway computes from them the registry
+ * and payment factory GET /settings shows, without the key (publicRolesFromEnv, docs/chain-operator.md).
+ */
+const PUBLIC_ROLES = ['OPERATOR_ADDRESS', 'REGISTRY_ADMIN_ADDRESS', 'OPERATOR_PAUSER_ADDRESS'];
 /** The chain layer's variables a process needs besides its key (keyless reads: chain time, offered tokens). */
 const CHAIN_ENV = ['CHAIN_RPC_URLS', 'CHAIN_MODE', 'CHAIN_CONFIRMATIONS', 'OPERATOR_PAUSER_ADDRESS'];
 
@@ -309,6 +314,29 @@ describe('distributed deployment files', () => {
       }
     });
 
+    it('docker-compose gives the gateway the public roles the key holders and the contracts job read, and no hand-copied address', () => {
+      const gateway = compose.services['gateway']?.environment ?? {};
+      for (const name of PUBLIC_ROLES) {
+        // Required: without them GET /settings would show no registry_address and no payment factory.
+        expect(gateway[name]).toMatch(new RegExp(`^\\$\\{${name}:\\?`));
+        for (const app of [...actsOnChain, 'contracts'])
+          expect({ app, name, value: compose.services[app]?.environment?.[name] }).toEqual({
+            app,
+            name,
+            value: gateway[name],
+          });
+      }
+      // A fixed registry would go stale with the roles (the payments service verifies MerchantChange against the
+      // computed one); the payment factory's override is the payments service's own.
+      expect(gateway['REGISTRY_ADDRESS']).toBeUndefined();
+      expect(gateway['PAYMENT_FACTORY_ADDRESS']).toBe(
+        compose.services['payments']?.environment?.['PAYMENT_FACTORY_ADDRESS'],
+      );
+      expect(readFileSync(join(root, 'apps', 'gateway', 'src', 'main.ts'), 'utf8')).toMatch(
+        /requireContractAddresses: true/,
+      );
+    });
+
     it('docker-compose gives payouts an off-ramp address by default (without one POST /customers answers 503)', () => {
       const env = compose.services['payouts']?.environment ?? {};
       const [, fallback] =
@@ -385,14 +413,24 @@ describe('distributed deployment files', () => {
         expect.arrayContaining([
           'CHAIN_MODE',
           'CHAIN_CONFIRMATIONS',
-          'REGISTRY_ADMIN_ADDRESS',
-          'OPERATOR_PAUSER_ADDRESS',
+          ...PUBLIC_ROLES,
+          'PAYMENT_FACTORY_ADDRESS',
         ]),
       );
       for (const app of ['gateway', 'indexer', ...actsOnChain]) {
         expect(containerOf(app)?.envFrom).toContainEqual({ configMapRef: { name: 'stablepay-chain' } });
       }
     });
+  });
+
+  it('Kubernetes: the gateway reads the roles and the payment factory override from the chain ConfigMap only', () => {
+    // The key holders load the same ConfigMap: what the gateway computes is what they compute and sign for.
+    for (const app of ['gateway', ...actsOnChain]) {
+      expect(containerOf(app)?.envFrom).toContainEqual({ configMapRef: { name: 'stablepay-chain' } });
+      const own = k8sDocs(`${app}.yaml`).find((d) => d.kind === 'ConfigMap')?.data ?? {};
+      for (const name of [...PUBLIC_ROLES, 'REGISTRY_ADDRESS', 'PAYMENT_FACTORY_ADDRESS'])
+        expect({ app, defines: name in own ? name : null }).toEqual({ app, defines: null });
+    }
   });
 
   describe('alerting rules (deploy/monitoring/prometheus-rules.yaml)', () => {

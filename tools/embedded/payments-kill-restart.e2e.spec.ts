@@ -98,6 +98,10 @@ describe('a payments process killed mid-payment completes the payment after rest
       CHAIN_RPC_URLS: chainEnv.CHAIN_RPC_URLS,
       CHAIN_MODE: 'test',
       CHAIN_CONFIRMATIONS: '1',
+      // The roles as public addresses (compose's common environment): the gateway computes the contract addresses
+      // from them; the key holders check OPERATOR_ADDRESS against their key.
+      OPERATOR_ADDRESS: operator.address,
+      REGISTRY_ADMIN_ADDRESS: admin,
       OPERATOR_PAUSER_ADDRESS: operatorPauser,
     };
     gatewayUrl = `http://127.0.0.1:${gatewayPort}`;

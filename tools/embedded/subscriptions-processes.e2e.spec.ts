@@ -98,6 +98,10 @@ describe('subscribe and merchant cancel across separate processes (compose-like 
       CHAIN_RPC_URLS: chainEnv.CHAIN_RPC_URLS,
       CHAIN_MODE: 'test',
       CHAIN_CONFIRMATIONS: '1',
+      // The roles as public addresses (compose's common environment): the gateway computes the contract addresses
+      // from them; the key holders check OPERATOR_ADDRESS against their key.
+      OPERATOR_ADDRESS: operator.address,
+      REGISTRY_ADMIN_ADDRESS: admin,
       OPERATOR_PAUSER_ADDRESS: operatorPauser,
     };
     gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
@@ -186,6 +190,19 @@ describe('subscribe and merchant cancel across separate processes (compose-like 
       (signer) => signer === merchantSigner.address,
       'the merchant registered on chain',
     );
+    // The gateway, holding no key, shows the contracts the key holders computed from the same public roles.
+    const onChain = (res: { body: Json }) =>
+      (res.body['chain_registrations'] as Json[] | undefined)?.find((r) => r['chain'] === CHAIN);
+    const settings = await eventually(
+      () => api('GET', '/settings'),
+      (res) => onChain(res)?.['status'] === 'registered',
+      'settings show the registration',
+    );
+    expect(settings.body['payment_factory_address']).toBe(addresses.paymentFactory);
+    expect(onChain(settings)).toMatchObject({
+      registry_address: addresses.registry,
+      epoch: expect.any(String),
+    });
 
     const checkout = await api('POST', '/subscription-checkouts', {
       price: '150000',
