@@ -202,6 +202,30 @@ describe('charge quote (POST /subscriptions/:id/charge-quote)', () => {
     expect((await quote(merchant, id)).status).toBe(201);
   });
 
+  it('refuses a price lock with 422 currency_mismatch once the fiat settlement currency moved away from the plan (ARS plan, USD payouts)', async () => {
+    const merchant = await newMerchant('Fiat Moved Co', 'fiat');
+    await configureFiat(merchant, FIAT_ARS);
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    const legacy = await subscription(merchant, { price: '2500000', priceCurrency: null });
+    expect((await quote(merchant, id)).status).toBe(201);
+    await configureFiat(merchant, { ...FIAT_ARS, currency: 'USD', country: 'US' });
+    for (const body of [undefined, { fiat_amount: '100' }, { fiat_amount: '100', currency: 'ARS' }]) {
+      const refused = await quote(merchant, id, body);
+      expect(refused.status).toBe(422);
+      expect(refused.body.error).toMatchObject({ type: 'cannot_process', code: 'currency_mismatch' });
+      expect(refused.body.error?.['param']).toBeUndefined();
+    }
+    // A token-priced plan's ad-hoc amount is locked only in the currency the business now pays out in.
+    const adHoc = await quote(merchant, legacy, { fiat_amount: '100', currency: 'ARS' });
+    expect(adHoc.body.error).toMatchObject({ code: 'currency_mismatch', param: 'currency' });
+    expect((await quote(merchant, legacy, { fiat_amount: '100', currency: 'USD' })).body).toMatchObject({
+      kind: 'price_lock',
+      fiat_currency: 'USD',
+    });
+    await configureFiat(merchant, FIAT_ARS);
+    expect((await quote(merchant, id)).body).toMatchObject({ kind: 'price_lock', fiat_currency: 'ARS' });
+  });
+
   it("answers 404 for another merchant's subscription and an unknown one, and refuses unknown parameters", async () => {
     const owner = await newMerchant('Owner Co');
     const other = await newMerchant('Other Co');

@@ -124,16 +124,34 @@ export function settlementProviderUnavailable(detail: string): DomainError {
 }
 
 /**
- * A price lock is redeemed at off-ramp into the business's bank account: without a complete fiat settlement
- * configuration (removed or emptied after the plan was created) there is nothing to pay out to, so no lock is issued
- * (SPEC Errors: 422 `fiat_settlement_required`, as a checkout of that business is refused): a charge made on it
- * would be tracked as a `pending` payout that has no destination.
+ * SPEC Rules 8 held where money is committed, not only at plan creation: a price lock is redeemed at off-ramp into the
+ * business's bank account, and the subscribe authorization signs the first charge the provider then pays out. Both
+ * read the configuration as it is now, as `PUT /payments/settlement` may have changed it after the plan was created:
+ *
+ * - removed or emptied: nothing to pay out to, 422 `fiat_settlement_required` (as a checkout of that business is
+ *   refused); a charge made anyway would be tracked as a `pending` payout that has no destination;
+ * - another currency (e.g. ARS to USD): 422 `currency_mismatch` (SPEC Errors: a fiat-settled business pricing in
+ *   another currency). The provider would lock an ARS price for a payout made in USD. The settings change itself
+ *   is not refused: SPEC names no such error, and the merchant may move its payouts on purpose (it can switch back,
+ *   or sell a plan in the new currency); the plans priced in the old one just stop taking money until then.
+ *
+ * `param`: the request field that named the currency (an ad-hoc `currency`), none when it is the plan's own.
  */
-export function requireFiatPayoutDestination(settlement: { readonly complete: boolean }): void {
-  if (!settlement.complete)
+export function requireFiatPayoutDestination(
+  settlement: { readonly complete: boolean; readonly currency: string | null },
+  currency: string,
+  param?: string,
+): void {
+  if (!settlement.complete || settlement.currency === null)
     throw cannotProcess(
       'fiat_settlement_required',
-      'This business settles in fiat and has no complete fiat settlement configuration, so the settlement provider cannot lock a price to pay out: set it with PUT /payments/settlement first.',
+      'This business settles in fiat and has no complete fiat settlement configuration, so there is nothing to pay out to: the business must set it with PUT /payments/settlement first.',
+    );
+  if (currency !== settlement.currency)
+    throw cannotProcess(
+      'currency_mismatch',
+      `This business now settles in ${settlement.currency}, and this price is in ${currency}: nothing is locked or authorized for a payout in another currency than the price (the business can settle in ${currency} again, or offer a plan priced in ${settlement.currency}).`,
+      param,
     );
 }
 

@@ -135,14 +135,36 @@ describe('charge quote', () => {
   });
 });
 
-describe('requireFiatPayoutDestination (a price lock needs somewhere to pay out)', () => {
+describe('requireFiatPayoutDestination (a price lock or a subscribe needs somewhere to pay out, in its currency)', () => {
   it('refuses an incomplete fiat settlement configuration with 422 fiat_settlement_required', () => {
-    expect(() => requireFiatPayoutDestination({ complete: false })).toThrow(
-      expect.objectContaining({ status: 422, code: 'fiat_settlement_required' }),
-    );
+    for (const settlement of [
+      { complete: false, currency: 'ARS' },
+      { complete: false, currency: null },
+    ])
+      expect(() => requireFiatPayoutDestination(settlement, 'ARS')).toThrow(
+        expect.objectContaining({ status: 422, code: 'fiat_settlement_required' }),
+      );
   });
 
-  it('lets a complete configuration through', () => {
-    expect(() => requireFiatPayoutDestination({ complete: true })).not.toThrow();
+  it('refuses a price in another currency than the configuration pays out in with 422 currency_mismatch', () => {
+    expect(() => requireFiatPayoutDestination({ complete: true, currency: 'USD' }, 'ARS')).toThrow(
+      expect.objectContaining({
+        status: 422,
+        type: 'cannot_process',
+        code: 'currency_mismatch',
+        message: expect.stringContaining('settles in USD'),
+      }),
+    );
+    let thrown: unknown;
+    try {
+      requireFiatPayoutDestination({ complete: true, currency: 'USD' }, 'EUR', 'currency');
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toMatchObject({ code: 'currency_mismatch', param: 'currency' });
+  });
+
+  it('lets a complete configuration in the price currency through', () => {
+    expect(() => requireFiatPayoutDestination({ complete: true, currency: 'ARS' }, 'ARS')).not.toThrow();
   });
 });

@@ -62,7 +62,12 @@ export class QuoteChargeHandler {
     let expiresAt: Date;
     let priceLock = false;
     if (basis.kind === 'fiat' && profile.settlement.mode === 'fiat') {
-      requireFiatPayoutDestination(profile.settlement);
+      // A legacy token-priced plan's ad-hoc amount names its currency in the body; a fiat plan's is the plan's own.
+      requireFiatPayoutDestination(
+        profile.settlement,
+        basis.currency,
+        c.priceCurrency === null ? 'currency' : undefined,
+      );
       const lock = await this.provider.lockPrice({
         merchantId: command.merchant.merchantId,
         fiatAmount: basis.fiatAmount,
