@@ -260,4 +260,53 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
     expect((await rows(id)).filter((c) => c['tx_hash'] === sent.hash)).toEqual([byIndexer]);
     expect(await subscription(id)).toMatchObject({ charge_nonce: body.nonce + 1, paused: false });
   }, 120_000);
+  it('the authorize step refuses once the fiat configuration no longer pays out in the plan currency (removed: 422 fiat_settlement_required; moved to USD: 422 currency_mismatch); a subscribe already signed and landed is still recorded', async () => {
+    const configure = async (fiat: Json | null) =>
+      expect((await as('PUT', '/payments/settlement', { fiat })).status).toBe(200);
+    const fiatArs = {
+      currency: 'ARS',
+      beneficiary_name: 'Pampa Fiat SA',
+      account_number: '0000003100010000000001',
+      country: 'AR',
+    };
+    const signedBefore = await newCheckout();
+    const refusedLater = await newCheckout();
+    const early = chain.wallet(5);
+    const { path, params, authorization } = await authorizeSubscribe(api, signedBefore, chain, early);
+    const authorizeLater = async () => {
+      const option = (refusedLater['subscription_options'] as Json[]).find((o) =>
+        String(o['asset']).startsWith(`${CHAIN}/`),
+      );
+      return api(
+        'POST',
+        `/subscription-checkouts/${String(refusedLater['id'])}/subscribe`,
+        { chain: CHAIN, asset: option?.['asset'], subscriber: chain.wallet(6).address },
+        null,
+      );
+    };
+    try {
+      await configure(null);
+      const removed = await authorizeLater();
+      expect(removed.status).toBe(422);
+      expect(removed.body['error']).toMatchObject({
+        type: 'cannot_process',
+        code: 'fiat_settlement_required',
+      });
+
+      // On-chain truth wins: the subscription signed before the change landed, so its report records it.
+      const txHash = await sendSubscribe(early, authorization);
+      const reported = await api('POST', path, { ...params, tx_hash: txHash }, null);
+      expect(reported.body).toMatchObject({ status: 'recorded', tx_hash: txHash });
+
+      await configure({ ...fiatArs, currency: 'USD', country: 'US' });
+      const moved = await authorizeLater();
+      expect(moved.status).toBe(422);
+      expect(moved.body['error']).toMatchObject({ type: 'cannot_process', code: 'currency_mismatch' });
+      const quoted = await as('POST', `/subscriptions/${String(signedBefore['onchain_id'])}/charge-quote`);
+      expect(quoted.body['error']).toMatchObject({ code: 'currency_mismatch' });
+    } finally {
+      await configure(fiatArs);
+    }
+    expect((await authorizeLater()).status).toBe(200);
+  }, 120_000);
 });

@@ -16,9 +16,10 @@ import type {
   SubscribeCommand,
   SubscribeReported,
 } from '@stablepay/subscriptions-api';
-import { subscriptionOptions } from '@stablepay/subscriptions-domain';
+import { requireFiatPayoutDestination, subscriptionOptions } from '@stablepay/subscriptions-domain';
 import { cannotProcess, conflict, DomainError, type Clock, notFound, validationError } from '@stablepay/util';
 import { CLOCK } from '@stablepay/aggregate';
+import { MerchantProfiles } from '../subscription-checkouts/merchant-profiles';
 import { SubscriptionCheckoutPresenter } from '../subscription-checkouts/subscription-checkout.presenter';
 import {
   type SubscriptionCheckoutRow,
@@ -68,6 +69,7 @@ export class SubscribeFlow {
     @Inject(ChainTime) private readonly chains: ChainTime,
     @Inject(SubscriptionChainFacts) private readonly facts: SubscriptionChainFacts,
     @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
   ) {}
 
   async handle(command: SubscribeCommand): Promise<SubscribeAuthorizationResource | SubscribeReported> {
@@ -124,6 +126,13 @@ export class SubscribeFlow {
     const now = this.clock.now();
     if (o.status !== 'pending') throw notPending(row.id, o.status);
     if (now.getTime() >= Date.parse(o.expires_at)) throw notPending(row.id, 'expired');
+    // The first charge of a fiat-priced plan is a payout of a fiat-settled business (SPEC fiat field rule 3): nothing
+    // is signed once its configuration no longer pays out in the plan's currency (changed after the intent was
+    // created). Only this step: a subscribe already on chain is still recorded by the report, on-chain truth wins.
+    if (o.price_currency !== null) {
+      const { settlement } = await this.profiles.get(row.merchant_id);
+      if (settlement.mode === 'fiat') requireFiatPayoutDestination(settlement, o.price_currency);
+    }
     const rates = await this.presenter.quote(o.price_currency);
     const option = subscriptionOptions(o, this.presenter.offeredChains(row.mode), rates).find(
       (opt) => opt.chain === command.chain && opt.asset.toLowerCase() === token.assetId.toLowerCase(),

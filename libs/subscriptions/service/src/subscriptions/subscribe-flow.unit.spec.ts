@@ -44,6 +44,7 @@ function flow(): SubscribeFlow {
     chains as never,
     unused,
     { now: () => new Date('2026-11-23T00:00:00Z') } as never,
+    unused,
   );
 }
 
