@@ -1,5 +1,10 @@
 import { type Signer, Wallet } from 'ethers';
-import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
+import {
+  connectStablepayRegistry,
+  connectSubscriptionManager,
+  connectTestStablecoin,
+  toOnChainId,
+} from '@stablepay/contracts';
 import { signCancelSubscription, signMerchantChange } from '@stablepay/merchant-sdk';
 import { createMerchant, type Json, until } from './test-support/http';
 import { OnChainStack } from './test-support/stack';
@@ -21,7 +26,9 @@ type Authorized = Awaited<ReturnType<typeof authorizeSubscribe>>;
  * the service takes none of them on that chain (409 `merchant_change_pending`, nothing signed or sent), as it takes
  * no checkout there; once the MerchantChange lands, the new signer charges and pays the new address. A subscribe
  * authorized before the change cannot be taken back (the subscriber sends it): when it lands it stands, and the
- * merchant is told where its first charge went. Last, the chain's node stops: every call that needs it is 503.
+ * merchant is told where its first charge went; a charge that paid the address in force at its block time is not
+ * announced, even when the indexer reads its log after the settings changed (it reads a block once two sit on it).
+ * Last, the chain's node stops: every call that needs it is 503.
  */
 const ADMIN_TOKEN = 'admin-token-for-the-subscription-merchant-change-test';
 const CHAIN = 'eip155:8453';
@@ -98,7 +105,7 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
   };
 
   beforeAll(async () => {
-    const stack = await e2e.start('8453', { ADMIN_TOKEN });
+    const stack = await e2e.start('8453', { ADMIN_TOKEN, INDEXER_CONFIRMATIONS: '2' });
     merchant = await createMerchant(stack, ADMIN_TOKEN, 'Rotating Keys SA');
     await e2e.receiveWebhooks(merchant.apiKey);
     await readyForSubscriptions(api, merchant.apiKey, merchant.id, [chain], {
@@ -135,6 +142,19 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
   }, 180_000);
 
   afterAll(() => e2e.stop());
+
+  it('does not announce a charge that paid the settlement address in force at its block time when the indexer reads its log after POST /settings replaced that address', async () => {
+    // The first charge (beforeAll) paid oldSettlement while the settings held it, and nothing was mined since: the
+    // indexer reads its block only now, after the change. The subscriber's cap change, a later log of the same
+    // subscription, is the mark that the indexer got past the charge.
+    const id = subscription.id.toLowerCase();
+    const manager = connectSubscriptionManager(subscription.manager, chain.wallet(3));
+    const cap = BigInt(String((await as('GET', `/subscriptions/${subscription.id}`)).body['cap_amount']));
+    await (await manager.updateCap(subscription.id, cap + 1n)).wait();
+    await chain.mine(2);
+    await e2e.webhooks.next('subscription.cap_updated', id);
+    expect(e2e.webhooks.all('subscription.charge_paid_replaced_settlement_address', id)).toEqual([]);
+  });
 
   it('refuses to authorize a subscribe the chain would pay to the replaced settlement address: 409 merchant_change_pending, nothing signed', async () => {
     const subscriber = chain.wallet(4);
@@ -200,6 +220,8 @@ describe('subscriptions while a merchant change awaits its signature (embedded s
 
   it('records a subscribe authorized before the change that lands after it (on-chain truth: completed, the first charge paid the replaced address) and tells the merchant: subscription.charge_paid_replaced_settlement_address', async () => {
     const paid = await balanceOf(oldSettlement);
+    // Its block after the second of the change (block time has whole seconds): the address it pays was replaced.
+    await chain.increaseTime(1);
     const txHash = await sendSubscribe(chain.wallet(5), stale.authorization);
     const first = BigInt(String(stale.authorization['first_charge_amount']));
     expect(await balanceOf(oldSettlement)).toBe(paid + first);

@@ -91,6 +91,7 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
         break;
       case 'SettlementAddressChanged.v1':
         set['settlement_address'] = event.data.settlementAddress;
+        set['settlement_address_changed_at'] = event.data.changedAt;
         at = event.data.changedAt;
         break;
       case 'MerchantProfileUpdated.v1': {

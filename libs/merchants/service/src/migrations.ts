@@ -82,6 +82,23 @@ export class AddMerchantBetaFeatures1767900000000 implements MigrationInterface 
 }
 
 /**
+ * When the settings' settlement address was last set (SettlementAddressChanged.v1 `changedAt`): subscriptions tells
+ * a charge that paid a replaced address from one that paid the address then in force, whenever it reads the log.
+ * Existing rows take `updated_at`, at or after the real change, so no older charge is called a replaced payment.
+ */
+export class AddSettlementAddressChangedAt1795622400500 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE merchant_settings ADD COLUMN settlement_address_changed_at timestamptz');
+    await q.query(
+      'UPDATE merchant_settings SET settlement_address_changed_at = updated_at WHERE settlement_address IS NOT NULL',
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE merchant_settings DROP COLUMN settlement_address_changed_at');
+  }
+}
+
+/**
  * The registration table is the chain registration worker's (payments process); the gateway reads it for
  * settings' `chain_registrations`, so it is created wherever settings are served too (idempotent DDL).
  */
@@ -90,4 +107,5 @@ export const MERCHANTS_MIGRATIONS = [
   AddFiatSettlement1767300000000,
   CreateMerchantChainRegistrations1767400000000,
   AddMerchantBetaFeatures1767900000000,
+  AddSettlementAddressChangedAt1795622400500,
 ];

@@ -545,6 +545,8 @@ export type SubscriptionCommand =
       readonly txHash: string;
       readonly paidTo: string;
       readonly settlementAddress: string;
+      /** When the settings took `settlementAddress` (ISO): only a charge after it paid a replaced address. */
+      readonly settlementChangedAt: string;
       readonly now: Date;
     }
   | {
@@ -686,6 +688,13 @@ export function decideSubscription(
       const txHash = command.txHash.toLowerCase();
       // Only about a charge recorded with that transaction, once (both write paths report the same log).
       if (charge?.txHash.toLowerCase() !== txHash || state.replacedSettlementPayments.has(txHash)) return [];
+      // The settings may have changed since the charge (the log read late: after the confirmation depth, a re-scan):
+      // a charge whose block time is not after the change paid what the merchant had then: nothing was replaced.
+      if (
+        command.paidTo.toLowerCase() === command.settlementAddress.toLowerCase() ||
+        Date.parse(command.settlementChangedAt) >= Date.parse(charge.chargedAt)
+      )
+        return [];
       return [
         {
           type: 'SubscriptionChargePaidReplacedSettlement.v1',

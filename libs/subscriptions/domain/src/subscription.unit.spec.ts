@@ -488,6 +488,8 @@ describe('Subscription: subscriber-side changes and compliance', () => {
       txHash: tx(1).toUpperCase().replace('0X', '0x'),
       paidTo: '0x00000000000000000000000000000000000000a1',
       settlementAddress: '0x00000000000000000000000000000000000000b2',
+      // The settings took b2 before the charge's block (START): a1 was already replaced when the charge paid it.
+      settlementChangedAt: iso(START - 60n),
       now,
     };
     const events = given(...subscribedEvents())
@@ -516,6 +518,40 @@ describe('Subscription: subscriber-side changes and compliance', () => {
     given(...subscribedEvents())
       .when({ ...paid, txHash: tx(2) })
       .then([]);
+  });
+
+  it('records nothing for a charge that paid the address in force at its block time, read after the settings changed (confirmation depth, re-scan)', () => {
+    const late = {
+      type: 'RecordChargePaidReplacedSettlement' as const,
+      nonce: 0,
+      txHash: tx(1),
+      paidTo: '0x00000000000000000000000000000000000000a1',
+      settlementAddress: '0x00000000000000000000000000000000000000b2',
+      settlementChangedAt: iso(START + 3600n),
+      now: new Date(Number(START + 7200n) * 1000),
+    };
+    given(...subscribedEvents())
+      .when(late)
+      .then([]);
+    // The change within the charge's block second is not known to precede it: no alarm either.
+    given(...subscribedEvents())
+      .when({ ...late, settlementChangedAt: new Date(Number(START) * 1000 + 400).toISOString() })
+      .then([]);
+    given(...subscribedEvents())
+      .when({ ...late, settlementChangedAt: iso(START) })
+      .then([]);
+    // The log naming the settings' own address (any case) is no replaced payment.
+    given(...subscribedEvents())
+      .when({
+        ...late,
+        paidTo: late.settlementAddress.toUpperCase().replace('0X', '0x'),
+        settlementChangedAt: iso(START - 60n),
+      })
+      .then([]);
+    // One second after the change, the replaced address is announced.
+    given(...subscribedEvents())
+      .when({ ...late, settlementChangedAt: iso(START - 1n) })
+      .thenTypes(['SubscriptionChargePaidReplacedSettlement.v1']);
   });
 });
 

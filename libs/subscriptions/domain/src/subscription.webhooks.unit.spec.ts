@@ -224,6 +224,7 @@ describe('Subscription webhooks (SPEC Events > Subscription events, rules 1-6)',
       txHash: tx(1),
       paidTo,
       settlementAddress,
+      settlementChangedAt: new Date(Number(START - 60n) * 1000).toISOString(),
       now,
     });
     expect(hook?.type).toBe('subscription.charge_paid_replaced_settlement_address');

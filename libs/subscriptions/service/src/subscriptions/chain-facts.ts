@@ -219,12 +219,13 @@ export class SubscriptionChainFacts {
         const charge = chargeObservation(log);
         let revision = await run({ type: 'RecordChargeSucceeded', charge, writtenBy });
         if (revision === null) return null;
-        // On-chain truth: the charge stands wherever it paid. A payee other than the settings' settlement address is
-        // the one the merchant replaced, still in the registry (a subscribe authorized before POST /settings and sent
-        // after it): the merchant is told, whichever write path records the log first.
+        // On-chain truth: the charge stands wherever it paid. A payee other than the settlement address the settings
+        // held at the charge's block time is the one the merchant had replaced, still in the registry (a subscribe
+        // authorized before POST /settings and sent after it): the merchant is told, whichever write path records
+        // the log first. The aggregate compares the times: this runs again for every later sighting of the log.
         const settlement = await this.managers.settlementAddress(manager.merchant_id);
         const paidTo = a['payee'] ?? '';
-        if (settlement && paidTo && paidTo.toLowerCase() !== settlement.toLowerCase())
+        if (settlement && paidTo && paidTo.toLowerCase() !== settlement.address.toLowerCase())
           revision = await this.commands
             .run(
               subscriptionId,
@@ -234,7 +235,8 @@ export class SubscriptionChainFacts {
                 nonce: charge.nonce,
                 txHash: charge.txHash,
                 paidTo,
-                settlementAddress: settlement,
+                settlementAddress: settlement.address,
+                settlementChangedAt: settlement.changedAt,
                 now: this.commands.now(),
               },
               `${key}:replaced-settlement`,

@@ -106,14 +106,17 @@ export class SubscriptionManagers {
     return own.flatMap(([role, address]) => (address ? [{ role, address }] : []));
   }
 
-  /** The settlement address of the merchant's settings (null before it set one). */
-  async settlementAddress(merchantId: string): Promise<string | null> {
+  /** The settlement address of the merchant's settings and when it was set (null before it set one). */
+  async settlementAddress(merchantId: string): Promise<{ address: string; changedAt: string } | null> {
     // Not `settings()`: a chain fact is recorded whatever the settings hold, and a 404 would fail it for ever.
-    const rows: Array<{ settlement_address: string | null }> = await this.dataSource.query(
-      'SELECT settlement_address FROM merchant_settings WHERE merchant_id = $1',
-      [merchantId],
-    );
-    return rows[0]?.settlement_address ?? null;
+    const rows: Array<{ settlement_address: string | null; changed_at: Date | string | null }> =
+      await this.dataSource.query(
+        'SELECT settlement_address, settlement_address_changed_at AS changed_at FROM merchant_settings WHERE merchant_id = $1',
+        [merchantId],
+      );
+    const row = rows[0];
+    if (!row?.settlement_address || !row.changed_at) return null;
+    return { address: row.settlement_address, changedAt: new Date(row.changed_at).toISOString() };
   }
 
   /**
