@@ -34,7 +34,12 @@ export async function startPgliteServer(
   if (!child.stdout) throw new Error('PGlite server has no stdout pipe');
   const lines = createInterface({ input: child.stdout });
   const ready = await new Promise<{ url: string; port: number }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('PGlite server did not start within 60 s')), 60_000);
+    // Loading the WASM build can take most of a minute on a busy machine: the ceiling is generous. A server that
+    // did not start is killed, or its open pipe would keep the caller's process (a Jest worker) alive for good.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error('PGlite server did not start within 180 s'));
+    }, 180_000);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`PGlite server exited early with code ${code}`));
