@@ -469,6 +469,16 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
       if (!transition(state, ['forwarded'], 'completed', 'complete')) return [];
       return [{ type: 'PayoutCompleted.v1', data: { fiatAmount: command.fiatAmount, completedAt: at } }];
     case 'RecordFailed':
+      // A held reason says the funds are at the deposit address; once the sweep is recorded they are at the off-ramp.
+      if (
+        HELD_FAILURE_REASONS.includes(command.reason) &&
+        state.sweepTxHash &&
+        state.status === 'deposit_detected'
+      )
+        throw conflict(
+          'payout_state',
+          `The deposit of this payout was swept already (${state.sweepTxHash}): it cannot fail ${command.reason}.`,
+        );
       if (!transition(state, ['deposit_detected', 'forwarded'], 'failed', 'fail')) return [];
       return [{ type: 'PayoutFailed.v1', data: { reason: command.reason, failedAt: at } }];
     case 'RecordHeldRefunded': {

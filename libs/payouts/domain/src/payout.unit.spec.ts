@@ -253,6 +253,19 @@ describe('Payout aggregate', () => {
       });
     });
 
+    it.each(HELD_FAILURE_REASONS)(
+      'given a swept payout (its address retired or its sender flagged since), when it is failed %s, then it is refused (409 payout_state): nothing is held',
+      (reason) => {
+        const failed: PayoutCommand = { type: 'RecordFailed', reason, now };
+        expect(errorOf(() => run(create(), deposit, swept, failed))).toMatchObject({
+          status: 409,
+          code: 'payout_state',
+        });
+        // Not swept: the held failure is recorded as before.
+        expect(run(create(), deposit, failed).at(-1)?.type).toBe('PayoutFailed.v1');
+      },
+    );
+
     it('given a swept payout, when its customer is suspended meanwhile, then the recheck holds nothing (the funds are at the off-ramp)', () => {
       const recheck: PayoutCommand = { type: 'RecheckCustomer', customerStatus: 'suspended', now };
       expect(run(create(), deposit, swept, recheck)).toHaveLength(3);
@@ -379,4 +392,5 @@ describe('Payout aggregate', () => {
       });
     });
   });
+
 });

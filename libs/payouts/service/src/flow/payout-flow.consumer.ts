@@ -162,29 +162,29 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
   private async forward(payoutId: string, owner: Owner, step: string): Promise<void> {
     const { payout, request } = await this.transferRequest(payoutId);
     if (payout.status !== 'deposit_detected' || !payout.deposit) return;
-    // An address of an older factory or another off-ramp can never be swept from here: a terminal failure (funds
-    // held there for the operator), not a sweep retried forever. A test-helper deposit moved nothing: it goes on.
-    if (this.sweeper && !payout.deposit.simulated && this.sweeper.retired(payout, owner.merchantId)) {
-      this.logger.warn({
-        msg: 'payout deposit address retired: the payout fails, its funds stay there for the operator',
-        payout: payoutId,
-        depositAddress: payout.depositAddress,
-      });
-      await this.aggregates.payout(
-        payoutId,
-        owner,
-        { type: 'RecordFailed', reason: 'deposit_address_retired', now: this.aggregates.now() },
-        step,
-      );
-      return;
-    }
     // Its own sweep landed already (recorded, or on chain: the answer was lost, or the off-ramp refused the transfer
-    // and the step is retried): the funds are at the off-ramp, judged clear before they moved. Screening or
-    // rechecking them again could only fail the payout as "held" (sender_flagged, customer_not_active) while nothing
-    // is held.
+    // and the step is retried): the funds are at the off-ramp, judged clear before they moved. Screening, rechecking
+    // or a retired-address check (PAYOUT_OFF_RAMP_ADDRESS rotated, a new factory since) could only fail the payout
+    // as "held" while nothing is held.
     let forwardTxHash = payout.sweepTxHash;
     if (forwardTxHash === null) {
       if (!(this.sweeper && (await this.sweeper.swept(payout, owner.merchantId)))) {
+        // An address of an older factory or another off-ramp can never be swept from here: a terminal failure (funds
+        // held there for the operator), not a sweep retried forever. A test-helper deposit moved nothing: it goes on.
+        if (this.sweeper && !payout.deposit.simulated && this.sweeper.retired(payout, owner.merchantId)) {
+          this.logger.warn({
+            msg: 'payout deposit address retired: the payout fails, its funds stay there for the operator',
+            payout: payoutId,
+            depositAddress: payout.depositAddress,
+          });
+          await this.aggregates.payout(
+            payoutId,
+            owner,
+            { type: 'RecordFailed', reason: 'deposit_address_retired', now: this.aggregates.now() },
+            step,
+          );
+          return;
+        }
         if (!(await this.mayMove(payoutId, owner, step, payout.customerId, payout.deposit))) return;
       }
       // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.

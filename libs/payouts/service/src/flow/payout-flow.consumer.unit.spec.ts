@@ -162,7 +162,22 @@ describe('PayoutFlowConsumer forward step', () => {
     await flow.handle(message);
     expect(appended).toEqual([{ type: 'RecordFailed', reason: 'deposit_address_retired', now }]);
     expect(screened).toEqual([]);
-    expect(calls.filter((c) => c === 'swept?' || c === 'sweep')).toEqual([]);
+    expect(calls.filter((c) => c === 'sweep')).toEqual([]);
+  });
+
+  it('forwards a payout whose sweep was recorded before its address was retired (off-ramp rotated), not failing it held', async () => {
+    const history = decided([{ type: 'RecordSwept', txHash: SWEEP_TX, now }], payoutHistory());
+    const { flow, message, appended, screened, calls } = flowWith(false, { history, retired: true });
+    await flow.handle(message);
+    expect(screened).toEqual([]);
+    expect(calls).not.toContain('sweep');
+    expect(appended).toEqual([{ type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now }]);
+  });
+
+  it('forwards a payout whose own sweep is on chain though its address is retired now, not failing it held', async () => {
+    const { flow, message, appended } = flowWith(true, { retired: true });
+    await flow.handle(message);
+    expect(appended.map((c) => c.type)).toEqual(['RecordSwept', 'RecordForwarded']);
   });
 
   it('records the sweep (PayoutDepositSwept) as soon as it lands, before the off-ramp is asked', async () => {
