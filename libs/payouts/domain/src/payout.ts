@@ -205,7 +205,13 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
     case 'PayoutDepositSwept.v1':
       return { ...state, sweepTxHash: event.data.txHash, updatedAt: event.data.sweptAt };
     case 'PayoutDepositRetracted.v1':
-      return { ...state, status: 'awaiting_deposit', deposit: null, updatedAt: event.data.retractedAt };
+      // A held failure stays failed (terminal): only its deposit is gone, so nothing is held for it any more.
+      return {
+        ...state,
+        status: state.status === 'failed' ? 'failed' : 'awaiting_deposit',
+        deposit: null,
+        updatedAt: event.data.retractedAt,
+      };
     case 'PayoutForwarded.v1':
       return {
         ...state,
@@ -457,6 +463,10 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
     case 'RetractDeposit':
       // Another transaction's retraction, or one already undone: nothing to do.
       if (state.deposit?.txHash !== command.txHash) return [];
+      // Failed before any sweep (held): nothing ever left the address, so the reorg only takes the deposit away;
+      // the payout stays failed, and its refund_held is refused (no deposit to return).
+      if (state.status === 'failed' && isHeldFailure(state) && !state.sweepTxHash)
+        return [{ type: 'PayoutDepositRetracted.v1', data: { txHash: command.txHash, retractedAt: at } }];
       // Once swept (forwarded or not yet) the funds left the deposit address: only the operator can sort it out
       // (the caller flags it). Put back to awaiting_deposit, a swept payout's forward would be refused for good.
       if (state.status !== 'deposit_detected' || state.sweepTxHash)
@@ -514,6 +524,11 @@ export function heldRefund(state: PayoutState): { to: string; amount: string } {
   const what = `Payout ${state.id}`;
   if (state.status === 'refunded') throw conflict('payout_already_refunded', `${what} was already refunded.`);
   const reason = state.failureReason;
+  if (state.status === 'failed' && isHeldFailure(state) && !state.deposit)
+    throw conflict(
+      'deposit_retracted',
+      `${what}'s deposit was retracted by a chain reorg: nothing is held at the deposit address for it.`,
+    );
   if (state.status !== 'failed' || !reason || !state.deposit)
     throw conflict(
       'payout_not_refundable',
@@ -535,6 +550,10 @@ export function heldRefund(state: PayoutState): { to: string; amount: string } {
       `${what} failed at the off-ramp (${reason}): its funds are not held at the deposit address, the off-ramp returns them.`,
     );
   return { to: state.deposit.from, amount: state.deposit.amount };
+}
+
+function isHeldFailure(state: PayoutState): boolean {
+  return state.failureReason !== null && HELD_FAILURE_REASONS.includes(state.failureReason);
 }
 
 /** POST /payouts/:id/refund_held as received. */

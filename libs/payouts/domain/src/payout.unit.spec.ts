@@ -369,6 +369,36 @@ describe('Payout aggregate', () => {
       expect([error.status, error.code]).toEqual([409, 'payout_not_refundable']);
     });
 
+    it.each(HELD_FAILURE_REASONS)(
+      'given a payout failed %s before any sweep, when a reorg retracts its deposit, then the retraction is recorded: still failed, no deposit, refund_held 409 deposit_retracted',
+      (reason) => {
+        const retract: PayoutCommand = { type: 'RetractDeposit', txHash: '0xabc', now };
+        const events = run(create(), deposit, failed(reason), retract);
+        expect(events.at(-1)?.type).toBe('PayoutDepositRetracted.v1');
+        expect(payoutObject(given(events))).toMatchObject({
+          status: 'failed',
+          failure_reason: reason,
+          deposit: null,
+        });
+        const error = errorOf(() => heldRefund(given(events)));
+        expect([error.status, error.code]).toEqual([409, 'deposit_retracted']);
+        expect(errorOf(() => payoutDecider.decide(heldRefunded(), given(events))).code).toBe(
+          'deposit_retracted',
+        );
+        // It takes no other deposit: failed is terminal.
+        expect(errorOf(() => run(create(), deposit, failed(reason), retract, deposit)).code).toBe(
+          'payout_state',
+        );
+      },
+    );
+
+    it('a payout failed at the off-ramp (after the forward) still refuses a retraction (409 deposit_already_forwarded)', () => {
+      const retract: PayoutCommand = { type: 'RetractDeposit', txHash: '0xabc', now };
+      expect(
+        errorOf(() => run(create(), deposit, forwarded, failed('provider_rejected'), retract)).code,
+      ).toBe('deposit_already_forwarded');
+    });
+
     it('a retired deposit address is a held failure: the off-ramp never refunds it', () => {
       expect(HELD_FAILURE_REASONS).toEqual(
         expect.arrayContaining(['sender_flagged', 'customer_not_active', 'deposit_address_retired']),
