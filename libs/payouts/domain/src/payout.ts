@@ -571,6 +571,7 @@ export interface SignedHeldRefund {
 }
 
 const UINT = /^(0|[1-9][0-9]{0,77})$/;
+const MAX_UINT256 = 2n ** 256n - 1n;
 const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
 
 export function parseRefundHeldInput(input: RefundHeldInput): SignedHeldRefund {
@@ -578,7 +579,7 @@ export function parseRefundHeldInput(input: RefundHeldInput): SignedHeldRefund {
   const seconds =
     typeof deadline === 'number' && Number.isSafeInteger(deadline) && deadline >= 0
       ? BigInt(deadline)
-      : typeof deadline === 'string' && UINT.test(deadline)
+      : typeof deadline === 'string' && UINT.test(deadline) && BigInt(deadline) <= MAX_UINT256
         ? BigInt(deadline)
         : null;
   if (seconds === null)

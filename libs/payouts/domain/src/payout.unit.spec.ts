@@ -10,6 +10,7 @@ import {
   type PayoutEvent,
   payoutObject,
   type PayoutState,
+  parseRefundHeldInput,
 } from './payout';
 
 const now = new Date('2026-06-01T10:00:00.000Z');
@@ -423,4 +424,21 @@ describe('Payout aggregate', () => {
     });
   });
 
+  describe('refund_held input', () => {
+    const signature = `0x${'1'.repeat(130)}`;
+    const MAX_UINT256 = (2n ** 256n - 1n).toString();
+
+    it('takes a deadline up to uint256 max (number or decimal string)', () => {
+      expect(parseRefundHeldInput({ deadline: 1_800_000_000, signature }).deadline).toBe(1_800_000_000n);
+      expect(parseRefundHeldInput({ deadline: MAX_UINT256, signature }).deadline).toBe(BigInt(MAX_UINT256));
+    });
+
+    it.each([(2n ** 256n).toString(), '9'.repeat(78), '1' + '0'.repeat(78), '01', '-1', '1.5'])(
+      'a deadline %s (not a uint256) is 400 invalid_deadline, param deadline',
+      (deadline) => {
+        const error = errorOf(() => parseRefundHeldInput({ deadline, signature }));
+        expect([error.status, error.code, error.param]).toEqual([400, 'invalid_deadline', 'deadline']);
+      },
+    );
+  });
 });
