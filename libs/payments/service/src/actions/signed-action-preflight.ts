@@ -120,7 +120,9 @@ export function parseActionAmount(value: unknown): bigint {
 
 function parseUint(value: unknown, param: string, code: string): bigint {
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
-  if (typeof value === 'string' && /^(0|[1-9][0-9]{0,77})$/.test(value)) return BigInt(value);
+  if (typeof value === 'string' && /^(0|[1-9][0-9]{0,77})$/.test(value) && BigInt(value) <= MAX_UINT256) {
+    return BigInt(value);
+  }
   throw validationError(param, `${param} must be a non-negative integer (number or decimal string).`, code);
 }
 

@@ -251,6 +251,8 @@ describe('signed payment action preflight', () => {
     [{ amount: 5 }, 'amount', 'invalid_amount'],
     [{ deadline: '1e9' }, 'deadline', 'invalid_deadline'],
     [{ deadline: -1 }, 'deadline', 'invalid_deadline'],
+    [{ deadline: (1n << 256n).toString() }, 'deadline', 'invalid_deadline'],
+    [{ epoch: '9'.repeat(78) }, 'epoch', 'invalid_epoch'],
     [{ signature: '0x1234' }, 'signature', 'invalid_signature'],
     [{ signature: undefined }, 'signature', 'invalid_signature'],
     [{ epoch: 'two' }, 'epoch', 'invalid_epoch'],
