@@ -358,6 +358,8 @@ describe('refund (a held payout back to its sender, payout.refunded)', () => {
       deposit.refund(token, first.to, 40n * USDC, payoutId, first.deadline, first.sig),
       'AlreadyRefunded',
     );
+    // A later block time, so a later deadline: a block mined in the same second would sign the same digest.
+    await chain.provider.send('evm_increaseTime', [1]);
     await chain.provider.send('evm_mine', []);
     const again = await signed(address, payoutId, 40n * USDC, token);
     expect(again.sig).not.toBe(first.sig);
