@@ -56,8 +56,9 @@ describe('the second local chain (137) end to end (embedded stack, two anvils)',
     // A partial payment on 137 makes 137 the detected chain.
     const partial = await transferToken(polygon, payer, 'USDC', deposit, 40n * USDC);
     await paymentUntil(api, paymentId, (x) => x['detected_chain'] === POLYGON, 'the 137 transfer observed');
-    // The same deposit address on the other chain, while the order is still open: listed, never counted.
-    const other = await transferToken(base, base.wallet(5), 'USDC', deposit, 100n * USDC);
+    // The same deposit address on the other chain, while the order is still open and 137 is further along: listed,
+    // never counted (a transfer that paid the whole order there would have become the payment: docs/payments.md).
+    const other = await transferToken(base, base.wallet(5), 'USDC', deposit, 10n * USDC);
     const listed = await paymentUntil(
       api,
       paymentId,
