@@ -54,7 +54,12 @@ export class RegistryEpochs {
       const chainId = Number(chain.split(':')[1]);
       // A plain static network: ethers neither probes the node nor attaches well-known networks' public services.
       const network = new Network(`eip155-${chainId}`, chainId);
-      provider = new JsonRpcProvider(url, network, { staticNetwork: network, cacheTimeout: -1 });
+      // No 10 ms batching stall: every settings answer waits for this read.
+      provider = new JsonRpcProvider(url, network, {
+        staticNetwork: network,
+        cacheTimeout: -1,
+        batchStallTime: 0,
+      });
       this.providers.set(chain, provider);
     }
     return provider;

@@ -1,3 +1,4 @@
+import type { JsonRpcProvider } from 'ethers';
 import { RegistryEpochs } from './registry-epochs';
 
 const REGISTRY = '0x3333333333333333333333333333333333333333';
@@ -16,6 +17,18 @@ describe('RegistryEpochs: the epoch settings show never fails the settings', () 
     const epochs = new RegistryEpochs({ 'eip155:8453': 'http://127.0.0.1:1' }, REGISTRY);
     try {
       expect((await epochs.read('mer_1', ['eip155:8453'])).get('eip155:8453')).toBeNull();
+    } finally {
+      epochs.onModuleDestroy();
+    }
+  });
+
+  it('sends its read at once: every settings answer waits for it, so no 10 ms batching stall', () => {
+    const epochs = new RegistryEpochs({ 'eip155:8453': 'http://127.0.0.1:1' }, REGISTRY);
+    try {
+      const provider = (epochs as unknown as { provider(chain: string): JsonRpcProvider }).provider(
+        'eip155:8453',
+      );
+      expect(provider._getOption('batchStallTime')).toBe(0);
     } finally {
       epochs.onModuleDestroy();
     }
