@@ -4,7 +4,7 @@ import type { ServiceDefinition } from '@stablepay/runtime';
 import { type ChainOperatorConfig, ChainOperatorModule } from '@stablepay/chain-operator';
 import { SANCTIONS_SCREENING, SandboxSanctionsScreening, type SanctionsScreening } from '@stablepay/evm';
 import { SubscriptionsApiModule } from '@stablepay/subscriptions-api';
-import type { Clock } from '@stablepay/util';
+import { type Clock, ConfigError } from '@stablepay/util';
 import { SUBSCRIPTIONS_MIGRATIONS } from './migrations';
 import { SubscriptionChargesModule } from './charges/subscription-charges.module';
 import { SUBSCRIPTIONS_UPCASTERS } from './upcasters';
@@ -180,16 +180,7 @@ export function subscriptionsService(
   chainOperator?: ChainOperatorConfig,
   options: SubscriptionsServiceOptions = {},
 ): ServiceDefinition {
-  const withChains: SubscriptionsConfig =
-    chainOperator?.addresses && chainOperator.enabled
-      ? {
-          ...config,
-          operatorPrivateKey: config.operatorPrivateKey ?? chainOperator.operator?.privateKey ?? null,
-          subscriptionManagerFactory:
-            config.subscriptionManagerFactory ?? chainOperator.addresses.subscriptionManagerFactory,
-          registry: config.registry ?? chainOperator.addresses.registry,
-        }
-      : config;
+  const withChains = withChainAddresses(config, chainOperator);
   return {
     name: 'subscriptions',
     imports: [
@@ -215,4 +206,35 @@ export function subscriptionsHttpModule(): DynamicModule {
     subscriptionUseCases: SubscriptionsGateway,
     hostedCancelViews: HostedCancelPageViews,
   });
+}
+
+/**
+ * The service's config with the chain layer's key and contract addresses. The registry and the manager factory are
+ * fixed by the roles; SUBSCRIPTION_MANAGER_FACTORY_ADDRESS / REGISTRY_ADDRESS may only repeat them: the merchant
+ * change and the payments service use the computed registry, so managers bound to another one would answer to a
+ * registry no merchant signature or settings answer names.
+ */
+export function withChainAddresses(
+  config: SubscriptionsConfig,
+  chainOperator: ChainOperatorConfig | undefined,
+): SubscriptionsConfig {
+  if (!chainOperator?.addresses || !chainOperator.enabled) return config;
+  const computed = chainOperator.addresses;
+  const agreed = (configured: string | null, fixed: string, name: string): string => {
+    if (configured !== null && configured.toLowerCase() !== fixed.toLowerCase())
+      throw new ConfigError(
+        `environment variable ${name} (${configured}) is not the address OPERATOR_ADDRESS, REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS fix (${fixed}): unset it, or correct the roles`,
+      );
+    return fixed;
+  };
+  return {
+    ...config,
+    operatorPrivateKey: config.operatorPrivateKey ?? chainOperator.operator?.privateKey ?? null,
+    subscriptionManagerFactory: agreed(
+      config.subscriptionManagerFactory,
+      computed.subscriptionManagerFactory,
+      'SUBSCRIPTION_MANAGER_FACTORY_ADDRESS',
+    ),
+    registry: agreed(config.registry, computed.registry, 'REGISTRY_ADDRESS'),
+  };
 }
