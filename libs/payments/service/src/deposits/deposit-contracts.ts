@@ -3,6 +3,7 @@ import {
   PaymentDepositAbi,
   PaymentFactoryAbi,
   PaymentMethod,
+  computeDepositAddress,
   connectStablepayRegistry,
   toOnChainId,
 } from '@stablepay/contracts';
@@ -25,6 +26,8 @@ export interface DeployRequest {
   readonly chain: string;
   readonly merchantId: string;
   readonly onChainPaymentId: string;
+  /** The payment's recorded deposit address (where its funds are): the deploy must put the clone there. */
+  readonly depositAddress: string;
   readonly method: 'DIRECT' | 'TWO_STEP' | 'NONE';
   readonly token: string;
   readonly payer: string;
@@ -75,7 +78,26 @@ export class DepositContracts {
     return { signer: getAddress(signer), settlement: getAddress(settlement) };
   }
 
+  /**
+   * Null when this factory deploys the payment at its recorded deposit address, else why not. CREATE2 binds the
+   * address to the factory and its bytecode: a payment created under another factory (PAYMENT_FACTORY_ADDRESS
+   * overriding the computed one, rotated roles, a new contract version) would be deployed elsewhere, its funds left
+   * where nothing can move them, and a NONE deploy recorded as this payment's deployment. Such a payment waits
+   * (retried, logged) until the factory that computed its address is the one configured.
+   */
+  private foreignAddress(
+    merchantId: string,
+    onChainPaymentId: string,
+    depositAddress: string,
+  ): string | null {
+    const ours = computeDepositAddress(this.paymentFactory, toOnChainId(merchantId), onChainPaymentId);
+    if (getAddress(ours) === getAddress(depositAddress)) return null;
+    return `deposit address ${getAddress(depositAddress)} is not PaymentFactory ${getAddress(this.paymentFactory)}'s (it deploys this payment at ${ours}); nothing sent`;
+  }
+
   async deploy(request: DeployRequest): Promise<DeployOutcome> {
+    const foreign = this.foreignAddress(request.merchantId, request.onChainPaymentId, request.depositAddress);
+    if (foreign) return { kind: 'retry', error: `deployDeposit refused: ${foreign}` };
     try {
       const relayer = this.relayers.for(request.chain);
       let expiry = 0n;
@@ -98,7 +120,8 @@ export class DepositContracts {
           expiry,
         ]),
       });
-      if (outcome.kind === 'confirmed') return this.fromLogs(outcome.txHash, outcome.receipt.logs);
+      if (outcome.kind === 'confirmed')
+        return this.fromLogs(outcome.txHash, outcome.receipt.logs, request.depositAddress);
       if (outcome.kind === 'simulation_rejected' && outcome.errorName === 'DepositAlreadyDeployed')
         return this.alreadyDeployed(request);
       if (outcome.kind === 'simulation_rejected')
@@ -116,7 +139,11 @@ export class DepositContracts {
     chain: string,
     merchantId: string,
     onChainPaymentId: string,
+    depositAddress: string,
   ): Promise<{ done: boolean; error?: string }> {
+    // Flagging another address would answer done while the payment's own deposit stays unflagged.
+    const foreign = this.foreignAddress(merchantId, onChainPaymentId, depositAddress);
+    if (foreign) return { done: false, error: foreign };
     try {
       const outcome = await this.relayers.for(chain).submit({
         to: this.paymentFactory,
@@ -151,14 +178,21 @@ export class DepositContracts {
     if (!log) return { kind: 'retry', error: 'DepositAlreadyDeployed but no DepositDeployed log found' };
     const receipt = await provider.getTransactionReceipt(log.transactionHash);
     if (!receipt) return { kind: 'retry', error: 'no receipt for the DepositDeployed transaction' };
-    return this.fromLogs(log.transactionHash, receipt.logs);
+    return this.fromLogs(log.transactionHash, receipt.logs, request.depositAddress);
   }
 
   private fromLogs(
     txHash: string,
     logs: readonly { address: string; topics: readonly string[]; data: string }[],
+    depositAddress: string,
   ): DeployOutcome {
-    let deployed: { payer: string; settlement: string; amount: bigint; expiry: bigint } | null = null;
+    let deployed: {
+      deposit: string;
+      payer: string;
+      settlement: string;
+      amount: bigint;
+      expiry: bigint;
+    } | null = null;
     let finalAt: bigint | null = null;
     for (const log of logs) {
       const iface = getAddress(log.address) === getAddress(this.paymentFactory) ? FACTORY : DEPOSIT;
@@ -170,6 +204,7 @@ export class DepositContracts {
       }
       if (parsed?.name === 'DepositDeployed') {
         deployed = {
+          deposit: getAddress(String(parsed.args['deposit'])),
           payer: getAddress(String(parsed.args['payer'])),
           settlement: getAddress(String(parsed.args['settlement'])),
           amount: BigInt(parsed.args['amount'] as bigint),
@@ -180,6 +215,11 @@ export class DepositContracts {
     }
     if (!deployed || finalAt === null)
       return { kind: 'retry', error: `no DepositDeployed/PayerAttested log in ${txHash}` };
+    if (deployed.deposit !== getAddress(depositAddress))
+      return {
+        kind: 'retry',
+        error: `${txHash} deployed ${deployed.deposit}, not the payment's deposit address ${getAddress(depositAddress)}`,
+      };
     return {
       kind: 'deployed',
       txHash,

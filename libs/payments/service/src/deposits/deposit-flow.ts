@@ -568,6 +568,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       chain: requested.chain,
       merchantId: created.merchantId,
       onChainPaymentId: created.onChainId,
+      depositAddress: created.depositAddress,
       method: requested.method,
       token: parseCaip19(requested.asset).address,
       payer: requested.payer,
@@ -629,7 +630,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       this.config.chains.some((k) => k.caip2 === c),
     );
     for (const chain of chains) {
-      const result = await this.contracts.flag(chain, created.merchantId, created.onChainId);
+      const result = await this.contracts.flag(
+        chain,
+        created.merchantId,
+        created.onChainId,
+        created.depositAddress,
+      );
       if (!result.done) {
         await this.retryLater(
           paymentId,
