@@ -14,13 +14,16 @@ export interface NpmStartRun {
   readonly chains: Record<string, string>;
 }
 
-/** Polls `probe` every 100 ms until it answers (90 s at most); the failure says what was last seen. */
+/**
+ * Polls `probe` every 100 ms until it answers (`timeoutMs`, 90 s by default); the failure says what was last seen.
+ */
 export async function until<T>(
   what: string,
   probe: () => Promise<T | undefined>,
   seen?: () => Promise<unknown>,
+  timeoutMs = 90_000,
 ): Promise<T> {
-  const deadline = Date.now() + 90_000;
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
