@@ -11,7 +11,7 @@ runMain('payments', () => {
     platformConfigFromEnv(process.env),
     [
       // Checkouts accept what the chain layer holds (its test-mode tokens) and derive deposit addresses from its
-      // PaymentFactory unless PAYMENT_FACTORY_ADDRESS says otherwise.
+      // PaymentFactory (PAYMENT_FACTORY_ADDRESS may only restate it).
       paymentsService(
         paymentsConfigFromEnv(process.env, {
           ...(chains.enabled && chains.mode === 'test' ? { testRegistry: chains.registry } : {}),

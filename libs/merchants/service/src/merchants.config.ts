@@ -118,7 +118,7 @@ export function merchantsConfigFromEnv(
     adminToken,
     secretBox,
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
-    paymentFactoryAddress: addressFromEnv(env, 'PAYMENT_FACTORY_ADDRESS') ?? computed?.paymentFactory ?? null,
+    paymentFactoryAddress: paymentFactoryFromEnv(env, computed),
     registryAddress,
     chainRpcUrls: Object.fromEntries(rpcUrls),
     chainMode: chainModeFromEnv(env),
@@ -143,6 +143,23 @@ function registryAddressFromEnv(
     );
   }
   return computed?.registry ?? configured ?? null;
+}
+
+/**
+ * The PaymentFactory the roles fix, else PAYMENT_FACTORY_ADDRESS. With both they must agree: the payments service
+ * deploys deposits only through the computed factory, so another one shown here would name no deposit's factory.
+ */
+function paymentFactoryFromEnv(
+  env: Record<string, string | undefined>,
+  computed: StablepayAddresses | null,
+): string | null {
+  const configured = addressFromEnv(env, 'PAYMENT_FACTORY_ADDRESS');
+  if (computed && configured !== undefined && configured !== computed.paymentFactory) {
+    throw new ConfigError(
+      `environment variable PAYMENT_FACTORY_ADDRESS (${configured}) is not the PaymentFactory OPERATOR_ADDRESS, REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS fix (${computed.paymentFactory}): unset it, or correct the roles`,
+    );
+  }
+  return computed?.paymentFactory ?? configured ?? null;
 }
 
 /** An address variable, checksummed (a merchant signs for or pays into it, so a typo must stop the start). */

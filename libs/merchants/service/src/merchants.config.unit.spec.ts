@@ -74,16 +74,25 @@ describe('merchantsConfigFromEnv: the contract addresses settings show, from the
     expect(config.paymentFactoryAddress).toBe(expected.paymentFactory);
   });
 
-  it('PAYMENT_FACTORY_ADDRESS overrides the computed factory (as in the payments service); REGISTRY_ADDRESS may restate the registry', () => {
-    const factory = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+  it('PAYMENT_FACTORY_ADDRESS and REGISTRY_ADDRESS may restate the computed addresses, or name them without roles', () => {
     const config = read({
       ...rolesEnv,
-      PAYMENT_FACTORY_ADDRESS: factory.toLowerCase(),
+      PAYMENT_FACTORY_ADDRESS: expected.paymentFactory.toLowerCase(),
       REGISTRY_ADDRESS: expected.registry.toLowerCase(),
     });
-    expect(config.paymentFactoryAddress).toBe(factory);
+    expect(config.paymentFactoryAddress).toBe(expected.paymentFactory);
     expect(config.registryAddress).toBe(expected.registry);
+    const factory = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+    expect(read({ PAYMENT_FACTORY_ADDRESS: factory.toLowerCase() }).paymentFactoryAddress).toBe(factory);
     expect(() => read({ PAYMENT_FACTORY_ADDRESS: '0x12' })).toThrow(/PAYMENT_FACTORY_ADDRESS/);
+  });
+
+  it('refuses a PAYMENT_FACTORY_ADDRESS other than the factory the roles fix (the payments service deploys only through that one)', () => {
+    const other = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+    expect(() => read({ ...rolesEnv, PAYMENT_FACTORY_ADDRESS: other })).toThrow(ConfigError);
+    expect(() => read({ ...rolesEnv, PAYMENT_FACTORY_ADDRESS: other })).toThrow(
+      `PAYMENT_FACTORY_ADDRESS (${other}) is not the PaymentFactory OPERATOR_ADDRESS, REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS fix (${expected.paymentFactory})`,
+    );
   });
 
   it('refuses a REGISTRY_ADDRESS other than the registry the roles fix (the payments service verifies against that one)', () => {

@@ -55,7 +55,7 @@ export interface PaymentsConfigOptions {
    * stablecoins at their deterministic addresses), so test merchants are offered the tokens the chain really holds.
    */
   readonly testRegistry?: ChainRegistry;
-  /** The PaymentFactory the chain layer computed from its roles; PAYMENT_FACTORY_ADDRESS overrides it. */
+  /** The PaymentFactory the chain layer computed from its roles; PAYMENT_FACTORY_ADDRESS may only repeat it. */
   readonly defaultPaymentFactory?: string | null;
 }
 
@@ -80,13 +80,21 @@ export function paymentsConfigFromEnv(
     ? getAddress(options.defaultPaymentFactory)
     : null;
   if (factory !== undefined) {
+    let configured: string;
     try {
-      paymentFactoryAddress = getAddress(factory);
+      configured = getAddress(factory);
     } catch {
       throw new ConfigError(
         `environment variable PAYMENT_FACTORY_ADDRESS must be a 0x-prefixed 20-byte address, got '${factory}'`,
       );
     }
+    // The deposit flow deploys through the factory the roles fix and refuses a payment whose address another one
+    // computed: checkouts derived from a different factory would never deploy.
+    if (paymentFactoryAddress !== null && configured !== paymentFactoryAddress)
+      throw new ConfigError(
+        `environment variable PAYMENT_FACTORY_ADDRESS (${configured}) is not the PaymentFactory the chain layer's roles fix (${paymentFactoryAddress}): unset it, or correct the roles`,
+      );
+    paymentFactoryAddress = configured;
   }
   return {
     hostedUrl: hostedUrlFrom(env),

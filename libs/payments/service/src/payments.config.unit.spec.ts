@@ -6,16 +6,30 @@ const FACTORY = '0x1234567890AbcdEF1234567890aBcdef12345678';
 const OTHER = '0x00000000000000000000000000000000000000aa';
 
 describe('payments configuration', () => {
-  it('takes the PaymentFactory from the chain layer unless PAYMENT_FACTORY_ADDRESS overrides it', () => {
+  it('takes the PaymentFactory from the chain layer; PAYMENT_FACTORY_ADDRESS names it only where there is none', () => {
     expect(paymentsConfigFromEnv({}).paymentFactoryAddress).toBeNull();
     expect(
       paymentsConfigFromEnv({}, { defaultPaymentFactory: FACTORY.toLowerCase() }).paymentFactoryAddress,
     ).toBe(FACTORY);
+    expect(paymentsConfigFromEnv({ PAYMENT_FACTORY_ADDRESS: OTHER }).paymentFactoryAddress).toBe(
+      '0x00000000000000000000000000000000000000AA',
+    );
     expect(
-      paymentsConfigFromEnv({ PAYMENT_FACTORY_ADDRESS: OTHER }, { defaultPaymentFactory: FACTORY })
-        .paymentFactoryAddress,
-    ).toBe('0x00000000000000000000000000000000000000AA');
+      paymentsConfigFromEnv(
+        { PAYMENT_FACTORY_ADDRESS: FACTORY.toLowerCase() },
+        { defaultPaymentFactory: FACTORY },
+      ).paymentFactoryAddress,
+    ).toBe(FACTORY);
     expect(() => paymentsConfigFromEnv({ PAYMENT_FACTORY_ADDRESS: '0x12' })).toThrow(ConfigError);
+  });
+
+  it("refuses a PAYMENT_FACTORY_ADDRESS other than the chain layer's: its deposits would never be deployed", () => {
+    const start = () =>
+      paymentsConfigFromEnv({ PAYMENT_FACTORY_ADDRESS: OTHER }, { defaultPaymentFactory: FACTORY });
+    expect(start).toThrow(ConfigError);
+    expect(start).toThrow(
+      /PAYMENT_FACTORY_ADDRESS \(0x00000000000000000000000000000000000000AA\) is not the PaymentFactory/,
+    );
   });
 
   it('knows the mode of the chains the deployment runs, as the chain layer reads it (none without CHAIN_RPC_URLS)', () => {
