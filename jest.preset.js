@@ -32,4 +32,8 @@ module.exports = {
   // a busy machine can take most of a minute before the first query; a setup that times out there goes on starting
   // what it would stop in afterAll, and Jest then waits on it. A ceiling, not a timed assertion.
   testTimeout: process.env.DATABASE_URL ? 60_000 : 180_000,
+  // On two cores Jest runs every file in its own process (one worker: in band), so a server a timed-out setup went
+  // on starting after afterAll kept that process, and `npm test`, alive for good. Every result is final when the run
+  // ends; the run then exits instead of waiting on what nothing will stop (tools/lint-check/jest-preset.spec.ts).
+  forceExit: true,
 };
