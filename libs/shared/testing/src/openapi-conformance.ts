@@ -240,7 +240,7 @@ export class OpenApiConformance {
   /** Fields of `value` that no schema reachable at their place names (objects without named properties are free). */
   private undocumented(value: unknown, schema: unknown, at: string): string[] {
     if (!value || typeof value !== 'object') return [];
-    const branches = this.branches(schema);
+    const branches = this.branches(schema, value);
     if (Array.isArray(value)) {
       const items = branches.map((b) => b['items']).filter((s) => s !== undefined);
       if (items.length === 0) return [];
@@ -268,17 +268,38 @@ export class OpenApiConformance {
     return problems;
   }
 
-  /** Every object schema a value may have to satisfy here: `$ref`s followed, allOf/anyOf/oneOf flattened. */
-  private branches(schema: unknown, seen = new Set<unknown>()): Json[] {
+  /**
+   * Every object schema `value` has to satisfy here: `$ref`s followed, allOf/anyOf/oneOf flattened. Of an anyOf or
+   * oneOf only the branches the value matches count (all of them when it matches none: the validator reports that),
+   * so a free-form branch beside named ones leaves open only the values it is for, and a field of another branch is
+   * not documented for this one.
+   */
+  private branches(schema: unknown, value: unknown, seen = new Set<unknown>()): Json[] {
     if (!schema || typeof schema !== 'object' || seen.has(schema)) return [];
     seen.add(schema);
     const s = schema as Json;
     const out: Json[] = [s];
     if (typeof s['$ref'] === 'string')
-      out.push(...this.branches(this.defs[s['$ref'].slice(`${COMPONENTS_ID}#/$defs/`.length)], seen));
-    for (const k of ['allOf', 'anyOf', 'oneOf'])
-      for (const sub of (s[k] as unknown[] | undefined) ?? []) out.push(...this.branches(sub, seen));
+      out.push(...this.branches(this.defs[s['$ref'].slice(`${COMPONENTS_ID}#/$defs/`.length)], value, seen));
+    for (const k of ['allOf', 'anyOf', 'oneOf']) {
+      const subs = (s[k] as unknown[] | undefined) ?? [];
+      const matching = k === 'allOf' ? subs : subs.filter((sub) => this.matches(sub, value));
+      for (const sub of matching.length > 0 ? matching : subs) out.push(...this.branches(sub, value, seen));
+    }
     return out;
+  }
+
+  private readonly branchValidators = new WeakMap<object, ValidateFunction>();
+
+  private matches(schema: unknown, value: unknown): boolean {
+    if (typeof schema === 'boolean') return schema;
+    if (!schema || typeof schema !== 'object') return false;
+    let validate = this.branchValidators.get(schema);
+    if (!validate) {
+      validate = this.ajv.compile(schema as AnySchema);
+      this.branchValidators.set(schema, validate);
+    }
+    return validate(value);
   }
 }
 

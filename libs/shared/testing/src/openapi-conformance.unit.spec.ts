@@ -23,6 +23,25 @@ const document = (version: '3.0.3' | '3.1.0') => {
           },
         },
       },
+      '/things/{id}/either': {
+        get: {
+          responses: {
+            '200': {
+              description: 'a thing, or a free-form map of strings',
+              content: {
+                'application/json': {
+                  schema: {
+                    oneOf: [
+                      { $ref: '#/components/schemas/Thing' },
+                      { type: 'object', additionalProperties: { type: 'string' } },
+                    ],
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
       '/things/latest': {
         get: {
           responses: {
@@ -134,6 +153,16 @@ describe.each(['3.0.3', '3.1.0'] as const)('OpenApiConformance (OpenAPI %s)', (v
         body: { error: { type: 'x', hint: 'y' } },
       }),
     ).toEqual([expect.stringMatching(/body\.error\.hint is not documented/)]);
+  });
+
+  it('reads a oneOf of named and free-form branches by the branch the body is: a field beside a named branch is reported', () => {
+    const either = (body: unknown) =>
+      api.check({ method: 'GET', path: '/things/thg_1/either', status: 200, body });
+    expect(either({ ...thing, secret: 1 })).toEqual([
+      expect.stringMatching(/body\.secret is not documented/),
+    ]);
+    expect(either(thing)).toEqual([]);
+    expect(either({ any: 'x', other: 'y' })).toEqual([]);
   });
 
   it('matches a literal path segment before a parameter, and reports an undocumented operation', () => {
