@@ -1,14 +1,30 @@
-import { Wallet } from 'ethers';
+import { Wallet, id } from 'ethers';
+import { connectStablepayRegistry, toOnChainId } from '@stablepay/contracts';
+import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
+import { signCancelSubscription, signCapture, signPayoutRefund, signRefund } from '@stablepay/merchant-sdk';
 import { createTestDatabase, OpenApiConformance, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
-import type { ApiAnswer, Json } from './test-support/http';
+import { anvilChain } from './test-support/anvil';
+import { type Api, type ApiAnswer, type Json, until } from './test-support/http';
+import { paymentSigning, transferToken } from './test-support/payments';
+import { activeCustomer, newUsdcPayout } from './test-support/payouts';
+import { SignedWebhookReceiver } from './test-support/signed-webhooks';
+import {
+  authorizeSubscribe,
+  readyForSubscriptions,
+  sendSubscribe,
+  signedChargeBody,
+} from './test-support/subscriptions';
 
 /**
  * The real answers of a running service against docs/openapi.yaml: every call below is checked for a documented
  * status and a body matching that response's schema (and naming no undocumented field), on one embedded stack with a
- * local chain and the demo merchant as `npm start` seeds it (signer, pauser, payouts beta on).
+ * local chain and the demo merchant as `npm start` seeds it (signer, pauser, payouts beta on). The flows that need
+ * money on chain (a subscription charged, a TWO_STEP escrow captured and refunded, payouts funded on chain) run for a
+ * merchant of their own whose signer key the test holds, paid from anvil dev wallets.
  */
 const ADMIN_TOKEN = 'admin-token-for-the-openapi-conformance-test';
+const CHAIN = 'eip155:8453';
 
 describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () => {
   const openapi = OpenApiConformance.fromFile();
@@ -26,9 +42,12 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     readonly headers?: Record<string, string>;
   }
 
-  /** Calls the API, records where the answer departs from the document, and expects the status the call is for. */
+  /**
+   * Calls the API, records where the answer departs from the document, and expects the status the call is for
+   * (null: any status, for the polls of the shared test helpers).
+   */
   const call = async (
-    status: number,
+    status: number | null,
     method: string,
     path: string,
     req: Request = {},
@@ -49,7 +68,7 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     const json = /^application\/json/.test(contentType ?? '') && text !== '';
     const body = (json ? JSON.parse(text) : text === '' ? undefined : text) as Json;
     problems.push(...openapi.check({ method, path, status: res.status, body, contentType }));
-    if (res.status !== status)
+    if (status !== null && res.status !== status)
       problems.push(`${method} ${path}: expected ${status}, got ${res.status} ${text.slice(0, 300)}`);
     return { status: res.status, body: json ? body : {} };
   };
@@ -67,10 +86,67 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     return other;
   };
 
+  /** The shared test helpers' API, every answer checked like `call`'s (they check the status themselves). */
+  const checked: Api = (method, path, body, key) =>
+    call(null, method, path, { ...(body === undefined ? {} : { body }), key });
+  /** `checked` with `key` as the default key (the helpers that take none act for the demo merchant otherwise). */
+  const checkedAs =
+    (key: string): Api =>
+    (method, path, body, k) =>
+      checked(method, path, body, k === undefined ? key : k);
+  const chain = anvilChain(() => stack, CHAIN);
+  const webhooks = new SignedWebhookReceiver();
+
+  /**
+   * The merchant of the on-chain flows, created once: its webhooks go to the receiver, its signer is ours (the demo
+   * merchant's seeded key stays in the stack), registered on chain, pauser declared, payouts beta on.
+   */
+  const signer = new Wallet(id('openapi-conformance e2e merchant signer'));
+  let chainMerchant: { id: string; key: string } | undefined;
+  const onChainMerchant = async () => {
+    if (!chainMerchant) {
+      const created = await call(201, 'POST', '/admin/merchants', {
+        body: { name: 'Chain Co', mode: 'test' },
+        ...admin,
+      });
+      const m = { id: String(created.body['id']), key: String(created.body['api_key']) };
+      await call(200, 'POST', `/admin/merchants/${m.id}/beta-features`, {
+        body: { payouts: true },
+        ...admin,
+      });
+      const hooks = await call(200, 'PATCH', '/settings', {
+        body: { webhook_url: webhooks.url },
+        key: m.key,
+      });
+      webhooks.secret = String(hooks.body['webhook_secret']);
+      await readyForSubscriptions(checked, m.key, m.id, [chain], {
+        signer,
+        pauser: new Wallet(id('openapi-conformance e2e merchant pauser')),
+        settlement: chain.wallet(4).address,
+      });
+      chainMerchant = m;
+    }
+    return chainMerchant;
+  };
+  const epoch = (merchantId: string) =>
+    connectStablepayRegistry(chain.local.addresses.registry, chain.provider()).merchantEpoch(
+      toOnChainId(merchantId),
+    );
+
   beforeAll(async () => {
+    await webhooks.start();
     db = await createTestDatabase();
     stack = await startEmbedded({
-      env: { DATABASE_URL: db.url, PORT: '0', ADMIN_TOKEN, LOG_LEVEL: 'error', LOCAL_CHAIN_IDS: '8453' },
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'error',
+        LOCAL_CHAIN_IDS: '8453',
+        INDEXER_POLL_MS: '100',
+        ALLOW_LOCAL_WEBHOOKS: 'true',
+        WEBHOOK_POLL_INTERVAL_MS: '100',
+      },
       dataDir: 'memory',
       seedDemoMerchant: true,
     });
@@ -79,6 +155,7 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
   afterAll(async () => {
     await stack?.stop();
     await db?.drop();
+    await webhooks.stop();
   });
 
   beforeEach(() => {
@@ -246,6 +323,159 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     });
     expect(problems).toEqual([]);
   });
+
+  it('a subscription subscribed, quoted, charged and cancelled on chain', async () => {
+    const m = await onChainMerchant();
+    const checkout = await call(201, 'POST', '/subscription-checkouts', {
+      body: { price: '150000', price_currency: 'ARS', supported_chains: [CHAIN] },
+      key: m.key,
+    });
+    const subscriber = chain.wallet(3);
+    const { path, params, authorization } = await authorizeSubscribe(
+      checked,
+      checkout.body,
+      chain,
+      subscriber,
+    );
+    const txHash = await sendSubscribe(subscriber, authorization);
+    await call(200, 'POST', path, { body: { ...params, tx_hash: txHash }, key: null });
+    const subscriptionId = String(checkout.body['onchain_id']);
+    await call(200, 'GET', `/subscription-checkouts/${String(checkout.body['id'])}`, { key: m.key });
+    await call(200, 'GET', `/subscriptions/${subscriptionId}`, { key: m.key });
+
+    const quote = await call(201, 'POST', `/subscriptions/${subscriptionId}/charge-quote`, { key: m.key });
+    const managerAddress = String(authorization['manager_address']);
+    const charged = await call(200, 'POST', `/subscriptions/${subscriptionId}/charge`, {
+      body: await signedChargeBody(checked, m.key, chain, {
+        merchantId: m.id,
+        subscriptionId,
+        managerAddress,
+        amount: String(quote.body['amount']),
+        quoteCode: String(quote.body['quote_code']),
+        signer,
+      }),
+      key: m.key,
+    });
+    expect(charged.body['status']).toBe('succeeded');
+    // An ad-hoc fiat amount: the other quote form.
+    await call(201, 'POST', `/subscriptions/${subscriptionId}/charge-quote`, {
+      body: { fiat_amount: '50000' },
+      key: m.key,
+    });
+    await call(200, 'GET', `/merchants/${m.id}/charges?subscription_id=${subscriptionId}`, { key: m.key });
+    await call(200, 'GET', `/merchants/${m.id}/subscriptions`, { key: m.key });
+    await webhooks.next('subscription.charge_succeeded', String(charged.body['id']), { key: 'charge' });
+
+    const nonce = Number(
+      (await call(200, 'GET', `/subscriptions/${subscriptionId}`, { key: m.key })).body['charge_nonce'],
+    );
+    const deadline = (await chain.now()) + 3_600n;
+    const { signature } = await signCancelSubscription(
+      signer,
+      { chain: CHAIN, verifyingContract: managerAddress },
+      { subscriptionId, nonce, epoch: await epoch(m.id), deadline },
+    );
+    await call(200, 'POST', `/subscriptions/${subscriptionId}/cancel`, {
+      body: { nonce, deadline: Number(deadline), signature },
+      key: m.key,
+    });
+    await webhooks.next('subscription.cancelled', subscriptionId);
+    await call(200, 'GET', `/subscriptions/${subscriptionId}`, { key: m.key });
+    expect(problems).toEqual([]);
+  }, 240_000);
+
+  it('a TWO_STEP escrow paid on chain, captured in part and the rest refunded', async () => {
+    const m = await onChainMerchant();
+    const created = await call(201, 'POST', '/checkouts', {
+      body: {
+        amount: '100000000',
+        currency: 'USD',
+        method: 'TWO_STEP',
+        accepted_chains: [CHAIN],
+        accepted_tokens: ['USDC'],
+      },
+      key: m.key,
+    });
+    const paymentId = String(created.body['payment_id']);
+    const payer = chain.wallet(5);
+    await transferToken(chain, payer, 'USDC', String(created.body['deposit_address']), 100_000_000n);
+    const escrowed = await until(
+      async () => (await call(200, 'GET', `/payments/${paymentId}`, { key: m.key })).body,
+      (p) => p['status'] === 'escrow_confirmed',
+      'the escrow confirmed',
+    );
+    const s = await paymentSigning(chain, m.id, escrowed);
+    const captured = await signCapture(signer, s.domain, {
+      paymentId: s.paymentId,
+      token: s.token,
+      amount: 60_000_000n,
+      epoch: s.epoch,
+      deadline: s.deadline,
+    });
+    await call(200, 'POST', `/payments/${paymentId}/capture`, {
+      body: { amount: '60000000', deadline: s.deadline.toString(), signature: captured.signature },
+      key: m.key,
+    });
+    const refunded = await signRefund(signer, s.domain, {
+      paymentId: s.paymentId,
+      token: s.token,
+      payer: payer.address,
+      amount: 40_000_000n,
+      epoch: s.epoch,
+      deadline: s.deadline,
+    });
+    const refund = await call(200, 'POST', `/payments/${paymentId}/refund`, {
+      body: { amount: '40000000', deadline: Number(s.deadline), signature: refunded.signature },
+      key: m.key,
+    });
+    expect(refund.body['status']).toBe('settled');
+    await webhooks.next('payment.refunded', paymentId);
+    await call(200, 'GET', `/checkouts/${String(created.body['id'])}`, { key: m.key });
+    expect(problems).toEqual([]);
+  }, 240_000);
+
+  it('payouts funded on chain: completed, and a flagged sender held and refused its refund', async () => {
+    const m = await onChainMerchant();
+    const { customerId, address } = await activeCustomer(
+      checkedAs(m.key),
+      'Ada Payer',
+      'ada-chain@example.com',
+    );
+    await call(200, 'GET', `/customers/${customerId}`, { key: m.key });
+    const payoutId = await newUsdcPayout(checkedAs(m.key), customerId, '25000000', CHAIN);
+    await transferToken(chain, chain.wallet(1), 'USDC', address, 25_000_000n);
+    await webhooks.next('payout.completed', payoutId);
+    await call(200, 'GET', `/payouts/${payoutId}`, { key: m.key });
+    await call(200, 'GET', `/payouts?customer=${customerId}`, { key: m.key });
+
+    const heldId = await newUsdcPayout(checkedAs(m.key), customerId, '10000000', CHAIN);
+    const flagged = chain.wallet(9);
+    expect(flagged.address).toBe(SANDBOX_SANCTIONED_PAYER);
+    await transferToken(chain, flagged, 'USDC', address, 10_000_000n);
+    const failed = (await webhooks.next('payout.failed', heldId)).data['object'] as Json;
+    const deposit = failed['deposit'] as Json;
+    const deadline = (await chain.now()) + 3_600n;
+    const { signature } = await signPayoutRefund(
+      signer,
+      { chain: CHAIN, verifyingContract: String(failed['deposit_address']) },
+      {
+        payoutId: heldId,
+        token: String(failed['asset']),
+        to: String(deposit['from']),
+        amount: String(deposit['amount']),
+        epoch: await epoch(m.id),
+        deadline,
+      },
+    );
+    const refused = await call(422, 'POST', `/payouts/${heldId}/refund_held`, {
+      body: { deadline: deadline.toString(), signature },
+      key: m.key,
+    });
+    expect((refused.body['error'] as Json | undefined)?.['code']).toBe('sender_flagged');
+    await call(200, 'GET', `/payouts/${heldId}`, { key: m.key });
+    await call(200, 'GET', `/customers?limit=1`, { key: m.key });
+    expect(problems).toEqual([]);
+  }, 240_000);
 
   it('webhook events the calls above recorded', async () => {
     const merchant = stack.demoMerchantId;
