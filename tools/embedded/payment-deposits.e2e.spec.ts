@@ -152,13 +152,29 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
   };
 
   /** POST /checkouts; the payment's id and deposit address as GET /payments/:id shows them. */
-  async function checkout(body: Record<string, unknown>): Promise<{ id: string; depositAddress: string }> {
+  async function checkout(
+    body: Record<string, unknown>,
+  ): Promise<{ id: string; checkoutId: string; depositAddress: string }> {
     const created = await http('POST', '/checkouts', { currency: 'USD', ...body });
     if (created.status !== 201) throw new Error(JSON.stringify(created.body));
     const id = String(created.body['payment_id']);
     const read = await http('GET', `/payments/${id}`);
-    return { id, depositAddress: String(read.body['deposit_address']) };
+    return {
+      id,
+      checkoutId: String(created.body['id']),
+      depositAddress: String(read.body['deposit_address']),
+    };
   }
+
+  /** The alternate surface's configure call (x-api-key), on a payment of POST /checkouts. */
+  const configure = async (id: string, body: Record<string, unknown>) => {
+    const res = await fetch(`${stack.url}/payment-requests/payments/configure/${id}`, {
+      method: 'POST',
+      headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
 
   const payment = async (id: string): Promise<PaymentObject> =>
     (await http('GET', `/payments/${id}`)).body as unknown as PaymentObject;
@@ -546,6 +562,61 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
       'the registration to agree again',
     );
     expect((await http('POST', '/checkouts', { currency: 'USD', amount: '1000000' })).status).toBe(201);
+  }, 90_000);
+
+  it("one unit of USDC from a third party blocks neither cancel nor configure; a payer's partial payment blocks both", async () => {
+    const griefer = ANVIL_DEV_PRIVATE_KEYS[5];
+    const grieferAddress = new Wallet(griefer).address;
+    const seenTransfers = (id: string, count: number) =>
+      until(
+        async () => {
+          const seen = await payment(id);
+          return seen.transactions.length === count ? seen : null;
+        },
+        `${count} transfer(s) observed on ${id}`,
+        () => payment(id),
+      );
+
+    // Cancel: the dust is observed (amount_paid 1), and the merchant's cancel still goes through.
+    const dusted = await checkout({ amount: '4000000' });
+    const dust = await pay(griefer, dusted.depositAddress, 1n);
+    expect((await seenTransfers(dusted.id, 1)).amount_paid).toBe('1');
+    const cancelled = await http('POST', `/checkouts/${dusted.checkoutId}/cancel`, {});
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body['status']).toBe('cancelled');
+    await hookArrives(dusted.id, 'payment.cancelled');
+    // The dust is then what any funds left in a cancelled checkout are: abandoned, recoverable to its sender.
+    expect(await statusIs(dusted.id, 'recoverable')).toMatchObject({
+      recoverable_reason: 'abandoned',
+      recovery_destination: grieferAddress,
+      recoverable_amount: '1',
+      transactions: [expect.objectContaining({ tx_hash: dust, amount: '1' })],
+    });
+
+    // Configure: the dust stays in USDC, listed wrong_token once USDT is chosen; the payer's USDT pays the order.
+    const configured = await checkout({ amount: '3000000' });
+    const usdcDust = await pay(griefer, configured.depositAddress, 1n);
+    await seenTransfers(configured.id, 1);
+    expect((await configure(configured.id, { chain: CHAIN, token: 'USDT' })).status).toBe(200);
+    await pay(customer, configured.depositAddress, 3_000_000n, 'USDT');
+    const settled = await statusIs(configured.id, 'settled');
+    expect(settled).toMatchObject({ amount_paid: '3000000', payer_addresses: [customerAddress] });
+    expect(settled.transactions).toEqual([
+      expect.objectContaining({ tx_hash: usdcDust, is_funding: false, non_funding_reason: 'wrong_token' }),
+      expect.objectContaining({ token_symbol: 'USDT', is_funding: true }),
+    ]);
+
+    // A real partial payment (half the order) by the payer still blocks both, as before.
+    const partial = await checkout({ amount: '4000000' });
+    await pay(customer, partial.depositAddress, 2_000_000n);
+    expect((await seenTransfers(partial.id, 1)).amount_paid).toBe('2000000');
+    const refused = await http('POST', `/checkouts/${partial.checkoutId}/cancel`, {});
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: { type: 'invalid_request', code: 'checkout_has_deposit' } });
+    const unconfigurable = await configure(partial.id, { chain: CHAIN, token: 'USDT' });
+    expect(unconfigurable.status).toBe(409);
+    expect(unconfigurable.body).toMatchObject({ error: { code: 'payment_has_deposit' } });
+    expect((await payment(partial.id)).status).toBe('pending');
   }, 90_000);
 
   // The last two move the service clock and the chain's time past an expiry.

@@ -174,7 +174,13 @@ export const fromSanctioned = (state: PaymentState, t: TransferState): boolean =
  * sanctioned sender: candidates of every accepted token, only the detected one's pay the order.
  */
 const fundingCandidates = (state: PaymentState): TransferState[] =>
-  state.transfers.filter((t) => t.isFunding && !fromSanctioned(state, t));
+  state.transfers.filter(
+    (t) =>
+      t.isFunding &&
+      !fromSanctioned(state, t) &&
+      // Configure may follow dust in another token (below the dust share): the chosen asset alone funds from then on.
+      (state.selectedAsset === null || t.asset === state.selectedAsset),
+  );
 
 /**
  * Of `transfers` (in arrival order), the accepted token that pays the order: the first whose running sum reaches its
@@ -230,14 +236,33 @@ export function fundingStatus(
 ): { isFunding: boolean; nonFundingReason: NonFundingReason | 'sanctioned' | null } {
   if (fromSanctioned(state, t)) return { isFunding: false, nonFundingReason: 'sanctioned' };
   if (!t.isFunding) return { isFunding: false, nonFundingReason: t.nonFundingReason };
-  const detected = detectedAsset(state);
-  if (!detected || detected.asset === t.asset) return { isFunding: true, nonFundingReason: null };
-  return { isFunding: false, nonFundingReason: detected.chain === t.chain ? 'wrong_token' : 'wrong_chain' };
+  const paying =
+    detectedAsset(state) ??
+    state.created?.acceptedAssets.find((a) => a.asset === state.selectedAsset) ??
+    null;
+  if (!paying || paying.asset === t.asset) return { isFunding: true, nonFundingReason: null };
+  return { isFunding: false, nonFundingReason: paying.chain === t.chain ? 'wrong_token' : 'wrong_chain' };
 }
 
 /** SPEC `amount_paid`: every funding transfer observed, confirmed or not, in smallest units of the detected token. */
 export const amountPaid = (state: PaymentState): bigint =>
   sum(fundingTransfers(state).map((t) => BigInt(t.amount)));
+
+/** The least `amount_paid` that is not dust for an order of `tokenAmount` (CHECKOUT_LIMITS.dustShareBasisPoints). */
+export const dustThreshold = (tokenAmount: bigint): bigint => {
+  const share = (tokenAmount * BigInt(LIMITS.dustShareBasisPoints) + 9_999n) / 10_000n;
+  return share > 1n ? share : 1n;
+};
+
+/**
+ * Funds paying the order arrived: `amount_paid` (the paying token's funding, confirmed or not, no held sanctioned
+ * sender's, no other token's, no straggler or duplicate) reaches the dust threshold. What blocks cancel and configure:
+ * the recorded "funding at observation" flag also held one unit anyone sent to the public address.
+ */
+export function orderFundingArrived(state: PaymentState): boolean {
+  const detected = detectedAsset(state);
+  return detected !== null && amountPaid(state) >= dustThreshold(BigInt(detected.tokenAmount));
+}
 
 const confirmedFunding = (state: PaymentState): bigint =>
   sum(
@@ -1127,10 +1152,10 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
         );
       }
       if (s.selectedAsset === asset.asset) return; // the same choice again changes nothing
-      if (s.transfers.some((t) => t.isFunding)) {
+      if (orderFundingArrived(s)) {
         throw conflict(
           'payment_has_deposit',
-          'A deposit has arrived for this payment; its token and chain can no longer change.',
+          `A deposit paying this order has arrived (amount_paid ${amountPaid(s)}); its token and chain can no longer change.`,
         );
       }
       emit({
@@ -1147,10 +1172,10 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
           `Only a pending checkout can be cancelled; this one is ${paymentStatus(s)}.`,
         );
       }
-      if (s.transfers.some((t) => t.isFunding)) {
+      if (orderFundingArrived(s)) {
         throw conflict(
           'checkout_has_deposit',
-          'A deposit has arrived for this checkout; it can no longer be cancelled.',
+          `A deposit paying this order has arrived (amount_paid ${amountPaid(s)}); the checkout can no longer be cancelled.`,
         );
       }
       emit({ type: 'PaymentCancelled.v1', data: { cancelledAt: at } });

@@ -1045,10 +1045,10 @@ describe('Payment: cancel and expiry', () => {
     expect(toCheckoutObject(given(create(), { type: 'Cancel', now: at(5) }).state).status).toBe('cancelled');
   });
 
-  it('cancel is refused once a deposit arrived, after expiry, and twice', () => {
+  it('cancel is refused once a partial payment arrived, after expiry, and twice', () => {
     expect(
-      given(create(), observe(transfer({ amount: '1' }))).whenRejected({ type: 'Cancel', now: at(5) }).code,
-    ).toBe('checkout_has_deposit');
+      given(create(), observe(transfer({ amount: '6250000' }))).whenRejected({ type: 'Cancel', now: at(5) }),
+    ).toMatchObject({ status: 409, code: 'checkout_has_deposit' });
     expect(given(create()).whenRejected({ type: 'Cancel', now: at(61) }).code).toBe('checkout_not_pending');
     expect(
       given(create(), { type: 'Cancel', now: at(5) }).whenRejected({ type: 'Cancel', now: at(6) }),
@@ -1056,6 +1056,46 @@ describe('Payment: cancel and expiry', () => {
       status: 409,
       code: 'checkout_not_pending',
     });
+  });
+
+  it('one unit of an accepted token from a third party does not block the cancel; it is recoverable to its sender', () => {
+    const dust = transfer({ from: SECOND_WALLET, amount: '1' });
+    const cancelled = given(create(), observe(dust)).when({ type: 'Cancel', now: at(5) });
+    expect(cancelled.types).toEqual(['PaymentCancelled.v1']);
+    // Once confirmed, the dust takes the path of any funds left in a cancelled checkout: abandoned, its sender's.
+    const g = given(create(), observe(dust), { type: 'Cancel', now: at(5) });
+    expect(g.when(confirm(dust, 6)).object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: SECOND_WALLET,
+      recoverable_amount: '1',
+    });
+  });
+
+  it('dust is funding under 1% of the order (amount_paid of the paying token); from 1% on the cancel is refused', () => {
+    // 12.50 USDC: 1% is 125000 units.
+    const below = transfer({ from: SECOND_WALLET, amount: '124999' });
+    expect(given(create(), observe(below)).when({ type: 'Cancel', now: at(5) }).types).toEqual([
+      'PaymentCancelled.v1',
+    ]);
+    const share = transfer({ from: SECOND_WALLET, amount: '125000' });
+    expect(given(create(), observe(share)).whenRejected({ type: 'Cancel', now: at(5) }).code).toBe(
+      'checkout_has_deposit',
+    );
+    // Dust beside a payer's partial payment changes nothing: the partial payment blocks.
+    const partial = transfer({ amount: '6000000' });
+    expect(
+      given(
+        create(),
+        observe(transfer({ from: SECOND_WALLET, amount: '1' })),
+        observe(partial, 2),
+      ).whenRejected({ type: 'Cancel', now: at(5) }).code,
+    ).toBe('checkout_has_deposit');
+    // Another accepted token's transfer is not the paying token's (listed wrong_token): the two never add up.
+    const otherToken = transfer({ from: SECOND_WALLET, asset: USDT_BASE, amount: '10000' });
+    const g = given(create(), observe(transfer({ amount: '120000' })), observe(otherToken, 2));
+    expect(g.state.transfers.map((t) => t.isFunding)).toEqual([true, true]);
+    expect(g.when({ type: 'Cancel', now: at(5) }).types).toEqual(['PaymentCancelled.v1']);
   });
 
   it('expiry: no valid deposit -> expired (payment.expired); early or repeated timers decide nothing', () => {
@@ -1144,9 +1184,45 @@ describe('Payment: token and chain chosen before paying (alternate surface confi
     expect(given(create(), observe(transfer())).whenRejected(select(BASE, 'USDT')).code).toBe(
       'payment_has_deposit',
     );
+    expect(
+      given(create(), observe(transfer({ amount: '6250000' }))).whenRejected(select(BASE, 'USDT')),
+    ).toMatchObject({ status: 409, code: 'payment_has_deposit' });
     expect(given(create(), { type: 'Cancel', now: at(1) }).whenRejected(select(BASE, 'USDT')).code).toBe(
       'payment_not_configurable',
     );
+  });
+});
+
+describe('Payment: configure after dust', () => {
+  it('one unit of another token from a third party does not block configure; the chosen token alone funds', () => {
+    const dust = transfer({ from: SECOND_WALLET, amount: '1' });
+    const chosen = given(create(), observe(dust)).when({
+      type: 'SelectAsset',
+      chain: BASE,
+      token: 'USDT',
+      now: at(2),
+    });
+    expect(chosen.types).toEqual(['PaymentAssetSelected.v1']);
+    const usdt = transfer({ asset: USDT_BASE, amount: '6250000' });
+    const g = given(
+      create(),
+      observe(dust),
+      { type: 'SelectAsset', chain: BASE, token: 'USDT', now: at(2) },
+      observe(usdt, 3),
+    );
+    const object = toPaymentObject(g.state);
+    expect(object.detected_asset).toBe(USDT_BASE);
+    expect(object.amount_paid).toBe('6250000');
+    expect(object.transactions.map((t) => [t.tx_hash, t.is_funding, t.non_funding_reason])).toEqual([
+      [dust.txHash, false, 'wrong_token'],
+      [usdt.txHash, true, null],
+    ]);
+    // Before any transfer of the chosen token, the dust is listed wrong_token already and pays nothing.
+    expect(toPaymentObject(chosen.state)).toMatchObject({ amount_paid: '0', detected_asset: null });
+    expect(toPaymentObject(chosen.state).transactions[0]).toMatchObject({
+      is_funding: false,
+      non_funding_reason: 'wrong_token',
+    });
   });
 });
 

@@ -28,6 +28,14 @@ export const CHECKOUT_LIMITS = {
   defaultAuthorizationSeconds: (7 * DAY) / 1000,
   minAuthorizationSeconds: HOUR / 1000,
   maxAuthorizationSeconds: (30 * DAY) / 1000,
+  /**
+   * Ours: funding under this share of the order's token amount (basis points; at least one smallest unit) is dust
+   * to cancel and configure. A deposit address is public: one unit sent by anyone froze the merchant's cancel and
+   * configure until expiry. A share, not a fixed figure: a griefer must lock up (and may lose) a part of every order
+   * it blocks, while a payer's real partial payment, wallet-fee underpayment or test transfer of any size worth
+   * stopping for is above it.
+   */
+  dustShareBasisPoints: 100,
   /** SPEC: metadata values at most 500 characters; ours: at most 50 keys of 1-40 characters. */
   maxMetadataValueLength: REQUEST_FIELD_LIMITS.maxMetadataValueLength,
   maxMetadataKeys: REQUEST_FIELD_LIMITS.maxMetadataKeys,
