@@ -70,6 +70,15 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
       'the indexer to read past the marker',
     );
   };
+  /** The fiat settlement configuration (PUT /payments/settlement); null removes it. */
+  const configure = async (fiat: Json | null) =>
+    expect((await as('PUT', '/payments/settlement', { fiat })).status).toBe(200);
+  const fiatArs = {
+    currency: 'ARS',
+    beneficiary_name: 'Pampa Fiat SA',
+    account_number: '0000003100010000000001',
+    country: 'AR',
+  };
   const newCheckout = async () => {
     const res = await as('POST', '/subscription-checkouts', {
       price: '150000',
@@ -86,14 +95,7 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
   beforeAll(async () => {
     const stack = await e2e.start('8453', { ADMIN_TOKEN, INDEXER_CONFIRMATIONS: '2' });
     merchant = await createMerchant(stack, ADMIN_TOKEN, 'Pampa Fiat SA', 'fiat');
-    const configured = await as('PUT', '/payments/settlement', {
-      fiat: {
-        currency: 'ARS',
-        beneficiary_name: 'Pampa Fiat SA',
-        account_number: '0000003100010000000001',
-        country: 'AR',
-      },
-    });
+    const configured = await as('PUT', '/payments/settlement', { fiat: fiatArs });
     expect(configured.body).toMatchObject({ settlement_mode: 'fiat', fiat: { complete: true } });
     await readyForSubscriptions(api, merchant.apiKey, merchant.id, [chain], { signer, pauser });
     await e2e.receiveWebhooks(merchant.apiKey);
@@ -185,6 +187,39 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
     expect(listed).toHaveLength(2);
   }, 120_000);
 
+  it('a price lock issued before the fiat configuration changed is not redeemed (removed: 422 fiat_settlement_required; moved to USD: 422 currency_mismatch): nothing sent, nothing written; back in ARS the same lock charges', async () => {
+    const { id, manager } = apiFirst;
+    const { quote, body } = await lockedCharge(id, manager);
+    expect(quote).toMatchObject({ kind: 'price_lock', fiat_currency: 'ARS' });
+    const before = { rows: await rows(id), subscription: await subscription(id) };
+    const onChain = connectSubscriptionManager(manager, chain.provider());
+    try {
+      for (const [fiat, code] of [
+        [null, 'fiat_settlement_required'],
+        [{ ...fiatArs, currency: 'USD', country: 'US' }, 'currency_mismatch'],
+      ] as const) {
+        await configure(fiat);
+        const refused = await as('POST', `/subscriptions/${id}/charge`, body);
+        expect(refused.status).toBe(422);
+        expect(refused.body['error']).toMatchObject({ type: 'cannot_process', code, param: 'quote_code' });
+      }
+      // Nothing went to the chain (the nonce is unused there) and nothing was recorded.
+      expect(await onChain.chargeNonceUsed(id, body.nonce)).toBe(false);
+      expect(await rows(id)).toEqual(before.rows);
+      expect(await subscription(id)).toEqual(before.subscription);
+    } finally {
+      await configure(fiatArs);
+    }
+    // The lock was refused for the configuration, not spent: paid out in ARS again, it is redeemed.
+    const charged = await as('POST', `/subscriptions/${id}/charge`, body);
+    expect(charged.body).toMatchObject({
+      status: 'succeeded',
+      charge_nonce: body.nonce,
+      fiat_currency: 'ARS',
+      settlement_status: 'pending',
+    });
+  }, 120_000);
+
   it('indexer first: the indexer writes the first charge without fiat fields, then the subscribe call backfills them onto the same row (charge_succeeded again)', async () => {
     const checkout = await newCheckout();
     const subscriber = chain.wallet(4);
@@ -261,14 +296,6 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
     expect(await subscription(id)).toMatchObject({ charge_nonce: body.nonce + 1, paused: false });
   }, 120_000);
   it('the authorize step refuses once the fiat configuration no longer pays out in the plan currency (removed: 422 fiat_settlement_required; moved to USD: 422 currency_mismatch); a subscribe already signed and landed is still recorded', async () => {
-    const configure = async (fiat: Json | null) =>
-      expect((await as('PUT', '/payments/settlement', { fiat })).status).toBe(200);
-    const fiatArs = {
-      currency: 'ARS',
-      beneficiary_name: 'Pampa Fiat SA',
-      account_number: '0000003100010000000001',
-      country: 'AR',
-    };
     const signedBefore = await newCheckout();
     const refusedLater = await newCheckout();
     const early = chain.wallet(5);

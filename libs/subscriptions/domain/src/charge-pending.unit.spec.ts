@@ -45,6 +45,7 @@ const preflight = (events: SubscriptionEvent[], over: Partial<ChargeRequest> = {
     signatureValid: false,
     chainNow,
     now,
+    settlement: { mode: 'crypto' },
   });
 
 describe('Subscription: a charge awaiting its receipt', () => {

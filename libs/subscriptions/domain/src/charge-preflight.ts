@@ -32,6 +32,8 @@ import type { PauserRole } from './subscription-manager';
  * | quote_hash_mismatch            | 422    | cannot_process  | the signature's quoteHash is not this quote's                             |
  * | quote_expired                  | 422    | cannot_process  | reference quote past its 120 s, price lock past its expiry                |
  * | quote_already_used             | 409    | invalid_request | the quote paid another charge already                                    |
+ * | fiat_settlement_required       | 422    | cannot_process  | a price lock, and the business no longer has a complete fiat configuration |
+ * | currency_mismatch              | 422    | cannot_process  | a price lock in another currency than the business now pays out in        |
  * | amount_exceeds_cap             | 422    | cannot_process  | amount > cap_amount (cap and budget rule 1)                               |
  * | budget_exceeded                | 422    | cannot_process  | spent_this_period + amount > budget (rule 2)                              |
  *
@@ -58,6 +60,8 @@ export type ChargePreflightCode =
   | 'quote_hash_mismatch'
   | 'quote_expired'
   | 'quote_already_used'
+  | 'fiat_settlement_required'
+  | 'currency_mismatch'
   | 'amount_exceeds_cap'
   | 'budget_exceeded';
 
@@ -82,6 +86,8 @@ export const CHARGE_PREFLIGHT_ERRORS: Readonly<
   quote_hash_mismatch: { status: 422, type: 'cannot_process', param: 'signature' },
   quote_expired: { status: 422, type: 'cannot_process', param: 'quote_code' },
   quote_already_used: { status: 409, type: 'invalid_request', param: 'quote_code' },
+  fiat_settlement_required: { status: 422, type: 'cannot_process', param: 'quote_code' },
+  currency_mismatch: { status: 422, type: 'cannot_process', param: 'quote_code' },
   amount_exceeds_cap: { status: 422, type: 'cannot_process', param: 'amount' },
   budget_exceeded: { status: 422, type: 'cannot_process', param: 'amount' },
 };
@@ -109,6 +115,40 @@ export interface ChargeQuote {
    * subscription's own stream, which records the receipt first, is checked as well).
    */
   readonly usedByChargeId: string | null;
+  /** The fiat currency the quote converted from (a price lock's payout currency); null when a token price was quoted. */
+  readonly fiatCurrency: string | null;
+}
+
+/** The business's settlement as its settings hold it now (not as they were when a quote was issued). */
+export type CurrentSettlement =
+  | { readonly mode: 'crypto' }
+  | { readonly mode: 'fiat'; readonly currency: string | null; readonly complete: boolean };
+
+/**
+ * SPEC Rules 8 where money is committed: a fiat payout in `currency` needs a complete fiat settlement configuration
+ * paying out in that currency. The refusal's code and the start of its message, or null when the payout can be made.
+ */
+export function fiatPayoutRefusal(
+  settlement: CurrentSettlement,
+  currency: string,
+): { readonly code: 'fiat_settlement_required' | 'currency_mismatch'; readonly message: string } | null {
+  if (settlement.mode === 'crypto')
+    return {
+      code: 'fiat_settlement_required',
+      message: 'This business now settles in crypto, so there is no fiat payout to make',
+    };
+  if (!settlement.complete || settlement.currency === null)
+    return {
+      code: 'fiat_settlement_required',
+      message:
+        'This business settles in fiat and has no complete fiat settlement configuration, so there is nothing to pay out to',
+    };
+  if (currency !== settlement.currency)
+    return {
+      code: 'currency_mismatch',
+      message: `This business now settles in ${settlement.currency}, and this price is in ${currency}`,
+    };
+  return null;
 }
 
 export interface ChargeRequest {
@@ -138,6 +178,11 @@ export interface ChargePreflightInput {
   readonly managerPausedBy?: readonly PauserRole[];
   /** Service time: quote expiry. */
   readonly now: Date;
+  /**
+   * The merchant's settlement as its settings hold it now: a price lock is redeemed into the fiat payout the
+   * configuration makes at charge time, which may have changed since the lock was issued.
+   */
+  readonly settlement: CurrentSettlement;
 }
 
 export type ChargePreflightResult =
@@ -280,5 +325,16 @@ function checkQuote(input: ChargePreflightInput, fiatPriced: boolean): ChargePre
     return reject('quote_already_used', `Quote ${quote.code} already paid charge ${paidBy}.`);
   if (input.now.getTime() >= quote.expiresAt.getTime())
     return reject('quote_expired', `Quote ${quote.code} expired at ${quote.expiresAt.toISOString()}.`);
+  // The quote and subscribe calls refuse a lock the configuration cannot pay out (SPEC Rules 8); a lock issued before
+  // PUT /payments/settlement removed the configuration or moved its currency is refused here on the same terms, or
+  // its charge would be tracked `pending` towards a payout that is never made (or made in another currency).
+  if (quote.kind === 'price_lock') {
+    const refusal = fiatPayoutRefusal(input.settlement, quote.fiatCurrency ?? '');
+    if (refusal)
+      return reject(
+        refusal.code,
+        `${refusal.message}: price lock ${quote.code} (${quote.fiatCurrency ?? 'no currency'}) cannot be redeemed into the payout the settlement configuration now makes; take a new quote.`,
+      );
+  }
   return null;
 }

@@ -33,8 +33,11 @@ const quote = (over: Partial<ChargeQuote> = {}): ChargeQuote => ({
   quoteHash: QUOTE_HASH,
   expiresAt: new Date(now.getTime() + 60_000),
   usedByChargeId: null,
+  fiatCurrency: 'ARS',
   ...over,
 });
+/** A fiat-settled business paying out in ARS, as the plan and its price locks are priced. */
+const FIAT_ARS = { mode: 'fiat', currency: 'ARS', complete: true } as const;
 
 const request = (over: Partial<ChargeRequest> = {}): ChargeRequest => ({
   subscriptionId: SUB_ID,
@@ -58,6 +61,7 @@ function given(...events: SubscriptionEvent[]) {
         signatureValid: true,
         chainNow,
         now,
+        settlement: FIAT_ARS,
         ...over,
       });
       return {
@@ -271,6 +275,61 @@ describe('charge preflight (SPEC Errors > charge preflight, Subscriptions > Char
         })
         .thenRejected('quote_expired');
     });
+
+    describe('a price lock issued before the settlement configuration changed (SPEC Rules 8 at charge time)', () => {
+      const lock = {
+        quote: quote({ kind: 'price_lock', code: 'plk_1' }),
+        request: request({ quoteCode: 'plk_1' }),
+      };
+
+      it('redeems a lock the configuration still pays out', () => {
+        given(...subscribedEvents())
+          .when({ ...lock, settlement: FIAT_ARS })
+          .thenOk();
+      });
+
+      it('fiat_settlement_required once the fiat configuration was removed or emptied', () => {
+        for (const settlement of [
+          { mode: 'fiat', currency: null, complete: false },
+          { mode: 'fiat', currency: 'ARS', complete: false },
+        ] as const) {
+          const result = given(...subscribedEvents()).when({ ...lock, settlement });
+          result.thenRejected('fiat_settlement_required');
+          expect(result.result).toMatchObject({ status: 422, type: 'cannot_process', param: 'quote_code' });
+        }
+      });
+
+      it('fiat_settlement_required once the business settles in crypto (no fiat payout to redeem the lock into)', () => {
+        given(...subscribedEvents())
+          .when({ ...lock, settlement: { mode: 'crypto' } })
+          .thenRejected('fiat_settlement_required');
+      });
+
+      it('currency_mismatch once the configuration pays out in another currency (ARS lock, USD payouts)', () => {
+        const result = given(...subscribedEvents()).when({
+          ...lock,
+          settlement: { mode: 'fiat', currency: 'USD', complete: true },
+        });
+        result.thenRejected('currency_mismatch');
+        expect(result.result).toMatchObject({ message: expect.stringContaining('settles in USD') });
+      });
+
+      it('an expired or used lock is refused for that first (the quote checks keep their order)', () => {
+        given(...subscribedEvents())
+          .when({
+            ...lock,
+            quote: quote({ kind: 'price_lock', code: 'plk_1', expiresAt: now }),
+            settlement: { mode: 'crypto' },
+          })
+          .thenRejected('quote_expired');
+      });
+
+      it('a reference quote is not a lock: a configuration change does not refuse it', () => {
+        given(...subscribedEvents())
+          .when({ settlement: { mode: 'fiat', currency: 'USD', complete: true } })
+          .thenOk();
+      });
+    });
   });
 
   describe('signature failures', () => {
@@ -364,6 +423,7 @@ describe('charge preflight (SPEC Errors > charge preflight, Subscriptions > Char
       signatureValid: true,
       chainNow,
       now,
+      settlement: FIAT_ARS,
     });
     expect(result.outcome).toBe('rejected');
     expect(snapshot()).toBe(before);

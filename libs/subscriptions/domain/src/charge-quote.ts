@@ -1,5 +1,5 @@
 import { cannotProcess, DomainError, validationError } from '@stablepay/util';
-import { REFERENCE_QUOTE_TTL_SECONDS } from './charge-preflight';
+import { fiatPayoutRefusal, REFERENCE_QUOTE_TTL_SECONDS } from './charge-preflight';
 import { currencyExponent, parseRateValue, type Rate, toTokenUnits } from './rates';
 import { parseCurrency } from './rules';
 
@@ -142,16 +142,14 @@ export function requireFiatPayoutDestination(
   currency: string,
   param?: string,
 ): void {
-  if (!settlement.complete || settlement.currency === null)
+  const refusal = fiatPayoutRefusal({ mode: 'fiat', ...settlement }, currency);
+  if (refusal)
     throw cannotProcess(
-      'fiat_settlement_required',
-      'This business settles in fiat and has no complete fiat settlement configuration, so there is nothing to pay out to: the business must set it with PUT /payments/settlement first.',
-    );
-  if (currency !== settlement.currency)
-    throw cannotProcess(
-      'currency_mismatch',
-      `This business now settles in ${settlement.currency}, and this price is in ${currency}: nothing is locked or authorized for a payout in another currency than the price (the business can settle in ${currency} again, or offer a plan priced in ${settlement.currency}).`,
-      param,
+      refusal.code,
+      refusal.code === 'fiat_settlement_required'
+        ? `${refusal.message}: the business must set it with PUT /payments/settlement first.`
+        : `${refusal.message}: nothing is locked or authorized for a payout in another currency than the price (the business can settle in ${currency} again, or offer a plan priced in ${settlement.currency ?? currency}).`,
+      refusal.code === 'currency_mismatch' ? param : undefined,
     );
 }
 

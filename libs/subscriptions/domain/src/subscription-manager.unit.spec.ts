@@ -72,6 +72,7 @@ describe('SubscriptionManager: the pausers brake', () => {
       signatureValid: true,
       chainNow: START + 10n,
       now,
+      settlement: { mode: 'crypto' },
       managerPausedBy: ['merchant'],
     });
     expect(result).toMatchObject({ outcome: 'rejected', code: 'manager_paused', status: 409 });

@@ -82,6 +82,7 @@ export class ChargeQuotes {
       quoteHash: row.quote_hash,
       expiresAt: new Date(row.expires_at),
       usedByChargeId: row.used_by_charge_id,
+      fiatCurrency: row.object.fiat_currency,
     };
   }
 

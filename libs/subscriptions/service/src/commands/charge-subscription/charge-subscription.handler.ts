@@ -28,6 +28,7 @@ import {
 import { type Clock, derivedId, DomainError } from '@stablepay/util';
 import { ChargeQuotes } from '../../charges/charge-quotes';
 import { loadOwnedSubscription } from '../../charges/owned-subscription';
+import { MerchantProfiles } from '../../subscription-checkouts/merchant-profiles';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../../subscriptions.config';
 import { ChainTime, chainUnavailable, fromChain, OperatorRelayers } from '../../subscriptions/chain-access';
 import { chargedLogsIn, findChargedLogs } from '../../subscriptions/charged-logs';
@@ -64,6 +65,7 @@ export class ChargeSubscriptionHandler {
     @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
     @Inject(SubscriptionManagerCommands) private readonly managerFacts: SubscriptionManagerCommands,
     @Inject(ChargeQuotes) private readonly quotes: ChargeQuotes,
+    @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
     @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
     @Inject(CLOCK) private readonly clock: Clock,
   ) {}
@@ -93,10 +95,12 @@ export class ChargeSubscriptionHandler {
     const owner = command.merchant;
     // What needs only the request is read beside the stream: the merchant's managers (the chain comes from the
     // stream) and the quote (scoped to the merchant; read for nothing when the subscription turns out not theirs).
-    const [sub, managers, quote] = await Promise.all([
+    const [sub, managers, quote, profile] = await Promise.all([
       loadOwnedSubscription(this.store, owner, command.subscriptionId),
       this.managers.ofMerchant(owner.merchantId),
       command.quoteCode ? this.quotes.find(owner, command.quoteCode) : Promise.resolve(null),
+      // The settlement as it is now: a price lock issued before PUT /payments/settlement changed it is not redeemed.
+      this.profiles.get(owner.merchantId),
     ]);
     // Right after the ownership 404, before anything is judged or looked up for the chain (a merchant of the other
     // mode than this deployment's chains has no manager here: that was 503 chain_unavailable, not this 409).
@@ -178,6 +182,7 @@ export class ChargeSubscriptionHandler {
       chainNow,
       now,
       managerPausedBy,
+      settlement: profile.settlement,
     });
     // The registry still holds the signer the merchant retired and the settlement address it replaced: neither the
     // old key's charge (valid on chain) nor the new key's (not yet valid there) is sent. A retry of a charge that
