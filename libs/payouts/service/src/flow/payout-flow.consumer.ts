@@ -23,6 +23,7 @@ import {
   CUSTOMER_CATEGORY,
   customerStreamId,
   HELD_FAILURE_REASONS,
+  type PayoutDeposit,
   payoutStreamId,
 } from '@stablepay/payouts-domain';
 import { DomainError } from '@stablepay/util';
@@ -104,7 +105,7 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     const step = `${message.type}:${message.id}`;
     switch (message.type) {
       case 'PayoutDepositDetected.v1':
-        return this.forward(id, owner, step);
+        return this.forward(id, owner, step, message.data as PayoutDeposit | undefined);
       case 'PayoutForwarded.v1':
         return this.settle(id, owner, step);
       case 'PayoutFailed.v1':
@@ -159,9 +160,18 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     };
   }
 
-  private async forward(payoutId: string, owner: Owner, step: string): Promise<void> {
+  private async forward(
+    payoutId: string,
+    owner: Owner,
+    step: string,
+    detected: PayoutDeposit | undefined,
+  ): Promise<void> {
     const { payout, request } = await this.transferRequest(payoutId);
-    if (payout.status !== 'deposit_detected' || !payout.deposit) return;
+    if (payout.status !== 'deposit_detected' || !payout.deposit) {
+      if (payout.status === 'awaiting_deposit' && detected)
+        await this.sweptThenRetracted(payout, owner, detected);
+      return;
+    }
     // Its own sweep landed already (recorded, or on chain: the answer was lost, or the off-ramp refused the transfer
     // and the step is retried): the funds are at the off-ramp, judged clear before they moved. Screening, rechecking
     // or a retired-address check (PAYOUT_OFF_RAMP_ADDRESS rotated, a new factory since) could only fail the payout
@@ -227,6 +237,30 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       });
       return false;
     }
+  }
+
+  /**
+   * The deposit this step was for was retracted by a reorg before any sweep was recorded. A step that stopped (crash,
+   * kill -9) after sending its sweep and is retried after the retraction finds the payout awaiting a deposit, where
+   * the in-process step would have been refused recording the sweep and flagged it (recordSwept): the chain is asked
+   * whether this payout's sweep is there (landed, or mined again on the new fork with other funds of the shared
+   * address), and if so it is flagged the same way. The off-ramp is not asked either way.
+   */
+  private async sweptThenRetracted(
+    payout: ReturnType<typeof foldPayout>,
+    owner: Owner,
+    detected: PayoutDeposit,
+  ): Promise<void> {
+    if (!this.sweeper || detected.simulated || payout.deposit || payout.sweepTxHash) return;
+    const sweepTxHash = await this.sweeper.sweptWithoutDeposit(payout, owner.merchantId);
+    if (sweepTxHash === null) return;
+    flagRetractedAfterSweep(this.logger, {
+      payout: payout.id,
+      status: payout.status,
+      chain: payout.token.chain,
+      sweepTxHash,
+      depositTxHash: detected.txHash,
+    });
   }
 
   /**

@@ -67,6 +67,26 @@ export class PayoutSweeper {
   }
 
   /**
+   * This payout's sweep on the chain as it is now, whatever became of its deposit: a step retried after a crash
+   * finds the deposit retracted by a reorg (docs/payouts.md, "Reorgs"), while the sweep it sent before the crash may
+   * have landed, or been mined again on the new fork with other funds of the shared address. Its hash, or null when
+   * the deposit never swept this payout on this chain. Looked up over the lookback window: the retracted deposit's
+   * block, where a lookup would start otherwise, is gone (a rare path, so the wider read is fine).
+   */
+  async sweptWithoutDeposit(payout: PayoutState, merchantId: string): Promise<string | null> {
+    const chain = payout.token.chain;
+    const ref = { merchantId, customerId: payout.customerId, chain, payoutId: payout.id };
+    if (!(await this.deposits.isSwept(ref))) return null;
+    const [own] = await this.deposits.sweeps({
+      ...ref,
+      token: tokenAddress(payout.token.asset),
+      fromBlock: null,
+    });
+    if (!own) throw new Error(`payout ${payout.id} is swept but its PayoutSwept log was not found`);
+    return own.txHash;
+  }
+
+  /**
    * Whether the payout's deposit address is not this deployment's for its customer: made by an older
    * PayoutDepositFactory (whose bytecode, hence addresses, changed with the bounded sweep and again with the bounded
    * refund) or for another off-ramp. Its funds can never be swept from here, so the flow fails the payout

@@ -1,0 +1,347 @@
+import { type JsonRpcProvider, Wallet } from 'ethers';
+import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
+import type { BusMessage, ConsumeOptions, EventBus } from '@stablepay/event-bus';
+import { createChainRegistry, type SanctionsScreening } from '@stablepay/evm';
+import type { IndexerWatchClient } from '@stablepay/chain-operator';
+import { connectTestStablecoin, payoutDepositAddress } from '@stablepay/contracts';
+import {
+  ANVIL_DEV_PRIVATE_KEYS,
+  LOCAL_PAYOUT_OFF_RAMP,
+  localChainProvider,
+  startLocalChains,
+  type LocalChains,
+} from '@stablepay/local-chains';
+import { payoutDecider, payoutObject, type PayoutEvent, type PayoutToken } from '@stablepay/payouts-domain';
+import { RelayerSet } from '@stablepay/relayer';
+import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
+import type { Pool } from 'pg';
+import { register } from 'prom-client';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { PayoutsAggregates } from '../aggregates';
+import type { BankAccountVault } from '../bank-accounts';
+import { PAYOUTS_MIGRATIONS } from '../migrations';
+import { payoutTokens } from '../offering';
+import type { PayoutChains, PayoutsConfig } from '../payouts.config';
+import type { KycProvider } from '../providers/kyc-provider';
+import type { OffRampProvider } from '../providers/off-ramp';
+import { PayoutsChanges, PayoutsReader } from '../read-model/payouts.reader';
+import { PAYOUT_DEPOSIT_OBSERVATION_GROUP, PayoutChainDeposits } from './chain-deposits';
+import { DepositIntake } from './deposit-intake';
+import { PayoutFlowConsumer } from './payout-flow.consumer';
+import { PayoutSweeper } from './payout-sweep';
+
+const MERCHANT = 'mer_reorg_int';
+const OWNER = { merchantId: MERCHANT, mode: 'test' } as const;
+const AMOUNT = 25_000_000n;
+const now = new Date('2026-11-24T14:00:00.000Z');
+const RETRACTED_AFTER_FORWARD = 'stablepay_payout_deposit_retracted_after_forward_total';
+
+let local: LocalChains;
+let relayers: RelayerSet;
+let provider: JsonRpcProvider;
+let sweeper: PayoutSweeper;
+let token: PayoutToken;
+let database: TestDatabase;
+let pool: Pool;
+let store: PostgresEventStore;
+let aggregates: PayoutsAggregates;
+let observe: ConsumeOptions['handler'];
+const submitted: string[] = [];
+let payouts = 0;
+
+/** The payouts flow as a restarted process has it; `stopsAfterSweep`: killed once its sweep landed, before the fact. */
+function flow(options: { stopsAfterSweep?: boolean } = {}): PayoutFlowConsumer {
+  const offRamp = {
+    submit: (request: { payoutId: string }) => {
+      submitted.push(request.payoutId);
+      return Promise.resolve({ transferId: `tr_${request.payoutId}` });
+    },
+  } as unknown as OffRampProvider;
+  const screening: SanctionsScreening = { screen: () => Promise.resolve({ kind: 'clear' }) };
+  const accounts = { account: () => Promise.resolve({ kind: 'iban', iban: 'DE89370400440532013000' }) };
+  const killed = Object.assign(Object.create(sweeper) as PayoutSweeper, {
+    sweep: async (...args: Parameters<PayoutSweeper['sweep']>) => {
+      await sweeper.sweep(...args);
+      throw new Error('killed after the sweep landed');
+    },
+  });
+  return new PayoutFlowConsumer(
+    {} as EventBus,
+    store,
+    aggregates,
+    offRamp,
+    {} as KycProvider,
+    screening,
+    accounts as unknown as BankAccountVault,
+    options.stopsAfterSweep ? killed : sweeper,
+  );
+}
+
+const usdc = () => connectTestStablecoin(token.asset.slice(token.asset.lastIndexOf(':') + 1), provider);
+const retractedAfterForward = async (): Promise<number> =>
+  (await register.getSingleMetric(RETRACTED_AFTER_FORWARD)?.get())?.values.find(
+    (v) => v.labels['chain'] === token.chain,
+  )?.value ?? 0;
+
+/** `amount` test USDC from anvil dev wallet `wallet` to `to`: minted, then sent (two transactions). */
+async function send(wallet: number, to: string, amount: bigint): Promise<{ hash: string; logIndex: number }> {
+  const payer = new Wallet(ANVIL_DEV_PRIVATE_KEYS[wallet] ?? '', provider);
+  const coin = connectTestStablecoin(usdc().target as string, payer);
+  await (await coin.mint(payer.address, amount)).wait();
+  const receipt = await (await coin.transfer(to, amount)).wait();
+  if (!receipt) throw new Error('no receipt');
+  return { hash: receipt.hash, logIndex: receipt.logs[0]?.index ?? 0 };
+}
+
+/** An active customer (its read-model row) and a payout of AMOUNT awaiting its deposit (stream and row). */
+async function awaitingPayout(): Promise<{ id: string; customerId: string; address: string }> {
+  payouts += 1;
+  const id = `po_reorg_${payouts}`;
+  const customerId = `cus_reorg_${payouts}`;
+  const address = payoutDepositAddress({
+    factory: local.chains[0]?.addresses.payoutDepositFactory ?? '',
+    offRamp: LOCAL_PAYOUT_OFF_RAMP,
+    merchantId: MERCHANT,
+    customerId,
+  });
+  // Its stream, which the flow rechecks before the sweep, and its row, which the intake matches deposits by.
+  await aggregates.customer(customerId, OWNER, {
+    type: 'CreateCustomer',
+    id: customerId,
+    input: { name: 'Ada Lovelace', email: 'a@example.com' },
+    depositAddresses: [{ address, chains: [token.chain], tokens: ['USDC'] }],
+    kycSessionId: `kyc_${customerId}`,
+    hostedUrl: 'https://kyc.example.com',
+    now,
+  });
+  await aggregates.customer(customerId, OWNER, {
+    type: 'RecordKycOutcome',
+    sessionId: `kyc_${customerId}`,
+    result: { outcome: 'approved' },
+    nextSessionId: `kyc_${customerId}_2`,
+    now,
+  });
+  await pool.query(
+    `INSERT INTO payout_customers (id, merchant_id, mode, status, email, deposit_address, object, revision)
+     VALUES ($1, $2, 'test', 'active', 'a@example.com', $3, '{}'::jsonb, 1)`,
+    [customerId, MERCHANT, address],
+  );
+  await aggregates.payout(id, OWNER, {
+    type: 'CreatePayout',
+    id,
+    input: {
+      customer: customerId,
+      beneficiary: 'bnf_reorg',
+      amount: String(AMOUNT),
+      chain: token.chain,
+      token: 'USDC',
+    },
+    context: {
+      customer: { id: customerId, status: 'active', depositAddress: address },
+      beneficiary: { id: 'bnf_reorg', currency: 'USD' },
+      tokens: [token],
+    },
+    now,
+  });
+  const created = payoutDecider.evolve(
+    payoutDecider.initialState(),
+    (await store.readStream(`payout-${id}`))[0] as PayoutEvent,
+  );
+  // The row as the projection wrote it at creation (no projection runs here).
+  await pool.query(
+    `INSERT INTO payouts (id, merchant_id, mode, status, customer_id, beneficiary_id, chain, token, amount, object, revision)
+     VALUES ($1, $2, 'test', 'awaiting_deposit', $3, 'bnf_reorg', $4, 'USDC', $5::numeric, $6::jsonb, 0)`,
+    [id, MERCHANT, customerId, token.chain, String(AMOUNT), JSON.stringify(payoutObject(created))],
+  );
+  return { id, customerId, address };
+}
+
+/** The indexer's observation of a confirmed transfer to `to`, and its retraction. */
+function observed(to: string, transfer: { hash: string; logIndex: number }, blockHash: string) {
+  const data = { chain: token.chain, txHash: transfer.hash, logIndex: transfer.logIndex, blockHash };
+  return {
+    observation: chainMessage(`obs_${transfer.hash}_${blockHash}`, 'Erc20TransferObserved.v1', {
+      ...data,
+      asset: token.asset,
+      from: '0x0000000000000000000000000000000000000001',
+      to,
+      amount: String(AMOUNT),
+    }),
+    retraction: chainMessage(`ret_${transfer.hash}_${blockHash}`, 'ObservationRetracted.v1', {
+      ...data,
+      observationType: 'Erc20TransferObserved.v1',
+      reason: 'reorg',
+      address: to,
+    }),
+  };
+}
+
+/** The flow's message for the payout's deposit fact, as the bus delivers it again after a restart. */
+async function detectedMessage(payoutId: string): Promise<BusMessage> {
+  const history = await store.readStream(`payout-${payoutId}`);
+  const event = history.find((e) => e.type === 'PayoutDepositDetected.v1');
+  if (!event) throw new Error('no deposit fact');
+  return {
+    id: `evt_${payoutId}_${event.revision}`,
+    topic: 'payouts.payout.v1',
+    key: `payout-${payoutId}`,
+    type: event.type,
+    data: event.data,
+    metadata: event.metadata,
+    revision: event.revision,
+    recordedAt: now.toISOString(),
+  };
+}
+
+/**
+ * A reorg back to `snapshot`: every transaction mined since is dropped, but those of `keep` (the operator's sweep,
+ * re-included on the new fork as a node does with an orphaned transaction still valid) are sent again as signed.
+ */
+async function reorg(snapshot: string, forkBlock: number, keep: readonly string[] = []): Promise<void> {
+  const again: string[] = [];
+  for (let n = forkBlock + 1; n <= (await provider.getBlockNumber()); n++) {
+    const block = await provider.getBlock(n, true);
+    for (const tx of block?.prefetchedTransactions ?? [])
+      if (keep.some((k) => k.toLowerCase() === tx.from.toLowerCase()))
+        again.push((await provider.send('eth_getRawTransactionByHash', [tx.hash])) as string);
+  }
+  if (!(await provider.send('evm_revert', [snapshot]))) throw new Error(`evm_revert ${snapshot} failed`);
+  for (const raw of again) await provider.send('eth_sendRawTransaction', [raw]);
+  await provider.send('anvil_mine', ['0x4']);
+}
+
+beforeAll(async () => {
+  local = await startLocalChains({ chainIds: [8453] });
+  const base = local.chains[0];
+  if (!base) throw new Error('no chain');
+  provider = localChainProvider(base.rpcUrl, base.chainId);
+  const registry = createChainRegistry({ mode: 'test', localChains: local.chains });
+  const config: PayoutsConfig = {
+    hostedUrl: null,
+    chains: { live: createChainRegistry({ mode: 'live' }), test: registry },
+    supportedChains: null,
+  };
+  const usdcToken = payoutTokens(config, 'test').find((t) => t.chain === base.caip2 && t.symbol === 'USDC');
+  if (!usdcToken) throw new Error('no test USDC');
+  token = usdcToken;
+  relayers = new RelayerSet([{ caip2: base.caip2, chainId: BigInt(base.chainId), rpcUrl: base.rpcUrl }], {
+    privateKey: local.operator.privateKey,
+  });
+  sweeper = new PayoutSweeper(relayers, {
+    factory: base.addresses.payoutDepositFactory,
+    offRamp: LOCAL_PAYOUT_OFF_RAMP,
+  });
+
+  database = await createTestDatabase();
+  pool = testPool({ connectionString: database.url, max: 2 });
+  const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
+  for (const Migration of PAYOUTS_MIGRATIONS) await new Migration().up(runner);
+  store = await createPostgresEventStore({ url: database.url, poolSize: 2 });
+  const dataSource = {
+    query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
+  } as unknown as DataSource;
+  aggregates = new PayoutsAggregates(store, { now: () => now });
+  const reader = new PayoutsReader(dataSource, new PayoutsChanges());
+  const consumers: ConsumeOptions[] = [];
+  const bus = {
+    consume: (options: ConsumeOptions) => {
+      consumers.push(options);
+      return Promise.resolve({ stop: () => Promise.resolve(), caughtUp: () => Promise.resolve() });
+    },
+  } as unknown as EventBus;
+  const chains = {
+    enabled: true,
+    payouts: { factory: base.addresses.payoutDepositFactory, offRamp: LOCAL_PAYOUT_OFF_RAMP },
+    chains: [{ caip2: base.caip2 }],
+  } as unknown as PayoutChains;
+  const deposits = new PayoutChainDeposits(
+    bus,
+    store,
+    reader,
+    new DepositIntake(aggregates, reader, dataSource),
+    aggregates,
+    {} as IndexerWatchClient,
+    config,
+    chains,
+  );
+  await deposits.onApplicationBootstrap();
+  const handler = consumers.find((c) => c.group === PAYOUT_DEPOSIT_OBSERVATION_GROUP)?.handler;
+  if (!handler) throw new Error('no deposit observation consumer');
+  observe = handler;
+}, 180_000);
+
+afterAll(async () => {
+  await store?.close();
+  await pool?.end();
+  await database?.drop();
+  relayers?.destroy();
+  provider?.destroy();
+  await local?.stop();
+});
+
+/**
+ * A payout funded on a fork taken after another deposit was held at its customer's address (what a sweep without
+ * its deposit would take), its deposit observed, and the flow killed once its sweep landed (before the fact).
+ */
+async function sweptThenKilled() {
+  const { id, address } = await awaitingPayout();
+  await send(6, address, AMOUNT);
+  const snapshot = (await provider.send('evm_snapshot', [])) as string;
+  const forkBlock = await provider.getBlockNumber();
+  const deposit = await send(7, address, AMOUNT);
+  const block = (await provider.getTransactionReceipt(deposit.hash))?.blockHash ?? '';
+  const { observation, retraction } = observed(address, deposit, block);
+  await observe(observation);
+  await expect(flow({ stopsAfterSweep: true }).handle(await detectedMessage(id))).rejects.toThrow(/killed/);
+  return { id, address, snapshot, forkBlock, deposit, retraction };
+}
+
+describe('payout deposit reorgs on anvil, the payouts process stopped in between', () => {
+  it('the sweep landed, the process stopped before recording it, the retraction came first: the retried step flags the sweep mined again on the new fork and asks no off-ramp', async () => {
+    const { id, address, snapshot, forkBlock, deposit, retraction } = await sweptThenKilled();
+    expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+
+    await reorg(snapshot, forkBlock, [local.operator.address]);
+    // On the new fork the deposit is gone and the sweep took the held deposit instead.
+    expect(await provider.getTransactionReceipt(deposit.hash)).toBeNull();
+    expect(await usdc().balanceOf(address)).toBe(0n);
+    await observe(retraction);
+    expect((await store.readStream(`payout-${id}`)).map((e) => e.type)).toEqual([
+      'PayoutCreated.v1',
+      'PayoutDepositDetected.v1',
+      'PayoutDepositRetracted.v1',
+    ]);
+
+    const counted = await retractedAfterForward();
+    await flow().handle(await detectedMessage(id));
+    expect(await retractedAfterForward()).toBe(counted + 1);
+    expect(submitted).not.toContain(id);
+    expect((await store.readStream(`payout-${id}`)).at(-1)?.type).toBe('PayoutDepositRetracted.v1');
+  }, 120_000);
+
+  it('the sweep orphaned with the deposit and not mined again: the retried step flags nothing, sends nothing, and the held deposit stays', async () => {
+    const { id, address, snapshot, forkBlock, retraction } = await sweptThenKilled();
+    await reorg(snapshot, forkBlock);
+    await observe(retraction);
+    const counted = await retractedAfterForward();
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await flow().handle(await detectedMessage(id));
+    expect(await retractedAfterForward()).toBe(counted);
+    expect(submitted).not.toContain(id);
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+  }, 120_000);
+});
+
+function chainMessage(id: string, type: string, data: Record<string, unknown>): BusMessage {
+  return {
+    id,
+    topic: 'indexer.chain-observation.v1',
+    key: `chain-${String(data['chain'])}`,
+    type,
+    data,
+    metadata: {},
+    revision: 0,
+    recordedAt: now.toISOString(),
+  };
+}
