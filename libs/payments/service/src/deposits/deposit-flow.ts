@@ -53,7 +53,7 @@ export const DEPOSIT_WATCH_GROUP = 'payments.deposit-chain';
 export const DEPOSIT_OBSERVATION_GROUP = 'payments.deposit-observations';
 const TICK_MS = 500;
 const MAX_BACKOFF_MS = 60_000;
-/** Deadline of the worker's chain-head read: ethers' own default would hold every confirmation for 300 s. */
+/** Deadline of the worker's chain reads (head, block hashes): ethers' own default would hold every confirmation for 300 s. */
 const HEAD_DEADLINE_MS = 10_000;
 /** A worker pass still running after this long is reported (log + metric) while it goes on. */
 const STALL_AFTER_MS = 15_000;
@@ -91,7 +91,7 @@ function workerMetrics(): {
       () =>
         new Counter({
           name: 'stablepay_payment_deposit_rpc_deadlines_total',
-          help: 'Chain-head reads of the deposit worker abandoned at their deadline, by chain',
+          help: 'Chain reads of the deposit worker (head, block hashes) abandoned at their deadline, by chain',
           labelNames: ['chain'],
         }),
     ),
@@ -127,6 +127,7 @@ const DEPLOYMENT_FACTS: ReadonlySet<string> = new Set([
 interface DepositEventObserved {
   readonly chain: string;
   readonly blockNumber: string;
+  readonly blockHash?: string;
   readonly txHash: string;
   readonly logIndex: number;
   readonly contract: string;
@@ -137,6 +138,7 @@ interface DepositEventObserved {
 interface Erc20Transfer {
   readonly chain: string;
   readonly blockNumber: string;
+  readonly blockHash?: string;
   readonly blockTime: string;
   readonly txHash: string;
   readonly logIndex: number;
@@ -176,6 +178,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   private stopped = false;
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly unrecordedWarned = new Set<string>();
+  private readonly orphanWarned = new Set<string>();
   private readonly metrics = workerMetrics();
   private chainHealth: DepositChainHealth | undefined;
 
@@ -360,6 +363,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         tx_hash: t.txHash,
         log_index: t.logIndex,
         block_number: t.blockNumber,
+        block_hash: t.blockHash?.toLowerCase() ?? null,
       });
       this.wake();
       return;
@@ -381,6 +385,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         tx_hash: e.txHash,
         log_index: e.logIndex,
         block_number: e.blockNumber,
+        block_hash: e.blockHash?.toLowerCase() ?? null,
         kind: spec.kind,
         token,
         recipient: to,
@@ -712,8 +717,11 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     }
   }
 
-  /** Each chain on its own: one chain's node being slow or down does not hold another chain's confirmations. */
-  private async confirmTransfers(): Promise<void> {
+  /**
+   * One pass of confirmations on every chain (the worker's timer runs it; tests call it). Each chain on its own: one
+   * chain's node being slow or down does not hold another chain's confirmations.
+   */
+  async confirmTransfers(): Promise<void> {
     const set = this.relayers.set;
     if (!set) return;
     await Promise.all(
@@ -730,11 +738,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     );
   }
 
-  private async confirmChain(
-    provider: { getBlockNumber(): Promise<number> },
-    chain: string,
-    confirmations: number,
-  ): Promise<void> {
+  private async confirmChain(provider: ChainReader, chain: string, confirmations: number): Promise<void> {
     let head: number;
     try {
       head = await this.withDeadline(provider.getBlockNumber(), chain);
@@ -744,7 +748,11 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     }
     this.chainHealth?.answered(chain, head);
     const through = head - confirmations + 1;
+    const onChain = canonicalBlocks((n) =>
+      this.withDeadline(provider.getBlock(n), chain, 'eth_getBlockByNumber'),
+    );
     for (const t of await this.store.open(chain, through)) {
+      if (!(await this.stillCanonical(onChain, t, 'deposit transfer'))) continue;
       const transfer = { chain: t.chain, txHash: t.tx_hash, logIndex: t.log_index };
       const { state } = await this.confirm.handle(t.payment_id, transfer, t.observation_id);
       const recorded = state.transfers.find(sameTransfer(transfer));
@@ -764,6 +772,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       }
     }
     for (const o of await this.store.openOutflows(chain, through)) {
+      if (!(await this.stillCanonical(onChain, o, 'deposit outflow'))) continue;
       await this.recordOutflow.handle(o.payment_id, {
         kind: o.kind,
         chain: o.chain,
@@ -777,12 +786,46 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     }
   }
 
-  private async withDeadline<T>(call: Promise<T>, chain: string): Promise<T> {
+  /**
+   * Deep enough is not enough: the block the indexer saw it in must still be the chain's block at that height. After
+   * a reorg whose new fork is already deeper than the confirmations, the orphaned sighting is due by its number
+   * before the indexer's retraction arrives; it stays queued, and the retraction marks it (the re-included log, if
+   * any, is a new sighting). A row queued before block hashes were kept is judged by its depth alone, as before.
+   */
+  private async stillCanonical(
+    onChain: (blockNumber: string) => Promise<string | null>,
+    row: {
+      observation_id: string;
+      payment_id: string;
+      chain: string;
+      tx_hash: string;
+      block_number: string;
+      block_hash: string | null;
+    },
+    what: string,
+  ): Promise<boolean> {
+    if (!row.block_hash) return true;
+    const canonical = await onChain(row.block_number);
+    if (canonical !== null && canonical.toLowerCase() === row.block_hash.toLowerCase()) return true;
+    if (!this.orphanWarned.has(row.observation_id)) {
+      this.orphanWarned.add(row.observation_id);
+      this.logger.warn({
+        msg: `${what} due by depth but its block is no longer canonical; kept queued for the reorg's retraction`,
+        paymentId: row.payment_id,
+        chain: row.chain,
+        txHash: row.tx_hash,
+        blockNumber: row.block_number,
+      });
+    }
+    return false;
+  }
+
+  private async withDeadline<T>(call: Promise<T>, chain: string, method = 'eth_blockNumber'): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         this.metrics.rpcDeadlines.inc({ chain });
-        reject(new Error(`eth_blockNumber on ${chain} did not answer within ${HEAD_DEADLINE_MS} ms`));
+        reject(new Error(`${method} on ${chain} did not answer within ${HEAD_DEADLINE_MS} ms`));
       }, HEAD_DEADLINE_MS);
     });
     call.catch(() => undefined); // answered after the deadline: nobody listens any more
@@ -792,6 +835,25 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       clearTimeout(timer);
     }
   }
+}
+
+/** What the worker reads of a chain: its head and the hash of a block by number. */
+interface ChainReader {
+  getBlockNumber(): Promise<number>;
+  getBlock(blockNumber: number): Promise<{ readonly hash: string | null } | null>;
+}
+
+/** The chain's block hash at each height asked, read once per worker pass (several rows share a block). */
+function canonicalBlocks(getBlock: ChainReader['getBlock']): (blockNumber: string) => Promise<string | null> {
+  const seen = new Map<string, Promise<string | null>>();
+  return (blockNumber) => {
+    let hash = seen.get(blockNumber);
+    if (!hash) {
+      hash = getBlock(Number(blockNumber)).then((b) => b?.hash ?? null);
+      seen.set(blockNumber, hash);
+    }
+    return hash;
+  };
 }
 
 /** The lowest block of the transfers recorded into a deposit address (null when none is). */

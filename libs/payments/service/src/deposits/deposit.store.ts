@@ -91,6 +91,27 @@ export class CreatePaymentDepositOutflows1767700000200 implements MigrationInter
   }
 }
 
+/**
+ * The block hash of each queued observation (`block_hash`, null on rows queued before it was kept). The worker
+ * confirms a transfer, or records an outflow, only while its block is still the chain's block at that height: a
+ * reorg shallower than the confirmations whose new fork is already deeper than them when the worker looks (the
+ * indexer's retraction not in yet) confirmed the orphaned transfer (payment.deposit_confirmed, then failed with
+ * deposit_lost_to_reorg) or recorded the orphaned capture (settled, for good) before this.
+ */
+export class AddDepositObservationBlockHashes1795622400000 implements MigrationInterface {
+  name = 'AddDepositObservationBlockHashes1795622400000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payment_deposit_transfers ADD COLUMN IF NOT EXISTS block_hash text');
+    await q.query('ALTER TABLE payment_deposit_outflows ADD COLUMN IF NOT EXISTS block_hash text');
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payment_deposit_outflows DROP COLUMN IF EXISTS block_hash');
+    await q.query('ALTER TABLE payment_deposit_transfers DROP COLUMN IF EXISTS block_hash');
+  }
+}
+
 export interface ObservedOutflow {
   readonly observation_id: string;
   readonly payment_id: string;
@@ -98,6 +119,8 @@ export interface ObservedOutflow {
   readonly tx_hash: string;
   readonly log_index: number;
   readonly block_number: string;
+  /** The block the indexer saw it in; null on rows queued before it was kept. */
+  readonly block_hash: string | null;
   readonly kind: 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
   readonly token: string;
   readonly recipient: string;
@@ -111,6 +134,8 @@ export interface OpenTransfer {
   readonly tx_hash: string;
   readonly log_index: number;
   readonly block_number: string;
+  /** The block the indexer saw it in; null on rows queued before it was kept. */
+  readonly block_hash: string | null;
 }
 
 export class DepositStore {
@@ -131,11 +156,12 @@ export class DepositStore {
     return rows[0]?.payment_id ?? null;
   }
 
-  async addTransfer(t: Omit<OpenTransfer, 'block_number'> & { block_number: string }): Promise<void> {
+  async addTransfer(t: OpenTransfer): Promise<void> {
     await this.db.query(
-      `INSERT INTO payment_deposit_transfers (observation_id, payment_id, chain, tx_hash, log_index, block_number, state)
-       VALUES ($1, $2, $3, $4, $5, $6, 'observed') ON CONFLICT DO NOTHING`,
-      [t.observation_id, t.payment_id, t.chain, t.tx_hash, t.log_index, t.block_number],
+      `INSERT INTO payment_deposit_transfers
+         (observation_id, payment_id, chain, tx_hash, log_index, block_number, block_hash, state)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, 'observed') ON CONFLICT DO NOTHING`,
+      [t.observation_id, t.payment_id, t.chain, t.tx_hash, t.log_index, t.block_number, t.block_hash],
     );
   }
 
@@ -165,8 +191,9 @@ export class DepositStore {
   async addOutflow(o: ObservedOutflow): Promise<void> {
     await this.db.query(
       `INSERT INTO payment_deposit_outflows
-         (observation_id, payment_id, chain, tx_hash, log_index, block_number, kind, token, recipient, amount, state)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'observed') ON CONFLICT DO NOTHING`,
+         (observation_id, payment_id, chain, tx_hash, log_index, block_number, block_hash, kind, token, recipient,
+          amount, state)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'observed') ON CONFLICT DO NOTHING`,
       [
         o.observation_id,
         o.payment_id,
@@ -174,6 +201,7 @@ export class DepositStore {
         o.tx_hash,
         o.log_index,
         o.block_number,
+        o.block_hash,
         o.kind,
         o.token,
         o.recipient,

@@ -12,6 +12,7 @@ import { RetractDepositTransferHandler } from '../commands/retract-deposit-trans
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
 import { DepositFlow } from './deposit-flow';
 import {
+  AddDepositObservationBlockHashes1795622400000,
   CreatePaymentDepositOutflows1767700000200,
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
@@ -59,6 +60,7 @@ export function paymentDepositsService(
       CreatePaymentDepositTables1767500000000,
       ReopenUnrecordedDepositConfirmations1767500000100,
       CreatePaymentDepositOutflows1767700000200,
+      AddDepositObservationBlockHashes1795622400000,
     ],
   };
 }

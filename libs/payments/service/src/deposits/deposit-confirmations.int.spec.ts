@@ -1,0 +1,172 @@
+import { getAddress, type JsonRpcProvider, Wallet } from 'ethers';
+import type { Pool } from 'pg';
+import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
+import type { BusMessage } from '@stablepay/event-bus';
+import { type AnvilNode, localChainProvider, startAnvil } from '@stablepay/local-chains';
+import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
+import { ManualClock } from '@stablepay/util';
+import { DepositFlow } from './deposit-flow';
+import { DepositStore } from './deposit.store';
+import { paymentDepositsService } from './payment-deposits.module';
+
+/**
+ * The deposit worker confirms a transfer (and records an outflow) by its depth. A reorg shallower than the
+ * confirmations whose new fork is already deeper than them when the worker looks makes the orphaned sighting due by
+ * its block number before the indexer's retraction arrives: evm_snapshot, a block the indexer saw, evm_revert, a
+ * longer fork (anvil_mine). One worker pass is run by hand, the payment's handlers are stand-ins that record what
+ * they are asked; the queue is the real table (PostgreSQL or PGlite) and the chain a real anvil.
+ */
+const CHAIN = 'eip155:8453';
+const CONFIRMATIONS = 3;
+const DEPOSIT = getAddress('0x00000000000000000000000000000000000d0a01');
+const USDC = getAddress('0x00000000000000000000000000000000000005dc');
+
+let anvil: AnvilNode;
+let provider: JsonRpcProvider;
+let database: TestDatabase;
+let pool: Pool;
+let dataSource: DataSource;
+
+beforeAll(async () => {
+  anvil = await startAnvil({ chainId: 8453 });
+  provider = localChainProvider(anvil.rpcUrl, 8453);
+  database = await createTestDatabase();
+  pool = testPool({ connectionString: database.url, max: 2 });
+  dataSource = {
+    query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
+  } as unknown as DataSource;
+  const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
+  for (const Migration of paymentDepositsService({} as never).migrations ?? [])
+    await (new (Migration as new () => MigrationInterface)() as MigrationInterface).up(runner);
+  await new DepositStore(dataSource).addAddress(DEPOSIT, 'pay_reorg');
+});
+
+afterAll(async () => {
+  await pool?.end();
+  await database?.drop();
+  await anvil?.stop();
+});
+
+interface Asked {
+  readonly confirmed: string[];
+  readonly recorded: string[];
+}
+
+/** The flow with its worker stopped (passes run by hand) and the payment's handlers recording what they get. */
+async function depositFlow(): Promise<{ flow: DepositFlow; asked: Asked }> {
+  const asked: Asked = { confirmed: [], recorded: [] };
+  const none = {} as never;
+  const flow = new DepositFlow(
+    {
+      enabled: true,
+      addresses: { paymentFactory: '0x1', registry: '0x2' },
+      chains: [{ caip2: CHAIN, confirmations: CONFIRMATIONS, stablecoins: [] }],
+    } as never,
+    { set: { for: () => ({ provider }) } } as never,
+    none,
+    none,
+    dataSource,
+    none,
+    none,
+    new ManualClock(new Date()),
+    none,
+    { handle: async () => undefined } as never,
+    {
+      handle: async (_paymentId: string, t: { chain: string; txHash: string; logIndex: number }) => {
+        asked.confirmed.push(t.txHash);
+        return { state: { transfers: [{ ...t, confirmed: true }] } };
+      },
+    } as never,
+    none,
+    none,
+    none,
+    {
+      handle: async (_paymentId: string, o: { txHash: string }) => {
+        asked.recorded.push(o.txHash);
+      },
+    } as never,
+    none,
+    none,
+    none,
+  );
+  await flow.beforeApplicationShutdown();
+  return { flow, asked };
+}
+
+/** A block with one transaction in it (so that a block mined at its height on another fork has another hash). */
+async function blockWithTransaction(): Promise<{ number: number; hash: string; txHash: string }> {
+  const sender = new Wallet('0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d', provider); // anvil dev key 1
+  const tx = await sender.sendTransaction({ to: Wallet.createRandom().address, value: 1n });
+  const receipt = await tx.wait();
+  if (!receipt) throw new Error('no receipt');
+  return { number: receipt.blockNumber, hash: receipt.blockHash, txHash: receipt.hash };
+}
+
+type Block = { readonly number: number; readonly hash: string };
+
+/** The indexer's observation of a log in `block` (docs/asyncapi.yaml), as the flow's consumer receives it. */
+const seen = (id: string, type: string, block: Block, txHash: string, fields: object): BusMessage =>
+  ({
+    id,
+    topic: 'indexer.chain-observation.v1',
+    key: `chain-${CHAIN}`,
+    type,
+    data: {
+      chain: CHAIN,
+      blockNumber: String(block.number),
+      blockHash: block.hash,
+      blockTime: new Date().toISOString(),
+      txHash,
+      logIndex: 0,
+      ...fields,
+    },
+  }) as unknown as BusMessage;
+
+const transferSeen = (id: string, block: Block, txHash: string): BusMessage =>
+  seen(id, 'Erc20TransferObserved.v1', block, txHash, {
+    contract: USDC,
+    asset: `${CHAIN}/erc20:${USDC}`,
+    from: USDC,
+    to: DEPOSIT,
+    amount: '5',
+  });
+
+const captureSeen = (id: string, block: Block, txHash: string): BusMessage =>
+  seen(id, 'PaymentDepositEventObserved.v1', block, txHash, {
+    contract: DEPOSIT,
+    event: 'PaymentCaptured',
+    args: { token: USDC, amount: '5', settlement: USDC },
+  });
+
+describe('the deposit worker confirms only sightings whose block is still canonical', () => {
+  it('a transfer and a capture seen in a block a reorg orphaned stay queued while the new fork is deeper than the confirmations; those of canonical blocks are confirmed and recorded', async () => {
+    const { flow, asked } = await depositFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    await flow.onObservation(transferSeen('obs-orphaned-transfer', orphaned, orphaned.txHash));
+    await flow.onObservation(captureSeen('obs-orphaned-capture', orphaned, orphaned.txHash));
+    await provider.send('evm_revert', [snapshot]);
+    // The new fork: a block at the same height without that transaction, then enough blocks to confirm it by depth.
+    const canonical = await blockWithTransaction();
+    expect(canonical.number).toBe(orphaned.number);
+    expect(canonical.hash).not.toBe(orphaned.hash);
+    await flow.onObservation(transferSeen('obs-canonical-transfer', canonical, canonical.txHash));
+    await flow.onObservation(captureSeen('obs-canonical-capture', canonical, canonical.txHash));
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+
+    await flow.confirmTransfers();
+
+    expect(asked.confirmed).toEqual([canonical.txHash]);
+    expect(asked.recorded).toEqual([canonical.txHash]);
+    const states = await dataSource.query(
+      `SELECT observation_id, state FROM payment_deposit_transfers
+       UNION ALL SELECT observation_id, state FROM payment_deposit_outflows ORDER BY observation_id`,
+    );
+    expect(states).toEqual([
+      { observation_id: 'obs-canonical-capture', state: 'recorded' },
+      { observation_id: 'obs-canonical-transfer', state: 'confirmed' },
+      { observation_id: 'obs-orphaned-capture', state: 'observed' },
+      { observation_id: 'obs-orphaned-transfer', state: 'observed' },
+    ]);
+  });
+});
