@@ -190,6 +190,22 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     expect(await usdc(String(p['deposit_address']))).toBe(0n);
     expect(recovered.body).toMatchObject({ status: 'expired', payer_addresses: [payer.address] });
     expect(recovered.body).not.toHaveProperty('recoverable_amount');
+    // The merchant is told the funds left, by which transaction, in which token, how much and to whom.
+    const done = await webhooks.next('payment.recovered', id);
+    expect(done.data['transfer']).toEqual({
+      tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      asset: recoverable['recoverable_asset'],
+      token_symbol: 'USDC',
+      chain: CHAIN,
+      amount: '25000000',
+      to: payer.address,
+    });
+    expect(done.data['object']).toMatchObject({ id, status: 'expired' });
+    expect(done.data['object']).not.toHaveProperty('recoverable_amount');
+    const onChain = await chain
+      .provider()
+      .getTransactionReceipt(String((done.data['transfer'] as Json)['tx_hash']));
+    expect(onChain?.status).toBe(1);
     const again = await api('POST', `/payments/${id}/recover`);
     expect([409, 422]).toContain(again.status);
     expect(again.body['error']).toMatchObject({ type: expect.any(String), code: expect.any(String) });
@@ -281,6 +297,15 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     expect(rescued.status).toBe(200);
     expect((await usdc(late.address)) - lateBefore).toBe(5n * USDC);
     expect(await usdc(deposit)).toBe(0n);
+    const rescueHook = await webhooks.next('payment.rescued', id);
+    expect(rescueHook.data['transfer']).toEqual({
+      tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      asset: `${CHAIN}/erc20:${chain.local.addresses.stablecoins.USDC}`,
+      token_symbol: 'USDC',
+      chain: CHAIN,
+      amount: (5n * USDC).toString(),
+      to: late.address,
+    });
 
     await chain.increaseTime(86_401);
     const before = await usdt(payer.address);
@@ -289,5 +314,11 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     expect(recovered.body).toMatchObject({ status: 'expired' });
     expect((await usdt(payer.address)) - before).toBe(3n * USDC);
     expect(await usdt(deposit)).toBe(0n);
+    expect((await webhooks.next('payment.recovered', id)).data['transfer']).toMatchObject({
+      asset: `${CHAIN}/erc20:${chain.local.addresses.stablecoins.USDT}`,
+      token_symbol: null,
+      amount: (3n * USDC).toString(),
+      to: payer.address,
+    });
   }, 180_000);
 });

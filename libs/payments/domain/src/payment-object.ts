@@ -95,6 +95,39 @@ export interface PaymentObject {
   readonly updated_at: string;
 }
 
+/**
+ * Ours: `data.transfer` of `payment.recovered` and `payment.rescued`, the funds that left the deposit (the recover
+ * or rescue transaction as the PaymentDeposit log reported it).
+ */
+export interface PaymentOutgoingTransfer {
+  readonly tx_hash: string;
+  /** CAIP-19 of the token moved (as the rescue named it: `native` for the chain's coin). */
+  readonly asset: string;
+  /** The payment's own symbol for an accepted token; null for another token. */
+  readonly token_symbol: string | null;
+  /** CAIP-2 of the deposit's chain. */
+  readonly chain: string;
+  /** Token smallest unit. */
+  readonly amount: string;
+  /** Recipient: the attested payer (recover) or the destination the merchant signed (rescue). */
+  readonly to: string;
+}
+
+/** The recover or rescue `outflow` as `data.transfer` shows it. */
+export function toOutgoingTransfer(
+  state: PaymentState,
+  outflow: { readonly txHash: string; readonly asset: string; readonly amount: string; readonly to: string },
+): PaymentOutgoingTransfer {
+  return {
+    tx_hash: outflow.txHash,
+    asset: outflow.asset,
+    token_symbol: state.created?.acceptedAssets.find((a) => a.asset === outflow.asset)?.symbol ?? null,
+    chain: state.deployment?.chain ?? chainOfAsset(state, outflow.asset),
+    amount: outflow.amount,
+    to: outflow.to,
+  };
+}
+
 /** The chain the deposit received `asset` on (a CAIP-19 id starts with its CAIP-2 chain). */
 const chainOfAsset = (state: PaymentState, asset: string): string =>
   state.transfers.find((t) => t.asset === asset)?.chain ?? asset.slice(0, asset.indexOf('/'));

@@ -348,7 +348,11 @@ export type PaymentEventType = PaymentEvent['type'];
 export const PAYMENT_CATEGORY = 'payment';
 export const paymentStreamId = (paymentId: string): string => `${PAYMENT_CATEGORY}-${paymentId}`;
 
-/** SPEC Events > Payment events. */
+/**
+ * SPEC Events > Payment events, then ours: `payment.recovered` and `payment.rescued` (SPEC names no event for a
+ * recover or rescue, whose funds leave the deposit; without them the last event a merchant saw was
+ * `payment.recoverable`). Each adds `data.transfer` (docs/webhooks.md).
+ */
 export const PAYMENT_WEBHOOK_TYPES = [
   'payment.deposit_confirmed',
   'payment.settled',
@@ -362,6 +366,8 @@ export const PAYMENT_WEBHOOK_TYPES = [
   'payment.flagged',
   'payment.screening_pending',
   'payment.recoverable',
+  'payment.recovered',
+  'payment.rescued',
 ] as const;
 export type PaymentWebhookType = (typeof PAYMENT_WEBHOOK_TYPES)[number];
 
@@ -394,8 +400,8 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentCaptured.v1': 'payment.settled',
   'PaymentRefunded.v1': 'payment.refunded',
   'PaymentReclaimed.v1': 'payment.refunded',
-  'PaymentRecovered.v1': null,
-  'PaymentRescued.v1': null,
+  'PaymentRecovered.v1': 'payment.recovered',
+  'PaymentRescued.v1': 'payment.rescued',
   'PaymentAssetSelected.v1': null,
   'PaymentCancelled.v1': 'payment.cancelled',
   'PaymentExpired.v1': 'payment.expired',

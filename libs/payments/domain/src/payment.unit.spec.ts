@@ -1933,7 +1933,7 @@ describe('Payment object (SPEC Resources > Payment object)', () => {
 });
 
 describe('Payment events -> webhook types', () => {
-  it('every SPEC payment event is produced by at least one fact, and nothing else is', () => {
+  it('every payment webhook type (SPEC and ours) is produced by at least one fact, and nothing else is', () => {
     const produced = new Set(Object.values(PAYMENT_WEBHOOK_BY_EVENT).filter((v) => v !== null));
     expect([...produced].sort()).toEqual([...PAYMENT_WEBHOOK_TYPES].sort());
   });
@@ -1951,6 +1951,8 @@ describe('Payment events -> webhook types', () => {
     ['payment.flagged', ['PaymentFlagged.v1']],
     ['payment.screening_pending', ['PaymentScreeningUnavailable.v1']],
     ['payment.recoverable', ['PaymentRecoverable.v1']],
+    ['payment.recovered', ['PaymentRecovered.v1']],
+    ['payment.rescued', ['PaymentRescued.v1']],
   ])('%s is produced exactly by %j', (webhook, facts) => {
     const producers = Object.entries(PAYMENT_WEBHOOK_BY_EVENT)
       .filter(([, type]) => type === webhook)

@@ -106,9 +106,12 @@ describe('SPEC Events > event ids: unique and stable across retries', () => {
 });
 
 describe('the event type catalogue and selection', () => {
-  it('lists every SPEC event type once', () => {
+  it('lists every SPEC event type once, with ours', () => {
     expect(new Set(WEBHOOK_EVENT_TYPES).size).toBe(WEBHOOK_EVENT_TYPES.length);
-    expect(WEBHOOK_EVENT_TYPES.length).toBe(12 + 5 + 13 + 8);
+    // Payments 12 of SPEC + recovered, rescued; checkouts 4 + reorged; subscriptions 11 + 2; payouts 8.
+    expect(WEBHOOK_EVENT_TYPES.length).toBe(14 + 5 + 13 + 8);
+    expect(isWebhookEventType('payment.recovered')).toBe(true);
+    expect(isWebhookEventType('payment.rescued')).toBe(true);
     expect(isWebhookEventType('subscription.charge_succeeded')).toBe(true);
     expect(isWebhookEventType('subscription.charged')).toBe(false);
   });

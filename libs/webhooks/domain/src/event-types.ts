@@ -15,6 +15,9 @@ export const PAYMENT_EVENT_TYPES = [
   'payment.flagged',
   'payment.screening_pending',
   'payment.recoverable',
+  // Ours: a recover or a rescue moved funds out of the deposit (SPEC names no event for it; docs/webhooks.md).
+  'payment.recovered',
+  'payment.rescued',
 ] as const;
 
 export const SUBSCRIPTION_CHECKOUT_EVENT_TYPES = [

@@ -6,9 +6,13 @@ import {
   PAYMENT_WEBHOOK_BY_EVENT,
   type PaymentEvent,
   type PaymentObject,
+  type PaymentOutgoingTransfer,
+  type PaymentRecovered,
+  type PaymentRescued,
   type PaymentState,
   paymentSettlementCheckAt,
   toCheckoutObject,
+  toOutgoingTransfer,
   toPaymentObject,
 } from '@stablepay/payments-domain';
 import { topicForCategory } from '@stablepay/event-bus';
@@ -64,13 +68,20 @@ export function paymentObjectsAsOf(history: readonly StoredEvent[]): {
 export function paymentWebhook(
   event: StoredEvent,
   history: readonly StoredEvent[],
-): { type: string; data: { object: PaymentObject } } | null {
+): { type: string; data: { object: PaymentObject; transfer?: PaymentOutgoingTransfer } } | null {
   const type = (PAYMENT_WEBHOOK_BY_EVENT as Record<string, string | null | undefined>)[event.type];
   if (!type) return null;
   const last = history.at(-1);
   if (last?.type !== event.type)
     throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
-  return { type, data: { object: toPaymentObject(foldPayment(history)) } };
+  const state = foldPayment(history);
+  const object = toPaymentObject(state);
+  // The object alone cannot say what a recover or rescue moved (the deposit's outflows are not listed in it).
+  if (event.type === 'PaymentRecovered.v1' || event.type === 'PaymentRescued.v1') {
+    const outflow = (event as PaymentRecovered | PaymentRescued).data;
+    return { type, data: { object, transfer: toOutgoingTransfer(state, outflow) } };
+  }
+  return { type, data: { object } };
 }
 
 /** The service database as a webhook source's `isReadable` gets it (typed by what is used). */

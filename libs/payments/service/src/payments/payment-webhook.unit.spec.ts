@@ -92,6 +92,74 @@ describe('payment webhooks and the hosted status', () => {
     expect(hostedStatusOf({ ...created, status: 'flagged' }, T0, false)).toBe('flagged');
   });
 
+  it('a recover and a rescue notify the merchant with what left the deposit as data.transfer', () => {
+    const over = { ...transfer, txHash: `0x${'02'.repeat(32)}`, amount: '1500000' };
+    const other = `${BASE}/erc20:0x4200000000000000000000000000000000000042`;
+    const destination = '0x4444444444444444444444444444444444444444';
+    const outflows = stream([
+      create,
+      { type: 'ObserveTransfer', transfer: over, blockTime: T0, now: T0 },
+      { type: 'ConfirmTransfer', chain: BASE, txHash: over.txHash, logIndex: 0, now: T0 },
+      { type: 'RecordScreening', result: { kind: 'clear', addresses: [PAYER] }, now: T0 },
+      {
+        type: 'RecordDeployed',
+        method: 'DIRECT',
+        txHash: '0xdeploy',
+        chain: BASE,
+        payer: PAYER,
+        payerFinalAt: T0,
+        amount: '1000000',
+        settlementAddress: destination,
+        now: T0,
+      },
+      {
+        type: 'RecordOutflow',
+        kind: 'recovered',
+        txHash: '0xrec',
+        asset: USDC,
+        amount: '500000',
+        to: PAYER,
+        now: T0,
+      },
+      {
+        type: 'RecordOutflow',
+        kind: 'rescued',
+        txHash: '0xres',
+        asset: other,
+        amount: '7',
+        to: destination,
+        now: T0,
+      },
+    ]);
+    const hookOf = (type: string) => {
+      const index = outflows.findIndex((e) => e.type === type);
+      return paymentWebhook(outflows[index] as PaymentEvent, outflows.slice(0, index + 1));
+    };
+    expect(hookOf('PaymentRecoverable.v1')?.data).not.toHaveProperty('transfer');
+    const recovered = hookOf('PaymentRecovered.v1');
+    expect(recovered?.type).toBe('payment.recovered');
+    expect(recovered?.data.transfer).toEqual({
+      tx_hash: '0xrec',
+      asset: USDC,
+      token_symbol: 'USDC',
+      chain: BASE,
+      amount: '500000',
+      to: PAYER,
+    });
+    expect(recovered?.data.object).toMatchObject({ status: 'settled' });
+    expect(recovered?.data.object).not.toHaveProperty('recoverable_amount');
+    const rescued = hookOf('PaymentRescued.v1');
+    expect(rescued?.type).toBe('payment.rescued');
+    expect(rescued?.data.transfer).toEqual({
+      tx_hash: '0xres',
+      asset: other,
+      token_symbol: null,
+      chain: BASE,
+      amount: '7',
+      to: destination,
+    });
+  });
+
   it('a fact of a type this release does not know leaves the objects as the known facts make them', () => {
     const unknown = { type: 'PaymentSomethingNew.v9', data: {} };
     expect(paymentObjectsAsOf([...events, unknown])).toEqual(paymentObjectsAsOf(events));
