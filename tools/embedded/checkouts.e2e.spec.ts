@@ -300,6 +300,32 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
     expect(other.body['error']).toMatchObject({ code: 'idempotency_key_reused' });
   });
 
+  it('a key used again after its 24 hours makes a new checkout, not the old one answered as a new 201', async () => {
+    const body = { amount: '5100000', currency: 'USD' };
+    const headers = { 'idempotency-key': 'order-reused-next-day' };
+    const first = await call('POST', '/checkouts', body, key, headers);
+    expect(first.status).toBe(201);
+    // A day passes for the key alone (the checkouts' own clock stays, so nothing else expires).
+    await stack.service.app
+      .get(DataSource)
+      .query(`UPDATE idempotency_keys SET created_at = created_at - interval '25 hours' WHERE key = $1`, [
+        headers['idempotency-key'],
+      ]);
+    const before = await paymentEvents();
+    const next = await call('POST', '/checkouts', body, key, headers);
+    expect([next.status, next.headers.get('idempotent-replayed')]).toEqual([201, null]);
+    expect(next.body['id']).not.toBe(first.body['id']);
+    expect(next.body['payment_id']).not.toBe(first.body['payment_id']);
+    expect(await paymentEvents()).toBeGreaterThan(before);
+    // Its retry is a replay of the new one.
+    const retry = await call('POST', '/checkouts', body, key, headers);
+    expect([retry.status, retry.headers.get('idempotent-replayed'), retry.body['id']]).toEqual([
+      201,
+      'true',
+      next.body['id'],
+    ]);
+  });
+
   it('cancels a pending checkout: checkout and payment cancelled; a second cancel is 409', async () => {
     const created = await create({ amount: '2000000', currency: 'USD' });
     const id = str(created.body['id']);

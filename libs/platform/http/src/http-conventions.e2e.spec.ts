@@ -1,6 +1,7 @@
-import { Body, Controller, Get, HttpCode, Module, Param, Post } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Module, Param, Post, Req } from '@nestjs/common';
 import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { FastifyRequest } from 'fastify';
 import { IsOptional, IsString, Matches } from 'class-validator';
 import { Client } from 'pg';
 import type { QueryRunner } from 'typeorm';
@@ -20,10 +21,12 @@ import { HealthModule, ReadinessRegistry } from './health';
 import { createHttpApp } from './http-app';
 import {
   AddIdempotencyClaimOwners1795449600777,
+  AddIdempotencyKeyGenerations1795536000300,
   CreateIdempotencyKeys1763800000000,
   IDEMPOTENCY_CLOCK,
   IdempotencyInterceptor,
 } from './idempotency.interceptor';
+import { idempotencyKeyOf } from './request-origin';
 
 const KEY_A = 'sk_test_' + 'a'.repeat(32);
 const KEY_B = 'sk_live_' + 'b'.repeat(32);
@@ -80,6 +83,18 @@ class WidgetController {
   }
 }
 
+/** Answers the command id its effects would derive from (what creates, charges and payment actions use). */
+@Controller('commands')
+class CommandController {
+  @Post()
+  @HttpCode(201)
+  run(@Body() body: WidgetDto, @Req() request: FastifyRequest) {
+    executions++;
+    if (refuseNow.delete(body.name)) throw conflict('widget_busy', 'Another widget is still being made.');
+    return { object: 'command', command: idempotencyKeyOf(request) ?? null, n: executions };
+  }
+}
+
 const resolver: ApiKeyResolver = {
   resolve: async (hash) => {
     if (hash === hashApiKey(KEY_A)) return { merchantId: 'mer_a', mode: 'test', keyHash: hash };
@@ -100,11 +115,15 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       imports: [
         DatabaseModule.forRoot({
           url: db.url,
-          migrations: [CreateIdempotencyKeys1763800000000, AddIdempotencyClaimOwners1795449600777],
+          migrations: [
+            CreateIdempotencyKeys1763800000000,
+            AddIdempotencyClaimOwners1795449600777,
+            AddIdempotencyKeyGenerations1795536000300,
+          ],
         }),
         HealthModule,
       ],
-      controllers: [WidgetController],
+      controllers: [WidgetController, CommandController],
       providers: [
         { provide: API_KEY_RESOLVER, useValue: resolver },
         { provide: APP_GUARD, useClass: ApiKeyGuard },
@@ -478,6 +497,7 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       try {
         const runner = { query: (text: string) => sql.query(text) } as unknown as QueryRunner;
         await expect(new AddIdempotencyClaimOwners1795449600777().up(runner)).resolves.toBeUndefined();
+        await expect(new AddIdempotencyKeyGenerations1795536000300().up(runner)).resolves.toBeUndefined();
       } finally {
         await sql.end();
       }
@@ -521,6 +541,45 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
         }
       },
     );
+
+    it('a key used again after its 24 hours runs under a new command id (its next generation), which its replays and released retries keep', async () => {
+      const command = async (name: string) => {
+        const res = await fetch(`${base}/commands`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${KEY_A}`,
+            'content-type': 'application/json',
+            'idempotency-key': 'k-generation',
+          },
+          body: JSON.stringify({ name }),
+        });
+        const body = (await res.json()) as { command?: string; error?: { code: string } };
+        return { status: res.status, replayed: res.headers.get('idempotent-replayed'), body };
+      };
+      const first = await command('gen');
+      expect([first.status, first.body.command]).toEqual([201, 'k-generation']);
+      clock.advance(24 * 3600 * 1000 + 1);
+      // The same request a day later: a new one (Stripe), not the first one's effects answered again as new.
+      const later = await command('gen');
+      expect([later.status, later.replayed]).toEqual([201, null]);
+      expect(later.body.command).not.toBe('k-generation');
+      expect(await command('gen')).toMatchObject({ status: 201, replayed: 'true', body: later.body });
+      clock.advance(24 * 3600 * 1000 + 1);
+      // A refusal that passes (409, not kept) leaves the key to its retry within the same generation.
+      refuseNow.add('again');
+      const refused = await command('again');
+      expect([refused.status, refused.body.error?.code]).toEqual([409, 'widget_busy']);
+      const retried = await command('again');
+      expect([retried.status, retried.replayed]).toEqual([201, null]);
+      expect(retried.body.command).not.toBe('k-generation');
+      expect(retried.body.command).not.toBe(later.body.command);
+      // The retry was the first run of this generation: a fourth day brings a fourth id.
+      clock.advance(24 * 3600 * 1000 + 1);
+      const fourth = await command('again');
+      expect(
+        new Set([first.body.command, later.body.command, retried.body.command, fourth.body.command]).size,
+      ).toBe(4);
+    });
 
     it('forgets a key after 24 hours', async () => {
       const first = await post(JSON.stringify({ name: 'eta' }), { 'idempotency-key': 'k-expiry' });

@@ -18,6 +18,7 @@ import { toEnvelope } from './error-envelope.filter';
 import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 import type { AuthenticatedMerchant } from './auth';
 import { headerCount } from './request-headers';
+import { IDEMPOTENCY_COMMAND_ID, idempotencyCommandId } from './request-origin';
 
 export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
@@ -56,6 +57,35 @@ export class AddIdempotencyClaimOwners1795449600777 implements MigrationInterfac
   async down(q: QueryRunner): Promise<void> {
     await q.query('DROP TABLE IF EXISTS idempotency_owners');
     await q.query('ALTER TABLE idempotency_keys DROP COLUMN IF EXISTS owner');
+  }
+}
+
+/**
+ * A key's generation: the keyed requests of one key within its 24 hours are one generation, and a key used again
+ * after them starts the next (Stripe: a key reused after it was pruned makes a new request). Creates, charges and
+ * payment actions derive their ids from the request's command id (`idempotencyKeyOf`), which names the generation,
+ * so a key reused after 24 hours makes a new checkout, refund or charge instead of answering the one the key made
+ * before as if new (201, no Idempotent-Replayed). A released key (a 5xx, 409, 429 or validation error) is kept as a
+ * `released` row, not deleted, so its retry stays in its generation and still finds what a lost answer saved.
+ * Rows from before have generation 1, whose command id is the key itself (as before).
+ */
+export class AddIdempotencyKeyGenerations1795536000300 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    // Idempotent, as every platform migration: pods started together run it at once (each in its transaction, so
+    // the second's DROP waits for the first's commit and replaces its constraint with the same one).
+    await q.query(
+      'ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS generation integer NOT NULL DEFAULT 1',
+    );
+    await q.query('ALTER TABLE idempotency_keys DROP CONSTRAINT IF EXISTS idempotency_keys_state_check');
+    await q.query(`ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_state_check
+      CHECK (state IN ('in_flight', 'done', 'released'))`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DELETE FROM idempotency_keys WHERE state = 'released'`);
+    await q.query('ALTER TABLE idempotency_keys DROP CONSTRAINT IF EXISTS idempotency_keys_state_check');
+    await q.query(`ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_state_check
+      CHECK (state IN ('in_flight', 'done'))`);
+    await q.query('ALTER TABLE idempotency_keys DROP COLUMN IF EXISTS generation');
   }
 }
 
@@ -99,21 +129,26 @@ const FORGET_OWNER_SQL = 'DELETE FROM idempotency_owners WHERE owner = $1';
  * lease ends, an in-flight row whose owner ($7 names ours) has not beaten for OWNER_DEAD_AFTER, once the claim
  * itself is that old ($8): a claim just made by a process whose first beat is not yet visible to this statement's
  * snapshot (a new pod's first keyed request) is not its owner's death. A row claimed before owners were recorded
- * (owner NULL) waits out the lease.
+ * (owner NULL) waits out the lease. A released row (its request answered a 5xx, 409, 429 or validation error) is
+ * claimed by any request, as a missing one was. The generation goes up when an expired row is taken over and stays
+ * otherwise (AddIdempotencyKeyGenerations1795536000300).
  */
 const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner)
   VALUES ($1, $2, $3, 'in_flight', $4, $7)
   ON CONFLICT (scope, key) DO UPDATE
     SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
-        response_body = NULL, created_at = EXCLUDED.created_at, owner = EXCLUDED.owner
+        response_body = NULL, created_at = EXCLUDED.created_at, owner = EXCLUDED.owner,
+        generation = CASE WHEN idempotency_keys.created_at < $5 THEN idempotency_keys.generation + 1
+                          ELSE idempotency_keys.generation END
     WHERE idempotency_keys.created_at < $5
+       OR idempotency_keys.state = 'released'
        OR (idempotency_keys.state = 'in_flight' AND idempotency_keys.request_hash = EXCLUDED.request_hash
            AND (idempotency_keys.created_at < $6
                 OR (idempotency_keys.owner IS NOT NULL AND idempotency_keys.created_at < $8 AND NOT EXISTS (
                       SELECT 1 FROM idempotency_owners o
                       WHERE o.owner = idempotency_keys.owner
                         AND o.beat_at > now() - interval '${OWNER_DEAD_AFTER}'))))
-  RETURNING key`;
+  RETURNING generation`;
 const LOAD_SQL =
   'SELECT request_hash, state, response_status, response_body, created_at, owner FROM idempotency_keys WHERE scope = $1 AND key = $2';
 /**
@@ -122,11 +157,12 @@ const LOAD_SQL =
  */
 const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $5`;
-const RELEASE_SQL = `DELETE FROM idempotency_keys WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
+const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL
+  WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
 
 interface StoredKey {
   request_hash: string;
-  state: 'in_flight' | 'done';
+  state: 'in_flight' | 'done' | 'released';
   response_status: number | null;
   response_body: string | null;
   created_at: Date;
@@ -150,7 +186,8 @@ function canonical(value: unknown): string {
  * retry with the same key and parameters; the same key with other parameters is 400 idempotency_key_reused;
  * a retry while the first is still running gets 409 idempotency_key_in_use (the unique row is the lock, so
  * two concurrent requests never both execute). Responses that say nothing happened (400 validation, 401, 409,
- * 429, 5xx) are not kept, so a corrected or later retry runs.
+ * 429, 5xx) are not kept, so a corrected or later retry runs. A key used again after its 24 hours is a new request
+ * with a new command id (its next generation), not the old object answered again.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnModuleDestroy {
@@ -260,10 +297,11 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       .digest('hex');
     const now = this.clock.now();
 
-    const claimed = await this.claim(scope, key, requestHash, now);
-    if (!claimed) {
+    const generation = await this.claim(scope, key, requestHash, now);
+    if (generation === undefined) {
       const stored = await this.load(scope, key);
-      if (!stored) return this.handle(request, reply, raw, next);
+      // Released between our claim and this read: claimable again.
+      if (!stored || stored.state === 'released') return this.handle(request, reply, raw, next);
       if (stored.request_hash !== requestHash) {
         throw invalidRequest(
           `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
@@ -291,6 +329,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       return body;
     }
 
+    (request as FastifyRequest & { [IDEMPOTENCY_COMMAND_ID]?: string })[IDEMPOTENCY_COMMAND_ID] =
+      idempotencyCommandId(key, generation);
     try {
       const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
       await this.complete(scope, key, now, reply.statusCode, body ?? null);
@@ -311,10 +351,18 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     }
   }
 
-  /** Inserts the in-flight row (or takes over an expired one); false when a live row holds the key. */
-  private async claim(scope: string, key: string, requestHash: string, now: Date): Promise<boolean> {
+  /**
+   * Inserts the in-flight row (or takes over an expired or released one) and answers its generation; undefined when
+   * a live row holds the key.
+   */
+  private async claim(
+    scope: string,
+    key: string,
+    requestHash: string,
+    now: Date,
+  ): Promise<number | undefined> {
     if (this.beatTimer === undefined) await this.startBeating();
-    const inserted = await this.sql.query('sp_idem_claim', CLAIM_SQL, [
+    const inserted = await this.sql.query<{ generation: number }>('sp_idem_claim', CLAIM_SQL, [
       scope,
       key,
       requestHash,
@@ -324,7 +372,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       this.owner,
       new Date(now.getTime() - OWNER_DEAD_AFTER_MS),
     ]);
-    return inserted.length === 1;
+    return inserted[0]?.generation;
   }
 
   private async load(scope: string, key: string): Promise<StoredKey | undefined> {

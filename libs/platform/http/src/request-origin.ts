@@ -12,8 +12,25 @@ export function requestOrigin(request: Pick<FastifyRequest, 'socket'>): string {
   return `http://${host}:${request.socket.localPort ?? 80}`;
 }
 
-/** The request's Idempotency-Key (checked by the interceptor, 1-255 characters), or undefined. */
+/** Where the interceptor leaves the claimed key's command id on the request (read by `idempotencyKeyOf`). */
+export const IDEMPOTENCY_COMMAND_ID = Symbol.for('stablepay.idempotencyCommandId');
+
+/**
+ * The command id of a key's generation: the key itself for the first, then the key with the generation after a
+ * character no header value can hold (Node reads header bytes as latin1), so it never equals another key.
+ */
+export function idempotencyCommandId(key: string, generation: number): string {
+  return generation <= 1 ? key : `${key}\u2192${generation}`;
+}
+
+/**
+ * The command id of the request's Idempotency-Key (checked by the interceptor, 1-255 characters), or undefined: what
+ * creates, charges and payment actions derive their ids from. The key itself, or its generation's id once the key is
+ * used again after its 24 hours (`idempotencyCommandId`), which the interceptor leaves on the request.
+ */
 export function idempotencyKeyOf(request: Pick<FastifyRequest, 'headers'>): string | undefined {
+  const claimed = (request as { [IDEMPOTENCY_COMMAND_ID]?: string })[IDEMPOTENCY_COMMAND_ID];
+  if (claimed !== undefined) return claimed;
   const raw = request.headers['idempotency-key'];
   const key = Array.isArray(raw) ? raw[0] : raw;
   return key || undefined;

@@ -21,6 +21,7 @@ import { type Upcaster, UpcasterRegistry, withUpcasters } from '@stablepay/event
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
   AddIdempotencyClaimOwners1795449600777,
+  AddIdempotencyKeyGenerations1795536000300,
   createHttpApp,
   CreateIdempotencyKeys1763800000000,
   DEFAULT_HTTP_TIMEOUTS,
@@ -82,6 +83,7 @@ export function platformRootModule(
         migrations: [
           CreateIdempotencyKeys1763800000000,
           AddIdempotencyClaimOwners1795449600777,
+          AddIdempotencyKeyGenerations1795536000300,
           ...PARKED_STREAMS_MIGRATIONS,
           ...services.flatMap((s) => s.migrations ?? []),
         ],

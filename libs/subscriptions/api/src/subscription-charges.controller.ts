@@ -1,6 +1,6 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
+import { type AuthenticatedMerchant, CurrentMerchant, idempotencyKeyOf } from '@stablepay/http';
 import { invalidRequest, notFound, takesFields, unknownParameter, validationError } from '@stablepay/util';
 import {
   type ChargeInput,
@@ -116,12 +116,6 @@ export class SubscriptionChargesController {
       signature,
       quoteCode: typeof quoteCode === 'string' ? quoteCode : null,
     };
-    const key = request.headers['idempotency-key'];
-    return this.useCases.charge(
-      merchant,
-      subscriptionId,
-      input,
-      (Array.isArray(key) ? key[0] : key) || undefined,
-    );
+    return this.useCases.charge(merchant, subscriptionId, input, idempotencyKeyOf(request));
   }
 }

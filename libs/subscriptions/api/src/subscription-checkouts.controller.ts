@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import {
   type AuthenticatedMerchant,
   CurrentMerchant,
+  idempotencyKeyOf,
   QueryParameters,
   requestOrigin,
   requireNoParameters,
@@ -35,10 +36,13 @@ export class SubscriptionCheckoutsController {
     @Req() request: FastifyRequest,
   ) {
     // The interceptor has checked the key (1-255 characters) and answers a replay itself; a retry it lets through
-    // (the first attempt failed with a 5xx) carries the key on to the owner.
-    const raw = request.headers['idempotency-key'];
-    const key = Array.isArray(raw) ? raw[0] : raw;
-    return this.useCases.create(merchant, toCreateInput(body), requestOrigin(request), key || undefined);
+    // (the first attempt failed with a 5xx) carries the key's command id on to the owner.
+    return this.useCases.create(
+      merchant,
+      toCreateInput(body),
+      requestOrigin(request),
+      idempotencyKeyOf(request),
+    );
   }
 
   @Get()
