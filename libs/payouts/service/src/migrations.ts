@@ -109,8 +109,24 @@ export class CreatePayoutDepositClaims1767900000300 implements MigrationInterfac
   }
 }
 
+/**
+ * The payouts a deposit transaction funded (PayoutsReader.payoutsFundedBy), looked up by a reorg's retraction and,
+ * since a re-included transfer of a swept payout stays with it, by every transfer observation.
+ */
+export class IndexPayoutsByDepositTx1767900000400 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(
+      `CREATE INDEX IF NOT EXISTS payouts_deposit_tx ON payouts (chain, lower(object->'deposit'->>'tx_hash'))`,
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX IF EXISTS payouts_deposit_tx');
+  }
+}
+
 export const PAYOUTS_MIGRATIONS = [
   CreatePayoutsReadModels1767900000100,
   CreatePayoutBankAccounts1767900000200,
   CreatePayoutDepositClaims1767900000300,
+  IndexPayoutsByDepositTx1767900000400,
 ];

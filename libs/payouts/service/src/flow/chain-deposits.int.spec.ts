@@ -69,7 +69,7 @@ describe('PayoutChainDeposits: a retraction ahead of the read model', () => {
       bus,
       store,
       reader,
-      new DepositIntake(aggregates, reader, dataSource),
+      new DepositIntake(aggregates, reader, dataSource, store),
       aggregates,
       {} as IndexerWatchClient,
       config,

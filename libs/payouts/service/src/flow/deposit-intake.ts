@@ -1,7 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { EVENT_STORE } from '@stablepay/aggregate';
+import type { EventStore } from '@stablepay/event-store';
+import { payoutStreamId } from '@stablepay/payouts-domain';
 import { DomainError } from '@stablepay/util';
 import { DataSource } from 'typeorm';
 import { PayoutsAggregates, type Appended } from '../aggregates';
+import { foldPayout } from '../read-model/objects';
 import { type CustomerRow, type PayoutRow, PayoutsReader } from '../read-model/payouts.reader';
 
 export interface ObservedDeposit {
@@ -38,6 +42,7 @@ export class DepositIntake {
     @Inject(PayoutsAggregates) private readonly aggregates: PayoutsAggregates,
     @Inject(PayoutsReader) private readonly reader: PayoutsReader,
     @Inject(DataSource) private readonly dataSource: DataSource,
+    @Inject(EVENT_STORE) private readonly store: EventStore,
   ) {}
 
   async record(customer: CustomerRow, deposit: ObservedDeposit): Promise<Appended | null> {
@@ -54,6 +59,7 @@ export class DepositIntake {
       if (appended) return appended;
       await this.release(key, claimed.id); // it took another deposit meanwhile: this one is free again
     }
+    if (deposit.blockHash && (await this.keptBySweptPayout(customer.id, deposit, key))) return null;
     // The read model can lag behind a deposit recorded a moment ago (two deposits in a row): a payout already funded
     // by another deposit refuses this one (409) and the next candidate is offered it.
     for (const payout of await this.reader.payoutsAwaiting(customer.id, deposit)) {
@@ -72,6 +78,48 @@ export class DepositIntake {
       await this.release(key, payout.id);
     }
     return null;
+  }
+
+  /**
+   * A transfer a reorg re-included in another block, whose payout was swept before the retraction and so kept the
+   * deposit (docs/payouts.md, "Reorgs"): still that payout's, claimed for it under the new block, funding no other.
+   * The flow redoes or finds the orphaned sweep from it; given to the next payout waiting for the same amount, it
+   * would be swept a second time. The log index can differ in the new block, so the transfer is matched by
+   * transaction, sender and amount, and a payout already holding another log of the transaction in this block is
+   * passed over (a batch sender's transfers). The payouts are found by the read model (the deposit was projected
+   * before its sweep, long before a reorg deeper than the confirmation depth) and read from their streams.
+   */
+  private async keptBySweptPayout(
+    customerId: string,
+    deposit: ObservedDeposit,
+    key: string,
+  ): Promise<boolean> {
+    const funded = await this.reader.payoutsFundedBy(deposit.chain, deposit.txHash);
+    for (const row of funded.filter((r) => r.customer_id === customerId)) {
+      const payout = foldPayout(await this.store.readStream(payoutStreamId(row.id)));
+      const held = payout.deposit;
+      if (
+        payout.sweepTxHash === null ||
+        held === null ||
+        held.txHash.toLowerCase() !== deposit.txHash.toLowerCase() ||
+        held.from.toLowerCase() !== deposit.from.toLowerCase() ||
+        held.amount !== deposit.amount
+      )
+        continue;
+      const claims: Array<{ claim_key: string }> = await this.dataSource.query(
+        'SELECT claim_key FROM payout_deposit_claims WHERE payout_id = $1',
+        [row.id],
+      );
+      if (claims.some((c) => c.claim_key === key)) return true;
+      if (claims.some((c) => c.claim_key.endsWith(`:${deposit.blockHash}`))) continue;
+      // A concurrent delivery of the same observation that claimed it first decides where it goes.
+      await this.dataSource.query(
+        `INSERT INTO payout_deposit_claims (claim_key, payout_id) VALUES ($1, $2) ON CONFLICT (claim_key) DO NOTHING`,
+        [key, row.id],
+      );
+      return true;
+    }
+    return false;
   }
 
   /** The payout takes the deposit (the same one again appends nothing); null when it is funded by another. */

@@ -24,6 +24,7 @@ import { payoutTokens } from '../offering';
 import type { PayoutChains, PayoutsConfig } from '../payouts.config';
 import type { KycProvider } from '../providers/kyc-provider';
 import type { OffRampProvider } from '../providers/off-ramp';
+import { foldPayout } from '../read-model/objects';
 import { PayoutsChanges, PayoutsReader } from '../read-model/payouts.reader';
 import { PAYOUT_DEPOSIT_OBSERVATION_GROUP, PayoutChainDeposits } from './chain-deposits';
 import { DepositIntake } from './deposit-intake';
@@ -83,28 +84,30 @@ const retractedAfterForward = async (): Promise<number> =>
     (v) => v.labels['chain'] === token.chain,
   )?.value ?? 0;
 
+interface Transfer {
+  readonly hash: string;
+  readonly logIndex: number;
+  readonly from: string;
+}
+
 /** `amount` test USDC from anvil dev wallet `wallet` to `to`: minted, then sent (two transactions). */
-async function send(wallet: number, to: string, amount: bigint): Promise<{ hash: string; logIndex: number }> {
+async function send(wallet: number, to: string, amount: bigint): Promise<Transfer> {
   const payer = new Wallet(ANVIL_DEV_PRIVATE_KEYS[wallet] ?? '', provider);
   const coin = connectTestStablecoin(usdc().target as string, payer);
   await (await coin.mint(payer.address, amount)).wait();
   const receipt = await (await coin.transfer(to, amount)).wait();
   if (!receipt) throw new Error('no receipt');
-  return { hash: receipt.hash, logIndex: receipt.logs[0]?.index ?? 0 };
+  return { hash: receipt.hash, logIndex: receipt.logs[0]?.index ?? 0, from: payer.address };
 }
 
-/** An active customer (its read-model row) and a payout of AMOUNT awaiting its deposit (stream and row). */
-async function awaitingPayout(): Promise<{ id: string; customerId: string; address: string }> {
-  payouts += 1;
-  const id = `po_reorg_${payouts}`;
-  const customerId = `cus_reorg_${payouts}`;
+/** An active customer: its stream, which the flow rechecks before the sweep, and its row, which the intake reads. */
+async function activeCustomer(customerId: string): Promise<Customer> {
   const address = payoutDepositAddress({
     factory: local.chains[0]?.addresses.payoutDepositFactory ?? '',
     offRamp: LOCAL_PAYOUT_OFF_RAMP,
     merchantId: MERCHANT,
     customerId,
   });
-  // Its stream, which the flow rechecks before the sweep, and its row, which the intake matches deposits by.
   await aggregates.customer(customerId, OWNER, {
     type: 'CreateCustomer',
     id: customerId,
@@ -126,6 +129,19 @@ async function awaitingPayout(): Promise<{ id: string; customerId: string; addre
      VALUES ($1, $2, 'test', 'active', 'a@example.com', $3, '{}'::jsonb, 1)`,
     [customerId, MERCHANT, address],
   );
+  return { customerId, address };
+}
+
+interface Customer {
+  readonly customerId: string;
+  readonly address: string;
+}
+
+/** A payout of AMOUNT awaiting its deposit (stream and row), of a new active customer unless one is given. */
+async function awaitingPayout(customer?: Customer): Promise<{ id: string } & Customer> {
+  payouts += 1;
+  const id = `po_reorg_${payouts}`;
+  const { customerId, address } = customer ?? (await activeCustomer(`cus_reorg_${payouts}`));
   await aggregates.payout(id, OWNER, {
     type: 'CreatePayout',
     id,
@@ -157,13 +173,13 @@ async function awaitingPayout(): Promise<{ id: string; customerId: string; addre
 }
 
 /** The indexer's observation of a confirmed transfer to `to`, and its retraction. */
-function observed(to: string, transfer: { hash: string; logIndex: number }, blockHash: string) {
+function observed(to: string, transfer: Transfer, blockHash: string) {
   const data = { chain: token.chain, txHash: transfer.hash, logIndex: transfer.logIndex, blockHash };
   return {
     observation: chainMessage(`obs_${transfer.hash}_${blockHash}`, 'Erc20TransferObserved.v1', {
       ...data,
       asset: token.asset,
-      from: '0x0000000000000000000000000000000000000001',
+      from: transfer.from,
       to,
       amount: String(AMOUNT),
     }),
@@ -176,11 +192,11 @@ function observed(to: string, transfer: { hash: string; logIndex: number }, bloc
   };
 }
 
-/** The flow's message for the payout's deposit fact, as the bus delivers it again after a restart. */
-async function detectedMessage(payoutId: string): Promise<BusMessage> {
+/** The flow's message for the payout's last fact of `type` (by default its deposit), as the bus delivers it. */
+async function factMessage(payoutId: string, type = 'PayoutDepositDetected.v1'): Promise<BusMessage> {
   const history = await store.readStream(`payout-${payoutId}`);
-  const event = history.find((e) => e.type === 'PayoutDepositDetected.v1');
-  if (!event) throw new Error('no deposit fact');
+  const event = history.filter((e) => e.type === type).at(-1);
+  if (!event) throw new Error(`no ${type} fact`);
   return {
     id: `evt_${payoutId}_${event.revision}`,
     topic: 'payouts.payout.v1',
@@ -194,20 +210,38 @@ async function detectedMessage(payoutId: string): Promise<BusMessage> {
 }
 
 /**
- * A reorg back to `snapshot`: every transaction mined since is dropped, but those of `keep` (the operator's sweep,
- * re-included on the new fork as a node does with an orphaned transaction still valid) are sent again as signed.
+ * A reorg back to `snapshot`: every transaction mined since is dropped, but those sent by `keep` are mined again on
+ * the new fork, as signed (a node re-includes an orphaned transaction that is still valid). A dropped operator
+ * transaction has its nonce taken on the new fork by another transaction of the same key (payments and subscriptions
+ * share it), as when another process's transaction won that nonce.
  */
 async function reorg(snapshot: string, forkBlock: number, keep: readonly string[] = []): Promise<void> {
   const again: string[] = [];
+  const taken: number[] = [];
+  const kept = (from: string) => keep.some((k) => k.toLowerCase() === from.toLowerCase());
   for (let n = forkBlock + 1; n <= (await provider.getBlockNumber()); n++) {
     const block = await provider.getBlock(n, true);
-    for (const tx of block?.prefetchedTransactions ?? [])
-      if (keep.some((k) => k.toLowerCase() === tx.from.toLowerCase()))
+    for (const tx of block?.prefetchedTransactions ?? []) {
+      if (kept(tx.from))
         again.push((await provider.send('eth_getRawTransactionByHash', [tx.hash])) as string);
+      else if (tx.from.toLowerCase() === local.operator.address.toLowerCase()) taken.push(tx.nonce);
+    }
   }
   if (!(await provider.send('evm_revert', [snapshot]))) throw new Error(`evm_revert ${snapshot} failed`);
+  const operator = new Wallet(local.operator.privateKey, provider);
+  for (const nonce of taken) await (await operator.sendTransaction({ to: operator.address, nonce })).wait();
   for (const raw of again) await provider.send('eth_sendRawTransaction', [raw]);
   await provider.send('anvil_mine', ['0x4']);
+}
+
+/** The payout's row as the projection (not run here) has it by now: a reorg comes long after the deposit fact. */
+async function project(id: string): Promise<void> {
+  const state = foldPayout(await store.readStream(`payout-${id}`));
+  await pool.query('UPDATE payouts SET status = $2, object = $3::jsonb WHERE id = $1', [
+    id,
+    state.status,
+    JSON.stringify(payoutObject(state)),
+  ]);
 }
 
 beforeAll(async () => {
@@ -258,7 +292,7 @@ beforeAll(async () => {
     bus,
     store,
     reader,
-    new DepositIntake(aggregates, reader, dataSource),
+    new DepositIntake(aggregates, reader, dataSource, store),
     aggregates,
     {} as IndexerWatchClient,
     config,
@@ -292,7 +326,7 @@ async function sweptThenKilled() {
   const block = (await provider.getTransactionReceipt(deposit.hash))?.blockHash ?? '';
   const { observation, retraction } = observed(address, deposit, block);
   await observe(observation);
-  await expect(flow({ stopsAfterSweep: true }).handle(await detectedMessage(id))).rejects.toThrow(/killed/);
+  await expect(flow({ stopsAfterSweep: true }).handle(await factMessage(id))).rejects.toThrow(/killed/);
   return { id, address, snapshot, forkBlock, deposit, retraction };
 }
 
@@ -313,7 +347,7 @@ describe('payout deposit reorgs on anvil, the payouts process stopped in between
     ]);
 
     const counted = await retractedAfterForward();
-    await flow().handle(await detectedMessage(id));
+    await flow().handle(await factMessage(id));
     expect(await retractedAfterForward()).toBe(counted + 1);
     expect(submitted).not.toContain(id);
     expect((await store.readStream(`payout-${id}`)).at(-1)?.type).toBe('PayoutDepositRetracted.v1');
@@ -325,11 +359,57 @@ describe('payout deposit reorgs on anvil, the payouts process stopped in between
     await observe(retraction);
     const counted = await retractedAfterForward();
     const nonce = await provider.getTransactionCount(local.operator.address);
-    await flow().handle(await detectedMessage(id));
+    await flow().handle(await factMessage(id));
     expect(await retractedAfterForward()).toBe(counted);
     expect(submitted).not.toContain(id);
     expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
     expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+  }, 120_000);
+});
+
+/**
+ * A payout swept and forwarded on a fork taken after another deposit was held at its customer's address, its row as
+ * the projection has it by now.
+ */
+async function sweptAndForwarded(customer?: Customer) {
+  const payout = await awaitingPayout(customer);
+  await send(6, payout.address, AMOUNT);
+  const snapshot = (await provider.send('evm_snapshot', [])) as string;
+  const forkBlock = await provider.getBlockNumber();
+  const deposit = await send(7, payout.address, AMOUNT);
+  const block = (await provider.getTransactionReceipt(deposit.hash))?.blockHash ?? '';
+  const { observation, retraction } = observed(payout.address, deposit, block);
+  await observe(observation);
+  await flow().handle(await factMessage(payout.id));
+  await project(payout.id);
+  const forwarded = foldPayout(await store.readStream(`payout-${payout.id}`));
+  expect(forwarded).toMatchObject({ status: 'forwarded', forwardTxHash: forwarded.sweepTxHash });
+  return { ...payout, snapshot, forkBlock, deposit, retraction, sweepTxHash: forwarded.sweepTxHash ?? '' };
+}
+
+/** The same transfer mined again on the new fork, as the indexer observes it there (another block, maybe log). */
+async function reincluded(address: string, deposit: Transfer) {
+  const receipt = await provider.getTransactionReceipt(deposit.hash);
+  if (!receipt) throw new Error('the deposit is not on the new fork');
+  const again = { ...deposit, logIndex: receipt.logs[0]?.index ?? 0 };
+  return { receipt, ...observed(address, again, receipt.blockHash) };
+}
+
+describe("a reorg orphaning a swept payout's deposit and its sweep", () => {
+  it('the transfer re-included on the new fork stays with the swept payout: the next payout waiting for the same amount is not funded by it', async () => {
+    const swept = await sweptAndForwarded();
+    const next = await awaitingPayout(swept);
+    await reorg(swept.snapshot, swept.forkBlock, [swept.deposit.from]);
+    await observe(swept.retraction);
+    const { observation, receipt } = await reincluded(swept.address, swept.deposit);
+    expect(receipt.blockHash).not.toBe(swept.retraction.data['blockHash']);
+
+    await observe(observation);
+    await observe(observation);
+    expect((await store.readStream(`payout-${next.id}`)).map((e) => e.type)).toEqual(['PayoutCreated.v1']);
+    expect(foldPayout(await store.readStream(`payout-${swept.id}`)).deposit).toMatchObject({
+      txHash: swept.deposit.hash,
+    });
   }, 120_000);
 });
 
