@@ -564,7 +564,7 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
     expect((await http('POST', '/checkouts', { currency: 'USD', amount: '1000000' })).status).toBe(201);
   }, 90_000);
 
-  it("one unit of USDC from a third party blocks neither cancel nor configure; a payer's partial payment blocks both", async () => {
+  it("one unit of USDC from a third party blocks neither cancel nor configure nor shows the customer a payment; a payer's partial payment does all three", async () => {
     const griefer = ANVIL_DEV_PRIVATE_KEYS[5];
     const grieferAddress = new Wallet(griefer).address;
     const seenTransfers = (id: string, count: number) =>
@@ -581,6 +581,11 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
     const dusted = await checkout({ amount: '4000000' });
     const dust = await pay(griefer, dusted.depositAddress, 1n);
     expect((await seenTransfers(dusted.id, 1)).amount_paid).toBe('1');
+    // The customer's hosted page still asks for the payment (it said "Payment received, confirming").
+    const hosted = async (checkoutId: string) =>
+      ((await (await fetch(`${stack.url}/hosted/pay/${checkoutId}/status`)).json()) as { status: string })
+        .status;
+    expect(await hosted(dusted.checkoutId)).toBe('pending');
     const cancelled = await http('POST', `/checkouts/${dusted.checkoutId}/cancel`, {});
     expect(cancelled.status).toBe(200);
     expect(cancelled.body['status']).toBe('cancelled');
@@ -610,6 +615,7 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
     const partial = await checkout({ amount: '4000000' });
     await pay(customer, partial.depositAddress, 2_000_000n);
     expect((await seenTransfers(partial.id, 1)).amount_paid).toBe('2000000');
+    expect(await hosted(partial.checkoutId)).toBe('confirming');
     const refused = await http('POST', `/checkouts/${partial.checkoutId}/cancel`, {});
     expect(refused.status).toBe(409);
     expect(refused.body).toMatchObject({ error: { type: 'invalid_request', code: 'checkout_has_deposit' } });

@@ -27,8 +27,8 @@ export interface HostedPaymentStatus {
   readonly checkout_id: string;
   readonly payment_id: string;
   /**
-   * pending (nothing confirmed yet), confirming (a transfer arrived, waiting for confirmations, deploy or
-   * screening), paid (settled, in escrow, captured), expired, cancelled, failed, refunded, or recoverable /
+   * pending (nothing confirmed yet; dust below 1% of the order counts as nothing), confirming (funds paying the
+   * order arrived, waiting for confirmations, deploy or screening), paid (settled, in escrow, captured), expired, cancelled, failed, refunded, or recoverable /
    * flagged as the payment object says; unavailable (a payment of the other mode than the deployment's chains,
    * recorded before such checkouts were refused, in place of pending, confirming, expired or recoverable).
    */

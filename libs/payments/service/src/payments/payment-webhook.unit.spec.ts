@@ -13,6 +13,7 @@ const T0 = new Date('2026-06-01T10:00:00.000Z');
 const BASE = 'eip155:8453';
 const USDC = `${BASE}/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913`;
 const PAYER = '0x1111111111111111111111111111111111111111';
+const OTHER = '0x2222222222222222222222222222222222222222';
 
 /** Runs commands through the decider, keeping every fact (the stream). */
 function stream(commands: PaymentCommand[]): PaymentEvent[] {
@@ -78,6 +79,18 @@ describe('payment webhooks and the hosted status', () => {
     expect(hostedStatusOf(paymentObjectsAsOf(events.slice(0, 2)).payment, T0)).toBe('confirming');
     expect(hostedStatusOf({ ...created, status: 'escrow_confirmed' }, T0)).toBe('paid');
     expect(hostedStatusOf({ ...created, status: 'flagged' }, T0)).toBe('flagged');
+  });
+
+  it('shows the customer pending, not confirming, while only dust arrived (one unit anyone can send)', () => {
+    const dust = { ...transfer, txHash: `0x${'03'.repeat(32)}`, from: OTHER, amount: '1' };
+    const dusted = stream([create, { type: 'ObserveTransfer', transfer: dust, blockTime: T0, now: T0 }]);
+    const object = paymentObjectsAsOf(dusted).payment;
+    expect(object.transactions[0]).toMatchObject({ is_funding: true });
+    expect(hostedStatusOf(object, T0)).toBe('pending');
+    // A payer's partial payment (1% of the order and more) is shown arrived.
+    const partial = { ...dust, txHash: `0x${'04'.repeat(32)}`, from: PAYER, amount: '10000' };
+    const paidPart = stream([create, { type: 'ObserveTransfer', transfer: partial, blockTime: T0, now: T0 }]);
+    expect(hostedStatusOf(paymentObjectsAsOf(paidPart).payment, T0)).toBe('confirming');
   });
 
   it("shows a payment of the other mode than the deployment's chains as unavailable while it asks to pay, wait or be returned", () => {

@@ -21,7 +21,7 @@ import {
   type PaymentRequestStatus,
   type PaymentsUseCases,
 } from '@stablepay/payments-api';
-import type { CreateCheckoutInput, PaymentObject } from '@stablepay/payments-domain';
+import { type CreateCheckoutInput, dustThreshold, type PaymentObject } from '@stablepay/payments-domain';
 import type { Clock } from '@stablepay/util';
 import { PAYMENTS_CONFIG, type PaymentsConfig } from '../payments.config';
 import { PaymentMerchantProfiles } from './merchant-profiles';
@@ -88,7 +88,13 @@ function customerStatusOf(payment: PaymentObject, now: Date): HostedStatus {
     case 'screening_pending':
       return 'confirming';
     case 'pending': {
-      if (payment.transactions.some((t) => t.is_funding)) return 'confirming';
+      // Funds paying the order, by the rule cancel and configure use: one unit anyone sent to the public address
+      // told the customer "Payment received, confirming" before they paid.
+      if (
+        payment.token_amount !== null &&
+        BigInt(payment.amount_paid) >= dustThreshold(BigInt(payment.token_amount))
+      )
+        return 'confirming';
       return now.getTime() >= Date.parse(payment.expires_at) ? 'expired' : 'pending';
     }
     default:
