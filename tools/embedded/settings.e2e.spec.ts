@@ -63,6 +63,21 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
     }
   };
 
+  /** What the Idempotency-Key row of `idempotencyKey` keeps of the first answer. */
+  const keptAnswer = async (idempotencyKey: string): Promise<string> => {
+    const client = new Client({ connectionString: db.url });
+    await client.connect();
+    try {
+      const res = await client.query<{ response_body: string }>(
+        'SELECT response_body FROM idempotency_keys WHERE key = $1',
+        [idempotencyKey],
+      );
+      return str(res.rows[0]?.response_body);
+    } finally {
+      await client.end();
+    }
+  };
+
   beforeAll(async () => {
     db = await createTestDatabase();
     stack = await startEmbedded({
@@ -110,6 +125,29 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
         settlement_mode: 'fiat',
         display_name: 'Globex',
       });
+    });
+
+    it('a keyed create keeps its answer sealed (the database never holds the API key in the clear); the replay answers the same key', async () => {
+      const send = () =>
+        fetch(`${stack.url}/admin/merchants`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${ADMIN_TOKEN}`,
+            'content-type': 'application/json',
+            'idempotency-key': 'create-sealed-merchant',
+          },
+          body: JSON.stringify({ name: 'Sealed', mode: 'test' }),
+        }).then(async (res) => ({
+          status: res.status,
+          replayed: res.headers.get('idempotent-replayed'),
+          text: await res.text(),
+        }));
+      const first = await send();
+      expect(first.status).toBe(201);
+      const apiKey = str((JSON.parse(first.text) as Record<string, unknown>)['api_key']);
+      expect(await keptAnswer('create-sealed-merchant')).not.toContain(apiKey);
+      const replay = await send();
+      expect(replay).toEqual({ status: 201, replayed: 'true', text: first.text });
     });
 
     it('refuses a missing or wrong admin token with 401', async () => {
@@ -458,6 +496,18 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect((await api('GET', '/settings')).body['webhook_secret_fingerprint']).not.toBe(fingerprint);
     });
 
+    it('a keyed rotation keeps its answer sealed (the database never holds the secret in the clear); the replay answers the same secret', async () => {
+      const headers = { 'idempotency-key': 'rotate-sealed' };
+      const rotated = await api('POST', '/settings/webhook/secret', undefined, headers);
+      expect(rotated.status).toBe(200);
+      const secret = str(rotated.body['webhook_secret']);
+      expect(secret).toMatch(/^whsec_/);
+      expect(await keptAnswer('rotate-sealed')).not.toContain(secret);
+      const replay = await api('POST', '/settings/webhook/secret', undefined, headers);
+      expect([replay.status, replay.headers.get('idempotent-replayed')]).toEqual([200, 'true']);
+      expect(replay.body).toEqual(rotated.body);
+    });
+
     it('rotating again inside the window invalidates the older secret at once (one previous slot)', async () => {
       const before = await stack.service.app
         .get(WebhookSecrets)
@@ -480,7 +530,7 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(active?.previous).toBeUndefined();
     });
 
-    it('never writes a secret in clear to events or the secrets table', async () => {
+    it('never writes a secret in clear to events, the secrets table or the Idempotency-Key rows', async () => {
       const client = new Client({ connectionString: db.url });
       await client.connect();
       try {
@@ -494,9 +544,16 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
           'SELECT sealed_secret FROM webhook_secrets WHERE merchant_id = $1',
           [merchantId],
         );
-        // The first secret and the three rotations above that succeeded.
-        expect(secrets.rows.length).toBe(4);
+        // The first secret and the four rotations above that succeeded.
+        expect(secrets.rows.length).toBe(5);
         for (const row of secrets.rows) expect(row.sealed_secret).not.toContain('whsec_');
+        // Nor the kept answers of the keyed rotations above (replayed from the sealed copy).
+        const kept = await client.query(
+          `SELECT response_body FROM idempotency_keys WHERE scope = $1 AND state = 'done'`,
+          [`${merchantId}:test`],
+        );
+        expect(kept.rows.length).toBeGreaterThan(0);
+        for (const row of kept.rows) expect(row.response_body).not.toContain('whsec_');
       } finally {
         await client.end();
       }

@@ -1,7 +1,7 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { CLOCK } from '@stablepay/aggregate';
-import { ApiKeyGuard, IDEMPOTENCY_CLOCK, IdempotencyInterceptor } from '@stablepay/http';
+import { ApiKeyGuard, IDEMPOTENCY_CLOCK, IDEMPOTENCY_SEALER, IdempotencyInterceptor } from '@stablepay/http';
 import {
   MERCHANTS_MIGRATIONS,
   merchantsHttpModule,
@@ -40,6 +40,8 @@ export class GatewayModule {
       providers: [
         { provide: APP_GUARD, useClass: ApiKeyGuard },
         { provide: IDEMPOTENCY_CLOCK, useExisting: CLOCK },
+        // The webhook secrets' key seals the kept answers that carry a secret (@AnswersSecret).
+        { provide: IDEMPOTENCY_SEALER, useValue: merchants.secretBox },
         { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
       ],
     };

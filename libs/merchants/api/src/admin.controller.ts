@@ -25,7 +25,7 @@ import {
   SupervisedEventBus,
 } from '@stablepay/event-bus';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { ambiguousCredentials, Public, unauthenticated } from '@stablepay/http';
+import { ambiguousCredentials, AnswersSecret, Public, unauthenticated } from '@stablepay/http';
 import { DomainError, validationError } from '@stablepay/util';
 import { MERCHANTS_ADMIN_TOKEN, MERCHANTS_USE_CASES, type MerchantsUseCases } from './merchants.port';
 import { CreateMerchantDto } from './settings.dto';
@@ -153,6 +153,7 @@ export class AdminController {
   /** Creates a merchant; its secret API key is returned here once and never again. */
   @Post('merchants')
   @HttpCode(201)
+  @AnswersSecret()
   createMerchant(@Body() body: CreateMerchantDto) {
     return this.merchants.createMerchant({
       name: body.name,

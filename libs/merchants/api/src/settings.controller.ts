@@ -1,5 +1,10 @@
 import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
-import { type AuthenticatedMerchant, CurrentMerchant, requireNoParameters } from '@stablepay/http';
+import {
+  AnswersSecret,
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  requireNoParameters,
+} from '@stablepay/http';
 import { parseAddress } from '@stablepay/evm';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
 import {
@@ -60,6 +65,7 @@ export class SettingsController {
 
   @Post('webhook/secret')
   @HttpCode(200)
+  @AnswersSecret()
   rotateSecret(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
     // It takes no parameters; a body that is anything but nothing or `{}` is a client mistake, refused before a
     // secret changes.

@@ -22,6 +22,7 @@ import { createHttpApp } from './http-app';
 import {
   AddIdempotencyClaimOwners1795449600777,
   AddIdempotencyKeyGenerations1795536000300,
+  AnswersSecret,
   CreateIdempotencyKeys1763800000000,
   IDEMPOTENCY_CLOCK,
   IdempotencyInterceptor,
@@ -95,6 +96,18 @@ class CommandController {
   }
 }
 
+/** Answers a secret (as the merchant create and the webhook secret rotation do). */
+@Controller('secrets')
+class SecretController {
+  @Post()
+  @HttpCode(201)
+  @AnswersSecret()
+  issue() {
+    executions++;
+    return { object: 'secret', secret: `tok_${executions}` };
+  }
+}
+
 const resolver: ApiKeyResolver = {
   resolve: async (hash) => {
     if (hash === hashApiKey(KEY_A)) return { merchantId: 'mer_a', mode: 'test', keyHash: hash };
@@ -123,7 +136,7 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
         }),
         HealthModule,
       ],
-      controllers: [WidgetController, CommandController],
+      controllers: [WidgetController, CommandController, SecretController],
       providers: [
         { provide: API_KEY_RESOLVER, useValue: resolver },
         { provide: APP_GUARD, useClass: ApiKeyGuard },
@@ -579,6 +592,35 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(
         new Set([first.body.command, later.body.command, retried.body.command, fourth.body.command]).size,
       ).toBe(4);
+    });
+
+    it('an answer carrying a secret is never kept in the clear: without a sealer it is not kept at all, and the retry runs again', async () => {
+      const issue = async () => {
+        const res = await fetch(`${base}/secrets`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${KEY_A}`, 'idempotency-key': 'k-secret' },
+        });
+        return {
+          status: res.status,
+          replayed: res.headers.get('idempotent-replayed'),
+          body: (await res.json()) as { secret: string },
+        };
+      };
+      const first = await issue();
+      expect([first.status, first.replayed]).toEqual([201, null]);
+      const sql = new Client({ connectionString: db.url });
+      await sql.connect();
+      try {
+        const kept = await sql.query<{ response_body: string | null }>(
+          `SELECT response_body FROM idempotency_keys WHERE key = 'k-secret'`,
+        );
+        for (const row of kept.rows) expect(row.response_body ?? '').not.toContain(first.body.secret);
+      } finally {
+        await sql.end();
+      }
+      const retry = await issue();
+      expect([retry.status, retry.replayed]).toEqual([201, null]);
+      expect(retry.body.secret).not.toBe(first.body.secret);
     });
 
     it('forgets a key after 24 hours', async () => {

@@ -7,13 +7,24 @@ import {
   Logger,
   type NestInterceptor,
   type OnModuleDestroy,
+  Optional,
+  SetMetadata,
 } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createHash, randomUUID } from 'node:crypto';
 import { from, lastValueFrom, type Observable } from 'rxjs';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { PooledStatements } from '@stablepay/node-util';
-import { type Clock, DAY, DomainError, conflict, invalidRequest, systemClock } from '@stablepay/util';
+import {
+  type Clock,
+  DAY,
+  DomainError,
+  conflict,
+  invalidRequest,
+  type SecretBox,
+  SecretUnreadableError,
+  systemClock,
+} from '@stablepay/util';
 import { toEnvelope } from './error-envelope.filter';
 import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 import type { AuthenticatedMerchant } from './auth';
@@ -90,6 +101,19 @@ export class AddIdempotencyKeyGenerations1795536000300 implements MigrationInter
 }
 
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
+/** The SecretBox that seals the kept answers of `@AnswersSecret()` routes (the gateway's webhook-secret key). */
+export const IDEMPOTENCY_SEALER = Symbol('IDEMPOTENCY_SEALER');
+
+const ANSWERS_SECRET = 'stablepay:answers-secret';
+/**
+ * Marks a route whose answer carries a secret kept nowhere else in the clear (a merchant's API key, stored only as
+ * its hash; a webhook signing secret, stored sealed). The Idempotency-Key row keeps such an answer sealed with
+ * IDEMPOTENCY_SEALER, so a copy of the database does not hand out the secret for the key's 24 hours; a replay
+ * opens it and answers the same bytes. Without a sealer the answer is not kept (a retry runs again).
+ */
+export const AnswersSecret = (): MethodDecorator => SetMetadata(ANSWERS_SECRET, true);
+/** What a sealed kept answer starts with (SecretBox's format); a JSON text never does. */
+const SEALED_PREFIX = 'v1.';
 const KEY_HEADER = 'idempotency-key';
 const RETENTION_MS = DAY;
 /**
@@ -205,6 +229,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
   constructor(
     @Inject(DataSource) dataSource: DataSource,
     @Inject(IDEMPOTENCY_CLOCK) private readonly clock: Clock = systemClock,
+    @Optional() @Inject(IDEMPOTENCY_SEALER) private readonly sealer?: SecretBox,
   ) {
     this.sql = new PooledStatements(dataSource);
   }
@@ -264,7 +289,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       .getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
     const reply = context.switchToHttp().getResponse<FastifyReply>();
     const raw = request.headers[KEY_HEADER] as string | string[];
-    return from(this.handle(request, reply, raw, next));
+    const secret = Reflect.getMetadata(ANSWERS_SECRET, context.getHandler()) === true;
+    return from(this.handle(request, reply, raw, next, secret));
   }
 
   private async handle(
@@ -272,6 +298,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     reply: FastifyReply,
     raw: string | string[],
     next: CallHandler,
+    secret: boolean,
   ): Promise<unknown> {
     // Node joins a repeated Idempotency-Key into one value ("a, b"): a retry that sent one of them would then
     // run again under another key. Which key was meant is unknowable, so two are refused before any claim.
@@ -301,7 +328,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     if (generation === undefined) {
       const stored = await this.load(scope, key);
       // Released between our claim and this read: claimable again.
-      if (!stored || stored.state === 'released') return this.handle(request, reply, raw, next);
+      if (!stored || stored.state === 'released') return this.handle(request, reply, raw, next, secret);
       if (stored.request_hash !== requestHash) {
         throw invalidRequest(
           `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
@@ -323,7 +350,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       }
       void reply.header('idempotent-replayed', 'true');
       const status = stored.response_status ?? 200;
-      const body: unknown = stored.response_body === null ? null : JSON.parse(stored.response_body);
+      const body: unknown =
+        stored.response_body === null ? null : JSON.parse(this.unseal(scope, key, stored.response_body));
       if (status >= 400) throw new DomainError({ ...(body as { error: DomainError }).error, status });
       void reply.status(status);
       return body;
@@ -333,7 +361,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       idempotencyCommandId(key, generation);
     try {
       const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
-      await this.complete(scope, key, now, reply.statusCode, body ?? null);
+      if (secret && !this.sealer) await this.release(scope, key, now);
+      else await this.complete(scope, key, now, reply.statusCode, body ?? null, secret);
       return body;
     } catch (error) {
       const { status, body } = toEnvelope(error);
@@ -345,8 +374,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
         status === 409 ||
         status === 429 ||
         (status === 400 && body.error.type === 'validation_error');
-      if (nothingHappened) await this.release(scope, key, now);
-      else await this.complete(scope, key, now, status, body);
+      if (nothingHappened || (secret && !this.sealer)) await this.release(scope, key, now);
+      else await this.complete(scope, key, now, status, body, secret);
       throw error;
     }
   }
@@ -385,17 +414,40 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     claimedAt: Date,
     status: number,
     body: unknown,
+    secret: boolean,
   ): Promise<void> {
-    await this.sql.query('sp_idem_complete', COMPLETE_SQL, [
-      scope,
-      key,
-      status,
-      JSON.stringify(body),
-      claimedAt,
-    ]);
+    const text = JSON.stringify(body);
+    const kept = secret && this.sealer ? this.sealer.seal(text, sealedFor(scope, key)) : text;
+    await this.sql.query('sp_idem_complete', COMPLETE_SQL, [scope, key, status, kept, claimedAt]);
+  }
+
+  /**
+   * The kept answer as first sent. One no configured key opens (the webhook-secret key replaced without keeping the
+   * old one) cannot be replayed: 500 with its own code, the row left as it is.
+   */
+  private unseal(scope: string, key: string, kept: string): string {
+    if (!kept.startsWith(SEALED_PREFIX)) return kept;
+    try {
+      if (!this.sealer) throw new SecretUnreadableError('no sealer is configured');
+      return this.sealer.open(kept, sealedFor(scope, key));
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError)) throw error;
+      throw new DomainError({
+        type: 'api_error',
+        status: 500,
+        code: 'idempotent_replay_unreadable',
+        message:
+          "The first response to this Idempotency-Key is kept sealed and the service's configured encryption keys no longer open it (WEBHOOK_SECRET_ENCRYPTION_KEY was replaced without keeping the old one in WEBHOOK_SECRET_ENCRYPTION_KEY_PREVIOUS). Use another key, or ask the operator to restore the previous key.",
+      });
+    }
   }
 
   private async release(scope: string, key: string, claimedAt: Date): Promise<void> {
     await this.sql.query('sp_idem_release', RELEASE_SQL, [scope, key, claimedAt]);
   }
+}
+
+/** Binds a sealed kept answer to its row: moved to another merchant's or key's row, it does not open. */
+function sealedFor(scope: string, key: string): string {
+  return `idempotency\u0000${scope}\u0000${key}`;
 }
