@@ -5,6 +5,7 @@ import { createMerchant, type Json, until } from './test-support/http';
 import { OnChainStack } from './test-support/stack';
 import {
   authorizeSubscribe,
+  newArsSubscriptionCheckout,
   readyForSubscriptions,
   sendSubscribe,
   signedChargeBody,
@@ -79,18 +80,7 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
     account_number: '0000003100010000000001',
     country: 'AR',
   };
-  const newCheckout = async () => {
-    const res = await as('POST', '/subscription-checkouts', {
-      price: '150000',
-      price_currency: 'ARS',
-      cap: '300000',
-      budget: '1200000',
-      period_duration: 3600,
-      supported_chains: [CHAIN],
-    });
-    expect(res.status).toBe(201);
-    return res.body;
-  };
+  const newCheckout = () => newArsSubscriptionCheckout(api, CHAIN, merchant.apiKey);
 
   beforeAll(async () => {
     const stack = await e2e.start('8453', { ADMIN_TOKEN, INDEXER_CONFIRMATIONS: '2' });

@@ -59,6 +59,28 @@ export async function readyForSubscriptions(
   }
 }
 
+/**
+ * A subscription checkout of the plan these specs share: 1,500.00 ARS, cap 3,000.00, budget 12,000.00, hourly
+ * windows, on `chain` (the merchant of `key`, default the demo merchant).
+ */
+export async function newArsSubscriptionCheckout(api: Api, chain: string, key?: string): Promise<Json> {
+  const res = await api(
+    'POST',
+    '/subscription-checkouts',
+    {
+      price: '150000',
+      price_currency: 'ARS',
+      cap: '300000',
+      budget: '1200000',
+      period_duration: 3600,
+      supported_chains: [chain],
+    },
+    key,
+  );
+  if (res.status !== 201) throw new Error(`subscription checkout refused: ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
 /** The subscribe authorization of a checkout for `subscriber` paying in `symbol` on `chain` (public route). */
 export async function authorizeSubscribe(
   api: Api,

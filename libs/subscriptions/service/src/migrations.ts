@@ -121,9 +121,42 @@ export class CreateSubscriptionChainObservations1767600000100 implements Migrati
   }
 }
 
+/**
+ * Where each remembered manager log was seen (`block_number`, `block_hash`; null on rows from before) and who saw it
+ * (`written_by`: `indexer` for the indexer's observations, `api` for a receipt the API path read itself). An `api`
+ * row is open (`settled_at` null) until the indexer's observation of the same transaction in the same block arrives
+ * or the receipt's block is found orphaned (SubscriptionReceiptChecks): a reorg that took out a block the indexer
+ * had not read yet (it reads INDEXER_CONFIRMATIONS behind the head) left the API path's charge or subscribe recorded
+ * for good before.
+ */
+export class AddSubscriptionObservationBlocks1795622400100 implements MigrationInterface {
+  name = 'AddSubscriptionObservationBlocks1795622400100';
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE subscription_chain_observations
+      ADD COLUMN IF NOT EXISTS block_number bigint,
+      ADD COLUMN IF NOT EXISTS block_hash text,
+      ADD COLUMN IF NOT EXISTS written_by text NOT NULL DEFAULT 'indexer',
+      ADD COLUMN IF NOT EXISTS remembered_at timestamptz NOT NULL DEFAULT now(),
+      ADD COLUMN IF NOT EXISTS settled_at timestamptz`);
+    await q.query(`CREATE INDEX IF NOT EXISTS subscription_chain_observations_open_receipts
+      ON subscription_chain_observations (remembered_at, observation_id)
+      WHERE written_by = 'api' AND settled_at IS NULL AND retracted_at IS NULL`);
+    await q.query(`CREATE INDEX IF NOT EXISTS subscription_chain_observations_tx
+      ON subscription_chain_observations (lower(tx_hash))`);
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX IF EXISTS subscription_chain_observations_tx');
+    await q.query('DROP INDEX IF EXISTS subscription_chain_observations_open_receipts');
+    await q.query(`ALTER TABLE subscription_chain_observations
+      DROP COLUMN IF EXISTS settled_at, DROP COLUMN IF EXISTS remembered_at, DROP COLUMN IF EXISTS written_by,
+      DROP COLUMN IF EXISTS block_hash, DROP COLUMN IF EXISTS block_number`);
+  }
+}
+
 export const SUBSCRIPTIONS_MIGRATIONS = [
   CreateSubscriptionCheckouts1767300000100,
   CreateSubscriptions1767400000310,
   CreateChargeQuotes1767400000200,
   CreateSubscriptionChainObservations1767600000100,
+  AddSubscriptionObservationBlocks1795622400100,
 ];

@@ -26,6 +26,7 @@ import { SubscribeHandler } from './commands/subscribe/subscribe.handler';
 import { ChainTime, OperatorRelayers } from './subscriptions/chain-access';
 import { ChainObservationLog, SubscriptionChainFacts } from './subscriptions/chain-facts';
 import { ChainObservationsConsumer } from './subscriptions/chain-observations.consumer';
+import { SubscriptionReceiptChecks } from './subscriptions/receipt-checks';
 import { SubscriberScreeningConsumer } from './subscriptions/subscriber-screening.consumer';
 import { SubscriptionChanges } from './subscriptions/changes';
 import { MerchantCancel } from './subscriptions/merchant-cancel';
@@ -138,6 +139,7 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionChainFacts,
     ChainObservationLog,
     ChainObservationsConsumer,
+    SubscriptionReceiptChecks,
     // The configured screening provider (sanctionsScreeningFromEnv, shared with payments; docs/subscriptions.md,
     // Compliance screening), else the sandbox adapter.
     {
@@ -158,6 +160,8 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionProjection,
     SubscriptionManagers,
     ChainObservationsConsumer,
+    ChainObservationLog,
+    SubscriptionReceiptChecks,
     OperatorRelayers,
   ],
 })

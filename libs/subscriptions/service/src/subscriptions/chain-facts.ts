@@ -29,6 +29,8 @@ export interface ManagerLog {
   readonly args: Readonly<Record<string, string>>;
   readonly txHash: string;
   readonly blockNumber: string;
+  /** The block's hash (what tells a reorg apart); absent where the writer did not read it. */
+  readonly blockHash?: string;
   /** ISO block time. */
   readonly blockTime: string;
 }
@@ -43,6 +45,10 @@ export interface ObservedManagerLog {
   readonly tx_hash: string;
   readonly args: Readonly<Record<string, string>>;
   readonly retracted_at: string | null;
+  readonly block_number: string | null;
+  readonly block_hash: string | null;
+  readonly written_by: 'indexer' | 'api';
+  readonly remembered_at: Date;
 }
 
 /** `subscription_chain_observations`: what each manager observation reported, to undo it on its retraction. */
@@ -50,10 +56,15 @@ export interface ObservedManagerLog {
 export class ChainObservationLog {
   constructor(@Inject(DataSource) private readonly dataSource: DataSource) {}
 
-  async remember(observationId: string, log: ManagerLog): Promise<void> {
+  async remember(
+    observationId: string,
+    log: ManagerLog,
+    writtenBy: 'indexer' | 'api' = 'indexer',
+  ): Promise<void> {
     await this.dataSource.query(
-      `INSERT INTO subscription_chain_observations (observation_id, chain, contract, event, subscription_id, tx_hash, args)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (observation_id) DO NOTHING`,
+      `INSERT INTO subscription_chain_observations
+         (observation_id, chain, contract, event, subscription_id, tx_hash, args, block_number, block_hash, written_by)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) ON CONFLICT (observation_id) DO NOTHING`,
       [
         observationId,
         log.chain,
@@ -62,7 +73,51 @@ export class ChainObservationLog {
         log.args['subscriptionId']?.toLowerCase() ?? null,
         log.txHash,
         JSON.stringify(log.args),
+        log.blockNumber,
+        log.blockHash?.toLowerCase() ?? null,
+        writtenBy,
       ],
+    );
+  }
+
+  /**
+   * A log the API path read from a receipt, kept until the indexer reports the same transaction from the same block
+   * (the indexer's retraction then covers it) or the block is found orphaned first (SubscriptionReceiptChecks).
+   * Written before the fact is recorded, as the indexer's observations are.
+   */
+  async rememberReceipt(log: ManagerLog & { readonly blockHash: string }, logIndex: number): Promise<void> {
+    const id = `receipt:${log.chain}:${log.txHash.toLowerCase()}:${logIndex}:${log.blockHash.toLowerCase()}`;
+    await this.remember(id, log, 'api');
+  }
+
+  /** API-path receipts not yet handed over to the indexer nor retracted, oldest first, after `after`. */
+  async openReceipts(
+    limit: number,
+    after?: { readonly at: Date; readonly id: string },
+  ): Promise<ObservedManagerLog[]> {
+    return this.dataSource.query(
+      `SELECT * FROM subscription_chain_observations
+        WHERE written_by = 'api' AND settled_at IS NULL AND retracted_at IS NULL
+          AND ($1::timestamptz IS NULL OR (remembered_at, observation_id) > ($1::timestamptz, $2::text))
+        ORDER BY remembered_at, observation_id LIMIT $3`,
+      [after?.at.toISOString() ?? null, after?.id ?? '', limit],
+    );
+  }
+
+  /** Whether the indexer reported a log of `txHash` from the block `blockHash` (retracted since or not). */
+  async indexerSaw(txHash: string, blockHash: string): Promise<boolean> {
+    const rows: unknown[] = await this.dataSource.query(
+      `SELECT 1 FROM subscription_chain_observations
+        WHERE lower(tx_hash) = lower($1) AND block_hash = lower($2) AND written_by = 'indexer' LIMIT 1`,
+      [txHash, blockHash],
+    );
+    return rows.length > 0;
+  }
+
+  async markSettled(observationId: string): Promise<void> {
+    await this.dataSource.query(
+      'UPDATE subscription_chain_observations SET settled_at = now() WHERE observation_id = $1',
+      [observationId],
     );
   }
 

@@ -24,6 +24,7 @@ const OBSERVATION_RETRACTED = 'ObservationRetracted.v1';
 interface ManagerEventObserved {
   readonly chain: string;
   readonly blockNumber: string;
+  readonly blockHash?: string;
   readonly blockTime: string;
   readonly txHash: string;
   readonly logIndex: number;
@@ -98,6 +99,7 @@ export class ChainObservationsConsumer implements OnApplicationBootstrap, Before
       args: d.args,
       txHash: d.txHash,
       blockNumber: d.blockNumber,
+      ...(d.blockHash ? { blockHash: d.blockHash } : {}),
       blockTime: d.blockTime,
     };
     // Kept before the fact is recorded: a retraction that follows finds what to undo even after a crash in between.

@@ -2,13 +2,50 @@ import { Interface, type Provider } from 'ethers';
 import { SubscriptionManagerAbi } from '@stablepay/contracts';
 import { findLogsSince } from '@stablepay/evm';
 import type { ChargeObservation } from '@stablepay/subscriptions-domain';
-import { chargeObservation } from './chain-facts';
+import { chargeObservation, type ManagerLog } from './chain-facts';
 import { decodeManagerLog } from './subscribe-flow';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
 const CHARGED_TOPIC = MANAGER.getEvent('SubscriptionCharged')?.topicHash ?? '';
 
 type RawLog = Parameters<typeof decodeManagerLog>[0];
+
+/**
+ * The SubscriptionCharged log of `nonce` in a mined receipt, as the manager log the API path remembers for its
+ * receipt check (SubscriptionReceiptChecks), with its index in the block; null when the receipt holds none.
+ */
+export function chargedReceiptLog(
+  receipt: { readonly logs: readonly RawLog[]; readonly blockNumber: number; readonly blockHash: string },
+  manager: string,
+  subscriptionId: string,
+  nonce: number,
+  chain: string,
+): { readonly log: ManagerLog & { readonly blockHash: string }; readonly index: number } | null {
+  for (const log of receipt.logs) {
+    if (log.address.toLowerCase() !== manager.toLowerCase()) continue;
+    const decoded = decodeManagerLog(log);
+    if (
+      decoded?.event !== 'SubscriptionCharged' ||
+      decoded.args['subscriptionId'] !== subscriptionId ||
+      decoded.args['nonce'] !== String(nonce)
+    )
+      continue;
+    return {
+      index: (log as { index?: number }).index ?? 0,
+      log: {
+        chain,
+        contract: manager,
+        event: decoded.event,
+        args: decoded.args,
+        txHash: (log as { transactionHash?: string }).transactionHash ?? '',
+        blockNumber: String(receipt.blockNumber),
+        blockHash: receipt.blockHash,
+        blockTime: new Date(Number(decoded.args['timestamp'] ?? 0) * 1000).toISOString(),
+      },
+    };
+  }
+  return null;
+}
 
 /** The SubscriptionCharged logs of one subscription among `logs` (a receipt's, or a query's), as charge observations. */
 export function chargedLogsIn(

@@ -26,7 +26,7 @@ import {
   SubscriptionCheckoutReader,
 } from '../subscription-checkouts/subscription-checkout.reader';
 import { ChainTime, fromChain, OperatorRelayers } from './chain-access';
-import { type ManagerLog, SubscriptionChainFacts } from './chain-facts';
+import { ChainObservationLog, type ManagerLog, SubscriptionChainFacts } from './chain-facts';
 import { SubscriptionManagers } from './subscription-managers';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
@@ -70,6 +70,7 @@ export class SubscribeFlow {
     @Inject(SubscriptionChainFacts) private readonly facts: SubscriptionChainFacts,
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
+    @Inject(ChainObservationLog) private readonly observations: ChainObservationLog,
   ) {}
 
   async handle(command: SubscribeCommand): Promise<SubscribeAuthorizationResource | SubscribeReported> {
@@ -274,6 +275,9 @@ export class SubscribeFlow {
         blockNumber: String(receipt.blockNumber),
         blockTime,
       };
+      // Kept before the fact, as the indexer's observations are: a reorg that takes this block out before the
+      // indexer has read it is found by the receipt check (SubscriptionReceiptChecks), which undoes the fact.
+      await this.observations.rememberReceipt({ ...managerLog, blockHash: receipt.blockHash }, log.index);
       const r = await this.facts.record(managerLog, 'api', `receipt:${txHash}:${log.index}`);
       if (r !== null) revision = r;
     }

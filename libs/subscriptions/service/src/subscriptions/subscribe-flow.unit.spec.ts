@@ -45,6 +45,7 @@ function flow(): SubscribeFlow {
     unused,
     { now: () => new Date('2026-11-23T00:00:00Z') } as never,
     unused,
+    unused,
   );
 }
 

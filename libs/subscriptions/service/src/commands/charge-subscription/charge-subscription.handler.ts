@@ -31,7 +31,8 @@ import { loadOwnedSubscription } from '../../charges/owned-subscription';
 import { MerchantProfiles } from '../../subscription-checkouts/merchant-profiles';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../../subscriptions.config';
 import { ChainTime, chainUnavailable, fromChain, OperatorRelayers } from '../../subscriptions/chain-access';
-import { chargedLogsIn, findChargedLogs } from '../../subscriptions/charged-logs';
+import { ChainObservationLog } from '../../subscriptions/chain-facts';
+import { chargedLogsIn, chargedReceiptLog, findChargedLogs } from '../../subscriptions/charged-logs';
 import { SubscriptionCommands } from '../../subscriptions/subscription.commands';
 import { SubscriptionManagerCommands } from '../../subscriptions/subscription-manager.commands';
 import { outcomeName, SubscriptionManagers } from '../../subscriptions/subscription-managers';
@@ -68,6 +69,7 @@ export class ChargeSubscriptionHandler {
     @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
     @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
     @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(ChainObservationLog) private readonly observations: ChainObservationLog,
   ) {}
 
   private readonly logger = new Logger('subscription-charges');
@@ -274,6 +276,16 @@ export class ChargeSubscriptionHandler {
       );
       if (!observation)
         throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
+      // Kept before the fact, as the indexer's observations are: a reorg that takes this block out before the
+      // indexer has read it (it reads INDEXER_CONFIRMATIONS behind the head) is found by the receipt check.
+      const seen = chargedReceiptLog(
+        { logs: outcome.receipt.logs, blockNumber: outcome.blockNumber, blockHash: outcome.blockHash },
+        manager.address,
+        subscriptionId,
+        nonce,
+        c.chain,
+      );
+      if (seen) await this.observations.rememberReceipt(seen.log, seen.index);
       const chargeId = succeededChargeId(c.chain, subscriptionId, nonce);
       const { revision, newEvents } = await this.commands.runFrom(
         sub,

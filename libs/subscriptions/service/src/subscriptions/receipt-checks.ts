@@ -1,0 +1,96 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { type DueRow, ReadModelTimer } from '@stablepay/runtime';
+import { ChainTime } from './chain-access';
+import { ChainObservationLog, type ObservedManagerLog, SubscriptionChainFacts } from './chain-facts';
+import { SubscriptionCommands } from './subscription.commands';
+import { SubscriptionManagers } from './subscription-managers';
+
+/** How often (real time) the open API-path receipts are checked against the chain. */
+const POLL_INTERVAL_MS = 1_000;
+
+interface OpenReceipt extends DueRow {
+  readonly observed: ObservedManagerLog;
+}
+
+/**
+ * The API path records a charge or a subscribe from the receipt it read (SPEC: the receipt is persisted
+ * synchronously), at one confirmation. The indexer undoes a fact when a reorg orphans the block of its own
+ * observation; but it reads `INDEXER_CONFIRMATIONS` blocks behind the head, so a reorg that takes a block out
+ * before the indexer read it retracts nothing, and the API path's fact stood for good (a charge on no chain:
+ * `charge_nonce`, `spent_this_period`, the ledger row `succeeded`, the webhooks).
+ *
+ * Each receipt log the API path records is remembered (`subscription_chain_observations`, `written_by` `api`, with
+ * its block hash) and checked here until it is settled:
+ * - the indexer reported the same transaction from the same block: from then on its retraction covers it;
+ * - the block at that height is still the receipt's: checked again later (the indexer has not read it yet);
+ * - the block was replaced and the transaction is mined in a canonical block of the new fork: the fact stands on
+ *   chain (the indexer reads it there and records nothing twice);
+ * - the block was replaced and the transaction is not on the new fork (dropped, not mined yet, or reverted there):
+ *   the fact is undone exactly as the indexer's retraction undoes it (`SubscriptionChainFacts.retract`: the charge
+ *   `charge_lost_to_reorg`, the subscribe's subscription and the completion of its intent). A transaction mined
+ *   later is a new observation of the indexer and is recorded again.
+ */
+@Injectable()
+export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
+  protected readonly logger = new Logger('subscriptions.receipt-checks');
+
+  constructor(
+    @Inject(ChainObservationLog) private readonly observations: ChainObservationLog,
+    @Inject(SubscriptionChainFacts) private readonly facts: SubscriptionChainFacts,
+    @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
+    @Inject(ChainTime) private readonly chains: ChainTime,
+    @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
+  ) {
+    super(() => POLL_INTERVAL_MS);
+  }
+
+  protected now(): Date {
+    return this.commands.now();
+  }
+
+  protected async due(_now: Date, limit: number, after?: DueRow): Promise<OpenReceipt[]> {
+    const rows = await this.observations.openReceipts(
+      limit,
+      after ? { at: after.dueAt, id: after.id } : undefined,
+    );
+    return rows.map((observed) => ({
+      id: observed.observation_id,
+      dueAt: new Date(observed.remembered_at),
+      observed,
+    }));
+  }
+
+  protected async fire({ observed }: OpenReceipt): Promise<boolean> {
+    const blockHash = observed.block_hash;
+    const blockNumber = observed.block_number;
+    if (!blockHash || blockNumber === null) return false;
+    if (await this.observations.indexerSaw(observed.tx_hash, blockHash)) {
+      await this.observations.markSettled(observed.observation_id);
+      return true;
+    }
+    const manager = await this.managers.findByAddress(observed.chain, observed.contract);
+    const provider = manager ? this.chains.provider(manager.mode, observed.chain) : null;
+    if (!provider) return false;
+    const canonical = await provider.getBlock(Number(blockNumber));
+    if (canonical?.hash?.toLowerCase() === blockHash.toLowerCase()) return false;
+    const receipt = await provider.getTransactionReceipt(observed.tx_hash);
+    if (receipt && receipt.status === 1) {
+      const its = await provider.getBlock(receipt.blockNumber);
+      if (its?.hash?.toLowerCase() === receipt.blockHash.toLowerCase()) {
+        await this.observations.markSettled(observed.observation_id);
+        return true;
+      }
+    }
+    // The same key as the indexer's retraction would use for this row: a retry appends nothing twice.
+    await this.facts.retract(observed, `retract:${observed.observation_id}`);
+    await this.observations.markRetracted(observed.observation_id);
+    this.logger.warn({
+      msg: 'a reorg took out the block of a receipt the API path recorded, before the indexer read it: fact undone',
+      event: observed.event,
+      subscriptionId: observed.subscription_id,
+      txHash: observed.tx_hash,
+      blockNumber,
+    });
+    return true;
+  }
+}
