@@ -83,7 +83,12 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
   const newCheckout = () => newArsSubscriptionCheckout(api, CHAIN, merchant.apiKey);
 
   beforeAll(async () => {
-    const stack = await e2e.start('8453', { ADMIN_TOKEN, INDEXER_CONFIRMATIONS: '2' });
+    // The sandbox provider reports nothing on its own: a settlement stays `pending` unless a test moves it.
+    const stack = await e2e.start('8453', {
+      ADMIN_TOKEN,
+      INDEXER_CONFIRMATIONS: '2',
+      SANDBOX_SETTLEMENT_DELAY_MS: 'off',
+    });
     merchant = await createMerchant(stack, ADMIN_TOKEN, 'Pampa Fiat SA', 'fiat');
     const configured = await as('PUT', '/payments/settlement', { fiat: fiatArs });
     expect(configured.body).toMatchObject({ settlement_mode: 'fiat', fiat: { complete: true } });
@@ -326,4 +331,101 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
     }
     expect((await authorizeLater()).status).toBe(200);
   }, 120_000);
+
+  /**
+   * Last: it replaces the settlement address. A subscribe authorized before `POST /settings` replaced it lands after
+   * it (the subscriber sends it) and its first charge pays the replaced address, which the registry holds until the
+   * MerchantChange lands. The off-ramp credits the address the settings hold, so that payout can never complete: the
+   * settlement fails at once with `settlement_address_replaced`, whichever write path recorded the charge first,
+   * instead of staying `pending` until SPEC's 72-hour deadline ends it as `deposit_not_credited`.
+   */
+  describe('a charge that paid a replaced settlement address', () => {
+    const stale: Array<{ checkout: Json; authorized: Awaited<ReturnType<typeof authorizeSubscribe>> }> = [];
+    const staleAt = (i: number) => {
+      const found = stale[i];
+      if (!found) throw new Error(`no stale authorization ${i}`);
+      return found;
+    };
+    const wallet = (i: number) => chain.wallet([6, 2][i] ?? 6);
+    /** The settlement failure webhook of the subscription's first charge. */
+    const settlementFailed = (subscriptionId: string) =>
+      until(
+        async () =>
+          webhooks.where(
+            'subscription.charge_settlement_failed',
+            (d) => d['object']?.['subscription_id'] === subscriptionId && d['object']['charge_nonce'] === 0,
+          ),
+        (hooks) => hooks.length > 0,
+        `subscription.charge_settlement_failed of ${subscriptionId}`,
+      );
+
+    beforeAll(async () => {
+      for (const i of [0, 1]) {
+        const checkout = await newCheckout();
+        stale.push({ checkout, authorized: await authorizeSubscribe(api, checkout, chain, wallet(i)) });
+      }
+      const changed = await as('POST', '/settings', {
+        merchant_signer: signer.address,
+        settlement_address: Wallet.createRandom().address,
+      });
+      expect(changed.status).toBe(200);
+      await until(
+        async () =>
+          ((await as('GET', '/settings')).body['chain_registrations'] as Json[]).find(
+            (r) => r['chain'] === CHAIN,
+          ),
+        (r) => r?.['status'] === 'change_requires_merchant_signature',
+        'the registration to need the merchant',
+      );
+      // Block time has whole seconds: the subscribes land in a later second than the change.
+      await chain.increaseTime(1);
+    }, 120_000);
+
+    it('subscribe call first: the first charge is recorded with its fiat fields, and its settlement fails at once with settlement_address_replaced', async () => {
+      const { checkout, authorized } = staleAt(0);
+      const txHash = await sendSubscribe(wallet(0), authorized.authorization);
+      const reported = await api('POST', authorized.path, { ...authorized.params, tx_hash: txHash }, null);
+      expect(reported.body['status']).toBe('recorded');
+      const id = String(checkout['onchain_id']).toLowerCase();
+      await webhooks.next('subscription.charge_paid_replaced_settlement_address', id);
+
+      const [hook] = await settlementFailed(id);
+      expect(hook?.data['object']).toMatchObject({
+        subscription_id: id,
+        charge_nonce: 0,
+        fiat_amount: '150000',
+        fiat_currency: 'ARS',
+        settlement_status: 'failed',
+        settlement_failure_reason: 'settlement_address_replaced',
+      });
+      const [row, ...others] = await rows(id);
+      expect(others).toEqual([]);
+      expect(row).toMatchObject({ tx_hash: txHash, status: 'succeeded', settlement_status: 'failed' });
+    }, 120_000);
+
+    it('indexer first: its row has no fiat settlement; the subscribe call backfills one, which fails at once', async () => {
+      const { checkout, authorized } = staleAt(1);
+      const txHash = await sendSubscribe(wallet(1), authorized.authorization);
+      const id = String(checkout['onchain_id']).toLowerCase();
+      await chain.mine(2);
+      await webhooks.next('subscription.charge_paid_replaced_settlement_address', id);
+      const [byIndexer] = await until(
+        () => rows(id),
+        (r) => r.length === 1,
+        "the indexer's row of the first charge",
+      );
+      expect(byIndexer).toMatchObject({ tx_hash: txHash, settlement_status: null });
+
+      const reported = await api('POST', authorized.path, { ...authorized.params, tx_hash: txHash }, null);
+      expect(reported.status).toBe(200);
+      const [hook] = await settlementFailed(id);
+      expect(hook?.data['object']).toMatchObject({
+        settlement_status: 'failed',
+        settlement_failure_reason: 'settlement_address_replaced',
+      });
+      expect(await rows(id)).toEqual([
+        { ...byIndexer, fiat_amount: '150000', fiat_currency: 'ARS', settlement_status: 'failed' },
+      ]);
+    }, 120_000);
+  });
 });

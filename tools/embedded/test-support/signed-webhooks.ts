@@ -49,8 +49,13 @@ export class SignedWebhookReceiver {
 
   /** Every delivered event of `type` whose `data.<key>.id` is `id`, in arrival order, each signature verified. */
   all(type: string, id: string, key = 'object'): SignedWebhook[] {
+    return this.where(type, (data) => data[key]?.['id'] === id);
+  }
+
+  /** Every delivered event of `type` whose `data` matches, in arrival order, each signature verified. */
+  where(type: string, matches: (data: SignedWebhook['data']) => boolean): SignedWebhook[] {
     return this.deliveries
-      .filter((d) => d.event.type === type && d.event.data[key]?.['id'] === id)
+      .filter((d) => d.event.type === type && matches(d.event.data))
       .map((d) => {
         const verdict = verifyWebhook(d.body, d.headers, this.secret, { now: this.now() });
         if (!verdict.valid)

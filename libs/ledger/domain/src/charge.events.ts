@@ -60,8 +60,19 @@ export type ChargeSettlementDelayed = {
 export type ChargeSettled = { type: 'ChargeSettled.v1'; data: { settledAt: string } };
 export type ChargeSettlementFailed = {
   type: 'ChargeSettlementFailed.v1';
-  data: { reason: SettlementFailureReason; failedAt: string };
+  data: { reason: ChargeSettlementFailureReason; failedAt: string };
 };
+
+/**
+ * Ours, charges only: the charge paid a settlement address the merchant had replaced (the subscription recorded
+ * SubscriptionChargePaidReplacedSettlement.v1). The off-ramp credits the address the settings hold, not the one
+ * paid, so the payout cannot happen and the settlement fails as soon as that is known, instead of waiting out
+ * SPEC's deadlines to end as `deposit_not_credited`. Who acts: the merchant (recover the funds from the address
+ * paid, docs/webhooks.md).
+ */
+export const SETTLEMENT_ADDRESS_REPLACED = 'settlement_address_replaced';
+/** SPEC's reasons (the provider's and the deadlines'), and ours of a charge that never reached the off-ramp. */
+export type ChargeSettlementFailureReason = SettlementFailureReason | typeof SETTLEMENT_ADDRESS_REPLACED;
 
 /** A settlement provider report, as received (its id deduplicates redeliveries; `reportedAt` is the provider's time). */
 export type ChargeSettlementReported = {

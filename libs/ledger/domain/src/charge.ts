@@ -2,6 +2,7 @@ import {
   evolveProviderProgress,
   type FiatSettlement,
   initialProviderProgress,
+  isSettlementOpen,
   type ProviderProgress,
   settlementDeadlineAt,
   settlementDeadlineOutcomes,
@@ -14,11 +15,13 @@ import {
   type ChargeEvent,
   type ChargeFacts,
   type ChargeRecorded,
+  type ChargeSettlementFailureReason,
   type FiatFields,
   type LedgerWritePath,
   type SettlementFailureReason,
   type SettlementReportKind,
   type SettlementStatus,
+  SETTLEMENT_ADDRESS_REPLACED,
 } from './charge.events';
 
 /**
@@ -38,7 +41,7 @@ export interface ChargeState {
   readonly recorded: ChargeRecorded['data'] | null;
   readonly fiat: FiatFields | null;
   readonly settlementStatus: SettlementStatus | null;
-  readonly settlementFailureReason: SettlementFailureReason | null;
+  readonly settlementFailureReason: ChargeSettlementFailureReason | null;
   /** Delay reasons already announced: a delayed event fires once per distinct reason (null: reason unknown). */
   readonly delayReasons: ReadonlyArray<SettlementFailureReason | null>;
   /** A reorg took the charge's transaction out (until a re-inclusion records it again). */
@@ -153,7 +156,7 @@ export type ChargeCommand =
   | { readonly type: 'RecordLostToReorg'; readonly txHash: string; readonly now: Date }
   | { readonly type: 'DelaySettlement'; readonly reason: SettlementFailureReason | null; readonly now: Date }
   | { readonly type: 'CompleteSettlement'; readonly now: Date }
-  | { readonly type: 'FailSettlement'; readonly reason: SettlementFailureReason; readonly now: Date }
+  | { readonly type: 'FailSettlement'; readonly reason: ChargeSettlementFailureReason; readonly now: Date }
   | {
       readonly type: 'RecordSettlementReport';
       readonly reportId: string;
@@ -161,7 +164,9 @@ export type ChargeCommand =
       readonly reportedAt: Date;
       readonly now: Date;
     }
-  | { readonly type: 'CheckSettlementDeadlines'; readonly now: Date };
+  | { readonly type: 'CheckSettlementDeadlines'; readonly now: Date }
+  /** The subscription recorded that this charge paid a settlement address the merchant had replaced. */
+  | { readonly type: 'RecordPaidReplacedSettlementAddress'; readonly now: Date };
 
 const sameTx = (a: string | null, b: string | null) => (a ?? '').toLowerCase() === (b ?? '').toLowerCase();
 
@@ -169,6 +174,8 @@ export function decideCharge(command: ChargeCommand, state: ChargeState): Charge
   if (command.type === 'RecordCharge') return decideRecord(command, state);
   if (command.type === 'RecordSettlementReport') return decideSettlementReport(command, state);
   if (command.type === 'CheckSettlementDeadlines') return decideSettlementDeadlines(command.now, state);
+  if (command.type === 'RecordPaidReplacedSettlementAddress')
+    return decidePaidReplacedAddress(command.now, state);
   if (!state.recorded) throw notFound('subscription_charge');
   const at = command.now.toISOString();
   if (command.type === 'RecordLostToReorg') {
@@ -271,6 +278,24 @@ function decideSettlementDeadlines(now: Date, state: ChargeState): ChargeEvent[]
   return settlementDeadlineOutcomes(settlement, now).map((o) => outcomeEvent(o, now.toISOString()));
 }
 
+/**
+ * The charge paid a settlement address the merchant had replaced: the off-ramp credits the address the settings hold,
+ * so an open fiat settlement fails at once (`settlement_address_replaced`) rather than at SPEC's 72-hour deadline as
+ * `deposit_not_credited`. A charge with no fiat settlement (crypto-settled, not fiat-priced, a row the indexer wrote
+ * whose fiat fields are not backfilled yet) or one already ended records nothing: the caller checks again after a
+ * backfill.
+ */
+function decidePaidReplacedAddress(now: Date, state: ChargeState): ChargeEvent[] {
+  const settlement = fiatSettlementOf(state);
+  if (!settlement || !isSettlementOpen(settlement)) return [];
+  return [
+    {
+      type: 'ChargeSettlementFailed.v1',
+      data: { reason: SETTLEMENT_ADDRESS_REPLACED, failedAt: now.toISOString() },
+    },
+  ];
+}
+
 /** When the deadlines must next be checked (the durable timer's due time; null: the settlement is not open). */
 export function settlementCheckAt(state: ChargeState): Date | null {
   const settlement = fiatSettlementOf(state);
@@ -362,7 +387,7 @@ export interface SettlementSummary {
   readonly fiat_amount: string;
   readonly fiat_currency: string;
   readonly settlement_status: 'delayed' | 'completed' | 'failed';
-  readonly settlement_failure_reason?: SettlementFailureReason;
+  readonly settlement_failure_reason?: ChargeSettlementFailureReason;
 }
 
 /** The summary as of a settlement event (the state folded up to and including it). */

@@ -244,6 +244,38 @@ describe('Settlement transitions (SPEC States > Subscription charge settlement)'
   });
 });
 
+describe('A charge that paid a replaced settlement address (SubscriptionChargePaidReplacedSettlement.v1)', () => {
+  const paidReplaced: ChargeCommand = { type: 'RecordPaidReplacedSettlementAddress', now };
+
+  it('fails its open fiat settlement at once with settlement_address_replaced (no deadline to wait out)', () => {
+    const events = run(byApi(succeeded(1)), paidReplaced);
+    expect(events.map((e) => e.type)).toEqual(['ChargeRecorded.v1', 'ChargeSettlementFailed.v1']);
+    const state = fold(events);
+    expect(settlementSummary(state)).toMatchObject({
+      settlement_status: 'failed',
+      settlement_failure_reason: 'settlement_address_replaced',
+    });
+    expect(chargeObject(state).settlement_status).toBe('failed');
+    // The deadline timer has nothing left to check, and the fact sighted again records nothing.
+    expect(settlementCheckAt(state)).toBeNull();
+    expect(decideCharge(paidReplaced, state)).toEqual([]);
+  });
+
+  it('a delayed settlement fails too; a completed one stays completed (the provider paid out after all)', () => {
+    const delayed = run(byApi(succeeded(1)), { type: 'DelaySettlement', reason: null, now });
+    expect(decideCharge(paidReplaced, fold(delayed)).map((e) => e.type)).toEqual([
+      'ChargeSettlementFailed.v1',
+    ]);
+    const completed = run(byApi(succeeded(1)), { type: 'CompleteSettlement', now });
+    expect(decideCharge(paidReplaced, fold(completed))).toEqual([]);
+  });
+
+  it('records nothing on a charge without a fiat settlement (crypto-settled, indexer row not backfilled, no row)', () => {
+    for (const events of [run(byApi(succeeded(1), cryptoSettled)), run(byIndexer(succeeded(0))), []])
+      expect(decideCharge(paidReplaced, fold(events))).toEqual([]);
+  });
+});
+
 describe('Settlement from the provider feed and the SPEC deadlines (Fiat settlement delay and failure)', () => {
   const settledAt = Date.parse('2026-06-01T09:59:58.000Z');
   const hours = (h: number) => new Date(settledAt + h * 3_600_000);

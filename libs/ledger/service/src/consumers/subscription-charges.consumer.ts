@@ -57,6 +57,7 @@ const SUCCEEDED = 'SubscriptionChargeSucceeded.v1';
 const FAILED = 'SubscriptionChargeFailed.v1';
 const FIRST_CHARGE_REPORTED = 'SubscriptionFirstChargeReported.v1';
 const CHARGE_RETRACTED = 'SubscriptionChargeRetracted.v1';
+const PAID_REPLACED_SETTLEMENT = 'SubscriptionChargePaidReplacedSettlement.v1';
 
 function succeededFacts(
   base: Pick<ChargeFacts, 'subscriptionId' | 'subscriber' | 'chain'>,
@@ -127,7 +128,8 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
       message.type !== SUCCEEDED &&
       message.type !== FAILED &&
       message.type !== FIRST_CHARGE_REPORTED &&
-      message.type !== CHARGE_RETRACTED
+      message.type !== CHARGE_RETRACTED &&
+      message.type !== PAID_REPLACED_SETTLEMENT
     )
       return;
     const merchantId = message.metadata.merchantId;
@@ -143,6 +145,12 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         { type: 'RecordLostToReorg', txHash: d.txHash, now: this.commands.now() },
         message.id,
       );
+      return;
+    }
+    if (message.type === PAID_REPLACED_SETTLEMENT) {
+      // The charge paid an address the off-ramp no longer credits: its fiat settlement (if open) fails now.
+      const { chargeId } = message.data as { chargeId: string };
+      await this.failPaidReplacedAddress(chargeId, { merchantId, mode }, message.id);
       return;
     }
     // Only the API path's rows carry fiat fields (rule 1); its settlement mode is read beside the history.
@@ -212,6 +220,17 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         // charge reported again by the subscribe call backfills a row that exists.
         { expectNew: message.type !== FIRST_CHARGE_REPORTED },
       );
+      // A first charge the indexer wrote, announced as paying a replaced address before the subscribe call reported
+      // it: the settlement the backfill just opened cannot pay out either.
+      if (
+        message.type === FIRST_CHARGE_REPORTED &&
+        history.some(
+          (e) =>
+            e.type === PAID_REPLACED_SETTLEMENT &&
+            (e.data as { chargeId: string }).chargeId === charge.chargeId,
+        )
+      )
+        await this.failPaidReplacedAddress(charge.chargeId, { merchantId, mode }, `${message.id}:replaced`);
       // A charge stream this message opened holds exactly the new events: announced (committed) with the object
       // the projection writes for them, which the charge call answers with (ChargeLedgerReader.recorded).
       if (newEvents.length > 0 && revision === newEvents.length - 1) {
@@ -228,6 +247,20 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
       }
       throw error;
     }
+  }
+
+  /** Decided on the charge's stream: nothing when it has no open fiat settlement (see the decider). */
+  private async failPaidReplacedAddress(
+    chargeId: string,
+    owner: { merchantId: string; mode: 'test' | 'live' },
+    key: string,
+  ): Promise<void> {
+    await this.commands.run(
+      chargeId,
+      owner,
+      { type: 'RecordPaidReplacedSettlementAddress', now: this.commands.now() },
+      key,
+    );
   }
 
   private async settlementMode(merchantId: string): Promise<'crypto' | 'fiat'> {
