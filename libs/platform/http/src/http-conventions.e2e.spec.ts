@@ -1,7 +1,7 @@
-import { Body, Controller, Get, HttpCode, Module, Param, Post, Req } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Module, Param, Post, Req, Res } from '@nestjs/common';
 import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { IsOptional, IsString, Matches } from 'class-validator';
 import { Client } from 'pg';
 import type { QueryRunner } from 'typeorm';
@@ -22,6 +22,7 @@ import { createHttpApp } from './http-app';
 import {
   AddIdempotencyClaimOwners1795449600777,
   AddIdempotencyKeyGenerations1795536000300,
+  AddIdempotencyResponseLocation1795536000400,
   AnswersSecret,
   CreateIdempotencyKeys1763800000000,
   IDEMPOTENCY_CLOCK,
@@ -108,6 +109,21 @@ class SecretController {
   }
 }
 
+/** A form post answered with a redirect (as the hosted pages' dismiss and KYC steps are). */
+@Public()
+@Controller('forms')
+class FormController {
+  @Post()
+  @HttpCode(303)
+  submit(@Res({ passthrough: true }) reply: FastifyReply) {
+    executions++;
+    void reply
+      .header('location', `../done-${executions}`)
+      .header('content-type', 'text/plain; charset=utf-8');
+    return 'See Other';
+  }
+}
+
 const resolver: ApiKeyResolver = {
   resolve: async (hash) => {
     if (hash === hashApiKey(KEY_A)) return { merchantId: 'mer_a', mode: 'test', keyHash: hash };
@@ -132,11 +148,12 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
             CreateIdempotencyKeys1763800000000,
             AddIdempotencyClaimOwners1795449600777,
             AddIdempotencyKeyGenerations1795536000300,
+            AddIdempotencyResponseLocation1795536000400,
           ],
         }),
         HealthModule,
       ],
-      controllers: [WidgetController, CommandController, SecretController],
+      controllers: [WidgetController, CommandController, SecretController, FormController],
       providers: [
         { provide: API_KEY_RESOLVER, useValue: resolver },
         { provide: APP_GUARD, useClass: ApiKeyGuard },
@@ -511,6 +528,7 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
         const runner = { query: (text: string) => sql.query(text) } as unknown as QueryRunner;
         await expect(new AddIdempotencyClaimOwners1795449600777().up(runner)).resolves.toBeUndefined();
         await expect(new AddIdempotencyKeyGenerations1795536000300().up(runner)).resolves.toBeUndefined();
+        await expect(new AddIdempotencyResponseLocation1795536000400().up(runner)).resolves.toBeUndefined();
       } finally {
         await sql.end();
       }
@@ -621,6 +639,26 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       const retry = await issue();
       expect([retry.status, retry.replayed]).toEqual([201, null]);
       expect(retry.body.secret).not.toBe(first.body.secret);
+    });
+
+    it('replays a redirect with its Location', async () => {
+      const submit = async () => {
+        const res = await fetch(`${base}/forms`, {
+          method: 'POST',
+          headers: { 'idempotency-key': 'k-form' },
+          redirect: 'manual',
+        });
+        return {
+          status: res.status,
+          replayed: res.headers.get('idempotent-replayed'),
+          location: res.headers.get('location'),
+          text: await res.text(),
+        };
+      };
+      const first = await submit();
+      expect(first).toMatchObject({ status: 303, replayed: null, text: 'See Other' });
+      expect(first.location).toMatch(/^\.\.\/done-\d+$/);
+      expect(await submit()).toEqual({ ...first, replayed: 'true' });
     });
 
     it('forgets a key after 24 hours', async () => {

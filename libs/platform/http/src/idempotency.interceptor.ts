@@ -100,6 +100,19 @@ export class AddIdempotencyKeyGenerations1795536000300 implements MigrationInter
   }
 }
 
+/**
+ * A redirect's kept answer keeps its `Location`: the hosted pages' form posts answer 303 with it, and a replay
+ * without it sent the browser nowhere.
+ */
+export class AddIdempotencyResponseLocation1795536000400 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS response_location text');
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE idempotency_keys DROP COLUMN IF EXISTS response_location');
+  }
+}
+
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
 /** The SecretBox that seals the kept answers of `@AnswersSecret()` routes (the gateway's webhook-secret key). */
 export const IDEMPOTENCY_SEALER = Symbol('IDEMPOTENCY_SEALER');
@@ -174,12 +187,13 @@ const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state
                         AND o.beat_at > now() - interval '${OWNER_DEAD_AFTER}'))))
   RETURNING generation`;
 const LOAD_SQL =
-  'SELECT request_hash, state, response_status, response_body, created_at, owner FROM idempotency_keys WHERE scope = $1 AND key = $2';
+  'SELECT request_hash, state, response_status, response_body, response_location, created_at, owner FROM idempotency_keys WHERE scope = $1 AND key = $2';
 /**
  * Completion and release touch the row only while it is still this request's claim (its `created_at`, $claimedAt): a
  * request that outlived IN_FLIGHT_LEASE_MS and lost its claim to a retry must not overwrite or delete the retry's.
  */
-const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4
+const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4,
+    response_location = $6
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $5`;
 const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
@@ -189,6 +203,7 @@ interface StoredKey {
   state: 'in_flight' | 'done' | 'released';
   response_status: number | null;
   response_body: string | null;
+  response_location: string | null;
   created_at: Date;
   owner: string | null;
 }
@@ -349,6 +364,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
         );
       }
       void reply.header('idempotent-replayed', 'true');
+      if (stored.response_location !== null) void reply.header('location', stored.response_location);
       const status = stored.response_status ?? 200;
       const body: unknown =
         stored.response_body === null ? null : JSON.parse(this.unseal(scope, key, stored.response_body));
@@ -362,7 +378,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     try {
       const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
       if (secret && !this.sealer) await this.release(scope, key, now);
-      else await this.complete(scope, key, now, reply.statusCode, body ?? null, secret);
+      else await this.complete(scope, key, now, reply.statusCode, body ?? null, secret, locationOf(reply));
       return body;
     } catch (error) {
       const { status, body } = toEnvelope(error);
@@ -415,10 +431,11 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     status: number,
     body: unknown,
     secret: boolean,
+    location: string | null = null,
   ): Promise<void> {
     const text = JSON.stringify(body);
     const kept = secret && this.sealer ? this.sealer.seal(text, sealedFor(scope, key)) : text;
-    await this.sql.query('sp_idem_complete', COMPLETE_SQL, [scope, key, status, kept, claimedAt]);
+    await this.sql.query('sp_idem_complete', COMPLETE_SQL, [scope, key, status, kept, claimedAt, location]);
   }
 
   /**
@@ -450,4 +467,11 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
 /** Binds a sealed kept answer to its row: moved to another merchant's or key's row, it does not open. */
 function sealedFor(scope: string, key: string): string {
   return `idempotency\u0000${scope}\u0000${key}`;
+}
+
+/** The redirect target of a 3xx answer, kept for its replay. */
+function locationOf(reply: FastifyReply): string | null {
+  if (reply.statusCode < 300 || reply.statusCode >= 400) return null;
+  const location = reply.getHeader('location');
+  return typeof location === 'string' ? location : null;
 }

@@ -22,6 +22,7 @@ import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
   AddIdempotencyClaimOwners1795449600777,
   AddIdempotencyKeyGenerations1795536000300,
+  AddIdempotencyResponseLocation1795536000400,
   createHttpApp,
   CreateIdempotencyKeys1763800000000,
   DEFAULT_HTTP_TIMEOUTS,
@@ -84,6 +85,7 @@ export function platformRootModule(
           CreateIdempotencyKeys1763800000000,
           AddIdempotencyClaimOwners1795449600777,
           AddIdempotencyKeyGenerations1795536000300,
+          AddIdempotencyResponseLocation1795536000400,
           ...PARKED_STREAMS_MIGRATIONS,
           ...services.flatMap((s) => s.migrations ?? []),
         ],
