@@ -128,6 +128,23 @@ export type PayoutEvent =
       type: 'PayoutDepositRetracted.v1';
       data: { txHash: string; retractedAt: string };
     }
+  | {
+      /**
+       * A reorg orphaned the block of a swept payout's deposit, hence of its sweep (`txHash`, mined after it): the
+       * funds may be back at the deposit address on the new fork. Until the payout's sweep is found on the new
+       * fork or redone (PayoutDepositSwept again), the sweep is not known to be canonical (docs/payouts.md, "Reorgs").
+       */
+      type: 'PayoutSweepOrphaned.v1';
+      data: { txHash: string; orphanedAt: string };
+    }
+  | {
+      /**
+       * The orphaned sweep's deposit, the same transfer, was observed again on the new fork (confirmed; `logIndex`
+       * its log in the new block): the sweep can be redone from it.
+       */
+      type: 'PayoutDepositReincluded.v1';
+      data: { txHash: string; logIndex: number; reincludedAt: string };
+    }
   | { type: 'PayoutCompleted.v1'; data: { fiatAmount: string; completedAt: string } }
   | { type: 'PayoutFailed.v1'; data: { reason: PayoutFailureReason; failedAt: string } }
   | {
@@ -163,6 +180,8 @@ export interface PayoutState {
   readonly deposit: PayoutDeposit | null;
   /** The sweep that moved the deposit to the off-ramp (PayoutDepositSwept); null before it landed. */
   readonly sweepTxHash: string | null;
+  /** That sweep, while a reorg left it orphaned (PayoutSweepOrphaned) and it was not found or redone since. */
+  readonly orphanedSweepTxHash: string | null;
   readonly transferId: string | null;
   readonly forwardTxHash: string | null;
   readonly fiatAmount: string | null;
@@ -185,6 +204,7 @@ export const initialPayoutState = (): PayoutState => ({
   status: 'awaiting_deposit',
   deposit: null,
   sweepTxHash: null,
+  orphanedSweepTxHash: null,
   transferId: null,
   forwardTxHash: null,
   fiatAmount: null,
@@ -203,7 +223,25 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
     case 'PayoutDepositDetected.v1':
       return { ...state, status: 'deposit_detected', deposit: event.data, updatedAt: event.data.detectedAt };
     case 'PayoutDepositSwept.v1':
-      return { ...state, sweepTxHash: event.data.txHash, updatedAt: event.data.sweptAt };
+      return {
+        ...state,
+        sweepTxHash: event.data.txHash,
+        orphanedSweepTxHash: null,
+        // A sweep redone after a reorg is the forward's transaction from now on.
+        forwardTxHash:
+          state.forwardTxHash !== null && state.forwardTxHash === state.sweepTxHash
+            ? event.data.txHash
+            : state.forwardTxHash,
+        updatedAt: event.data.sweptAt,
+      };
+    case 'PayoutSweepOrphaned.v1':
+      return { ...state, orphanedSweepTxHash: event.data.txHash, updatedAt: event.data.orphanedAt };
+    case 'PayoutDepositReincluded.v1':
+      return {
+        ...state,
+        deposit: state.deposit && { ...state.deposit, logIndex: event.data.logIndex },
+        updatedAt: event.data.reincludedAt,
+      };
     case 'PayoutDepositRetracted.v1':
       // A held failure stays failed (terminal): only its deposit is gone, so nothing is held for it any more.
       return {
@@ -290,6 +328,10 @@ export type PayoutCommand =
   | { type: 'RecordSwept'; txHash: string; now: Date }
   | { type: 'RecordForwarded'; transferId: string; forwardTxHash: string | null; now: Date }
   | { type: 'RetractDeposit'; txHash: string; now: Date }
+  /** The retraction of a swept payout's deposit (refused as deposit_already_forwarded) orphaned its sweep. */
+  | { type: 'RecordSweepOrphaned'; txHash: string; now: Date }
+  /** The deposit of a payout whose sweep is orphaned was observed again on the new fork. */
+  | { type: 'RecordDepositReincluded'; txHash: string; logIndex: number; now: Date }
   | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
   | { type: 'RecordFailed'; reason: PayoutFailureReason; now: Date }
   | { type: 'RecordRefunded'; to: string; amount: string; reference: string; now: Date }
@@ -439,6 +481,9 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
       return [{ type: 'PayoutFailed.v1', data: { reason: 'customer_not_active', failedAt: at } }];
     case 'RecordSwept':
       if (!state.exists) throw notFound('payout');
+      // After a reorg orphaned the sweep: the one found on the new fork (maybe the same, mined again) or redone.
+      if (state.orphanedSweepTxHash !== null)
+        return [{ type: 'PayoutDepositSwept.v1', data: { txHash: command.txHash, sweptAt: at } }];
       // The same sweep again (a retry that found it on chain) changes nothing; a later state knows it already.
       if (state.sweepTxHash === command.txHash || (state.status !== 'deposit_detected' && state.deposit))
         return [];
@@ -475,6 +520,25 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
           `The deposit of this ${state.status} payout was retracted by a reorg after it was swept to the off-ramp.`,
         );
       return [{ type: 'PayoutDepositRetracted.v1', data: { txHash: command.txHash, retractedAt: at } }];
+    case 'RecordSweepOrphaned':
+      if (!state.exists) throw notFound('payout');
+      // Another sweep than the recorded one, or orphaned already: nothing new.
+      if (state.sweepTxHash !== command.txHash || state.orphanedSweepTxHash === command.txHash) return [];
+      return [{ type: 'PayoutSweepOrphaned.v1', data: { txHash: command.txHash, orphanedAt: at } }];
+    case 'RecordDepositReincluded':
+      if (!state.exists) throw notFound('payout');
+      // Only an orphaned sweep's own deposit matters: any other payout's sweep stands.
+      if (
+        state.orphanedSweepTxHash === null ||
+        state.deposit?.txHash.toLowerCase() !== command.txHash.toLowerCase()
+      )
+        return [];
+      return [
+        {
+          type: 'PayoutDepositReincluded.v1',
+          data: { txHash: state.deposit.txHash, logIndex: command.logIndex, reincludedAt: at },
+        },
+      ];
     case 'RecordCompleted':
       if (!transition(state, ['forwarded'], 'completed', 'complete')) return [];
       return [{ type: 'PayoutCompleted.v1', data: { fiatAmount: command.fiatAmount, completedAt: at } }];
@@ -679,6 +743,8 @@ export const PAYOUT_WEBHOOK_BY_EVENT: Readonly<Record<PayoutEvent['type'], strin
   'PayoutDepositDetected.v1': 'payout.deposit_detected',
   'PayoutDepositSwept.v1': null,
   'PayoutDepositRetracted.v1': null,
+  'PayoutSweepOrphaned.v1': null,
+  'PayoutDepositReincluded.v1': null,
   'PayoutForwarded.v1': 'payout.forwarded',
   'PayoutCompleted.v1': 'payout.completed',
   'PayoutFailed.v1': 'payout.failed',

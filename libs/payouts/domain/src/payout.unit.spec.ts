@@ -273,6 +273,47 @@ describe('Payout aggregate', () => {
     });
   });
 
+  describe('a reorg orphaning the sweep with the deposit', () => {
+    const swept: PayoutCommand = { type: 'RecordSwept', txHash: SWEEP_TX, now };
+    const orphaned: PayoutCommand = { type: 'RecordSweepOrphaned', txHash: SWEEP_TX, now };
+    const back: PayoutCommand = { type: 'RecordDepositReincluded', txHash: '0xABC', logIndex: 7, now };
+    const RESWEEP_TX = `0x${'6'.repeat(64)}`;
+    const reswept: PayoutCommand = { type: 'RecordSwept', txHash: RESWEEP_TX, now };
+
+    it('given a forwarded payout whose sweep was orphaned, when its deposit is back and the sweep redone, then the new sweep is the forward transaction and nothing is orphaned any more', () => {
+      const events = run(create(), deposit, swept, forwarded, orphaned, back, reswept);
+      expect(events.slice(-3).map((e) => e.type)).toEqual([
+        'PayoutSweepOrphaned.v1',
+        'PayoutDepositReincluded.v1',
+        'PayoutDepositSwept.v1',
+      ]);
+      const state = given(events);
+      expect(state).toMatchObject({
+        status: 'forwarded',
+        sweepTxHash: RESWEEP_TX,
+        orphanedSweepTxHash: null,
+        deposit: { txHash: '0xabc', logIndex: 7 },
+      });
+      expect(payoutObject(state).forward_tx_hash).toBe(RESWEEP_TX);
+    });
+
+    it('given an orphaned sweep mined again, when it is found, then the same transaction is recorded again and clears the orphan', () => {
+      const events = run(create(), deposit, swept, forwarded, orphaned, swept);
+      expect(events.at(-1)).toMatchObject({ type: 'PayoutDepositSwept.v1', data: { txHash: SWEEP_TX } });
+      expect(given(events)).toMatchObject({ sweepTxHash: SWEEP_TX, orphanedSweepTxHash: null });
+    });
+
+    it('appends nothing for another sweep, a second retraction, or a re-included deposit while nothing is orphaned', () => {
+      const other: PayoutCommand = { type: 'RecordSweepOrphaned', txHash: RESWEEP_TX, now };
+      expect(run(create(), deposit, swept, other)).toHaveLength(3);
+      expect(run(create(), deposit, swept, orphaned, orphaned)).toHaveLength(4);
+      expect(run(create(), deposit, swept, back)).toHaveLength(3);
+      expect(
+        run(create(), deposit, swept, orphaned, { ...back, txHash: '0xdef' } as PayoutCommand),
+      ).toHaveLength(4);
+    });
+  });
+
   describe('the customer is rechecked before the off-ramp', () => {
     const recheck = (customerStatus: CustomerStatus): PayoutCommand => ({
       type: 'RecheckCustomer',

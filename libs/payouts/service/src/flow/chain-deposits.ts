@@ -128,7 +128,8 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
   /**
    * A reorg orphaned the block of a deposit (docs/payouts.md, "Reorgs"): a payout not swept yet waits for a
    * deposit again (PayoutDepositRetracted.v1); a swept or forwarded one cannot be undone here (the funds left the
-   * address): it is logged as an error and counted for the operator.
+   * address): it is logged as an error and counted for the operator, and its sweep, orphaned with the deposit, is
+   * recorded as such (PayoutSweepOrphaned.v1) for the flow to find or redo on the new fork.
    *
    * The payouts are found by the deposit's claim, written before its fact (the read model may not have projected
    * the deposit yet: the retraction would find nothing and the payout would be swept with a deposit that no longer
@@ -167,6 +168,15 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
           txHash: r.txHash,
           logIndex: r.logIndex,
         });
+        // The sweep came after the deposit, so the reorg orphaned it too: the flow looks for it on the new fork, or
+        // redoes it once the same transfer is observed there again (the intake, "Reorgs").
+        if (payout.sweepTxHash !== null)
+          await this.aggregates.payout(
+            id,
+            { merchantId, mode },
+            { type: 'RecordSweepOrphaned', txHash: payout.sweepTxHash, now: this.aggregates.now() },
+            `orphaned:${message.id}`,
+          );
       }
     }
   }

@@ -82,9 +82,9 @@ export class DepositIntake {
 
   /**
    * A transfer a reorg re-included in another block, whose payout was swept before the retraction and so kept the
-   * deposit (docs/payouts.md, "Reorgs"): still that payout's, claimed for it under the new block, funding no other.
-   * The flow redoes or finds the orphaned sweep from it; given to the next payout waiting for the same amount, it
-   * would be swept a second time. The log index can differ in the new block, so the transfer is matched by
+   * deposit (docs/payouts.md, "Reorgs"): still that payout's, claimed for it under the new block, funding no other,
+   * and recorded on it (PayoutDepositReincluded.v1 while its sweep is orphaned) for the flow to redo or find the
+   * sweep from it. Given to the next payout waiting for the same amount, it would be swept a second time. The log index can differ in the new block, so the transfer is matched by
    * transaction, sender and amount, and a payout already holding another log of the transaction in this block is
    * passed over (a batch sender's transfers). The payouts are found by the read model (the deposit was projected
    * before its sweep, long before a reorg deeper than the confirmation depth) and read from their streams.
@@ -110,8 +110,20 @@ export class DepositIntake {
         'SELECT claim_key FROM payout_deposit_claims WHERE payout_id = $1',
         [row.id],
       );
-      if (claims.some((c) => c.claim_key === key)) return true;
-      if (claims.some((c) => c.claim_key.endsWith(`:${deposit.blockHash}`))) continue;
+      if (claims.some((c) => c.claim_key !== key && c.claim_key.endsWith(`:${deposit.blockHash}`))) continue;
+      // Its orphaned sweep can be redone from it now (appended before the claim, keyed by it: a redelivery after a
+      // crash in between appends nothing twice and still claims it).
+      await this.aggregates.payout(
+        row.id,
+        { merchantId: row.merchant_id, mode: row.mode },
+        {
+          type: 'RecordDepositReincluded',
+          txHash: deposit.txHash,
+          logIndex: deposit.logIndex,
+          now: this.aggregates.now(),
+        },
+        `reincluded:${key}`,
+      );
       // A concurrent delivery of the same observation that claimed it first decides where it goes.
       await this.dataSource.query(
         `INSERT INTO payout_deposit_claims (claim_key, payout_id) VALUES ($1, $2) ON CONFLICT (claim_key) DO NOTHING`,

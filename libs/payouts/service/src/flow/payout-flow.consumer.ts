@@ -47,6 +47,8 @@ export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
  * - PayoutForwarded: the off-ramp's report completes or fails the payout (pending: the message is retried with the
  *   bus's backoff until it reports).
  * - PayoutFailed: the funds go back to the wallet they came from (PayoutRefunded); not a flagged sender's.
+ * - PayoutSweepOrphaned, PayoutDepositReincluded: a reorg orphaned the sweep with the deposit; it is found again on
+ *   the new fork, or redone once the deposit is there again (PayoutDepositSwept).
  * - CustomerActivated: the KYC provider's ongoing monitoring may suspend the customer.
  * Every step appends with a key derived from the fact it follows, so a redelivered message appends nothing twice; a
  * provider that fails leaves the message to the bus's retry (nothing is skipped).
@@ -110,6 +112,10 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
         return this.settle(id, owner, step);
       case 'PayoutFailed.v1':
         return this.refund(id, owner, step);
+      case 'PayoutSweepOrphaned.v1':
+        return this.resweep(id, owner, step, false);
+      case 'PayoutDepositReincluded.v1':
+        return this.resweep(id, owner, step, true);
       default:
         return;
     }
@@ -252,7 +258,7 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     detected: PayoutDeposit,
   ): Promise<void> {
     if (!this.sweeper || detected.simulated || payout.deposit || payout.sweepTxHash) return;
-    const sweepTxHash = await this.sweeper.sweptWithoutDeposit(payout, owner.merchantId);
+    const sweepTxHash = await this.sweeper.sweepOnChain(payout, owner.merchantId);
     if (sweepTxHash === null) return;
     flagRetractedAfterSweep(this.logger, {
       payout: payout.id,
@@ -261,6 +267,29 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       sweepTxHash,
       depositTxHash: detected.txHash,
     });
+  }
+
+  /**
+   * A reorg orphaned the payout's sweep with its deposit (docs/payouts.md, "Reorgs"). The sweep found canonical on
+   * the new fork (the same transaction mined again, or another attempt of this payout) is recorded and nothing is
+   * sent. Otherwise nothing of this payout left the address on this fork: once its deposit is observed there again
+   * (`depositBack`, PayoutDepositReincluded) the sweep is redone, its simulation checking the address's balance;
+   * before that the balance is other deposits' funds and nothing moves. The deposit sweeps a payout once, so should
+   * the orphaned transaction still be mined, one of the two is refused on chain and the other found: never two sends.
+   */
+  private async resweep(payoutId: string, owner: Owner, step: string, depositBack: boolean): Promise<void> {
+    const payout = foldPayout(await this.store.readStream(payoutStreamId(payoutId)));
+    const orphaned = payout.orphanedSweepTxHash;
+    if (orphaned === null || !payout.deposit || !this.sweeper) return;
+    let txHash = await this.sweeper.sweptAgain(payout, orphaned, owner.merchantId);
+    if (txHash === null && depositBack) txHash = await this.sweeper.sweep(payout, owner.merchantId);
+    if (txHash === null) return;
+    await this.aggregates.payout(
+      payoutId,
+      owner,
+      { type: 'RecordSwept', txHash, now: this.aggregates.now() },
+      `reswept:${step}`,
+    );
   }
 
   /**

@@ -384,7 +384,15 @@ async function sweptAndForwarded(customer?: Customer) {
   await project(payout.id);
   const forwarded = foldPayout(await store.readStream(`payout-${payout.id}`));
   expect(forwarded).toMatchObject({ status: 'forwarded', forwardTxHash: forwarded.sweepTxHash });
-  return { ...payout, snapshot, forkBlock, deposit, retraction, sweepTxHash: forwarded.sweepTxHash ?? '' };
+  return {
+    ...payout,
+    snapshot,
+    forkBlock,
+    deposit,
+    block,
+    retraction,
+    sweepTxHash: forwarded.sweepTxHash ?? '',
+  };
 }
 
 /** The same transfer mined again on the new fork, as the indexer observes it there (another block, maybe log). */
@@ -402,7 +410,7 @@ describe("a reorg orphaning a swept payout's deposit and its sweep", () => {
     await reorg(swept.snapshot, swept.forkBlock, [swept.deposit.from]);
     await observe(swept.retraction);
     const { observation, receipt } = await reincluded(swept.address, swept.deposit);
-    expect(receipt.blockHash).not.toBe(swept.retraction.data['blockHash']);
+    expect(receipt.blockHash).not.toBe(swept.block);
 
     await observe(observation);
     await observe(observation);
@@ -410,6 +418,54 @@ describe("a reorg orphaning a swept payout's deposit and its sweep", () => {
     expect(foldPayout(await store.readStream(`payout-${swept.id}`)).deposit).toMatchObject({
       txHash: swept.deposit.hash,
     });
+  }, 120_000);
+
+  it('the orphaned sweep not mined again: nothing moves until the transfer is back on the new fork, then the sweep is redone once and recorded', async () => {
+    const swept = await sweptAndForwarded();
+    await reorg(swept.snapshot, swept.forkBlock, [swept.deposit.from]);
+    // The new fork has the transfer again but not the sweep: the held deposit and this one are at the address.
+    expect(await usdc().balanceOf(swept.address)).toBe(2n * AMOUNT);
+    const offRamp = await usdc().balanceOf(LOCAL_PAYOUT_OFF_RAMP);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await observe(swept.retraction);
+    expect(foldPayout(await store.readStream(`payout-${swept.id}`)).orphanedSweepTxHash).toBe(
+      swept.sweepTxHash,
+    );
+    // Before the transfer is observed again, the address's balance may be other deposits' funds: nothing is sent.
+    await flow().handle(await factMessage(swept.id, 'PayoutSweepOrphaned.v1'));
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+
+    await observe((await reincluded(swept.address, swept.deposit)).observation);
+    await flow().handle(await factMessage(swept.id, 'PayoutDepositReincluded.v1'));
+    const reswept = foldPayout(await store.readStream(`payout-${swept.id}`));
+    expect(reswept).toMatchObject({ status: 'forwarded', orphanedSweepTxHash: null });
+    expect(reswept.sweepTxHash).not.toBe(swept.sweepTxHash);
+    expect(reswept.forwardTxHash).toBe(reswept.sweepTxHash);
+    expect((await provider.getTransactionReceipt(reswept.sweepTxHash ?? ''))?.status).toBe(1);
+    expect((await usdc().balanceOf(LOCAL_PAYOUT_OFF_RAMP)) - offRamp).toBe(AMOUNT);
+    expect(await usdc().balanceOf(swept.address)).toBe(AMOUNT);
+
+    // Redelivered, the step sends nothing more.
+    const after = await provider.getTransactionCount(local.operator.address);
+    await flow().handle(await factMessage(swept.id, 'PayoutDepositReincluded.v1'));
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(after);
+    expect(await usdc().balanceOf(swept.address)).toBe(AMOUNT);
+  }, 120_000);
+
+  it('the orphaned sweep mined again on the new fork: it is recorded as it is and nothing is sent', async () => {
+    const swept = await sweptAndForwarded();
+    await reorg(swept.snapshot, swept.forkBlock, [swept.deposit.from, local.operator.address]);
+    await observe(swept.retraction);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await flow().handle(await factMessage(swept.id, 'PayoutSweepOrphaned.v1'));
+    const events = await store.readStream(`payout-${swept.id}`);
+    expect(events.at(-1)).toMatchObject({
+      type: 'PayoutDepositSwept.v1',
+      data: { txHash: swept.sweepTxHash },
+    });
+    expect(foldPayout(events).orphanedSweepTxHash).toBeNull();
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await usdc().balanceOf(swept.address)).toBe(AMOUNT);
   }, 120_000);
 });
 

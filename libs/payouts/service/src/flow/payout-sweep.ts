@@ -67,13 +67,13 @@ export class PayoutSweeper {
   }
 
   /**
-   * This payout's sweep on the chain as it is now, whatever became of its deposit: a step retried after a crash
-   * finds the deposit retracted by a reorg (docs/payouts.md, "Reorgs"), while the sweep it sent before the crash may
-   * have landed, or been mined again on the new fork with other funds of the shared address. Its hash, or null when
-   * the deposit never swept this payout on this chain. Looked up over the lookback window: the retracted deposit's
-   * block, where a lookup would start otherwise, is gone (a rare path, so the wider read is fine).
+   * This payout's sweep on the chain as it is now, whatever became of its deposit: a reorg may have orphaned the
+   * deposit and the sweep, and the sweep may have been mined again on the new fork (with other funds of the shared
+   * address, when the deposit was not). Its hash, or null when nothing of this payout left the address on this
+   * chain. Looked up over the lookback window: the deposit's block, where a lookup would start otherwise, may be gone
+   * (a rare path, so the wider read is fine).
    */
-  async sweptWithoutDeposit(payout: PayoutState, merchantId: string): Promise<string | null> {
+  async sweepOnChain(payout: PayoutState, merchantId: string): Promise<string | null> {
     const chain = payout.token.chain;
     const ref = { merchantId, customerId: payout.customerId, chain, payoutId: payout.id };
     if (!(await this.deposits.isSwept(ref))) return null;
@@ -84,6 +84,17 @@ export class PayoutSweeper {
     });
     if (!own) throw new Error(`payout ${payout.id} is swept but its PayoutSwept log was not found`);
     return own.txHash;
+  }
+
+  /**
+   * After a reorg orphaned `orphaned`, this payout's sweep: the same transaction mined again on the new fork (a node
+   * re-includes an orphaned transaction that is still valid), checked by its receipt first, else another sweep of
+   * this payout (`sweepOnChain`); null when none is canonical.
+   */
+  async sweptAgain(payout: PayoutState, orphaned: string, merchantId: string): Promise<string | null> {
+    const receipt = await this.relayers.for(payout.token.chain).provider.getTransactionReceipt(orphaned);
+    if (receipt?.status === 1) return orphaned;
+    return this.sweepOnChain(payout, merchantId);
   }
 
   /**
