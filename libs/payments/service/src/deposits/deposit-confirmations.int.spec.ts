@@ -1,9 +1,10 @@
 import { getAddress, type JsonRpcProvider, Wallet } from 'ethers';
+import { register } from 'prom-client';
 import type { Pool } from 'pg';
 import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
 import type { BusMessage } from '@stablepay/event-bus';
 import { type AnvilNode, localChainProvider, startAnvil } from '@stablepay/local-chains';
-import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
+import { createTestDatabase, metricValue, type TestDatabase, testPool } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { DepositFlow } from './deposit-flow';
 import { DepositStore } from './deposit.store';
@@ -52,8 +53,13 @@ interface Asked {
   readonly recorded: string[];
 }
 
-/** The flow with its worker stopped (passes run by hand) and the payment's handlers recording what they get. */
-async function depositFlow(): Promise<{ flow: DepositFlow; asked: Asked }> {
+/**
+ * The flow with its worker stopped (passes run by hand) and the payment's handlers recording what they get; the
+ * payment holds the outflows of `recordedOutflowTxs` (recorded from the action's own receipt).
+ */
+async function depositFlow(
+  recordedOutflowTxs: readonly string[] = [],
+): Promise<{ flow: DepositFlow; asked: Asked }> {
   const asked: Asked = { confirmed: [], recorded: [] };
   const none = {} as never;
   const flow = new DepositFlow(
@@ -69,7 +75,7 @@ async function depositFlow(): Promise<{ flow: DepositFlow; asked: Asked }> {
     none,
     none,
     new ManualClock(new Date()),
-    none,
+    { load: async () => ({ state: { outflowTxs: recordedOutflowTxs } }) } as never,
     { handle: async () => undefined } as never,
     {
       handle: async (_paymentId: string, t: { chain: string; txHash: string; logIndex: number }) => {
@@ -168,5 +174,37 @@ describe('the deposit worker confirms only sightings whose block is still canoni
       { observation_id: 'obs-orphaned-capture', state: 'observed' },
       { observation_id: 'obs-orphaned-transfer', state: 'observed' },
     ]);
+  });
+
+  it('our own capture, recorded from its receipt before its sighting was due, then retracted by a reorg: counted and logged as a recorded outflow the payment keeps, not dropped as one that never happened', async () => {
+    const ownCapture = `0x${'c1'.repeat(32)}`;
+    const { flow } = await depositFlow([ownCapture]);
+    const block = await blockWithTransaction();
+    await flow.onObservation(captureSeen('obs-own-capture', block, ownCapture));
+    const counted = async () =>
+      metricValue(
+        await register.metrics(),
+        'stablepay_payment_deposit_outflow_retracted_after_record_total',
+        {
+          chain: CHAIN,
+          kind: 'captured',
+        },
+      );
+    const before = await counted();
+
+    await flow.onObservation({
+      id: 'retraction-of-own-capture',
+      topic: 'indexer.chain-observation.v1',
+      key: `chain-${CHAIN}`,
+      type: 'ObservationRetracted.v1',
+      data: { chain: CHAIN, observationId: 'obs-own-capture', address: DEPOSIT },
+    } as unknown as BusMessage);
+
+    expect(await counted()).toBe(before + 1);
+    expect(
+      await dataSource.query('SELECT state FROM payment_deposit_outflows WHERE observation_id = $1', [
+        'obs-own-capture',
+      ]),
+    ).toEqual([{ state: 'retracted' }]);
   });
 });

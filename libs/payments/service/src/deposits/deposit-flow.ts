@@ -64,6 +64,7 @@ function workerMetrics(): {
   rpcDeadlines: Counter<'chain'>;
   registryMismatches: Counter<'chain'>;
   chainModeSkips: Counter<'chain' | 'step'>;
+  outflowsRetractedAfterRecord: Counter<'chain' | 'kind'>;
 } {
   const get = <T>(name: string, make: () => T): T =>
     (register.getSingleMetric(name) as T | undefined) ?? make();
@@ -111,6 +112,15 @@ function workerMetrics(): {
           name: 'stablepay_payment_deposit_chain_mode_skips_total',
           help: "Chain steps (deploy, flag) not taken for a payment of the other mode than the deployment's chains, by chain and step",
           labelNames: ['chain', 'step'],
+        }),
+    ),
+    outflowsRetractedAfterRecord: get(
+      'stablepay_payment_deposit_outflow_retracted_after_record_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_outflow_retracted_after_record_total',
+          help: 'Deposit outflows the payment had recorded whose block a reorg retracted (the fact stands; check the deposit), by chain and kind',
+          labelNames: ['chain', 'kind'],
         }),
     ),
   };
@@ -423,6 +433,13 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     const outflow = await this.store.outflow(observationId);
     if (!outflow) return false;
     if (outflow.state === 'retracted') return true;
+    // Our own capture, refund, recover or rescue is recorded from its receipt at one confirmation, before this
+    // sighting is due: the payment holds the fact although the row was never marked recorded here.
+    const recorded =
+      outflow.state === 'recorded' ||
+      (await this.facts.load(outflow.payment_id)).state.outflowTxs.some(
+        (tx) => tx.toLowerCase() === outflow.tx_hash.toLowerCase(),
+      );
     await this.store.markOutflow(observationId, 'retracted');
     const entry = {
       paymentId: outflow.payment_id,
@@ -430,9 +447,11 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       txHash: outflow.tx_hash,
       kind: outflow.kind,
     };
-    if (outflow.state === 'recorded') {
+    if (recorded) {
+      this.metrics.outflowsRetractedAfterRecord.inc({ chain: outflow.chain, kind: outflow.kind });
       this.logger.error({
-        msg: 'a recorded deposit outflow was retracted by a reorg deeper than the confirmations; check the deposit',
+        msg: 'a recorded deposit outflow was retracted by a reorg; the payment keeps it: check the deposit',
+        recordedBy: outflow.state === 'recorded' ? 'deposit worker' : "the action's own receipt",
         ...entry,
       });
     } else {
