@@ -7,3 +7,4 @@ export * from './metric-value';
 export * from './holding-server';
 export * from './range-limited-rpc';
 export * from './openapi-conformance';
+export * from './webhook-conformance';

@@ -103,16 +103,34 @@ export class OpenApiConformance {
       if (answer.body === undefined || answer.body === '' || content !== undefined) return [];
       return [`${name}: ${where} documents no JSON body, got ${JSON.stringify(answer.body).slice(0, 200)}`];
     }
-    const schema = validate.schema;
+    return this.problems(name, where, validate, answer.body);
+  }
+
+  /**
+   * What is wrong with `value` against `schema`, written in this document's dialect with its `$ref`s naming
+   * `#/components/schemas/...` of this document: another document's message that carries these objects (a webhook
+   * payload of docs/asyncapi.yaml). Checked as an answer's body is; `where` names the schema in the problems and
+   * keeps its compiled form for the next value.
+   */
+  checkValue(name: string, where: string, schema: unknown, value: unknown): string[] {
+    let validate = this.compiled.get(where);
+    if (!validate) {
+      validate = this.ajv.compile(this.toJsonSchema(schema) as AnySchema);
+      this.compiled.set(where, validate);
+    }
+    return this.problems(name, where, validate, value);
+  }
+
+  private problems(name: string, where: string, validate: ValidateFunction, body: unknown): string[] {
     const problems: string[] = [];
-    if (!validate(answer.body))
+    if (!validate(body))
       for (const e of validate.errors ?? [])
         problems.push(
           `${name}: body${e.instancePath || ''} ${e.message ?? 'is invalid'}${
             e.params && Object.keys(e.params).length ? ` ${JSON.stringify(e.params)}` : ''
           } (${where}, schema ${e.schemaPath})`,
         );
-    for (const field of this.undocumented(answer.body, schema, ''))
+    for (const field of this.undocumented(body, validate.schema, ''))
       problems.push(`${name}: body${field} is not documented (${where})`);
     return problems;
   }
@@ -244,7 +262,7 @@ export class OpenApiConformance {
     if (Array.isArray(value)) {
       const items = branches.map((b) => b['items']).filter((s) => s !== undefined);
       if (items.length === 0) return [];
-      return value.flatMap((v, i) => this.undocumented(v, { anyOf: items }, `${at}[${i}]`));
+      return value.flatMap((v, i) => this.undocumented(v, { allOf: items }, `${at}[${i}]`));
     }
     // A branch that allows any field (no `properties`, or additionalProperties not false) leaves the object open.
     const named = branches.filter((b) => b['properties'] !== undefined);
@@ -263,7 +281,7 @@ export class OpenApiConformance {
         .map((b) => (b['properties'] as Json)[key])
         .filter((s): s is NonNullable<unknown> => s !== undefined);
       if (subs.length === 0) problems.push(`${at}.${key}`);
-      else problems.push(...this.undocumented(v, { anyOf: subs }, `${at}.${key}`));
+      else problems.push(...this.undocumented(v, { allOf: subs }, `${at}.${key}`));
     }
     return problems;
   }
@@ -272,7 +290,7 @@ export class OpenApiConformance {
    * Every object schema `value` has to satisfy here: `$ref`s followed, allOf/anyOf/oneOf flattened. Of an anyOf or
    * oneOf only the branches the value matches count (all of them when it matches none: the validator reports that),
    * so a free-form branch beside named ones leaves open only the values it is for, and a field of another branch is
-   * not documented for this one.
+   * not documented for this one. Every branch kept applies to the value, so a field's schemas are all of theirs.
    */
   private branches(schema: unknown, value: unknown, seen = new Set<unknown>()): Json[] {
     if (!schema || typeof schema !== 'object' || seen.has(schema)) return [];
