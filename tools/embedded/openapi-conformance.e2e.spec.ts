@@ -2,7 +2,12 @@ import { Wallet, id } from 'ethers';
 import { connectStablepayRegistry, toOnChainId } from '@stablepay/contracts';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { signCancelSubscription, signCapture, signPayoutRefund, signRefund } from '@stablepay/merchant-sdk';
-import { createTestDatabase, OpenApiConformance, type TestDatabase } from '@stablepay/testing';
+import {
+  createTestDatabase,
+  OpenApiConformance,
+  type TestDatabase,
+  WebhookConformance,
+} from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 import { anvilChain } from './test-support/anvil';
 import { type Api, type ApiAnswer, type Json, until } from './test-support/http';
@@ -21,7 +26,8 @@ import {
  * status and a body matching that response's schema (and naming no undocumented field), on one embedded stack with a
  * local chain and the demo merchant as `npm start` seeds it (signer, pauser, payouts beta on). The flows that need
  * money on chain (a subscription charged, a TWO_STEP escrow captured and refunded, payouts funded on chain) run for a
- * merchant of their own whose signer key the test holds, paid from anvil dev wallets.
+ * merchant of their own whose signer key the test holds, paid from anvil dev wallets; every webhook those flows
+ * deliver to it is checked against docs/asyncapi.yaml (channel merchantWebhooks) the same way.
  */
 const ADMIN_TOKEN = 'admin-token-for-the-openapi-conformance-test';
 const CHAIN = 'eip155:8453';
@@ -476,6 +482,40 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     await call(200, 'GET', `/customers?limit=1`, { key: m.key });
     expect(problems).toEqual([]);
   }, 240_000);
+
+  it('every webhook delivered to the on-chain merchant conforms to docs/asyncapi.yaml', async () => {
+    const m = await onChainMerchant();
+    await call(200, 'POST', '/settings/webhook/test', { key: m.key });
+    // What the flows above sent (each is awaited by type, so none is missing when the bodies are checked).
+    const expected = [
+      'subscription_checkout.created',
+      'subscription_checkout.completed',
+      'subscription.created',
+      'subscription.charge_succeeded',
+      'subscription.cancelled',
+      'payment.deposit_confirmed',
+      'payment.escrow_confirmed',
+      'payment.settled',
+      'payment.refunded',
+      'customer.activated',
+      'payout.deposit_detected',
+      'payout.forwarded',
+      'payout.completed',
+      'payout.failed',
+    ];
+    const delivered = await until(
+      async () => webhooks.delivered(),
+      (d) => expected.every((t) => d.some((e) => e.type === t)) && d.some((e) => 'livemode' in e),
+      `webhooks of types ${expected.join(', ')} and the test delivery`,
+    );
+    const asyncapi = WebhookConformance.fromFiles();
+    for (const event of delivered) {
+      problems.push(...asyncapi.check(event));
+      if (!('livemode' in event))
+        await call(200, 'GET', `/merchants/${m.id}/webhook-events/${event.id}`, { key: m.key });
+    }
+    expect(problems).toEqual([]);
+  });
 
   it('webhook events the calls above recorded', async () => {
     const merchant = stack.demoMerchantId;

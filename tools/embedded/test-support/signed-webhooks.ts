@@ -47,6 +47,11 @@ export class SignedWebhookReceiver {
     return `http://127.0.0.1:${address.port}/hooks`;
   }
 
+  /** Every delivery so far, in arrival order, each signature verified. */
+  delivered(): SignedWebhook[] {
+    return this.deliveries.map((d) => this.verified(d));
+  }
+
   /** Every delivered event of `type` whose `data.<key>.id` is `id`, in arrival order, each signature verified. */
   all(type: string, id: string, key = 'object'): SignedWebhook[] {
     return this.where(type, (data) => data[key]?.['id'] === id);
@@ -56,12 +61,13 @@ export class SignedWebhookReceiver {
   where(type: string, matches: (data: SignedWebhook['data']) => boolean): SignedWebhook[] {
     return this.deliveries
       .filter((d) => d.event.type === type && matches(d.event.data))
-      .map((d) => {
-        const verdict = verifyWebhook(d.body, d.headers, this.secret, { now: this.now() });
-        if (!verdict.valid)
-          throw new Error(`webhook ${d.event.id} does not verify: ${JSON.stringify(verdict)}`);
-        return d.event;
-      });
+      .map((d) => this.verified(d));
+  }
+
+  private verified(d: Delivery): SignedWebhook {
+    const verdict = verifyWebhook(d.body, d.headers, this.secret, { now: this.now() });
+    if (!verdict.valid) throw new Error(`webhook ${d.event.id} does not verify: ${JSON.stringify(verdict)}`);
+    return d.event;
   }
 
   /** Waits for the `count`-th delivery of `type` about `id` (signature verified) and answers it. */
