@@ -1,7 +1,13 @@
-import { Wallet, id } from 'ethers';
-import { connectStablepayRegistry, toOnChainId } from '@stablepay/contracts';
+import { Wallet, id, parseEther } from 'ethers';
+import { connectStablepayRegistry, connectTestStablecoin, toOnChainId } from '@stablepay/contracts';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
-import { signCancelSubscription, signCapture, signPayoutRefund, signRefund } from '@stablepay/merchant-sdk';
+import {
+  signCancelSubscription,
+  signCapture,
+  signPayoutRefund,
+  signRefund,
+  signRescue,
+} from '@stablepay/merchant-sdk';
 import {
   createTestDatabase,
   OpenApiConformance,
@@ -372,6 +378,24 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     await call(200, 'GET', `/merchants/${m.id}/subscriptions`, { key: m.key });
     await webhooks.next('subscription.charge_succeeded', String(charged.body['id']), { key: 'charge' });
 
+    // The subscriber withdraws the allowance: the next charge is refused at simulation (200, failed, paused).
+    const token = connectTestStablecoin(String(authorization['token_address']), subscriber);
+    await (await token.approve(managerAddress, 0n)).wait();
+    const again = await call(201, 'POST', `/subscriptions/${subscriptionId}/charge-quote`, { key: m.key });
+    const failed = await call(200, 'POST', `/subscriptions/${subscriptionId}/charge`, {
+      body: await signedChargeBody(checked, m.key, chain, {
+        merchantId: m.id,
+        subscriptionId,
+        managerAddress,
+        amount: String(again.body['amount']),
+        quoteCode: String(again.body['quote_code']),
+        signer,
+      }),
+      key: m.key,
+    });
+    expect(failed.body).toMatchObject({ status: 'failed', failure_reason: 'InsufficientAllowance' });
+    await webhooks.next('subscription.charge_failed', String(failed.body['id']), { key: 'charge' });
+
     const nonce = Number(
       (await call(200, 'GET', `/subscriptions/${subscriptionId}`, { key: m.key })).body['charge_nonce'],
     );
@@ -483,6 +507,51 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     expect(problems).toEqual([]);
   }, 240_000);
 
+  // Moves the chain a day on (the payer's challenge period): after the flows that sign against chain time.
+  it('a DIRECT over-deposit: a stray token rescued, the excess recovered to the payer', async () => {
+    const m = await onChainMerchant();
+    const created = await call(201, 'POST', '/checkouts', {
+      body: { amount: '100000000', currency: 'USD', accepted_chains: [CHAIN], accepted_tokens: ['USDC'] },
+      key: m.key,
+    });
+    const paymentId = String(created.body['payment_id']);
+    const deposit = String(created.body['deposit_address']);
+    const payer = chain.wallet(6);
+    await transferToken(chain, payer, 'DAI', deposit, parseEther('4'));
+    await transferToken(chain, payer, 'USDC', deposit, 125_000_000n);
+    const recoverable = await until(
+      async () => (await call(200, 'GET', `/payments/${paymentId}`, { key: m.key })).body,
+      (p) => p['status'] === 'recoverable' && p['non_funding_transactions_count'] === 1,
+      'the over-deposit recoverable, the DAI counted',
+    );
+    const s = await paymentSigning(chain, m.id, recoverable);
+    const dai = chain.local.addresses.stablecoins.DAI;
+    const rescueTo = Wallet.createRandom().address;
+    const { signature } = await signRescue(signer, s.domain, {
+      paymentId: s.paymentId,
+      token: dai,
+      to: rescueTo,
+      amount: parseEther('4'),
+      epoch: s.epoch,
+      deadline: s.deadline,
+    });
+    await call(200, 'POST', `/payments/${paymentId}/rescue`, {
+      body: {
+        token: `${CHAIN}/erc20:${dai}`,
+        to: rescueTo,
+        amount: parseEther('4').toString(),
+        deadline: s.deadline.toString(),
+        signature,
+      },
+      key: m.key,
+    });
+    await webhooks.next('payment.rescued', paymentId);
+    await chain.increaseTime(86_401);
+    await call(200, 'POST', `/payments/${paymentId}/recover`, { key: m.key });
+    await webhooks.next('payment.recovered', paymentId);
+    expect(problems).toEqual([]);
+  }, 240_000);
+
   it('every webhook delivered to the on-chain merchant conforms to docs/asyncapi.yaml', async () => {
     const m = await onChainMerchant();
     await call(200, 'POST', '/settings/webhook/test', { key: m.key });
@@ -492,11 +561,15 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
       'subscription_checkout.completed',
       'subscription.created',
       'subscription.charge_succeeded',
+      'subscription.charge_failed',
       'subscription.cancelled',
       'payment.deposit_confirmed',
       'payment.escrow_confirmed',
       'payment.settled',
       'payment.refunded',
+      'payment.recoverable',
+      'payment.rescued',
+      'payment.recovered',
       'customer.activated',
       'payout.deposit_detected',
       'payout.forwarded',
