@@ -113,7 +113,7 @@ class SecretController {
 @Public()
 @Controller('forms')
 class FormController {
-  @Post()
+  @Post(['', ':id'])
   @HttpCode(303)
   submit(@Res({ passthrough: true }) reply: FastifyReply) {
     executions++;
@@ -659,6 +659,21 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(first).toMatchObject({ status: 303, replayed: null, text: 'See Other' });
       expect(first.location).toMatch(/^\.\.\/done-\d+$/);
       expect(await submit()).toEqual({ ...first, replayed: 'true' });
+    });
+
+    it("a key sent without an API key belongs to its path: another caller's same key on another page (another capability) is neither refused nor answered", async () => {
+      const submit = async (path: string) => {
+        const res = await fetch(`${base}${path}`, {
+          method: 'POST',
+          headers: { 'idempotency-key': 'k-public' },
+          redirect: 'manual',
+        });
+        return { status: res.status, replayed: res.headers.get('idempotent-replayed') };
+      };
+      expect(await submit('/forms/intent_a')).toEqual({ status: 303, replayed: null });
+      // Someone else's page (another capability) with the same key runs.
+      expect(await submit('/forms/intent_b')).toEqual({ status: 303, replayed: null });
+      expect(await submit('/forms/intent_a')).toEqual({ status: 303, replayed: 'true' });
     });
 
     it('forgets a key after 24 hours', async () => {

@@ -332,8 +332,13 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
         'Idempotency-Key',
       );
     }
-    const scope = request.merchant ? `${request.merchant.merchantId}:${request.merchant.mode}` : 'anonymous';
     const url = request.url.split('?')[0] ?? request.url;
+    // A merchant's keys are its own. A request without one (the hosted pages' calls, whose capability is the id in
+    // the path; the operator routes, behind their token) has no account to scope by: its keys are the path's, so
+    // anyone's key on one intent or page never refuses or answers the same key on another, nor an operator's.
+    const scope = request.merchant
+      ? `${request.merchant.merchantId}:${request.merchant.mode}`
+      : `public:${url}`;
     const requestHash = createHash('sha256')
       .update(`${request.method} ${url}\n${canonical(request.body ?? null)}`)
       .digest('hex');
