@@ -1,4 +1,12 @@
-import { type ChargeCommand, chargeObject, decideCharge, evolveCharge, initialChargeState } from './charge';
+import {
+  type ChargeCommand,
+  chargeObject,
+  decideCharge,
+  evolveCharge,
+  initialChargeState,
+  SETTLEMENT_DEADLINE_MS,
+  settlementCheckAt,
+} from './charge';
 import type { ChargeEvent, ChargeFacts } from './charge.events';
 
 /** docs/subscriptions.md, Reorgs: a succeeded charge whose transaction a reorg took out is marked, never deleted. */
@@ -25,13 +33,13 @@ function run(events: ChargeEvent[], command: ChargeCommand): ChargeEvent[] {
   return next;
 }
 const objectOf = (events: ChargeEvent[]) => chargeObject(events.reduce(evolveCharge, initialChargeState()));
-const recorded = (): ChargeEvent[] => {
+const recorded = (settlement: 'crypto' | 'fiat' = 'crypto'): ChargeEvent[] => {
   const events: ChargeEvent[] = [];
   run(events, {
     type: 'RecordCharge',
     charge,
     writtenBy: 'api',
-    fiatContext: { price: '150000', priceCurrency: 'ARS', settlement: 'crypto' },
+    fiatContext: { price: '150000', priceCurrency: 'ARS', settlement },
     now,
   });
   return events;
@@ -79,5 +87,26 @@ describe('Charge ledger: a charge lost to a reorg', () => {
       fiat_amount: '150000',
       fiat_currency: 'ARS',
     });
+  });
+
+  it('a fiat settlement of a charge lost to a reorg runs no further (no check time, no deadline outcome past 72 hours) and picks up again once the charge is re-included', () => {
+    const events = recorded('fiat');
+    const state = () => events.reduce(evolveCharge, initialChargeState());
+    expect(settlementCheckAt(state())).not.toBeNull();
+    run(events, { type: 'RecordLostToReorg', txHash: charge.txHash ?? '', now: later });
+
+    expect(settlementCheckAt(state())).toBeNull();
+    const pastDeadline = new Date(Date.parse(charge.chargedAt) + SETTLEMENT_DEADLINE_MS + 1_000);
+    expect(run(events, { type: 'CheckSettlementDeadlines', now: pastDeadline })).toEqual([]);
+    expect(objectOf(events)).toMatchObject({ status: 'failed', settlement_status: 'pending' });
+
+    run(events, {
+      type: 'RecordCharge',
+      charge: { ...charge, blockNumber: '1240', chargedAt: later.toISOString() },
+      writtenBy: 'indexer',
+      fiatContext: null,
+      now: later,
+    });
+    expect(settlementCheckAt(state())).not.toBeNull();
   });
 });

@@ -271,9 +271,19 @@ function decideSettlementReport(
   return [report, ...outcomes.map((o) => outcomeEvent(o, at))];
 }
 
+/**
+ * The settlement that runs on its own (deadlines, the sandbox payout): none while a reorg has taken the charge out.
+ * The crypto a fiat payout converts never reached the off-ramp on the chain as it now stands, so no deadline turns
+ * it delayed or failed and the sandbox pays nothing out for it; a re-included charge picks it up again. A provider's
+ * own report is still recorded and acted on (it says what the provider did).
+ */
+function runningSettlementOf(state: ChargeState): FiatSettlement | null {
+  return state.lostToReorg ? null : fiatSettlementOf(state);
+}
+
 /** SPEC's deadlines at `now` (settlementDeadlineOutcomes). */
 function decideSettlementDeadlines(now: Date, state: ChargeState): ChargeEvent[] {
-  const settlement = fiatSettlementOf(state);
+  const settlement = runningSettlementOf(state);
   if (!settlement) return [];
   return settlementDeadlineOutcomes(settlement, now).map((o) => outcomeEvent(o, now.toISOString()));
 }
@@ -298,7 +308,7 @@ function decidePaidReplacedAddress(now: Date, state: ChargeState): ChargeEvent[]
 
 /** When the deadlines must next be checked (the durable timer's due time; null: the settlement is not open). */
 export function settlementCheckAt(state: ChargeState): Date | null {
-  const settlement = fiatSettlementOf(state);
+  const settlement = runningSettlementOf(state);
   return settlement ? settlementDeadlineAt(settlement) : null;
 }
 
