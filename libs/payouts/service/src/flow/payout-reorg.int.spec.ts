@@ -95,7 +95,9 @@ async function send(wallet: number, to: string, amount: bigint): Promise<Transfe
   const payer = new Wallet(ANVIL_DEV_PRIVATE_KEYS[wallet] ?? '', provider);
   const coin = connectTestStablecoin(usdc().target as string, payer);
   await (await coin.mint(payer.address, amount)).wait();
-  const receipt = await (await coin.transfer(to, amount)).wait();
+  // Headroom over the estimate (as wallets add): mined again on another fork, where the address's balance may start
+  // from zero, the same signed transfer costs more storage gas.
+  const receipt = await (await coin.transfer(to, amount, { gasLimit: 200_000n })).wait();
   if (!receipt) throw new Error('no receipt');
   return { hash: receipt.hash, logIndex: receipt.logs[0]?.index ?? 0, from: payer.address };
 }
@@ -210,13 +212,15 @@ async function factMessage(payoutId: string, type = 'PayoutDepositDetected.v1'):
 }
 
 /**
- * A reorg back to `snapshot`: every transaction mined since is dropped, but those sent by `keep` are mined again on
- * the new fork, as signed (a node re-includes an orphaned transaction that is still valid). A dropped operator
+ * A reorg back to `snapshot`: every transaction mined since is dropped (the others' answered, as signed, to be sent
+ * again later), but those sent by `keep` are mined again on the new fork, as signed (a node re-includes an orphaned
+ * transaction that is still valid). A dropped operator
  * transaction has its nonce taken on the new fork by another transaction of the same key (payments and subscriptions
  * share it), as when another process's transaction won that nonce.
  */
-async function reorg(snapshot: string, forkBlock: number, keep: readonly string[] = []): Promise<void> {
+async function reorg(snapshot: string, forkBlock: number, keep: readonly string[] = []): Promise<string[]> {
   const again: string[] = [];
+  const dropped: string[] = [];
   const taken: number[] = [];
   const kept = (from: string) => keep.some((k) => k.toLowerCase() === from.toLowerCase());
   for (let n = forkBlock + 1; n <= (await provider.getBlockNumber()); n++) {
@@ -225,6 +229,7 @@ async function reorg(snapshot: string, forkBlock: number, keep: readonly string[
       if (kept(tx.from))
         again.push((await provider.send('eth_getRawTransactionByHash', [tx.hash])) as string);
       else if (tx.from.toLowerCase() === local.operator.address.toLowerCase()) taken.push(tx.nonce);
+      else dropped.push((await provider.send('eth_getRawTransactionByHash', [tx.hash])) as string);
     }
   }
   if (!(await provider.send('evm_revert', [snapshot]))) throw new Error(`evm_revert ${snapshot} failed`);
@@ -232,6 +237,7 @@ async function reorg(snapshot: string, forkBlock: number, keep: readonly string[
   for (const nonce of taken) await (await operator.sendTransaction({ to: operator.address, nonce })).wait();
   for (const raw of again) await provider.send('eth_sendRawTransaction', [raw]);
   await provider.send('anvil_mine', ['0x4']);
+  return dropped;
 }
 
 /** The payout's row as the projection (not run here) has it by now: a reorg comes long after the deposit fact. */
@@ -353,6 +359,30 @@ describe('payout deposit reorgs on anvil, the payouts process stopped in between
     expect((await store.readStream(`payout-${id}`)).at(-1)?.type).toBe('PayoutDepositRetracted.v1');
   }, 120_000);
 
+  it('the flagged sweep mined again before the transfer came back: the transfer re-included after it funds the payout again, which goes to the off-ramp with that sweep, nothing sent', async () => {
+    const { id, address, snapshot, forkBlock, deposit, retraction } = await sweptThenKilled();
+    const lost = await reorg(snapshot, forkBlock, [local.operator.address]);
+    await observe(retraction);
+    await flow().handle(await factMessage(id));
+    const sweep = await sweptAgain(id);
+
+    for (const raw of lost) await provider.send('eth_sendRawTransaction', [raw]);
+    const { observation, receipt } = await reincluded(address, deposit);
+    expect(receipt.blockNumber).toBeGreaterThan(sweep.blockNumber);
+    await observe(observation);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await flow().handle(await factMessage(id));
+    expect(foldPayout(await store.readStream(`payout-${id}`))).toMatchObject({
+      status: 'forwarded',
+      sweepTxHash: sweep.hash,
+      forwardTxHash: sweep.hash,
+    });
+    expect(submitted).toContain(id);
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    // The sweep took the held deposit's funds ahead of the transfer, which now makes them up.
+    expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+  }, 120_000);
+
   it('the sweep orphaned with the deposit and not mined again: the retried step flags nothing, sends nothing, and the held deposit stays', async () => {
     const { id, address, snapshot, forkBlock, retraction } = await sweptThenKilled();
     await reorg(snapshot, forkBlock);
@@ -393,6 +423,14 @@ async function sweptAndForwarded(customer?: Customer) {
     retraction,
     sweepTxHash: forwarded.sweepTxHash ?? '',
   };
+}
+
+/** The payout's sweep as mined on the fork now (the flow's killed attempt, sent again by the reorg). */
+async function sweptAgain(payoutId: string): Promise<{ hash: string; blockNumber: number }> {
+  const hash = await sweeper.sweepOnChain(foldPayout(await store.readStream(`payout-${payoutId}`)), MERCHANT);
+  const receipt = await provider.getTransactionReceipt(hash ?? '');
+  if (!receipt) throw new Error('no sweep on this fork');
+  return { hash: receipt.hash, blockNumber: receipt.blockNumber };
 }
 
 /** The same transfer mined again on the new fork, as the indexer observes it there (another block, maybe log). */

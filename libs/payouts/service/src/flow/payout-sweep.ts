@@ -162,11 +162,18 @@ export class PayoutSweeper {
     }
   }
 
-  /** This payout's sweep, which the chain says is there: from the deposit's block (a sweep cannot precede it). */
+  /**
+   * This payout's sweep, which the chain says is there: from the deposit's block, else over the lookback window. A
+   * sweep precedes its deposit's block only after a reorg: the deposit retracted after its sweep landed, the sweep
+   * mined again on the new fork (with other funds of the shared address) and the same transfer re-included after it
+   * (docs/payouts.md, "Reorgs").
+   */
   private async ownSweep(request: PayoutSweepRequest, depositTx: string): Promise<string> {
     const receipt = await this.relayers.for(request.chain).provider.getTransactionReceipt(depositTx);
     if (!receipt) throw new Error(`deposit transaction ${depositTx} not found on ${request.chain}`);
-    const [own] = await this.deposits.sweeps({ ...request, fromBlock: receipt.blockNumber });
+    const sinceDeposit = await this.deposits.sweeps({ ...request, fromBlock: receipt.blockNumber });
+    const [own] =
+      sinceDeposit.length > 0 ? sinceDeposit : await this.deposits.sweeps({ ...request, fromBlock: null });
     // The deposit refused the sweep as done, so the log exists; not finding it is a lagging or pruned node: retry.
     if (!own)
       throw new Error(`payout ${request.payoutId} already swept but its PayoutSwept log was not found`);
