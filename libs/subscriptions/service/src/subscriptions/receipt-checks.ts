@@ -44,8 +44,35 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
     super(() => POLL_INTERVAL_MS);
   }
 
+  /** Block hashes read in the running pass: the receipts of one block (a busy one) cost one read. */
+  private readonly blockHashes = new Map<string, Promise<string | null>>();
+
+  override async tick(): Promise<number> {
+    this.blockHashes.clear();
+    try {
+      return await super.tick();
+    } finally {
+      this.blockHashes.clear();
+    }
+  }
+
   protected now(): Date {
     return this.commands.now();
+  }
+
+  private blockHash(
+    provider: { getBlock(n: number): Promise<{ readonly hash: string | null } | null> },
+    chain: string,
+    blockNumber: number,
+  ): Promise<string | null> {
+    const key = `${chain}:${blockNumber}`;
+    let hash = this.blockHashes.get(key);
+    if (!hash) {
+      hash = provider.getBlock(blockNumber).then((b) => b?.hash?.toLowerCase() ?? null);
+      hash.catch(() => this.blockHashes.delete(key));
+      this.blockHashes.set(key, hash);
+    }
+    return hash;
   }
 
   protected async due(_now: Date, limit: number, after?: DueRow): Promise<OpenReceipt[]> {
@@ -71,12 +98,12 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
     const manager = await this.managers.findByAddress(observed.chain, observed.contract);
     const provider = manager ? this.chains.provider(manager.mode, observed.chain) : null;
     if (!provider) return false;
-    const canonical = await provider.getBlock(Number(blockNumber));
-    if (canonical?.hash?.toLowerCase() === blockHash.toLowerCase()) return false;
+    const canonical = await this.blockHash(provider, observed.chain, Number(blockNumber));
+    if (canonical === blockHash.toLowerCase()) return false;
     const receipt = await provider.getTransactionReceipt(observed.tx_hash);
     if (receipt && receipt.status === 1) {
-      const its = await provider.getBlock(receipt.blockNumber);
-      if (its?.hash?.toLowerCase() === receipt.blockHash.toLowerCase()) {
+      const its = await this.blockHash(provider, observed.chain, receipt.blockNumber);
+      if (its === receipt.blockHash.toLowerCase()) {
         await this.observations.markSettled(observed.observation_id);
         return true;
       }
