@@ -346,7 +346,9 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
       if (!found) throw new Error(`no stale authorization ${i}`);
       return found;
     };
-    const wallet = (i: number) => chain.wallet([6, 2][i] ?? 6);
+    const wallet = (i: number) => chain.wallet([6, 2, 1][i] ?? 6);
+    /** The settlement address the registry keeps paying (A) and the one the settings took first (B). */
+    const addresses = { a: '', b: Wallet.createRandom().address };
     /** The settlement failure webhook of the subscription's first charge. */
     const settlementFailed = (subscriptionId: string) =>
       until(
@@ -360,13 +362,14 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
       );
 
     beforeAll(async () => {
-      for (const i of [0, 1]) {
+      for (const i of [0, 1, 2]) {
         const checkout = await newCheckout();
         stale.push({ checkout, authorized: await authorizeSubscribe(api, checkout, chain, wallet(i)) });
       }
+      addresses.a = String((await as('GET', '/settings')).body['settlement_address']);
       const changed = await as('POST', '/settings', {
         merchant_signer: signer.address,
-        settlement_address: Wallet.createRandom().address,
+        settlement_address: addresses.b,
       });
       expect(changed.status).toBe(200);
       await until(
@@ -426,6 +429,32 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
       expect(await rows(id)).toEqual([
         { ...byIndexer, fiat_amount: '150000', fiat_currency: 'ARS', settlement_status: 'failed' },
       ]);
+    }, 120_000);
+    it('A -> B -> C before the log is read: a charge that paid A between the changes is announced against B, the address in force when it was made', async () => {
+      const { checkout, authorized } = staleAt(2);
+      const txHash = await sendSubscribe(wallet(2), authorized.authorization);
+      const id = String(checkout['onchain_id']).toLowerCase();
+      // C must come after the charge's block (anvil's clock runs ahead of the service's since increaseTime): the
+      // service clock passes the block's second first, then the settings take C. The indexer reads the log only
+      // after that (two blocks on it), and nothing reports it meanwhile.
+      const mined = await chain.provider().getTransactionReceipt(txHash);
+      const blockTime = Number((await chain.provider().getBlock(mined?.blockNumber ?? 'latest'))?.timestamp);
+      await until(
+        async () => Date.now(),
+        (now) => now >= (blockTime + 1) * 1000,
+        'the service clock past the charge block',
+      );
+      const c = Wallet.createRandom().address;
+      expect(
+        (await as('POST', '/settings', { merchant_signer: signer.address, settlement_address: c })).status,
+      ).toBe(200);
+      await chain.mine(2);
+
+      const told = await webhooks.next('subscription.charge_paid_replaced_settlement_address', id);
+      const mismatch = told.data['settlement_mismatch'] ?? {};
+      expect(mismatch).toMatchObject({ charge_nonce: 0, tx_hash: txHash });
+      expect(String(mismatch['paid_to']).toLowerCase()).toBe(addresses.a.toLowerCase());
+      expect(String(mismatch['settlement_address']).toLowerCase()).toBe(addresses.b.toLowerCase());
     }, 120_000);
   });
 });

@@ -8,6 +8,7 @@ export * from './settings.presenter';
 export * from './settlement.presenter';
 export * from './webhook-secrets';
 export * from './merchant-settings.projection';
+export * from './settlement-address-history';
 export * from './webhook-url';
 export * from './webhook-event-types';
 export * from './contract-signatures';

@@ -6,6 +6,7 @@ import { Projections } from '@stablepay/aggregate';
 import { type BusMessage, type ProjectionRunner, topicForCategory } from '@stablepay/event-bus';
 import { MERCHANT_CATEGORY, type MerchantEvent } from '@stablepay/merchants-domain';
 import { InvalidatedCache } from '@stablepay/util';
+import { recordSettlementAddressChange } from './settlement-address-history';
 
 export const MERCHANT_TOPIC = topicForCategory(MERCHANT_CATEGORY);
 export const MERCHANT_SETTINGS_PROJECTION = 'merchants.settings-projection';
@@ -93,6 +94,7 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
         set['settlement_address'] = event.data.settlementAddress;
         set['settlement_address_changed_at'] = event.data.changedAt;
         at = event.data.changedAt;
+        await recordSettlementAddressChange(em, merchantId, event.data);
         break;
       case 'MerchantProfileUpdated.v1': {
         const d = event.data;

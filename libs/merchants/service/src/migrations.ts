@@ -99,6 +99,32 @@ export class AddSettlementAddressChangedAt1795622400500 implements MigrationInte
 }
 
 /**
+ * Every settlement address the settings held, with its validity interval (settlement-address-history.ts):
+ * subscriptions compares a charge's payee with the address in force at the charge's block time, not only with the
+ * last change. Existing rows start the history at their last change (`settlement_address_changed_at`); the addresses
+ * before it are not known, so a charge before it is not judged (as before).
+ */
+export class CreateSettlementAddressHistory1795708800000 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE merchant_settlement_addresses (
+      merchant_id text NOT NULL,
+      settlement_address text NOT NULL,
+      valid_from timestamptz NOT NULL,
+      valid_to timestamptz,
+      PRIMARY KEY (merchant_id, valid_from)
+    )`);
+    await q.query(
+      `INSERT INTO merchant_settlement_addresses (merchant_id, settlement_address, valid_from)
+       SELECT merchant_id, settlement_address, settlement_address_changed_at FROM merchant_settings
+       WHERE settlement_address IS NOT NULL AND settlement_address_changed_at IS NOT NULL`,
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE merchant_settlement_addresses');
+  }
+}
+
+/**
  * The registration table is the chain registration worker's (payments process); the gateway reads it for
  * settings' `chain_registrations`, so it is created wherever settings are served too (idempotent DDL).
  */
@@ -108,4 +134,5 @@ export const MERCHANTS_MIGRATIONS = [
   CreateMerchantChainRegistrations1767400000000,
   AddMerchantBetaFeatures1767900000000,
   AddSettlementAddressChangedAt1795622400500,
+  CreateSettlementAddressHistory1795708800000,
 ];

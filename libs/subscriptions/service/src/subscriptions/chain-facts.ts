@@ -277,8 +277,11 @@ export class SubscriptionChainFacts {
         // On-chain truth: the charge stands wherever it paid. A payee other than the settlement address the settings
         // held at the charge's block time is the one the merchant had replaced, still in the registry (a subscribe
         // authorized before POST /settings and sent after it): the merchant is told, whichever write path records
-        // the log first. The aggregate compares the times: this runs again for every later sighting of the log.
-        const settlement = await this.managers.settlementAddress(manager.merchant_id);
+        // the log first. The address is the one in force then (the settings' history), not the one held when the
+        // log is read: A -> B -> C before a late read still names B for a charge that paid A between the changes.
+        // The aggregate compares the times (a change in the block's own second is no replacement): this runs again
+        // for every later sighting of the log.
+        const settlement = await this.managers.settlementAddressAt(manager.merchant_id, charge.chargedAt);
         const paidTo = a['payee'] ?? '';
         if (settlement && paidTo && paidTo.toLowerCase() !== settlement.address.toLowerCase())
           revision = await this.commands

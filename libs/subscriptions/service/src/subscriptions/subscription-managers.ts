@@ -10,7 +10,11 @@ import {
 } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
 import { merchantDecider, merchantStreamId } from '@stablepay/merchants-domain';
-import { MerchantChainRegistrar, type MerchantSettingsRow } from '@stablepay/merchants-service';
+import {
+  MerchantChainRegistrar,
+  type MerchantSettingsRow,
+  settlementAddressAt,
+} from '@stablepay/merchants-service';
 import { type Clock, conflict, DomainError, notFound } from '@stablepay/util';
 import { type ContractRunner, Interface, ZeroAddress } from 'ethers';
 import type { RelayOutcome } from '@stablepay/relayer';
@@ -106,17 +110,17 @@ export class SubscriptionManagers {
     return own.flatMap(([role, address]) => (address ? [{ role, address }] : []));
   }
 
-  /** The settlement address of the merchant's settings and when it was set (null before it set one). */
-  async settlementAddress(merchantId: string): Promise<{ address: string; changedAt: string } | null> {
+  /**
+   * The settlement address the merchant's settings held at `at` (a charge's block time) and since when; null when
+   * none is known for that time (settlement-address-history.ts in the merchants scope).
+   */
+  async settlementAddressAt(
+    merchantId: string,
+    at: string,
+  ): Promise<{ address: string; changedAt: string } | null> {
     // Not `settings()`: a chain fact is recorded whatever the settings hold, and a 404 would fail it for ever.
-    const rows: Array<{ settlement_address: string | null; changed_at: Date | string | null }> =
-      await this.dataSource.query(
-        'SELECT settlement_address, settlement_address_changed_at AS changed_at FROM merchant_settings WHERE merchant_id = $1',
-        [merchantId],
-      );
-    const row = rows[0];
-    if (!row?.settlement_address || !row.changed_at) return null;
-    return { address: row.settlement_address, changedAt: new Date(row.changed_at).toISOString() };
+    const held = await settlementAddressAt(this.dataSource, merchantId, at);
+    return held ? { address: held.address, changedAt: held.validFrom } : null;
   }
 
   /**
