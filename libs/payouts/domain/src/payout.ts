@@ -234,14 +234,11 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
             : state.forwardTxHash,
         updatedAt: event.data.sweptAt,
       };
+    // Neither changes what the API shows (no webhook either), so the object's updated_at stays.
     case 'PayoutSweepOrphaned.v1':
-      return { ...state, orphanedSweepTxHash: event.data.txHash, updatedAt: event.data.orphanedAt };
+      return { ...state, orphanedSweepTxHash: event.data.txHash };
     case 'PayoutDepositReincluded.v1':
-      return {
-        ...state,
-        deposit: state.deposit && { ...state.deposit, logIndex: event.data.logIndex },
-        updatedAt: event.data.reincludedAt,
-      };
+      return { ...state, deposit: state.deposit && { ...state.deposit, logIndex: event.data.logIndex } };
     case 'PayoutDepositRetracted.v1':
       // A held failure stays failed (terminal): only its deposit is gone, so nothing is held for it any more.
       return {

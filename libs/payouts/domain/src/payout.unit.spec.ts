@@ -297,6 +297,21 @@ describe('Payout aggregate', () => {
       expect(payoutObject(state).forward_tx_hash).toBe(RESWEEP_TX);
     });
 
+    it('given a forwarded payout, when its sweep is orphaned and its deposit re-included, then the API object is unchanged (updated_at included)', () => {
+      const before = payoutObject(given(run(create(), deposit, swept, forwarded)));
+      const later = new Date(now.getTime() + 60_000);
+      const events = run(
+        create(),
+        deposit,
+        swept,
+        forwarded,
+        { ...orphaned, now: later },
+        { ...back, now: later },
+      );
+      expect(events).toHaveLength(6);
+      expect(payoutObject(given(events))).toEqual(before);
+    });
+
     it('given an orphaned sweep mined again, when it is found, then the same transaction is recorded again and clears the orphan', () => {
       const events = run(create(), deposit, swept, forwarded, orphaned, swept);
       expect(events.at(-1)).toMatchObject({ type: 'PayoutDepositSwept.v1', data: { txHash: SWEEP_TX } });
