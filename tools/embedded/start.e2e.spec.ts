@@ -67,6 +67,23 @@ describe('npm start (tools/embedded/start.js)', () => {
     expect(proc.output.join('\n')).toMatch(
       /Chain eip155:8453 +http:\/\/127\.0\.0\.1:\d+ +\(payment factory 0x[0-9a-fA-F]{40}, registry 0x[0-9a-fA-F]{40}\)/,
     );
+    // The README's subscription checkout: the sandbox rates quote its ARS price, and a USD one as it says.
+    const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+    const plan = /\/subscription-checkouts [^\n]*\n\s*-d '([^']+)'/.exec(readme)?.[1];
+    const subscriptionCheckout = (body: string) =>
+      fetch(`${ready.url}/subscription-checkouts`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${demoKey}`, 'content-type': 'application/json' },
+        body,
+      });
+    const created = await subscriptionCheckout(plan ?? 'the README shows no subscription checkout');
+    expect(created.status).toBe(201);
+    expect(await created.json()).toMatchObject({ status: 'pending', price_currency: 'ARS' });
+    const usd = await subscriptionCheckout(
+      JSON.stringify({ ...JSON.parse(plan ?? '{}'), price_currency: 'USD' }),
+    );
+    expect(usd.status).toBe(422);
+    expect(await usd.json()).toMatchObject({ error: { code: 'price_currency_not_quotable' } });
     const admin = await fetch(`${ready.url}/admin/merchants`, { method: 'POST' });
     expect(admin.status).toBe(404);
 
