@@ -581,6 +581,28 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
       (d) => expected.every((t) => d.some((e) => e.type === t)) && d.some((e) => 'livemode' in e),
       `webhooks of types ${expected.join(', ')} and the test delivery`,
     );
+    // SPEC Events, beyond the schemas: charge webhooks carry the subscription's next nonce beside the nonce the
+    // charge used (rule 4), name the subscription as data.object.id (rule 2), and by the time one arrives the charges
+    // list has its row (fiat field rule 6), the row data.charge is.
+    const charges = (await call(200, 'GET', `/merchants/${m.id}/charges?limit=100`, { key: m.key })).body[
+      'data'
+    ] as Json[];
+    for (const event of delivered.filter(
+      (e) => e.type.startsWith('subscription.charge_') && !('livemode' in e),
+    )) {
+      const object = event.data['object'] as Json;
+      const charge = event.data['charge'] as Json;
+      const used = event.type === 'subscription.charge_succeeded' ? 1 : 0;
+      expect({
+        type: event.type,
+        next: Number(object['charge_nonce']) - Number(charge['charge_nonce']),
+      }).toEqual({
+        type: event.type,
+        next: used,
+      });
+      expect(object['id']).toBe(charge['subscription_id']);
+      expect(charges.find((c) => c['id'] === charge['id'])).toEqual(charge);
+    }
     const asyncapi = WebhookConformance.fromFiles();
     for (const event of delivered) {
       problems.push(...asyncapi.check(event));
