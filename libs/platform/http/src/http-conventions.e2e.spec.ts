@@ -24,8 +24,8 @@ import {
   AddIdempotencyKeyGenerations1795536000300,
   AddIdempotencyResponseLocation1795536000400,
   AnswersSecret,
-  CreateIdempotencyKeys1763800000000,
   IDEMPOTENCY_CLOCK,
+  IDEMPOTENCY_MIGRATIONS,
   IdempotencyInterceptor,
 } from './idempotency.interceptor';
 import { idempotencyKeyOf } from './request-origin';
@@ -144,12 +144,7 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       imports: [
         DatabaseModule.forRoot({
           url: db.url,
-          migrations: [
-            CreateIdempotencyKeys1763800000000,
-            AddIdempotencyClaimOwners1795449600777,
-            AddIdempotencyKeyGenerations1795536000300,
-            AddIdempotencyResponseLocation1795536000400,
-          ],
+          migrations: IDEMPOTENCY_MIGRATIONS,
         }),
         HealthModule,
       ],

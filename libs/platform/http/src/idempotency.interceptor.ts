@@ -29,7 +29,7 @@ import { toEnvelope } from './error-envelope.filter';
 import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 import type { AuthenticatedMerchant } from './auth';
 import { headerCount } from './request-headers';
-import { IDEMPOTENCY_COMMAND_ID, idempotencyCommandId } from './request-origin';
+import { IDEMPOTENCY_COMMAND_ID, IDEMPOTENCY_NOT_FINAL, idempotencyCommandId } from './request-origin';
 
 export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
@@ -112,6 +112,14 @@ export class AddIdempotencyResponseLocation1795536000400 implements MigrationInt
     await q.query('ALTER TABLE idempotency_keys DROP COLUMN IF EXISTS response_location');
   }
 }
+
+/** The idempotency_keys schema, in order (every service applies them at its start). */
+export const IDEMPOTENCY_MIGRATIONS = [
+  CreateIdempotencyKeys1763800000000,
+  AddIdempotencyClaimOwners1795449600777,
+  AddIdempotencyKeyGenerations1795536000300,
+  AddIdempotencyResponseLocation1795536000400,
+];
 
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
 /** The SecretBox that seals the kept answers of `@AnswersSecret()` routes (the gateway's webhook-secret key). */
@@ -225,7 +233,8 @@ function canonical(value: unknown): string {
  * retry with the same key and parameters; the same key with other parameters is 400 idempotency_key_reused;
  * a retry while the first is still running gets 409 idempotency_key_in_use (the unique row is the lock, so
  * two concurrent requests never both execute). Responses that say nothing happened (400 validation, 401, 409,
- * 429, 5xx) are not kept, so a corrected or later retry runs. A key used again after its 24 hours is a new request
+ * 429, 5xx) are not kept, so a corrected or later retry runs; nor is an answer its handler marks as not final
+ * (`answerIsNotFinal`: a 202 pending). A key used again after its 24 hours is a new request
  * with a new command id (its next generation), not the old object answered again.
  */
 @Injectable()
@@ -382,7 +391,8 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       idempotencyCommandId(key, generation);
     try {
       const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
-      if (secret && !this.sealer) await this.release(scope, key, now);
+      const notFinal = (request as { [IDEMPOTENCY_NOT_FINAL]?: boolean })[IDEMPOTENCY_NOT_FINAL] === true;
+      if (notFinal || (secret && !this.sealer)) await this.release(scope, key, now);
       else await this.complete(scope, key, now, reply.statusCode, body ?? null, secret, locationOf(reply));
       return body;
     } catch (error) {

@@ -23,6 +23,18 @@ export function idempotencyCommandId(key: string, generation: number): string {
   return generation <= 1 ? key : `${key}\u2192${generation}`;
 }
 
+/** Where a handler marks an answer that is not its request's outcome yet (read by the Idempotency-Key interceptor). */
+export const IDEMPOTENCY_NOT_FINAL = Symbol.for('stablepay.idempotencyNotFinal');
+
+/**
+ * Marks the answer as not the request's outcome yet (a 202 `pending`: asking again later answers the outcome), so
+ * its Idempotency-Key does not keep it: a retry with the key runs again instead of replaying "pending" for 24 hours.
+ * Only for answers whose request is safe to run again (it records nothing twice).
+ */
+export function answerIsNotFinal(request: Pick<FastifyRequest, 'headers'>): void {
+  (request as { [IDEMPOTENCY_NOT_FINAL]?: boolean })[IDEMPOTENCY_NOT_FINAL] = true;
+}
+
 /**
  * The command id of the request's Idempotency-Key (checked by the interceptor, 1-255 characters), or undefined: what
  * creates, charges and payment actions derive their ids from. The key itself, or its generation's id once the key is

@@ -20,14 +20,11 @@ import { PARKED_STREAMS_MIGRATIONS } from '@stablepay/event-bus';
 import { type Upcaster, UpcasterRegistry, withUpcasters } from '@stablepay/event-store';
 import { DatabaseModule, type MigrationClass } from '@stablepay/database';
 import {
-  AddIdempotencyClaimOwners1795449600777,
-  AddIdempotencyKeyGenerations1795536000300,
-  AddIdempotencyResponseLocation1795536000400,
   createHttpApp,
-  CreateIdempotencyKeys1763800000000,
   DEFAULT_HTTP_TIMEOUTS,
   drainHttpApp,
   HealthModule,
+  IDEMPOTENCY_MIGRATIONS,
   ReadinessRegistry,
   startMetricsServer,
   stopDeadlineMs,
@@ -82,10 +79,7 @@ export function platformRootModule(
       DatabaseModule.forRoot({
         url: config.databaseUrl,
         migrations: [
-          CreateIdempotencyKeys1763800000000,
-          AddIdempotencyClaimOwners1795449600777,
-          AddIdempotencyKeyGenerations1795536000300,
-          AddIdempotencyResponseLocation1795536000400,
+          ...IDEMPOTENCY_MIGRATIONS,
           ...PARKED_STREAMS_MIGRATIONS,
           ...services.flatMap((s) => s.migrations ?? []),
         ],

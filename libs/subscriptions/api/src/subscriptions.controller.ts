@@ -1,6 +1,7 @@
 import { Body, Controller, Get, HttpCode, Inject, Param, Post, Query, Req, Res } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
+  answerIsNotFinal,
   assertOwnMerchant,
   type AuthenticatedMerchant,
   CurrentMerchant,
@@ -133,7 +134,11 @@ export async function subscribeCall(
   const release = input.txHash !== undefined ? await limits.admit(request, reply, id) : undefined;
   try {
     const result = await useCases.subscribe(id, input);
-    if (result.object === 'subscribe_result' && result.status === 'pending') void reply.status(202);
+    if (result.object === 'subscribe_result' && result.status === 'pending') {
+      void reply.status(202);
+      // Not mined yet: a retry with the same Idempotency-Key asks again and learns the outcome.
+      answerIsNotFinal(request);
+    }
     return result;
   } finally {
     await release?.();
