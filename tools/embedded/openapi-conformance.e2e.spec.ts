@@ -504,6 +504,21 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     expect((refused.body['error'] as Json | undefined)?.['code']).toBe('sender_flagged');
     await call(200, 'GET', `/payouts/${heldId}`, { key: m.key });
     await call(200, 'GET', `/customers?limit=1`, { key: m.key });
+
+    // The chain-less test helper funds a payout through the same intake.
+    const helped = await newUsdcPayout(checkedAs(m.key), customerId, '5000000', CHAIN);
+    const deposited = await call(200, 'POST', `/test_helpers/customers/${customerId}/deposits`, {
+      body: { chain: CHAIN, token: 'USDC', amount: '5000000' },
+      key: m.key,
+    });
+    expect((deposited.body['payout'] as Json | null)?.['id']).toBe(helped);
+    await webhooks.next('payout.completed', helped);
+    // A new customer's hosted KYC page (its kyc_url), before the step.
+    const pending = await call(201, 'POST', '/customers', {
+      body: { name: 'Grace Payer', email: 'grace-chain@example.com' },
+      key: m.key,
+    });
+    await call(200, 'GET', new URL(String(pending.body['kyc_url'])).pathname, { key: null });
     expect(problems).toEqual([]);
   }, 240_000);
 
