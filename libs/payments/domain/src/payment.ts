@@ -931,8 +931,11 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     case 'RetractTransfer': {
       const t = s.transfers.find(sameTransfer(command));
       if (!t) return;
-      // A held sanctioned sender's transfer paid nothing: losing it loses nothing of the order.
-      const funded = t.isFunding && !fromSanctioned(s, t);
+      // Only a transfer that pays the order can lose it. Funding at observation is not enough: a held sanctioned
+      // sender's transfer, and a funding candidate of a token that did not pay the order (dust sent first in another
+      // accepted token, or dust left beside the asset configure chose), paid nothing, and a reorg losing them failed
+      // a paid payment deposit_lost_to_reorg.
+      const funded = fundingTransfers(s).some(sameTransfer(t));
       if (t.confirmed && funded && s.depositConfirmed && s.phase !== 'failed') {
         // A confirmed deposit lost beyond recovery: the payment fails, the record of the transfer stays.
         emit({

@@ -1260,6 +1260,36 @@ describe('Payment: reorg', () => {
     expect(failed.object.failure_message).toContain(lost.txHash);
     expect(failed.object.transactions).toHaveLength(1);
   });
+
+  it("a reorg losing a confirmed transfer that paid nothing (another token's dust, before or after configure) does not fail a paid order", () => {
+    // Dust in USDT first (a funding candidate while no token had paid), then the order paid in USDC.
+    const dust = transfer({ from: SECOND_WALLET, asset: USDT_BASE, amount: '1' });
+    const pay = transfer();
+    const retract = (t: ObservedTransfer) =>
+      ({ type: 'RetractTransfer', chain: t.chain, txHash: t.txHash, logIndex: 0, now: at(9) }) as const;
+    const raced = given(create(), observe(dust), confirm(dust), observe(pay, 2), confirm(pay, 3), clear(4));
+    const lostDust = raced.when(retract(dust));
+    expect(lostDust.types).toEqual(['PaymentTransferRetracted.v1']);
+    expect(lostDust.object).toMatchObject({ status: 'pending', amount_paid: ORDER });
+    // Since c71a733 a third party's dust no longer blocks configure: USDC dust, then USDT chosen and paid.
+    const usdcDust = transfer({ from: SECOND_WALLET, amount: '1' });
+    const usdt = transfer({ asset: USDT_BASE });
+    const chosen = given(
+      create(),
+      observe(usdcDust),
+      confirm(usdcDust),
+      { type: 'SelectAsset', chain: BASE, token: 'USDT', now: at(2) },
+      observe(usdt, 3),
+      confirm(usdt, 3),
+      clear(4),
+      deployDirect(ORDER, 5),
+    );
+    const lostChosenDust = chosen.when(retract(usdcDust));
+    expect(lostChosenDust.types).toEqual(['PaymentTransferRetracted.v1']);
+    expect(lostChosenDust.object).toMatchObject({ status: 'settled' });
+    // The transfer that paid the order is still lost for good.
+    expect(chosen.when(retract(usdt)).types).toEqual(['PaymentFailed.v1']);
+  });
 });
 
 describe('Payment: sanctions screening', () => {
