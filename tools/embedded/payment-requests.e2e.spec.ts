@@ -172,14 +172,21 @@ describe('the alternate payment-request surface (x-api-key, /payment-requests)',
   it('takes the key in x-api-key only, and keeps merchants apart', async () => {
     const body = { amount: '1000000', currency: 'USD' };
     expect((await call('POST', '/payment-requests/payments/new', body)).status).toBe(401);
-    expect(
-      (await call('POST', '/payment-requests/payments/new', body, { authorization: `Bearer ${key}` })).status,
-    ).toBe(401);
+    // The other surface's header is refused with a message naming the header this one takes.
+    const bearer = await call('POST', '/payment-requests/payments/new', body, {
+      authorization: `Bearer ${key}`,
+    });
+    expect(bearer.status).toBe(401);
+    expect(JSON.stringify(bearer.body)).toContain(
+      'takes the API key in the x-api-key header, not Authorization',
+    );
     expect((await pr('POST', '/payments/new', body, 'sk_test_notakey0000000000000000000000')).status).toBe(
       401,
     );
     // The main surface does not take x-api-key.
-    expect((await call('GET', '/payments', undefined, { 'x-api-key': key })).status).toBe(401);
+    const xApiKey = await call('GET', '/payments', undefined, { 'x-api-key': key });
+    expect(xApiKey.status).toBe(401);
+    expect(JSON.stringify(xApiKey.body)).toContain('Send the key on this route as \\"Authorization: Bearer');
 
     const created = await pr('POST', '/payments/new', body);
     const id = String(created.body['id']);

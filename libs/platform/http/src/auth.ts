@@ -79,6 +79,11 @@ export class ApiKeyGuard implements CanActivate {
     const ambiguous = ambiguousCredentials(request.raw);
     if (ambiguous) throw unauthenticated(ambiguous);
     const header = request.headers['authorization'];
+    // The payment-request surface's header is the one a newcomer most often tries here: say so, not "no key".
+    if (!header && request.headers['x-api-key'] !== undefined)
+      throw unauthenticated(
+        'The x-api-key header is taken only by the payment-request surface (/payment-requests/...). Send the key on this route as "Authorization: Bearer sk_test_...".',
+      );
     if (!header)
       throw unauthenticated('No API key provided. Send it as "Authorization: Bearer sk_test_...".');
     const match = /^Bearer\s+(\S+)$/i.exec(header);

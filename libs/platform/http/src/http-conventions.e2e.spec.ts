@@ -202,6 +202,15 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
     }
   });
 
+  it('tells a key sent as x-api-key on a bearer route which header the route takes', async () => {
+    const res = await fetch(`${base}/widgets/w1`, { headers: { 'x-api-key': KEY_A } });
+    expect(res.status).toBe(401);
+    const { error } = (await res.json()) as { error: { type: string; code: string; message: string } };
+    expect(error).toMatchObject({ type: 'authentication_error', code: 'invalid_api_key' });
+    expect(error.message).toContain('x-api-key header is taken only by the payment-request surface');
+    expect(error.message).toContain('Authorization: Bearer');
+  });
+
   it('serves request metrics by route pattern (never the raw URL) and the process metrics on /metrics', async () => {
     await fetch(`${base}/widgets/w-metrics-1`, { headers: { authorization: `Bearer ${KEY_A}` } });
     await fetch(`${base}/widgets/w-metrics-2`, { headers: { authorization: `Bearer ${KEY_A}` } });

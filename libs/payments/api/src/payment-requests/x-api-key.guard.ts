@@ -27,7 +27,11 @@ export class XApiKeyGuard implements CanActivate {
     if (ambiguous) throw unauthenticated(ambiguous);
     const raw = request.headers['x-api-key'];
     if (raw === undefined)
-      throw unauthenticated('No API key provided. Send it as "x-api-key: sk_test_..." on this surface.');
+      throw unauthenticated(
+        request.headers['authorization'] !== undefined
+          ? 'This surface (/payment-requests/...) takes the API key in the x-api-key header, not Authorization: send "x-api-key: sk_test_...".'
+          : 'No API key provided. Send it as "x-api-key: sk_test_..." on this surface.',
+      );
     const key = Array.isArray(raw) ? undefined : raw.trim();
     if (!key || !parseApiKey(key)) throw unauthenticated('Invalid API key provided.');
     // The merchants scope provides the resolver to the whole gateway; looked up once, across modules.
