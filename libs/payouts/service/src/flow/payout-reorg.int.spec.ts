@@ -320,20 +320,28 @@ afterAll(async () => {
 });
 
 /**
- * A payout funded on a fork taken after another deposit was held at its customer's address (what a sweep without
- * its deposit would take), its deposit observed, and the flow killed once its sweep landed (before the fact).
+ * A payout (of a new customer unless one is given) funded on a fork taken after another deposit was held at its
+ * customer's address (what a sweep without its deposit would take), its deposit observed.
  */
-async function sweptThenKilled() {
-  const { id, address } = await awaitingPayout();
-  await send(6, address, AMOUNT);
+async function funded(customer?: Customer) {
+  const payout = await awaitingPayout(customer);
+  await send(6, payout.address, AMOUNT);
   const snapshot = (await provider.send('evm_snapshot', [])) as string;
   const forkBlock = await provider.getBlockNumber();
-  const deposit = await send(7, address, AMOUNT);
+  const deposit = await send(7, payout.address, AMOUNT);
   const block = (await provider.getTransactionReceipt(deposit.hash))?.blockHash ?? '';
-  const { observation, retraction } = observed(address, deposit, block);
+  const { observation, retraction } = observed(payout.address, deposit, block);
   await observe(observation);
-  await expect(flow({ stopsAfterSweep: true }).handle(await factMessage(id))).rejects.toThrow(/killed/);
-  return { id, address, snapshot, forkBlock, deposit, retraction };
+  return { ...payout, snapshot, forkBlock, deposit, block, retraction };
+}
+
+/** A funded payout whose flow was killed once its sweep landed (before the fact). */
+async function sweptThenKilled() {
+  const payout = await funded();
+  await expect(flow({ stopsAfterSweep: true }).handle(await factMessage(payout.id))).rejects.toThrow(
+    /killed/,
+  );
+  return payout;
 }
 
 describe('payout deposit reorgs on anvil, the payouts process stopped in between', () => {
@@ -402,27 +410,12 @@ describe('payout deposit reorgs on anvil, the payouts process stopped in between
  * the projection has it by now.
  */
 async function sweptAndForwarded(customer?: Customer) {
-  const payout = await awaitingPayout(customer);
-  await send(6, payout.address, AMOUNT);
-  const snapshot = (await provider.send('evm_snapshot', [])) as string;
-  const forkBlock = await provider.getBlockNumber();
-  const deposit = await send(7, payout.address, AMOUNT);
-  const block = (await provider.getTransactionReceipt(deposit.hash))?.blockHash ?? '';
-  const { observation, retraction } = observed(payout.address, deposit, block);
-  await observe(observation);
+  const payout = await funded(customer);
   await flow().handle(await factMessage(payout.id));
   await project(payout.id);
   const forwarded = foldPayout(await store.readStream(`payout-${payout.id}`));
   expect(forwarded).toMatchObject({ status: 'forwarded', forwardTxHash: forwarded.sweepTxHash });
-  return {
-    ...payout,
-    snapshot,
-    forkBlock,
-    deposit,
-    block,
-    retraction,
-    sweepTxHash: forwarded.sweepTxHash ?? '',
-  };
+  return { ...payout, sweepTxHash: forwarded.sweepTxHash ?? '' };
 }
 
 /** The payout's sweep as mined on the fork now (the flow's killed attempt, sent again by the reorg). */
@@ -440,6 +433,19 @@ async function reincluded(address: string, deposit: Transfer) {
   const again = { ...deposit, logIndex: receipt.logs[0]?.index ?? 0 };
   return { receipt, ...observed(address, again, receipt.blockHash) };
 }
+
+describe('a reorg the indexer has not reported yet', () => {
+  it('the deposit gone from the chain: the sweep is not sent (it would take the held deposit) and the step is retried', async () => {
+    const { id, address, snapshot, forkBlock } = await funded();
+    await reorg(snapshot, forkBlock);
+
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await expect(flow().handle(await factMessage(id))).rejects.toThrow(/not on eip155:8453/);
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+    expect(submitted).not.toContain(id);
+  }, 120_000);
+});
 
 describe("a reorg orphaning a swept payout's deposit and its sweep", () => {
   it('the transfer re-included on the new fork stays with the swept payout: the next payout waiting for the same amount is not funded by it', async () => {

@@ -127,6 +127,11 @@ export class PayoutSweeper {
         throw new Error(
           `the payout's deposit address ${payout.depositAddress} is not the configured factory's and off-ramp's (${this.deposits.address(request)})`,
         );
+      // A reorg deeper than the confirmation depth may have taken the deposit before the indexer's retraction reached
+      // the payout: the address's balance would then be other deposits' funds (docs/payouts.md, "Reorgs").
+      const landed = await this.relayers.for(chain).provider.getTransactionReceipt(deposit.txHash);
+      if (landed?.status !== 1)
+        throw new Error(`deposit transaction ${deposit.txHash} is not on ${chain}: nothing is swept for it`);
       const outcome = await this.deposits.sweep(request);
       if (outcome.kind === 'swept') {
         this.counter.inc({ chain, outcome: 'swept' });
