@@ -99,10 +99,13 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
     const provider = manager ? this.chains.provider(manager.mode, observed.chain) : null;
     if (!provider) return false;
     const canonical = await this.blockHash(provider, observed.chain, Number(blockNumber));
-    if (canonical === blockHash.toLowerCase()) return false;
+    // No block at that height is no evidence of a reorg: a node behind the one that gave the receipt (a load-balanced
+    // RPC, a restarted node) knows no block there yet, nor the receipt, and the charge was undone for good.
+    if (canonical === null || canonical === blockHash.toLowerCase()) return false;
     const receipt = await provider.getTransactionReceipt(observed.tx_hash);
     if (receipt && receipt.status === 1) {
       const its = await this.blockHash(provider, observed.chain, receipt.blockNumber);
+      if (its === null) return false;
       if (its === receipt.blockHash.toLowerCase()) {
         await this.observations.markSettled(observed.observation_id);
         return true;
