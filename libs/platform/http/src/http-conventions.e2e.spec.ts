@@ -680,6 +680,43 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(await submit('/forms/intent_a')).toEqual({ status: 303, replayed: 'true' });
     });
 
+    it('a released key is taken over, not replayed, by the claim of the version before (a rolling deploy)', async () => {
+      // The claim statement gateways ran before released rows existed (frozen here, as an old event shape is).
+      const previousClaim = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner)
+        VALUES ($1, $2, $3, 'in_flight', $4, NULL)
+        ON CONFLICT (scope, key) DO UPDATE
+          SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
+              response_body = NULL, created_at = EXCLUDED.created_at, owner = EXCLUDED.owner
+          WHERE idempotency_keys.created_at < $5
+        RETURNING key`;
+      refuseNow.add('rolling');
+      const refused = await fetch(`${base}/commands`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${KEY_A}`,
+          'content-type': 'application/json',
+          'idempotency-key': 'k-rolling',
+        },
+        body: JSON.stringify({ name: 'rolling' }),
+      });
+      expect(refused.status).toBe(409);
+      const sql = new Client({ connectionString: db.url });
+      await sql.connect();
+      try {
+        const now = clock.now();
+        const taken = await sql.query(previousClaim, [
+          'mer_a:test',
+          'k-rolling',
+          'any-hash',
+          now,
+          new Date(now.getTime() - 24 * 3600 * 1000),
+        ]);
+        expect(taken.rows).toEqual([{ key: 'k-rolling' }]);
+      } finally {
+        await sql.end();
+      }
+    });
+
     it('forgets a key after 24 hours', async () => {
       const first = await post(JSON.stringify({ name: 'eta' }), { 'idempotency-key': 'k-expiry' });
       const firstBody = (await first.json()) as { n: number };

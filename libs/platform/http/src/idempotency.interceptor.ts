@@ -183,7 +183,8 @@ const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state
   ON CONFLICT (scope, key) DO UPDATE
     SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
         response_body = NULL, created_at = EXCLUDED.created_at, owner = EXCLUDED.owner,
-        generation = CASE WHEN idempotency_keys.created_at < $5 THEN idempotency_keys.generation + 1
+        generation = CASE WHEN idempotency_keys.state = 'released' THEN idempotency_keys.generation
+                          WHEN idempotency_keys.created_at < $5 THEN idempotency_keys.generation + 1
                           ELSE idempotency_keys.generation END
     WHERE idempotency_keys.created_at < $5
        OR idempotency_keys.state = 'released'
@@ -203,7 +204,12 @@ const LOAD_SQL =
 const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_status = $3, response_body = $4,
     response_location = $6
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $5`;
-const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL
+/**
+ * A released row keeps its generation (any later claim of the key stays in it). Its `created_at` goes to -infinity
+ * so that a gateway of the version before, still serving during a rolling deploy, takes it over as expired (a fresh
+ * run, as after the DELETE it did) instead of replaying a `state` it does not know as an empty 200.
+ */
+const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL, created_at = '-infinity'
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
 
 interface StoredKey {
