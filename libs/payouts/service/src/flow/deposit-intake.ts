@@ -84,9 +84,9 @@ export class DepositIntake {
    * A transfer a reorg re-included in another block, whose payout was swept before the retraction and so kept the
    * deposit (docs/payouts.md, "Reorgs"): still that payout's, claimed for it under the new block, funding no other,
    * and recorded on it (PayoutDepositReincluded.v1 while its sweep is orphaned) for the flow to redo or find the
-   * sweep from it. Given to the next payout waiting for the same amount, it would be swept a second time. The log index can differ in the new block, so the transfer is matched by
-   * transaction, sender and amount, and a payout already holding another log of the transaction in this block is
-   * passed over (a batch sender's transfers). The payouts are found by the read model (the deposit was projected
+   * sweep from it. Given to the next payout waiting for the same amount, it would be swept a second time. The log
+   * index can differ in the new block, so the transfer is matched by transaction, sender and amount, and a payout
+   * already holding another log of the transaction in this block is passed over (a batch sender's transfers). The payouts are found by the read model (the deposit was projected
    * before its sweep, long before a reorg deeper than the confirmation depth) and read from their streams.
    */
   private async keptBySweptPayout(
