@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 
@@ -49,6 +49,18 @@ describe('docs/openapi.yaml', () => {
       .filter((op) => op.responses['413']?.$ref !== ref('RequestTooLarge'))
       .map((op) => op.name);
     expect(missing).toEqual([]);
+  });
+
+  it('names a nested parameter as the API does, in brackets (metadata[plan_name]), in the docs and the spec', () => {
+    const docs = join(__dirname, '..', '..', 'docs');
+    const dotted = readdirSync(docs)
+      .filter((file) => /\.(md|yaml)$/.test(file))
+      .flatMap((file) =>
+        [...readFileSync(join(docs, file), 'utf8').matchAll(/`[a-z_]+\.<[a-z]+>`/g)].map(
+          (m) => `${file}: ${m[0]}`,
+        ),
+      );
+    expect(dotted).toEqual([]);
   });
 
   it('references every shared response it defines', () => {
