@@ -76,6 +76,13 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
       ...(payload === undefined ? {} : { body: payload }),
     });
     const contentType = res.headers.get('content-type');
+    // docs/openapi.yaml (top): every response carries these two.
+    for (const [header, value] of [
+      ['cache-control', 'no-store'],
+      ['x-content-type-options', 'nosniff'],
+    ] as const)
+      if (res.headers.get(header) !== value)
+        problems.push(`${method} ${path} -> ${res.status}: ${header} is ${String(res.headers.get(header))}`);
     const text = await res.text();
     const json = /^application\/json/.test(contentType ?? '') && text !== '';
     const body = (json ? JSON.parse(text) : text === '' ? undefined : text) as Json;
@@ -619,8 +626,23 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
       expect(charges.find((c) => c['id'] === charge['id'])).toEqual(charge);
     }
     const asyncapi = WebhookConformance.fromFiles();
-    for (const event of delivered) {
+    for (const { headers, ...event } of delivered) {
       problems.push(...asyncapi.check(event));
+      // docs/webhooks.md, The request.
+      const sent = {
+        'content-type': headers['content-type'],
+        'user-agent': headers['user-agent'],
+        'x-webhook-id': headers['x-webhook-id'],
+        'webhook-id': headers['webhook-id'],
+      };
+      const documented = {
+        'content-type': 'application/json',
+        'user-agent': 'Stablepay-Webhooks/1.0',
+        'x-webhook-id': event.id,
+        'webhook-id': event.id,
+      };
+      if (JSON.stringify(sent) !== JSON.stringify(documented))
+        problems.push(`webhook ${event.type} ${event.id}: headers ${JSON.stringify(sent)}`);
       if (!('livemode' in event))
         await call(200, 'GET', `/merchants/${m.id}/webhook-events/${event.id}`, { key: m.key });
     }

@@ -47,9 +47,9 @@ export class SignedWebhookReceiver {
     return `http://127.0.0.1:${address.port}/hooks`;
   }
 
-  /** Every delivery so far, in arrival order, each signature verified. */
-  delivered(): SignedWebhook[] {
-    return this.deliveries.map((d) => this.verified(d));
+  /** Every delivery so far, in arrival order, each signature verified, with its request headers. */
+  delivered(): Array<SignedWebhook & { readonly headers: IncomingHttpHeaders }> {
+    return this.deliveries.map((d) => ({ ...this.verified(d), headers: d.headers }));
   }
 
   /** Every delivered event of `type` whose `data.<key>.id` is `id`, in arrival order, each signature verified. */
