@@ -6,7 +6,7 @@ import type { MerchantEvent } from '@stablepay/merchants-domain';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { MerchantSettingsProjection } from './merchant-settings.projection';
 import { CreateSettlementAddressHistory1795708800000, MERCHANTS_MIGRATIONS } from './migrations';
-import { settlementAddressAt } from './settlement-address-history';
+import { replacedSettlementAddressPaid, settlementAddressAt } from './settlement-address-history';
 
 describe('settlement address history (merchant_settlement_addresses, from SettlementAddressChanged.v1)', () => {
   let database: TestDatabase;
@@ -98,6 +98,25 @@ describe('settlement address history (merchant_settlement_addresses, from Settle
   it('knows no address before the first one, nor for another merchant', async () => {
     expect(await settlementAddressAt(dataSource, merchantId, at(0))).toBeNull();
     expect(await settlementAddressAt(dataSource, 'mer_other', at(15))).toBeNull();
+  });
+
+  it('a charge paid a replaced address only when it paid neither the address in force at its block time nor the next one', async () => {
+    const paid = (minute: number, paidTo: string) =>
+      replacedSettlementAddressPaid(dataSource, merchantId, at(minute), paidTo);
+    // Paid A while B was in force (a late read after C names B).
+    expect(await paid(15, A)).toEqual({ address: B, validFrom: at(10) });
+    expect(await paid(15, A.toUpperCase().replace('0X', '0x'))).toEqual({ address: B, validFrom: at(10) });
+    // Paid what was in force: nothing replaced.
+    expect(await paid(15, B)).toBeNull();
+    expect(await paid(59, C)).toBeNull();
+    // Paid B with a block time before B's change (the block's clock behind the service's, whole seconds): B is the
+    // address that replaced A, not a replaced one.
+    expect(await paid(9, B)).toBeNull();
+    // Paid C two changes ahead of the block's time: not the next address, so A's replacement is named.
+    expect(await paid(5, C)).toEqual({ address: A, validFrom: at(1) });
+    // Before the history and for another merchant nothing is known.
+    expect(await paid(0, C)).toBeNull();
+    expect(await replacedSettlementAddressPaid(dataSource, 'mer_other', at(15), A)).toBeNull();
   });
 
   // Last: it creates the table again.

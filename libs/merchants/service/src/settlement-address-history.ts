@@ -47,3 +47,32 @@ export async function settlementAddressAt(
   const row = rows[0];
   return row ? { address: row.settlement_address, validFrom: new Date(row.valid_from).toISOString() } : null;
 }
+
+/**
+ * The settlement address in force at `at` (a charge's block time) that a charge paying `paidTo` then had replaced, or
+ * null when it paid no replaced address: the one in force, or the one that replaced it next. A block's clock is not
+ * the service's (whole seconds, a node's skew): a charge that paid the new address right after POST /settings and
+ * the registry update can carry a block time before the change, where the address in force is the old one, and
+ * was announced as paying a replaced address (its fiat settlement failed `settlement_address_replaced`).
+ */
+export async function replacedSettlementAddressPaid(
+  db: Queryable,
+  merchantId: string,
+  at: string,
+  paidTo: string,
+): Promise<{ readonly address: string; readonly validFrom: string } | null> {
+  const rows: Array<{ settlement_address: string; valid_from: Date | string; next_address: string | null }> =
+    await db.query(
+      `SELECT h.settlement_address, h.valid_from, n.settlement_address AS next_address
+         FROM merchant_settlement_addresses h
+         LEFT JOIN merchant_settlement_addresses n ON n.merchant_id = h.merchant_id AND n.valid_from = h.valid_to
+        WHERE h.merchant_id = $1 AND h.valid_from <= $2 AND (h.valid_to IS NULL OR h.valid_to > $2)
+        ORDER BY h.valid_from DESC LIMIT 1`,
+      [merchantId, at],
+    );
+  const row = rows[0];
+  const paid = paidTo.toLowerCase();
+  if (!row || paid === row.settlement_address.toLowerCase() || paid === row.next_address?.toLowerCase())
+    return null;
+  return { address: row.settlement_address, validFrom: new Date(row.valid_from).toISOString() };
+}

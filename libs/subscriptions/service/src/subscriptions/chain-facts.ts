@@ -281,9 +281,13 @@ export class SubscriptionChainFacts {
         // log is read: A -> B -> C before a late read still names B for a charge that paid A between the changes.
         // The aggregate compares the times (a change in the block's own second is no replacement): this runs again
         // for every later sighting of the log.
-        const settlement = await this.managers.settlementAddressAt(manager.merchant_id, charge.chargedAt);
+        // The address that replaced it next is no replaced one either: the block's clock may not have reached the
+        // change when the registry update and the charge paying the new address were mined.
         const paidTo = a['payee'] ?? '';
-        if (settlement && paidTo && paidTo.toLowerCase() !== settlement.address.toLowerCase())
+        const settlement = paidTo
+          ? await this.managers.replacedSettlementAddressPaid(manager.merchant_id, charge.chargedAt, paidTo)
+          : null;
+        if (settlement)
           revision = await this.commands
             .run(
               subscriptionId,

@@ -13,7 +13,7 @@ import { merchantDecider, merchantStreamId } from '@stablepay/merchants-domain';
 import {
   MerchantChainRegistrar,
   type MerchantSettingsRow,
-  settlementAddressAt,
+  replacedSettlementAddressPaid,
 } from '@stablepay/merchants-service';
 import { type Clock, conflict, DomainError, notFound } from '@stablepay/util';
 import { type ContractRunner, Interface, ZeroAddress } from 'ethers';
@@ -111,15 +111,17 @@ export class SubscriptionManagers {
   }
 
   /**
-   * The settlement address the merchant's settings held at `at` (a charge's block time) and since when; null when
-   * none is known for that time (settlement-address-history.ts in the merchants scope).
+   * The settlement address in force at `at` (a charge's block time) and since when, when a charge paying `paidTo`
+   * then paid an address the merchant had replaced; null when it did not, or none is known for that time
+   * (settlement-address-history.ts in the merchants scope).
    */
-  async settlementAddressAt(
+  async replacedSettlementAddressPaid(
     merchantId: string,
     at: string,
+    paidTo: string,
   ): Promise<{ address: string; changedAt: string } | null> {
     // Not `settings()`: a chain fact is recorded whatever the settings hold, and a 404 would fail it for ever.
-    const held = await settlementAddressAt(this.dataSource, merchantId, at);
+    const held = await replacedSettlementAddressPaid(this.dataSource, merchantId, at, paidTo);
     return held ? { address: held.address, changedAt: held.validFrom } : null;
   }
 
