@@ -105,8 +105,11 @@ export class AddSettlementAddressChangedAt1795622400500 implements MigrationInte
  * before it are not known, so a charge before it is not judged (as before).
  */
 export class CreateSettlementAddressHistory1795708800000 implements MigrationInterface {
+  name = 'CreateSettlementAddressHistory1795708800000';
+  // Idempotent: gateway replicas starting together each run what is pending (no lock orders them), and the backfill
+  // must not fail on rows another run or the projection wrote.
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`CREATE TABLE merchant_settlement_addresses (
+    await q.query(`CREATE TABLE IF NOT EXISTS merchant_settlement_addresses (
       merchant_id text NOT NULL,
       settlement_address text NOT NULL,
       valid_from timestamptz NOT NULL,
@@ -116,11 +119,12 @@ export class CreateSettlementAddressHistory1795708800000 implements MigrationInt
     await q.query(
       `INSERT INTO merchant_settlement_addresses (merchant_id, settlement_address, valid_from)
        SELECT merchant_id, settlement_address, settlement_address_changed_at FROM merchant_settings
-       WHERE settlement_address IS NOT NULL AND settlement_address_changed_at IS NOT NULL`,
+       WHERE settlement_address IS NOT NULL AND settlement_address_changed_at IS NOT NULL
+       ON CONFLICT (merchant_id, valid_from) DO NOTHING`,
     );
   }
   async down(q: QueryRunner): Promise<void> {
-    await q.query('DROP TABLE merchant_settlement_addresses');
+    await q.query('DROP TABLE IF EXISTS merchant_settlement_addresses');
   }
 }
 

@@ -119,7 +119,7 @@ describe('settlement address history (merchant_settlement_addresses, from Settle
     expect(await replacedSettlementAddressPaid(dataSource, 'mer_other', at(15), A)).toBeNull();
   });
 
-  // Last: it creates the table again.
+  // Last two: they create the table again.
   it("the migration starts an existing merchant's history at its last change (earlier addresses are not known)", async () => {
     await dataSource.query('DROP TABLE merchant_settlement_addresses');
     const runner = dataSource.createQueryRunner();
@@ -133,5 +133,20 @@ describe('settlement address history (merchant_settlement_addresses, from Settle
       address: C,
       validFrom: at(20),
     });
+  });
+
+  it('the migration runs again over its own table and rows (replicas starting together) and changes nothing', async () => {
+    const before: unknown[] = await dataSource.query(
+      'SELECT * FROM merchant_settlement_addresses ORDER BY valid_from',
+    );
+    const runner = dataSource.createQueryRunner();
+    try {
+      await new CreateSettlementAddressHistory1795708800000().up(runner);
+    } finally {
+      await runner.release();
+    }
+    expect(await dataSource.query('SELECT * FROM merchant_settlement_addresses ORDER BY valid_from')).toEqual(
+      before,
+    );
   });
 });
