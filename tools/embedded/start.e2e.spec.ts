@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTestDatabase, freePort, type TestDatabase } from '@stablepay/testing';
+import { createTestDatabase, eventually, freePort, type TestDatabase } from '@stablepay/testing';
 import { cleanEnv, spawnNode, type SpawnedProcess } from './process-harness';
 
 /** The README's `npm start`: the embedded stack comes up, prints the URL and a working demo key, and stops cleanly. */
@@ -84,6 +84,49 @@ describe('npm start (tools/embedded/start.js)', () => {
     );
     expect(usd.status).toBe(422);
     expect(await usd.json()).toMatchObject({ error: { code: 'price_currency_not_quotable' } });
+    // The README's first payment: its checkout, paid on the printed chain by its node snippet as written, settles.
+    const order = /localhost:3000\/checkouts [^\n]*\n\s*-d '([^']+)'/.exec(readme)?.[1];
+    const snippet =
+      /node -e '\n([\s\S]*?)\n' <chain rpc url> <asset's token address> <deposit_address> (\d+)/.exec(readme);
+    const rpc = /Chain eip155:8453 +(http:\/\/\S+)/.exec(proc.output.join('\n'))?.[1];
+    const checkout = (await (
+      await fetch(`${ready.url}/checkouts`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${demoKey}`, 'content-type': 'application/json' },
+        body: order ?? 'the README shows no checkout',
+      })
+    ).json()) as {
+      payment_id: string;
+      deposit_address: string;
+      accepted_assets: { chain: string; asset: string; token_symbol: string; token_amount: string }[];
+    };
+    const usdc = checkout.accepted_assets.find((a) => a.chain === 'eip155:8453' && a.token_symbol === 'USDC');
+    expect(snippet?.[2]).toBe(usdc?.token_amount);
+    const token = usdc?.asset.slice(usdc.asset.indexOf('erc20:') + 'erc20:'.length) ?? '';
+    const payer = spawnNode(
+      [
+        '-e',
+        snippet?.[1] ?? 'process.exit(9)',
+        rpc ?? '',
+        token,
+        checkout.deposit_address,
+        snippet?.[2] ?? '',
+      ],
+      cleanEnv({}),
+    );
+    expect(await new Promise((resolve) => payer.child.once('close', resolve))).toBe(0);
+    const paid = await eventually(
+      async () =>
+        (await (
+          await fetch(`${ready.url}/payments/${checkout.payment_id}`, {
+            headers: { authorization: `Bearer ${demoKey}` },
+          })
+        ).json()) as { status: string },
+      (p) => p.status !== 'pending',
+      'the README payment to leave pending',
+      { timeoutMs: 120_000 },
+    );
+    expect(paid.status).toBe('settled');
     const admin = await fetch(`${ready.url}/admin/merchants`, { method: 'POST' });
     expect(admin.status).toBe(404);
 
