@@ -178,6 +178,10 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
         await this.sweptThenRetracted(payout, owner, detected);
       return;
     }
+    // A reorg orphaned the recorded sweep with the deposit: on the new fork the funds are not known to be at the
+    // off-ramp, and the deposit may never come back (a double spend). The off-ramp pays out fiat only once the sweep
+    // is found or redone there (resweep goes on to it).
+    if (payout.orphanedSweepTxHash !== null) return;
     // Its own sweep landed already (recorded, or on chain: the answer was lost, or the off-ramp refused the transfer
     // and the step is retried): the funds are at the off-ramp, judged clear before they moved. Screening, rechecking
     // or a retired-address check (PAYOUT_OFF_RAMP_ADDRESS rotated, a new factory since) could only fail the payout
@@ -280,16 +284,21 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
   private async resweep(payoutId: string, owner: Owner, step: string, depositBack: boolean): Promise<void> {
     const payout = foldPayout(await this.store.readStream(payoutStreamId(payoutId)));
     const orphaned = payout.orphanedSweepTxHash;
-    if (orphaned === null || !payout.deposit || !this.sweeper) return;
-    let txHash = await this.sweeper.sweptAgain(payout, orphaned, owner.merchantId);
-    if (txHash === null && depositBack) txHash = await this.sweeper.sweep(payout, owner.merchantId);
-    if (txHash === null) return;
-    await this.aggregates.payout(
-      payoutId,
-      owner,
-      { type: 'RecordSwept', txHash, now: this.aggregates.now() },
-      `reswept:${step}`,
-    );
+    if (!payout.deposit || !this.sweeper) return;
+    if (orphaned !== null) {
+      let txHash = await this.sweeper.sweptAgain(payout, orphaned, owner.merchantId);
+      if (txHash === null && depositBack) txHash = await this.sweeper.sweep(payout, owner.merchantId);
+      if (txHash === null) return;
+      await this.aggregates.payout(
+        payoutId,
+        owner,
+        { type: 'RecordSwept', txHash, now: this.aggregates.now() },
+        `reswept:${step}`,
+      );
+    }
+    // A swept payout not forwarded yet waited for its sweep to be canonical again (forward): it goes on to the
+    // off-ramp now, also on a retry after a crash once the sweep was recorded (submit is idempotent per payout).
+    if (payout.status === 'deposit_detected') await this.forward(payoutId, owner, step, undefined);
   }
 
   /**

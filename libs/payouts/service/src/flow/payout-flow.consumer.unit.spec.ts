@@ -71,6 +71,8 @@ function flowWith(
     retired?: boolean;
     screened?: ScreeningResult;
     clock?: () => Date;
+    /** What the chain shows of an orphaned sweep on the new fork (PayoutSweeper.sweptAgain). */
+    sweptAgain?: string | null;
   } = {},
 ) {
   let events = options.history ?? payoutHistory();
@@ -109,6 +111,10 @@ function flowWith(
       calls.push('swept?');
       return Promise.resolve(sweptAlready);
     },
+    sweptAgain: () => {
+      calls.push('sweptAgain?');
+      return Promise.resolve(options.sweptAgain ?? null);
+    },
     sweep: () => {
       calls.push('sweep');
       if (options.duringSweep) events = options.duringSweep(events);
@@ -131,7 +137,8 @@ function flowWith(
     type: 'PayoutDepositDetected.v1',
     metadata: { merchantId: 'mer_1', mode: 'test' },
   } as unknown as BusMessage;
-  return { flow, message, appended, screened, calls, events: () => events };
+  const orphanedMessage = { ...message, id: 'evt_4', type: 'PayoutSweepOrphaned.v1' } as BusMessage;
+  return { flow, message, orphanedMessage, appended, screened, calls, events: () => events };
 }
 
 const retractedAfterForward = async (): Promise<number> =>
@@ -223,5 +230,54 @@ describe('PayoutFlowConsumer forward step', () => {
     clock = new Date(now.getTime() + SCREENING_OUTAGE_GRACE_MS);
     await expect(flow.handle(message)).rejects.toMatchObject({ retryable: false });
     expect(calls).toEqual(['swept?', 'swept?', 'swept?']);
+  });
+
+  describe('a recorded sweep a reorg orphaned before the off-ramp was asked', () => {
+    const orphaned = (): PayoutEvent[] =>
+      decided(
+        [
+          { type: 'RecordSwept', txHash: SWEEP_TX, now },
+          { type: 'RecordSweepOrphaned', txHash: SWEEP_TX, now },
+        ],
+        payoutHistory(),
+      );
+
+    it('the forward step does not ask the off-ramp: the funds are not known to be there on the new fork', async () => {
+      const { flow, message, calls, appended } = flowWith(false, { history: orphaned() });
+      await flow.handle(message);
+      expect(calls).not.toContain('submit');
+      expect(appended).toEqual([]);
+    });
+
+    it('the sweep not found on the new fork leaves the payout unforwarded', async () => {
+      const { flow, orphanedMessage, calls, appended } = flowWith(false, { history: orphaned() });
+      await flow.handle(orphanedMessage);
+      expect(calls).toEqual(['sweptAgain?']);
+      expect(appended).toEqual([]);
+    });
+
+    it('the sweep found on the new fork is recorded, then the payout goes on to the off-ramp with it', async () => {
+      const { flow, message, orphanedMessage, calls, appended } = flowWith(false, {
+        history: orphaned(),
+        sweptAgain: SWEEP_TX,
+      });
+      await flow.handle(message);
+      await flow.handle(orphanedMessage);
+      expect(calls).toEqual(['sweptAgain?', 'RecordSwept', 'submit', 'RecordForwarded']);
+      expect(appended).toEqual([
+        { type: 'RecordSwept', txHash: SWEEP_TX, now },
+        { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
+      ]);
+    });
+
+    it('a retry of that step after a crash between the record and the off-ramp still forwards it', async () => {
+      const history = decided([{ type: 'RecordSwept', txHash: SWEEP_TX, now }], orphaned());
+      const { flow, orphanedMessage, calls, appended } = flowWith(false, { history });
+      await flow.handle(orphanedMessage);
+      expect(calls).toEqual(['submit', 'RecordForwarded']);
+      expect(appended).toEqual([
+        { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
+      ]);
+    });
   });
 });
