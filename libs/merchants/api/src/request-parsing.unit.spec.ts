@@ -1,7 +1,7 @@
 import { createValidationPipe } from '@stablepay/http';
 import { DomainError } from '@stablepay/util';
 import { parseDeclaration, parseMerchantChange, parseRevocations } from './settings.controller';
-import { CreateMerchantDto, UpdateProfileDto } from './settings.dto';
+import { CreateMerchantDto, RegisterSignerDto, UpdateProfileDto, UpdateSettlementDto } from './settings.dto';
 import { parseSettlementBody } from './settlement.controller';
 
 function thrown(fn: () => unknown): DomainError {
@@ -129,6 +129,23 @@ describe('names through the validation pipe (PATCH /settings, POST /admin/mercha
     }
     throw new Error('the body was accepted');
   };
+
+  it('a missing merchant_signer or settlement_address is told it is required and what it holds', async () => {
+    const signer = await refusal({ settlement_address: `0x${'be'.repeat(20)}` }, RegisterSignerDto);
+    expect(signer).toMatchObject({ param: 'merchant_signer', type: 'validation_error' });
+    expect(signer.message).toBe(
+      'merchant_signer is required: an EVM address (0x followed by 40 hex digits), your merchant signer.',
+    );
+    const settlement = await refusal({}, UpdateSettlementDto);
+    expect(settlement).toMatchObject({ param: 'settlement_address', type: 'validation_error' });
+    expect(settlement.message).toBe(
+      'settlement_address is required: an EVM address (0x followed by 40 hex digits).',
+    );
+    const numeric = await refusal({ merchant_signer: 42 }, RegisterSignerDto);
+    expect(numeric.message).toBe(
+      'merchant_signer must be an EVM address (0x followed by 40 hex digits), your merchant signer; received 42.',
+    );
+  });
 
   it('a numeric display_name is told it must be a string, not given a length rule', async () => {
     const error = await refusal({ display_name: 42 }, UpdateProfileDto);

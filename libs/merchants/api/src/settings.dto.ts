@@ -6,17 +6,22 @@ const NAME = 'a string of 1 to 100 characters';
 const notAnEventTypeList = (value: unknown): string =>
   fieldFault('webhook_event_types', value, 'an array of webhook event type names (or null for all)');
 
+const ADDRESS = 'an EVM address (0x followed by 40 hex digits)';
+
+// A missing field is told it is required and what it holds, not that "undefined" is no string.
 export class RegisterSignerDto {
-  @IsString()
+  @IsString({
+    message: ({ value }) => fieldFault('merchant_signer', value, `${ADDRESS}, your merchant signer`),
+  })
   merchant_signer!: string;
 
   @IsOptional()
-  @IsString()
+  @IsString({ message: ({ value }) => fieldFault('settlement_address', value, ADDRESS) })
   settlement_address?: string;
 }
 
 export class UpdateSettlementDto {
-  @IsString()
+  @IsString({ message: ({ value }) => fieldFault('settlement_address', value, ADDRESS) })
   settlement_address!: string;
 }
 
