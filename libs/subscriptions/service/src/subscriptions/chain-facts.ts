@@ -1,8 +1,8 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { formatCaip19 } from '@stablepay/evm';
 import { EVENT_STORE } from '@stablepay/aggregate';
-import type { EventStore } from '@stablepay/event-store';
+import { type EventStore, PostgresEventStore } from '@stablepay/event-store';
 import {
   type ChargeObservation,
   type ChargeWritePath,
@@ -54,17 +54,35 @@ export interface ObservedManagerLog {
 /** `subscription_chain_observations`: what each manager observation reported, to undo it on its retraction. */
 @Injectable()
 export class ChainObservationLog {
-  constructor(@Inject(DataSource) private readonly dataSource: DataSource) {}
+  /**
+   * The receipt's row may commit without waiting for its WAL flush: the fact's append that follows, on the same
+   * database (the platform opens the Postgres event store on the read models' one), commits later in the same WAL
+   * and waits for its flush, so a recorded fact implies a durable row, and a row lost with the fact unrecorded
+   * leaves nothing to check. Not with another store (EventStoreDB): its append flushes nothing here.
+   */
+  private readonly receiptCommitsWithTheFact: boolean;
+
+  constructor(
+    @Inject(DataSource) private readonly dataSource: DataSource,
+    @Optional() @Inject(EVENT_STORE) store?: EventStore,
+  ) {
+    this.receiptCommitsWithTheFact = store instanceof PostgresEventStore;
+  }
 
   async remember(
     observationId: string,
     log: ManagerLog,
     writtenBy: 'indexer' | 'api' = 'indexer',
+    flushedByTheFact = false,
   ): Promise<void> {
-    await this.dataSource.query(
-      `INSERT INTO subscription_chain_observations
+    const insert = `INSERT INTO subscription_chain_observations
          (observation_id, chain, contract, event, subscription_id, tx_hash, args, block_number, block_hash, written_by)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) ON CONFLICT (observation_id) DO NOTHING`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) ON CONFLICT (observation_id) DO NOTHING`;
+    await this.dataSource.query(
+      // set_config(..., true) lasts until the statement's own commit: the session is unchanged.
+      flushedByTheFact
+        ? `WITH remembered AS (${insert} RETURNING 1) SELECT set_config('synchronous_commit', 'off', true)`
+        : insert,
       [
         observationId,
         log.chain,
@@ -87,7 +105,8 @@ export class ChainObservationLog {
    */
   async rememberReceipt(log: ManagerLog & { readonly blockHash: string }, logIndex: number): Promise<void> {
     const id = `receipt:${log.chain}:${log.txHash.toLowerCase()}:${logIndex}:${log.blockHash.toLowerCase()}`;
-    await this.remember(id, log, 'api');
+    // On the charge's answer path: the commit's flush wait was most of this statement's time (a WAL fsync).
+    await this.remember(id, log, 'api', this.receiptCommitsWithTheFact);
   }
 
   /** API-path receipts not yet handed over to the indexer nor retracted, oldest first, after `after`. */

@@ -1,0 +1,78 @@
+import type { DataSource } from 'typeorm';
+import { openDataSource } from '@stablepay/database';
+import { type EventStore, PostgresEventStore } from '@stablepay/event-store';
+import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { SUBSCRIPTIONS_MIGRATIONS } from '../migrations';
+import { ChainObservationLog } from './chain-facts';
+
+const CHAIN = 'eip155:31337';
+const BLOCK = `0x${'AB'.repeat(32)}`;
+
+const receipt = (tx: string) => ({
+  chain: CHAIN,
+  contract: '0x1111111111111111111111111111111111111111',
+  event: 'SubscriptionCharged',
+  args: { subscriptionId: `0x${'CD'.repeat(32)}`, nonce: '1' },
+  txHash: tx,
+  blockNumber: '42',
+  blockHash: BLOCK,
+  blockTime: '2026-11-24T14:00:00.000Z',
+});
+
+describe('ChainObservationLog: the API path remembers its receipt before the fact (PGlite and Postgres)', () => {
+  let database: TestDatabase;
+  let dataSource: DataSource;
+  const statements: string[] = [];
+  /** The service's DataSource, its statements seen. */
+  let seen: DataSource;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    dataSource = await openDataSource({ url: database.url, migrations: [...SUBSCRIPTIONS_MIGRATIONS] });
+    seen = new Proxy(dataSource, {
+      get: (target, key) =>
+        key === 'query'
+          ? (sql: string, params?: unknown[]) => {
+              statements.push(sql);
+              return target.query(sql, params);
+            }
+          : Reflect.get(target, key),
+    });
+  });
+
+  afterAll(async () => {
+    await dataSource?.destroy();
+    await database?.drop();
+  });
+
+  beforeEach(() => statements.splice(0));
+
+  it("with the Postgres event store on the same database its commit leaves the WAL flush to the fact's append", async () => {
+    const store = Object.create(PostgresEventStore.prototype) as EventStore;
+    const log = new ChainObservationLog(seen, store);
+    const tx = `0x${'01'.repeat(32)}`;
+    await log.rememberReceipt(receipt(tx), 3);
+    await log.rememberReceipt(receipt(tx), 3); // a retry of the same receipt keeps one row
+    expect(statements).toHaveLength(2);
+    expect(statements[0]).toMatch(/set_config\('synchronous_commit', 'off', true\)/);
+    const open = await log.openReceipts(10);
+    expect(open.filter((r) => r.tx_hash === tx)).toEqual([
+      expect.objectContaining({
+        observation_id: `receipt:${CHAIN}:${tx}:3:${BLOCK.toLowerCase()}`,
+        written_by: 'api',
+        block_hash: BLOCK.toLowerCase(),
+        subscription_id: `0x${'cd'.repeat(32)}`,
+      }),
+    ]);
+    // Only that statement's own commit: the session goes on committing synchronously.
+    expect(await dataSource.query('SHOW synchronous_commit')).toEqual([{ synchronous_commit: 'on' }]);
+  });
+
+  it("with another event store (EventStoreDB: its append flushes nothing here) the row's commit waits for its flush", async () => {
+    const log = new ChainObservationLog(seen, {} as EventStore);
+    const tx = `0x${'02'.repeat(32)}`;
+    await log.rememberReceipt(receipt(tx), 0);
+    expect(statements.join('\n')).not.toMatch(/synchronous_commit/);
+    expect((await log.openReceipts(10)).map((r) => r.tx_hash)).toContain(tx);
+  });
+});
