@@ -1,6 +1,12 @@
 import { Interface, JsonRpcProvider, Wallet, id, parseEther, type InterfaceAbi } from 'ethers';
 import { ANVIL_DEV_PRIVATE_KEYS, startAnvil, type AnvilNode } from '@stablepay/local-chains';
-import { ChainRelayer, RelayerBroadcastError, type RelayRequest, type RelayerOptions } from './relayer';
+import {
+  ChainRelayer,
+  RelayerBroadcastError,
+  type Broadcast,
+  type RelayRequest,
+  type RelayerOptions,
+} from './relayer';
 import { RelayerSet } from './relayer-set';
 import { compileRelayerTestTarget, deployRelayerTestTarget } from './testing/relayer-test-target';
 
@@ -44,6 +50,15 @@ describe('ChainRelayer on anvil', () => {
     } finally {
       await admin.send('evm_setAutomine', [true]);
     }
+  };
+
+  /** A ping mined, then taken out by a reorg (evm_revert) that does not put it back in the pool. */
+  const pingRevertedAway = async (relayer: ChainRelayer): Promise<{ nonce: number }> => {
+    const snapshot = (await admin.send('evm_snapshot', [])) as string;
+    const mined = await relayer.submit(request('ping'));
+    if (mined.kind !== 'confirmed') throw new Error(`expected confirmed, got ${mined.kind}`);
+    await admin.send('evm_revert', [snapshot]);
+    return mined;
   };
 
   beforeAll(async () => {
@@ -220,10 +235,7 @@ describe('ChainRelayer on anvil', () => {
 
   it('re-syncs its nonce after a receipt timeout: a transaction of its own the chain forgot (reverted away) leaves no gap behind it', async () => {
     const relayer = newRelayer(7);
-    const snapshot = (await admin.send('evm_snapshot', [])) as string;
-    const first = await relayer.submit(request('ping'));
-    if (first.kind !== 'confirmed') throw new Error(`expected confirmed, got ${first.kind}`);
-    await admin.send('evm_revert', [snapshot]);
+    const first = await pingRevertedAway(relayer);
 
     // Its cached next nonce is now one above the chain's: the node queues the transaction and never mines it.
     const stuck = await relayer.submit(request('ping'), { timeoutMs: 500 });
@@ -231,6 +243,47 @@ describe('ChainRelayer on anvil', () => {
 
     expect(await relayer.submit(request('ping'))).toMatchObject({ kind: 'confirmed', nonce: first.nonce });
   });
+
+  // The receipt waits below outlast the test's own timeout: without healing the gap they would hang until it ends the
+  // test (a ceiling, not a timed assertion).
+  const UNTIL_TEST_TIMEOUT = { timeoutMs: 10 * 60_000 };
+
+  it('heals the nonce gap a reorg leaves under its next send: a mined transaction reverted away is filled by a no-op and the send lands', async () => {
+    const relayer = newRelayer(8);
+    const first = await pingRevertedAway(relayer);
+    const before = await count();
+
+    // Its cached next nonce is one above the chain's; the node queues the send behind the gap and raises nothing.
+    const second = await relayer.submit(request('ping'), UNTIL_TEST_TIMEOUT);
+
+    expect(second).toMatchObject({ kind: 'confirmed', nonce: first.nonce + 1 });
+    // The reverted-away ping was not sent again: its nonce went to a transfer to ourselves.
+    expect(await count()).toBe(before + 1n);
+    expect(await admin.getTransactionCount(relayer.address, 'latest')).toBe(first.nonce + 2);
+  }, 60_000);
+
+  it('re-sends the same signed transaction when the node drops an awaited one from its pool, and the one queued behind it lands too', async () => {
+    const relayer = newRelayer(8, { nonceGapCheckMs: 200 });
+    const before = await count();
+    let dropped: Broadcast | undefined;
+    let behind: Broadcast | undefined;
+    await withoutAutomine(async () => {
+      const a = await relayer.send(request('ping'));
+      const b = await relayer.send(request('ping'));
+      if (a.kind !== 'broadcast' || b.kind !== 'broadcast') throw new Error('expected two broadcasts');
+      await admin.send('anvil_dropTransaction', [a.txHash]);
+      await admin.send('evm_mine', []);
+      expect(await admin.getTransactionCount(relayer.address, 'latest')).toBe(a.nonce);
+      [dropped, behind] = [a, b];
+    });
+    if (dropped === undefined || behind === undefined) throw new Error('unreachable');
+
+    const first = await relayer.waitForReceipt(dropped, UNTIL_TEST_TIMEOUT);
+    expect(first).toMatchObject({ kind: 'confirmed', txHash: dropped.txHash, nonce: dropped.nonce });
+    const second = await relayer.waitForReceipt(behind, UNTIL_TEST_TIMEOUT);
+    expect(second).toMatchObject({ kind: 'confirmed', txHash: behind.txHash, nonce: behind.nonce });
+    expect(await count()).toBe(before + 2n);
+  }, 60_000);
 
   it('returns receipt_timeout when the transaction is not mined in time, and the receipt once it is', async () => {
     const relayer = newRelayer(6);

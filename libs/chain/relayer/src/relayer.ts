@@ -126,6 +126,11 @@ export interface RelayerOptions {
   readonly maxNonceResyncs?: number;
   /** Deadline of each JSON-RPC request; default 30 s (ethers' own is 300 s, which holds a caller for 5 minutes). */
   readonly rpcTimeoutMs?: number;
+  /**
+   * How long a receipt wait goes without a receipt before (and between) looking for a nonce gap below the awaited
+   * transaction; default 2 s. See `healNonceGap`.
+   */
+  readonly nonceGapCheckMs?: number;
 }
 
 /** Broadcasting failed for a reason other than a nonce conflict. The transaction may still have reached a node. */
@@ -156,6 +161,17 @@ export class ChainRelayer {
   private readonly sendQueue = new SerialQueue();
   /** The nonce the next broadcast uses; null = ask the chain first. */
   private nextNonce: number | null = null;
+  private readonly nonceGapCheckMs: number;
+  /**
+   * Signed transactions broadcast here whose receipt wait has not ended, by nonce. A node that forgot one (a dropped
+   * pool, a reorg) gets these same bytes again: the only thing that may take the nonce of an action still awaited.
+   */
+  private readonly awaited = new Map<number, { readonly txHash: string; readonly signed: string }>();
+  /** Nonces of the receipt waits under way (nonce -> how many): a gap check serves them all at once. */
+  private readonly waiting = new Map<number, number>();
+  /** One gap check at a time, at most one per `nonceGapCheckMs`: a hundred slow waits must not each ask. */
+  private gapCheck: Promise<void> | null = null;
+  private lastGapCheckAt = 0;
 
   constructor(options: RelayerOptions) {
     this.chainId = BigInt(options.chainId);
@@ -185,6 +201,7 @@ export class ChainRelayer {
     );
     this.simulationBlockTag = options.simulationBlockTag ?? 'latest';
     this.maxNonceResyncs = nonNegativeInteger(options.maxNonceResyncs ?? 3, 'maxNonceResyncs');
+    this.nonceGapCheckMs = positiveInteger(options.nonceGapCheckMs ?? 2_000, 'nonceGapCheckMs');
   }
 
   /** Fails fast when the RPC endpoint serves another chain than the one this relayer signs for. */
@@ -248,7 +265,14 @@ export class ChainRelayer {
   async waitForReceipt(sent: Broadcast, options: WaitOptions = {}): Promise<ReceiptOutcome> {
     const confirmations = positiveInteger(options.confirmations ?? this.confirmations, 'confirmations');
     const timeoutMs = positiveInteger(options.timeoutMs ?? this.receiptTimeoutMs, 'timeoutMs');
-    const receipt = await this.pollReceipt(sent.txHash, confirmations, timeoutMs);
+    let receipt: TransactionReceipt | null;
+    try {
+      receipt = await this.pollReceipt(sent, confirmations, timeoutMs);
+    } finally {
+      // Once the caller has an outcome the action is theirs to follow up (a reorg, a retry after a timeout): the
+      // relayer no longer re-sends it, and fills its nonce with a no-op if the chain loses it.
+      if (this.awaited.get(sent.nonce)?.txHash === sent.txHash) this.awaited.delete(sent.nonce);
+    }
     if (receipt === null) {
       // The node may have forgotten a transaction of ours without a nonce error (a reorg on a node that does not
       // put orphaned transactions back in its pool, a dropped pool): the cached next nonce then sits above a gap
@@ -324,6 +348,12 @@ export class ChainRelayer {
         }
       }
       this.nextNonce = nonce + 1;
+      this.awaited.set(nonce, { txHash, signed });
+      // A broadcast nobody waits for stays here; the oldest go first (their nonces are long mined or long lost).
+      for (const stale of this.awaited.keys()) {
+        if (this.awaited.size <= MAX_AWAITED) break;
+        this.awaited.delete(stale);
+      }
       return { kind: 'broadcast', txHash, nonce, from: this.address, gasLimit, request };
     }
   }
@@ -333,24 +363,109 @@ export class ChainRelayer {
    * receipt fetch, so it misses blocks that arrive in a burst (several per poll) and then waits forever.
    */
   private async pollReceipt(
-    txHash: string,
+    sent: Broadcast,
     confirmations: number,
     timeoutMs: number,
   ): Promise<TransactionReceipt | null> {
     const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const receipt = await this.provider.getTransactionReceipt(txHash);
-      // A receipt is one confirmation by itself: only deeper requirements ask for the head (one round trip less).
-      if (
-        receipt !== null &&
-        (confirmations === 1 ||
-          (await this.provider.getBlockNumber()) - receipt.blockNumber + 1 >= confirmations)
-      ) {
-        return receipt;
+    const gapCheckFrom = Date.now() + this.nonceGapCheckMs;
+    this.waiting.set(sent.nonce, (this.waiting.get(sent.nonce) ?? 0) + 1);
+    try {
+      for (;;) {
+        const receipt = await this.provider.getTransactionReceipt(sent.txHash);
+        // A receipt is one confirmation by itself: only deeper requirements ask for the head (one round trip less).
+        if (
+          receipt !== null &&
+          (confirmations === 1 ||
+            (await this.provider.getBlockNumber()) - receipt.blockNumber + 1 >= confirmations)
+        ) {
+          return receipt;
+        }
+        if (receipt === null && Date.now() >= gapCheckFrom) await this.checkNonceGap();
+        const left = deadline - Date.now();
+        if (left <= 0) return null;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(this.pollingIntervalMs, left)));
       }
-      const left = deadline - Date.now();
-      if (left <= 0) return null;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(this.pollingIntervalMs, left)));
+    } finally {
+      const left = (this.waiting.get(sent.nonce) ?? 1) - 1;
+      if (left === 0) this.waiting.delete(sent.nonce);
+      else this.waiting.set(sent.nonce, left);
+    }
+  }
+
+  private async checkNonceGap(): Promise<void> {
+    if (this.gapCheck === null) {
+      if (Date.now() - this.lastGapCheckAt < this.nonceGapCheckMs) return;
+      this.lastGapCheckAt = Date.now();
+      // The highest awaited nonce: any wait above a gap justifies filling it.
+      // Best effort: a failed check (RPC trouble, no gas money for a filler) must not fail a wait whose own receipt
+      // may still come; the next check tries again, and the wait's timeout is the fallback as before.
+      this.gapCheck = this.healNonceGap(Math.max(...this.waiting.keys()))
+        .catch(() => undefined)
+        .finally(() => {
+          this.gapCheck = null;
+        });
+    }
+    await this.gapCheck;
+  }
+
+  /**
+   * A nonce gap below an awaited transaction never raises an error: the node queues everything above it for ever.
+   * It opens when the chain loses a transaction of this key without a nonce error: a reorg drops a mined one and the
+   * new fork does not re-mine it, or a node's pool drops a pending one (restart, eviction). The open nonce is the
+   * chain's `latest` count while the node's `pending` count equals it (nothing executable there; queued transactions
+   * do not count). It is healed, in the send queue so no broadcast of ours interleaves, without ever letting an
+   * action run twice:
+   * - a transaction broadcast here whose wait has not ended: the same signed bytes again (one hash, one nonce);
+   * - any other nonce below the awaited one (an outcome already handed out, another process of the key): a 0-value
+   *   transfer to ourselves, which does nothing; whatever held that nonce can then never land, which its owner
+   *   already handles (a reorg retraction, a receipt timeout's "may still land, or not").
+   * The awaited transaction's own nonce, when not broadcast here, is left to its caller (it times out as before).
+   * A node whose `pending` count includes queued transactions shows no gap here; the receipt timeout's re-sync
+   * still applies there.
+   */
+  private healNonceGap(awaitedNonce: number): Promise<void> {
+    return this.sendQueue.run(async () => {
+      let checked = -1;
+      for (;;) {
+        // In one tick, so one batched HTTP request: both counts come from the same node behind a load balancer.
+        const [latest, pending] = await Promise.all([
+          this.provider.getTransactionCount(this.address, 'latest'),
+          this.provider.getTransactionCount(this.address, 'pending'),
+        ]);
+        // `checked`: one attempt per nonce per check, so a node that refuses the fill does not spin here.
+        if (latest > awaitedNonce || pending > latest || latest <= checked) return;
+        checked = latest;
+        const ours = this.awaited.get(latest);
+        if (ours !== undefined) {
+          await this.rebroadcast(ours.signed);
+        } else if (latest < awaitedNonce) {
+          await this.rebroadcast(await this.signGapFiller(latest));
+        } else {
+          return;
+        }
+        if (latest + 1 > awaitedNonce) return;
+      }
+    });
+  }
+
+  private async signGapFiller(nonce: number): Promise<string> {
+    return this.wallet.signTransaction({
+      to: this.address,
+      value: 0n,
+      ...feeFields(await this.provider.getFeeData()),
+      chainId: this.chainId,
+      nonce,
+      gasLimit: 21_000n,
+    });
+  }
+
+  /** A nonce another sender took meanwhile, or bytes the node already holds, mean the gap is closed: not errors. */
+  private async rebroadcast(signed: string): Promise<void> {
+    try {
+      await this.provider.send('eth_sendRawTransaction', [signed]);
+    } catch (error) {
+      if (!isAlreadyKnown(error) && !isNonceConflict(error)) throw error;
     }
   }
 
@@ -368,6 +483,8 @@ export class ChainRelayer {
     }
   }
 }
+
+const MAX_AWAITED = 10_000;
 
 function feeFields(
   fees: FeeData,
