@@ -296,9 +296,11 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
         `reswept:${step}`,
       );
     }
-    // A swept payout not forwarded yet waited for its sweep to be canonical again (forward): it goes on to the
-    // off-ramp now, also on a retry after a crash once the sweep was recorded (submit is idempotent per payout).
+    // A swept payout not forwarded yet, or failed at the off-ramp and not refunded yet, waited for its sweep to be
+    // canonical again (forward, refund): it goes on now, also on a retry after a crash once the sweep was recorded
+    // (the off-ramp's submit and refund are per payout).
     if (payout.status === 'deposit_detected') await this.forward(payoutId, owner, step, undefined);
+    else if (payout.status === 'failed') await this.refund(payoutId, owner, step);
   }
 
   /**
@@ -370,6 +372,9 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       (payout.failureReason && HELD_FAILURE_REASONS.includes(payout.failureReason))
     )
       return;
+    // The off-ramp returns what the sweep brought it: while a reorg left the sweep orphaned it may have nothing of
+    // this payout on the new fork (the deposit may never come back), and would return crypto it never got.
+    if (payout.orphanedSweepTxHash !== null) return;
     const { reference } = await this.offRamp.refund({
       payoutId,
       to: payout.deposit.from,

@@ -97,6 +97,10 @@ function flowWith(
       calls.push('submit');
       return Promise.resolve({ transferId: 'tr_1' });
     },
+    refund: () => {
+      calls.push('refund');
+      return Promise.resolve({ reference: 'rf_1' });
+    },
   } as unknown as OffRampProvider;
   const screening: SanctionsScreening = {
     screen: (addresses) => {
@@ -138,7 +142,8 @@ function flowWith(
     metadata: { merchantId: 'mer_1', mode: 'test' },
   } as unknown as BusMessage;
   const orphanedMessage = { ...message, id: 'evt_4', type: 'PayoutSweepOrphaned.v1' } as BusMessage;
-  return { flow, message, orphanedMessage, appended, screened, calls, events: () => events };
+  const failedMessage = { ...message, id: 'evt_5', type: 'PayoutFailed.v1' } as BusMessage;
+  return { flow, message, orphanedMessage, failedMessage, appended, screened, calls, events: () => events };
 }
 
 const retractedAfterForward = async (): Promise<number> =>
@@ -278,6 +283,44 @@ describe('PayoutFlowConsumer forward step', () => {
       expect(appended).toEqual([
         { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
       ]);
+    });
+  });
+
+  describe('a payout failed at the off-ramp whose sweep a reorg orphaned', () => {
+    const failedOrphaned = (): PayoutEvent[] =>
+      decided(
+        [
+          { type: 'RecordSwept', txHash: SWEEP_TX, now },
+          { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
+          { type: 'RecordFailed', reason: 'rampoff_withdraw_failed', now },
+          { type: 'RecordSweepOrphaned', txHash: SWEEP_TX, now },
+        ],
+        payoutHistory(),
+      );
+    const refunded = {
+      type: 'RecordRefunded',
+      to: SENDER,
+      amount: '25000000',
+      reference: 'rf_1',
+      now,
+    };
+
+    it('is not refunded by the off-ramp while the sweep is orphaned: it may hold nothing of it on the new fork', async () => {
+      const { flow, failedMessage, calls, appended } = flowWith(false, { history: failedOrphaned() });
+      await flow.handle(failedMessage);
+      expect(calls).not.toContain('refund');
+      expect(appended).toEqual([]);
+    });
+
+    it('is refunded once its sweep is found on the new fork', async () => {
+      const { flow, failedMessage, orphanedMessage, calls, appended } = flowWith(false, {
+        history: failedOrphaned(),
+        sweptAgain: SWEEP_TX,
+      });
+      await flow.handle(failedMessage);
+      await flow.handle(orphanedMessage);
+      expect(calls).toEqual(['sweptAgain?', 'RecordSwept', 'refund', 'RecordRefunded']);
+      expect(appended).toEqual([{ type: 'RecordSwept', txHash: SWEEP_TX, now }, refunded]);
     });
   });
 });
