@@ -10,7 +10,13 @@ import {
 } from '@stablepay/charge-ledger-service';
 import { gatewayService } from '@stablepay/gateway-service';
 import { Wallet } from 'ethers';
-import { hashApiKey, parseApiKey, API_KEY_RESOLVER, type ApiKeyResolver } from '@stablepay/http';
+import {
+  hashApiKey,
+  idempotencyPruneConfigFromEnv,
+  parseApiKey,
+  API_KEY_RESOLVER,
+  type ApiKeyResolver,
+} from '@stablepay/http';
 import { MERCHANTS_USE_CASES, type MerchantsUseCases } from '@stablepay/merchants-api';
 import {
   indexerConfigFromEnv,
@@ -230,7 +236,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
     const service = await startService(
       { ...platform, host },
       [
-        gatewayService(merchants),
+        gatewayService(merchants, idempotencyPruneConfigFromEnv(env)),
         paymentsService(paymentsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), chainOperator),
         // Each screening service gets its own adapter from the one selection (SANCTIONS_SCREENING_PROVIDER).
         subscriptionsService(

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { gatewayService } from '@stablepay/gateway-service';
+import { idempotencyPruneConfigFromEnv } from '@stablepay/http';
 import { merchantsConfigFromEnv } from '@stablepay/merchants-service';
 import { platformConfigFromEnv, runMain, startService } from '@stablepay/runtime';
 
@@ -9,6 +10,7 @@ runMain('gateway', () =>
     [
       gatewayService(
         merchantsConfigFromEnv(process.env, { allowEphemeralKey: false, requireContractAddresses: true }),
+        idempotencyPruneConfigFromEnv(process.env),
       ),
     ],
     {

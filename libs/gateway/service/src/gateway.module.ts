@@ -1,7 +1,16 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { CLOCK } from '@stablepay/aggregate';
-import { ApiKeyGuard, IDEMPOTENCY_CLOCK, IDEMPOTENCY_SEALER, IdempotencyInterceptor } from '@stablepay/http';
+import {
+  ApiKeyGuard,
+  DEFAULT_IDEMPOTENCY_PRUNE,
+  IDEMPOTENCY_CLOCK,
+  IDEMPOTENCY_PRUNE_CONFIG,
+  IDEMPOTENCY_SEALER,
+  IdempotencyInterceptor,
+  IdempotencyKeyPruner,
+  type IdempotencyPruneConfig,
+} from '@stablepay/http';
 import {
   MERCHANTS_MIGRATIONS,
   merchantsHttpModule,
@@ -23,7 +32,10 @@ import { subscriptionChargesHttpModule } from './subscription-charges.gateway';
  */
 @Module({})
 export class GatewayModule {
-  static forRoot(merchants: MerchantsConfig): DynamicModule {
+  static forRoot(
+    merchants: MerchantsConfig,
+    idempotency: IdempotencyPruneConfig = DEFAULT_IDEMPOTENCY_PRUNE,
+  ): DynamicModule {
     return {
       module: GatewayModule,
       imports: [
@@ -43,15 +55,21 @@ export class GatewayModule {
         // The webhook secrets' key seals the kept answers that carry a secret (@AnswersSecret).
         { provide: IDEMPOTENCY_SEALER, useValue: merchants.secretBox },
         { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
+        // Every gateway process prunes (batches skip what another's pruner holds): no single owner to lose.
+        { provide: IDEMPOTENCY_PRUNE_CONFIG, useValue: idempotency },
+        IdempotencyKeyPruner,
       ],
     };
   }
 }
 
-export function gatewayService(merchants: MerchantsConfig): ServiceDefinition {
+export function gatewayService(
+  merchants: MerchantsConfig,
+  idempotency: IdempotencyPruneConfig = DEFAULT_IDEMPOTENCY_PRUNE,
+): ServiceDefinition {
   return {
     name: 'gateway',
-    imports: [GatewayModule.forRoot(merchants)],
+    imports: [GatewayModule.forRoot(merchants, idempotency)],
     migrations: [
       ...MERCHANTS_MIGRATIONS,
       ...WEBHOOKS_MIGRATIONS,

@@ -7,7 +7,7 @@ import { Client } from 'pg';
 import type { QueryRunner } from 'typeorm';
 import { createTestDatabase, requestWithRawHeaders, type TestDatabase } from '@stablepay/testing';
 import { DatabaseModule } from '@stablepay/database';
-import { cannotProcess, conflict, ManualClock, notFound } from '@stablepay/util';
+import { cannotProcess, conflict, HOUR, ManualClock, notFound } from '@stablepay/util';
 import { hashApiKey } from './api-key';
 import {
   API_KEY_RESOLVER,
@@ -25,9 +25,11 @@ import {
   AddIdempotencyResponseLocation1795536000400,
   AnswersSecret,
   IDEMPOTENCY_CLOCK,
+  RELEASED_SHIFT,
   IDEMPOTENCY_MIGRATIONS,
   IdempotencyInterceptor,
 } from './idempotency.interceptor';
+import { IDEMPOTENCY_PRUNE_CONFIG, IdempotencyKeyPruner } from './idempotency-pruner';
 import { idempotencyKeyOf } from './request-origin';
 
 const KEY_A = 'sk_test_' + 'a'.repeat(32);
@@ -92,7 +94,8 @@ class CommandController {
   @HttpCode(201)
   run(@Body() body: WidgetDto, @Req() request: FastifyRequest) {
     executions++;
-    if (refuseNow.delete(body.name)) throw conflict('widget_busy', 'Another widget is still being made.');
+    if (refuseNow.delete(body.name))
+      throw conflict('widget_busy', `Another widget is still being made (${idempotencyKeyOf(request)}).`);
     return { object: 'command', command: idempotencyKeyOf(request) ?? null, n: executions };
   }
 }
@@ -154,6 +157,12 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
         { provide: APP_GUARD, useClass: ApiKeyGuard },
         { provide: IDEMPOTENCY_CLOCK, useValue: clock },
         { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
+        // Run by the tests (prune()), never by its timer; two rows a batch, so a few rows take several.
+        {
+          provide: IDEMPOTENCY_PRUNE_CONFIG,
+          useValue: { retentionMs: 48 * HOUR, intervalMs: 24 * HOUR, batch: 2 },
+        },
+        IdempotencyKeyPruner,
       ],
     })
     class TestModule {}
@@ -578,21 +587,11 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
     );
 
     it('a key used again after its 24 hours runs under a new command id (its next generation), which its replays and released retries keep', async () => {
-      const command = async (name: string) => {
-        const res = await fetch(`${base}/commands`, {
-          method: 'POST',
-          headers: {
-            authorization: `Bearer ${KEY_A}`,
-            'content-type': 'application/json',
-            'idempotency-key': 'k-generation',
-          },
-          body: JSON.stringify({ name }),
-        });
-        const body = (await res.json()) as { command?: string; error?: { code: string } };
-        return { status: res.status, replayed: res.headers.get('idempotent-replayed'), body };
-      };
+      const command = (name: string) => keyed('k-generation', name);
       const first = await command('gen');
-      expect([first.status, first.body.command]).toEqual([201, 'k-generation']);
+      expect(first.status).toBe(201);
+      // A new key's first generation is named by its minute, never the key alone (a pruned key's would be too).
+      expect(first.body.command).toMatch(/^k-generation\u2192\d+$/);
       clock.advance(24 * 3600 * 1000 + 1);
       // The same request a day later: a new one (Stripe), not the first one's effects answered again as new.
       const later = await command('gen');
@@ -614,6 +613,140 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(
         new Set([first.body.command, later.body.command, retried.body.command, fourth.body.command]).size,
       ).toBe(4);
+    });
+
+    /** A keyed POST /commands: its status, Idempotent-Replayed and body (the command id its effects derive from). */
+    const keyed = async (key: string, name: string) => {
+      const res = await fetch(`${base}/commands`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${KEY_A}`,
+          'content-type': 'application/json',
+          'idempotency-key': key,
+        },
+        body: JSON.stringify({ name }),
+      });
+      const body = (await res.json()) as { command?: string; error?: { code: string; message: string } };
+      return { status: res.status, replayed: res.headers.get('idempotent-replayed'), body };
+    };
+    const withSql = async <T>(run: (sql: Client) => Promise<T>): Promise<T> => {
+      const sql = new Client({ connectionString: db.url });
+      await sql.connect();
+      try {
+        return await run(sql);
+      } finally {
+        await sql.end();
+      }
+    };
+
+    it("a key used again after its row was pruned makes a new command id, never its first use's (also for a claim of the version before)", async () => {
+      const first = await keyed('k-pruned', 'pruned');
+      expect([first.status, first.replayed]).toEqual([201, null]);
+      clock.advance(48 * HOUR + 1);
+      await app.get(IdempotencyKeyPruner).prune();
+      const left = await withSql((sql) => sql.query(`SELECT 1 FROM idempotency_keys WHERE key = 'k-pruned'`));
+      expect(left.rowCount).toBe(0);
+      // With the row gone nothing of the key is left; its next use is still a new request, not the first answered.
+      const later = await keyed('k-pruned', 'pruned');
+      expect([later.status, later.replayed]).toEqual([201, null]);
+      expect(later.body.command).not.toBe(first.body.command);
+      expect(await keyed('k-pruned', 'pruned')).toMatchObject({ replayed: 'true', body: later.body });
+
+      // A gateway of the version before (a rolling deploy) inserts without a generation and reads the column's.
+      clock.advance(48 * HOUR + 1);
+      await app.get(IdempotencyKeyPruner).prune();
+      const previousClaim = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner)
+        VALUES ($1, $2, $3, 'in_flight', $4, NULL)
+        ON CONFLICT (scope, key) DO NOTHING
+        RETURNING generation`;
+      const taken = await withSql((sql) =>
+        sql.query<{ generation: number }>(previousClaim, ['mer_a:test', 'k-pruned', 'any-hash', clock.now()]),
+      );
+      expect(taken.rows).toHaveLength(1);
+      expect(taken.rows[0]?.generation).toBeGreaterThan(1);
+    });
+
+    it('a retry within the window finds what its first attempt saved, pruning or not: a released key and a claim whose process died', async () => {
+      refuseNow.add('lost');
+      const refused = await keyed('k-lost-answer', 'lost');
+      expect([refused.status, refused.body.error?.code]).toEqual([409, 'widget_busy']);
+      const saved = /\((.+)\)/.exec(refused.body.error?.message ?? '')?.[1];
+      expect(saved).toMatch(/^k-lost-answer\u2192\d+$/);
+      clock.advance(23 * HOUR);
+      await app.get(IdempotencyKeyPruner).prune();
+      const retried = await keyed('k-lost-answer', 'lost');
+      expect([retried.status, retried.replayed]).toEqual([201, null]);
+      expect(retried.body.command).toBe(saved);
+
+      // kill -9 between the claim and its completion: the row in flight, its owner gone, nothing answered.
+      const crashed = await keyed('k-crash-pruned', 'crash');
+      expect(crashed.status).toBe(201);
+      await withSql((sql) =>
+        sql.query(
+          `UPDATE idempotency_keys SET state = 'in_flight', response_status = NULL, response_body = NULL,
+             owner = 'a-process-that-died' WHERE key = 'k-crash-pruned'`,
+        ),
+      );
+      clock.advance(10 * 60 * 1000 + 1);
+      await app.get(IdempotencyKeyPruner).prune();
+      const again = await keyed('k-crash-pruned', 'crash');
+      expect([again.status, again.replayed]).toEqual([201, null]);
+      expect(again.body.command).toBe(crashed.body.command);
+    });
+
+    it('pruning deletes only rows whose last claim is past the retention, a batch per statement', async () => {
+      const pruner = app.get(IdempotencyKeyPruner);
+      await pruner.prune();
+      const now = clock.now();
+      // [key, state, claimed hours ago]; a released row keeps its claim time moved back by RELEASED_SHIFT.
+      const rows: Array<[string, 'done' | 'in_flight' | 'released', number | null]> = [
+        ['old-done-1', 'done', 49],
+        ['old-done-2', 'done', 72],
+        ['old-done-3', 'done', 500],
+        ['old-in-flight', 'in_flight', 49],
+        ['old-released', 'released', 49],
+        ['young-done', 'done', 47],
+        ['young-in-flight', 'in_flight', 0],
+        ['young-released', 'released', 47],
+        ['young-released-now', 'released', 0],
+        // Released by the version before: its claim time is unknown, so it is left to its key's next claim.
+        ['released-before', 'released', null],
+      ];
+      await withSql(async (sql) => {
+        for (const [key, state, hoursAgo] of rows)
+          await sql.query(
+            `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at)
+             VALUES ('prune-test', $1, 'h', $2, CASE
+               WHEN $3::int IS NULL THEN '-infinity'::timestamptz
+               WHEN $2 = 'released' THEN $4::timestamptz - make_interval(hours => $3::int) - interval '${RELEASED_SHIFT}'
+               ELSE $4::timestamptz - make_interval(hours => $3::int) END)`,
+            [key, state, hoursAgo, now],
+          );
+      });
+      expect(await pruner.prune()).toEqual({ rows: 5, batches: 3 });
+      const left = await withSql((sql) =>
+        sql.query<{ key: string }>(
+          `SELECT key FROM idempotency_keys WHERE scope = 'prune-test' ORDER BY key`,
+        ),
+      );
+      expect(left.rows.map((r) => r.key)).toEqual([
+        'released-before',
+        'young-done',
+        'young-in-flight',
+        'young-released',
+        'young-released-now',
+      ]);
+      expect(await pruner.prune()).toEqual({ rows: 0, batches: 0 });
+    });
+
+    it('a released row of the version before (generation 1) keeps its command id, the key itself', async () => {
+      await withSql((sql) =>
+        sql.query(
+          `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, generation)
+           VALUES ('mer_a:test', 'k-legacy', 'h', 'released', '-infinity', 1)`,
+        ),
+      );
+      expect(await keyed('k-legacy', 'legacy')).toMatchObject({ status: 201, body: { command: 'k-legacy' } });
     });
 
     it('an answer carrying a secret is never kept in the clear: without a sealer it is not kept at all, and the retry runs again', async () => {

@@ -113,12 +113,42 @@ export class AddIdempotencyResponseLocation1795536000400 implements MigrationInt
   }
 }
 
+/**
+ * Rows can be pruned (IdempotencyKeyPruner) once a generation's number no longer depends on the row. A counter did:
+ * with the row gone, the key's next claim inserted generation 1 again, whose command id (the key itself) names the
+ * object the key made first, so yesterday's checkout was answered as a fresh 201 and a refund or charge did nothing.
+ * A generation is now the minute it started (minutes since 1970, `generationOf`), and a takeover moves it to at least
+ * one past the last: a key's generations are at least its 24 hours apart, so the minute is new for the key with or
+ * without the row, and no history is kept. The column default is the same minute by the database's clock for the
+ * claims of the version before (a rolling deploy), which insert without naming it and read it back: a key they
+ * claim after a prune gets a new id from them too. Rows already there keep their generation, and so their ids (1:
+ * the key itself). Released rows of the version before (`created_at` -infinity, their claim time unknown) are
+ * given the migration's time, so they are pruned one retention after it.
+ */
+export class TimeIdempotencyKeyGenerations1795622400500 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE idempotency_keys ALTER COLUMN generation SET DEFAULT ${GENERATION_NOW_SQL}`);
+    // The created_at index finds them (-infinity), not a scan of the table.
+    await q.query(
+      `UPDATE idempotency_keys SET created_at = now() - interval '${RELEASED_SHIFT}'
+        WHERE created_at = '-infinity' AND state = 'released'`,
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(
+      `UPDATE idempotency_keys SET created_at = '-infinity' WHERE state = 'released' AND created_at > '-infinity'`,
+    );
+    await q.query('ALTER TABLE idempotency_keys ALTER COLUMN generation SET DEFAULT 1');
+  }
+}
+
 /** The idempotency_keys schema, in order (every service applies them at its start). */
 export const IDEMPOTENCY_MIGRATIONS = [
   CreateIdempotencyKeys1763800000000,
   AddIdempotencyClaimOwners1795449600777,
   AddIdempotencyKeyGenerations1795536000300,
   AddIdempotencyResponseLocation1795536000400,
+  TimeIdempotencyKeyGenerations1795622400500,
 ];
 
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
@@ -136,7 +166,25 @@ export const AnswersSecret = (): MethodDecorator => SetMetadata(ANSWERS_SECRET, 
 /** What a sealed kept answer starts with (SecretBox's format); a JSON text never does. */
 const SEALED_PREFIX = 'v1.';
 const KEY_HEADER = 'idempotency-key';
-const RETENTION_MS = DAY;
+/** How long a key's answer is kept and replayed (Stripe's 24 hours); its row may be pruned after that. */
+export const IDEMPOTENCY_WINDOW_MS = DAY;
+const RETENTION_MS = IDEMPOTENCY_WINDOW_MS;
+/**
+ * A released row's `created_at` is its claim time moved back by this (about 1000 years). A claim of the version
+ * before, still serving during a rolling deploy, compares only `created_at` with its 24 hours, so it takes a
+ * released row over as expired (a fresh run, as after the DELETE it did; 5708bdf used -infinity for that) instead of
+ * replaying a state it does not know as an empty 200. Unlike -infinity it keeps the claim time: a released row's
+ * retry is in its generation for the 24 hours after its claim, like any row's, and the pruner finds released rows
+ * past the retention by a range of the created_at index, below every live row's. Hours, not years: an exact
+ * length, so the shift keeps the order and the distances of claim times. The arithmetic is the database's (a Date a
+ * thousand years back is written by the driver in that era's local mean time).
+ */
+export const RELEASED_SHIFT = '8760000 hours';
+/** A generation: the minute it started (`TimeIdempotencyKeyGenerations1795622400500`). */
+export function generationOf(now: Date): number {
+  return Math.floor(now.getTime() / 60_000);
+}
+const GENERATION_NOW_SQL = '(floor(extract(epoch FROM now()) / 60))::integer';
 /**
  * How long an in-flight claim holds its key. A request finishes or gives its claim back well within it (commands
  * time out after COMMAND_TIMEOUT_MS, 10 s by default, 120 s at most, plus the read-model waits); a claim older than
@@ -175,17 +223,23 @@ const FORGET_OWNER_SQL = 'DELETE FROM idempotency_owners WHERE owner = $1';
  * itself is that old ($8): a claim just made by a process whose first beat is not yet visible to this statement's
  * snapshot (a new pod's first keyed request) is not its owner's death. A row claimed before owners were recorded
  * (owner NULL) waits out the lease. A released row (its request answered a 5xx, 409, 429 or validation error) is
- * claimed by any request, as a missing one was. The generation goes up when an expired row is taken over and stays
- * otherwise (AddIdempotencyKeyGenerations1795536000300).
+ * claimed by any request, as a missing one was. A new row's generation is the minute ($9); taking over an expired
+ * row (a released one too, its claim older than the 24 hours, RELEASED_SHIFT) starts the next, at least one
+ * past the last, and anything else keeps it (TimeIdempotencyKeyGenerations1795622400500). A released row of the
+ * version before (-infinity, its claim time unknown) keeps its generation, as that version did.
  */
-const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner)
-  VALUES ($1, $2, $3, 'in_flight', $4, $7)
+const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner, generation)
+  VALUES ($1, $2, $3, 'in_flight', $4, $7, $9)
   ON CONFLICT (scope, key) DO UPDATE
     SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
         response_body = NULL, created_at = EXCLUDED.created_at, owner = EXCLUDED.owner,
-        generation = CASE WHEN idempotency_keys.state = 'released' THEN idempotency_keys.generation
-                          WHEN idempotency_keys.created_at < $5 THEN idempotency_keys.generation + 1
-                          ELSE idempotency_keys.generation END
+        generation = CASE
+          WHEN idempotency_keys.state = 'released'
+               AND (idempotency_keys.created_at = '-infinity'
+                    OR idempotency_keys.created_at >= $5::timestamptz - interval '${RELEASED_SHIFT}')
+            THEN idempotency_keys.generation
+          WHEN idempotency_keys.created_at < $5 THEN GREATEST(idempotency_keys.generation + 1, EXCLUDED.generation)
+          ELSE idempotency_keys.generation END
     WHERE idempotency_keys.created_at < $5
        OR idempotency_keys.state = 'released'
        OR (idempotency_keys.state = 'in_flight' AND idempotency_keys.request_hash = EXCLUDED.request_hash
@@ -205,11 +259,11 @@ const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_statu
     response_location = $6
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $5`;
 /**
- * A released row keeps its generation (any later claim of the key stays in it). Its `created_at` goes to -infinity
- * so that a gateway of the version before, still serving during a rolling deploy, takes it over as expired (a fresh
- * run, as after the DELETE it did) instead of replaying a `state` it does not know as an empty 200.
+ * A released row keeps its generation (a claim of the key within the 24 hours after this one stays in it). Its
+ * `created_at` is the claim time moved back by RELEASED_SHIFT: a gateway of the version before, still serving
+ * during a rolling deploy, takes it over as expired instead of replaying a `state` it does not know as an empty 200.
  */
-const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL, created_at = '-infinity'
+const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL, created_at = $3::timestamptz - interval '${RELEASED_SHIFT}'
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
 
 interface StoredKey {
@@ -437,6 +491,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       new Date(now.getTime() - IN_FLIGHT_LEASE_MS),
       this.owner,
       new Date(now.getTime() - OWNER_DEAD_AFTER_MS),
+      generationOf(now),
     ]);
     return inserted[0]?.generation;
   }

@@ -5,6 +5,7 @@ export * from './health';
 export * from './http-app';
 export * from './http-metrics';
 export * from './idempotency.interceptor';
+export * from './idempotency-pruner';
 export * from './idle-interceptors';
 export * from './pagination';
 export * from './query-parameters';

@@ -16,8 +16,9 @@ export function requestOrigin(request: Pick<FastifyRequest, 'socket'>): string {
 export const IDEMPOTENCY_COMMAND_ID = Symbol.for('stablepay.idempotencyCommandId');
 
 /**
- * The command id of a key's generation: the key itself for the first, then the key with the generation after a
- * character no header value can hold (Node reads header bytes as latin1), so it never equals another key.
+ * The command id of a key's generation: the key with the generation after a character no header value can hold
+ * (Node reads header bytes as latin1), so it never equals another key; the key itself for generation 1, which only
+ * rows claimed before generations were minutes have (their objects keep their ids).
  */
 export function idempotencyCommandId(key: string, generation: number): string {
   return generation <= 1 ? key : `${key}\u2192${generation}`;
