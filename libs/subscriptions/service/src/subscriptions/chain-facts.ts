@@ -133,6 +133,25 @@ export class ChainObservationLog {
     return rows.length > 0;
   }
 
+  /**
+   * Settles, in one statement, every open API-path receipt whose transaction the indexer reported from the same block
+   * (from then on the indexer's retraction covers it); how many. A lookup per open receipt each pass cost two queries
+   * a second for every charge of the last INDEXER_CONFIRMATIONS blocks.
+   */
+  async settleSeenByIndexer(): Promise<number> {
+    const rows: unknown[] = await this.dataSource.query(
+      `UPDATE subscription_chain_observations r SET settled_at = now()
+        WHERE r.written_by = 'api' AND r.settled_at IS NULL AND r.retracted_at IS NULL AND r.block_hash IS NOT NULL
+          AND EXISTS (SELECT 1 FROM subscription_chain_observations i
+                       WHERE lower(i.tx_hash) = lower(r.tx_hash) AND i.block_hash = r.block_hash
+                         AND i.written_by = 'indexer')
+        RETURNING r.observation_id`,
+    );
+    // TypeORM answers an UPDATE ... RETURNING as [rows, count] on PostgreSQL.
+    const returned = Array.isArray(rows[0]) ? (rows[0] as unknown[]) : rows;
+    return returned.length;
+  }
+
   async markSettled(observationId: string): Promise<void> {
     await this.dataSource.query(
       'UPDATE subscription_chain_observations SET settled_at = now() WHERE observation_id = $1',

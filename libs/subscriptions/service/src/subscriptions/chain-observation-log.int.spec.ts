@@ -68,6 +68,29 @@ describe('ChainObservationLog: the API path remembers its receipt before the fac
     expect(await dataSource.query('SHOW synchronous_commit')).toEqual([{ synchronous_commit: 'on' }]);
   });
 
+  it('settles in one statement the receipts the indexer reported from the same block, and no other', async () => {
+    const log = new ChainObservationLog(dataSource);
+    const [same, other, none] = ['11', '12', '13'].map((b) => `0x${b.repeat(32)}`) as [
+      string,
+      string,
+      string,
+    ];
+    await log.rememberReceipt(receipt(same), 0);
+    await log.rememberReceipt(receipt(other), 0);
+    await log.rememberReceipt(receipt(none), 0);
+    // The indexer read `same` from the receipt's block (hash in other case), `other` from another block (a reorg).
+    await log.remember(`idx:${same}`, {
+      ...receipt(same.toUpperCase().replace('0X', '0x')),
+      blockHash: BLOCK,
+    });
+    await log.remember(`idx:${other}`, { ...receipt(other), blockHash: `0x${'EF'.repeat(32)}` });
+    expect(await log.settleSeenByIndexer()).toBe(1);
+    expect(await log.settleSeenByIndexer()).toBe(0);
+    const open = (await log.openReceipts(100)).map((r) => r.tx_hash);
+    expect(open).not.toContain(same);
+    expect(open).toEqual(expect.arrayContaining([other, none]));
+  });
+
   it("with another event store (EventStoreDB: its append flushes nothing here) the row's commit waits for its flush", async () => {
     const log = new ChainObservationLog(seen, {} as EventStore);
     const tx = `0x${'02'.repeat(32)}`;

@@ -47,13 +47,32 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
   /** Block hashes read in the running pass: the receipts of one block (a busy one) cost one read. */
   private readonly blockHashes = new Map<string, Promise<string | null>>();
 
+  /** Managers read in the running pass: the receipts of one manager cost one lookup. */
+  private readonly managerRows = new Map<string, ReturnType<SubscriptionManagers['findByAddress']>>();
+
   override async tick(): Promise<number> {
     this.blockHashes.clear();
+    this.managerRows.clear();
     try {
-      return await super.tick();
+      // What the indexer has read is handed over at once, in one statement: only the receipts it has not read yet
+      // (those of the last INDEXER_CONFIRMATIONS blocks) are looked at one by one, by block.
+      const settled = await this.observations.settleSeenByIndexer();
+      return settled + (await super.tick());
     } finally {
       this.blockHashes.clear();
+      this.managerRows.clear();
     }
+  }
+
+  private manager(chain: string, contract: string): ReturnType<SubscriptionManagers['findByAddress']> {
+    const key = `${chain}:${contract.toLowerCase()}`;
+    let row = this.managerRows.get(key);
+    if (!row) {
+      row = this.managers.findByAddress(chain, contract);
+      row.catch(() => this.managerRows.delete(key));
+      this.managerRows.set(key, row);
+    }
+    return row;
   }
 
   protected now(): Date {
@@ -91,17 +110,18 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
     const blockHash = observed.block_hash;
     const blockNumber = observed.block_number;
     if (!blockHash || blockNumber === null) return false;
-    if (await this.observations.indexerSaw(observed.tx_hash, blockHash)) {
-      await this.observations.markSettled(observed.observation_id);
-      return true;
-    }
-    const manager = await this.managers.findByAddress(observed.chain, observed.contract);
+    const manager = await this.manager(observed.chain, observed.contract);
     const provider = manager ? this.chains.provider(manager.mode, observed.chain) : null;
     if (!provider) return false;
     const canonical = await this.blockHash(provider, observed.chain, Number(blockNumber));
     // No block at that height is no evidence of a reorg: a node behind the one that gave the receipt (a load-balanced
     // RPC, a restarted node) knows no block there yet, nor the receipt, and the charge was undone for good.
     if (canonical === null || canonical === blockHash.toLowerCase()) return false;
+    // The block is gone: the indexer may have read it since the pass began (its retraction then covers the fact).
+    if (await this.observations.indexerSaw(observed.tx_hash, blockHash)) {
+      await this.observations.markSettled(observed.observation_id);
+      return true;
+    }
     const receipt = await provider.getTransactionReceipt(observed.tx_hash);
     if (receipt && receipt.status === 1) {
       const its = await this.blockHash(provider, observed.chain, receipt.blockNumber);

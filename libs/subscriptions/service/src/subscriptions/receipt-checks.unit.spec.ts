@@ -27,6 +27,7 @@ async function checkAgainst(blockAt: (n: number) => { hash: string } | null) {
   const checks = new SubscriptionReceiptChecks(
     {
       openReceipts: async (_limit: number, after?: unknown) => (after ? [] : [open]),
+      settleSeenByIndexer: async () => 0,
       indexerSaw: async () => false,
       markSettled: async () => undefined,
       markRetracted: async (id: string) => void retracted.push(id),
@@ -52,5 +53,50 @@ describe('SubscriptionReceiptChecks: what is a reorg', () => {
 
   it('keeps the fact while the node answers no block at that height (a lagging or load-balanced node is no reorg)', async () => {
     expect(await checkAgainst(() => null)).toEqual([]);
+  });
+});
+
+describe('SubscriptionReceiptChecks: what one pass costs', () => {
+  it('receipts of one block and one manager still canonical cost one manager lookup, one block read and no per-receipt query', async () => {
+    const rows = [1, 2, 3].map((i) => ({
+      ...open,
+      observation_id: `receipt:${CHAIN}:0x${String(i).repeat(64)}:0:${RECEIPT_BLOCK}`,
+      tx_hash: `0x${String(i).repeat(64)}`,
+    }));
+    const calls = { settle: 0, indexerSaw: 0, findByAddress: 0, getBlock: 0 };
+    const checks = new SubscriptionReceiptChecks(
+      {
+        openReceipts: async (_limit: number, after?: unknown) => (after ? [] : rows),
+        settleSeenByIndexer: async () => {
+          calls.settle++;
+          return 0;
+        },
+        indexerSaw: async () => {
+          calls.indexerSaw++;
+          return false;
+        },
+        markSettled: async () => undefined,
+        markRetracted: async () => undefined,
+      } as never,
+      { retract: async () => null } as never,
+      {
+        findByAddress: async () => {
+          calls.findByAddress++;
+          return { mode: 'test' };
+        },
+      } as never,
+      {
+        provider: () => ({
+          getBlock: async () => {
+            calls.getBlock++;
+            return { hash: RECEIPT_BLOCK };
+          },
+          getTransactionReceipt: async () => null,
+        }),
+      } as never,
+      { now: () => new Date('2026-11-24T14:00:05Z') } as never,
+    );
+    await checks.tick();
+    expect(calls).toEqual({ settle: 1, indexerSaw: 0, findByAddress: 1, getBlock: 1 });
   });
 });
