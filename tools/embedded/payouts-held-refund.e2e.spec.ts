@@ -101,11 +101,10 @@ describe('payouts on chain: held funds and retired deposit addresses (anvil)', (
     return { deadline: deadline.toString(), signature };
   };
 
-  it("returns a suspended customer's held deposit to its sender, once, with the merchant's signature; the address keeps the rest", async () => {
-    const { customerId, address } = await activeCustomerOf(api, 'Held Refund', 'held@example.com');
+  /** A customer with a 9 USDC payout, suspended once the payout exists. */
+  const suspendedWithPayout = async (name: string, email: string) => {
+    const { customerId, address } = await activeCustomerOf(api, name, email);
     const payoutId = await newUsdcPayout(api, customerId, '9000000', CHAIN);
-    // Suspended once the payout exists: the transfer below is offered to no payout (held), and the deposit recorded
-    // as if the intake had taken it just before the suspension showed fails customer_not_active, never swept.
     await aggregates().customer(customerId, owner(), {
       type: 'SuspendCustomer',
       reason: 'compliance_review',
@@ -116,6 +115,13 @@ describe('payouts on chain: held funds and retired deposit addresses (anvil)', (
       (r) => r.body['status'] === 'suspended',
       'customer suspended',
     );
+    return { address, payoutId };
+  };
+
+  it("returns a suspended customer's held deposit to its sender, once, with the merchant's signature; the address keeps the rest", async () => {
+    // The transfer below is offered to no payout (held), and the deposit recorded as if the intake had taken it just
+    // before the suspension showed fails customer_not_active, never swept.
+    const { address, payoutId } = await suspendedWithPayout('Held Refund', 'held@example.com');
     const payer = chain.wallet(1);
     const txHash = await transferToken(chain, payer, 'USDC', address, 9n * USDC);
     // 3 USDC no payout waits for: the refund must leave them.
@@ -169,6 +175,30 @@ describe('payouts on chain: held funds and retired deposit addresses (anvil)', (
     expect([again.status, (again.body['error'] as Json)['code']]).toEqual([409, 'payout_already_refunded']);
     expect(await usdc().balanceOf(address)).toBe(3n * USDC);
     expect(webhooks.all('payout.refunded', payoutId)).toHaveLength(1);
+  });
+
+  it('a held deposit the chain no longer has (a reorg the indexer has not reported yet) is not returned from the other funds at the address (409 deposit_retracted)', async () => {
+    const { address, payoutId } = await suspendedWithPayout('Held Reorged', 'reorged@example.com');
+    // Another deposit held at the shared address (no payout takes it while the customer is suspended).
+    await transferToken(chain, chain.wallet(2), 'USDC', address, 9n * USDC);
+    // The payout's deposit as the intake recorded it, its transaction since taken away by a reorg.
+    const payer = chain.wallet(1);
+    await aggregates().payout(payoutId, owner(), {
+      type: 'RecordDeposit',
+      txHash: `0x${'ab'.repeat(32)}`,
+      from: payer.address,
+      amount: '9000000',
+      now: new Date(),
+    });
+    const failed = (await webhooks.next('payout.failed', payoutId)).data['object'] as Json;
+    expect(failed).toMatchObject({ failure_reason: 'customer_not_active' });
+    const before = await usdc().balanceOf(payer.address);
+
+    const res = await refundHeld(payoutId, await signedRefund(failed));
+    expect([res.status, (res.body['error'] as Json)['code']]).toEqual([409, 'deposit_retracted']);
+    expect(await usdc().balanceOf(address)).toBe(9n * USDC);
+    expect(await usdc().balanceOf(payer.address)).toBe(before);
+    expect((await api('GET', `/payouts/${payoutId}`)).body['status']).toBe('failed');
   });
 
   it("a flagged sender's held deposit is never returned (422 sender_flagged), and nothing moves", async () => {

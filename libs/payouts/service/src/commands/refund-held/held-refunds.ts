@@ -59,6 +59,14 @@ export class HeldRefunds {
       deadline: signed.deadline,
       signature: signed.signature,
     };
+    // A reorg may have taken the deposit away before the indexer's retraction reached the payout (as for the sweep,
+    // docs/payouts.md "Reorgs"): the address's balance is then other deposits' funds, never this payout's to return.
+    const landed = await this.relayers.for(request.chain).provider.getTransactionReceipt(deposit.txHash);
+    if (landed?.status !== 1)
+      throw conflict(
+        'deposit_retracted',
+        `Payout ${payout.id}'s deposit transaction ${deposit.txHash} is not on ${request.chain} now (a chain reorg took it away, or the node is behind): nothing is held for it, and nothing was sent.`,
+      );
     const outcome = await this.deposits.refund(request);
     if (outcome.kind === 'refunded') {
       this.logger.log({
