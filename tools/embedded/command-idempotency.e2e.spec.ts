@@ -1,12 +1,14 @@
 import { EVENT_STORE } from '@stablepay/aggregate';
 import { CommandClient } from '@stablepay/commands';
 import type { EventStore } from '@stablepay/event-store';
+import { generationOf, idempotencyCommandId, RELEASED_SHIFT } from '@stablepay/http';
 import {
   type CreateSubscriptionCheckoutCommand,
   SUBSCRIPTION_CHECKOUT_COMMANDS,
   type SubscriptionCheckoutCommandResult,
 } from '@stablepay/subscriptions-api';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
+import { DataSource } from 'typeorm';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
 /**
@@ -88,9 +90,17 @@ describe('commands are idempotent across the transport', () => {
 
   it('a client retrying POST with its Idempotency-Key after a lost answer gets the intent the owner already made', async () => {
     const body = { price: '2500', price_currency: 'USD', external_customer_id: 'cus_42' };
-    // The first attempt reached the owner, but the gateway never answered (it timed out: 503, key released).
+    // The first attempt claimed the key in its generation and reached the owner, but the gateway never answered (it
+    // timed out: 503, key released). What it left: the released row, and the intent made under the generation's id.
+    const generation = generationOf(new Date());
+    await stack.service.app.get(DataSource).query(
+      `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner, generation)
+       VALUES ($1, 'client-key-7', 'hash of the first attempt', 'released',
+               now() - interval '${RELEASED_SHIFT}', NULL, $2)`,
+      [`${merchant.merchantId}:${merchant.mode}`, generation],
+    );
     const lost = await send({
-      commandId: 'client-key-7',
+      commandId: idempotencyCommandId('client-key-7', generation),
       merchant,
       input: body,
       origin: stack.url,
