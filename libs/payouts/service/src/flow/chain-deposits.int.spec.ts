@@ -1,18 +1,12 @@
-import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
-import type { BusMessage, ConsumeOptions, EventBus } from '@stablepay/event-bus';
+import type { PostgresEventStore } from '@stablepay/event-store';
+import type { BusMessage, ConsumeOptions } from '@stablepay/event-bus';
 import { createChainRegistry } from '@stablepay/evm';
-import type { IndexerWatchClient } from '@stablepay/chain-operator';
 import { payoutDecider, payoutObject, type PayoutEvent } from '@stablepay/payouts-domain';
-import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
 import type { Pool } from 'pg';
-import type { DataSource, QueryRunner } from 'typeorm';
 import { PayoutsAggregates } from '../aggregates';
-import { PAYOUTS_MIGRATIONS } from '../migrations';
 import { payoutTokens } from '../offering';
 import type { PayoutChains, PayoutsConfig } from '../payouts.config';
-import { PayoutsChanges, PayoutsReader } from '../read-model/payouts.reader';
-import { PAYOUT_DEPOSIT_OBSERVATION_GROUP, PayoutChainDeposits } from './chain-deposits';
-import { DepositIntake } from './deposit-intake';
+import { type DepositObservationHarness, startDepositObservation } from './test-support/deposit-observation';
 
 const MERCHANT = 'mer_retract_int';
 const ADDRESS = '0x3333333333333333333333333333333333333333';
@@ -30,7 +24,7 @@ const config: PayoutsConfig = {
 };
 const token = payoutTokens(config, 'test').find((t) => t.symbol === 'USDC');
 
-let database: TestDatabase;
+let harness: DepositObservationHarness;
 let pool: Pool;
 let store: PostgresEventStore;
 let observe: ConsumeOptions['handler'];
@@ -43,48 +37,20 @@ let observe: ConsumeOptions['handler'];
  */
 describe('PayoutChainDeposits: a retraction ahead of the read model', () => {
   beforeAll(async () => {
-    database = await createTestDatabase();
-    pool = testPool({ connectionString: database.url, max: 2 });
-    const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
-    for (const Migration of PAYOUTS_MIGRATIONS) await new Migration().up(runner);
-    store = await createPostgresEventStore({ url: database.url, poolSize: 2 });
-    const dataSource = {
-      query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
-    } as unknown as DataSource;
-    const aggregates = new PayoutsAggregates(store, { now: () => now });
-    const reader = new PayoutsReader(dataSource, new PayoutsChanges());
-    const consumers: ConsumeOptions[] = [];
-    const bus = {
-      consume: (options: ConsumeOptions) => {
-        consumers.push(options);
-        return Promise.resolve({ stop: () => Promise.resolve(), caughtUp: () => Promise.resolve() });
-      },
-    } as unknown as EventBus;
-    const chains = {
-      enabled: true,
-      payouts: { factory: ADDRESS, offRamp: ADDRESS },
-      chains: [{ caip2: token?.chain }],
-    } as unknown as PayoutChains;
-    const deposits = new PayoutChainDeposits(
-      bus,
-      store,
-      reader,
-      new DepositIntake(aggregates, reader, dataSource, store),
-      aggregates,
-      {} as IndexerWatchClient,
+    harness = await startDepositObservation({
+      now: () => now,
       config,
-      chains,
-    );
-    await deposits.onApplicationBootstrap();
-    const handler = consumers.find((c) => c.group === PAYOUT_DEPOSIT_OBSERVATION_GROUP)?.handler;
-    if (!handler) throw new Error('no deposit observation consumer');
-    observe = handler;
+      chains: {
+        enabled: true,
+        payouts: { factory: ADDRESS, offRamp: ADDRESS },
+        chains: [{ caip2: token?.chain }],
+      } as unknown as PayoutChains,
+    });
+    ({ pool, store, observe } = harness);
   });
 
   afterAll(async () => {
-    await store.close();
-    await pool.end();
-    await database.drop();
+    await harness?.stop();
   });
 
   it('given a deposit recorded but not projected yet, when its block is retracted, then the payout awaits a deposit again', async () => {

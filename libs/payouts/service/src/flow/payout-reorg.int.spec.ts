@@ -1,8 +1,7 @@
 import { type JsonRpcProvider, Wallet } from 'ethers';
-import { createPostgresEventStore, type PostgresEventStore } from '@stablepay/event-store';
+import type { PostgresEventStore } from '@stablepay/event-store';
 import type { BusMessage, ConsumeOptions, EventBus } from '@stablepay/event-bus';
 import { createChainRegistry, type SanctionsScreening } from '@stablepay/evm';
-import type { IndexerWatchClient } from '@stablepay/chain-operator';
 import { connectTestStablecoin, payoutDepositAddress } from '@stablepay/contracts';
 import {
   ANVIL_DEV_PRIVATE_KEYS,
@@ -13,23 +12,18 @@ import {
 } from '@stablepay/local-chains';
 import { payoutDecider, payoutObject, type PayoutEvent, type PayoutToken } from '@stablepay/payouts-domain';
 import { RelayerSet } from '@stablepay/relayer';
-import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
 import type { Pool } from 'pg';
 import { register } from 'prom-client';
-import type { DataSource, QueryRunner } from 'typeorm';
-import { PayoutsAggregates } from '../aggregates';
+import { type PayoutsAggregates } from '../aggregates';
 import type { BankAccountVault } from '../bank-accounts';
-import { PAYOUTS_MIGRATIONS } from '../migrations';
 import { payoutTokens } from '../offering';
 import type { PayoutChains, PayoutsConfig } from '../payouts.config';
 import type { KycProvider } from '../providers/kyc-provider';
 import type { OffRampProvider } from '../providers/off-ramp';
 import { foldPayout } from '../read-model/objects';
-import { PayoutsChanges, PayoutsReader } from '../read-model/payouts.reader';
-import { PAYOUT_DEPOSIT_OBSERVATION_GROUP, PayoutChainDeposits } from './chain-deposits';
-import { DepositIntake } from './deposit-intake';
 import { PayoutFlowConsumer } from './payout-flow.consumer';
 import { PayoutSweeper } from './payout-sweep';
+import { type DepositObservationHarness, startDepositObservation } from './test-support/deposit-observation';
 
 const MERCHANT = 'mer_reorg_int';
 const OWNER = { merchantId: MERCHANT, mode: 'test' } as const;
@@ -42,7 +36,7 @@ let relayers: RelayerSet;
 let provider: JsonRpcProvider;
 let sweeper: PayoutSweeper;
 let token: PayoutToken;
-let database: TestDatabase;
+let harness: DepositObservationHarness;
 let pool: Pool;
 let store: PostgresEventStore;
 let aggregates: PayoutsAggregates;
@@ -272,48 +266,20 @@ beforeAll(async () => {
     offRamp: LOCAL_PAYOUT_OFF_RAMP,
   });
 
-  database = await createTestDatabase();
-  pool = testPool({ connectionString: database.url, max: 2 });
-  const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
-  for (const Migration of PAYOUTS_MIGRATIONS) await new Migration().up(runner);
-  store = await createPostgresEventStore({ url: database.url, poolSize: 2 });
-  const dataSource = {
-    query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
-  } as unknown as DataSource;
-  aggregates = new PayoutsAggregates(store, { now: () => now });
-  const reader = new PayoutsReader(dataSource, new PayoutsChanges());
-  const consumers: ConsumeOptions[] = [];
-  const bus = {
-    consume: (options: ConsumeOptions) => {
-      consumers.push(options);
-      return Promise.resolve({ stop: () => Promise.resolve(), caughtUp: () => Promise.resolve() });
-    },
-  } as unknown as EventBus;
-  const chains = {
-    enabled: true,
-    payouts: { factory: base.addresses.payoutDepositFactory, offRamp: LOCAL_PAYOUT_OFF_RAMP },
-    chains: [{ caip2: base.caip2 }],
-  } as unknown as PayoutChains;
-  const deposits = new PayoutChainDeposits(
-    bus,
-    store,
-    reader,
-    new DepositIntake(aggregates, reader, dataSource, store),
-    aggregates,
-    {} as IndexerWatchClient,
+  harness = await startDepositObservation({
+    now: () => now,
     config,
-    chains,
-  );
-  await deposits.onApplicationBootstrap();
-  const handler = consumers.find((c) => c.group === PAYOUT_DEPOSIT_OBSERVATION_GROUP)?.handler;
-  if (!handler) throw new Error('no deposit observation consumer');
-  observe = handler;
+    chains: {
+      enabled: true,
+      payouts: { factory: base.addresses.payoutDepositFactory, offRamp: LOCAL_PAYOUT_OFF_RAMP },
+      chains: [{ caip2: base.caip2 }],
+    } as unknown as PayoutChains,
+  });
+  ({ pool, store, aggregates, observe } = harness);
 }, 180_000);
 
 afterAll(async () => {
-  await store?.close();
-  await pool?.end();
-  await database?.drop();
+  await harness?.stop();
   relayers?.destroy();
   provider?.destroy();
   await local?.stop();
