@@ -48,6 +48,8 @@ class WidgetDto {
 let executions = 0;
 /** Names whose next execution is refused with a 409 (a state that passes: the same request may run later). */
 const refuseNow = new Set<string>();
+/** Names whose next command fails with a 500 after it ran (its effect saved, the answer lost). */
+const failAfterRunning = new Set<string>();
 /** Executions the test holds: the next request of a name waits for its gate, then fails (a 500) when asked. */
 const held = new Map<string, Array<{ reached: () => void; wait: Promise<void>; fail: boolean }>>();
 
@@ -96,6 +98,7 @@ class CommandController {
     executions++;
     if (refuseNow.delete(body.name))
       throw conflict('widget_busy', `Another widget is still being made (${idempotencyKeyOf(request)}).`);
+    if (failAfterRunning.delete(body.name)) throw new Error('the owner did not answer in time');
     return { object: 'command', command: idempotencyKeyOf(request) ?? null, n: executions };
   }
 }
@@ -274,7 +277,12 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
     const res = await post(JSON.stringify({ name: 'UPPER' }));
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({
-      error: { type: 'validation_error', param: 'name', message: 'name must be lowercase letters' },
+      error: {
+        type: 'validation_error',
+        param: 'name',
+        code: 'parameter_invalid',
+        message: 'name must be lowercase letters',
+      },
     });
     const unknown = await post(JSON.stringify({ name: 'ok', price: '1' }));
     expect(await unknown.json()).toMatchObject({
@@ -694,6 +702,54 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
       expect(again.body.command).toBe(crashed.body.command);
     });
 
+    it('a key released by a 5xx (its effect may be saved) is left to the same request: other parameters are 400 idempotency_key_reused until its 24 hours are over', async () => {
+      failAfterRunning.add('first');
+      const failed = await keyed('k-5xx', 'first');
+      expect(failed.status).toBe(500);
+      const ran = executions;
+      const other = await keyed('k-5xx', 'second');
+      expect([other.status, other.body.error?.code]).toEqual([400, 'idempotency_key_reused']);
+      expect(executions).toBe(ran);
+      // A refusal of the same request on its retry (a 409, not kept) does not free the key for another.
+      refuseNow.add('first');
+      expect((await keyed('k-5xx', 'first')).status).toBe(409);
+      expect((await keyed('k-5xx', 'second')).body.error?.code).toBe('idempotency_key_reused');
+      const retried = await keyed('k-5xx', 'first');
+      expect([retried.status, retried.replayed]).toEqual([201, null]);
+      expect(retried.body.command).toMatch(/^k-5xx\u2192\d+$/);
+      expect(await keyed('k-5xx', 'first')).toMatchObject({
+        status: 201,
+        replayed: 'true',
+        body: retried.body,
+      });
+
+      // After its 24 hours the key is a new request whatever its parameters, as after a kept answer.
+      failAfterRunning.add('third');
+      expect((await keyed('k-5xx-day', 'third')).status).toBe(500);
+      clock.advance(24 * HOUR + 1);
+      const nextDay = await keyed('k-5xx-day', 'fourth');
+      expect([nextDay.status, nextDay.replayed]).toEqual([201, null]);
+    });
+
+    it('a key released by a 409 (nothing saved), or after a 5xx by a gateway of the version before, is claimed by any request', async () => {
+      refuseNow.add('busy');
+      expect((await keyed('k-409-other', 'busy')).status).toBe(409);
+      expect((await keyed('k-409-other', 'other')).status).toBe(201);
+      // Released after a 5xx by a gateway that did not bind it (no claimable_by): as before, any request.
+      await withSql((sql) =>
+        sql.query(
+          `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, generation)
+           VALUES ('mer_a:test', 'k-released-before', 'the first request', 'released',
+                   $1::timestamptz - interval '${RELEASED_SHIFT}', 42)`,
+          [clock.now()],
+        ),
+      );
+      expect(await keyed('k-released-before', 'another')).toMatchObject({
+        status: 201,
+        body: { command: 'k-released-before\u219242' },
+      });
+    });
+
     it('pruning deletes only rows whose last claim is past the retention, a batch per statement', async () => {
       const pruner = app.get(IdempotencyKeyPruner);
       await pruner.prune();
@@ -723,7 +779,7 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
             [key, state, hoursAgo, now],
           );
       });
-      expect(await pruner.prune()).toEqual({ rows: 5, batches: 3 });
+      expect(await pruner.prune()).toEqual({ rows: 5, batches: 3, dated: 1 });
       const left = await withSql((sql) =>
         sql.query<{ key: string }>(
           `SELECT key FROM idempotency_keys WHERE scope = 'prune-test' ORDER BY key`,
@@ -736,7 +792,37 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
         'young-released',
         'young-released-now',
       ]);
-      expect(await pruner.prune()).toEqual({ rows: 0, batches: 0 });
+      expect(await pruner.prune()).toEqual({ rows: 0, batches: 0, dated: 0 });
+    });
+
+    it('a released row without a claim time (a gateway of 5708bdf in a rollout) is dated when the pruner first sees it, keeps its generation for its retry, and is pruned one retention later', async () => {
+      const pruner = app.get(IdempotencyKeyPruner);
+      await pruner.prune();
+      const undated = (key: string) =>
+        withSql((sql) =>
+          sql.query(
+            `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, generation)
+             VALUES ('mer_a:test', $1, 'h', 'released', '-infinity', 7)`,
+            [key],
+          ),
+        );
+      const rowOf = (key: string) =>
+        withSql(
+          async (sql) => (await sql.query(`SELECT 1 FROM idempotency_keys WHERE key = $1`, [key])).rowCount,
+        );
+      await undated('k-undated-retried');
+      await undated('k-undated-left');
+      await pruner.prune();
+      // Its retry within the day after it was dated is still in its generation.
+      clock.advance(23 * HOUR);
+      expect(await keyed('k-undated-retried', 'undated')).toMatchObject({
+        status: 201,
+        body: { command: 'k-undated-retried\u21927' },
+      });
+      expect(await rowOf('k-undated-left')).toBe(1);
+      clock.advance(25 * HOUR + 1);
+      await pruner.prune();
+      expect(await rowOf('k-undated-left')).toBe(0);
     });
 
     it('a released row of the version before (generation 1) keeps its command id, the key itself', async () => {

@@ -235,7 +235,8 @@ describe('HTTP hardening (real Fastify server)', () => {
     const body = (await res.json()) as { error: Record<string, unknown> };
     expect({ status: res.status, ...body.error }).toMatchObject({
       status,
-      type: 'invalid_request',
+      // A character one parameter may not hold is that parameter's validation_error; the rest concern the request.
+      type: code === 'invalid_string' ? 'validation_error' : 'invalid_request',
       code,
       ...(param ? { param } : {}),
     });
@@ -285,6 +286,20 @@ describe('HTTP hardening (real Fastify server)', () => {
     await expectRefused(await post(deep), 400, 'invalid_json');
     const deepArrays = '{"text":"x","extra":{"a":' + '['.repeat(100_000) + ']'.repeat(100_000) + '}}';
     await expectRefused(await post(deepArrays), 400, 'invalid_json');
+  });
+
+  it('refuses a key written twice in one object (JSON.parse would keep the last one silently), running nothing', async () => {
+    const before = writes;
+    const top = await post('{"text":"5000000","text":"1"}');
+    await expectRefused(top, 400, 'invalid_json', 'text');
+    // Compared decoded: an escaped spelling of the same key is the same key.
+    await expectRefused(await post('{"text":"a","te\\u0078t":"b"}'), 400, 'invalid_json', 'text');
+    const nested = await post('{"text":"a","extra":{"k":"1", "k" :"2"}}');
+    await expectRefused(nested, 400, 'invalid_json');
+    expect(writes).toBe(before);
+    // The same key in two objects, a key's name as a value, and a key inside a string are no duplicates.
+    expect((await post('{"text":"text","extra":{"text":"a","b":{"text":"c"}}}')).status).toBe(201);
+    expect((await post('{"text":"{\\"text\\":1,\\"text\\":2}"}')).status).toBe(201);
   });
 
   it('refuses invalid UTF-8 with 400 instead of replacing bytes', async () => {

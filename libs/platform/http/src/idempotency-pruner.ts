@@ -51,10 +51,10 @@ export function idempotencyPruneConfigFromEnv(
 /**
  * One batch: the rows whose last claim is older than $1, at most $2 of them. A live row's `created_at` is its claim
  * time; a released row's is its claim time moved back by RELEASED_SHIFT, so the two are separate ranges of the
- * created_at index (half the shift apart) and neither needs a scan of the table. A released row of the version before
- * (-infinity: its claim time is unknown) is left; the next claim of its key gives it one. Each batch is its own
- * statement holding row locks only, and SKIP LOCKED passes over a row a claim holds (and the rows another gateway's
- * pruner is deleting): a claim never waits for a whole run, and gateways pruning at once share the work.
+ * created_at index (half the shift apart) and neither needs a scan of the table. A released row of 5708bdf
+ * (-infinity: its claim time is unknown) is dated first (DATE_UNDATED_SQL). Each batch is its own statement holding
+ * row locks only, and SKIP LOCKED passes over a row a claim holds (and the rows another gateway's pruner is
+ * deleting): a claim never waits for a whole run, and gateways pruning at once share the work.
  */
 const PRUNE_SQL = `WITH gone AS (
     DELETE FROM idempotency_keys WHERE (scope, key) IN (
@@ -67,6 +67,25 @@ const PRUNE_SQL = `WITH gone AS (
       FOR UPDATE SKIP LOCKED)
     RETURNING 1)
   SELECT count(*)::int AS n FROM gone`;
+
+/**
+ * One batch of released rows written by gateways of 5708bdf (still serving during a rollout after the migration that
+ * dated the ones already there, TimeIdempotencyKeyGenerations1795622400500): `created_at` -infinity, their claim
+ * time unknown, so the prune's ranges never reach them and nothing else does unless their key is claimed again.
+ * Deleting one at once could cut off its retry within its 24 hours (with the row gone the retry starts a new
+ * generation: a create whose answer was lost made again), so each is given the time it is first seen ($1, as a
+ * released row's: moved back by RELEASED_SHIFT) and is pruned one retention later; its claim was before, so its
+ * 24 hours are inside that. Found by the created_at index (-infinity is its lowest value).
+ */
+const DATE_UNDATED_SQL = `WITH dated AS (
+    UPDATE idempotency_keys SET created_at = $1::timestamptz - interval '${RELEASED_SHIFT}'
+    WHERE (scope, key) IN (
+      SELECT scope, key FROM idempotency_keys
+      WHERE created_at = '-infinity' AND state = 'released'
+      LIMIT $2
+      FOR UPDATE SKIP LOCKED)
+    RETURNING 1)
+  SELECT count(*)::int AS n FROM dated`;
 
 const pruned =
   (register.getSingleMetric('stablepay_idempotency_keys_pruned_total') as Counter | undefined) ??
@@ -120,24 +139,41 @@ export class IdempotencyKeyPruner implements OnApplicationBootstrap, OnModuleDes
     this.timer.unref();
   }
 
-  /** Deletes every row past the retention, a batch per statement; answers how many rows in how many batches. */
-  async prune(): Promise<{ rows: number; batches: number }> {
-    const cutoff = new Date(this.clock.now().getTime() - this.config.retentionMs);
+  /**
+   * Deletes every row past the retention, a batch per statement; answers how many rows in how many batches (and how
+   * many undated rows of 5708bdf it dated, to be deleted one retention later).
+   */
+  async prune(): Promise<{ rows: number; batches: number; dated: number }> {
+    const now = this.clock.now();
+    const cutoff = new Date(now.getTime() - this.config.retentionMs);
+    const dated = (await this.inBatches(DATE_UNDATED_SQL, now)).rows;
+    if (dated > 0)
+      this.logger.log(
+        `Idempotency-Key released rows without a claim time (a gateway of 5708bdf): ${dated} dated ${now.toISOString()}, pruned one retention later`,
+      );
+    const { rows, batches } = await this.inBatches(PRUNE_SQL, cutoff, (n) => pruned.inc(n));
+    if (rows > 0)
+      this.logger.log(`Idempotency-Key rows pruned: ${rows} (claimed before ${cutoff.toISOString()})`);
+    return { rows, batches, dated };
+  }
+
+  /** Runs a batch statement (answering `n`) until a batch is short. */
+  private async inBatches(
+    sql: string,
+    at: Date,
+    counted: (n: number) => void = () => undefined,
+  ): Promise<{ rows: number; batches: number }> {
     let rows = 0;
     let batches = 0;
     while (!this.stopped) {
-      const [result] = (await this.dataSource.query(PRUNE_SQL, [cutoff, this.config.batch])) as Array<{
-        n: number;
-      }>;
+      const [result] = (await this.dataSource.query(sql, [at, this.config.batch])) as Array<{ n: number }>;
       const n = result?.n ?? 0;
       if (n === 0) break;
       rows += n;
       batches += 1;
-      pruned.inc(n);
+      counted(n);
       if (n < this.config.batch) break;
     }
-    if (rows > 0)
-      this.logger.log(`Idempotency-Key rows pruned: ${rows} (claimed before ${cutoff.toISOString()})`);
     return { rows, batches };
   }
 }

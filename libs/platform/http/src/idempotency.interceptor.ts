@@ -28,8 +28,12 @@ import {
 import { toEnvelope } from './error-envelope.filter';
 import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 import type { AuthenticatedMerchant } from './auth';
-import { headerCount } from './request-headers';
-import { IDEMPOTENCY_COMMAND_ID, IDEMPOTENCY_NOT_FINAL, idempotencyCommandId } from './request-origin';
+import {
+  checkedIdempotencyKey,
+  IDEMPOTENCY_COMMAND_ID,
+  IDEMPOTENCY_NOT_FINAL,
+  idempotencyCommandId,
+} from './request-origin';
 
 export class CreateIdempotencyKeys1763800000000 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
@@ -88,8 +92,13 @@ export class AddIdempotencyKeyGenerations1795536000300 implements MigrationInter
       'ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS generation integer NOT NULL DEFAULT 1',
     );
     await q.query('ALTER TABLE idempotency_keys DROP CONSTRAINT IF EXISTS idempotency_keys_state_check');
+    // NOT VALID: adding a CHECK scans the table under the ACCESS EXCLUSIVE lock ALTER TABLE holds until this
+    // migration commits, and every keyed POST claims a row of this table (before pruning it held every key ever
+    // used); ValidateIdempotencyKeyStateCheck1795795200700 scans it in its own transaction under a lock that lets
+    // claims through. Rows written meanwhile are checked as they are written. Databases that ran this before it said
+    // NOT VALID have the constraint validated already; the validation then finds nothing to do.
     await q.query(`ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_state_check
-      CHECK (state IN ('in_flight', 'done', 'released'))`);
+      CHECK (state IN ('in_flight', 'done', 'released')) NOT VALID`);
   }
   async down(q: QueryRunner): Promise<void> {
     await q.query(`DELETE FROM idempotency_keys WHERE state = 'released'`);
@@ -142,6 +151,41 @@ export class TimeIdempotencyKeyGenerations1795622400500 implements MigrationInte
   }
 }
 
+/**
+ * A key released after a 5xx is kept for the request that released it (`claimable_by`, its request hash). A 5xx may
+ * come after the request's effect was saved (a command timeout after the owner's append), and payment actions,
+ * charges and creates answer what their command id already saved: a retry with other parameters that claimed the
+ * released key ran under the same command id and was answered the first request's outcome (a refund answered with
+ * the capture the key started), its own parameters ignored. Such a retry is now refused as against a kept answer
+ * (400 `idempotency_key_reused`). NULL: claimable by any request, as every released row was before (a validation
+ * error, 401, 409 or 429 saved nothing; rows released by gateways of the version before). Nullable without a default,
+ * so adding it rewrites nothing and holds the table's lock only for the catalog change.
+ */
+export class BindServerErrorReleases1795795200600 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE idempotency_keys ADD COLUMN IF NOT EXISTS claimable_by text');
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE idempotency_keys DROP COLUMN IF EXISTS claimable_by');
+  }
+}
+
+/**
+ * Validates the state check AddIdempotencyKeyGenerations1795536000300 adds NOT VALID: the scan of the table runs
+ * here, in this migration's own transaction, holding SHARE UPDATE EXCLUSIVE, which lets claims and completions (and
+ * the pruner) through; only another validation or schema change waits. Already valid (a database that ran the
+ * earlier text of that migration): nothing to scan. Pods running it at once: the second waits for the first, then
+ * finds it valid.
+ */
+export class ValidateIdempotencyKeyStateCheck1795795200700 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE idempotency_keys VALIDATE CONSTRAINT idempotency_keys_state_check');
+  }
+  async down(): Promise<void> {
+    // A validated constraint is what the earlier text of AddIdempotencyKeyGenerations1795536000300 left too.
+  }
+}
+
 /** The idempotency_keys schema, in order (every service applies them at its start). */
 export const IDEMPOTENCY_MIGRATIONS = [
   CreateIdempotencyKeys1763800000000,
@@ -149,6 +193,8 @@ export const IDEMPOTENCY_MIGRATIONS = [
   AddIdempotencyKeyGenerations1795536000300,
   AddIdempotencyResponseLocation1795536000400,
   TimeIdempotencyKeyGenerations1795622400500,
+  BindServerErrorReleases1795795200600,
+  ValidateIdempotencyKeyStateCheck1795795200700,
 ];
 
 export const IDEMPOTENCY_CLOCK = Symbol('IDEMPOTENCY_CLOCK');
@@ -191,8 +237,8 @@ const GENERATION_NOW_SQL = '(floor(extract(epoch FROM now()) / 60))::integer';
  * this belongs to a request whose process died (kill -9, a crash, a lost node) before it could complete or release
  * it. Taking it over lets the client's retry run, as after a 5xx, whose key is released: creates, charges and payment
  * actions derive their ids from the key, so a retry of one that was saved answers what was saved instead of doing it
- * twice. Rotating the webhook secret and `POST /admin/merchants` do not: a retry does them again, which is what the
- * client's only other way out (a new key) would do too. A request that outlives the lease anyway cannot touch the
+ * twice. Rotating the webhook secret derives its new secret's id from the key, and `POST /admin/merchants` the
+ * merchant's id (its retry reissues the unseen API key). A request that outlives the lease anyway cannot touch the
  * new claim (COMPLETE_SQL, RELEASE_SQL).
  */
 const IN_FLIGHT_LEASE_MS = 10 * 60_000;
@@ -223,25 +269,35 @@ const FORGET_OWNER_SQL = 'DELETE FROM idempotency_owners WHERE owner = $1';
  * itself is that old ($8): a claim just made by a process whose first beat is not yet visible to this statement's
  * snapshot (a new pod's first keyed request) is not its owner's death. A row claimed before owners were recorded
  * (owner NULL) waits out the lease. A released row (its request answered a 5xx, 409, 429 or validation error) is
- * claimed by any request, as a missing one was. A new row's generation is the minute ($9); taking over an expired
- * row (a released one too, its claim older than the 24 hours, RELEASED_SHIFT) starts the next, at least one
- * past the last, and anything else keeps it (TimeIdempotencyKeyGenerations1795622400500). A released row of the
- * version before (-infinity, its claim time unknown) keeps its generation, as that version did.
+ * claimed by any request, as a missing one was, unless a 5xx bound it to its request (`claimable_by`,
+ * BindServerErrorReleases1795795200600): then only by the same request until its 24 hours are over. A new row's
+ * generation is the minute ($9); taking over an expired row (a released one too, its claim older than the 24 hours,
+ * RELEASED_SHIFT) starts the next, at least one past the last, with no binding, and anything else keeps both
+ * (TimeIdempotencyKeyGenerations1795622400500). A released row of the version before (-infinity, its claim time
+ * unknown) keeps its generation, as that version did, and is claimed by any request.
  */
+/** A released row within the 24 hours after its claim (or of the version before, whose claim time is unknown). */
+const RELEASED_IN_ITS_DAY = `idempotency_keys.state = 'released'
+  AND (idempotency_keys.created_at = '-infinity'
+       OR idempotency_keys.created_at >= $5::timestamptz - interval '${RELEASED_SHIFT}')`;
 const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state, created_at, owner, generation)
   VALUES ($1, $2, $3, 'in_flight', $4, $7, $9)
   ON CONFLICT (scope, key) DO UPDATE
     SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
         response_body = NULL, created_at = EXCLUDED.created_at, owner = EXCLUDED.owner,
         generation = CASE
-          WHEN idempotency_keys.state = 'released'
-               AND (idempotency_keys.created_at = '-infinity'
-                    OR idempotency_keys.created_at >= $5::timestamptz - interval '${RELEASED_SHIFT}')
-            THEN idempotency_keys.generation
+          WHEN ${RELEASED_IN_ITS_DAY} THEN idempotency_keys.generation
           WHEN idempotency_keys.created_at < $5 THEN GREATEST(idempotency_keys.generation + 1, EXCLUDED.generation)
-          ELSE idempotency_keys.generation END
-    WHERE idempotency_keys.created_at < $5
-       OR idempotency_keys.state = 'released'
+          ELSE idempotency_keys.generation END,
+        claimable_by = CASE
+          WHEN ${RELEASED_IN_ITS_DAY} THEN idempotency_keys.claimable_by
+          WHEN idempotency_keys.created_at < $5 THEN NULL
+          ELSE idempotency_keys.claimable_by END
+    WHERE (idempotency_keys.state <> 'released' AND idempotency_keys.created_at < $5)
+       OR (idempotency_keys.state = 'released'
+           AND (idempotency_keys.claimable_by IS NULL
+                OR idempotency_keys.claimable_by = EXCLUDED.request_hash
+                OR NOT (${RELEASED_IN_ITS_DAY})))
        OR (idempotency_keys.state = 'in_flight' AND idempotency_keys.request_hash = EXCLUDED.request_hash
            AND (idempotency_keys.created_at < $6
                 OR (idempotency_keys.owner IS NOT NULL AND idempotency_keys.created_at < $8 AND NOT EXISTS (
@@ -250,7 +306,7 @@ const CLAIM_SQL = `INSERT INTO idempotency_keys (scope, key, request_hash, state
                         AND o.beat_at > now() - interval '${OWNER_DEAD_AFTER}'))))
   RETURNING generation`;
 const LOAD_SQL =
-  'SELECT request_hash, state, response_status, response_body, response_location, created_at, owner FROM idempotency_keys WHERE scope = $1 AND key = $2';
+  'SELECT request_hash, state, response_status, response_body, response_location, created_at, owner, claimable_by FROM idempotency_keys WHERE scope = $1 AND key = $2';
 /**
  * Completion and release touch the row only while it is still this request's claim (its `created_at`, $claimedAt): a
  * request that outlived IN_FLIGHT_LEASE_MS and lost its claim to a retry must not overwrite or delete the retry's.
@@ -262,8 +318,11 @@ const COMPLETE_SQL = `UPDATE idempotency_keys SET state = 'done', response_statu
  * A released row keeps its generation (a claim of the key within the 24 hours after this one stays in it). Its
  * `created_at` is the claim time moved back by RELEASED_SHIFT: a gateway of the version before, still serving
  * during a rolling deploy, takes it over as expired instead of replaying a `state` it does not know as an empty 200.
+ * A 5xx binds it to its request ($4, the request hash); a binding stays for the generation: only the bound request
+ * can have claimed the row since, and a later 409 of it does not make what the 5xx may have saved go away.
  */
-const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL, created_at = $3::timestamptz - interval '${RELEASED_SHIFT}'
+const RELEASE_SQL = `UPDATE idempotency_keys SET state = 'released', owner = NULL,
+    created_at = $3::timestamptz - interval '${RELEASED_SHIFT}', claimable_by = COALESCE(claimable_by, $4)
   WHERE scope = $1 AND key = $2 AND state = 'in_flight' AND created_at = $3`;
 
 interface StoredKey {
@@ -274,6 +333,7 @@ interface StoredKey {
   response_location: string | null;
   created_at: Date;
   owner: string | null;
+  claimable_by: string | null;
 }
 
 /** Canonical JSON (sorted keys) so that the same parameters in another key order hash the same. */
@@ -293,8 +353,9 @@ function canonical(value: unknown): string {
  * retry with the same key and parameters; the same key with other parameters is 400 idempotency_key_reused;
  * a retry while the first is still running gets 409 idempotency_key_in_use (the unique row is the lock, so
  * two concurrent requests never both execute). Responses that say nothing happened (400 validation, 401, 409,
- * 429, 5xx) are not kept, so a corrected or later retry runs; nor is an answer its handler marks as not final
- * (`answerIsNotFinal`: a 202 pending). A key used again after its 24 hours is a new request
+ * 429) are not kept, so a corrected or later retry runs; nor is an answer its handler marks as not final
+ * (`answerIsNotFinal`: a 202 pending). A 5xx is not kept either, but what it may have saved is: only the same
+ * request retries it (another is idempotency_key_reused). A key used again after its 24 hours is a new request
  * with a new command id (its next generation), not the old object answered again.
  */
 @Injectable()
@@ -372,35 +433,17 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
       .switchToHttp()
       .getRequest<FastifyRequest & { merchant?: AuthenticatedMerchant }>();
     const reply = context.switchToHttp().getResponse<FastifyReply>();
-    const raw = request.headers[KEY_HEADER] as string | string[];
     const secret = Reflect.getMetadata(ANSWERS_SECRET, context.getHandler()) === true;
-    return from(this.handle(request, reply, raw, next, secret));
+    return from(this.handle(request, reply, next, secret));
   }
 
   private async handle(
     request: FastifyRequest & { merchant?: AuthenticatedMerchant },
     reply: FastifyReply,
-    raw: string | string[],
     next: CallHandler,
     secret: boolean,
   ): Promise<unknown> {
-    // Node joins a repeated Idempotency-Key into one value ("a, b"): a retry that sent one of them would then
-    // run again under another key. Which key was meant is unknowable, so two are refused before any claim.
-    if (headerCount(request.raw.rawHeaders, KEY_HEADER) > 1) {
-      throw invalidRequest(
-        'The request has more than one Idempotency-Key header; nothing was done. Send one key, once.',
-        'invalid_idempotency_key',
-        'Idempotency-Key',
-      );
-    }
-    const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
-    if (key.length === 0 || key.length > 255) {
-      throw invalidRequest(
-        'Idempotency-Key must be between 1 and 255 characters.',
-        'invalid_idempotency_key',
-        'Idempotency-Key',
-      );
-    }
+    const key = checkedIdempotencyKey(request) ?? '';
     const url = request.url.split('?')[0] ?? request.url;
     // A merchant's keys are its own. A request without one (the hosted pages' calls, whose capability is the id in
     // the path; the operator routes, behind their token) has no account to scope by: its keys are the path's, so
@@ -416,15 +459,12 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     const generation = await this.claim(scope, key, requestHash, now);
     if (generation === undefined) {
       const stored = await this.load(scope, key);
+      // Bound to the request whose 5xx released it: what that one may have saved is under this key's command id.
+      if (stored?.state === 'released' && stored.claimable_by !== null && stored.claimable_by !== requestHash)
+        throw keyReused(key);
       // Released between our claim and this read: claimable again.
-      if (!stored || stored.state === 'released') return this.handle(request, reply, raw, next, secret);
-      if (stored.request_hash !== requestHash) {
-        throw invalidRequest(
-          `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
-          'idempotency_key_reused',
-          'Idempotency-Key',
-        );
-      }
+      if (!stored || stored.state === 'released') return this.handle(request, reply, next, secret);
+      if (stored.request_hash !== requestHash) throw keyReused(key);
       if (stored.state === 'in_flight') {
         // When the claim is taken over at the latest (IN_FLIGHT_LEASE_MS); a claim naming its owner may be taken
         // over once that owner has missed its beats (OWNER_DEAD_AFTER, plus a beat), so retry then.
@@ -452,7 +492,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     try {
       const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
       const notFinal = (request as { [IDEMPOTENCY_NOT_FINAL]?: boolean })[IDEMPOTENCY_NOT_FINAL] === true;
-      if (notFinal || (secret && !this.sealer)) await this.release(scope, key, now);
+      if (notFinal || (secret && !this.sealer)) await this.release(scope, key, now, null);
       else await this.complete(scope, key, now, reply.statusCode, body ?? null, secret, locationOf(reply));
       return body;
     } catch (error) {
@@ -465,7 +505,9 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
         status === 409 ||
         status === 429 ||
         (status === 400 && body.error.type === 'validation_error');
-      if (nothingHappened || (secret && !this.sealer)) await this.release(scope, key, now);
+      // A 5xx may follow the request's effect (saved, then the answer lost): its retry must be this request.
+      if (nothingHappened || (secret && !this.sealer))
+        await this.release(scope, key, now, status >= 500 ? requestHash : null);
       else await this.complete(scope, key, now, status, body, secret);
       throw error;
     }
@@ -535,9 +577,19 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     }
   }
 
-  private async release(scope: string, key: string, claimedAt: Date): Promise<void> {
-    await this.sql.query('sp_idem_release', RELEASE_SQL, [scope, key, claimedAt]);
+  /** `boundTo`: the request hash only the same request has (a 5xx), or null (any request may claim the key). */
+  private async release(scope: string, key: string, claimedAt: Date, boundTo: string | null): Promise<void> {
+    await this.sql.query('sp_idem_release', RELEASE_SQL, [scope, key, claimedAt, boundTo]);
   }
+}
+
+/** The key's first request had other parameters (Stripe's answer, the same for a kept answer and a 5xx release). */
+function keyReused(key: string): DomainError {
+  return invalidRequest(
+    `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+    'idempotency_key_reused',
+    'Idempotency-Key',
+  );
 }
 
 /** Binds a sealed kept answer to its row: moved to another merchant's or key's row, it does not open. */

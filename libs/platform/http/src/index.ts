@@ -17,3 +17,4 @@ export * from './url-strings';
 export * from './metrics-server';
 export * from './scraped-gauge';
 export * from './csv-export';
+export * from './legacy-subscription-routes';

@@ -1,4 +1,4 @@
-import { DomainError, nestedParam } from '@stablepay/util';
+import { DomainError, nestedParam, validationError } from '@stablepay/util';
 
 /** Deeper than any request body of the API (metadata is flat); a bound keeps validators off deep recursion. */
 export const MAX_JSON_DEPTH = 32;
@@ -6,26 +6,58 @@ export const MAX_JSON_DEPTH = 32;
 const invalidJson = (message: string): DomainError =>
   new DomainError({ type: 'invalid_request', status: 400, code: 'invalid_json', message });
 
+// validation_error, as every other refusal of one parameter's value: a NUL and a line separator in the same field
+// were answered with two types before (invalid_request here, validation_error by the field's own rule).
 const invalidString = (param: string, message: string): DomainError =>
-  new DomainError({ type: 'invalid_request', status: 400, code: 'invalid_string', param, message });
+  validationError(param, message, 'invalid_string');
 
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
-/** Nesting depth of a JSON text, scanning brackets outside strings; stops as soon as `limit` is passed. */
-function exceedsDepth(text: string, limit: number): boolean {
-  let depth = 0;
-  let inString = false;
+const JSON_WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
+/**
+ * What a scan of the JSON text finds before it is parsed: nesting past `limit` (bounds the parse and every walk
+ * after it), or a key written twice in one object. JSON.parse keeps the last of two equal keys without a word, so
+ * `{"amount":"5000000","amount":"1"}` made a 1-unit checkout while a proxy, a log or a signing layer reading the
+ * first saw 5000000: a body with two meanings is refused, not guessed. Scans outside strings only; a key is
+ * compared decoded (`"am\u006funt"` is `amount`). Stops at the first finding.
+ */
+function scanStructure(
+  text: string,
+  limit: number,
+): { readonly tooDeep: true } | { readonly duplicateKey: string; readonly topLevel: boolean } | null {
+  // One entry per open container: the keys seen so far for an object, null for an array.
+  const open: Array<Set<string> | null> = [];
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 0x5c) i++;
-      else if (c === 0x22) inString = false;
-    } else if (c === 0x22) inString = true;
-    else if (c === 0x7b || c === 0x5b) {
-      if (++depth > limit) return true;
-    } else if (c === 0x7d || c === 0x5d) depth--;
+    if (c === 0x22) {
+      const start = i;
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+      const keys = open[open.length - 1];
+      if (!keys) continue;
+      let j = i + 1;
+      while (JSON_WHITESPACE.has(text.charCodeAt(j))) j++;
+      if (text.charCodeAt(j) !== 0x3a) continue;
+      const literal = text.slice(start, i + 1);
+      let key = literal.slice(1, -1);
+      if (key.includes('\\'))
+        try {
+          key = JSON.parse(literal) as string;
+        } catch {
+          return null; // not JSON: JSON.parse says so
+        }
+      if (keys.has(key)) return { duplicateKey: key, topLevel: open.length === 1 };
+      keys.add(key);
+    } else if (c === 0x7b || c === 0x5b) {
+      if (open.length >= limit) return { tooDeep: true };
+      open.push(c === 0x7b ? new Set<string>() : null);
+    } else if (c === 0x7d || c === 0x5d) open.pop();
   }
-  return false;
+  return null;
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
@@ -77,8 +109,17 @@ export function parseJsonBody(body: Buffer): unknown {
   }
   if (text.trim() === '')
     throw invalidJson('The request body is only white space: send a JSON object, or no body at all.');
-  if (exceedsDepth(text, MAX_JSON_DEPTH))
+  const found = scanStructure(text, MAX_JSON_DEPTH);
+  if (found && 'tooDeep' in found)
     throw invalidJson(`The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`);
+  if (found)
+    throw new DomainError({
+      type: 'invalid_request',
+      status: 400,
+      code: 'invalid_json',
+      ...(found.topLevel ? { param: found.duplicateKey } : {}),
+      message: `The key "${found.duplicateKey}" appears twice in one object of the request body: send each parameter once.`,
+    });
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

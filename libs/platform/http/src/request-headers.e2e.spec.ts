@@ -236,6 +236,7 @@ describe('the HTTP edge answers what Node and Fastify let through (real server, 
         error: {
           type: 'validation_error',
           param: 'text',
+          code: 'parameter_missing',
           message: 'text must be a string',
         },
       });

@@ -1,4 +1,6 @@
 import type { FastifyRequest } from 'fastify';
+import { invalidRequest } from '@stablepay/util';
+import { headerCount } from './request-headers';
 
 /**
  * The gateway's own address, from the socket the request arrived on (`{hosted_url}` defaults to `<origin>/hosted`
@@ -47,4 +49,33 @@ export function idempotencyKeyOf(request: Pick<FastifyRequest, 'headers'>): stri
   const raw = request.headers['idempotency-key'];
   const key = Array.isArray(raw) ? raw[0] : raw;
   return key || undefined;
+}
+
+/**
+ * The request's Idempotency-Key as sent, or undefined without one; a key that is empty, longer than 255 characters
+ * or sent in more than one header is 400 `invalid_idempotency_key` before anything runs. The interceptor claims a
+ * POST's key with it; a route outside the interceptor that takes the key as its command id (the subscription
+ * checkout cancel, a PATCH) checks it here too, so a malformed key never names a command.
+ */
+export function checkedIdempotencyKey(request: Pick<FastifyRequest, 'headers' | 'raw'>): string | undefined {
+  const raw = request.headers['idempotency-key'];
+  if (raw === undefined) return undefined;
+  // Node joins a repeated Idempotency-Key into one value ("a, b"): a retry that sent one of them would then
+  // run again under another key. Which key was meant is unknowable, so two are refused before any claim.
+  if (headerCount(request.raw.rawHeaders, 'idempotency-key') > 1) {
+    throw invalidRequest(
+      'The request has more than one Idempotency-Key header; nothing was done. Send one key, once.',
+      'invalid_idempotency_key',
+      'Idempotency-Key',
+    );
+  }
+  const key = Array.isArray(raw) ? (raw[0] ?? '') : raw;
+  if (key.length === 0 || key.length > 255) {
+    throw invalidRequest(
+      'Idempotency-Key must be between 1 and 255 characters.',
+      'invalid_idempotency_key',
+      'Idempotency-Key',
+    );
+  }
+  return key;
 }

@@ -110,8 +110,16 @@ function pathParamAt(url: string, at: number, route: string | undefined): string
 const URL_FAULT = Symbol('stablepay.urlFault');
 type FaultedMessage = IncomingMessage & { [URL_FAULT]?: { fault: UrlFault; url: string } };
 
-const invalidUrl = (code: string, message: string, param?: string): DomainError =>
-  new DomainError({ type: 'invalid_request', status: 400, code, message, ...(param ? { param } : {}) });
+// A character a parameter may not hold is that parameter's validation_error, as in a body (json-body's
+// invalid_string); escapes that decode to nothing leave the URL itself unreadable: invalid_request.
+const invalidUrl = (code: UrlFault['code'], message: string, param?: string): DomainError =>
+  new DomainError({
+    type: code === 'invalid_string' ? 'validation_error' : 'invalid_request',
+    status: 400,
+    code,
+    message,
+    ...(param ? { param } : {}),
+  });
 
 /**
  * Refuses, on every route and before any handler, a path or query parameter holding a NUL, a control character

@@ -46,6 +46,10 @@ export function firstValidationFailure(
         message: message.startsWith(error.property)
           ? message.replace(error.property, param)
           : `${param}: ${message}`,
+        // Absent (or null, as fieldFault reads it), whichever rule said so; else validationError's default.
+        ...(error.target && (error.target as Record<string, unknown>)[error.property] == null
+          ? { code: 'parameter_missing' }
+          : {}),
       };
     }
     if (error.children && error.children.length > 0) return firstValidationFailure(error.children, param);
@@ -229,7 +233,7 @@ export function createReferenceValidationPipe(): ValidationPipe {
 export function requireNoParameters(body: unknown): void {
   if (body === undefined || body === null) return;
   if (typeof body !== 'object' || Array.isArray(body))
-    throw invalidRequest('This request takes no parameters: send no body or {}.');
+    throw invalidRequest('This request takes no parameters: send no body or {}.', 'invalid_json');
   const [unknown] = Object.keys(body);
   if (unknown !== undefined) throw unknownParameter(unknown, takesFields([]));
 }

@@ -57,3 +57,14 @@ export function testPool(config: PoolConfig): Pool {
   pool.on('error', () => undefined);
   return pool;
 }
+
+/** Runs `run` on a connection of its own to `url`, closed afterwards (a second session beside a test's pool). */
+export async function withClient<T>(url: string, run: (sql: Client) => Promise<T>): Promise<T> {
+  const sql = new Client({ connectionString: url });
+  await sql.connect();
+  try {
+    return await run(sql);
+  } finally {
+    await sql.end();
+  }
+}

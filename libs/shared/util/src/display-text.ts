@@ -71,6 +71,12 @@ export function displayTextFault(value: string): string | null {
  */
 export function requireDisplayText(param: string, value: string): string {
   const fault = displayTextFault(value);
-  if (fault !== null) throw validationError(param, `${param} ${fault}.`);
-  return value;
+  if (fault === null) return value;
+  // Nothing visible is Stripe's parameter_invalid_string_blank; a character the field may not hold (a separator, a
+  // noncharacter, a bidi control) is invalid_string, as a NUL or a control character is.
+  throw validationError(
+    param,
+    `${param} ${fault}.`,
+    hasVisibleCharacter(value) ? 'invalid_string' : 'parameter_invalid_string_blank',
+  );
 }

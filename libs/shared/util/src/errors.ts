@@ -56,9 +56,20 @@ export class DomainError extends Error implements DomainErrorShape {
   }
 }
 
-/** 400 validation_error: a field is missing, malformed or out of range. */
+/**
+ * 400 validation_error: a field is missing, malformed or out of range. Every one carries a code, so a client can
+ * branch on it as on every other error: the caller's when it has a more precise one, else Stripe's
+ * `parameter_missing` for a field the request lacks (the one wording every such refusal uses: "<param> is
+ * required...", fieldFault), else `parameter_invalid`.
+ */
 export const validationError = (param: string, message: string, code?: string): DomainError =>
-  new DomainError({ type: 'validation_error', status: 400, param, message, ...(code ? { code } : {}) });
+  new DomainError({
+    type: 'validation_error',
+    status: 400,
+    param,
+    message,
+    code: code ?? (message.startsWith(`${param} is required`) ? 'parameter_missing' : 'parameter_invalid'),
+  });
 
 /**
  * A nested field's name in `param`, as Stripe writes it: each key and index in brackets after the top-level field
@@ -84,7 +95,10 @@ export const unknownParameter = (param: string, takes?: string): DomainError =>
 export const takesFields = (fields: readonly string[]): string =>
   fields.length > 0 ? `this request takes ${fields.join(', ')}` : 'this request takes no parameters';
 
-/** 400 invalid_request: the request as a whole cannot be understood. */
+/**
+ * 400 invalid_request: the request as a whole cannot be understood. Give it a code: every 400 carries one
+ * (`invalid_json` for a body that is not a JSON object: bodyNotAnObject).
+ */
 export const invalidRequest = (message: string, code?: string, param?: string): DomainError =>
   new DomainError({
     type: 'invalid_request',
@@ -93,6 +107,10 @@ export const invalidRequest = (message: string, code?: string, param?: string): 
     ...(code ? { code } : {}),
     ...(param ? { param } : {}),
   });
+
+/** 400 invalid_json: a body that is not a JSON object, as the body parser answers a bare `null` or an array. */
+export const bodyNotAnObject = (): DomainError =>
+  invalidRequest('The request body must be a JSON object.', 'invalid_json');
 
 /** 422 cannot_process: well-formed, but a business rule forbids it. */
 export const cannotProcess = (code: string, message: string, param?: string): DomainError =>

@@ -20,8 +20,17 @@ const CREATED = {
 export const CREATED_PARAMETERS: readonly string[] = Object.keys(CREATED);
 
 /**
- * The one rule for `created[gte|gt|lte|lt]` (every list and export that filters on creation): each given once, as
- * Unix seconds, an RFC 3339 date-time or a date; anything else is 400 validation_error naming the parameter.
+ * The one parser of a list's or export's time bound (`created[gte|gt|lte|lt]`, the charges' `charged_from` and
+ * `charged_to`): Unix seconds, an RFC 3339 date-time or a date (midnight UTC), as Stripe's list filters take them;
+ * anything else is 400 validation_error naming `param`. One parser, so no list takes a form another refuses.
+ */
+export function parseTimeBound(value: unknown, param: string): Date {
+  return parseTimestampParam(value, param, CREATED_BOUND_FORMS);
+}
+
+/**
+ * The one rule for `created[gte|gt|lte|lt]` (every list and export that filters on creation): each given once, in a
+ * form parseTimeBound takes.
  */
 export function parseCreatedBounds(query: Readonly<Record<string, unknown>>): CreatedBounds {
   const out: { -readonly [K in keyof CreatedBounds]: CreatedBounds[K] } = {};
@@ -29,7 +38,7 @@ export function parseCreatedBounds(query: Readonly<Record<string, unknown>>): Cr
     [keyof typeof CREATED, (typeof CREATED)[keyof typeof CREATED]]
   >) {
     const raw = singleParameter(query, param);
-    if (raw !== undefined) out[field] = parseTimestampParam(raw, param, CREATED_BOUND_FORMS);
+    if (raw !== undefined) out[field] = parseTimeBound(raw, param);
   }
   return out;
 }

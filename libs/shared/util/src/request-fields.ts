@@ -1,3 +1,4 @@
+import { requireNoControlCharacters } from './control-characters';
 import { nestedParam, validationError } from './errors';
 
 /**
@@ -30,13 +31,16 @@ export function parseMetadata(value: unknown): Record<string, string> {
         `metadata keys must be 1 to ${limits.maxMetadataKeyLength} characters.`,
       );
     }
+    // A key is an identifier (it names the value in param paths, exports and webhooks); the key itself is not put in
+    // `param`, which would then carry the control character.
+    requireNoControlCharacters('metadata', key);
     const param = nestedParam('metadata', key);
     if (typeof v !== 'string') throw validationError(param, `${param} must be a string.`);
     // Characters as a person counts them (code points), so an emoji is one.
     if ([...v].length > limits.maxMetadataValueLength) {
       throw validationError(param, `${param} must be at most ${limits.maxMetadataValueLength} characters.`);
     }
-    out[key] = v;
+    out[key] = requireNoControlCharacters(param, v, { lineBreaks: true });
   }
   return out;
 }
@@ -50,6 +54,8 @@ export function parseRedirectUrl(value: unknown, param: string): string | null {
   if (value.length > REQUEST_FIELD_LIMITS.maxUrlLength) {
     throw validationError(param, `${param} must be at most ${REQUEST_FIELD_LIMITS.maxUrlLength} characters.`);
   }
+  // The URL parser drops tabs and line breaks without a word, so the stored text would not be the address used.
+  requireNoControlCharacters(param, value);
   let url: URL;
   try {
     url = new URL(value);
@@ -86,4 +92,25 @@ export function fieldFault(param: string, value: unknown, what: string): string 
   return value === undefined || value === null
     ? `${param} is required: ${what}.`
     : `${param} must be ${what}; received ${received(value)}.`;
+}
+
+/** The largest value a Solidity uint256 holds: what a signed deadline, epoch or token amount can be at most. */
+export const MAX_UINT256 = (1n << 256n) - 1n;
+
+/**
+ * The message for an integer above `max` (a string of digits, or a JSON number), null for anything else: a value
+ * that is a non-negative integer but too large is told so, rather than that it is not a non-negative integer.
+ */
+export function tooLargeFault(param: string, value: unknown, max: bigint = MAX_UINT256): string | null {
+  let digits: string;
+  if (typeof value === 'string' && /^[0-9]+$/.test(value)) digits = value.replace(/^0+(?=.)/, '');
+  else if (typeof value === 'number' && Number.isInteger(value) && value >= 0)
+    digits = BigInt(value).toString();
+  else return null;
+  // Compared by length first: BigInt of a megabyte of digits would be slow for nothing.
+  const limit = max.toString();
+  if (digits.length < limit.length || (digits.length === limit.length && BigInt(digits) <= max)) return null;
+  return max === MAX_UINT256
+    ? `${param} must be at most 2^256 - 1 (${limit}), the largest uint256.`
+    : `${param} must be at most ${limit}.`;
 }

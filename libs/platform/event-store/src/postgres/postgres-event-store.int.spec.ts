@@ -91,9 +91,13 @@ describe('PostgresEventStore specifics', () => {
     try {
       await gate.query('SELECT pg_advisory_lock(7340501)');
       const held = store.appendToStream('held-slow', [{ id: 'held-slow-1', type: 'HeldOpen', data: {} }]);
+      // Waiting for THIS lock in this database: other test files on the server wait for advisory locks of their
+      // own, and counting theirs let the fast append commit before the held one had begun (seen in CI).
       for (;;) {
         const { rows } = await pool.query<{ waiting: number }>(
-          "SELECT count(*)::int AS waiting FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+          `SELECT count(*)::int AS waiting FROM pg_locks
+            WHERE locktype = 'advisory' AND NOT granted AND classid = 0 AND objid = 7340501 AND objsubid = 1
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
         );
         if ((rows[0]?.waiting ?? 0) > 0) break;
         await new Promise((resolve) => setTimeout(resolve, 5));
@@ -309,6 +313,15 @@ describe('PostgresEventStore specifics', () => {
           () => (++n === 2 ? resolve() : undefined),
         );
       });
+      // Counted from the start, by what each read returned: a read already in flight when the append commits (woken
+      // by another instance's earlier append under load) may return the event, and that read is shared too.
+      const read = quiet.readCatchUpBatch.bind(quiet);
+      let readsReturningIt = 0;
+      jest.spyOn(quiet, 'readCatchUpBatch').mockImplementation(async (options) => {
+        const batch = await read(options);
+        if (batch.events.some((e) => e.id === 'sharedread-1-a')) readsReturningIt += 1;
+        return batch;
+      });
       const subscriptions = await Promise.all(
         ['shared:projection', 'shared:recorder'].map((subscriptionId, i) =>
           quiet.subscribeToAll({
@@ -323,13 +336,12 @@ describe('PostgresEventStore specifics', () => {
         ),
       );
       await Promise.all(subscriptions.map((s) => s.caughtUp()));
-      const reads = jest.spyOn(quiet, 'readCatchUpBatch');
       await quiet.appendToStream('sharedread-1', [{ id: 'sharedread-1-a', type: 'Noted', data: {} }]);
       await both;
       await Promise.all(subscriptions.map((s) => s.stop()));
       expect(seen.get('shared:projection')).toEqual(['sharedread-1-a']);
       expect(seen.get('shared:recorder')).toEqual(['sharedread-1-a']);
-      expect(reads).toHaveBeenCalledTimes(1);
+      expect(readsReturningIt).toBe(1);
     } finally {
       await quiet.close();
     }
