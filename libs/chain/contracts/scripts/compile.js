@@ -225,9 +225,20 @@ function renderContract(c) {
   lines.push(`export type ${N}ErrorName = keyof ${N}ErrorArgs;`);
   lines.push(`export type ${N}EventName = keyof ${N}EventArgs;`);
   lines.push('');
+  lines.push(`let ${lowerFirst(N)}Parsed: Interface | undefined;`);
+  lines.push('');
+  lines.push(
+    `/** ${N}'s ABI parsed once: ethers parses a plain ABI again for every contract object (a fraction of a millisecond of CPU per connect). */`,
+  );
+  lines.push(`export function ${lowerFirst(N)}Interface(): Interface {`);
+  lines.push(`  return (${lowerFirst(N)}Parsed ??= new Interface(${N}Abi));`);
+  lines.push('}');
+  lines.push('');
   lines.push(`/** A typed ${N} at \`address\`. */`);
   lines.push(`export function connect${N}(address: string, runner?: ContractRunner | null): ${N}Contract {`);
-  lines.push(`  return new Contract(address, ${N}Abi, runner ?? null) as unknown as ${N}Contract;`);
+  lines.push(
+    `  return new Contract(address, ${lowerFirst(N)}Interface(), runner ?? null) as unknown as ${N}Contract;`,
+  );
   lines.push('}');
   lines.push('');
   const ctorArgs = ctor ? argList(ctor.inputs) : '';
@@ -268,7 +279,7 @@ function renderContract(c) {
   lines.splice(
     importAt,
     0,
-    `import { Contract, ContractFactory, ${used.map((t) => `type ${t}`).join(', ')} } from 'ethers';`,
+    `import { Contract, ContractFactory, Interface, ${used.map((t) => `type ${t}`).join(', ')} } from 'ethers';`,
   );
   return lines.join('\n');
 }

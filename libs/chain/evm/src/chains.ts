@@ -106,6 +106,26 @@ export const LIVE_CHAINS: readonly LiveChainDefinition[] = [
   },
 ];
 
+const FILTERABLE_CHAINS: ReadonlySet<string> = new Set(LIVE_CHAINS.map((c) => formatCaip2(c.chainId)));
+
+/**
+ * A list or export filter naming a chain (`chain`, `detected_chain`): a CAIP-2 id (parseCaip2's codes) of a chain
+ * the service supports at all, else 400 `unsupported_chain` on `param`. Such a filter can never match, so it is a
+ * typo (`eip155:8543`), and an empty list would read as "none there". Checked against LIVE_CHAINS, not this
+ * deployment's configured chains: a test chain stands in under the same id, and records on a chain the operator no
+ * longer runs stay findable. Answers the canonical id (records store it so).
+ */
+export function parseChainFilter(value: unknown, param = 'chain'): string {
+  const { caip2 } = parseCaip2(value, param);
+  if (!FILTERABLE_CHAINS.has(caip2))
+    throw validationError(
+      param,
+      `${param} ${caip2} is not a chain Stablepay supports (supported: ${[...FILTERABLE_CHAINS].join(', ')}).`,
+      'unsupported_chain',
+    );
+  return caip2;
+}
+
 /** Stablecoins intentionally missing from LIVE_CHAINS until someone verifies an address against the issuer. */
 export const UNVERIFIED_STABLECOINS: readonly {
   readonly caip2: string;

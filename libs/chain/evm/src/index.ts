@@ -5,3 +5,4 @@ export * from './typed-data';
 export * from './chain-env';
 export * from './sanctions';
 export * from './log-range';
+export * from './chain-clock';

@@ -92,6 +92,34 @@ export async function findLogsSince<T>(
   return found;
 }
 
+/** What finding a block by its time needs of a provider (ethers' Provider has both). */
+export interface BlockTimeProvider {
+  getBlockNumber(): Promise<number>;
+  getBlock(block: number): Promise<{ readonly timestamp: number } | null>;
+}
+
+/**
+ * The newest block mined at or before `unixSeconds` (0 when none is): a log lookup's start for a record that is
+ * known to come after a time (what it names did not exist before), however long ago, where a fixed lookback below
+ * the head would miss it. A binary search over the chain's non-decreasing block timestamps: about log2(head) reads.
+ */
+export async function blockAtOrBefore(provider: BlockTimeProvider, unixSeconds: number): Promise<number> {
+  let low = 0;
+  let high = await provider.getBlockNumber();
+  const time = async (block: number): Promise<number> => {
+    const found = await provider.getBlock(block);
+    if (!found) throw new Error(`block ${block} not found while looking for the block at ${unixSeconds}`);
+    return found.timestamp;
+  };
+  if ((await time(high)) <= unixSeconds) return high;
+  while (low < high) {
+    const mid = Math.ceil((low + high) / 2);
+    if ((await time(mid)) <= unixSeconds) low = mid;
+    else high = mid - 1;
+  }
+  return low;
+}
+
 /**
  * `CHAIN_LOG_RANGE`: the most blocks one eth_getLogs window of a service's log lookup covers, for every chain
  * (`10000`) or per chain with an optional default first (`10000,eip155:137=2000`; default

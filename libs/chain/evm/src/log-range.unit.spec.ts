@@ -1,5 +1,11 @@
 import { ConfigError } from '@stablepay/util';
-import { chainLogRangeFromEnv, DEFAULT_CHAIN_LOG_RANGE, findLogsSince, readLogsSplitting } from './log-range';
+import {
+  blockAtOrBefore,
+  chainLogRangeFromEnv,
+  DEFAULT_CHAIN_LOG_RANGE,
+  findLogsSince,
+  readLogsSplitting,
+} from './log-range';
 
 /** A node holding one log per listed block that refuses (as providers word it) ranges wider than `limit`. */
 function node(blocks: readonly number[], head: number, limit: number, refusal: string) {
@@ -48,6 +54,31 @@ describe('findLogsSince', () => {
     };
     await expect(readLogsSplitting(read, 0, 100_000)).rejects.toThrow('ECONNREFUSED');
     expect(calls).toBe(1);
+  });
+});
+
+describe('blockAtOrBefore', () => {
+  /** Blocks 0..head, block n mined at 1000 + 2n (two blocks in a row share a second from 50 on). */
+  const chain = (head: number) => ({
+    getBlockNumber: () => Promise.resolve(head),
+    getBlock: (n: number) =>
+      Promise.resolve(
+        n > head
+          ? null
+          : { timestamp: 1_000 + 2 * Math.min(n, 50) + Math.max(0, Math.floor((n - 50) / 2)) * 2 },
+      ),
+  });
+
+  it('answers the newest block mined at or before the time, however far below the head', async () => {
+    expect(await blockAtOrBefore(chain(3_000_000), 1_000 + 2 * 40 + 1)).toBe(40);
+    expect(await blockAtOrBefore(chain(3_000_000), 1_000 + 2 * 40)).toBe(40);
+    // Two blocks of one second: the newer one.
+    expect(await blockAtOrBefore(chain(3_000_000), 1_100 + 2 * 10)).toBe(71);
+  });
+
+  it('answers 0 for a time before the chain, the head for a time after it', async () => {
+    expect(await blockAtOrBefore(chain(500), 10)).toBe(0);
+    expect(await blockAtOrBefore(chain(500), 9_999_999)).toBe(500);
   });
 });
 

@@ -1,2 +1,4 @@
 export * from './anvil';
 export * from './local-chains';
+export * from './transfers-around-creation';
+export * from './call-batcher';

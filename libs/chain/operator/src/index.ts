@@ -4,3 +4,4 @@ export * from './chain-operator.module';
 export * from './indexer-watch.commands';
 export * from './sanctions-screening';
 export * from './payout-deposits';
+export * from './deposit-rescan';

@@ -10,6 +10,7 @@ import { CommandClient, defineCommands } from '@stablepay/commands';
 export const INDEXER_COMMANDS = defineCommands('indexer', {
   watchAddress: 'indexer.watch.address',
   watchContract: 'indexer.watch.contract',
+  rescanAddress: 'indexer.watch.rescan_address',
 });
 
 export interface WatchAddressCommand {
@@ -23,6 +24,21 @@ export interface WatchAddressCommand {
 export interface WatchContractCommand extends WatchAddressCommand {
   /** Contract kind, decoding its logs: `subscription_manager` or `payment_deposit`. */
   readonly kind: string;
+}
+
+/** An operator's re-scan of a deposit address from a block (docs/chain-operator.md, "Re-scanning a deposit address"). */
+export interface RescanAddressCommand {
+  readonly chain: string;
+  readonly address: string;
+  /** First block to scan again. */
+  readonly fromBlock: number;
+}
+
+export interface RescanAnswer {
+  /** False: the address had no watch on the chain; it has one now, from `fromBlock`. */
+  readonly existed: boolean;
+  /** The watch's position after the command: the blocks after it up to the indexer's checkpoint are scanned again. */
+  readonly scannedThrough: number;
 }
 
 /** True when the watch is new (false: it already existed; the command is idempotent). */
@@ -41,5 +57,9 @@ export class IndexerWatchClient {
 
   watchContract(command: WatchContractCommand): Promise<WatchAnswer> {
     return this.commands.send<WatchAnswer>('indexer', INDEXER_COMMANDS.watchContract, command);
+  }
+
+  rescanAddress(command: RescanAddressCommand): Promise<RescanAnswer> {
+    return this.commands.send<RescanAnswer>('indexer', INDEXER_COMMANDS.rescanAddress, command);
   }
 }

@@ -1,4 +1,4 @@
-import { Interface, getAddress, zeroPadValue, type Log } from 'ethers';
+import { Interface, getAddress, isError, zeroPadValue, type Log } from 'ethers';
 import { DEFAULT_CHAIN_LOG_RANGE, findLogsSince } from '@stablepay/evm';
 import {
   connectPayoutDeposit,
@@ -8,7 +8,7 @@ import {
   payoutDepositAddress,
   toOnChainId,
 } from '@stablepay/contracts';
-import type { Broadcast, RelayerSet, RelayOutcome } from '@stablepay/relayer';
+import type { Broadcast, RelayerSet, RelayOutcome, RelayRequest } from '@stablepay/relayer';
 import type { PayoutChainConfig } from './chain-operator.config';
 import type { WatchAddressCommand, WatchAnswer } from './indexer-watch.commands';
 
@@ -45,6 +45,8 @@ export interface PayoutSweepRequest extends PayoutTokenRef {
   readonly amount: bigint;
   /** The payout this sweep forwards (bytes32 on chain via `toOnChainId`): the deposit sweeps it once. */
   readonly payoutId: string;
+  /** The relayer's hook with the signed sweep's hash before it is broadcast (RelayRequest.beforeBroadcast). */
+  readonly beforeBroadcast?: RelayRequest['beforeBroadcast'];
 }
 
 /**
@@ -174,6 +176,8 @@ export class PayoutDeposits {
     private readonly config: PayoutChainConfig,
     /** Most blocks per eth_getLogs window on a chain (CHAIN_LOG_RANGE, `OperatorChain.logRange`). */
     private readonly logRange: (chain: string) => number = () => DEFAULT_CHAIN_LOG_RANGE,
+    /** Blocks below the head a lookup with no start reads (default UNKNOWN_START_LOOKBACK_BLOCKS). */
+    private readonly lookback?: number,
   ) {}
 
   /** The customer's deposit address: the same on every chain, known before anything is deployed. */
@@ -214,6 +218,7 @@ export class PayoutDeposits {
         request.amount,
         payoutId,
       ]),
+      ...(request.beforeBroadcast ? { beforeBroadcast: request.beforeBroadcast } : {}),
     });
     const settled = settledAlready(request, deposit, token, payoutId, outcome);
     // A refunded payout is never swept: that refusal is a failure of the sweep like any other.
@@ -230,15 +235,26 @@ export class PayoutDeposits {
 
   /**
    * Whether the payout's sweep is on chain: the deposit's `swept(payoutId)` (no deposit deployed yet: not swept). One
-   * call, so a flow step can tell that the funds already left before it judges them again.
+   * call, so a flow step can tell that the funds already left before it judges them again. `deposit`: the payout's
+   * own address when it may not be the configured factory's and off-ramp's any more (a rotation since); a contract
+   * there without `swept` (the earliest factory's clones) answers not swept.
    */
   async isSwept(
-    request: PayoutCustomerRef & { readonly chain: string; readonly payoutId: string },
+    request: PayoutCustomerRef & {
+      readonly chain: string;
+      readonly payoutId: string;
+      readonly deposit?: string;
+    },
   ): Promise<boolean> {
-    const deposit = this.address(request);
+    const deposit = request.deposit ?? this.address(request);
     const provider = this.relayers.for(request.chain).provider;
     if ((await provider.getCode(deposit)) === '0x') return false;
-    return connectPayoutDeposit(deposit, provider).swept(toOnChainId(request.payoutId));
+    try {
+      return await connectPayoutDeposit(deposit, provider).swept(toOnChainId(request.payoutId));
+    } catch (error) {
+      if (isError(error, 'CALL_EXCEPTION')) return false;
+      throw error;
+    }
   }
 
   /**
@@ -247,7 +263,12 @@ export class PayoutDeposits {
    * a wide block range. `fromBlock` null: the last `UNKNOWN_START_LOOKBACK_BLOCKS` blocks, never the chain from 0.
    */
   sweeps(
-    request: PayoutTokenRef & { readonly payoutId?: string; readonly fromBlock: number | null },
+    request: PayoutTokenRef & {
+      readonly payoutId?: string;
+      readonly fromBlock: number | null;
+      /** The deposit contract to read, when not the configured factory's and off-ramp's (as for `isSwept`). */
+      readonly deposit?: string;
+    },
   ): Promise<PayoutSweepRecord[]> {
     return this.logsOf('PayoutSwept', request);
   }
@@ -261,9 +282,13 @@ export class PayoutDeposits {
 
   private async logsOf(
     event: 'PayoutSwept' | 'PayoutRefunded',
-    request: PayoutTokenRef & { readonly payoutId?: string; readonly fromBlock: number | null },
+    request: PayoutTokenRef & {
+      readonly payoutId?: string;
+      readonly fromBlock: number | null;
+      readonly deposit?: string;
+    },
   ): Promise<PayoutSweepRecord[]> {
-    const deposit = this.address(request);
+    const deposit = request.deposit ?? this.address(request);
     const logs = await findLogsSince(
       this.relayers.for(request.chain).provider,
       {
@@ -276,7 +301,10 @@ export class PayoutDeposits {
         ],
         fromBlock: request.fromBlock,
       },
-      { maxRange: this.logRange(request.chain) },
+      {
+        maxRange: this.logRange(request.chain),
+        ...(this.lookback === undefined ? {} : { lookback: this.lookback }),
+      },
     );
     return logs.flatMap((log) => {
       const parsed = DEPOSIT.parseLog(log);

@@ -1,4 +1,6 @@
-import { Interface, JsonRpcProvider, Wallet, id, parseEther, type InterfaceAbi } from 'ethers';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Interface, JsonRpcProvider, Transaction, Wallet, id, parseEther, type InterfaceAbi } from 'ethers';
 import { ANVIL_DEV_PRIVATE_KEYS, startAnvil, type AnvilNode } from '@stablepay/local-chains';
 import {
   ChainRelayer,
@@ -16,6 +18,50 @@ function devKey(index: number): string {
   const key = ANVIL_DEV_PRIVATE_KEYS[index];
   if (key === undefined) throw new Error(`no anvil dev key ${index}`);
   return key;
+}
+
+/**
+ * An RPC endpoint in front of anvil that prices gas as Arbitrum does: every transaction also pays its L1 data posting
+ * in L2 gas, so eth_estimateGas answers that much more and a transaction whose gas limit does not cover it is refused
+ * "intrinsic gas too low" (a plain transfer needs more than 21000 there).
+ */
+async function withL1GasComponent(
+  upstream: string,
+  l1Gas: bigint,
+): Promise<{ readonly url: string; close(): Promise<void> }> {
+  type Call = { id: unknown; method: string; params?: unknown[] };
+  const forward = async (call: Call): Promise<Record<string, unknown>> => {
+    if (call.method === 'eth_sendRawTransaction') {
+      const tx = Transaction.from(String(call.params?.[0]));
+      if (tx.gasLimit < 21_000n + l1Gas)
+        return { jsonrpc: '2.0', id: call.id, error: { code: -32000, message: 'intrinsic gas too low' } };
+    }
+    const response = await fetch(upstream, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(call),
+    });
+    const answer = (await response.json()) as Record<string, unknown>;
+    if (call.method === 'eth_estimateGas' && typeof answer['result'] === 'string')
+      answer['result'] = '0x' + (BigInt(answer['result']) + l1Gas).toString(16);
+    return answer;
+  };
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+    req.on('end', () => {
+      const parsed = JSON.parse(body) as Call | Call[];
+      void (Array.isArray(parsed) ? Promise.all(parsed.map(forward)) : forward(parsed)).then((answer) => {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify(answer));
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 describe('ChainRelayer on anvil', () => {
@@ -61,6 +107,29 @@ describe('ChainRelayer on anvil', () => {
     return mined;
   };
 
+  /**
+   * Two pings broadcast (`first`'s, then `second`'s: one relayer or two of one key), the first dropped from the pool
+   * and a block mined without it: the second waits queued behind the gap.
+   */
+  const firstDroppedSecondQueued = async (
+    first: ChainRelayer,
+    second: ChainRelayer,
+  ): Promise<[dropped: Broadcast, behind: Broadcast]> => {
+    let sent: [Broadcast, Broadcast] | undefined;
+    await withoutAutomine(async () => {
+      const a = await first.send(request('ping'));
+      const b = await second.send(request('ping'));
+      if (a.kind !== 'broadcast' || b.kind !== 'broadcast') throw new Error('expected two broadcasts');
+      expect(b.nonce).toBe(a.nonce + 1);
+      await admin.send('anvil_dropTransaction', [a.txHash]);
+      await admin.send('evm_mine', []);
+      expect(await admin.getTransactionCount(first.address, 'latest')).toBe(a.nonce);
+      sent = [a, b];
+    });
+    if (sent === undefined) throw new Error('unreachable');
+    return sent;
+  };
+
   beforeAll(async () => {
     node = await startAnvil({ chainId: CHAIN_ID });
     admin = new JsonRpcProvider(node.rpcUrl, CHAIN_ID, {
@@ -94,6 +163,76 @@ describe('ChainRelayer on anvil', () => {
     expect(outcome.fee).toBeGreaterThan(0n);
     expect(outcome.receipt.from).toBe(relayer.address);
     expect(await count()).toBe(before + 1n);
+  });
+
+  it('tells beforeBroadcast the hash and nonce of what it broadcasts, and broadcasts nothing when that throws', async () => {
+    const relayer = newRelayer(0);
+    const told: Array<{ txHash: string; nonce: number }> = [];
+    const sent = await relayer.submit(
+      request('ping', [], { beforeBroadcast: (tx) => Promise.resolve(void told.push(tx)) }),
+    );
+    if (sent.kind !== 'confirmed') throw new Error(`expected confirmed, got ${sent.kind}`);
+    expect(told).toEqual([{ txHash: sent.txHash, nonce: sent.nonce }]);
+
+    const before = await count();
+    const nonce = await admin.getTransactionCount(relayer.address, 'pending');
+    await expect(
+      relayer.submit(
+        request('ping', [], { beforeBroadcast: () => Promise.reject(new Error('not recorded')) }),
+      ),
+    ).rejects.toThrow('not recorded');
+    expect(await admin.getTransactionCount(relayer.address, 'pending')).toBe(nonce);
+    expect(await count()).toBe(before);
+    // No gap: the next send uses that nonce.
+    const next = await relayer.submit(request('ping'));
+    expect(next).toMatchObject({ kind: 'confirmed', nonce });
+  });
+
+  it("a beforeBroadcast that never answers fails its own send only: another sender's transaction on the chain lands, with the nonce it left free", async () => {
+    const relayer = newRelayer(2, { beforeBroadcastTimeoutMs: 300 });
+    const nonce = await admin.getTransactionCount(relayer.address, 'pending');
+    let inHook!: () => void;
+    const hookRunning = new Promise<void>((resolve) => (inHook = resolve));
+    const stalled = relayer.submit(
+      request('ping', [], {
+        beforeBroadcast: () => {
+          inHook();
+          return new Promise<void>(() => undefined);
+        },
+      }),
+    );
+    stalled.catch(() => undefined);
+    // Queued behind the stalled hook: the hook runs in the send queue.
+    await hookRunning;
+    const other = await relayer.submit(request('ping'));
+
+    expect(other).toMatchObject({ kind: 'confirmed', nonce });
+    await expect(stalled).rejects.toThrow(/beforeBroadcast did not answer/);
+  });
+
+  it('cancels a pending transaction by a no-op at its nonce: the original never lands and the next send follows it', async () => {
+    const relayer = newRelayer(1);
+    const before = await count();
+    let cancelled: Awaited<ReturnType<ChainRelayer['cancel']>> | undefined;
+    let pending: Broadcast | undefined;
+    await withoutAutomine(async () => {
+      const sent = await relayer.send(request('ping'));
+      if (sent.kind !== 'broadcast') throw new Error('expected a broadcast');
+      pending = sent;
+      cancelled = await relayer.cancel(sent.txHash);
+      await admin.send('evm_mine', []);
+    });
+    if (pending === undefined) throw new Error('unreachable');
+
+    expect(cancelled).toMatchObject({ kind: 'replaced', nonce: pending.nonce });
+    expect(await admin.getTransactionReceipt(pending.txHash)).toBeNull();
+    expect(await count()).toBe(before);
+    const noop = await admin.getTransactionReceipt(cancelled?.kind === 'replaced' ? cancelled.txHash : '');
+    expect(noop).toMatchObject({ status: 1, to: relayer.address });
+    expect(await relayer.cancel(pending.txHash)).toEqual({ kind: 'unknown' });
+    const next = await relayer.submit(request('ping'));
+    expect(next).toMatchObject({ kind: 'confirmed', nonce: pending.nonce + 1 });
+    expect(await relayer.cancel(next.kind === 'confirmed' ? next.txHash : '')).toEqual({ kind: 'mined' });
   });
 
   it('returns a simulation revert as the custom error name and its decoded args, without broadcasting', async () => {
@@ -265,24 +404,51 @@ describe('ChainRelayer on anvil', () => {
   it('re-sends the same signed transaction when the node drops an awaited one from its pool, and the one queued behind it lands too', async () => {
     const relayer = newRelayer(8, { nonceGapCheckMs: 200 });
     const before = await count();
-    let dropped: Broadcast | undefined;
-    let behind: Broadcast | undefined;
-    await withoutAutomine(async () => {
-      const a = await relayer.send(request('ping'));
-      const b = await relayer.send(request('ping'));
-      if (a.kind !== 'broadcast' || b.kind !== 'broadcast') throw new Error('expected two broadcasts');
-      await admin.send('anvil_dropTransaction', [a.txHash]);
-      await admin.send('evm_mine', []);
-      expect(await admin.getTransactionCount(relayer.address, 'latest')).toBe(a.nonce);
-      [dropped, behind] = [a, b];
-    });
-    if (dropped === undefined || behind === undefined) throw new Error('unreachable');
+    const [dropped, behind] = await firstDroppedSecondQueued(relayer, relayer);
 
     const first = await relayer.waitForReceipt(dropped, UNTIL_TEST_TIMEOUT);
     expect(first).toMatchObject({ kind: 'confirmed', txHash: dropped.txHash, nonce: dropped.nonce });
     const second = await relayer.waitForReceipt(behind, UNTIL_TEST_TIMEOUT);
     expect(second).toMatchObject({ kind: 'confirmed', txHash: behind.txHash, nonce: behind.nonce });
     expect(await count()).toBe(before + 2n);
+  }, 60_000);
+
+  it("leaves another process's dropped transaction to that process (it re-sends it) instead of filling its nonce with a no-op", async () => {
+    // Two processes of one operator key (payments, subscriptions and payouts each hold a relayer).
+    const key = Wallet.createRandom().privateKey;
+    await admin.send('anvil_setBalance', [new Wallet(key).address, '0x' + parseEther('10').toString(16)]);
+    // The other process waits for its own broadcast and checks for gaps later than this one does.
+    const own = newRelayer(key, { nonceGapCheckMs: 500 });
+    const other = newRelayer(key, { nonceGapCheckMs: 750 });
+    const before = await count();
+    const [theirs, ours] = await firstDroppedSecondQueued(other, own);
+
+    const [mine, their] = await Promise.all([
+      own.waitForReceipt(ours, UNTIL_TEST_TIMEOUT),
+      // A ceiling for the case under test: a no-op in its nonce means it never lands.
+      other.waitForReceipt(theirs, { timeoutMs: 10_000 }),
+    ]);
+
+    expect(their).toMatchObject({ kind: 'confirmed', txHash: theirs.txHash });
+    expect(mine).toMatchObject({ kind: 'confirmed', txHash: ours.txHash });
+    expect(await count()).toBe(before + 2n);
+  }, 60_000);
+
+  it('fills a gap on a chain whose plain transfer needs more than 21000 gas (an L1 component, as on Arbitrum)', async () => {
+    const arbitrumLike = await withL1GasComponent(node.rpcUrl, 50_000n);
+    try {
+      const key = Wallet.createRandom().privateKey;
+      await admin.send('anvil_setBalance', [new Wallet(key).address, '0x' + parseEther('10').toString(16)]);
+      const relayer = newRelayer(key, { rpcUrl: arbitrumLike.url, nonceGapCheckMs: 200 });
+      const first = await pingRevertedAway(relayer);
+
+      // A ceiling for the case under test: a filler the node refuses leaves the gap open for good.
+      const second = await relayer.submit(request('ping'), { timeoutMs: 15_000 });
+
+      expect(second).toMatchObject({ kind: 'confirmed', nonce: first.nonce + 1 });
+    } finally {
+      await arbitrumLike.close();
+    }
   }, 60_000);
 
   it('returns receipt_timeout when the transaction is not mined in time, and the receipt once it is', async () => {

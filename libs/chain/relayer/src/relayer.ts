@@ -1,4 +1,5 @@
 import {
+  FeeData,
   FetchRequest,
   JsonRpcProvider,
   Network,
@@ -7,7 +8,6 @@ import {
   isError,
   isHexString,
   keccak256,
-  type FeeData,
   type Interface,
   type TransactionReceipt,
   type TransactionRequest,
@@ -33,6 +33,16 @@ export interface RelayRequest {
   readonly value?: bigint;
   /** Skips gas estimation; the simulation is then an eth_call. */
   readonly gasLimit?: bigint;
+  /**
+   * Called with each signed transaction's hash and nonce just before it is broadcast (again after a re-sign on a
+   * nonce conflict), in the send queue: a caller that must find its transaction after a crash (still in a node's
+   * pool, not mined yet) records it here. Nothing is broadcast when it throws, or does not answer within
+   * `beforeBroadcastTimeoutMs`: the send fails with its error and the nonce stays free for the next send. It runs
+   * while every other send of the chain waits, hence the deadline: a stalled database of one service must not hold
+   * another's broadcasts. A hook that answers after its deadline may still have recorded a hash that is never
+   * broadcast, which its owner must take for a transaction a node does not know.
+   */
+  readonly beforeBroadcast?: (signed: { readonly txHash: string; readonly nonce: number }) => Promise<void>;
 }
 
 export interface SimulationPassed {
@@ -96,6 +106,19 @@ export interface Prepared {
   readonly fees: FeeData;
 }
 
+/**
+ * What `cancel` did with a transaction of this key:
+ * - `replaced`: a 0-value transfer to the relayer itself at its nonce, priced above it, was broadcast (`txHash`); once
+ *   that is mined the transaction can never land. Until then a block builder that has not seen the replacement may
+ *   still mine the original: ask again.
+ * - `mined`: too late, it is in a block (or its nonce was taken otherwise).
+ * - `unknown`: the node does not hold it (dropped, replaced already, never broadcast).
+ */
+export type CancelOutcome =
+  | { readonly kind: 'replaced'; readonly nonce: number; readonly txHash: string }
+  | { readonly kind: 'mined' }
+  | { readonly kind: 'unknown' };
+
 export type SimulationOutcome = SimulationPassed | SimulationRejected;
 export type PrepareOutcome = Prepared | SimulationRejected;
 export type SendOutcome = SimulationRejected | Broadcast;
@@ -131,6 +154,8 @@ export interface RelayerOptions {
    * transaction; default 2 s. See `healNonceGap`.
    */
   readonly nonceGapCheckMs?: number;
+  /** How long a request's `beforeBroadcast` may take before its send fails, nothing broadcast; default 5 s. */
+  readonly beforeBroadcastTimeoutMs?: number;
 }
 
 /** Broadcasting failed for a reason other than a nonce conflict. The transaction may still have reached a node. */
@@ -162,6 +187,7 @@ export class ChainRelayer {
   /** The nonce the next broadcast uses; null = ask the chain first. */
   private nextNonce: number | null = null;
   private readonly nonceGapCheckMs: number;
+  private readonly beforeBroadcastTimeoutMs: number;
   /**
    * Signed transactions broadcast here whose receipt wait has not ended, by nonce. A node that forgot one (a dropped
    * pool, a reorg) gets these same bytes again: the only thing that may take the nonce of an action still awaited.
@@ -172,6 +198,8 @@ export class ChainRelayer {
   /** One gap check at a time, at most one per `nonceGapCheckMs`: a hundred slow waits must not each ask. */
   private gapCheck: Promise<void> | null = null;
   private lastGapCheckAt = 0;
+  /** An open nonce that is not this relayer's to re-send, and since when it has been seen open (`healNonceGap`). */
+  private foreignGap: { readonly nonce: number; readonly since: number } | null = null;
 
   constructor(options: RelayerOptions) {
     this.chainId = BigInt(options.chainId);
@@ -202,6 +230,10 @@ export class ChainRelayer {
     this.simulationBlockTag = options.simulationBlockTag ?? 'latest';
     this.maxNonceResyncs = nonNegativeInteger(options.maxNonceResyncs ?? 3, 'maxNonceResyncs');
     this.nonceGapCheckMs = positiveInteger(options.nonceGapCheckMs ?? 2_000, 'nonceGapCheckMs');
+    this.beforeBroadcastTimeoutMs = positiveInteger(
+      options.beforeBroadcastTimeoutMs ?? 5_000,
+      'beforeBroadcastTimeoutMs',
+    );
   }
 
   /** Fails fast when the RPC endpoint serves another chain than the one this relayer signs for. */
@@ -301,6 +333,40 @@ export class ChainRelayer {
     return this.waitForReceipt(sent, options);
   }
 
+  /**
+   * Replaces a pending transaction of this key by a 0-value transfer to itself at the same nonce, with fees a node
+   * takes as a replacement (both above the original's by REPLACEMENT_BUMP_PERCENT, and at least the chain's current
+   * ones): for an action that must not land any more (a sweep whose deposit a reorg took). Nothing else moves: the
+   * nonce is the original's, so later transactions of the key keep theirs. No send queue: no nonce is assigned.
+   */
+  async cancel(txHash: string): Promise<CancelOutcome> {
+    const pending = await this.provider.getTransaction(txHash);
+    if (pending === null) return { kind: 'unknown' };
+    if (pending.blockNumber !== null) return { kind: 'mined' };
+    if (getAddress(pending.from) !== this.address)
+      throw new Error(`transaction ${txHash} is ${pending.from}'s, not this relayer's (${this.address})`);
+    const bump = (fee: bigint | null): bigint =>
+      ((fee ?? 0n) * (100n + REPLACEMENT_BUMP_PERCENT)) / 100n + 1n;
+    const current = await this.provider.getFeeData();
+    const tip = bump(pending.maxPriorityFeePerGas ?? pending.gasPrice);
+    const cap = bump(pending.maxFeePerGas ?? pending.gasPrice);
+    const fees =
+      current.maxFeePerGas !== null && current.maxPriorityFeePerGas !== null
+        ? new FeeData(null, max(cap, current.maxFeePerGas, tip), max(tip, current.maxPriorityFeePerGas))
+        : new FeeData(max(cap, current.gasPrice ?? 0n), null, null);
+    const signed = await this.signNoop(pending.nonce, fees);
+    // The relayer must never put the cancelled bytes back (healNonceGap re-sends what it still awaits).
+    if (this.awaited.get(pending.nonce)?.txHash === txHash) this.awaited.delete(pending.nonce);
+    try {
+      await this.provider.send('eth_sendRawTransaction', [signed]);
+    } catch (error) {
+      // Mined between the read and the replacement: the original holds the nonce.
+      if (/nonce too low|nonce.*(already|expired)/i.test(errorText(error))) return { kind: 'mined' };
+      if (!isAlreadyKnown(error)) throw error;
+    }
+    return { kind: 'replaced', nonce: pending.nonce, txHash: keccak256(signed) };
+  }
+
   /** Stops the provider's polling; the relayer is unusable afterwards. */
   destroy(): void {
     this.provider.destroy();
@@ -326,6 +392,7 @@ export class ChainRelayer {
         gasLimit,
       });
       const txHash = keccak256(signed);
+      if (request.beforeBroadcast) await this.beforeBroadcast(request.beforeBroadcast, { txHash, nonce });
       try {
         // Sent as is: ethers' broadcastTransaction parses it again and recovers its sender (an elliptic-curve
         // recovery of our own signature, milliseconds of CPU per transaction) for a response never read here.
@@ -355,6 +422,37 @@ export class ChainRelayer {
         this.awaited.delete(stale);
       }
       return { kind: 'broadcast', txHash, nonce, from: this.address, gasLimit, request };
+    }
+  }
+
+  /**
+   * The request's hook, bounded: it runs in the send queue, so without a deadline a hook that never answers (its
+   * database stalled) would hold every later send of the chain, other services' charges and captures among them.
+   * Throwing before the broadcast leaves `nextNonce` as it was: the nonce is not used.
+   */
+  private async beforeBroadcast(
+    hook: NonNullable<RelayRequest['beforeBroadcast']>,
+    signed: { readonly txHash: string; readonly nonce: number },
+  ): Promise<void> {
+    const recorded = Promise.resolve().then(() => hook(signed));
+    // Settling after the deadline, its rejection has nobody left to handle it.
+    recorded.catch(() => undefined);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `beforeBroadcast did not answer within ${this.beforeBroadcastTimeoutMs} ms: nonce ${signed.nonce} not broadcast`,
+            ),
+          ),
+        this.beforeBroadcastTimeoutMs,
+      );
+    });
+    try {
+      await Promise.race([recorded, deadline]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -419,7 +517,10 @@ export class ChainRelayer {
    * - a transaction broadcast here whose wait has not ended: the same signed bytes again (one hash, one nonce);
    * - any other nonce below the awaited one (an outcome already handed out, another process of the key): a 0-value
    *   transfer to ourselves, which does nothing; whatever held that nonce can then never land, which its owner
-   *   already handles (a reorg retraction, a receipt timeout's "may still land, or not").
+   *   already handles (a reorg retraction, a receipt timeout's "may still land, or not"). Only once it has stayed
+   *   open for FOREIGN_GAP_GRACE_CHECKS intervals: it may be another process's transaction that process still waits
+   *   for and re-sends at its own next check (every process has the same interval); filled at first sight, that
+   *   process's capture, sweep or charge was replaced by a no-op and never landed.
    * The awaited transaction's own nonce, when not broadcast here, is left to its caller (it times out as before).
    * A node whose `pending` count includes queued transactions shows no gap here; the receipt timeout's re-sync
    * still applies there.
@@ -433,14 +534,25 @@ export class ChainRelayer {
           this.provider.getTransactionCount(this.address, 'latest'),
           this.provider.getTransactionCount(this.address, 'pending'),
         ]);
+        if (latest > awaitedNonce || pending > latest) {
+          this.foreignGap = null;
+          return;
+        }
         // `checked`: one attempt per nonce per check, so a node that refuses the fill does not spin here.
-        if (latest > awaitedNonce || pending > latest || latest <= checked) return;
+        if (latest <= checked) return;
         checked = latest;
         const ours = this.awaited.get(latest);
         if (ours !== undefined) {
           await this.rebroadcast(ours.signed);
         } else if (latest < awaitedNonce) {
-          await this.rebroadcast(await this.signGapFiller(latest));
+          const now = Date.now();
+          if (this.foreignGap?.nonce !== latest) {
+            this.foreignGap = { nonce: latest, since: now };
+            return;
+          }
+          if (now - this.foreignGap.since < FOREIGN_GAP_GRACE_CHECKS * this.nonceGapCheckMs) return;
+          this.foreignGap = null;
+          await this.rebroadcast(await this.signNoop(latest, await this.provider.getFeeData()));
         } else {
           return;
         }
@@ -449,14 +561,21 @@ export class ChainRelayer {
     });
   }
 
-  private async signGapFiller(nonce: number): Promise<string> {
+  /** A 0-value transfer to itself at `nonce`: a gap filler, or the replacement of a cancelled transaction. */
+  private async signNoop(nonce: number, fees: FeeData): Promise<string> {
+    const transfer = { from: this.address, to: this.address, value: 0n };
+    // Estimated, not 21000: where a transaction also pays its L1 data posting in L2 gas (Arbitrum) a plain transfer
+    // needs more, and the node refuses a 21000 filler ("intrinsic gas too low"), leaving the gap open for good.
+    const estimate = await this.provider.send('eth_estimateGas', [
+      this.provider.getRpcTransaction(transfer),
+      'latest',
+    ]);
     return this.wallet.signTransaction({
-      to: this.address,
-      value: 0n,
-      ...feeFields(await this.provider.getFeeData()),
+      ...transfer,
+      ...feeFields(fees),
       chainId: this.chainId,
       nonce,
-      gasLimit: 21_000n,
+      gasLimit: (BigInt(estimate) * (100n + this.gasLimitMarginPercent)) / 100n,
     });
   }
 
@@ -485,6 +604,17 @@ export class ChainRelayer {
 }
 
 const MAX_AWAITED = 10_000;
+/**
+ * Intervals a nonce not awaited here stays open before it is filled: its owner, another process waiting for it,
+ * checks once per interval and re-sends it; two give that check a whole interval of margin.
+ */
+const FOREIGN_GAP_GRACE_CHECKS = 2;
+/** Above a pending transaction's fees, in percent, for its replacement (geth and most nodes require 10). */
+const REPLACEMENT_BUMP_PERCENT = 30n;
+
+function max(...values: bigint[]): bigint {
+  return values.reduce((a, b) => (a > b ? a : b));
+}
 
 function feeFields(
   fees: FeeData,
