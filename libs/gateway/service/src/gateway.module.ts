@@ -11,6 +11,7 @@ import {
   IdempotencyKeyPruner,
   type IdempotencyPruneConfig,
 } from '@stablepay/http';
+import { AdminTokenGuard, MERCHANTS_ADMIN_TOKEN } from '@stablepay/merchants-api';
 import {
   MERCHANTS_MIGRATIONS,
   merchantsHttpModule,
@@ -24,7 +25,9 @@ import { chargeLedgerHttpModule, LEDGER_MIGRATIONS } from '@stablepay/charge-led
 import { PAYMENTS_MIGRATIONS, paymentsHttpModule } from '@stablepay/payments-service';
 import { PAYOUTS_MIGRATIONS, payoutsHttpModule } from '@stablepay/payouts-service';
 import { reportsHttpModule } from '@stablepay/reports-service';
+import { DepositRescansController } from './deposit-rescans.controller';
 import { subscriptionChargesHttpModule } from './subscription-charges.gateway';
+import { WithheldRefundReturnsController } from './withheld-refund-returns.controller';
 
 /**
  * The public REST API: API-key authentication on every route not marked public, Idempotency-Key on every POST,
@@ -49,7 +52,11 @@ export class GatewayModule {
         subscriptionChargesHttpModule(),
         reportsHttpModule(),
       ],
+      controllers: [DepositRescansController, WithheldRefundReturnsController],
       providers: [
+        // The operator routes hosted here (DepositRescansController, WithheldRefundReturnsController) are guarded as the merchants scope's are.
+        { provide: MERCHANTS_ADMIN_TOKEN, useValue: merchants.adminToken },
+        AdminTokenGuard,
         { provide: APP_GUARD, useClass: ApiKeyGuard },
         { provide: IDEMPOTENCY_CLOCK, useExisting: CLOCK },
         // The webhook secrets' key seals the kept answers that carry a secret (@AnswersSecret).

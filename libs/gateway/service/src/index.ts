@@ -1,1 +1,3 @@
 export * from './gateway.module';
+export * from './deposit-rescans.controller';
+export * from './withheld-refund-returns.controller';

@@ -16,8 +16,8 @@ import {
 } from '@stablepay/indexer-domain';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ChainFollower, type FollowerSettings } from './chain-follower';
-import { JsonRpcChainClient } from './chain-rpc';
-import { IndexerStore } from './indexer-store';
+import { type ChainRpc, JsonRpcChainClient } from './chain-rpc';
+import { IndexerStore, rescanWatchedAddress } from './indexer-store';
 import { INDEXER_MIGRATIONS } from './migrations';
 import { startTestChain, type TestChain } from './testing/test-chain';
 
@@ -70,6 +70,7 @@ function follower(
     startBlock?: number | 'latest';
   } = {},
   eventStore: EventStore = events,
+  rpc: (client: ChainRpc) => ChainRpc = (client) => client,
 ): ChainFollower {
   const { confirmations = 0, startBlock = 0, ...settings } = overrides;
   const f = new ChainFollower(
@@ -80,7 +81,7 @@ function follower(
       reorgWindow: 64,
       ...settings,
     },
-    new JsonRpcChainClient(c.rpcUrl, BigInt(c.chainId)),
+    rpc(new JsonRpcChainClient(c.rpcUrl, BigInt(c.chainId))),
     store,
     eventStore,
     logger,
@@ -327,6 +328,27 @@ describe('ChainFollower on anvil', () => {
     expect(await crashed.step()).toBe('not-leader');
   });
 
+  it('a restart under the same configured lease owner follows at once; a follower under another owner still waits', async () => {
+    const c = await chain();
+    const deposit = watched();
+    await watch(c, deposit);
+    await c.mint(deposit, 5n);
+    // A run that took the lease, then was killed: it never renews nor releases it (a lease far longer than the test).
+    const killed = follower(c, { leaseOwner: 'run-of-data-dir-a', leaseMs: 600_000 });
+    followers.splice(followers.indexOf(killed), 1);
+    expect(await killed.step()).not.toBe('not-leader');
+
+    // Another process, with its own owner (configured or not), must wait: one follower per chain.
+    expect(await follower(c, { leaseOwner: 'run-of-data-dir-b' }).step()).toBe('not-leader');
+    expect(await follower(c).step()).toBe('not-leader');
+
+    // Its restart, under the same owner, re-takes the lease without waiting for it to expire.
+    const restarted = follower(c, { leaseOwner: 'run-of-data-dir-a', leaseMs: 600_000 });
+    await restarted.catchUp();
+    expect(transfers(await stream(c))).toEqual([expect.objectContaining({ amount: '5' })]);
+    expect(await follower(c, { leaseOwner: 'run-of-data-dir-b' }).step()).toBe('not-leader');
+  });
+
   it('treats a redelivered observation append and a re-scan of ingested blocks as no-ops', async () => {
     const c = await chain();
     const deposit = watched();
@@ -377,6 +399,44 @@ describe('ChainFollower on anvil', () => {
       [missed.txHash, '11'],
       [next.txHash, '13'],
     ]);
+    expect(await store.laggingWatches(c.caip2, await c.head())).toEqual([]);
+  });
+
+  it("an operator's re-scan landing while a catch-up chunk is in flight is not overwritten by it", async () => {
+    const c = await chain();
+    const deposit = watched();
+    const paid = await c.mint(deposit, 17n);
+    await c.mine(3);
+    let rescanOnNextLogs = false;
+    const f = follower(c, {}, events, (client) => ({
+      ...client,
+      chainId: () => client.chainId(),
+      blockNumber: () => client.blockNumber(),
+      header: (n) => client.header(n),
+      headers: (ns) => client.headers(ns),
+      close: () => client.close(),
+      // Between the chunk's read of the watch and its write: the re-scan moves the watch back to the payment.
+      getLogs: async (filter) => {
+        if (rescanOnNextLogs) {
+          rescanOnNextLogs = false;
+          await rescanWatchedAddress(dataSource, c.caip2, deposit, paid.blockNumber);
+        }
+        return client.getLogs(filter);
+      },
+    }));
+    await f.catchUp();
+    // A watch from the last block only (the shape of one registered at the checkpoint, after the payment).
+    const head = await c.head();
+    await watch(c, deposit, head);
+    rescanOnNextLogs = true;
+    await f.catchUp();
+    expect(rescanOnNextLogs).toBe(false);
+    expect(transfers(await stream(c)).map((t) => [t.txHash, t.amount])).toEqual([[paid.txHash, '17']]);
+
+    // Again, with nothing in flight: what it finds was published already (the reorg window remembers it).
+    await rescanWatchedAddress(dataSource, c.caip2, deposit, paid.blockNumber);
+    await f.catchUp();
+    expect(transfers(await stream(c))).toHaveLength(1);
     expect(await store.laggingWatches(c.caip2, await c.head())).toEqual([]);
   });
 

@@ -46,6 +46,13 @@ export interface FollowerSettings {
   readonly reorgWindow: number;
   /** How long a follower's claim on its chain lasts without renewal (default: max(30 s, 10 polls)). */
   readonly leaseMs?: number;
+  /**
+   * Who holds the chain's lease (default: a fresh id per follower). A follower re-takes a lease held under its own
+   * owner at once, so a stable owner lets a restart after a kill -9 follow without waiting for the dead run's lease
+   * to expire. Only for a deployment where one process at a time uses the value (the embedded run, under its data
+   * directory's lock): two live followers sharing it would both follow the chain.
+   */
+  readonly leaseOwner?: string;
   /** Events per event-store append when draining the outbox (default 500). */
   readonly appendBatch?: number;
   /** Addresses per eth_getLogs filter (default 500; nodes limit the size of topic and address lists). */
@@ -111,7 +118,7 @@ export interface FollowerStatus {
  * and a restart resumes from the checkpoint, re-checking it against the chain first (a reorg while down is found).
  */
 export class ChainFollower {
-  private readonly owner = randomUUID();
+  private readonly owner: string;
   private readonly streamId: string;
   private readonly leaseMs: number;
   private readonly appendBatch: number;
@@ -139,6 +146,7 @@ export class ChainFollower {
     private readonly clock: Clock = systemClock,
   ) {
     this.streamId = chainStreamId(settings.chain.caip2);
+    this.owner = settings.leaseOwner ?? randomUUID();
     this.leaseMs = settings.leaseMs ?? Math.max(30_000, settings.pollMs * 10);
     this.appendBatch = settings.appendBatch ?? 500;
     this.filterChunk = settings.filterChunk ?? 500;
@@ -522,7 +530,11 @@ export class ChainFollower {
     const watches = await this.store.followingWatches(this.chain, checkpoint);
     const logs = await this.fetchLogs(
       range,
-      watches.map((w) => ({ watch: w, from: Math.max(range.from, (w.scannedThrough ?? -1) + 1) })),
+      // Blocks no watch has scanned yet (or above a fork point, whose observations are still known): plain ids.
+      watches.map((w) => ({
+        watch: { ...w, rescans: 0 },
+        from: Math.max(range.from, (w.scannedThrough ?? -1) + 1),
+      })),
     );
     const headers = await this.rpc.headers([range.from, range.to, ...logs.map((l) => l.log.blockNumber)]);
     const again = headers.get(range.from);
@@ -538,7 +550,7 @@ export class ChainFollower {
     const joined = watches.filter((w) => w.scannedThrough !== null && w.scannedThrough <= range.to);
     await this.store.step(this.fence(cp), async (q) => {
       await recordObservations(q, this.chain, observations, outbox, points);
-      await this.markFollowing(q, joined);
+      await this.markFollowing(q, joined, checkpoint);
       await q.query(
         'UPDATE indexer_checkpoints SET block_number = $2, block_hash = $3, updated_at = now() WHERE chain = $1',
         [this.chain, range.to, last.hash],
@@ -579,12 +591,21 @@ export class ChainFollower {
     await this.store.step(this.fence(cp), async (q) => {
       await recordObservations(q, this.chain, observations, outbox, points);
       for (const table of ['address', 'contract'] as const) {
-        const addresses = scans.filter((s) => s.watch.table === table).map((s) => s.watch.address);
-        if (addresses.length === 0) continue;
+        const mine = scans.filter((s) => s.watch.table === table);
+        if (mine.length === 0) continue;
+        // Only where the watch still stands where this chunk read it: an operator's re-scan moved back meanwhile
+        // must not be overwritten by the position this chunk reached.
         await q.query(
-          `UPDATE ${table === 'address' ? 'indexer_watched_addresses' : 'indexer_watched_contracts'}
-              SET scanned_through = $3 WHERE chain = $1 AND address = ANY($2::text[])`,
-          [this.chain, addresses, done ? null : chunk.to],
+          `UPDATE ${table === 'address' ? 'indexer_watched_addresses' : 'indexer_watched_contracts'} w
+              SET scanned_through = $4
+             FROM unnest($2::text[], $3::bigint[]) AS r(address, scanned_through)
+            WHERE w.chain = $1 AND w.address = r.address AND w.scanned_through = r.scanned_through`,
+          [
+            this.chain,
+            mine.map((s) => s.watch.address),
+            mine.map((s) => String(s.watch.scannedThrough ?? checkpoint)),
+            done ? null : chunk.to,
+          ],
         );
       }
     });
@@ -602,14 +623,15 @@ export class ChainFollower {
     return true;
   }
 
-  private async markFollowing(q: QueryRunner, watches: readonly Watch[]): Promise<void> {
+  private async markFollowing(q: QueryRunner, watches: readonly Watch[], checkpoint: number): Promise<void> {
     for (const table of ['address', 'contract'] as const) {
       const addresses = watches.filter((w) => w.table === table).map((w) => w.address);
       if (addresses.length === 0) continue;
+      // Not a watch an operator's re-scan moved behind the checkpoint meanwhile: it catches up first.
       await q.query(
         `UPDATE ${table === 'address' ? 'indexer_watched_addresses' : 'indexer_watched_contracts'}
-            SET scanned_through = NULL WHERE chain = $1 AND address = ANY($2::text[])`,
-        [this.chain, addresses],
+            SET scanned_through = NULL WHERE chain = $1 AND address = ANY($2::text[]) AND scanned_through >= $3`,
+        [this.chain, addresses, checkpoint],
       );
     }
   }
@@ -632,7 +654,7 @@ export class ChainFollower {
   private async fetchLogs(
     range: BlockRange,
     scans: readonly { readonly watch: Watch; readonly from: number }[],
-  ): Promise<{ log: ChainLog; decoded: DecodedObservation }[]> {
+  ): Promise<ScannedLog[]> {
     const addresses = scans.filter((s) => s.watch.table === 'address');
     const contracts = scans.filter((s) => s.watch.table === 'contract');
     const addressScans = new Map(addresses.map((s) => [s.watch.address, s]));
@@ -657,7 +679,7 @@ export class ChainFollower {
       );
     }
     const { caip2, chainId } = this.settings.chain;
-    const out: { log: ChainLog; decoded: DecodedObservation }[] = [];
+    const out: ScannedLog[] = [];
     for (const log of (await Promise.all(requests)).flat()) {
       if (log.blockNumber < range.from || log.blockNumber > range.to) continue;
       let decoded: DecodedObservation | null = null;
@@ -682,7 +704,7 @@ export class ChainFollower {
         decoded = scan ? decodeErc20Transfer(caip2, chainId, log) : null;
       }
       if (!decoded || !scan || log.blockNumber < scan.from) continue;
-      out.push({ log, decoded });
+      out.push({ log, decoded, rescans: scan.watch.rescans });
     }
     // Block order, then log order: the stream lists observations as the chain ordered them.
     return out.sort((a, b) => a.log.blockNumber - b.log.blockNumber || a.log.logIndex - b.log.logIndex);
@@ -690,7 +712,7 @@ export class ChainFollower {
 
   /** Verifies each log against its block header and turns the new ones into observation rows and outbox events. */
   private async decide(
-    logs: readonly { log: ChainLog; decoded: DecodedObservation }[],
+    logs: readonly ScannedLog[],
     headers: ReadonlyMap<number, BlockHeader | null>,
   ): Promise<{ observations: ObservationRow[]; outbox: OutboxEvent[]; points: BlockPoint[] }> {
     const points = new Map<number, BlockPoint>();
@@ -710,14 +732,13 @@ export class ChainFollower {
     const observations: ObservationRow[] = [];
     const outbox: OutboxEvent[] = [];
     for (const { candidate, occurrence } of planned) {
-      const { log, decoded } = candidate;
+      const { log, decoded, rescans } = candidate;
       const header = headers.get(log.blockNumber);
       if (!header) continue;
-      const eventId = deterministicEventId(
-        this.streamId,
-        observationKey(this.chain, log.txHash, log.logIndex, log.blockHash, occurrence),
-        0,
-      );
+      const key = observationKey(this.chain, log.txHash, log.logIndex, log.blockHash, occurrence);
+      // A re-scan may find a log published before and pruned from the observations since (below the reorg
+      // window): its own id keeps the append from colliding with that first event (consumers take it once anyway).
+      const eventId = deterministicEventId(this.streamId, rescans > 0 ? `${key}@rescan-${rescans}` : key, 0);
       const data = { ...decoded.data, blockTime: new Date(header.timestamp * 1000).toISOString() };
       observations.push({
         eventId,
@@ -733,6 +754,13 @@ export class ChainFollower {
     }
     return { observations, outbox, points: [...points.values()] };
   }
+}
+
+/** A log found for a watch; `rescans` > 0 only while a re-scanned watch catches up (see decide). */
+interface ScannedLog {
+  readonly log: ChainLog;
+  readonly decoded: DecodedObservation;
+  readonly rescans: number;
 }
 
 /**

@@ -45,6 +45,17 @@ export interface Watch {
   readonly kind: WatchedContractKind | null;
   /** Null: follows the checkpoint. */
   readonly scannedThrough: number | null;
+  /** Operator re-scans of the address so far (0 for contracts): part of the event id of what a re-scan finds. */
+  readonly rescans: number;
+}
+
+/** An operator's re-scan of a deposit address: where its watch now stands. */
+export interface Rescan {
+  /** False: the address was not watched on the chain; it is now, from the re-scan's first block. */
+  readonly existed: boolean;
+  /** Every block up to this one counts as scanned: the re-scan covers the blocks after it up to the checkpoint. */
+  readonly scannedThrough: number;
+  readonly rescans: number;
 }
 
 /** A follower's write lost its lease (another process follows the chain now): the step is rolled back. */
@@ -221,10 +232,10 @@ export class IndexerStore {
 
   private async watches(chain: string, condition: string, checkpoint: number): Promise<Watch[]> {
     const rows = (await this.db.query(
-      `SELECT address, 'address' AS tbl, NULL AS kind, scanned_through::text AS scanned_through
+      `SELECT address, 'address' AS tbl, NULL AS kind, scanned_through::text AS scanned_through, rescans
          FROM indexer_watched_addresses WHERE chain = $1 AND (${condition})
        UNION ALL
-       SELECT address, 'contract' AS tbl, kind, scanned_through::text AS scanned_through
+       SELECT address, 'contract' AS tbl, kind, scanned_through::text AS scanned_through, 0 AS rescans
          FROM indexer_watched_contracts WHERE chain = $1 AND (${condition})`,
       [chain, checkpoint],
     )) as {
@@ -232,12 +243,14 @@ export class IndexerStore {
       tbl: 'address' | 'contract';
       kind: WatchedContractKind | null;
       scanned_through: string | null;
+      rescans: number;
     }[];
     return rows.map((r) => ({
       address: r.address,
       table: r.tbl,
       kind: r.kind,
       scannedThrough: r.scanned_through === null ? null : num(r.scanned_through),
+      rescans: Number(r.rescans),
     }));
   }
 
@@ -263,6 +276,39 @@ export class IndexerStore {
           );
     return (result as unknown[]).length > 0;
   }
+}
+
+/**
+ * Scans a deposit address again from `fromBlock` (an operator's re-scan): its watch moves back to the block before
+ * (never forward: a watch already behind it keeps its own start), or is added there, and catches up to the
+ * checkpoint as a late watch does. What it finds goes out through the chain's stream like any observation, once:
+ * a log still in `indexer_observations` (the reorg window) is not published again, and consumers take a transfer
+ * once by its chain, transaction and log index. The follower's own writes of the watch's position are conditional on
+ * the position they read, so a re-scan that lands while a step is in flight is not overwritten by it.
+ */
+export async function rescanWatchedAddress(
+  db: DataSource,
+  chain: string,
+  address: string,
+  fromBlock: number,
+): Promise<Rescan> {
+  const rows = (await db.query(
+    `WITH before AS (
+       SELECT 1 FROM indexer_watched_addresses WHERE chain = $1 AND address = $2
+     )
+     INSERT INTO indexer_watched_addresses AS w (chain, address, scanned_through, rescans)
+     VALUES ($1, $2, $3::bigint, 1)
+     ON CONFLICT (chain, address) DO UPDATE
+        SET scanned_through = LEAST(
+              COALESCE(w.scanned_through, (SELECT block_number FROM indexer_checkpoints WHERE chain = $1)),
+              $3::bigint),
+            rescans = w.rescans + 1
+     RETURNING scanned_through::text AS scanned_through, rescans, EXISTS (SELECT 1 FROM before) AS existed`,
+    [chain, address.toLowerCase(), fromBlock - 1],
+  )) as { scanned_through: string; rescans: number; existed: boolean }[];
+  const [row] = rows;
+  if (!row) throw new Error(`no watch row for ${address} on ${chain} after its re-scan`);
+  return { existed: row.existed, scannedThrough: num(row.scanned_through), rescans: Number(row.rescans) };
 }
 
 /** Writes of one ingested range or catch-up chunk (inside `step`). */

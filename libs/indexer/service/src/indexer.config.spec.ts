@@ -55,6 +55,13 @@ describe('indexerConfigFromEnv', () => {
     expect(indexerConfigFromEnv({ INDEXER_POLL_MS: '20000' }).stalledAfterMs).toBe(60_000);
   });
 
+  it('takes a stable lease owner from INDEXER_LEASE_OWNER and refuses a blank or spaced one', () => {
+    expect(indexerConfigFromEnv({ INDEXER_LEASE_OWNER: 'embedded-0a1b' }).leaseOwner).toBe('embedded-0a1b');
+    expect(indexerConfigFromEnv({ INDEXER_LEASE_OWNER: '' }).leaseOwner).toBeUndefined();
+    expect(() => indexerConfigFromEnv({ INDEXER_LEASE_OWNER: '  ' })).toThrow(/INDEXER_LEASE_OWNER/);
+    expect(() => indexerConfigFromEnv({ INDEXER_LEASE_OWNER: 'two words' })).toThrow(/INDEXER_LEASE_OWNER/);
+  });
+
   it.each([
     [{ CHAIN_RPC_URLS: 'http://x' }, /CHAIN_RPC_URLS: expected <caip2>=<value>/],
     [{ CHAIN_RPC_URLS: 'base=http://x' }, /CHAIN_RPC_URLS: "base" is not a CAIP-2 chain id/],

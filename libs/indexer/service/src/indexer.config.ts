@@ -32,6 +32,12 @@ export interface IndexerConfig {
    * polls when that is longer).
    */
   readonly stalledAfterMs?: number;
+  /**
+   * The followers' lease owner (INDEXER_LEASE_OWNER; default: a fresh id per follower). Only for a deployment where
+   * one process at a time uses the value: a restart then re-takes its own leases at once instead of waiting for a
+   * killed predecessor's to expire (see FollowerSettings.leaseOwner).
+   */
+  readonly leaseOwner?: string;
 }
 
 export const DEFAULT_CONFIRMATIONS = 12;
@@ -48,6 +54,8 @@ type Env = Record<string, string | undefined>;
  *   follower's first start; later starts resume from the checkpoint).
  * - `INDEXER_POLL_MS` (default 2000), `INDEXER_BATCH_BLOCKS` (default 500), `INDEXER_REORG_WINDOW` (default 256).
  * - `INDEXER_STALLED_AFTER_MS` (default max(30000, 3 polls)): no successful poll for that long degrades /ready.
+ * - `INDEXER_LEASE_OWNER` (default: a fresh id per follower): a stable lease owner, only for a deployment where one
+ *   process at a time uses the value; a restart after a kill -9 then follows at once instead of after the lease.
  */
 export function indexerConfigFromEnv(env: Env): IndexerConfig {
   const rpcUrls = chainRpcUrlsFromEnv(env);
@@ -96,12 +104,19 @@ export function indexerConfigFromEnv(env: Env): IndexerConfig {
       `environment variable INDEXER_STALLED_AFTER_MS (${stalledAfterMs}) must exceed INDEXER_POLL_MS (${pollMs})`,
     );
   }
+  const leaseOwner = envOptional(env, 'INDEXER_LEASE_OWNER')?.trim();
+  if (leaseOwner !== undefined && !/^[\x21-\x7e]{1,200}$/.test(leaseOwner)) {
+    throw new ConfigError(
+      'environment variable INDEXER_LEASE_OWNER must be 1 to 200 printable ASCII characters without spaces',
+    );
+  }
   return {
     chains,
     pollMs,
     batchBlocks: envInt(env, 'INDEXER_BATCH_BLOCKS', 500, 1, 100_000),
     reorgWindow: envInt(env, 'INDEXER_REORG_WINDOW', 256, 1, 1_000_000),
     stalledAfterMs,
+    ...(leaseOwner !== undefined ? { leaseOwner } : {}),
   };
 }
 

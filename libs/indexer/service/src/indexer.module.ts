@@ -49,6 +49,7 @@ export class ChainFollowers implements OnModuleInit, OnApplicationBootstrap, OnM
         batchBlocks: config.batchBlocks,
         reorgWindow: config.reorgWindow,
         ...(config.stalledAfterMs !== undefined ? { stalledAfterMs: config.stalledAfterMs } : {}),
+        ...(config.leaseOwner !== undefined ? { leaseOwner: config.leaseOwner } : {}),
       };
       return { client, follower: new ChainFollower(settings, client, store, events, logger, clock) };
     });

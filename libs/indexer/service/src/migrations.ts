@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { queryWithBoundedLockWait } from '@stablepay/database';
 
 /**
  * The indexer's own state. The event store holds what was published; these tables hold what a follower needs to
@@ -121,8 +122,30 @@ export class AddObservationAddress1795449600200 implements MigrationInterface {
   }
 }
 
+/**
+ * An operator's re-scan of a deposit address (docs/chain-operator.md, "Re-scanning a deposit address") counts on its
+ * watch: what the re-scan finds is published under event ids of that count, so a log published before and pruned
+ * from `indexer_observations` since (below the reorg window) never collides with its first event's id.
+ */
+export class AddWatchedAddressRescans1795968000100 implements MigrationInterface {
+  name = 'AddWatchedAddressRescans1795968000100';
+
+  async up(q: QueryRunner): Promise<void> {
+    // Bounded lock wait: every chain follower reads this table each block (queryWithBoundedLockWait).
+    await queryWithBoundedLockWait(
+      q,
+      'ALTER TABLE indexer_watched_addresses ADD COLUMN IF NOT EXISTS rescans integer NOT NULL DEFAULT 0',
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE indexer_watched_addresses DROP COLUMN IF EXISTS rescans');
+  }
+}
+
 export const INDEXER_MIGRATIONS = [
   CreateIndexerTables1764100000400,
   AllowPaymentDepositWatches1767700000100,
   AddObservationAddress1795449600200,
+  AddWatchedAddressRescans1795968000100,
 ];

@@ -2,6 +2,8 @@ import { Controller, Inject } from '@nestjs/common';
 import { Payload } from '@nestjs/microservices';
 import {
   INDEXER_COMMANDS,
+  type RescanAddressCommand,
+  type RescanAnswer,
   type WatchAddressCommand,
   type WatchAnswer,
   type WatchContractCommand,
@@ -26,6 +28,19 @@ export class WatchCommandsHandler {
     return {
       created: await this.watches.watchDepositAddress(command.chain, command.address, fromBlock(command)),
     };
+  }
+
+  /** Not idempotent by design: each re-scan counts (the event ids of what it finds), and scans again. */
+  @CommandHandler(INDEXER_COMMANDS.rescanAddress)
+  async rescanAddress(@Payload() command: RescanAddressCommand): Promise<RescanAnswer> {
+    const from = fromBlock(command).fromBlock;
+    if (from === undefined) throw validationError('fromBlock', 'fromBlock must be a block number.');
+    const { existed, scannedThrough } = await this.watches.rescanDepositAddress(
+      command.chain,
+      command.address,
+      from,
+    );
+    return { existed, scannedThrough };
   }
 
   @CommandHandler(INDEXER_COMMANDS.watchContract)

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { parseAddress, parseCaip2 } from '@stablepay/evm';
-import { IndexerStore } from './indexer-store';
+import { IndexerStore, type Rescan, rescanWatchedAddress } from './indexer-store';
 import { WATCHED_CONTRACT_KINDS, type WatchedContractKind } from './log-decoder';
 
 /**
@@ -14,8 +14,15 @@ import { WATCHED_CONTRACT_KINDS, type WatchedContractKind } from './log-decoder'
 export class IndexerWatchList {
   private readonly store: IndexerStore;
 
-  constructor(@Inject(DataSource) dataSource: DataSource) {
+  constructor(@Inject(DataSource) private readonly dataSource: DataSource) {
     this.store = new IndexerStore(dataSource);
+  }
+
+  /** Scans ERC-20 Transfers to `address` on `chain` again from `fromBlock` (an operator's re-scan; see rescanWatchedAddress). */
+  rescanDepositAddress(chain: string, address: string, fromBlock: number): Promise<Rescan> {
+    const from = validFrom(fromBlock);
+    if (from === undefined) throw new RangeError('a re-scan needs its first block');
+    return rescanWatchedAddress(this.dataSource, parseCaip2(chain).caip2, parseAddress(address), from);
   }
 
   /**

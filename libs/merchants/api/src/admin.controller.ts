@@ -9,6 +9,7 @@ import {
   Injectable,
   Param,
   Post,
+  Req,
   Res,
   UseGuards,
 } from '@nestjs/common';
@@ -25,7 +26,15 @@ import {
   SupervisedEventBus,
 } from '@stablepay/event-bus';
 import { timingSafeEqual, createHash } from 'node:crypto';
-import { ambiguousCredentials, AnswersSecret, Public, unauthenticated } from '@stablepay/http';
+import {
+  admitKeyLookup,
+  ambiguousCredentials,
+  AnswersSecret,
+  idempotencyKeyOf,
+  presentedKeyHash,
+  Public,
+  unauthenticated,
+} from '@stablepay/http';
 import { DomainError, validationError } from '@stablepay/util';
 import { MERCHANTS_ADMIN_TOKEN, MERCHANTS_USE_CASES, type MerchantsUseCases } from './merchants.port';
 import { CreateMerchantDto } from './settings.dto';
@@ -35,7 +44,7 @@ import { CreateMerchantDto } from './settings.dto';
 export class AdminTokenGuard implements CanActivate {
   constructor(@Inject(MERCHANTS_ADMIN_TOKEN) private readonly token: string | null) {}
 
-  canActivate(context: ExecutionContext): boolean {
+  async canActivate(context: ExecutionContext): Promise<boolean> {
     const token = this.token;
     if (!token) {
       throw new DomainError({
@@ -45,13 +54,23 @@ export class AdminTokenGuard implements CanActivate {
         message: 'Unrecognized request URL.',
       });
     }
-    const request = context.switchToHttp().getRequest<FastifyRequest>();
+    const http = context.switchToHttp();
+    const request = http.getRequest<FastifyRequest>();
     const ambiguous = ambiguousCredentials(request.raw);
     if (ambiguous) throw unauthenticated(ambiguous);
     const header = request.headers['authorization'] ?? '';
     const given = /^Bearer\s+(\S+)$/i.exec(header)?.[1] ?? '';
+    // Admitted as an API key lookup is: a source locked out by its failed authentications gets 429 before the
+    // comparison, so its guesses cannot tell the right token (200) from a wrong one (429).
+    const settle = await admitKeyLookup(
+      request,
+      http.getResponse<FastifyReply>(),
+      presentedKeyHash(request, given),
+    );
     const digest = (s: string) => createHash('sha256').update(s).digest();
-    if (!timingSafeEqual(digest(given), digest(token))) throw unauthenticated('Invalid admin token.');
+    const valid = timingSafeEqual(digest(given), digest(token));
+    settle(valid);
+    if (!valid) throw unauthenticated('Invalid admin token.');
     return true;
   }
 }
@@ -150,15 +169,20 @@ export class AdminController {
     return this.merchants.setBetaFeatures(merchantId, body as Record<string, unknown>);
   }
 
-  /** Creates a merchant; its secret API key is returned here once and never again. */
+  /**
+   * Creates a merchant; its secret API key is returned here once and never again. A keyed retry whose first attempt
+   * created the merchant but lost its answer is answered that merchant with a new key replacing the unseen one.
+   */
   @Post('merchants')
   @HttpCode(201)
   @AnswersSecret()
-  createMerchant(@Body() body: CreateMerchantDto) {
+  createMerchant(@Body() body: CreateMerchantDto, @Req() request: FastifyRequest) {
+    const commandId = idempotencyKeyOf(request);
     return this.merchants.createMerchant({
       name: body.name,
       mode: body.mode,
       settlementMode: body.settlement_mode ?? 'crypto',
+      ...(commandId !== undefined ? { commandId } : {}),
     });
   }
 }

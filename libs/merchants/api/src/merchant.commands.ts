@@ -79,6 +79,8 @@ export interface CreateMerchantCommand {
   readonly name: string;
   readonly mode: Mode;
   readonly settlementMode: SettlementMode;
+  /** The Idempotency-Key's command id: the merchant's id derives from it (a retry finds its first attempt's). */
+  readonly commandId?: string;
 }
 
 export interface RegisterSignerCommand {
@@ -103,6 +105,8 @@ export interface UpdateProfileCommand {
 
 export interface RotateWebhookSecretCommand {
   readonly merchant: AuthenticatedMerchant;
+  /** The request's Idempotency-Key command id: the rotation's secret id derives from it. */
+  readonly commandId?: string;
 }
 
 export interface DeclarePauserCommand {

@@ -53,6 +53,16 @@ export interface ChainRegistrationResource {
   /** The registration's or the relayed MerchantChange's transaction, once there is one. */
   readonly tx_hash: string | null;
   readonly updated_at: string | null;
+  /**
+   * What the chain's registry holds, as last read or written by the service (null: not known yet): differs from
+   * `signer`/`settlement_address` while a change awaits its MerchantChange. `tx_hash`: the transaction the service
+   * sent or relayed to put it there (null when it found it there).
+   */
+  readonly on_chain: {
+    readonly signer: string;
+    readonly settlement_address: string | null;
+    readonly tx_hash: string | null;
+  } | null;
   /** The chain's StablepayRegistry: the `verifyingContract` of MerchantChange and RevokeAuthorizations. */
   readonly registry_address: string | null;
   /** The merchant's current epoch in that registry (every merchant signature names it); null when unknown. */
@@ -167,7 +177,12 @@ export interface MerchantsUseCases {
     merchant: AuthenticatedMerchant,
     revocations: readonly RevocationInput[],
   ): Promise<RevokeAuthorizationsResult>;
-  rotateWebhookSecret(merchant: AuthenticatedMerchant): Promise<WebhookSecretResource>;
+  /**
+   * POST /settings/webhook/secret. With the Idempotency-Key's command id, a retry whose first attempt rotated but
+   * lost its answer (the process died, a 5xx after the append) answers that rotation's secret instead of rotating
+   * again.
+   */
+  rotateWebhookSecret(merchant: AuthenticatedMerchant, commandId?: string): Promise<WebhookSecretResource>;
   pauser(merchant: AuthenticatedMerchant): Promise<PauserDeclarationResource>;
   declarePauser(
     merchant: AuthenticatedMerchant,
@@ -180,10 +195,15 @@ export interface MerchantsUseCases {
   ): Promise<SettlementConfigurationResource>;
   /** Operator: enables or disables beta features of a merchant (404 for an unknown merchant). */
   setBetaFeatures(merchantId: string, features: Record<string, unknown>): Promise<BetaFeaturesResource>;
+  /**
+   * POST /admin/merchants. With the Idempotency-Key's command id, a retry whose first attempt created the merchant
+   * but lost its answer answers that merchant with a reissued API key (the first one reached nobody).
+   */
   createMerchant(input: {
     name: string;
     mode: Mode;
     settlementMode: SettlementMode;
+    commandId?: string;
   }): Promise<CreatedMerchantResource>;
 }
 

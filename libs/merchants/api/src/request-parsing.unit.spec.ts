@@ -50,6 +50,33 @@ describe('addresses in merchant bodies (@stablepay/evm parseAddress)', () => {
     );
   });
 
+  it('a malformed pause declaration is 400 invalid_request with a code, as every 400 (SPEC keeps its type)', () => {
+    const pauser = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
+    expect(thrown(() => parseDeclaration({ merchant_pauser: pauser, signature: 'nope' }))).toMatchObject({
+      status: 400,
+      type: 'invalid_request',
+      param: 'signature',
+      code: 'parameter_invalid',
+    });
+    expect(thrown(() => parseDeclaration({ merchant_pauser: pauser }))).toMatchObject({
+      param: 'signature',
+      code: 'parameter_missing',
+    });
+    expect(
+      thrown(() =>
+        parseDeclaration({
+          merchant_pauser: pauser,
+          signature: `0x${'1'.repeat(130)}`,
+          acknowledge_shared_pauser_risk: 'yes',
+        }),
+      ),
+    ).toMatchObject({
+      type: 'invalid_request',
+      param: 'acknowledge_shared_pauser_risk',
+      code: 'parameter_invalid',
+    });
+  });
+
   it('an all-lowercase settlement address comes back checksummed', () => {
     expect(parseSettlementBody({ settlement_address: checksummed.toLowerCase() })).toEqual({
       settlementAddress: checksummed,
@@ -116,6 +143,21 @@ describe('signed settings bodies: a present but malformed field is told what is 
     expect(error.param).toBe('revocations[0][deadline]');
     expect(error.message).toMatch(/^revocations\[0\]\[deadline\] must be .*; received -1\.$/);
   });
+
+  it.each(['9'.repeat(21), '9'.repeat(79), 1e80])(
+    'a deadline above the most taken (%s) is told it is too large, with invalid_deadline',
+    (deadline) => {
+      const max = typeof deadline === 'number' ? String(Number.MAX_SAFE_INTEGER) : '9'.repeat(20);
+      const change = thrown(() => parseMerchantChange({ chain: 'eip155:8453', deadline, signature }));
+      expect(change).toMatchObject({ param: 'deadline', code: 'invalid_deadline' });
+      expect(change.message).toBe(`deadline must be at most ${max}.`);
+      const revocation = thrown(() =>
+        parseRevocations({ revocations: [{ chain: 'eip155:8453', deadline, signature }] }),
+      );
+      expect(revocation).toMatchObject({ param: 'revocations[0][deadline]', code: 'invalid_deadline' });
+      expect(revocation.message).toBe(`revocations[0][deadline] must be at most ${max}.`);
+    },
+  );
 });
 
 describe('names through the validation pipe (PATCH /settings, POST /admin/merchants)', () => {

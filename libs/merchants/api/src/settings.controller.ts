@@ -1,17 +1,21 @@
-import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Inject, Patch, Post, Put, Req } from '@nestjs/common';
+import type { FastifyRequest } from 'fastify';
 import {
   AnswersSecret,
   type AuthenticatedMerchant,
   CurrentMerchant,
+  idempotencyKeyOf,
   requireNoParameters,
 } from '@stablepay/http';
 import { parseAddress } from '@stablepay/evm';
 import { requireBrandingColor } from '@stablepay/merchants-domain';
 import {
+  bodyNotAnObject,
   fieldFault,
   invalidRequest,
   nestedParam,
   takesFields,
+  tooLargeFault,
   unknownParameter,
   validationError,
 } from '@stablepay/util';
@@ -46,6 +50,7 @@ export class SettingsController {
     if (Object.values(body).every((v) => v === undefined)) {
       throw invalidRequest(
         'Send at least one of display_name, webhook_url, background_color, primary_color, webhook_event_types.',
+        'parameter_missing',
       );
     }
     // webhook_event_types are checked against the webhook catalogue, and webhook_url against the egress rules, by
@@ -66,11 +71,15 @@ export class SettingsController {
   @Post('webhook/secret')
   @HttpCode(200)
   @AnswersSecret()
-  rotateSecret(@CurrentMerchant() merchant: AuthenticatedMerchant, @Body() body: unknown) {
+  rotateSecret(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
     // It takes no parameters; a body that is anything but nothing or `{}` is a client mistake, refused before a
     // secret changes.
     requireNoParameters(body);
-    return this.merchants.rotateWebhookSecret(merchant);
+    return this.merchants.rotateWebhookSecret(merchant, idempotencyKeyOf(request));
   }
 
   /**
@@ -115,9 +124,10 @@ export function parseDeclaration(body: unknown): {
   signature: string;
   acknowledgeSharedPauserRisk: boolean;
 } {
-  const invalid = (param: string, message: string, code?: string) => invalidRequest(message, code, param);
-  if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw invalidRequest('The request body must be a JSON object.');
+  // SPEC keeps these 400s `invalid_request`; like every other 400 they carry a code (c4a01b7).
+  const invalid = (param: string, message: string, code = 'parameter_invalid') =>
+    invalidRequest(message, code, param);
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bodyNotAnObject();
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
     if (!DECLARATION_KEYS.includes(key)) throw unknownParameter(key, takesFields(DECLARATION_KEYS));
@@ -133,6 +143,7 @@ export function parseDeclaration(body: unknown): {
         signature,
         'a 65-byte hex EIP-191 signature (0x followed by 130 hex digits) over declaration_message',
       ),
+      signature === undefined ? 'parameter_missing' : 'parameter_invalid',
     );
   }
   const ack = b['acknowledge_shared_pauser_risk'];
@@ -146,8 +157,7 @@ const DEADLINE =
 
 /** `{ revocations: [{ chain, deadline, signature }, ...] }`: one per chain, at least one, no chain twice. */
 export function parseRevocations(body: unknown): RevocationInput[] {
-  if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw invalidRequest('The request body must be a JSON object.');
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bodyNotAnObject();
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
     if (key !== 'revocations') throw unknownParameter(key, takesFields(['revocations']));
@@ -185,7 +195,7 @@ export function parseRevocations(body: unknown): RevocationInput[] {
     if (deadline === null)
       throw validationError(
         `${at}[deadline]`,
-        fieldFault(`${at}[deadline]`, r['deadline'], DEADLINE),
+        deadlineFault(`${at}[deadline]`, r['deadline']),
         'invalid_deadline',
       );
     const signature = r['signature'];
@@ -203,6 +213,14 @@ export function parseRevocations(body: unknown): RevocationInput[] {
   });
 }
 
+// 20 digits: the most parseDeadline takes (as a string; a number, the most JSON carries exactly).
+const MAX_DEADLINE = 10n ** 20n - 1n;
+
+function deadlineFault(param: string, value: unknown): string {
+  const max = typeof value === 'number' ? BigInt(Number.MAX_SAFE_INTEGER) : MAX_DEADLINE;
+  return tooLargeFault(param, value, max) ?? fieldFault(param, value, DEADLINE);
+}
+
 function parseDeadline(deadline: unknown): string | null {
   return typeof deadline === 'number' && Number.isSafeInteger(deadline) && deadline > 0
     ? String(deadline)
@@ -214,8 +232,7 @@ function parseDeadline(deadline: unknown): string | null {
 const MERCHANT_CHANGE_KEYS = ['chain', 'deadline', 'signature', 'merchant_signer', 'settlement_address'];
 
 export function parseMerchantChange(body: unknown): MerchantChangeInput {
-  if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw invalidRequest('The request body must be a JSON object.');
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bodyNotAnObject();
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
     if (!MERCHANT_CHANGE_KEYS.includes(key)) throw unknownParameter(key, takesFields(MERCHANT_CHANGE_KEYS));
@@ -228,7 +245,7 @@ export function parseMerchantChange(body: unknown): MerchantChangeInput {
     );
   const deadlineText = parseDeadline(b['deadline']);
   if (deadlineText === null)
-    throw validationError('deadline', fieldFault('deadline', b['deadline'], DEADLINE), 'invalid_deadline');
+    throw validationError('deadline', deadlineFault('deadline', b['deadline']), 'invalid_deadline');
   const signature = b['signature'];
   if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature))
     throw validationError(

@@ -3,11 +3,13 @@ import { parseAddress } from '@stablepay/evm';
 import { type AuthenticatedMerchant, CurrentMerchant } from '@stablepay/http';
 import type { FiatSettlementDetails } from '@stablepay/merchants-domain';
 import {
+  bodyNotAnObject,
   invalidRequest,
   isIsoCountryCode,
   isTwoDecimalIsoCurrency,
   nestedParam,
   requireDisplayText,
+  requireNoControlCharacters,
   takesFields,
   unknownParameter,
   validationError,
@@ -102,15 +104,14 @@ export class SettlementController {
 }
 
 export function parseSettlementBody(body: unknown): SettlementInput {
-  if (typeof body !== 'object' || body === null || Array.isArray(body))
-    throw invalidRequest('The request body must be a JSON object.');
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bodyNotAnObject();
   const b = body as Record<string, unknown>;
   for (const key of Object.keys(b)) {
     if (key !== 'settlement_address' && key !== 'fiat')
       throw unknownParameter(key, takesFields(['settlement_address', 'fiat']));
   }
   if (b['settlement_address'] === undefined && b['fiat'] === undefined) {
-    throw invalidRequest('Send at least one of settlement_address and fiat.');
+    throw invalidRequest('Send at least one of settlement_address and fiat.', 'parameter_missing');
   }
   const out: { settlementAddress?: string; fiat?: Partial<FiatSettlementDetails> | null } = {};
   const address = b['settlement_address'];
@@ -134,6 +135,8 @@ export function parseSettlementBody(body: unknown): SettlementInput {
         patch[FIAT_FIELDS[wire]] = null;
         continue;
       }
+      // A control character in a name is the answer every field gives it (invalid_string), before the shape's.
+      if (typeof value === 'string' && rule.displayed) requireNoControlCharacters(param, value);
       if (typeof value !== 'string' || !rule.pattern.test(value))
         throw validationError(param, `${param} must be ${rule.describe}, or null to unset it.`);
       if (rule.displayed) requireDisplayText(param, value);

@@ -19,6 +19,15 @@ export type MerchantCreated = {
   };
 };
 
+/**
+ * A keyed `POST /admin/merchants` retried after its first attempt created the merchant but lost the answer: the first
+ * API key reached nobody (only its hash is stored), so the retry issues another and this replaces the first.
+ */
+export type MerchantApiKeyReissued = {
+  type: 'MerchantApiKeyReissued.v1';
+  data: { apiKeyHash: string; apiKeyHint: string; replacedApiKeyHash: string; reissuedAt: string };
+};
+
 export type MerchantSignerRegistered = {
   type: 'MerchantSignerRegistered.v1';
   data: { merchantSigner: string; registeredAt: string };
@@ -116,6 +125,7 @@ export type BetaFeature = (typeof BETA_FEATURES)[number];
 
 export type MerchantEvent =
   | MerchantCreated
+  | MerchantApiKeyReissued
   | MerchantSignerRegistered
   | SettlementAddressChanged
   | MerchantProfileUpdated

@@ -24,6 +24,10 @@ export interface MerchantState {
   readonly name: string;
   readonly mode: Mode;
   readonly settlementMode: SettlementMode;
+  /** The hash of the merchant's one API key (MerchantCreated, replaced by MerchantApiKeyReissued). */
+  readonly apiKeyHash: string;
+  /** When that key was issued (its MerchantCreated's createdAt or MerchantApiKeyReissued's reissuedAt). */
+  readonly apiKeyIssuedAt: string;
   readonly displayName: string;
   readonly settlementAddress: string | null;
   readonly merchantSigner: string | null;
@@ -45,6 +49,8 @@ export const initialMerchantState = (): MerchantState => ({
   name: '',
   mode: 'test',
   settlementMode: 'crypto',
+  apiKeyHash: '',
+  apiKeyIssuedAt: '',
   displayName: '',
   settlementAddress: null,
   merchantSigner: null,
@@ -71,7 +77,11 @@ export function evolveMerchant(state: MerchantState, event: MerchantEvent): Merc
         displayName: event.data.name,
         mode: event.data.mode,
         settlementMode: event.data.settlementMode,
+        apiKeyHash: event.data.apiKeyHash,
+        apiKeyIssuedAt: event.data.createdAt,
       };
+    case 'MerchantApiKeyReissued.v1':
+      return { ...state, apiKeyHash: event.data.apiKeyHash, apiKeyIssuedAt: event.data.reissuedAt };
     case 'MerchantSignerRegistered.v1':
       return { ...state, merchantSigner: event.data.merchantSigner };
     case 'SettlementAddressChanged.v1':
@@ -117,6 +127,18 @@ export type MerchantCommand =
       settlementMode: SettlementMode;
       apiKeyHash: string;
       apiKeyHint: string;
+      now: Date;
+    }
+  | {
+      /**
+       * A keyed create retried after its first attempt created the merchant and lost the answer (so its key reached
+       * nobody): the retry's key replaces it. The same key again is a no-op.
+       */
+      type: 'ReissueApiKey';
+      apiKeyHash: string;
+      apiKeyHint: string;
+      /** When this attempt of the create began (before it found the merchant existing). */
+      attemptStartedAt: Date;
       now: Date;
     }
   | { type: 'RegisterSigner'; merchantSigner: string; settlementAddress?: string; now: Date }
@@ -202,6 +224,28 @@ export function decideMerchant(command: MerchantCommand, state: MerchantState): 
             apiKeyHash: command.apiKeyHash,
             apiKeyHint: command.apiKeyHint,
             createdAt: at,
+          },
+        },
+      ];
+    case 'ReissueApiKey':
+      requireExists(state);
+      if (command.apiKeyHash === state.apiKeyHash) return [];
+      // An attempt that began before the key it would replace was issued is a stale one (it outlived its
+      // Idempotency-Key claim, and a later attempt created the merchant or reissued its key and answered that key):
+      // replacing that key would lock out the merchant that received it.
+      if (command.attemptStartedAt.getTime() < Date.parse(state.apiKeyIssuedAt))
+        throw conflict(
+          'merchant_exists',
+          `Merchant ${state.merchantId}'s API key was issued by a later attempt with this Idempotency-Key; this attempt changed nothing.`,
+        );
+      return [
+        {
+          type: 'MerchantApiKeyReissued.v1',
+          data: {
+            apiKeyHash: command.apiKeyHash,
+            apiKeyHint: command.apiKeyHint,
+            replacedApiKeyHash: state.apiKeyHash,
+            reissuedAt: at,
           },
         },
       ];

@@ -107,6 +107,68 @@ describe('merchant aggregate', () => {
     given(created, signerRegistered).when({ type: 'RegisterSigner', merchantSigner: SIGNER, now }).then([]);
   });
 
+  describe('API key reissued for a keyed create retried after a lost answer', () => {
+    const reissue = (apiKeyHash: string, attemptStartedAt = now, at = now): MerchantCommand => ({
+      type: 'ReissueApiKey',
+      apiKeyHash,
+      apiKeyHint: 'sk_test_...wxyz',
+      attemptStartedAt,
+      now: at,
+    });
+
+    it('replaces the key its first attempt issued, naming the one replaced', () => {
+      given(created)
+        .when(reissue('h2'))
+        .then([
+          {
+            type: 'MerchantApiKeyReissued.v1',
+            data: {
+              apiKeyHash: 'h2',
+              apiKeyHint: 'sk_test_...wxyz',
+              replacedApiKeyHash: 'h',
+              reissuedAt: now.toISOString(),
+            },
+          },
+        ]);
+    });
+
+    it('records nothing for the key the merchant already has (a create retried with the key it was given)', () => {
+      given(created).when(reissue('h')).then([]);
+    });
+
+    it('a later reissue replaces the reissued key, not the first', () => {
+      const first = decideMerchant(reissue('h2'), evolveMerchant(initialMerchantState(), created));
+      given(created, ...first)
+        .when(reissue('h3'))
+        .then([expect.objectContaining({ data: expect.objectContaining({ replacedApiKeyHash: 'h2' }) })]);
+    });
+
+    it('is 404 for a merchant that does not exist', () => {
+      given().when(reissue('h2')).thenError({ status: 404 });
+    });
+
+    it('refuses an attempt that began before the key it would replace was issued (a stale attempt after a later one answered that key)', () => {
+      const later = new Date(now.getTime() + 60_000);
+      const reissuedLater: MerchantEvent = {
+        type: 'MerchantApiKeyReissued.v1',
+        data: {
+          apiKeyHash: 'h2',
+          apiKeyHint: 'sk_test_...wxyz',
+          replacedApiKeyHash: 'h',
+          reissuedAt: later.toISOString(),
+        },
+      };
+      // Began before the merchant was created (the retry that took its claim over created it and got the key).
+      given(created)
+        .when(reissue('h3', new Date(now.getTime() - 1), later))
+        .thenError({ status: 409, code: 'merchant_exists' });
+      // Began after the creation but before a later attempt's reissue.
+      given(created, reissuedLater)
+        .when(reissue('h3', new Date(later.getTime() - 1), later))
+        .thenError({ status: 409, code: 'merchant_exists' });
+    });
+  });
+
   describe('webhook secret (SPEC: issued with the first URL, unchanged when the URL changes)', () => {
     it('issues the secret when the first webhook URL is set', () => {
       given(created)

@@ -1,4 +1,4 @@
-import { requireDisplayText, validationError } from '@stablepay/util';
+import { requireDisplayText, requireNoControlCharacters, validationError } from '@stablepay/util';
 import type { FiatSettlementDetails } from './merchant.events';
 
 /** SPEC Settings > Branding: exactly `#` and 6 hex digits; shorthand such as `#fff` is rejected. */
@@ -69,10 +69,6 @@ export const MAX_NAME_LENGTH = 100;
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 export const MAX_WEBHOOK_EVENT_TYPES = 100;
 
-// C0 and C1 control characters (NUL included): nothing a name shown on a page may hold.
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
-
 export function requireName(param: string, value: unknown): string {
   if (typeof value !== 'string')
     throw validationError(param, `${param} must be a string (text of 1 to ${MAX_NAME_LENGTH} characters).`);
@@ -80,8 +76,8 @@ export function requireName(param: string, value: unknown): string {
   const length = [...value].length;
   if (length > MAX_NAME_LENGTH)
     throw validationError(param, `${param} must be at most ${MAX_NAME_LENGTH} characters (${length} given).`);
-  if (CONTROL.test(value))
-    throw validationError(param, `${param} must not contain control characters (tab, line break, NUL, ...).`);
+  // Nothing a name shown on a page may hold.
+  requireNoControlCharacters(param, value);
   // Shown to payers on the hosted pages: a name of invisible characters, or one a bidi override makes read as
   // another, would let a merchant pass for someone else.
   return requireDisplayText(param, value);

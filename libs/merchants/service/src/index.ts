@@ -9,6 +9,7 @@ export * from './settlement.presenter';
 export * from './webhook-secrets';
 export * from './merchant-settings.projection';
 export * from './settlement-address-history';
+export * from './settlement-address-history-repair';
 export * from './webhook-url';
 export * from './webhook-event-types';
 export * from './contract-signatures';

@@ -16,11 +16,20 @@ import {
   pauserDeclarationMessage,
   type SettlementMode,
 } from '@stablepay/merchants-domain';
-import { type Clock, fingerprint, invalidRequest, newId, validationError } from '@stablepay/util';
+import {
+  type Clock,
+  derivedId,
+  DomainError,
+  fingerprint,
+  invalidRequest,
+  newId,
+  validationError,
+} from '@stablepay/util';
 import { ContractSignatureVerifier } from './contract-signatures';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { SettingsReader, type MerchantSettingsRow } from './settings.reader';
 import { validateWebhookUrl } from './webhook-url';
+import { WebhookSecrets } from './webhook-secrets';
 
 /** `whsec_` + 32 random bytes base64url: the secret as issued, used verbatim as the HMAC key. */
 function generateWebhookSecret(): string {
@@ -42,7 +51,28 @@ export class MerchantCommands {
     @Inject(MERCHANTS_CONFIG) private readonly config: MerchantsConfig,
     @Inject(SettingsReader) private readonly reader: SettingsReader,
     @Inject(ContractSignatureVerifier) private readonly contractSignatures: ContractSignatureVerifier,
+    @Inject(WebhookSecrets) private readonly webhookSecrets: WebhookSecrets,
   ) {}
+
+  /**
+   * A merchant signer or settlement address: an account the merchant controls. Neither the zero address nor a
+   * known contract (a stablecoin, a Stablepay contract): the chain would send every settlement there, where it
+   * stays, and no contract signs a capture, a charge or a MerchantChange, so such a signer could never be replaced
+   * by the merchant.
+   */
+  private accountAddress(value: string, param: 'merchant_signer' | 'settlement_address'): string {
+    const address = parseAddress(value, param, { nonZero: true });
+    const contract = this.config.knownContracts.get(address.toLowerCase());
+    if (contract !== undefined)
+      throw validationError(
+        param,
+        param === 'merchant_signer'
+          ? `merchant_signer must be a key you hold, not ${contract} (${address}): a contract signs nothing.`
+          : `settlement_address must be an account you control, not ${contract} (${address}): what it is sent stays there.`,
+        'invalid_address',
+      );
+    return address;
+  }
 
   private async run(merchantId: string, command: MerchantCommand, mode?: Mode): Promise<MerchantSettingsRow> {
     return (await this.execute(merchantId, command, mode)).row;
@@ -57,40 +87,71 @@ export class MerchantCommands {
     merchantId: string,
     command: MerchantCommand,
     mode?: Mode,
+    idempotencyKey?: string,
   ): Promise<{ row: MerchantSettingsRow; events: readonly MerchantEvent[] }> {
     const result = await handleCommand(this.store, merchantStreamId(merchantId), merchantDecider, command, {
+      ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
       metadata: { merchantId, ...(mode ? { mode } : {}), occurredAt: this.clock.now().toISOString() },
     });
     return { row: await this.reader.getAtLeast(merchantId, result.revision), events: result.newEvents };
   }
 
+  /**
+   * With a command id (the Idempotency-Key's) the merchant's id derives from it, so a retry whose first attempt
+   * created the merchant but lost its answer finds that merchant instead of creating a second. The first attempt's
+   * API key reached nobody and only its hash is stored: the retry issues another in its place
+   * (MerchantApiKeyReissued), which is the one it answers.
+   */
   async createMerchant(input: {
     name: string;
     mode: Mode;
     settlementMode: SettlementMode;
     apiKey?: string;
+    commandId?: string;
   }): Promise<CreatedMerchant> {
     const apiKey = input.apiKey ?? generateApiKey(input.mode);
     const parsed = parseApiKey(apiKey);
     if (!parsed || parsed.mode !== input.mode)
       throw validationError('api_key', `api_key must be an sk_${input.mode}_ key.`);
     const now = this.clock.now();
-    const merchantId = newId('mer', now);
-    const row = await this.run(
-      merchantId,
-      {
-        type: 'CreateMerchant',
+    const merchantId =
+      input.commandId === undefined
+        ? newId('mer', now)
+        : derivedId(
+            'mer',
+            [input.commandId, input.name, input.mode, input.settlementMode, 'create-merchant'].join('\u0000'),
+          );
+    const key = { apiKeyHash: hashApiKey(apiKey), apiKeyHint: apiKeyHint(apiKey), now };
+    try {
+      const row = await this.run(
         merchantId,
-        name: input.name,
-        mode: input.mode,
-        settlementMode: input.settlementMode,
-        apiKeyHash: hashApiKey(apiKey),
-        apiKeyHint: apiKeyHint(apiKey),
-        now,
-      },
-      input.mode,
-    );
-    return { row, apiKey };
+        {
+          type: 'CreateMerchant',
+          merchantId,
+          name: input.name,
+          mode: input.mode,
+          settlementMode: input.settlementMode,
+          ...key,
+        },
+        input.mode,
+      );
+      return { row, apiKey };
+    } catch (error) {
+      if (!(
+        input.commandId !== undefined &&
+        error instanceof DomainError &&
+        error.code === 'merchant_exists'
+      ))
+        throw error;
+      return {
+        row: await this.run(
+          merchantId,
+          { type: 'ReissueApiKey', ...key, attemptStartedAt: now, now: this.clock.now() },
+          input.mode,
+        ),
+        apiKey,
+      };
+    }
   }
 
   registerSigner(
@@ -100,9 +161,9 @@ export class MerchantCommands {
   ): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'RegisterSigner',
-      merchantSigner: parseAddress(merchantSigner, 'merchant_signer', { nonZero: true }),
+      merchantSigner: this.accountAddress(merchantSigner, 'merchant_signer'),
       ...(settlementAddress !== undefined
-        ? { settlementAddress: parseAddress(settlementAddress, 'settlement_address', { nonZero: true }) }
+        ? { settlementAddress: this.accountAddress(settlementAddress, 'settlement_address') }
         : {}),
       now: this.clock.now(),
     });
@@ -111,7 +172,7 @@ export class MerchantCommands {
   updateSettlementAddress(merchantId: string, settlementAddress: string): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'UpdateSettlementAddress',
-      settlementAddress: parseAddress(settlementAddress, 'settlement_address', { nonZero: true }),
+      settlementAddress: this.accountAddress(settlementAddress, 'settlement_address'),
       now: this.clock.now(),
     });
   }
@@ -157,8 +218,15 @@ export class MerchantCommands {
    * Rotations of one merchant serialize on its stream (each retried on top of the one that won), so each one
    * answers the secret it issued and the expiry its own event gave the secret it replaced.
    */
+  /**
+   * With a command id (the request's Idempotency-Key) the new secret's id derives from it, so a retry whose first
+   * attempt rotated but never kept its answer (the process killed after the append, a 5xx after it) answers that
+   * rotation's secret. Rotating again would issue a second secret and push the merchant's deployed one out of the
+   * previous slot: deliveries would be signed only with two secrets the merchant may not hold.
+   */
   async rotateWebhookSecret(
     merchantId: string,
+    commandId?: string,
   ): Promise<{ row: MerchantSettingsRow; secret: string; previousSecretExpiresAt: Date }> {
     const before = await this.reader.get(merchantId);
     if (before.webhook_secret_id === null) {
@@ -167,17 +235,37 @@ export class MerchantCommands {
         'webhook_not_configured',
       );
     }
-    const secret = generateWebhookSecret();
-    const secretId = newId('whs', this.clock.now());
-    await this.storeSecret(merchantId, secretId, secret);
-    const { row, events } = await this.execute(merchantId, {
-      type: 'RotateWebhookSecret',
-      secret: { secretId, fingerprint: fingerprint(secret) },
-      now: this.clock.now(),
-    });
+    const secretId =
+      commandId === undefined
+        ? newId('whs', this.clock.now())
+        : derivedId('whs', [merchantId, commandId, 'webhook-secret-rotation'].join('\u0000'));
+    if (commandId !== undefined) {
+      const earlier = await this.rotationOf(merchantId, secretId);
+      if (earlier) return earlier;
+    }
+    // A first attempt may have stored the secret and died before its append: that secret is the one to rotate to.
+    const stored = commandId === undefined ? undefined : await this.storedSecret(secretId);
+    const secret = stored ?? generateWebhookSecret();
+    if (stored === undefined) await this.storeSecret(merchantId, secretId, secret);
+    // A keyed rotation's event id derives from its secret id: an attempt that outlived its claim (it found no
+    // rotation above, then its retry rotated, then perhaps another rotation) appends nothing when it lands, instead
+    // of rotating back to its secret and demoting the later one.
+    const { row, events } = await this.execute(
+      merchantId,
+      {
+        type: 'RotateWebhookSecret',
+        secret: { secretId, fingerprint: fingerprint(secret) },
+        now: this.clock.now(),
+      },
+      undefined,
+      commandId === undefined ? undefined : `webhook-secret-rotation\u0000${secretId}`,
+    );
     const rotated = events.find((e) => e.type === 'WebhookSecretRotated.v1' && e.data.secretId === secretId);
-    if (rotated?.type !== 'WebhookSecretRotated.v1')
+    if (rotated?.type !== 'WebhookSecretRotated.v1') {
+      const earlier = commandId === undefined ? undefined : await this.rotationOf(merchantId, secretId);
+      if (earlier) return earlier;
       throw new Error(`rotation of ${merchantId} appended no WebhookSecretRotated for ${secretId}`);
+    }
     return { row, secret, previousSecretExpiresAt: new Date(rotated.data.previousSecretExpiresAt) };
   }
 
@@ -223,9 +311,7 @@ export class MerchantCommands {
     return this.run(merchantId, {
       type: 'ConfigureSettlement',
       ...(input.settlementAddress !== undefined
-        ? {
-            settlementAddress: parseAddress(input.settlementAddress, 'settlement_address', { nonZero: true }),
-          }
+        ? { settlementAddress: this.accountAddress(input.settlementAddress, 'settlement_address') }
         : {}),
       ...(input.fiat !== undefined ? { fiat: input.fiat } : {}),
       now: this.clock.now(),
@@ -248,6 +334,32 @@ export class MerchantCommands {
       address,
       now: this.clock.now(),
     });
+  }
+
+  /** The rotation to `secretId` the merchant's stream already holds, answered as when it was made. */
+  private async rotationOf(
+    merchantId: string,
+    secretId: string,
+  ): Promise<{ row: MerchantSettingsRow; secret: string; previousSecretExpiresAt: Date } | undefined> {
+    const events = await this.store.readStream(merchantStreamId(merchantId));
+    const rotated = events.find(
+      (e) => e.type === 'WebhookSecretRotated.v1' && (e.data as { secretId?: unknown }).secretId === secretId,
+    );
+    if (!rotated) return undefined;
+    const { previousSecretExpiresAt } = rotated.data as { previousSecretExpiresAt: string };
+    return {
+      row: await this.reader.getAtLeast(merchantId, rotated.revision),
+      secret: await this.webhookSecrets.open(secretId),
+      previousSecretExpiresAt: new Date(previousSecretExpiresAt),
+    };
+  }
+
+  private async storedSecret(secretId: string): Promise<string | undefined> {
+    const rows: unknown[] = await this.dataSource.query(
+      'SELECT 1 FROM webhook_secrets WHERE secret_id = $1',
+      [secretId],
+    );
+    return rows.length === 0 ? undefined : this.webhookSecrets.open(secretId);
   }
 
   private async storeSecret(merchantId: string, secretId: string, secret: string): Promise<void> {

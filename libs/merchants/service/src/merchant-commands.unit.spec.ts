@@ -7,6 +7,7 @@ import type { ContractSignatureVerifier } from './contract-signatures';
 import { MerchantCommands } from './merchant-commands';
 import type { MerchantsConfig } from './merchants.config';
 import type { MerchantSettingsRow, SettingsReader } from './settings.reader';
+import type { WebhookSecrets } from './webhook-secrets';
 
 describe('MerchantCommands', () => {
   it('answers the webhook secret a settings update issued even when a rotation landed before the read model was read', async () => {
@@ -27,6 +28,7 @@ describe('MerchantCommands', () => {
       config,
       reader,
       {} as ContractSignatureVerifier,
+      {} as WebhookSecrets,
     );
     await commands.createMerchant({ name: 'Acme', mode: 'test', settlementMode: 'crypto' });
     const [created] = await store.readAll();

@@ -86,15 +86,16 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
     const set: Record<string, unknown> = {};
     let at: string;
     switch (event.type) {
+      case 'MerchantApiKeyReissued.v1':
+        at = event.data.reissuedAt;
+        break;
       case 'MerchantSignerRegistered.v1':
         set['merchant_signer'] = event.data.merchantSigner;
         at = event.data.registeredAt;
         break;
       case 'SettlementAddressChanged.v1':
         set['settlement_address'] = event.data.settlementAddress;
-        set['settlement_address_changed_at'] = event.data.changedAt;
         at = event.data.changedAt;
-        await recordSettlementAddressChange(em, merchantId, event.data);
         break;
       case 'MerchantProfileUpdated.v1': {
         const d = event.data;
@@ -161,7 +162,24 @@ export class MerchantSettingsProjection implements OnApplicationBootstrap, OnApp
       params,
     );
     // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
-    return Array.isArray(updated) && typeof updated[1] === 'number' ? updated[1] > 0 : false;
+    const applied = Array.isArray(updated) && typeof updated[1] === 'number' ? updated[1] > 0 : false;
+    // Behind the revision guard: the history is written once per change, in stream order (a redelivered change,
+    // even one older than the address held now, must not reopen it).
+    if (applied && event.type === 'SettlementAddressChanged.v1')
+      await recordSettlementAddressChange(em, merchantId, event.data);
+    // Behind the revision guard too: a redelivered reissue must not bring back a key a later one replaced.
+    if (applied && event.type === 'MerchantApiKeyReissued.v1') {
+      await em.query('DELETE FROM api_keys WHERE key_hash = $1 AND merchant_id = $2', [
+        event.data.replacedApiKeyHash,
+        merchantId,
+      ]);
+      await em.query(
+        `INSERT INTO api_keys (key_hash, merchant_id, mode, hint, created_at)
+         SELECT $1, merchant_id, mode, $3, $4 FROM merchant_settings WHERE merchant_id = $2 ON CONFLICT DO NOTHING`,
+        [event.data.apiKeyHash, merchantId, event.data.apiKeyHint, event.data.reissuedAt],
+      );
+    }
+    return applied;
   }
 }
 

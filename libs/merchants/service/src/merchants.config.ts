@@ -1,5 +1,5 @@
 import { chainModeFromEnv, publicRolesFromEnv } from '@stablepay/chain-operator';
-import { computeStablepayAddresses, type StablepayAddresses } from '@stablepay/contracts';
+import { computeStablepayAddresses, knownContracts, type StablepayAddresses } from '@stablepay/contracts';
 import { ConfigError, envBool, envInt, envOptional, SecretBox } from '@stablepay/util';
 import { randomBytes } from 'node:crypto';
 import { HostResolver } from '@stablepay/node-util';
@@ -29,6 +29,12 @@ export interface MerchantsConfig {
    * restate it (or name it where no roles are given). Null with neither.
    */
   readonly registryAddress: string | null;
+  /**
+   * Contracts a merchant signer or settlement address may not be (lower-cased address -> what it is): the
+   * stablecoins and the Stablepay contracts (`knownContracts`). A token contract keeps every payment sent to it and
+   * no contract here can sign.
+   */
+  readonly knownContracts: ReadonlyMap<string, string>;
   /** RPC endpoint per supported CAIP-2 chain (CHAIN_RPC_URLS), for ERC-1271 checks of contract pausers. */
   readonly chainRpcUrls: Readonly<Record<string, string>>;
   /**
@@ -112,14 +118,20 @@ export function merchantsConfigFromEnv(
       "environment variable OPERATOR_ADDRESS (the operator's public address, with REGISTRY_ADMIN_ADDRESS and OPERATOR_PAUSER_ADDRESS) is required when CHAIN_RPC_URLS is set: settings show the registry and payment factory those roles fix",
     );
   }
+  const paymentFactoryAddress = paymentFactoryFromEnv(env, computed);
   return {
     operatorPauser: envOptional(env, 'OPERATOR_PAUSER_ADDRESS') ?? null,
     allowLocalWebhooks: envBool(env, 'ALLOW_LOCAL_WEBHOOKS', false),
     adminToken,
     secretBox,
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
-    paymentFactoryAddress: paymentFactoryFromEnv(env, computed),
+    paymentFactoryAddress,
     registryAddress,
+    knownContracts: knownContracts({
+      ...computed,
+      ...(registryAddress ? { registry: registryAddress } : {}),
+      ...(paymentFactoryAddress ? { paymentFactory: paymentFactoryAddress } : {}),
+    }),
     chainRpcUrls: Object.fromEntries(rpcUrls),
     chainMode: chainModeFromEnv(env),
     webhookDns: new HostResolver({

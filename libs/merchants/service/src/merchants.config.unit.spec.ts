@@ -74,6 +74,23 @@ describe('merchantsConfigFromEnv: the contract addresses settings show, from the
     expect(config.paymentFactoryAddress).toBe(expected.paymentFactory);
   });
 
+  it('knows the Stablepay contracts the roles fix, and every stablecoin, as contracts no signer or settlement address may be', () => {
+    const known = read({ ...chains, ...rolesEnv }).knownContracts;
+    expect(known.get(expected.registry.toLowerCase())).toBe('the Stablepay registry contract');
+    expect(known.get(expected.paymentFactory.toLowerCase())).toBe('the Stablepay payment factory contract');
+    expect(known.get(expected.subscriptionManagerFactory.toLowerCase())).toMatch(
+      /subscription manager factory/,
+    );
+    expect(known.get('0x833589fcd6edb6e08f4c7c32d4f71b54bda02913')).toBe(
+      'the USDC token contract on eip155:8453',
+    );
+    // Without roles, a configured registry is still known; the tokens always are.
+    const factory = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+    const configured = read({ REGISTRY_ADDRESS: factory }, false).knownContracts;
+    expect(configured.get(factory.toLowerCase())).toBe('the Stablepay registry contract');
+    expect(configured.get(expected.paymentFactory.toLowerCase())).toBeUndefined();
+  });
+
   it('PAYMENT_FACTORY_ADDRESS and REGISTRY_ADDRESS may restate the computed addresses, or name them without roles', () => {
     const config = read({
       ...rolesEnv,

@@ -151,10 +151,16 @@ export class MerchantsGateway implements MerchantsUseCases {
     };
   }
 
-  async rotateWebhookSecret(merchant: AuthenticatedMerchant): Promise<WebhookSecretResource> {
+  async rotateWebhookSecret(
+    merchant: AuthenticatedMerchant,
+    commandId?: string,
+  ): Promise<WebhookSecretResource> {
     // The handler has awaited the read model at its revision (read-your-writes); the answer is its own rotation,
     // not the row, which a concurrent rotation may already have moved on.
-    const done = await this.rotateWebhookSecretHandler.handle({ merchant });
+    const done = await this.rotateWebhookSecretHandler.handle({
+      merchant,
+      ...(commandId !== undefined ? { commandId } : {}),
+    });
     return {
       object: 'webhook_secret' as const,
       webhook_secret: done.secret,
@@ -203,6 +209,7 @@ export class MerchantsGateway implements MerchantsUseCases {
     name: string;
     mode: Mode;
     settlementMode: SettlementMode;
+    commandId?: string;
   }): Promise<CreatedMerchantResource> {
     const done = await this.createMerchantHandler.handle(input);
     const row = await this.reader.getAtLeast(done.id, done.revision);

@@ -17,6 +17,7 @@ import { MerchantSettingsProjection } from './merchant-settings.projection';
 import { MerchantsGateway } from './merchants.gateway';
 import { MERCHANTS_CONFIG, type MerchantsConfig } from './merchants.config';
 import { SettingsReader } from './settings.reader';
+import { SettlementAddressHistoryRepair } from './settlement-address-history-repair';
 import { WebhookSecrets } from './webhook-secrets';
 
 const HANDLERS = [
@@ -52,6 +53,7 @@ export class MerchantsModule {
           useFactory: () => new RegistryEpochs(config.chainRpcUrls, config.registryAddress),
         },
         MerchantSettingsProjection,
+        SettlementAddressHistoryRepair,
         SettingsReader,
         MerchantCommands,
         WebhookSecrets,

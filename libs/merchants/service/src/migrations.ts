@@ -1,5 +1,9 @@
-import { CreateMerchantChainRegistrations1767400000000 } from './chain-registration/registration.store';
+import {
+  AddMerchantChainHoldings1796140800000,
+  CreateMerchantChainRegistrations1767400000000,
+} from './chain-registration/registration.store';
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { queryWithBoundedLockWait } from '@stablepay/database';
 
 export class CreateMerchantReadModels1763800000100 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
@@ -88,7 +92,12 @@ export class AddMerchantBetaFeatures1767900000000 implements MigrationInterface 
  */
 export class AddSettlementAddressChangedAt1795622400500 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
-    await q.query('ALTER TABLE merchant_settings ADD COLUMN settlement_address_changed_at timestamptz');
+    // Superseded by the history: a replica that runs this after another ran the history and the column's drop (no
+    // lock orders them) must not bring the column back.
+    if (await q.hasTable('merchant_settlement_addresses')) return;
+    await q.query(
+      'ALTER TABLE merchant_settings ADD COLUMN IF NOT EXISTS settlement_address_changed_at timestamptz',
+    );
     await q.query(
       'UPDATE merchant_settings SET settlement_address_changed_at = updated_at WHERE settlement_address IS NOT NULL',
     );
@@ -116,6 +125,9 @@ export class CreateSettlementAddressHistory1795708800000 implements MigrationInt
       valid_to timestamptz,
       PRIMARY KEY (merchant_id, valid_from)
     )`);
+    // A replica that runs this after another already ran DropSettlementAddressChangedAt finds the column gone and
+    // the backfill done.
+    if (!(await q.hasColumn('merchant_settings', 'settlement_address_changed_at'))) return;
     await q.query(
       `INSERT INTO merchant_settlement_addresses (merchant_id, settlement_address, valid_from)
        SELECT merchant_id, settlement_address, settlement_address_changed_at FROM merchant_settings
@@ -125,6 +137,33 @@ export class CreateSettlementAddressHistory1795708800000 implements MigrationInt
   }
   async down(q: QueryRunner): Promise<void> {
     await q.query('DROP TABLE IF EXISTS merchant_settlement_addresses');
+  }
+}
+
+/**
+ * `settlement_address_changed_at` (AddSettlementAddressChangedAt1795622400500) has been read by nothing since the
+ * history (CreateSettlementAddressHistory1795708800000) replaced it, but for that migration's backfill: the open
+ * history row says when the address held now took over, and a second record of it could only disagree. Idempotent
+ * (replicas run pending migrations without a lock). Down puts it back from the open history row.
+ */
+export class DropSettlementAddressChangedAt1795881600000 implements MigrationInterface {
+  name = 'DropSettlementAddressChangedAt1795881600000';
+  async up(q: QueryRunner): Promise<void> {
+    // Bounded lock wait: every API call of the merchant reads merchant_settings (queryWithBoundedLockWait).
+    await queryWithBoundedLockWait(
+      q,
+      'ALTER TABLE merchant_settings DROP COLUMN IF EXISTS settlement_address_changed_at',
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(
+      'ALTER TABLE merchant_settings ADD COLUMN IF NOT EXISTS settlement_address_changed_at timestamptz',
+    );
+    await q.query(
+      `UPDATE merchant_settings s SET settlement_address_changed_at = h.valid_from
+         FROM merchant_settlement_addresses h
+        WHERE h.merchant_id = s.merchant_id AND h.valid_to IS NULL`,
+    );
   }
 }
 
@@ -139,4 +178,6 @@ export const MERCHANTS_MIGRATIONS = [
   AddMerchantBetaFeatures1767900000000,
   AddSettlementAddressChangedAt1795622400500,
   CreateSettlementAddressHistory1795708800000,
+  DropSettlementAddressChangedAt1795881600000,
+  AddMerchantChainHoldings1796140800000,
 ];

@@ -35,6 +35,7 @@ export function presentChainRegistrations(
   return chains.map((chain): ChainRegistrationResource => {
     const found = registrations.find((r) => r.chain === chain);
     const complete = row.merchant_signer !== null && row.settlement_address !== null;
+    const held = found ? chainHolds(found) : null;
     return {
       chain,
       status: chainRegistrationStatus(row, registrations, chain),
@@ -42,10 +43,36 @@ export function presentChainRegistrations(
       settlement_address: found ? found.settlement : complete ? row.settlement_address : null,
       tx_hash: found ? found.tx_hash : null,
       updated_at: found ? new Date(found.updated_at).toISOString() : null,
+      on_chain: held && { signer: held.signer, settlement_address: held.settlement, tx_hash: held.txHash },
       registry_address: config.registryAddress,
       epoch: epochs.get(chain) ?? null,
     };
   });
+}
+
+type Holdings = Pick<
+  RegistrationRow,
+  'status' | 'signer' | 'settlement' | 'tx_hash' | 'chain_signer' | 'chain_settlement' | 'chain_tx_hash'
+>;
+
+/**
+ * What the chain's registry holds as the worker last read or wrote it, null when unknown. A `registered` row holds
+ * what it asks for (also a row written before the holdings were kept apart).
+ */
+function chainHolds(
+  found: Partial<Holdings> & Pick<Holdings, 'status' | 'signer'>,
+): { signer: string; settlement: string | null; txHash: string | null } | null {
+  if (found.chain_signer) {
+    return {
+      signer: found.chain_signer,
+      settlement: found.chain_settlement ?? null,
+      txHash: found.chain_tx_hash ?? null,
+    };
+  }
+  if (found.status === 'registered') {
+    return { signer: found.signer, settlement: found.settlement ?? null, txHash: found.tx_hash ?? null };
+  }
+  return null;
 }
 
 /**
@@ -86,7 +113,7 @@ function chainsActedOn(config: ChainsConfig): readonly string[] {
 export function presentSigners(
   row: Pick<MerchantSettingsRow, 'mode' | 'merchant_signer'>,
   config: ChainsConfig,
-  registrations: readonly Pick<RegistrationRow, 'chain' | 'status' | 'signer'>[],
+  registrations: readonly (Pick<RegistrationRow, 'chain' | 'status' | 'signer'> & Partial<Holdings>)[],
 ): Array<{ chain: string; address: string | null; status: SignerStatus }> {
   const actedOn = chainsActedOn(config);
   const status = (chain: string): SignerStatus => {
@@ -95,9 +122,10 @@ export function presentSigners(
     if (!signer) return 'missing';
     if (!actedOn.includes(chain)) return 'registered';
     const found = registrations.find((r) => r.chain === chain);
-    return found?.status === 'registered' && found.signer.toLowerCase() === signer.toLowerCase()
-      ? 'registered'
-      : 'pending';
+    // What the chain holds, not what the row asks for: a settlement-only change asks for new values while the
+    // registry still holds this signer (it was shown `pending`).
+    const held = found ? chainHolds(found) : null;
+    return held?.signer.toLowerCase() === signer.toLowerCase() ? 'registered' : 'pending';
   };
   return config.supportedChains.map((chain) => ({
     chain,

@@ -42,6 +42,17 @@ describe("settings' signers: where the signer stands in each chain's registry", 
       ).toBe('pending');
   });
 
+  it('is registered while the registry holds this signer although the row asks for a new settlement address', () => {
+    for (const status of ['pending', 'change_requires_merchant_signature'] as const)
+      expect(
+        base(
+          presentSigners(merchant, config, [
+            { chain: 'eip155:8453', status, signer: SIGNER, chain_signer: SIGNER.toUpperCase() },
+          ]),
+        )?.status,
+      ).toBe('registered');
+  });
+
   it('says registered (given) on a chain the deployment does not act on, missing without a signer', () => {
     const polygon = presentSigners(merchant, config, []).find((s) => s.chain === 'eip155:137');
     expect(polygon?.status).toBe('registered');
@@ -79,6 +90,9 @@ describe("settings' chain_registrations: what a signature over each registry bin
     last_error: null,
     next_attempt_at: new Date(0),
     updated_at: new Date(0),
+    chain_signer: SIGNER,
+    chain_settlement: OLD_SIGNER,
+    chain_tx_hash: `0x${'ab'.repeat(32)}`,
   };
 
   it('names the registry and the epoch read for the chain, null where no epoch was read', () => {

@@ -46,7 +46,8 @@ export class WebhookSecrets {
     }
   }
 
-  private async open(secretId: string): Promise<string> {
+  /** The secret `secretId` as issued (what a retried rotation answers again). */
+  async open(secretId: string): Promise<string> {
     const rows: Array<{ sealed_secret: string }> = await this.dataSource.query(
       'SELECT sealed_secret FROM webhook_secrets WHERE secret_id = $1',
       [secretId],

@@ -6,7 +6,7 @@ import {
   isLoopbackAddress,
   isPublicAddress,
 } from '@stablepay/node-util';
-import { validationError } from '@stablepay/util';
+import { requireNoControlCharacters, validationError } from '@stablepay/util';
 
 const BLOCKED_NAMES =
   /(^|\.)(localhost|local|internal|localdomain|home\.arpa)$|^metadata(\.google\.internal)?$/i;
@@ -24,6 +24,8 @@ export async function validateWebhookUrl(
   allowLocal: boolean,
   dns: Pick<HostResolver, 'resolve'>,
 ): Promise<string> {
+  // The URL parser drops tabs and line breaks without a word: the address saved would not be the one sent.
+  requireNoControlCharacters('webhook_url', raw);
   let url: URL;
   try {
     url = new URL(raw);

@@ -24,7 +24,7 @@ import { type Clock, JsonLogger } from '@stablepay/util';
 import { ChangeMerchantOnChainHandler } from '../commands/change-merchant-on-chain/change-merchant-on-chain.handler';
 import { RevokeAuthorizationsHandler } from '../commands/revoke-authorizations/revoke-authorizations.handler';
 import { MerchantChainRegistrar } from './merchant-chain-registrar';
-import { CreateMerchantChainRegistrations1767400000000, RegistrationStore } from './registration.store';
+import { MERCHANT_CHAIN_REGISTRATION_MIGRATIONS, RegistrationStore } from './registration.store';
 
 export const MERCHANT_REGISTRATION_GROUP = 'chain.merchant-registration';
 const MERCHANT_TOPIC = 'merchants.merchant.v1';
@@ -207,6 +207,7 @@ export class MerchantChainRegistration implements OnApplicationBootstrap, Before
         await this.store.settle(row, {
           status: 'change_requires_merchant_signature',
           error: `the registry holds signer ${outcome.onChain.signer} and settlement ${outcome.onChain.settlement}`,
+          held: outcome.onChain,
           now,
         });
         this.logger.warn({
@@ -274,7 +275,7 @@ export function merchantChainRegistrationService(config: ChainOperatorConfig): S
   return {
     name: 'merchant-chain-registration',
     imports: [MerchantChainRegistrationModule.forRoot(config)],
-    migrations: [CreateMerchantChainRegistrations1767400000000],
+    migrations: [...MERCHANT_CHAIN_REGISTRATION_MIGRATIONS],
     // POST /settings/merchant-change arrives here: this process holds the operator key.
     handlesCommands: true,
   };

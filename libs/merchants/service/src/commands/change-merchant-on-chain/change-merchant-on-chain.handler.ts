@@ -19,6 +19,15 @@ import type { MerchantSettingsRow } from '../../settings.reader';
 
 const REGISTRY = new Interface(StablepayRegistryAbi);
 
+/** Every signer the merchant's settings ever named, checksummed (the merchant stream's MerchantSignerRegistered). */
+function signersRegistered(events: ReadonlyArray<{ type: string; data: unknown }>): ReadonlySet<string> {
+  const signers = new Set<string>();
+  for (const e of events)
+    if (e.type === 'MerchantSignerRegistered.v1')
+      signers.add(getAddress((e.data as { merchantSigner: string }).merchantSigner));
+  return signers;
+}
+
 const chainUnavailable = (message: string) =>
   new DomainError({ type: 'api_error', status: 503, code: 'chain_unavailable', message });
 
@@ -100,14 +109,38 @@ export class ChangeMerchantOnChainHandler {
         'merchant_not_registered',
         `The merchant is not registered on ${chain} yet: the operator registers it with the settings' values (no signature needed).`,
       );
+    const deadline = BigInt(command.deadline);
+    const epoch = BigInt(auth.epoch);
+    const domain = stablepayDomain(relayer.chainId, registryAddress);
+    const recoveredAt = (at: bigint) =>
+      verifyTypedDataSigner(
+        'MerchantChange',
+        domain,
+        { merchantId: onChainId, signer, settlement, epoch: at, deadline },
+        command.signature,
+      );
     if (heldSigner === signer && heldSettlement === settlement) {
-      // Already there (this change landed, or it never differed): nothing to send.
+      // Already there (this change landed, or it never differed): nothing to send. The request is still answered
+      // only for a signature of the merchant over this MerchantChange, as when something is sent: by the signer
+      // held now at the current epoch, or, for a retry of the change that landed (its answer lost), at the epoch
+      // before, by a signer the merchant registered. A signature nobody of the merchant's made is refused, not
+      // answered 200 because there happened to be no work.
+      const { revision, events } = await loadAggregate(
+        this.store,
+        merchantStreamId(merchantId),
+        merchantDecider,
+      );
+      const retried = epoch > 0n && signersRegistered(events).has(recoveredAt(epoch - 1n));
+      if (!retried && recoveredAt(epoch) !== heldSigner)
+        throw cannotProcess(
+          'invalid_signature',
+          `The signature is not the merchant's over this MerchantChange (chain ${chain}, registry ${registryAddress}, signer ${signer}, settlement ${settlement}, epoch ${epoch}, the deadline sent). ${chain} already holds these values: nothing needs to be signed.`,
+          'signature',
+        );
       await record(null, this.clock.now());
-      const { revision } = await loadAggregate(this.store, merchantStreamId(merchantId), merchantDecider);
       return { id: merchantId, revision, chain, outcome: 'unchanged', txHash: null };
     }
 
-    const deadline = BigInt(command.deadline);
     const chainTime = BigInt(block?.timestamp ?? Math.floor(this.clock.now().getTime() / 1000));
     if (deadline < chainTime)
       throw cannotProcess(
@@ -121,13 +154,7 @@ export class ChangeMerchantOnChainHandler {
         `The deadline may lie at most 7 days (${MAX_SIGNATURE_HORIZON_SECONDS} s) after the chain time ${chainTime}.`,
         'deadline',
       );
-    const epoch = BigInt(auth.epoch);
-    const recovered = verifyTypedDataSigner(
-      'MerchantChange',
-      stablepayDomain(relayer.chainId, registryAddress),
-      { merchantId: onChainId, signer, settlement, epoch, deadline },
-      command.signature,
-    );
+    const recovered = recoveredAt(epoch);
     if (recovered !== heldSigner)
       throw cannotProcess(
         'invalid_signature',

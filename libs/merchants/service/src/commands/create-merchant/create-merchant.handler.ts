@@ -12,6 +12,7 @@ export class CreateMerchantHandler {
       name: command.name,
       mode: command.mode,
       settlementMode: command.settlementMode,
+      ...(command.commandId !== undefined ? { commandId: command.commandId } : {}),
     });
     return { id: row.merchant_id, revision: row.revision, apiKey };
   }

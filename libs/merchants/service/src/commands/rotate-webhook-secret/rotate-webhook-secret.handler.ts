@@ -10,6 +10,7 @@ export class RotateWebhookSecretHandler {
   async handle(command: RotateWebhookSecretCommand): Promise<RotateWebhookSecretResult> {
     const { row, secret, previousSecretExpiresAt } = await this.commands.rotateWebhookSecret(
       command.merchant.merchantId,
+      command.commandId,
     );
     return { id: row.merchant_id, revision: row.revision, secret, previousSecretExpiresAt };
   }
