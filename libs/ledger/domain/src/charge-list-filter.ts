@@ -1,12 +1,13 @@
-import { parseAddress, parseCaip2 } from '@stablepay/evm';
-import { parseTimestampParam, validationError } from '@stablepay/util';
+import { parseAddress, parseChainFilter } from '@stablepay/evm';
+import { parseTimeBound, validationError } from '@stablepay/util';
 import type { SubscriptionChargeObject } from './charge';
 
 /**
  * `GET /merchants/:merchantId/charges` filters (SPEC: by subscription, subscriber, date range, status, chain; names
  * other than `status`: not shown, ours): `subscription_id`, `subscriber`, `status` (`succeeded`/`failed`), `chain`
  * (CAIP-2), and `charged_from` (inclusive) / `charged_to` (exclusive) on `charged_at` (block time on success,
- * submission time on failure: when the money moved or was attempted, which is what a billing team reconciles on).
+ * submission time on failure: when the money moved or was attempted, which is what a billing team reconciles on),
+ * in the forms every list's time bounds take (parseTimeBound).
  */
 export interface ChargeListFilter {
   readonly subscriptionId?: string;
@@ -56,9 +57,9 @@ export function parseChargeListFilter(query: Readonly<Record<string, unknown>>):
       throw validationError('status', "status must be 'succeeded' or 'failed'.");
     filter.status = status;
   }
-  if (chain !== undefined) filter.chain = parseCaip2(chain, 'chain').caip2;
-  if (charged_from !== undefined) filter.chargedFrom = parseTimestampParam(charged_from, 'charged_from');
-  if (charged_to !== undefined) filter.chargedTo = parseTimestampParam(charged_to, 'charged_to');
+  if (chain !== undefined) filter.chain = parseChainFilter(chain, 'chain');
+  if (charged_from !== undefined) filter.chargedFrom = parseTimeBound(charged_from, 'charged_from');
+  if (charged_to !== undefined) filter.chargedTo = parseTimeBound(charged_to, 'charged_to');
   if (filter.chargedFrom && filter.chargedTo && filter.chargedFrom >= filter.chargedTo)
     throw validationError('charged_to', 'charged_to must be after charged_from.');
   return filter;

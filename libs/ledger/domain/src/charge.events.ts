@@ -39,9 +39,16 @@ export interface ChargeFacts {
 
 /** SPEC fiat fields: all three set or none (`settlementStatus` null on a crypto-settled business, rule 2). */
 export interface FiatFields {
+  /** SPEC's `fiat_amount` of the charge: the plan's per-cycle price, also on an ad-hoc charge. */
   readonly fiatAmount: string;
   readonly fiatCurrency: string;
   readonly settlementStatus: 'pending' | null;
+  /**
+   * What the fiat settlement pays out, in fiatCurrency minor units: the fiat amount the charge's quote converted (an
+   * ad-hoc `fiat_amount` of metered usage or an add-on). Absent when it is the plan price (no quote recorded, a
+   * crypto-settled business) and on every row recorded before 2026-11-24 21:30: payoutFiatAmount reads fiatAmount.
+   */
+  readonly payoutFiatAmount?: string;
 }
 
 export type ChargeRecorded = {

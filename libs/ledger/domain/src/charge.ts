@@ -26,10 +26,11 @@ import {
 
 /**
  * The Charge aggregate: one row of the charge ledger (SPEC Resources > Subscription charge). Written by the API path
- * (charge call, subscribe call) or by the indexer, whichever comes first; the second writer merges into it. Rows are
- * unique by `tx_hash` (SPEC fiat field rule 5): the stream is keyed by the `subc_` id, which the subscription aggregate
+ * (charge call, subscribe call) or by the indexer, whichever comes first; the second writer merges into it (SPEC fiat
+ * field rule 5, rows unique by `tx_hash`): the stream is keyed by the `subc_` id, which the subscription aggregate
  * derives from (chain, subscription, nonce) for a succeeded charge, and a nonce charges in exactly one transaction, so
- * one id has one transaction; a second transaction for a recorded id is refused.
+ * one id has one transaction; a second transaction for a recorded id is refused. One transaction may still carry
+ * several charges (a batch), each its own row.
  *
  *   settlement (fiat-settled only): pending --delayed--> delayed; pending|delayed --settled--> completed;
  *                                   pending|delayed --failed--> failed
@@ -123,12 +124,18 @@ export interface FiatContext {
   readonly price: string;
   readonly priceCurrency: string | null;
   readonly settlement: 'crypto' | 'fiat';
+  /**
+   * The fiat amount the charge's quote converted, in `priceCurrency` minor units (the subscription's charge fact
+   * `quotedFiatAmount`); null or absent: the plan price (charges recorded before it existed, the subscribe call's).
+   */
+  readonly quotedFiatAmount?: string | null;
 }
 
 /**
  * SPEC fiat field rules 1-3: null on plans that are not fiat-priced, on failed charges and on charges the indexer
  * wrote; otherwise the plan's fixed fiat price, with settlement `pending` on a fiat-settling business and null on a
- * crypto-settled one (no payout behind it).
+ * crypto-settled one (no payout behind it). A fiat-settling business's charge quoted at another fiat amount (an
+ * ad-hoc `fiat_amount`) is paid out at that amount (`payoutFiatAmount`), while `fiat_amount` keeps SPEC's plan price.
  */
 export function fiatFieldsFor(
   status: ChargeFacts['status'],
@@ -137,12 +144,21 @@ export function fiatFieldsFor(
 ): FiatFields | null {
   if (status !== 'succeeded' || writtenBy !== 'api' || !context || context.priceCurrency === null)
     return null;
+  const quoted = context.quotedFiatAmount ?? null;
+  const fiatSettled = context.settlement === 'fiat';
   return {
     fiatAmount: context.price,
     fiatCurrency: context.priceCurrency,
-    settlementStatus: context.settlement === 'fiat' ? 'pending' : null,
+    settlementStatus: fiatSettled ? 'pending' : null,
+    ...(fiatSettled && quoted !== null && quoted !== context.price ? { payoutFiatAmount: quoted } : {}),
   };
 }
+
+/**
+ * The fiat amount a charge's settlement pays out: the quoted amount it recorded, else the plan price (rows recorded
+ * before the quoted amount was kept, and charges quoted at the plan price).
+ */
+export const payoutFiatAmount = (fiat: FiatFields): string => fiat.payoutFiatAmount ?? fiat.fiatAmount;
 
 export type ChargeCommand =
   | {
@@ -388,7 +404,9 @@ export function chargeObject(state: ChargeState): SubscriptionChargeObject {
 
 /**
  * SPEC Events: the settlement summary, `data.object` of subscription.charge_settled, charge_settlement_delayed and
- * charge_settlement_failed. `settlement_failure_reason` always on failed, on delayed only when known.
+ * charge_settlement_failed. `settlement_failure_reason` always on failed, on delayed only when known. Its
+ * `fiat_amount` is the payout's (payoutFiatAmount): on an ad-hoc charge the amount quoted, not the plan price that
+ * the charge object's `fiat_amount` keeps (SPEC Resources > Subscription charge).
  */
 export interface SettlementSummary {
   readonly subscription_id: string;
@@ -411,7 +429,7 @@ export function settlementSummary(state: ChargeState): SettlementSummary {
     subscription_id: r.subscriptionId,
     charge_nonce: r.nonce,
     amount: r.amount,
-    fiat_amount: state.fiat.fiatAmount,
+    fiat_amount: payoutFiatAmount(state.fiat),
     fiat_currency: state.fiat.fiatCurrency,
     settlement_status: status,
     ...(reason ? { settlement_failure_reason: reason } : {}),

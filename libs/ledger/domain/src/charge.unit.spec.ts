@@ -6,6 +6,7 @@ import {
   evolveCharge,
   type FiatContext,
   initialChargeState,
+  payoutFiatAmount,
   settlementCheckAt,
   settlementSummary,
 } from './charge';
@@ -197,6 +198,38 @@ describe('Settlement transitions (SPEC States > Subscription charge settlement)'
       settlement_status: 'completed',
     });
     expect(chargeObject(fold(settled)).settlement_status).toBe('completed');
+  });
+
+  it("an ad-hoc charge (1,234.57 ARS add-on on a 1,500.00 ARS plan) settles at the quoted fiat amount; the charge's fiat_amount keeps the plan price", () => {
+    const addOn = { ...fiatSettled, quotedFiatAmount: '123457' };
+    const settled = run(byApi(succeeded(1), addOn), { type: 'CompleteSettlement', now: later });
+    const state = fold(settled);
+    expect(settlementSummary(state)).toMatchObject({ fiat_amount: '123457', fiat_currency: 'ARS' });
+    expect(state.fiat && payoutFiatAmount(state.fiat)).toBe('123457');
+    expect(chargeObject(state)).toMatchObject({ fiat_amount: '150000', settlement_status: 'completed' });
+    // A crypto-settled business has no payout behind the charge: nothing is recorded beside SPEC's plan price.
+    const crypto = run(byApi(succeeded(2), { ...cryptoSettled, quotedFiatAmount: '123457' }));
+    expect(crypto[0]).toMatchObject({ data: { fiat: { fiatAmount: '150000' } } });
+    expect(crypto[0]?.type === 'ChargeRecorded.v1' && crypto[0].data.fiat).not.toHaveProperty(
+      'payoutFiatAmount',
+    );
+  });
+
+  it('a row recorded before the quoted amount was kept (ChargeRecorded.v1 without payoutFiatAmount) settles at the plan price, as before', () => {
+    const stored: ChargeEvent = {
+      type: 'ChargeRecorded.v1',
+      data: {
+        ...succeeded(1),
+        fiat: { fiatAmount: '150000', fiatCurrency: 'ARS', settlementStatus: 'pending' },
+        writtenBy: 'api',
+        recordedAt: now.toISOString(),
+      },
+    };
+    const settled = [stored, ...decideCharge({ type: 'CompleteSettlement', now: later }, fold([stored]))];
+    expect(settlementSummary(fold(settled))).toMatchObject({
+      fiat_amount: '150000',
+      settlement_status: 'completed',
+    });
   });
 
   it('a delayed event fires once per distinct reason; without a known reason the summary has none', () => {

@@ -57,6 +57,16 @@ describe('Charge list filters (SPEC: subscription, subscriber, date range, statu
     expect(chargeMatches(parseChargeListFilter({}), charge())).toBe(true);
   });
 
+  it('takes charged_from and charged_to in the forms of every list time bound: a date (midnight UTC) or Unix seconds', () => {
+    const f = parseChargeListFilter({ charged_from: '2026-06-01', charged_to: '1780358400' });
+    expect(f).toEqual({
+      chargedFrom: new Date('2026-06-01T00:00:00Z'),
+      chargedTo: new Date('2026-06-02T00:00:00Z'),
+    });
+    expect(chargeMatches(f, charge())).toBe(true);
+    expect(chargeMatches(f, charge({ charged_at: '2026-06-02T00:00:00.000Z' }))).toBe(false);
+  });
+
   it.each([
     [{ subscription_id: 'abc' }, 'subscription_id'],
     [{ subscriber: '0x12' }, 'subscriber'],

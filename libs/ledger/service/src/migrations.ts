@@ -3,8 +3,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 /**
  * The charge ledger read model: one row per `charge-<subc_ id>` stream. `seq` is the ledger sequence (SPEC
  * Pagination rule 6): taken when the row is FIRST written, whichever path wrote it, and never changed by a merge,
- * so a row the indexer writes late appears at the head and pages already read stay valid. Rows are unique by
- * transaction (SPEC fiat field rule 5); failed attempts rejected at simulation have none. `object` is the
+ * so a row the indexer writes late appears at the head and pages already read stay valid. Rows were unique by
+ * transaction here until DropChargeTransactionUniqueness (a batch carries several charges); failed attempts rejected
+ * at simulation have none. `object` is the
  * `subscription_charge` object; the other columns serve the filters.
  */
 export class CreateSubscriptionCharges1767400000100 implements MigrationInterface {
@@ -68,7 +69,28 @@ export class AddChargeSettlementColumns1767400000200 implements MigrationInterfa
   }
 }
 
+/**
+ * A row per charge, not per transaction: one transaction may charge several times (a merchant wallet batching its
+ * signed charges into one call, anyone may submit them), and the second charge's row broke the unique
+ * (chain, tx_hash) index, so the projection refused it and the list and the export missed a charge that moved money.
+ * The API path's row and the indexer's are one row already by the charge id (derived from chain, subscription and
+ * nonce). Dropped CONCURRENTLY, outside a transaction: every charge writes this table.
+ */
+export class DropChargeTransactionUniqueness1796054400100 implements MigrationInterface {
+  name = 'DropChargeTransactionUniqueness1796054400100';
+  readonly transaction = false;
+  async up(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX CONCURRENTLY IF EXISTS subscription_charges_tx');
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(
+      'CREATE UNIQUE INDEX IF NOT EXISTS subscription_charges_tx ON subscription_charges (chain, lower(tx_hash)) WHERE tx_hash IS NOT NULL',
+    );
+  }
+}
+
 export const LEDGER_MIGRATIONS = [
   CreateSubscriptionCharges1767400000100,
   AddChargeSettlementColumns1767400000200,
+  DropChargeTransactionUniqueness1796054400100,
 ];

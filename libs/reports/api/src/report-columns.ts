@@ -25,6 +25,17 @@ export function tokenDecimalsOf(
 }
 
 const funding = (p: PaymentObject) => p.transactions.filter((t) => t.is_funding);
+const nonFunding = (p: PaymentObject) => p.transactions.filter((t) => !t.is_funding);
+
+/**
+ * Amounts of several tokens in one cell: `<CAIP-19>=<smallest units>`, space-separated, in the order the payment
+ * first saw each token. Recover returns one token but rescue and the transfers that fund nothing can be any.
+ */
+export function assetAmountsCell(amounts: ReadonlyArray<{ asset: string; amount: string }>): string {
+  const sums = new Map<string, bigint>();
+  for (const { asset, amount } of amounts) sums.set(asset, (sums.get(asset) ?? 0n) + BigInt(amount));
+  return [...sums].map(([asset, amount]) => `${asset}=${amount}`).join(' ');
+}
 
 /**
  * GET /reports/payments/export columns (docs/openapi.yaml `PaymentsExportCsv`, docs/reports.md). Amounts are integer
@@ -70,6 +81,17 @@ export const PAYMENT_COLUMNS: readonly CsvColumn<PaymentObject>[] = [
   // Last, so the columns before keep the positions earlier exports have them at (exports get appended).
   { header: 'recoverable_asset', cell: (p) => p.recoverable_asset },
   { header: 'recoverable_chain', cell: (p) => p.recoverable_chain },
+  // Appended likewise: the deposit's flows besides the order's, so its on-chain history reconciles with the row.
+  { header: 'amount_recovered', cell: (p) => assetAmountsCell(p.recovered_amounts ?? []) },
+  { header: 'amount_rescued', cell: (p) => assetAmountsCell(p.rescued_amounts ?? []) },
+  { header: 'amount_non_funding', cell: (p) => assetAmountsCell(nonFunding(p)) },
+  {
+    header: 'non_funding_tx_hashes',
+    cell: (p) =>
+      nonFunding(p)
+        .map((t) => t.tx_hash)
+        .join(' '),
+  },
 ];
 
 /** GET /reports/subscriptions/export columns: the subscription object, window fields at the chain's time. */

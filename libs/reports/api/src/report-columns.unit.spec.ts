@@ -114,4 +114,46 @@ describe('payment rows', () => {
       recoverable_chain: 'eip155:8453',
     });
   });
+
+  it('keep what recover and rescue moved out and what came in without funding, per token, after the recoverable fields are gone', () => {
+    const USDC = 'eip155:8453/erc20:0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913';
+    const DAI = 'eip155:8453/erc20:0x50c5725949A6F0c72E6C4a641F24049A917DB0Cb';
+    const transfer = (tx: string, asset: string, amount: string, isFunding: boolean) => ({
+      tx_hash: tx,
+      asset,
+      amount,
+      is_funding: isFunding,
+    });
+    const recovered = {
+      status: 'settled',
+      payer_addresses: [],
+      transactions: [
+        transfer('0xa', USDC, '2000000', true),
+        transfer('0xb', USDC, '1000001', false),
+        transfer('0xc', DAI, '3000000000000000000', false),
+        transfer('0xd', USDC, '4', false),
+      ],
+      metadata: {},
+      recovered_amounts: [{ asset: USDC, amount: '1000005' }],
+      rescued_amounts: [{ asset: DAI, amount: '3000000000000000000' }],
+    } as unknown as PaymentObject;
+    const cells = csvRecord(PAYMENT_COLUMNS, recovered);
+    const row = Object.fromEntries(PAYMENT_COLUMNS.map((c, i) => [c.header, cells[i]]));
+    expect(row).toMatchObject({
+      recoverable_amount: '',
+      amount_recovered: `${USDC}=1000005`,
+      amount_rescued: `${DAI}=3000000000000000000`,
+      amount_non_funding: `${USDC}=1000005 ${DAI}=3000000000000000000`,
+      non_funding_tx_hashes: '0xb 0xc 0xd',
+    });
+    // Appended: every column an earlier export had keeps its position.
+    expect(PAYMENT_COLUMNS.map((c) => c.header).slice(-6)).toEqual([
+      'recoverable_asset',
+      'recoverable_chain',
+      'amount_recovered',
+      'amount_rescued',
+      'amount_non_funding',
+      'non_funding_tx_hashes',
+    ]);
+  });
 });

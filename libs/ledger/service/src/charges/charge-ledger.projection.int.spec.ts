@@ -101,6 +101,34 @@ describe('charge ledger projection (the ledger sequence is taken at the first wr
     }
   });
 
+  it('lists every charge of a transaction that charged several (a batch the merchant wallet sent), each once', async () => {
+    const batch = `0x${'b'.repeat(64)}`;
+    for (const [id, nonce] of [
+      ['subc_batch_a', 7],
+      ['subc_batch_b', 8],
+    ] as const) {
+      await handleCommand(
+        store,
+        chargeStreamId(id),
+        chargeDecider,
+        {
+          type: 'RecordCharge',
+          charge: { ...charge(id, nonce), txHash: batch },
+          writtenBy: 'indexer',
+          fiatContext: null,
+          now,
+        },
+        { metadata },
+      );
+      await projectStream(id);
+    }
+    const page = await reader.list({ merchantId: 'mer_1', mode: 'test' }, { limit: 10 }, {});
+    expect(page.rows.filter((r) => r.object.tx_hash === batch).map((r) => [r.id, r.object.amount])).toEqual([
+      ['subc_batch_b', '2000000'],
+      ['subc_batch_a', '2000000'],
+    ]);
+  });
+
   it("lists nothing of another merchant's mode", async () => {
     expect((await reader.list({ merchantId: 'mer_1', mode: 'live' }, { limit: 10 }, {})).rows).toEqual([]);
   });

@@ -43,6 +43,8 @@ interface ChargeSucceededFacts {
   readonly blockNumber: string;
   readonly chargedAt: string;
   readonly writtenBy: LedgerWritePath;
+  /** The fiat amount the charge's quote converted (absent on facts written before it was recorded). */
+  readonly quotedFiatAmount?: string;
 }
 interface ChargeFailedFacts {
   readonly chargeId: string;
@@ -170,7 +172,7 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         subscriber = (e.data as { newSubscriber: string }).newSubscriber;
     const base = { subscriptionId: created.subscriptionId, subscriber, chain: created.chain };
 
-    let recorded: { charge: ChargeFacts; writtenBy: LedgerWritePath } | null;
+    let recorded: { charge: ChargeFacts; writtenBy: LedgerWritePath; quotedFiatAmount?: string } | null;
     if (message.type === FIRST_CHARGE_REPORTED) {
       // The subscribe call reported the first charge the indexer had recorded: the same facts again, from the API
       // path this time, so the ledger backfills the first charge's fiat fields (rule 3).
@@ -182,7 +184,11 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
       recorded = { charge: succeededFacts(base, charge.data as ChargeSucceededFacts), writtenBy: 'api' };
     } else if (message.type === SUCCEEDED) {
       const d = message.data as ChargeSucceededFacts;
-      recorded = { charge: succeededFacts(base, d), writtenBy: d.writtenBy };
+      recorded = {
+        charge: succeededFacts(base, d),
+        writtenBy: d.writtenBy,
+        ...(d.quotedFiatAmount !== undefined ? { quotedFiatAmount: d.quotedFiatAmount } : {}),
+      };
     } else {
       const d = message.data as ChargeFailedFacts;
       recorded = {
@@ -201,13 +207,15 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         },
       };
     }
-    const { charge, writtenBy } = recorded;
+    const { charge, writtenBy, quotedFiatAmount } = recorded;
+    // A fact without quotedFiatAmount (older writers, the subscribe call) settles at the plan price, as it did.
     const fiatContext: FiatContext | null =
       writtenBy === 'api'
         ? {
             price: created.price,
             priceCurrency: created.priceCurrency,
             settlement: settlement ?? (await this.settlementMode(merchantId)),
+            quotedFiatAmount: quotedFiatAmount ?? null,
           }
         : null;
     try {
