@@ -56,8 +56,13 @@ export class CheckoutsController {
   /** Cancels a pending checkout with no deposit (409 otherwise); emits payment.cancelled. */
   @Post(':id/cancel')
   @HttpCode(200)
-  cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
+  cancel(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
     requireNoParameters(body);
-    return this.useCases.cancelCheckout(merchant, checkCheckoutId(id));
+    return this.useCases.cancelCheckout(merchant, checkCheckoutId(id), idempotencyKeyOf(request));
   }
 }

@@ -23,11 +23,12 @@ describe('POST /checkouts/:id/cancel body', () => {
   } as unknown as PaymentsUseCases);
   const merchant = { merchantId: 'mer_1', mode: 'test' } as never;
   const id = 'chk_0123456789abcdefghjkmnpqrs';
+  const request = { headers: {} } as never;
 
   it.each([[[]], ['cancel'], [{ reason: 'duplicate' }]])(
     'refuses %j as every route that takes no parameters does, before cancelling',
     (body) => {
-      expect(refusal(() => controller.cancel(merchant, id, body))).toEqual(
+      expect(refusal(() => controller.cancel(merchant, id, body, request))).toEqual(
         refusal(() => requireNoParameters(body)),
       );
       expect(cancelled).toEqual([]);
@@ -35,8 +36,8 @@ describe('POST /checkouts/:id/cancel body', () => {
   );
 
   it('takes no body or {}', async () => {
-    await controller.cancel(merchant, id, undefined);
-    await controller.cancel(merchant, id, {});
+    await controller.cancel(merchant, id, undefined, request);
+    await controller.cancel(merchant, id, {}, request);
     expect(cancelled).toEqual([id, id]);
   });
 });

@@ -9,7 +9,13 @@ import { CREATED_PARAMETERS, matchingParameter, oneOfParameter, parseCreatedBoun
 import type { CheckoutListFilters, PaymentListFilters } from './payments.port';
 
 export { CHECKOUT_ID, PAYMENT_ID, PAYMENT_STATUSES } from '@stablepay/payments-domain';
-export const CHECKOUT_STATUSES: readonly CheckoutStatus[] = ['pending', 'paid', 'cancelled', 'expired'];
+export const CHECKOUT_STATUSES: readonly CheckoutStatus[] = [
+  'pending',
+  'paid',
+  'cancelled',
+  'expired',
+  'failed',
+];
 
 /** GET /checkouts's query parameters (any other is refused: QueryParameters). */
 export const CHECKOUT_LIST_PARAMETERS = [

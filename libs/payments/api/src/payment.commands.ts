@@ -54,3 +54,11 @@ export interface ConfigurePaymentCommand {
   readonly chain: unknown;
   readonly token: unknown;
 }
+
+/**
+ * The operator's re-scan of a payment's deposit address (`POST /admin/merchants/:merchantId/payments/:id/deposit-rescans`):
+ * payload `DepositRescanCommand`, answer `DepositRescanAnswer[]` (@stablepay/chain-operator).
+ */
+export const PAYMENT_DEPOSIT_COMMANDS = defineCommands('payments', {
+  rescan: 'payments.deposit.rescan',
+});

@@ -100,7 +100,11 @@ export interface PaymentsUseCases extends PaymentRequestsUseCases {
     query: ListQuery,
     filters: CheckoutListFilters,
   ): Promise<ListEnvelope<CheckoutResource>>;
-  cancelCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutResource>;
+  /**
+   * With the Idempotency-Key's command id, a retry whose first attempt cancelled but lost its answer is answered
+   * the cancelled checkout (the command is found applied), not 409 `checkout_not_pending`.
+   */
+  cancelCheckout(merchant: AuthenticatedMerchant, id: string, commandId?: string): Promise<CheckoutResource>;
   retrievePayment(merchant: AuthenticatedMerchant, paymentId: string): Promise<PaymentObject>;
   listPayments(
     merchant: AuthenticatedMerchant,

@@ -1,4 +1,4 @@
-import { parseAddress } from '@stablepay/evm';
+import { parseAddress, parseChainFilter } from '@stablepay/evm';
 import {
   type CreatedBounds,
   CREATED_PARAMETERS,
@@ -55,12 +55,8 @@ export function parsePaymentListFilters(query: Readonly<Record<string, unknown>>
   const deposit = singleParameter(query, 'deposit_address');
   const depositAddress =
     deposit === undefined ? undefined : parseAddress(deposit, 'deposit_address').toLowerCase();
-  const detectedChain = matchingParameter(
-    query,
-    'detected_chain',
-    /^eip155:[1-9][0-9]{0,19}$/,
-    'a CAIP-2 chain id such as eip155:8453',
-  );
+  const chain = singleParameter(query, 'detected_chain');
+  const detectedChain = chain === undefined ? undefined : parseChainFilter(chain, 'detected_chain');
   return {
     ...parseCreatedBounds(query),
     ...(status ? { status } : {}),

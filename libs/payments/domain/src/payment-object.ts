@@ -10,6 +10,7 @@ import {
   type PaymentState,
   type PaymentStatus,
   amountPaid,
+  checkoutStatus,
   detectedAsset,
   fundingStatus,
   payerOf,
@@ -21,6 +22,11 @@ export interface PaymentTransaction {
   readonly tx_hash: string;
   readonly log_index: number;
   readonly from: string;
+  /**
+   * Ours: the tokens were minted straight to the deposit address (a bridge such as CCTP, an issuer's mint); `from` is
+   * then the minting transaction's sender, which need not be the payer (a bridge's relayer).
+   */
+  readonly minted: boolean;
   readonly amount: string;
   readonly asset: string;
   readonly token_symbol: string | null;
@@ -36,6 +42,15 @@ export interface PaymentTransaction {
   /** Ours: reached the chain's required confirmations. */
   readonly confirmed: boolean;
 }
+
+/** Ours: an amount of one token, smallest units. */
+export interface PaymentAssetAmount {
+  readonly asset: string;
+  readonly amount: string;
+}
+
+const assetAmounts = (sums: Readonly<Record<string, bigint>>): PaymentAssetAmount[] =>
+  Object.entries(sums).map(([asset, amount]) => ({ asset, amount: amount.toString() }));
 
 /** SPEC Resources > Payment object (the body of `data.object` of every payment event). */
 export interface PaymentObject {
@@ -75,7 +90,8 @@ export interface PaymentObject {
   readonly failure_reason?: string;
   readonly failure_message?: string;
   readonly recoverable_reason?: RecoverableReason;
-  readonly recovery_destination?: string;
+  /** Null while the payer is unknown (minted funds, before the deploy attests the settlement address). */
+  readonly recovery_destination?: string | null;
   readonly recoverable_amount?: string;
   /**
    * Ours, beside `recoverable_amount` (its unit): the token (CAIP-19) and chain (CAIP-2) of the funds a recover
@@ -84,6 +100,20 @@ export interface PaymentObject {
    */
   readonly recoverable_asset?: string;
   readonly recoverable_chain?: string;
+  /**
+   * Ours: when the merchant's recover asked for the deposit to be deployed for funds below the dust share (answered
+   * 202); the recover itself follows once `deploy_tx_hash` is set and the payer is final. Absent without such a
+   * request.
+   */
+  readonly recovery_requested_at?: string;
+  /**
+   * Ours: what `recover` returned to the payer and `rescue` moved out so far, per token (CAIP-19 as the outflow named
+   * it, smallest units), oldest token first; empty when none. The recoverable fields go once recovered, so without
+   * these a later transfer's inflow and its return left no trace on the payment. Absent on a stored row until its
+   * next event.
+   */
+  readonly recovered_amounts?: ReadonlyArray<PaymentAssetAmount>;
+  readonly rescued_amounts?: ReadonlyArray<PaymentAssetAmount>;
   readonly settlement_failure_reason?: SettlementFailureReason;
   /**
    * Ours (SPEC's payment fields name none; the charge's values): a fiat-settled business's payout of this payment,
@@ -144,6 +174,7 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
       tx_hash: t.txHash,
       log_index: t.logIndex,
       from: t.from,
+      minted: t.minted === true,
       amount: t.amount,
       asset: t.asset,
       token_symbol: symbolOf(t.asset),
@@ -196,12 +227,17 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
     ...(state.recoverable
       ? {
           recoverable_reason: state.recoverable.reason,
-          recovery_destination: state.recoverable.destination,
+          recovery_destination: state.recoverable.payerUnknown ? null : state.recoverable.destination,
           recoverable_amount: state.recoverable.amount.toString(),
           recoverable_asset: state.recoverable.asset,
           recoverable_chain: chainOfAsset(state, state.recoverable.asset),
         }
       : {}),
+    ...(state.dustRecoveryRequestedAt !== null
+      ? { recovery_requested_at: state.dustRecoveryRequestedAt }
+      : {}),
+    recovered_amounts: assetAmounts(state.recovered),
+    rescued_amounts: assetAmounts(state.rescued),
     ...(state.settlementFailureReason
       ? { settlement_failure_reason: state.settlementFailureReason }
       : lastSettlementDelay && lastSettlementDelay !== 'unknown'
@@ -213,7 +249,7 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
   };
 }
 
-export type CheckoutStatus = 'pending' | 'paid' | 'cancelled' | 'expired';
+export type CheckoutStatus = ReturnType<typeof checkoutStatus>;
 
 /** Ours (SPEC: "not shown"): the checkout session the merchant created; its payment carries the money facts. */
 export interface CheckoutObject {
@@ -247,11 +283,7 @@ export interface CheckoutObject {
 export function toCheckoutObject(state: PaymentState): CheckoutObject {
   const created = state.created;
   if (!created) throw new Error('toCheckoutObject: the checkout was never created');
-  const status: CheckoutStatus = state.depositConfirmed
-    ? 'paid'
-    : state.phase === 'cancelled' || state.phase === 'expired'
-      ? state.phase
-      : 'pending';
+  const status = checkoutStatus(state);
   return {
     id: created.checkoutId,
     object: 'checkout',

@@ -41,6 +41,13 @@ export interface ObservedTransfer {
    * transfer to every public deposit address. Absent on transfers recorded before the field: not listed.
    */
   readonly listed?: boolean;
+  /**
+   * The log named no sender (tokens minted straight to the deposit address: a bridge such as CCTP, an issuer's
+   * mint); `from` is then the minting transaction's sender, whom nothing makes the payer: a bridge's mint is sent by
+   * whoever relays the message. Absent on transfers recorded before the field (those minted were taken for their
+   * minter's, docs/payments.md).
+   */
+  readonly minted?: boolean;
 }
 
 /**
@@ -118,6 +125,24 @@ export type PaymentTransferRetracted = {
   };
 };
 
+/**
+ * A transfer that failed the payment (PaymentFailed.v1, deposit_lost_to_reorg) was observed again on the new fork
+ * (the same log mined in another block): listed again at its new block, unconfirmed until it has its
+ * confirmations there. It does not revive the order by itself (the merchant was told payment.failed): once confirmed
+ * it is what any funds left in the failed payment's deposit are, recoverable to the payer (docs/payments.md, Reorg),
+ * unless the recorded deploy stands on the new fork too (PaymentReinstated.v1).
+ */
+export type PaymentTransferReincluded = {
+  type: 'PaymentTransferReincluded.v1';
+  data: {
+    readonly chain: string;
+    readonly txHash: string;
+    readonly logIndex: number;
+    readonly blockNumber: string;
+    readonly observedAt: string;
+  };
+};
+
 /** Confirmed funding transfers reached the order's token amount (SPEC payment.deposit_confirmed). */
 export type PaymentDepositConfirmed = {
   type: 'PaymentDepositConfirmed.v1';
@@ -165,6 +190,11 @@ export type PaymentDeployRequested = {
     readonly asset: string;
     /** The attested payer: sender of the first funding (or, abandoned, first payment-token) transfer. */
     readonly payer: string;
+    /**
+     * `payer` sent a minting transaction of the payment's funds, so the true payer is unknown: the deploy attests
+     * the merchant's settlement address instead (docs/payments.md, The payer). Absent before the field: false.
+     */
+    readonly payerUnknown?: boolean;
     /** Forwarded (DIRECT) or escrowed (TWO_STEP); 0 for NONE. */
     readonly amount: string;
     readonly requestedAt: string;
@@ -213,12 +243,57 @@ export type PaymentDepositDeployed = {
   data: DeploymentFact;
 };
 
+/**
+ * The deposit contract recorded as deployed is not on the chain any more: a reorg took the payment's funding and its
+ * deploy with it, and the deploy did not land again on the new fork (reverted there for want of the lost funds, or
+ * dropped). The deployment and what it forwarded or escrowed are undone; the payment stays failed
+ * (deposit_lost_to_reorg) and what its deposit address holds is deployed again (NONE) and returned to the payer.
+ */
+export type PaymentDeploymentLost = {
+  type: 'PaymentDeploymentLost.v1';
+  data: { readonly deployTxHash: string; readonly chain: string; readonly at: string };
+};
+
+/**
+ * A payment a reorg failed (PaymentFailed.v1, deposit_lost_to_reorg) is paid on the canonical chain after all: the
+ * lost transfer was mined again on the new fork and has its confirmations there, the confirmed funding covers the
+ * order again, and the deposit contract its recorded DIRECT or TWO_STEP deployment made is on the new fork too (the
+ * deploy landed again after the funding). The order's amount reached the settlement address (DIRECT) or is held in
+ * escrow (TWO_STEP): the failure is undone and the payment is back in `phase`, `failure_reason` cleared. Merchants
+ * are told with the webhook of that phase (`payment.settled` / `payment.escrow_confirmed`), after `payment.failed`:
+ * the latest is authoritative (as SPEC's late `subscription_checkout.completed`).
+ */
+export type PaymentReinstated = {
+  type: 'PaymentReinstated.v1';
+  data: {
+    readonly deployTxHash: string;
+    readonly chain: string;
+    readonly phase: 'settled' | 'escrow_confirmed';
+    readonly at: string;
+  };
+};
+
+/**
+ * The merchant asked to recover an abandoned deposit's funds below the dust share of the order
+ * (`CHECKOUT_LIMITS.dustShareBasisPoints`): only now are their senders screened and the deposit deployed NONE. Dust
+ * anyone can send to a public address no longer spends the operator's screening and gas unasked.
+ */
+export type PaymentDustRecoveryRequested = {
+  type: 'PaymentDustRecoveryRequested.v1';
+  data: { readonly requestedAt: string };
+};
+
 /** Payer-owned funds sit in the deposit address (SPEC payment.recoverable). */
 export type PaymentRecoverable = {
   type: 'PaymentRecoverable.v1';
   data: {
     readonly reason: RecoverableReason;
     readonly destination: string;
+    /**
+     * Before the deploy, `destination` is the sender of minted funds (not known to be the payer): the deploy will
+     * attest the merchant's settlement address, and a notice naming it follows. Absent before the field: false.
+     */
+    readonly payerUnknown?: boolean;
     readonly asset: string;
     readonly amount: string;
     readonly at: string;
@@ -242,9 +317,19 @@ export type PaymentRecoverRequested = {
   data: { readonly asset: string; readonly destination: string; readonly requestedAt: string };
 };
 
+/** What moved funds out of a deployed deposit, one per PaymentDeposit outflow log. */
+export type OutflowKind = 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+
 /** On-chain fund movements out of the deposit address (from the PaymentDeposit logs). */
 interface Outflow {
   readonly txHash: string;
+  /** The outflow's log in the transaction (absent on facts recorded before it was kept). */
+  readonly logIndex?: number;
+  /**
+   * The block the log was seen in (absent on facts from before it was kept, and where the sighting had none): the same
+   * transaction seen in another block is the one a reorg mined again, whose logs stand for these, not beside them.
+   */
+  readonly blockHash?: string;
   readonly asset: string;
   readonly amount: string;
   readonly to: string;
@@ -257,6 +342,60 @@ export type PaymentRefunded = { type: 'PaymentRefunded.v1'; data: Outflow };
 export type PaymentReclaimed = { type: 'PaymentReclaimed.v1'; data: Outflow };
 export type PaymentRecovered = { type: 'PaymentRecovered.v1'; data: Outflow };
 export type PaymentRescued = { type: 'PaymentRescued.v1'; data: Outflow };
+
+/**
+ * A capture's, refund's or reclaim's transaction has the chain's confirmations (the deposit worker's sighting of its
+ * log, at CHAIN_CONFIRMATIONS). Our own capture and refund are recorded from the action's receipt at one confirmation,
+ * where a reorg can still take them back; merchants are told the funds left (`payment.settled` /
+ * `payment.refunded`) from these facts. `reachedConfirmationsAt` is not a change of the payment (its `updated_at`
+ * stays).
+ */
+export type PaymentCaptureConfirmed = {
+  type: 'PaymentCaptureConfirmed.v1';
+  data: { readonly txHash: string; readonly reachedConfirmationsAt: string };
+};
+export type PaymentRefundConfirmed = {
+  type: 'PaymentRefundConfirmed.v1';
+  data: { readonly txHash: string; readonly reachedConfirmationsAt: string };
+};
+export type PaymentReclaimConfirmed = {
+  type: 'PaymentReclaimConfirmed.v1';
+  data: { readonly txHash: string; readonly reachedConfirmationsAt: string };
+};
+
+/**
+ * A reorg took back the block of a capture, refund or reclaim the payment recorded (from the action's own receipt at
+ * one confirmation) before its transaction had the chain's confirmations: the escrow holds the amount again, so the
+ * payment can be captured or refunded again, and the same log mined again is recorded again. Nothing was announced
+ * (the webhook waits for the confirmations), so no webhook either. `logIndex` as the undone fact's (absent: it had
+ * none).
+ */
+export type PaymentOutflowRetracted = {
+  type: 'PaymentOutflowRetracted.v1';
+  data: {
+    readonly txHash: string;
+    readonly logIndex?: number;
+    readonly kind: 'captured' | 'refunded' | 'reclaimed';
+    readonly asset: string;
+    readonly amount: string;
+    readonly retractedAt: string;
+  };
+};
+
+/**
+ * A recover's (or rescue's) transaction has the chain's confirmations (the deposit worker's sighting of its log, at
+ * CHAIN_CONFIRMATIONS). The recover itself is recorded from the action's receipt at one confirmation, where a reorg
+ * can still take it back; merchants are told the funds left (`payment.recovered` / `payment.rescued`) from this fact.
+ * `reachedConfirmationsAt` is not a change of the payment (its `updated_at` stays).
+ */
+export type PaymentRecoveryConfirmed = {
+  type: 'PaymentRecoveryConfirmed.v1';
+  data: { readonly txHash: string; readonly reachedConfirmationsAt: string };
+};
+export type PaymentRescueConfirmed = {
+  type: 'PaymentRescueConfirmed.v1';
+  data: { readonly txHash: string; readonly reachedConfirmationsAt: string };
+};
 
 /**
  * The payer's token and chain were chosen before paying (the alternate payment-request surface's configure
@@ -277,6 +416,8 @@ export type PaymentFailed = {
     readonly reason: 'deposit_lost_to_reorg';
     readonly txHash: string;
     readonly chain: string;
+    /** The lost log (absent on facts recorded before it was kept: every log of `txHash` on `chain`). */
+    readonly logIndex?: number;
     readonly failedAt: string;
   };
 };
@@ -316,6 +457,7 @@ export type PaymentEvent =
   | PaymentTransferObserved
   | PaymentTransferConfirmed
   | PaymentTransferRetracted
+  | PaymentTransferReincluded
   | PaymentDepositConfirmed
   | PaymentPayerCleared
   | PaymentScreeningUnavailable
@@ -326,6 +468,9 @@ export type PaymentEvent =
   | PaymentSettled
   | PaymentEscrowFunded
   | PaymentDepositDeployed
+  | PaymentDeploymentLost
+  | PaymentReinstated
+  | PaymentDustRecoveryRequested
   | PaymentRecoverable
   | PaymentActionRequested
   | PaymentRecoverRequested
@@ -334,6 +479,12 @@ export type PaymentEvent =
   | PaymentReclaimed
   | PaymentRecovered
   | PaymentRescued
+  | PaymentCaptureConfirmed
+  | PaymentRefundConfirmed
+  | PaymentReclaimConfirmed
+  | PaymentOutflowRetracted
+  | PaymentRecoveryConfirmed
+  | PaymentRescueConfirmed
   | PaymentAssetSelected
   | PaymentCancelled
   | PaymentExpired
@@ -351,7 +502,8 @@ export const paymentStreamId = (paymentId: string): string => `${PAYMENT_CATEGOR
 /**
  * SPEC Events > Payment events, then ours: `payment.recovered` and `payment.rescued` (SPEC names no event for a
  * recover or rescue, whose funds leave the deposit; without them the last event a merchant saw was
- * `payment.recoverable`). Each adds `data.transfer` (docs/webhooks.md).
+ * `payment.recoverable`). Each adds `data.transfer` (docs/webhooks.md), and is sent once the transaction has the
+ * chain's confirmations (CHAIN_CONFIRMATIONS).
  */
 export const PAYMENT_WEBHOOK_TYPES = [
   'payment.deposit_confirmed',
@@ -375,13 +527,14 @@ export type PaymentWebhookType = (typeof PAYMENT_WEBHOOK_TYPES)[number];
  * Stored event type -> the webhook it produces (null: a fact merchants are not notified of). Every SPEC payment
  * event has at least one producing fact; a capture produces `payment.settled` (funds reached the settlement
  * address, the same meaning as a DIRECT settle), a reclaim produces `payment.refunded` (the escrow went back to
- * the payer).
+ * the payer); an outflow's webhook comes from its confirmation fact (CHAIN_CONFIRMATIONS), not its record.
  */
 export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, PaymentWebhookType | null>> = {
   'PaymentCreated.v1': null,
   'PaymentTransferObserved.v1': null,
   'PaymentTransferConfirmed.v1': null,
   'PaymentTransferRetracted.v1': null,
+  'PaymentTransferReincluded.v1': null,
   'PaymentDepositConfirmed.v1': 'payment.deposit_confirmed',
   'PaymentPayerCleared.v1': null,
   'PaymentScreeningUnavailable.v1': 'payment.screening_pending',
@@ -392,16 +545,28 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentSettled.v1': 'payment.settled',
   'PaymentEscrowFunded.v1': 'payment.escrow_confirmed',
   'PaymentDepositDeployed.v1': null,
+  'PaymentDeploymentLost.v1': null,
+  // payment.escrow_confirmed when it reinstates a TWO_STEP escrow (paymentWebhookType).
+  'PaymentReinstated.v1': 'payment.settled',
+  'PaymentDustRecoveryRequested.v1': null,
   'PaymentRecoverable.v1': 'payment.recoverable',
   'PaymentCaptureRequested.v1': null,
   'PaymentRefundRequested.v1': null,
   'PaymentRescueRequested.v1': null,
   'PaymentRecoverRequested.v1': null,
-  'PaymentCaptured.v1': 'payment.settled',
-  'PaymentRefunded.v1': 'payment.refunded',
-  'PaymentReclaimed.v1': 'payment.refunded',
-  'PaymentRecovered.v1': 'payment.recovered',
-  'PaymentRescued.v1': 'payment.rescued',
+  // Every outflow is announced once its transaction has the chain's confirmations, not at the one confirmation our
+  // own action records it at (a reorg can still take it back there).
+  'PaymentCaptured.v1': null,
+  'PaymentRefunded.v1': null,
+  'PaymentReclaimed.v1': null,
+  'PaymentRecovered.v1': null,
+  'PaymentRescued.v1': null,
+  'PaymentCaptureConfirmed.v1': 'payment.settled',
+  'PaymentRefundConfirmed.v1': 'payment.refunded',
+  'PaymentReclaimConfirmed.v1': 'payment.refunded',
+  'PaymentOutflowRetracted.v1': null,
+  'PaymentRecoveryConfirmed.v1': 'payment.recovered',
+  'PaymentRescueConfirmed.v1': 'payment.rescued',
   'PaymentAssetSelected.v1': null,
   'PaymentCancelled.v1': 'payment.cancelled',
   'PaymentExpired.v1': 'payment.expired',
@@ -412,5 +577,8 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentSettlementCompleted.v1': null,
 };
 
+/** The webhook a fact produces: PAYMENT_WEBHOOK_BY_EVENT, but a reinstatement says the phase it restored. */
 export const paymentWebhookType = (event: PaymentEvent): PaymentWebhookType | null =>
-  PAYMENT_WEBHOOK_BY_EVENT[event.type];
+  event.type === 'PaymentReinstated.v1' && event.data.phase === 'escrow_confirmed'
+    ? 'payment.escrow_confirmed'
+    : PAYMENT_WEBHOOK_BY_EVENT[event.type];

@@ -14,9 +14,12 @@ import type {
   DeployHoldReason,
   NonFundingReason,
   ObservedTransfer,
+  OutflowKind,
+  PaymentCaptured,
   PaymentCreated,
   PaymentEvent,
   PaymentMethod,
+  PaymentOutflowRetracted,
   RecoverableReason,
   SettlementFailureReason,
   SettlementReportKind,
@@ -44,6 +47,7 @@ import {
  *           --(deployed, TWO_STEP)--> escrow_confirmed --capture--> settled | --refund/reclaim--> refunded
  *   pending --cancel--> cancelled;  pending --expires_at--> expired (--funds--> recoverable (abandoned))
  *   any paid state --confirmed funding lost to a reorg--> failed (deposit_lost_to_reorg)
+ *           --(lost funding confirmed again and the recorded deploy found on the new fork)--> settled | escrow_confirmed
  *   settled (fiat) --settlement_failed--> failed;   any --sanctions match--> flagged (final)
  *
  * A fiat-settled merchant's payment, once settled (DIRECT deployed, or TWO_STEP captured to the end), opens its fiat
@@ -86,6 +90,13 @@ export interface PaymentState {
   readonly sanctionedSenders: readonly string[];
   readonly deployRequested: boolean;
   /**
+   * When the merchant asked to recover funds below the dust share (PaymentDustRecoveryRequested): deploy them. Null
+   * before (or without) such a request.
+   */
+  readonly dustRecoveryRequestedAt: string | null;
+  /** The method of the last PaymentDeployRequested.v1 (the one the deposit flow deploys); null before any. */
+  readonly deployMethod: PaymentMethod | 'NONE' | null;
+  /**
    * The token the deposit contract is bound to (the asset of PaymentDeployRequested.v1); null before. The contract
    * takes one token at deployment, for good: recover returns only it, rescue moves only the others.
    */
@@ -97,6 +108,8 @@ export interface PaymentState {
     readonly chain: string;
     readonly payer: string;
     readonly payerFinalAt: string;
+    /** What the deploy did: DIRECT forwarded the order, TWO_STEP escrowed it, NONE moved nothing. */
+    readonly method: PaymentMethod | 'NONE';
   } | null;
   readonly authorizationExpiry: string | null;
   readonly escrowFunded: bigint;
@@ -105,15 +118,54 @@ export interface PaymentState {
   readonly refunded: bigint;
   /** Outflows by asset: forwarded, captured, refunded, reclaimed, recovered, rescued. */
   readonly outflows: Readonly<Record<string, bigint>>;
+  /**
+   * What recover returned to the payer and rescue moved out, by asset (also in `outflows`): the payments CSV shows
+   * them, so a deposit's history reconciles after its recoverable notice is gone.
+   */
+  readonly recovered: Readonly<Record<string, bigint>>;
+  readonly rescued: Readonly<Record<string, bigint>>;
   readonly outflowTxs: readonly string[];
+  /**
+   * The outflows recorded, one key per log (`<tx>#<logIndex>`), or per transaction (`<tx>`) for the deploy's forward
+   * and for facts recorded before the log index was kept: one transaction may move funds out more than once (a
+   * capture and a refund batched by the merchant's wallet), and each log is its own fact.
+   */
+  readonly outflowLogs: readonly string[];
+  /**
+   * Outflows recorded (captures, refunds, reclaims, recovers, rescues) whose transaction has not been seen with the
+   * chain's confirmations yet, by transaction (one entry per outflow of it): their webhooks wait for `ConfirmOutflow`.
+   */
+  readonly outflowsAwaitingConfirmations: Readonly<Record<string, readonly OutflowKind[]>>;
+  /**
+   * Captures, refunds and reclaims recorded and not confirmed yet, by outflow key (as `outflowLogs`): what a reorg
+   * before the confirmations undoes (`RetractOutflow`).
+   */
+  readonly unconfirmedEscrowMoves: Readonly<Record<string, EscrowMove>>;
+  /**
+   * The outflows recorded with the block their log was seen in, by outflow key (as `outflowLogs`): a log of the same
+   * transaction seen in another block is that transaction mined again, after a reorg, at another log index.
+   */
+  readonly outflowSightings: Readonly<Record<string, OutflowSighting>>;
+  /** The outflow keys a reorg undid (PaymentOutflowRetracted), once per undo: the same log mined again counts again. */
+  readonly undoneOutflowLogs: readonly string[];
   /** The last payer-owned surplus announced (payment.recoverable); null when none is outstanding. */
   readonly recoverable: {
     readonly reason: RecoverableReason;
     readonly destination: string;
+    readonly payerUnknown: boolean;
     readonly asset: string;
     readonly amount: bigint;
   } | null;
   readonly failure: { readonly reason: string; readonly message: string } | null;
+  /**
+   * The transfer whose loss to a reorg failed the payment (PaymentFailed.v1; `logIndex` null on facts from before it
+   * was kept). It stays listed, unconfirmed (out of the held balance) until the new fork has it confirmed again.
+   */
+  readonly lostTransfer: {
+    readonly chain: string;
+    readonly txHash: string;
+    readonly logIndex: number | null;
+  } | null;
   readonly settlementDelayReasons: readonly string[];
   readonly settlementFailureReason: SettlementFailureReason | null;
   /** Fiat-settled merchants: the payout of the settled payment (null: crypto-settled, or not settled yet). */
@@ -134,6 +186,8 @@ export const initialPaymentState = (): PaymentState => ({
   flagged: false,
   sanctionedSenders: [],
   deployRequested: false,
+  dustRecoveryRequestedAt: null,
+  deployMethod: null,
   deployAsset: null,
   deployHold: null,
   deployment: null,
@@ -143,9 +197,17 @@ export const initialPaymentState = (): PaymentState => ({
   captured: 0n,
   refunded: 0n,
   outflows: {},
+  recovered: {},
+  rescued: {},
   outflowTxs: [],
+  outflowLogs: [],
+  outflowsAwaitingConfirmations: {},
+  unconfirmedEscrowMoves: {},
+  outflowSightings: {},
+  undoneOutflowLogs: [],
   recoverable: null,
   failure: null,
+  lostTransfer: null,
   settlementDelayReasons: [],
   settlementFailureReason: null,
   settlement: null,
@@ -168,6 +230,66 @@ const sum = (values: Iterable<bigint>): bigint => {
 /** A transfer from a sender held as sanctioned: it funds nothing and is never the payer's. */
 export const fromSanctioned = (state: PaymentState, t: TransferState): boolean =>
   state.sanctionedSenders.includes(t.from.toLowerCase());
+
+/**
+ * The payment failed because a reorg took a confirmed transfer paying the order (SPEC deposit_lost_to_reorg), not
+ * because its fiat settlement failed. Its order is over, but what its deposit address holds (the rest of a payment
+ * paid in parts, the lost transfer mined again on the new fork, anything sent later) is the payer's, returned as an
+ * abandoned deposit's funds are.
+ */
+export const lostToReorg = (state: PaymentState): boolean =>
+  state.phase === 'failed' && state.lostTransfer !== null;
+
+/**
+ * The recorded deployment of a payment a reorg failed, which the deposit flow checks is still on the chain (the
+ * reorg took the funding, and the deploy mined after it with it): null when there is none to check. Only a
+ * deployment nothing moved out of since: a capture, refund, recover or rescue recorded after it is an outflow undone
+ * as well, which the aggregate does not model (the operator is paged for those, docs/payment-deposits.md step 9).
+ */
+export function deploymentToVerify(state: PaymentState): { txHash: string; chain: string } | null {
+  const deployment = state.deployment;
+  if (!lostToReorg(state) || !deployment) return null;
+  if (state.outflowTxs.some((tx) => tx !== deployment.txHash)) return null;
+  return { txHash: deployment.txHash, chain: deployment.chain };
+}
+
+/**
+ * A payment a reorg failed that the canonical chain shows paid after all (PaymentReinstated.v1), once the deposit
+ * flow found its recorded deployment still there (RecordDeploymentFound): the deployment is a DIRECT or TWO_STEP one
+ * nothing moved out of since (`deploymentToVerify`), and the lost transfer is back with its confirmations and the
+ * confirmed funding covers the order again. Null otherwise: the payment stays failed, and what its deposit holds
+ * goes back to the payer.
+ */
+export function reinstatement(
+  state: PaymentState,
+): { deployTxHash: string; chain: string; phase: 'settled' | 'escrow_confirmed' } | null {
+  const recorded = deploymentToVerify(state);
+  const method = state.deployment?.method;
+  if (!recorded || (method !== 'DIRECT' && method !== 'TWO_STEP')) return null;
+  const lost = state.transfers.filter((t) => isLostTransfer(state, t));
+  if (lost.length === 0 || lost.some((t) => !t.confirmed)) return null;
+  const detected = detectedAsset(state);
+  if (!detected || confirmedFunding(state) < BigInt(detected.tokenAmount)) return null;
+  return {
+    deployTxHash: recorded.txHash,
+    chain: recorded.chain,
+    phase: method === 'DIRECT' ? 'settled' : 'escrow_confirmed',
+  };
+}
+
+/** Whether `t` is the transfer whose loss failed the payment. */
+const isLostTransfer = (
+  state: PaymentState,
+  t: { chain: string; txHash: string; logIndex: number },
+): boolean => {
+  const lost = state.lostTransfer;
+  return (
+    lost !== null &&
+    lost.chain === t.chain &&
+    lost.txHash.toLowerCase() === t.txHash.toLowerCase() &&
+    (lost.logIndex === null || lost.logIndex === t.logIndex)
+  );
+};
 
 /**
  * Transfers classified funding at observation (an accepted token in time, before any token paid the order), from no
@@ -255,13 +377,31 @@ export const dustThreshold = (tokenAmount: bigint): bigint => {
 };
 
 /**
- * Funds paying the order arrived: `amount_paid` (the paying token's funding, confirmed or not, no held sanctioned
- * sender's, no other token's, no straggler or duplicate) reaches the dust threshold. What blocks cancel and configure:
- * the recorded "funding at observation" flag also held one unit anyone sent to the public address.
+ * Funding at or above the dust threshold in an accepted token other than `asset` (no held sanctioned sender's): what
+ * configure refuses to leave behind. Held to `asset`, the deposit is deployed bound to it and funds already paid in
+ * another token could only be moved by the merchant's rescue, never returned to their payer by recover. The token
+ * that holds the funding can still be chosen: a griefer's share of the order blocks a change of token only (and
+ * the cancel not at all), not the configure call the payer's own token needs.
  */
-export function orderFundingArrived(state: PaymentState): boolean {
+function fundingOutside(state: PaymentState, asset: string): AcceptedAsset | null {
+  const accepted = state.created?.acceptedAssets ?? [];
+  const funded = (a: AcceptedAsset) =>
+    sum(
+      state.transfers
+        .filter((t) => t.asset === a.asset && t.isFunding && !fromSanctioned(state, t))
+        .map((t) => BigInt(t.amount)),
+    );
+  return accepted.find((a) => a.asset !== asset && funded(a) >= dustThreshold(BigInt(a.tokenAmount))) ?? null;
+}
+
+/**
+ * The order is paid in full: the paying token's funding (confirmed or not) reaches its token amount. What blocks the
+ * merchant's cancel: a part of it does not (SPEC: a pending checkout can be cancelled; the part is returned to its
+ * payer as any funds left in a cancelled checkout are), so a griefer's share of the order blocks nothing.
+ */
+export function orderPaidInFull(state: PaymentState): boolean {
   const detected = detectedAsset(state);
-  return detected !== null && amountPaid(state) >= dustThreshold(BigInt(detected.tokenAmount));
+  return detected !== null && amountPaid(state) >= BigInt(detected.tokenAmount);
 }
 
 const confirmedFunding = (state: PaymentState): bigint =>
@@ -297,6 +437,22 @@ export function payerOf(state: PaymentState): string | null {
   if (funding.length > 0) return largestSender(funding);
   const asset = paymentAsset(state);
   return largestSender(state.transfers.filter((t) => t.asset === asset && !fromSanctioned(state, t)));
+}
+
+/**
+ * Whether the payer `payerOf` names before the deploy is not known to be one: that address sent a transaction that
+ * minted funds straight to the deposit address. A bridge's mint (CCTP's `receiveMessage`, open to anyone unless the
+ * burn named a `destinationCaller`) is sent by whoever relays the message, a front-runner who copied the
+ * attestation included, and an issuer's mint by the issuer; the depositor is not on this chain's transfer. Such a
+ * payment's deploy attests the merchant's settlement address, so a refund, reclaim or recover never pays the
+ * relayer (docs/payments.md, The payer). Once deployed, the attested payer is known.
+ */
+export function payerUnknown(state: PaymentState): boolean {
+  if (state.deployment) return false;
+  const payer = payerOf(state)?.toLowerCase();
+  return (
+    payer !== undefined && state.transfers.some((t) => t.minted === true && t.from.toLowerCase() === payer)
+  );
 }
 
 /**
@@ -353,17 +509,58 @@ export function payerSurplus(
   state: PaymentState,
 ): { asset: string; amount: bigint; reason: RecoverableReason } | null {
   const asset = paymentAsset(state);
-  if (!asset || state.flagged || state.phase === 'failed') return null;
-  const abandoned = state.phase === 'expired' || state.phase === 'cancelled';
+  if (!asset || state.flagged || (state.phase === 'failed' && !lostToReorg(state))) return null;
+  const abandoned = isAbandoned(state);
   if (!abandoned && !state.deployment) return null;
   const amount = heldBalance(state, asset) - escrowRemaining(state) - sanctionedBalance(state, asset);
   if (amount <= 0n) return null;
   return { asset, amount, reason: abandoned ? 'abandoned' : 'over_deposit' };
 }
 
+/**
+ * The order is over and whatever the deposit holds is its payer's: expired, cancelled, or failed by a reorg that
+ * took the transfer paying it (funds there are returned to the payer; the payment stays failed).
+ */
+const isAbandoned = (state: PaymentState): boolean =>
+  state.phase === 'expired' || state.phase === 'cancelled' || lostToReorg(state);
+
+/** The checkout's status (SPEC lists checkouts apart from payments): paid once a deposit paying it confirmed. */
+export function checkoutStatus(state: PaymentState): 'pending' | 'paid' | 'cancelled' | 'expired' | 'failed' {
+  // The deposit that paid it is not on the chain any more: not paid (a reinstatement makes it paid again). A fiat
+  // settlement failure stays `paid`: the customer paid; the merchant's payout failed (on the payment).
+  if (lostToReorg(state)) return 'failed';
+  if (state.depositConfirmed) return 'paid';
+  return state.phase === 'cancelled' || state.phase === 'expired' ? state.phase : 'pending';
+}
+
+/**
+ * An abandoned deposit's surplus below the dust share of the order, not asked for yet: announced, but neither
+ * screened nor deployed until the merchant asks to recover it (RequestRecover). One unit anyone sends to a known
+ * deposit address cost the operator a screening per sender and a NONE deployment. The share is taken in the payment
+ * token when the checkout accepted it (its token amount is known); a token it did not accept has no amount to take a
+ * share of, and is deployed as before.
+ */
+export function dustAwaitingMerchant(state: PaymentState): boolean {
+  if (state.dustRecoveryRequestedAt !== null || state.deployment || !isAbandoned(state)) return false;
+  if (state.deployRequested && state.deployMethod === 'NONE') return false;
+  const surplus = payerSurplus(state);
+  if (!surplus) return false;
+  const accepted = state.created?.acceptedAssets.find((a) => a.asset === surplus.asset);
+  return accepted !== undefined && surplus.amount < dustThreshold(BigInt(accepted.tokenAmount));
+}
+
+/**
+ * The merchant's recover asked for the deposit of dust (PaymentDustRecoveryRequested) and it is not deployed yet: a
+ * recover now is the same request again (202, nothing recorded); once deployed, recover runs as for any deposit.
+ */
+export function dustRecoveryPending(state: PaymentState): boolean {
+  return state.dustRecoveryRequestedAt !== null && !state.deployment;
+}
+
 export function paymentStatus(state: PaymentState): PaymentStatus {
   if (state.flagged) return 'flagged';
-  if (state.phase === 'failed') return 'failed';
+  // A payment failed by a reorg shows recoverable while funds wait in its deposit, then failed again (as expired).
+  if (state.phase === 'failed' && !(lostToReorg(state) && state.recoverable)) return 'failed';
   if (state.screeningPending) return 'screening_pending';
   // A TWO_STEP escrow stays capturable: its surplus is announced but the status keeps saying escrow_confirmed.
   if (state.recoverable && state.phase !== 'escrow_confirmed') return 'recoverable';
@@ -392,11 +589,13 @@ export function addressesToScreen(state: PaymentState): string[] {
     );
   if (state.deployRequested) return [];
   const asset = paymentAsset(state);
-  const due = state.depositConfirmed || (payerSurplus(state)?.amount ?? 0n) > 0n;
+  const surplusDue = (payerSurplus(state)?.amount ?? 0n) > 0n && !dustAwaitingMerchant(state);
+  const due = (state.depositConfirmed && !lostToReorg(state)) || surplusDue;
   if (!due || !asset) return [];
+  // A reorg-failed payment's payer may have sent the lost transfer (unconfirmed now): its NONE deploy attests it.
   return unscreened(
     state,
-    state.transfers.filter((t) => t.confirmed && t.asset === asset),
+    state.transfers.filter((t) => (t.confirmed || isLostTransfer(state, t)) && t.asset === asset),
   );
 }
 
@@ -427,12 +626,219 @@ const isDue = (state: PaymentState, at: Date): boolean =>
 // ---------------------------------------------------------------------------------------------------------------
 // evolve
 
-function addOutflow(state: PaymentState, asset: string, amount: bigint, tx: string): PaymentState {
+const outflowKey = (tx: string, logIndex: number | undefined): string =>
+  logIndex === undefined ? tx : `${tx}#${logIndex}`;
+
+/** Whether this log (or, with no log index, any log of the transaction) is recorded already. */
+function outflowRecorded(state: PaymentState, tx: string, logIndex: number | undefined): boolean {
+  const key = outflowKey(tx, logIndex);
+  return state.outflowLogs.some(
+    (k) => k === tx || k === key || (logIndex === undefined && k.startsWith(`${tx}#`)),
+  );
+}
+
+function addOutflow(
+  state: PaymentState,
+  asset: string,
+  amount: bigint,
+  tx: string,
+  logIndex?: number,
+): PaymentState {
   return {
     ...state,
     outflows: { ...state.outflows, [asset]: (state.outflows[asset] ?? 0n) + amount },
     outflowTxs: [...state.outflowTxs, tx],
+    outflowLogs: [...state.outflowLogs, outflowKey(tx, logIndex)],
   };
+}
+
+interface OutflowSighting {
+  readonly kind: OutflowKind;
+  readonly asset: string;
+  readonly amount: bigint;
+  readonly blockHash: string;
+}
+
+const addOutflowOf = (
+  state: PaymentState,
+  d: {
+    readonly asset: string;
+    readonly amount: string;
+    readonly txHash: string;
+    readonly logIndex?: number;
+    readonly blockHash?: string;
+  },
+  kind: OutflowKind,
+): PaymentState => {
+  const s = addOutflow(state, d.asset, BigInt(d.amount), d.txHash, d.logIndex);
+  if (d.logIndex === undefined || d.blockHash === undefined) return s;
+  const sighting: OutflowSighting = {
+    kind,
+    asset: d.asset,
+    amount: BigInt(d.amount),
+    blockHash: d.blockHash,
+  };
+  return { ...s, outflowSightings: { ...s.outflowSightings, [outflowKey(d.txHash, d.logIndex)]: sighting } };
+};
+
+const addTo = (
+  sums: Readonly<Record<string, bigint>>,
+  d: { readonly asset: string; readonly amount: string },
+): Readonly<Record<string, bigint>> => ({ ...sums, [d.asset]: (sums[d.asset] ?? 0n) + BigInt(d.amount) });
+
+const awaitConfirmations = (state: PaymentState, tx: string, kind: OutflowKind): PaymentState => ({
+  ...state,
+  outflowsAwaitingConfirmations: {
+    ...state.outflowsAwaitingConfirmations,
+    [tx]: [...(state.outflowsAwaitingConfirmations[tx] ?? []), kind],
+  },
+});
+
+interface EscrowMove {
+  readonly kind: 'captured' | 'refunded' | 'reclaimed';
+  readonly asset: string;
+  readonly amount: bigint;
+}
+
+/** A capture, refund or reclaim recorded: it waits for its confirmations, and a reorg before them undoes it. */
+function addEscrowMove(
+  state: PaymentState,
+  kind: EscrowMove['kind'],
+  d: PaymentCaptured['data'],
+): PaymentState {
+  const s = awaitConfirmations(addOutflowOf(state, d, kind), d.txHash, kind);
+  const move: EscrowMove = { kind, asset: d.asset, amount: BigInt(d.amount) };
+  const moves = { ...s.unconfirmedEscrowMoves, [outflowKey(d.txHash, d.logIndex)]: move };
+  const amount = BigInt(d.amount);
+  const moved = kind === 'captured' ? { captured: s.captured + amount } : { refunded: s.refunded + amount };
+  return afterEscrowMoved({ ...s, ...moved, unconfirmedEscrowMoves: moves });
+}
+
+/** How many times a reorg undid this outflow log (its record after the n-th undo is a new fact). */
+export function timesOutflowUndone(state: PaymentState, tx: string, logIndex: number | undefined): number {
+  const key = outflowKey(tx, logIndex);
+  return state.undoneOutflowLogs.filter((k) => k === key).length;
+}
+
+/** The unconfirmed escrow move of this log (or, for a fact without a log index, of the transaction). */
+function unconfirmedEscrowMove(
+  state: PaymentState,
+  tx: string,
+  logIndex: number | undefined,
+): { readonly key: string; readonly move: EscrowMove } | null {
+  for (const key of [outflowKey(tx, logIndex), tx]) {
+    const move = state.unconfirmedEscrowMoves[key];
+    if (move) return { key, move };
+  }
+  return null;
+}
+
+/** An outflow log being recorded, as the checks for one mined again read it. */
+type OutflowLogRecord = Extract<PaymentCommand, { readonly type: 'RecordOutflow' }>;
+
+/**
+ * The unconfirmed escrow move of this transaction at another log index that `record` is, mined again: same kind,
+ * asset and amount. A second log of one transaction (a batch) recorded from the same receipt has its own key already.
+ */
+function remintedEscrowMove(
+  state: PaymentState,
+  record: OutflowLogRecord,
+): { readonly logIndex: number; readonly move: EscrowMove } | null {
+  if (record.logIndex === undefined) return null;
+  for (const [key, move] of Object.entries(state.unconfirmedEscrowMoves)) {
+    if (!key.startsWith(`${record.txHash}#`)) continue;
+    // Seen in the same block: another log of a batch, not the move mined again.
+    if (record.blockHash !== undefined && state.outflowSightings[key]?.blockHash === record.blockHash)
+      continue;
+    if (move.kind !== record.kind || move.asset !== record.asset || move.amount !== BigInt(record.amount))
+      continue;
+    return { logIndex: Number(key.slice(record.txHash.length + 1)), move };
+  }
+  return null;
+}
+
+/**
+ * Whether `record`, a recover or rescue log, is one of this transaction recorded at another log index and awaiting its
+ * confirmations: the same outflow mined again in another block (our own action records every log of its receipt).
+ */
+function remintedUndoneNever(
+  state: PaymentState,
+  record: { readonly kind: OutflowKind; readonly txHash: string; readonly logIndex?: number },
+): boolean {
+  if (record.logIndex === undefined || (record.kind !== 'recovered' && record.kind !== 'rescued'))
+    return false;
+  if (!(state.outflowsAwaitingConfirmations[record.txHash] ?? []).includes(record.kind)) return false;
+  return state.outflowLogs.some((k) => k.startsWith(`${record.txHash}#`));
+}
+
+/**
+ * Whether `record` is an outflow already recorded from another block, mined again at another log index: a transaction
+ * is in one block of the chain, so its logs seen in block B stand for those recorded from a block B' a reorg took back
+ * (matched by kind, asset and amount), however deep the reorg and whether or not they were confirmed. Two logs of one
+ * block (a batch) are two outflows. A fact or sighting without its block (from before it was kept) matches nothing.
+ */
+function minedAgainElsewhere(state: PaymentState, record: OutflowLogRecord): boolean {
+  if (record.logIndex === undefined || record.blockHash === undefined) return false;
+  const amount = BigInt(record.amount);
+  return Object.entries(state.outflowSightings).some(
+    ([key, seen]) =>
+      key.startsWith(`${record.txHash}#`) &&
+      seen.blockHash !== record.blockHash &&
+      seen.kind === record.kind &&
+      seen.asset === record.asset &&
+      seen.amount === amount,
+  );
+}
+
+const withoutOne = <T>(list: readonly T[], item: T): T[] => {
+  const at = list.indexOf(item);
+  return at < 0 ? [...list] : [...list.slice(0, at), ...list.slice(at + 1)];
+};
+
+const withoutKey = <T>(record: Readonly<Record<string, T>>, key: string): Record<string, T> => {
+  const { [key]: _dropped, ...rest } = record;
+  return rest;
+};
+
+/** An escrow move a reorg took back before its confirmations: the escrow holds it again. */
+function undoEscrowMove(state: PaymentState, event: PaymentOutflowRetracted): PaymentState {
+  const { txHash, logIndex, kind, asset } = event.data;
+  const amount = BigInt(event.data.amount);
+  const key = unconfirmedEscrowMove(state, txHash, logIndex)?.key ?? outflowKey(txHash, logIndex);
+  const { [key]: _undone, ...moves } = state.unconfirmedEscrowMoves;
+  const { [txHash]: waiting = [], ...awaiting } = state.outflowsAwaitingConfirmations;
+  const left = withoutOne(waiting, kind);
+  const s: PaymentState = {
+    ...state,
+    outflows: { ...state.outflows, [asset]: (state.outflows[asset] ?? 0n) - amount },
+    outflowTxs: withoutOne(state.outflowTxs, txHash),
+    outflowLogs: withoutOne(state.outflowLogs, key),
+    outflowsAwaitingConfirmations: left.length > 0 ? { ...awaiting, [txHash]: left } : awaiting,
+    unconfirmedEscrowMoves: moves,
+    outflowSightings: withoutKey(state.outflowSightings, key),
+    undoneOutflowLogs: [...state.undoneOutflowLogs, key],
+    captured: kind === 'captured' ? state.captured - amount : state.captured,
+    refunded: kind === 'captured' ? state.refunded : state.refunded - amount,
+  };
+  // Drained by this move (afterEscrowMoved): capturable and refundable again. The fiat settlement it opened (nothing
+  // reported on it: RetractOutflow) is dropped: the next drain opens one from its own time (SPEC deadlines).
+  const drained = s.phase === 'settled' || s.phase === 'refunded';
+  return drained && escrowRemaining(s) > 0n ? { ...s, phase: 'escrow_confirmed', settlement: null } : s;
+}
+
+/** A fiat settlement the provider reported on, or over: past what an undone escrow move may take back. */
+const settlementUnderway = (state: PaymentState): boolean =>
+  state.settlement !== null &&
+  (state.settlement.provider.reportIds.length > 0 || !isSettlementOpen(state.settlement));
+
+/** A capture, refund or reclaim of `tx` confirmed: one of its unconfirmed moves of that kind is no longer undoable. */
+function escrowMoveConfirmed(state: PaymentState, tx: string, kind: OutflowKind): PaymentState {
+  const key = Object.keys(state.unconfirmedEscrowMoves).find(
+    (k) => (k === tx || k.startsWith(`${tx}#`)) && state.unconfirmedEscrowMoves[k]?.kind === kind,
+  );
+  if (key === undefined) return state;
+  const { [key]: _confirmed, ...moves } = state.unconfirmedEscrowMoves;
+  return { ...state, unconfirmedEscrowMoves: moves };
 }
 
 function afterEscrowMoved(state: PaymentState): PaymentState {
@@ -511,7 +917,18 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
     }
     case 'PaymentTransferRetracted.v1': {
       const match = sameTransfer(event.data);
+      // The transfer that failed the payment, re-included and then taken again: listed still, out of the balance.
+      if (isLostTransfer(state, event.data)) return unconfirm(state, match);
       return { ...state, transfers: state.transfers.filter((t) => !match(t)) };
+    }
+    case 'PaymentTransferReincluded.v1': {
+      const match = sameTransfer(event.data);
+      return {
+        ...state,
+        transfers: state.transfers.map((t) =>
+          match(t) ? { ...t, blockNumber: event.data.blockNumber, confirmed: false } : t,
+        ),
+      };
     }
     case 'PaymentDepositConfirmed.v1':
       return { ...state, depositConfirmed: true, depositAsset: event.data.asset };
@@ -537,34 +954,59 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       return payerSurplus(next) ? next : { ...next, recoverable: null };
     }
     case 'PaymentDeployRequested.v1':
-      return { ...state, deployRequested: true, deployAsset: state.deployAsset ?? event.data.asset };
+      return {
+        ...state,
+        deployRequested: true,
+        deployMethod: event.data.method,
+        deployAsset: state.deployAsset ?? event.data.asset,
+      };
     case 'PaymentDeployHeld.v1':
       return { ...state, deployHold: { chain: event.data.chain, reason: event.data.reason } };
     case 'PaymentSettled.v1': {
       const amount = BigInt(event.data.amount);
-      const deployed = withDeployment(state, event.data);
+      const deployed = withDeployment(state, event.data, 'DIRECT');
       const asset = paymentAsset(state) ?? '';
       return {
-        ...addOutflow(deployed, asset, amount, event.data.deployTxHash),
+        ...failureUndone(addOutflow(deployed, asset, amount, event.data.deployTxHash)),
         phase: 'settled',
         forwarded: amount,
       };
     }
     case 'PaymentEscrowFunded.v1':
       return {
-        ...withDeployment(state, event.data),
+        ...failureUndone(withDeployment(state, event.data, 'TWO_STEP')),
         phase: 'escrow_confirmed',
         escrowFunded: BigInt(event.data.amount),
         authorizationExpiry: event.data.authorizationExpiry,
       };
     case 'PaymentDepositDeployed.v1':
-      return withDeployment(state, event.data);
+      return withDeployment(state, event.data, 'NONE');
+    case 'PaymentReinstated.v1':
+      return { ...failureUndone(state), phase: event.data.phase };
+    case 'PaymentDustRecoveryRequested.v1':
+      return { ...state, dustRecoveryRequestedAt: event.data.requestedAt };
+    case 'PaymentDeploymentLost.v1': {
+      const deployment = state.deployment;
+      if (!deployment || deployment.txHash !== event.data.deployTxHash) return state;
+      const asset = paymentAsset(state) ?? '';
+      return {
+        ...state,
+        deployment: null,
+        authorizationExpiry: null,
+        escrowFunded: 0n,
+        forwarded: 0n,
+        outflows: { ...state.outflows, [asset]: (state.outflows[asset] ?? 0n) - state.forwarded },
+        outflowTxs: state.outflowTxs.filter((tx) => tx !== deployment.txHash),
+        outflowLogs: state.outflowLogs.filter((k) => k !== deployment.txHash),
+      };
+    }
     case 'PaymentRecoverable.v1':
       return {
         ...state,
         recoverable: {
           reason: event.data.reason,
           destination: event.data.destination,
+          payerUnknown: event.data.payerUnknown === true,
           asset: event.data.asset,
           amount: BigInt(event.data.amount),
         },
@@ -574,30 +1016,60 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
     case 'PaymentRescueRequested.v1':
     case 'PaymentRecoverRequested.v1':
       return state;
-    case 'PaymentCaptured.v1': {
-      const s = addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
-      return afterEscrowMoved({ ...s, captured: s.captured + BigInt(event.data.amount) });
-    }
+    case 'PaymentCaptured.v1':
+      return addEscrowMove(state, 'captured', event.data);
     case 'PaymentRefunded.v1':
-    case 'PaymentReclaimed.v1': {
-      const s = addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
-      return afterEscrowMoved({ ...s, refunded: s.refunded + BigInt(event.data.amount) });
-    }
+      return addEscrowMove(state, 'refunded', event.data);
+    case 'PaymentReclaimed.v1':
+      return addEscrowMove(state, 'reclaimed', event.data);
+    case 'PaymentOutflowRetracted.v1':
+      return undoEscrowMove(state, event);
     case 'PaymentRecovered.v1': {
-      const s = addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
-      return { ...s, recoverable: null };
+      const s = addOutflowOf(state, event.data, 'recovered');
+      return {
+        ...awaitConfirmations(s, event.data.txHash, 'recovered'),
+        recoverable: null,
+        recovered: addTo(state.recovered, event.data),
+      };
     }
-    case 'PaymentRescued.v1':
-      return addOutflow(state, event.data.asset, BigInt(event.data.amount), event.data.txHash);
+    case 'PaymentRescued.v1': {
+      const s = addOutflowOf(state, event.data, 'rescued');
+      return {
+        ...awaitConfirmations(s, event.data.txHash, 'rescued'),
+        rescued: addTo(state.rescued, event.data),
+      };
+    }
+    case 'PaymentCaptureConfirmed.v1':
+    case 'PaymentRefundConfirmed.v1':
+    case 'PaymentReclaimConfirmed.v1':
+    case 'PaymentRecoveryConfirmed.v1':
+    case 'PaymentRescueConfirmed.v1': {
+      // One outflow of the transaction confirmed: the kind its fact names (another outflow of it may still wait).
+      const { [event.data.txHash]: waiting = [], ...rest } = state.outflowsAwaitingConfirmations;
+      const kind = CONFIRMED_KIND[event.type];
+      const at = waiting.indexOf(kind);
+      const left = at < 0 ? [] : [...waiting.slice(0, at), ...waiting.slice(at + 1)];
+      return {
+        ...escrowMoveConfirmed(state, event.data.txHash, kind),
+        outflowsAwaitingConfirmations: left.length > 0 ? { ...rest, [event.data.txHash]: left } : rest,
+      };
+    }
     case 'PaymentAssetSelected.v1':
       return { ...state, selectedAsset: event.data.asset };
     case 'PaymentCancelled.v1':
       return { ...state, phase: 'cancelled' };
     case 'PaymentExpired.v1':
       return { ...state, phase: 'expired' };
-    case 'PaymentFailed.v1':
+    case 'PaymentFailed.v1': {
+      const lostTransfer = {
+        chain: event.data.chain,
+        txHash: event.data.txHash,
+        logIndex: event.data.logIndex ?? null,
+      };
+      // The chain no longer holds it: listed (what failed the payment), out of the held balance.
+      const next = { ...state, lostTransfer };
       return {
-        ...state,
+        ...unconfirm(next, (t) => isLostTransfer(next, t)),
         phase: 'failed',
         recoverable: null,
         failure: {
@@ -605,6 +1077,7 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
           message: `The confirmed deposit ${event.data.txHash} on ${event.data.chain} was lost to a chain reorganization.`,
         },
       };
+    }
     case 'PaymentSettlementDelayed.v1':
       return {
         ...withSettlement(state, {
@@ -632,14 +1105,35 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
   }
 }
 
+/**
+ * A payment a reorg failed whose order the chain shows paid after all (PaymentReinstated, or the deploy of its
+ * order found on the new fork after the one recorded before was lost): the failure and the abandoned-funds notice
+ * of the failed order go; the lost transfer is an ordinary one again. Any other payment is returned as it is.
+ */
+function failureUndone(state: PaymentState): PaymentState {
+  if (!lostToReorg(state)) return state;
+  return { ...state, failure: null, lostTransfer: null, recoverable: null };
+}
+
+function unconfirm(state: PaymentState, match: (t: TransferState) => boolean): PaymentState {
+  return { ...state, transfers: state.transfers.map((t) => (match(t) ? { ...t, confirmed: false } : t)) };
+}
+
 function withDeployment(
   state: PaymentState,
   d: { deployTxHash: string; chain: string; payer: string; payerFinalAt: string },
+  method: PaymentMethod | 'NONE',
 ): PaymentState {
   return {
     ...state,
     deployHold: null,
-    deployment: { txHash: d.deployTxHash, chain: d.chain, payer: d.payer, payerFinalAt: d.payerFinalAt },
+    deployment: {
+      txHash: d.deployTxHash,
+      chain: d.chain,
+      payer: d.payer,
+      payerFinalAt: d.payerFinalAt,
+      method,
+    },
   };
 }
 
@@ -796,12 +1290,50 @@ export type PaymentCommand =
     }
   | { readonly type: 'RequestRecover'; readonly now: Date }
   | {
-      readonly type: 'RecordOutflow';
-      readonly kind: 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+      /** The deposit flow found no contract at the deposit address of a payment a reorg failed after its deploy. */
+      readonly type: 'RecordDeploymentLost';
+      readonly deployTxHash: string;
+      readonly now: Date;
+    }
+  | {
+      /**
+       * The deposit flow found the deposit contract of the deployment recorded for a payment a reorg failed still on
+       * the chain (the deploy landed again on the new fork): reinstated once the lost funding is confirmed again.
+       */
+      readonly type: 'RecordDeploymentFound';
+      readonly deployTxHash: string;
+      readonly now: Date;
+    }
+  | {
+      /** The deposit worker saw the outflow of `txHash` with the chain's confirmations (after RecordOutflow). */
+      readonly type: 'ConfirmOutflow';
       readonly txHash: string;
+      readonly now: Date;
+    }
+  | {
+      /** A reorg took the block of this outflow log back before the deposit worker confirmed it. */
+      readonly type: 'RetractOutflow';
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly now: Date;
+    }
+  | {
+      readonly type: 'RecordOutflow';
+      readonly kind: OutflowKind;
+      readonly txHash: string;
+      /** The outflow's log in the transaction (absent: the whole transaction, as before it was kept). */
+      readonly logIndex?: number;
+      /** The block the log was seen in, lowercase (absent where the sighting has none). */
+      readonly blockHash?: string;
       readonly asset: string;
       readonly amount: string;
       readonly to: string;
+      /**
+       * The deposit worker's sighting at the chain's confirmations: the transaction's block is final, so an unconfirmed
+       * move of it at another log index was recorded from a block a reorg took back. Absent from an action's receipt,
+       * which records each log of a batch in turn (two equal captures of one transaction are two moves there).
+       */
+      readonly atConfirmations?: boolean;
       readonly now: Date;
     }
   | {
@@ -838,6 +1370,23 @@ const OUTFLOW_EVENT = {
   rescued: 'PaymentRescued.v1',
 } as const;
 
+/** The fact `ConfirmOutflow` records for each kind of outflow (the one its webhook comes from). */
+const OUTFLOW_CONFIRMED_EVENT = {
+  captured: 'PaymentCaptureConfirmed.v1',
+  refunded: 'PaymentRefundConfirmed.v1',
+  reclaimed: 'PaymentReclaimConfirmed.v1',
+  recovered: 'PaymentRecoveryConfirmed.v1',
+  rescued: 'PaymentRescueConfirmed.v1',
+} as const;
+
+const CONFIRMED_KIND: Readonly<Record<(typeof OUTFLOW_CONFIRMED_EVENT)[OutflowKind], OutflowKind>> = {
+  'PaymentCaptureConfirmed.v1': 'captured',
+  'PaymentRefundConfirmed.v1': 'refunded',
+  'PaymentReclaimConfirmed.v1': 'reclaimed',
+  'PaymentRecoveryConfirmed.v1': 'recovered',
+  'PaymentRescueConfirmed.v1': 'rescued',
+};
+
 function requireCreated(state: PaymentState): PaymentCreated['data'] {
   if (!state.created) throw notFound('payment');
   return state.created;
@@ -853,11 +1402,11 @@ function paidWithoutSender(state: PaymentState, address: string): boolean {
     ...state,
     sanctionedSenders: [...state.sanctionedSenders, address.toLowerCase()],
   };
-  if (state.depositConfirmed) {
+  if (state.depositConfirmed && !lostToReorg(state)) {
     const detected = detectedAsset(without);
     return detected !== null && confirmedFunding(without) >= BigInt(detected.tokenAmount);
   }
-  const abandoned = state.phase === 'expired' || state.phase === 'cancelled';
+  const abandoned = isAbandoned(state);
   // No order was paid to test against: the payer is the one payerOf names (the largest sender). Held only when that
   // is someone else; otherwise one unit from a second wallet would turn a sanctioned payer into "dust".
   if (payerOf(state)?.toLowerCase() === address.toLowerCase()) return false;
@@ -911,7 +1460,24 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     case 'ObserveTransfer': {
       requireCreated(s);
       const t = command.transfer;
-      if (s.transfers.some(sameTransfer(t))) return; // the indexer may deliver a log twice
+      const listed = s.transfers.find(sameTransfer(t));
+      if (listed) {
+        // The transfer whose loss failed the payment, mined again on the new fork: listed at its new block, and
+        // confirmed there like any transfer (then returned to the payer). The same sighting again is a redelivery.
+        if (lostToReorg(s) && isLostTransfer(s, listed) && listed.blockNumber !== t.blockNumber) {
+          emit({
+            type: 'PaymentTransferReincluded.v1',
+            data: {
+              chain: t.chain,
+              txHash: listed.txHash,
+              logIndex: t.logIndex,
+              blockNumber: t.blockNumber,
+              observedAt: at,
+            },
+          });
+        }
+        return; // the indexer may deliver a log twice
+      }
       const { isFunding, nonFundingReason } = classify(s, t, command.blockTime);
       emit({
         type: 'PaymentTransferObserved.v1',
@@ -940,7 +1506,13 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
         // A confirmed deposit lost beyond recovery: the payment fails, the record of the transfer stays.
         emit({
           type: 'PaymentFailed.v1',
-          data: { reason: 'deposit_lost_to_reorg', txHash: t.txHash, chain: t.chain, failedAt: at },
+          data: {
+            reason: 'deposit_lost_to_reorg',
+            txHash: t.txHash,
+            chain: t.chain,
+            logIndex: t.logIndex,
+            failedAt: at,
+          },
         });
         return;
       }
@@ -1011,6 +1583,25 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       } else {
         emit({ type: 'PaymentDepositDeployed.v1', data: fact });
       }
+      return;
+    }
+    case 'RecordDeploymentLost': {
+      requireCreated(s);
+      const deployment = deploymentToVerify(s);
+      if (deployment?.txHash.toLowerCase() !== command.deployTxHash.toLowerCase()) return;
+      emit({
+        type: 'PaymentDeploymentLost.v1',
+        data: { deployTxHash: deployment.txHash, chain: deployment.chain, at },
+      });
+      return;
+    }
+    case 'RecordDeploymentFound': {
+      requireCreated(s);
+      // Found before the lost transfer has its confirmations on the new fork: nothing yet (the flow asks again
+      // when it has them). A deploy that is not the recorded one reinstates nothing.
+      const back = reinstatement(s);
+      if (back?.deployTxHash.toLowerCase() !== command.deployTxHash.toLowerCase()) return;
+      emit({ type: 'PaymentReinstated.v1', data: { ...back, at } });
       return;
     }
     case 'RequestCapture': {
@@ -1119,6 +1710,14 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       requireCreated(s);
       refuseFlagged(s);
       if (!s.recoverable) throw conflict('nothing_to_recover', 'This payment holds no funds to recover.');
+      if (dustAwaitingMerchant(s)) {
+        // Asked for now: the flow screens its senders and deploys it; the recover itself comes after (the caller
+        // answers 202 with the request on the payment, see PaymentActions.recover).
+        emit({ type: 'PaymentDustRecoveryRequested.v1', data: { requestedAt: at } });
+        return;
+      }
+      // Asked already and the deploy is on its way: the same request again, nothing new to record.
+      if (dustRecoveryPending(s)) return;
       if (!s.deployment) {
         throw conflict('deposit_not_deployed', 'The deposit contract is being deployed; recover once it is.');
       }
@@ -1136,12 +1735,77 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       });
       return;
     }
+    case 'ConfirmOutflow': {
+      requireCreated(s);
+      // A repeat, or a transaction that is no recorded outflow, records nothing; each outflow of it is confirmed.
+      for (const kind of s.outflowsAwaitingConfirmations[command.txHash] ?? []) {
+        emit({
+          type: OUTFLOW_CONFIRMED_EVENT[kind],
+          data: { txHash: command.txHash, reachedConfirmationsAt: at },
+        });
+      }
+      return;
+    }
+    case 'RetractOutflow': {
+      requireCreated(s);
+      // Only an escrow move is undone (the escrow's amounts say what it holds). A recover or rescue is not: a recover
+      // cleared the recoverable notice, which its undo cannot restore; those stay recorded and an operator is told.
+      // An outflow already confirmed, or not recorded, records nothing either.
+      const found = unconfirmedEscrowMove(s, command.txHash, command.logIndex);
+      if (!found) return;
+      // The fiat settlement the move opened has gone on (the provider reported on it, or it is over): its payout may
+      // be made, and undoing the move would let the escrow be captured or refunded again beside it. The fact stays and
+      // an operator is told, as for a deeper reorg.
+      if (settlementUnderway(s)) return;
+      const logIndex = found.key === command.txHash ? undefined : command.logIndex;
+      emit({
+        type: 'PaymentOutflowRetracted.v1',
+        data: {
+          txHash: command.txHash,
+          ...(logIndex !== undefined ? { logIndex } : {}),
+          kind: found.move.kind,
+          asset: found.move.asset,
+          amount: found.move.amount.toString(),
+          retractedAt: at,
+        },
+      });
+      return;
+    }
     case 'RecordOutflow': {
       requireCreated(s);
-      if (s.outflowTxs.includes(command.txHash)) return;
+      if (outflowRecorded(s, command.txHash, command.logIndex)) return;
+      // Log indexes are per block: our own move recorded from its receipt and mined again in another block (a reorg
+      // the deposit worker never sighted, so no RetractOutflow came) shows at another index. The same move, not a
+      // second one: its first record is undone before this one is recorded.
+      // A recover or rescue is never undone (RetractOutflow): mined again at another index, it is recorded already.
+      if (command.atConfirmations && remintedUndoneNever(s, command)) return;
+      const moved = command.atConfirmations ? remintedEscrowMove(s, command) : null;
+      // Recorded from another block (confirmed, or not undone): a reorg deeper than the confirmations mined the
+      // transaction again; its log index is the new block's, the outflow the recorded one.
+      if (!moved && minedAgainElsewhere(s, command)) return;
+      if (moved)
+        emit({
+          type: 'PaymentOutflowRetracted.v1',
+          data: {
+            txHash: command.txHash,
+            logIndex: moved.logIndex,
+            kind: moved.move.kind,
+            asset: moved.move.asset,
+            amount: moved.move.amount.toString(),
+            retractedAt: at,
+          },
+        });
       emit({
         type: OUTFLOW_EVENT[command.kind],
-        data: { txHash: command.txHash, asset: command.asset, amount: command.amount, to: command.to, at },
+        data: {
+          txHash: command.txHash,
+          ...(command.logIndex !== undefined ? { logIndex: command.logIndex } : {}),
+          ...(command.blockHash !== undefined ? { blockHash: command.blockHash } : {}),
+          asset: command.asset,
+          amount: command.amount,
+          to: command.to,
+          at,
+        },
       } as PaymentEvent);
       return;
     }
@@ -1155,10 +1819,11 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
         );
       }
       if (s.selectedAsset === asset.asset) return; // the same choice again changes nothing
-      if (orderFundingArrived(s)) {
+      const elsewhere = fundingOutside(s, asset.asset);
+      if (elsewhere) {
         throw conflict(
           'payment_has_deposit',
-          `A deposit paying this order has arrived (amount_paid ${amountPaid(s)}); its token and chain can no longer change.`,
+          `A deposit paying this order has arrived in ${elsewhere.symbol} on ${elsewhere.chain}; the payment can no longer be held to another token or chain.`,
         );
       }
       emit({
@@ -1172,13 +1837,13 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       if (s.phase !== 'pending' || s.flagged) {
         throw conflict(
           'checkout_not_pending',
-          `Only a pending checkout can be cancelled; this one is ${paymentStatus(s)}.`,
+          `Only a pending checkout can be cancelled; this one is ${checkoutStatus(s)} (its payment is ${paymentStatus(s)}).`,
         );
       }
-      if (orderFundingArrived(s)) {
+      if (orderPaidInFull(s)) {
         throw conflict(
           'checkout_has_deposit',
-          `A deposit paying this order has arrived (amount_paid ${amountPaid(s)}); the checkout can no longer be cancelled.`,
+          `The order is paid in full (amount_paid ${amountPaid(s)}, confirming or confirmed); the checkout can no longer be cancelled.`,
         );
       }
       emit({ type: 'PaymentCancelled.v1', data: { cancelledAt: at } });
@@ -1329,7 +1994,7 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
 
   // Expiry: due, still pending, and what arrived in time does not cover the order.
   if (s.phase === 'pending' && !s.flagged && !s.depositConfirmed && isDue(s, now)) {
-    if (!detected || amountPaid(s) < BigInt(detected.tokenAmount)) {
+    if (!orderPaidInFull(s)) {
       emit({ type: 'PaymentExpired.v1', data: { expiredAt: at } });
       s = current();
     }
@@ -1354,6 +2019,7 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
   // may be a sanctioned sender's, which is never the payer's to recover.
   const surplus = payerSurplus(s);
   const payer = payerOf(s);
+  const unknown = payerUnknown(s);
   const unscreenedSurplus =
     surplus !== null &&
     s.deployment !== null &&
@@ -1368,13 +2034,15 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
     (!s.recoverable ||
       surplus.asset !== s.recoverable.asset ||
       surplus.amount !== s.recoverable.amount ||
-      payer.toLowerCase() !== s.recoverable.destination.toLowerCase())
+      payer.toLowerCase() !== s.recoverable.destination.toLowerCase() ||
+      unknown !== s.recoverable.payerUnknown)
   ) {
     emit({
       type: 'PaymentRecoverable.v1',
       data: {
         reason: surplus.reason,
         destination: payer,
+        ...(unknown ? { payerUnknown: true } : {}),
         asset: surplus.asset,
         amount: surplus.amount.toString(),
         at,
@@ -1383,19 +2051,24 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
     s = current();
   }
 
-  // Deploy once the deposit is confirmed (or funds were abandoned) and every sender is screened clear.
+  // Deploy once the deposit is confirmed (or funds were abandoned) and every sender is screened clear. A payment a
+  // reorg failed is deployed NONE for what its deposit holds, also when its DIRECT or TWO_STEP deploy was asked for
+  // before the reorg (the deposit flow deploys the last request, and none for a failed payment but NONE).
+  const lost = lostToReorg(s);
+  const redeploy = lost && !s.deployment && s.deployMethod !== null && s.deployMethod !== 'NONE';
   if (
-    !s.deployRequested &&
+    (!s.deployRequested || redeploy) &&
     !s.flagged &&
-    s.phase !== 'failed' &&
+    (s.phase !== 'failed' || lost) &&
     payer &&
     addressesToScreen(s).length === 0
   ) {
     const asset = paymentAsset(s);
-    const abandoned = s.phase === 'expired' || s.phase === 'cancelled';
     const screened = s.clearedAddresses.includes(payer.toLowerCase());
-    if (asset && screened && (s.depositConfirmed || (abandoned && payerSurplus(s)))) {
-      const method: PaymentMethod | 'NONE' = s.depositConfirmed && detected ? created.method : 'NONE';
+    const orderPaid = s.depositConfirmed && !lost;
+    const abandonedFunds = isAbandoned(s) && payerSurplus(s) !== null && !dustAwaitingMerchant(s);
+    if (asset && screened && (orderPaid || abandonedFunds)) {
+      const method: PaymentMethod | 'NONE' = orderPaid && detected ? created.method : 'NONE';
       emit({
         type: 'PaymentDeployRequested.v1',
         data: {
@@ -1403,6 +2076,7 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
           chain: s.transfers.find((t) => t.asset === asset)?.chain ?? '',
           asset,
           payer,
+          ...(unknown ? { payerUnknown: true } : {}),
           amount: method === 'NONE' || !detected ? '0' : detected.tokenAmount,
           requestedAt: at,
         },

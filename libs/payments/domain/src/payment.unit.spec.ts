@@ -5,6 +5,7 @@ import {
   type PaymentCommand,
   type PaymentState,
   addressesToScreen,
+  dustRecoveryPending,
   decidePayment,
   escrowRemaining,
   heldBalance,
@@ -158,7 +159,38 @@ function given(...commands: PaymentCommand[]) {
   };
 }
 
+/** An abandoned partial deposit (5 USDC), deployed NONE and recovered to its payer in `0xrec` a day later. */
+function abandonedThenRecovered(): PaymentCommand[] {
+  const partial = transfer({ amount: '5000000' });
+  return [
+    create(),
+    observe(partial),
+    confirm(partial),
+    { type: 'Expire', now: at(61) },
+    clear(62),
+    deployNone(62),
+    {
+      type: 'RecordOutflow',
+      kind: 'recovered',
+      txHash: '0xrec',
+      asset: USDC_BASE,
+      amount: '5000000',
+      to: PAYER,
+      now: at(63 + 24 * 60),
+    },
+  ];
+}
+
 const paid = (t = transfer()) => [create(), observe(t), confirm(t), clear()] as const;
+
+/** The indexer's retraction of `t` (a reorg took its block). */
+const retract = (t: ObservedTransfer, minutes = 9): PaymentCommand => ({
+  type: 'RetractTransfer',
+  chain: t.chain,
+  txHash: t.txHash,
+  logIndex: t.logIndex,
+  now: at(minutes),
+});
 
 describe('Payment: create (POST /checkouts)', () => {
   it('records the checkout with the order amount as a 6-decimal integer and each accepted token amount', () => {
@@ -289,6 +321,7 @@ describe('Payment: transfers observed to the deposit address', () => {
         tx_hash: t.txHash,
         log_index: 0,
         from: PAYER,
+        minted: false,
         amount: ORDER,
         asset: USDC_BASE,
         token_symbol: 'USDC',
@@ -453,6 +486,61 @@ describe('Payment: the cases peers keep reporting', () => {
       payer_addresses: [PAYER, SECOND_WALLET],
     });
     expect(object.transactions.every((t) => t.is_funding)).toBe(true);
+  });
+
+  describe('tokens minted straight to the deposit (a bridge relayer sent the minting transaction)', () => {
+    const RELAYER = '0x6666666666666666666666666666666666666666';
+
+    it('the deploy names no payer from the minting transaction: it asks for the settlement address instead (payerUnknown)', () => {
+      const minted = transfer({ from: RELAYER, minted: true });
+      const g = given(create({ method: 'TWO_STEP' }), observe(minted), confirm(minted));
+      const screened = g.when(clear(3, [RELAYER]));
+      expect(screened.events.find((e) => e.type === 'PaymentDeployRequested.v1')).toMatchObject({
+        data: { method: 'TWO_STEP', payer: RELAYER, payerUnknown: true },
+      });
+      expect(screened.object.transactions).toEqual([
+        expect.objectContaining({ from: RELAYER, minted: true, is_funding: true }),
+      ]);
+    });
+
+    it('an abandoned minted deposit is announced with no recovery_destination until the deploy attests one, then names it', () => {
+      const minted = transfer({ from: RELAYER, minted: true, amount: '5000000' });
+      const g = given(create(), observe(minted), confirm(minted));
+      const expired = g.when({ type: 'Expire', now: at(61) });
+      expect(expired.events.find((e) => e.type === 'PaymentRecoverable.v1')).toMatchObject({
+        data: { destination: RELAYER, payerUnknown: true },
+      });
+      expect(expired.object).toMatchObject({ status: 'recoverable', recovery_destination: null });
+      const deployed = given(
+        create(),
+        observe(minted),
+        confirm(minted),
+        { type: 'Expire', now: at(61) },
+        clear(62, [RELAYER]),
+      ).when({ ...deployNone(63), payer: SETTLEMENT } as PaymentCommand);
+      expect(deployed.events.find((e) => e.type === 'PaymentRecoverable.v1')).toMatchObject({
+        data: { destination: SETTLEMENT },
+      });
+      expect(deployed.object).toMatchObject({ recovery_destination: SETTLEMENT });
+    });
+
+    it('a payer who sent its own transfer stays the payer beside a smaller minted one', () => {
+      const own = transfer({ amount: '12000000' });
+      const minted = transfer({ from: RELAYER, minted: true, amount: '500000' });
+      const g = given(create(), observe(own), observe(minted), confirm(own), confirm(minted));
+      const screened = g.when(clear(3, [PAYER, RELAYER]));
+      const requested = screened.events.find((e) => e.type === 'PaymentDeployRequested.v1');
+      expect(requested).toMatchObject({ data: { payer: PAYER } });
+      expect(requested?.data).not.toHaveProperty('payerUnknown');
+    });
+
+    it('a transfer recorded before the minted field (an old event) keeps its sender as the payer', () => {
+      const old = transfer({ from: RELAYER });
+      const screened = given(create(), observe(old), confirm(old)).when(clear(3, [RELAYER]));
+      const requested = screened.events.find((e) => e.type === 'PaymentDeployRequested.v1');
+      expect(requested).toMatchObject({ data: { payer: RELAYER } });
+      expect(requested?.data).not.toHaveProperty('payerUnknown');
+    });
   });
 
   it('every sender is screened: a top-up from a second wallet holds the deploy until that wallet is clear', () => {
@@ -844,6 +932,26 @@ describe('Payment: over-deposit and recover', () => {
     expect(recovered.object.recoverable_reason).toBeUndefined();
   });
 
+  it('a recover mined again at another log index (its first block taken back unsighted) is recorded once and confirmed', () => {
+    const t = transfer({ amount: '15000000' });
+    const recover: PaymentCommand = {
+      type: 'RecordOutflow',
+      kind: 'recovered',
+      txHash: '0xrecover',
+      logIndex: 0,
+      asset: USDC_BASE,
+      amount: '2500000',
+      to: PAYER,
+      now: at(4 + 24 * 60 + 1),
+    };
+    const g = given(create(), observe(t), confirm(t), clear(), deployDirect(), recover);
+    const minedAgain = { ...recover, logIndex: 4, atConfirmations: true, now: at(4 + 24 * 60 + 3) };
+    expect(g.when(minedAgain).events).toEqual([]);
+    expect(g.when({ type: 'ConfirmOutflow', txHash: '0xrecover', now: at(4 + 24 * 60 + 4) }).types).toEqual([
+      'PaymentRecoveryConfirmed.v1',
+    ]);
+  });
+
   it('recover with nothing to recover is refused', () => {
     expect(
       given(...paid(), deployDirect()).whenRejected({ type: 'RequestRecover', now: at(9999) }),
@@ -877,21 +985,29 @@ describe('Payment: over-deposit and recover', () => {
 });
 
 describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
-  const escrowed = () => {
+  const escrowedCommands = (): PaymentCommand[] => {
     const t = transfer();
-    return given(create({ method: 'TWO_STEP' }), observe(t), confirm(t), clear(), deployTwoStep());
+    return [create({ method: 'TWO_STEP' }), observe(t), confirm(t), clear(), deployTwoStep()];
   };
+  const escrowed = () => given(...escrowedCommands());
   const outflow = (
     kind: 'captured' | 'refunded' | 'reclaimed',
     amount: string,
     minutes = 10,
-  ): PaymentCommand => ({
+  ): Extract<PaymentCommand, { type: 'RecordOutflow' }> => ({
     type: 'RecordOutflow',
     kind,
     txHash: `0x${kind}${amount}`,
     asset: USDC_BASE,
     amount,
     to: kind === 'captured' ? SETTLEMENT : PAYER,
+    now: at(minutes),
+  });
+
+  const retractOf = (o: { txHash: string; logIndex?: number }, minutes: number): PaymentCommand => ({
+    type: 'RetractOutflow',
+    txHash: o.txHash,
+    logIndex: o.logIndex ?? 0,
     now: at(minutes),
   });
 
@@ -919,10 +1035,10 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
     });
   });
 
-  it('capture: payment.settled follows it; a full capture leaves the payment settled', () => {
+  it('capture: a full capture leaves the payment settled (payment.settled waits for its confirmations)', () => {
     const { types, object } = escrowed().when(outflow('captured', ORDER));
     expect(types).toEqual(['PaymentCaptured.v1']);
-    expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentCaptured.v1']).toBe('payment.settled');
+    expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentCaptured.v1']).toBeNull();
     expect(object).toMatchObject({ status: 'settled', amount_captured: ORDER });
   });
 
@@ -938,7 +1054,49 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
     });
   });
 
-  it('refund: escrow_confirmed -> refunded (payment.refunded), to the attested payer', () => {
+  it('a capture and a refund in one transaction (batched by the merchant wallet) are both recorded, each confirmed', () => {
+    const batch = '0xbatched';
+    const inBatch = (
+      kind: 'captured' | 'refunded',
+      amount: string,
+      logIndex?: number,
+    ): Extract<PaymentCommand, { type: 'RecordOutflow' }> => ({
+      ...outflow(kind, amount),
+      txHash: batch,
+      ...(logIndex === undefined ? {} : { logIndex }),
+    });
+    const g = given(...escrowedCommands(), inBatch('captured', '10000000', 3));
+    const refund = g.when(inBatch('refunded', '2500000', 5));
+    expect(refund.types).toEqual(['PaymentRefunded.v1']);
+    const both = given(
+      ...escrowedCommands(),
+      inBatch('captured', '10000000', 3),
+      inBatch('refunded', '2500000', 5),
+    );
+    expect(toPaymentObject(both.state)).toMatchObject({
+      status: 'settled',
+      amount_captured: '10000000',
+      amount_refunded: '2500000',
+    });
+    expect(heldBalance(both.state, USDC_BASE)).toBe(0n);
+    // The same log again, or the transaction without a log index, records nothing.
+    expect(both.when(inBatch('refunded', '2500000', 5)).events).toEqual([]);
+    expect(both.when(inBatch('captured', '10000000')).events).toEqual([]);
+    // Both wait for the chain's confirmations: one sighting of the transaction announces each.
+    expect(both.when({ type: 'ConfirmOutflow', txHash: batch, now: at(12) }).types).toEqual([
+      'PaymentCaptureConfirmed.v1',
+      'PaymentRefundConfirmed.v1',
+    ]);
+  });
+
+  it('an outflow recorded before the log index was kept stands for its whole transaction', () => {
+    const legacy = given(...escrowedCommands(), { ...outflow('captured', '10000000'), txHash: '0xold' });
+    expect(legacy.when({ ...outflow('refunded', '2500000'), txHash: '0xold', logIndex: 4 }).events).toEqual(
+      [],
+    );
+  });
+
+  it('refund: escrow_confirmed -> refunded, to the attested payer', () => {
     const requested = escrowed().when({ type: 'RequestRefund', amount: ORDER, now: at(5) });
     expect(requested.events[0]).toMatchObject({ type: 'PaymentRefundRequested.v1', data: { to: PAYER } });
     const { types, object } = escrowed().when(outflow('refunded', ORDER));
@@ -946,7 +1104,7 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
     expect(object.status).toBe('refunded');
   });
 
-  it('capture after the authorization expiry is refused; the payer reclaims -> refunded (payment.refunded)', () => {
+  it('capture after the authorization expiry is refused; the payer reclaims -> refunded', () => {
     const afterExpiry = at(4 + 7 * 24 * 60);
     expect(
       escrowed().whenRejected({
@@ -961,8 +1119,210 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
     });
     const { types, object } = escrowed().when(outflow('reclaimed', ORDER, 4 + 7 * 24 * 60 + 1));
     expect(types).toEqual(['PaymentReclaimed.v1']);
-    expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentReclaimed.v1']).toBe('payment.refunded');
+    expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentReclaimed.v1']).toBeNull();
     expect(object.status).toBe('refunded');
+  });
+
+  it.each<['captured' | 'refunded' | 'reclaimed', string, string]>([
+    ['captured', 'PaymentCaptureConfirmed.v1', 'payment.settled'],
+    ['refunded', 'PaymentRefundConfirmed.v1', 'payment.refunded'],
+    ['reclaimed', 'PaymentReclaimConfirmed.v1', 'payment.refunded'],
+  ])(
+    '%s: announced (%s -> %s) only when ConfirmOutflow sees its transaction at the chain confirmations, once',
+    (kind, fact, webhook) => {
+      const minute = kind === 'reclaimed' ? 4 + 7 * 24 * 60 + 1 : 10;
+      const recorded = outflow(kind, ORDER, minute);
+      const confirmIt: PaymentCommand = {
+        type: 'ConfirmOutflow',
+        txHash: recorded.txHash,
+        now: at(minute + 1),
+      };
+      const g = given(...escrowedCommands(), recorded);
+      const confirmed = g.when(confirmIt);
+      expect(confirmed.types).toEqual([fact]);
+      expect(PAYMENT_WEBHOOK_BY_EVENT[fact as keyof typeof PAYMENT_WEBHOOK_BY_EVENT]).toBe(webhook);
+      // Not a change of the payment: the merchant's object keeps what the record said.
+      expect(confirmed.object).toEqual(toPaymentObject(g.state));
+      expect(given(...escrowedCommands(), recorded, confirmIt).when(confirmIt).events).toEqual([]);
+    },
+  );
+
+  it('a transaction that is no recorded outflow is not confirmed (a sighting a reorg took back is never recorded)', () => {
+    const g = given(...escrowedCommands(), outflow('captured', ORDER));
+    expect(g.when({ type: 'ConfirmOutflow', txHash: '0xother', now: at(11) }).events).toEqual([]);
+  });
+
+  it('a capture a reorg takes back before its confirmations is undone: escrow_confirmed again, capturable, recorded again when mined again', () => {
+    const captured = { ...outflow('captured', ORDER), logIndex: 0 };
+    const retract = retractOf(captured, 11);
+    const undone = given(...escrowedCommands(), captured).when(retract);
+    expect(undone.events).toEqual([
+      {
+        type: 'PaymentOutflowRetracted.v1',
+        data: {
+          txHash: captured.txHash,
+          logIndex: 0,
+          kind: 'captured',
+          asset: USDC_BASE,
+          amount: ORDER,
+          retractedAt: at(11).toISOString(),
+        },
+      },
+    ]);
+    expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentOutflowRetracted.v1']).toBeNull();
+    expect(undone.object).toMatchObject({
+      status: 'escrow_confirmed',
+      amount_captured: '0',
+      updated_at: at(11).toISOString(),
+    });
+    const after = given(...escrowedCommands(), captured, retract);
+    expect(
+      after.when({ type: 'RequestCapture', amount: ORDER, settlementAddress: SETTLEMENT, now: at(12) }).types,
+    ).toEqual(['PaymentCaptureRequested.v1']);
+    expect(after.when(retract).events).toEqual([]);
+    // The same transaction mined again on the new fork: recorded, then announced at its confirmations.
+    const again = given(...escrowedCommands(), captured, retract, { ...captured, now: at(13) });
+    expect(again.history.at(-1)?.type).toBe('PaymentCaptured.v1');
+    expect(toPaymentObject(again.state)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    expect(again.when({ type: 'ConfirmOutflow', txHash: captured.txHash, now: at(14) }).types).toEqual([
+      'PaymentCaptureConfirmed.v1',
+    ]);
+  });
+
+  it('a refund of the rest undone by a reorg leaves the partial capture: escrow_confirmed with the rest refundable', () => {
+    const part = { ...outflow('captured', '10000000'), logIndex: 0 };
+    const rest = { ...outflow('refunded', '2500000', 11), logIndex: 1 };
+    const undone = given(...escrowedCommands(), part, rest).when({
+      type: 'RetractOutflow',
+      txHash: rest.txHash,
+      logIndex: 1,
+      now: at(12),
+    });
+    expect(undone.types).toEqual(['PaymentOutflowRetracted.v1']);
+    expect(undone.object).toMatchObject({
+      status: 'escrow_confirmed',
+      amount_captured: '10000000',
+      amount_refunded: '0',
+    });
+  });
+
+  it('a capture recorded before the log index was kept is undone by the retraction of any of its logs', () => {
+    const legacy = outflow('captured', ORDER);
+    const undone = given(...escrowedCommands(), legacy).when({
+      type: 'RetractOutflow',
+      txHash: legacy.txHash,
+      logIndex: 2,
+      now: at(11),
+    });
+    expect(undone.events.map((e) => e.data)).toEqual([
+      {
+        txHash: legacy.txHash,
+        kind: 'captured',
+        asset: USDC_BASE,
+        amount: ORDER,
+        retractedAt: at(11).toISOString(),
+      },
+    ]);
+    expect(undone.object).toMatchObject({ status: 'escrow_confirmed', amount_captured: '0' });
+  });
+
+  it('our capture mined again at another log index before its confirmations (its first block never sighted) is the same capture, not a second one', () => {
+    // The action's receipt recorded the capture at log 0 of a block a reorg then took back before the deposit worker
+    // saw it (no retraction comes); the worker confirms the transaction where it was mined again, at log 3.
+    const captured = { ...outflow('captured', ORDER), logIndex: 0 };
+    const minedAgain = { ...captured, logIndex: 3, atConfirmations: true, now: at(12) };
+    const g = given(...escrowedCommands(), captured);
+    expect(g.when(minedAgain).types).toEqual(['PaymentOutflowRetracted.v1', 'PaymentCaptured.v1']);
+    const after = given(...escrowedCommands(), captured, minedAgain);
+    expect(toPaymentObject(after.state)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    expect(after.when({ type: 'ConfirmOutflow', txHash: captured.txHash, now: at(13) }).types).toEqual([
+      'PaymentCaptureConfirmed.v1',
+    ]);
+    // A second log of another kind in the same transaction (a batched refund) is its own outflow, as before.
+    const part = { ...outflow('captured', '10000000'), logIndex: 0 };
+    const rest = {
+      ...part,
+      kind: 'refunded' as const,
+      amount: '2500000',
+      logIndex: 1,
+      atConfirmations: true,
+    };
+    expect(given(...escrowedCommands(), part).when(rest).types).toEqual(['PaymentRefunded.v1']);
+    // An action's receipt recording two equal captures of one transaction (a batch) records both.
+    const second = { ...part, logIndex: 1 };
+    expect(given(...escrowedCommands(), part).when(second).types).toEqual(['PaymentCaptured.v1']);
+  });
+
+  it('a capture confirmed at log 3 and mined again at log 5 in another block after a reorg deeper than the confirmations is recorded once', () => {
+    const captured = { ...outflow('captured', ORDER), logIndex: 3, blockHash: '0xb1', atConfirmations: true };
+    const confirmed: PaymentCommand = { type: 'ConfirmOutflow', txHash: captured.txHash, now: at(11) };
+    const minedAgain = { ...captured, logIndex: 5, blockHash: '0xb2', now: at(20) };
+    const g = given(...escrowedCommands(), captured, confirmed);
+    expect(g.when(minedAgain).events).toEqual([]);
+    const after = given(...escrowedCommands(), captured, confirmed, minedAgain);
+    expect(toPaymentObject(after.state)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    expect(after.when({ type: 'ConfirmOutflow', txHash: captured.txHash, now: at(21) }).events).toEqual([]);
+    // Two equal captures batched in one transaction (one block) are two, and mined again elsewhere still two.
+    const half = (BigInt(ORDER) / 2n).toString();
+    const first = { ...outflow('captured', half), logIndex: 3, blockHash: '0xb1', atConfirmations: true };
+    const second = { ...first, logIndex: 4 };
+    const batch = given(...escrowedCommands(), first, { ...confirmed, txHash: first.txHash }, second);
+    expect(batch.history.at(-1)?.type).toBe('PaymentCaptured.v1');
+    const reminedFirst = { ...first, logIndex: 5, blockHash: '0xb2', now: at(20) };
+    const reminedSecond = { ...second, logIndex: 6, blockHash: '0xb2', now: at(20) };
+    const remined = given(...escrowedCommands(), first, second, reminedFirst, reminedSecond);
+    expect(toPaymentObject(remined.state)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    // A fact recorded before the block was kept matches nothing: recorded as before.
+    const legacy = { ...captured, blockHash: undefined };
+    expect(given(...escrowedCommands(), legacy, confirmed).when(minedAgain).types).toEqual([
+      'PaymentCaptured.v1',
+    ]);
+  });
+
+  it('a fiat-settled capture is undone while nothing was reported on its payout (the settlement opens again at the next capture), and kept once the provider reported on it', () => {
+    const fiatEscrow = (): PaymentCommand[] => {
+      const t = transfer();
+      return [create({ method: 'TWO_STEP' }, 'fiat'), observe(t), confirm(t), clear(), deployTwoStep()];
+    };
+    const captured = { ...outflow('captured', ORDER), logIndex: 0 };
+    const retract = retractOf(captured, 12);
+    expect(toPaymentObject(given(...fiatEscrow(), captured).state)).toMatchObject({
+      status: 'settled',
+      settlement_status: 'pending',
+    });
+    const undone = given(...fiatEscrow(), captured, retract);
+    expect(undone.history.at(-1)?.type).toBe('PaymentOutflowRetracted.v1');
+    expect(undone.state.settlement).toBeNull();
+    const recaptured = given(...fiatEscrow(), captured, retract, {
+      ...captured,
+      txHash: '0xagain',
+      now: at(20),
+    });
+    expect(recaptured.state.settlement?.startedAt).toBe(at(20).toISOString());
+    // The provider reported on the payout (the crypto credited): its fiat may be paid, so the capture stays.
+    const reported: PaymentCommand = {
+      type: 'RecordSettlementReport',
+      reportId: 'r-1',
+      kind: 'deposit_credited',
+      reportedAt: at(11),
+      now: at(11),
+    };
+    expect(given(...fiatEscrow(), captured, reported).when(retract).events).toEqual([]);
+  });
+
+  it('an outflow already confirmed, or not recorded, is not undone by RetractOutflow', () => {
+    const captured = { ...outflow('captured', ORDER), logIndex: 0 };
+    const confirmed = given(...escrowedCommands(), captured, {
+      type: 'ConfirmOutflow',
+      txHash: captured.txHash,
+      now: at(11),
+    });
+    expect(
+      confirmed.when({ type: 'RetractOutflow', txHash: captured.txHash, logIndex: 0, now: at(12) }).events,
+    ).toEqual([]);
+    expect(
+      escrowed().when({ type: 'RetractOutflow', txHash: '0xother', logIndex: 0, now: at(12) }).events,
+    ).toEqual([]);
   });
 
   it('capture or refund of a DIRECT payment is refused', () => {
@@ -1045,11 +1405,27 @@ describe('Payment: cancel and expiry', () => {
     expect(toCheckoutObject(given(create(), { type: 'Cancel', now: at(5) }).state).status).toBe('cancelled');
   });
 
-  it('cancel is refused once a partial payment arrived, after expiry, and twice', () => {
+  it('cancel is refused once the order is paid in full (confirming or confirmed), after expiry, and twice', () => {
+    const full = transfer();
+    expect(given(create(), observe(full)).whenRejected({ type: 'Cancel', now: at(5) })).toMatchObject({
+      status: 409,
+      code: 'checkout_has_deposit',
+    });
+    // Paid in full in two parts, the second still confirming.
+    const half = transfer({ amount: '6250000' });
+    const rest = transfer({ amount: '6250000' });
     expect(
-      given(create(), observe(transfer({ amount: '6250000' }))).whenRejected({ type: 'Cancel', now: at(5) }),
-    ).toMatchObject({ status: 409, code: 'checkout_has_deposit' });
+      given(create(), observe(half), confirm(half), observe(rest, 3)).whenRejected({
+        type: 'Cancel',
+        now: at(5),
+      }).code,
+    ).toBe('checkout_has_deposit');
     expect(given(create()).whenRejected({ type: 'Cancel', now: at(61) }).code).toBe('checkout_not_pending');
+    // The message names the checkout's status (its payment's too, which may differ).
+    expect(given(...paid(), deployDirect()).whenRejected({ type: 'Cancel', now: at(5) })).toMatchObject({
+      code: 'checkout_not_pending',
+      message: 'Only a pending checkout can be cancelled; this one is paid (its payment is settled).',
+    });
     expect(
       given(create(), { type: 'Cancel', now: at(5) }).whenRejected({ type: 'Cancel', now: at(6) }),
     ).toMatchObject({
@@ -1072,30 +1448,31 @@ describe('Payment: cancel and expiry', () => {
     });
   });
 
-  it('dust is funding under 1% of the order (amount_paid of the paying token); from 1% on the cancel is refused', () => {
-    // 12.50 USDC: 1% is 125000 units.
-    const below = transfer({ from: SECOND_WALLET, amount: '124999' });
-    expect(given(create(), observe(below)).when({ type: 'Cancel', now: at(5) }).types).toEqual([
+  it("a part of the order does not block the cancel (a griefer's 1%, a payer's half): it is recoverable to its payer", () => {
+    // 12.50 USDC: 1% is 125000 units; a griefer paying it blocked the merchant's cancel until expiry.
+    const share = transfer({ from: SECOND_WALLET, amount: '125000' });
+    expect(given(create(), observe(share)).when({ type: 'Cancel', now: at(5) }).types).toEqual([
       'PaymentCancelled.v1',
     ]);
-    const share = transfer({ from: SECOND_WALLET, amount: '125000' });
-    expect(given(create(), observe(share)).whenRejected({ type: 'Cancel', now: at(5) }).code).toBe(
-      'checkout_has_deposit',
-    );
-    // Dust beside a payer's partial payment changes nothing: the partial payment blocks.
+    // A payer's partial payment beside dust: cancelled, and the partial (with the dust) goes back to its payer.
+    const dust = transfer({ from: SECOND_WALLET, amount: '1' });
     const partial = transfer({ amount: '6000000' });
-    expect(
-      given(
-        create(),
-        observe(transfer({ from: SECOND_WALLET, amount: '1' })),
-        observe(partial, 2),
-      ).whenRejected({ type: 'Cancel', now: at(5) }).code,
-    ).toBe('checkout_has_deposit');
-    // Another accepted token's transfer is not the paying token's (listed wrong_token): the two never add up.
-    const otherToken = transfer({ from: SECOND_WALLET, asset: USDT_BASE, amount: '10000' });
-    const g = given(create(), observe(transfer({ amount: '120000' })), observe(otherToken, 2));
-    expect(g.state.transfers.map((t) => t.isFunding)).toEqual([true, true]);
-    expect(g.when({ type: 'Cancel', now: at(5) }).types).toEqual(['PaymentCancelled.v1']);
+    const history = [create(), observe(dust), observe(partial, 2)] as const;
+    expect(given(...history).when({ type: 'Cancel', now: at(5) }).types).toEqual(['PaymentCancelled.v1']);
+    const cancelled = [...history, { type: 'Cancel', now: at(5) }, confirm(dust, 6)] as const;
+    expect(given(...cancelled).when(confirm(partial, 6)).object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: PAYER,
+      recoverable_amount: '6000001',
+    });
+    // Screened, then deployed NONE for its payer, as any abandoned deposit.
+    const screened = given(...cancelled, confirm(partial, 6)).when(clear(7, [PAYER, SECOND_WALLET]));
+    expect(screened.events.find((e) => e.type === 'PaymentDeployRequested.v1')?.data).toMatchObject({
+      method: 'NONE',
+      payer: PAYER,
+      amount: '0',
+    });
   });
 
   it('expiry: no valid deposit -> expired (payment.expired); early or repeated timers decide nothing', () => {
@@ -1111,6 +1488,80 @@ describe('Payment: cancel and expiry', () => {
   it('expiry waits for a full payment that arrived in time but is still confirming', () => {
     const t = transfer();
     expect(given(create(), observe(t, 59)).when({ type: 'Expire', now: at(61) }).events).toEqual([]);
+  });
+});
+
+describe('Payment: dust left in an abandoned deposit waits for the merchant', () => {
+  const straggler = (amount: string) => transfer({ from: SECOND_WALLET, amount });
+  const recover = (minutes: number): PaymentCommand => ({ type: 'RequestRecover', now: at(minutes) });
+
+  it('below the dust share: announced, but neither screened nor deployed until the merchant asks to recover it', () => {
+    // 12.50 USDC: the share is 125000 units.
+    const dust = straggler('124999');
+    const history = [create(), { type: 'Expire', now: at(60) }, observe(dust, 61)] as const;
+    const g = given(...history, confirm(dust, 62));
+    expect(toPaymentObject(g.state)).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: SECOND_WALLET,
+      recoverable_amount: '124999',
+    });
+    expect(g.history.map((e) => e.type)).not.toContain('PaymentDeployRequested.v1');
+    expect(addressesToScreen(g.state)).toEqual([]);
+
+    const asked = g.when(recover(63));
+    expect(asked.types).toEqual(['PaymentDustRecoveryRequested.v1']);
+    expect(addressesToScreen(asked.state)).toEqual([SECOND_WALLET.toLowerCase()]);
+    const requested = given(...history, confirm(dust, 62), recover(63));
+    expect(
+      requested.when(clear(64, [SECOND_WALLET])).events.find((e) => e.type === 'PaymentDeployRequested.v1')
+        ?.data,
+    ).toMatchObject({ method: 'NONE', payer: SECOND_WALLET, amount: '0' });
+  });
+
+  /** An expired checkout holding dust just under the share from SECOND_WALLET, confirmed at minute 62. */
+  const expiredWithDust = (): PaymentCommand[] => {
+    const dust = straggler('124999');
+    return [create(), { type: 'Expire', now: at(60) }, observe(dust, 61), confirm(dust, 62)];
+  };
+
+  it('the first recover is recorded on the payment (recovery_requested_at); asked again before the deploy, nothing more is recorded and nothing refused', () => {
+    const g = given(...expiredWithDust());
+    expect(toPaymentObject(g.state)).not.toHaveProperty('recovery_requested_at');
+    const asked = g.when(recover(63));
+    expect(asked.object).toMatchObject({
+      status: 'recoverable',
+      recovery_requested_at: at(63).toISOString(),
+      deploy_tx_hash: null,
+    });
+    expect(dustRecoveryPending(asked.state)).toBe(true);
+
+    const again = given(...expiredWithDust(), recover(63));
+    expect(again.when(recover(64)).types).toEqual([]);
+    // Screened and awaiting its deploy: still the same request.
+    expect(again.when(clear(64, [SECOND_WALLET])).object.recovery_requested_at).toBe(at(63).toISOString());
+  });
+
+  it('once the asked-for deploy landed, recover runs as for any deposit: payer_not_final, then the recover', () => {
+    const deployed = given(...expiredWithDust(), recover(63), clear(64, [SECOND_WALLET]), {
+      type: 'RecordDeployed',
+      method: 'NONE',
+      txHash: '0xdeploy',
+      chain: BASE,
+      payer: SECOND_WALLET,
+      payerFinalAt: at(65 + 24 * 60),
+      now: at(65),
+    });
+    expect(dustRecoveryPending(deployed.state)).toBe(false);
+    expect(deployed.whenRejected(recover(66))).toMatchObject({ code: 'payer_not_final' });
+    expect(deployed.when(recover(65 + 24 * 60)).types).toEqual(['PaymentRecoverRequested.v1']);
+  });
+
+  it('from the dust share on, screened and deployed unasked as before', () => {
+    const share = straggler('125000');
+    const g = given(create(), { type: 'Expire', now: at(60) }, observe(share, 61), confirm(share, 62));
+    expect(addressesToScreen(g.state)).toEqual([SECOND_WALLET.toLowerCase()]);
+    expect(g.when(clear(63, [SECOND_WALLET])).types).toContain('PaymentDeployRequested.v1');
   });
 });
 
@@ -1190,6 +1641,19 @@ describe('Payment: token and chain chosen before paying (alternate surface confi
     expect(given(create(), { type: 'Cancel', now: at(1) }).whenRejected(select(BASE, 'USDT')).code).toBe(
       'payment_not_configurable',
     );
+  });
+
+  it('a share of the order in one token blocks a change to another token, never the choice of that token', () => {
+    // 12.50 USDC: 1% is 125000 units, sent by a third party.
+    const share = transfer({ from: SECOND_WALLET, amount: '125000' });
+    const g = given(create(), observe(share));
+    expect(g.whenRejected(select(BASE, 'USDT'))).toMatchObject({ status: 409, code: 'payment_has_deposit' });
+    expect(g.whenRejected(select(BASE, 'USDT')).message).toContain('USDC');
+    const usdc = g.when(select(BASE, 'USDC'));
+    expect(usdc.types).toEqual(['PaymentAssetSelected.v1']);
+    // The payer's USDC then pays the order beside the share.
+    const paid = given(create(), observe(share), select(BASE, 'USDC'), observe(transfer(), 3));
+    expect(toPaymentObject(paid.state)).toMatchObject({ detected_asset: USDC_BASE, amount_paid: '12625000' });
   });
 });
 
@@ -1289,6 +1753,330 @@ describe('Payment: reorg', () => {
     expect(lostChosenDust.object).toMatchObject({ status: 'settled' });
     // The transfer that paid the order is still lost for good.
     expect(chosen.when(retract(usdt)).types).toEqual(['PaymentFailed.v1']);
+  });
+});
+
+describe('Payment: funds at the deposit of a payment a reorg failed go back to its payer', () => {
+  const HALF = '6250000';
+  const recovered = (amount: string, minutes: number): PaymentCommand => ({
+    type: 'RecordOutflow',
+    kind: 'recovered',
+    txHash: `0xrecover${minutes}`,
+    asset: USDC_BASE,
+    amount,
+    to: PAYER,
+    now: at(minutes),
+  });
+  /** Paid in two halves, both confirmed and screened: the DIRECT deploy is requested. */
+  const paidInParts = (first: ObservedTransfer, second: ObservedTransfer) =>
+    [create(), observe(first), confirm(first), observe(second, 2), confirm(second, 2), clear(3)] as const;
+
+  it('the rest of a payment paid in parts: recoverable to the payer, deployed NONE though DIRECT was asked for, recovered, then failed again', () => {
+    const first = transfer({ amount: HALF });
+    const second = transfer({ amount: HALF });
+    const g = given(...paidInParts(first, second));
+    expect(g.history.map((e) => e.type)).toContain('PaymentDeployRequested.v1');
+    const failed = g.when(retract(second));
+    expect(failed.types).toEqual(['PaymentFailed.v1', 'PaymentRecoverable.v1', 'PaymentDeployRequested.v1']);
+    expect(failed.events[2]?.data).toMatchObject({
+      method: 'NONE',
+      payer: PAYER,
+      asset: USDC_BASE,
+      amount: '0',
+    });
+    expect(failed.object).toMatchObject({
+      status: 'recoverable',
+      failure_reason: 'deposit_lost_to_reorg',
+      recoverable_reason: 'abandoned',
+      recovery_destination: PAYER,
+      recoverable_amount: HALF,
+    });
+    // The lost transfer stays listed (what failed the payment), unconfirmed: out of what the deposit holds.
+    expect(failed.object.transactions.map((t) => [t.tx_hash, t.confirmed])).toEqual([
+      [first.txHash, true],
+      [second.txHash, false],
+    ]);
+    expect(heldBalance(failed.state, USDC_BASE)).toBe(6_250_000n);
+
+    const deployed = given(...paidInParts(first, second), retract(second), deployNone(10));
+    expect(deployed.when({ type: 'RequestRecover', now: at(10 + 24 * 60) }).events[0]).toMatchObject({
+      type: 'PaymentRecoverRequested.v1',
+      data: { asset: USDC_BASE, destination: PAYER },
+    });
+    const back = deployed.when(recovered(HALF, 10 + 24 * 60));
+    expect(back.types).toEqual(['PaymentRecovered.v1']);
+    expect(back.object).toMatchObject({ status: 'failed', failure_reason: 'deposit_lost_to_reorg' });
+    expect(back.object).not.toHaveProperty('recoverable_amount');
+  });
+
+  it('the lost transfer mined again on the new fork: listed at its new block, and once confirmed there recoverable to its payer', () => {
+    const t = transfer();
+    const history = [...paid(t), retract(t)] as const;
+    expect(given(...paid(t)).when(retract(t)).types).toEqual(['PaymentFailed.v1']);
+    const again = { ...t, blockNumber: '107' };
+    const seen = given(...history).when(observe(again, 10));
+    expect(seen.types).toEqual(['PaymentTransferReincluded.v1']);
+    expect(seen.object.transactions).toEqual([
+      expect.objectContaining({ tx_hash: t.txHash, block_number: '107', confirmed: false, is_funding: true }),
+    ]);
+    expect(seen.object.status).toBe('failed');
+    // The same sighting delivered twice records nothing.
+    expect(given(...history, observe(again, 10)).when(observe(again, 11)).events).toEqual([]);
+    const back = given(...history, observe(again, 10)).when(confirm(again, 11));
+    expect(back.types).toEqual([
+      'PaymentTransferConfirmed.v1',
+      'PaymentRecoverable.v1',
+      'PaymentDeployRequested.v1',
+    ]);
+    expect(back.object).toMatchObject({
+      status: 'recoverable',
+      recoverable_reason: 'abandoned',
+      recovery_destination: PAYER,
+      recoverable_amount: ORDER,
+    });
+  });
+
+  it("the payer's funds coming back go to the payer, not to the sender of dust that survived the reorg", () => {
+    const dust = transfer({ from: SECOND_WALLET, amount: '1' });
+    const t = transfer();
+    const history = [
+      create(),
+      observe(dust),
+      confirm(dust),
+      observe(t, 2),
+      confirm(t, 2),
+      clear(3, [PAYER, SECOND_WALLET]),
+      retract(t),
+    ] as const;
+    const failed = given(...history);
+    expect(toPaymentObject(failed.state)).toMatchObject({
+      recovery_destination: PAYER,
+      recoverable_amount: '1',
+    });
+    const again = { ...t, blockNumber: '107' };
+    const back = given(...history, observe(again, 10)).when(confirm(again, 11));
+    expect(back.object).toMatchObject({ recovery_destination: PAYER, recoverable_amount: '12500001' });
+    // The NONE deploy (asked for once more than the dust share is back) attests the order's payer: what the
+    // recover sends can only go there.
+    expect(
+      back.events.find((e) => e.type === 'PaymentDeployRequested.v1' && e.data.method === 'NONE')?.data,
+    ).toMatchObject({ payer: PAYER });
+  });
+
+  it('failed before its senders were screened: the payer who sent the lost transfer is screened before the NONE deploy attests it', () => {
+    // Another wallet's transfer above the dust share survives; the payer's, which paid the order, is lost.
+    const other = transfer({ from: SECOND_WALLET, amount: '200000' });
+    const t = transfer();
+    const unreachable: PaymentCommand = {
+      type: 'RecordScreening',
+      result: { kind: 'unreachable', addresses: [PAYER, SECOND_WALLET] },
+      now: at(3),
+    };
+    const failed = given(
+      create(),
+      observe(other),
+      confirm(other),
+      observe(t, 2),
+      confirm(t, 2),
+      unreachable,
+      retract(t),
+    );
+    expect(failed.history.map((e) => e.type)).not.toContain('PaymentDeployRequested.v1');
+    expect(addressesToScreen(failed.state).sort()).toEqual(
+      [PAYER, SECOND_WALLET].map((a) => a.toLowerCase()).sort(),
+    );
+    const deployed = failed.when(clear(10, [PAYER, SECOND_WALLET]));
+    expect(deployed.events.find((e) => e.type === 'PaymentDeployRequested.v1')?.data).toMatchObject({
+      method: 'NONE',
+      payer: PAYER,
+    });
+  });
+
+  it('nothing is paid twice: after the rest was recovered, the lost transfer back again is recoverable alone', () => {
+    const first = transfer({ amount: HALF });
+    const second = transfer({ amount: HALF });
+    const again = { ...second, blockNumber: '107' };
+    const history = [
+      ...paidInParts(first, second),
+      retract(second),
+      deployNone(10),
+      recovered(HALF, 10 + 24 * 60),
+      observe(again, 11 + 24 * 60),
+    ] as const;
+    const back = given(...history).when(confirm(again, 12 + 24 * 60));
+    expect(back.types).toEqual(['PaymentTransferConfirmed.v1', 'PaymentRecoverable.v1']);
+    expect(back.object).toMatchObject({ status: 'recoverable', recoverable_amount: HALF });
+    // Taken again by a second reorg: listed still, out of the balance, nothing more to announce.
+    const lostAgain = given(...history, confirm(again, 12 + 24 * 60)).when(retract(again, 13 + 24 * 60));
+    expect(lostAgain.types).toEqual(['PaymentTransferRetracted.v1']);
+    expect(lostAgain.object.transactions).toHaveLength(2);
+    expect(heldBalance(lostAgain.state, USDC_BASE)).toBe(0n);
+  });
+
+  it('a DIRECT deploy the reorg took with it (not on the new fork): undone, the rest deployed NONE and recoverable; a deploy still there is kept', () => {
+    const first = transfer({ amount: HALF });
+    const second = transfer({ amount: HALF });
+    const history = [...paidInParts(first, second), deployDirect(ORDER, 4), retract(second)] as const;
+    const failed = given(...history);
+    // The forward is still counted: nothing looks recoverable until the chain says the deploy is gone.
+    expect(toPaymentObject(failed.state)).toMatchObject({ status: 'failed', deploy_tx_hash: '0xdeploy' });
+    const lost = failed.when({ type: 'RecordDeploymentLost', deployTxHash: '0xdeploy', now: at(10) });
+    expect(lost.types).toEqual([
+      'PaymentDeploymentLost.v1',
+      'PaymentRecoverable.v1',
+      'PaymentDeployRequested.v1',
+    ]);
+    expect(lost.events[2]?.data).toMatchObject({ method: 'NONE', payer: PAYER });
+    expect(lost.object).toMatchObject({
+      status: 'recoverable',
+      deploy_tx_hash: null,
+      recovery_destination: PAYER,
+      recoverable_amount: HALF,
+    });
+    expect(
+      failed.when({ type: 'RecordDeploymentLost', deployTxHash: '0xother', now: at(10) }).events,
+    ).toEqual([]);
+    // Only for a payment a reorg failed.
+    expect(
+      given(...paidInParts(first, second), deployDirect(ORDER, 4)).when({
+        type: 'RecordDeploymentLost',
+        deployTxHash: '0xdeploy',
+        now: at(10),
+      }).events,
+    ).toEqual([]);
+    // The lost transfer back while the deploy is still on chain (it landed again after it): the order was forwarded,
+    // nothing is the payer's.
+    const t = transfer();
+    const again = { ...t, blockNumber: '107' };
+    expect(
+      given(...paid(t), deployDirect(), retract(t), observe(again, 10)).when(confirm(again, 11)).types,
+    ).toEqual(['PaymentTransferConfirmed.v1']);
+  });
+});
+
+describe('Payment: a reorg failure undone when the lost transfer and the deploy are both back on the new fork', () => {
+  const found = (minutes: number, deployTxHash = '0xdeploy'): PaymentCommand => ({
+    type: 'RecordDeploymentFound',
+    deployTxHash,
+    now: at(minutes),
+  });
+  const t = transfer();
+  const again = { ...t, blockNumber: '107' };
+  /** Paid, deployed, failed by the reorg, the lost transfer mined again on the new fork and confirmed there. */
+  const backOnNewFork = (deploy: PaymentCommand = deployDirect()) =>
+    [...paid(t), deploy, retract(t), observe(again, 10), confirm(again, 11)] as const;
+
+  it('DIRECT: the deploy found on the new fork reinstates the payment: settled again, failure cleared, payment.settled', () => {
+    const g = given(...backOnNewFork());
+    expect(toPaymentObject(g.state)).toMatchObject({
+      status: 'failed',
+      failure_reason: 'deposit_lost_to_reorg',
+    });
+    const back = g.when(found(12));
+    expect(back.types).toEqual(['PaymentReinstated.v1']);
+    expect(back.events[0]?.data).toEqual({
+      deployTxHash: '0xdeploy',
+      chain: BASE,
+      phase: 'settled',
+      at: at(12).toISOString(),
+    });
+    expect(back.events.map(paymentWebhookType)).toEqual(['payment.settled']);
+    expect(back.object).toMatchObject({ status: 'settled', deploy_tx_hash: '0xdeploy', amount_paid: ORDER });
+    expect(back.object).not.toHaveProperty('failure_reason');
+    expect(back.object).not.toHaveProperty('failure_message');
+    expect(back.object.transactions).toEqual([
+      expect.objectContaining({ tx_hash: t.txHash, block_number: '107', confirmed: true, is_funding: true }),
+    ]);
+    expect(toCheckoutObject(back.state).status).toBe('paid');
+    // Nothing is the payer's (the order was forwarded), and the same finding again records nothing.
+    expect(heldBalance(back.state, USDC_BASE)).toBe(0n);
+    expect(given(...backOnNewFork(), found(12)).when(found(13)).events).toEqual([]);
+  });
+
+  it('TWO_STEP: reinstated in escrow (payment.escrow_confirmed), capturable again', () => {
+    const g = given(...backOnNewFork(deployTwoStep()));
+    const back = g.when(found(12));
+    expect(back.types).toEqual(['PaymentReinstated.v1']);
+    expect(back.events.map(paymentWebhookType)).toEqual(['payment.escrow_confirmed']);
+    expect(back.object).toMatchObject({ status: 'escrow_confirmed' });
+    expect(escrowRemaining(back.state)).toBe(12_500_000n);
+    const capture = given(...backOnNewFork(deployTwoStep()), found(12)).when({
+      type: 'RequestCapture',
+      amount: ORDER,
+      settlementAddress: SETTLEMENT,
+      now: at(13),
+    });
+    expect(capture.types).toEqual(['PaymentCaptureRequested.v1']);
+  });
+
+  it('stays failed while the lost transfer is not confirmed again, for another deploy, or a NONE deployment', () => {
+    // Found before the transfer is back with its confirmations: nothing yet (asked again later).
+    const unconfirmed = given(...paid(t), deployDirect(), retract(t), observe(again, 10));
+    expect(unconfirmed.when(found(11)).events).toEqual([]);
+    expect(given(...paid(t), deployDirect(), retract(t)).when(found(10)).events).toEqual([]);
+    // Another transaction than the recorded deploy.
+    expect(given(...backOnNewFork()).when(found(12, '0xother')).events).toEqual([]);
+    // A payment that did not fail.
+    expect(given(...paid(t), deployDirect()).when(found(12)).events).toEqual([]);
+    // The NONE deployment of a payment a reorg failed returns the deposit's funds; it reinstates nothing.
+    const half = transfer({ amount: '6250000' });
+    const lost = transfer({ amount: '6250000' });
+    const lostAgain = { ...lost, blockNumber: '107' };
+    const none = given(
+      create(),
+      observe(half),
+      confirm(half),
+      observe(lost, 2),
+      confirm(lost, 2),
+      clear(3),
+      retract(lost),
+      deployNone(10),
+      observe(lostAgain, 11),
+      confirm(lostAgain, 12),
+    );
+    expect(none.when(found(13)).events).toEqual([]);
+    expect(toCheckoutObject(none.state).status).toBe('failed');
+  });
+
+  it("a deploy lost at first and found on the chain later (the NONE deploy finds the order's DIRECT deploy): settled, failure cleared", () => {
+    const history = [
+      ...paid(t),
+      deployDirect(),
+      retract(t),
+      { type: 'RecordDeploymentLost', deployTxHash: '0xdeploy', now: at(10) },
+      observe(again, 11),
+      confirm(again, 12),
+    ] as const;
+    const g = given(...history);
+    expect(toPaymentObject(g.state)).toMatchObject({ status: 'recoverable', deploy_tx_hash: null });
+    // The deposit flow's NONE deploy answers DepositAlreadyDeployed: the chain's DepositDeployed names DIRECT.
+    const back = g.when(deployDirect(ORDER, 13));
+    expect(back.types).toEqual(['PaymentSettled.v1']);
+    expect(back.object).toMatchObject({ status: 'settled', deploy_tx_hash: '0xdeploy' });
+    expect(back.object).not.toHaveProperty('failure_reason');
+    expect(back.object).not.toHaveProperty('recoverable_amount');
+    expect(toCheckoutObject(back.state).status).toBe('paid');
+  });
+
+  it("the checkout of a payment a reorg failed says failed (not paid); a fiat settlement failure's stays paid", () => {
+    const failed = given(...paid(t), deployDirect(), retract(t));
+    expect(toPaymentObject(failed.state).status).toBe('failed');
+    expect(toCheckoutObject(failed.state).status).toBe('failed');
+    const fiat = transfer();
+    const settlementFailed = given(
+      create({}, 'fiat'),
+      observe(fiat),
+      confirm(fiat),
+      clear(),
+      deployDirect(),
+      {
+        type: 'RecordSettlementFailed',
+        reason: 'provider_rejected',
+        now: at(10),
+      },
+    );
+    expect(toPaymentObject(settlementFailed.state).status).toBe('failed');
+    expect(toCheckoutObject(settlementFailed.state).status).toBe('paid');
   });
 });
 
@@ -1655,29 +2443,43 @@ describe('Payment: senders after the deploy request and of other tokens are scre
   });
 
   it('an abandoned deposit recovered, then a sanctioned sender: held, not flagged (the payer was screened before the deploy)', () => {
-    const partial = transfer({ amount: '5000000' });
     const late = transfer({ amount: '1', from: SANCTIONED });
-    const g = given(
-      create(),
-      observe(partial),
-      confirm(partial),
-      { type: 'Expire', now: at(61) },
-      clear(62),
-      deployNone(62),
-      {
-        type: 'RecordOutflow',
-        kind: 'recovered',
-        txHash: '0xrec',
-        asset: USDC_BASE,
-        amount: '5000000',
-        to: PAYER,
-        now: at(63 + 24 * 60),
-      },
-      observe(late, 64 + 24 * 60),
-      confirm(late, 64 + 24 * 60),
-    );
+    const g = given(...abandonedThenRecovered(), observe(late, 64 + 24 * 60), confirm(late, 64 + 24 * 60));
     expect(addressesToScreen(g.state)).toEqual([SANCTIONED]);
     expect(g.when(match(65 + 24 * 60)).types).toEqual(['PaymentSanctionedFundsHeld.v1']);
+  });
+});
+
+describe('Payment: a recover or rescue is announced at the chain confirmations (ConfirmOutflow)', () => {
+  const recovered = abandonedThenRecovered();
+  const confirmRecover = (minute: number): PaymentCommand => ({
+    type: 'ConfirmOutflow',
+    txHash: '0xrec',
+    now: at(minute + 24 * 60),
+  });
+
+  it('records the confirmation once, without moving the payment (updated_at kept)', () => {
+    const g = given(...recovered);
+    const confirmed = g.when(confirmRecover(70));
+    expect(confirmed.types).toEqual(['PaymentRecoveryConfirmed.v1']);
+    expect(confirmed.object.updated_at).toBe(toPaymentObject(g.state).updated_at);
+    expect(given(...recovered, confirmRecover(70)).when(confirmRecover(71)).events).toEqual([]);
+  });
+
+  it('a recover a reorg takes back before its confirmations is not undone (its recoverable notice is gone)', () => {
+    expect(
+      given(...recovered).when({
+        type: 'RetractOutflow',
+        txHash: '0xrec',
+        logIndex: 0,
+        now: at(70 + 24 * 60),
+      }).events,
+    ).toEqual([]);
+  });
+
+  it('records nothing for a transaction that is no recorded recover or rescue', () => {
+    const other = { ...confirmRecover(70), txHash: '0xother' };
+    expect(given(...recovered).when(other).events).toEqual([]);
   });
 });
 
@@ -1970,19 +2772,19 @@ describe('Payment events -> webhook types', () => {
 
   it.each<[string, string[]]>([
     ['payment.deposit_confirmed', ['PaymentDepositConfirmed.v1']],
-    ['payment.settled', ['PaymentSettled.v1', 'PaymentCaptured.v1']],
+    ['payment.settled', ['PaymentSettled.v1', 'PaymentCaptureConfirmed.v1', 'PaymentReinstated.v1']],
     ['payment.escrow_confirmed', ['PaymentEscrowFunded.v1']],
     ['payment.expired', ['PaymentExpired.v1']],
     ['payment.cancelled', ['PaymentCancelled.v1']],
     ['payment.failed', ['PaymentFailed.v1']],
-    ['payment.refunded', ['PaymentRefunded.v1', 'PaymentReclaimed.v1']],
+    ['payment.refunded', ['PaymentRefundConfirmed.v1', 'PaymentReclaimConfirmed.v1']],
     ['payment.settlement_delayed', ['PaymentSettlementDelayed.v1']],
     ['payment.settlement_failed', ['PaymentSettlementFailed.v1']],
     ['payment.flagged', ['PaymentFlagged.v1']],
     ['payment.screening_pending', ['PaymentScreeningUnavailable.v1']],
     ['payment.recoverable', ['PaymentRecoverable.v1']],
-    ['payment.recovered', ['PaymentRecovered.v1']],
-    ['payment.rescued', ['PaymentRescued.v1']],
+    ['payment.recovered', ['PaymentRecoveryConfirmed.v1']],
+    ['payment.rescued', ['PaymentRescueConfirmed.v1']],
   ])('%s is produced exactly by %j', (webhook, facts) => {
     const producers = Object.entries(PAYMENT_WEBHOOK_BY_EVENT)
       .filter(([, type]) => type === webhook)

@@ -30,8 +30,8 @@ export const CHECKOUT_LIMITS = {
   maxAuthorizationSeconds: (30 * DAY) / 1000,
   /**
    * Ours: funding under this share of the order's token amount (basis points; at least one smallest unit) is dust
-   * to cancel and configure. A deposit address is public: one unit sent by anyone froze the merchant's cancel and
-   * configure until expiry. A share, not a fixed figure: a griefer must lock up (and may lose) a part of every order
+   * to configure (and to the hosted page, which does not say "confirming" for it). A deposit address is public: one
+   * unit sent by anyone froze the merchant's configure until expiry. A share, not a fixed figure: a griefer must lock up (and may lose) a part of every order
    * it blocks, while a payer's real partial payment, wallet-fee underpayment or test transfer of any size worth
    * stopping for is above it.
    */

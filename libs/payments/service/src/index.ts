@@ -8,6 +8,7 @@ export * from './payments/stablecoins';
 export * from './payments/payment.reader';
 export * from './payments/payment.commands';
 export * from './payments/payment.projection';
+export * from './payments/checkout-status-repair';
 export * from './payments/payment-webhook';
 export * from './payments/expiry-timer';
 export * from './payments/payments.gateway';

@@ -30,6 +30,7 @@ import { PaymentChanges } from './payments/changes';
 import { PaymentExpiryTimer } from './payments/expiry-timer';
 import { PaymentMerchantProfiles } from './payments/merchant-profiles';
 import { PaymentCommands } from './payments/payment.commands';
+import { CheckoutStatusRepair } from './payments/checkout-status-repair';
 import { PaymentProjection } from './payments/payment.projection';
 import { PaymentReader } from './payments/payment.reader';
 import { PaymentsGateway } from './payments/payments.gateway';
@@ -100,6 +101,7 @@ export class PaymentsCoreModule {}
   providers: [
     PaymentCommands,
     PaymentProjection,
+    CheckoutStatusRepair,
     PaymentExpiryTimer,
     PaymentActions,
     depositChainsProvider,
@@ -117,6 +119,7 @@ export class PaymentsCoreModule {}
   exports: [
     PaymentCommands,
     PaymentProjection,
+    CheckoutStatusRepair,
     PaymentExpiryTimer,
     PAYMENT_SETTLEMENT_FEED,
     PaymentSettlementDeadlines,

@@ -34,11 +34,13 @@ export interface PaymentActionCommand {
 
 /**
  * The owner's answer. `submission`: `confirmed` (mined, its outflow recorded at `revision`), `pending` (broadcast,
- * the receipt did not come in time; recorded when observed), `replayed` (this command id was applied before).
+ * the receipt did not come in time; recorded when observed), `replayed` (this command id was applied before),
+ * `requested` (a recover of an abandoned deposit's dust: the request is recorded and the deposit is being deployed
+ * for it; nothing was sent: 202).
  */
 export interface PaymentActionResult {
   readonly paymentId: string;
   readonly revision: number;
   readonly txHash: string | null;
-  readonly submission: 'confirmed' | 'pending' | 'replayed';
+  readonly submission: 'confirmed' | 'pending' | 'replayed' | 'requested';
 }

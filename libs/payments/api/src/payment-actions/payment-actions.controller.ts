@@ -1,7 +1,12 @@
-import { Body, Controller, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
-import type { FastifyRequest } from 'fastify';
-import { type AuthenticatedMerchant, CurrentMerchant, idempotencyKeyOf } from '@stablepay/http';
-import { invalidRequest, takesFields, unknownParameter } from '@stablepay/util';
+import { Body, Controller, HttpCode, Inject, Param, Post, Req, Res } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import {
+  type AuthenticatedMerchant,
+  CurrentMerchant,
+  answerIsNotFinal,
+  idempotencyKeyOf,
+} from '@stablepay/http';
+import { bodyNotAnObject, takesFields, unknownParameter } from '@stablepay/util';
 import { checkPaymentId } from '../payments.controller';
 import type { SignedActionRequest } from './payment-actions.commands';
 import {
@@ -21,7 +26,7 @@ const FIELDS: Readonly<Record<PaymentActionKind, readonly string[]>> = {
 export function actionBody(kind: PaymentActionKind, body: unknown): SignedActionRequest {
   if (body === undefined || body === null) return {};
   if (typeof body !== 'object' || Array.isArray(body)) {
-    throw invalidRequest('The request body must be a JSON object.');
+    throw bodyNotAnObject();
   }
   for (const key of Object.keys(body)) {
     if (!FIELDS[kind].includes(key)) {
@@ -79,25 +84,50 @@ export class PaymentActionsController {
     return this.act('rescue', merchant, id, body, request);
   }
 
+  /**
+   * 202 when the recover is recorded but waits: an abandoned deposit's dust is deployed only once asked, and the
+   * recover itself runs after that deploy (the payment shows `recovery_requested_at`).
+   */
   @Post(':paymentId/recover')
   @HttpCode(200)
-  recover(
+  async recover(
     @CurrentMerchant() merchant: AuthenticatedMerchant,
     @Param('paymentId') id: string,
     @Body() body: unknown,
     @Req() request: FastifyRequest,
+    @Res({ passthrough: true }) reply: FastifyReply,
   ) {
-    return this.act('recover', merchant, id, body, request);
+    const answer = await this.useCases.act(
+      'recover',
+      merchant,
+      checkPaymentId(id),
+      actionBody('recover', body),
+      idempotencyKeyOf(request),
+    );
+    if (answer.accepted) {
+      void reply.status(202);
+      // Not the outcome yet: a retry with the same Idempotency-Key asks again (the same request while the deploy is
+      // pending, recording nothing twice; the recover itself once deployed).
+      answerIsNotFinal(request);
+    }
+    return answer.object;
   }
 
-  private act(
-    kind: PaymentActionKind,
+  private async act(
+    kind: Exclude<PaymentActionKind, 'recover'>,
     merchant: AuthenticatedMerchant,
     id: string,
     body: unknown,
     request: FastifyRequest,
   ) {
     const paymentId = checkPaymentId(id);
-    return this.useCases.act(kind, merchant, paymentId, actionBody(kind, body), idempotencyKeyOf(request));
+    const answer = await this.useCases.act(
+      kind,
+      merchant,
+      paymentId,
+      actionBody(kind, body),
+      idempotencyKeyOf(request),
+    );
+    return answer.object;
   }
 }

@@ -4,16 +4,24 @@ import type { SignedActionRequest } from './payment-actions.commands';
 
 export type PaymentActionKind = 'capture' | 'refund' | 'rescue' | 'recover';
 
+/**
+ * An action's answer: the payment object once the action's facts are in its read model (read-your-writes).
+ * `accepted`: the request is recorded but its effect waits (a recover of dust waits for the deposit's deploy): 202.
+ */
+export interface PaymentActionAnswer {
+  readonly object: PaymentObject;
+  readonly accepted: boolean;
+}
+
 /** What the payment action routes call (implemented by PaymentActionsGateway in @stablepay/payments-service). */
 export interface PaymentActionsUseCases {
-  /** Answers the payment object once the action's facts are in its read model (read-your-writes). */
   act(
     kind: PaymentActionKind,
     merchant: AuthenticatedMerchant,
     paymentId: string,
     body: SignedActionRequest,
     idempotencyKey?: string,
-  ): Promise<PaymentObject>;
+  ): Promise<PaymentActionAnswer>;
 }
 
 export const PAYMENT_ACTIONS_USE_CASES = Symbol('PAYMENT_ACTIONS_USE_CASES');

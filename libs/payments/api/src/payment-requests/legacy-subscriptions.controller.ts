@@ -1,6 +1,5 @@
 import { All, Controller } from '@nestjs/common';
-import { IgnoreQueryParameters, Public } from '@stablepay/http';
-import { DomainError } from '@stablepay/util';
+import { IgnoreQueryParameters, Public, subscriptionsUseSubscriptionCheckouts } from '@stablepay/http';
 import { PAYMENT_REQUEST_PREFIX } from './payment-requests.controller';
 
 /**
@@ -17,26 +16,16 @@ import { PAYMENT_REQUEST_PREFIX } from './payment-requests.controller';
 export class LegacySubscriptionsController {
   @All()
   root(): never {
-    throw moved();
+    throw subscriptionsUseSubscriptionCheckouts();
   }
 
   @All(':id')
   one(): never {
-    throw moved();
+    throw subscriptionsUseSubscriptionCheckouts();
   }
 
   @All(':id/cancel')
   cancel(): never {
-    throw moved();
+    throw subscriptionsUseSubscriptionCheckouts();
   }
-}
-
-function moved(): DomainError {
-  return new DomainError({
-    type: 'invalid_request',
-    status: 410,
-    code: 'subscriptions_use_subscription_checkouts',
-    message:
-      'Subscriptions are not created or listed on this surface. Create a subscription checkout with POST /subscription-checkouts and send the customer to its checkout_url (the subscription is created when the customer subscribes on chain); read a subscription with GET /subscriptions/:id, list them with GET /merchants/:merchantId/subscriptions, cancel with POST /subscriptions/:id/cancel (signed).',
-  });
 }

@@ -4,13 +4,13 @@ import { CommandClient } from '@stablepay/commands';
 import type { AuthenticatedMerchant } from '@stablepay/http';
 import {
   PAYMENT_ACTION_COMMANDS,
+  type PaymentActionAnswer,
   type PaymentActionCommand,
   type PaymentActionKind,
   type PaymentActionResult,
   type PaymentActionsUseCases,
   type SignedActionRequest,
 } from '@stablepay/payments-api';
-import type { PaymentObject } from '@stablepay/payments-domain';
 import { PaymentReader } from '../payments/payment.reader';
 
 /**
@@ -30,7 +30,7 @@ export class PaymentActionsGateway implements PaymentActionsUseCases {
     paymentId: string,
     body: SignedActionRequest,
     idempotencyKey?: string,
-  ): Promise<PaymentObject> {
+  ): Promise<PaymentActionAnswer> {
     const command: PaymentActionCommand = {
       commandId: idempotencyKey ?? randomUUID(),
       merchant,
@@ -42,6 +42,7 @@ export class PaymentActionsGateway implements PaymentActionsUseCases {
       PAYMENT_ACTION_COMMANDS[kind],
       command,
     );
-    return (await this.reader.paymentAtLeast(done.paymentId, done.revision)).object;
+    const { object } = await this.reader.paymentAtLeast(done.paymentId, done.revision);
+    return { object, accepted: done.submission === 'requested' };
   }
 }

@@ -2,6 +2,7 @@ import { ZeroAddress, id, parseEther } from 'ethers';
 import { handleCommand } from '@stablepay/aggregate';
 import { InMemoryEventStore } from '@stablepay/event-store';
 import { formatCaip19 } from '@stablepay/evm';
+import { deployCallBatcher } from '@stablepay/local-chains';
 import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
 import {
   type PaymentCommand,
@@ -496,6 +497,46 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
       expect(after.types.at(-1)).toBe('PaymentReclaimed.v1');
       expect(after.object.status).toBe('refunded');
     });
+  });
+
+  it('a capture and a refund batched into one transaction by the merchant wallet are both recorded from the deposit logs', async () => {
+    const p = await deployedPayment('TWO_STEP');
+    const deadline = await soon();
+    const domain = { chain: f.chain.caip2, verifyingContract: p.deposit };
+    const facts = { paymentId: p.onChainId, token: usdcAsset(), epoch: 0, deadline };
+    const captured = 60n * USDC + 1n;
+    const refunded = ORDER - captured;
+    const capture = f.deposits.captureCall(p.deposit, {
+      token: f.usdc,
+      amount: captured,
+      deadline,
+      signature: (await signCapture(f.merchantSigner, domain, { ...facts, amount: captured })).signature,
+    });
+    const refund = f.deposits.refundCall(p.deposit, {
+      token: f.usdc,
+      amount: refunded,
+      deadline,
+      payer: f.payer.address,
+      signature: (
+        await signRefund(f.merchantSigner, domain, { ...facts, payer: f.payer.address, amount: refunded })
+      ).signature,
+    });
+    // A wallet that batches calls (a Safe's multisend, a smart account) sends both in one transaction.
+    const batch = await deployCallBatcher(f.stranger);
+    const sent = await batch.getFunction('run')([capture.to, refund.to], [capture.data, refund.data]);
+    await sent.wait();
+    await actions.reconcileDeposit(p.paymentId);
+    const { types, object } = await state(p.paymentId);
+    expect(types.slice(-2)).toEqual(['PaymentCaptured.v1', 'PaymentRefunded.v1']);
+    expect(object).toMatchObject({
+      status: 'settled',
+      amount_captured: captured.toString(),
+      amount_refunded: refunded.toString(),
+    });
+    expect(await f.deposits.balanceOf(f.usdc, p.deposit)).toBe(0n);
+    // Recorded once, however often it is reconciled.
+    await actions.reconcileDeposit(p.paymentId);
+    expect((await state(p.paymentId)).types).toEqual(types);
   });
 
   describe("a payment of the other mode than the deployment's chains (recorded before such checkouts were refused)", () => {

@@ -2,13 +2,20 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { CLOCK, EVENT_STORE, deterministicEventId, loadAggregate } from '@stablepay/aggregate';
 import {
   CHAIN_OPERATOR_CONFIG,
+  type ChainOperatorConfig,
   assertChainModeServed,
   servedChainMode,
   type SupportedChains,
 } from '@stablepay/chain-operator';
 import type { EventStore, Mode } from '@stablepay/event-store';
 import { formatCaip2, parseCaip2 } from '@stablepay/evm';
-import { type PaymentState, decidePayment, paymentAsset, paymentStreamId } from '@stablepay/payments-domain';
+import {
+  type PaymentState,
+  decidePayment,
+  dustRecoveryPending,
+  paymentAsset,
+  paymentStreamId,
+} from '@stablepay/payments-domain';
 import {
   outflowAsset,
   outflowIdempotencyKey,
@@ -45,13 +52,14 @@ export interface ActionOwner {
 /**
  * What an action answers: the payment stream's revision after it (the gateway waits for its read model there) and
  * the transaction. `submission`: `confirmed` (mined, its outflow recorded), `pending` (broadcast, receipt not in
- * time: the outflow is recorded when the transaction is observed).
+ * time: the outflow is recorded when the transaction is observed), `requested` (a recover of dust: the request is
+ * recorded and the deposit is being deployed for it; nothing sent, recover again once deployed).
  */
 export interface ActionAnswer {
   readonly paymentId: string;
   readonly revision: number;
   readonly txHash: string | null;
-  readonly submission: 'confirmed' | 'pending' | 'replayed';
+  readonly submission: 'confirmed' | 'pending' | 'replayed' | 'requested';
 }
 
 interface Loaded {
@@ -85,7 +93,8 @@ export class PaymentActions {
     // Absent or without chains: no transaction can be sent at all, so no merchant's mode is out of place.
     @Optional()
     @Inject(CHAIN_OPERATOR_CONFIG)
-    private readonly deployment?: Pick<SupportedChains, 'enabled' | 'mode'>,
+    private readonly deployment?: Pick<SupportedChains, 'enabled' | 'mode'> &
+      Partial<Pick<ChainOperatorConfig, 'addresses'>>,
   ) {}
 
   capture(owner: ActionOwner, paymentId: string, body: SignedActionBody, commandId: string) {
@@ -118,7 +127,18 @@ export class PaymentActions {
       const now = state.deployment ? await this.chainNow(state.deployment.chain) : this.clock.now();
       if (this.escrowReclaimable(state, now)) return this.reclaim(loaded);
       // The aggregate's rules (nothing to recover, not deployed, payer not final, flagged) before the chain.
-      decidePayment({ type: 'RequestRecover', now }, state);
+      const decided = decidePayment({ type: 'RequestRecover', now }, state);
+      const asksForDeploy = decided.some((e) => e.type === 'PaymentDustRecoveryRequested.v1');
+      if (asksForDeploy || dustRecoveryPending(state)) {
+        // Dust below the order's share waits for this request before the operator screens and deploys it: recorded
+        // once per payment (whatever the Idempotency-Key), a repeat before the deploy is the same request. The
+        // recover itself runs once the deposit is deployed and its payer final.
+        const revision = asksForDeploy
+          ? (await this.append(loaded, { type: 'RequestRecover' }, `${paymentId}:dust-recovery`, now))
+              .revision
+          : loaded.revision;
+        return { paymentId: loaded.paymentId, revision, txHash: null, submission: 'requested' };
+      }
       const { chain, deposit } = this.depositOf(state);
       const call = chain.recoverCall(deposit);
       await this.simulateOrRefuse(chain, call);
@@ -179,7 +199,13 @@ export class PaymentActions {
       }
       if (record.flagged) throw chainRejection('PaymentIsFlagged');
       const [auth, chainTime] = await Promise.all([chain.merchantAuth(record.merchantId), chain.chainTime()]);
-      const action = buildSignedAction(kind, body, { ...facts, payer: record.payer }, auth.epoch);
+      const action = buildSignedAction(
+        kind,
+        body,
+        { ...facts, payer: record.payer },
+        auth.epoch,
+        this.deployment?.addresses ?? null,
+      );
       verifySignedAction(action, { ...auth, chainTime }, await chain.signatureUsed(deposit, action.digest));
 
       // A rescue is bounded by what the chain says the deposit holds (native coin is not observed).
@@ -265,8 +291,9 @@ export class PaymentActions {
   /**
    * The command id a request runs under. Its first attempt runs under the request id (the Idempotency-Key). An
    * attempt whose call the chain refused at the broadcast or reverted moved nothing, and the API did not spend the
-   * key on that answer (a 409, a 400 validation error or the 502 are not stored): the merchant's retry, corrected
-   * or not, comes back with the same key, while the failed attempt's request fact keeps that id in the stream.
+   * key on that answer (a 409, a 400 validation error or the 502 are not stored): the merchant's retry comes back
+   * with the same key (corrected after a 409 or 400; the same request after a 5xx, the only one the gateway lets
+   * claim it), while the failed attempt's request fact keeps that id in the stream.
    * Answering the retry as applied would say 200 for a capture or refund that never happened, so it runs as the
    * next attempt (`<key>#<n>`). A signature is single-use only once a call succeeds, so running again is safe.
    */
@@ -370,7 +397,7 @@ export class PaymentActions {
           type: 'api_error',
           status: 502,
           code: 'transaction_reverted',
-          message: `The transaction ${outcome.txHash} reverted on chain (${outcome.errorName ?? 'no reason'}); nothing moved. Retry with a new signature.`,
+          message: `The transaction ${outcome.txHash} reverted on chain (${outcome.errorName ?? 'no reason'}); nothing moved. Retry with a new signature (and a new Idempotency-Key: the key stays with this request).`,
         });
       case 'pending': {
         const { revision } = await this.load(loaded.paymentId);
@@ -398,6 +425,8 @@ export class PaymentActions {
           type: 'RecordOutflow',
           kind: o.kind,
           txHash: o.txHash.toLowerCase(),
+          logIndex: o.logIndex,
+          blockHash: o.blockHash.toLowerCase(),
           asset: outflowAsset(current.state, caip2, o.token),
           amount: o.amount.toString(),
           to: o.to,

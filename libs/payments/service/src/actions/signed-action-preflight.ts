@@ -10,7 +10,8 @@ import {
   type Eip712Domain,
   type MessageByKind,
 } from '@stablepay/evm';
-import { cannotProcess, conflict, validationError } from '@stablepay/util';
+import { knownContracts, type StablepayAddresses } from '@stablepay/contracts';
+import { cannotProcess, conflict, MAX_UINT256, tooLargeFault, validationError } from '@stablepay/util';
 
 /**
  * API preflight of the merchant-signed payment actions (POST /payments/:paymentId/capture, /refund, /rescue): the
@@ -37,7 +38,9 @@ import { cannotProcess, conflict, validationError } from '@stablepay/util';
  * | token_mismatch              | 422    | cannot_process   | token     | capture/refund of another token than the payment's    |
  * | chain_mismatch              | 422    | cannot_process   | token     | a CAIP-19 token of another chain than the deposit's   |
  * | payer_owned_token           | 422    | cannot_process   | token     | rescue of the payment token (the payer's: recover)    |
- * | invalid_destination         | 422    | cannot_process   | to        | rescue to the zero address or the deposit itself      |
+ * | invalid_destination         | 422    | cannot_process   | to        | rescue to the zero address, the deposit itself or a   |
+ * |                             |        |                  |           | token contract (the rescued one, a known stablecoin)  |
+ * |                             |        |                  |           | or a Stablepay contract (registry, factories, ...)    |
  * | payer_mismatch              | 422    | cannot_process   | payer     | refund naming another payer than the attested one     |
  * | epoch_mismatch              | 422    | cannot_process   | epoch     | the sent epoch is not the registry's current one      |
  * | signature_expired           | 422    | cannot_process   | deadline  | deadline before the chain time (SignatureExpired)     |
@@ -103,7 +106,6 @@ export interface SignedAction<K extends PrimaryType = PrimaryType> {
 
 const DECIMAL = /^[1-9][0-9]{0,77}$/;
 const SIGNATURE_HEX = /^0x[0-9a-fA-F]{130}$/;
-const MAX_UINT256 = (1n << 256n) - 1n;
 export const NATIVE_ASSET = 'native';
 
 /** `amount` of a payment action: the token's smallest unit as a canonical positive integer string. */
@@ -111,7 +113,8 @@ export function parseActionAmount(value: unknown): bigint {
   if (typeof value !== 'string' || !DECIMAL.test(value) || BigInt(value) > MAX_UINT256) {
     throw validationError(
       'amount',
-      "amount must be a positive integer string in the token's smallest unit (no decimal point, no leading zeros).",
+      tooLargeFault('amount', value) ??
+        "amount must be a positive integer string in the token's smallest unit (no decimal point, no leading zeros).",
       'invalid_amount',
     );
   }
@@ -123,7 +126,11 @@ function parseUint(value: unknown, param: string, code: string): bigint {
   if (typeof value === 'string' && /^(0|[1-9][0-9]{0,77})$/.test(value) && BigInt(value) <= MAX_UINT256) {
     return BigInt(value);
   }
-  throw validationError(param, `${param} must be a non-negative integer (number or decimal string).`, code);
+  throw validationError(
+    param,
+    tooLargeFault(param, value) ?? `${param} must be a non-negative integer (number or decimal string).`,
+    code,
+  );
 }
 
 function parseSignature(value: unknown): string {
@@ -138,6 +145,20 @@ function parseSignature(value: unknown): string {
 }
 
 const sameAddress = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
+
+// Computed once per deployment: the test tokens' and Stablepay contracts' addresses are derived (CREATE2).
+const knownByDeployment = new WeakMap<StablepayAddresses, ReadonlyMap<string, string>>();
+let knownWithoutDeployment: ReadonlyMap<string, string> | undefined;
+/** Every contract that keeps what it is sent: the known stablecoins and, when known, the Stablepay contracts. */
+function contractsKeepingFunds(stablepay: StablepayAddresses | null): ReadonlyMap<string, string> {
+  if (stablepay === null) return (knownWithoutDeployment ??= knownContracts());
+  let known = knownByDeployment.get(stablepay);
+  if (!known) {
+    known = knownContracts(stablepay);
+    knownByDeployment.set(stablepay, known);
+  }
+  return known;
+}
 
 /** A token as the API takes it: a CAIP-19 id on the deposit's chain, or a bare address (or `native` for rescue). */
 function parseToken(value: unknown, chainId: bigint, allowNative: boolean): { token: string; asset: string } {
@@ -164,13 +185,15 @@ function parseToken(value: unknown, chainId: bigint, allowNative: boolean): { to
 
 /**
  * Checks the body's shape and its agreement with the payment, and builds the exact typed data the contract will
- * hash (the merchant's current `epoch` is bound in, as the contract does). Throws DomainError.
+ * hash (the merchant's current `epoch` is bound in, as the contract does). `stablepay`: the deployment's contracts
+ * (null where none is configured), which a rescue may not name as its destination. Throws DomainError.
  */
 export function buildSignedAction(
   kind: SignedActionKind,
   body: SignedActionBody,
   payment: PaymentSigningFacts,
   epoch: bigint,
+  stablepay: StablepayAddresses | null,
 ): SignedAction {
   const amount = parseActionAmount(body.amount);
   const deadline = parseUint(body.deadline, 'deadline', 'invalid_deadline');
@@ -205,6 +228,17 @@ export function buildSignedAction(
     const to = parseAddress(body.to, 'to');
     if (sameAddress(to, ZeroAddress) || sameAddress(to, payment.depositAddress)) {
       throw cannotProcess('invalid_destination', `Funds cannot be rescued to ${to}.`, 'to');
+    }
+    // A token contract keeps what it is sent: the merchant's signature would burn the rescued funds.
+    const contract = sameAddress(to, token)
+      ? `the ${asset} token contract itself`
+      : contractsKeepingFunds(stablepay).get(to.toLowerCase());
+    if (contract !== undefined) {
+      throw cannotProcess(
+        'invalid_destination',
+        `Funds cannot be rescued to ${to}: it is ${contract}, which keeps what it is sent.`,
+        'to',
+      );
     }
     const message: MessageByKind['Rescue'] = { paymentId, token, to, amount, epoch, deadline };
     return {

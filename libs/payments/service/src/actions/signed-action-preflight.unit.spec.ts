@@ -1,5 +1,6 @@
 import { Wallet, ZeroAddress } from 'ethers';
 import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
+import { computeStablepayAddresses, computeTestStablecoinAddresses } from '@stablepay/contracts';
 import { DomainError } from '@stablepay/util';
 import {
   buildSignedAction,
@@ -18,6 +19,11 @@ const DAI = '0x50c5725949A6F0c72E6C4a641F24049A917DB0Cb';
 const PAYER = '0x9965507D1a55bcC2695C58ba16FB37d819B0A4dc';
 const RESCUE_TO = '0x70997970C51812dc3A010C7d01b50e0d17dc79C8';
 const NOW = 1_800_000_000n;
+const STABLEPAY = computeStablepayAddresses({
+  admin: '0x14dC79964da2C08b23698B3D3cc7Ca32193d9955',
+  operator: '0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65',
+  operatorPauser: '0x23618e81E3f5cdF7f54C3d65f7FBc0aBf5B21E8f',
+});
 const DEADLINE = NOW + 3_600n;
 
 const payment: PaymentSigningFacts = {
@@ -44,7 +50,7 @@ async function captureBody(over: Partial<Parameters<typeof signCapture>[2]> = {}
 }
 
 function preflight(kind: SignedActionKind, body: SignedActionBody, digestUsed = false, facts = chainFacts) {
-  const action = buildSignedAction(kind, body, payment, facts.epoch);
+  const action = buildSignedAction(kind, body, payment, facts.epoch, STABLEPAY);
   verifySignedAction(action, facts, digestUsed);
   return action;
 }
@@ -212,35 +218,77 @@ describe('signed payment action preflight', () => {
   });
 
   it('refuses a refund naming another payer than the attested one', async () => {
-    const e = refused(() => buildSignedAction('refund', { ...body0, payer: RESCUE_TO }, payment, 2n));
+    const e = refused(() =>
+      buildSignedAction('refund', { ...body0, payer: RESCUE_TO }, payment, 2n, STABLEPAY),
+    );
     expect([e.status, e.code, e.param]).toEqual([422, 'payer_mismatch', 'payer']);
   });
 
   it('refuses a capture of another token than the payment token', () => {
     const e = refused(() =>
-      buildSignedAction('capture', { ...body0, token: `eip155:8453/erc20:${DAI}` }, payment, 2n),
+      buildSignedAction('capture', { ...body0, token: `eip155:8453/erc20:${DAI}` }, payment, 2n, STABLEPAY),
     );
     expect([e.code, e.param]).toEqual(['token_mismatch', 'token']);
   });
 
   it('refuses a rescue of the payment token (payer-owned: recover)', () => {
     const e = refused(() =>
-      buildSignedAction('rescue', { ...body0, token: USDC, to: RESCUE_TO }, payment, 2n),
+      buildSignedAction('rescue', { ...body0, token: USDC, to: RESCUE_TO }, payment, 2n, STABLEPAY),
     );
     expect([e.status, e.code, e.param]).toEqual([422, 'payer_owned_token', 'token']);
   });
 
   it('refuses a rescue token of another chain than the deposit', () => {
     const e = refused(() =>
-      buildSignedAction('rescue', { ...body0, token: `eip155:137/erc20:${DAI}`, to: RESCUE_TO }, payment, 2n),
+      buildSignedAction(
+        'rescue',
+        { ...body0, token: `eip155:137/erc20:${DAI}`, to: RESCUE_TO },
+        payment,
+        2n,
+        STABLEPAY,
+      ),
     );
     expect(e.code).toBe('chain_mismatch');
   });
 
   it('refuses a rescue to the deposit itself or to the zero address', () => {
     for (const to of [DEPOSIT, ZeroAddress]) {
-      const e = refused(() => buildSignedAction('rescue', { ...body0, token: DAI, to }, payment, 2n));
+      const e = refused(() =>
+        buildSignedAction('rescue', { ...body0, token: DAI, to }, payment, 2n, STABLEPAY),
+      );
       expect([e.code, e.param]).toEqual(['invalid_destination', 'to']);
+    }
+  });
+
+  it('refuses a rescue to a token contract (the rescued token, the payment token, any known stablecoin): it keeps what it is sent', () => {
+    const OTHER_TOKEN = '0x1111111111111111111111111111111111111111';
+    const cases: [string, string, RegExp][] = [
+      [DAI, DAI, /the eip155:8453\/erc20:0x50c5.* token contract itself/],
+      [OTHER_TOKEN, OTHER_TOKEN.toLowerCase(), /token contract itself/],
+      [DAI, USDC, /the USDC token contract on eip155:8453/],
+      [DAI, computeTestStablecoinAddresses().USDT, /the test USDT token contract/],
+    ];
+    for (const [token, to, message] of cases) {
+      const e = refused(() => buildSignedAction('rescue', { ...body0, token, to }, payment, 2n, STABLEPAY));
+      expect([e.status, e.code, e.param]).toEqual([422, 'invalid_destination', 'to']);
+      expect(e.message).toMatch(message);
+    }
+  });
+
+  it("refuses a rescue to one of the deployment's Stablepay contracts: none of them can ever send it on", () => {
+    const cases: [string, RegExp][] = [
+      [STABLEPAY.paymentFactory, /the Stablepay payment factory contract/],
+      [STABLEPAY.registry.toLowerCase(), /the Stablepay registry contract/],
+      [STABLEPAY.subscriptionManagerFactory, /the Stablepay subscription manager factory contract/],
+      [STABLEPAY.payoutDepositFactory, /the Stablepay payout deposit factory contract/],
+      [STABLEPAY.depositImplementation, /implementation contract/],
+    ];
+    for (const [to, message] of cases) {
+      const e = refused(() =>
+        buildSignedAction('rescue', { ...body0, token: DAI, to }, payment, 2n, STABLEPAY),
+      );
+      expect([e.status, e.code, e.param]).toEqual([422, 'invalid_destination', 'to']);
+      expect(e.message).toMatch(message);
     }
   });
 
@@ -257,8 +305,19 @@ describe('signed payment action preflight', () => {
     [{ signature: undefined }, 'signature', 'invalid_signature'],
     [{ epoch: 'two' }, 'epoch', 'invalid_epoch'],
   ])('refuses %j with 400 on %s', (over, param, code) => {
-    const e = refused(() => buildSignedAction('capture', { ...body0, ...over }, payment, 2n));
+    const e = refused(() => buildSignedAction('capture', { ...body0, ...over }, payment, 2n, STABLEPAY));
     expect([e.status, e.type, e.param, e.code]).toEqual([400, 'validation_error', param, code]);
+  });
+
+  it.each([
+    [{ deadline: '9'.repeat(79) }, 'deadline', 'invalid_deadline'],
+    [{ deadline: 1e80 }, 'deadline', 'invalid_deadline'],
+    [{ epoch: '9'.repeat(79) }, 'epoch', 'invalid_epoch'],
+    [{ amount: '9'.repeat(100) }, 'amount', 'invalid_amount'],
+  ])('tells %j it is above uint256, not that it is not an integer', (over, param, code) => {
+    const e = refused(() => buildSignedAction('capture', { ...body0, ...over }, payment, 2n, STABLEPAY));
+    expect([e.status, e.param, e.code]).toEqual([400, param, code]);
+    expect(e.message).toBe(`${param} must be at most 2^256 - 1 (${(1n << 256n) - 1n}), the largest uint256.`);
   });
 });
 

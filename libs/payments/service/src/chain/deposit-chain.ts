@@ -6,6 +6,7 @@ import {
   connectTestStablecoin,
 } from '@stablepay/contracts';
 import { DEFAULT_CHAIN_LOG_RANGE, findLogsSince } from '@stablepay/evm';
+import type { OutflowKind } from '@stablepay/payments-domain';
 import type { ChainRelayer, RelayOutcome } from '@stablepay/relayer';
 
 /**
@@ -43,13 +44,15 @@ export interface MerchantAuth {
   readonly epoch: bigint;
 }
 
-export type OutflowKind = 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+export type { OutflowKind };
 
 /** One fund movement out of the deposit, decoded from its log. */
 export interface DepositOutflow {
   readonly kind: OutflowKind;
   readonly txHash: string;
   readonly logIndex: number;
+  /** The receipt's block: the same transaction in another block is the one a reorg mined again. */
+  readonly blockHash: string;
   /** Token address (checksummed); the zero address for the native coin. */
   readonly token: string;
   readonly to: string;
@@ -116,6 +119,7 @@ export function depositOutflows(receipt: TransactionReceipt, deposit: string): D
       kind: spec.kind,
       txHash: receipt.hash,
       logIndex: log.index,
+      blockHash: receipt.blockHash,
       token: getAddress(parsed.args.getValue('token') as string),
       to: getAddress(parsed.args.getValue(spec.to) as string),
       amount: parsed.args.getValue('amount') as bigint,

@@ -1,14 +1,12 @@
 import { getAddress, type JsonRpcProvider, Wallet } from 'ethers';
 import { register } from 'prom-client';
-import type { Pool } from 'pg';
-import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import type { BusMessage } from '@stablepay/event-bus';
-import { type AnvilNode, localChainProvider, startAnvil } from '@stablepay/local-chains';
-import { createTestDatabase, metricValue, type TestDatabase, testPool } from '@stablepay/testing';
+import { metricValue } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { DepositFlow } from './deposit-flow';
 import { DepositStore } from './deposit.store';
-import { paymentDepositsService } from './payment-deposits.module';
+import { type DepositTestbed, startDepositTestbed } from './test-support/deposit-testbed';
 
 /**
  * The deposit worker confirms a transfer (and records an outflow) by its depth. A reorg shallower than the
@@ -22,45 +20,39 @@ const CONFIRMATIONS = 3;
 const DEPOSIT = getAddress('0x00000000000000000000000000000000000d0a01');
 const USDC = getAddress('0x00000000000000000000000000000000000005dc');
 
-let anvil: AnvilNode;
 let provider: JsonRpcProvider;
-let database: TestDatabase;
-let pool: Pool;
 let dataSource: DataSource;
+let testbed: DepositTestbed;
 
 beforeAll(async () => {
-  anvil = await startAnvil({ chainId: 8453 });
-  provider = localChainProvider(anvil.rpcUrl, 8453);
-  database = await createTestDatabase();
-  pool = testPool({ connectionString: database.url, max: 2 });
-  dataSource = {
-    query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
-  } as unknown as DataSource;
-  const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
-  for (const Migration of paymentDepositsService({} as never).migrations ?? [])
-    await (new (Migration as new () => MigrationInterface)() as MigrationInterface).up(runner);
+  testbed = await startDepositTestbed();
+  ({ provider, dataSource } = testbed);
   await new DepositStore(dataSource).addAddress(DEPOSIT, 'pay_reorg');
 });
 
 afterAll(async () => {
-  await pool?.end();
-  await database?.drop();
-  await anvil?.stop();
+  await testbed?.stop();
 });
 
 interface Asked {
   readonly confirmed: string[];
   readonly recorded: string[];
+  /** The block of each outflow recorded: the payment tells a transaction mined again in another block by it. */
+  readonly recordedBlocks: (string | null | undefined)[];
+  /** The payment commands appended by the flow itself, with their keys. */
+  readonly appended: { readonly command: { type: string; txHash?: string }; readonly key: string }[];
 }
 
 /**
  * The flow with its worker stopped (passes run by hand) and the payment's handlers recording what they get; the
- * payment holds the outflows of `recordedOutflowTxs` (recorded from the action's own receipt).
+ * payment holds the outflows of `recordedOutflowTxs` (recorded from the action's own receipt); `undoes`: whether
+ * the payment's decider undoes a retracted one (an unconfirmed capture, refund or reclaim) or keeps it.
  */
 async function depositFlow(
   recordedOutflowTxs: readonly string[] = [],
+  undoes = false,
 ): Promise<{ flow: DepositFlow; asked: Asked }> {
-  const asked: Asked = { confirmed: [], recorded: [] };
+  const asked: Asked = { confirmed: [], recorded: [], recordedBlocks: [], appended: [] };
   const none = {} as never;
   const flow = new DepositFlow(
     {
@@ -68,14 +60,26 @@ async function depositFlow(
       addresses: { paymentFactory: '0x1', registry: '0x2' },
       chains: [{ caip2: CHAIN, confirmations: CONFIRMATIONS, stablecoins: [] }],
     } as never,
-    { set: { for: () => ({ provider }) } } as never,
+    // The transfers here come from an account (no mint): their sender is the log's `from`.
+    {
+      set: {
+        for: () => ({ provider }),
+        transferOrigin: async (t: { from: string }) => ({ from: t.from, minted: false }),
+      },
+    } as never,
     none,
     none,
     dataSource,
     none,
     none,
     new ManualClock(new Date()),
-    { load: async () => ({ state: { outflowTxs: recordedOutflowTxs } }) } as never,
+    {
+      load: async () => ({ state: { outflowTxs: recordedOutflowTxs } }),
+      append: async (_paymentId: string, command: { type: string }, key: string) => {
+        asked.appended.push({ command, key });
+        return { newEvents: undoes ? [{ type: 'PaymentOutflowRetracted.v1' }] : [] };
+      },
+    } as never,
     { handle: async () => undefined } as never,
     {
       handle: async (_paymentId: string, t: { chain: string; txHash: string; logIndex: number }) => {
@@ -87,8 +91,9 @@ async function depositFlow(
     none,
     none,
     {
-      handle: async (_paymentId: string, o: { txHash: string }) => {
+      handle: async (_paymentId: string, o: { txHash: string; blockHash?: string | null }) => {
         asked.recorded.push(o.txHash);
+        asked.recordedBlocks.push(o.blockHash);
       },
     } as never,
     none,
@@ -164,6 +169,7 @@ describe('the deposit worker confirms only sightings whose block is still canoni
 
     expect(asked.confirmed).toEqual([canonical.txHash]);
     expect(asked.recorded).toEqual([canonical.txHash]);
+    expect(asked.recordedBlocks).toEqual([canonical.hash.toLowerCase()]);
     const states = await dataSource.query(
       `SELECT observation_id, state FROM payment_deposit_transfers
        UNION ALL SELECT observation_id, state FROM payment_deposit_outflows ORDER BY observation_id`,
@@ -176,11 +182,12 @@ describe('the deposit worker confirms only sightings whose block is still canoni
     ]);
   });
 
-  it('our own capture, recorded from its receipt before its sighting was due, then retracted by a reorg: counted and logged as a recorded outflow the payment keeps, not dropped as one that never happened', async () => {
-    const ownCapture = `0x${'c1'.repeat(32)}`;
-    const { flow } = await depositFlow([ownCapture]);
+  /** Our own capture recorded from its receipt, its sighting retracted: what was counted, and the row. */
+  async function ownCaptureRetracted(name: string, undoes: boolean) {
+    const ownCapture = `0x${name.padEnd(64, '0')}`;
+    const { flow, asked } = await depositFlow([ownCapture], undoes);
     const block = await blockWithTransaction();
-    await flow.onObservation(captureSeen('obs-own-capture', block, ownCapture));
+    await flow.onObservation(captureSeen(`obs-${name}`, block, ownCapture));
     const counted = async () =>
       metricValue(
         await register.metrics(),
@@ -193,18 +200,32 @@ describe('the deposit worker confirms only sightings whose block is still canoni
     const before = await counted();
 
     await flow.onObservation({
-      id: 'retraction-of-own-capture',
+      id: `retraction-of-${name}`,
       topic: 'indexer.chain-observation.v1',
       key: `chain-${CHAIN}`,
       type: 'ObservationRetracted.v1',
-      data: { chain: CHAIN, observationId: 'obs-own-capture', address: DEPOSIT },
+      data: { chain: CHAIN, observationId: `obs-${name}`, address: DEPOSIT },
     } as unknown as BusMessage);
 
-    expect(await counted()).toBe(before + 1);
-    expect(
-      await dataSource.query('SELECT state FROM payment_deposit_outflows WHERE observation_id = $1', [
-        'obs-own-capture',
-      ]),
-    ).toEqual([{ state: 'retracted' }]);
+    const rows: unknown = await dataSource.query(
+      'SELECT state FROM payment_deposit_outflows WHERE observation_id = $1',
+      [`obs-${name}`],
+    );
+    return { ownCapture, asked, counted: (await counted()) - before, rows };
+  }
+
+  it('our own capture, recorded from its receipt before its sighting was due, then retracted by a reorg: counted and logged as a recorded outflow the payment keeps, not dropped as one that never happened', async () => {
+    const { counted, rows } = await ownCaptureRetracted('c1', false);
+    expect(counted).toBe(1);
+    expect(rows).toEqual([{ state: 'retracted' }]);
+  });
+
+  it('our own capture retracted before its confirmations is undone by the payment (RetractOutflow keyed by the sighting), not paged', async () => {
+    const { ownCapture, asked, counted, rows } = await ownCaptureRetracted('c2', true);
+    expect(asked.appended).toEqual([
+      { command: { type: 'RetractOutflow', txHash: ownCapture, logIndex: 0 }, key: 'retract-outflow:obs-c2' },
+    ]);
+    expect(counted).toBe(0);
+    expect(rows).toEqual([{ state: 'retracted' }]);
   });
 });

@@ -22,6 +22,12 @@ const MAX_AUTHORIZATION_PERIOD = 30n * 86_400n;
  */
 const AUTHORIZATION_EXPIRY_MARGIN = 120n;
 
+const METHOD_NAMES: Readonly<Record<number, 'DIRECT' | 'TWO_STEP' | 'NONE'>> = {
+  [PaymentMethod.DIRECT]: 'DIRECT',
+  [PaymentMethod.TWO_STEP]: 'TWO_STEP',
+  [PaymentMethod.NONE]: 'NONE',
+};
+
 export interface DeployRequest {
   readonly chain: string;
   readonly merchantId: string;
@@ -45,6 +51,11 @@ export type DeployOutcome =
   | {
       readonly kind: 'deployed';
       readonly txHash: string;
+      /**
+       * What the chain deployed (DepositDeployed's method), not what was asked: a NONE deploy asked for after a reorg
+       * failed the payment can find the earlier DIRECT or TWO_STEP deploy landed again on the new fork.
+       */
+      readonly method: 'DIRECT' | 'TWO_STEP' | 'NONE';
       readonly payer: string;
       readonly payerFinalAt: Date;
       readonly settlement: string;
@@ -134,6 +145,21 @@ export class DepositContracts {
     }
   }
 
+  /** Who sent a transfer to a deposit, and whether it was minted there: `RelayerSet.transferOrigin`. */
+  transferOrigin(transfer: {
+    chain: string;
+    txHash: string;
+    from: string;
+  }): Promise<{ readonly from: string; readonly minted: boolean }> {
+    return this.relayers.transferOrigin(transfer);
+  }
+
+  /** Whether a contract is at the deposit address on `chain` now (its deploy is on the chain the node follows). */
+  async isDeployed(chain: string, depositAddress: string): Promise<boolean> {
+    const code = await this.relayers.for(chain).provider.getCode(depositAddress);
+    return code !== '0x';
+  }
+
   /** `flagPayment` (works before deployment): the deposit can never move its funds. Already flagged is done. */
   async flag(
     chain: string,
@@ -188,6 +214,7 @@ export class DepositContracts {
   ): DeployOutcome {
     let deployed: {
       deposit: string;
+      method: number;
       payer: string;
       settlement: string;
       amount: bigint;
@@ -205,6 +232,7 @@ export class DepositContracts {
       if (parsed?.name === 'DepositDeployed') {
         deployed = {
           deposit: getAddress(String(parsed.args['deposit'])),
+          method: Number(parsed.args['method']),
           payer: getAddress(String(parsed.args['payer'])),
           settlement: getAddress(String(parsed.args['settlement'])),
           amount: BigInt(parsed.args['amount'] as bigint),
@@ -220,9 +248,13 @@ export class DepositContracts {
         kind: 'retry',
         error: `${txHash} deployed ${deployed.deposit}, not the payment's deposit address ${getAddress(depositAddress)}`,
       };
+    const method = METHOD_NAMES[deployed.method];
+    if (!method)
+      return { kind: 'retry', error: `${txHash} deployed with an unknown method ${deployed.method}` };
     return {
       kind: 'deployed',
       txHash,
+      method,
       payer: deployed.payer,
       payerFinalAt: new Date(Number(finalAt) * 1000),
       settlement: deployed.settlement,

@@ -13,7 +13,7 @@ import {
   OperatorRelayers,
   type ChainOperatorConfig,
 } from '@stablepay/chain-operator';
-import { DEFAULT_CHAIN_LOG_RANGE, parseCaip19 } from '@stablepay/evm';
+import { blockMinedBefore, DEFAULT_CHAIN_LOG_RANGE, parseCaip19 } from '@stablepay/evm';
 import {
   type BusMessage,
   type BusSubscription,
@@ -24,6 +24,7 @@ import {
 import type { EventStore } from '@stablepay/event-store';
 import {
   addressesToScreen,
+  deploymentToVerify,
   paymentAsset,
   paymentStreamId,
   sameTransfer,
@@ -294,18 +295,40 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   async onPaymentEvent(message: BusMessage): Promise<void> {
     const paymentId = message.key.slice('payment-'.length);
     if (message.type === 'PaymentCreated.v1') {
-      const data = message.data as { depositAddress: string; acceptedAssets: readonly { chain: string }[] };
+      const data = message.data as {
+        depositAddress: string;
+        acceptedAssets: readonly { chain: string }[];
+        createdAt: string;
+      };
       await this.store.addAddress(data.depositAddress, paymentId);
       // Every accepted chain: the deposit address is the same on each, and the customer picks one.
       const chains = [...new Set(data.acceptedAssets.map((a) => a.chain))].filter((c) =>
         this.config.chains.some((k) => k.caip2 === c),
       );
-      for (const chain of chains) await this.watches.watchAddress({ chain, address: data.depositAddress });
+      for (const chain of chains)
+        await this.watches.watchAddress({
+          chain,
+          address: data.depositAddress,
+          fromBlock: await this.blockBeforeCreation(chain, data.createdAt),
+        });
     }
     if (DEPLOYMENT_FACTS.has(message.type)) {
       await this.watchDeposit(paymentId, message.data as { deployTxHash: string; chain: string });
     }
     await this.advance(paymentId, false);
+  }
+
+  /**
+   * The first block a deposit address's watch scans: one mined before the payment was created. The customer has the
+   * address from the moment the checkout answers, and this consumer registers the watch later (by the bus's lag,
+   * seconds under load, longer after an outage); a watch from the indexer's checkpoint then would start past a
+   * transfer already mined and never see it. Nothing was sent to the address before the payment existed, so no
+   * earlier block is needed; the lag covers a chain clock behind the service's.
+   */
+  private async blockBeforeCreation(chain: string, createdAt: string): Promise<number> {
+    const set = this.relayers.set;
+    if (!set) throw new Error('no chain provider to find the block of the payment creation');
+    return blockMinedBefore(set.for(chain).provider, createdAt);
   }
 
   /**
@@ -351,12 +374,18 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       // transfer the payment has not recorded yet decides nothing, and the transfer then never got confirmed
       // (a deposit stuck at pending, seen on the shared test stack and after restarts of npm start). A crash
       // between the two is redelivered: the observe appends nothing the second time, the row is added.
+      // A mint's log names no sender: its minting transaction's sender is listed and screened, but is not taken for
+      // the payer (a bridge's relayer sends it; docs/payments.md, The payer).
+      const origin = this.contracts
+        ? await this.contracts.transferOrigin(t)
+        : { from: t.from, minted: false };
       await this.observe.handle(
         paymentId,
         {
           txHash: t.txHash,
           logIndex: t.logIndex,
-          from: t.from,
+          from: origin.from,
+          ...(origin.minted ? { minted: true } : {}),
           asset: t.asset,
           chain: t.chain,
           amount: t.amount,
@@ -426,8 +455,10 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
 
   /**
    * A reorg took back the block of an outflow observation (true when it was one). Not recorded yet: it never
-   * happened. Already recorded (the reorg was deeper than the chain's confirmations): the payment keeps the fact and
-   * an operator is told; the transaction re-included elsewhere is a new observation recorded as the same fact.
+   * happened. Recorded from our own action's receipt and not confirmed yet: a capture, refund or reclaim is undone
+   * (PaymentOutflowRetracted.v1). Otherwise (a recover or rescue, or a reorg deeper than the chain's confirmations)
+   * the payment keeps the fact and an operator is told; the transaction re-included elsewhere is a new observation
+   * recorded as the same fact (or, after an undo, again).
    */
   private async retractOutflow(observationId: string): Promise<boolean> {
     const outflow = await this.store.outflow(observationId);
@@ -440,6 +471,20 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       (await this.facts.load(outflow.payment_id)).state.outflowTxs.some(
         (tx) => tx.toLowerCase() === outflow.tx_hash.toLowerCase(),
       );
+    // Our own capture, refund or reclaim not confirmed yet: the payment undoes it (the escrow holds it again; the
+    // log mined again is recorded again). Nothing was announced: the webhook waits for the confirmations. Before the
+    // row is marked, so a crash in between redoes it (keyed by the sighting). A row the worker recorded was
+    // confirmed with it: a deeper reorg, which the payment keeps.
+    const undone =
+      recorded &&
+      outflow.state !== 'recorded' &&
+      (
+        await this.facts.append(
+          outflow.payment_id,
+          { type: 'RetractOutflow', txHash: outflow.tx_hash.toLowerCase(), logIndex: outflow.log_index },
+          `retract-outflow:${observationId}`,
+        )
+      ).newEvents.length > 0;
     await this.store.markOutflow(observationId, 'retracted');
     const entry = {
       paymentId: outflow.payment_id,
@@ -447,7 +492,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       txHash: outflow.tx_hash,
       kind: outflow.kind,
     };
-    if (recorded) {
+    if (undone) {
+      this.logger.warn({
+        msg: 'deposit outflow retracted by a reorg before its confirmations; undone',
+        ...entry,
+      });
+    } else if (recorded) {
       this.metrics.outflowsRetractedAfterRecord.inc({ chain: outflow.chain, kind: outflow.kind });
       this.logger.error({
         msg: 'a recorded deposit outflow was retracted by a reorg; the payment keeps it: check the deposit',
@@ -500,7 +550,32 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         await this.store.clearRetry(paymentId);
         return; // the facts just appended come back through the bus and advance the payment further
       }
-      if (state.deployRequested && !state.deployment && state.phase !== 'failed') {
+      const recorded = deploymentToVerify(state);
+      if (recorded) {
+        // A reorg failed the payment after its deploy was recorded: the deploy, mined after the lost funding, went
+        // with it, and on the new fork it landed again (the funding back first) or not (reverted, dropped). Not
+        // there: undone, and the deposit's funds are deployed NONE and returned to the payer. There: the payment
+        // is reinstated once the lost funding has its confirmations again (asked on every event until then).
+        if (await this.contracts.isDeployed(recorded.chain, created.depositAddress)) {
+          await this.recordDeployment.found(paymentId, recorded.txHash);
+        } else {
+          this.logger.warn({
+            msg: 'deposit deployment lost to a reorg: not on the chain any more',
+            paymentId,
+            chain: recorded.chain,
+            deployTxHash: recorded.txHash,
+          });
+          await this.recordDeployment.lost(paymentId, recorded.txHash);
+        }
+        if (fromTimer) await this.store.clearRetry(paymentId);
+        return;
+      }
+      // A failed payment is deployed only NONE (a reorg failed it; what its deposit holds goes back to the payer).
+      if (
+        state.deployRequested &&
+        !state.deployment &&
+        (state.phase !== 'failed' || state.deployMethod === 'NONE')
+      ) {
         if (await this.skipOtherMode(paymentId, state, mode, 'deploy')) return;
         await this.deploy(paymentId, state);
         return;
@@ -588,6 +663,22 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         return;
       }
     }
+    // Minted funds name no payer (a bridge's relayer sent the mint): the contract takes no zero payer, and one
+    // attested stands after the challenge period for refund, reclaim (anyone calls it) and recover, so the deploy
+    // attests the one address the merchant is known to control; the merchant returns the funds to its customer.
+    let payer = requested.payer;
+    if (requested.payerUnknown === true) {
+      const settlement = (await this.merchants.get(created.merchantId)).settlementAddress;
+      if (settlement === null) {
+        await this.retryLater(
+          paymentId,
+          await this.store.attempts(paymentId),
+          'minted funds name no payer and the merchant has no settlement address to attest instead',
+        );
+        return;
+      }
+      payer = settlement;
+    }
     const outcome = await this.contracts.deploy({
       chain: requested.chain,
       merchantId: created.merchantId,
@@ -595,7 +686,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       depositAddress: created.depositAddress,
       method: requested.method,
       token: parseCaip19(requested.asset).address,
-      payer: requested.payer,
+      payer,
       amount: BigInt(requested.amount),
       authorizationPeriodSeconds: created.authorizationPeriodSeconds,
       fundedFromBlock: earliestBlock(state.transfers.filter((t) => t.chain === requested.chain)),
@@ -607,7 +698,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     await this.recordDeployment.handle(paymentId, {
       txHash: outcome.txHash,
       chain: requested.chain,
-      method: requested.method,
+      method: outcome.method,
       payer: outcome.payer,
       payerFinalAt: outcome.payerFinalAt,
       amount: outcome.amount.toString(),
@@ -619,7 +710,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       msg: 'deposit deployed',
       paymentId,
       chain: requested.chain,
-      method: requested.method,
+      method: outcome.method,
       txHash: outcome.txHash,
     });
   }
@@ -797,6 +888,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         chain: o.chain,
         txHash: o.tx_hash,
         logIndex: o.log_index,
+        blockHash: o.block_hash,
         token: o.token,
         to: o.recipient,
         amount: o.amount,

@@ -8,6 +8,7 @@ import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deplo
 import { RecordDepositOutflowHandler } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
 import { RecordDeployHoldHandler } from '../commands/record-deploy-hold/record-deploy-hold.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
+import { RescanDepositHandler } from '../commands/rescan-deposit/rescan-deposit.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
 import { DepositFlow } from './deposit-flow';
@@ -30,6 +31,7 @@ export class PaymentDepositsModule {
     return {
       module: PaymentDepositsModule,
       imports: [ChainOperatorModule.forRoot(config)],
+      controllers: [RescanDepositHandler],
       providers: [
         { provide: SANCTIONS_SCREENING, useValue: options.screening ?? new SandboxSanctionsScreening() },
         PaymentFacts,
@@ -56,6 +58,8 @@ export function paymentDepositsService(
   return {
     name: 'payment-deposits',
     imports: [PaymentDepositsModule.forRoot(config, options)],
+    // The operator's deposit re-scan (RescanDepositHandler).
+    handlesCommands: true,
     migrations: [
       CreatePaymentDepositTables1767500000000,
       ReopenUnrecordedDepositConfirmations1767500000100,

@@ -8,9 +8,12 @@ import {
   type PaymentObject,
   type PaymentOutgoingTransfer,
   type PaymentRecovered,
+  type PaymentRecoveryConfirmed,
+  type PaymentRescueConfirmed,
   type PaymentRescued,
   type PaymentState,
   paymentSettlementCheckAt,
+  paymentWebhookType,
   toCheckoutObject,
   toOutgoingTransfer,
   toPaymentObject,
@@ -62,24 +65,31 @@ export function paymentObjectsAsOf(history: readonly StoredEvent[]): {
 
 /**
  * The webhook a stored payment event becomes (SPEC Events > Payment events): its type from
- * PAYMENT_WEBHOOK_BY_EVENT and `data.object` the payment object as of that event (recoverable_reason and
+ * `paymentWebhookType` (PAYMENT_WEBHOOK_BY_EVENT) and `data.object` the payment object as of that event (recoverable_reason and
  * recovery_destination included while funds are recoverable); null for facts merchants are not notified of.
  */
 export function paymentWebhook(
   event: StoredEvent,
   history: readonly StoredEvent[],
 ): { type: string; data: { object: PaymentObject; transfer?: PaymentOutgoingTransfer } } | null {
-  const type = (PAYMENT_WEBHOOK_BY_EVENT as Record<string, string | null | undefined>)[event.type];
+  const type = KNOWN_PAYMENT_EVENTS.has(event.type) ? paymentWebhookType(event as PaymentEvent) : null;
   if (!type) return null;
   const last = history.at(-1);
   if (last?.type !== event.type)
     throw new Error(`history of ${event.type} must end with that event, not ${last?.type ?? 'nothing'}`);
   const state = foldPayment(history);
   const object = toPaymentObject(state);
-  // The object alone cannot say what a recover or rescue moved (the deposit's outflows are not listed in it).
-  if (event.type === 'PaymentRecovered.v1' || event.type === 'PaymentRescued.v1') {
-    const outflow = (event as PaymentRecovered | PaymentRescued).data;
-    return { type, data: { object, transfer: toOutgoingTransfer(state, outflow) } };
+  // The object alone cannot say what a recover or rescue moved (the deposit's outflows are not listed in it): the
+  // recorded outflow the confirmation names.
+  if (event.type === 'PaymentRecoveryConfirmed.v1' || event.type === 'PaymentRescueConfirmed.v1') {
+    const { txHash } = (event as PaymentRecoveryConfirmed | PaymentRescueConfirmed).data;
+    const moved = history.find(
+      (e): e is PaymentRecovered | PaymentRescued =>
+        (e.type === 'PaymentRecovered.v1' || e.type === 'PaymentRescued.v1') &&
+        (e as PaymentRecovered | PaymentRescued).data.txHash === txHash,
+    );
+    if (!moved) throw new Error(`${event.type} of ${txHash} follows no recorded recover or rescue`);
+    return { type, data: { object, transfer: toOutgoingTransfer(state, moved.data) } };
   }
   return { type, data: { object } };
 }

@@ -53,6 +53,22 @@ const transfer = {
   blockNumber: '7',
 };
 
+/** An outflow recorded from its deposit log (by the action's receipt or the deposit worker). */
+const outflow = (
+  kind: 'captured' | 'refunded' | 'recovered' | 'rescued',
+  txHash: string,
+  asset: string,
+  amount: string,
+  to: string,
+): PaymentCommand => ({ type: 'RecordOutflow', kind, txHash, asset, amount, to, now: T0 });
+
+/** The webhook of the first `type` fact of `events`, mapped from the stream up to it. */
+function webhookOf(events: PaymentEvent[], type: string) {
+  const index = events.findIndex((e) => e.type === type);
+  if (index < 0) throw new Error(`no ${type} in the stream`);
+  return paymentWebhook(events[index] as PaymentEvent, events.slice(0, index + 1));
+}
+
 describe('payment webhooks and the hosted status', () => {
   const events = stream([
     create,
@@ -105,7 +121,7 @@ describe('payment webhooks and the hosted status', () => {
     expect(hostedStatusOf({ ...created, status: 'flagged' }, T0, false)).toBe('flagged');
   });
 
-  it('a recover and a rescue notify the merchant with what left the deposit as data.transfer', () => {
+  it('a recover and a rescue notify the merchant with what left the deposit as data.transfer once the transaction has the chain confirmations, not when recorded from its receipt', () => {
     const over = { ...transfer, txHash: `0x${'02'.repeat(32)}`, amount: '1500000' };
     const other = `${BASE}/erc20:0x4200000000000000000000000000000000000042`;
     const destination = '0x4444444444444444444444444444444444444444';
@@ -125,31 +141,17 @@ describe('payment webhooks and the hosted status', () => {
         settlementAddress: destination,
         now: T0,
       },
-      {
-        type: 'RecordOutflow',
-        kind: 'recovered',
-        txHash: '0xrec',
-        asset: USDC,
-        amount: '500000',
-        to: PAYER,
-        now: T0,
-      },
-      {
-        type: 'RecordOutflow',
-        kind: 'rescued',
-        txHash: '0xres',
-        asset: other,
-        amount: '7',
-        to: destination,
-        now: T0,
-      },
+      outflow('recovered', '0xrec', USDC, '500000', PAYER),
+      outflow('rescued', '0xres', other, '7', destination),
+      { type: 'ConfirmOutflow', txHash: '0xrec', now: T0 },
+      { type: 'ConfirmOutflow', txHash: '0xres', now: T0 },
     ]);
-    const hookOf = (type: string) => {
-      const index = outflows.findIndex((e) => e.type === type);
-      return paymentWebhook(outflows[index] as PaymentEvent, outflows.slice(0, index + 1));
-    };
+    const hookOf = (type: string) => webhookOf(outflows, type);
     expect(hookOf('PaymentRecoverable.v1')?.data).not.toHaveProperty('transfer');
-    const recovered = hookOf('PaymentRecovered.v1');
+    // Recorded at one confirmation, where a reorg can still take the transaction back: nothing said yet.
+    expect(hookOf('PaymentRecovered.v1')).toBeNull();
+    expect(hookOf('PaymentRescued.v1')).toBeNull();
+    const recovered = hookOf('PaymentRecoveryConfirmed.v1');
     expect(recovered?.type).toBe('payment.recovered');
     expect(recovered?.data.transfer).toEqual({
       tx_hash: '0xrec',
@@ -161,7 +163,7 @@ describe('payment webhooks and the hosted status', () => {
     });
     expect(recovered?.data.object).toMatchObject({ status: 'settled' });
     expect(recovered?.data.object).not.toHaveProperty('recoverable_amount');
-    const rescued = hookOf('PaymentRescued.v1');
+    const rescued = hookOf('PaymentRescueConfirmed.v1');
     expect(rescued?.type).toBe('payment.rescued');
     expect(rescued?.data.transfer).toEqual({
       tx_hash: '0xres',
@@ -171,6 +173,42 @@ describe('payment webhooks and the hosted status', () => {
       amount: '7',
       to: destination,
     });
+  });
+
+  it('a capture and a refund notify the merchant (payment.settled, payment.refunded) once the transaction has the chain confirmations, not when recorded from its receipt', () => {
+    const settlement = '0x4444444444444444444444444444444444444444';
+    const escrow = stream([
+      { ...create, input: { ...create.input, method: 'TWO_STEP' } } as PaymentCommand,
+      { type: 'ObserveTransfer', transfer, blockTime: T0, now: T0 },
+      { type: 'ConfirmTransfer', chain: BASE, txHash: transfer.txHash, logIndex: 0, now: T0 },
+      { type: 'RecordScreening', result: { kind: 'clear', addresses: [PAYER] }, now: T0 },
+      {
+        type: 'RecordDeployed',
+        method: 'TWO_STEP',
+        txHash: '0xdeploy',
+        chain: BASE,
+        payer: PAYER,
+        payerFinalAt: T0,
+        amount: '1000000',
+        authorizationExpiry: new Date(T0.getTime() + 86_400_000),
+        now: T0,
+      },
+      outflow('captured', '0xcap', USDC, '600000', settlement),
+      outflow('refunded', '0xref', USDC, '400000', PAYER),
+      { type: 'ConfirmOutflow', txHash: '0xcap', now: T0 },
+      { type: 'ConfirmOutflow', txHash: '0xref', now: T0 },
+    ]);
+    const hookOf = (type: string) => webhookOf(escrow, type);
+    // Recorded at one confirmation, where a reorg can still take the transaction back: nothing said yet.
+    expect(hookOf('PaymentCaptured.v1')).toBeNull();
+    expect(hookOf('PaymentRefunded.v1')).toBeNull();
+    const settled = hookOf('PaymentCaptureConfirmed.v1');
+    expect(settled?.type).toBe('payment.settled');
+    expect(settled?.data).not.toHaveProperty('transfer');
+    expect(settled?.data.object).toMatchObject({ status: 'settled', amount_captured: '600000' });
+    const refunded = hookOf('PaymentRefundConfirmed.v1');
+    expect(refunded?.type).toBe('payment.refunded');
+    expect(refunded?.data.object).toMatchObject({ amount_captured: '600000', amount_refunded: '400000' });
   });
 
   it('a fact of a type this release does not know leaves the objects as the known facts make them', () => {

@@ -88,7 +88,7 @@ function customerStatusOf(payment: PaymentObject, now: Date): HostedStatus {
     case 'screening_pending':
       return 'confirming';
     case 'pending': {
-      // Funds paying the order, by the rule cancel and configure use: one unit anyone sent to the public address
+      // Funds paying the order, by the share configure goes by: one unit anyone sent to the public address
       // told the customer "Payment received, confirming" before they paid.
       if (
         payment.token_amount !== null &&
@@ -177,8 +177,12 @@ export class PaymentsGateway implements PaymentsUseCases {
     );
   }
 
-  async cancelCheckout(merchant: AuthenticatedMerchant, id: string): Promise<CheckoutResource> {
-    const command: CancelCheckoutCommand = { commandId: randomUUID(), merchant, id };
+  async cancelCheckout(
+    merchant: AuthenticatedMerchant,
+    id: string,
+    commandId?: string,
+  ): Promise<CheckoutResource> {
+    const command: CancelCheckoutCommand = { commandId: commandId ?? randomUUID(), merchant, id };
     const done = await this.commands.send<CheckoutCommandResult>(
       'payments',
       CHECKOUT_COMMANDS.cancel,

@@ -103,7 +103,8 @@ export async function startDepositFixture(chainId = 8453): Promise<DepositFixtur
     async pay(to, amount, token = chain.addresses.stablecoins.USDC, from = payer) {
       const coin = connectTestStablecoin(token, from);
       await mined(coin.mint(from.address, amount));
-      const tx = await coin.transfer(to, amount);
+      // Fixed gas: an estimate taken before a concurrent sweep empties the address falls short (zero slot written).
+      const tx = await coin.transfer(to, amount, { gasLimit: 100_000n });
       await tx.wait();
       return tx.hash;
     },

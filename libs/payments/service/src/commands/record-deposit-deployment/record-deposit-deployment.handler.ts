@@ -40,4 +40,25 @@ export class RecordDepositDeploymentHandler {
           : { ...base, method: 'NONE' as const };
     return this.facts.append(paymentId, command, `deploy:${d.txHash}`);
   }
+
+  /**
+   * The deployment recorded for a payment a reorg failed is on the chain (landed again on the new fork): the domain
+   * reinstates the payment once its lost funding is confirmed again, else records nothing (asked again later).
+   */
+  found(paymentId: string, deployTxHash: string) {
+    return this.facts.append(
+      paymentId,
+      { type: 'RecordDeploymentFound', deployTxHash },
+      `deploy-found:${deployTxHash}`,
+    );
+  }
+
+  /** The deployment recorded is not on the chain any more (a reorg that failed the payment took it). */
+  lost(paymentId: string, deployTxHash: string) {
+    return this.facts.append(
+      paymentId,
+      { type: 'RecordDeploymentLost', deployTxHash },
+      `deploy-lost:${deployTxHash}`,
+    );
+  }
 }

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ZeroAddress, getAddress } from 'ethers';
 import { formatCaip19, parseCaip2 } from '@stablepay/evm';
-import { type PaymentState, paymentAsset } from '@stablepay/payments-domain';
+import { type PaymentState, paymentAsset, timesOutflowUndone } from '@stablepay/payments-domain';
 import { NATIVE_ASSET } from '../../actions/signed-action-preflight';
 import type { OutflowKind } from '../../chain/deposit-chain';
 import { PaymentFacts } from '../payment-facts';
@@ -13,6 +13,8 @@ export interface DepositOutflowLog {
   readonly chain: string;
   readonly txHash: string;
   readonly logIndex: number;
+  /** The block the indexer saw the log in (null on a sighting queued before it was kept). */
+  readonly blockHash?: string | null;
   /** Token address; the zero address for the native coin. */
   readonly token: string;
   readonly to: string;
@@ -38,7 +40,10 @@ export function outflowAsset(state: PaymentState, chain: string, token: string):
 /**
  * A movement out of the payment's deployed deposit seen on chain (a capture relayed by a third party, the payer's
  * reclaim after the authorization expiry, our own action whose answer was lost), once its block has the chain's
- * confirmations: `RecordOutflow` (-> PaymentCaptured.v1, PaymentReclaimed.v1, ... and their webhooks).
+ * confirmations: `RecordOutflow` (-> PaymentCaptured.v1, PaymentReclaimed.v1, ...), then `ConfirmOutflow`: every
+ * outflow is announced (payment.settled, payment.refunded, payment.recovered, payment.rescued) only from here, also
+ * when the action's own receipt recorded it at one confirmation, which a shallow reorg could still take back (a
+ * capture, refund or reclaim is then undone: `RetractOutflow`, the deposit flow).
  */
 @Injectable()
 export class RecordDepositOutflowHandler {
@@ -46,17 +51,27 @@ export class RecordDepositOutflowHandler {
 
   async handle(paymentId: string, outflow: DepositOutflowLog) {
     const { state } = await this.facts.load(paymentId);
-    return this.facts.append(
+    // A reorg undid this log's record (PaymentOutflowRetracted) and the chain mined it again: a new record, so a key
+    // the first one did not use (the action's receipt and an earlier sighting used the plain one).
+    const txHash = outflow.txHash.toLowerCase();
+    const undone = timesOutflowUndone(state, txHash, outflow.logIndex);
+    const key = outflowIdempotencyKey(outflow.txHash, outflow.logIndex) + (undone ? `:redo:${undone}` : '');
+    await this.facts.append(
       paymentId,
       {
         type: 'RecordOutflow',
         kind: outflow.kind,
-        txHash: outflow.txHash.toLowerCase(),
+        txHash,
+        logIndex: outflow.logIndex,
+        ...(outflow.blockHash ? { blockHash: outflow.blockHash.toLowerCase() } : {}),
         asset: outflowAsset(state, outflow.chain, outflow.token),
         amount: outflow.amount,
         to: getAddress(outflow.to),
+        atConfirmations: true,
       },
-      outflowIdempotencyKey(outflow.txHash, outflow.logIndex),
+      key,
     );
+    // Its own key: the record's may be the action's, whose append is answered as a replay.
+    return this.facts.append(paymentId, { type: 'ConfirmOutflow', txHash }, `confirmed:${key}`);
   }
 }

@@ -1,0 +1,36 @@
+import type { JsonRpcProvider } from 'ethers';
+import type { Pool } from 'pg';
+import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
+import { type AnvilNode, localChainProvider, startAnvil } from '@stablepay/local-chains';
+import { createTestDatabase, type TestDatabase, testPool } from '@stablepay/testing';
+import { paymentDepositsService } from '../payment-deposits.module';
+
+/** What the deposit flow's int tests run on: a real anvil (chain 8453) and the flow's tables (PostgreSQL or PGlite). */
+export interface DepositTestbed {
+  readonly provider: JsonRpcProvider;
+  readonly dataSource: DataSource;
+  stop(): Promise<void>;
+}
+
+export async function startDepositTestbed(): Promise<DepositTestbed> {
+  const anvil: AnvilNode = await startAnvil({ chainId: 8453 });
+  const provider = localChainProvider(anvil.rpcUrl, 8453);
+  const database: TestDatabase = await createTestDatabase();
+  const pool: Pool = testPool({ connectionString: database.url, max: 2 });
+  const dataSource = {
+    query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
+  } as unknown as DataSource;
+  const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
+  for (const Migration of paymentDepositsService({} as never).migrations ?? [])
+    await (new (Migration as new () => MigrationInterface)() as MigrationInterface).up(runner);
+  return {
+    provider,
+    dataSource,
+    stop: async () => {
+      provider.destroy();
+      await pool.end();
+      await database.drop();
+      await anvil.stop();
+    },
+  };
+}
