@@ -1,6 +1,12 @@
 import { type ListQuery, PAGINATION_PARAMETERS, parseListQuery } from '@stablepay/http';
 import type { SubscriptionCheckoutStatus } from '@stablepay/subscriptions-domain';
-import { CREATED_PARAMETERS, parseCreatedBounds, singleParameter, validationError } from '@stablepay/util';
+import {
+  CREATED_PARAMETERS,
+  parseCreatedBounds,
+  requireNoControlCharacters,
+  singleParameter,
+  validationError,
+} from '@stablepay/util';
 import type { SubscriptionCheckoutListFilters } from './subscription-checkouts.port';
 
 const STATUSES: readonly SubscriptionCheckoutStatus[] = ['pending', 'completed', 'cancelled', 'expired'];
@@ -34,7 +40,8 @@ export function parseSubscriptionCheckoutListQuery(query: Record<string, unknown
   if (customer !== undefined) {
     if (customer.length === 0 || customer.length > 255)
       throw validationError('external_customer_id', 'external_customer_id must be 1 to 255 characters.');
-    filters.externalCustomerId = customer;
+    // As the create refuses it: no stored id holds a control character, so such a filter is a mistake, not a miss.
+    filters.externalCustomerId = requireNoControlCharacters('external_customer_id', customer);
   }
   Object.assign(filters, parseCreatedBounds(query));
   return { list, filters };

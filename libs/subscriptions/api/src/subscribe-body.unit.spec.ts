@@ -73,4 +73,22 @@ describe('subscribe and cancel bodies: a present but malformed field is told wha
       }),
     );
   });
+
+  it('cancel deadline: the code every signed route gives a malformed deadline (invalid_deadline); too large is told so', () => {
+    const signature = `0x${'ab'.repeat(65)}`;
+    expect(() => parseCancelBody({ nonce: 0, deadline: 'soon', signature })).toThrow(
+      expect.objectContaining({ status: 400, param: 'deadline', code: 'invalid_deadline' }),
+    );
+    for (const bad of ['0x1234', undefined])
+      expect(() => parseCancelBody({ nonce: 0, deadline: 1790000000, signature: bad })).toThrow(
+        expect.objectContaining({ status: 400, param: 'signature', code: 'invalid_signature' }),
+      );
+    expect(() => parseCancelBody({ nonce: 0, deadline: 1e80, signature })).toThrow(
+      expect.objectContaining({
+        param: 'deadline',
+        code: 'invalid_deadline',
+        message: `deadline must be at most ${Number.MAX_SAFE_INTEGER}.`,
+      }),
+    );
+  });
 });

@@ -1,7 +1,14 @@
 import { Body, Controller, HttpCode, Inject, Param, Post, Req } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { type AuthenticatedMerchant, CurrentMerchant, idempotencyKeyOf } from '@stablepay/http';
-import { invalidRequest, notFound, takesFields, unknownParameter, validationError } from '@stablepay/util';
+import {
+  bodyNotAnObject,
+  notFound,
+  takesFields,
+  tooLargeFault,
+  unknownParameter,
+  validationError,
+} from '@stablepay/util';
 import {
   type ChargeInput,
   type ChargeQuoteInput,
@@ -11,8 +18,6 @@ import {
 
 const SUBSCRIPTION_ID = /^0x[0-9a-fA-F]{64}$/;
 const DIGITS = /^(0|[1-9][0-9]*)$/;
-/** What a contract call carries: amount and deadline are uint256 on chain. */
-const MAX_UINT256 = (1n << 256n) - 1n;
 const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
 const CODE = /^[A-Za-z0-9_-]{1,100}$/;
 
@@ -23,26 +28,31 @@ function checkId(id: string): string {
 
 function objectBody(body: unknown, known: readonly string[]): Record<string, unknown> {
   if (body === undefined || body === null) return {};
-  if (typeof body !== 'object' || Array.isArray(body))
-    throw invalidRequest('The request body must be a JSON object.');
+  if (typeof body !== 'object' || Array.isArray(body)) throw bodyNotAnObject();
   for (const key of Object.keys(body))
     if (!known.includes(key)) throw unknownParameter(key, takesFields(known));
   return body as Record<string, unknown>;
 }
 
-function uintString(body: Record<string, unknown>, name: string, required: boolean): string | null {
+/** `code`: the error code of a malformed value (the one other routes give the same field, e.g. invalid_deadline). */
+function uintString(
+  body: Record<string, unknown>,
+  name: string,
+  required: boolean,
+  code?: string,
+): string | null {
   const v = body[name];
   const rule = 'a string of digits with no sign, decimal point, separator or leading zero';
   if (v === undefined || v === null) {
-    if (required) throw validationError(name, `${name} is required: ${rule}.`);
+    if (required) throw validationError(name, `${name} is required: ${rule}.`, code);
     return null;
   }
-  // What is wrong, said as such: "00" or "-5" broke the shape, 80 digits only the length (both were told "must be
-  // a non-negative integer string", which "00" and the 80 digits are).
-  if (typeof v !== 'string' || !DIGITS.test(v)) throw validationError(name, `${name} must be ${rule}.`);
-  // Past 2^256 - 1 no signature can cover it: the charge was refused as invalid_signature, naming the wrong field.
-  if (v.length > 78 || BigInt(v) > MAX_UINT256)
-    throw validationError(name, `${name} must be at most 2^256 - 1 (${MAX_UINT256}), the largest uint256.`);
+  // What is wrong, said as such: 80 digits only the length, "00" or "-5" the shape (both were told "must be a
+  // non-negative integer string", which "00" and the 80 digits are). Past 2^256 - 1 no signature can cover it: the
+  // charge was refused as invalid_signature, naming the wrong field.
+  const tooLarge = tooLargeFault(name, v);
+  if (tooLarge !== null) throw validationError(name, tooLarge, code);
+  if (typeof v !== 'string' || !DIGITS.test(v)) throw validationError(name, `${name} must be ${rule}.`, code);
   return v;
 }
 
@@ -84,7 +94,8 @@ export class SubscriptionChargesController {
   ) {
     const subscriptionId = checkId(id);
     const body = objectBody(raw, ['amount', 'nonce', 'deadline', 'signature', 'quote_code']);
-    const amount = uintString(body, 'amount', true) ?? '0';
+    // The codes every signed route gives these fields (payments, settings, payouts), not parameter_invalid.
+    const amount = uintString(body, 'amount', true, 'invalid_amount') ?? '0';
     const nonce = body.nonce;
     if (typeof nonce !== 'number' || !Number.isSafeInteger(nonce) || nonce < 0)
       throw validationError(
@@ -95,10 +106,14 @@ export class SubscriptionChargesController {
     const deadline =
       typeof rawDeadline === 'number' && Number.isSafeInteger(rawDeadline) && rawDeadline >= 0
         ? String(rawDeadline)
-        : uintString(body, 'deadline', true);
+        : uintString(body, 'deadline', true, 'invalid_deadline');
     const signature = body.signature;
     if (typeof signature !== 'string' || !SIGNATURE.test(signature))
-      throw validationError('signature', 'signature must be the 65-byte 0x-hex signature of signCharge.');
+      throw validationError(
+        'signature',
+        'signature must be the 65-byte 0x-hex signature of signCharge.',
+        'invalid_signature',
+      );
     const quoteCode = body.quote_code;
     if (
       quoteCode !== undefined &&

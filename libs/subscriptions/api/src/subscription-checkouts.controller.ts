@@ -2,6 +2,7 @@ import { Body, Controller, Get, HttpCode, Inject, Param, Patch, Post, Query, Req
 import type { FastifyRequest } from 'fastify';
 import {
   type AuthenticatedMerchant,
+  checkedIdempotencyKey,
   CurrentMerchant,
   idempotencyKeyOf,
   QueryParameters,
@@ -57,10 +58,20 @@ export class SubscriptionCheckoutsController {
     return this.useCases.retrieve(merchant, checkId(id));
   }
 
-  /** Cancels a pending intent (409 subscription_checkout_not_pending otherwise). Takes no parameters. */
+  /**
+   * Cancels a pending intent (409 subscription_checkout_not_pending otherwise). Takes no parameters. A PATCH is not
+   * claimed by the Idempotency-Key interceptor (nothing kept or replayed), but its key names the cancel: a retry
+   * after a lost answer is answered the intent its first attempt cancelled.
+   */
   @Patch(':id/cancel')
-  cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
+  cancel(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    const key = checkedIdempotencyKey(request);
     requireNoParameters(body);
-    return this.useCases.cancel(merchant, checkId(id));
+    return this.useCases.cancel(merchant, checkId(id), key);
   }
 }

@@ -64,7 +64,15 @@ export interface SubscriptionCheckoutsUseCases {
     query: ListQuery,
     filters: SubscriptionCheckoutListFilters,
   ): Promise<ListEnvelope<SubscriptionCheckoutResource>>;
-  cancel(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource>;
+  /**
+   * PATCH /subscription-checkouts/:id/cancel. With an Idempotency-Key, a retry whose first attempt cancelled answers
+   * the cancelled intent (the key names the cancel's command); without one a second cancel is 409.
+   */
+  cancel(
+    merchant: AuthenticatedMerchant,
+    id: string,
+    idempotencyKey?: string,
+  ): Promise<SubscriptionCheckoutResource>;
   /** Public: null when no such intent exists. */
   hostedView(id: string): Promise<HostedSubscribeView | null>;
   /** Public: the customer dismissed the hosted page; cancels a pending intent, does nothing otherwise. */

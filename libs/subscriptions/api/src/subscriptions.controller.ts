@@ -5,10 +5,13 @@ import {
   assertOwnMerchant,
   type AuthenticatedMerchant,
   CurrentMerchant,
+  idempotencyKeyOf,
+  IgnoreQueryParameters,
   PAGINATION_PARAMETERS,
   parseListQuery,
   Public,
   QueryParameters,
+  subscriptionsUseSubscriptionCheckouts,
 } from '@stablepay/http';
 import { parseAddress } from '@stablepay/evm';
 import {
@@ -17,10 +20,11 @@ import {
   type SubscriptionListFilters,
 } from '@stablepay/subscriptions-domain';
 import {
+  bodyNotAnObject,
   fieldFault,
-  invalidRequest,
   notFound,
   takesFields,
+  tooLargeFault,
   unknownParameter,
   validationError,
 } from '@stablepay/util';
@@ -38,7 +42,7 @@ const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
 
 function objectBody(body: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body))
-    throw invalidRequest('The request body must be a JSON object.');
+    throw bodyNotAnObject();
   for (const key of Object.keys(body))
     if (!allowed.includes(key)) throw unknownParameter(key, takesFields(allowed));
   return body as Record<string, unknown>;
@@ -95,9 +99,18 @@ export function parseCancelBody(body: unknown): CancelSubscriptionInput {
   if (typeof deadline !== 'number' || !Number.isSafeInteger(deadline) || deadline <= 0)
     throw validationError(
       'deadline',
-      fieldFault('deadline', deadline, 'the Unix seconds the signature names (a positive integer)'),
+      tooLargeFault('deadline', deadline, BigInt(Number.MAX_SAFE_INTEGER)) ??
+        fieldFault('deadline', deadline, 'the Unix seconds the signature names (a positive integer)'),
+      // The code every signed-action route gives a malformed deadline (payments, settings, payouts).
+      'invalid_deadline',
     );
-  const signature = requiredString(b, 'signature', /^0x[0-9a-fA-F]{130}$/, 'a 65-byte 0x-hex signature');
+  const signature = b['signature'];
+  if (typeof signature !== 'string' || !/^0x[0-9a-fA-F]{130}$/.test(signature))
+    throw validationError(
+      'signature',
+      fieldFault('signature', signature, 'a 65-byte 0x-hex signature'),
+      'invalid_signature',
+    );
   return { nonce, deadline, signature };
 }
 
@@ -170,6 +183,22 @@ export class SubscribeController {
 export class SubscriptionsController {
   constructor(@Inject(SUBSCRIPTIONS_USE_CASES) private readonly useCases: SubscriptionsUseCases) {}
 
+  /**
+   * SPEC: "There is no POST /subscriptions", yet its older listing shows `POST /subscriptions` and a
+   * `GET /subscriptions` list; a client following it here would get a bare 404 `route_not_found` and no way forward.
+   * Answered as under the payment-request prefix (410 naming the routes to use), whatever query the old list sent.
+   */
+  @Get('subscriptions')
+  @IgnoreQueryParameters()
+  listMoved(): never {
+    throw subscriptionsUseSubscriptionCheckouts();
+  }
+
+  @Post('subscriptions')
+  createMoved(): never {
+    throw subscriptionsUseSubscriptionCheckouts();
+  }
+
   @Get('subscriptions/:id')
   retrieve(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string) {
     return this.useCases.retrieve(merchant, checkSubscriptionId(id));
@@ -190,7 +219,17 @@ export class SubscriptionsController {
   /** Merchant cancel, signed with signCancelSubscription. */
   @Post('subscriptions/:id/cancel')
   @HttpCode(200)
-  cancel(@CurrentMerchant() merchant: AuthenticatedMerchant, @Param('id') id: string, @Body() body: unknown) {
-    return this.useCases.cancel(merchant, checkSubscriptionId(id), parseCancelBody(body));
+  cancel(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('id') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.useCases.cancel(
+      merchant,
+      checkSubscriptionId(id),
+      parseCancelBody(body),
+      idempotencyKeyOf(request),
+    );
   }
 }

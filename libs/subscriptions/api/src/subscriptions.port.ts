@@ -39,10 +39,15 @@ export interface SubscriptionsUseCases {
     query: ListQuery,
     filters: SubscriptionListFilters,
   ): Promise<ListEnvelope<SubscriptionObject>>;
+  /**
+   * Merchant cancel. With the Idempotency-Key's command id, a retry whose first attempt cancelled but lost its
+   * answer is answered the subscription, not 409 `subscription_cancelled`.
+   */
   cancel(
     merchant: AuthenticatedMerchant,
     id: string,
     input: CancelSubscriptionInput,
+    commandId?: string,
   ): Promise<SubscriptionObject>;
 }
 

@@ -33,7 +33,8 @@ import type { PauserRole } from './subscription-manager';
  * | quote_expired                  | 422    | cannot_process  | reference quote past its 120 s, price lock past its expiry                |
  * | quote_already_used             | 409    | invalid_request | the quote paid another charge already                                    |
  * | fiat_settlement_required       | 422    | cannot_process  | a price lock, and the business no longer has a complete fiat configuration |
- * | currency_mismatch              | 422    | cannot_process  | a price lock in another currency than the business now pays out in        |
+ * | currency_mismatch              | 422    | cannot_process  | a price lock in another currency than the business now pays out in, or    |
+ * |                                |        |                 | any price lock on a token-priced plan (its charges settle no fiat)        |
  * | amount_exceeds_cap             | 422    | cannot_process  | amount > cap_amount (cap and budget rule 1)                               |
  * | budget_exceeded                | 422    | cannot_process  | spent_this_period + amount > budget (rule 2)                              |
  *
@@ -117,6 +118,8 @@ export interface ChargeQuote {
   readonly usedByChargeId: string | null;
   /** The fiat currency the quote converted from (a price lock's payout currency); null when a token price was quoted. */
   readonly fiatCurrency: string | null;
+  /** The fiat minor units the quote converted (the plan price or an ad-hoc `fiat_amount`); null with fiatCurrency. */
+  readonly fiatAmount: string | null;
 }
 
 /** The business's settlement as its settings hold it now (not as they were when a quote was issued). */
@@ -329,6 +332,14 @@ function checkQuote(input: ChargePreflightInput, fiatPriced: boolean): ChargePre
   // PUT /payments/settlement removed the configuration or moved its currency is refused here on the same terms, or
   // its charge would be tracked `pending` towards a payout that is never made (or made in another currency).
   if (quote.kind === 'price_lock') {
+    // The quote call refuses a lock for a token-priced plan (requireFiatPricedForPriceLock): its charges carry no fiat
+    // fields, so the payout the lock promises would never be tracked, paid or announced. A lock taken before that
+    // refusal (or by an older replica during a rollout) is refused here on the same terms.
+    if (!fiatPriced)
+      return reject(
+        'currency_mismatch',
+        `The plan is priced in token units, not in the business's settlement currency: its charges are not settled in fiat, so price lock ${quote.code} (${quote.fiatCurrency ?? 'no currency'}) cannot be redeemed; charge the token amount without a quote_code, or with a new quote.`,
+      );
     const refusal = fiatPayoutRefusal(input.settlement, quote.fiatCurrency ?? '');
     if (refusal)
       return reject(

@@ -34,6 +34,7 @@ const quote = (over: Partial<ChargeQuote> = {}): ChargeQuote => ({
   expiresAt: new Date(now.getTime() + 60_000),
   usedByChargeId: null,
   fiatCurrency: 'ARS',
+  fiatAmount: '150000',
   ...over,
 });
 /** A fiat-settled business paying out in ARS, as the plan and its price locks are priced. */
@@ -322,6 +323,27 @@ describe('charge preflight (SPEC Errors > charge preflight, Subscriptions > Char
             settlement: { mode: 'crypto' },
           })
           .thenRejected('quote_expired');
+      });
+
+      it('currency_mismatch (param quote_code) for a lock on a token-priced plan taken before the quote call refused one: its charge would settle no fiat', () => {
+        const legacy = after({
+          ...subscribed,
+          type: 'RecordSubscriptionCreated',
+          subscription: { ...createdData, price: '5000000', priceCurrency: null },
+        });
+        // An ad-hoc fiat_amount in the settlement currency itself, still live and unused.
+        const result = given(...legacy).when({ ...lock, settlement: FIAT_ARS });
+        result.thenRejected('currency_mismatch');
+        expect(result.result).toMatchObject({
+          status: 422,
+          type: 'cannot_process',
+          param: 'quote_code',
+          message: expect.stringContaining('token units'),
+        });
+        // Its reference quote (a crypto-settled business's ad-hoc amount) still charges: nothing is paid out.
+        given(...legacy)
+          .when({ settlement: { mode: 'crypto' } })
+          .thenOk();
       });
 
       it('a reference quote is not a lock: a configuration change does not refuse it', () => {

@@ -1,5 +1,5 @@
 import { cannotProcess, DomainError, validationError } from '@stablepay/util';
-import { fiatPayoutRefusal, REFERENCE_QUOTE_TTL_SECONDS } from './charge-preflight';
+import { CHARGE_PREFLIGHT_ERRORS, fiatPayoutRefusal, REFERENCE_QUOTE_TTL_SECONDS } from './charge-preflight';
 import { currencyExponent, parseRateValue, type Rate, toTokenUnits } from './rates';
 import { parseCurrency } from './rules';
 
@@ -11,7 +11,8 @@ import { parseCurrency } from './rules';
  * - Fiat-priced plan: the plan's fiat price, or an ad-hoc `fiat_amount` of the body (metered usage, add-ons), in the
  *   plan's currency, converted to the subscription's token at the live rate, rounding up (the merchant never receives
  *   less than the fiat amount at that rate).
- * - Token-priced (legacy) plan: the token price itself, or an ad-hoc `fiat_amount` with the `currency` it is in.
+ * - Token-priced (legacy) plan: the token price itself, or an ad-hoc `fiat_amount` with the `currency` it is in
+ *   (crypto-settled only: requireFiatPricedForPriceLock).
  * - Crypto-settled business: a reference quote `refq_...`, valid 120 s, that only proves the charged amount is what
  *   the subscriber was shown. Fiat-settled: the settlement provider's price lock (`price_lock_code`), redeemed at
  *   off-ramp after the charge, valid until the provider's expiry.
@@ -105,6 +106,25 @@ export function chargeableAmount(amount: bigint, tokenSymbol: string): bigint {
   return amount;
 }
 
+/**
+ * SPEC cap and budget rule 1 at quote time: a quote for more than the subscription's cap (as the service knows it)
+ * can never be charged (the preflight and the contract refuse it), and for a fiat-settled business it would hold a
+ * price lock at the provider for nothing. Refused with the charge's own error (`amount_exceeds_cap`, 422), naming
+ * `fiat_amount` when the body gave one (else the plan's price is what exceeds the cap at this rate). The budget is
+ * not checked here: the window may roll over before the quote is used.
+ */
+export function requireQuotableUnderCap(amount: bigint, cap: bigint, fiatAmountGiven: boolean): bigint {
+  if (amount <= cap) return amount;
+  const { status, type } = CHARGE_PREFLIGHT_ERRORS.amount_exceeds_cap;
+  throw new DomainError({
+    type,
+    status,
+    code: 'amount_exceeds_cap',
+    message: `The quoted amount ${amount} exceeds cap_amount ${cap}: no charge could carry it.`,
+    ...(fiatAmountGiven ? { param: 'fiat_amount' } : {}),
+  });
+}
+
 /** A reference quote's lifetime (SPEC Limits: 120 seconds). */
 export function referenceQuoteExpiry(now: Date): Date {
   return new Date(now.getTime() + REFERENCE_QUOTE_TTL_SECONDS * 1000);
@@ -151,6 +171,23 @@ export function requireFiatPayoutDestination(
         : `${refusal.message}: nothing is locked or authorized for a payout in another currency than the price (the business can settle in ${currency} again, or offer a plan priced in ${settlement.currency ?? currency}).`,
       refusal.code === 'currency_mismatch' ? param : undefined,
     );
+}
+
+/**
+ * A fiat-settled business's price lock promises a fiat payout, but only a fiat-priced plan's charges carry fiat fields
+ * the ledger settles (SPEC Subscription charges, fiat field rule 1: null on plans that are not fiat-priced). An ad-hoc
+ * `fiat_amount` on a token-priced plan would lock a payout that no charge row tracks, no provider is told to pay and
+ * no `subscription.charge_settled` announces. Refused before any lock, with SPEC Errors' code for a fiat-settled
+ * business pricing in another currency (the plan prices in token units), naming the body's `currency`. A
+ * crypto-settled business still gets a reference quote for it: nothing is paid out there.
+ */
+export function requireFiatPricedForPriceLock(plan: Pick<QuotedPlan, 'priceCurrency' | 'tokenSymbol'>): void {
+  if (plan.priceCurrency !== null) return;
+  throw cannotProcess(
+    'currency_mismatch',
+    `The plan is priced in ${plan.tokenSymbol} units, not in the business's settlement currency: its charges are not settled in fiat, so no price lock is taken for an ad-hoc fiat_amount (charge the token amount, or sell a plan priced in the settlement currency).`,
+    'currency',
+  );
 }
 
 /** SPEC Subscriptions > Quote behavior: the response of the charge-quote call (fields ours; docs/openapi.yaml). */

@@ -8,6 +8,7 @@ import {
   rateFor,
   referenceQuoteExpiry,
   requireFiatPayoutDestination,
+  requireFiatPricedForPriceLock,
 } from './charge-quote';
 import type { Rate } from './rates';
 
@@ -95,6 +96,16 @@ describe('charge quote', () => {
     });
     expect(refusal(() => quoteBasis(tokenPlan, { fiatAmount: 1000n, currency: null }))).toMatchObject({
       status: 400,
+      param: 'currency',
+    });
+  });
+
+  it('takes a price lock only for a fiat-priced plan: a token-priced one is refused with 422 currency_mismatch on currency', () => {
+    expect(() => requireFiatPricedForPriceLock(fiatPlan)).not.toThrow();
+    expect(refusal(() => requireFiatPricedForPriceLock(tokenPlan))).toMatchObject({
+      status: 422,
+      type: 'cannot_process',
+      code: 'currency_mismatch',
       param: 'currency',
     });
   });

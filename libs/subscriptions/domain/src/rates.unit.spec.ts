@@ -141,6 +141,23 @@ describe('subscription options', () => {
     expect(options[2]).toMatchObject({ token_decimals: 18, price_amount: '1265288907633909743' });
   });
 
+  it('converts a cap or budget of k times the price to exactly k charges of the converted price', () => {
+    // ARS 100.00 at 1,185.50 per USDC is 84,352.6... units, rounded up to 84,353; ARS 300.00 on its own rounds up to
+    // 253,058, one unit short of three charges; ARS 999.00 and its default budget (10 times) the same way.
+    const [usdc] = subscriptionOptions(
+      { ...checkout, price: '10000', cap: '20000', budget: '30000', supported_chains: ['eip155:8453'] },
+      chains,
+      rates,
+    );
+    expect(usdc).toMatchObject({ price_amount: '84353', cap_amount: '168706', budget_amount: '253059' });
+    const [plan] = subscriptionOptions(
+      { ...checkout, price: '99900', cap: '999000', budget: '999000', supported_chains: ['eip155:8453'] },
+      chains,
+      rates,
+    );
+    expect(plan).toMatchObject({ price_amount: '842683', budget_amount: (842683n * 10n).toString() });
+  });
+
   it('leaves out tokens without a rate and chains no longer supported; always an array', () => {
     expect(subscriptionOptions(checkout, chains, rates.slice(0, 1)).map((o) => o.token_symbol)).toEqual([
       'USDC',

@@ -11,6 +11,7 @@ import {
   isTwoDecimalIsoCurrency,
   parseMetadata,
   requireDisplayText,
+  requireNoControlCharacters,
   validationError,
 } from '@stablepay/util';
 
@@ -73,16 +74,21 @@ export function parseCurrency(value: unknown, param = 'price_currency'): string 
 
 /** SPEC Conventions: an integer string, no sign, decimal point or separator; positive; at most 30 digits. */
 export function parsePositiveAmount(value: unknown, param: string): bigint {
+  // The length before the shape: a 100-digit amount was told it had a sign or a leading zero.
+  if (
+    typeof value === 'string' &&
+    /^[1-9][0-9]*$/.test(value) &&
+    value.length > SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits
+  ) {
+    throw validationError(
+      param,
+      `${param} must have at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits} digits.`,
+    );
+  }
   if (!isAmountString(value)) {
     throw validationError(
       param,
       `${param} must be a string of digits in minor units of price_currency (for example "150000" for 1,500.00), with no sign, decimal point, separator or leading zero.`,
-    );
-  }
-  if (value.length > SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits) {
-    throw validationError(
-      param,
-      `${param} must have at most ${SUBSCRIPTION_CHECKOUT_LIMITS.maxAmountDigits} digits.`,
     );
   }
   const amount = BigInt(value);
@@ -115,8 +121,12 @@ export function parseExternalCustomerId(value: unknown): string | null {
       `external_customer_id must be a string of 1 to ${max} characters.`,
     );
   }
-  // The merchant's reference for a person, read back in dashboards and support: held to the display-text rule.
-  return requireDisplayText('external_customer_id', value);
+  // The merchant's reference for a person, read back in dashboards, exports and support: an identifier, so no control
+  // character, and held to the display-text rule.
+  return requireDisplayText(
+    'external_customer_id',
+    requireNoControlCharacters('external_customer_id', value),
+  );
 }
 
 /** SPEC Subscription checkouts 6: the metadata keys the hosted subscribe page renders to the payer. */

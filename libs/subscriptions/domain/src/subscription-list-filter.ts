@@ -1,5 +1,11 @@
-import { parseAddress } from '@stablepay/evm';
-import { type CreatedBounds, CREATED_PARAMETERS, parseCreatedBounds, validationError } from '@stablepay/util';
+import { parseAddress, parseChainFilter } from '@stablepay/evm';
+import {
+  type CreatedBounds,
+  CREATED_PARAMETERS,
+  parseCreatedBounds,
+  requireNoControlCharacters,
+  validationError,
+} from '@stablepay/util';
 import type { SubscriptionStatus } from './subscription.events';
 
 export const SUBSCRIPTION_STATUSES: readonly SubscriptionStatus[] = ['active', 'cancelling', 'cancelled'];
@@ -48,12 +54,10 @@ export function parseSubscriptionListFilters(
   // A mixed-case address with a bad EIP-55 checksum is a typo (400), not a wallet with no subscriptions.
   if (subscriber !== undefined) filters.subscriber = parseAddress(subscriber, 'subscriber');
   const chain = one('chain');
-  if (chain !== undefined) {
-    if (!/^eip155:[1-9][0-9]{0,15}$/.test(chain))
-      throw validationError('chain', 'chain must be a CAIP-2 id such as eip155:8453.');
-    filters.chain = chain;
-  }
+  if (chain !== undefined) filters.chain = parseChainFilter(chain, 'chain');
   const customer = one('external_customer_id');
-  if (customer !== undefined) filters.externalCustomerId = customer;
+  // As the create refuses it: no stored id holds a control character, so such a filter is a mistake, not a miss.
+  if (customer !== undefined)
+    filters.externalCustomerId = requireNoControlCharacters('external_customer_id', customer);
   return filters;
 }

@@ -1,4 +1,4 @@
-import { toAmount } from '@stablepay/util';
+import { divCeil, toAmount } from '@stablepay/util';
 import { currencyExponent, parseRateValue, type Rate, toTokenUnits } from './rates';
 import type { SubscriptionCheckoutObject } from './subscription-checkout.events';
 
@@ -68,7 +68,7 @@ export function subscriptionOptions(
       if (!rate) continue;
       // One rate for the three figures: the subscriber signs a consistent set.
       const rational = parseRateValue(rate.value);
-      const convert = (minor: bigint) => toTokenUnits(minor, rational, token.decimals, exponent).toString();
+      const priceUnits = toTokenUnits(price, rational, token.decimals, exponent);
       options.push({
         chain: chain.caip2,
         chain_name: chain.name,
@@ -76,9 +76,9 @@ export function subscriptionOptions(
         token_symbol: token.symbol,
         token_decimals: token.decimals,
         token_address: token.address,
-        price_amount: convert(price),
-        cap_amount: convert(cap),
-        budget_amount: convert(budget),
+        price_amount: priceUnits.toString(),
+        cap_amount: inPriceUnits(cap, price, priceUnits).toString(),
+        budget_amount: inPriceUnits(budget, price, priceUnits).toString(),
         rate: rate.value,
         rate_currency: currency,
         rate_as_of: rate.asOf,
@@ -87,4 +87,16 @@ export function subscriptionOptions(
     }
   }
   return options;
+}
+
+/**
+ * Cap or budget in token units at the rate the rounded-up price carries (`priceUnits / price`), rounded up. Each
+ * figure rounded up on its own broke the plan's multiples: ARS 100.00 at 1,185.50 per USDC is 84,353 units
+ * (84,352.6...), a budget of ARS 300.00 253,058 (253,057.9...), less than three charges of the price, so the third
+ * charge the plan allows per window was refused `budget_exceeded` (and the default budget, 10 times the price, took
+ * 9). At the price's rate a budget of k times the price is exactly k charges, and never less than the figure at the
+ * quoted rate rounded up (the price's rate is at or above it): the subscriber signs at most k - 1 units more.
+ */
+function inPriceUnits(minor: bigint, price: bigint, priceUnits: bigint): bigint {
+  return divCeil(minor * priceUnits, price);
 }

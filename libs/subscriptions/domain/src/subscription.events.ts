@@ -55,6 +55,22 @@ export interface ChargeObservation {
   readonly windowIndex: string;
   readonly windowSpent: string;
   readonly quoteHash: string;
+  /**
+   * Where the charge call read this log: its receipt's block and the log's place in it (for a charge found landed by
+   * someone else, by the charge call or a merchant cancel, where the node's log query placed it). The receipt check
+   * (SubscriptionReceiptChecks) watches that block until the indexer has read it. Absent on the indexer's and the
+   * subscribe call's charges, on a landed charge whose node gave no block hash (and on those recorded before
+   * 2026-11-24 17:50), and on every charge recorded before 2026-11-24 (the call then kept a row of its own before the
+   * fact): readers take it as optional.
+   */
+  readonly receipt?: ChargeReceipt;
+}
+
+/** A SubscriptionCharged log as a receipt placed it: the emitting manager, the block's hash, the log's index in it. */
+export interface ChargeReceipt {
+  readonly manager: string;
+  readonly blockHash: string;
+  readonly logIndex: number;
 }
 
 export interface SubscriptionChargeSucceededData extends ChargeObservation {
@@ -65,6 +81,13 @@ export interface SubscriptionChargeSucceededData extends ChargeObservation {
    * signature first: the charge succeeded, it is not a failure and it does not pause.
    */
   readonly landedByAnotherSubmitter: boolean;
+  /**
+   * The fiat amount (minor units of the plan's currency) the charge's quote converted: an ad-hoc `fiat_amount`
+   * (metered usage, add-ons) or the plan price. What a fiat-settled business is paid out for this charge. Absent when
+   * no quote in the plan's currency was redeemed (the indexer's and the subscribe call's charges, token-priced plans)
+   * and on every charge recorded before 2026-11-24 21:30: readers then take the plan price.
+   */
+  readonly quotedFiatAmount?: string;
 }
 
 /** Where a failed attempt stopped: the contract simulation (never broadcast) or the mined receipt. */

@@ -482,6 +482,8 @@ export type SubscriptionCommand =
       readonly type: 'RecordChargeSucceeded';
       readonly charge: ChargeObservation;
       readonly writtenBy: ChargeWritePath;
+      /** The fiat side of the quote the charge redeemed (the charge call's); absent or null when it had none. */
+      readonly quotedFiat?: QuotedFiat | null;
     }
   | {
       /** Our charge attempt reverted, at simulation or in its receipt. */
@@ -497,6 +499,13 @@ export type SubscriptionCommand =
        * without it the service cannot tell what landed, and it must never record a failure for it.
        */
       readonly landed: ChargeObservation | null;
+      /** The fiat side of the quote the attempt redeemed: recorded with the landed charge (the same signature). */
+      readonly quotedFiat?: QuotedFiat | null;
+      /**
+       * The quoteHash the attempt signed. With it, a landed log of another amount or quoteHash is another signature
+       * of the nonce, not this charge (absent: not compared, as before it was sent).
+       */
+      readonly quoteHash?: string;
       readonly now: Date;
     }
   | {
@@ -585,12 +594,39 @@ function requireCreated(state: SubscriptionState): SubscriptionCreatedData {
   return state.created;
 }
 
+/** The fiat side of a redeemed charge quote: the minor units it converted and their currency. */
+export interface QuotedFiat {
+  readonly amount: string;
+  readonly currency: string;
+  /** The quote's hash: the landed log must carry it, or the charge redeemed another quote (or none). */
+  readonly quoteHash: string;
+}
+
+/**
+ * What a fiat-priced plan's charge is settled at: the fiat amount its quote converted (an ad-hoc `fiat_amount` of
+ * metered usage or an add-on, else the plan price), when that quote was in the plan's currency. Null otherwise (no
+ * quote, a token-priced plan): the ledger then settles at the plan price, as it always did. The charge that landed
+ * must have signed that quote's hash: a charge found landed by another submitter may be another signature of the
+ * same nonce (another quote, a smaller amount), whose payout the requested quote's fiat amount would overstate.
+ */
+export function quotedFiatAmountFor(
+  created: Pick<SubscriptionCreatedData, 'priceCurrency'>,
+  quotedFiat: QuotedFiat | null | undefined,
+  chargeQuoteHash: string,
+): string | null {
+  if (!quotedFiat || created.priceCurrency === null || quotedFiat.currency !== created.priceCurrency)
+    return null;
+  if (quotedFiat.quoteHash.toLowerCase() !== chargeQuoteHash.toLowerCase()) return null;
+  return quotedFiat.amount;
+}
+
 function chargeSucceeded(
   state: SubscriptionState,
   created: SubscriptionCreatedData,
   charge: ChargeObservation,
   writtenBy: ChargeWritePath,
   landedByAnotherSubmitter: boolean,
+  quotedFiat: QuotedFiat | null = null,
 ): SubscriptionEvent[] {
   const known = state.chargesByNonce.get(charge.nonce);
   if (known) {
@@ -612,7 +648,14 @@ function chargeSucceeded(
     );
   }
   const chargeId = succeededChargeId(created.chain, created.subscriptionId, charge.nonce);
-  const data: SubscriptionChargeSucceededData = { chargeId, ...charge, writtenBy, landedByAnotherSubmitter };
+  const quotedFiatAmount = quotedFiatAmountFor(created, quotedFiat, charge.quoteHash);
+  const data: SubscriptionChargeSucceededData = {
+    chargeId,
+    ...charge,
+    writtenBy,
+    landedByAnotherSubmitter,
+    ...(quotedFiatAmount !== null ? { quotedFiatAmount } : {}),
+  };
   const events: SubscriptionEvent[] = [{ type: 'SubscriptionChargeSucceeded.v1', data }];
   // SPEC paused table: the next successful charge confirmed on chain releases the brake.
   if (state.paused)
@@ -649,7 +692,7 @@ export function decideSubscription(
   const created = requireCreated(state);
   switch (command.type) {
     case 'RecordChargeSucceeded':
-      return chargeSucceeded(state, created, command.charge, command.writtenBy, false);
+      return chargeSucceeded(state, created, command.charge, command.writtenBy, false, command.quotedFiat);
     case 'RecordChargeReverted':
       return decideReverted(state, created, command);
     case 'ConfirmCancel':
@@ -802,7 +845,21 @@ function decideReverted(
         'charge_landed_log_missing',
         `Nonce ${command.nonce} is used on chain; read its SubscriptionCharged log and record that charge.`,
       );
-    return chargeSucceeded(state, created, command.landed, 'api', true);
+    // Another signature of the nonce (other amount or quote) landed: it is not the charge asked for, and recording it
+    // here would settle it at this request's quote (or the plan price) whatever it charged. The preflight's answer
+    // for a nonce charged on other terms; the indexer records the charge that landed.
+    const landed = command.landed;
+    if (
+      command.quoteHash !== undefined &&
+      (BigInt(landed.amount) !== BigInt(command.amount) ||
+        landed.quoteHash.toLowerCase() !== command.quoteHash.toLowerCase())
+    )
+      throw conflict(
+        'nonce_already_used',
+        `Nonce ${command.nonce} was charged ${landed.amount} by transaction ${landed.txHash} under another signature (amount or quote); the next nonce is ${command.nonce + 1}.`,
+        'nonce',
+      );
+    return chargeSucceeded(state, created, landed, 'api', true, command.quotedFiat);
   }
   if (state.failedChargeIds.has(command.chargeId)) return [];
   const failedAt = command.now.toISOString();

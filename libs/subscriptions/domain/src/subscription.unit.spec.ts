@@ -2,6 +2,7 @@ import { DomainError } from '@stablepay/util';
 import {
   decideSubscription,
   initialSubscriptionState,
+  type QuotedFiat,
   type SubscriptionCommand,
   subscriptionObject,
   subscriptionObjectAt,
@@ -110,7 +111,55 @@ describe('Subscription: created from the confirmed on-chain subscribe', () => {
   });
 });
 
+const QUOTE_A = `0x${'a'.repeat(64)}`;
+const QUOTE_B = `0x${'b'.repeat(64)}`;
+
 describe('Subscription charges: nonce bookkeeping (charge_nonce is the NEXT nonce)', () => {
+  it("an ad-hoc charge records the fiat amount its quote converted in the plan's currency (what a fiat payout settles), not the plan price", () => {
+    const charge = { ...chargeLog(1, 2_000_000n, 60n, 7_000_000n), quoteHash: QUOTE_A };
+    const chargedWith = (quotedFiat: QuotedFiat | null | undefined) =>
+      decideSubscription(
+        { type: 'RecordChargeSucceeded', charge, writtenBy: 'api', quotedFiat },
+        stateOf(subscribedEvents()),
+      )[0]?.data;
+    expect(chargedWith({ amount: '123457', currency: 'ARS', quoteHash: QUOTE_A })).toMatchObject({
+      quotedFiatAmount: '123457',
+    });
+    // A quote in another currency than the plan's (or none) says nothing about the plan's fiat: the plan price holds.
+    for (const quotedFiat of [{ amount: '123457', currency: 'USD', quoteHash: QUOTE_A }, null, undefined])
+      expect(chargedWith(quotedFiat)).not.toHaveProperty('quotedFiatAmount');
+  });
+
+  it("a charge found landed by another submitter under another quote's signature is not paid out at the requested quote's fiat amount", () => {
+    // The merchant signs nonce 1 twice: a 1.00 ARS quote (A) it submits itself, a 1,000,000.00 ARS quote (B) it sends
+    // to the charge call, whose attempt then reverts NonceAlreadyUsed on A's landed log.
+    const landed = { ...chargeLog(1, 1_000n, 60n, 5_001_000n), quoteHash: QUOTE_A };
+    const recorded = (quotedFiat: QuotedFiat) =>
+      decideSubscription(
+        {
+          type: 'RecordChargeReverted',
+          chargeId: 'subc_attempt1',
+          nonce: 1,
+          amount: '2000000000',
+          txHash: null,
+          failureReason: 'NonceAlreadyUsed',
+          stage: 'simulation',
+          landed,
+          quotedFiat,
+          now,
+        },
+        stateOf(subscribedEvents()),
+      )[0]?.data;
+    expect(recorded({ amount: '100000000', currency: 'ARS', quoteHash: QUOTE_B })).not.toHaveProperty(
+      'quotedFiatAmount',
+    );
+    // The same signature landed by another submitter redeemed the requested quote: its fiat amount holds.
+    expect(recorded({ amount: '100', currency: 'ARS', quoteHash: QUOTE_A })).toMatchObject({
+      quotedFiatAmount: '100',
+      amount: '1000',
+    });
+  });
+
   it('a succeeded charge advances charge_nonce by one and carries the subc_ id of (chain, subscription, nonce)', () => {
     const events = given(...subscribedEvents())
       .when({
@@ -395,6 +444,33 @@ describe('Subscription: someone else submitted my signed charge first (NonceAlre
           data: {
             chargeId: succeededChargeId(CHAIN, SUB_ID, 1),
             ...theirLog,
+            writtenBy: 'api',
+            landedByAnotherSubmitter: true,
+          },
+        },
+      ]);
+  });
+
+  it('a landed log of another amount or quote is another signature of the nonce: refused nonce_already_used, nothing recorded (the indexer records it)', () => {
+    // The merchant signed nonce 1 twice: 1,000 units it landed itself, 2,000,000 under quote A sent to the charge call.
+    const signedA = { ...ourRevert(theirLog), quoteHash: QUOTE_A } as SubscriptionCommand;
+    for (const landed of [
+      { ...theirLog, amount: '1000' },
+      { ...theirLog, quoteHash: QUOTE_B },
+    ])
+      given(...subscribedEvents())
+        .when({ ...signedA, landed } as SubscriptionCommand)
+        .thenError({ code: 'nonce_already_used', status: 409 });
+    // The same terms landed by someone else are this charge.
+    given(...subscribedEvents())
+      .when({ ...signedA, landed: { ...theirLog, quoteHash: QUOTE_A } } as SubscriptionCommand)
+      .then([
+        {
+          type: 'SubscriptionChargeSucceeded.v1',
+          data: {
+            chargeId: succeededChargeId(CHAIN, SUB_ID, 1),
+            ...theirLog,
+            quoteHash: QUOTE_A,
             writtenBy: 'api',
             landedByAnotherSubmitter: true,
           },

@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexConcurrently, queryWithBoundedLockWait } from '@stablepay/database';
 import { CreateChargeQuotes1767400000200 } from './charges/charge-quotes';
 
 /**
@@ -131,18 +132,33 @@ export class CreateSubscriptionChainObservations1767600000100 implements Migrati
  */
 export class AddSubscriptionObservationBlocks1795622400100 implements MigrationInterface {
   name = 'AddSubscriptionObservationBlocks1795622400100';
+  // Outside a transaction, so that its indexes are built CONCURRENTLY (createIndexConcurrently): every charge and
+  // subscribe writes subscription_chain_observations, and a plain CREATE INDEX stopped those writes for the build.
+  // Each statement is safe to run again alone (IF NOT EXISTS; the columns' defaults are constant or now(), stored
+  // without a rewrite). A database that ran this migration's earlier text (one transaction, plain CREATE INDEX) has
+  // the same columns and indexes.
+  readonly transaction = false;
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE subscription_chain_observations
+    await queryWithBoundedLockWait(
+      q,
+      `ALTER TABLE subscription_chain_observations
       ADD COLUMN IF NOT EXISTS block_number bigint,
       ADD COLUMN IF NOT EXISTS block_hash text,
       ADD COLUMN IF NOT EXISTS written_by text NOT NULL DEFAULT 'indexer',
       ADD COLUMN IF NOT EXISTS remembered_at timestamptz NOT NULL DEFAULT now(),
-      ADD COLUMN IF NOT EXISTS settled_at timestamptz`);
-    await q.query(`CREATE INDEX IF NOT EXISTS subscription_chain_observations_open_receipts
-      ON subscription_chain_observations (remembered_at, observation_id)
-      WHERE written_by = 'api' AND settled_at IS NULL AND retracted_at IS NULL`);
-    await q.query(`CREATE INDEX IF NOT EXISTS subscription_chain_observations_tx
-      ON subscription_chain_observations (lower(tx_hash))`);
+      ADD COLUMN IF NOT EXISTS settled_at timestamptz`,
+    );
+    await createIndexConcurrently(
+      q,
+      'subscription_chain_observations_open_receipts',
+      `ON subscription_chain_observations (remembered_at, observation_id)
+        WHERE written_by = 'api' AND settled_at IS NULL AND retracted_at IS NULL`,
+    );
+    await createIndexConcurrently(
+      q,
+      'subscription_chain_observations_tx',
+      'ON subscription_chain_observations (lower(tx_hash))',
+    );
   }
   async down(q: QueryRunner): Promise<void> {
     await q.query('DROP INDEX IF EXISTS subscription_chain_observations_tx');
@@ -153,10 +169,31 @@ export class AddSubscriptionObservationBlocks1795622400100 implements MigrationI
   }
 }
 
+/**
+ * `pending_since`: when the receipt check first found an API-path receipt's block replaced while the node still held
+ * its transaction pending (a real node puts the transactions of an orphaned block back in its pool). The fact is kept
+ * while the transaction may still be mined, for RECEIPT_REINCLUSION_WINDOW_SECONDS from then: undoing it at once
+ * told the merchant `charge_failed` (or `subscription_checkout.reorged`) and then, once re-mined, success again.
+ */
+export class AddReceiptPendingSince1795795200100 implements MigrationInterface {
+  name = 'AddReceiptPendingSince1795795200100';
+  async up(q: QueryRunner): Promise<void> {
+    // Bounded lock wait: every charge and subscribe writes this table (queryWithBoundedLockWait).
+    await queryWithBoundedLockWait(
+      q,
+      'ALTER TABLE subscription_chain_observations ADD COLUMN IF NOT EXISTS pending_since timestamptz',
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE subscription_chain_observations DROP COLUMN IF EXISTS pending_since');
+  }
+}
+
 export const SUBSCRIPTIONS_MIGRATIONS = [
   CreateSubscriptionCheckouts1767300000100,
   CreateSubscriptions1767400000310,
   CreateChargeQuotes1767400000200,
   CreateSubscriptionChainObservations1767600000100,
   AddSubscriptionObservationBlocks1795622400100,
+  AddReceiptPendingSince1795795200100,
 ];

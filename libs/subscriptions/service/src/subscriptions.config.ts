@@ -23,6 +23,12 @@ export interface SubscriptionsConfig {
    * on its nonce). Below the gateway's COMMAND_TIMEOUT_MS, so the owner answers before the caller gives up.
    */
   readonly chargeReceiptTimeoutMs: number;
+  /**
+   * How long an API-path receipt whose block a reorg replaced is kept while the node holds its transaction pending
+   * (RECEIPT_REINCLUSION_WINDOW_SECONDS, default 600): a real node re-queues the transactions of an orphaned block and
+   * mines them again; only a transaction dropped, or still pending after this, has its fact undone.
+   */
+  readonly receiptReinclusionWindowMs: number;
   /** Most blocks one eth_getLogs window of a charge-log lookup covers, per chain (CHAIN_LOG_RANGE). */
   readonly chainLogRange: (chain: string) => number;
   /** The sandbox rate table (built-in ARS plus SANDBOX_RATES). */
@@ -99,6 +105,7 @@ export function subscriptionsConfigFromEnv(
     hostedUrl,
     expiryPollIntervalMs: envInt(env, 'SUBSCRIPTION_EXPIRY_POLL_MS', 1000, 10, 3_600_000),
     chargeReceiptTimeoutMs: envInt(env, 'CHARGE_RECEIPT_TIMEOUT_MS', 8000, 100, 600_000),
+    receiptReinclusionWindowMs: envInt(env, 'RECEIPT_REINCLUSION_WINDOW_SECONDS', 600, 0, 86_400) * 1000,
     chainLogRange: chainLogRangeFromEnv(env),
     sandboxRates: parseRateTable(envOptional(env, 'SANDBOX_RATES')),
     chains: {

@@ -26,6 +26,7 @@ import { SubscribeHandler } from './commands/subscribe/subscribe.handler';
 import { ChainTime, OperatorRelayers } from './subscriptions/chain-access';
 import { ChainObservationLog, SubscriptionChainFacts } from './subscriptions/chain-facts';
 import { ChainObservationsConsumer } from './subscriptions/chain-observations.consumer';
+import { ChargeReceiptsConsumer } from './subscriptions/charge-receipts.consumer';
 import { SubscriptionReceiptChecks } from './subscriptions/receipt-checks';
 import { SubscriberScreeningConsumer } from './subscriptions/subscriber-screening.consumer';
 import { SubscriptionChanges } from './subscriptions/changes';
@@ -139,6 +140,7 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionChainFacts,
     ChainObservationLog,
     ChainObservationsConsumer,
+    ChargeReceiptsConsumer,
     SubscriptionReceiptChecks,
     // The configured screening provider (sanctionsScreeningFromEnv, shared with payments; docs/subscriptions.md,
     // Compliance screening), else the sandbox adapter.
@@ -161,6 +163,7 @@ export class SubscriptionCheckoutsCoreModule {}
     SubscriptionManagers,
     ChainObservationsConsumer,
     ChainObservationLog,
+    ChargeReceiptsConsumer,
     SubscriptionReceiptChecks,
     OperatorRelayers,
   ],

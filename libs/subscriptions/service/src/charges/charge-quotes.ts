@@ -83,6 +83,7 @@ export class ChargeQuotes {
       expiresAt: new Date(row.expires_at),
       usedByChargeId: row.used_by_charge_id,
       fiatCurrency: row.object.fiat_currency,
+      fiatAmount: row.object.fiat_amount ?? null,
     };
   }
 

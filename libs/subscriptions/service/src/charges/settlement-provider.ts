@@ -29,6 +29,11 @@ export interface PriceLock {
 /** The settlement provider port (fiat off-ramp). Adapters: the sandbox below; a real provider plugs in behind it. */
 export interface SettlementProvider {
   lockPrice(request: PriceLockRequest): Promise<PriceLock>;
+  /**
+   * Gives back a lock the merchant never received (the quote was refused or not stored after the lock), so the
+   * provider does not hold that price until it expires. Releasing a lock already gone is not an error.
+   */
+  releasePriceLock(request: { readonly merchantId: string; readonly priceLockCode: string }): Promise<void>;
 }
 
 export const SETTLEMENT_PROVIDER = Symbol('SETTLEMENT_PROVIDER');
@@ -59,5 +64,10 @@ export class SandboxSettlementProvider implements SettlementProvider {
       rate: rate.value,
       expiresAt: new Date(this.clock.now().getTime() + SANDBOX_PRICE_LOCK_TTL_SECONDS * 1000),
     };
+  }
+
+  /** The sandbox holds nothing for a lock (its code and rate are all there is): nothing to give back. */
+  releasePriceLock(): Promise<void> {
+    return Promise.resolve();
   }
 }

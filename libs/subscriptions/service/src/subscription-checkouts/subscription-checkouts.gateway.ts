@@ -82,8 +82,17 @@ export class SubscriptionCheckoutsGateway implements SubscriptionCheckoutsUseCas
     );
   }
 
-  async cancel(merchant: AuthenticatedMerchant, id: string): Promise<SubscriptionCheckoutResource> {
-    const command: CancelSubscriptionCheckoutCommand = { commandId: randomUUID(), merchant, id };
+  async cancel(
+    merchant: AuthenticatedMerchant,
+    id: string,
+    idempotencyKey?: string,
+  ): Promise<SubscriptionCheckoutResource> {
+    // A keyed cancel's command id derives from its key, so a retry whose first attempt cancelled (its answer lost)
+    // finds that cancel in the intent's stream and is answered the cancelled intent instead of 409. No interceptor
+    // claims a PATCH's key: the prefix keeps it apart from the same key sent on the intent's create, whose event
+    // id derives from the bare key in this same stream.
+    const commandId = idempotencyKey === undefined ? randomUUID() : `merchant-cancel\u0000${idempotencyKey}`;
+    const command: CancelSubscriptionCheckoutCommand = { commandId, merchant, id };
     const done = await this.commands.send<SubscriptionCheckoutCommandResult>(
       'subscriptions',
       SUBSCRIPTION_CHECKOUT_COMMANDS.cancel,

@@ -35,6 +35,14 @@ export interface ManagerLog {
   readonly blockTime: string;
 }
 
+/** The row id of a receipt log the API path read: one per log and block, whichever writer remembers it. */
+export function receiptObservationId(
+  log: Pick<ManagerLog, 'chain' | 'txHash'> & { readonly blockHash: string },
+  logIndex: number,
+): string {
+  return `receipt:${log.chain}:${log.txHash.toLowerCase()}:${logIndex}:${log.blockHash.toLowerCase()}`;
+}
+
 /** A manager observation as remembered for its possible retraction. */
 export interface ObservedManagerLog {
   readonly observation_id: string;
@@ -49,6 +57,8 @@ export interface ObservedManagerLog {
   readonly block_hash: string | null;
   readonly written_by: 'indexer' | 'api';
   readonly remembered_at: Date;
+  /** API-path receipts: since when its block is replaced and the node holds the transaction pending (else null). */
+  readonly pending_since?: Date | string | null;
 }
 
 /** `subscription_chain_observations`: what each manager observation reported, to undo it on its retraction. */
@@ -101,12 +111,24 @@ export class ChainObservationLog {
   /**
    * A log the API path read from a receipt, kept until the indexer reports the same transaction from the same block
    * (the indexer's retraction then covers it) or the block is found orphaned first (SubscriptionReceiptChecks).
-   * Written before the fact is recorded, as the indexer's observations are.
+   * Written before the fact is recorded, as the indexer's observations are (the subscribe report: its facts do not
+   * carry the receipt's block).
    */
   async rememberReceipt(log: ManagerLog & { readonly blockHash: string }, logIndex: number): Promise<void> {
-    const id = `receipt:${log.chain}:${log.txHash.toLowerCase()}:${logIndex}:${log.blockHash.toLowerCase()}`;
-    // On the charge's answer path: the commit's flush wait was most of this statement's time (a WAL fsync).
-    await this.remember(id, log, 'api', this.receiptCommitsWithTheFact);
+    // On the subscribe report's answer path: the commit's flush wait was most of this statement's time (a WAL fsync).
+    await this.remember(receiptObservationId(log, logIndex), log, 'api', this.receiptCommitsWithTheFact);
+  }
+
+  /**
+   * The row of a receipt log a recorded fact names (the charge call keeps its receipt's block on the fact, and
+   * ChargeReceiptsConsumer writes the row from it): the fact is durable already, so nothing rests on this commit's
+   * order, and it waits for its own flush.
+   */
+  async rememberRecordedReceipt(
+    log: ManagerLog & { readonly blockHash: string },
+    logIndex: number,
+  ): Promise<void> {
+    await this.remember(receiptObservationId(log, logIndex), log, 'api');
   }
 
   /** API-path receipts not yet handed over to the indexer nor retracted, oldest first, after `after`. */
@@ -156,6 +178,27 @@ export class ChainObservationLog {
     await this.dataSource.query(
       'UPDATE subscription_chain_observations SET settled_at = now() WHERE observation_id = $1',
       [observationId],
+    );
+  }
+
+  /**
+   * The receipt's transaction was mined again in another block of the new fork: the row follows it there and stays
+   * open, so the indexer's observation from that block settles it, and a reorg of that block too is checked.
+   */
+  async followReceipt(observationId: string, blockNumber: number, blockHash: string): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE subscription_chain_observations SET block_number = $2, block_hash = lower($3), pending_since = NULL
+        WHERE observation_id = $1`,
+      [observationId, blockNumber, blockHash],
+    );
+  }
+
+  /** The receipt's block is gone and its transaction pending since `at` (the first pass that found it so). */
+  async markPending(observationId: string, at: Date): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE subscription_chain_observations SET pending_since = COALESCE(pending_since, $2::timestamptz)
+        WHERE observation_id = $1`,
+      [observationId, at.toISOString()],
     );
   }
 
@@ -319,8 +362,8 @@ export class SubscriptionChainFacts {
         // log is read: A -> B -> C before a late read still names B for a charge that paid A between the changes.
         // The aggregate compares the times (a change in the block's own second is no replacement): this runs again
         // for every later sighting of the log.
-        // The address that replaced it next is no replaced one either: the block's clock may not have reached the
-        // change when the registry update and the charge paying the new address were mined.
+        // The address that replaced it next is no replaced one either when the block is close to that change: the
+        // block's clock may not have reached it when the registry update and the charge paying it were mined.
         const paidTo = a['payee'] ?? '';
         const settlement = paidTo
           ? await this.managers.replacedSettlementAddressPaid(manager.merchant_id, charge.chargedAt, paidTo)

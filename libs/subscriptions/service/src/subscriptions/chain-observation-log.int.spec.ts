@@ -91,6 +91,30 @@ describe('ChainObservationLog: the API path remembers its receipt before the fac
     expect(open).toEqual(expect.arrayContaining([other, none]));
   });
 
+  it('a receipt pending after a reorg keeps its first time; followed to its new block it is open again until the indexer reports it from there', async () => {
+    const log = new ChainObservationLog(dataSource);
+    const tx = `0x${'21'.repeat(32)}`;
+    const newBlock = `0x${'5A'.repeat(32)}`;
+    await log.rememberReceipt(receipt(tx), 0);
+    const id = `receipt:${CHAIN}:${tx}:0:${BLOCK.toLowerCase()}`;
+    const first = new Date('2026-11-24T14:00:00.000Z');
+    await log.markPending(id, first);
+    await log.markPending(id, new Date('2026-11-24T14:05:00.000Z'));
+    const pending = (await log.openReceipts(100)).find((r) => r.observation_id === id);
+    expect(new Date(pending?.pending_since ?? 0)).toEqual(first);
+
+    await log.followReceipt(id, 45, newBlock);
+    expect((await log.openReceipts(100)).find((r) => r.observation_id === id)).toMatchObject({
+      block_number: '45',
+      block_hash: newBlock.toLowerCase(),
+      pending_since: null,
+    });
+    // The indexer's sighting from the orphaned block would settle nothing now; from the new block it does.
+    await log.remember(`idx-new:${tx}`, { ...receipt(tx), blockNumber: '45', blockHash: newBlock });
+    await log.settleSeenByIndexer();
+    expect((await log.openReceipts(100)).map((r) => r.observation_id)).not.toContain(id);
+  });
+
   it("with another event store (EventStoreDB: its append flushes nothing here) the row's commit waits for its flush", async () => {
     const log = new ChainObservationLog(seen, {} as EventStore);
     const tx = `0x${'02'.repeat(32)}`;

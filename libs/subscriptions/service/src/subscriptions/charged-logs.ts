@@ -47,7 +47,11 @@ export function chargedReceiptLog(
   return null;
 }
 
-/** The SubscriptionCharged logs of one subscription among `logs` (a receipt's, or a query's), as charge observations. */
+/**
+ * The SubscriptionCharged logs of one subscription among `logs` (a query's), as charge observations. Each keeps where
+ * the node placed its log (`receipt`: its block's hash and index) when the node gave them: a charge the service
+ * records from it (one landed by someone else) is watched by the receipt check as its own receipt's charge is.
+ */
 export function chargedLogsIn(
   logs: readonly RawLog[],
   manager: string,
@@ -60,19 +64,29 @@ export function chargedLogsIn(
     const decoded = decodeManagerLog(log);
     if (decoded?.event !== 'SubscriptionCharged' || decoded.args['subscriptionId'] !== subscriptionId)
       continue;
-    const txHash = (log as { transactionHash?: string }).transactionHash ?? '';
-    const blockNumber = String((log as { blockNumber?: number }).blockNumber ?? 0);
+    const placed = log as {
+      transactionHash?: string;
+      blockNumber?: number;
+      blockHash?: string;
+      index?: number;
+    };
+    const charge = chargeObservation({
+      chain,
+      contract: manager,
+      event: decoded.event,
+      args: decoded.args,
+      txHash: placed.transactionHash ?? '',
+      blockNumber: String(placed.blockNumber ?? 0),
+      // The log carries the block time (`timestamp`): no further RPC round trip.
+      blockTime: new Date(Number(decoded.args['timestamp'] ?? 0) * 1000).toISOString(),
+    });
     found.push(
-      chargeObservation({
-        chain,
-        contract: manager,
-        event: decoded.event,
-        args: decoded.args,
-        txHash,
-        blockNumber,
-        // The log carries the block time (`timestamp`): no further RPC round trip.
-        blockTime: new Date(Number(decoded.args['timestamp'] ?? 0) * 1000).toISOString(),
-      }),
+      placed.blockHash && placed.index !== undefined
+        ? {
+            ...charge,
+            receipt: { manager, blockHash: placed.blockHash.toLowerCase(), logIndex: placed.index },
+          }
+        : charge,
     );
   }
   return found;

@@ -42,6 +42,10 @@ export class MerchantCancel {
     // chains (recorded before subscribes were refused) is cancelled on none of them, whatever its terms say.
     assertChainModeServed(this.config.chainMode, row.mode);
     const o = row.object;
+    // A keyed retry whose first attempt cancelled (its process killed, or a 5xx, after the append) finds the
+    // subscription cancelling or cancelled: it is answered what that attempt did, not told no cancel is needed.
+    const applied = await this.commands.appliedRevision(o.id, command.commandId);
+    if (applied !== undefined) return { id: o.id, revision: applied };
     if (o.status !== 'active')
       throw conflict('subscription_cancelled', `Subscription ${o.id} is ${o.status}: no cancel is needed.`);
     if (command.nonce !== o.charge_nonce)

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { type DueRow, ReadModelTimer } from '@stablepay/runtime';
+import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../subscriptions.config';
 import { ChainTime } from './chain-access';
 import { ChainObservationLog, type ObservedManagerLog, SubscriptionChainFacts } from './chain-facts';
 import { SubscriptionCommands } from './subscription.commands';
@@ -24,11 +25,13 @@ interface OpenReceipt extends DueRow {
  * - the indexer reported the same transaction from the same block: from then on its retraction covers it;
  * - the block at that height is still the receipt's: checked again later (the indexer has not read it yet);
  * - the block was replaced and the transaction is mined in a canonical block of the new fork: the fact stands on
- *   chain (the indexer reads it there and records nothing twice);
- * - the block was replaced and the transaction is not on the new fork (dropped, not mined yet, or reverted there):
- *   the fact is undone exactly as the indexer's retraction undoes it (`SubscriptionChainFacts.retract`: the charge
- *   `charge_lost_to_reorg`, the subscribe's subscription and the completion of its intent). A transaction mined
- *   later is a new observation of the indexer and is recorded again.
+ *   chain (the indexer reads it there and records nothing twice); the row follows it to that block, still open;
+ * - the block was replaced and the node holds the transaction pending (a node re-queues an orphaned block's
+ *   transactions): kept, from the first pass that found it so, for RECEIPT_REINCLUSION_WINDOW_SECONDS;
+ * - the block was replaced and the transaction is dropped, reverted on the new fork, or still pending after that
+ *   window: the fact is undone exactly as the indexer's retraction undoes it (`SubscriptionChainFacts.retract`: the
+ *   charge `charge_lost_to_reorg`, the subscribe's subscription and the completion of its intent). A transaction
+ *   mined later is a new observation of the indexer and is recorded again.
  */
 @Injectable()
 export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
@@ -40,6 +43,8 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
     @Inject(SubscriptionManagers) private readonly managers: SubscriptionManagers,
     @Inject(ChainTime) private readonly chains: ChainTime,
     @Inject(SubscriptionCommands) private readonly commands: SubscriptionCommands,
+    @Inject(SUBSCRIPTIONS_CONFIG)
+    private readonly config: Pick<SubscriptionsConfig, 'receiptReinclusionWindowMs'>,
   ) {
     super(() => POLL_INTERVAL_MS);
   }
@@ -123,13 +128,33 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
       return true;
     }
     const receipt = await provider.getTransactionReceipt(observed.tx_hash);
+    // Why the fact is undone now; null while the transaction may still be mined on the new fork.
+    let lost: string | null = null;
     if (receipt && receipt.status === 1) {
       const its = await this.blockHash(provider, observed.chain, receipt.blockNumber);
       if (its === null) return false;
       if (its === receipt.blockHash.toLowerCase()) {
-        await this.observations.markSettled(observed.observation_id);
+        // Mined again on the new fork: the fact stands, and the row moves to that block (a reorg of it before the
+        // indexer read it is found as this one was).
+        await this.observations.followReceipt(observed.observation_id, receipt.blockNumber, its);
         return true;
       }
+      // A receipt from a block the same node no longer holds canonical: an answer from before the reorg reached it.
+    } else if (receipt) lost = 'reverted on the new fork';
+    else if (!(await provider.getTransaction(observed.tx_hash)))
+      lost = 'dropped: the node knows no such transaction';
+    if (lost === null) {
+      // Back in the node's pool (a node re-queues an orphaned block's transactions), or an answer still catching up:
+      // it may be mined again any block now, and undoing the fact first told the merchant charge_failed (or the
+      // intent reorged), then success once re-mined. Kept for a bounded time from the first pass that found it so.
+      const now = this.now();
+      if (!observed.pending_since) {
+        await this.observations.markPending(observed.observation_id, now);
+        return false;
+      }
+      const since = new Date(observed.pending_since).getTime();
+      if (now.getTime() - since < this.config.receiptReinclusionWindowMs) return false;
+      lost = 'not mined again within RECEIPT_REINCLUSION_WINDOW_SECONDS';
     }
     // The same key as the indexer's retraction would use for this row: a retry appends nothing twice.
     await this.facts.retract(observed, `retract:${observed.observation_id}`);
@@ -140,6 +165,7 @@ export class SubscriptionReceiptChecks extends ReadModelTimer<OpenReceipt> {
       subscriptionId: observed.subscription_id,
       txHash: observed.tx_hash,
       blockNumber,
+      transaction: lost,
     });
     return true;
   }

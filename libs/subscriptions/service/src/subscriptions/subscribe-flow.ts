@@ -31,7 +31,13 @@ import { SubscriptionManagers } from './subscription-managers';
 
 const MANAGER = new Interface(SubscriptionManagerAbi);
 const ERC20 = new Interface(TestStablecoinAbi);
-/** A subscribe sent just before the intent expires must still be able to land (it then completes the intent). */
+/**
+ * How long after `expires_at` the operator's SubscribeAuthorization stays valid on chain. SPEC completes an expired or
+ * cancelled intent when an already-broadcast subscribe later confirms: an authorization issued just before expiry
+ * still needs the approval mined and the subscribe sent and mined, and without the grace that subscribe would revert
+ * (SignatureExpired) at the customer's cost. The chain cannot tell when it was broadcast, so one sent within the grace
+ * lands too (docs/subscriptions.md, Subscribe call).
+ */
 export const SUBSCRIBE_DEADLINE_GRACE_SECONDS = 15 * 60;
 
 const sameAddress = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();

@@ -43,6 +43,17 @@ export class SubscriptionCommands {
     return loadOwnedSubscription(this.store, owner, subscriptionId);
   }
 
+  /**
+   * The stream's revision when a command under `idempotencyKey` was already applied to it (its first event is
+   * there under the id the key derives), else undefined: a retry after a lost answer is answered, not judged again.
+   */
+  async appliedRevision(subscriptionId: string, idempotencyKey: string): Promise<number | undefined> {
+    const streamId = subscriptionStreamId(subscriptionId.toLowerCase());
+    const first = deterministicEventId(streamId, idempotencyKey, 0);
+    const events = await this.store.readStream(streamId);
+    return events.some((e) => e.id === first) ? events[events.length - 1]?.revision : undefined;
+  }
+
   async run(
     subscriptionId: string,
     owner: SubscriptionOwner,

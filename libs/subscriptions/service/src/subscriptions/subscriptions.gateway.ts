@@ -76,8 +76,14 @@ export class SubscriptionsGateway implements SubscriptionsUseCases {
     merchant: AuthenticatedMerchant,
     id: string,
     input: CancelSubscriptionInput,
+    commandId?: string,
   ): Promise<SubscriptionObject> {
-    const command: CancelSubscriptionCommand = { commandId: randomUUID(), merchant, id, ...input };
+    const command: CancelSubscriptionCommand = {
+      commandId: commandId ?? randomUUID(),
+      merchant,
+      id,
+      ...input,
+    };
     const done = await this.commands.send<SubscriptionCommandResult>(
       'subscriptions',
       SUBSCRIPTION_COMMANDS.cancel,

@@ -21,7 +21,9 @@ import {
 import {
   type ChargeObservation,
   chargePreflight,
+  type ChargeQuote,
   NONCE_ALREADY_USED,
+  type QuotedFiat,
   subscriptionStreamId,
   succeededChargeId,
 } from '@stablepay/subscriptions-domain';
@@ -31,8 +33,8 @@ import { loadOwnedSubscription } from '../../charges/owned-subscription';
 import { MerchantProfiles } from '../../subscription-checkouts/merchant-profiles';
 import { SUBSCRIPTIONS_CONFIG, type SubscriptionsConfig } from '../../subscriptions.config';
 import { ChainTime, chainUnavailable, fromChain, OperatorRelayers } from '../../subscriptions/chain-access';
-import { ChainObservationLog } from '../../subscriptions/chain-facts';
-import { chargedLogsIn, chargedReceiptLog, findChargedLogs } from '../../subscriptions/charged-logs';
+import { chargeObservation } from '../../subscriptions/chain-facts';
+import { chargedReceiptLog, findChargedLogs } from '../../subscriptions/charged-logs';
 import { SubscriptionCommands } from '../../subscriptions/subscription.commands';
 import { SubscriptionManagerCommands } from '../../subscriptions/subscription-manager.commands';
 import { outcomeName, SubscriptionManagers } from '../../subscriptions/subscription-managers';
@@ -69,7 +71,6 @@ export class ChargeSubscriptionHandler {
     @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
     @Inject(SUBSCRIPTIONS_CONFIG) private readonly config: SubscriptionsConfig,
     @Inject(CLOCK) private readonly clock: Clock,
-    @Inject(ChainObservationLog) private readonly observations: ChainObservationLog,
   ) {}
 
   private readonly logger = new Logger('subscription-charges');
@@ -267,17 +268,6 @@ export class ChargeSubscriptionHandler {
 
     if (outcome.kind === 'confirmed') {
       // The log carries the block time (`timestamp`): no further RPC round trip before recording.
-      const observation = this.chargedLogIn(
-        outcome.receipt.logs,
-        manager.address,
-        subscriptionId,
-        nonce,
-        c.chain,
-      );
-      if (!observation)
-        throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
-      // Kept before the fact, as the indexer's observations are: a reorg that takes this block out before the
-      // indexer has read it (it reads INDEXER_CONFIRMATIONS behind the head) is found by the receipt check.
       const seen = chargedReceiptLog(
         { logs: outcome.receipt.logs, blockNumber: outcome.blockNumber, blockHash: outcome.blockHash },
         manager.address,
@@ -285,13 +275,29 @@ export class ChargeSubscriptionHandler {
         nonce,
         c.chain,
       );
-      if (seen) await this.observations.rememberReceipt(seen.log, seen.index);
+      if (!seen) throw new Error(`receipt ${outcome.txHash} holds no SubscriptionCharged of nonce ${nonce}`);
+      // The fact keeps the receipt's block: a reorg that takes the block out before the indexer has read it (it reads
+      // INDEXER_CONFIRMATIONS behind the head) is found by the receipt check, whose row ChargeReceiptsConsumer writes
+      // from the fact, off this answer.
+      const observation: ChargeObservation = {
+        ...chargeObservation(seen.log),
+        receipt: {
+          manager: seen.log.contract,
+          blockHash: seen.log.blockHash.toLowerCase(),
+          logIndex: seen.index,
+        },
+      };
       const chargeId = succeededChargeId(c.chain, subscriptionId, nonce);
       const { revision, newEvents } = await this.commands.runFrom(
         sub,
         subscriptionId,
         ownerKey,
-        { type: 'RecordChargeSucceeded', charge: observation, writtenBy: 'api' },
+        {
+          type: 'RecordChargeSucceeded',
+          charge: observation,
+          writtenBy: 'api',
+          quotedFiat: quotedFiatOf(quote),
+        },
         command.commandId,
       );
       // The quote is used from the append on: the recorded charge carries its hash, which the preflight checks
@@ -331,6 +337,8 @@ export class ChargeSubscriptionHandler {
           failureReason: NONCE_ALREADY_USED,
           stage: outcome.kind === 'simulation_rejected' ? 'simulation' : 'receipt',
           landed,
+          quotedFiat: quotedFiatOf(quote),
+          quoteHash: signedQuoteHash,
           now,
         },
         command.commandId,
@@ -402,21 +410,6 @@ export class ChargeSubscriptionHandler {
     };
   }
 
-  private chargedLogIn(
-    logs: ReadonlyArray<{
-      readonly address: string;
-      readonly topics: readonly string[];
-      readonly data: string;
-    }>,
-    manager: string,
-    subscriptionId: string,
-    nonce: number,
-    chain: string,
-  ): ChargeObservation | null {
-    const logsOf = logs as Parameters<typeof chargedLogsIn>[0];
-    return chargedLogsIn(logsOf, manager, subscriptionId, chain).find((c) => c.nonce === nonce) ?? null;
-  }
-
   /** The SubscriptionCharged log of a nonce, whoever submitted it. */
   private async findChargedLog(
     provider: JsonRpcProvider,
@@ -453,4 +446,10 @@ function txHashOf(
   outcome: Exclude<RelayOutcome, { kind: 'confirmed' } | { kind: 'receipt_timeout' }>,
 ): string | null {
   return outcome.kind === 'reverted' ? outcome.txHash : null;
+}
+
+/** The fiat side of the quote a charge redeemed: what a fiat-settled business's payout of that charge is worth. */
+function quotedFiatOf(quote: ChargeQuote | null): QuotedFiat | null {
+  if (!quote || quote.fiatAmount === null || quote.fiatCurrency === null) return null;
+  return { amount: quote.fiatAmount, currency: quote.fiatCurrency, quoteHash: quote.quoteHash };
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Controller, Inject } from '@nestjs/common';
+import { Controller, Inject, Logger } from '@nestjs/common';
 import { Payload } from '@nestjs/microservices';
 import { CLOCK, EVENT_STORE } from '@stablepay/aggregate';
 import { CommandHandler } from '@stablepay/commands';
@@ -16,6 +16,8 @@ import {
   REFERENCE_QUOTE_PREFIX,
   referenceQuoteExpiry,
   requireFiatPayoutDestination,
+  requireFiatPricedForPriceLock,
+  requireQuotableUnderCap,
 } from '@stablepay/subscriptions-domain';
 import { type Clock, conflict } from '@stablepay/util';
 import { ChargeQuotes } from '../../charges/charge-quotes';
@@ -32,6 +34,8 @@ import { MerchantProfiles } from '../../subscription-checkouts/merchant-profiles
  */
 @Controller()
 export class QuoteChargeHandler {
+  private readonly logger = new Logger('subscription-charge-quotes');
+
   constructor(
     @Inject(EVENT_STORE) private readonly store: EventStore,
     @Inject(MerchantProfiles) private readonly profiles: MerchantProfiles,
@@ -54,6 +58,7 @@ export class QuoteChargeHandler {
       fiatAmount: command.fiatAmount === null ? null : BigInt(command.fiatAmount),
       currency: command.currency,
     });
+    const fiatAmountGiven = command.fiatAmount !== null;
     const profile = await this.profiles.get(command.merchant.merchantId);
     const now = this.clock.now();
     let code: string;
@@ -62,12 +67,13 @@ export class QuoteChargeHandler {
     let expiresAt: Date;
     let priceLock = false;
     if (basis.kind === 'fiat' && profile.settlement.mode === 'fiat') {
-      // A legacy token-priced plan's ad-hoc amount names its currency in the body; a fiat plan's is the plan's own.
-      requireFiatPayoutDestination(
-        profile.settlement,
-        basis.currency,
-        c.priceCurrency === null ? 'currency' : undefined,
-      );
+      requireFiatPricedForPriceLock(c);
+      requireFiatPayoutDestination(profile.settlement, basis.currency);
+      // At the live rate first: an amount over the cap is refused without holding a price lock at the provider. The
+      // rate source is not the provider, so its failure does not fail the quote: the lock's own amount is checked too.
+      const live = await this.liveTokenAmount(basis, c).catch(() => null);
+      if (live !== null)
+        requireQuotableUnderCap(chargeableAmount(live.amount, c.tokenSymbol), state.cap, fiatAmountGiven);
       const lock = await this.provider.lockPrice({
         merchantId: command.merchant.merchantId,
         fiatAmount: basis.fiatAmount,
@@ -82,35 +88,66 @@ export class QuoteChargeHandler {
     } else {
       // Crypto-settled, or a token price quoted as is (nothing to convert, so nothing for a provider to lock).
       if (basis.kind === 'fiat') {
-        const live = rateFor(await this.rates.quote(basis.currency), basis.currency, c.tokenSymbol);
-        amount = chargeableAmount(
-          convertAtRate(basis.fiatAmount, basis.currency, live, c.tokenDecimals),
-          c.tokenSymbol,
-        );
-        rate = live.value;
+        const live = await this.liveTokenAmount(basis, c);
+        amount = chargeableAmount(live.amount, c.tokenSymbol);
+        rate = live.rate;
       } else {
         amount = basis.tokenAmount;
       }
       code = `${REFERENCE_QUOTE_PREFIX}${randomBytes(12).toString('hex')}`;
       expiresAt = referenceQuoteExpiry(now);
     }
-    const quote: ChargeQuoteObject = {
-      object: 'subscription_charge_quote',
-      quote_code: code,
-      kind: priceLock ? 'price_lock' : 'reference_quote',
-      price_lock_code: priceLock ? code : null,
-      subscription_id: c.subscriptionId,
-      amount: amount.toString(),
-      token_symbol: c.tokenSymbol,
-      token_decimals: c.tokenDecimals,
-      fiat_amount: basis.kind === 'fiat' ? basis.fiatAmount.toString() : null,
-      fiat_currency: basis.kind === 'fiat' ? basis.currency : null,
-      rate,
-      quote_hash: quoteHash(code),
-      expires_at: expiresAt.toISOString(),
-      created_at: now.toISOString(),
+    try {
+      // The amount quoted (the provider's lock may convert at a rate a little off the live one, and with the rate
+      // source down it is the only check).
+      requireQuotableUnderCap(amount, state.cap, fiatAmountGiven);
+      const quote: ChargeQuoteObject = {
+        object: 'subscription_charge_quote',
+        quote_code: code,
+        kind: priceLock ? 'price_lock' : 'reference_quote',
+        price_lock_code: priceLock ? code : null,
+        subscription_id: c.subscriptionId,
+        amount: amount.toString(),
+        token_symbol: c.tokenSymbol,
+        token_decimals: c.tokenDecimals,
+        fiat_amount: basis.kind === 'fiat' ? basis.fiatAmount.toString() : null,
+        fiat_currency: basis.kind === 'fiat' ? basis.currency : null,
+        rate,
+        quote_hash: quoteHash(code),
+        expires_at: expiresAt.toISOString(),
+        created_at: now.toISOString(),
+      };
+      await this.quotes.issue(command.merchant, quote);
+      return quote;
+    } catch (error) {
+      // A lock the merchant never receives would otherwise stay held at the provider until it expires.
+      if (priceLock) await this.releasePriceLock(command.merchant.merchantId, code);
+      throw error;
+    }
+  }
+
+  /** Best effort: a provider that cannot release now lets the lock expire; the quote's own refusal is the answer. */
+  private async releasePriceLock(merchantId: string, priceLockCode: string): Promise<void> {
+    try {
+      await this.provider.releasePriceLock({ merchantId, priceLockCode });
+    } catch (error) {
+      this.logger.warn(
+        `price lock ${priceLockCode} of merchant ${merchantId} not released (it expires on its own): ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+      );
+    }
+  }
+
+  /** A fiat amount in the subscription's token at the live rate, rounding up (convertAtRate). */
+  private async liveTokenAmount(
+    basis: { readonly fiatAmount: bigint; readonly currency: string },
+    plan: { readonly tokenSymbol: string; readonly tokenDecimals: number },
+  ): Promise<{ amount: bigint; rate: string }> {
+    const live = rateFor(await this.rates.quote(basis.currency), basis.currency, plan.tokenSymbol);
+    return {
+      amount: convertAtRate(basis.fiatAmount, basis.currency, live, plan.tokenDecimals),
+      rate: live.value,
     };
-    await this.quotes.issue(command.merchant, quote);
-    return quote;
   }
 }
