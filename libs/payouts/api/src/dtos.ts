@@ -115,6 +115,11 @@ export class RefundHeldDto {
   @IsOptional()
   @IsString({ message: "signature must be the merchant signer's 0x-hex PayoutRefund signature" })
   signature?: string;
+
+  /** The destination the signature names: required for a minted deposit, refused for any other (docs/payouts.md). */
+  @IsOptional()
+  @IsString({ message: 'to must be the 0x-hex address the PayoutRefund signature names' })
+  to?: string;
 }
 
 /** The DTO as the aggregate's input: absent and null fields are left out. */

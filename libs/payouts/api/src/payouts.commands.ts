@@ -21,6 +21,7 @@ export const PAYOUTS_COMMANDS = defineCommands('payouts', {
   createPayout: 'payouts.payout.create',
   simulateDeposit: 'payouts.deposit.simulate',
   refundHeld: 'payouts.payout.refund-held',
+  recordWithheldRefundReturn: 'payouts.payout.record-withheld-refund-return',
 });
 
 export interface CreateCustomerCommand {
@@ -67,6 +68,17 @@ export interface RefundHeldCommand {
   readonly input: RefundHeldInput;
 }
 
+/**
+ * The operator's `POST /admin/merchants/:merchantId/payouts/:id/withheld-refund-returns`: the off-ramp returned a
+ * withheld refund (docs/payouts.md, "Refund withheld at the off-ramp"). The merchant is the path's, in either mode.
+ */
+export interface RecordWithheldRefundReturnCommand {
+  readonly commandId: string;
+  readonly merchantId: string;
+  readonly payoutId: string;
+  readonly input: unknown;
+}
+
 /** Test mode only: crypto arriving at a customer's deposit address, as the chain would report it. */
 export interface SimulateDepositCommand {
   readonly commandId: string;
@@ -87,3 +99,12 @@ export interface PayoutsCommandResult {
   readonly id: string;
   readonly revision: number;
 }
+
+/**
+ * The operator's re-scan of a customer's deposit addresses
+ * (`POST /admin/merchants/:merchantId/customers/:id/deposit-rescans`): payload `DepositRescanCommand`, answer
+ * `DepositRescanAnswer[]` (@stablepay/chain-operator).
+ */
+export const CUSTOMER_DEPOSIT_COMMANDS = defineCommands('payouts', {
+  rescan: 'payouts.customer.deposit-rescan',
+});

@@ -74,6 +74,16 @@ export interface PayoutsUseCases {
     merchant: AuthenticatedMerchant,
     query: ListQuery,
   ): Promise<ListEnvelope<BeneficiaryObject>>;
+  /**
+   * The operator's record that the off-ramp returned a withheld refund (`to`, `tx_hash`/`reference`): the payout of
+   * merchant `merchantId` in either mode (another's is 404), answered `refunded` (docs/payouts.md).
+   */
+  recordWithheldRefundReturn(
+    merchantId: string,
+    payoutId: string,
+    input: unknown,
+    idempotencyKey?: string,
+  ): Promise<PayoutObject>;
   createPayout(
     merchant: AuthenticatedMerchant,
     input: CreatePayoutInput,

@@ -288,7 +288,7 @@ export function decideCustomer(command: CustomerCommand, state: CustomerState): 
       if (!KYC_LINK_STATUSES.includes(state.status))
         throw conflict(
           'kyc_not_required',
-          `A ${state.status} customer has no verification step to complete: a KYC link is issued only for ${KYC_LINK_STATUSES.join(' or ')} customers.`,
+          `This customer is ${state.status} and has no verification step to complete: a KYC link is issued only for ${KYC_LINK_STATUSES.join(' or ')} customers.`,
         );
       return [
         {

@@ -149,5 +149,8 @@ describe('Customer aggregate', () => {
     const active = [...created(), ...when(given(created()), outcome({ outcome: 'approved' }))];
     const error = errorOf(() => when(given(active), issue));
     expect([error.status, error.code]).toEqual([409, 'kyc_not_required']);
+    expect(error.message).toBe(
+      'This customer is active and has no verification step to complete: a KYC link is issued only for kyc_pending or action_required customers.',
+    );
   });
 });

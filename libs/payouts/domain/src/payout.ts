@@ -1,4 +1,17 @@
-import { cannotProcess, conflict, notFound, parseMetadata, validationError } from '@stablepay/util';
+import {
+  bodyNotAnObject,
+  cannotProcess,
+  conflict,
+  fieldFault,
+  MAX_UINT256,
+  notFound,
+  parseMetadata,
+  takesFields,
+  tooLargeFault,
+  unknownParameter,
+  validationError,
+} from '@stablepay/util';
+import { parseAddress } from '@stablepay/evm';
 import type { CustomerStatus } from './customer';
 
 /**
@@ -88,6 +101,12 @@ export interface PayoutDeposit {
   readonly logIndex?: number;
   /** Reported by the test helper (docs/payouts.md): no transaction moved anything, so there is nothing to sweep. */
   readonly simulated?: true;
+  /**
+   * The log named no sender (tokens minted straight to the address: a bridge such as CCTP, an issuer's mint): `from`
+   * is the minting transaction's sender, for a bridge whoever relayed it, not known to be the customer's wallet, so
+   * nothing is returned to it (docs/payouts.md, "Held funds"). Absent before the field: not minted.
+   */
+  readonly minted?: true;
 }
 
 export type PayoutEvent =
@@ -124,6 +143,15 @@ export type PayoutEvent =
       data: { txHash: string; sweptAt: string };
     }
   | {
+      /**
+       * The operator signed a sweep of the deposit (`txHash`, `nonce` of the operator key) and is about to broadcast
+       * it: recorded first, so a flow stopped before the sweep landed can still find it in a node's pool (a retry
+       * that finds the deposit retracted meanwhile waits for it to be mined or dropped; docs/payouts.md, "Reorgs").
+       */
+      type: 'PayoutSweepSent.v1';
+      data: { txHash: string; nonce: number; sentAt: string };
+    }
+  | {
       /** The deposit's block was orphaned by a reorg before the payout was swept: it waits for a deposit again. */
       type: 'PayoutDepositRetracted.v1';
       data: { txHash: string; retractedAt: string };
@@ -146,7 +174,15 @@ export type PayoutEvent =
       data: { txHash: string; logIndex: number; reincludedAt: string };
     }
   | { type: 'PayoutCompleted.v1'; data: { fiatAmount: string; completedAt: string } }
-  | { type: 'PayoutFailed.v1'; data: { reason: PayoutFailureReason; failedAt: string } }
+  | {
+      type: 'PayoutFailed.v1';
+      /**
+       * `refundWithheld`: a failure at the off-ramp whose refund is not asked for (`refundWithheldReason`), the funds
+       * left with the off-ramp for the operator. Absent: the off-ramp returns them (or, for a held reason, nothing
+       * left the deposit address); failures recorded before the field never carry it.
+       */
+      data: { reason: PayoutFailureReason; failedAt: string; refundWithheld?: PayoutRefundWithheldReason };
+    }
   | {
       type: 'PayoutRefunded.v1';
       /**
@@ -156,6 +192,10 @@ export type PayoutEvent =
        */
       data: { to: string; amount: string; reference?: string; txHash?: string | null; refundedAt: string };
     };
+
+/** Why the off-ramp's refund of a payout failed at the off-ramp is not asked for (PayoutFailed `refundWithheld`). */
+export const PAYOUT_REFUND_WITHHELD_REASONS = ['deposit_minted'] as const;
+export type PayoutRefundWithheldReason = (typeof PAYOUT_REFUND_WITHHELD_REASONS)[number];
 
 /** A payout's refund as the object shows it. */
 export interface PayoutRefund {
@@ -182,11 +222,18 @@ export interface PayoutState {
   readonly sweepTxHash: string | null;
   /** That sweep, while a reorg left it orphaned (PayoutSweepOrphaned) and it was not found or redone since. */
   readonly orphanedSweepTxHash: string | null;
+  /** Every sweep transaction signed for this payout (PayoutSweepSent), oldest first: mined, pending or dropped. */
+  readonly sentSweepTxHashes: readonly string[];
   readonly transferId: string | null;
   readonly forwardTxHash: string | null;
   readonly fiatAmount: string | null;
   readonly failureReason: PayoutFailureReason | null;
   readonly refund: PayoutRefund | null;
+  /** The off-ramp's refund is not asked for, the funds left with it for the operator (PayoutFailed). */
+  readonly refundWithheld: {
+    readonly reason: PayoutRefundWithheldReason;
+    readonly withheldAt: string;
+  } | null;
   readonly createdAt: string;
   readonly updatedAt: string;
 }
@@ -205,11 +252,13 @@ export const initialPayoutState = (): PayoutState => ({
   deposit: null,
   sweepTxHash: null,
   orphanedSweepTxHash: null,
+  sentSweepTxHashes: [],
   transferId: null,
   forwardTxHash: null,
   fiatAmount: null,
   failureReason: null,
   refund: null,
+  refundWithheld: null,
   createdAt: '',
   updatedAt: '',
 });
@@ -234,7 +283,9 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
             : state.forwardTxHash,
         updatedAt: event.data.sweptAt,
       };
-    // Neither changes what the API shows (no webhook either), so the object's updated_at stays.
+    // None of these changes what the API shows (no webhook either), so the object's updated_at stays.
+    case 'PayoutSweepSent.v1':
+      return { ...state, sentSweepTxHashes: [...state.sentSweepTxHashes, event.data.txHash] };
     case 'PayoutSweepOrphaned.v1':
       return { ...state, orphanedSweepTxHash: event.data.txHash };
     case 'PayoutDepositReincluded.v1':
@@ -263,11 +314,20 @@ export function evolvePayout(state: PayoutState, event: PayoutEvent): PayoutStat
         updatedAt: event.data.completedAt,
       };
     case 'PayoutFailed.v1':
-      return { ...state, status: 'failed', failureReason: event.data.reason, updatedAt: event.data.failedAt };
+      return {
+        ...state,
+        status: 'failed',
+        failureReason: event.data.reason,
+        refundWithheld: event.data.refundWithheld
+          ? { reason: event.data.refundWithheld, withheldAt: event.data.failedAt }
+          : null,
+        updatedAt: event.data.failedAt,
+      };
     case 'PayoutRefunded.v1':
       return {
         ...state,
         status: 'refunded',
+        refundWithheld: null,
         refund: {
           to: event.data.to,
           amount: event.data.amount,
@@ -317,10 +377,13 @@ export type PayoutCommand =
       from: string;
       amount: string;
       simulated?: boolean;
+      minted?: boolean;
       now: Date;
     }
   /** Before the off-ramp: the customer as it is now (its aggregate, not a read model that may lag). */
   | { type: 'RecheckCustomer'; customerStatus: CustomerStatus; now: Date }
+  /** A sweep of the deposit was signed and is about to be broadcast. */
+  | { type: 'RecordSweepSent'; txHash: string; nonce: number; now: Date }
   /** The sweep of the deposit to the off-ramp landed (its transaction). */
   | { type: 'RecordSwept'; txHash: string; now: Date }
   | { type: 'RecordForwarded'; transferId: string; forwardTxHash: string | null; now: Date }
@@ -332,8 +395,25 @@ export type PayoutCommand =
   | { type: 'RecordCompleted'; fiatAmount: string; now: Date }
   | { type: 'RecordFailed'; reason: PayoutFailureReason; now: Date }
   | { type: 'RecordRefunded'; to: string; amount: string; reference: string; now: Date }
+  /**
+   * The operator had the off-ramp return a withheld refund (docs/payouts.md, "Refund withheld at the off-ramp") to
+   * `to`, the wallet the customer confirmed; `txHash` and `reference` are the off-ramp's proof of it.
+   */
+  | {
+      type: 'RecordWithheldRefundReturned';
+      to: string;
+      txHash?: string;
+      reference?: string;
+      now: Date;
+    }
   /** The merchant's signed refund of a held payout left the deposit address (`txHash`; null: nothing on chain). */
-  | { type: 'RecordHeldRefunded'; txHash: string | null; now: Date };
+  | {
+      type: 'RecordHeldRefunded';
+      txHash: string | null;
+      /** The destination the merchant signed; required for a minted deposit (`heldRefund`). */
+      to?: string;
+      now: Date;
+    };
 
 const DIGITS = /^(0|[1-9][0-9]*)$/;
 
@@ -467,6 +547,7 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
             amount: command.amount,
             detectedAt: at,
             ...(command.simulated ? { simulated: true as const } : {}),
+            ...(command.minted ? { minted: true as const } : {}),
           },
         },
       ];
@@ -476,6 +557,18 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
       if (command.customerStatus === 'active' || state.status !== 'deposit_detected' || state.sweepTxHash)
         return [];
       return [{ type: 'PayoutFailed.v1', data: { reason: 'customer_not_active', failedAt: at } }];
+    case 'RecordSweepSent':
+      if (!state.exists) throw notFound('payout');
+      if (state.sentSweepTxHashes.includes(command.txHash)) return [];
+      // A deposit retracted since the flow last read the payout: nothing of its own is at the address to sweep, and
+      // the refusal keeps the sweep from being broadcast.
+      if (!state.deposit) throw conflict('payout_state', `A ${state.status} payout has no deposit to sweep.`);
+      return [
+        {
+          type: 'PayoutSweepSent.v1',
+          data: { txHash: command.txHash, nonce: command.nonce, sentAt: at },
+        },
+      ];
     case 'RecordSwept':
       if (!state.exists) throw notFound('payout');
       // After a reorg orphaned the sweep: the one found on the new fork (maybe the same, mined again) or redone.
@@ -540,10 +633,12 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
       if (!transition(state, ['forwarded'], 'completed', 'complete')) return [];
       return [{ type: 'PayoutCompleted.v1', data: { fiatAmount: command.fiatAmount, completedAt: at } }];
     case 'RecordFailed':
-      // A held reason says the funds are at the deposit address; once the sweep is recorded they are at the off-ramp.
+      // A held reason says the funds are at the deposit address; once the sweep is recorded they are at the off-ramp,
+      // unless a reorg orphaned it and it was not found or redone since (the deposit is back at the address).
       if (
         HELD_FAILURE_REASONS.includes(command.reason) &&
         state.sweepTxHash &&
+        state.orphanedSweepTxHash === null &&
         state.status === 'deposit_detected'
       )
         throw conflict(
@@ -551,15 +646,43 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
           `The deposit of this payout was swept already (${state.sweepTxHash}): it cannot fail ${command.reason}.`,
         );
       if (!transition(state, ['deposit_detected', 'forwarded'], 'failed', 'fail')) return [];
-      return [{ type: 'PayoutFailed.v1', data: { reason: command.reason, failedAt: at } }];
+      {
+        // Decided with the failure, so payout.failed's object already tells the merchant where the funds wait.
+        const withheld = refundWithheldReason({ ...state, status: 'failed', failureReason: command.reason });
+        return [
+          {
+            type: 'PayoutFailed.v1',
+            data: {
+              reason: command.reason,
+              failedAt: at,
+              ...(withheld ? { refundWithheld: withheld } : {}),
+            },
+          },
+        ];
+      }
     case 'RecordHeldRefunded': {
       // A retry after the refund was recorded (the same transaction found again) appends nothing.
       if (state.status === 'refunded' && state.refund?.txHash === command.txHash) return [];
-      const { to, amount } = heldRefund(state);
+      const { to, amount } = heldRefund(state, command.to);
       return [
         {
           type: 'PayoutRefunded.v1',
           data: { to, amount, txHash: command.txHash, refundedAt: at },
+        },
+      ];
+    }
+    case 'RecordWithheldRefundReturned': {
+      const { amount } = withheldRefundReturn(state);
+      return [
+        {
+          type: 'PayoutRefunded.v1',
+          data: {
+            to: command.to,
+            amount,
+            ...(command.reference !== undefined ? { reference: command.reference } : {}),
+            ...(command.txHash !== undefined ? { txHash: command.txHash } : {}),
+            refundedAt: at,
+          },
         },
       ];
     }
@@ -575,12 +698,25 @@ export function decidePayout(command: PayoutCommand, state: PayoutState): Payout
 }
 
 /**
+ * Why the off-ramp must not be asked to refund this payout, or null when it may be (or nothing is its to refund).
+ * Only a payout failed at the off-ramp (swept; not a held reason) is the off-ramp's to return, always to
+ * `deposit.from`: for a minted deposit that account sent the minting transaction (for a bridge, its relayer,
+ * anyone), so the refund is withheld and the funds stay with the off-ramp for the operator.
+ */
+export function refundWithheldReason(state: PayoutState): PayoutRefundWithheldReason | null {
+  if (state.status !== 'failed' || !state.deposit || isHeldFailure(state)) return null;
+  return state.deposit.minted ? 'deposit_minted' : null;
+}
+
+/**
  * Whether a held payout's deposit may go back to its sender (POST /payouts/:id/refund_held), and what goes where:
  * always the payout's own deposit (amount) to the wallet it came from (`deposit.from`), never the address's balance
- * nor a destination of the caller's choosing. Throws the API's error otherwise; the caller checks this before it
- * sends anything on chain, and the decider again when the refund is recorded.
+ * nor a destination of the caller's choosing. A minted deposit names no wallet it came from (`deposit.from` sent
+ * the minting transaction: for a bridge, its relayer): it goes only to the destination `to` the merchant signs, and
+ * is refused without one. Throws the API's error otherwise; the caller checks this before it sends anything on
+ * chain, and the decider again when the refund is recorded.
  */
-export function heldRefund(state: PayoutState): { to: string; amount: string } {
+export function heldRefund(state: PayoutState, to?: string): { to: string; amount: string } {
   if (!state.exists) throw notFound('payout');
   const what = `Payout ${state.id}`;
   if (state.status === 'refunded') throw conflict('payout_already_refunded', `${what} was already refunded.`);
@@ -608,9 +744,103 @@ export function heldRefund(state: PayoutState): { to: string; amount: string } {
   if (!REFUNDABLE_HELD_REASONS.includes(reason))
     throw conflict(
       'payout_not_refundable',
-      `${what} failed at the off-ramp (${reason}): its funds are not held at the deposit address, the off-ramp returns them.`,
+      state.deposit.minted
+        ? `${what} failed at the off-ramp (${reason}): its funds are with the off-ramp, not at the deposit address, and its minted deposit names no wallet to return them to: the operator returns them to a wallet the customer names.`
+        : `${what} failed at the off-ramp (${reason}): its funds are not held at the deposit address, the off-ramp returns them.`,
+    );
+  if (state.deposit.minted) {
+    if (to === undefined)
+      throw cannotProcess(
+        'refund_destination_required',
+        `${what}'s deposit was minted to its address (a bridge such as CCTP, an issuer's mint): its minting transaction's sender ${state.deposit.from} need not be the customer. Name the customer's wallet as to and sign the PayoutRefund with it.`,
+        'to',
+      );
+    return { to, amount: state.deposit.amount };
+  }
+  if (to !== undefined && to.toLowerCase() !== state.deposit.from.toLowerCase())
+    throw validationError(
+      'to',
+      `${what}'s deposit goes back to the wallet it came from (${state.deposit.from}); to is taken only for a minted deposit.`,
+      'refund_destination_fixed',
     );
   return { to: state.deposit.from, amount: state.deposit.amount };
+}
+
+/**
+ * Whether the operator may record the off-ramp's return of a withheld refund, and its amount: always the payout's
+ * deposit (what the off-ramp holds for it), never one the caller names. Only a payout whose refund is withheld
+ * (`refundWithheld`), once: a refunded payout is 409 `payout_already_refunded`, any other 409
+ * `refund_not_withheld`, so a payout the off-ramp refunds itself is never recorded twice.
+ */
+export function withheldRefundReturn(state: PayoutState): { amount: string } {
+  if (!state.exists) throw notFound('payout');
+  const what = `Payout ${state.id}`;
+  if (state.status === 'refunded') throw conflict('payout_already_refunded', `${what} was already refunded.`);
+  if (state.status !== 'failed' || !state.refundWithheld || !state.deposit)
+    throw conflict(
+      'refund_not_withheld',
+      `${what} is ${state.status} and its refund is not withheld at the off-ramp: there is no withheld refund to record as returned.`,
+    );
+  return { amount: state.deposit.amount };
+}
+
+/** POST /admin/merchants/:merchantId/payouts/:id/withheld-refund-returns as received. */
+export interface WithheldRefundReturnInput {
+  readonly to?: unknown;
+  readonly tx_hash?: unknown;
+  readonly reference?: unknown;
+}
+
+/** The off-ramp's return of a withheld refund as the operator reports it, its types checked. */
+export interface WithheldRefundReturn {
+  readonly to: string;
+  readonly txHash?: string;
+  readonly reference?: string;
+}
+
+const TX_HASH = /^0x[0-9a-fA-F]{64}$/;
+// An off-ramp's refund id as its API gives it: printable, no spaces, bounded like our other references.
+const OFF_RAMP_REFERENCE = /^[\x21-\x7e]{1,255}$/;
+const WITHHELD_RETURN_FIELDS = ['to', 'tx_hash', 'reference'] as const;
+
+export function parseWithheldRefundReturnInput(input: unknown): WithheldRefundReturn {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) throw bodyNotAnObject();
+  const fields = input as Record<string, unknown>;
+  const unknown = Object.keys(fields).find(
+    (k) => !(WITHHELD_RETURN_FIELDS as readonly string[]).includes(k) && fields[k] !== undefined,
+  );
+  if (unknown !== undefined) throw unknownParameter(unknown, takesFields(WITHHELD_RETURN_FIELDS));
+  const { to, tx_hash: txHash, reference } = fields as WithheldRefundReturnInput;
+  if (to === undefined || to === null)
+    throw validationError(
+      'to',
+      'to is required: the wallet the customer confirmed, where the off-ramp returned the funds.',
+    );
+  // EIP-55: a mixed-case address with a wrong checksum is a typo pointing at another account (and the screening
+  // and the signature check would throw on it: a 500).
+  const returnedTo = parseAddress(to, 'to', { nonZero: true });
+  if (txHash !== undefined && (typeof txHash !== 'string' || !TX_HASH.test(txHash)))
+    throw validationError(
+      'tx_hash',
+      "tx_hash must be a 32-byte 0x-hex transaction hash: the off-ramp's transfer of the funds to `to`.",
+      'invalid_tx_hash',
+    );
+  if (reference !== undefined && (typeof reference !== 'string' || !OFF_RAMP_REFERENCE.test(reference)))
+    throw validationError(
+      'reference',
+      "reference must be the off-ramp's refund reference: 1 to 255 printable characters, no spaces.",
+    );
+  // The return happened outside our system: without the off-ramp's proof of it nothing says it did.
+  if (txHash === undefined && reference === undefined)
+    throw validationError(
+      'tx_hash',
+      "tx_hash is required unless reference is given: the off-ramp's proof of the return (its transaction, or its refund reference).",
+    );
+  return {
+    to: returnedTo,
+    ...(txHash !== undefined ? { txHash } : {}),
+    ...(reference !== undefined ? { reference } : {}),
+  };
 }
 
 function isHeldFailure(state: PayoutState): boolean {
@@ -621,6 +851,7 @@ function isHeldFailure(state: PayoutState): boolean {
 export interface RefundHeldInput {
   readonly deadline?: unknown;
   readonly signature?: unknown;
+  readonly to?: unknown;
 }
 
 /** What the merchant signed (`PayoutRefund`, docs/payouts.md "Held funds"), its types checked. */
@@ -629,14 +860,15 @@ export interface SignedHeldRefund {
   readonly deadline: bigint;
   /** 65 bytes, 0x-hex. */
   readonly signature: string;
+  /** The destination signed, for a minted deposit (`heldRefund`); absent otherwise. */
+  readonly to?: string;
 }
 
 const UINT = /^(0|[1-9][0-9]{0,77})$/;
-const MAX_UINT256 = 2n ** 256n - 1n;
 const SIGNATURE = /^0x[0-9a-fA-F]{130}$/;
 
 export function parseRefundHeldInput(input: RefundHeldInput): SignedHeldRefund {
-  const { deadline, signature } = input;
+  const { deadline, signature, to } = input;
   const seconds =
     typeof deadline === 'number' && Number.isSafeInteger(deadline) && deadline >= 0
       ? BigInt(deadline)
@@ -646,7 +878,12 @@ export function parseRefundHeldInput(input: RefundHeldInput): SignedHeldRefund {
   if (seconds === null)
     throw validationError(
       'deadline',
-      'deadline is required: the unix seconds the PayoutRefund signature names (number or decimal string).',
+      tooLargeFault('deadline', deadline) ??
+        fieldFault(
+          'deadline',
+          deadline,
+          'the unix seconds the PayoutRefund signature names (number or decimal string)',
+        ),
       'invalid_deadline',
     );
   if (typeof signature !== 'string' || !SIGNATURE.test(signature))
@@ -655,7 +892,8 @@ export function parseRefundHeldInput(input: RefundHeldInput): SignedHeldRefund {
       "signature is required: the merchant signer's 65-byte 0x-hex EIP-712 PayoutRefund signature (signPayoutRefund).",
       'invalid_signature',
     );
-  return { deadline: seconds, signature };
+  if (to === undefined) return { deadline: seconds, signature };
+  return { deadline: seconds, signature, to: parseAddress(to, 'to', { nonZero: true }) };
 }
 
 export const payoutDecider = { initialState: initialPayoutState, evolve: evolvePayout, decide: decidePayout };
@@ -681,6 +919,8 @@ export interface PayoutObject {
   readonly deposit: {
     readonly tx_hash: string;
     readonly from: string;
+    /** Ours: minted straight to the address; `from` then sent the minting transaction (not known to be the customer). */
+    readonly minted: boolean;
     readonly amount: string;
     readonly detected_at: string;
   } | null;
@@ -696,6 +936,15 @@ export interface PayoutObject {
     readonly amount: string;
     readonly tx_hash: string | null;
     readonly refunded_at: string;
+  } | null;
+  /**
+   * Ours: a payout failed at the off-ramp whose refund the flow did not ask for (`reason` `deposit_minted`: its
+   * deposit was minted, so no wallet it came from is known); the funds are with the off-ramp until the operator
+   * returns them (docs/payouts.md, "Held funds"). Null otherwise.
+   */
+  readonly refund_withheld: {
+    readonly reason: PayoutRefundWithheldReason;
+    readonly withheld_at: string;
   } | null;
   readonly metadata: Record<string, string>;
   readonly created_at: string;
@@ -717,7 +966,15 @@ export function payoutObject(state: PayoutState): PayoutObject {
     currency: state.currency,
     fiat_amount: state.fiatAmount,
     deposit_address: state.depositAddress,
-    deposit: d ? { tx_hash: d.txHash, from: d.from, amount: d.amount, detected_at: d.detectedAt } : null,
+    deposit: d
+      ? {
+          tx_hash: d.txHash,
+          from: d.from,
+          minted: d.minted === true,
+          amount: d.amount,
+          detected_at: d.detectedAt,
+        }
+      : null,
     forward_tx_hash: state.forwardTxHash,
     failure_reason: state.failureReason,
     refund: state.refund
@@ -727,6 +984,9 @@ export function payoutObject(state: PayoutState): PayoutObject {
           tx_hash: state.refund.txHash,
           refunded_at: state.refund.refundedAt,
         }
+      : null,
+    refund_withheld: state.refundWithheld
+      ? { reason: state.refundWithheld.reason, withheld_at: state.refundWithheld.withheldAt }
       : null,
     metadata: state.metadata,
     created_at: state.createdAt,
@@ -738,6 +998,7 @@ export function payoutObject(state: PayoutState): PayoutObject {
 export const PAYOUT_WEBHOOK_BY_EVENT: Readonly<Record<PayoutEvent['type'], string | null>> = {
   'PayoutCreated.v1': null,
   'PayoutDepositDetected.v1': 'payout.deposit_detected',
+  'PayoutSweepSent.v1': null,
   'PayoutDepositSwept.v1': null,
   'PayoutDepositRetracted.v1': null,
   'PayoutSweepOrphaned.v1': null,

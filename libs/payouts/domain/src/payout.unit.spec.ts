@@ -1,8 +1,13 @@
+import { getAddress } from 'ethers';
 import { DomainError } from '@stablepay/util';
 import type { CustomerStatus } from './customer';
 import {
+  decidePayout,
   HELD_FAILURE_REASONS,
   heldRefund,
+  initialPayoutState,
+  parseWithheldRefundReturnInput,
+  PAYOUT_WEBHOOK_BY_EVENT,
   type PayoutFailureReason,
   type CreatePayoutInput,
   type PayoutCommand,
@@ -273,6 +278,30 @@ describe('Payout aggregate', () => {
     });
   });
 
+  describe('a sweep signed before it is broadcast', () => {
+    const sent: PayoutCommand = { type: 'RecordSweepSent', txHash: SWEEP_TX, nonce: 7, now };
+
+    it('given a detected deposit, when a sweep is signed, then it is recorded once (its hash kept) and the API object is unchanged', () => {
+      const before = payoutObject(given(run(create(), deposit)));
+      const events = run(create(), deposit, { ...sent, now: new Date(now.getTime() + 1_000) }, sent);
+      expect(events.at(-1)).toMatchObject({
+        type: 'PayoutSweepSent.v1',
+        data: { txHash: SWEEP_TX, nonce: 7 },
+      });
+      expect(events).toHaveLength(3);
+      expect(given(events).sentSweepTxHashes).toEqual([SWEEP_TX]);
+      expect(payoutObject(given(events))).toEqual(before);
+    });
+
+    it('given a deposit retracted meanwhile, when a sweep is signed, then it is refused (409 payout_state): nothing is broadcast', () => {
+      const retract: PayoutCommand = { type: 'RetractDeposit', txHash: '0xabc', now };
+      expect(errorOf(() => run(create(), deposit, retract, sent))).toMatchObject({
+        status: 409,
+        code: 'payout_state',
+      });
+    });
+  });
+
   describe('a reorg orphaning the sweep with the deposit', () => {
     const swept: PayoutCommand = { type: 'RecordSwept', txHash: SWEEP_TX, now };
     const orphaned: PayoutCommand = { type: 'RecordSweepOrphaned', txHash: SWEEP_TX, now };
@@ -316,6 +345,14 @@ describe('Payout aggregate', () => {
       const events = run(create(), deposit, swept, forwarded, orphaned, swept);
       expect(events.at(-1)).toMatchObject({ type: 'PayoutDepositSwept.v1', data: { txHash: SWEEP_TX } });
       expect(given(events)).toMatchObject({ sweepTxHash: SWEEP_TX, orphanedSweepTxHash: null });
+    });
+
+    it('given a payout swept but not forwarded whose sweep is orphaned and deposit back, when it fails deposit_address_retired (the sweep cannot be redone), then it is failed: its funds are at the address again', () => {
+      const failed: PayoutCommand = { type: 'RecordFailed', reason: 'deposit_address_retired', now };
+      expect(run(create(), deposit, swept, orphaned, back, failed).at(-1)).toMatchObject({
+        type: 'PayoutFailed.v1',
+        data: { reason: 'deposit_address_retired' },
+      });
     });
 
     it('appends nothing for another sweep, a second retraction, or a re-included deposit while nothing is orphaned', () => {
@@ -382,6 +419,209 @@ describe('Payout aggregate', () => {
         status: 'refunded',
         failure_reason: 'customer_not_active',
         refund: { to: SENDER, amount: '25000000', tx_hash: REFUND_TX },
+      });
+    });
+
+    describe('a deposit minted straight to the address (a bridge relayer sent the minting transaction)', () => {
+      const CUSTOMER_WALLET = '0x9999999999999999999999999999999999999999';
+      const minted: PayoutCommand = { ...deposit, minted: true } as PayoutCommand;
+
+      it('records the deposit as minted, shown on the payout', () => {
+        const events = run(create(), minted);
+        expect(events.at(-1)).toMatchObject({
+          type: 'PayoutDepositDetected.v1',
+          data: { from: SENDER, minted: true },
+        });
+        expect(payoutObject(given(events)).deposit).toMatchObject({ from: SENDER, minted: true });
+      });
+
+      it('is never returned to its minting sender: refund_held without a signed destination is 422 refund_destination_required, nothing appended', () => {
+        const history = run(create(), minted, failed('customer_not_active'));
+        const error = errorOf(() => heldRefund(given(history)));
+        expect([error.status, error.code, error.param]).toEqual([422, 'refund_destination_required', 'to']);
+        expect(errorOf(() => payoutDecider.decide(heldRefunded(), given(history))).code).toBe(
+          'refund_destination_required',
+        );
+      });
+
+      it('goes to the destination the merchant signed, recorded on the refund', () => {
+        const history = run(create(), minted, failed('customer_not_active'));
+        expect(heldRefund(given(history), CUSTOMER_WALLET)).toEqual({
+          to: CUSTOMER_WALLET,
+          amount: '25000000',
+        });
+        const events = [
+          ...history,
+          ...payoutDecider.decide(
+            { type: 'RecordHeldRefunded', txHash: REFUND_TX, to: CUSTOMER_WALLET, now },
+            given(history),
+          ),
+        ];
+        expect(events.at(-1)).toMatchObject({ type: 'PayoutRefunded.v1', data: { to: CUSTOMER_WALLET } });
+      });
+
+      it('a deposit that was not minted takes no other destination (400 refund_destination_fixed)', () => {
+        const history = run(create(), deposit, failed('customer_not_active'));
+        const error = errorOf(() => heldRefund(given(history), CUSTOMER_WALLET));
+        expect([error.status, error.code, error.param]).toEqual([400, 'refund_destination_fixed', 'to']);
+        expect(heldRefund(given(history), SENDER)).toEqual({ to: SENDER, amount: '25000000' });
+      });
+
+      describe('failed at the off-ramp (its funds there, the off-ramp returning only to the minting sender)', () => {
+        const swept: PayoutCommand = { type: 'RecordSwept', txHash: SWEEP_TX, now };
+        const later = new Date('2026-06-01T11:00:00.000Z');
+        const offRampFailed: PayoutCommand = {
+          type: 'RecordFailed',
+          reason: 'rampoff_withdraw_failed',
+          now: later,
+        };
+
+        it('records the refund as withheld (deposit_minted) with the failure, so payout.failed and GET show where the funds wait', () => {
+          const events = run(create(), minted, swept, forwarded, offRampFailed);
+          expect(events.at(-1)).toEqual({
+            type: 'PayoutFailed.v1',
+            data: {
+              reason: 'rampoff_withdraw_failed',
+              failedAt: later.toISOString(),
+              refundWithheld: 'deposit_minted',
+            },
+          });
+          expect(payoutObject(given(events))).toMatchObject({
+            status: 'failed',
+            failure_reason: 'rampoff_withdraw_failed',
+            refund: null,
+            refund_withheld: { reason: 'deposit_minted', withheld_at: later.toISOString() },
+          });
+        });
+
+        it('refund_held is 409 payout_not_refundable naming the operator: the funds are not at the deposit address', () => {
+          const state = given(run(create(), minted, swept, forwarded, offRampFailed));
+          const error = errorOf(() => heldRefund(state, CUSTOMER_WALLET));
+          expect([error.status, error.code]).toEqual([409, 'payout_not_refundable']);
+          expect(error.message).toContain('the operator returns them');
+        });
+
+        it('a deposit that was not minted, or a minted one failed for a held reason, has no refund withheld', () => {
+          const plain = run(create(), deposit, swept, forwarded, offRampFailed);
+          expect(plain.at(-1)?.data).not.toHaveProperty('refundWithheld');
+          expect(payoutObject(given(plain)).refund_withheld).toBeNull();
+          const held = run(create(), minted, failed('customer_not_active'));
+          expect(held.at(-1)?.data).not.toHaveProperty('refundWithheld');
+          expect(payoutObject(given(held)).refund_withheld).toBeNull();
+        });
+
+        it('a failure recorded before the field (no refundWithheld) reads as none withheld', () => {
+          const events = run(create(), minted, swept, forwarded, offRampFailed).map((e) =>
+            e.type === 'PayoutFailed.v1'
+              ? { ...e, data: { reason: e.data.reason, failedAt: e.data.failedAt } }
+              : e,
+          );
+          expect(payoutObject(given(events)).refund_withheld).toBeNull();
+        });
+
+        describe("the operator records the off-ramp's return (withheld-refund-returns)", () => {
+          const RETURN_TX = `0x${'7'.repeat(64)}`;
+          const returnedAt = new Date('2026-06-02T09:00:00.000Z');
+          const returned: PayoutCommand = {
+            type: 'RecordWithheldRefundReturned',
+            to: CUSTOMER_WALLET,
+            txHash: RETURN_TX,
+            reference: 'rfd_123',
+            now: returnedAt,
+          };
+
+          it('records PayoutRefunded of the deposit amount to the confirmed wallet: refunded, refund_withheld cleared, payout.refunded', () => {
+            const events = run(create(), minted, swept, forwarded, offRampFailed, returned);
+            expect(events.at(-1)).toEqual({
+              type: 'PayoutRefunded.v1',
+              data: {
+                to: CUSTOMER_WALLET,
+                amount: '25000000',
+                reference: 'rfd_123',
+                txHash: RETURN_TX,
+                refundedAt: returnedAt.toISOString(),
+              },
+            });
+            expect(PAYOUT_WEBHOOK_BY_EVENT['PayoutRefunded.v1']).toBe('payout.refunded');
+            expect(payoutObject(given(events))).toMatchObject({
+              status: 'refunded',
+              refund: { to: CUSTOMER_WALLET, amount: '25000000', tx_hash: RETURN_TX },
+              refund_withheld: null,
+            });
+          });
+
+          it('is 409 payout_already_refunded once recorded, 409 refund_not_withheld for a payout whose refund is not withheld', () => {
+            const refunded = given(run(create(), minted, swept, forwarded, offRampFailed, returned));
+            const again = errorOf(() => decidePayout(returned, refunded));
+            expect([again.status, again.code]).toEqual([409, 'payout_already_refunded']);
+            for (const state of [
+              given(run(create(), deposit, swept, forwarded, offRampFailed)),
+              given(run(create(), minted, swept, forwarded)),
+              given(run(create(), minted, failed('customer_not_active'))),
+            ]) {
+              const error = errorOf(() => decidePayout(returned, state));
+              expect([error.status, error.code]).toEqual([409, 'refund_not_withheld']);
+            }
+            expect(errorOf(() => decidePayout(returned, initialPayoutState())).status).toBe(404);
+          });
+
+          it('takes to and the off-ramp proof (tx_hash or reference), refusing bad input with the field named', () => {
+            expect(parseWithheldRefundReturnInput({ to: CUSTOMER_WALLET, reference: 'rfd_1' })).toEqual({
+              to: CUSTOMER_WALLET,
+              reference: 'rfd_1',
+            });
+            const refusal = (input: unknown) => {
+              const e = errorOf(() => parseWithheldRefundReturnInput(input));
+              return [e.status, e.param, e.code];
+            };
+            expect(refusal({ tx_hash: RETURN_TX })).toEqual([400, 'to', 'parameter_missing']);
+            expect(refusal({ to: `0x${'0'.repeat(40)}`, tx_hash: RETURN_TX })).toEqual([
+              400,
+              'to',
+              'invalid_address',
+            ]);
+            expect(refusal({ to: 'alice', tx_hash: RETURN_TX })).toEqual([400, 'to', 'invalid_address']);
+            expect(refusal({ to: CUSTOMER_WALLET, tx_hash: '0x12' })).toEqual([
+              400,
+              'tx_hash',
+              'invalid_tx_hash',
+            ]);
+            expect(refusal({ to: CUSTOMER_WALLET, reference: 'a b' })).toEqual([
+              400,
+              'reference',
+              'parameter_invalid',
+            ]);
+            expect(refusal({ to: CUSTOMER_WALLET })).toEqual([400, 'tx_hash', 'parameter_missing']);
+            expect(refusal({ to: CUSTOMER_WALLET, reference: 'r', amount: '1' })).toEqual([
+              400,
+              'amount',
+              'unknown_parameter',
+            ]);
+            expect(refusal([])).toEqual([400, undefined, 'invalid_json']);
+          });
+        });
+      });
+
+      it('to is parsed as a non-zero address (400 invalid_address)', () => {
+        const base = { deadline: 1, signature: `0x${'1'.repeat(130)}` };
+        expect(parseRefundHeldInput({ ...base, to: CUSTOMER_WALLET }).to).toBe(CUSTOMER_WALLET);
+        for (const to of ['0x12', `0x${'0'.repeat(40)}`, 7])
+          expect(errorOf(() => parseRefundHeldInput({ ...base, to })).code).toBe('invalid_address');
+      });
+
+      it('a mixed-case to with a wrong EIP-55 checksum is 400 invalid_address (a typo; screening would throw on it)', () => {
+        const badChecksum = `0x${'aB'.repeat(20)}`;
+        const base = { deadline: 1, signature: `0x${'1'.repeat(130)}` };
+        const held = errorOf(() => parseRefundHeldInput({ ...base, to: badChecksum }));
+        expect([held.status, held.param, held.code]).toEqual([400, 'to', 'invalid_address']);
+        const returned = errorOf(() =>
+          parseWithheldRefundReturnInput({ to: badChecksum, tx_hash: `0x${'ab'.repeat(32)}` }),
+        );
+        expect([returned.status, returned.param, returned.code]).toEqual([400, 'to', 'invalid_address']);
+        // All lower case is taken, and answered checksummed.
+        expect(parseRefundHeldInput({ ...base, to: badChecksum.toLowerCase() }).to).toBe(
+          getAddress(badChecksum.toLowerCase()),
+        );
       });
     });
 
@@ -496,5 +736,15 @@ describe('Payout aggregate', () => {
         expect([error.status, error.code, error.param]).toEqual([400, 'invalid_deadline', 'deadline']);
       },
     );
+
+    it('tells a deadline of 79 digits it is above uint256, and a present malformed one what arrived', () => {
+      expect(errorOf(() => parseRefundHeldInput({ deadline: '9'.repeat(79), signature })).message).toBe(
+        `deadline must be at most 2^256 - 1 (${MAX_UINT256}), the largest uint256.`,
+      );
+      expect(errorOf(() => parseRefundHeldInput({ deadline: 'soon', signature })).message).toMatch(
+        /^deadline must be the unix seconds .*; received "soon"\.$/,
+      );
+      expect(errorOf(() => parseRefundHeldInput({ signature })).message).toMatch(/^deadline is required: /);
+    });
   });
 });

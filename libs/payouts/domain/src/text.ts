@@ -1,8 +1,4 @@
-import { requireDisplayText, validationError } from '@stablepay/util';
-
-// C0 and C1 control characters (NUL included), as merchant names (merchants rules.ts CONTROL).
-// eslint-disable-next-line no-control-regex
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+import { requireDisplayText, requireNoControlCharacters, validationError } from '@stablepay/util';
 
 /**
  * A required text field of a customer or beneficiary: shown to people (the merchant's dashboard, the KYC provider, a
@@ -13,7 +9,5 @@ export function requiredText(value: unknown, param: string, max: number, what: s
   if (value === undefined || value === null) throw validationError(param, `${param} is required: ${what}.`);
   if (typeof value !== 'string' || value.trim().length === 0 || [...value].length > max)
     throw validationError(param, `${param} must be ${what} (1 to ${max} characters).`);
-  if (CONTROL.test(value))
-    throw validationError(param, `${param} must not contain control characters (tab, line break, NUL, ...).`);
-  return requireDisplayText(param, value.trim());
+  return requireDisplayText(param, requireNoControlCharacters(param, value).trim());
 }

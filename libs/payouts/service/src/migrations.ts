@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexConcurrently } from '@stablepay/database';
 
 /**
  * The payouts read models (beta), one row per aggregate, projected from `customer-<id>`, `beneficiary-<id>` and
@@ -114,13 +115,37 @@ export class CreatePayoutDepositClaims1767900000300 implements MigrationInterfac
  * since a re-included transfer of a swept payout stays with it, by every transfer observation.
  */
 export class IndexPayoutsByDepositTx1767900000400 implements MigrationInterface {
+  // Built CONCURRENTLY, outside a transaction (createIndexConcurrently): payouts is written while it builds. A
+  // database that ran this migration's earlier text (a plain CREATE INDEX) keeps the same index.
+  readonly transaction = false;
   async up(q: QueryRunner): Promise<void> {
-    await q.query(
-      `CREATE INDEX IF NOT EXISTS payouts_deposit_tx ON payouts (chain, lower(object->'deposit'->>'tx_hash'))`,
+    await createIndexConcurrently(
+      q,
+      'payouts_deposit_tx',
+      `ON payouts (chain, lower(object->'deposit'->>'tx_hash'))`,
     );
   }
   async down(q: QueryRunner): Promise<void> {
     await q.query('DROP INDEX IF EXISTS payouts_deposit_tx');
+  }
+}
+
+/**
+ * The claims of a transaction's transfers (DepositIntake.fundedBefore, a prefix of the claim key): a transfer a reorg
+ * re-included goes back to the payout its first observation funded.
+ */
+export class IndexPayoutDepositClaimsByPrefix1767900000500 implements MigrationInterface {
+  // As IndexPayoutsByDepositTx1767900000400: built CONCURRENTLY, the claims of deposits are written meanwhile.
+  readonly transaction = false;
+  async up(q: QueryRunner): Promise<void> {
+    await createIndexConcurrently(
+      q,
+      'payout_deposit_claims_prefix',
+      'ON payout_deposit_claims (claim_key text_pattern_ops)',
+    );
+  }
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX IF EXISTS payout_deposit_claims_prefix');
   }
 }
 
@@ -129,4 +154,5 @@ export const PAYOUTS_MIGRATIONS = [
   CreatePayoutBankAccounts1767900000200,
   CreatePayoutDepositClaims1767900000300,
   IndexPayoutsByDepositTx1767900000400,
+  IndexPayoutDepositClaimsByPrefix1767900000500,
 ];

@@ -151,6 +151,20 @@ export class PayoutsGateway implements PayoutsUseCases {
     })) as PayoutObject;
   }
 
+  async recordWithheldRefundReturn(
+    merchantId: string,
+    payoutId: string,
+    input: unknown,
+    idempotencyKey?: string,
+  ): Promise<PayoutObject> {
+    return (await this.send('payout', PAYOUTS_COMMANDS.recordWithheldRefundReturn, {
+      commandId: idempotencyKey ?? randomUUID(),
+      merchantId,
+      payoutId,
+      input,
+    })) as PayoutObject;
+  }
+
   async retrievePayout(merchant: AuthenticatedMerchant, id: string): Promise<PayoutObject> {
     return (await this.reader.getOwned('payout', merchant, id)).object;
   }

@@ -26,6 +26,8 @@ import { SimulateDepositHandler } from './commands/simulate-deposit/simulate-dep
 import { SubmitKycHandler } from './commands/submit-kyc/submit-kyc.handler';
 import { HELD_REFUNDS, HeldRefunds } from './commands/refund-held/held-refunds';
 import { RefundHeldHandler } from './commands/refund-held/refund-held.handler';
+import { RescanCustomerDepositsHandler } from './commands/rescan-customer-deposits/rescan-customer-deposits.handler';
+import { RecordWithheldRefundReturnHandler } from './commands/withheld-refund-return/withheld-refund-return.handler';
 import { DepositIntake } from './flow/deposit-intake';
 import { PayoutFlowConsumer } from './flow/payout-flow.consumer';
 import { PAYOUT_SWEEPER, PayoutSweeper } from './flow/payout-sweep';
@@ -124,6 +126,8 @@ export class PayoutsCoreModule {}
     CreatePayoutHandler,
     SimulateDepositHandler,
     RefundHeldHandler,
+    RescanCustomerDepositsHandler,
+    RecordWithheldRefundReturnHandler,
   ],
   providers: [
     PayoutsAggregates,

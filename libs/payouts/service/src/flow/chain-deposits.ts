@@ -6,7 +6,13 @@ import {
   type OnApplicationBootstrap,
   Optional,
 } from '@nestjs/common';
-import { IndexerWatchClient } from '@stablepay/chain-operator';
+import {
+  type DepositRescanAnswer,
+  type DepositRescanCommand,
+  IndexerWatchClient,
+  OperatorRelayers,
+  rescanDeposits,
+} from '@stablepay/chain-operator';
 import {
   type BusMessage,
   type BusSubscription,
@@ -14,10 +20,11 @@ import {
   EVENT_BUS,
   type EventBus,
 } from '@stablepay/event-bus';
+import { blockMinedBefore } from '@stablepay/evm';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { type DepositAddress, payoutStreamId } from '@stablepay/payouts-domain';
-import { DomainError } from '@stablepay/util';
+import { customerStreamId, type DepositAddress, payoutStreamId } from '@stablepay/payouts-domain';
+import { DomainError, notFound } from '@stablepay/util';
 import { PayoutsAggregates } from '../aggregates';
 import { payoutTokens } from '../offering';
 import { type PayoutChains, PAYOUTS_CONFIG, type PayoutsConfig } from '../payouts.config';
@@ -76,6 +83,7 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
     @Inject(IndexerWatchClient) private readonly watches: IndexerWatchClient,
     @Inject(PAYOUTS_CONFIG) private readonly config: PayoutsConfig,
     @Optional() @Inject(PAYOUTS_CHAINS) private readonly chains?: PayoutChains,
+    @Optional() @Inject(OperatorRelayers) private readonly relayers?: OperatorRelayers,
   ) {}
 
   private get active(): boolean {
@@ -114,15 +122,64 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
     for (const s of this.subscriptions) await s.caughtUp();
   }
 
+  /** The chains a customer's deposit addresses are watched on: those of the mode's payout tokens this deployment follows. */
+  private watchedChains(mode: 'test' | 'live'): string[] {
+    const funding = new Set(payoutTokens(this.config, mode).map((t) => t.chain));
+    return (this.chains?.chains ?? []).filter((c) => funding.has(c.caip2)).map((c) => c.caip2);
+  }
+
+  /**
+   * An operator's re-scan of a customer's deposit addresses (docs/chain-operator.md, "Re-scanning a deposit
+   * address"): a transfer the indexer never published (a customer watched from the indexer's checkpoint before
+   * 6eefdeb, an indexer outage longer than its window, an RPC that answered incomplete logs) reaches the intake
+   * through `observe`, which takes each transfer once. Another merchant's customer is 404.
+   */
+  async rescan(command: DepositRescanCommand): Promise<DepositRescanAnswer[]> {
+    const [created] = await this.store.readStream(customerStreamId(command.id), { maxCount: 1 });
+    const mode = created?.metadata.mode;
+    if (
+      created?.type !== 'CustomerCreated.v1' ||
+      created.metadata.merchantId !== command.merchantId ||
+      (mode !== 'test' && mode !== 'live')
+    )
+      throw notFound('customer', command.id);
+    const data = created.data as { depositAddresses: DepositAddress[]; createdAt: string };
+    const set = this.relayers?.set;
+    return rescanDeposits(command, {
+      addresses: data.depositAddresses.map((d) => d.address),
+      chains: this.active && set ? this.watchedChains(mode) : [],
+      createdAt: data.createdAt,
+      provider: (chain) => {
+        if (!set) throw new Error('no chain provider');
+        return set.for(chain).provider;
+      },
+      indexer: this.watches,
+    });
+  }
+
   private async watch(message: BusMessage): Promise<void> {
     if (message.type !== 'CustomerCreated.v1') return;
     const mode = message.metadata.mode;
     if (mode !== 'test' && mode !== 'live') throw new Error(`event ${message.id} has no mode metadata`);
-    const data = message.data as { depositAddresses: DepositAddress[] };
-    const funding = new Set(payoutTokens(this.config, mode).map((t) => t.chain));
-    const chains = (this.chains?.chains ?? []).filter((c) => funding.has(c.caip2));
-    for (const { address } of data.depositAddresses)
-      for (const chain of chains) await this.watches.watchAddress({ chain: chain.caip2, address });
+    const data = message.data as { depositAddresses: DepositAddress[]; createdAt: string };
+    for (const chain of this.watchedChains(mode)) {
+      const fromBlock = await this.blockBeforeCreation(chain, data.createdAt);
+      for (const { address } of data.depositAddresses)
+        await this.watches.watchAddress({ chain, address, fromBlock });
+    }
+  }
+
+  /**
+   * The first block a customer's deposit address watch scans: one mined before the customer was created. The merchant
+   * has the address in the answer of POST /customers and this consumer registers the watch later (by the bus's lag,
+   * seconds under load, longer after an outage); a watch from the indexer's checkpoint then would start past a
+   * transfer already mined, which would fund no payout and stay at the address. Nothing can be sent to the address
+   * before the customer exists (it is derived from the customer's id), so no earlier block is needed.
+   */
+  private async blockBeforeCreation(chain: string, createdAt: string): Promise<number> {
+    const set = this.relayers?.set;
+    if (!set) throw new Error('no chain provider to find the block of the customer creation');
+    return blockMinedBefore(set.for(chain).provider, createdAt);
   }
 
   /**
@@ -198,11 +255,17 @@ export class PayoutChainDeposits implements OnApplicationBootstrap, BeforeApplic
       });
       return;
     }
+    // A mint's log names no sender: the minting transaction's sender is recorded and screened, but a bridge's mint
+    // is sent by its relayer, so the deposit is marked minted and nothing goes back to that sender by itself.
+    const origin = this.relayers?.set
+      ? await this.relayers.set.transferOrigin(t)
+      : { from: t.from, minted: false };
     await this.intake.record(customer, {
       chain: t.chain,
       token: token.symbol,
       amount: t.amount,
-      from: t.from,
+      from: origin.from,
+      ...(origin.minted ? { minted: true } : {}),
       txHash: t.txHash,
       logIndex: t.logIndex,
       ...(t.blockHash ? { blockHash: t.blockHash } : {}),

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
-import { payoutStreamId } from '@stablepay/payouts-domain';
+import { type PayoutDeposit, type PayoutState, payoutStreamId } from '@stablepay/payouts-domain';
 import { DomainError } from '@stablepay/util';
 import { DataSource } from 'typeorm';
 import { PayoutsAggregates, type Appended } from '../aggregates';
@@ -21,7 +21,13 @@ export interface ObservedDeposit {
   readonly blockHash?: string;
   /** The test helper's: no transaction behind it (the flow then has nothing to sweep). */
   readonly simulated?: boolean;
+  /** Minted straight to the address: `from` sent the minting transaction (PayoutDeposit.minted). */
+  readonly minted?: boolean;
 }
+
+/** What the claim keys of one transaction's transfers start with. */
+const claimPrefix = (d: { readonly chain: string; readonly txHash: string }): string =>
+  `deposit:${d.chain}:${d.txHash}:`;
 
 /** One transfer log in one block: a log re-included in another block after a reorg is another deposit. */
 const claimKey = (d: {
@@ -29,7 +35,7 @@ const claimKey = (d: {
   readonly txHash: string;
   readonly logIndex: number;
   readonly blockHash?: string;
-}): string => `deposit:${d.chain}:${d.txHash}:${d.logIndex}${d.blockHash ? `:${d.blockHash}` : ''}`;
+}): string => `${claimPrefix(d)}${d.logIndex}${d.blockHash ? `:${d.blockHash}` : ''}`;
 
 /**
  * Crypto arrived at a customer's deposit address (the chain's observation, or the test helper): the oldest of the customer's payouts awaiting exactly this deposit (chain, token, amount) takes
@@ -60,9 +66,19 @@ export class DepositIntake {
       await this.release(key, claimed.id); // it took another deposit meanwhile: this one is free again
     }
     if (deposit.blockHash && (await this.keptBySweptPayout(customer.id, deposit, key))) return null;
+    const holder = await this.heldUnclaimed(customer.id, deposit);
+    if (holder) {
+      await this.dataSource.query(
+        `INSERT INTO payout_deposit_claims (claim_key, payout_id) VALUES ($1, $2) ON CONFLICT (claim_key) DO NOTHING`,
+        [key, holder.id],
+      );
+      return this.offer(holder, deposit, key);
+    }
+    const awaiting = await this.reader.payoutsAwaiting(customer.id, deposit);
+    const former = deposit.blockHash ? await this.fundedBefore(customer.id, deposit) : undefined;
     // The read model can lag behind a deposit recorded a moment ago (two deposits in a row): a payout already funded
     // by another deposit refuses this one (409) and the next candidate is offered it.
-    for (const payout of await this.reader.payoutsAwaiting(customer.id, deposit)) {
+    for (const payout of former ? [former, ...awaiting.filter((p) => p.id !== former.id)] : awaiting) {
       const won: unknown[] = await this.dataSource.query(
         `INSERT INTO payout_deposit_claims (claim_key, payout_id) VALUES ($1, $2)
          ON CONFLICT (claim_key) DO NOTHING RETURNING payout_id`,
@@ -85,9 +101,10 @@ export class DepositIntake {
    * deposit (docs/payouts.md, "Reorgs"): still that payout's, claimed for it under the new block, funding no other,
    * and recorded on it (PayoutDepositReincluded.v1 while its sweep is orphaned) for the flow to redo or find the
    * sweep from it. Given to the next payout waiting for the same amount, it would be swept a second time. The log
-   * index can differ in the new block, so the transfer is matched by transaction, sender and amount, and a payout
-   * already holding another log of the transaction in this block is passed over (a batch sender's transfers). The payouts are found by the read model (the deposit was projected
-   * before its sweep, long before a reorg deeper than the confirmation depth) and read from their streams.
+   * index can differ in the new block, so the transfer is matched by transaction, sender, amount and token
+   * (sameTransfer), and a payout already holding another log of the transaction in this block is passed over (a batch
+   * sender's transfers). The payouts are found by the read model (the deposit was projected before its sweep, long
+   * before a reorg deeper than the confirmation depth) and read from their streams.
    */
   private async keptBySweptPayout(
     customerId: string,
@@ -97,15 +114,7 @@ export class DepositIntake {
     const funded = await this.reader.payoutsFundedBy(deposit.chain, deposit.txHash);
     for (const row of funded.filter((r) => r.customer_id === customerId)) {
       const payout = foldPayout(await this.store.readStream(payoutStreamId(row.id)));
-      const held = payout.deposit;
-      if (
-        payout.sweepTxHash === null ||
-        held === null ||
-        held.txHash.toLowerCase() !== deposit.txHash.toLowerCase() ||
-        held.from.toLowerCase() !== deposit.from.toLowerCase() ||
-        held.amount !== deposit.amount
-      )
-        continue;
+      if (payout.sweepTxHash === null || !sameTransfer(payout, payout.deposit, deposit)) continue;
       const claims: Array<{ claim_key: string }> = await this.dataSource.query(
         'SELECT claim_key FROM payout_deposit_claims WHERE payout_id = $1',
         [row.id],
@@ -134,6 +143,61 @@ export class DepositIntake {
     return false;
   }
 
+  /**
+   * The payout that already holds this very transfer log although no claim under `key` names it: its deposit was
+   * claimed before claims were kept, or under the key of an observation that did not carry its block yet. An
+   * operator's re-scan (docs/chain-operator.md) publishes such an old log again under a new event id and with its
+   * block: offered to the payouts waiting for the same amount, it funded a second payout with one transfer (a held
+   * payout's deposit swept to the off-ramp, its refund then short). Found by the read model (the deposit was
+   * projected long before) and confirmed from the payout's stream.
+   */
+  private async heldUnclaimed(customerId: string, deposit: ObservedDeposit): Promise<PayoutRow | undefined> {
+    const funded = await this.reader.payoutsFundedBy(deposit.chain, deposit.txHash);
+    for (const row of funded.filter((r) => r.customer_id === customerId)) {
+      const payout = foldPayout(await this.store.readStream(payoutStreamId(row.id)));
+      const held = payout.deposit;
+      if (!held || payout.token.chain !== deposit.chain || payout.token.symbol !== deposit.token) continue;
+      if (held.txHash.toLowerCase() !== deposit.txHash.toLowerCase()) continue;
+      // A fact from before logIndex was kept names the log by its sender and amount.
+      if (
+        held.logIndex === undefined ? sameTransfer(payout, held, deposit) : held.logIndex === deposit.logIndex
+      )
+        return row;
+    }
+    return undefined;
+  }
+
+  /**
+   * The payout this transfer funded before a reorg retracted it, when that payout waits for a deposit again: the
+   * re-included transfer goes back to it, not to the oldest payout waiting for the same amount (docs/payouts.md,
+   * "Reorgs"). Its sweep may have landed without it (the flow stopped after sending it, and the sweep was mined
+   * again on the new fork with other funds of the shared address): given to another payout, that one's sweep would
+   * move the transfer a second time, and the first payout would wait for a deposit that never comes. Found by the
+   * transfer's identity: the claims of its transaction (written before each deposit fact, so a retraction the read
+   * model has not projected yet is no matter), then, of the payouts of its token, the retracted deposit of each
+   * payout's stream, the same transaction, sender and amount; the same log index is preferred (the index can differ
+   * in the new block).
+   */
+  private async fundedBefore(customerId: string, deposit: ObservedDeposit): Promise<PayoutRow | undefined> {
+    // Hex, CAIP-2 and the separators hold no LIKE wildcard.
+    const rows: Array<{ payout_id: string }> = await this.dataSource.query(
+      `SELECT payout_id FROM payout_deposit_claims WHERE claim_key LIKE $1
+       GROUP BY payout_id ORDER BY min(claimed_at)`,
+      [`${claimPrefix(deposit)}%`],
+    );
+    const matches: Array<{ id: string; sameLog: boolean }> = [];
+    for (const { payout_id: id } of rows) {
+      const history = await this.store.readStream(payoutStreamId(id));
+      const payout = foldPayout(history);
+      if (payout.customerId !== customerId || payout.status !== 'awaiting_deposit') continue;
+      const retracted = retractedDeposit(history);
+      if (retracted && sameTransfer(payout, retracted, deposit))
+        matches.push({ id, sameLog: retracted.logIndex === deposit.logIndex });
+    }
+    const chosen = matches.find((m) => m.sameLog) ?? matches[0];
+    return chosen && this.reader.find('payout', chosen.id);
+  }
+
   /** The payout takes the deposit (the same one again appends nothing); null when it is funded by another. */
   private async offer(payout: PayoutRow, deposit: ObservedDeposit, key: string): Promise<Appended | null> {
     try {
@@ -147,6 +211,7 @@ export class DepositIntake {
           from: deposit.from,
           amount: deposit.amount,
           ...(deposit.simulated ? { simulated: true } : {}),
+          ...(deposit.minted ? { minted: true } : {}),
           now: this.aggregates.now(),
         },
         key,
@@ -192,4 +257,33 @@ export class DepositIntake {
       payoutId,
     ]);
   }
+}
+
+/**
+ * Whether `held`, a deposit of `payout`, is the transfer observed as `deposit` mined again in another block (its log
+ * index may differ there): the same transaction, sender and amount, of the payout's token. One transaction can pay
+ * the address the same amount in several tokens (a batch sender): another token's transfer of it is not this one.
+ */
+function sameTransfer(payout: PayoutState, held: PayoutDeposit | null, deposit: ObservedDeposit): boolean {
+  return (
+    held !== null &&
+    payout.token.chain === deposit.chain &&
+    payout.token.symbol === deposit.token &&
+    held.txHash.toLowerCase() === deposit.txHash.toLowerCase() &&
+    held.from.toLowerCase() === deposit.from.toLowerCase() &&
+    held.amount === deposit.amount
+  );
+}
+
+/** The deposit the payout's last retraction took away (the one detected before it), if any. */
+function retractedDeposit(
+  history: ReadonlyArray<{ readonly type: string; readonly data: unknown }>,
+): PayoutDeposit | null {
+  let detected: PayoutDeposit | null = null;
+  let retracted: PayoutDeposit | null = null;
+  for (const event of history) {
+    if (event.type === 'PayoutDepositDetected.v1') detected = event.data as PayoutDeposit;
+    else if (event.type === 'PayoutDepositRetracted.v1') retracted = detected;
+  }
+  return retracted;
 }

@@ -25,6 +25,7 @@ import {
   HELD_FAILURE_REASONS,
   type PayoutDeposit,
   payoutStreamId,
+  refundWithheldReason,
 } from '@stablepay/payouts-domain';
 import { DomainError } from '@stablepay/util';
 import { PayoutsAggregates, type Owner } from '../aggregates';
@@ -33,7 +34,7 @@ import { KYC_PROVIDER, type KycProvider } from '../providers/kyc-provider';
 import { OFF_RAMP_PROVIDER, type OffRampProvider, type OffRampTransferRequest } from '../providers/off-ramp';
 import { CUSTOMER_TOPIC, foldCustomer, foldPayout, PAYOUT_TOPIC } from '../read-model/objects';
 import { PAYOUT_SWEEPER, type PayoutSweeper } from './payout-sweep';
-import { flagRetractedAfterSweep } from './retracted-after-sweep';
+import { flagRefundWithheld, flagRetractedAfterSweep, flagSweepUnresolved } from './retracted-after-sweep';
 
 export const PAYOUT_FLOW_GROUP = 'payouts.payout-flow';
 
@@ -188,7 +189,13 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     // as "held" while nothing is held.
     let forwardTxHash = payout.sweepTxHash;
     if (forwardTxHash === null) {
-      if (!(this.sweeper && (await this.sweeper.swept(payout, owner.merchantId)))) {
+      const swept = this.sweeper ? await this.sweeper.swept(payout, owner.merchantId) : false;
+      // Its sweep landed for an earlier deposit a reorg then retracted, and another transfer funds it now (not that
+      // one re-included): the sweep took other funds held at the address, which this transfer makes up, so its
+      // sender and the customer are judged as any deposit's before the payout goes on (a match holds this transfer).
+      if (swept && fundedAfresh(await this.store.readStream(payoutStreamId(payoutId)), payout.deposit)) {
+        if (!(await this.mayMove(payoutId, owner, step, payout.customerId, payout.deposit))) return;
+      } else if (!swept) {
         // An address of an older factory or another off-ramp can never be swept from here: a terminal failure (funds
         // held there for the operator), not a sweep retried forever. A test-helper deposit moved nothing: it goes on.
         if (this.sweeper && !payout.deposit.simulated && this.sweeper.retired(payout, owner.merchantId)) {
@@ -208,7 +215,9 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
         if (!(await this.mayMove(payoutId, owner, step, payout.customerId, payout.deposit))) return;
       }
       // The funds move before the off-ramp is asked to pay them out; a retry after a crash finds this sweep again.
-      forwardTxHash = this.sweeper ? await this.sweeper.sweep(payout, owner.merchantId) : null;
+      forwardTxHash = this.sweeper
+        ? await this.sweeper.sweep(payout, owner.merchantId, this.sweepSent(payoutId, owner))
+        : null;
       if (forwardTxHash !== null && !(await this.recordSwept(payoutId, owner, step, forwardTxHash))) return;
     }
     const { transferId } = await this.offRamp.submit(request);
@@ -250,6 +259,21 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
   }
 
   /**
+   * Records each signed sweep before it is broadcast (PayoutSweepSent.v1), keyed by its hash: a flow stopped after
+   * the broadcast finds it in the node's pool on its retry. Refused once the deposit was retracted: nothing goes out.
+   */
+  private sweepSent(payoutId: string, owner: Owner) {
+    return async (tx: { readonly txHash: string; readonly nonce: number }): Promise<void> => {
+      await this.aggregates.payout(
+        payoutId,
+        owner,
+        { type: 'RecordSweepSent', txHash: tx.txHash, nonce: tx.nonce, now: this.aggregates.now() },
+        `sweep-sent:${tx.txHash}`,
+      );
+    };
+  }
+
+  /**
    * The deposit this step was for was retracted by a reorg before any sweep was recorded. A step that stopped (crash,
    * kill -9) after sending its sweep and is retried after the retraction finds the payout awaiting a deposit, where
    * the in-process step would have been refused recording the sweep and flagged it (recordSwept): the chain is asked
@@ -263,7 +287,23 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
   ): Promise<void> {
     if (!this.sweeper || detected.simulated || payout.deposit || payout.sweepTxHash) return;
     const sweepTxHash = await this.sweeper.sweepOnChain(payout, owner.merchantId);
-    if (sweepTxHash === null) return;
+    if (sweepTxHash === null) {
+      // Broadcast before the stop and still in a node's pool: mined, it would take other funds held at the address,
+      // so it is replaced by a no-op at its nonce. The step is retried (then parked, and retried with back-off) until
+      // the node holds neither (the no-op mined: nothing moved) or the sweep is mined after all, and flagged.
+      const pending = await this.sweeper.sweepInFlight(payout);
+      if (pending !== null) {
+        const noop = await this.sweeper.cancelInFlight(payout, pending, detected.txHash);
+        throw new Error(
+          `payout ${payout.id}'s sweep ${pending} is still pending with its deposit retracted: ${
+            noop === null
+              ? 'retried until it is mined or dropped'
+              : `replaced by the no-op ${noop} at its nonce`
+          }`,
+        );
+      }
+      return;
+    }
     flagRetractedAfterSweep(this.logger, {
       payout: payout.id,
       status: payout.status,
@@ -287,7 +327,10 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     if (!payout.deposit || !this.sweeper) return;
     if (orphaned !== null) {
       let txHash = await this.sweeper.sweptAgain(payout, orphaned, owner.merchantId);
-      if (txHash === null && depositBack) txHash = await this.sweeper.sweep(payout, owner.merchantId);
+      if (txHash === null && depositBack) {
+        if (this.sweeper.retired(payout, owner.merchantId)) return this.unsweepable(payout, owner, step);
+        txHash = await this.sweeper.sweep(payout, owner.merchantId, this.sweepSent(payoutId, owner));
+      }
       if (txHash === null) return;
       await this.aggregates.payout(
         payoutId,
@@ -296,11 +339,41 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
         `reswept:${step}`,
       );
     }
-    // A swept payout not forwarded yet, or failed at the off-ramp and not refunded yet, waited for its sweep to be
-    // canonical again (forward, refund): it goes on now, also on a retry after a crash once the sweep was recorded
-    // (the off-ramp's submit and refund are per payout).
+    // A swept payout not forwarded yet, forwarded and not settled yet, or failed at the off-ramp and not refunded
+    // yet, waited for its sweep to be canonical again (forward, settle, refund): it goes on now, also on a retry after
+    // a crash once the sweep was recorded (the off-ramp's submit, status and refund are per payout).
     if (payout.status === 'deposit_detected') await this.forward(payoutId, owner, step, undefined);
+    else if (payout.status === 'forwarded') await this.settle(payoutId, owner, step);
     else if (payout.status === 'failed') await this.refund(payoutId, owner, step);
+  }
+
+  /**
+   * The orphaned sweep's deposit is back at an address this deployment no longer sweeps (PAYOUT_OFF_RAMP_ADDRESS
+   * rotated, or a new factory, since the first sweep): redoing it would be refused for ever (docs/payouts.md,
+   * "Retired deposit addresses"). A payout not forwarded yet fails `deposit_address_retired`, its funds held there
+   * as any deposit at a retired address; one the off-ramp was asked about already keeps its state. Either way the
+   * operator is told (counted, logged) and the step ends.
+   */
+  private async unsweepable(
+    payout: ReturnType<typeof foldPayout>,
+    owner: Owner,
+    step: string,
+  ): Promise<void> {
+    flagSweepUnresolved(this.logger, {
+      payout: payout.id,
+      status: payout.status,
+      chain: payout.token.chain,
+      reason: 'deposit_address_retired',
+      depositAddress: payout.depositAddress,
+      orphanedSweepTxHash: payout.orphanedSweepTxHash,
+    });
+    if (payout.status !== 'deposit_detected') return;
+    await this.aggregates.payout(
+      payout.id,
+      owner,
+      { type: 'RecordFailed', reason: 'deposit_address_retired', now: this.aggregates.now() },
+      step,
+    );
   }
 
   /**
@@ -351,6 +424,11 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
   private async settle(payoutId: string, owner: Owner, step: string): Promise<void> {
     const { payout, request } = await this.transferRequest(payoutId);
     if (payout.status !== 'forwarded' || !payout.transferId) return;
+    // A reorg orphaned the sweep that funded the transfer: on the new fork the off-ramp may hold nothing of it, and
+    // the deposit may never come back. Its report (a completion: fiat for crypto it may never get; a failure: a
+    // refund of the same) is not recorded until the sweep is found or redone there (resweep settles it then); the
+    // payout stays forwarded, no payout.completed, and the operator was paged at the retraction.
+    if (payout.orphanedSweepTxHash !== null) return;
     const status = await this.offRamp.status(payout.transferId, request);
     if (status.state === 'pending') throw new Error(`off-ramp transfer of payout ${payoutId} still pending`);
     await this.aggregates.payout(
@@ -375,6 +453,21 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     // The off-ramp returns what the sweep brought it: while a reorg left the sweep orphaned it may have nothing of
     // this payout on the new fork (the deposit may never come back), and would return crypto it never got.
     if (payout.orphanedSweepTxHash !== null) return;
+    // A minted deposit's `from` sent the minting transaction (for a bridge, its relayer, anyone): returning the funds
+    // there could pay a stranger. They stay with the off-ramp for the operator to return to a wallet the customer
+    // names (docs/payouts.md, "Held funds"); the failure recorded it (failures recorded before that did not).
+    const withheld = payout.refundWithheld?.reason ?? refundWithheldReason(payout);
+    if (withheld) {
+      flagRefundWithheld(this.logger, {
+        payout: payoutId,
+        chain: payout.token.chain,
+        reason: withheld,
+        minter: payout.deposit.from,
+        amount: payout.deposit.amount,
+        token: payout.token.symbol,
+      });
+      return;
+    }
     const { reference } = await this.offRamp.refund({
       payoutId,
       to: payout.deposit.from,
@@ -393,4 +486,19 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
       step,
     );
   }
+}
+
+/**
+ * Whether `deposit` is a transfer the payout took after an earlier deposit was retracted, rather than that one
+ * re-included (the same transaction): its sender was never screened for this payout.
+ */
+function fundedAfresh(
+  history: ReadonlyArray<{ readonly type: string; readonly data: unknown }>,
+  deposit: PayoutDeposit,
+): boolean {
+  const earlier = history
+    .filter((e) => e.type === 'PayoutDepositDetected.v1')
+    .slice(0, -1)
+    .map((e) => (e.data as PayoutDeposit).txHash.toLowerCase());
+  return earlier.length > 0 && !earlier.includes(deposit.txHash.toLowerCase());
 }

@@ -97,6 +97,10 @@ function flowWith(
       calls.push('submit');
       return Promise.resolve({ transferId: 'tr_1' });
     },
+    status: () => {
+      calls.push('status');
+      return Promise.resolve({ state: 'failed', reason: 'rampoff_withdraw_failed' });
+    },
     refund: () => {
       calls.push('refund');
       return Promise.resolve({ reference: 'rf_1' });
@@ -142,9 +146,31 @@ function flowWith(
     metadata: { merchantId: 'mer_1', mode: 'test' },
   } as unknown as BusMessage;
   const orphanedMessage = { ...message, id: 'evt_4', type: 'PayoutSweepOrphaned.v1' } as BusMessage;
+  const reincludedMessage = { ...message, id: 'evt_6', type: 'PayoutDepositReincluded.v1' } as BusMessage;
   const failedMessage = { ...message, id: 'evt_5', type: 'PayoutFailed.v1' } as BusMessage;
-  return { flow, message, orphanedMessage, failedMessage, appended, screened, calls, events: () => events };
+  const forwardedMessage = { ...message, id: 'evt_3', type: 'PayoutForwarded.v1' } as BusMessage;
+  return {
+    flow,
+    message,
+    orphanedMessage,
+    reincludedMessage,
+    failedMessage,
+    forwardedMessage,
+    appended,
+    screened,
+    calls,
+    events: () => events,
+  };
 }
+
+const sweepUnresolved = async (): Promise<number> =>
+  (await register.getSingleMetric('stablepay_payout_sweep_unresolved_total')?.get())?.values.find(
+    (v) => v.labels.chain === USDC.chain && v.labels.reason === 'deposit_address_retired',
+  )?.value ?? 0;
+const refundWithheld = async (): Promise<number> =>
+  (await register.getSingleMetric('stablepay_payout_refund_withheld_total')?.get())?.values.find(
+    (v) => v.labels.chain === USDC.chain && v.labels.reason === 'deposit_minted',
+  )?.value ?? 0;
 
 const retractedAfterForward = async (): Promise<number> =>
   (
@@ -283,6 +309,111 @@ describe('PayoutFlowConsumer forward step', () => {
       expect(appended).toEqual([
         { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
       ]);
+    });
+  });
+
+  describe('an orphaned sweep whose deposit is back at an address retired since (off-ramp rotated)', () => {
+    const orphanedBack = (forwarded: boolean): PayoutEvent[] =>
+      decided(
+        [
+          { type: 'RecordSwept', txHash: SWEEP_TX, now },
+          ...(forwarded
+            ? [{ type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now } as const]
+            : []),
+          { type: 'RecordSweepOrphaned', txHash: SWEEP_TX, now },
+          { type: 'RecordDepositReincluded', txHash: '0xabc', logIndex: 3, now },
+        ],
+        payoutHistory(),
+      );
+
+    it('is not swept again (refused for ever): a payout not forwarded yet fails deposit_address_retired, counted for the operator', async () => {
+      const before = await sweepUnresolved();
+      const { flow, reincludedMessage, calls, appended } = flowWith(false, {
+        history: orphanedBack(false),
+        retired: true,
+      });
+      await flow.handle(reincludedMessage);
+      expect(calls).not.toContain('sweep');
+      expect(calls).not.toContain('submit');
+      expect(appended).toEqual([{ type: 'RecordFailed', reason: 'deposit_address_retired', now }]);
+      expect(await sweepUnresolved()).toBe(before + 1);
+    });
+
+    it('a forwarded payout keeps its state, the step ends, and the operator is told', async () => {
+      const before = await sweepUnresolved();
+      const { flow, reincludedMessage, calls, appended } = flowWith(false, {
+        history: orphanedBack(true),
+        retired: true,
+      });
+      await flow.handle(reincludedMessage);
+      expect(calls).toEqual(['sweptAgain?']);
+      expect(appended).toEqual([]);
+      expect(await sweepUnresolved()).toBe(before + 1);
+    });
+  });
+
+  describe('a forwarded payout whose sweep a reorg orphaned', () => {
+    const forwardedOrphaned = (): PayoutEvent[] =>
+      decided(
+        [
+          { type: 'RecordSwept', txHash: SWEEP_TX, now },
+          { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
+          { type: 'RecordSweepOrphaned', txHash: SWEEP_TX, now },
+        ],
+        payoutHistory(),
+      );
+
+    it("records none of the off-ramp's reports while the sweep is orphaned (the step ends, the payout stays forwarded)", async () => {
+      const { flow, forwardedMessage, calls, appended } = flowWith(false, { history: forwardedOrphaned() });
+      await flow.handle(forwardedMessage);
+      expect(calls).toEqual([]);
+      expect(appended).toEqual([]);
+    });
+
+    it('records its report once the sweep is found on the new fork', async () => {
+      const { flow, orphanedMessage, calls, appended } = flowWith(false, {
+        history: forwardedOrphaned(),
+        sweptAgain: SWEEP_TX,
+      });
+      await flow.handle(orphanedMessage);
+      expect(calls).toEqual(['sweptAgain?', 'RecordSwept', 'status', 'RecordFailed']);
+      expect(appended.at(-1)).toEqual({ type: 'RecordFailed', reason: 'rampoff_withdraw_failed', now });
+    });
+  });
+
+  describe('a payout failed at the off-ramp whose deposit was minted to the address (a bridge relayer sent the mint)', () => {
+    const failedAtOffRamp = (minted: boolean): PayoutEvent[] =>
+      decided(
+        [
+          { type: 'RecordSwept', txHash: SWEEP_TX, now },
+          { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
+          { type: 'RecordFailed', reason: 'rampoff_withdraw_failed', now },
+        ],
+        payoutHistory().map((e) =>
+          e.type === 'PayoutDepositDetected.v1' && minted
+            ? { ...e, data: { ...e.data, minted: true as const } }
+            : e,
+        ),
+      );
+
+    it('is not refunded by the off-ramp to its minting sender: nothing is asked or appended, the withheld refund counted for the operator', async () => {
+      const history = failedAtOffRamp(true);
+      expect(history.at(-1)).toMatchObject({
+        type: 'PayoutFailed.v1',
+        data: { refundWithheld: 'deposit_minted' },
+      });
+      const { flow, failedMessage, calls, appended } = flowWith(false, { history });
+      const before = await refundWithheld();
+      await flow.handle(failedMessage);
+      expect(calls).not.toContain('refund');
+      expect(appended).toEqual([]);
+      expect(await refundWithheld()).toBe(before + 1);
+    });
+
+    it('a deposit that was not minted is refunded by the off-ramp to its sender', async () => {
+      const { flow, failedMessage, calls } = flowWith(false, { history: failedAtOffRamp(false) });
+      await flow.handle(failedMessage);
+      expect(calls).toEqual(['refund', 'RecordRefunded']);
     });
   });
 

@@ -1,4 +1,4 @@
-import { type JsonRpcProvider, Wallet } from 'ethers';
+import { type JsonRpcProvider, Transaction, Wallet } from 'ethers';
 import type { PostgresEventStore } from '@stablepay/event-store';
 import type { BusMessage, ConsumeOptions, EventBus } from '@stablepay/event-bus';
 import { createChainRegistry, type SanctionsScreening } from '@stablepay/evm';
@@ -42,21 +42,48 @@ let store: PostgresEventStore;
 let aggregates: PayoutsAggregates;
 let observe: ConsumeOptions['handler'];
 const submitted: string[] = [];
+/** The off-ramp transfers whose status was asked (each is reported completed). */
+const asked: string[] = [];
 let payouts = 0;
 
-/** The payouts flow as a restarted process has it; `stopsAfterSweep`: killed once its sweep landed, before the fact. */
-function flow(options: { stopsAfterSweep?: boolean } = {}): PayoutFlowConsumer {
+/**
+ * The payouts flow as a restarted process has it; `stopsAfterSweep`: killed once its sweep landed, before the fact;
+ * `offRampDown`: the off-ramp refuses the transfer (the step is retried later); `with`: another sweeper (a rotated
+ * off-ramp, a short lookback).
+ */
+function flow(
+  options: {
+    stopsAfterSweep?: boolean;
+    offRampDown?: boolean;
+    with?: PayoutSweeper;
+    /** A sender the sanctions screening matches. */
+    flags?: string;
+  } = {},
+): PayoutFlowConsumer {
+  const used = options.with ?? sweeper;
   const offRamp = {
     submit: (request: { payoutId: string }) => {
+      if (options.offRampDown) return Promise.reject(new Error('off-ramp unavailable'));
       submitted.push(request.payoutId);
       return Promise.resolve({ transferId: `tr_${request.payoutId}` });
     },
+    status: (transferId: string) => {
+      asked.push(transferId);
+      return Promise.resolve({ state: 'completed', fiatAmount: '2500' });
+    },
   } as unknown as OffRampProvider;
-  const screening: SanctionsScreening = { screen: () => Promise.resolve({ kind: 'clear' }) };
+  const screening: SanctionsScreening = {
+    screen: ([address]) =>
+      Promise.resolve(
+        options.flags !== undefined && address?.toLowerCase() === options.flags.toLowerCase()
+          ? { kind: 'match', address }
+          : { kind: 'clear' },
+      ),
+  };
   const accounts = { account: () => Promise.resolve({ kind: 'iban', iban: 'DE89370400440532013000' }) };
-  const killed = Object.assign(Object.create(sweeper) as PayoutSweeper, {
+  const killed = Object.assign(Object.create(used) as PayoutSweeper, {
     sweep: async (...args: Parameters<PayoutSweeper['sweep']>) => {
-      await sweeper.sweep(...args);
+      await used.sweep(...args);
       throw new Error('killed after the sweep landed');
     },
   });
@@ -68,7 +95,7 @@ function flow(options: { stopsAfterSweep?: boolean } = {}): PayoutFlowConsumer {
     {} as KycProvider,
     screening,
     accounts as unknown as BankAccountVault,
-    options.stopsAfterSweep ? killed : sweeper,
+    options.stopsAfterSweep ? killed : used,
   );
 }
 
@@ -323,6 +350,7 @@ describe('payout deposit reorgs on anvil, the payouts process stopped in between
     expect((await store.readStream(`payout-${id}`)).map((e) => e.type)).toEqual([
       'PayoutCreated.v1',
       'PayoutDepositDetected.v1',
+      'PayoutSweepSent.v1',
       'PayoutDepositRetracted.v1',
     ]);
 
@@ -400,6 +428,161 @@ async function reincluded(address: string, deposit: Transfer) {
   return { receipt, ...observed(address, again, receipt.blockHash) };
 }
 
+describe('a payout whose sweep landed without its deposit, funded afterwards by another transfer', () => {
+  it("screens that transfer's sender before the payout goes on: a match fails it sender_flagged, the off-ramp not asked and the transfer held at the address", async () => {
+    const { id, address, snapshot, forkBlock, retraction } = await sweptThenKilled();
+    await reorg(snapshot, forkBlock, [local.operator.address]);
+    await observe(retraction);
+    await project(id);
+    await flow().handle(await factMessage(id));
+
+    const other = await send(8, address, AMOUNT);
+    const block = (await provider.getTransactionReceipt(other.hash))?.blockHash ?? '';
+    await observe(observed(address, other, block).observation);
+    expect(foldPayout(await store.readStream(`payout-${id}`)).deposit?.txHash).toBe(other.hash);
+
+    await flow({ flags: other.from }).handle(await factMessage(id));
+    expect(foldPayout(await store.readStream(`payout-${id}`))).toMatchObject({
+      status: 'failed',
+      failureReason: 'sender_flagged',
+    });
+    expect(submitted).not.toContain(id);
+    expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+  }, 120_000);
+});
+
+describe('two payouts of one customer and amount, both deposits retracted, the newer one swept before the process stopped', () => {
+  it("the newer payout's transfer re-included on the new fork goes back to it, not to the older payout waiting for the same amount, and it goes to the off-ramp with its sweep", async () => {
+    const older = await awaitingPayout();
+    const newer = await awaitingPayout(older);
+    await send(6, older.address, AMOUNT);
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const forkBlock = await provider.getBlockNumber();
+    const fund = async (wallet: number) => {
+      const transfer = await send(wallet, older.address, AMOUNT);
+      const block = (await provider.getTransactionReceipt(transfer.hash))?.blockHash ?? '';
+      const messages = observed(older.address, transfer, block);
+      await observe(messages.observation);
+      return { transfer, ...messages };
+    };
+    const olderDeposit = await fund(5);
+    const newerDeposit = await fund(7);
+    expect(foldPayout(await store.readStream(`payout-${newer.id}`)).deposit?.txHash).toBe(
+      newerDeposit.transfer.hash,
+    );
+    await expect(flow({ stopsAfterSweep: true }).handle(await factMessage(newer.id))).rejects.toThrow(
+      /killed/,
+    );
+
+    const lost = await reorg(snapshot, forkBlock, [local.operator.address]);
+    await observe(olderDeposit.retraction);
+    await observe(newerDeposit.retraction);
+    await project(older.id);
+    await project(newer.id);
+    await flow().handle(await factMessage(newer.id));
+
+    // Only the newer payout's transfer comes back (the older one's sender spent it elsewhere).
+    for (const raw of lost)
+      if (Transaction.from(raw).from?.toLowerCase() === newerDeposit.transfer.from.toLowerCase())
+        await provider.send('eth_sendRawTransaction', [raw]);
+    await provider.send('anvil_mine', ['0x1']);
+    await observe((await reincluded(older.address, newerDeposit.transfer)).observation);
+
+    expect((await store.readStream(`payout-${older.id}`)).at(-1)?.type).toBe('PayoutDepositRetracted.v1');
+    expect(foldPayout(await store.readStream(`payout-${newer.id}`)).deposit?.txHash).toBe(
+      newerDeposit.transfer.hash,
+    );
+    const nonce = await provider.getTransactionCount(local.operator.address);
+    await flow().handle(await factMessage(newer.id));
+    expect(foldPayout(await store.readStream(`payout-${newer.id}`))).toMatchObject({ status: 'forwarded' });
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    // The sweep took the held deposit's funds ahead of the transfer, which now makes them up.
+    expect(await usdc().balanceOf(older.address)).toBe(AMOUNT);
+  }, 120_000);
+});
+
+describe("a sweep still in the node's pool when the stopped flow is retried, its deposit retracted meanwhile", () => {
+  it('the retry finds it by its recorded hash and replaces it by a no-op at its nonce: the deposit held at the address stays, nothing is flagged or sent', async () => {
+    const base = local.chains[0];
+    if (!base) throw new Error('no chain');
+    // The process that stops: its receipt wait ends at once, its sweep left in the pool.
+    const impatient = new RelayerSet(
+      [{ caip2: base.caip2, chainId: BigInt(base.chainId), rpcUrl: base.rpcUrl }],
+      { privateKey: local.operator.privateKey, receiptTimeoutMs: 200 },
+    );
+    const stopping = new PayoutSweeper(impatient, {
+      factory: base.addresses.payoutDepositFactory,
+      offRamp: LOCAL_PAYOUT_OFF_RAMP,
+    });
+    const { id, address, snapshot, retraction } = await funded();
+    await provider.send('evm_setAutomine', [false]);
+    try {
+      await expect(flow({ with: stopping }).handle(await factMessage(id))).rejects.toThrow(/receipt_timeout/);
+      const [sent] = foldPayout(await store.readStream(`payout-${id}`)).sentSweepTxHashes;
+      const raw = (await provider.send('eth_getRawTransactionByHash', [sent])) as string;
+
+      // The reorg: a longer fork without the deposit, the sweep still waiting in the pool.
+      if (!(await provider.send('evm_revert', [snapshot]))) throw new Error('evm_revert failed');
+      await provider.send('anvil_dropAllTransactions', []);
+      await provider.send('anvil_mine', ['0x4']);
+      await provider.send('eth_sendRawTransaction', [raw]);
+      await observe(retraction);
+      expect(foldPayout(await store.readStream(`payout-${id}`)).status).toBe('awaiting_deposit');
+
+      const counted = await retractedAfterForward();
+      await expect(flow().handle(await factMessage(id))).rejects.toThrow(/replaced by the no-op/);
+      expect(await retractedAfterForward()).toBe(counted);
+
+      // The next block has the no-op at the sweep's nonce: the sweep can never land, the held deposit stays.
+      await provider.send('anvil_mine', ['0x1']);
+      expect(await provider.getTransactionReceipt(sent ?? '')).toBeNull();
+      expect(await provider.getTransactionCount(local.operator.address, 'latest')).toBe(
+        Transaction.from(raw).nonce + 1,
+      );
+      expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+      await flow().handle(await factMessage(id));
+      expect(await retractedAfterForward()).toBe(counted);
+      expect(submitted).not.toContain(id);
+    } finally {
+      await provider.send('evm_setAutomine', [true]);
+      impatient.destroy();
+    }
+  }, 120_000);
+});
+
+describe('the flow retried long after the sweep (more blocks than the log lookback below the head)', () => {
+  it('the sweep mined again before its re-included transfer is still found, flagged and then forwarded: the lookup starts at the payout, not a window below the head', async () => {
+    const LOOKBACK = 8;
+    const base = local.chains[0];
+    const shortSight = new PayoutSweeper(
+      relayers,
+      { factory: base?.addresses.payoutDepositFactory ?? '', offRamp: LOCAL_PAYOUT_OFF_RAMP },
+      undefined,
+      [],
+      LOOKBACK,
+    );
+    const { id, address, snapshot, forkBlock, deposit, retraction } = await sweptThenKilled();
+    const lost = await reorg(snapshot, forkBlock, [local.operator.address]);
+    await observe(retraction);
+    await provider.send('anvil_mine', [`0x${(3 * LOOKBACK).toString(16)}`]);
+
+    const counted = await retractedAfterForward();
+    await flow({ with: shortSight }).handle(await factMessage(id));
+    expect(await retractedAfterForward()).toBe(counted + 1);
+
+    for (const raw of lost) await provider.send('eth_sendRawTransaction', [raw]);
+    await provider.send('anvil_mine', [`0x${(3 * LOOKBACK).toString(16)}`]);
+    const { observation } = await reincluded(address, deposit);
+    await observe(observation);
+    await flow({ with: shortSight }).handle(await factMessage(id));
+    const sweep = await sweptAgain(id);
+    expect(foldPayout(await store.readStream(`payout-${id}`))).toMatchObject({
+      status: 'forwarded',
+      forwardTxHash: sweep.hash,
+    });
+  }, 120_000);
+});
+
 describe('a reorg the indexer has not reported yet', () => {
   it('the deposit gone from the chain: the sweep is not sent (it would take the held deposit) and the step is retried', async () => {
     const { id, address, snapshot, forkBlock } = await funded();
@@ -448,7 +631,7 @@ describe("a reorg orphaning a swept payout's deposit and its sweep", () => {
     await observe((await reincluded(swept.address, swept.deposit)).observation);
     await flow().handle(await factMessage(swept.id, 'PayoutDepositReincluded.v1'));
     const reswept = foldPayout(await store.readStream(`payout-${swept.id}`));
-    expect(reswept).toMatchObject({ status: 'forwarded', orphanedSweepTxHash: null });
+    expect(reswept).toMatchObject({ status: 'completed', orphanedSweepTxHash: null });
     expect(reswept.sweepTxHash).not.toBe(swept.sweepTxHash);
     expect(reswept.forwardTxHash).toBe(reswept.sweepTxHash);
     expect((await provider.getTransactionReceipt(reswept.sweepTxHash ?? ''))?.status).toBe(1);
@@ -469,13 +652,81 @@ describe("a reorg orphaning a swept payout's deposit and its sweep", () => {
     const nonce = await provider.getTransactionCount(local.operator.address);
     await flow().handle(await factMessage(swept.id, 'PayoutSweepOrphaned.v1'));
     const events = await store.readStream(`payout-${swept.id}`);
-    expect(events.at(-1)).toMatchObject({
-      type: 'PayoutDepositSwept.v1',
+    expect(events.filter((e) => e.type === 'PayoutDepositSwept.v1').at(-1)).toMatchObject({
       data: { txHash: swept.sweepTxHash },
     });
-    expect(foldPayout(events).orphanedSweepTxHash).toBeNull();
+    expect(foldPayout(events)).toMatchObject({ orphanedSweepTxHash: null, status: 'completed' });
     expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
     expect(await usdc().balanceOf(swept.address)).toBe(AMOUNT);
+  }, 120_000);
+});
+
+describe("the off-ramp's report on a forwarded payout whose sweep a reorg orphaned", () => {
+  it('is not recorded (no completion for crypto the off-ramp may never get) until the sweep is redone on the new fork, then the payout completes', async () => {
+    const swept = await sweptAndForwarded();
+    await reorg(swept.snapshot, swept.forkBlock, [swept.deposit.from]);
+    await observe(swept.retraction);
+
+    await flow().handle(await factMessage(swept.id, 'PayoutForwarded.v1'));
+    expect(asked).not.toContain(`tr_${swept.id}`);
+    expect(foldPayout(await store.readStream(`payout-${swept.id}`)).status).toBe('forwarded');
+
+    await observe((await reincluded(swept.address, swept.deposit)).observation);
+    await flow().handle(await factMessage(swept.id, 'PayoutDepositReincluded.v1'));
+    const settled = foldPayout(await store.readStream(`payout-${swept.id}`));
+    expect(settled).toMatchObject({ status: 'completed', orphanedSweepTxHash: null, fiatAmount: '2500' });
+    expect(settled.sweepTxHash).not.toBe(swept.sweepTxHash);
+  }, 120_000);
+});
+
+/** The sweeper of a process configured with another off-ramp (PAYOUT_OFF_RAMP_ADDRESS rotated): today's addresses retired. */
+function rotatedSweeper(): PayoutSweeper {
+  return new PayoutSweeper(relayers, {
+    factory: local.chains[0]?.addresses.payoutDepositFactory ?? '',
+    offRamp: Wallet.createRandom().address,
+  });
+}
+
+describe('a sweep that landed before the process stopped, PAYOUT_OFF_RAMP_ADDRESS rotated before the retry', () => {
+  it("the retry finds the sweep at the payout's own (now retired) address and forwards the payout with it, nothing sent, not failing it held", async () => {
+    const rotated = rotatedSweeper();
+    const { id, address } = await funded();
+    await expect(flow({ stopsAfterSweep: true }).handle(await factMessage(id))).rejects.toThrow(/killed/);
+    const sweep = await sweptAgain(id);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+
+    await flow({ with: rotated }).handle(await factMessage(id));
+    expect(foldPayout(await store.readStream(`payout-${id}`))).toMatchObject({
+      status: 'forwarded',
+      failureReason: null,
+      forwardTxHash: sweep.hash,
+    });
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await usdc().balanceOf(address)).toBe(AMOUNT);
+  }, 120_000);
+});
+
+describe('an orphaned sweep whose deposit comes back after PAYOUT_OFF_RAMP_ADDRESS was rotated', () => {
+  it('is not redone (its address is retired: refused for ever): the payout not forwarded yet fails deposit_address_retired, nothing sent, the funds stay at the address', async () => {
+    const rotated = rotatedSweeper();
+    const payout = await funded();
+    await expect(flow({ offRampDown: true }).handle(await factMessage(payout.id))).rejects.toThrow(
+      /off-ramp unavailable/,
+    );
+    await project(payout.id);
+    await reorg(payout.snapshot, payout.forkBlock, [payout.deposit.from]);
+    await observe(payout.retraction);
+    await observe((await reincluded(payout.address, payout.deposit)).observation);
+    const nonce = await provider.getTransactionCount(local.operator.address);
+
+    await flow({ with: rotated }).handle(await factMessage(payout.id, 'PayoutDepositReincluded.v1'));
+    expect(foldPayout(await store.readStream(`payout-${payout.id}`))).toMatchObject({
+      status: 'failed',
+      failureReason: 'deposit_address_retired',
+    });
+    expect(await provider.getTransactionCount(local.operator.address)).toBe(nonce);
+    expect(await usdc().balanceOf(payout.address)).toBe(2n * AMOUNT);
+    expect(submitted).not.toContain(payout.id);
   }, 120_000);
 });
 

@@ -1,23 +1,21 @@
 import { Logger } from '@nestjs/common';
 import { getAddress } from 'ethers';
+import { blockMinedBefore } from '@stablepay/evm';
 import { type PayoutChainConfig, PayoutDeposits, type PayoutSweepRequest } from '@stablepay/chain-operator';
 import type { PayoutState } from '@stablepay/payouts-domain';
 import type { RelayerSet } from '@stablepay/relayer';
-import { Counter, register } from 'prom-client';
+import type { Counter } from 'prom-client';
+import { refundWithheld, sharedCounter, sweepUnresolved } from './retracted-after-sweep';
 
 export const PAYOUT_SWEEPER = Symbol('PAYOUT_SWEEPER');
 
 const SWEEPS_METRIC = 'stablepay_payout_sweeps_total';
 
 function sweepsCounter(): Counter<'chain' | 'outcome'> {
-  // Get-or-create: tests and the embedded run host several applications on prom-client's one default registry.
-  return (
-    (register.getSingleMetric(SWEEPS_METRIC) as Counter<'chain' | 'outcome'> | undefined) ??
-    new Counter({
-      name: SWEEPS_METRIC,
-      help: 'Payout deposit sweeps to the off-ramp by outcome (swept, found: a retry found the earlier sweep; failed: retried by the flow)',
-      labelNames: ['chain', 'outcome'],
-    })
+  return sharedCounter(
+    SWEEPS_METRIC,
+    'Payout deposit sweeps to the off-ramp by outcome (swept, found: a retry found the earlier sweep; failed: retried by the flow)',
+    ['chain', 'outcome'],
   );
 }
 
@@ -46,10 +44,15 @@ export class PayoutSweeper {
     logRange?: (chain: string) => number,
     /** The chains it sweeps on: their series start at 0, so the alert's increase() counts the first failure. */
     chains: readonly string[] = [],
+    /** Blocks below the head a log lookup with no start would read (UNKNOWN_START_LOOKBACK_BLOCKS); tests shrink it. */
+    lookback?: number,
   ) {
-    this.deposits = new PayoutDeposits(relayers, config, logRange);
-    for (const chain of chains)
+    this.deposits = new PayoutDeposits(relayers, config, logRange, lookback);
+    for (const chain of chains) {
       for (const outcome of ['swept', 'found', 'failed']) this.counter.inc({ chain, outcome }, 0);
+      sweepUnresolved().inc({ chain, reason: 'deposit_address_retired' }, 0);
+      refundWithheld().inc({ chain, reason: 'deposit_minted' }, 0);
+    }
   }
 
   /**
@@ -63,6 +66,7 @@ export class PayoutSweeper {
       customerId: payout.customerId,
       chain: payout.token.chain,
       payoutId: payout.id,
+      deposit: payout.depositAddress,
     });
   }
 
@@ -70,20 +74,39 @@ export class PayoutSweeper {
    * This payout's sweep on the chain as it is now, whatever became of its deposit: a reorg may have orphaned the
    * deposit and the sweep, and the sweep may have been mined again on the new fork (with other funds of the shared
    * address, when the deposit was not). Its hash, or null when nothing of this payout left the address on this
-   * chain. Looked up over the lookback window: the deposit's block, where a lookup would start otherwise, may be gone
-   * (a rare path, so the wider read is fine).
+   * chain. Looked up from the payout's creation (`sinceCreation`): the deposit's block, where a lookup would start
+   * otherwise, may be gone (a rare path, so the wider read is fine).
    */
   async sweepOnChain(payout: PayoutState, merchantId: string): Promise<string | null> {
     const chain = payout.token.chain;
-    const ref = { merchantId, customerId: payout.customerId, chain, payoutId: payout.id };
+    // Its own address, not the one the configuration gives its customer now (PAYOUT_OFF_RAMP_ADDRESS rotated since).
+    const ref = {
+      merchantId,
+      customerId: payout.customerId,
+      chain,
+      payoutId: payout.id,
+      deposit: payout.depositAddress,
+    };
     if (!(await this.deposits.isSwept(ref))) return null;
     const [own] = await this.deposits.sweeps({
       ...ref,
       token: tokenAddress(payout.token.asset),
-      fromBlock: null,
+      fromBlock: await this.sinceCreation(payout),
     });
+    // The deposit says it swept the payout and the lookup covered every block since the payout existed: a node that
+    // does not serve those logs (pruned). Retried, then parked (docs/payouts.md, "Reorgs").
     if (!own) throw new Error(`payout ${payout.id} is swept but its PayoutSwept log was not found`);
     return own.txHash;
+  }
+
+  /**
+   * The first block a sweep of `payout` can be in: none is older than the payout (its id is bound into the sweep),
+   * however long its flow waited (a parked step, a stopped process), where a fixed lookback below the head (200,000
+   * blocks, days on a fast chain) would miss it and the step would fail for ever. A margin covers a clock that runs
+   * ahead of the chain's.
+   */
+  private async sinceCreation(payout: PayoutState): Promise<number> {
+    return blockMinedBefore(this.relayers.for(payout.token.chain).provider, payout.createdAt);
   }
 
   /**
@@ -107,8 +130,53 @@ export class PayoutSweeper {
     return isRetiredAddress(this.deposits, payout, merchantId);
   }
 
-  /** The sweep's transaction hash; null for a test-helper deposit (no transaction put anything there). */
-  async sweep(payout: PayoutState, merchantId: string): Promise<string | null> {
+  /**
+   * A sweep signed for this payout (`PayoutSweepSent`) that a node holds in its pool, not mined yet: the flow stopped
+   * after broadcasting it, and it may still land. Null when every one is mined or unknown to the node (dropped, never
+   * broadcast: then it never moves anything, its nonce being taken by another transaction of the key or by none).
+   */
+  async sweepInFlight(payout: PayoutState): Promise<string | null> {
+    const provider = this.relayers.for(payout.token.chain).provider;
+    for (const txHash of [...payout.sentSweepTxHashes].reverse()) {
+      const tx = await provider.getTransaction(txHash);
+      if (tx !== null && tx.blockNumber === null) return txHash;
+    }
+    return null;
+  }
+
+  /**
+   * Replaces `txHash`, a sweep of `payout` still in a node's pool whose deposit a reorg retracted, by a no-op at its
+   * nonce (ChainRelayer.cancel): mined, it would move the deposit's amount out of the shared address, which without
+   * the deposit is other deposits' held funds, and it would stand as the payout's one sweep (the deposit sweeps a
+   * payout once) whatever deposit funds the payout later. The replacement's hash; null, nothing sent, when the
+   * deposit's transaction is on chain again (a re-included transfer the indexer has not reported yet: the sweep then
+   * moves the right funds and is waited for) or the sweep was mined or dropped meanwhile.
+   */
+  async cancelInFlight(payout: PayoutState, txHash: string, depositTxHash: string): Promise<string | null> {
+    const relayer = this.relayers.for(payout.token.chain);
+    if ((await relayer.provider.getTransactionReceipt(depositTxHash))?.status === 1) return null;
+    const outcome = await relayer.cancel(txHash);
+    if (outcome.kind !== 'replaced') return null;
+    this.logger.warn({
+      msg: "payout sweep pending without its deposit replaced by a no-op at its nonce: it can no longer take the address's held funds",
+      payout: payout.id,
+      chain: payout.token.chain,
+      sweepTxHash: txHash,
+      nonce: outcome.nonce,
+      noopTxHash: outcome.txHash,
+    });
+    return outcome.txHash;
+  }
+
+  /**
+   * The sweep's transaction hash; null for a test-helper deposit (no transaction put anything there). `sent` is
+   * told each signed sweep before it is broadcast (PayoutSweepSent), and throwing there keeps it from going out.
+   */
+  async sweep(
+    payout: PayoutState,
+    merchantId: string,
+    sent?: (tx: { readonly txHash: string; readonly nonce: number }) => Promise<void>,
+  ): Promise<string | null> {
     const deposit = payout.deposit;
     if (!deposit) throw new Error(`payout ${payout.id} has no deposit to sweep`);
     if (deposit.simulated) return null;
@@ -120,13 +188,21 @@ export class PayoutSweeper {
       token: tokenAddress(payout.token.asset),
       amount: BigInt(deposit.amount),
       payoutId: payout.id,
+      ...(sent ? { beforeBroadcast: sent } : {}),
     };
     try {
-      // An address of another factory or off-ramp (a rotation, a redeployed factory) is not this sweep's to empty.
-      if (this.retired(payout, merchantId))
+      // An address of another factory or off-ramp (a rotation, a redeployed factory) is not this sweep's to empty;
+      // this payout's own sweep there, made before the rotation (a lost answer, a crash), is found and answered.
+      if (this.retired(payout, merchantId)) {
+        const found = await this.sweepOnChain(payout, merchantId);
+        if (found !== null) {
+          this.counter.inc({ chain, outcome: 'found' });
+          return found;
+        }
         throw new Error(
           `the payout's deposit address ${payout.depositAddress} is not the configured factory's and off-ramp's (${this.deposits.address(request)})`,
         );
+      }
       // A reorg deeper than the confirmation depth may have taken the deposit before the indexer's retraction reached
       // the payout: the address's balance would then be other deposits' funds (docs/payouts.md, "Reorgs").
       const landed = await this.relayers.for(chain).provider.getTransactionReceipt(deposit.txHash);
@@ -152,7 +228,7 @@ export class PayoutSweeper {
         throw new Error(
           `sweep ${outcome.kind}: ${'errorName' in outcome ? outcome.errorName : outcome.txHash}`,
         );
-      const found = await this.ownSweep(request, deposit.txHash);
+      const found = await this.ownSweep(request, payout);
       this.counter.inc({ chain, outcome: 'found' });
       return found;
     } catch (error) {
@@ -168,17 +244,20 @@ export class PayoutSweeper {
   }
 
   /**
-   * This payout's sweep, which the chain says is there: from the deposit's block, else over the lookback window. A
+   * This payout's sweep, which the chain says is there: from the deposit's block, else from the payout's creation. A
    * sweep precedes its deposit's block only after a reorg: the deposit retracted after its sweep landed, the sweep
    * mined again on the new fork (with other funds of the shared address) and the same transfer re-included after it
    * (docs/payouts.md, "Reorgs").
    */
-  private async ownSweep(request: PayoutSweepRequest, depositTx: string): Promise<string> {
+  private async ownSweep(request: PayoutSweepRequest, payout: PayoutState): Promise<string> {
+    const depositTx = payout.deposit?.txHash ?? '';
     const receipt = await this.relayers.for(request.chain).provider.getTransactionReceipt(depositTx);
     if (!receipt) throw new Error(`deposit transaction ${depositTx} not found on ${request.chain}`);
     const sinceDeposit = await this.deposits.sweeps({ ...request, fromBlock: receipt.blockNumber });
     const [own] =
-      sinceDeposit.length > 0 ? sinceDeposit : await this.deposits.sweeps({ ...request, fromBlock: null });
+      sinceDeposit.length > 0
+        ? sinceDeposit
+        : await this.deposits.sweeps({ ...request, fromBlock: await this.sinceCreation(payout) });
     // The deposit refused the sweep as done, so the log exists; not finding it is a lagging or pruned node: retry.
     if (!own)
       throw new Error(`payout ${request.payoutId} already swept but its PayoutSwept log was not found`);

@@ -109,3 +109,36 @@ describe('PayoutSweeper metrics', () => {
     ]);
   });
 });
+
+describe('PayoutSweeper.cancelInFlight', () => {
+  const pendingSweep = `0x${'c'.repeat(64)}`;
+  const noop = `0x${'e'.repeat(64)}`;
+  const sweeperOnChain = (depositOnChain: boolean) => {
+    const cancelled: string[] = [];
+    const relayers = {
+      for: () => ({
+        provider: {
+          getTransactionReceipt: (hash: string) =>
+            Promise.resolve(hash === depositTx && depositOnChain ? { status: 1 } : null),
+        },
+        cancel: (hash: string) => {
+          cancelled.push(hash);
+          return Promise.resolve({ kind: 'replaced', nonce: 7, txHash: noop });
+        },
+      }),
+    } as unknown as RelayerSet;
+    return { sweeper: new PayoutSweeper(relayers, { factory, offRamp }), cancelled };
+  };
+
+  it('replaces the pending sweep by a no-op when its deposit transaction is not on chain', async () => {
+    const { sweeper, cancelled } = sweeperOnChain(false);
+    expect(await sweeper.cancelInFlight(payout, pendingSweep, depositTx)).toBe(noop);
+    expect(cancelled).toEqual([pendingSweep]);
+  });
+
+  it('leaves it pending when its deposit transaction is on chain again (re-included): it moves the right funds', async () => {
+    const { sweeper, cancelled } = sweeperOnChain(true);
+    expect(await sweeper.cancelInFlight(payout, pendingSweep, depositTx)).toBeNull();
+    expect(cancelled).toEqual([]);
+  });
+});

@@ -92,6 +92,17 @@ export class PayoutsReader {
     return row;
   }
 
+  /** The operator's view: the merchant's object in either mode; another merchant's is 404 as on its own routes. */
+  async getOfMerchant<R extends PayoutsResource>(
+    resource: R,
+    merchantId: string,
+    id: string,
+  ): Promise<RowOf<R>> {
+    const row = await this.find(resource, id);
+    if (!row || row.merchant_id !== merchantId) throw notFound(resource, id);
+    return row;
+  }
+
   /** Read-your-writes: the row once the projection reflects at least `revision` of its stream. */
   getAtLeast<R extends PayoutsResource>(resource: R, id: string, revision: number): Promise<RowOf<R>> {
     return readAtLeastRevision({

@@ -16,7 +16,8 @@ import { HELD_REFUNDS, type HeldRefunds } from './held-refunds';
  * Use case: POST /payouts/:id/refund_held (docs/payouts.md, "Held funds"). A payout that failed before its sweep
  * with `customer_not_active` keeps its deposit at the customer's address; the merchant returns it to the wallet it
  * came from with its signer's PayoutRefund, which names the payout, the token, that wallet and the deposit amount:
- * the destination and amount are the payout's, never the caller's. Checked in this order, nothing changing on a
+ * the destination and amount are the payout's, never the caller's; a minted deposit names no wallet it came from,
+ * so the merchant names and signs the destination (`to`) or the refund is refused. Checked in this order, nothing changing on a
  * refusal: the payout is the merchant's (404), the body's types (400), the payout's state (409/422,
  * `heldRefund`), the sender screened again (422 `sender_flagged`, 503 while the provider is unreachable), then the
  * deposit contract (signature, deadline, replay). The refund's transaction becomes `PayoutRefunded.v1` (with
@@ -45,7 +46,7 @@ export class RefundHeldHandler {
     if (history.some((e) => e.id === deterministicEventId(streamId, key, 0)))
       return { id: owned.id, revision: history.length - 1 };
     const payout = foldPayout(history);
-    const move = heldRefund(payout);
+    const move = heldRefund(payout, signed.to);
     const screened = await this.screening.screen([move.to]);
     if (screened.kind === 'unreachable')
       throw new DomainError({
@@ -65,7 +66,12 @@ export class RefundHeldHandler {
     const { revision } = await this.aggregates.payout(
       owned.id,
       { merchantId, mode },
-      { type: 'RecordHeldRefunded', txHash, now: this.aggregates.now() },
+      {
+        type: 'RecordHeldRefunded',
+        txHash,
+        ...(signed.to !== undefined ? { to: signed.to } : {}),
+        now: this.aggregates.now(),
+      },
       key,
     );
     return { id: owned.id, revision };

@@ -31,8 +31,17 @@ export async function startDepositObservation(options: {
 }): Promise<DepositObservationHarness> {
   const database = await createTestDatabase();
   const pool = testPool({ connectionString: database.url, max: 2 });
-  const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
-  for (const Migration of PAYOUTS_MIGRATIONS) await new Migration().up(runner);
+  // One session, outside a transaction, as the migration runner gives an index built CONCURRENTLY.
+  const session = await pool.connect();
+  try {
+    const runner = {
+      isTransactionActive: false,
+      query: async (sql: string, params?: unknown[]) => (await session.query(sql, params)).rows,
+    } as unknown as QueryRunner;
+    for (const Migration of PAYOUTS_MIGRATIONS) await new Migration().up(runner);
+  } finally {
+    session.release();
+  }
   const store = await createPostgresEventStore({ url: database.url, poolSize: 2 });
   const dataSource = {
     query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
