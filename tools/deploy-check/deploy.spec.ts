@@ -226,6 +226,31 @@ describe('distributed deployment files', () => {
     },
   );
 
+  // The HTTP server listens once the start's migrations ran: a wait for the migration lock and the migrations count
+  // against the startup probe, and a probe restart of the migrating holder rolls its migration back, in a loop.
+  const STARTUP_BUDGET_SECONDS = 30 * 60;
+  it.each(apps)(
+    `Kubernetes gives %s's start ${STARTUP_BUDGET_SECONDS / 60} minutes (migration lock waits and migrations) before a restart`,
+    (app) => {
+      const deployment = parseAllDocuments(readFileSync(join(root, 'deploy', 'k8s', `${app}.yaml`), 'utf8'))
+        .map((d) => d.toJSON() as { kind: string; spec?: Record<string, unknown> })
+        .find((d) => d.kind === 'Deployment');
+      const probe = (
+        deployment?.spec as {
+          template: {
+            spec: {
+              containers: Array<{ startupProbe?: { periodSeconds?: number; failureThreshold?: number } }>;
+            };
+          };
+        }
+      ).template.spec.containers[0]?.startupProbe;
+      // Kubernetes' defaults: every 10 s, 3 failures.
+      expect((probe?.periodSeconds ?? 10) * (probe?.failureThreshold ?? 3)).toBeGreaterThanOrEqual(
+        STARTUP_BUDGET_SECONDS,
+      );
+    },
+  );
+
   describe('metrics scraping (deploy/monitoring)', () => {
     const monitoring = (file: string) =>
       parse(readFileSync(join(root, 'deploy', 'monitoring', file), 'utf8')) as Record<string, unknown>;

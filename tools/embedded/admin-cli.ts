@@ -3,10 +3,15 @@
  *   ADMIN_TOKEN=... npm run admin -- create-merchant --name "Acme" --mode test [--settlement-mode crypto|fiat] [--url http://localhost:3000]
  *   ADMIN_TOKEN=... npm run admin -- parked-streams [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url ...]
+ *   ADMIN_TOKEN=... npm run admin -- rescan-deposit --merchant <mer_...> (--payment <pay_...> | --customer <cus_...>) [--chain <caip2>] [--from-block <n>] [--url ...]
+ *   ADMIN_TOKEN=... npm run admin -- record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url ...]
  * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once). A retry's
  * `status` is `applied`, `still_parked` (it ran; an event failed again) or `requested` (recorded on the row; the
  * process running the projection or group serves it within a second: list the parked streams to follow it); a
- * stream with no parked row (never parked, or released before) is the API's 404 `not_parked`.
+ * stream with no parked row (never parked, or released before) is the API's 404 `not_parked`. A deposit re-scan
+ * answers the address, chain and first block of each re-scan the indexer now runs (docs/chain-operator.md). A
+ * withheld refund's return answers the payout, refunded (docs/payouts.md, "Refund withheld at the off-ramp"); pass
+ * the same --idempotency-key on a retry after a lost answer.
  */
 function option(args: readonly string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);
@@ -17,7 +22,52 @@ const USAGE = [
   'usage: admin create-merchant --name <name> --mode test|live [--settlement-mode crypto|fiat] [--url <gateway url>]',
   '       admin parked-streams [--url <gateway url>]',
   '       admin retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url <gateway url>]',
+  '       admin rescan-deposit --merchant <mer_...> (--payment <pay_...> | --customer <cus_...>) [--chain <caip2>] [--from-block <n>] [--url <gateway url>]',
+  '       admin record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url <gateway url>]',
 ].join('\n');
+
+/** The withheld refund return's route and body, or null without the merchant, payout and destination. */
+function withheldReturnRequest(
+  args: readonly string[],
+): { path: string; body: Record<string, unknown> } | null {
+  const merchant = option(args, 'merchant');
+  const payout = option(args, 'payout');
+  const to = option(args, 'to');
+  if (!merchant || !payout || !to) return null;
+  const txHash = option(args, 'tx-hash');
+  const reference = option(args, 'reference');
+  return {
+    path: `/admin/merchants/${encodeURIComponent(merchant)}/payouts/${encodeURIComponent(payout)}/withheld-refund-returns`,
+    // As given: the API refuses what is malformed (or neither proof), naming the field.
+    body: {
+      to,
+      ...(txHash !== undefined ? { tx_hash: txHash } : {}),
+      ...(reference !== undefined ? { reference } : {}),
+    },
+  };
+}
+
+/** The deposit re-scan's route and body, or null when the options do not name exactly one object. */
+function rescanRequest(args: readonly string[]): { path: string; body: Record<string, unknown> } | null {
+  const merchant = option(args, 'merchant');
+  const payment = option(args, 'payment');
+  const customer = option(args, 'customer');
+  if (!merchant || (payment === undefined) === (customer === undefined)) return null;
+  const object =
+    payment !== undefined
+      ? `payments/${encodeURIComponent(payment)}`
+      : `customers/${encodeURIComponent(customer ?? '')}`;
+  const chain = option(args, 'chain');
+  const fromBlock = option(args, 'from-block');
+  return {
+    path: `/admin/merchants/${encodeURIComponent(merchant)}/${object}/deposit-rescans`,
+    // The block goes as the string given: the API refuses what is not a block number, naming from_block.
+    body: {
+      ...(chain !== undefined ? { chain } : {}),
+      ...(fromBlock !== undefined ? { from_block: fromBlock } : {}),
+    },
+  };
+}
 
 export async function runAdminCli(
   argv: string[],
@@ -30,7 +80,9 @@ export async function runAdminCli(
   if (
     command !== 'create-merchant' &&
     command !== 'parked-streams' &&
-    !(command === 'retry-parked' && projection && stream)
+    !(command === 'retry-parked' && projection && stream) &&
+    !(command === 'rescan-deposit' && rescanRequest(args)) &&
+    !(command === 'record-withheld-refund-return' && withheldReturnRequest(args))
   ) {
     out(USAGE);
     return 2;
@@ -74,6 +126,24 @@ function send(
   stream: string | undefined,
 ): Promise<Response> {
   if (command === 'parked-streams') return fetch(`${url}/admin/parked-streams`, { headers });
+  const rescan = command === 'rescan-deposit' ? rescanRequest(args) : null;
+  if (rescan)
+    return fetch(`${url}${rescan.path}`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify(rescan.body),
+    });
+  const withheldReturn = command === 'record-withheld-refund-return' ? withheldReturnRequest(args) : null;
+  if (withheldReturn)
+    return fetch(`${url}${withheldReturn.path}`, {
+      method: 'POST',
+      headers: {
+        ...headers,
+        'content-type': 'application/json',
+        'idempotency-key': option(args, 'idempotency-key') ?? crypto.randomUUID(),
+      },
+      body: JSON.stringify(withheldReturn.body),
+    });
   if (command === 'retry-parked')
     return fetch(
       `${url}/admin/projections/${encodeURIComponent(projection ?? '')}/parked-streams/${encodeURIComponent(stream ?? '')}/retry`,

@@ -28,3 +28,39 @@ describe('operator CLI gateway address', () => {
     expect(gatewayUrl([], {})).toBe('http://127.0.0.1:3000');
   });
 });
+
+describe('operator CLI deposit re-scan', () => {
+  it('answers its usage, sending nothing, unless exactly one payment or customer of a merchant is named', async () => {
+    for (const args of [
+      ['rescan-deposit', '--payment', 'pay_x'],
+      ['rescan-deposit', '--merchant', 'mer_x'],
+      ['rescan-deposit', '--merchant', 'mer_x', '--payment', 'pay_x', '--customer', 'cus_x'],
+    ]) {
+      const out: string[] = [];
+      expect(
+        await runAdminCli(args, { ADMIN_TOKEN: 'cli-token-0123456789-0123456789-ab' }, (s) => out.push(s)),
+      ).toBe(2);
+      expect(out.join('\n')).toContain(
+        'admin rescan-deposit --merchant <mer_...> (--payment <pay_...> | --customer <cus_...>)',
+      );
+    }
+  });
+});
+
+describe('operator CLI withheld refund return', () => {
+  it('answers its usage, sending nothing, unless a merchant, a payout and the destination are named', async () => {
+    for (const args of [
+      ['record-withheld-refund-return', '--payout', 'po_x', '--to', '0x1'],
+      ['record-withheld-refund-return', '--merchant', 'mer_x', '--to', '0x1'],
+      ['record-withheld-refund-return', '--merchant', 'mer_x', '--payout', 'po_x'],
+    ]) {
+      const out: string[] = [];
+      expect(
+        await runAdminCli(args, { ADMIN_TOKEN: 'cli-token-0123456789-0123456789-ab' }, (s) => out.push(s)),
+      ).toBe(2);
+      expect(out.join('\n')).toContain(
+        'admin record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...>',
+      );
+    }
+  });
+});

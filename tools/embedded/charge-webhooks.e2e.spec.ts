@@ -496,6 +496,44 @@ describe('charge and payment webhooks: data.charge is the ledger row, nothing is
         expect((await charges(m, s.subscriptionId))[0]).toMatchObject({ settlement_status: 'completed' });
       });
 
+      it(`an ad-hoc charge is paid out by the amount it was quoted at, not the plan price: quoted ${SANDBOX_PAYOUT_REJECTED} on a 150000 plan -> provider_rejected; quoted 123457 -> settled with fiat_amount 123457 in the summary, the row keeps 150000`, async () => {
+        const m = await newMerchant('Sandbox Add-on Co', 'fiat');
+        const s = await subscription(m, { price: '150000', priceCurrency: 'ARS' });
+        await charged(m, s, 0, 'api');
+        const addOn = (nonce: number, quotedFiatAmount: string) =>
+          facts.charged(m, s, nonce, 'api', clock.now().toISOString(), { quotedFiatAmount });
+        await addOn(1, SANDBOX_PAYOUT_REJECTED);
+        await addOn(2, '123457');
+        await settle();
+        await after(SANDBOX_DELAY_MS);
+        const failed = summaries(m, 'subscription.charge_settlement_failed');
+        expect(failed).toEqual([
+          expect.objectContaining({
+            charge_nonce: 1,
+            fiat_amount: SANDBOX_PAYOUT_REJECTED,
+            settlement_failure_reason: 'provider_rejected',
+          }),
+        ]);
+        expect(summaries(m, 'subscription.charge_settled')).toEqual(
+          expect.arrayContaining([
+            expect.objectContaining({ charge_nonce: 0, fiat_amount: '150000' }),
+            expect.objectContaining({
+              charge_nonce: 2,
+              fiat_amount: '123457',
+              settlement_status: 'completed',
+            }),
+          ]),
+        );
+        const rows = await charges(m, s.subscriptionId);
+        expect(rows.map((r) => [r['charge_nonce'], r['fiat_amount'], r['settlement_status']])).toEqual(
+          expect.arrayContaining([
+            [0, '150000', 'completed'],
+            [1, '150000', 'failed'],
+            [2, '150000', 'completed'],
+          ]),
+        );
+      });
+
       it('a crypto-settled business: the sandbox reports nothing', async () => {
         const { m, s } = await firstCharge('Sandbox Crypto Co', 'crypto');
         await after(SANDBOX_DELAY_MS);

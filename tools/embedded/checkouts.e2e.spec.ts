@@ -5,6 +5,7 @@ import { DataSource } from 'typeorm';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
+import { loseKeptAnswer } from './test-support/idempotency';
 
 /**
  * One-time checkouts and payments through the HTTP API (issue 10, the service and HTTP surface): POST /checkouts
@@ -161,6 +162,8 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
       payer_addresses: [],
       transactions: [],
       non_funding_transactions_count: 0,
+      recovered_amounts: [],
+      rescued_amounts: [],
       amount_captured: '0',
       amount_refunded: '0',
       authorization_expires_at: null,
@@ -245,6 +248,22 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
       'metadata[note]',
     ],
     ['metadata not an object', { amount: '100', currency: 'USD', metadata: ['a'] }, 'metadata'],
+    // Control characters: before, stored as sent (a metadata value keeps tabs and line breaks).
+    [
+      'a metadata value holding an escape',
+      { amount: '100', currency: 'USD', metadata: { note: 'a\u001b[2Jb' } },
+      'metadata[note]',
+    ],
+    [
+      'a metadata key holding a C1 control',
+      { amount: '100', currency: 'USD', metadata: { 'k\u0085': 'v' } },
+      'metadata',
+    ],
+    [
+      'cancel_url holding a line feed',
+      { amount: '100', currency: 'USD', cancel_url: 'https://x.example/\nback' },
+      'cancel_url',
+    ],
     [
       'success_url not http(s)',
       { amount: '100', currency: 'USD', success_url: 'ftp://x.example' },
@@ -340,6 +359,19 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
     const withBody = await call('POST', `/checkouts/${id}/cancel`, { reason: 'x' });
     expect(withBody.status).toBe(400);
     expect(withBody.body['error']).toMatchObject({ type: 'validation_error', param: 'reason' });
+  });
+
+  it('a keyed cancel whose process died before keeping its answer answers the retry with the cancelled checkout, not 409', async () => {
+    const id = str((await create({ amount: '2000000', currency: 'USD' })).body['id']);
+    const keyed = { 'idempotency-key': 'cancel-answer-lost' };
+    const cancelled = await call('POST', `/checkouts/${id}/cancel`, undefined, key, keyed);
+    expect(cancelled.status).toBe(200);
+    const events = await paymentEvents();
+    await loseKeptAnswer(stack, 'cancel-answer-lost');
+    const retried = await call('POST', `/checkouts/${id}/cancel`, undefined, key, keyed);
+    expect([retried.status, retried.headers.get('idempotent-replayed')]).toEqual([200, null]);
+    expect(retried.body).toEqual(cancelled.body);
+    expect(await paymentEvents()).toBe(events);
   });
 
   it('keeps merchants apart: another merchant cannot read, list or cancel a checkout or its payment', async () => {

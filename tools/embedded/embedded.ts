@@ -1,6 +1,4 @@
 import 'reflect-metadata';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import {
   chargeLedgerConfigFromEnv,
@@ -13,16 +11,11 @@ import { Wallet } from 'ethers';
 import {
   hashApiKey,
   idempotencyPruneConfigFromEnv,
-  parseApiKey,
   API_KEY_RESOLVER,
   type ApiKeyResolver,
 } from '@stablepay/http';
 import { MERCHANTS_USE_CASES, type MerchantsUseCases } from '@stablepay/merchants-api';
-import {
-  indexerConfigFromEnv,
-  indexerService,
-  resetFollowersOfLostLocalChains,
-} from '@stablepay/indexer-service';
+import { indexerService, resetFollowersOfLostLocalChains } from '@stablepay/indexer-service';
 import {
   chainOperatorConfigFromEnv,
   sanctionsScreeningConfigFromEnv,
@@ -79,6 +72,9 @@ import {
   probePort,
   refuseIfDataDirInUse,
 } from './preflight';
+import { createWhole, readDataFile, sealingKey } from './data-files';
+import { embeddedIndexerConfig } from './embedded-indexer';
+import { demoMerchant, requireDemoKey } from './demo-key';
 import { type Clock, ConfigError, envOptional, JsonLogger } from '@stablepay/util';
 import {
   dispatchOptionsFromEnv,
@@ -245,7 +241,7 @@ export async function startEmbedded(options: EmbeddedOptions = {}): Promise<Embe
           { screening: sanctionsScreeningFromEnv(env) },
         ),
         chargeLedgerService(chargeLedgerConfigFromEnv(env)),
-        indexerService(indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...env })),
+        indexerService(embeddedIndexerConfig(env, persistent ? dataDir : null)),
         settlementService(),
         payoutsService(payoutsConfigFromEnv(env, { localChains: chains?.chains ?? [] }), {
           screening: sanctionsScreeningFromEnv(env),
@@ -367,39 +363,12 @@ function validateEnvironment(
   subscriptionsConfigFromEnv(probe);
   paymentsConfigFromEnv(probe);
   chargeLedgerConfigFromEnv(probe);
-  indexerConfigFromEnv({ INDEXER_CONFIRMATIONS: '0', INDEXER_POLL_MS: '500', ...probe });
+  embeddedIndexerConfig(probe, null);
   chainOperatorConfigFromEnv(probe);
   sanctionsScreeningConfigFromEnv(probe);
   dispatchOptionsFromEnv(probe);
   if (env['DEMO_API_KEY'] !== undefined) requireDemoKey(env['DEMO_API_KEY']);
   return platform;
-}
-
-function requireDemoKey(apiKey: string): void {
-  if (parseApiKey(apiKey)?.mode !== 'test') {
-    throw new ConfigError(
-      'environment variable DEMO_API_KEY must be a test key: sk_test_ followed by 24 to 128 letters and digits',
-    );
-  }
-}
-
-/**
- * The key sealing webhook secrets at rest, kept with the embedded data (owner-only file): a restart on the same
- * data must open what the previous run sealed. Made once, on the first start.
- */
-function sealingKey(file: string): string {
-  if (!existsSync(file)) {
-    try {
-      writeFileSync(file, randomBytes(32).toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-  }
-  chmodSync(file, 0o600);
-  const key = readFileSync(file, 'utf8').trim();
-  if (!/^[0-9a-f]{64}$/i.test(key))
-    throw new ConfigError(`the embedded sealing key in ${file} is not 32 bytes as 64 hex characters`);
-  return key;
 }
 
 /** DEMO_API_KEY fixes the demo key; otherwise one is made once and remembered beside the embedded database. */
@@ -408,28 +377,26 @@ async function ensureDemoMerchant(
   env: Record<string, string | undefined>,
   dataDir: string | undefined,
 ): Promise<{ merchantId: string; apiKey: string }> {
-  const keyFile = dataDir ? join(dataDir, 'demo-api-key') : undefined;
-  const apiKey =
-    env['DEMO_API_KEY'] ??
-    (keyFile && existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
-  if (apiKey !== undefined) requireDemoKey(apiKey);
   const resolver = service.app.get<ApiKeyResolver>(API_KEY_RESOLVER);
-  const existing = apiKey ? await resolver.resolve(hashApiKey(apiKey)) : null;
-  if (existing && apiKey) {
-    // A demo merchant made before the payouts beta existed gets it too (a no-op once set).
-    await service.app.get(MerchantCommands).setBetaFeatures(existing.merchantId, { payouts: true });
-    return { merchantId: existing.merchantId, apiKey };
-  }
-  const created = await service.app.get(MerchantCommands).createMerchant({
-    name: 'Demo Merchant',
-    mode: 'test',
-    settlementMode: 'crypto',
-    ...(apiKey ? { apiKey } : {}),
+  const commands = service.app.get(MerchantCommands);
+  const demo = await demoMerchant({
+    envKey: env['DEMO_API_KEY'],
+    keyFile: dataDir ? join(dataDir, 'demo-api-key') : undefined,
+    find: async (apiKey) => (await resolver.resolve(hashApiKey(apiKey)))?.merchantId,
+    create: async (apiKey) =>
+      (
+        await commands.createMerchant({
+          name: 'Demo Merchant',
+          mode: 'test',
+          settlementMode: 'crypto',
+          apiKey,
+        })
+      ).row.merchant_id,
   });
-  if (keyFile && !env['DEMO_API_KEY']) writeFileSync(keyFile, created.apiKey + '\n', { mode: 0o600 });
-  // The sandbox demo tries every feature: the payouts beta is on for it (docs/payouts.md), on every start.
-  await service.app.get(MerchantCommands).setBetaFeatures(created.row.merchant_id, { payouts: true });
-  return { merchantId: created.row.merchant_id, apiKey: created.apiKey };
+  // The sandbox demo tries every feature: the payouts beta is on for it (docs/payouts.md), on every start (a demo
+  // merchant made before the beta existed gets it too; a no-op once set).
+  await commands.setBetaFeatures(demo.merchantId, { payouts: true });
+  return demo;
 }
 
 /**
@@ -444,14 +411,15 @@ async function seedDemoMerchantOnChain(
 ): Promise<DemoMerchantKeys | undefined> {
   const file = dataDir ? join(dataDir, 'demo-merchant-keys.json') : null;
   let keys: { signer_private_key: string; pauser_private_key: string };
-  if (file && existsSync(file)) {
-    keys = JSON.parse(readFileSync(file, 'utf8')) as typeof keys;
+  const kept = file ? readDataFile(file) : undefined;
+  if (kept !== undefined) {
+    keys = JSON.parse(kept) as typeof keys;
   } else {
     keys = {
       signer_private_key: Wallet.createRandom().privateKey,
       pauser_private_key: Wallet.createRandom().privateKey,
     };
-    if (file) writeFileSync(file, JSON.stringify(keys, null, 2) + '\n', { mode: 0o600, flag: 'wx' });
+    if (file) createWhole(file, JSON.stringify(keys, null, 2) + '\n', { mode: 0o600 });
   }
   const signer = new Wallet(keys.signer_private_key);
   const pauser = new Wallet(keys.pauser_private_key);

@@ -1,5 +1,6 @@
 import { Wallet } from 'ethers';
 import { connectSubscriptionManager } from '@stablepay/contracts';
+import { type SandboxSettlementFeed, SETTLEMENT_FEED } from '@stablepay/charge-ledger-service';
 import { quoteHash } from '@stablepay/evm';
 import { createMerchant, type Json, until } from './test-support/http';
 import { OnChainStack } from './test-support/stack';
@@ -38,9 +39,9 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
       'data'
     ] as Json[];
   const subscription = async (id: string) => (await as('GET', `/subscriptions/${id}`)).body;
-  /** A fresh price lock of the plan price and the merchant's charge signed over it. */
-  const lockedCharge = async (id: string, manager: string) => {
-    const quote = await as('POST', `/subscriptions/${id}/charge-quote`);
+  /** A fresh price lock (of the plan price unless the body asks an ad-hoc fiat_amount) and the charge signed over it. */
+  const lockedCharge = async (id: string, manager: string, quoteBody?: Json) => {
+    const quote = await as('POST', `/subscriptions/${id}/charge-quote`, quoteBody);
     expect(quote.status).toBe(201);
     const body = await signedChargeBody(api, merchant.apiKey, chain, {
       merchantId: merchant.id,
@@ -180,6 +181,53 @@ describe('fiat-settled subscriptions on chain: fiat fields, price locks, the led
     const listed = await rows(id);
     expect(listed.filter((r) => r['tx_hash'] === charged.body['tx_hash'])).toEqual([charged.body]);
     expect(listed).toHaveLength(2);
+  }, 120_000);
+
+  it('an ad-hoc charge (a 1,234.57 ARS add-on on the 1,500.00 ARS plan) is paid out at the quoted 123457: the settlement summary says so, the row keeps the plan price as fiat_amount (SPEC)', async () => {
+    const { id, manager } = apiFirst;
+    const { quote, body } = await lockedCharge(id, manager, { fiat_amount: '123457' });
+    expect(quote).toMatchObject({ kind: 'price_lock', fiat_amount: '123457', fiat_currency: 'ARS' });
+    const charged = await as('POST', `/subscriptions/${id}/charge`, body);
+    expect(charged.status).toBe(200);
+    expect(charged.body).toMatchObject({
+      status: 'succeeded',
+      amount: quote['amount'],
+      fiat_amount: '150000',
+      fiat_currency: 'ARS',
+      settlement_status: 'pending',
+    });
+    // The provider pays the charge out (a report about a row not listed yet is refused, so it waits for the row):
+    // what it settled is the amount the charge was quoted at.
+    await until(
+      () => rows(id),
+      (r) => r.some((row) => row['id'] === charged.body['id']),
+      'the ledger to list the add-on',
+    );
+    const feed = e2e.stack.service.app.get<SandboxSettlementFeed>(SETTLEMENT_FEED);
+    await feed.deliver({ chargeId: String(charged.body['id']), kind: 'payout_completed' });
+    const [settled] = await until(
+      async () =>
+        webhooks.where(
+          'subscription.charge_settled',
+          (d) => d['object']?.['subscription_id'] === id && d['object']['charge_nonce'] === body.nonce,
+        ),
+      (h) => h.length > 0,
+      'subscription.charge_settled of the add-on',
+    );
+    expect(settled?.data['object']).toEqual({
+      subscription_id: id,
+      charge_nonce: body.nonce,
+      amount: quote['amount'],
+      fiat_amount: '123457',
+      fiat_currency: 'ARS',
+      settlement_status: 'completed',
+    });
+    const listed = await until(
+      () => rows(id),
+      (r) => r.some((row) => row['id'] === charged.body['id'] && row['settlement_status'] === 'completed'),
+      'the add-on row to show its settlement completed',
+    );
+    expect(listed.find((row) => row['id'] === charged.body['id'])).toMatchObject({ fiat_amount: '150000' });
   }, 120_000);
 
   it('a price lock issued before the fiat configuration changed is not redeemed (removed: 422 fiat_settlement_required; moved to USD: 422 currency_mismatch): nothing sent, nothing written; back in ARS the same lock charges', async () => {

@@ -89,6 +89,7 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
         settlement_address: null,
         tx_hash: null,
         updated_at: null,
+        on_chain: null,
         registry_address: chain().addresses.registry,
         // Not in the registry yet: no signature of the merchant is honoured there.
         epoch: null,
@@ -118,6 +119,16 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
       (r) => registrationOf(r.body)['status'] === 'change_requires_merchant_signature',
       'the change to need the merchant',
     );
+    // What the registry still holds, and the transaction that put it there, beside what the settings ask for.
+    expect(registrationOf(pending.body)).toMatchObject({
+      signer: newSigner.address,
+      tx_hash: null,
+      on_chain: {
+        signer: oldSigner.address,
+        settlement_address: settlement,
+        tx_hash: registrationOf(registered.body)['tx_hash'],
+      },
+    });
 
     // Everything the signature binds comes from the API: the registry (verifying contract) and the epoch.
     const onChainId = toOnChainId(merchant.id);
@@ -141,7 +152,7 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
     const refusals: Array<[unknown, number, string, string | undefined]> = [
       [{ chain: CHAIN, deadline, signature: '0x12' }, 400, 'invalid_signature', 'signature'],
       [{ chain: CHAIN, deadline: 'soon', signature: good }, 400, 'invalid_deadline', 'deadline'],
-      [{ deadline, signature: good }, 400, 'validation_error', 'chain'],
+      [{ deadline, signature: good }, 400, 'parameter_missing', 'chain'],
       [{ chain: 'eip155:56', deadline, signature: good }, 400, 'unsupported_chain', 'chain'],
       [{ chain: CHAIN, deadline, signature: good, color: 'red' }, 400, 'unknown_parameter', 'color'],
       [
@@ -204,6 +215,18 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
       (r) => registrationOf(r.body)['status'] === 'registered',
       'the other merchant registered',
     );
+    // A settlement-only change: the registry still holds the signer, so it stays registered there (was `pending`).
+    await call(other.key, 'PUT', '/settings', { settlement_address: Wallet.createRandom().address });
+    const settlementOnly = await eventually(
+      () => call(other.key, 'GET', '/settings'),
+      (r) => registrationOf(r.body)['status'] === 'change_requires_merchant_signature',
+      'the settlement change to need the merchant',
+    );
+    expect(settlementOnly.body['signers']).toContainEqual({
+      chain: CHAIN,
+      address: oldSigner.address,
+      status: 'registered',
+    });
     await call(other.key, 'POST', '/settings', { merchant_signer: newSigner.address });
     const foreign = await call(other.key, 'POST', '/settings/merchant-change', {
       chain: CHAIN,
@@ -244,6 +267,39 @@ describe('merchant change on chain through the API (embedded stack, anvil)', () 
     });
     expect(again.status).toBe(200);
     expect(registrationOf(again.body)).toEqual(row);
+    expect(await operatorNonce()).toBe(sent);
+
+    // Nothing to change still answers only a signature of the merchant's: before, any well-formed signature was
+    // answered 200 here because no work was needed.
+    const noop: Array<[string, number]> = [
+      [(await sign(Wallet.createRandom())).signature, 422],
+      [(await sign(Wallet.createRandom(), { epoch: epoch + 1n })).signature, 422],
+      // The old signer's at the current epoch: it no longer speaks for the merchant.
+      [(await sign(oldSigner, { epoch: epoch + 1n })).signature, 422],
+      // Bytes that recover to no address: 400, as on the path that sends.
+      [`0x${'11'.repeat(64)}1b`, 400],
+    ];
+    for (const [signature, status] of noop) {
+      const res = await call(merchant.key, 'POST', '/settings/merchant-change', {
+        chain: CHAIN,
+        deadline,
+        signature,
+      });
+      const error = res.body['error'] as Json | undefined;
+      expect([res.status, error?.['code'], error?.['param']]).toEqual([
+        status,
+        'invalid_signature',
+        'signature',
+      ]);
+    }
+    // Signed now by the signer the chain holds, at its epoch: answered, nothing sent.
+    const current = await call(merchant.key, 'POST', '/settings/merchant-change', {
+      chain: CHAIN,
+      deadline,
+      signature: (await sign(newSigner, { epoch: epoch + 1n })).signature,
+    });
+    expect(current.status).toBe(200);
+    expect(registrationOf(current.body)).toEqual(row);
     expect(await operatorNonce()).toBe(sent);
   }, 180_000);
 

@@ -1,4 +1,4 @@
-import { Wallet, id, parseEther, type TransactionReceipt } from 'ethers';
+import { Wallet, id, parseEther, toQuantity, type TransactionReceipt } from 'ethers';
 import {
   connectPaymentDeposit,
   connectStablepayRegistry,
@@ -11,6 +11,7 @@ import { signCapture, signRefund, signRescue, signRevokeAuthorizations } from '@
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
+import { TRANSFER_GAS } from './test-support/payments';
 
 /**
  * The merchant's actions on a payment after its deposit, through HTTP on the embedded stack with a local anvil:
@@ -74,12 +75,27 @@ describe('payment actions through HTTP (embedded stack, anvil)', () => {
   const merchantOnChainId = () => toOnChainId(stack.demoMerchantId);
 
   const payment = async (paymentId: string) => (await api('GET', `/payments/${paymentId}`)).body;
+  /** A POST with an Idempotency-Key: its status and body. */
+  const keyed = async (path: string, key: string, body: unknown) => {
+    const res = await fetch(`${stack.url}${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${stack.demoApiKey}`,
+        'content-type': 'application/json',
+        'idempotency-key': key,
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  };
 
   /** The customer's transfer from an anvil wallet to the deposit address. */
   const transfer = async (token: string, to: string, amount: bigint): Promise<string> => {
     const coin = connectTestStablecoin(token, payer());
     await (await coin.mint(payer().address, amount)).wait();
-    const receipt = (await (await coin.transfer(to, amount)).wait()) as TransactionReceipt;
+    const receipt = (await (
+      await coin.transfer(to, amount, { gasLimit: TRANSFER_GAS })
+    ).wait()) as TransactionReceipt;
     return receipt.hash;
   };
 
@@ -313,22 +329,10 @@ describe('payment actions through HTTP (embedded stack, anvil)', () => {
     expect(await balance(dai, rescueTo)).toBe(parseEther('4'));
   });
 
-  it('a capture that reverted on chain (502, nothing moved) does not answer its Idempotency-Key retry as done: the retry captures', async () => {
+  it('a capture that reverted on chain (502, nothing moved) does not answer its Idempotency-Key retry as done; the capture signed again captures', async () => {
     const p = await paidAndDeployed('TWO_STEP', BigInt(ORDER));
     const path = `/payments/${String(p['id'])}/capture`;
     const key = `capture-reverted-${Date.now()}`;
-    const keyed = async (body: unknown) => {
-      const res = await fetch(`${stack.url}${path}`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${stack.demoApiKey}`,
-          'content-type': 'application/json',
-          'idempotency-key': key,
-        },
-        body: JSON.stringify(body),
-      });
-      return { status: res.status, body: (await res.json()) as Json };
-    };
     // A deadline the chain passes between the simulation and the block that mines the capture: the transaction
     // reverts (SignatureExpired) with nothing moved, as any state change in that window would make it.
     const deadline = (await chainTime()) + 600n;
@@ -336,7 +340,7 @@ describe('payment actions through HTTP (embedded stack, anvil)', () => {
     await provider().send('evm_setAutomine', [false]);
     let first: { status: number; body: Json };
     try {
-      const answer = keyed(doomed);
+      const answer = keyed(path, key, doomed);
       await until(
         async () => ((await provider().send('txpool_status', [])) as { pending: string }).pending,
         (pending) => BigInt(pending) > 0n,
@@ -355,13 +359,64 @@ describe('payment actions through HTTP (embedded stack, anvil)', () => {
       amount_captured: '0',
     });
 
-    // The 502 did not spend the key (docs/openapi.yaml, Idempotency): the merchant signs again and retries with it.
+    // The 502 is not kept, but like any 5xx it leaves the key to its own request (docs/openapi.yaml, Idempotency):
+    // the capture signed again is another request, refused with the key and sent with a new one.
     const usdc = local().addresses.stablecoins.USDC;
     const before = await balance(usdc, settlement);
-    const retried = await keyed(await captureBody(p, BigInt(ORDER)));
+    const resigned = await captureBody(p, BigInt(ORDER));
+    const reused = await keyed(path, key, resigned);
+    expect([reused.status, reused.body['error']]).toEqual([
+      400,
+      expect.objectContaining({ code: 'idempotency_key_reused', param: 'Idempotency-Key' }),
+    ]);
+    // The same request runs again as a new attempt, not answered as the reverted one done: its deadline has passed.
+    const again = await keyed(path, key, doomed);
+    expect([again.status, again.body['error']]).toEqual([
+      422,
+      expect.objectContaining({ code: 'signature_expired' }),
+    ]);
+    const retried = await keyed(path, `${key}-signed-again`, resigned);
     expect(retried.status).toBe(200);
     expect(retried.body).toMatchObject({ status: 'settled', amount_captured: ORDER });
     expect((await balance(usdc, settlement)) - before).toBe(BigInt(ORDER));
+  });
+
+  it('a capture whose request was saved before its 500 leaves its Idempotency-Key to that request: another capture with the key is 400 idempotency_key_reused and sends nothing; the same request captures once', async () => {
+    const p = await paidAndDeployed('TWO_STEP', BigInt(ORDER));
+    const paymentId = String(p['id']);
+    const path = `/payments/${paymentId}/capture`;
+    const key = `capture-lost-${Date.now()}`;
+    const usdc = local().addresses.stablecoins.USDC;
+    const before = await balance(usdc, settlement);
+    const part = 40n * USDC;
+    const first = await captureBody(p, part);
+    // The operator has no gas money when the capture is broadcast: the request fact and its call are saved, the
+    // broadcast fails and the answer is a 500 (what a command timeout after the append leaves too).
+    const operator = relayer().address;
+    const funds = await provider().getBalance(operator);
+    await provider().send('anvil_setBalance', [operator, '0x0']);
+    let failed: { status: number; body: Json };
+    try {
+      failed = await keyed(path, key, first);
+    } finally {
+      await provider().send('anvil_setBalance', [operator, toQuantity(funds)]);
+    }
+    expect(failed.status).toBe(500);
+
+    // Under the key's command id it would be answered with the saved call of the first: 40 captured, not 100.
+    const other = await keyed(path, key, await captureBody(p, BigInt(ORDER)));
+    expect([other.status, other.body['error']]).toEqual([
+      400,
+      expect.objectContaining({ code: 'idempotency_key_reused', param: 'Idempotency-Key' }),
+    ]);
+    expect(await balance(usdc, settlement)).toBe(before);
+    expect(await payment(paymentId)).toMatchObject({ status: 'escrow_confirmed', amount_captured: '0' });
+
+    const retried = await keyed(path, key, first);
+    expect(retried.status).toBe(200);
+    expect(retried.body).toMatchObject({ amount_captured: part.toString() });
+    expect((await keyed(path, key, first)).body).toMatchObject({ amount_captured: part.toString() });
+    expect((await balance(usdc, settlement)) - before).toBe(part);
   });
 
   // After the signed actions above: it ends every signature the merchant made so far (recover below needs none).

@@ -1,4 +1,4 @@
-import { Wallet, id } from 'ethers';
+import { Transaction, Wallet, id } from 'ethers';
 import { DataSource } from 'typeorm';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import {
@@ -11,6 +11,7 @@ import type { EventStore } from '@stablepay/event-store';
 import { signCapture } from '@stablepay/merchant-sdk';
 import { paymentStreamId } from '@stablepay/payments-service';
 import { ManualClock } from '@stablepay/util';
+import { webhookEventId } from '@stablepay/webhook-dispatch-service';
 import { type Json, until } from './test-support/http';
 import { newPayment, paymentUntil, transferToken } from './test-support/payments';
 import { OnChainStack } from './test-support/stack';
@@ -55,6 +56,48 @@ describe('outflows someone else sends from a deposit reach the payment through t
     e2e.stack.service.app
       .get(DataSource)
       .query('SELECT kind, state FROM payment_deposit_outflows WHERE payment_id = $1', [paymentId]);
+
+  /** Once the indexer saw the payment's one outflow, back to `snapshot` and a longer fork without it. */
+  const revertSighting = async (paymentId: string, snapshot: string) => {
+    await until(
+      () => outflowRows(paymentId),
+      (rows) => rows.length === 1 && rows[0]?.state === 'observed',
+      'the outflow seen by the indexer, not yet confirmed',
+    );
+    await chain.provider().send('evm_revert', [snapshot]);
+    // The follower sees the parent hashes change and retracts its sighting.
+    await chain.provider().send('anvil_mine', ['0x8']);
+    await until(
+      () => outflowRows(paymentId),
+      (rows) => rows[0]?.state === 'retracted',
+      'the sighting retracted',
+    );
+  };
+
+  /** The transaction mined again on the new fork: its first sighting retracted, the second recorded. */
+  const firstSightingRetractedSecondRecorded = (paymentId: string) =>
+    until(
+      () => outflowRows(paymentId),
+      (rows) =>
+        rows
+          .map((r) => r.state)
+          .sort()
+          .join() === 'recorded,retracted',
+      'the first sighting retracted, the second recorded',
+    );
+
+  /** An escrowed payment captured through the API (recorded from its receipt) after a chain snapshot. */
+  const ownCaptureAfterSnapshot = async () => {
+    const p = await escrowed();
+    const paymentId = String(p['id']);
+    const { deadline, signature } = await signedCapture(p, BigInt(ORDER));
+    const snapshot = (await chain.provider().send('evm_snapshot', [])) as string;
+    const body = { amount: ORDER, deadline: deadline.toString(), signature };
+    expect((await api('POST', `/payments/${paymentId}/capture`, body)).body).toMatchObject({
+      status: 'settled',
+    });
+    return { p, paymentId, body, snapshot };
+  };
 
   /** A TWO_STEP checkout paid from an anvil wallet and deployed by the service's own flow. */
   const escrowed = async (extra: Json = {}): Promise<Json> => {
@@ -163,6 +206,110 @@ describe('outflows someone else sends from a deposit reach the payment through t
     expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
   });
 
+  it('announces our own capture (payment.settled) once its block has the confirmations, not from its receipt', async () => {
+    const p = await escrowed();
+    const paymentId = String(p['id']);
+    const { deadline, signature } = await signedCapture(p, BigInt(ORDER));
+    const body = { amount: ORDER, deadline: deadline.toString(), signature };
+    const res = await api('POST', `/payments/${paymentId}/capture`, body);
+    // Recorded from the action's receipt at one confirmation: the API shows it at once.
+    expect(res.body).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    await confirm();
+    const hook = await webhooks.next('payment.settled', paymentId);
+    expect(hook.data['object']).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    // The webhook is the confirmation fact's (its id derives from that event), not the receipt's record.
+    const confirmed = (await events(paymentId)).find((e) => e.type === 'PaymentCaptureConfirmed.v1');
+    expect(confirmed).toBeDefined();
+    const occurredAt = confirmed?.metadata.occurredAt;
+    if (!confirmed || typeof occurredAt !== 'string') throw new Error('no capture confirmation fact');
+    expect(hook.id).toBe(webhookEventId(confirmed.id, 'payment.settled', new Date(occurredAt)));
+    expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
+  });
+
+  it('undoes our own capture a reorg takes back before its confirmations, announcing nothing; the capture sent again is announced', async () => {
+    const { p, paymentId, body, snapshot } = await ownCaptureAfterSnapshot();
+    await revertSighting(paymentId, snapshot);
+    const types = (await events(paymentId)).map((e) => e.type);
+    expect(types).toContain('PaymentCaptured.v1');
+    expect(types).toContain('PaymentOutflowRetracted.v1');
+    expect(types).not.toContain('PaymentCaptureConfirmed.v1');
+    expect(webhooks.all('payment.settled', paymentId)).toEqual([]);
+    // The escrow still holds the order on this fork, and the payment says so: the merchant can capture it again.
+    expect(await balance(String(p['deposit_address']))).toBe(BigInt(ORDER));
+    expect(await payment(paymentId)).toMatchObject({ status: 'escrow_confirmed', amount_captured: '0' });
+    const again = await api('POST', `/payments/${paymentId}/capture`, body);
+    expect(again.body).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    await confirm();
+    expect((await webhooks.next('payment.settled', paymentId)).data['object']).toMatchObject({
+      status: 'settled',
+      amount_captured: ORDER,
+    });
+    expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
+  });
+
+  it('records our own capture again when the reorg that undid it is followed by the same transaction mined again', async () => {
+    const { paymentId, snapshot } = await ownCaptureAfterSnapshot();
+    const captured = (await events(paymentId)).find((e) => e.type === 'PaymentCaptured.v1');
+    const hash = (captured?.data as { txHash: string } | undefined)?.txHash ?? '';
+    const sent = await chain.provider().getTransaction(hash);
+    if (!sent) throw new Error(`capture ${hash} not found`);
+    await until(
+      () => outflowRows(paymentId),
+      (rows) => rows.length === 1 && rows[0]?.state === 'observed',
+      'our capture seen by the indexer, not yet confirmed',
+    );
+    await chain.provider().send('evm_revert', [snapshot]);
+    // A node that puts an orphaned transaction back in its pool mines it again on the new fork: the same bytes.
+    await chain.provider().send('eth_sendRawTransaction', [Transaction.from(sent).serialized]);
+    await chain.provider().send('anvil_mine', ['0x8']);
+    await firstSightingRetractedSecondRecorded(paymentId);
+    const types = (await events(paymentId)).map((e) => e.type);
+    expect(types.filter((t) => t === 'PaymentCaptured.v1')).toHaveLength(2);
+    expect(types).toContain('PaymentOutflowRetracted.v1');
+    expect(await payment(paymentId)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    await webhooks.next('payment.settled', paymentId);
+    expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
+  });
+
+  it('records our own capture once when a reorg deeper than its confirmations mines the same transaction again at another log index', async () => {
+    const { p, paymentId, snapshot } = await ownCaptureAfterSnapshot();
+    const captured = (await events(paymentId)).find((e) => e.type === 'PaymentCaptured.v1');
+    const first = captured?.data as { txHash: string; logIndex: number } | undefined;
+    const sent = await chain.provider().getTransaction(first?.txHash ?? '');
+    if (!first || !sent) throw new Error('our capture not found');
+    await confirm();
+    await webhooks.next('payment.settled', paymentId);
+    await until(
+      () => outflowRows(paymentId),
+      (rows) => rows.length === 1 && rows[0]?.state === 'recorded',
+      'our capture recorded and confirmed by the deposit worker',
+    );
+    await chain.provider().send('evm_revert', [snapshot]);
+    // The new fork mines it again behind another transaction's log (the highest tip goes first): another log index.
+    await chain.provider().send('evm_setAutomine', [false]);
+    try {
+      await connectTestStablecoin(usdc(), stranger()).approve(settlement, 1n, {
+        maxPriorityFeePerGas: 1_000_000_000_000n,
+        maxFeePerGas: 2_000_000_000_000n,
+        gasLimit: 100_000n,
+      });
+      await chain.provider().send('eth_sendRawTransaction', [Transaction.from(sent).serialized]);
+      await chain.provider().send('anvil_mine', ['0x8']);
+    } finally {
+      await chain.provider().send('evm_setAutomine', [true]);
+    }
+    const again = await chain.provider().getTransactionReceipt(sent.hash);
+    const deposit = String(p['deposit_address']).toLowerCase();
+    const log = again?.logs.find((l) => l.address.toLowerCase() === deposit);
+    expect(log?.index).toBeDefined();
+    expect(log?.index).not.toBe(first.logIndex);
+    await firstSightingRetractedSecondRecorded(paymentId);
+    const types = (await events(paymentId)).map((e) => e.type);
+    expect(types.filter((t) => t === 'PaymentCaptured.v1')).toHaveLength(1);
+    expect(await payment(paymentId)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
+  });
+
   it('drops a sighting a reorg takes back before its confirmations; the capture sent again on the new fork counts', async () => {
     const p = await escrowed();
     const paymentId = String(p['id']);
@@ -170,19 +317,7 @@ describe('outflows someone else sends from a deposit reach the payment through t
     const snapshot = (await chain.provider().send('evm_snapshot', [])) as string;
     const deposit = () => connectPaymentDeposit(String(p['deposit_address']), stranger());
     await (await deposit().capture(usdc(), BigInt(ORDER), deadline, signature)).wait();
-    await until(
-      () => outflowRows(paymentId),
-      (rows) => rows.length === 1 && rows[0]?.state === 'observed',
-      'the capture seen by the indexer, not yet confirmed',
-    );
-    await chain.provider().send('evm_revert', [snapshot]);
-    // A longer fork without the capture: the follower sees the parent hashes change and retracts its sighting.
-    await chain.provider().send('anvil_mine', ['0x8']);
-    await until(
-      () => outflowRows(paymentId),
-      (rows) => rows[0]?.state === 'retracted',
-      'the sighting retracted',
-    );
+    await revertSighting(paymentId, snapshot);
     expect(await payment(paymentId)).toMatchObject({ status: 'escrow_confirmed', amount_captured: '0' });
     expect((await events(paymentId)).map((e) => e.type)).not.toContain('PaymentCaptured.v1');
 

@@ -5,12 +5,17 @@ import { type Histogram, register } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import { CHAIN_OPERATOR_CONFIG, type ChainOperatorConfig } from '@stablepay/chain-operator';
-import { connectPaymentFactory, connectTestStablecoin } from '@stablepay/contracts';
+import { connectPaymentDeposit, connectPaymentFactory, connectTestStablecoin } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
 import { ANVIL_DEV_PRIVATE_KEYS, localChainProvider } from '@stablepay/local-chains';
 import { verifyWebhook } from '@stablepay/merchant-sdk';
 import { MerchantChainRegistration } from '@stablepay/merchants-service';
-import { PaymentFacts, paymentStreamId, type PaymentObject } from '@stablepay/payments-service';
+import {
+  CheckoutStatusRepair,
+  PaymentFacts,
+  paymentStreamId,
+  type PaymentObject,
+} from '@stablepay/payments-service';
 import { SANDBOX_SANCTIONED_PAYER, SANDBOX_UNREACHABLE_PAYER } from '@stablepay/evm';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
@@ -230,6 +235,28 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
   const customer = ANVIL_DEV_PRIVATE_KEYS[3];
   const customerAddress = new Wallet(customer).address;
 
+  /**
+   * Reverts to `snapshot` (taken at `forkBlock`) and answers the orphaned blocks' transactions as signed, the
+   * customer's apart from the operator's, for the test to send again in the order the new fork is to mine them.
+   */
+  async function revertKeepingOrphans(
+    provider: ReturnType<typeof localChainProvider>,
+    snapshot: string,
+    forkBlock: number,
+  ): Promise<{ operator: string[]; customers: string[] }> {
+    const operator: string[] = [];
+    const customers: string[] = [];
+    for (let n = forkBlock + 1; n <= (await provider.getBlockNumber()); n++) {
+      const block = await provider.getBlock(n, true);
+      for (const tx of block?.prefetchedTransactions ?? []) {
+        const raw = (await provider.send('eth_getRawTransactionByHash', [tx.hash])) as string;
+        (tx.from.toLowerCase() === customerAddress.toLowerCase() ? customers : operator).push(raw);
+      }
+    }
+    await provider.send('evm_revert', [snapshot]);
+    return { operator, customers };
+  }
+
   /** A counter's value on the process's metrics registry (what /metrics serves). */
   const metric = async (name: string, labels: Record<string, string> = {}): Promise<number | undefined> => {
     const values = (await register.getSingleMetric(name)?.get())?.values ?? [];
@@ -275,6 +302,44 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
     const types = await eventTypes(p.id);
     expect(types.indexOf('PaymentDepositConfirmed.v1')).toBeLessThan(types.indexOf('PaymentEscrowFunded.v1'));
     await hookArrives(p.id, 'payment.escrow_confirmed');
+  }, 60_000);
+
+  it("tokens minted straight to the deposit by a bridge's relayer (the log names no sender) settle; the relayer is listed as the minting sender, never the payer: the deploy attests the settlement address, where the surplus is recovered", async () => {
+    const before = await balanceOf(settlement);
+    const p = await checkout({ amount: '3000000', method: 'DIRECT' });
+    // A relayer account (not the customer's) sends the mint, as CCTP's receiveMessage is sent by whoever relays.
+    const relayer = new Wallet(ANVIL_DEV_PRIVATE_KEYS[2] ?? '').address;
+    const txHash = await withProvider(async (provider) => {
+      const minter = new Wallet(ANVIL_DEV_PRIVATE_KEYS[2] ?? '', provider);
+      const tx = await connectTestStablecoin(chain().addresses.stablecoins.USDC, minter).mint(
+        p.depositAddress,
+        3_500_000n,
+      );
+      await tx.wait();
+      return tx.hash;
+    });
+    const recoverable = await until(
+      async () => {
+        const seen = await payment(p.id);
+        return seen.status === 'recoverable' && seen.recovery_destination === settlement ? seen : null;
+      },
+      'settled with the surplus recoverable to the settlement address',
+      () => payment(p.id),
+    );
+    expect(recoverable).toMatchObject({
+      amount_paid: '3500000',
+      recoverable_reason: 'over_deposit',
+      recoverable_amount: '500000',
+      transactions: [
+        expect.objectContaining({ tx_hash: txHash, from: relayer, minted: true, is_funding: true }),
+      ],
+    });
+    expect((await balanceOf(settlement)) - before).toBe(3_000_000n);
+    // The contract sends refund, reclaim and recover only to the payer it holds: the settlement address, not the relayer.
+    const onChain = await withProvider((provider) =>
+      connectPaymentDeposit(p.depositAddress, provider).payment(),
+    );
+    expect(onChain.payer).toBe(settlement);
   }, 60_000);
 
   it('a wallet that deducts its fee underpays; a top-up before expiry adds up to a settled payment', async () => {
@@ -418,8 +483,153 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
       expect((await hookArrives(p.id, 'payment.failed')).object).toMatchObject({
         failure_reason: 'deposit_lost_to_reorg',
       });
+      // The checkout agrees with its payment: the deposit that paid it is gone.
+      expect((await http('GET', `/checkouts/${p.checkoutId}`)).body).toMatchObject({ status: 'failed' });
+
+      // A row the projection wrote before checkouts knew the reorg failure (8729b6b) said paid, and no later event
+      // rewrote it: the start-time repair does, once.
+      const dataSource = stack.service.app.get(DataSource);
+      await dataSource.query(
+        `UPDATE checkouts SET status = 'paid', object = jsonb_set(object, '{status}', '"paid"') WHERE id = $1`,
+        [p.checkoutId],
+      );
+      const listedFailed = async () =>
+        ((await http('GET', '/checkouts?status=failed&limit=100')).body['data'] as Array<{ id: string }>).map(
+          (c) => c.id,
+        );
+      expect(await listedFailed()).not.toContain(p.checkoutId);
+      const repair = stack.service.app.get(CheckoutStatusRepair);
+      expect(await repair.repairAll()).toEqual([p.id]);
+      expect(await listedFailed()).toContain(p.checkoutId);
+      expect((await http('GET', `/checkouts/${p.checkoutId}`)).body).toMatchObject({ status: 'failed' });
+      expect(await repair.repairAll()).toEqual([]);
     });
   }, 90_000);
+
+  it('a reorg fails a payment paid in parts after its deploy: the deploy undone, what comes back to the deposit (the rest, the lost part mined again) recovered to the payer', async () => {
+    await withProvider(async (provider) => {
+      const p = await checkout({ amount: '4000000' });
+      // Paid at once: the deposit's watch starts before the payment was created, whenever it is registered.
+      const first = await pay(customer, p.depositAddress, 2_000_000n);
+      await until(
+        async () => (await payment(p.id)).transactions.find((t) => t.tx_hash === first)?.confirmed,
+        'the first part confirmed',
+      );
+      const snapshot = (await provider.send('evm_snapshot', [])) as string;
+      const forkBlock = await provider.getBlockNumber();
+      const second = await pay(customer, p.depositAddress, 2_000_000n);
+      const settled = await statusIs(p.id, 'settled');
+      // Every transaction of the orphaned blocks, the deploy first: on the new fork it runs before the second part
+      // is back (reverted: the deposit holds half the order), then the customer's mint and transfer are mined again.
+      const { operator, customers } = await revertKeepingOrphans(provider, snapshot, forkBlock);
+      for (const raw of [...operator, ...customers]) await provider.send('eth_sendRawTransaction', [raw]);
+      const redeploy = await provider.getTransactionReceipt(String(settled.deploy_tx_hash));
+      expect(redeploy?.status).toBe(0);
+      await provider.send('anvil_mine', ['0x8']);
+
+      await hookArrives(p.id, 'payment.failed');
+      const recoverable = await until(
+        async () => {
+          const seen = await payment(p.id);
+          return seen.status === 'recoverable' &&
+            seen.recoverable_amount === '4000000' &&
+            seen.deploy_tx_hash !== null &&
+            seen.deploy_tx_hash !== settled.deploy_tx_hash
+            ? seen
+            : null;
+        },
+        'both parts recoverable after a NONE deployment',
+        () => payment(p.id),
+      );
+      expect(recoverable).toMatchObject({
+        failure_reason: 'deposit_lost_to_reorg',
+        recoverable_reason: 'abandoned',
+        recovery_destination: customerAddress,
+      });
+      expect(recoverable.transactions.map((t) => [t.tx_hash, t.confirmed])).toEqual([
+        [first, true],
+        [second, true],
+      ]);
+      expect(await balanceOf(p.depositAddress)).toBe(4_000_000n);
+      const types = await eventTypes(p.id);
+      expect(types).toEqual(
+        expect.arrayContaining([
+          'PaymentFailed.v1',
+          'PaymentDeploymentLost.v1',
+          'PaymentTransferReincluded.v1',
+          'PaymentDepositDeployed.v1',
+        ]),
+      );
+
+      // The payer the NONE deploy attested is final one day later (chain time; the service clock with it).
+      await afterExpiry(86_401);
+      const before = await balanceOf(customerAddress);
+      const recovered = await http('POST', `/payments/${p.id}/recover`);
+      expect(recovered.body['error']).toBeUndefined();
+      expect(recovered.status).toBe(200);
+      expect((await balanceOf(customerAddress)) - before).toBe(4_000_000n);
+      expect(await balanceOf(p.depositAddress)).toBe(0n);
+      expect(recovered.body).toMatchObject({ status: 'failed', failure_reason: 'deposit_lost_to_reorg' });
+      expect(recovered.body).not.toHaveProperty('recoverable_amount');
+      await hookArrives(p.id, 'payment.recovered');
+      // Nothing is sent twice: a second recover finds nothing.
+      expect((await http('POST', `/payments/${p.id}/recover`)).status).toBe(409);
+      expect((await balanceOf(customerAddress)) - before).toBe(4_000_000n);
+    });
+  }, 120_000);
+
+  it('a reorg fails a settled payment and both its transfer and its deploy land again on the new fork: the payment is reinstated (settled, payment.settled), its checkout paid again', async () => {
+    await withProvider(async (provider) => {
+      const before = await balanceOf(settlement);
+      const p = await checkout({ amount: '3000000' });
+      // Let the watch reach the indexer before the snapshot, so only the payment's own transactions are undone.
+      await new Promise((r) => setTimeout(r, 1_500));
+      const snapshot = (await provider.send('evm_snapshot', [])) as string;
+      const forkBlock = await provider.getBlockNumber();
+      const paid = await pay(customer, p.depositAddress, 3_000_000n);
+      const settled = await statusIs(p.id, 'settled');
+      // Every transaction of the orphaned blocks, the customer's first: on the new fork the transfer is mined again
+      // before the deploy, which then forwards the order again (a node keeps an orphaned block's transactions).
+      const { operator, customers } = await revertKeepingOrphans(provider, snapshot, forkBlock);
+      expect(await balanceOf(settlement)).toBe(before);
+      for (const raw of [...customers, ...operator]) await provider.send('eth_sendRawTransaction', [raw]);
+      const redeploy = await provider.getTransactionReceipt(String(settled.deploy_tx_hash));
+      expect(redeploy?.status).toBe(1);
+      await provider.send('anvil_mine', ['0x8']);
+
+      await hookArrives(p.id, 'payment.failed');
+      const reinstated = await until(
+        async () => {
+          const seen = await payment(p.id);
+          return seen.status === 'settled' && (await eventTypes(p.id)).includes('PaymentReinstated.v1')
+            ? seen
+            : null;
+        },
+        'the payment reinstated',
+        () => payment(p.id),
+      );
+      expect(reinstated).toMatchObject({
+        deploy_tx_hash: settled.deploy_tx_hash,
+        amount_paid: '3000000',
+        transactions: [expect.objectContaining({ tx_hash: paid, confirmed: true, is_funding: true })],
+      });
+      expect(reinstated).not.toHaveProperty('failure_reason');
+      expect(await balanceOf(settlement)).toBe(before + 3_000_000n);
+      const types = await eventTypes(p.id);
+      expect(types).not.toContain('PaymentDeploymentLost.v1');
+      expect(types.filter((t) => t === 'PaymentDeployRequested.v1')).toHaveLength(1);
+      // The merchant was told payment.failed, then payment.settled again (the latest is authoritative).
+      await until(
+        async () => {
+          const seen = hooksOf(p.id).map((h) => h.type);
+          return seen.lastIndexOf('payment.settled') > seen.indexOf('payment.failed') ? seen : null;
+        },
+        'payment.settled after payment.failed',
+        async () => hooksOf(p.id).map((h) => h.type),
+      );
+      expect((await http('GET', `/checkouts/${p.checkoutId}`)).body).toMatchObject({ status: 'paid' });
+    });
+  }, 120_000);
 
   it('a transfer queued for confirmation before its payment recorded it stays queued and is confirmed once recorded', async () => {
     // The interleaving that left deposits pending for good: the worker reached a queued transfer the payment had
@@ -564,7 +774,7 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
     expect((await http('POST', '/checkouts', { currency: 'USD', amount: '1000000' })).status).toBe(201);
   }, 90_000);
 
-  it("one unit of USDC from a third party blocks neither cancel nor configure nor shows the customer a payment; a payer's partial payment does all three", async () => {
+  it("one unit of USDC from a third party blocks neither cancel nor configure nor shows the customer a payment; a payer's partial payment blocks only configure to another token, and a cancel returns it to the payer", async () => {
     const griefer = ANVIL_DEV_PRIVATE_KEYS[5];
     const grieferAddress = new Wallet(griefer).address;
     const seenTransfers = (id: string, count: number) =>
@@ -611,19 +821,53 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
       expect.objectContaining({ token_symbol: 'USDT', is_funding: true }),
     ]);
 
-    // A real partial payment (half the order) by the payer still blocks both, as before.
+    // A real partial payment (half the order) by the payer: the hosted page says it arrived, and configure is
+    // refused (another token would leave the half where only the merchant's rescue moves it).
     const partial = await checkout({ amount: '4000000' });
-    await pay(customer, partial.depositAddress, 2_000_000n);
+    const half = await pay(customer, partial.depositAddress, 2_000_000n);
     expect((await seenTransfers(partial.id, 1)).amount_paid).toBe('2000000');
     expect(await hosted(partial.checkoutId)).toBe('confirming');
-    const refused = await http('POST', `/checkouts/${partial.checkoutId}/cancel`, {});
-    expect(refused.status).toBe(409);
-    expect(refused.body).toMatchObject({ error: { type: 'invalid_request', code: 'checkout_has_deposit' } });
     const unconfigurable = await configure(partial.id, { chain: CHAIN, token: 'USDT' });
     expect(unconfigurable.status).toBe(409);
     expect(unconfigurable.body).toMatchObject({ error: { code: 'payment_has_deposit' } });
-    expect((await payment(partial.id)).status).toBe('pending');
-  }, 90_000);
+    // The token the half was paid in can still be chosen (a griefer's share no longer blocks the call itself).
+    const sameToken = await configure(partial.id, { chain: CHAIN, token: 'USDC' });
+    expect(sameToken.body['error']).toBeUndefined();
+    expect(sameToken.status).toBe(200);
+    // The cancel goes through (a part of the order never blocks it: a griefer's share blocked it until expiry), and
+    // the half is what funds left in a cancelled checkout are: recoverable to its payer after a NONE deployment.
+    const partCancelled = await http('POST', `/checkouts/${partial.checkoutId}/cancel`, {});
+    expect(partCancelled.body['error']).toBeUndefined();
+    expect(partCancelled.body['status']).toBe('cancelled');
+    await hookArrives(partial.id, 'payment.cancelled');
+    const returned = await until(
+      async () => {
+        const seen = await payment(partial.id);
+        return seen.status === 'recoverable' && seen.deploy_tx_hash !== null ? seen : null;
+      },
+      'the half recoverable after a NONE deployment',
+      () => payment(partial.id),
+    );
+    expect(returned).toMatchObject({
+      recoverable_reason: 'abandoned',
+      recovery_destination: customerAddress,
+      recoverable_amount: '2000000',
+      transactions: [expect.objectContaining({ tx_hash: half, is_funding: true })],
+    });
+    expect(await balanceOf(partial.depositAddress)).toBe(2_000_000n);
+    // A payment in full still blocks the cancel (409 checkout_has_deposit while it confirms, checkout_not_pending
+    // once settled: the deploy may come first).
+    const full = await checkout({ amount: '4000000' });
+    await pay(customer, full.depositAddress, 4_000_000n);
+    await seenTransfers(full.id, 1);
+    const refused = await http('POST', `/checkouts/${full.checkoutId}/cancel`, {});
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: { type: 'invalid_request' } });
+    expect(['checkout_has_deposit', 'checkout_not_pending']).toContain(
+      (refused.body['error'] as { code: string }).code,
+    );
+    expect((await payment(full.id)).status).not.toBe('cancelled');
+  }, 120_000);
 
   // The last two move the service clock and the chain's time past an expiry.
   it('a transfer after expiry is a straggler, recoverable to its sender (abandoned), after a NONE deployment', async () => {

@@ -1,11 +1,15 @@
 import { Wallet } from 'ethers';
+import { EVENT_STORE } from '@stablepay/aggregate';
 import { connectTestStablecoin } from '@stablepay/contracts';
 import { OperatorRelayers } from '@stablepay/chain-operator';
+import type { EventStore } from '@stablepay/event-store';
+import { DepositFlow, paymentStreamId } from '@stablepay/payments-service';
 import { SANDBOX_SANCTIONED_PAYER } from '@stablepay/evm';
 import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
 import { ManualClock } from '@stablepay/util';
 import { type Json, until } from './test-support/http';
 import { newPayment, paymentSigning, paymentUntil, transferToken } from './test-support/payments';
+import { pooled, withoutAutomine } from './test-support/anvil';
 import { OnChainStack } from './test-support/stack';
 import { readyForSubscriptions } from './test-support/subscriptions';
 
@@ -210,6 +214,86 @@ describe('payment recovery, refund webhook and flagged refusals through HTTP (em
     expect([409, 422]).toContain(again.status);
     expect(again.body['error']).toMatchObject({ type: expect.any(String), code: expect.any(String) });
     expect((await usdc(payer.address)) - before).toBe(25n * USDC);
+  }, 180_000);
+
+  it("holds an expired checkout's dust below the order's dust share until the merchant asks: no screening or deploy before, recovered to its sender after", async () => {
+    const p = await newPayment(api, { amount: '25000000', expires_in: 300, accepted_chains: [CHAIN] });
+    const id = String(p['id']);
+    const deposit = String(p['deposit_address']);
+    clock.advance(301_000);
+    await chain.increaseTime(301);
+    await paymentUntil(api, id, (x) => x['status'] === 'expired', 'expired');
+    // One unit from a stranger: the share is 1% of 25 USDC (250000 units).
+    const stranger = chain.wallet(8);
+    await transferToken(chain, stranger, 'USDC', deposit, 1n);
+    const announced = await paymentUntil(
+      api,
+      id,
+      (x) => x['status'] === 'recoverable',
+      'the dust announced recoverable',
+    );
+    expect(announced).toMatchObject({
+      recoverable_reason: 'abandoned',
+      recovery_destination: stranger.address,
+      recoverable_amount: '1',
+      deploy_tx_hash: null,
+    });
+    // The deposit flow handled the notice and did nothing on the operator's account: no screening, no deploy.
+    await e2e.stack.service.app.get(DepositFlow, { strict: false }).caughtUp();
+    const types = (
+      await e2e.stack.service.app
+        .get<EventStore>(EVENT_STORE, { strict: false })
+        .readStream(paymentStreamId(id))
+    ).map((e) => e.type);
+    expect(types).not.toContain('PaymentPayerCleared.v1');
+    expect(types).not.toContain('PaymentDeployRequested.v1');
+
+    // The merchant asks: 202, the request on the payment, and the deposit deployed for the stranger. Asked again
+    // while that deploy waits in the node's pool: the same 202, nothing recorded twice.
+    const [asked, again] = await withoutAutomine(chain, async () => {
+      const first = await api('POST', `/payments/${id}/recover`);
+      await until(
+        () => pooled(chain),
+        (n) => n > 0,
+        'the NONE deploy in the pool',
+      );
+      const second = await api('POST', `/payments/${id}/recover`);
+      await chain.mine();
+      return [first, second];
+    });
+    expect(asked.body['error']).toBeUndefined();
+    expect(asked.status).toBe(202);
+    expect(asked.body).toMatchObject({
+      status: 'recoverable',
+      deploy_tx_hash: null,
+      recoverable_amount: '1',
+    });
+    const requestedAt = asked.body['recovery_requested_at'];
+    expect(typeof requestedAt).toBe('string');
+    expect(again.status).toBe(202);
+    expect(again.body).toMatchObject({ recovery_requested_at: requestedAt, deploy_tx_hash: null });
+    const requests = (
+      await e2e.stack.service.app
+        .get<EventStore>(EVENT_STORE, { strict: false })
+        .readStream(paymentStreamId(id))
+    ).filter((e) => e.type === 'PaymentDustRecoveryRequested.v1');
+    expect(requests).toHaveLength(1);
+
+    // Deployed: recover runs as for any deposit, refused inside the payer's challenge period, then returning the unit.
+    await paymentUntil(api, id, (x) => x['deploy_tx_hash'] !== null, 'the NONE deployment');
+    const early = await api('POST', `/payments/${id}/recover`);
+    expect([early.status, (early.body['error'] as Json | undefined)?.['code']]).toEqual([
+      422,
+      'payer_not_final',
+    ]);
+    await chain.increaseTime(86_401);
+    const before = await usdc(stranger.address);
+    const recovered = await api('POST', `/payments/${id}/recover`);
+    expect(recovered.body['error']).toBeUndefined();
+    expect(recovered.status).toBe(200);
+    expect((await usdc(stranger.address)) - before).toBe(1n);
+    expect(await usdc(deposit)).toBe(0n);
+    expect(recovered.body).toMatchObject({ status: 'expired', recovery_requested_at: requestedAt });
   }, 180_000);
 
   it("returns a token the checkout did not accept to its sender once the checkout expired (recoverable abandoned, NONE deployment, recover); an accepted token sent after that deployment is a straggler the merchant rescues, and the first stays the payer's", async () => {

@@ -185,6 +185,7 @@ describe('payment events are delivered as signed webhooks; pending payments expi
         tx_hash: tx,
         log_index: 3,
         from: PAYER,
+        minted: false,
         amount: '12500000',
         asset: USDC_BASE,
         token_symbol: 'USDC',

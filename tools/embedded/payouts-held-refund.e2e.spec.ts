@@ -78,8 +78,8 @@ describe('payouts on chain: held funds and retired deposit addresses (anvil)', (
     return { status: res.status, body: (await res.json()) as Json };
   };
 
-  /** The merchant signer's PayoutRefund of the payout's deposit to its sender (what the SDK's caller signs). */
-  const signedRefund = async (payout: Json, signer: Wallet = merchantSigner) => {
+  /** The merchant signer's PayoutRefund of the payout's deposit to its sender, or to `to` (what the SDK's caller signs). */
+  const signedRefund = async (payout: Json, signer: Wallet = merchantSigner, to?: string) => {
     const deposit = payout['deposit'] as Json;
     const deadline = (await chain.now()) + 3_600n;
     const epoch = await connectStablepayRegistry(
@@ -92,13 +92,18 @@ describe('payouts on chain: held funds and retired deposit addresses (anvil)', (
       {
         payoutId: String(payout['id']),
         token: String(payout['asset']),
-        to: String(deposit['from']),
+        to: to ?? String(deposit['from']),
         amount: String(deposit['amount']),
         epoch,
         deadline,
       },
     );
     return { deadline: deadline.toString(), signature };
+  };
+
+  const expectCannotProcess = (res: { status: number; body: Json }, code: string, param: string) => {
+    expect(res.status).toBe(422);
+    expect(res.body['error']).toMatchObject({ type: 'cannot_process', code, param });
   };
 
   /** A customer with a 9 USDC payout, suspended once the payout exists. */
@@ -139,12 +144,7 @@ describe('payouts on chain: held funds and retired deposit addresses (anvil)', (
 
     // Another key's signature: refused on chain in simulation, nothing changes.
     const forged = await refundHeld(payoutId, await signedRefund(failed, new Wallet(id('not the signer'))));
-    expect(forged.status).toBe(422);
-    expect(forged.body['error']).toMatchObject({
-      type: 'cannot_process',
-      code: 'invalid_signature',
-      param: 'signature',
-    });
+    expectCannotProcess(forged, 'invalid_signature', 'signature');
     expect(await usdc().balanceOf(address)).toBe(12n * USDC);
     // A malformed body is 400 before anything is read on chain.
     const malformed = await refundHeld(payoutId, { deadline: 'soon', signature: '0x12' });
@@ -175,6 +175,45 @@ describe('payouts on chain: held funds and retired deposit addresses (anvil)', (
     expect([again.status, (again.body['error'] as Json)['code']]).toEqual([409, 'payout_already_refunded']);
     expect(await usdc().balanceOf(address)).toBe(3n * USDC);
     expect(webhooks.all('payout.refunded', payoutId)).toHaveLength(1);
+  });
+
+  it("a held deposit minted to the address by a bridge's relayer is never returned to the relayer: refused without a signed destination (422 refund_destination_required), then sent where the merchant signed", async () => {
+    const { address, payoutId } = await suspendedWithPayout('Bridged Held', 'bridged-held@example.com');
+    // A relayer account (not the customer's) sends the mint, as CCTP's receiveMessage is sent by whoever relays.
+    const relayer = chain.wallet(2);
+    const mint = await connectTestStablecoin(
+      chain.local.addresses.stablecoins.USDC,
+      relayer.connect(chain.provider()),
+    ).mint(address, 9n * USDC);
+    await mint.wait();
+    // Recorded as the intake records a mint (payouts-onchain.e2e shows it does): its sender the relayer, minted.
+    await aggregates().payout(payoutId, owner(), {
+      type: 'RecordDeposit',
+      txHash: mint.hash,
+      from: relayer.address,
+      amount: '9000000',
+      minted: true,
+      now: new Date(),
+    });
+    const failed = (await webhooks.next('payout.failed', payoutId)).data['object'] as Json;
+    expect(failed).toMatchObject({ deposit: { from: relayer.address, minted: true } });
+    const relayerBefore = await usdc().balanceOf(relayer.address);
+
+    const refused = await refundHeld(payoutId, await signedRefund(failed));
+    expectCannotProcess(refused, 'refund_destination_required', 'to');
+    expect(await usdc().balanceOf(address)).toBe(9n * USDC);
+
+    const customerWallet = Wallet.createRandom().address;
+    const body = { ...(await signedRefund(failed, merchantSigner, customerWallet)), to: customerWallet };
+    const refunded = await refundHeld(payoutId, body);
+    expect(refunded.status).toBe(200);
+    expect(refunded.body).toMatchObject({
+      status: 'refunded',
+      refund: { to: customerWallet, amount: '9000000' },
+    });
+    expect(await usdc().balanceOf(customerWallet)).toBe(9n * USDC);
+    expect(await usdc().balanceOf(relayer.address)).toBe(relayerBefore);
+    expect(await usdc().balanceOf(address)).toBe(0n);
   });
 
   it('a held deposit the chain no longer has (a reorg the indexer has not reported yet) is not returned from the other funds at the address (409 deposit_retracted)', async () => {

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
   existsSync,
-  linkSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -15,6 +14,7 @@ import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { Client } from 'pg';
 import { ConfigError } from '@stablepay/util';
+import { createWhole, unlinkQuietly } from './data-files';
 
 /**
  * What the embedded run checks before it starts anything (no PGlite, no chain, no file in the data directory): a
@@ -209,7 +209,7 @@ export async function lockDataDir(dataDir: string, options: LockDataDirOptions =
   // guards of a takeover are named for the lock they take over.
   const head = `${recordLine(self)}\nid ${randomBytes(8).toString('hex')}\n`;
   let tookOver: TookOver = { tookOverFrom: null, previousHelpers: [] };
-  for (let attempt = 0; !createWhole(file, head, self); attempt++) {
+  for (let attempt = 0; !createLockFile(file, head, self); attempt++) {
     const text = readText(file);
     if (text === undefined) continue;
     const held = parseLock(text);
@@ -263,22 +263,9 @@ function parseLock(text: string): HeldLock {
   return { owner, id, helpers: lines.slice(1).flatMap((l) => parseRecord(l) ?? []) };
 }
 
-/**
- * Creates `path` holding `text`, unless it exists (false): written aside, then linked, as link never replaces. A
- * reader never sees it empty or half written, which it would take for one left by a machine that died.
- */
-function createWhole(path: string, text: string, self: number): boolean {
-  const aside = join(dirname(path), `${LOCK_FILE}.${self}.new`);
-  writeFileSync(aside, text, { mode: 0o644 });
-  try {
-    linkSync(aside, path);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw error;
-  } finally {
-    unlinkQuietly(aside);
-  }
+/** A lock or guard file created whole (createWhole), written aside under the lock's own prefix. */
+function createLockFile(path: string, text: string, self: number): boolean {
+  return createWhole(path, text, { mode: 0o644, aside: join(dirname(path), `${LOCK_FILE}.${self}.new`) });
 }
 
 const TAKEOVER = `${LOCK_FILE}.takeover-`;
@@ -304,7 +291,7 @@ async function takeOverStaleLock(
   options: LockDataDirOptions,
 ): Promise<TookOver | 'changed'> {
   let guard = join(dataDir, `${TAKEOVER}${held.id}`);
-  while (!createWhole(guard, `${recordLine(self)}\n`, self)) {
+  while (!createLockFile(guard, `${recordLine(self)}\n`, self)) {
     const text = readText(guard);
     // Its lock was taken over and its guards removed since: this start finds so below.
     if (text === undefined) continue;
@@ -485,14 +472,6 @@ function readText(file: string): string | undefined {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
-  }
-}
-
-function unlinkQuietly(file: string): void {
-  try {
-    unlinkSync(file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
 }
 

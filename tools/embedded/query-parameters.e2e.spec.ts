@@ -140,6 +140,63 @@ describe('unknown query parameters (embedded stack)', () => {
     });
   });
 
+  it('refuses a chain filter naming no chain Stablepay supports with 400 unsupported_chain on every list and export, and filters by a supported one', async () => {
+    const lists: ReadonlyArray<readonly [string, string]> = [
+      [`/merchants/${merchantId}/subscriptions`, 'chain'],
+      [`/merchants/${merchantId}/charges`, 'chain'],
+      ['/payments', 'detected_chain'],
+      ['/reports/subscriptions/export', 'chain'],
+      ['/reports/subscription-charges/export', 'chain'],
+      ['/reports/payments/export', 'detected_chain'],
+    ];
+    for (const [path, param] of lists) {
+      // eip155:8543 is a typo of Base: before, an empty list (an empty export) said "none there".
+      expect({ path, ...(await get(`${path}?${param}=eip155:8543`)) }).toEqual({
+        path,
+        status: 400,
+        body: {
+          error: {
+            type: 'validation_error',
+            code: 'unsupported_chain',
+            param,
+            message: expect.stringContaining(`${param} eip155:8543 is not a chain Stablepay supports`),
+          },
+        },
+      });
+      expect({ path, ...(await get(`${path}?${param}=base`)) }).toEqual({
+        path,
+        status: 400,
+        body: { error: expect.objectContaining({ code: 'invalid_caip2', param }) },
+      });
+      expect({ path, status: (await get(`${path}?${param}=eip155:8453`)).status }).toEqual({
+        path,
+        status: 200,
+      });
+    }
+  });
+
+  it('takes a date or Unix seconds in every time bound, the charges list and export included, and refuses the rest alike', async () => {
+    for (const path of [
+      `/merchants/${merchantId}/charges?charged_from=2026-01-01&charged_to=1893456000`,
+      '/reports/subscription-charges/export?charged_from=1767225600&charged_to=2030-01-01',
+      `/merchants/${merchantId}/subscriptions?created[gte]=2026-01-01&created[lt]=1893456000`,
+      '/payments?created[gte]=1767225600&created[lte]=2030-01-01',
+    ]) {
+      expect({ path, status: (await get(path)).status }).toEqual({ path, status: 200 });
+    }
+    // One message for the same mistake on every bound.
+    for (const [path, param] of [
+      [`/merchants/${merchantId}/charges?charged_from=2026-13-01`, 'charged_from'],
+      ['/payments?created[gte]=2026-13-01', 'created[gte]'],
+    ] as const) {
+      expect((await get(path)).body['error']).toMatchObject({
+        type: 'validation_error',
+        param,
+        message: `${param} is not a date and time that exists ("2026-13-01").`,
+      });
+    }
+  });
+
   it('serves the hosted pages and the probes whatever their query (links carry utm_* and the like)', async () => {
     const page = await get(`/hosted/pay/${checkoutId}?utm_source=newsletter&utm_campaign=june&gclid=x`, {});
     expect(page.status).toBe(200);

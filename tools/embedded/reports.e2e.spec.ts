@@ -269,7 +269,8 @@ describe('CSV reports (GET /reports/*/export)', () => {
         'detected_asset,token_symbol,token_decimals,token_amount,amount_paid,amount_captured,amount_refunded,' +
         'deposit_address,payer_addresses,funding_tx_hashes,deploy_tx_hash,settlement_status,' +
         'settlement_failure_reason,failure_reason,failure_message,recoverable_reason,recoverable_amount,' +
-        'expires_at,metadata,recoverable_asset,recoverable_chain',
+        'expires_at,metadata,recoverable_asset,recoverable_chain,amount_recovered,amount_rescued,' +
+        'amount_non_funding,non_funding_tx_hashes',
     );
     const rows = rowsOf(text);
     expect(rows.map((r) => r['id'])).toEqual(mine);
@@ -566,7 +567,7 @@ describe('CSV reports (GET /reports/*/export)', () => {
         (
           (await data.query(
             `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE query LIKE '%stablepay:export payments%' AND state <> 'idle' AND pid <> pg_backend_pid()`,
+             WHERE datname = current_database() AND query LIKE '%stablepay:export payments%' AND state <> 'idle' AND pid <> pg_backend_pid()`,
           )) as Array<{ n: number }>
         )[0]?.n,
       (n) => n === 0,

@@ -52,12 +52,19 @@ describe('embedded: the webhook sealing key survives a restart', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  const api = (s: EmbeddedStack, method: string, path: string, body?: unknown) =>
+  const api = (
+    s: EmbeddedStack,
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ) =>
     fetch(`${s.url}${path}`, {
       method,
       headers: {
         authorization: `Bearer ${s.demoApiKey}`,
         ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
       },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
@@ -84,7 +91,7 @@ describe('embedded: the webhook sealing key survives a restart', () => {
     }
   }, 240_000);
 
-  it('survives an encryption key rotation: the old key opens what it sealed, secrets are re-sealed, a lost key is a clear 500 fixed by one rotation', async () => {
+  it('survives an encryption key rotation: the old key opens what it sealed, secrets are re-sealed, a lost key is a clear 500 fixed by one rotation (a kept answer it sealed: 500 idempotent_replay_unreadable)', async () => {
     await stack?.stop();
     stack = undefined;
     if (db) {
@@ -105,7 +112,10 @@ describe('embedded: the webhook sealing key survives a restart', () => {
       stack = await start({ WEBHOOK_SECRET_ENCRYPTION_KEY: k1 }, rotationDir);
       const set = await api(stack, 'PATCH', '/settings', { webhook_url: receiverUrl });
       const first = ((await set.json()) as { webhook_secret: string }).webhook_secret;
-      const rotated = await api(stack, 'POST', '/settings/webhook/secret');
+      // With an Idempotency-Key: its kept answer (the secret) is sealed with the key in force.
+      const rotate = (s: EmbeddedStack) =>
+        api(s, 'POST', '/settings/webhook/secret', undefined, { 'idempotency-key': 'rotate-once' });
+      const rotated = await rotate(stack);
       expect(rotated.status).toBe(200);
       const second = ((await rotated.json()) as { webhook_secret: string }).webhook_secret;
       await stack.stop();
@@ -118,6 +128,9 @@ describe('embedded: the webhook sealing key survives a restart', () => {
       );
       expect((await api(stack, 'POST', '/settings/webhook/test')).status).toBe(200);
       expect([signedWith(second), signedWith(first)]).toEqual([true, true]);
+      const replayed = await rotate(stack);
+      expect([replayed.status, replayed.headers.get('idempotent-replayed')]).toEqual([200, 'true']);
+      expect(((await replayed.json()) as { webhook_secret: string }).webhook_secret).toBe(second);
       await stack.stop();
 
       // Opening them re-sealed them under the new key: the old key can be retired.
@@ -134,6 +147,14 @@ describe('embedded: the webhook sealing key survives a restart', () => {
       expect(await lost.json()).toMatchObject({
         error: { type: 'api_error', code: 'webhook_secret_unreadable' },
       });
+      // The kept answer sealed with k1 opens with no configured key: said so, never replayed as something else and
+      // never run again (a rotation the client did not ask for twice).
+      const unreadable = await rotate(stack);
+      expect(unreadable.status).toBe(500);
+      expect(await unreadable.json()).toMatchObject({
+        error: { type: 'api_error', code: 'idempotent_replay_unreadable' },
+      });
+      expect((await api(stack, 'POST', '/settings/webhook/test')).status).toBe(500);
       const third = await api(stack, 'POST', '/settings/webhook/secret');
       expect(third.status).toBe(200);
       const thirdSecret = ((await third.json()) as { webhook_secret: string }).webhook_secret;

@@ -1,10 +1,13 @@
 import { Wallet } from 'ethers';
+import { computeTestStablecoinAddresses } from '@stablepay/contracts';
 import { Client } from 'pg';
 import { EVENT_BUS, type BusMessage, type EventBus } from '@stablepay/event-bus';
 import { MerchantCommands, SettingsReader, WebhookSecrets } from '@stablepay/merchants-service';
+import { idempotencyCommandId } from '@stablepay/http';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { type EmbeddedStack, startEmbedded } from './embedded';
+import { loseKeptAnswer } from './test-support/idempotency';
 
 /** Merchant settings end to end: HTTP -> merchant aggregate -> event store -> bus -> projection -> HTTP. */
 const ADMIN_TOKEN = 'admin-token-for-tests-0123456789';
@@ -150,6 +153,55 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(replay).toEqual({ status: 201, replayed: 'true', text: first.text });
     });
 
+    it('a keyed create whose process died before keeping its answer answers the same merchant to the retry, with a reissued key replacing the unseen one', async () => {
+      const send = async () => {
+        const res = await fetch(`${stack.url}/admin/merchants`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${ADMIN_TOKEN}`,
+            'content-type': 'application/json',
+            'idempotency-key': 'create-merchant-answer-lost',
+          },
+          body: JSON.stringify({ name: 'Lost Answer Co', mode: 'test' }),
+        });
+        return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+      };
+      const settingsWith = async (apiKey: unknown) =>
+        api('GET', '/settings', undefined, { authorization: `Bearer ${str(apiKey)}` });
+      const first = await send();
+      expect(first.status).toBe(201);
+      await loseKeptAnswer(stack, 'create-merchant-answer-lost');
+      const retried = await send();
+      expect(retried.status).toBe(201);
+      expect(retried.body).toMatchObject({
+        object: 'merchant',
+        id: first.body['id'],
+        name: 'Lost Answer Co',
+        created_at: first.body['created_at'],
+      });
+      expect(retried.body['api_key']).toMatch(/^sk_test_/);
+      expect(retried.body['api_key']).not.toBe(first.body['api_key']);
+      expect((await settingsWith(retried.body['api_key'])).body['merchant_id']).toBe(first.body['id']);
+      // The first key reached nobody; it no longer opens the merchant.
+      expect((await settingsWith(first.body['api_key'])).status).toBe(401);
+      const client = new Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        const merchants = await client.query(
+          "SELECT 1 FROM events WHERE type = 'MerchantCreated.v1' AND data->>'name' = 'Lost Answer Co'",
+        );
+        expect(merchants.rowCount).toBe(1);
+        const reissued = await client.query<{ data: Record<string, unknown> }>(
+          "SELECT data FROM events WHERE stream_id = $1 AND type = 'MerchantApiKeyReissued.v1'",
+          [`merchant-${str(first.body['id'])}`],
+        );
+        expect(reissued.rows).toHaveLength(1);
+        expect(JSON.stringify(reissued.rows[0]?.data)).not.toContain(str(retried.body['api_key']));
+      } finally {
+        await client.end();
+      }
+    });
+
     it('refuses a missing or wrong admin token with 401', async () => {
       for (const auth of [undefined, 'Bearer nope', `Bearer ${key}`]) {
         const res = await fetch(`${stack.url}/admin/merchants`, {
@@ -289,6 +341,41 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       ).toMatchObject({ status: 400, body: { error: { param: 'settlement_address' } } });
       expect((await api('GET', '/settings')).body['settlement_address']).toBe(next);
     });
+
+    it.each([
+      // Base's USDC, as a merchant copies it from an explorer: settlements sent there stay there.
+      ['0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913', 'the USDC token contract on eip155:8453'],
+      // The local chains' test USDC (the same address on every local chain).
+      [computeTestStablecoinAddresses().USDC, 'the test USDC token contract of the local chains'],
+    ])(
+      'refuses the token contract %s as merchant signer or settlement address on every route (400 invalid_address), changing nothing',
+      async (token, what) => {
+        const before = (await api('GET', '/settings')).body;
+        const events = await merchantEventCount();
+        const refusals = [
+          [await api('POST', '/settings', { merchant_signer: token }), 'merchant_signer'],
+          [
+            await api('POST', '/settings', { merchant_signer: signer.address, settlement_address: token }),
+            'settlement_address',
+          ],
+          [await api('PUT', '/settings', { settlement_address: token.toLowerCase() }), 'settlement_address'],
+          [await api('PUT', '/payments/settlement', { settlement_address: token }), 'settlement_address'],
+        ] as const;
+        for (const [res, param] of refusals) {
+          expect(res.status).toBe(400);
+          expect(res.body).toMatchObject({
+            error: { type: 'validation_error', param, code: 'invalid_address' },
+          });
+          expect(str((res.body['error'] as Record<string, unknown>)['message'])).toContain(what);
+        }
+        const after = (await api('GET', '/settings')).body;
+        expect([after['merchant_signer'], after['settlement_address']]).toEqual([
+          before['merchant_signer'],
+          before['settlement_address'],
+        ]);
+        expect(await merchantEventCount()).toBe(events);
+      },
+    );
 
     it('replays POST /settings for a retried Idempotency-Key', async () => {
       const body = { merchant_signer: signer.address };
@@ -446,6 +533,33 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(res.body['webhook_secret_fingerprint']).toBe(firstFingerprint);
     });
 
+    it('PATCH /settings takes no Idempotency-Key: the header is ignored (nothing kept or replayed, no key refused), a retry sets its values again and does not show the issued secret again', async () => {
+      const keyed = { 'idempotency-key': 'patch-settings-key' };
+      const url = 'https://hooks2.example.com/stablepay';
+      const first = await api('PATCH', '/settings', { webhook_url: url, display_name: 'Acme Keyed' }, keyed);
+      const retried = await api(
+        'PATCH',
+        '/settings',
+        { webhook_url: url, display_name: 'Acme Keyed' },
+        keyed,
+      );
+      for (const res of [first, retried]) {
+        expect([res.status, res.headers.get('idempotent-replayed')]).toEqual([200, null]);
+        expect(res.body['webhook_secret']).toBeUndefined();
+        expect(res.body['webhook_secret_fingerprint']).toBe(firstFingerprint);
+      }
+      const other = await api('PATCH', '/settings', { display_name: 'Acme Inc' }, keyed);
+      expect([other.status, other.body['display_name']]).toEqual([200, 'Acme Inc']);
+      const client = new Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        const rows = await client.query(`SELECT 1 FROM idempotency_keys WHERE key = 'patch-settings-key'`);
+        expect(rows.rowCount).toBe(0);
+      } finally {
+        await client.end();
+      }
+    });
+
     it('rotation returns the new secret and a 24-hour expiry for the previous one; both sign during the window', async () => {
       const res = await api('POST', '/settings/webhook/secret');
       expect(res.status).toBe(200);
@@ -508,6 +622,82 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(replay.body).toEqual(rotated.body);
     });
 
+    it('a keyed rotation whose process died before keeping its answer answers the same secret to the retry and rotates once', async () => {
+      const headers = { 'idempotency-key': 'rotate-answer-lost' };
+      const rotated = await api('POST', '/settings/webhook/secret', undefined, headers);
+      expect(rotated.status).toBe(200);
+      const events = await merchantEventCount();
+      await loseKeptAnswer(stack, 'rotate-answer-lost');
+      const retried = await api('POST', '/settings/webhook/secret', undefined, headers);
+      expect([retried.status, retried.headers.get('idempotent-replayed')]).toEqual([200, null]);
+      expect(retried.body).toEqual(rotated.body);
+      expect(await merchantEventCount()).toBe(events);
+      const active = await stack.service.app
+        .get(WebhookSecrets)
+        .active(await stack.service.app.get(SettingsReader).get(merchantId), clock);
+      expect(active?.current).toBe(rotated.body['webhook_secret']);
+    });
+
+    it('a keyed rotation retried after a later rotation answers exactly its own first answer; its first attempt landing late rotates nothing back', async () => {
+      const headers = { 'idempotency-key': 'rotate-then-superseded' };
+      const rotated = await api('POST', '/settings/webhook/secret', undefined, headers);
+      expect(rotated.status).toBe(200);
+      const later = await api('POST', '/settings/webhook/secret');
+      expect(later.status).toBe(200);
+      const events = await merchantEventCount();
+      const currentSecret = async () =>
+        (
+          await stack.service.app
+            .get(WebhookSecrets)
+            .active(await stack.service.app.get(SettingsReader).get(merchantId), clock)
+        )?.current;
+      expect(await currentSecret()).toBe(later.body['webhook_secret']);
+
+      // The first attempt, stalled past its claim after storing its secret but before it looked for its rotation
+      // (its retry rotated, then the later rotation), lands now.
+      const client = new Client({ connectionString: db.url });
+      await client.connect();
+      let generation: number;
+      try {
+        const res = await client.query<{ generation: number }>(
+          'SELECT generation FROM idempotency_keys WHERE key = $1',
+          ['rotate-then-superseded'],
+        );
+        generation = Number(res.rows[0]?.generation);
+      } finally {
+        await client.end();
+      }
+      const commands = stack.service.app.get(MerchantCommands);
+      const lookup = jest
+        .spyOn(commands as unknown as { rotationOf: () => Promise<undefined> }, 'rotationOf')
+        .mockResolvedValueOnce(undefined);
+      try {
+        const late = await commands.rotateWebhookSecret(
+          merchantId,
+          idempotencyCommandId('rotate-then-superseded', generation),
+        );
+        expect({
+          webhook_secret: late.secret,
+          previous_secret_expires_at: late.previousSecretExpiresAt.toISOString(),
+        }).toEqual({
+          webhook_secret: rotated.body['webhook_secret'],
+          previous_secret_expires_at: rotated.body['previous_secret_expires_at'],
+        });
+      } finally {
+        lookup.mockRestore();
+      }
+      expect(await merchantEventCount()).toBe(events);
+      expect(await currentSecret()).toBe(later.body['webhook_secret']);
+
+      // The client's retry after the lost answer: the first answer again (its secret is now the previous one).
+      await loseKeptAnswer(stack, 'rotate-then-superseded');
+      const retried = await api('POST', '/settings/webhook/secret', undefined, headers);
+      expect([retried.status, retried.headers.get('idempotent-replayed')]).toEqual([200, null]);
+      expect(retried.body).toEqual(rotated.body);
+      expect(await merchantEventCount()).toBe(events);
+      expect(await currentSecret()).toBe(later.body['webhook_secret']);
+    });
+
     it('rotating again inside the window invalidates the older secret at once (one previous slot)', async () => {
       const before = await stack.service.app
         .get(WebhookSecrets)
@@ -544,8 +734,8 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
           'SELECT sealed_secret FROM webhook_secrets WHERE merchant_id = $1',
           [merchantId],
         );
-        // The first secret and the four rotations above that succeeded.
-        expect(secrets.rows.length).toBe(5);
+        // The first secret and the seven rotations above that succeeded (the retried ones stored nothing more).
+        expect(secrets.rows.length).toBe(8);
         for (const row of secrets.rows) expect(row.sealed_secret).not.toContain('whsec_');
         // Nor the kept answers of the keyed rotations above (replayed from the sealed copy).
         const kept = await client.query(

@@ -326,6 +326,33 @@ describe('subscription chain events: screening, manager events, receipt timeout,
     expect(charged.body).toMatchObject({ status: 'succeeded', charge_nonce: before['charge_nonce'] });
   }, 120_000);
 
+  it('a cap the subscriber lowered below a quote already given: the charge is refused at preflight with 422 amount_exceeds_cap, nothing sent, and that amount is no longer quoted', async () => {
+    const owner = wallet(6);
+    const sub = await subscribeWith(owner);
+    const body = await signedCharge(sub);
+    const lowered = BigInt(body.amount) - 1n;
+    await (await connectSubscriptionManager(sub.manager, owner).updateCap(sub.id, lowered)).wait();
+    await until(
+      () => subscription(sub.id),
+      (s) => s['cap_amount'] === lowered.toString(),
+      'the cap update',
+    );
+    const before = await subscription(sub.id);
+    const funds = await connectTestStablecoin(sub.token, provider()).balanceOf(owner.address);
+    const refused = await postCharge(body, sub.id);
+    expect(refused.status).toBe(422);
+    expect(refused.body['error']).toMatchObject({
+      type: 'cannot_process',
+      code: 'amount_exceeds_cap',
+      param: 'amount',
+    });
+    expect(await subscription(sub.id)).toMatchObject({ charge_nonce: before['charge_nonce'] });
+    expect(await connectTestStablecoin(sub.token, provider()).balanceOf(owner.address)).toBe(funds);
+    const quoted = await api('POST', `/subscriptions/${sub.id}/charge-quote`);
+    expect(quoted.status).toBe(422);
+    expect(quoted.body['error']).toMatchObject({ type: 'cannot_process', code: 'amount_exceeds_cap' });
+  }, 120_000);
+
   it('a charge receipt timeout: 503 charge_pending, a retry sends nothing new, the indexer records the charge when it lands, the retry then answers it', async () => {
     const p = provider();
     const before = Number((await subscription())['charge_nonce']);

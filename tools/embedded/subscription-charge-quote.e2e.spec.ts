@@ -2,6 +2,12 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { keccak256, toUtf8Bytes } from 'ethers';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore } from '@stablepay/event-store';
+import {
+  ChargeQuotes,
+  RATE_SOURCE,
+  SETTLEMENT_PROVIDER,
+  type SettlementProvider,
+} from '@stablepay/subscriptions-service';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
 
@@ -215,15 +221,144 @@ describe('charge quote (POST /subscriptions/:id/charge-quote)', () => {
       expect(refused.body.error).toMatchObject({ type: 'cannot_process', code: 'currency_mismatch' });
       expect(refused.body.error?.['param']).toBeUndefined();
     }
-    // A token-priced plan's ad-hoc amount is locked only in the currency the business now pays out in.
+    // A token-priced plan's ad-hoc amount is locked in no currency (next test).
     const adHoc = await quote(merchant, legacy, { fiat_amount: '100', currency: 'ARS' });
     expect(adHoc.body.error).toMatchObject({ code: 'currency_mismatch', param: 'currency' });
-    expect((await quote(merchant, legacy, { fiat_amount: '100', currency: 'USD' })).body).toMatchObject({
-      kind: 'price_lock',
-      fiat_currency: 'USD',
-    });
     await configureFiat(merchant, FIAT_ARS);
     expect((await quote(merchant, id)).body).toMatchObject({ kind: 'price_lock', fiat_currency: 'ARS' });
+  });
+
+  it("refuses a fiat-settled business's price lock for a token-priced plan's ad-hoc fiat_amount (422 currency_mismatch, param currency): its charge would settle no fiat", async () => {
+    const merchant = await newMerchant('Fiat Legacy Co', 'fiat');
+    await configureFiat(merchant, FIAT_ARS);
+    const legacy = await subscription(merchant, { price: '2500000', priceCurrency: null });
+    const provider = stack.service.app.get<SettlementProvider>(SETTLEMENT_PROVIDER, { strict: false });
+    const lockPrice = jest.spyOn(provider, 'lockPrice');
+    try {
+      // In the settlement currency itself: the ledger keeps no fiat fields for a token-priced plan's charge, so the
+      // payout the lock promises would never be tracked, paid or announced.
+      const refused = await quote(merchant, legacy, { fiat_amount: '11855', currency: 'ARS' });
+      expect(refused.status).toBe(422);
+      expect(refused.body.error).toMatchObject({
+        type: 'cannot_process',
+        code: 'currency_mismatch',
+        param: 'currency',
+      });
+      expect(lockPrice).not.toHaveBeenCalled();
+      // Its token price is still quoted as is (a reference quote: nothing to pay out).
+      expect((await quote(merchant, legacy)).body).toMatchObject({
+        kind: 'reference_quote',
+        amount: '2500000',
+        fiat_amount: null,
+      });
+      expect(lockPrice).not.toHaveBeenCalled();
+    } finally {
+      lockPrice.mockRestore();
+    }
+  });
+
+  // The cap is 10 USDC (10000000); ARS at 1,185.50 per USDC.
+  const overCap = (error: unknown, param: string | undefined) => {
+    expect(error).toMatchObject({ type: 'cannot_process', code: 'amount_exceeds_cap' });
+    expect((error as Record<string, unknown>)['param']).toBe(param);
+  };
+
+  it("refuses a quote above the subscription's cap with the charge's 422 amount_exceeds_cap: it could never be charged", async () => {
+    const merchant = await newMerchant('Capped Co');
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    // 11,855.00 ARS is exactly the cap; a centavo more converts (rounding up) past it.
+    expect((await quote(merchant, id, { fiat_amount: '1185500' })).body).toMatchObject({
+      amount: '10000000',
+    });
+    const adHoc = await quote(merchant, id, { fiat_amount: '1185501' });
+    expect(adHoc.status).toBe(422);
+    overCap(adHoc.body.error, 'fiat_amount');
+    // The plan price itself past the cap at today's rate: nothing in the body to name.
+    const dear = await subscription(merchant, { price: '2000000', priceCurrency: 'ARS' });
+    const price = await quote(merchant, dear);
+    expect(price.status).toBe(422);
+    overCap(price.body.error, undefined);
+    // A token-priced plan's ad-hoc amount alike.
+    const legacy = await subscription(merchant, { price: '2500000', priceCurrency: null });
+    const tokens = await quote(merchant, legacy, { fiat_amount: '1001', currency: 'USD' });
+    expect(tokens.status).toBe(422);
+    overCap(tokens.body.error, 'fiat_amount');
+  });
+
+  it('refuses a price lock above the cap without asking the settlement provider for one', async () => {
+    const merchant = await newMerchant('Capped Fiat Co', 'fiat');
+    await configureFiat(merchant, FIAT_ARS);
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    const provider = stack.service.app.get<SettlementProvider>(SETTLEMENT_PROVIDER, { strict: false });
+    const lockPrice = jest.spyOn(provider, 'lockPrice');
+    try {
+      const refused = await quote(merchant, id, { fiat_amount: '1185501' });
+      expect(refused.status).toBe(422);
+      overCap(refused.body.error, 'fiat_amount');
+      expect(lockPrice).not.toHaveBeenCalled();
+      expect((await quote(merchant, id, { fiat_amount: '1185500' })).body).toMatchObject({
+        kind: 'price_lock',
+        amount: '10000000',
+      });
+      expect(lockPrice).toHaveBeenCalledTimes(1);
+    } finally {
+      lockPrice.mockRestore();
+    }
+  });
+
+  it('releases a price lock whose quote is refused after the lock: the rate source down and the lock above the cap', async () => {
+    const merchant = await newMerchant('Rate Outage Fiat Co', 'fiat');
+    await configureFiat(merchant, FIAT_ARS);
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    const provider = stack.service.app.get<SettlementProvider>(SETTLEMENT_PROVIDER, { strict: false });
+    // Typed by what the spy needs: an app may not import the domain lib (module boundaries).
+    const rates = stack.service.app.get<{ quote: (...args: never[]) => Promise<unknown> }>(RATE_SOURCE, {
+      strict: false,
+    });
+    // The live check cannot run; the provider's lock converts past the 10 USDC cap.
+    const quoteRate = jest.spyOn(rates, 'quote').mockRejectedValueOnce(new Error('rates down'));
+    const lockPrice = jest.spyOn(provider, 'lockPrice').mockResolvedValueOnce({
+      priceLockCode: 'plk_over_cap',
+      tokenAmount: 10_000_001n,
+      rate: '1185.50',
+      expiresAt: new Date(Date.now() + 600_000),
+    });
+    const release = jest.spyOn(provider, 'releasePriceLock');
+    try {
+      const refused = await quote(merchant, id, { fiat_amount: '1185500' });
+      expect(refused.status).toBe(422);
+      overCap(refused.body.error, 'fiat_amount');
+      expect(lockPrice).toHaveBeenCalledTimes(1);
+      expect(release).toHaveBeenCalledWith({ merchantId: merchant.id, priceLockCode: 'plk_over_cap' });
+    } finally {
+      quoteRate.mockRestore();
+      lockPrice.mockRestore();
+      release.mockRestore();
+    }
+  });
+
+  it('releases a price lock whose quote could not be stored, and a release that fails leaves the refusal as the answer', async () => {
+    const merchant = await newMerchant('Store Outage Fiat Co', 'fiat');
+    await configureFiat(merchant, FIAT_ARS);
+    const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
+    const provider = stack.service.app.get<SettlementProvider>(SETTLEMENT_PROVIDER, { strict: false });
+    const issue = jest
+      .spyOn(stack.service.app.get(ChargeQuotes, { strict: false }), 'issue')
+      .mockRejectedValueOnce(new Error('quotes table unavailable'));
+    const lockPrice = jest.spyOn(provider, 'lockPrice');
+    const release = jest
+      .spyOn(provider, 'releasePriceLock')
+      .mockRejectedValueOnce(new Error('provider down'));
+    try {
+      const failed = await quote(merchant, id);
+      expect(failed.status).toBe(500);
+      const lock = (await lockPrice.mock.results[0]?.value) as { priceLockCode: string };
+      expect(release).toHaveBeenCalledWith({ merchantId: merchant.id, priceLockCode: lock.priceLockCode });
+    } finally {
+      issue.mockRestore();
+      lockPrice.mockRestore();
+      release.mockRestore();
+    }
   });
 
   it("answers 404 for another merchant's subscription and an unknown one, and refuses unknown parameters", async () => {

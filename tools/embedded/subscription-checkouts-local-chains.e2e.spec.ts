@@ -68,11 +68,12 @@ describe('subscription options on the local test chains (embedded stack with anv
     ).toEqual(expected);
     const dai = options.find((o) => o['token_symbol'] === 'DAI');
     const usdc = options.find((o) => o['token_symbol'] === 'USDC');
-    // ARS 1,500.00 at 1,185.50 ARS per token: 1.265288907633909742724... -> rounded up in the last unit.
+    // ARS 1,500.00 at 1,185.50 ARS per token: 1.265288907633909742724... -> rounded up in the last unit; the cap
+    // (the default budget, 10 times the price) at the rate of that rounded-up price: exactly 10 charges of it.
     expect(dai).toMatchObject({
       token_decimals: 18,
       price_amount: '1265288907633909743',
-      cap_amount: '12652889076339097428',
+      cap_amount: '12652889076339097430',
       rate: '1185.50',
     });
     expect(usdc).toMatchObject({

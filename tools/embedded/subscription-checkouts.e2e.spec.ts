@@ -231,7 +231,8 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         background_color: '#0B1F3A',
         primary_color: '#FFB000',
       });
-      // USD 19.99 at 1 USD per USDC is exactly 19.99 USDC; at 1.0002 USD per USDT it rounds up.
+      // USD 19.99 at 1 USD per USDC is exactly 19.99 USDC; at 1.0002 USD per USDT it rounds up, and cap and budget
+      // convert at the rate of that rounded-up price (50.00 / 19.99 x 19.986003 rounded up).
       const options = arr(res.body['subscription_options']);
       expect(
         options.map((o) => [
@@ -244,9 +245,16 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       ).toEqual([
         ['eip155:8453', 'USDC', '19990000', '29990000', '50000000'],
         ['eip155:137', 'USDC', '19990000', '29990000', '50000000'],
-        ['eip155:137', 'USDT', '19986003', '29984004', '49990002'],
+        ['eip155:137', 'USDT', '19986003', '29984004', '49990003'],
       ]);
       await call('PATCH', '/settings', { background_color: null, primary_color: null });
+    });
+
+    it('keeps tabs and line breaks in a metadata value (free text), as Stripe does', async () => {
+      const metadata = { note: 'line one\r\nline two\tand a tab' };
+      const res = await create({ price: '1999', price_currency: 'usd', metadata });
+      expect(res.status).toBe(201);
+      expect(res.body['metadata']).toEqual(metadata);
     });
 
     it('replays the same response for a retried Idempotency-Key and creates one intent', async () => {
@@ -433,6 +441,35 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
           { ...base, external_customer_id: 'cus_\u202E42' },
           { type: 'validation_error', param: 'external_customer_id' },
         ],
+        // Control characters (C0, DEL, C1) in an identifier: before, stored as sent.
+        ...(
+          [
+            ['an escape sequence', 'cus_\u001b[31m42'],
+            ['a tab', 'cus\t42'],
+            ['a line feed', 'cus_42\n'],
+            ['a C1 control (NEL)', 'cus_\u008542'],
+            ['DEL', 'cus_42\u007f'],
+          ] as const
+        ).map(([what, id]): [string, unknown, Json] => [
+          `external_customer_id holding ${what}`,
+          { ...base, external_customer_id: id },
+          { type: 'validation_error', code: 'invalid_string', param: 'external_customer_id' },
+        ]),
+        [
+          'a metadata key holding a control character',
+          { ...base, metadata: { 'ref\u0007': 'x' } },
+          { type: 'validation_error', code: 'invalid_string', param: 'metadata' },
+        ],
+        [
+          'a metadata value holding a control character other than tab and line breaks',
+          { ...base, metadata: { note: 'ring \u0007 bell' } },
+          { type: 'validation_error', code: 'invalid_string', param: 'metadata[note]' },
+        ],
+        [
+          'success_url holding a tab (the URL parser would drop it unseen)',
+          { ...base, success_url: 'https://shop.example/o\tk' },
+          { type: 'validation_error', code: 'invalid_string', param: 'success_url' },
+        ],
         [
           'metadata[plan_name] (shown on the hosted page) of zero-width characters only',
           { ...base, metadata: { plan_name: '\u200B\u200D' } },
@@ -458,6 +495,43 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         });
         expect(await allIds()).toEqual(idsBefore);
         expect(await storedCheckoutEvents()).toBe(eventsBefore);
+      });
+
+      it('answers a NUL and a line separator in one field alike: 400 validation_error, its param, code invalid_string', async () => {
+        // Before: the NUL was invalid_request invalid_string, the separator validation_error without a code.
+        for (const id of ['cus_\u000042', 'cus_\u202842', 'cus_\u202942', 'cus_\ud80042']) {
+          const res = await create({ ...base, external_customer_id: id });
+          expect({ id, status: res.status, type: (res.body['error'] as Json)['type'] }).toEqual({
+            id,
+            status: 400,
+            type: 'validation_error',
+          });
+          expect(res.body['error']).toMatchObject({ code: 'invalid_string', param: 'external_customer_id' });
+        }
+      });
+
+      it('gives every 400 a type, a param and a code: parameter_missing, parameter_invalid, parameter_invalid_string_blank', async () => {
+        const answers = [
+          // The DTO's own rules (the validation pipe) and the hand-written ones alike.
+          [{ price_currency: 'ARS' }, 'price', 'parameter_missing'],
+          [{ price: 150000, price_currency: 'ARS' }, 'price', 'parameter_invalid'],
+          [{ ...base, cap: 'lots' }, 'cap', 'parameter_invalid'],
+          [{ ...base, metadata: { seats: 5 } }, 'metadata[seats]', 'parameter_invalid'],
+          [
+            { ...base, external_customer_id: '\u200b ' },
+            'external_customer_id',
+            'parameter_invalid_string_blank',
+          ],
+          [{ ...base, external_customer_id: 'cus_\u202e42' }, 'external_customer_id', 'invalid_string'],
+        ] as const;
+        for (const [body, param, code] of answers) {
+          const res = await create(body);
+          expect({ param, status: res.status, error: res.body['error'] }).toEqual({
+            param,
+            status: 400,
+            error: { type: 'validation_error', param, code, message: expect.any(String) },
+          });
+        }
       });
 
       it('a currency the rate source cannot quote is 422 price_currency_not_quotable (crypto-settled business)', async () => {
@@ -542,6 +616,15 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         const res = await settlement('PUT', body);
         expect(res.status).toBe(400);
         expect(res.body).toMatchObject({ error: { type: 'validation_error', param } });
+      }
+      // A control character in a name: the code every field answers it with (before: parameter_invalid here).
+      for (const [body, param] of [
+        [{ fiat: { beneficiary_name: 'Ana\u0007 Perez' } }, 'fiat[beneficiary_name]'],
+        [{ fiat: { bank_name: 'Banco\u0085Nacion' } }, 'fiat[bank_name]'],
+      ] as const) {
+        expect((await settlement('PUT', body)).body).toMatchObject({
+          error: { type: 'validation_error', code: 'invalid_string', param },
+        });
       }
       expect((await settlement('GET')).body['fiat']).toMatchObject({ currency: 'ARS', complete: false });
     });
@@ -634,6 +717,61 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
       expect(again.body).toMatchObject({
         error: { type: 'invalid_request', code: 'subscription_checkout_not_pending' },
       });
+    });
+
+    it('a keyed cancel retried after a lost answer is answered the cancelled intent, appending nothing; unkeyed stays 409', async () => {
+      const id = str((await create({ price: '5000', price_currency: 'ARS' }, key)).body['id']);
+      const keyed = async (idempotencyKey: string) => {
+        const res = await fetch(`${stack.url}/subscription-checkouts/${id}/cancel`, {
+          method: 'PATCH',
+          headers: { authorization: `Bearer ${key}`, 'idempotency-key': idempotencyKey },
+        });
+        return { status: res.status, body: (await res.json()) as Json };
+      };
+      const first = await keyed('cancel-answer-lost');
+      expect(first.status).toBe(200);
+      const events = await storedCheckoutEvents();
+      // The client never saw `first` (a timeout, a dropped connection) and sends the same request again.
+      const retried = await keyed('cancel-answer-lost');
+      expect(retried).toEqual(first);
+      expect(retried.body).toMatchObject({ status: 'cancelled', cancellation_reason: 'merchant_cancelled' });
+      expect(await storedCheckoutEvents()).toBe(events);
+      expect((await keyed('another-cancel')).body).toMatchObject({
+        error: { code: 'subscription_checkout_not_pending' },
+      });
+      expect((await call('PATCH', `/subscription-checkouts/${id}/cancel`)).status).toBe(409);
+    });
+
+    it('a keyed cancel whose key is the one its intent was created with still cancels', async () => {
+      const created = await fetch(`${stack.url}/subscription-checkouts`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${key}`,
+          'content-type': 'application/json',
+          'idempotency-key': 'one-key-for-both',
+        },
+        body: JSON.stringify({ price: '5000', price_currency: 'ARS' }),
+      });
+      const id = str(((await created.json()) as Json)['id']);
+      const res = await fetch(`${stack.url}/subscription-checkouts/${id}/cancel`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${key}`, 'idempotency-key': 'one-key-for-both' },
+      });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as Json)['status']).toBe('cancelled');
+    });
+
+    it('a cancel with an empty or overlong Idempotency-Key is refused before it cancels', async () => {
+      const id = str((await create({ price: '5000', price_currency: 'ARS' })).body['id']);
+      for (const idempotencyKey of ['', 'k'.repeat(256)]) {
+        const res = await fetch(`${stack.url}/subscription-checkouts/${id}/cancel`, {
+          method: 'PATCH',
+          headers: { authorization: `Bearer ${key}`, 'idempotency-key': idempotencyKey },
+        });
+        expect(res.status).toBe(400);
+        expect(((await res.json()) as Json)['error']).toMatchObject({ code: 'invalid_idempotency_key' });
+      }
+      expect((await call('GET', `/subscription-checkouts/${id}`)).body).toMatchObject({ status: 'pending' });
     });
 
     it('refuses parameters, unknown ids and other merchants', async () => {
@@ -830,6 +968,8 @@ describe('subscription checkouts through the HTTP API (embedded stack)', () => {
         ['?sort=asc', 'sort'],
         [`?starting_after=${ids['a'] ?? ''}&ending_before=${ids['c'] ?? ''}`, 'ending_before'],
         ['?status=pending&status=expired', 'status'],
+        // No stored id holds a control character (a C1 one gets past the URL's own check).
+        ['?external_customer_id=cus%C2%8542', 'external_customer_id'],
       ] as const) {
         const res = await list(query);
         expect(res.status).toBe(400);

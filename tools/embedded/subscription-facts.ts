@@ -71,6 +71,8 @@ export function subscriptionFacts(
     nonce: number,
     writtenBy: 'api' | 'indexer',
     chargedAt = iso(FACTS_START + 60 * nonce),
+    /** Fields a newer writer adds (the charge call's `quotedFiatAmount`). */
+    extra: object = {},
   ) =>
     append(owner, s.subscriptionId, 'SubscriptionChargeSucceeded.v1', {
       chargeId: chargeIdOf(s.subscriptionId, nonce),
@@ -85,6 +87,7 @@ export function subscriptionFacts(
       quoteHash: `0x${'0'.repeat(64)}`,
       writtenBy,
       landedByAnotherSubmitter: false,
+      ...extra,
     });
   return { append, subscription, charged };
 }

@@ -51,7 +51,7 @@ describe('control characters and lone surrogates in the URL (embedded stack)', (
 
   const refused = (param: string) => ({
     status: 400,
-    body: { error: expect.objectContaining({ type: 'invalid_request', code: 'invalid_string', param }) },
+    body: { error: expect.objectContaining({ type: 'validation_error', code: 'invalid_string', param }) },
   });
 
   it.each(['%00', '%ED%A0%80', 'a%1Fb'])('refuses %s as a list cursor on every list', async (bad) => {

@@ -63,6 +63,22 @@ describe('docs/openapi.yaml', () => {
     expect(dotted).toEqual([]);
   });
 
+  it('never documents an integer string that the API would refuse for a leading zero', () => {
+    // Every integer string the API reads (amounts, deadlines, fiat amounts) refuses a leading zero ("0842683"):
+    // `^[0-9]+$` told a generated client that such a value is valid, and it was answered 400.
+    const loose: string[] = [];
+    const walk = (node: unknown, at: string): void => {
+      if (Array.isArray(node)) node.forEach((item, i) => walk(item, `${at}[${i}]`));
+      else if (node !== null && typeof node === 'object')
+        for (const [key, value] of Object.entries(node)) {
+          if (key === 'pattern' && (value === '^[0-9]+$' || value === '^[0-9]*$')) loose.push(at);
+          walk(value, `${at}.${key}`);
+        }
+    };
+    walk(spec, '');
+    expect(loose).toEqual([]);
+  });
+
   it('references every shared response it defines', () => {
     const text = JSON.stringify(spec.paths);
     const unused = Object.keys(spec.components.responses).filter((name) => !text.includes(`"${ref(name)}"`));

@@ -1,4 +1,4 @@
-import { eventually } from '@stablepay/testing';
+import { eventually, OpenApiConformance } from '@stablepay/testing';
 import type { EmbeddedStack } from '../embedded';
 
 export type Json = Record<string, unknown>;
@@ -26,6 +26,55 @@ export function stackApi(stack: () => EmbeddedStack): Api {
     const text = await res.text();
     return { status: res.status, body: (text ? JSON.parse(text) : {}) as Json };
   };
+}
+
+export type AdminPost = (
+  path: string,
+  body?: unknown,
+  options?: { readonly token?: string; readonly idempotencyKey?: string },
+) => Promise<ApiAnswer>;
+
+/**
+ * POST to an operator route (`/admin<path>`) with `adminToken` (or `options.token`), asserting every answer, success
+ * or refusal, is the one docs/openapi.yaml documents.
+ */
+export function adminPost(stack: () => EmbeddedStack, adminToken: string): AdminPost {
+  const openapi = OpenApiConformance.fromFile();
+  return async (path, body, options = {}) => {
+    const res = await fetch(`${stack().url}/admin${path}`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${options.token ?? adminToken}`,
+        'content-type': 'application/json',
+        ...(options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {}),
+      },
+      body: JSON.stringify(body ?? {}),
+    });
+    const answer = { status: res.status, body: (await res.json()) as Json };
+    openapi.assert({
+      method: 'POST',
+      path: `/admin${path}`,
+      ...answer,
+      contentType: res.headers.get('content-type'),
+    });
+    return answer;
+  };
+}
+
+/** Each [route, body, status, error fields] answers that status and an error envelope with those fields. */
+export async function expectRefusals(
+  post: AdminPost,
+  refusals: ReadonlyArray<readonly [string, unknown, number, Json]>,
+): Promise<void> {
+  for (const [route, body, status, error] of refusals) {
+    const res = await post(route, body);
+    expect({ route, body, status: res.status, error: res.body['error'] }).toEqual({
+      route,
+      body,
+      status,
+      error: expect.objectContaining(error),
+    });
+  }
 }
 
 /** Polls `read` every 100 ms until `done` holds (60 s at most); the failure names `what` and the last value. */
