@@ -1780,6 +1780,10 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       // A recover or rescue is never undone (RetractOutflow): mined again at another index, it is recorded already.
       if (command.atConfirmations && remintedUndoneNever(s, command)) return;
       const moved = command.atConfirmations ? remintedEscrowMove(s, command) : null;
+      // Its undo would drop the fiat settlement the provider has reported on (or that is over) and the record open a
+      // fresh one (reports forgotten, deadlines counted again): as RetractOutflow, the move stays as first recorded,
+      // the same outflow, and ConfirmOutflow confirms it.
+      if (moved && settlementUnderway(s)) return;
       // Recorded from another block (confirmed, or not undone): a reorg deeper than the confirmations mined the
       // transaction again; its log index is the new block's, the outflow the recorded one.
       if (!moved && minedAgainElsewhere(s, command)) return;

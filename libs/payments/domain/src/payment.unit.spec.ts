@@ -1279,11 +1279,20 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
     ]);
   });
 
+  const fiatEscrow = (): PaymentCommand[] => {
+    const t = transfer();
+    return [create({ method: 'TWO_STEP' }, 'fiat'), observe(t), confirm(t), clear(), deployTwoStep()];
+  };
+  // The provider reported on the payout (the crypto credited): its fiat may be paid.
+  const reported: PaymentCommand = {
+    type: 'RecordSettlementReport',
+    reportId: 'r-1',
+    kind: 'deposit_credited',
+    reportedAt: at(11),
+    now: at(11),
+  };
+
   it('a fiat-settled capture is undone while nothing was reported on its payout (the settlement opens again at the next capture), and kept once the provider reported on it', () => {
-    const fiatEscrow = (): PaymentCommand[] => {
-      const t = transfer();
-      return [create({ method: 'TWO_STEP' }, 'fiat'), observe(t), confirm(t), clear(), deployTwoStep()];
-    };
     const captured = { ...outflow('captured', ORDER), logIndex: 0 };
     const retract = retractOf(captured, 12);
     expect(toPaymentObject(given(...fiatEscrow(), captured).state)).toMatchObject({
@@ -1299,15 +1308,28 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
       now: at(20),
     });
     expect(recaptured.state.settlement?.startedAt).toBe(at(20).toISOString());
-    // The provider reported on the payout (the crypto credited): its fiat may be paid, so the capture stays.
-    const reported: PaymentCommand = {
-      type: 'RecordSettlementReport',
-      reportId: 'r-1',
-      kind: 'deposit_credited',
-      reportedAt: at(11),
-      now: at(11),
-    };
+    // The provider reported on the payout: the capture stays.
     expect(given(...fiatEscrow(), captured, reported).when(retract).events).toEqual([]);
+  });
+
+  it('a fiat-settled capture mined again at another log index after the provider reported on its payout keeps its settlement (not undone and opened afresh)', () => {
+    const captured = { ...outflow('captured', ORDER), logIndex: 0 };
+    // The receipt's block was taken back unsighted; the worker sees the transaction mined again at log 3.
+    const minedAgain = { ...captured, logIndex: 3, atConfirmations: true, now: at(12) };
+    const before = given(...fiatEscrow(), captured, reported);
+    const settlement = before.state.settlement;
+    expect(settlement?.provider.reportIds).toEqual(['r-1']);
+    // The same capture: nothing undone (an undo drops the settlement the provider reported on), nothing recorded twice.
+    expect(before.when(minedAgain).events).toEqual([]);
+    const after = given(...fiatEscrow(), captured, reported, minedAgain);
+    expect(after.state.settlement).toEqual(settlement);
+    expect(toPaymentObject(after.state)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    // Confirmed where it was mined again, once.
+    expect(after.when({ type: 'ConfirmOutflow', txHash: captured.txHash, now: at(13) }).types).toEqual([
+      'PaymentCaptureConfirmed.v1',
+    ]);
+    // The provider's report delivered again is still known.
+    expect(after.when({ ...reported, now: at(14) }).events).toEqual([]);
   });
 
   it('an outflow already confirmed, or not recorded, is not undone by RetractOutflow', () => {
