@@ -769,14 +769,18 @@ export function heldRefund(state: PayoutState, to?: string): { to: string; amoun
 /**
  * Whether the operator may record the off-ramp's return of a withheld refund, and its amount: always the payout's
  * deposit (what the off-ramp holds for it), never one the caller names. Only a payout whose refund is withheld
- * (`refundWithheld`), once: a refunded payout is 409 `payout_already_refunded`, any other 409
- * `refund_not_withheld`, so a payout the off-ramp refunds itself is never recorded twice.
+ * (`refundWithheld`, or `refundWithheldReason` for a failure recorded before that field), once: a refunded payout is
+ * 409 `payout_already_refunded`, any other 409 `refund_not_withheld`, so a payout the off-ramp refunds itself is
+ * never recorded twice.
  */
 export function withheldRefundReturn(state: PayoutState): { amount: string } {
   if (!state.exists) throw notFound('payout');
   const what = `Payout ${state.id}`;
   if (state.status === 'refunded') throw conflict('payout_already_refunded', `${what} was already refunded.`);
-  if (state.status !== 'failed' || !state.refundWithheld || !state.deposit)
+  // A failure recorded before `refundWithheld` was kept reads as none withheld, but the flow withholds its refund all
+  // the same (refundWithheldReason) and alerts: the operator's return of it is recorded as any other.
+  const withheld = state.refundWithheld !== null || refundWithheldReason(state) !== null;
+  if (state.status !== 'failed' || !withheld || !state.deposit)
     throw conflict(
       'refund_not_withheld',
       `${what} is ${state.status} and its refund is not withheld at the off-ramp: there is no withheld refund to record as returned.`,

@@ -16,6 +16,7 @@ import {
   payoutObject,
   type PayoutState,
   parseRefundHeldInput,
+  withheldRefundReturn,
 } from './payout';
 
 const now = new Date('2026-06-01T10:00:00.000Z');
@@ -548,6 +549,23 @@ describe('Payout aggregate', () => {
               refund: { to: CUSTOMER_WALLET, amount: '25000000', tx_hash: RETURN_TX },
               refund_withheld: null,
             });
+          });
+
+          it('records the return of a refund the flow withheld under a failure recorded before the field (no refundWithheld on the fact)', () => {
+            // The flow withholds such a refund all the same (refundWithheldReason) and alerts the operator, whose
+            // runbook ends here: refused, the payout could never close.
+            const old = run(create(), minted, swept, forwarded, offRampFailed).map((e) =>
+              e.type === 'PayoutFailed.v1'
+                ? { ...e, data: { reason: e.data.reason, failedAt: e.data.failedAt } }
+                : e,
+            );
+            expect(withheldRefundReturn(given(old))).toEqual({ amount: '25000000' });
+            const events = [...old, ...decidePayout(returned, given(old))];
+            expect(events.at(-1)).toMatchObject({
+              type: 'PayoutRefunded.v1',
+              data: { to: CUSTOMER_WALLET, amount: '25000000', txHash: RETURN_TX },
+            });
+            expect(payoutObject(given(events))).toMatchObject({ status: 'refunded', refund_withheld: null });
           });
 
           it('is 409 payout_already_refunded once recorded, 409 refund_not_withheld for a payout whose refund is not withheld', () => {
