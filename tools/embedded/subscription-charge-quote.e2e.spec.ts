@@ -306,8 +306,15 @@ describe('charge quote (POST /subscriptions/:id/charge-quote)', () => {
     }
   });
 
-  it('releases a price lock whose quote is refused after the lock: the rate source down and the lock above the cap', async () => {
-    const merchant = await newMerchant('Rate Outage Fiat Co', 'fiat');
+  /**
+   * A quote of a fiat-settled ARS plan with the rate source down (the live check before the lock cannot run) and the
+   * provider's lock converting to `tokenAmount`: the answer and whether that lock was given back.
+   */
+  const quoteWithRatesDown = async (
+    name: string,
+    lock: { code: string; tokenAmount: bigint; rate: string },
+  ) => {
+    const merchant = await newMerchant(name, 'fiat');
     await configureFiat(merchant, FIAT_ARS);
     const id = await subscription(merchant, { price: '150000', priceCurrency: 'ARS' });
     const provider = stack.service.app.get<SettlementProvider>(SETTLEMENT_PROVIDER, { strict: false });
@@ -315,26 +322,50 @@ describe('charge quote (POST /subscriptions/:id/charge-quote)', () => {
     const rates = stack.service.app.get<{ quote: (...args: never[]) => Promise<unknown> }>(RATE_SOURCE, {
       strict: false,
     });
-    // The live check cannot run; the provider's lock converts past the 10 USDC cap.
     const quoteRate = jest.spyOn(rates, 'quote').mockRejectedValueOnce(new Error('rates down'));
     const lockPrice = jest.spyOn(provider, 'lockPrice').mockResolvedValueOnce({
-      priceLockCode: 'plk_over_cap',
-      tokenAmount: 10_000_001n,
-      rate: '1185.50',
+      priceLockCode: lock.code,
+      tokenAmount: lock.tokenAmount,
+      rate: lock.rate,
       expiresAt: new Date(Date.now() + 600_000),
     });
     const release = jest.spyOn(provider, 'releasePriceLock');
     try {
-      const refused = await quote(merchant, id, { fiat_amount: '1185500' });
-      expect(refused.status).toBe(422);
-      overCap(refused.body.error, 'fiat_amount');
+      const answer = await quote(merchant, id, { fiat_amount: '1185500' });
       expect(lockPrice).toHaveBeenCalledTimes(1);
-      expect(release).toHaveBeenCalledWith({ merchantId: merchant.id, priceLockCode: 'plk_over_cap' });
+      const released = release.mock.calls.some(
+        ([r]) => r.merchantId === merchant.id && r.priceLockCode === lock.code,
+      );
+      return { answer, released };
     } finally {
       quoteRate.mockRestore();
       lockPrice.mockRestore();
       release.mockRestore();
     }
+  };
+
+  it('releases a price lock whose quote is refused after the lock: the rate source down and the lock above the cap', async () => {
+    // The provider's lock converts past the 10 USDC cap.
+    const { answer, released } = await quoteWithRatesDown('Rate Outage Fiat Co', {
+      code: 'plk_over_cap',
+      tokenAmount: 10_000_001n,
+      rate: '1185.50',
+    });
+    expect(answer.status).toBe(422);
+    overCap(answer.body.error, 'fiat_amount');
+    expect(released).toBe(true);
+  });
+
+  it('releases a price lock converting past what a charge can carry (the rate source down): 400 naming fiat_amount', async () => {
+    // Above 2^256 - 1 smallest units: no charge can carry it.
+    const { answer, released } = await quoteWithRatesDown('Huge Lock Fiat Co', {
+      code: 'plk_too_large',
+      tokenAmount: 2n ** 256n,
+      rate: '0.000000000001',
+    });
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toMatchObject({ type: 'validation_error', param: 'fiat_amount' });
+    expect(released).toBe(true);
   });
 
   it('releases a price lock whose quote could not be stored, and a release that fails leaves the refusal as the answer', async () => {

@@ -83,7 +83,9 @@ export class QuoteChargeHandler {
         chain: c.chain,
       });
       ({ priceLockCode: code, rate, expiresAt } = lock);
-      amount = chargeableAmount(lock.tokenAmount, c.tokenSymbol);
+      // Checked in the try below, which gives the lock back on a refusal: a lock converting past what a charge can
+      // carry (the rate source down, so the live check above did not run) was a 400 that left the lock held.
+      amount = lock.tokenAmount;
       priceLock = true;
     } else {
       // Crypto-settled, or a token price quoted as is (nothing to convert, so nothing for a provider to lock).
@@ -100,6 +102,7 @@ export class QuoteChargeHandler {
     try {
       // The amount quoted (the provider's lock may convert at a rate a little off the live one, and with the rate
       // source down it is the only check).
+      if (priceLock) amount = chargeableAmount(amount, c.tokenSymbol);
       requireQuotableUnderCap(amount, state.cap, fiatAmountGiven);
       const quote: ChargeQuoteObject = {
         object: 'subscription_charge_quote',
