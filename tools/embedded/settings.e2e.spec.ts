@@ -505,6 +505,8 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       'https://192.168.1.20/hook',
       'https://localhost/hook',
       'https://metadata.google.internal/x',
+      'https://hooks.example.com:0/hook',
+      'https://hooks.example.com:00/hook',
       'not a url',
     ])('refuses %s with 400 param webhook_url and issues no secret', async (url) => {
       const res = await api('PATCH', '/settings', { webhook_url: url });

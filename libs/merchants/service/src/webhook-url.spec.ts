@@ -62,6 +62,16 @@ describe('validateWebhookUrl', () => {
       param: 'webhook_url',
     });
   });
+  it.each([
+    ['https://93.184.216.34:0/hook', false],
+    ['https://hooks.public.test:00/hook', false],
+    ['http://127.0.0.1:0/hook', true],
+  ] as const)('refuses port 0, where nothing receives: %s', async (url, allowLocal) => {
+    await expect(validateWebhookUrl(url, allowLocal)).rejects.toMatchObject({
+      param: 'webhook_url',
+      message: expect.stringMatching(/port from 1 to 65535/),
+    });
+  });
   it('accepts a public https literal', async () => {
     await expect(validateWebhookUrl('https://93.184.216.34/hook', false)).resolves.toBe(
       'https://93.184.216.34/hook',

@@ -33,6 +33,12 @@ export async function validateWebhookUrl(
     throw validationError('webhook_url', 'webhook_url must be an absolute URL.');
   }
   if (raw.length > 2048) throw validationError('webhook_url', 'webhook_url must be at most 2048 characters.');
+  // The URL parser takes port 0 (":0", ":00"), which no server listens on: every delivery would fail to connect.
+  if (url.port === '0')
+    throw validationError(
+      'webhook_url',
+      'webhook_url must name a port from 1 to 65535 (port 0 receives nothing).',
+    );
   if (url.username || url.password)
     throw validationError('webhook_url', 'webhook_url must not contain credentials.');
   const host = url.hostname.replace(/^\[|\]$/g, '');
