@@ -56,6 +56,24 @@ function uintString(
   return v;
 }
 
+/**
+ * `deadline`: Unix seconds as a JSON integer (at most 2^53 - 1, the schema's maximum: a larger number is not read
+ * exactly) or a string of digits. A number that is none of these is told so: it was told "must be a string of
+ * digits", as if numbers were not taken.
+ */
+function chargeDeadline(body: Record<string, unknown>): string | null {
+  const value = body['deadline'];
+  if (typeof value !== 'number') return uintString(body, 'deadline', true, 'invalid_deadline');
+  if (Number.isSafeInteger(value) && value >= 0) return String(value);
+  throw validationError(
+    'deadline',
+    tooLargeFault('deadline', value) ??
+      tooLargeFault('deadline', value, BigInt(Number.MAX_SAFE_INTEGER)) ??
+      'deadline must be Unix seconds: a non-negative integer, or a string of digits without a leading zero.',
+    'invalid_deadline',
+  );
+}
+
 /** SPEC Endpoints > Subscriptions: quote the next charge, and charge (merchant-signed with signCharge). */
 @Controller('subscriptions/:id')
 export class SubscriptionChargesController {
@@ -102,11 +120,7 @@ export class SubscriptionChargesController {
         'nonce',
         "nonce must be the subscription's charge_nonce (a non-negative integer).",
       );
-    const rawDeadline = body.deadline;
-    const deadline =
-      typeof rawDeadline === 'number' && Number.isSafeInteger(rawDeadline) && rawDeadline >= 0
-        ? String(rawDeadline)
-        : uintString(body, 'deadline', true, 'invalid_deadline');
+    const deadline = chargeDeadline(body);
     const signature = body.signature;
     if (typeof signature !== 'string' || !SIGNATURE.test(signature))
       throw validationError(
