@@ -155,6 +155,17 @@ async function refusal(run: Promise<unknown>): Promise<DomainError> {
 
 const soon = async () => (await f.chainTime()) + 3_600n;
 
+/** The capture body of the whole order, signed by the merchant. */
+const signedCapture = async (p: { onChainId: string; deposit: string }) => {
+  const deadline = await soon();
+  const { signature } = await signCapture(
+    f.merchantSigner,
+    { chain: f.chain.caip2, verifyingContract: p.deposit },
+    { paymentId: p.onChainId, token: usdcAsset(), amount: ORDER, epoch: 0, deadline },
+  );
+  return { amount: ORDER.toString(), deadline: deadline.toString(), signature };
+};
+
 describe('PaymentActions (use cases over the payment stream and the deposit on anvil)', () => {
   it('captures a TWO_STEP escrow: request, transaction, PaymentCaptured.v1 and status settled', async () => {
     const p = await deployedPayment('TWO_STEP');
@@ -408,16 +419,6 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
         { for: () => f.deposits },
         submissions,
       );
-    const signedCapture = async (p: { onChainId: string; deposit: string }) => {
-      const deadline = await soon();
-      const { signature } = await signCapture(
-        f.merchantSigner,
-        { chain: f.chain.caip2, verifyingContract: p.deposit },
-        { paymentId: p.onChainId, token: usdcAsset(), amount: ORDER, epoch: 0, deadline },
-      );
-      return { amount: ORDER.toString(), deadline: deadline.toString(), signature };
-    };
-
     it('a capture requested but never sent (the process died first) is sent by the retry, once', async () => {
       const p = await deployedPayment('TWO_STEP');
       const body = await signedCapture(p);
@@ -497,6 +498,34 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
       expect(after.types.at(-1)).toBe('PaymentReclaimed.v1');
       expect(after.object.status).toBe('refunded');
     });
+  });
+
+  it('our capture a reorg undid, mined again at the same log index, is recorded again when the deposit is reconciled', async () => {
+    const p = await deployedPayment('TWO_STEP');
+    await actions.capture(owner, p.paymentId, await signedCapture(p), 'cmd-undone');
+    const events = await store.readStream(paymentStreamId(p.paymentId));
+    const captured = events.find((e) => e.type === 'PaymentCaptured.v1')?.data as {
+      txHash: string;
+      logIndex: number;
+    };
+    // The indexer's retraction of the receipt's block undid it (the deposit flow's RetractOutflow); the chain here
+    // holds the transaction as the new fork mined it again, at the same log index.
+    await append(p.paymentId, {
+      type: 'RetractOutflow',
+      txHash: captured.txHash,
+      logIndex: captured.logIndex,
+    });
+    expect((await state(p.paymentId)).object).toMatchObject({
+      status: 'escrow_confirmed',
+      amount_captured: '0',
+    });
+    await actions.reconcileDeposit(p.paymentId);
+    const after = await state(p.paymentId);
+    expect(after.types.slice(-2)).toEqual(['PaymentOutflowRetracted.v1', 'PaymentCaptured.v1']);
+    expect(after.object).toMatchObject({ status: 'settled', amount_captured: ORDER.toString() });
+    // Recorded once, however often it is reconciled.
+    await actions.reconcileDeposit(p.paymentId);
+    expect((await state(p.paymentId)).types).toEqual(after.types);
   });
 
   it('a capture and a refund batched into one transaction by the merchant wallet are both recorded from the deposit logs', async () => {

@@ -18,7 +18,7 @@ import {
 } from '@stablepay/payments-domain';
 import {
   outflowAsset,
-  outflowIdempotencyKey,
+  outflowRecordKey,
 } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
 import { type Clock, DomainError, conflict, notFound } from '@stablepay/util';
 import type { DepositActionOutcome, DepositCall, DepositChain, DepositOutflow } from '../chain/deposit-chain';
@@ -431,8 +431,9 @@ export class PaymentActions {
           amount: o.amount.toString(),
           to: o.to,
         },
-        // The key the indexer's sighting of the same log uses: one fact whichever path records it first.
-        outflowIdempotencyKey(o.txHash, o.logIndex),
+        // The key the indexer's sighting of the same log uses: one fact whichever path records it first (after a
+        // reorg undid its record, the redo's: the log mined again is recorded again, not answered as a replay).
+        outflowRecordKey(current.state, o.txHash, o.logIndex),
       );
       revision = appended.revision;
     }

@@ -28,6 +28,16 @@ export interface DepositOutflowLog {
 export const outflowIdempotencyKey = (txHash: string, logIndex: number): string =>
   `outflow:${txHash.toLowerCase()}:${logIndex}`;
 
+/**
+ * The key of the next record of an outflow log: the plain one, or after a reorg undid its record
+ * (PaymentOutflowRetracted) and the chain mined it again, a key the undone record did not use (the same log seen
+ * again by the action's receipt, a reconciliation read or the deposit worker is then one new record, not a replay).
+ */
+export function outflowRecordKey(state: PaymentState, txHash: string, logIndex: number): string {
+  const undone = timesOutflowUndone(state, txHash.toLowerCase(), logIndex);
+  return outflowIdempotencyKey(txHash, logIndex) + (undone ? `:redo:${undone}` : '');
+}
+
 /** What left the deposit, as the payment names assets: its own asset id for the payment token. */
 export function outflowAsset(state: PaymentState, chain: string, token: string): string {
   const address = getAddress(token);
@@ -51,11 +61,8 @@ export class RecordDepositOutflowHandler {
 
   async handle(paymentId: string, outflow: DepositOutflowLog) {
     const { state } = await this.facts.load(paymentId);
-    // A reorg undid this log's record (PaymentOutflowRetracted) and the chain mined it again: a new record, so a key
-    // the first one did not use (the action's receipt and an earlier sighting used the plain one).
     const txHash = outflow.txHash.toLowerCase();
-    const undone = timesOutflowUndone(state, txHash, outflow.logIndex);
-    const key = outflowIdempotencyKey(outflow.txHash, outflow.logIndex) + (undone ? `:redo:${undone}` : '');
+    const key = outflowRecordKey(state, txHash, outflow.logIndex);
     await this.facts.append(
       paymentId,
       {
