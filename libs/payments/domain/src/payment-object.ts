@@ -78,6 +78,15 @@ export interface PaymentObject {
    */
   readonly deploy_hold_reason: DeployHoldReason | null;
   readonly payer_addresses: readonly string[];
+  /**
+   * Ours: where the deposit's payer stands (the refund, reclaim and recover destination, `payer_addresses[0]`):
+   * `attested` (by the deploy, or by the operator after a dispute; final at `payer_final_at`), `disputed` (the
+   * merchant disputed it: no payer until the operator attests one; refund and recover are refused), null before the
+   * deploy. Absent on a stored row until its next event.
+   */
+  readonly payer_status?: 'attested' | 'disputed' | null;
+  /** Ours: when the attested payer becomes final on chain (its challenge period ends); null when none is attested. */
+  readonly payer_final_at?: string | null;
   readonly transactions: readonly PaymentTransaction[];
   readonly non_funding_transactions_count: number;
   /** Ours, TWO_STEP: smallest units captured to the settlement address / returned to the payer so far. */
@@ -214,6 +223,8 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
     payer_addresses: payer
       ? [payer, ...payers.filter((a) => a.toLowerCase() !== payer.toLowerCase())]
       : payers,
+    payer_status: state.deployment ? (state.deployment.payer === null ? 'disputed' : 'attested') : null,
+    payer_final_at: state.deployment?.payerFinalAt ?? null,
     transactions,
     non_funding_transactions_count: transactions.filter((t) => !t.is_funding).length,
     amount_captured: state.captured.toString(),

@@ -317,6 +317,40 @@ export type PaymentRecoverRequested = {
   data: { readonly asset: string; readonly destination: string; readonly requestedAt: string };
 };
 
+/**
+ * The merchant's DisputePayer signature passed preflight (POST /payments/:paymentId/dispute_payer): the relayer
+ * submits `disputePayer(payer, ...)` for it. `payer` is the attested payer being disputed.
+ */
+export type PaymentPayerDisputeRequested = {
+  type: 'PaymentPayerDisputeRequested.v1';
+  data: { readonly payer: string; readonly requestedAt: string };
+};
+
+/** Where a payer fact was read: the deposit's own log (our receipt or the indexer's sighting). */
+interface PayerLog {
+  readonly chain: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+}
+
+/**
+ * The deposit's `PayerDisputed` log: the merchant disputed the attested `payer` within its challenge period and the
+ * contract cleared it. No payer is attested until the admin attests one (refund, reclaim and recover are refused).
+ */
+export type PaymentPayerDisputed = {
+  type: 'PaymentPayerDisputed.v1';
+  data: PayerLog & { readonly payer: string; readonly at: string };
+};
+
+/**
+ * The deposit's `PayerAttested` log after a dispute (the admin's `attestPayer`; the deployment's own attestation is
+ * part of the deployment fact): `payer` is the payer now, final at `finalAt` (chain time, a fresh challenge period).
+ */
+export type PaymentPayerAttested = {
+  type: 'PaymentPayerAttested.v1';
+  data: PayerLog & { readonly payer: string; readonly finalAt: string; readonly at: string };
+};
+
 /** What moved funds out of a deployed deposit, one per PaymentDeposit outflow log. */
 export type OutflowKind = 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
 
@@ -474,6 +508,9 @@ export type PaymentEvent =
   | PaymentRecoverable
   | PaymentActionRequested
   | PaymentRecoverRequested
+  | PaymentPayerDisputeRequested
+  | PaymentPayerDisputed
+  | PaymentPayerAttested
   | PaymentCaptured
   | PaymentRefunded
   | PaymentReclaimed
@@ -554,6 +591,11 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentRefundRequested.v1': null,
   'PaymentRescueRequested.v1': null,
   'PaymentRecoverRequested.v1': null,
+  // The merchant asked for the dispute (its answer carries the outcome); an attestation that changes the payer of
+  // outstanding recoverable funds re-announces them (payment.recoverable naming the new destination).
+  'PaymentPayerDisputeRequested.v1': null,
+  'PaymentPayerDisputed.v1': null,
+  'PaymentPayerAttested.v1': null,
   // Every outflow is announced once its transaction has the chain's confirmations, not at the one confirmation our
   // own action records it at (a reorg can still take it back there).
   'PaymentCaptured.v1': null,

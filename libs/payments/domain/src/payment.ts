@@ -106,8 +106,13 @@ export interface PaymentState {
   readonly deployment: {
     readonly txHash: string;
     readonly chain: string;
-    readonly payer: string;
-    readonly payerFinalAt: string;
+    /**
+     * The payer the deposit attests (refunds, reclaim and recover go there); null after the merchant disputed it
+     * (PaymentPayerDisputed) until the admin attests one (PaymentPayerAttested).
+     */
+    readonly payer: string | null;
+    /** When the attested payer becomes final (chain time): the deployment's, or the admin's later attestation's. */
+    readonly payerFinalAt: string | null;
     /** What the deploy did: DIRECT forwarded the order, TWO_STEP escrowed it, NONE moved nothing. */
     readonly method: PaymentMethod | 'NONE';
   } | null;
@@ -448,7 +453,8 @@ export function payerOf(state: PaymentState): string | null {
  * relayer (docs/payments.md, The payer). Once deployed, the attested payer is known.
  */
 export function payerUnknown(state: PaymentState): boolean {
-  if (state.deployment) return false;
+  // Deployed: known, unless the merchant disputed it and the admin has not attested another yet.
+  if (state.deployment) return state.deployment.payer === null;
   const payer = payerOf(state)?.toLowerCase();
   return (
     payer !== undefined && state.transfers.some((t) => t.minted === true && t.from.toLowerCase() === payer)
@@ -1015,7 +1021,28 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
     case 'PaymentRefundRequested.v1':
     case 'PaymentRescueRequested.v1':
     case 'PaymentRecoverRequested.v1':
+    case 'PaymentPayerDisputeRequested.v1':
       return state;
+    case 'PaymentPayerDisputed.v1':
+      return state.deployment
+        ? {
+            ...state,
+            deployment: { ...state.deployment, payer: null, payerFinalAt: null },
+            // The announced destination is no payer any more: shown unknown until the admin attests one.
+            recoverable: state.recoverable ? { ...state.recoverable, payerUnknown: true } : null,
+          }
+        : state;
+    case 'PaymentPayerAttested.v1':
+      return state.deployment
+        ? {
+            ...state,
+            deployment: {
+              ...state.deployment,
+              payer: event.data.payer,
+              payerFinalAt: event.data.finalAt,
+            },
+          }
+        : state;
     case 'PaymentCaptured.v1':
       return addEscrowMove(state, 'captured', event.data);
     case 'PaymentRefunded.v1':
@@ -1290,6 +1317,33 @@ export type PaymentCommand =
     }
   | { readonly type: 'RequestRecover'; readonly now: Date }
   | {
+      /**
+       * The merchant disputes the attested payer (its DisputePayer signature passed preflight). `now` is the deposit
+       * chain's time: the challenge period is judged as the contract judges it.
+       */
+      readonly type: 'RequestPayerDispute';
+      readonly now: Date;
+    }
+  | {
+      /** The deposit's PayerDisputed log (our receipt or the indexer's sighting). */
+      readonly type: 'RecordPayerDisputed';
+      readonly chain: string;
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly payer: string;
+      readonly now: Date;
+    }
+  | {
+      /** The deposit's PayerAttested log (the deployment's own is part of the deployment fact and records nothing). */
+      readonly type: 'RecordPayerAttested';
+      readonly chain: string;
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly payer: string;
+      readonly finalAt: Date;
+      readonly now: Date;
+    }
+  | {
       /** The deposit flow found no contract at the deposit address of a payment a reorg failed after its deploy. */
       readonly type: 'RecordDeploymentLost';
       readonly deployTxHash: string;
@@ -1412,6 +1466,41 @@ function paidWithoutSender(state: PaymentState, address: string): boolean {
   if (payerOf(state)?.toLowerCase() === address.toLowerCase()) return false;
   const asset = paymentAsset(without);
   return abandoned && asset !== null && payerOf(without) !== null && payerSurplus(without) !== null;
+}
+
+/** The deployment, for a payer dispute or attestation (409 `deposit_not_deployed` before it). */
+function attestedDeployment(state: PaymentState): NonNullable<PaymentState['deployment']> {
+  if (!state.deployment) {
+    throw conflict('deposit_not_deployed', 'The deposit contract is not deployed yet; no payer is attested.');
+  }
+  return state.deployment;
+}
+
+/** Refund and recover go only to an attested payer: none after a dispute until the admin attests one. */
+function refusePayerDisputed(state: PaymentState): void {
+  if (state.deployment && state.deployment.payer === null) {
+    throw cannotProcess(
+      'payer_unknown',
+      'The merchant disputed the payer and no payer is attested now; the operator attests the right one first.',
+    );
+  }
+}
+
+/**
+ * The admin's attestation (`attestPayer`, the registry admin's cold key) is possible only after the merchant
+ * disputed the payer: 409 `deposit_not_deployed` before the deploy, 409 `payer_not_disputed` while a payer stands.
+ */
+export function assertPayerAttestable(state: PaymentState): NonNullable<PaymentState['deployment']> {
+  requireCreated(state);
+  const deployment = attestedDeployment(state);
+  if (deployment.payer !== null) {
+    throw conflict(
+      'payer_not_disputed',
+      `The payer ${deployment.payer} stands (not disputed by the merchant); only a disputed payer can be attested again.`,
+      'payer',
+    );
+  }
+  return deployment;
 }
 
 function refuseFlagged(state: PaymentState): void {
@@ -1655,6 +1744,7 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
           'amount_exceeds_escrow',
         );
       }
+      refusePayerDisputed(s);
       emit({
         type: 'PaymentRefundRequested.v1',
         data: {
@@ -1723,6 +1813,8 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       }
       // The contract's recover returns the whole balance above the escrow: it would carry the held funds along.
       refuseUnscreenedFunds(s, s.recoverable.asset, sanctionedBalance(s, s.recoverable.asset) > 0n);
+      refusePayerDisputed(s);
+      if (s.deployment.payer === null || s.deployment.payerFinalAt === null) return;
       if (command.now.getTime() < Date.parse(s.deployment.payerFinalAt)) {
         throw cannotProcess(
           'payer_not_final',
@@ -1732,6 +1824,64 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       emit({
         type: 'PaymentRecoverRequested.v1',
         data: { asset: s.recoverable.asset, destination: s.deployment.payer, requestedAt: at },
+      });
+      return;
+    }
+    case 'RequestPayerDispute': {
+      requireCreated(s);
+      const deployment = attestedDeployment(s);
+      if (deployment.payer === null || deployment.payerFinalAt === null) {
+        throw conflict(
+          'payer_disputed',
+          'The payer was disputed already; no payer is attested until the operator attests the right one.',
+        );
+      }
+      if (command.now.getTime() >= Date.parse(deployment.payerFinalAt)) {
+        throw conflict(
+          'payer_already_final',
+          `The payer ${deployment.payer} became final at ${deployment.payerFinalAt}; it can no longer be disputed.`,
+        );
+      }
+      emit({ type: 'PaymentPayerDisputeRequested.v1', data: { payer: deployment.payer, requestedAt: at } });
+      return;
+    }
+    case 'RecordPayerDisputed': {
+      requireCreated(s);
+      // Cleared already (the same log seen twice, by our receipt and the indexer): nothing new.
+      if (!s.deployment || s.deployment.payer === null) return;
+      emit({
+        type: 'PaymentPayerDisputed.v1',
+        data: {
+          chain: command.chain,
+          txHash: command.txHash,
+          logIndex: command.logIndex,
+          payer: command.payer,
+          at,
+        },
+      });
+      return;
+    }
+    case 'RecordPayerAttested': {
+      requireCreated(s);
+      // The deployment's own attestation is the deployment fact; an attestation before any deployment is recorded is
+      // the deploy's too (its fact follows).
+      if (!s.deployment || s.deployment.txHash.toLowerCase() === command.txHash.toLowerCase()) return;
+      const finalAt = command.finalAt.toISOString();
+      if (
+        s.deployment.payer?.toLowerCase() === command.payer.toLowerCase() &&
+        s.deployment.payerFinalAt === finalAt
+      )
+        return;
+      emit({
+        type: 'PaymentPayerAttested.v1',
+        data: {
+          chain: command.chain,
+          txHash: command.txHash,
+          logIndex: command.logIndex,
+          payer: command.payer,
+          finalAt,
+          at,
+        },
       });
       return;
     }

@@ -1359,6 +1359,114 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
   });
 });
 
+describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
+  const RIGHT_PAYER = '0x6666666666666666666666666666666666666666';
+  const escrowed = () => {
+    const t = transfer();
+    return [create({ method: 'TWO_STEP' }), observe(t), confirm(t), clear(), deployTwoStep()] as const;
+  };
+  const disputed = (minutes = 10): PaymentCommand => ({
+    type: 'RecordPayerDisputed',
+    chain: BASE,
+    txHash: '0xdispute',
+    logIndex: 1,
+    payer: PAYER,
+    now: at(minutes),
+  });
+  const attested = (
+    minutes = 20,
+    payer = RIGHT_PAYER,
+  ): Extract<PaymentCommand, { type: 'RecordPayerAttested' }> => ({
+    type: 'RecordPayerAttested',
+    chain: BASE,
+    txHash: '0xattest',
+    logIndex: 0,
+    payer,
+    finalAt: at(minutes + 24 * 60),
+    now: at(minutes),
+  });
+
+  it('the payment object shows the attested payer, final one day after the deploy', () => {
+    const { object } = given(...escrowed()).when({ type: 'Expire', now: at(5) });
+    expect(object).toMatchObject({
+      payer_status: 'attested',
+      payer_final_at: at(4 + 24 * 60).toISOString(),
+      payer_addresses: [PAYER],
+    });
+    const { object: before } = given(create()).when({ type: 'Expire', now: at(1) });
+    expect(before).toMatchObject({ payer_status: null, payer_final_at: null });
+  });
+
+  it('a dispute is requested within the challenge period, naming the attested payer', () => {
+    const { events } = given(...escrowed()).when({ type: 'RequestPayerDispute', now: at(5) });
+    expect(events).toEqual([
+      { type: 'PaymentPayerDisputeRequested.v1', data: { payer: PAYER, requestedAt: at(5).toISOString() } },
+    ]);
+  });
+
+  it('a dispute is refused once the payer is final (409 payer_already_final), before the deploy and twice', () => {
+    expect(
+      given(...escrowed()).whenRejected({ type: 'RequestPayerDispute', now: at(4 + 24 * 60) }),
+    ).toMatchObject({ status: 409, code: 'payer_already_final' });
+    expect(given(create()).whenRejected({ type: 'RequestPayerDispute', now: at(5) })).toMatchObject({
+      status: 409,
+      code: 'deposit_not_deployed',
+    });
+    expect(
+      given(...escrowed(), disputed()).whenRejected({ type: 'RequestPayerDispute', now: at(11) }),
+    ).toMatchObject({ status: 409, code: 'payer_disputed' });
+  });
+
+  it('the PayerDisputed log clears the payer: disputed, refund and recover refused (payer_unknown), recorded once', () => {
+    const g = given(...escrowed());
+    const { types, object, state } = g.when(disputed());
+    expect(types).toEqual(['PaymentPayerDisputed.v1']);
+    expect(object).toMatchObject({ payer_status: 'disputed', payer_final_at: null });
+    expect(decidePayment(disputed(11), state)).toEqual([]);
+    expect(
+      given(...escrowed(), disputed()).whenRejected({ type: 'RequestRefund', amount: ORDER, now: at(12) }),
+    ).toMatchObject({ status: 422, code: 'payer_unknown' });
+  });
+
+  it('the admin attests the right payer after a dispute: attested with a fresh challenge period; refund goes there', () => {
+    const g = given(...escrowed(), disputed());
+    const { types, object } = g.when(attested());
+    expect(types).toEqual(['PaymentPayerAttested.v1']);
+    expect(object).toMatchObject({
+      payer_status: 'attested',
+      payer_final_at: at(20 + 24 * 60).toISOString(),
+      payer_addresses: [RIGHT_PAYER, PAYER],
+    });
+    const refund = given(...escrowed(), disputed(), attested()).when({
+      type: 'RequestRefund',
+      amount: ORDER,
+      now: at(21),
+    });
+    expect(refund.events[0]).toMatchObject({ type: 'PaymentRefundRequested.v1', data: { to: RIGHT_PAYER } });
+  });
+
+  it("the deployment's own PayerAttested records nothing (it is the deployment fact)", () => {
+    const own: PaymentCommand = { ...attested(5, PAYER), txHash: '0xdeploy' };
+    expect(given(...escrowed()).when(own).events).toEqual([]);
+  });
+
+  it('recoverable funds of a disputed payer show no destination, and are announced again to the attested one', () => {
+    const t = transfer({ amount: '15000000' });
+    const g = given(create(), observe(t), confirm(t), clear(), deployDirect());
+    const cleared = g.when(disputed());
+    expect(cleared.object).toMatchObject({ status: 'recoverable', recovery_destination: null });
+    const g2 = given(create(), observe(t), confirm(t), clear(), deployDirect(), disputed());
+    expect(g2.whenRejected({ type: 'RequestRecover', now: at(4 + 24 * 60) })).toMatchObject({
+      status: 422,
+      code: 'payer_unknown',
+    });
+    const again = g2.when(attested());
+    expect(again.types).toEqual(['PaymentPayerAttested.v1', 'PaymentRecoverable.v1']);
+    expect(again.object).toMatchObject({ recovery_destination: RIGHT_PAYER, recoverable_amount: '2500000' });
+    expect(again.events.map(paymentWebhookType)).toEqual([null, 'payment.recoverable']);
+  });
+});
+
 describe('Payment: rescue', () => {
   it('rescue moves another token to the merchant-chosen destination; never the payment token', () => {
     const stray = transfer({ asset: USDT_BASE, amount: '700' });
