@@ -5,13 +5,16 @@
  *   ADMIN_TOKEN=... npm run admin -- retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- rescan-deposit --merchant <mer_...> (--payment <pay_...> | --customer <cus_...>) [--chain <caip2>] [--from-block <n>] [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url ...]
+ *   ADMIN_TOKEN=... npm run admin -- attest-payer --merchant <mer_...> --payment <pay_...> --payer <0x...> [--url ...]
  * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once). A retry's
  * `status` is `applied`, `still_parked` (it ran; an event failed again) or `requested` (recorded on the row; the
  * process running the projection or group serves it within a second: list the parked streams to follow it); a
  * stream with no parked row (never parked, or released before) is the API's 404 `not_parked`. A deposit re-scan
  * answers the address, chain and first block of each re-scan the indexer now runs (docs/chain-operator.md). A
  * withheld refund's return answers the payout, refunded (docs/payouts.md, "Refund withheld at the off-ramp"); pass
- * the same --idempotency-key on a retry after a lost answer.
+ * the same --idempotency-key on a retry after a lost answer. A payer attestation (after the merchant disputed the
+ * payer) answers the `attestPayer` call (`from` the registry admin, `to` the deposit, `data`, `chain_id`) for the
+ * admin's cold key to sign and send; the service never holds that key (docs/payments.md, "Disputing the payer").
  */
 function option(args: readonly string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);
@@ -24,7 +27,23 @@ const USAGE = [
   '       admin retry-parked --projection <projection or consumer group> --stream <stream_id as listed> [--url <gateway url>]',
   '       admin rescan-deposit --merchant <mer_...> (--payment <pay_...> | --customer <cus_...>) [--chain <caip2>] [--from-block <n>] [--url <gateway url>]',
   '       admin record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url <gateway url>]',
+  '       admin attest-payer --merchant <mer_...> --payment <pay_...> --payer <0x...> [--url <gateway url>]',
 ].join('\n');
+
+/** The payer attestation's route and body, or null without the merchant, payment and payer. */
+export function payerAttestationRequest(
+  args: readonly string[],
+): { path: string; body: Record<string, unknown> } | null {
+  const merchant = option(args, 'merchant');
+  const payment = option(args, 'payment');
+  const payer = option(args, 'payer');
+  if (!merchant || !payment || !payer) return null;
+  return {
+    path: `/admin/merchants/${encodeURIComponent(merchant)}/payments/${encodeURIComponent(payment)}/payer-attestations`,
+    // As given: the API refuses a malformed address, naming payer.
+    body: { payer },
+  };
+}
 
 /** The withheld refund return's route and body, or null without the merchant, payout and destination. */
 function withheldReturnRequest(
@@ -82,7 +101,8 @@ export async function runAdminCli(
     command !== 'parked-streams' &&
     !(command === 'retry-parked' && projection && stream) &&
     !(command === 'rescan-deposit' && rescanRequest(args)) &&
-    !(command === 'record-withheld-refund-return' && withheldReturnRequest(args))
+    !(command === 'record-withheld-refund-return' && withheldReturnRequest(args)) &&
+    !(command === 'attest-payer' && payerAttestationRequest(args))
   ) {
     out(USAGE);
     return 2;
@@ -132,6 +152,13 @@ function send(
       method: 'POST',
       headers: { ...headers, 'content-type': 'application/json' },
       body: JSON.stringify(rescan.body),
+    });
+  const attestation = command === 'attest-payer' ? payerAttestationRequest(args) : null;
+  if (attestation)
+    return fetch(`${url}${attestation.path}`, {
+      method: 'POST',
+      headers: { ...headers, 'content-type': 'application/json' },
+      body: JSON.stringify(attestation.body),
     });
   const withheldReturn = command === 'record-withheld-refund-return' ? withheldReturnRequest(args) : null;
   if (withheldReturn)

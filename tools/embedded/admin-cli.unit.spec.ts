@@ -1,5 +1,5 @@
 import { freePort } from '@stablepay/testing';
-import { gatewayUrl, runAdminCli } from './admin-cli';
+import { gatewayUrl, payerAttestationRequest, runAdminCli } from './admin-cli';
 
 describe('operator CLI (tools/embedded/admin-cli.ts) with no gateway at its address', () => {
   it('names the address it tried and how to give another, instead of "fetch failed"', async () => {
@@ -62,5 +62,29 @@ describe('operator CLI withheld refund return', () => {
         'admin record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...>',
       );
     }
+  });
+});
+
+describe('operator CLI payer attestation', () => {
+  it('answers its usage, sending nothing, unless a merchant, a payment and the payer are named', async () => {
+    for (const args of [
+      ['attest-payer', '--payment', 'pay_x', '--payer', '0x1'],
+      ['attest-payer', '--merchant', 'mer_x', '--payer', '0x1'],
+      ['attest-payer', '--merchant', 'mer_x', '--payment', 'pay_x'],
+    ]) {
+      const out: string[] = [];
+      expect(
+        await runAdminCli(args, { ADMIN_TOKEN: 'cli-token-0123456789-0123456789-ab' }, (s) => out.push(s)),
+      ).toBe(2);
+      expect(out.join('\n')).toContain(
+        'admin attest-payer --merchant <mer_...> --payment <pay_...> --payer <0x...>',
+      );
+    }
+  });
+
+  it("names the operator route of the payment's payer attestation", () => {
+    expect(
+      payerAttestationRequest(['--merchant', 'mer_a', '--payment', 'pay_b', '--payer', '0xabc']),
+    ).toEqual({ path: '/admin/merchants/mer_a/payments/pay_b/payer-attestations', body: { payer: '0xabc' } });
   });
 });

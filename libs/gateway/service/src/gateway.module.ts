@@ -26,6 +26,7 @@ import { PAYMENTS_MIGRATIONS, paymentsHttpModule } from '@stablepay/payments-ser
 import { PAYOUTS_MIGRATIONS, payoutsHttpModule } from '@stablepay/payouts-service';
 import { reportsHttpModule } from '@stablepay/reports-service';
 import { DepositRescansController } from './deposit-rescans.controller';
+import { PayerAttestationsController } from './payer-attestations.controller';
 import { subscriptionChargesHttpModule } from './subscription-charges.gateway';
 import { WithheldRefundReturnsController } from './withheld-refund-returns.controller';
 
@@ -52,9 +53,9 @@ export class GatewayModule {
         subscriptionChargesHttpModule(),
         reportsHttpModule(),
       ],
-      controllers: [DepositRescansController, WithheldRefundReturnsController],
+      controllers: [DepositRescansController, WithheldRefundReturnsController, PayerAttestationsController],
       providers: [
-        // The operator routes hosted here (DepositRescansController, WithheldRefundReturnsController) are guarded as the merchants scope's are.
+        // The operator routes hosted here (DepositRescansController, WithheldRefundReturnsController, PayerAttestationsController) are guarded as the merchants scope's are.
         { provide: MERCHANTS_ADMIN_TOKEN, useValue: merchants.adminToken },
         AdminTokenGuard,
         { provide: APP_GUARD, useClass: ApiKeyGuard },

@@ -1,3 +1,4 @@
 export * from './gateway.module';
 export * from './deposit-rescans.controller';
+export * from './payer-attestations.controller';
 export * from './withheld-refund-returns.controller';

@@ -15,6 +15,8 @@ import { depositChainsProvider } from './chain/deposit-chains.provider';
 import { CapturePaymentHandler } from './commands/capture-payment/capture-payment.handler';
 import { RecoverPaymentHandler } from './commands/recover-payment/recover-payment.handler';
 import { RefundPaymentHandler } from './commands/refund-payment/refund-payment.handler';
+import { DisputePayerHandler } from './commands/dispute-payer/dispute-payer.handler';
+import { PayerAttestationHandler } from './commands/payer-attestation/payer-attestation.handler';
 import { RescuePaymentHandler } from './commands/rescue-payment/rescue-payment.handler';
 import { CancelCheckoutHandler } from './commands/cancel-checkout/cancel-checkout.handler';
 import { CreateCheckoutHandler } from './commands/create-checkout/create-checkout.handler';
@@ -96,6 +98,8 @@ export class PaymentsCoreModule {}
     RefundPaymentHandler,
     RescuePaymentHandler,
     RecoverPaymentHandler,
+    DisputePayerHandler,
+    PayerAttestationHandler,
   ],
   // The command side lives only here: the gateway, which imports the core module, cannot append to these streams.
   providers: [

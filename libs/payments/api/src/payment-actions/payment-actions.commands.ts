@@ -11,7 +11,36 @@ export const PAYMENT_ACTION_COMMANDS = defineCommands('payments', {
   refund: 'payments.payment.refund',
   rescue: 'payments.payment.rescue',
   recover: 'payments.payment.recover',
+  dispute_payer: 'payments.payment.dispute-payer',
 });
+
+/**
+ * The operator's attestation of a payment's payer after the merchant's dispute (`POST
+ * /admin/merchants/:merchantId/payments/:id/payer-attestations`): payload `PayerAttestationCommand`, answer
+ * `PayerAttestationResult`, the call the registry admin's cold key signs and sends (nothing is sent by the service).
+ */
+export const PAYMENT_OPERATOR_COMMANDS = defineCommands('payments', {
+  payerAttestation: 'payments.payment.payer-attestation',
+});
+
+export interface PayerAttestationCommand {
+  readonly merchantId: string;
+  readonly paymentId: string;
+  /** The body as sent (`{ payer }`, checked by the owner). */
+  readonly body: unknown;
+}
+
+export interface PayerAttestationResult {
+  /** CAIP-2 of the deposit's chain. */
+  readonly chain: string;
+  /** The deposit contract. */
+  readonly to: string;
+  /** `attestPayer(payer)` calldata. */
+  readonly data: string;
+  readonly payer: string;
+  /** The registry admin, the only key the call passes from. */
+  readonly admin: string;
+}
 
 /** The request body as the merchant sent it (fields checked by the owner's preflight; unknown ones refused here). */
 export interface SignedActionRequest {

@@ -20,6 +20,7 @@ const FIELDS: Readonly<Record<PaymentActionKind, readonly string[]>> = {
   refund: ['amount', 'deadline', 'signature', 'token', 'payer', 'epoch'],
   rescue: ['amount', 'deadline', 'signature', 'token', 'to', 'epoch'],
   recover: [],
+  dispute_payer: ['deadline', 'signature', 'payer', 'epoch'],
 };
 
 /** The JSON body as an object of the action's known fields (types and values are the owner's preflight's). */
@@ -82,6 +83,22 @@ export class PaymentActionsController {
     @Req() request: FastifyRequest,
   ) {
     return this.act('rescue', merchant, id, body, request);
+  }
+
+  /**
+   * The merchant disputes the payer the deposit attests (a wrong payer: an exchange hot wallet, a bridge relayer),
+   * within its challenge period, with its DisputePayer signature (signDisputePayer). The payer is cleared on chain
+   * (`payer_status: disputed`); the operator attests the right one.
+   */
+  @Post(':paymentId/dispute_payer')
+  @HttpCode(200)
+  disputePayer(
+    @CurrentMerchant() merchant: AuthenticatedMerchant,
+    @Param('paymentId') id: string,
+    @Body() body: unknown,
+    @Req() request: FastifyRequest,
+  ) {
+    return this.act('dispute_payer', merchant, id, body, request);
   }
 
   /**

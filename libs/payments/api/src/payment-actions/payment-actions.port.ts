@@ -2,7 +2,7 @@ import type { AuthenticatedMerchant } from '@stablepay/http';
 import type { PaymentObject } from '@stablepay/payments-domain';
 import type { SignedActionRequest } from './payment-actions.commands';
 
-export type PaymentActionKind = 'capture' | 'refund' | 'rescue' | 'recover';
+export type PaymentActionKind = 'capture' | 'refund' | 'rescue' | 'recover' | 'dispute_payer';
 
 /**
  * An action's answer: the payment object once the action's facts are in its read model (read-your-writes).

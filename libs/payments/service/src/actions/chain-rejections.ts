@@ -60,6 +60,17 @@ export function chainRejection(errorName: string): DomainError {
         'The request names another payer than the attested one.',
         'payer',
       );
+    case 'PayerAlreadyFinal':
+      return conflict(
+        'payer_already_final',
+        "The payer's challenge period is over: the payer is final and can no longer be disputed.",
+      );
+    case 'PayerNotDisputed':
+      return conflict(
+        'payer_not_disputed',
+        'A payer stands on chain (the merchant has not disputed it); only a disputed payer can be attested again.',
+        'payer',
+      );
     case 'PayerOwnedToken':
       return cannotProcess(
         'payer_owned_token',

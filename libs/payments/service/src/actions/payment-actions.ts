@@ -8,9 +8,10 @@ import {
   type SupportedChains,
 } from '@stablepay/chain-operator';
 import type { EventStore, Mode } from '@stablepay/event-store';
-import { formatCaip2, parseCaip2 } from '@stablepay/evm';
+import { formatCaip2, parseAddress, parseCaip2 } from '@stablepay/evm';
 import {
   type PaymentState,
+  assertPayerAttestable,
   decidePayment,
   dustRecoveryPending,
   paymentAsset,
@@ -20,16 +21,34 @@ import {
   outflowAsset,
   outflowRecordKey,
 } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
-import { type Clock, DomainError, conflict, notFound } from '@stablepay/util';
-import type { DepositActionOutcome, DepositCall, DepositChain, DepositOutflow } from '../chain/deposit-chain';
+import {
+  type Clock,
+  DomainError,
+  bodyNotAnObject,
+  cannotProcess,
+  conflict,
+  notFound,
+  takesFields,
+  unknownParameter,
+} from '@stablepay/util';
+import { ZeroAddress, getAddress } from 'ethers';
+import type {
+  DepositActionOutcome,
+  DepositCall,
+  DepositChain,
+  DepositOutflow,
+  DepositPayerEvent,
+} from '../chain/deposit-chain';
 import {
   PaymentCommands,
   type PaymentCommandWithoutTime,
   paymentDecider,
 } from '../payments/payment.commands';
+import { payerEventCommand, payerEventIdempotencyKey } from '../commands/record-payer-event/payer-event';
 import { ACTION_SUBMISSIONS, type ActionSubmissions } from './action-submissions';
 import { chainRejection } from './chain-rejections';
 import {
+  buildDisputePayer,
   buildSignedAction,
   parseActionAmount,
   verifySignedAction,
@@ -115,12 +134,7 @@ export class PaymentActions {
    * authorization expired without a capture.
    */
   recover(owner: ActionOwner, paymentId: string, requestId: string): Promise<ActionAnswer> {
-    return this.exclusive(paymentId, async () => {
-      const loaded = await this.loadOwned(owner, paymentId);
-      this.assertModeServed(loaded);
-      const attempt = await this.attemptOf(loaded, requestId);
-      if (attempt.applied) return this.resume(loaded, attempt.commandId);
-      const commandId = attempt.commandId;
+    return this.request(owner, paymentId, requestId, async (loaded, commandId) => {
       const { state } = loaded;
       // The contract checks the payer's challenge period and the escrow's authorization expiry against block time,
       // not the service clock: decide on the deposit chain's time (before a deployment nothing on chain is compared).
@@ -150,6 +164,88 @@ export class PaymentActions {
   }
 
   /**
+   * The merchant disputes the payer the deposit attests (its DisputePayer signature), within the payer's challenge
+   * period: the relayer submits `disputePayer` and the receipt's PayerDisputed log clears the payer on the payment.
+   * Refund, reclaim and recover then wait for the operator's attestation of the right payer (`payerAttestation`).
+   */
+  disputePayer(
+    owner: ActionOwner,
+    paymentId: string,
+    body: SignedActionBody,
+    requestId: string,
+  ): Promise<ActionAnswer> {
+    return this.request(owner, paymentId, requestId, async (loaded, commandId) => {
+      const { state } = loaded;
+      // The challenge period is judged by the deposit chain's time, as the contract judges it.
+      const now = state.deployment ? await this.chainNow(state.deployment.chain) : this.clock.now();
+      decidePayment({ type: 'RequestPayerDispute', now }, state);
+
+      const { chain, deposit, facts } = this.depositOf(state);
+      const record = await chain.readDeposit(deposit);
+      if (!record.deployed) {
+        throw conflict('deposit_not_deployed', 'The deposit contract is not deployed yet.');
+      }
+      const [auth, chainTime] = await Promise.all([chain.merchantAuth(record.merchantId), chain.chainTime()]);
+      const action = buildDisputePayer(body, { ...facts, payer: record.payer }, auth.epoch);
+      if (record.payerFinalAt !== 0n && chainTime >= record.payerFinalAt)
+        throw chainRejection('PayerAlreadyFinal');
+      verifySignedAction(action, { ...auth, chainTime }, await chain.signatureUsed(deposit, action.digest));
+      const call = chain.disputePayerCall(deposit, {
+        payer: action.message.payer,
+        deadline: action.deadline,
+        signature: action.signature,
+      });
+      await this.simulateOrRefuse(chain, call);
+      await this.keep(loaded, call, commandId);
+      const appended = await this.append(loaded, { type: 'RequestPayerDispute' }, commandId, now);
+      if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
+      return this.submitAndRecord(loaded, chain, call, commandId);
+    });
+  }
+
+  /**
+   * The operator's attestation of the right payer after a merchant dispute (POST
+   * /admin/merchants/:merchantId/payments/:id/payer-attestations). `attestPayer` passes only from the registry
+   * admin's cold key, which never reaches a service: this checks the payment (another merchant's is 404; 409
+   * `payer_not_disputed` while a payer stands, on the stream or on chain) and the address, and answers the call for
+   * that key to sign and send. Nothing is sent or recorded here: the deposit's PayerAttested log, observed by the
+   * indexer, records the payer (PaymentPayerAttested.v1).
+   */
+  async payerAttestation(
+    merchantId: string,
+    paymentId: string,
+    body: unknown,
+  ): Promise<{ chain: string; to: string; data: string; payer: string; admin: string }> {
+    const loaded = await this.load(paymentId).catch((error: unknown) => {
+      if (error instanceof DomainError && error.status === 404) throw notFound('payment', paymentId);
+      throw error;
+    });
+    if (loaded.owner.merchantId !== merchantId) throw notFound('payment', paymentId);
+    if (body === undefined || body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw bodyNotAnObject();
+    }
+    const { payer: sent, ...rest } = body as Record<string, unknown>;
+    const unknown = Object.keys(rest)[0];
+    if (unknown !== undefined) throw unknownParameter(unknown, takesFields(['payer']));
+    const payer = parseAddress(sent, 'payer');
+    assertPayerAttestable(loaded.state);
+    const { chain, deposit, facts } = this.depositOf(loaded.state);
+    if (payer === ZeroAddress || payer.toLowerCase() === deposit.toLowerCase()) {
+      throw cannotProcess('invalid_payer', `${payer} cannot be the payer of this deposit.`, 'payer');
+    }
+    const record = await chain.readDeposit(deposit);
+    if (record.deployed && record.payer !== ZeroAddress) throw chainRejection('PayerNotDisputed');
+    const call = chain.attestPayerCall(deposit, payer);
+    return {
+      chain: facts.chain,
+      to: getAddress(call.to),
+      data: call.data,
+      payer,
+      admin: await chain.registryAdmin(),
+    };
+  }
+
+  /**
    * Records the outflows of a transaction someone else submitted from the payment's deposit (a reclaim by the
    * payer after the authorization expiry, a capture submitted with the merchant's signature by a third party).
    */
@@ -170,14 +266,7 @@ export class PaymentActions {
     body: SignedActionBody,
     requestId: string,
   ): Promise<ActionAnswer> {
-    return this.exclusive(paymentId, async () => {
-      const loaded = await this.loadOwned(owner, paymentId);
-      this.assertModeServed(loaded);
-      // A retry of a request that was applied (its answer lost, or the process died before it was sent): send what
-      // was not sent, answer the rest; never submit a call twice on purpose.
-      const attempt = await this.attemptOf(loaded, requestId);
-      if (attempt.applied) return this.resume(loaded, attempt.commandId);
-      const commandId = attempt.commandId;
+    return this.request(owner, paymentId, requestId, async (loaded, commandId) => {
       const { state } = loaded;
       const amount = parseActionAmount(body.amount).toString();
       const now = this.clock.now();
@@ -247,6 +336,26 @@ export class PaymentActions {
       const appended = await this.append(loaded, command, commandId);
       if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
       return this.submitAndRecord(loaded, chain, call, commandId);
+    });
+  }
+
+  /**
+   * A merchant's request on its payment, one at a time per payment: another merchant's (or mode's) payment is 404,
+   * and a retry of a request that was applied (its answer lost, or the process died before it was sent) sends what
+   * was not sent and answers the rest; never a call twice on purpose. `run` gets the command id of this attempt.
+   */
+  private request(
+    owner: ActionOwner,
+    paymentId: string,
+    requestId: string,
+    run: (loaded: Loaded, commandId: string) => Promise<ActionAnswer>,
+  ): Promise<ActionAnswer> {
+    return this.exclusive(paymentId, async () => {
+      const loaded = await this.loadOwned(owner, paymentId);
+      this.assertModeServed(loaded);
+      const attempt = await this.attemptOf(loaded, requestId);
+      if (attempt.applied) return this.resume(loaded, attempt.commandId);
+      return run(loaded, attempt.commandId);
     });
   }
 
@@ -342,6 +451,8 @@ export class PaymentActions {
     let revision = loaded.revision;
     for (const txHash of await chain.transactionsFrom(deposit, deployTx)) {
       revision = await this.recordOutflows(loaded, chain, await chain.outflowsOfTransaction(deposit, txHash));
+      const payerEvents = await chain.payerEventsOfTransaction(deposit, txHash);
+      if (payerEvents.length > 0) revision = await this.recordPayerEvents(loaded, chain, payerEvents);
     }
     return { paymentId: loaded.paymentId, revision, txHash: null, submission: 'confirmed' };
   }
@@ -404,7 +515,10 @@ export class PaymentActions {
         return { paymentId: loaded.paymentId, revision, txHash: outcome.txHash, submission: 'pending' };
       }
       case 'confirmed': {
-        const revision = await this.recordOutflows(loaded, chain, outcome.outflows);
+        let revision = await this.recordOutflows(loaded, chain, outcome.outflows);
+        if (outcome.payerEvents && outcome.payerEvents.length > 0) {
+          revision = await this.recordPayerEvents(loaded, chain, outcome.payerEvents);
+        }
         return { paymentId: loaded.paymentId, revision, txHash: outcome.txHash, submission: 'confirmed' };
       }
     }
@@ -434,6 +548,25 @@ export class PaymentActions {
         // The key the indexer's sighting of the same log uses: one fact whichever path records it first (after a
         // reorg undid its record, the redo's: the log mined again is recorded again, not answered as a replay).
         outflowRecordKey(current.state, o.txHash, o.logIndex),
+      );
+      revision = appended.revision;
+    }
+    return revision;
+  }
+
+  /** The deposit's payer logs as payment facts, keyed per log as the indexer's sighting of them is. */
+  private async recordPayerEvents(
+    loaded: Loaded,
+    chain: DepositChain,
+    events: readonly DepositPayerEvent[],
+  ): Promise<number> {
+    let revision = (await this.load(loaded.paymentId)).revision;
+    const caip2 = formatCaip2(chain.chainId);
+    for (const e of events) {
+      const appended = await this.append(
+        loaded,
+        payerEventCommand(caip2, e),
+        payerEventIdempotencyKey(e.txHash, e.logIndex),
       );
       revision = appended.revision;
     }

@@ -51,7 +51,7 @@ import { cannotProcess, conflict, MAX_UINT256, tooLargeFault, validationError } 
  */
 export type SignedActionKind = 'capture' | 'refund' | 'rescue';
 
-type PrimaryType = 'Capture' | 'Refund' | 'Rescue';
+type PrimaryType = 'Capture' | 'Refund' | 'Rescue' | 'DisputePayer';
 
 /** The JSON body as received (types are checked here, not trusted). */
 export interface SignedActionBody {
@@ -87,7 +87,7 @@ export interface SigningChainFacts {
 }
 
 export interface SignedAction<K extends PrimaryType = PrimaryType> {
-  readonly kind: SignedActionKind;
+  readonly kind: SignedActionKind | 'dispute_payer';
   readonly primaryType: K;
   readonly domain: Eip712Domain;
   readonly message: MessageByKind[K];
@@ -183,6 +183,19 @@ function parseToken(value: unknown, chainId: bigint, allowNative: boolean): { to
   return { token, asset: `eip155:${chainId}/erc20:${token}` };
 }
 
+/** The body's optional `epoch`: when sent, the merchant's current one (a clearer error than invalid_signature). */
+function checkEpoch(body: SignedActionBody, epoch: bigint): void {
+  if (body.epoch === undefined || body.epoch === null) return;
+  const sent = parseUint(body.epoch, 'epoch', 'invalid_epoch');
+  if (sent !== epoch) {
+    throw cannotProcess(
+      'epoch_mismatch',
+      `The signature names epoch ${sent}; the merchant's current epoch is ${epoch} (authorizations were revoked): sign again.`,
+      'epoch',
+    );
+  }
+}
+
 /**
  * Checks the body's shape and its agreement with the payment, and builds the exact typed data the contract will
  * hash (the merchant's current `epoch` is bound in, as the contract does). `stablepay`: the deployment's contracts
@@ -198,16 +211,7 @@ export function buildSignedAction(
   const amount = parseActionAmount(body.amount);
   const deadline = parseUint(body.deadline, 'deadline', 'invalid_deadline');
   const signature = parseSignature(body.signature);
-  if (body.epoch !== undefined && body.epoch !== null) {
-    const sent = parseUint(body.epoch, 'epoch', 'invalid_epoch');
-    if (sent !== epoch) {
-      throw cannotProcess(
-        'epoch_mismatch',
-        `The signature names epoch ${sent}; the merchant's current epoch is ${epoch} (authorizations were revoked): sign again.`,
-        'epoch',
-      );
-    }
-  }
+  checkEpoch(body, epoch);
   const chainId = parseCaip2(payment.chain, 'chain').chainId;
   const paymentToken = parseCaip19(payment.asset, 'asset');
   const domain = stablepayDomain(chainId, getAddress(payment.depositAddress));
@@ -314,6 +318,62 @@ export function buildSignedAction(
 }
 
 /**
+ * POST /payments/:paymentId/dispute_payer: the merchant's `DisputePayer(paymentId, payer, epoch, deadline)` over the
+ * payer the deposit attests now (read from the chain). Body: `deadline`, `signature`, optional `payer` (when sent,
+ * must be the attested payer: 422 `payer_mismatch`) and `epoch` (as for the other signed actions). A payment with no
+ * payer attested (disputed already) is 409 `payer_disputed`. The digest, deadline and signer are checked by
+ * `verifySignedAction` like every signed action.
+ */
+export function buildDisputePayer(
+  body: SignedActionBody,
+  payment: PaymentSigningFacts,
+  epoch: bigint,
+): SignedAction<'DisputePayer'> {
+  const deadline = parseUint(body.deadline, 'deadline', 'invalid_deadline');
+  const signature = parseSignature(body.signature);
+  checkEpoch(body, epoch);
+  if (!payment.payer || sameAddress(payment.payer, ZeroAddress)) {
+    throw conflict(
+      'payer_disputed',
+      'The payer was disputed already; no payer is attested until the operator attests the right one.',
+    );
+  }
+  const payer = getAddress(payment.payer);
+  if (body.payer !== undefined && body.payer !== null) {
+    const sent = parseAddress(body.payer, 'payer');
+    if (!sameAddress(sent, payer)) {
+      throw cannotProcess(
+        'payer_mismatch',
+        `Only the attested payer ${payer} can be disputed; the request names ${sent}.`,
+        'payer',
+      );
+    }
+  }
+  const chainId = parseCaip2(payment.chain, 'chain').chainId;
+  const paymentToken = parseCaip19(payment.asset, 'asset');
+  const domain = stablepayDomain(chainId, getAddress(payment.depositAddress));
+  const message: MessageByKind['DisputePayer'] = {
+    paymentId: payment.onChainId.toLowerCase(),
+    payer,
+    epoch,
+    deadline,
+  };
+  return {
+    kind: 'dispute_payer',
+    primaryType: 'DisputePayer',
+    domain,
+    message,
+    digest: hashTypedData('DisputePayer', domain, message),
+    signature,
+    amount: 0n,
+    deadline,
+    token: paymentToken.address,
+    asset: paymentToken.caip19,
+    to: payer,
+  };
+}
+
+/**
  * The contract's own signature checks, in its order (deadline, then the digest not used, then the signer), so
  * preflight answers what the chain would: nothing is submitted unless this passes.
  */
@@ -358,7 +418,7 @@ export function verifySignedAction(
   if (!sameAddress(recovered, chain.signer)) {
     throw cannotProcess(
       'invalid_signature',
-      `The signature is not the merchant signer's over this ${action.primaryType} (chain eip155:${action.domain.chainId}, deposit ${action.domain.verifyingContract}, epoch ${action.message.epoch}, the amount, token and deadline sent).`,
+      `The signature is not the merchant signer's over this ${action.primaryType} (chain eip155:${action.domain.chainId}, deposit ${action.domain.verifyingContract}, epoch ${action.message.epoch}, ${action.primaryType === 'DisputePayer' ? 'the attested payer' : 'the amount, token'} and deadline sent).`,
       'signature',
     );
   }

@@ -1,8 +1,9 @@
 import { Wallet, ZeroAddress } from 'ethers';
-import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
+import { signCapture, signDisputePayer, signRefund, signRescue } from '@stablepay/merchant-sdk';
 import { computeStablepayAddresses, computeTestStablecoinAddresses } from '@stablepay/contracts';
 import { DomainError } from '@stablepay/util';
 import {
+  buildDisputePayer,
   buildSignedAction,
   verifySignedAction,
   type PaymentSigningFacts,
@@ -326,3 +327,55 @@ const body0: SignedActionBody = {
   deadline: String(DEADLINE),
   signature: `0x${'11'.repeat(64)}1b`,
 };
+
+describe('payer dispute preflight (POST /payments/:paymentId/dispute_payer)', () => {
+  const disputeBody = async (payer = PAYER, signer = MERCHANT) => {
+    const { signature } = await signDisputePayer(signer, signing, {
+      paymentId: payment.onChainId,
+      payer,
+      epoch: 2,
+      deadline: DEADLINE,
+    });
+    return { deadline: String(DEADLINE), signature };
+  };
+
+  it('accepts a DisputePayer signed with signDisputePayer over the attested payer', async () => {
+    const action = buildDisputePayer(await disputeBody(), payment, 2n);
+    expect(action).toMatchObject({
+      primaryType: 'DisputePayer',
+      message: { paymentId: payment.onChainId, payer: PAYER, epoch: 2n, deadline: DEADLINE },
+    });
+    expect(() => verifySignedAction(action, chainFacts, false)).not.toThrow();
+  });
+
+  it('refuses another key (422 invalid_signature), a signature over another payer, a named other payer (422 payer_mismatch) and a disputed payer (409 payer_disputed)', async () => {
+    const otherKey = buildDisputePayer(await disputeBody(PAYER, OTHER_KEY), payment, 2n);
+    expect(refused(() => verifySignedAction(otherKey, chainFacts, false))).toMatchObject({
+      status: 422,
+      code: 'invalid_signature',
+      param: 'signature',
+    });
+    const otherPayer = buildDisputePayer(await disputeBody(RESCUE_TO), payment, 2n);
+    expect(refused(() => verifySignedAction(otherPayer, chainFacts, false))).toMatchObject({
+      code: 'invalid_signature',
+    });
+    expect(
+      refused(() =>
+        buildDisputePayer(
+          { payer: RESCUE_TO, deadline: '1', signature: `0x${'11'.repeat(65)}` },
+          payment,
+          2n,
+        ),
+      ),
+    ).toMatchObject({ status: 422, code: 'payer_mismatch', param: 'payer' });
+    expect(
+      refused(() =>
+        buildDisputePayer(
+          { deadline: '1', signature: `0x${'11'.repeat(65)}` },
+          { ...payment, payer: ZeroAddress },
+          2n,
+        ),
+      ),
+    ).toMatchObject({ status: 409, code: 'payer_disputed' });
+  });
+});

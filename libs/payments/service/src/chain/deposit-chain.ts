@@ -60,13 +60,31 @@ export interface DepositOutflow {
   readonly received: bigint;
 }
 
+/** A change of the deposit's payer, decoded from its log: the merchant's dispute or the admin's attestation. */
+export type DepositPayerEvent =
+  | {
+      readonly kind: 'disputed';
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly payer: string;
+    }
+  | {
+      readonly kind: 'attested';
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly payer: string;
+      /** Unix seconds (chain time) when the attested payer becomes final. */
+      readonly finalAt: bigint;
+    };
+
 export type DepositActionOutcome =
-  /** Mined with its confirmations; `outflows` are the deposit's own logs in that receipt. */
+  /** Mined with its confirmations; `outflows` and `payerEvents` are the deposit's own logs in that receipt. */
   | {
       readonly kind: 'confirmed';
       readonly txHash: string;
       readonly blockNumber: number;
       readonly outflows: readonly DepositOutflow[];
+      readonly payerEvents?: readonly DepositPayerEvent[];
     }
   /** The contract refused the call in simulation: nothing was broadcast. */
   | { readonly kind: 'rejected'; readonly errorName: string; readonly args: readonly unknown[] }
@@ -125,6 +143,30 @@ export function depositOutflows(receipt: TransactionReceipt, deposit: string): D
       amount: parsed.args.getValue('amount') as bigint,
       received: parsed.args.getValue('received') as bigint,
     });
+  }
+  return out;
+}
+
+/** The deposit's payer logs in a receipt (PayerDisputed, PayerAttested), in log order. */
+export function depositPayerEvents(receipt: TransactionReceipt, deposit: string): DepositPayerEvent[] {
+  const address = getAddress(deposit);
+  const out: DepositPayerEvent[] = [];
+  for (const log of receipt.logs) {
+    if (getAddress(log.address) !== address) continue;
+    const parsed = DEPOSIT.parseLog({ topics: [...log.topics], data: log.data });
+    if (!parsed) continue;
+    const payer = () => getAddress(parsed.args.getValue('payer') as string);
+    if (parsed.name === 'PayerDisputed') {
+      out.push({ kind: 'disputed', txHash: receipt.hash, logIndex: log.index, payer: payer() });
+    } else if (parsed.name === 'PayerAttested') {
+      out.push({
+        kind: 'attested',
+        txHash: receipt.hash,
+        logIndex: log.index,
+        payer: payer(),
+        finalAt: parsed.args.getValue('finalAt') as bigint,
+      });
+    }
   }
   return out;
 }
@@ -205,6 +247,33 @@ export class DepositChain {
     return call(deposit, 'rescue', [move.token, move.to, move.amount, move.deadline, move.signature]);
   }
 
+  /** Anyone, with the merchant's DisputePayer signature, within the challenge period: clears the attested payer. */
+  disputePayerCall(
+    deposit: string,
+    dispute: { readonly payer: string; readonly deadline: bigint; readonly signature: string },
+  ): DepositCall {
+    return call(deposit, 'disputePayer', [dispute.payer, dispute.deadline, dispute.signature]);
+  }
+
+  /**
+   * The registry admin only (its cold key; nothing in the service signs with it), after a dispute: the call the
+   * operator's attestation route hands out for that key to sign and send.
+   */
+  attestPayerCall(deposit: string, payer: string): DepositCall {
+    return call(deposit, 'attestPayer', [payer]);
+  }
+
+  /** The registry admin's address on this chain (the only key attestPayer passes from). */
+  async registryAdmin(): Promise<string> {
+    return getAddress(await connectStablepayRegistry(this.registryAddress, this.relayer.provider).admin());
+  }
+
+  /** The payer changes a mined transaction made at `deposit` (for a transaction someone else submitted). */
+  async payerEventsOfTransaction(deposit: string, txHash: string): Promise<DepositPayerEvent[]> {
+    const receipt = await this.relayer.provider.getTransactionReceipt(txHash);
+    return receipt && receipt.status === 1 ? depositPayerEvents(receipt, deposit) : [];
+  }
+
   /** Operator only: everything of the payment token above the escrow, to the final payer. */
   recoverCall(deposit: string): DepositCall {
     return call(deposit, 'recover', []);
@@ -283,6 +352,7 @@ export class DepositChain {
           txHash: outcome.txHash,
           blockNumber: outcome.blockNumber,
           outflows: depositOutflows(outcome.receipt, deposit),
+          payerEvents: depositPayerEvents(outcome.receipt, deposit),
         };
       case 'reverted':
         return { kind: 'reverted', txHash: outcome.txHash, errorName: outcome.revert?.errorName ?? null };

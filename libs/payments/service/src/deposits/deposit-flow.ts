@@ -1,3 +1,4 @@
+import { getAddress } from 'ethers';
 import {
   type BeforeApplicationShutdown,
   Inject,
@@ -38,7 +39,8 @@ import { ObserveDepositTransferHandler } from '../commands/observe-deposit-trans
 import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
 import { RecordDepositOutflowHandler } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
-import { DEPOSIT_OUTFLOW_EVENTS } from '../chain/deposit-chain';
+import { DEPOSIT_OUTFLOW_EVENTS, type DepositPayerEvent } from '../chain/deposit-chain';
+import { payerEventCommand, payerEventIdempotencyKey } from '../commands/record-payer-event/payer-event';
 import { RecordDeployHoldHandler } from '../commands/record-deploy-hold/record-deploy-hold.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
@@ -409,6 +411,10 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     }
     if (message.type === 'PaymentDepositEventObserved.v1') {
       const e = message.data as DepositEventObserved;
+      if (e.event === 'PayerDisputed' || e.event === 'PayerAttested') {
+        await this.recordPayerEvent(e);
+        return;
+      }
       // The deployment's own events (EscrowFunded, PaymentSettled, PayerAttested) are recorded from its receipt.
       const spec = DEPOSIT_OUTFLOW_EVENTS[e.event];
       if (!spec) return;
@@ -451,6 +457,28 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         txHash: transfer.tx_hash,
       });
     }
+  }
+
+  /**
+   * The merchant's dispute of the payer (PayerDisputed: relayed by us, or by anyone with its signature) and the
+   * admin's attestation of the right one (PayerAttested after a dispute; the deployment's own records nothing): the
+   * payment's payer follows the deposit's (`payer_status`). Recorded at the sighting, keyed per log as the dispute's
+   * own receipt is.
+   */
+  private async recordPayerEvent(e: DepositEventObserved): Promise<void> {
+    const paymentId = await this.store.paymentOf(e.contract);
+    const payer = e.args['payer'];
+    if (!paymentId || payer === undefined) return;
+    const log = { txHash: e.txHash, logIndex: e.logIndex, payer: getAddress(payer) };
+    const event: DepositPayerEvent =
+      e.event === 'PayerDisputed'
+        ? { kind: 'disputed', ...log }
+        : { kind: 'attested', ...log, finalAt: BigInt(e.args['finalAt'] ?? '0') };
+    await this.facts.append(
+      paymentId,
+      payerEventCommand(e.chain, event),
+      payerEventIdempotencyKey(e.txHash, e.logIndex),
+    );
   }
 
   /**
