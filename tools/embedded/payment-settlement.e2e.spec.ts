@@ -7,6 +7,7 @@ import {
 } from '@stablepay/payments-service';
 import { ManualClock } from '@stablepay/util';
 import { createMerchant, type Json } from './test-support/http';
+import { reorgLosing } from './test-support/anvil';
 import { newPayment, paymentUntil, transferToken } from './test-support/payments';
 import { OnChainStack } from './test-support/stack';
 import { readyForSubscriptions } from './test-support/subscriptions';
@@ -26,6 +27,8 @@ const SANDBOX_DELAY_MS = 10_000;
 /** The sandbox provider's documented magic order amounts (docs/payments.md): 4.04 USD never credited, 4.02 rejected. */
 const NEVER_CREDITED = '4040000';
 const REJECTED = '4020000';
+/** 4.08 USD: the bank transfer fails first (delayed), the payout completes one delay later. */
+const LATE = '4080000';
 
 describe('fiat settlement of one-time payments, on chain through HTTP', () => {
   const clock = new ManualClock(new Date());
@@ -64,7 +67,7 @@ describe('fiat settlement of one-time payments, on chain through HTTP', () => {
       pauser: Wallet.createRandom(),
     });
     await e2e.receiveWebhooks(merchant.apiKey);
-  }, 180_000);
+  }, 600_000);
 
   afterAll(() => e2e.stop());
 
@@ -83,6 +86,25 @@ describe('fiat settlement of one-time payments, on chain through HTTP', () => {
     await transferToken(chain, chain.wallet(3), 'USDC', String(p['deposit_address']), BigInt(amount));
     await webhooks.next('payment.settled', id);
     return paymentIs(id, (x) => x['status'] === 'settled', `payment ${id} settled`);
+  }
+
+  /**
+   * `settledPayment`, paid from anvil account 3 after a snapshot: `lose()` then reorgs the chain back to it, losing the
+   * account's mint and transfer (the service's own transactions are mined again), so the payment fails
+   * deposit_lost_to_reorg (payment.failed), which it answers as the webhook's data.object.
+   */
+  async function settledThenLost(amount: string): Promise<{ id: string; lose: () => Promise<Json> }> {
+    const provider = chain.provider();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const forkBlock = await provider.getBlockNumber();
+    const id = String((await settledPayment(amount))['id']);
+    return {
+      id,
+      lose: async () => {
+        await reorgLosing(chain, snapshot, forkBlock, chain.wallet(3).address);
+        return hook('payment.failed', id);
+      },
+    };
   }
 
   it('the provider reports a failed bank transfer (delayed), then rejects the payout (failed): signed webhooks, GET shows failed with the reason', async () => {
@@ -174,4 +196,61 @@ describe('fiat settlement of one-time payments, on chain through HTTP', () => {
     expect(webhooks.all('payment.settlement_delayed', completes)).toEqual([]);
     expect(webhooks.all('payment.settlement_failed', completes)).toEqual([]);
   }, 120_000);
+
+  it('a reorg takes the deposit of a payment the sandbox provider paid out: the failed payment shows the exposure (fiat paid for crypto we no longer hold), once', async () => {
+    const { id, lose } = await settledThenLost('12500000');
+    const payouts = e2e.stack.service.app.get(SandboxPaymentPayouts);
+    clock.advance(SANDBOX_DELAY_MS);
+    await payouts.tick();
+    await paymentIs(id, (x) => x['settlement_status'] === 'completed', 'the payout to complete');
+
+    // payment.failed carries the payment as of its fact; the exposure is the fact recorded with it (no webhook).
+    expect(await lose()).toMatchObject({
+      id,
+      status: 'failed',
+      failure_reason: 'deposit_lost_to_reorg',
+      settlement_status: 'completed',
+    });
+    const exposed = await paymentIs(id, (x) => x['settlement_exposure'] !== undefined, 'the exposure');
+    expect(exposed).toMatchObject({
+      status: 'failed',
+      failure_reason: 'deposit_lost_to_reorg',
+      settlement_status: 'completed',
+      settlement_exposure: { reason: 'deposit_lost_to_reorg' },
+    });
+    // No second payout or settlement signal: the sandbox has nothing more for it.
+    clock.advance(SANDBOX_DELAY_MS);
+    await payouts.tick();
+    expect(webhooks.all('payment.failed', id)).toHaveLength(1);
+    expect(webhooks.all('payment.settlement_failed', id)).toEqual([]);
+  }, 300_000);
+
+  it('a reorg takes the deposit while the payout is under way: the sandbox sends nothing more for it; a payout the provider completes anyway is an exposure', async () => {
+    const { id, lose } = await settledThenLost(LATE);
+    const payouts = e2e.stack.service.app.get(SandboxPaymentPayouts);
+    clock.advance(SANDBOX_DELAY_MS);
+    await payouts.tick();
+    expect(await hook('payment.settlement_delayed', id)).toMatchObject({ settlement_status: 'delayed' });
+
+    const failed = await lose();
+    expect(failed).toMatchObject({ status: 'failed', failure_reason: 'deposit_lost_to_reorg' });
+    expect(failed).not.toHaveProperty('settlement_exposure');
+    // The script's next step (payout completed) is due now: not sent for a payment that is lost.
+    clock.advance(SANDBOX_DELAY_MS);
+    await payouts.tick();
+    expect(await payment(id)).toMatchObject({ status: 'failed', settlement_status: 'delayed' });
+    expect(await payment(id)).not.toHaveProperty('settlement_exposure');
+
+    // The provider completes the payout on its own all the same: recorded as the exposure, no webhook.
+    const feed = e2e.stack.service.app.get<SandboxPaymentSettlementFeed>(PAYMENT_SETTLEMENT_FEED);
+    await feed.deliver({ paymentId: id, kind: 'payout_completed' });
+    const exposed = await paymentIs(id, (x) => x['settlement_exposure'] !== undefined, 'the exposure');
+    expect(exposed).toMatchObject({
+      status: 'failed',
+      failure_reason: 'deposit_lost_to_reorg',
+      settlement_exposure: { reason: 'deposit_lost_to_reorg' },
+    });
+    expect(webhooks.all('payment.failed', id)).toHaveLength(1);
+    expect(webhooks.all('payment.settlement_failed', id)).toEqual([]);
+  }, 300_000);
 });

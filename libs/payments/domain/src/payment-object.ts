@@ -130,6 +130,12 @@ export interface PaymentObject {
    * and before the payment settled.
    */
   readonly settlement_status: SettlementStatus | null;
+  /**
+   * Ours: present while the provider's fiat payout of this payment stands for a deposit a reorg took (status
+   * `failed`, failure_reason `deposit_lost_to_reorg`): the order's `amount` in `currency` was paid out for crypto we no
+   * longer hold, to be recovered from the merchant's next settlements. Gone once the payment is reinstated.
+   */
+  readonly settlement_exposure?: { readonly reason: 'deposit_lost_to_reorg'; readonly recorded_at: string };
   readonly created_at: string;
   readonly updated_at: string;
 }
@@ -255,6 +261,14 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
         ? { settlement_failure_reason: lastSettlementDelay as SettlementFailureReason }
         : {}),
     settlement_status: state.settlement?.status ?? null,
+    ...(state.settlementExposure
+      ? {
+          settlement_exposure: {
+            reason: state.settlementExposure.reason,
+            recorded_at: state.settlementExposure.at,
+          },
+        }
+      : {}),
     created_at: created.createdAt,
     updated_at: state.updatedAt ?? created.createdAt,
   };

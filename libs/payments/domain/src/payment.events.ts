@@ -486,6 +486,18 @@ export type PaymentSettlementCompleted = {
   data: { readonly at: string };
 };
 
+/**
+ * The settlement provider paid the merchant out in fiat for a payment whose deposit a reorg took (deposit_lost_to_reorg):
+ * paid before the reorg, or reported paid while the payment is lost. Fiat went out for crypto we no longer hold: an
+ * exposure the operator recovers from the merchant's next settlements (docs/payments.md, "Fiat settlement"). Recorded
+ * once per loss; a reinstatement (the deposit mined again) ends it. No webhook (SPEC names none; payment.failed told
+ * the merchant); the payment object shows it as `settlement_exposure`.
+ */
+export type PaymentSettlementExposed = {
+  type: 'PaymentSettlementExposed.v1';
+  data: { readonly reason: 'deposit_lost_to_reorg'; readonly at: string };
+};
+
 export type PaymentEvent =
   | PaymentCreated
   | PaymentTransferObserved
@@ -529,7 +541,8 @@ export type PaymentEvent =
   | PaymentSettlementDelayed
   | PaymentSettlementFailed
   | PaymentSettlementReported
-  | PaymentSettlementCompleted;
+  | PaymentSettlementCompleted
+  | PaymentSettlementExposed;
 
 export type PaymentEventType = PaymentEvent['type'];
 
@@ -617,6 +630,7 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentSettlementFailed.v1': 'payment.settlement_failed',
   'PaymentSettlementReported.v1': null,
   'PaymentSettlementCompleted.v1': null,
+  'PaymentSettlementExposed.v1': null,
 };
 
 /** The webhook a fact produces: PAYMENT_WEBHOOK_BY_EVENT, but a reinstatement says the phase it restored. */

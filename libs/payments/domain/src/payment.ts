@@ -175,6 +175,13 @@ export interface PaymentState {
   readonly settlementFailureReason: SettlementFailureReason | null;
   /** Fiat-settled merchants: the payout of the settled payment (null: crypto-settled, or not settled yet). */
   readonly settlement: FiatSettlement | null;
+  /**
+   * The provider paid the payout out (it reported payout_completed, or the settlement completed): kept apart from the
+   * settlement's status, which does not move while a reorg has the payment failed.
+   */
+  readonly settlementPaidOut: boolean;
+  /** Fiat paid out for a deposit a reorg took (PaymentSettlementExposed.v1), until a reinstatement; else null. */
+  readonly settlementExposure: { readonly reason: 'deposit_lost_to_reorg'; readonly at: string } | null;
   /** CAIP-19 of the asset chosen before paying (PaymentAssetSelected), else null: every accepted asset funds. */
   readonly selectedAsset: string | null;
   readonly updatedAt: string | null;
@@ -216,6 +223,8 @@ export const initialPaymentState = (): PaymentState => ({
   settlementDelayReasons: [],
   settlementFailureReason: null,
   settlement: null,
+  settlementPaidOut: false,
+  settlementExposure: null,
   selectedAsset: null,
   updatedAt: null,
 });
@@ -1115,10 +1124,17 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       };
     case 'PaymentSettlementReported.v1':
       return state.settlement
-        ? withSettlement(state, { provider: evolveProviderProgress(state.settlement.provider, event.data) })
+        ? {
+            ...withSettlement(state, {
+              provider: evolveProviderProgress(state.settlement.provider, event.data),
+            }),
+            settlementPaidOut: state.settlementPaidOut || event.data.kind === 'payout_completed',
+          }
         : state;
     case 'PaymentSettlementCompleted.v1':
-      return withSettlement(state, { status: 'completed' });
+      return { ...withSettlement(state, { status: 'completed' }), settlementPaidOut: true };
+    case 'PaymentSettlementExposed.v1':
+      return { ...state, settlementExposure: { reason: event.data.reason, at: event.data.at } };
     case 'PaymentSettlementFailed.v1':
       return {
         ...withSettlement(state, { status: 'failed' }),
@@ -1139,7 +1155,8 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
  */
 function failureUndone(state: PaymentState): PaymentState {
   if (!lostToReorg(state)) return state;
-  return { ...state, failure: null, lostTransfer: null, recoverable: null };
+  // The crypto the payout was made for is back: the payout stands, nothing is owed back.
+  return { ...state, failure: null, lostTransfer: null, recoverable: null, settlementExposure: null };
 }
 
 function unconfirm(state: PaymentState, match: (t: TransferState) => boolean): PaymentState {
@@ -2145,6 +2162,20 @@ function react(now: Date, emit: (e: PaymentEvent) => void, current: () => Paymen
   const created = s.created;
   if (!created) return;
   const detected = detectedAsset(s);
+
+  // The provider paid the merchant out for a deposit a reorg took (before the reorg, or reported while the payment
+  // is lost): fiat went out for crypto we no longer hold. Recorded once per loss, for the operator to recover.
+  if (lostToReorg(s) && s.settlementPaidOut && !s.settlementExposure) {
+    emit({ type: 'PaymentSettlementExposed.v1', data: { reason: 'deposit_lost_to_reorg', at } });
+    s = current();
+  }
+  // Reinstated (the deposit mined again) after the provider reported the payout completed while the payment was lost
+  // (a report that moved nothing then): the settlement completes from it, not failed later by a deadline, and no
+  // second payout is opened.
+  if (s.settlementPaidOut && openSettlement(s)) {
+    emit({ type: 'PaymentSettlementCompleted.v1', data: { at } });
+    s = current();
+  }
 
   // Expiry: due, still pending, and what arrived in time does not cover the order.
   if (s.phase === 'pending' && !s.flagged && !s.depositConfirmed && isDue(s, now)) {

@@ -2757,6 +2757,79 @@ describe('Payment: fiat settlement signals', () => {
     expect(paymentSettlementCheckAt(captured.state)).toEqual(at(20 + 6 * 60));
   });
 
+  describe('a reorg takes the deposit of a fiat-settled payment whose payout the provider made', () => {
+    const t = transfer();
+    const again = { ...t, blockNumber: '107' };
+    const found = (minutes: number): PaymentCommand => ({
+      type: 'RecordDeploymentFound',
+      deployTxHash: '0xdeploy',
+      now: at(minutes),
+    });
+    const settledFiat = [create({}, 'fiat'), observe(t), confirm(t), clear(), deployDirect()] as const;
+
+    it('paid out before the reorg: the exposure is recorded (no webhook: payment.failed told the merchant); reinstated, it goes and nothing is paid again', () => {
+      const lost = given(...settledFiat, report('payout_completed', 6)).when(retract(t));
+      expect(lost.types).toEqual(['PaymentFailed.v1', 'PaymentSettlementExposed.v1']);
+      expect(lost.events[1]?.data).toEqual({ reason: 'deposit_lost_to_reorg', at: at(9).toISOString() });
+      expect(lost.events.map(paymentWebhookType)).toEqual(['payment.failed', null]);
+      expect(lost.object).toMatchObject({
+        status: 'failed',
+        failure_reason: 'deposit_lost_to_reorg',
+        settlement_status: 'completed',
+        settlement_exposure: { reason: 'deposit_lost_to_reorg', recorded_at: at(9).toISOString() },
+      });
+      // Recorded once: a later command on the stream records nothing more.
+      const g = given(...settledFiat, report('payout_completed', 6), retract(t));
+      expect(g.when(report('payout_completed', 6, 'r-again')).types).toEqual([
+        'PaymentSettlementReported.v1',
+      ]);
+      const back = given(
+        ...settledFiat,
+        report('payout_completed', 6),
+        retract(t),
+        observe(again, 10),
+        confirm(again, 11),
+      ).when(found(12));
+      expect(back.types).toEqual(['PaymentReinstated.v1']);
+      expect(back.object).toMatchObject({ status: 'settled', settlement_status: 'completed' });
+      expect(back.object).not.toHaveProperty('settlement_exposure');
+      expect(paymentSettlementCheckAt(back.state)).toBeNull();
+    });
+
+    it('not paid out yet: nothing is asked of the provider while the payment is lost (no deadline check, reports mean nothing)', () => {
+      const lost = given(...settledFiat, report('deposit_credited', 6), retract(t));
+      expect(toPaymentObject(lost.state)).toMatchObject({ status: 'failed', settlement_status: 'pending' });
+      expect(paymentSettlementCheckAt(lost.state)).toBeNull();
+      expect(lost.when(deadlines(4 + 73 * 60)).events).toEqual([]);
+      const reported = lost.when(report('withdraw_failed', 20));
+      expect(reported.types).toEqual(['PaymentSettlementReported.v1']);
+      expect(reported.object).not.toHaveProperty('settlement_exposure');
+    });
+
+    it('paid out by the provider while the payment is lost: the exposure is recorded; reinstated, the settlement completes from that report (never failed at 72 hours, never paid twice)', () => {
+      const lost = given(...settledFiat, report('deposit_credited', 6), retract(t));
+      const paidOut = lost.when(report('payout_completed', 20));
+      expect(paidOut.types).toEqual(['PaymentSettlementReported.v1', 'PaymentSettlementExposed.v1']);
+      expect(paidOut.object).toMatchObject({
+        status: 'failed',
+        settlement_exposure: { reason: 'deposit_lost_to_reorg', recorded_at: at(20).toISOString() },
+      });
+      const back = given(
+        ...settledFiat,
+        report('deposit_credited', 6),
+        retract(t),
+        report('payout_completed', 20),
+        observe(again, 30),
+        confirm(again, 31),
+      ).when(found(32));
+      expect(back.types).toEqual(['PaymentReinstated.v1', 'PaymentSettlementCompleted.v1']);
+      expect(back.events.map(paymentWebhookType)).toEqual(['payment.settled', null]);
+      expect(back.object).toMatchObject({ status: 'settled', settlement_status: 'completed' });
+      expect(back.object).not.toHaveProperty('settlement_exposure');
+      expect(paymentSettlementCheckAt(back.state)).toBeNull();
+    });
+  });
+
   it('crypto-settled payments never produce fiat signals', () => {
     const g = given(...paid(), deployDirect());
     expect(
