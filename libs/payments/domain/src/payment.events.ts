@@ -417,6 +417,24 @@ export type PaymentOutflowRetracted = {
 };
 
 /**
+ * A log of a recorded transaction seen in another block (the transaction mined again after a reorg, however deep) is
+ * the outflow recorded at `recordedLogIndex` (same kind, asset and amount, not claimed by another log of that block):
+ * nothing more left the deposit. Each recorded outflow stands for at most one log of a block, so two equal outflows of
+ * a batch mined again are claimed by two logs, and a third equal log is a new outflow. `logIndex` and `blockHash` say
+ * where the outflow now is. Not a change of the payment (its `updated_at` stays); no webhook.
+ */
+export type PaymentOutflowMinedAgain = {
+  type: 'PaymentOutflowMinedAgain.v1';
+  data: {
+    readonly txHash: string;
+    readonly recordedLogIndex: number;
+    readonly logIndex: number;
+    readonly blockHash: string;
+    readonly seenAt: string;
+  };
+};
+
+/**
  * A recover's (or rescue's) transaction has the chain's confirmations (the deposit worker's sighting of its log, at
  * CHAIN_CONFIRMATIONS). The recover itself is recorded from the action's receipt at one confirmation, where a reorg
  * can still take it back; merchants are told the funds left (`payment.recovered` / `payment.rescued`) from this fact.
@@ -532,6 +550,7 @@ export type PaymentEvent =
   | PaymentRefundConfirmed
   | PaymentReclaimConfirmed
   | PaymentOutflowRetracted
+  | PaymentOutflowMinedAgain
   | PaymentRecoveryConfirmed
   | PaymentRescueConfirmed
   | PaymentAssetSelected
@@ -620,6 +639,7 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentRefundConfirmed.v1': 'payment.refunded',
   'PaymentReclaimConfirmed.v1': 'payment.refunded',
   'PaymentOutflowRetracted.v1': null,
+  'PaymentOutflowMinedAgain.v1': null,
   'PaymentRecoveryConfirmed.v1': 'payment.recovered',
   'PaymentRescueConfirmed.v1': 'payment.rescued',
   'PaymentAssetSelected.v1': null,

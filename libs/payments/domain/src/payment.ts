@@ -147,8 +147,9 @@ export interface PaymentState {
    */
   readonly unconfirmedEscrowMoves: Readonly<Record<string, EscrowMove>>;
   /**
-   * The outflows recorded with the block their log was seen in, by outflow key (as `outflowLogs`): a log of the same
-   * transaction seen in another block is that transaction mined again, after a reorg, at another log index.
+   * The outflows recorded with the block and log index their log was last seen at, by outflow key (as `outflowLogs`):
+   * a log of the same transaction seen in another block is that transaction mined again, after a reorg, at another log
+   * index; it claims one of these (PaymentOutflowMinedAgain.v1), which is then seen there.
    */
   readonly outflowSightings: Readonly<Record<string, OutflowSighting>>;
   /** The outflow keys a reorg undid (PaymentOutflowRetracted), once per undo: the same log mined again counts again. */
@@ -671,7 +672,9 @@ interface OutflowSighting {
   readonly kind: OutflowKind;
   readonly asset: string;
   readonly amount: bigint;
+  /** Where the outflow's log was last seen: its first record's, or the log mined again that claimed it. */
   readonly blockHash: string;
+  readonly logIndex: number;
 }
 
 const addOutflowOf = (
@@ -692,6 +695,7 @@ const addOutflowOf = (
     asset: d.asset,
     amount: BigInt(d.amount),
     blockHash: d.blockHash,
+    logIndex: d.logIndex,
   };
   return { ...s, outflowSightings: { ...s.outflowSightings, [outflowKey(d.txHash, d.logIndex)]: sighting } };
 };
@@ -760,11 +764,19 @@ function remintedEscrowMove(
   record: OutflowLogRecord,
 ): { readonly logIndex: number; readonly move: EscrowMove } | null {
   if (record.logIndex === undefined) return null;
-  for (const [key, move] of Object.entries(state.unconfirmedEscrowMoves)) {
+  const own = outflowKey(record.txHash, record.logIndex);
+  // The move recorded at this very index first (a log mined again at the same index is that one).
+  const moves = Object.entries(state.unconfirmedEscrowMoves).sort(
+    ([a], [b]) => Number(b === own) - Number(a === own),
+  );
+  for (const [key, move] of moves) {
     if (!key.startsWith(`${record.txHash}#`)) continue;
+    const seen = state.outflowSightings[key];
     // Seen in the same block: another log of a batch, not the move mined again.
-    if (record.blockHash !== undefined && state.outflowSightings[key]?.blockHash === record.blockHash)
-      continue;
+    if (record.blockHash !== undefined && seen?.blockHash === record.blockHash) continue;
+    // An action's receipt records each log of a batch in turn: it is a move mined again only where both blocks are
+    // known and differ.
+    if (!record.atConfirmations && (record.blockHash === undefined || seen === undefined)) continue;
     if (move.kind !== record.kind || move.asset !== record.asset || move.amount !== BigInt(record.amount))
       continue;
     return { logIndex: Number(key.slice(record.txHash.length + 1)), move };
@@ -776,33 +788,72 @@ function remintedEscrowMove(
  * Whether `record`, a recover or rescue log, is one of this transaction recorded at another log index and awaiting its
  * confirmations: the same outflow mined again in another block (our own action records every log of its receipt).
  */
-function remintedUndoneNever(
-  state: PaymentState,
-  record: { readonly kind: OutflowKind; readonly txHash: string; readonly logIndex?: number },
-): boolean {
+function remintedUndoneNever(state: PaymentState, record: OutflowLogRecord): boolean {
   if (record.logIndex === undefined || (record.kind !== 'recovered' && record.kind !== 'rescued'))
     return false;
   if (!(state.outflowsAwaitingConfirmations[record.txHash] ?? []).includes(record.kind)) return false;
-  return state.outflowLogs.some((k) => k.startsWith(`${record.txHash}#`));
+  const logs = state.outflowLogs.filter((k) => k.startsWith(`${record.txHash}#`));
+  // Every log of it recorded with its block, and this one's known: the blocks tell (minedAgainClaim), one to one.
+  if (record.blockHash !== undefined && logs.every((k) => state.outflowSightings[k] !== undefined))
+    return false;
+  return logs.length > 0;
 }
 
-/**
- * Whether `record` is an outflow already recorded from another block, mined again at another log index: a transaction
- * is in one block of the chain, so its logs seen in block B stand for those recorded from a block B' a reorg took back
- * (matched by kind, asset and amount), however deep the reorg and whether or not they were confirmed. Two logs of one
- * block (a batch) are two outflows. A fact or sighting without its block (from before it was kept) matches nothing.
- */
-function minedAgainElsewhere(state: PaymentState, record: OutflowLogRecord): boolean {
+/** Whether `record`, this log of this block, is recorded already (its outflow's record, or its claim of one). */
+function outflowLogSeen(state: PaymentState, record: OutflowLogRecord): boolean {
   if (record.logIndex === undefined || record.blockHash === undefined) return false;
-  const amount = BigInt(record.amount);
   return Object.entries(state.outflowSightings).some(
     ([key, seen]) =>
       key.startsWith(`${record.txHash}#`) &&
+      seen.blockHash === record.blockHash &&
+      seen.logIndex === record.logIndex,
+  );
+}
+
+/**
+ * Whether the outflow recorded at this log index of the transaction was last seen at another log than this index of
+ * `blockHash` (another block, or claimed by another log of it): a log at this index of `blockHash` is then the
+ * transaction mined again there (log indexes are per block), not that outflow's log.
+ */
+export function outflowSeenElsewhere(
+  state: PaymentState,
+  txHash: string,
+  logIndex: number,
+  blockHash: string | undefined,
+): boolean {
+  const seen = state.outflowSightings[outflowKey(txHash, logIndex)];
+  return (
+    blockHash !== undefined &&
+    seen !== undefined &&
+    (seen.blockHash !== blockHash || seen.logIndex !== logIndex)
+  );
+}
+
+/**
+ * The recorded outflow `record` is, mined again in another block (its log index): a transaction is in one block of the
+ * chain, so its logs seen in block B stand for those recorded from a block B' a reorg took back (matched by kind,
+ * asset and amount), however deep the reorg and whether or not they were confirmed. One to one: an outflow already
+ * seen in B (recorded from B, or claimed by another log of B) is not claimed again, so two logs of one block (a batch)
+ * are two outflows and a log with no counterpart left is a new one. The outflow recorded at this very index first,
+ * then the earliest recorded. An undoable escrow move is taken by `remintedEscrowMove` instead. A fact or sighting
+ * without its block (from before it was kept) matches nothing.
+ */
+function minedAgainClaim(state: PaymentState, record: OutflowLogRecord): number | null {
+  if (record.logIndex === undefined || record.blockHash === undefined) return null;
+  const amount = BigInt(record.amount);
+  const prefix = `${record.txHash}#`;
+  const claimable = Object.entries(state.outflowSightings).filter(
+    ([key, seen]) =>
+      key.startsWith(prefix) &&
+      state.unconfirmedEscrowMoves[key] === undefined &&
       seen.blockHash !== record.blockHash &&
       seen.kind === record.kind &&
       seen.asset === record.asset &&
       seen.amount === amount,
   );
+  const own = outflowKey(record.txHash, record.logIndex);
+  const [key] = claimable.find(([k]) => k === own) ?? claimable[0] ?? [];
+  return key === undefined ? null : Number(key.slice(prefix.length));
 }
 
 const withoutOne = <T>(list: readonly T[], item: T): T[] => {
@@ -1060,6 +1111,14 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       return addEscrowMove(state, 'reclaimed', event.data);
     case 'PaymentOutflowRetracted.v1':
       return undoEscrowMove(state, event);
+    case 'PaymentOutflowMinedAgain.v1': {
+      // The outflow is now seen where it was mined again: no other log of that block claims it.
+      const key = outflowKey(event.data.txHash, event.data.recordedLogIndex);
+      const seen = state.outflowSightings[key];
+      if (!seen) return state;
+      const moved = { ...seen, blockHash: event.data.blockHash, logIndex: event.data.logIndex };
+      return { ...state, outflowSightings: { ...state.outflowSightings, [key]: moved } };
+    }
     case 'PaymentRecovered.v1': {
       const s = addOutflowOf(state, event.data, 'recovered');
       return {
@@ -1940,20 +1999,51 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     }
     case 'RecordOutflow': {
       requireCreated(s);
-      if (outflowRecorded(s, command.txHash, command.logIndex)) return;
+      // This log of this block recorded already, or claimed as an outflow mined again.
+      if (outflowLogSeen(s, command)) return;
+      // The outflow recorded at this index was last seen at another log (another block, or claimed by another log of
+      // this one): this log is the transaction mined again (judged below), not that outflow's. Otherwise a recorded
+      // index is this log (facts without their block included).
+      const keyTaken = outflowRecorded(s, command.txHash, command.logIndex);
+      if (
+        keyTaken &&
+        !(
+          command.logIndex !== undefined &&
+          outflowSeenElsewhere(s, command.txHash, command.logIndex, command.blockHash)
+        )
+      )
+        return;
       // Log indexes are per block: our own move recorded from its receipt and mined again in another block (a reorg
       // the deposit worker never sighted, so no RetractOutflow came) shows at another index. The same move, not a
       // second one: its first record is undone before this one is recorded.
-      // A recover or rescue is never undone (RetractOutflow): mined again at another index, it is recorded already.
-      if (command.atConfirmations && remintedUndoneNever(s, command)) return;
-      const moved = command.atConfirmations ? remintedEscrowMove(s, command) : null;
+      // A recover or rescue is never undone (RetractOutflow): mined again at another index, it is recorded already
+      // (facts without their blocks; with them, claimed below).
+      if (!keyTaken && command.atConfirmations && remintedUndoneNever(s, command)) return;
+      const reminted = remintedEscrowMove(s, command);
+      // At a recorded index only the move recorded there is undone and recorded again (one outflow per key).
+      const moved = reminted && (!keyTaken || reminted.logIndex === command.logIndex) ? reminted : null;
       // Its undo would drop the fiat settlement the provider has reported on (or that is over) and the record open a
       // fresh one (reports forgotten, deadlines counted again): as RetractOutflow, the move stays as first recorded,
       // the same outflow, and ConfirmOutflow confirms it.
       if (moved && settlementUnderway(s)) return;
       // Recorded from another block (confirmed, or not undone): a reorg deeper than the confirmations mined the
-      // transaction again; its log index is the new block's, the outflow the recorded one.
-      if (!moved && minedAgainElsewhere(s, command)) return;
+      // transaction again; its log index is the new block's, the outflow a recorded one not claimed in this block yet.
+      const claimed = moved ? null : minedAgainClaim(s, command);
+      if (claimed !== null && command.logIndex !== undefined && command.blockHash !== undefined) {
+        emit({
+          type: 'PaymentOutflowMinedAgain.v1',
+          data: {
+            txHash: command.txHash,
+            recordedLogIndex: claimed,
+            logIndex: command.logIndex,
+            blockHash: command.blockHash,
+            seenAt: at,
+          },
+        });
+        return;
+      }
+      // Another outflow holds this index (one outflow per key): nothing this log could be recorded as.
+      if (keyTaken && !moved) return;
       if (moved)
         emit({
           type: 'PaymentOutflowRetracted.v1',

@@ -1258,10 +1258,11 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
     const confirmed: PaymentCommand = { type: 'ConfirmOutflow', txHash: captured.txHash, now: at(11) };
     const minedAgain = { ...captured, logIndex: 5, blockHash: '0xb2', now: at(20) };
     const g = given(...escrowedCommands(), captured, confirmed);
-    expect(g.when(minedAgain).events).toEqual([]);
+    expect(g.when(minedAgain).types).toEqual(['PaymentOutflowMinedAgain.v1']);
     const after = given(...escrowedCommands(), captured, confirmed, minedAgain);
     expect(toPaymentObject(after.state)).toMatchObject({ status: 'settled', amount_captured: ORDER });
     expect(after.when({ type: 'ConfirmOutflow', txHash: captured.txHash, now: at(21) }).events).toEqual([]);
+    expect(after.when(minedAgain).events).toEqual([]);
     // Two equal captures batched in one transaction (one block) are two, and mined again elsewhere still two.
     const half = (BigInt(ORDER) / 2n).toString();
     const first = { ...outflow('captured', half), logIndex: 3, blockHash: '0xb1', atConfirmations: true };
@@ -1277,6 +1278,160 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
     expect(given(...escrowedCommands(), legacy, confirmed).when(minedAgain).types).toEqual([
       'PaymentCaptured.v1',
     ]);
+  });
+
+  describe('a transaction mined again after a reorg deeper than the confirmations: each recorded outflow claimed once', () => {
+    const third = '2500000';
+    /** Worker sightings at the confirmations of equal captures of one transaction in block `blockHash`. */
+    const sighting = (logIndex: number, blockHash: string, minutes = 10) => ({
+      ...outflow('captured', third, minutes),
+      logIndex,
+      blockHash,
+      atConfirmations: true,
+    });
+    const confirmedIn = (minutes: number): PaymentCommand => ({
+      type: 'ConfirmOutflow',
+      txHash: sighting(0, '0xa').txHash,
+      now: at(minutes),
+    });
+    /** Two equal captures batched in one transaction, confirmed in block 0xa at logs 3 and 4. */
+    const batchConfirmed = (): PaymentCommand[] => [
+      ...escrowedCommands(),
+      sighting(3, '0xa'),
+      sighting(4, '0xa'),
+      confirmedIn(11),
+    ];
+    const claims = (events: readonly PaymentEvent[]) =>
+      events.filter((e) => e.type === 'PaymentOutflowMinedAgain.v1').map((e) => e.data);
+
+    it('a batch of two equal captures mined again in another block: each log claims one of them, recorded once each', () => {
+      const b5 = sighting(5, '0xb', 20);
+      const b6 = sighting(6, '0xb', 20);
+      const first = given(...batchConfirmed()).when(b5);
+      expect(first.events).toEqual([
+        {
+          type: 'PaymentOutflowMinedAgain.v1',
+          data: {
+            txHash: b5.txHash,
+            recordedLogIndex: 3,
+            logIndex: 5,
+            blockHash: '0xb',
+            seenAt: at(20).toISOString(),
+          },
+        },
+      ]);
+      expect(PAYMENT_WEBHOOK_BY_EVENT['PaymentOutflowMinedAgain.v1']).toBeNull();
+      // The second log of the block claims the other capture, not the one the first claimed.
+      const second = given(...batchConfirmed(), b5).when(b6);
+      expect(claims(second.events)).toEqual([
+        expect.objectContaining({ recordedLogIndex: 4, logIndex: 6, blockHash: '0xb' }),
+      ]);
+      const both = given(...batchConfirmed(), b5, b6);
+      expect(toPaymentObject(both.state)).toMatchObject({
+        status: 'escrow_confirmed',
+        amount_captured: (2n * BigInt(third)).toString(),
+      });
+      // A repeat of either sighting or of the confirmation records nothing; the facts replay alike.
+      for (const again of [b5, b6, confirmedIn(21)]) expect(both.when(again).events).toEqual([]);
+      // The chain back on the old block (a reorg back): its log claims its outflow back, still one capture.
+      expect(claims(both.when(sighting(3, '0xa', 21)).events)).toEqual([
+        expect.objectContaining({ recordedLogIndex: 3, logIndex: 3, blockHash: '0xa' }),
+      ]);
+      expect(both.history.reduce(evolvePayment, initialPaymentState())).toEqual(both.state);
+    });
+
+    it('a batch of two where only one log is mined again: that one claims one capture, the other stays recorded as it was', () => {
+      const g = given(...batchConfirmed(), sighting(7, '0xb', 20));
+      expect(claims(g.history)).toEqual([expect.objectContaining({ recordedLogIndex: 3, logIndex: 7 })]);
+      expect(toPaymentObject(g.state)).toMatchObject({ amount_captured: (2n * BigInt(third)).toString() });
+      // The unclaimed one is confirmed (a reorg deeper than the confirmations): nothing undoes it, an operator is told.
+      expect(g.when(retractOf({ txHash: sighting(4, '0xa').txHash, logIndex: 4 }, 21)).events).toEqual([]);
+      // Before its confirmations (our action's receipt at one confirmation) the reorg's undo takes the unclaimed one.
+      const receipt = (logIndex: number) => ({ ...sighting(logIndex, '0xa'), atConfirmations: undefined });
+      const unconfirmed = given(...escrowedCommands(), receipt(3), receipt(4), sighting(7, '0xb', 20));
+      expect(unconfirmed.history.slice(-2).map((e) => e.type)).toEqual([
+        'PaymentOutflowRetracted.v1',
+        'PaymentCaptured.v1',
+      ]);
+      const undone = unconfirmed.when(retractOf({ txHash: sighting(4, '0xa').txHash, logIndex: 4 }, 21));
+      expect(undone.types).toEqual(['PaymentOutflowRetracted.v1']);
+      expect(undone.object).toMatchObject({ amount_captured: third });
+    });
+
+    it('a third equal log of the transaction mined again, with no earlier counterpart left, is a new outflow', () => {
+      const g = given(...batchConfirmed(), sighting(5, '0xb', 20), sighting(6, '0xb', 20));
+      const third7 = sighting(7, '0xb', 20);
+      expect(g.when(third7).types).toEqual(['PaymentCaptured.v1']);
+      const after = given(...batchConfirmed(), sighting(5, '0xb', 20), sighting(6, '0xb', 20), third7);
+      expect(toPaymentObject(after.state)).toMatchObject({
+        amount_captured: (3n * BigInt(third)).toString(),
+      });
+      expect(after.when({ ...confirmedIn(21) }).types).toEqual(['PaymentCaptureConfirmed.v1']);
+      // One recorded capture mined again with a second equal log beside it: one claim, one new outflow.
+      const single = given(
+        ...escrowedCommands(),
+        sighting(3, '0xa'),
+        confirmedIn(11),
+        sighting(5, '0xb', 20),
+      );
+      expect(single.when(sighting(6, '0xb', 20)).types).toEqual(['PaymentCaptured.v1']);
+    });
+
+    it('a log mined again at an index a recorded outflow of the old block had claims that outflow first', () => {
+      // Block 0xa: captures at 3 and 4; block 0xb: the same two at 4 and 5, and a new equal one at 6.
+      const b4 = sighting(4, '0xb', 20);
+      const g = given(...batchConfirmed());
+      expect(claims(g.when(b4).events)).toEqual([
+        expect.objectContaining({ recordedLogIndex: 4, logIndex: 4, blockHash: '0xb' }),
+      ]);
+      const after = given(...batchConfirmed(), b4, sighting(5, '0xb', 20), sighting(6, '0xb', 20));
+      expect(claims(after.history).map((c) => [c.recordedLogIndex, c.logIndex])).toEqual([
+        [4, 4],
+        [3, 5],
+      ]);
+      expect(toPaymentObject(after.state)).toMatchObject({
+        amount_captured: (3n * BigInt(third)).toString(),
+      });
+    });
+
+    it('a log mined again at an index whose outflow another log of its block claimed first claims another outflow', () => {
+      // Recorded 4 then 3 in block 0xa; in block 0xb the log at 5 claims 4 (the first recorded), then the log at 4 is
+      // not that outflow's log: it claims 3.
+      const recorded = [...escrowedCommands(), sighting(4, '0xa'), sighting(3, '0xa'), confirmedIn(11)];
+      const g = given(...recorded, sighting(5, '0xb', 20));
+      expect(claims(g.history)).toEqual([expect.objectContaining({ recordedLogIndex: 4, logIndex: 5 })]);
+      expect(claims(g.when(sighting(4, '0xb', 20)).events)).toEqual([
+        expect.objectContaining({ recordedLogIndex: 3, logIndex: 4, blockHash: '0xb' }),
+      ]);
+      const after = given(
+        ...recorded,
+        sighting(5, '0xb', 20),
+        sighting(4, '0xb', 20),
+        sighting(6, '0xb', 20),
+      );
+      expect(toPaymentObject(after.state)).toMatchObject({
+        amount_captured: (3n * BigInt(third)).toString(),
+      });
+    });
+
+    it('mined again once more in a third block: each outflow claimed again, once', () => {
+      const g = given(...batchConfirmed(), sighting(5, '0xb', 20), sighting(6, '0xb', 20));
+      const c1 = sighting(1, '0xc', 30);
+      const c2 = sighting(2, '0xc', 30);
+      const after = given(...batchConfirmed(), sighting(5, '0xb', 20), sighting(6, '0xb', 20), c1, c2);
+      expect(claims(g.when(c1).events)).toEqual([expect.objectContaining({ recordedLogIndex: 3 })]);
+      expect(
+        claims(after.history)
+          .slice(-2)
+          .map((c) => [c.recordedLogIndex, c.blockHash]),
+      ).toEqual([
+        [3, '0xc'],
+        [4, '0xc'],
+      ]);
+      expect(toPaymentObject(after.state)).toMatchObject({
+        amount_captured: (2n * BigInt(third)).toString(),
+      });
+    });
   });
 
   const fiatEscrow = (): PaymentCommand[] => {
