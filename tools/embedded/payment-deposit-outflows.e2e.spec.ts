@@ -1,4 +1,4 @@
-import { Transaction, Wallet, id } from 'ethers';
+import { Transaction, type TransactionResponse, Wallet, id } from 'ethers';
 import { DataSource } from 'typeorm';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import {
@@ -8,6 +8,7 @@ import {
   toOnChainId,
 } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
+import { deployCallBatcher } from '@stablepay/local-chains';
 import { signCapture } from '@stablepay/merchant-sdk';
 import { paymentStreamId } from '@stablepay/payments-service';
 import { ManualClock } from '@stablepay/util';
@@ -57,6 +58,12 @@ describe('outflows someone else sends from a deposit reach the payment through t
       .get(DataSource)
       .query('SELECT kind, state FROM payment_deposit_outflows WHERE payment_id = $1', [paymentId]);
 
+  /** The payment's claims of recorded outflows by logs mined again (PaymentOutflowMinedAgain.v1). */
+  const claims = async (paymentId: string) =>
+    (await events(paymentId))
+      .filter((e) => e.type === 'PaymentOutflowMinedAgain.v1')
+      .map((e) => e.data as { recordedLogIndex: number; logIndex: number; blockHash: string });
+
   /** Once the indexer saw the payment's one outflow, back to `snapshot` and a longer fork without it. */
   const revertSighting = async (paymentId: string, snapshot: string) => {
     await until(
@@ -85,6 +92,29 @@ describe('outflows someone else sends from a deposit reach the payment through t
           .join() === 'recorded,retracted',
       'the first sighting retracted, the second recorded',
     );
+
+  /**
+   * Back to `snapshot`, and `sent` mined again on the new fork behind one approval (one log) by each of `ahead` (the
+   * highest tip goes first): its logs at other indexes. Its receipt there.
+   */
+  const mineAgainBehind = async (snapshot: string, sent: TransactionResponse, ahead: readonly Wallet[]) => {
+    await chain.provider().send('evm_revert', [snapshot]);
+    await chain.provider().send('evm_setAutomine', [false]);
+    try {
+      for (const wallet of ahead) {
+        await connectTestStablecoin(usdc(), wallet).approve(settlement, 1n, {
+          maxPriorityFeePerGas: 1_000_000_000_000n,
+          maxFeePerGas: 2_000_000_000_000n,
+          gasLimit: 100_000n,
+        });
+      }
+      await chain.provider().send('eth_sendRawTransaction', [Transaction.from(sent).serialized]);
+      await chain.provider().send('anvil_mine', ['0x8']);
+    } finally {
+      await chain.provider().send('evm_setAutomine', [true]);
+    }
+    return chain.provider().getTransactionReceipt(sent.hash);
+  };
 
   /** An escrowed payment captured through the API (recorded from its receipt) after a chain snapshot. */
   const ownCaptureAfterSnapshot = async () => {
@@ -118,8 +148,8 @@ describe('outflows someone else sends from a deposit reach the payment through t
     );
   };
 
-  const signedCapture = async (p: Json, amount: bigint) => {
-    const deadline = (await chain.now()) + 3_600n;
+  const signedCapture = async (p: Json, amount: bigint, validFor = 3_600n) => {
+    const deadline = (await chain.now()) + validFor;
     const epoch = await connectStablepayRegistry(
       chain.local.addresses.registry,
       chain.provider(),
@@ -284,21 +314,8 @@ describe('outflows someone else sends from a deposit reach the payment through t
       (rows) => rows.length === 1 && rows[0]?.state === 'recorded',
       'our capture recorded and confirmed by the deposit worker',
     );
-    await chain.provider().send('evm_revert', [snapshot]);
-    // The new fork mines it again behind another transaction's log (the highest tip goes first): another log index.
-    await chain.provider().send('evm_setAutomine', [false]);
-    try {
-      await connectTestStablecoin(usdc(), stranger()).approve(settlement, 1n, {
-        maxPriorityFeePerGas: 1_000_000_000_000n,
-        maxFeePerGas: 2_000_000_000_000n,
-        gasLimit: 100_000n,
-      });
-      await chain.provider().send('eth_sendRawTransaction', [Transaction.from(sent).serialized]);
-      await chain.provider().send('anvil_mine', ['0x8']);
-    } finally {
-      await chain.provider().send('evm_setAutomine', [true]);
-    }
-    const again = await chain.provider().getTransactionReceipt(sent.hash);
+    // The new fork mines it again behind another transaction's log: another log index.
+    const again = await mineAgainBehind(snapshot, sent, [stranger()]);
     const deposit = String(p['deposit_address']).toLowerCase();
     const log = again?.logs.find((l) => l.address.toLowerCase() === deposit);
     expect(log?.index).toBeDefined();
@@ -306,8 +323,83 @@ describe('outflows someone else sends from a deposit reach the payment through t
     await firstSightingRetractedSecondRecorded(paymentId);
     const types = (await events(paymentId)).map((e) => e.type);
     expect(types.filter((t) => t === 'PaymentCaptured.v1')).toHaveLength(1);
+    // The log mined again claimed the recorded capture: a fact naming both logs.
+    expect((await claims(paymentId)).map((c) => [c.recordedLogIndex, c.logIndex])).toEqual([
+      [first.logIndex, log?.index],
+    ]);
     expect(await payment(paymentId)).toMatchObject({ status: 'settled', amount_captured: ORDER });
     expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
+  });
+
+  it('records a batch of two equal captures once each when a reorg deeper than their confirmations mines the batch again with its logs moved onto each other', async () => {
+    const p = await escrowed();
+    const paymentId = String(p['id']);
+    const depositAddress = String(p['deposit_address']);
+    const half = BigInt(ORDER) / 2n;
+    // Two signed captures of half the order (their deadlines differ), batched into one transaction by a wallet.
+    const signed = [await signedCapture(p, half), await signedCapture(p, half, 3_601n)];
+    const deposit = connectPaymentDeposit(depositAddress, stranger());
+    const calls = signed.map(({ deadline, signature }) =>
+      deposit.interface.encodeFunctionData('capture', [usdc(), half, deadline, signature]),
+    );
+    const batcher = await deployCallBatcher(stranger());
+    const snapshot = (await chain.provider().send('evm_snapshot', [])) as string;
+    const batch = await (await batcher.getFunction('run')([depositAddress, depositAddress], calls)).wait();
+    const outflowLogs = (receipt: { logs: readonly { address: string; index: number }[] } | null) =>
+      (receipt?.logs ?? [])
+        .filter((l) => l.address.toLowerCase() === depositAddress.toLowerCase())
+        .map((l) => l.index);
+    const first = outflowLogs(batch);
+    expect(first).toHaveLength(2);
+    const sent = await chain.provider().getTransaction(batch?.hash ?? '');
+    if (!sent) throw new Error('the batch not found');
+    await confirm();
+    await until(
+      () => outflowRows(paymentId),
+      (rows) => rows.length === 2 && rows.every((r) => r.state === 'recorded'),
+      'both captures recorded and confirmed by the deposit worker',
+    );
+    await paymentUntil(
+      api,
+      paymentId,
+      (x) => x['status'] === 'settled' && x['amount_captured'] === ORDER,
+      'both captures on the payment',
+    );
+    // One payment.settled per capture confirmed.
+    await until(
+      async () => webhooks.all('payment.settled', paymentId).length,
+      (n) => n === 2,
+      'both captures announced',
+    );
+    // The new fork mines the batch again behind as many logs as lie between its two captures' logs: the second
+    // capture's log of the new block takes the first one's index of the old block.
+    const shift = (first[1] ?? 0) - (first[0] ?? 0);
+    const ahead = Array.from({ length: shift }, (_, i) => chain.wallet(7 + i));
+    const again = outflowLogs(await mineAgainBehind(snapshot, sent, ahead));
+    expect(again).toEqual(first.map((i) => i + shift));
+    expect(again[0]).toBe(first[1]);
+    await until(
+      () => outflowRows(paymentId),
+      (rows) =>
+        rows
+          .map((r) => r.state)
+          .sort()
+          .join() === 'recorded,recorded,retracted,retracted',
+      'the first sightings retracted, the second recorded',
+    );
+    await until(
+      () => claims(paymentId),
+      (c) => c.length === 2,
+      'both logs mined again claimed a capture',
+    );
+    // Each recorded capture claimed by one log of the new block, each log claiming one: still two.
+    const claimed = await claims(paymentId);
+    expect(claimed.map((c) => c.recordedLogIndex).sort()).toEqual([...first].sort());
+    expect(claimed.map((c) => c.logIndex).sort()).toEqual([...again].sort());
+    const types = (await events(paymentId)).map((e) => e.type);
+    expect(types.filter((t) => t === 'PaymentCaptured.v1')).toHaveLength(2);
+    expect(await payment(paymentId)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    expect(webhooks.all('payment.settled', paymentId)).toHaveLength(2);
   });
 
   it('drops a sighting a reorg takes back before its confirmations; the capture sent again on the new fork counts', async () => {

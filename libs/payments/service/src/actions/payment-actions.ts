@@ -546,8 +546,9 @@ export class PaymentActions {
           to: o.to,
         },
         // The key the indexer's sighting of the same log uses: one fact whichever path records it first (after a
-        // reorg undid its record, the redo's: the log mined again is recorded again, not answered as a replay).
-        outflowRecordKey(current.state, o.txHash, o.logIndex),
+        // reorg undid its record, the redo's: the log mined again is recorded again, not answered as a replay; at an
+        // index whose outflow was last seen elsewhere, the block's).
+        outflowRecordKey(current.state, o.txHash, o.logIndex, o.blockHash),
       );
       revision = appended.revision;
     }

@@ -1,7 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ZeroAddress, getAddress } from 'ethers';
 import { formatCaip19, parseCaip2 } from '@stablepay/evm';
-import { type PaymentState, paymentAsset, timesOutflowUndone } from '@stablepay/payments-domain';
+import {
+  type PaymentState,
+  outflowSeenElsewhere,
+  paymentAsset,
+  timesOutflowUndone,
+} from '@stablepay/payments-domain';
 import { NATIVE_ASSET } from '../../actions/signed-action-preflight';
 import type { OutflowKind } from '../../chain/deposit-chain';
 import { PaymentFacts } from '../payment-facts';
@@ -29,13 +34,28 @@ export const outflowIdempotencyKey = (txHash: string, logIndex: number): string 
   `outflow:${txHash.toLowerCase()}:${logIndex}`;
 
 /**
- * The key of the next record of an outflow log: the plain one, or after a reorg undid its record
- * (PaymentOutflowRetracted) and the chain mined it again, a key the undone record did not use (the same log seen
- * again by the action's receipt, a reconciliation read or the deposit worker is then one new record, not a replay).
+ * The key of the next record of an outflow log of `blockHash`: the plain one; where the payment's outflow recorded at
+ * this index was last seen at another log (another block, or claimed by another log of this one), the transaction
+ * mined again after a reorg put this log at the index (log indexes are per block), so the block's: its record (a
+ * claim of one recorded outflow, or a new one) is its own fact, not an answered replay of that outflow's; and after a
+ * reorg undid its record (PaymentOutflowRetracted) and the chain mined it again, a key the undone record did not use
+ * (the same log seen again by the action's receipt, a reconciliation read or the deposit worker is then one new
+ * record, not a replay).
  */
-export function outflowRecordKey(state: PaymentState, txHash: string, logIndex: number): string {
+export function outflowRecordKey(
+  state: PaymentState,
+  txHash: string,
+  logIndex: number,
+  blockHash?: string | null,
+): string {
+  const block = blockHash ? blockHash.toLowerCase() : undefined;
+  const elsewhere = outflowSeenElsewhere(state, txHash.toLowerCase(), logIndex, block);
   const undone = timesOutflowUndone(state, txHash.toLowerCase(), logIndex);
-  return outflowIdempotencyKey(txHash, logIndex) + (undone ? `:redo:${undone}` : '');
+  return (
+    outflowIdempotencyKey(txHash, logIndex) +
+    (elsewhere ? `:block:${block}` : '') +
+    (undone ? `:redo:${undone}` : '')
+  );
 }
 
 /** What left the deposit, as the payment names assets: its own asset id for the payment token. */
@@ -62,7 +82,7 @@ export class RecordDepositOutflowHandler {
   async handle(paymentId: string, outflow: DepositOutflowLog) {
     const { state } = await this.facts.load(paymentId);
     const txHash = outflow.txHash.toLowerCase();
-    const key = outflowRecordKey(state, txHash, outflow.logIndex);
+    const key = outflowRecordKey(state, txHash, outflow.logIndex, outflow.blockHash);
     await this.facts.append(
       paymentId,
       {
