@@ -850,6 +850,49 @@ describe('merchant settings through the HTTP API (embedded stack)', () => {
       expect(res.body).toMatchObject({ error: { code: 'pauser_locked_by_deployment' } });
       expect((await api('GET', '/settings/pauser')).body['locked']).toBe(true);
     });
+
+    it("refuses the deployed subscription manager as signer or settlement address, its own or another merchant's", async () => {
+      const manager = str((await api('GET', '/settings')).body['subscription_manager_address']);
+      const before = (await api('GET', '/settings')).body;
+      for (const address of [manager, manager.toLowerCase()]) {
+        const put = await api('PUT', '/payments/settlement', { settlement_address: address });
+        expect(put.status).toBe(400);
+        expect(put.body).toMatchObject({
+          error: {
+            type: 'validation_error',
+            param: 'settlement_address',
+            code: 'invalid_address',
+            message: expect.stringContaining('your own subscription manager contract'),
+          },
+        });
+      }
+      const signer = await api('POST', '/settings', {
+        merchant_signer: manager,
+        settlement_address: before['settlement_address'],
+      });
+      expect(signer.status).toBe(400);
+      expect(signer.body).toMatchObject({ error: { param: 'merchant_signer', code: 'invalid_address' } });
+      const other = str((await newMerchant('Other Co')).body['api_key']);
+      const pasted = await api(
+        'POST',
+        '/settings',
+        { merchant_signer: Wallet.createRandom().address, settlement_address: manager },
+        { authorization: `Bearer ${other}` },
+      );
+      expect(pasted.status).toBe(400);
+      expect(pasted.body).toMatchObject({
+        error: {
+          param: 'settlement_address',
+          code: 'invalid_address',
+          message: expect.stringContaining("a Stablepay merchant's subscription manager contract"),
+        },
+      });
+      const after = (await api('GET', '/settings')).body;
+      expect([after['merchant_signer'], after['settlement_address']]).toEqual([
+        before['merchant_signer'],
+        before['settlement_address'],
+      ]);
+    });
   });
 
   it('publishes the merchant events on the bus topic merchants.merchant.v1, in order', async () => {

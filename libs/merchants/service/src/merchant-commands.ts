@@ -60,9 +60,15 @@ export class MerchantCommands {
    * stays, and no contract signs a capture, a charge or a MerchantChange, so such a signer could never be replaced
    * by the merchant.
    */
-  private accountAddress(value: string, param: 'merchant_signer' | 'settlement_address'): string {
+  private async accountAddress(
+    merchantId: string,
+    value: string,
+    param: 'merchant_signer' | 'settlement_address',
+  ): Promise<string> {
     const address = parseAddress(value, param, { nonZero: true });
-    const contract = this.config.knownContracts.get(address.toLowerCase());
+    const contract =
+      this.config.knownContracts.get(address.toLowerCase()) ??
+      (await this.subscriptionManagerNamed(merchantId, address));
     if (contract !== undefined)
       throw validationError(
         param,
@@ -72,6 +78,22 @@ export class MerchantCommands {
         'invalid_address',
       );
     return address;
+  }
+
+  /**
+   * A merchant's deployed SubscriptionManager (the merchant's own, shown beside the settlement address in GET
+   * /settings, or another's): a contract that keeps what it is sent and signs nothing, as the known contracts.
+   */
+  private async subscriptionManagerNamed(merchantId: string, address: string): Promise<string | undefined> {
+    const rows: Array<{ merchant_id: string }> = await this.dataSource.query(
+      'SELECT merchant_id FROM merchant_settings WHERE lower(subscription_manager_address) = $1 LIMIT 1',
+      [address.toLowerCase()],
+    );
+    const owner = rows[0]?.merchant_id;
+    if (owner === undefined) return undefined;
+    return owner === merchantId
+      ? 'your own subscription manager contract'
+      : "a Stablepay merchant's subscription manager contract";
   }
 
   private async run(merchantId: string, command: MerchantCommand, mode?: Mode): Promise<MerchantSettingsRow> {
@@ -154,25 +176,27 @@ export class MerchantCommands {
     }
   }
 
-  registerSigner(
+  async registerSigner(
     merchantId: string,
     merchantSigner: string,
     settlementAddress?: string,
   ): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'RegisterSigner',
-      merchantSigner: this.accountAddress(merchantSigner, 'merchant_signer'),
+      merchantSigner: await this.accountAddress(merchantId, merchantSigner, 'merchant_signer'),
       ...(settlementAddress !== undefined
-        ? { settlementAddress: this.accountAddress(settlementAddress, 'settlement_address') }
+        ? {
+            settlementAddress: await this.accountAddress(merchantId, settlementAddress, 'settlement_address'),
+          }
         : {}),
       now: this.clock.now(),
     });
   }
 
-  updateSettlementAddress(merchantId: string, settlementAddress: string): Promise<MerchantSettingsRow> {
+  async updateSettlementAddress(merchantId: string, settlementAddress: string): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'UpdateSettlementAddress',
-      settlementAddress: this.accountAddress(settlementAddress, 'settlement_address'),
+      settlementAddress: await this.accountAddress(merchantId, settlementAddress, 'settlement_address'),
       now: this.clock.now(),
     });
   }
@@ -304,14 +328,20 @@ export class MerchantCommands {
   }
 
   /** PUT /payments/settlement: settlement address and/or fiat configuration (validated by the caller). */
-  configureSettlement(
+  async configureSettlement(
     merchantId: string,
     input: { settlementAddress?: string; fiat?: Partial<FiatSettlementDetails> | null },
   ): Promise<MerchantSettingsRow> {
     return this.run(merchantId, {
       type: 'ConfigureSettlement',
       ...(input.settlementAddress !== undefined
-        ? { settlementAddress: this.accountAddress(input.settlementAddress, 'settlement_address') }
+        ? {
+            settlementAddress: await this.accountAddress(
+              merchantId,
+              input.settlementAddress,
+              'settlement_address',
+            ),
+          }
         : {}),
       ...(input.fiat !== undefined ? { fiat: input.fiat } : {}),
       now: this.clock.now(),
