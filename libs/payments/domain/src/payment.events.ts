@@ -237,6 +237,22 @@ export type PaymentEscrowFunded = {
   data: DeploymentFact & { readonly amount: string; readonly authorizationExpiry: string };
 };
 
+/**
+ * The deploy's transaction of a DIRECT or TWO_STEP deployment (PaymentSettled.v1 / PaymentEscrowFunded.v1, recorded
+ * from its receipt at one confirmation, where a reorg can still take it back) has the chain's confirmations
+ * (CHAIN_CONFIRMATIONS, seen by the deposit worker): merchants are told the money moved (`payment.settled`) or is held
+ * (`payment.escrow_confirmed`, by `method`) from this fact. `reachedConfirmationsAt` is not a change of the payment
+ * (its `updated_at` stays). Since 2026-11-24; before, the deployment facts themselves produced those webhooks.
+ */
+export type PaymentDeploymentConfirmed = {
+  type: 'PaymentDeploymentConfirmed.v1';
+  data: {
+    readonly deployTxHash: string;
+    readonly method: PaymentMethod;
+    readonly reachedConfirmationsAt: string;
+  };
+};
+
 /** NONE: deployed to make an abandoned deposit recoverable; no funds moved. */
 export type PaymentDepositDeployed = {
   type: 'PaymentDepositDeployed.v1';
@@ -364,6 +380,11 @@ interface Outflow {
    * transaction seen in another block is the one a reorg mined again, whose logs stand for these, not beside them.
    */
   readonly blockHash?: string;
+  /**
+   * That block's number (absent on facts from before it was kept): the deposit worker checks our own receipt's block is
+   * still the chain's at that height once it has the confirmations (a reorg the indexer never read retracts nothing).
+   */
+  readonly blockNumber?: string;
   readonly asset: string;
   readonly amount: string;
   readonly to: string;
@@ -547,6 +568,7 @@ export type PaymentEvent =
   | PaymentRecovered
   | PaymentRescued
   | PaymentCaptureConfirmed
+  | PaymentDeploymentConfirmed
   | PaymentRefundConfirmed
   | PaymentReclaimConfirmed
   | PaymentOutflowRetracted
@@ -611,8 +633,12 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentSanctionedFundsHeld.v1': null,
   'PaymentDeployRequested.v1': null,
   'PaymentDeployHeld.v1': null,
-  'PaymentSettled.v1': 'payment.settled',
-  'PaymentEscrowFunded.v1': 'payment.escrow_confirmed',
+  // Recorded from the deploy's receipt at one confirmation: announced once it has the chain's confirmations
+  // (PaymentDeploymentConfirmed.v1), as every outflow is.
+  'PaymentSettled.v1': null,
+  'PaymentEscrowFunded.v1': null,
+  // payment.escrow_confirmed for a TWO_STEP deployment (paymentWebhookType).
+  'PaymentDeploymentConfirmed.v1': 'payment.settled',
   'PaymentDepositDeployed.v1': null,
   'PaymentDeploymentLost.v1': null,
   // payment.escrow_confirmed when it reinstates a TWO_STEP escrow (paymentWebhookType).
@@ -653,8 +679,12 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentSettlementExposed.v1': null,
 };
 
-/** The webhook a fact produces: PAYMENT_WEBHOOK_BY_EVENT, but a reinstatement says the phase it restored. */
+/**
+ * The webhook a fact produces: PAYMENT_WEBHOOK_BY_EVENT, but a reinstatement says the phase it restored and a
+ * deployment's confirmation the method deployed.
+ */
 export const paymentWebhookType = (event: PaymentEvent): PaymentWebhookType | null =>
-  event.type === 'PaymentReinstated.v1' && event.data.phase === 'escrow_confirmed'
+  (event.type === 'PaymentReinstated.v1' && event.data.phase === 'escrow_confirmed') ||
+  (event.type === 'PaymentDeploymentConfirmed.v1' && event.data.method === 'TWO_STEP')
     ? 'payment.escrow_confirmed'
     : PAYMENT_WEBHOOK_BY_EVENT[event.type];

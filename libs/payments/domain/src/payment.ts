@@ -116,6 +116,11 @@ export interface PaymentState {
     /** What the deploy did: DIRECT forwarded the order, TWO_STEP escrowed it, NONE moved nothing. */
     readonly method: PaymentMethod | 'NONE';
   } | null;
+  /**
+   * The DIRECT or TWO_STEP deployment's transaction has the chain's confirmations (PaymentDeploymentConfirmed.v1): its
+   * webhook is sent. False before, and again once a deployment is lost.
+   */
+  readonly deploymentConfirmed: boolean;
   readonly authorizationExpiry: string | null;
   readonly escrowFunded: bigint;
   readonly forwarded: bigint;
@@ -204,6 +209,7 @@ export const initialPaymentState = (): PaymentState => ({
   deployAsset: null,
   deployHold: null,
   deployment: null,
+  deploymentConfirmed: false,
   authorizationExpiry: null,
   escrowFunded: 0n,
   forwarded: 0n,
@@ -1047,6 +1053,8 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       };
     case 'PaymentDepositDeployed.v1':
       return withDeployment(state, event.data, 'NONE');
+    case 'PaymentDeploymentConfirmed.v1':
+      return { ...state, deploymentConfirmed: true };
     case 'PaymentReinstated.v1':
       return { ...failureUndone(state), phase: event.data.phase };
     case 'PaymentDustRecoveryRequested.v1':
@@ -1058,6 +1066,7 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       return {
         ...state,
         deployment: null,
+        deploymentConfirmed: false,
         authorizationExpiry: null,
         escrowFunded: 0n,
         forwarded: 0n,
@@ -1435,6 +1444,12 @@ export type PaymentCommand =
       readonly now: Date;
     }
   | {
+      /** The deposit worker saw the deploy's transaction `txHash` with the chain's confirmations (after RecordDeployed). */
+      readonly type: 'ConfirmDeployment';
+      readonly txHash: string;
+      readonly now: Date;
+    }
+  | {
       /** The deposit worker saw the outflow of `txHash` with the chain's confirmations (after RecordOutflow). */
       readonly type: 'ConfirmOutflow';
       readonly txHash: string;
@@ -1445,6 +1460,11 @@ export type PaymentCommand =
       readonly type: 'RetractOutflow';
       readonly txHash: string;
       readonly logIndex: number;
+      /**
+       * The block taken back (lowercase), when known: a record of the log from another block (the transaction mined
+       * again and recorded there) is not the one taken back, and stays.
+       */
+      readonly blockHash?: string;
       readonly now: Date;
     }
   | {
@@ -1455,6 +1475,8 @@ export type PaymentCommand =
       readonly logIndex?: number;
       /** The block the log was seen in, lowercase (absent where the sighting has none). */
       readonly blockHash?: string;
+      /** That block's number (absent where the sighting has none). */
+      readonly blockNumber?: string;
       readonly asset: string;
       readonly amount: string;
       readonly to: string;
@@ -1961,6 +1983,18 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       });
       return;
     }
+    case 'ConfirmDeployment': {
+      requireCreated(s);
+      // A repeat, a NONE deployment (nothing announced) or a transaction that is not the recorded deploy: nothing.
+      const deployment = s.deployment;
+      if (!deployment || s.deploymentConfirmed || deployment.method === 'NONE') return;
+      if (deployment.txHash.toLowerCase() !== command.txHash.toLowerCase()) return;
+      emit({
+        type: 'PaymentDeploymentConfirmed.v1',
+        data: { deployTxHash: deployment.txHash, method: deployment.method, reachedConfirmationsAt: at },
+      });
+      return;
+    }
     case 'ConfirmOutflow': {
       requireCreated(s);
       // A repeat, or a transaction that is no recorded outflow, records nothing; each outflow of it is confirmed.
@@ -1979,6 +2013,9 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       // An outflow already confirmed, or not recorded, records nothing either.
       const found = unconfirmedEscrowMove(s, command.txHash, command.logIndex);
       if (!found) return;
+      // Recorded from another block than the one taken back: the transaction mined again there, which stands.
+      const seenIn = s.outflowSightings[found.key]?.blockHash;
+      if (command.blockHash !== undefined && seenIn !== undefined && seenIn !== command.blockHash) return;
       // The fiat settlement the move opened has gone on (the provider reported on it, or it is over): its payout may
       // be made, and undoing the move would let the escrow be captured or refunded again beside it. The fact stays and
       // an operator is told, as for a deeper reorg.
@@ -2062,6 +2099,7 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
           txHash: command.txHash,
           ...(command.logIndex !== undefined ? { logIndex: command.logIndex } : {}),
           ...(command.blockHash !== undefined ? { blockHash: command.blockHash } : {}),
+          ...(command.blockNumber !== undefined ? { blockNumber: command.blockNumber } : {}),
           asset: command.asset,
           amount: command.amount,
           to: command.to,

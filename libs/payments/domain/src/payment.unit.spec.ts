@@ -427,10 +427,53 @@ describe('Payment: deposit_confirmed, deploy, settled, escrow_confirmed', () => 
     });
   });
 
-  it('DIRECT: deployed -> settled (payment.settled) with deploy_tx_hash', () => {
+  it('DIRECT: deployed -> settled with deploy_tx_hash', () => {
     const { types, object } = given(...paid()).when(deployDirect());
     expect(types).toEqual(['PaymentSettled.v1']);
     expect(object).toMatchObject({ status: 'settled', deploy_tx_hash: '0xdeploy' });
+  });
+
+  const confirmDeploy = (minutes = 6, txHash = '0xdeploy'): PaymentCommand => ({
+    type: 'ConfirmDeployment',
+    txHash,
+    now: at(minutes),
+  });
+
+  it.each([
+    ['DIRECT', 'payment.settled', deployDirect],
+    ['TWO_STEP', 'payment.escrow_confirmed', deployTwoStep],
+  ] as const)(
+    '%s: the deploy recorded from its receipt announces nothing; ConfirmDeployment at the chain confirmations sends %s, once',
+    (method, webhook, deploy) => {
+      const t = transfer();
+      const history = [create({ method }), observe(t), confirm(t), clear(), deploy()];
+      const g = given(...history);
+      // Recorded at one confirmation, where a shallow reorg can still take the deploy (and the forward) back.
+      expect(g.history.map(paymentWebhookType).filter((h) => h !== null)).toEqual([
+        'payment.deposit_confirmed',
+      ]);
+      const confirmed = g.when(confirmDeploy());
+      expect(confirmed.events).toEqual([
+        {
+          type: 'PaymentDeploymentConfirmed.v1',
+          data: { deployTxHash: '0xdeploy', method, reachedConfirmationsAt: at(6).toISOString() },
+        },
+      ]);
+      expect(confirmed.events.map(paymentWebhookType)).toEqual([webhook]);
+      // Not a change of the payment: updated_at stays the deploy's.
+      expect(confirmed.object.updated_at).toBe(g.when(confirmDeploy()).object.updated_at);
+      expect(confirmed.object.updated_at).toBe(at(4).toISOString());
+      const after = given(...history, confirmDeploy());
+      expect(after.when(confirmDeploy(7)).events).toEqual([]);
+    },
+  );
+
+  it('ConfirmDeployment of another transaction, of a NONE deployment or before any deployment records nothing', () => {
+    expect(given(...paid()).when(confirmDeploy()).events).toEqual([]);
+    expect(given(...paid(), deployDirect()).when(confirmDeploy(6, '0xother')).events).toEqual([]);
+    const none = given(...abandonedThenRecovered().slice(0, 6));
+    expect(none.state.deployment?.method).toBe('NONE');
+    expect(none.when(confirmDeploy(64)).events).toEqual([]);
   });
 
   it('TWO_STEP: deployed -> escrow_confirmed (payment.escrow_confirmed) with its authorization expiry', () => {
@@ -446,7 +489,11 @@ describe('Payment: deposit_confirmed, deploy, settled, escrow_confirmed', () => 
   });
 
   it('the webhook order is deposit_confirmed, then settled', () => {
-    const g = given(...paid(), deployDirect());
+    const g = given(...paid(), deployDirect(), {
+      type: 'ConfirmDeployment',
+      txHash: '0xdeploy',
+      now: at(6),
+    });
     const hooks = g.history.map(paymentWebhookType).filter((h) => h !== null);
     expect(hooks).toEqual(['payment.deposit_confirmed', 'payment.settled']);
   });
@@ -1146,6 +1193,31 @@ describe('Payment: capture, refund, reclaim (TWO_STEP)', () => {
       expect(given(...escrowedCommands(), recorded, confirmIt).when(confirmIt).events).toEqual([]);
     },
   );
+
+  it('our capture recorded from its receipt keeps its block (hash and number); a retraction of that block undoes it, one of another block (the capture recorded again where it was mined again) does not', () => {
+    const captured = {
+      ...outflow('captured', ORDER),
+      logIndex: 0,
+      blockHash: '0xb1',
+      blockNumber: '41',
+    };
+    const g = given(...escrowedCommands());
+    expect(g.when(captured).events[0]?.data).toMatchObject({ blockHash: '0xb1', blockNumber: '41' });
+    const recorded = given(...escrowedCommands(), captured);
+    const retractFrom = (blockHash: string): PaymentCommand => ({
+      type: 'RetractOutflow',
+      txHash: captured.txHash,
+      logIndex: 0,
+      blockHash,
+      now: at(12),
+    });
+    expect(recorded.when(retractFrom('0xb1')).types).toEqual(['PaymentOutflowRetracted.v1']);
+    expect(recorded.when(retractFrom('0xb2')).events).toEqual([]);
+    expect(recorded.when(retractFrom('0xb2')).object).toMatchObject({
+      status: 'settled',
+      amount_captured: ORDER,
+    });
+  });
 
   it('a transaction that is no recorded outflow is not confirmed (a sighting a reorg took back is never recorded)', () => {
     const g = given(...escrowedCommands(), outflow('captured', ORDER));
@@ -3125,13 +3197,18 @@ describe('Payment object (SPEC Resources > Payment object)', () => {
 describe('Payment events -> webhook types', () => {
   it('every payment webhook type (SPEC and ours) is produced by at least one fact, and nothing else is', () => {
     const produced = new Set(Object.values(PAYMENT_WEBHOOK_BY_EVENT).filter((v) => v !== null));
+    // payment.escrow_confirmed comes from a TWO_STEP deployment's confirmation (or reinstatement): paymentWebhookType.
+    produced.add('payment.escrow_confirmed');
     expect([...produced].sort()).toEqual([...PAYMENT_WEBHOOK_TYPES].sort());
   });
 
   it.each<[string, string[]]>([
     ['payment.deposit_confirmed', ['PaymentDepositConfirmed.v1']],
-    ['payment.settled', ['PaymentSettled.v1', 'PaymentCaptureConfirmed.v1', 'PaymentReinstated.v1']],
-    ['payment.escrow_confirmed', ['PaymentEscrowFunded.v1']],
+    [
+      'payment.settled',
+      ['PaymentDeploymentConfirmed.v1', 'PaymentCaptureConfirmed.v1', 'PaymentReinstated.v1'],
+    ],
+    ['payment.escrow_confirmed', []],
     ['payment.expired', ['PaymentExpired.v1']],
     ['payment.cancelled', ['PaymentCancelled.v1']],
     ['payment.failed', ['PaymentFailed.v1']],

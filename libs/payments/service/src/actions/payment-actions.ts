@@ -541,6 +541,7 @@ export class PaymentActions {
           txHash: o.txHash.toLowerCase(),
           logIndex: o.logIndex,
           blockHash: o.blockHash.toLowerCase(),
+          blockNumber: String(o.blockNumber),
           asset: outflowAsset(current.state, caip2, o.token),
           amount: o.amount.toString(),
           to: o.to,

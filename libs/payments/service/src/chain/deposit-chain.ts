@@ -53,6 +53,8 @@ export interface DepositOutflow {
   readonly logIndex: number;
   /** The receipt's block: the same transaction in another block is the one a reorg mined again. */
   readonly blockHash: string;
+  /** That block's number. */
+  readonly blockNumber: number;
   /** Token address (checksummed); the zero address for the native coin. */
   readonly token: string;
   readonly to: string;
@@ -138,6 +140,7 @@ export function depositOutflows(receipt: TransactionReceipt, deposit: string): D
       txHash: receipt.hash,
       logIndex: log.index,
       blockHash: receipt.blockHash,
+      blockNumber: receipt.blockNumber,
       token: getAddress(parsed.args.getValue('token') as string),
       to: getAddress(parsed.args.getValue(spec.to) as string),
       amount: parsed.args.getValue('amount') as bigint,

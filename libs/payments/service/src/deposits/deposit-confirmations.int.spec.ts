@@ -1,7 +1,8 @@
-import { getAddress, type JsonRpcProvider, Wallet } from 'ethers';
+import { getAddress, type JsonRpcProvider, Transaction, Wallet } from 'ethers';
 import { register } from 'prom-client';
 import type { DataSource } from 'typeorm';
 import type { BusMessage } from '@stablepay/event-bus';
+import { initialPaymentState, type PaymentState } from '@stablepay/payments-domain';
 import { metricValue } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { DepositFlow } from './deposit-flow';
@@ -45,12 +46,14 @@ interface Asked {
 
 /**
  * The flow with its worker stopped (passes run by hand) and the payment's handlers recording what they get; the
- * payment holds the outflows of `recordedOutflowTxs` (recorded from the action's own receipt); `undoes`: whether
- * the payment's decider undoes a retracted one (an unconfirmed capture, refund or reclaim) or keeps it.
+ * payment holds the outflows of `recordedOutflowTxs` (recorded from the action's own receipt), or is `state`;
+ * `undoes`: whether the payment's decider undoes a retracted one (an unconfirmed capture, refund or reclaim) or keeps
+ * it.
  */
 async function depositFlow(
   recordedOutflowTxs: readonly string[] = [],
   undoes = false,
+  state: object = { outflowTxs: recordedOutflowTxs },
 ): Promise<{ flow: DepositFlow; asked: Asked }> {
   const asked: Asked = { confirmed: [], recorded: [], recordedBlocks: [], appended: [] };
   const none = {} as never;
@@ -67,17 +70,18 @@ async function depositFlow(
         transferOrigin: async (t: { from: string }) => ({ from: t.from, minted: false }),
       },
     } as never,
-    none,
+    { watchContract: async () => undefined } as never,
     none,
     dataSource,
     none,
     none,
     new ManualClock(new Date()),
     {
-      load: async () => ({ state: { outflowTxs: recordedOutflowTxs } }),
+      load: async () => ({ state, mode: 'test' }),
       append: async (_paymentId: string, command: { type: string }, key: string) => {
         asked.appended.push({ command, key });
-        return { newEvents: undoes ? [{ type: 'PaymentOutflowRetracted.v1' }] : [] };
+        const undone = undoes && command.type === 'RetractOutflow';
+        return { state, newEvents: undone ? [{ type: 'PaymentOutflowRetracted.v1' }] : [] };
       },
     } as never,
     { handle: async () => undefined } as never,
@@ -227,5 +231,118 @@ describe('the deposit worker confirms only sightings whose block is still canoni
     ]);
     expect(counted).toBe(0);
     expect(rows).toEqual([{ state: 'retracted' }]);
+  });
+});
+
+describe('the deposit worker checks what the payment recorded from a receipt at the confirmations (a reorg the indexer never read)', () => {
+  const PAYMENT = 'pay_receipts';
+
+  /** The flow with its worker stopped; the payment's deposit is deployed on CHAIN and its decider undoes. */
+  async function receiptFlow() {
+    const state = {
+      ...initialPaymentState(),
+      created: { depositAddress: DEPOSIT } as never,
+      deployment: { txHash: '0xdeploy', chain: CHAIN, payer: USDC, payerFinalAt: '', method: 'TWO_STEP' },
+    } as PaymentState;
+    const { flow, asked } = await depositFlow([], true, state);
+    return { flow, appended: asked.appended };
+  }
+
+  const paymentEvent = (type: string, data: object): BusMessage =>
+    ({
+      id: `${type}:${JSON.stringify(data)}`,
+      topic: 'payments.payment.v1',
+      key: `payment-${PAYMENT}`,
+      type,
+      data,
+    }) as unknown as BusMessage;
+
+  /** Our capture as the action records it from its receipt (PaymentCaptured.v1 with the receipt's block). */
+  const capturedFrom = (block: { number: number; hash: string; txHash: string }) =>
+    paymentEvent('PaymentCaptured.v1', {
+      txHash: block.txHash.toLowerCase(),
+      logIndex: 0,
+      blockHash: block.hash.toLowerCase(),
+      blockNumber: String(block.number),
+      asset: `${CHAIN}/erc20:${USDC}`,
+      amount: '5',
+      to: USDC,
+      at: new Date().toISOString(),
+    });
+
+  const receiptStates = async () =>
+    (
+      (await dataSource.query(
+        'SELECT state, block_number FROM payment_deposit_receipts WHERE payment_id = $1 ORDER BY receipt_id',
+        [PAYMENT],
+      )) as { state: string; block_number: string }[]
+    ).map((r) => r.state);
+
+  afterEach(async () => {
+    await dataSource.query('DELETE FROM payment_deposit_receipts WHERE payment_id = $1', [PAYMENT]);
+  });
+
+  it('our capture whose block a reorg took back before the indexer read it, not mined again: undone at the confirmations (RetractOutflow of that block), not confirmed', async () => {
+    const { flow, appended } = await receiptFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    await flow.onPaymentEvent(capturedFrom(orphaned));
+    await provider.send('evm_revert', [snapshot]);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS + 1).toString(16)}`]);
+    expect((await provider.getBlock(orphaned.number))?.hash).not.toBe(orphaned.hash);
+
+    await flow.confirmTransfers();
+
+    const txHash = orphaned.txHash.toLowerCase();
+    const receiptId = `outflow:${txHash}:0:${orphaned.hash.toLowerCase()}`;
+    expect(appended).toEqual([
+      {
+        command: { type: 'RetractOutflow', txHash, logIndex: 0, blockHash: orphaned.hash.toLowerCase() },
+        key: `retract-outflow:receipt:${receiptId}`,
+      },
+    ]);
+    expect(await receiptStates()).toEqual(['retracted']);
+    await flow.confirmTransfers();
+    expect(appended).toHaveLength(1);
+  });
+
+  it("our capture mined again in another block after the reorg: left to the indexer's sighting there, neither confirmed nor undone from the receipt", async () => {
+    const { flow, appended } = await receiptFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    const sent = await provider.getTransaction(orphaned.txHash);
+    if (!sent) throw new Error(`transaction ${orphaned.txHash} not found`);
+    const raw = Transaction.from(sent).serialized;
+    await flow.onPaymentEvent(capturedFrom(orphaned));
+    await provider.send('evm_revert', [snapshot]);
+    await provider.send('anvil_mine', ['0x1']);
+    await provider.send('eth_sendRawTransaction', [raw]);
+    const again = await provider.getTransactionReceipt(orphaned.txHash);
+    expect(again?.blockNumber).toBe(orphaned.number + 1);
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+
+    await flow.confirmTransfers();
+    await flow.confirmTransfers();
+
+    expect(appended).toEqual([]);
+    expect(await receiptStates()).toEqual(['mined_again']);
+  });
+
+  it('a DIRECT deploy recorded from its receipt is confirmed (ConfirmDeployment) only once its block has the confirmations, once', async () => {
+    const { flow, appended } = await receiptFlow();
+    const deploy = await blockWithTransaction();
+    const txHash = deploy.txHash.toLowerCase();
+    await flow.onPaymentEvent(paymentEvent('PaymentSettled.v1', { deployTxHash: txHash, chain: CHAIN }));
+    await flow.confirmTransfers();
+    expect(appended).toEqual([]);
+
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS - 1).toString(16)}`]);
+    await flow.confirmTransfers();
+    await flow.confirmTransfers();
+
+    expect(appended).toEqual([
+      { command: { type: 'ConfirmDeployment', txHash }, key: `confirmed:deploy:${txHash}` },
+    ]);
+    expect(await receiptStates()).toEqual(['confirmed']);
   });
 });

@@ -38,7 +38,10 @@ import { ConfirmDepositTransferHandler } from '../commands/confirm-deposit-trans
 import { ObserveDepositTransferHandler } from '../commands/observe-deposit-transfer/observe-deposit-transfer.handler';
 import { PaymentFacts } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
-import { RecordDepositOutflowHandler } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
+import {
+  outflowRecordKey,
+  RecordDepositOutflowHandler,
+} from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
 import { DEPOSIT_OUTFLOW_EVENTS, type DepositPayerEvent } from '../chain/deposit-chain';
 import { payerEventCommand, payerEventIdempotencyKey } from '../commands/record-payer-event/payer-event';
 import { RecordDeployHoldHandler } from '../commands/record-deploy-hold/record-deploy-hold.handler';
@@ -47,7 +50,7 @@ import { RetractDepositTransferHandler } from '../commands/retract-deposit-trans
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
 import { DepositChainHealth, trackDepositChains, untrackDepositChains } from './deposit-chain-health';
 import { DepositContracts } from './deposit-contracts';
-import { DepositStore } from './deposit.store';
+import { DepositStore, type RecordedReceipt } from './deposit.store';
 import { SANCTIONS_SCREENING, type SanctionsScreening } from '@stablepay/evm';
 
 const PAYMENT_TOPIC = 'payments.payment.v1';
@@ -135,6 +138,21 @@ const DEPLOYMENT_FACTS: ReadonlySet<string> = new Set([
   'PaymentEscrowFunded.v1',
   'PaymentDepositDeployed.v1',
 ]);
+
+/** The deployment facts a merchant is told of (payment.settled / payment.escrow_confirmed) at the confirmations. */
+const ANNOUNCED_DEPLOYMENT_FACTS: ReadonlySet<string> = new Set([
+  'PaymentSettled.v1',
+  'PaymentEscrowFunded.v1',
+]);
+
+/** The outflow facts, by the kind of their receipt row. */
+const OUTFLOW_FACTS: Readonly<Record<string, RecordedReceipt['kind'] | undefined>> = {
+  'PaymentCaptured.v1': 'captured',
+  'PaymentRefunded.v1': 'refunded',
+  'PaymentReclaimed.v1': 'reclaimed',
+  'PaymentRecovered.v1': 'recovered',
+  'PaymentRescued.v1': 'rescued',
+};
 
 /** The indexer's PaymentDepositEventObserved.v1, read structurally (docs/asyncapi.yaml). */
 interface DepositEventObserved {
@@ -315,8 +333,14 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         });
     }
     if (DEPLOYMENT_FACTS.has(message.type)) {
-      await this.watchDeposit(paymentId, message.data as { deployTxHash: string; chain: string });
+      await this.watchDeposit(
+        paymentId,
+        message.data as { deployTxHash: string; chain: string },
+        ANNOUNCED_DEPLOYMENT_FACTS.has(message.type),
+      );
     }
+    const outflowKind = OUTFLOW_FACTS[message.type];
+    if (outflowKind) await this.rememberOutflowReceipt(paymentId, outflowKind, message.data);
     await this.advance(paymentId, false);
   }
 
@@ -341,6 +365,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   private async watchDeposit(
     paymentId: string,
     deployment: { deployTxHash: string; chain: string },
+    announced: boolean,
   ): Promise<void> {
     const set = this.relayers.set;
     if (!set || !this.config.chains.some((c) => c.caip2 === deployment.chain)) return;
@@ -349,12 +374,54 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     const receipt = await set.for(deployment.chain).provider.getTransactionReceipt(deployment.deployTxHash);
     // Thrown, so the bus redelivers: an RPC node behind the one that mined the deploy answers later.
     if (!receipt) throw new Error(`no receipt yet for the deployment ${deployment.deployTxHash}`);
+    // A DIRECT or TWO_STEP deploy is announced once its block has the chain's confirmations (the worker).
+    if (announced) {
+      await this.store.addReceipt({
+        receipt_id: `deploy:${deployment.deployTxHash.toLowerCase()}`,
+        payment_id: paymentId,
+        chain: deployment.chain,
+        tx_hash: deployment.deployTxHash,
+        log_index: null,
+        kind: 'deployed',
+        block_number: String(receipt.blockNumber),
+        block_hash: receipt.blockHash,
+      });
+      this.wake();
+    }
     await this.watches.watchContract({
       chain: deployment.chain,
       address: state.created.depositAddress,
       kind: 'payment_deposit',
       fromBlock: receipt.blockNumber,
     });
+  }
+
+  /**
+   * An outflow the payment recorded (from our action's receipt at one confirmation, or the worker's sighting) is
+   * checked by the worker at the chain's confirmations against the block it was recorded from: the indexer reads
+   * INDEXER_CONFIRMATIONS behind the head, so a reorg within that depth has no sighting to retract. Facts from before
+   * the block number was kept are not checked (as before).
+   */
+  private async rememberOutflowReceipt(
+    paymentId: string,
+    kind: RecordedReceipt['kind'],
+    data: unknown,
+  ): Promise<void> {
+    const d = data as { txHash: string; logIndex?: number; blockHash?: string; blockNumber?: string };
+    if (d.logIndex === undefined || d.blockHash === undefined || d.blockNumber === undefined) return;
+    const chain = (await this.facts.load(paymentId)).state.deployment?.chain;
+    if (!chain || !this.config.chains.some((c) => c.caip2 === chain)) return;
+    await this.store.addReceipt({
+      receipt_id: `outflow:${d.txHash.toLowerCase()}:${d.logIndex}:${d.blockHash.toLowerCase()}`,
+      payment_id: paymentId,
+      chain,
+      tx_hash: d.txHash,
+      log_index: d.logIndex,
+      kind,
+      block_number: d.blockNumber,
+      block_hash: d.blockHash,
+    });
+    this.wake();
   }
 
   /** A stablecoin of the deployment's on that chain (ObservedTransfer.listed), not any contract's Transfer log. */
@@ -909,6 +976,9 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         });
       }
     }
+    for (const r of await this.store.openReceipts(chain, through)) {
+      await this.checkReceipt(provider, onChain, r, through);
+    }
     for (const o of await this.store.openOutflows(chain, through)) {
       if (!(await this.stillCanonical(onChain, o, 'deposit outflow'))) continue;
       await this.recordOutflow.handle(o.payment_id, {
@@ -922,6 +992,128 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         amount: o.amount,
       });
       await this.store.markOutflow(o.observation_id, 'recorded');
+    }
+  }
+
+  /**
+   * A transaction the payment recorded from a receipt, due by depth. Its block still the chain's at that height: the
+   * deploy (ConfirmDeployment: payment.settled / payment.escrow_confirmed) or the outflow (ConfirmOutflow) is
+   * announced. Taken back: the transaction mined again in a canonical block is a deploy followed there (checked again
+   * at that block's depth) or an outflow left to the indexer's sighting there; still pending in the node's pool, it is
+   * waited for; otherwise it is on no chain, and a capture,
+   * refund or reclaim is undone (RetractOutflow keyed by the receipt, as the indexer's retraction undoes one; a recover
+   * or rescue is paged as a recorded outflow retracted). A deploy on no chain is logged and never announced: the
+   * aggregate has no fact for it. No block at that height (a node behind) decides nothing.
+   */
+  private async checkReceipt(
+    provider: ChainReader,
+    onChain: (blockNumber: string) => Promise<string | null>,
+    r: RecordedReceipt,
+    through: number,
+  ): Promise<void> {
+    const canonical = await onChain(r.block_number);
+    if (canonical === null) return;
+    if (canonical.toLowerCase() === r.block_hash.toLowerCase()) {
+      await this.confirmReceipt(r);
+      await this.store.markReceipt(r.receipt_id, 'confirmed');
+      return;
+    }
+    const receipt = await this.withDeadline(
+      provider.getTransactionReceipt(r.tx_hash),
+      r.chain,
+      'eth_getTransactionReceipt',
+    );
+    const entry = { paymentId: r.payment_id, chain: r.chain, txHash: r.tx_hash, kind: r.kind };
+    if (receipt && receipt.status === 1) {
+      const its = await onChain(String(receipt.blockNumber));
+      if (its === null || its.toLowerCase() !== receipt.blockHash.toLowerCase()) return;
+      if (r.kind !== 'deployed') {
+        // An outflow mined again is the indexer's to see there (recorded once, confirmed at its depth, or the record
+        // taken back first undone and redone): confirming or undoing it from here would race that retraction.
+        await this.store.markReceipt(r.receipt_id, 'mined_again');
+        return;
+      }
+      // The deployment's own logs are not recorded from the indexer: its confirmation is counted at the new block.
+      await this.store.followReceipt(r.receipt_id, receipt.blockNumber, receipt.blockHash);
+      this.logger.warn({
+        msg: 'deposit deploy mined again in another block after a reorg; its confirmations are counted there',
+        ...entry,
+        blockNumber: receipt.blockNumber,
+      });
+      if (receipt.blockNumber <= through)
+        await this.checkReceipt(
+          provider,
+          onChain,
+          { ...r, block_number: String(receipt.blockNumber), block_hash: receipt.blockHash.toLowerCase() },
+          through,
+        );
+      return;
+    }
+    if (!receipt) {
+      const pending = await this.withDeadline(
+        provider.getTransaction(r.tx_hash),
+        r.chain,
+        'eth_getTransactionByHash',
+      );
+      if (pending) return; // back in the node's pool: mined again soon, and followed then
+    }
+    if (r.kind === 'deployed') {
+      if (!this.orphanWarned.has(r.receipt_id)) {
+        this.orphanWarned.add(r.receipt_id);
+        this.logger.error({
+          msg: 'deposit deploy taken back by a reorg before its confirmations and not mined again; not announced: check the deposit',
+          ...entry,
+        });
+      }
+      return;
+    }
+    await this.retractReceipt(r, entry);
+  }
+
+  private async confirmReceipt(r: RecordedReceipt): Promise<void> {
+    const txHash = r.tx_hash.toLowerCase();
+    if (r.kind === 'deployed') {
+      await this.facts.append(
+        r.payment_id,
+        { type: 'ConfirmDeployment', txHash },
+        `confirmed:deploy:${txHash}`,
+      );
+      return;
+    }
+    const { state } = await this.facts.load(r.payment_id);
+    const key = outflowRecordKey(state, txHash, r.log_index ?? 0, r.block_hash);
+    // The key the worker's record of the same log confirms under: one confirmation whichever comes first.
+    await this.facts.append(r.payment_id, { type: 'ConfirmOutflow', txHash }, `confirmed:${key}`);
+  }
+
+  private async retractReceipt(
+    r: RecordedReceipt,
+    entry: { paymentId: string; chain: string; txHash: string; kind: string },
+  ): Promise<void> {
+    const txHash = r.tx_hash.toLowerCase();
+    const logIndex = r.log_index ?? 0;
+    const blockHash = r.block_hash.toLowerCase();
+    const { state, newEvents } = await this.facts.append(
+      r.payment_id,
+      { type: 'RetractOutflow', txHash, logIndex, blockHash },
+      `retract-outflow:receipt:${r.receipt_id}`,
+    );
+    await this.store.markReceipt(r.receipt_id, 'retracted');
+    if (newEvents.length > 0) {
+      this.logger.warn({
+        msg: 'recorded deposit outflow taken back by a reorg the indexer never read, before its confirmations; undone',
+        ...entry,
+      });
+      return;
+    }
+    // Still recorded from that block (a recover or rescue, which is never undone; a move whose fiat settlement went on).
+    if (state.outflowSightings[`${txHash}#${logIndex}`]?.blockHash === blockHash) {
+      this.metrics.outflowsRetractedAfterRecord.inc({ chain: r.chain, kind: r.kind });
+      this.logger.error({
+        msg: 'a recorded deposit outflow was retracted by a reorg; the payment keeps it: check the deposit',
+        recordedBy: 'a receipt, its block never read by the indexer',
+        ...entry,
+      });
     }
   }
 
@@ -976,10 +1168,16 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   }
 }
 
-/** What the worker reads of a chain: its head and the hash of a block by number. */
+/** What the worker reads of a chain: its head, the hash of a block by number, a transaction and its receipt. */
 interface ChainReader {
   getBlockNumber(): Promise<number>;
   getBlock(blockNumber: number): Promise<{ readonly hash: string | null } | null>;
+  getTransactionReceipt(txHash: string): Promise<{
+    readonly status: number | null;
+    readonly blockNumber: number;
+    readonly blockHash: string;
+  } | null>;
+  getTransaction(txHash: string): Promise<object | null>;
 }
 
 /** The chain's block hash at each height asked, read once per worker pass (several rows share a block). */

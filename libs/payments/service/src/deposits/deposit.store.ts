@@ -112,6 +112,51 @@ export class AddDepositObservationBlockHashes1795622400000 implements MigrationI
   }
 }
 
+/**
+ * `payment_deposit_receipts`: the transactions the payment recorded from a receipt at one confirmation (our own deploy,
+ * capture, refund, recover or rescue), each with the block of that receipt, until the worker finds that block still the
+ * chain's at the chain's confirmations (`confirmed`: the deployment's or outflow's webhook is sent then), taken back
+ * with the transaction not mined again (`retracted`), or an outflow mined again elsewhere (`mined_again`: the indexer's
+ * sighting there records and confirms it). The indexer reads INDEXER_CONFIRMATIONS behind the head, so a
+ * reorg within that depth took such a block back without a sighting to retract: the payment kept a capture on no
+ * chain, and a DIRECT payment was announced `payment.settled` from the deploy's receipt alone.
+ */
+export class CreatePaymentDepositReceipts1795622400700 implements MigrationInterface {
+  name = 'CreatePaymentDepositReceipts1795622400700';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TABLE IF NOT EXISTS payment_deposit_receipts (
+      receipt_id text PRIMARY KEY,
+      payment_id text NOT NULL,
+      chain text NOT NULL,
+      tx_hash text NOT NULL,
+      log_index integer,
+      kind text NOT NULL CHECK (kind IN ('deployed', 'captured', 'refunded', 'reclaimed', 'recovered', 'rescued')),
+      block_number bigint NOT NULL,
+      block_hash text NOT NULL,
+      state text NOT NULL CHECK (state IN ('open', 'confirmed', 'retracted', 'mined_again'))
+    )`);
+    await q.query(`CREATE INDEX IF NOT EXISTS payment_deposit_receipts_open
+      ON payment_deposit_receipts (chain, block_number) WHERE state = 'open'`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP TABLE IF EXISTS payment_deposit_receipts');
+  }
+}
+
+/** A transaction the payment recorded from its receipt, awaiting the chain's confirmations (log_index null: a deploy). */
+export interface RecordedReceipt {
+  readonly receipt_id: string;
+  readonly payment_id: string;
+  readonly chain: string;
+  readonly tx_hash: string;
+  readonly log_index: number | null;
+  readonly kind: 'deployed' | 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+  readonly block_number: string;
+  readonly block_hash: string;
+}
+
 export interface ObservedOutflow {
   readonly observation_id: string;
   readonly payment_id: string;
@@ -231,6 +276,49 @@ export class DepositStore {
   async markOutflow(observationId: string, state: 'recorded' | 'retracted'): Promise<void> {
     await this.db.query('UPDATE payment_deposit_outflows SET state = $2 WHERE observation_id = $1', [
       observationId,
+      state,
+    ]);
+  }
+
+  async addReceipt(r: RecordedReceipt): Promise<void> {
+    await this.db.query(
+      `INSERT INTO payment_deposit_receipts
+         (receipt_id, payment_id, chain, tx_hash, log_index, kind, block_number, block_hash, state)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open') ON CONFLICT DO NOTHING`,
+      [
+        r.receipt_id,
+        r.payment_id,
+        r.chain,
+        r.tx_hash.toLowerCase(),
+        r.log_index,
+        r.kind,
+        r.block_number,
+        r.block_hash.toLowerCase(),
+      ],
+    );
+  }
+
+  /** Open receipts of `chain` whose block is at or below `throughBlock`, deploys first, oldest first. */
+  async openReceipts(chain: string, throughBlock: number): Promise<RecordedReceipt[]> {
+    return this.db.query(
+      `SELECT * FROM payment_deposit_receipts
+        WHERE state = 'open' AND chain = $1 AND block_number <= $2
+        ORDER BY block_number, log_index NULLS FIRST LIMIT 200`,
+      [chain, throughBlock],
+    );
+  }
+
+  /** The transaction mined again in another block: the receipt is checked there from now on. */
+  async followReceipt(receiptId: string, blockNumber: number, blockHash: string): Promise<void> {
+    await this.db.query(
+      'UPDATE payment_deposit_receipts SET block_number = $2, block_hash = $3 WHERE receipt_id = $1',
+      [receiptId, blockNumber, blockHash.toLowerCase()],
+    );
+  }
+
+  async markReceipt(receiptId: string, state: 'confirmed' | 'retracted' | 'mined_again'): Promise<void> {
+    await this.db.query('UPDATE payment_deposit_receipts SET state = $2 WHERE receipt_id = $1', [
+      receiptId,
       state,
     ]);
   }

@@ -15,6 +15,7 @@ import { DepositFlow } from './deposit-flow';
 import {
   AddDepositObservationBlockHashes1795622400000,
   CreatePaymentDepositOutflows1767700000200,
+  CreatePaymentDepositReceipts1795622400700,
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
 } from './deposit.store';
@@ -65,6 +66,7 @@ export function paymentDepositsService(
       ReopenUnrecordedDepositConfirmations1767500000100,
       CreatePaymentDepositOutflows1767700000200,
       AddDepositObservationBlockHashes1795622400000,
+      CreatePaymentDepositReceipts1795622400700,
     ],
   };
 }

@@ -20,6 +20,8 @@ export interface DepositOutflowLog {
   readonly logIndex: number;
   /** The block the indexer saw the log in (null on a sighting queued before it was kept). */
   readonly blockHash?: string | null;
+  /** That block's number (decimal). */
+  readonly blockNumber?: string;
   /** Token address; the zero address for the native coin. */
   readonly token: string;
   readonly to: string;
@@ -91,6 +93,9 @@ export class RecordDepositOutflowHandler {
         txHash,
         logIndex: outflow.logIndex,
         ...(outflow.blockHash ? { blockHash: outflow.blockHash.toLowerCase() } : {}),
+        ...(outflow.blockHash && outflow.blockNumber !== undefined
+          ? { blockNumber: String(outflow.blockNumber) }
+          : {}),
         asset: outflowAsset(state, outflow.chain, outflow.token),
         amount: outflow.amount,
         to: getAddress(outflow.to),
