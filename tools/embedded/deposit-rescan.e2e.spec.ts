@@ -1,19 +1,28 @@
-import { Wallet } from 'ethers';
+import { Wallet, id } from 'ethers';
 import { DataSource } from 'typeorm';
 import { EVENT_STORE } from '@stablepay/aggregate';
+import { connectPaymentDeposit } from '@stablepay/contracts';
 import type { EventStore } from '@stablepay/event-store';
 import { IndexerWatchList } from '@stablepay/indexer-service';
+import { signCapture } from '@stablepay/merchant-sdk';
 import { DepositFlow, paymentStreamId } from '@stablepay/payments-service';
 import { PayoutChainDeposits, PayoutFlowConsumer } from '@stablepay/payouts-service';
 import { runAdminCli } from './admin-cli';
 import { adminPost, createMerchant, expectRefusals, type Json, until } from './test-support/http';
-import { newPayment, paymentUntil, transferToken } from './test-support/payments';
+import {
+  merchantRegistered,
+  newPayment,
+  paymentSigning,
+  paymentUntil,
+  transferToken,
+} from './test-support/payments';
 import { activeCustomer, newUsdcPayout } from './test-support/payouts';
 import { OnChainStack } from './test-support/stack';
 
 const CHAIN = 'eip155:8453';
 const ADMIN_TOKEN = 'admin-token-for-deposit-rescans-0123456789';
 const ORDER = '10000000';
+const merchantSigner = new Wallet(id('deposit-rescan e2e merchant signer'));
 
 /**
  * The operator's re-scan of a deposit address (docs/chain-operator.md, "Re-scanning a deposit address"), through
@@ -32,11 +41,14 @@ describe('re-scanning a deposit address (operator API, anvil)', () => {
     // it publishes it again, and the consumers must take it once.
     await e2e.start('8453', { ADMIN_TOKEN, INDEXER_REORG_WINDOW: '2' });
     const settings = await api('POST', '/settings', {
-      merchant_signer: Wallet.createRandom().address,
+      merchant_signer: merchantSigner.address,
       settlement_address: Wallet.createRandom().address,
     });
     if (settings.status !== 200) throw new Error(JSON.stringify(settings.body));
-  });
+    // Escrows are deployed, and captures verified, against the registry's record of the merchant.
+    await merchantRegistered(chain, e2e.stack.demoMerchantId, merchantSigner.address);
+    // The stack's start (PGlite migrations in-process) and the registration's transaction on a loaded machine.
+  }, 240_000);
 
   afterAll(() => e2e.stop());
 
@@ -204,10 +216,113 @@ describe('re-scanning a deposit address (operator API, anvil)', () => {
     expect(await streamLength(`payout-${payoutId}`)).toBe(payoutEvents);
   });
 
+  it("a capture out of a payment's deposit that the indexer missed is recorded by the re-scan, once", async () => {
+    const p = await newPayment(api, {
+      amount: ORDER,
+      method: 'TWO_STEP',
+      accepted_chains: [CHAIN],
+      accepted_tokens: ['USDC'],
+    });
+    const paymentId = String(p['id']);
+    const address = String(p['deposit_address']);
+    await transferToken(chain, chain.wallet(1), 'USDC', address, BigInt(ORDER));
+    const escrowed = await paymentUntil(
+      api,
+      paymentId,
+      (x) => x['status'] === 'escrow_confirmed',
+      'the escrow deployed by the payment flow',
+    );
+    // The indexer stops following the deposit contract (as during an outage its watch never covered, or an RPC gap):
+    // a capture submitted by a third party with the merchant's signature moves the escrow out unseen.
+    await until(
+      async () =>
+        (await db().query('SELECT 1 FROM indexer_watched_contracts WHERE chain = $1 AND address = $2', [
+          CHAIN,
+          address.toLowerCase(),
+        ])) as unknown[],
+      (rows) => rows.length === 1,
+      'the deposit contract watched',
+    );
+    await db().query('DELETE FROM indexer_watched_contracts WHERE chain = $1 AND address = $2', [
+      CHAIN,
+      address.toLowerCase(),
+    ]);
+    const signing = await paymentSigning(chain, merchant(), escrowed);
+    const { deadline } = signing;
+    const { signature } = await signCapture(merchantSigner, signing.domain, {
+      ...signing,
+      amount: BigInt(ORDER),
+    });
+    const usdc = chain.local.addresses.stablecoins.USDC;
+    const captured = await (
+      await connectPaymentDeposit(address, chain.wallet(6)).capture(usdc, BigInt(ORDER), deadline, signature)
+    ).wait();
+    if (!captured) throw new Error('the capture was not mined');
+    await indexed();
+    expect((await api('GET', `/payments/${paymentId}`)).body).toMatchObject({
+      status: 'escrow_confirmed',
+      amount_captured: '0',
+    });
+
+    const rescan = await admin(`/merchants/${merchant()}/payments/${paymentId}/deposit-rescans`, {
+      chain: CHAIN,
+    });
+    expect(rescan.status).toBe(200);
+    const log = captured.logs.find((l) => l.address.toLowerCase() === address.toLowerCase());
+    const found = {
+      tx_hash: captured.hash.toLowerCase(),
+      log_index: log?.index,
+      block_number: captured.blockNumber,
+      block_hash: captured.blockHash.toLowerCase(),
+      kind: 'captured',
+      amount: ORDER,
+    };
+    expect(rescan.body['rescans']).toEqual([
+      expect.objectContaining({
+        address,
+        chain: CHAIN,
+        outflows: [expect.objectContaining({ ...found, status: 'queued' })],
+      }),
+    ]);
+    const settled = await paymentUntil(
+      api,
+      paymentId,
+      (x) => x['status'] === 'settled',
+      'the capture found by the re-scan recorded',
+    );
+    expect(settled['amount_captured']).toBe(ORDER);
+    const facts = async () =>
+      (await app().get<EventStore>(EVENT_STORE).readStream(paymentStreamId(paymentId))).map((e) => e.type);
+    await until(
+      facts,
+      (types) => types.includes('PaymentCaptureConfirmed.v1'),
+      'the capture confirmed at the chain confirmations',
+    );
+    expect((await facts()).filter((t) => t === 'PaymentCaptured.v1')).toHaveLength(1);
+    const events = await streamLength(paymentStreamId(paymentId));
+
+    // Again: the payment holds it; nothing recorded twice.
+    const again = await admin(`/merchants/${merchant()}/payments/${paymentId}/deposit-rescans`, {
+      chain: CHAIN,
+    });
+    expect(again.body['rescans']).toEqual([
+      expect.objectContaining({
+        outflows: [expect.objectContaining({ ...found, status: 'already_recorded' })],
+      }),
+    ]);
+    await indexed();
+    expect(await streamLength(paymentStreamId(paymentId))).toBe(events);
+    expect((await api('GET', `/payments/${paymentId}`)).body).toMatchObject({
+      status: 'settled',
+      amount_captured: ORDER,
+    });
+  });
+
   it('refuses what it cannot do, with the error envelope, and scans nothing', async () => {
     const p = await newPayment(api, { amount: ORDER, accepted_chains: [CHAIN], accepted_tokens: ['USDC'] });
     const path = `/merchants/${merchant()}/payments/${String(p['id'])}/deposit-rescans`;
     const other = await createMerchant(e2e.stack, ADMIN_TOKEN, 'Other');
+    const head = await chain.provider().getBlockNumber();
     const refusals: [string, unknown, number, Json][] = [
       [
         path,
@@ -216,6 +331,13 @@ describe('re-scanning a deposit address (operator API, anvil)', () => {
         { type: 'validation_error', param: 'from_block', code: 'parameter_invalid' },
       ],
       [path, { from_block: '12abc' }, 400, { type: 'validation_error', param: 'from_block' }],
+      // Past the chain's head: nothing there to scan yet (the indexer would keep the watch where it is).
+      [
+        path,
+        { from_block: head + 1_000 },
+        400,
+        { type: 'validation_error', param: 'from_block', code: 'parameter_invalid' },
+      ],
       [
         path,
         { chain: 'eip155:1' },

@@ -59,3 +59,19 @@ export async function paymentSigning(chain: AnvilChain, merchantId: string, p: J
     deadline: (await chain.now()) + 3_600n,
   };
 }
+
+/** Waits until the chain's registry holds `signer` for the merchant (its registration by the service landed). */
+export async function merchantRegistered(
+  chain: AnvilChain,
+  merchantId: string,
+  signer: string,
+): Promise<void> {
+  await until(
+    () =>
+      connectStablepayRegistry(chain.local.addresses.registry, chain.provider()).merchantAuth(
+        toOnChainId(merchantId),
+      ),
+    (auth) => auth.signer === signer,
+    'the merchant registered on chain',
+  );
+}

@@ -17,7 +17,8 @@ const BLOCK = /^(0|[1-9][0-9]{0,15})$/;
  * "Re-scanning a deposit address"). Here rather than in a scope's api lib because it is the operator's, behind the
  * merchants scope's AdminTokenGuard, and reaches two owners. The merchant is in the path: an object of another
  * merchant is 404, as on every merchant route. The owner finds the address, its chains and its creation; the indexer
- * scans again; what it finds goes through the usual observation consumers, which take each transfer once.
+ * scans again; what it finds goes through the usual observation consumers, which take each transfer once. A
+ * payment's owner also reads the deposit's outflows in the range and answers them (`outflows`).
  */
 @Public()
 @UseGuards(AdminTokenGuard)
@@ -95,6 +96,20 @@ function rescanJson(
         chain: r.chain,
         from_block: r.fromBlock,
         was_watched: r.wasWatched,
+        // A payment's deposit: what left it in the range, and what the re-scan did with it. Not scanned for a
+        // payout customer (its sweeps and refunds are recorded from the operator's own transactions): null.
+        outflows:
+          r.outflows?.map((o) => ({
+            tx_hash: o.txHash,
+            log_index: o.logIndex,
+            block_number: o.blockNumber,
+            block_hash: o.blockHash,
+            kind: o.kind,
+            token: o.token,
+            to: o.to,
+            amount: o.amount,
+            status: o.status,
+          })) ?? null,
       })),
     ),
   };

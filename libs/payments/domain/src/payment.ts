@@ -739,6 +739,11 @@ function addEscrowMove(
   return afterEscrowMoved({ ...s, ...moved, unconfirmedEscrowMoves: moves });
 }
 
+/** Whether the payment holds this outflow log now (recorded, and not undone by a reorg since). */
+export function outflowLogRecorded(state: PaymentState, tx: string, logIndex: number): boolean {
+  return outflowRecorded(state, tx.toLowerCase(), logIndex);
+}
+
 /** How many times a reorg undid this outflow log (its record after the n-th undo is a new fact). */
 export function timesOutflowUndone(state: PaymentState, tx: string, logIndex: number | undefined): number {
   const key = outflowKey(tx, logIndex);

@@ -5,6 +5,7 @@ import type { BusMessage } from '@stablepay/event-bus';
 import { initialPaymentState, type PaymentState } from '@stablepay/payments-domain';
 import { metricValue } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
+import { DepositContracts, type DepositOutflowSeen } from './deposit-contracts';
 import { DepositFlow } from './deposit-flow';
 import { DepositStore } from './deposit.store';
 import { type DepositTestbed, startDepositTestbed } from './test-support/deposit-testbed';
@@ -53,7 +54,7 @@ interface Asked {
 async function depositFlow(
   recordedOutflowTxs: readonly string[] = [],
   undoes = false,
-  state: object = { outflowTxs: recordedOutflowTxs },
+  state: object = { outflowTxs: recordedOutflowTxs, outflowLogs: [] },
 ): Promise<{ flow: DepositFlow; asked: Asked }> {
   const asked: Asked = { confirmed: [], recorded: [], recordedBlocks: [], appended: [] };
   const none = {} as never;
@@ -344,5 +345,69 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
       { command: { type: 'ConfirmDeployment', txHash }, key: `confirmed:deploy:${txHash}` },
     ]);
     expect(await receiptStates()).toEqual(['confirmed']);
+  });
+});
+
+describe("an operator's re-scan queues the deposit's outflows the indexer missed as its sightings are", () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  /** A capture log of the deposit in `block`, as the chain answers the re-scan's log lookup. */
+  const captureLog = (block: Block & { txHash: string }): DepositOutflowSeen => ({
+    kind: 'captured',
+    txHash: block.txHash.toLowerCase(),
+    logIndex: 0,
+    blockNumber: block.number,
+    blockHash: block.hash.toLowerCase(),
+    token: USDC,
+    to: USDC,
+    amount: 5n,
+  });
+  const rescanned = async (flow: DepositFlow, log: DepositOutflowSeen) => {
+    jest.spyOn(DepositContracts.prototype, 'outflowsBetween').mockResolvedValue([log]);
+    return flow.rescanOutflows('pay_reorg', {
+      chain: CHAIN,
+      address: DEPOSIT,
+      fromBlock: log.blockNumber,
+      toBlock: log.blockNumber,
+    });
+  };
+  const rows = (txHash: string) =>
+    dataSource.query('SELECT state FROM payment_deposit_outflows WHERE tx_hash = $1', [txHash.toLowerCase()]);
+
+  it('recorded once its block has the confirmations, not before; a second re-scan queues nothing new', async () => {
+    const { flow, asked } = await depositFlow();
+    const block = await blockWithTransaction();
+    const log = captureLog(block);
+    expect(await rescanned(flow, log)).toEqual([
+      expect.objectContaining({ txHash: log.txHash, status: 'queued' }),
+    ]);
+
+    await flow.confirmTransfers();
+    expect(asked.recorded).toEqual([]);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS - 1).toString(16)}`]);
+    await flow.confirmTransfers();
+    expect(asked.recorded).toEqual([log.txHash]);
+    expect(asked.recordedBlocks).toEqual([log.blockHash]);
+    expect(await rows(log.txHash)).toEqual([{ state: 'recorded' }]);
+
+    await rescanned(flow, log);
+    await flow.confirmTransfers();
+    expect(asked.recorded).toEqual([log.txHash]);
+    expect(await rows(log.txHash)).toEqual([{ state: 'recorded' }]);
+  });
+
+  it('dropped when a reorg takes its block away (no retraction of the indexer will come for it)', async () => {
+    const { flow, asked } = await depositFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    const log = captureLog(orphaned);
+    await rescanned(flow, log);
+    await provider.send('evm_revert', [snapshot]);
+    await blockWithTransaction();
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+
+    await flow.confirmTransfers();
+    expect(asked.recorded).toEqual([]);
+    expect(await rows(log.txHash)).toEqual([{ state: 'retracted' }]);
   });
 });

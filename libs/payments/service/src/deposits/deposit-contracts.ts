@@ -9,6 +9,7 @@ import {
 } from '@stablepay/contracts';
 import { findLogsSince } from '@stablepay/evm';
 import type { RelayerSet } from '@stablepay/relayer';
+import { DEPOSIT_OUTFLOW_EVENTS, type OutflowKind } from '../chain/deposit-chain';
 
 const FACTORY = new Interface(PaymentFactoryAbi);
 const DEPOSIT = new Interface(PaymentDepositAbi);
@@ -45,6 +46,19 @@ export interface DeployRequest {
    * funding, so an earlier attempt's DepositDeployed log lies at or past it.
    */
   readonly fundedFromBlock: number | null;
+}
+
+/** One movement out of a deposit contract, read from its log on chain. */
+export interface DepositOutflowSeen {
+  readonly kind: OutflowKind;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly blockNumber: number;
+  readonly blockHash: string;
+  /** Token address (checksummed); the zero address for the native coin. */
+  readonly token: string;
+  readonly to: string;
+  readonly amount: bigint;
 }
 
 export type DeployOutcome =
@@ -158,6 +172,47 @@ export class DepositContracts {
   async isDeployed(chain: string, depositAddress: string): Promise<boolean> {
     const code = await this.relayers.for(chain).provider.getCode(depositAddress);
     return code !== '0x';
+  }
+
+  /**
+   * The deposit contract's outflow logs (capture, refund, reclaim, recover, rescue: DEPOSIT_OUTFLOW_EVENTS) mined in
+   * `fromBlock..toBlock`, oldest first, read in windows of the chain's CHAIN_LOG_RANGE: what the indexer's watch of the
+   * contract publishes, read again for an operator's re-scan. Before the deployment the address has no logs.
+   */
+  async outflowsBetween(
+    chain: string,
+    depositAddress: string,
+    fromBlock: number,
+    toBlock: number,
+  ): Promise<DepositOutflowSeen[]> {
+    const logs = await findLogsSince(
+      this.relayers.for(chain).provider,
+      { address: depositAddress, topics: [], fromBlock },
+      { maxRange: this.logRange(chain) },
+    );
+    const out: DepositOutflowSeen[] = [];
+    for (const log of logs) {
+      if (log.blockNumber > toBlock || log.removed) continue;
+      let parsed;
+      try {
+        parsed = DEPOSIT.parseLog({ topics: [...log.topics], data: log.data });
+      } catch {
+        continue;
+      }
+      const spec = parsed ? DEPOSIT_OUTFLOW_EVENTS[parsed.name] : undefined;
+      if (!parsed || !spec) continue;
+      out.push({
+        kind: spec.kind,
+        txHash: log.transactionHash.toLowerCase(),
+        logIndex: log.index,
+        blockNumber: log.blockNumber,
+        blockHash: log.blockHash.toLowerCase(),
+        token: getAddress(parsed.args.getValue('token') as string),
+        to: getAddress(parsed.args.getValue(spec.to) as string),
+        amount: parsed.args.getValue('amount') as bigint,
+      });
+    }
+    return out.sort((a, b) => a.blockNumber - b.blockNumber || a.logIndex - b.logIndex);
   }
 
   /** `flagPayment` (works before deployment): the deposit can never move its funds. Already flagged is done. */

@@ -13,6 +13,7 @@ import {
   IndexerWatchClient,
   OperatorRelayers,
   type ChainOperatorConfig,
+  type RescannedOutflow,
 } from '@stablepay/chain-operator';
 import { blockMinedBefore, DEFAULT_CHAIN_LOG_RANGE, parseCaip19 } from '@stablepay/evm';
 import {
@@ -26,6 +27,7 @@ import type { EventStore } from '@stablepay/event-store';
 import {
   addressesToScreen,
   deploymentToVerify,
+  outflowLogRecorded,
   paymentAsset,
   paymentStreamId,
   sameTransfer,
@@ -58,6 +60,11 @@ const CHAIN_TOPIC = 'indexer.chain-observation.v1';
 export const DEPOSIT_WATCH_GROUP = 'payments.deposit-chain';
 export const DEPOSIT_OBSERVATION_GROUP = 'payments.deposit-observations';
 const TICK_MS = 500;
+/**
+ * Observation ids of the outflows an operator's re-scan queued (`rescan-outflow:<chain>:<tx>:<logIndex>:<block>`):
+ * no indexer sighting, so no retraction will ever come for them (DepositFlow.rescanOutflows).
+ */
+const RESCAN_OUTFLOW = 'rescan-outflow:';
 const MAX_BACKOFF_MS = 60_000;
 /** Deadline of the worker's chain reads (head, block hashes): ethers' own default would hold every confirmation for 300 s. */
 const HEAD_DEADLINE_MS = 10_000;
@@ -549,6 +556,63 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   }
 
   /**
+   * An operator's re-scan of the payment's deposit (docs/chain-operator.md, "Re-scanning a deposit address"): the
+   * outflow logs of the deposit contract in `fromBlock..toBlock`, read from the chain, as the indexer's watch of the
+   * contract would have published them. One the payment holds is reported `already_recorded`; any other is queued
+   * exactly as an indexer sighting is (payment_deposit_outflows), so the worker records it (RecordOutflow, keyed by
+   * the log: one fact whichever path saw it) once its block has the chain's confirmations and is still the chain's
+   * block. Its row's id names the chain, log and block: a second re-scan queues nothing new.
+   */
+  async rescanOutflows(
+    paymentId: string,
+    scan: { chain: string; address: string; fromBlock: number; toBlock: number },
+  ): Promise<RescannedOutflow[]> {
+    if (!this.contracts) return [];
+    const seen = await this.contracts.outflowsBetween(scan.chain, scan.address, scan.fromBlock, scan.toBlock);
+    const { state } = await this.facts.load(paymentId);
+    const answers: RescannedOutflow[] = [];
+    for (const o of seen) {
+      const recorded = outflowLogRecorded(state, o.txHash, o.logIndex);
+      if (!recorded) {
+        await this.store.addOutflow({
+          observation_id: `${RESCAN_OUTFLOW}${scan.chain}:${o.txHash}:${o.logIndex}:${o.blockHash}`,
+          payment_id: paymentId,
+          chain: scan.chain,
+          tx_hash: o.txHash,
+          log_index: o.logIndex,
+          block_number: String(o.blockNumber),
+          block_hash: o.blockHash,
+          kind: o.kind,
+          token: o.token,
+          recipient: o.to,
+          amount: o.amount.toString(),
+        });
+      }
+      answers.push({
+        txHash: o.txHash,
+        logIndex: o.logIndex,
+        blockNumber: o.blockNumber,
+        blockHash: o.blockHash,
+        kind: o.kind,
+        token: o.token,
+        to: o.to,
+        amount: o.amount.toString(),
+        status: recorded ? 'already_recorded' : 'queued',
+      });
+    }
+    if (answers.some((a) => a.status === 'queued')) {
+      this.logger.warn({
+        msg: 'deposit re-scan found outflows the payment had not recorded; queued',
+        paymentId,
+        chain: scan.chain,
+        txHashes: answers.filter((a) => a.status === 'queued').map((a) => a.txHash),
+      });
+      this.wake();
+    }
+    return answers;
+  }
+
+  /**
    * A reorg took back the block of an outflow observation (true when it was one). Not recorded yet: it never
    * happened. Recorded from our own action's receipt and not confirmed yet: a capture, refund or reclaim is undone
    * (PaymentOutflowRetracted.v1). Otherwise (a recover or rescue, or a reorg deeper than the chain's confirmations)
@@ -980,7 +1044,13 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       await this.checkReceipt(provider, onChain, r, through);
     }
     for (const o of await this.store.openOutflows(chain, through)) {
-      if (!(await this.stillCanonical(onChain, o, 'deposit outflow'))) continue;
+      if (!(await this.stillCanonical(onChain, o, 'deposit outflow'))) {
+        // A re-scan's row gets no retraction from the indexer: its block gone, it never happened (the log mined
+        // again elsewhere is found by the next re-scan, or seen by the indexer, under its new block).
+        if (o.observation_id.startsWith(RESCAN_OUTFLOW) && (await onChain(o.block_number)) !== null)
+          await this.store.markOutflow(o.observation_id, 'retracted');
+        continue;
+      }
       await this.recordOutflow.handle(o.payment_id, {
         kind: o.kind,
         chain: o.chain,
