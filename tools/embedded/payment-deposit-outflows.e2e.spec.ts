@@ -45,7 +45,14 @@ describe('outflows someone else sends from a deposit reach the payment through t
   const stranger = () => chain.wallet(6);
   const usdc = () => chain.local.addresses.stablecoins.USDC;
   const balance = (holder: string) => connectTestStablecoin(usdc(), chain.provider()).balanceOf(holder);
-  const payment = async (paymentId: string) => (await api('GET', `/payments/${paymentId}`)).body;
+  /** The payment object catches up with its stream (a projection): waits for it, failing if it never reads so. */
+  const reads = (paymentId: string, status: string, amountCaptured: string) =>
+    paymentUntil(
+      api,
+      paymentId,
+      (x) => x['status'] === status && x['amount_captured'] === amountCaptured,
+      `the payment to read ${status} with ${amountCaptured} captured`,
+    );
   /** The blocks that give the latest one the payments service's CONFIRMATIONS. */
   const confirm = () => chain.mine(CONFIRMATIONS - 1);
 
@@ -266,7 +273,7 @@ describe('outflows someone else sends from a deposit reach the payment through t
     expect(webhooks.all('payment.settled', paymentId)).toEqual([]);
     // The escrow still holds the order on this fork, and the payment says so: the merchant can capture it again.
     expect(await balance(String(p['deposit_address']))).toBe(BigInt(ORDER));
-    expect(await payment(paymentId)).toMatchObject({ status: 'escrow_confirmed', amount_captured: '0' });
+    await reads(paymentId, 'escrow_confirmed', '0');
     const again = await api('POST', `/payments/${paymentId}/capture`, body);
     expect(again.body).toMatchObject({ status: 'settled', amount_captured: ORDER });
     await confirm();
@@ -296,7 +303,7 @@ describe('outflows someone else sends from a deposit reach the payment through t
     const types = (await events(paymentId)).map((e) => e.type);
     expect(types.filter((t) => t === 'PaymentCaptured.v1')).toHaveLength(2);
     expect(types).toContain('PaymentOutflowRetracted.v1');
-    expect(await payment(paymentId)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    await reads(paymentId, 'settled', ORDER);
     await webhooks.next('payment.settled', paymentId);
     expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
   });
@@ -327,7 +334,7 @@ describe('outflows someone else sends from a deposit reach the payment through t
     expect((await claims(paymentId)).map((c) => [c.recordedLogIndex, c.logIndex])).toEqual([
       [first.logIndex, log?.index],
     ]);
-    expect(await payment(paymentId)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    await reads(paymentId, 'settled', ORDER);
     expect(webhooks.all('payment.settled', paymentId)).toHaveLength(1);
   });
 
@@ -398,7 +405,7 @@ describe('outflows someone else sends from a deposit reach the payment through t
     expect(claimed.map((c) => c.logIndex).sort()).toEqual([...again].sort());
     const types = (await events(paymentId)).map((e) => e.type);
     expect(types.filter((t) => t === 'PaymentCaptured.v1')).toHaveLength(2);
-    expect(await payment(paymentId)).toMatchObject({ status: 'settled', amount_captured: ORDER });
+    await reads(paymentId, 'settled', ORDER);
     expect(webhooks.all('payment.settled', paymentId)).toHaveLength(2);
   });
 
@@ -410,7 +417,7 @@ describe('outflows someone else sends from a deposit reach the payment through t
     const deposit = () => connectPaymentDeposit(String(p['deposit_address']), stranger());
     await (await deposit().capture(usdc(), BigInt(ORDER), deadline, signature)).wait();
     await revertSighting(paymentId, snapshot);
-    expect(await payment(paymentId)).toMatchObject({ status: 'escrow_confirmed', amount_captured: '0' });
+    await reads(paymentId, 'escrow_confirmed', '0');
     expect((await events(paymentId)).map((e) => e.type)).not.toContain('PaymentCaptured.v1');
 
     // The merchant's signature was never used on this fork: whoever holds it can send it again, and that counts.

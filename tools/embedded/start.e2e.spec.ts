@@ -32,7 +32,7 @@ describe('npm start (tools/embedded/start.js)', () => {
         ...(db ? { DATABASE_URL: db.url } : {}),
       }),
     );
-    const line = await proc.waitForLine((l) => l.startsWith('{"ready":true'), 90_000);
+    const line = await proc.waitForLine((l) => l.startsWith('{"ready":true'), 180_000);
     const ready = JSON.parse(line) as { url: string; demo_api_key: string; demo_merchant_id: string };
     expect(ready.url).toBe(`http://127.0.0.1:${port}`);
     expect(ready.demo_api_key).toBe(demoKey);
@@ -131,7 +131,7 @@ describe('npm start (tools/embedded/start.js)', () => {
     expect(admin.status).toBe(404);
 
     expect(await proc.stop('SIGTERM')).toBe(0);
-  });
+  }, 300_000);
 
   it.each([
     ['DEMO_API_KEY', 'sk_live_' + 'x'.repeat(32)],
@@ -291,7 +291,7 @@ describe('npm start (tools/embedded/start.js)', () => {
         cleanEnv({ PORT: '0', STABLEPAY_DATA_DIR: dir, LOG_LEVEL: 'warn', STABLEPAY_LOCAL_CHAINS: 'false' }),
       );
       try {
-        const ready = JSON.parse(await first.waitForLine((l) => l.startsWith('{"ready":true'), 90_000)) as {
+        const ready = JSON.parse(await first.waitForLine((l) => l.startsWith('{"ready":true'), 180_000)) as {
           url: string;
         };
         expect(readFileSync(join(dir, 'stablepay.lock'), 'utf8').split('\n')[0]?.split(' ')[0]).toBe(
@@ -308,6 +308,6 @@ describe('npm start (tools/embedded/start.js)', () => {
         await first.stop('SIGKILL');
         rmSync(dir, { recursive: true, force: true });
       }
-    }, 120_000);
+    }, 240_000);
   });
 });
