@@ -225,16 +225,27 @@ interface DeploymentFact {
   readonly at: string;
 }
 
+/**
+ * A DIRECT or TWO_STEP deployment recorded since its webhook waits for the chain's confirmations: `true`, and the fact
+ * announces nothing (PaymentDeploymentConfirmed.v1 does). Absent on facts recorded before (2026-11-24): those were
+ * announced from the fact itself, still are when read, and count as confirmed (never announced a second time).
+ */
+interface AnnouncedAtConfirmations {
+  readonly announcedAtConfirmations?: true;
+}
+
 /** DIRECT: deployed, `amount` forwarded to the settlement address (SPEC payment.settled). */
 export type PaymentSettled = {
   type: 'PaymentSettled.v1';
-  data: DeploymentFact & { readonly amount: string; readonly settlementAddress: string };
+  data: DeploymentFact &
+    AnnouncedAtConfirmations & { readonly amount: string; readonly settlementAddress: string };
 };
 
 /** TWO_STEP: deployed, `amount` held in escrow until `authorizationExpiry` (SPEC payment.escrow_confirmed). */
 export type PaymentEscrowFunded = {
   type: 'PaymentEscrowFunded.v1';
-  data: DeploymentFact & { readonly amount: string; readonly authorizationExpiry: string };
+  data: DeploymentFact &
+    AnnouncedAtConfirmations & { readonly amount: string; readonly authorizationExpiry: string };
 };
 
 /**
@@ -684,7 +695,16 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
  * deployment's confirmation the method deployed.
  */
 export const paymentWebhookType = (event: PaymentEvent): PaymentWebhookType | null =>
-  (event.type === 'PaymentReinstated.v1' && event.data.phase === 'escrow_confirmed') ||
+  legacyDeploymentWebhook(event) ??
+  ((event.type === 'PaymentReinstated.v1' && event.data.phase === 'escrow_confirmed') ||
   (event.type === 'PaymentDeploymentConfirmed.v1' && event.data.method === 'TWO_STEP')
     ? 'payment.escrow_confirmed'
-    : PAYMENT_WEBHOOK_BY_EVENT[event.type];
+    : PAYMENT_WEBHOOK_BY_EVENT[event.type]);
+
+/** A deployment fact recorded before its webhook waited for the confirmations was announced from itself. */
+const legacyDeploymentWebhook = (event: PaymentEvent): PaymentWebhookType | null => {
+  if (event.type === 'PaymentSettled.v1' && !event.data.announcedAtConfirmations) return 'payment.settled';
+  if (event.type === 'PaymentEscrowFunded.v1' && !event.data.announcedAtConfirmations)
+    return 'payment.escrow_confirmed';
+  return null;
+};

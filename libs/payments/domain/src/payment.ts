@@ -1047,6 +1047,8 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
         ...failureUndone(addOutflow(deployed, asset, amount, event.data.deployTxHash)),
         phase: 'settled',
         forwarded: amount,
+        // Recorded before the webhook waited for the confirmations: announced from the fact itself.
+        deploymentConfirmed: !event.data.announcedAtConfirmations,
       };
     }
     case 'PaymentEscrowFunded.v1':
@@ -1055,6 +1057,7 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
         phase: 'escrow_confirmed',
         escrowFunded: BigInt(event.data.amount),
         authorizationExpiry: event.data.authorizationExpiry,
+        deploymentConfirmed: !event.data.announcedAtConfirmations,
       };
     case 'PaymentDepositDeployed.v1':
       return withDeployment(state, event.data, 'NONE');
@@ -1761,7 +1764,12 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       if (command.method === 'DIRECT') {
         emit({
           type: 'PaymentSettled.v1',
-          data: { ...fact, amount: command.amount, settlementAddress: command.settlementAddress },
+          data: {
+            ...fact,
+            amount: command.amount,
+            settlementAddress: command.settlementAddress,
+            announcedAtConfirmations: true,
+          },
         });
       } else if (command.method === 'TWO_STEP') {
         emit({
@@ -1770,6 +1778,7 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
             ...fact,
             amount: command.amount,
             authorizationExpiry: command.authorizationExpiry.toISOString(),
+            announcedAtConfirmations: true,
           },
         });
       } else {

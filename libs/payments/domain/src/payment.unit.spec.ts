@@ -468,6 +468,31 @@ describe('Payment: deposit_confirmed, deploy, settled, escrow_confirmed', () => 
     },
   );
 
+  it.each([
+    ['DIRECT', 'payment.settled', deployDirect],
+    ['TWO_STEP', 'payment.escrow_confirmed', deployTwoStep],
+  ] as const)(
+    '%s deployed before the upgrade (no announcedAtConfirmations): its fact still reads as %s and the confirmation announces nothing again',
+    (method, webhook, deploy) => {
+      const t = transfer();
+      const recorded = given(create({ method }), observe(t), confirm(t), clear(), deploy()).history;
+      expect(recorded.at(-1)?.data).toMatchObject({ announcedAtConfirmations: true });
+      // The stream as the version before wrote it (announced from the deployment fact itself).
+      const legacy = recorded.map((e) => {
+        if (e.type !== 'PaymentSettled.v1' && e.type !== 'PaymentEscrowFunded.v1') return e;
+        const { announcedAtConfirmations: _, ...data } = e.data;
+        return { ...e, data } as PaymentEvent;
+      });
+      expect(legacy.map(paymentWebhookType).filter((h) => h !== null)).toEqual([
+        'payment.deposit_confirmed',
+        webhook,
+      ]);
+      const state = legacy.reduce(evolvePayment, initialPaymentState());
+      // The worker's check of a deploy received on the bus across the upgrade: no second webhook.
+      expect(decidePayment(confirmDeploy(), state)).toEqual([]);
+    },
+  );
+
   it('ConfirmDeployment of another transaction, of a NONE deployment or before any deployment records nothing', () => {
     expect(given(...paid()).when(confirmDeploy()).events).toEqual([]);
     expect(given(...paid(), deployDirect()).when(confirmDeploy(6, '0xother')).events).toEqual([]);
