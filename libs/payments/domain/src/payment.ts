@@ -1959,8 +1959,11 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     }
     case 'RecordPayerDisputed': {
       requireCreated(s);
-      // Cleared already (the same log seen twice, by our receipt and the indexer): nothing new.
+      // Cleared already (the same log seen twice, by our receipt and the indexer): nothing new. A log naming another
+      // payer than the one attested now is an earlier dispute read late (the indexer missed it, a reconciliation or
+      // re-scan found it after the admin's attestation was recorded): the payer attested since stands on chain.
       if (!s.deployment || s.deployment.payer === null) return;
+      if (s.deployment.payer.toLowerCase() !== command.payer.toLowerCase()) return;
       emit({
         type: 'PaymentPayerDisputed.v1',
         data: {

@@ -1697,6 +1697,23 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     expect(refund.events[0]).toMatchObject({ type: 'PaymentRefundRequested.v1', data: { to: RIGHT_PAYER } });
   });
 
+  it('a PayerDisputed log of an earlier payer, read after the attestation of the next one, clears nothing', () => {
+    // The indexer missed the dispute of PAYER and saw the admin's attestation; a reconciliation or re-scan later
+    // reads the earlier dispute's log (a key never recorded). The deposit's payer is RIGHT_PAYER: it stands.
+    const late30 = disputed(30) as Extract<PaymentCommand, { type: 'RecordPayerDisputed' }>;
+    const g = given(...escrowed(), attested());
+    const late = g.when({ ...late30, txHash: '0xearlier' });
+    expect(late.events).toEqual([]);
+    expect(late.object).toMatchObject({ payer_status: 'attested', payer_addresses: [RIGHT_PAYER, PAYER] });
+    // A dispute of the payer attested now still clears it.
+    const now = g.when({
+      ...late30,
+      txHash: '0xdispute2',
+      payer: RIGHT_PAYER.toUpperCase().replace('0X', '0x'),
+    });
+    expect(now.types).toEqual(['PaymentPayerDisputed.v1']);
+  });
+
   it("the deployment's own PayerAttested records nothing (it is the deployment fact)", () => {
     const own: PaymentCommand = { ...attested(5, PAYER), txHash: '0xdeploy' };
     expect(given(...escrowed()).when(own).events).toEqual([]);
