@@ -739,9 +739,26 @@ function addEscrowMove(
   return afterEscrowMoved({ ...s, ...moved, unconfirmedEscrowMoves: moves });
 }
 
-/** Whether the payment holds this outflow log now (recorded, and not undone by a reorg since). */
-export function outflowLogRecorded(state: PaymentState, tx: string, logIndex: number): boolean {
-  return outflowRecorded(state, tx.toLowerCase(), logIndex);
+/**
+ * Whether the payment holds this outflow log now (recorded, and not undone by a reorg since). With its block: this log
+ * of that block (its outflow's record or claim there); an outflow recorded at this index but last seen at another log
+ * (a block a reorg took) is not this log: the transaction mined again there is to be recorded (RecordOutflow judges).
+ */
+export function outflowLogRecorded(
+  state: PaymentState,
+  tx: string,
+  logIndex: number,
+  blockHash?: string,
+): boolean {
+  const t = tx.toLowerCase();
+  if (blockHash === undefined) return outflowRecorded(state, t, logIndex);
+  const block = blockHash.toLowerCase();
+  const seenHere = Object.entries(state.outflowSightings).some(
+    ([key, seen]) => key.startsWith(`${t}#`) && seen.blockHash === block && seen.logIndex === logIndex,
+  );
+  return (
+    seenHere || (outflowRecorded(state, t, logIndex) && !outflowSeenElsewhere(state, t, logIndex, block))
+  );
 }
 
 /** How many times a reorg undid this outflow log (its record after the n-th undo is a new fact). */

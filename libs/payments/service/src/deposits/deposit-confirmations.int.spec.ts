@@ -54,7 +54,7 @@ interface Asked {
 async function depositFlow(
   recordedOutflowTxs: readonly string[] = [],
   undoes = false,
-  state: object = { outflowTxs: recordedOutflowTxs, outflowLogs: [] },
+  state: object = { outflowTxs: recordedOutflowTxs, outflowLogs: [], outflowSightings: {} },
 ): Promise<{ flow: DepositFlow; asked: Asked }> {
   const asked: Asked = { confirmed: [], recorded: [], recordedBlocks: [], appended: [] };
   const none = {} as never;
@@ -394,6 +394,29 @@ describe("an operator's re-scan queues the deposit's outflows the indexer missed
     await flow.confirmTransfers();
     expect(asked.recorded).toEqual([log.txHash]);
     expect(await rows(log.txHash)).toEqual([{ state: 'recorded' }]);
+  });
+
+  it('queues a log the payment holds from a block a reorg took (its move mined again there), not already_recorded', async () => {
+    const block = await blockWithTransaction();
+    const log = captureLog(block);
+    const key = `${log.txHash}#0`;
+    const sighting = (blockHash: string) => ({
+      outflowTxs: [log.txHash],
+      outflowLogs: [key],
+      outflowSightings: { [key]: { kind: 'captured', asset: USDC, amount: 5n, blockHash, logIndex: 0 } },
+    });
+    // Recorded from its receipt in an orphaned block; the receipt's check left it to the indexer, which missed it.
+    const { flow, asked } = await depositFlow([], false, sighting(`0x${'ab'.repeat(32)}`));
+    expect(await rescanned(flow, log)).toEqual([expect.objectContaining({ status: 'queued' })]);
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+    await flow.confirmTransfers();
+    expect(asked.recordedBlocks).toEqual([log.blockHash]);
+
+    // Held from this very block: nothing to queue.
+    const held = await depositFlow([], false, sighting(log.blockHash));
+    expect(await rescanned(held.flow, log)).toEqual([
+      expect.objectContaining({ status: 'already_recorded' }),
+    ]);
   });
 
   it('dropped when a reorg takes its block away (no retraction of the indexer will come for it)', async () => {

@@ -572,7 +572,8 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     const { state } = await this.facts.load(paymentId);
     const answers: RescannedOutflow[] = [];
     for (const o of seen) {
-      const recorded = outflowLogRecorded(state, o.txHash, o.logIndex);
+      // This log of this block: one the payment holds from a block a reorg took is the transaction mined again here.
+      const recorded = outflowLogRecorded(state, o.txHash, o.logIndex, o.blockHash);
       if (!recorded) {
         await this.store.addOutflow({
           observation_id: `${RESCAN_OUTFLOW}${scan.chain}:${o.txHash}:${o.logIndex}:${o.blockHash}`,
