@@ -329,6 +329,23 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
     expect(await receiptStates()).toEqual(['mined_again']);
   });
 
+  it('a deploy whose block a reorg took back, not mined again, is closed as lost: never announced, and no longer read as open', async () => {
+    const { flow, appended } = await receiptFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    const txHash = orphaned.txHash.toLowerCase();
+    await flow.onPaymentEvent(paymentEvent('PaymentSettled.v1', { deployTxHash: txHash, chain: CHAIN }));
+    await provider.send('evm_revert', [snapshot]);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS + 1).toString(16)}`]);
+    expect((await provider.getBlock(orphaned.number))?.hash).not.toBe(orphaned.hash);
+
+    await flow.confirmTransfers();
+
+    expect(appended).toEqual([]);
+    // Left open, such rows would in time fill every page of open receipts and starve the chain's later deploys.
+    expect(await receiptStates()).toEqual(['lost']);
+  });
+
   it('a DIRECT deploy recorded from its receipt is confirmed (ConfirmDeployment) only once its block has the confirmations, once', async () => {
     const { flow, appended } = await receiptFlow();
     const deploy = await blockWithTransaction();

@@ -1129,13 +1129,13 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       if (pending) return; // back in the node's pool: mined again soon, and followed then
     }
     if (r.kind === 'deployed') {
-      if (!this.orphanWarned.has(r.receipt_id)) {
-        this.orphanWarned.add(r.receipt_id);
-        this.logger.error({
-          msg: 'deposit deploy taken back by a reorg before its confirmations and not mined again; not announced: check the deposit',
-          ...entry,
-        });
-      }
+      // Closed, not left open: open rows are read oldest first, a page at a time, so rows that can never be
+      // confirmed would in time fill every page and no later deploy of the chain would be confirmed or announced.
+      this.logger.error({
+        msg: 'deposit deploy taken back by a reorg before its confirmations and not mined again; not announced: check the deposit',
+        ...entry,
+      });
+      await this.store.markReceipt(r.receipt_id, 'lost');
       return;
     }
     await this.retractReceipt(r, entry);

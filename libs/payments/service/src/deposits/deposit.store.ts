@@ -1,5 +1,6 @@
 import type { ClientBase } from 'pg';
 import type { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
+import { queryWithBoundedLockWait } from '@stablepay/database';
 
 /**
  * The deposit side's working tables (the payment stream stays the truth):
@@ -117,7 +118,7 @@ export class AddDepositObservationBlockHashes1795622400000 implements MigrationI
  * capture, refund, recover or rescue), each with the block of that receipt, until the worker finds that block still the
  * chain's at the chain's confirmations (`confirmed`: the deployment's or outflow's webhook is sent then), taken back
  * with the transaction not mined again (`retracted`), or an outflow mined again elsewhere (`mined_again`: the indexer's
- * sighting there records and confirms it). The indexer reads INDEXER_CONFIRMATIONS behind the head, so a
+ * sighting there records and confirms it), or a deploy taken back and on no chain (`lost`: logged, never announced). The indexer reads INDEXER_CONFIRMATIONS behind the head, so a
  * reorg within that depth took such a block back without a sighting to retract: the payment kept a capture on no
  * chain, and a DIRECT payment was announced `payment.settled` from the deploy's receipt alone.
  */
@@ -142,6 +143,48 @@ export class CreatePaymentDepositReceipts1795622400700 implements MigrationInter
 
   async down(q: QueryRunner): Promise<void> {
     await q.query('DROP TABLE IF EXISTS payment_deposit_receipts');
+  }
+}
+
+const RECEIPT_STATES = "'open', 'confirmed', 'retracted', 'mined_again', 'lost'";
+
+/**
+ * A receipt row may be `lost`: a deploy a reorg took back and that is on no chain is closed, not left open for ever
+ * (open rows are read oldest first a page at a time, so enough of them would starve every later deploy of the
+ * chain). NOT VALID, as every CHECK added to a table in use: ValidateLostDepositReceipts1795622400900 scans it
+ * in its own transaction under a lock that lets the worker through. Idempotent: replicas may run it at once.
+ */
+export class AllowLostDepositReceipts1795622400800 implements MigrationInterface {
+  name = 'AllowLostDepositReceipts1795622400800';
+
+  async up(q: QueryRunner): Promise<void> {
+    await queryWithBoundedLockWait(
+      q,
+      `ALTER TABLE payment_deposit_receipts DROP CONSTRAINT IF EXISTS payment_deposit_receipts_state_check,
+        ADD CONSTRAINT payment_deposit_receipts_state_check CHECK (state IN (${RECEIPT_STATES})) NOT VALID`,
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`UPDATE payment_deposit_receipts SET state = 'retracted' WHERE state = 'lost'`);
+    await q.query(`ALTER TABLE payment_deposit_receipts DROP CONSTRAINT IF EXISTS payment_deposit_receipts_state_check,
+      ADD CONSTRAINT payment_deposit_receipts_state_check
+      CHECK (state IN ('open', 'confirmed', 'retracted', 'mined_again'))`);
+  }
+}
+
+/** Validates the check AllowLostDepositReceipts1795622400800 adds NOT VALID (SHARE UPDATE EXCLUSIVE: writes go on). */
+export class ValidateLostDepositReceipts1795622400900 implements MigrationInterface {
+  name = 'ValidateLostDepositReceipts1795622400900';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(
+      'ALTER TABLE payment_deposit_receipts VALIDATE CONSTRAINT payment_deposit_receipts_state_check',
+    );
+  }
+
+  async down(): Promise<void> {
+    // Nothing: the down of AllowLostDepositReceipts1795622400800 puts the earlier, validated constraint back.
   }
 }
 
@@ -316,7 +359,10 @@ export class DepositStore {
     );
   }
 
-  async markReceipt(receiptId: string, state: 'confirmed' | 'retracted' | 'mined_again'): Promise<void> {
+  async markReceipt(
+    receiptId: string,
+    state: 'confirmed' | 'retracted' | 'mined_again' | 'lost',
+  ): Promise<void> {
     await this.db.query('UPDATE payment_deposit_receipts SET state = $2 WHERE receipt_id = $1', [
       receiptId,
       state,

@@ -16,6 +16,8 @@ import {
   AddDepositObservationBlockHashes1795622400000,
   CreatePaymentDepositOutflows1767700000200,
   CreatePaymentDepositReceipts1795622400700,
+  AllowLostDepositReceipts1795622400800,
+  ValidateLostDepositReceipts1795622400900,
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
 } from './deposit.store';
@@ -67,6 +69,8 @@ export function paymentDepositsService(
       CreatePaymentDepositOutflows1767700000200,
       AddDepositObservationBlockHashes1795622400000,
       CreatePaymentDepositReceipts1795622400700,
+      AllowLostDepositReceipts1795622400800,
+      ValidateLostDepositReceipts1795622400900,
     ],
   };
 }

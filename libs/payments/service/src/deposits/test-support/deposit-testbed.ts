@@ -20,9 +20,18 @@ export async function startDepositTestbed(): Promise<DepositTestbed> {
   const dataSource = {
     query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
   } as unknown as DataSource;
-  const runner = { query: (sql: string) => pool.query(sql) } as unknown as QueryRunner;
-  for (const Migration of paymentDepositsService({} as never).migrations ?? [])
-    await (new (Migration as new () => MigrationInterface)() as MigrationInterface).up(runner);
+  // One session, outside a transaction, answering rows: what TypeORM's runner gives a migration.
+  const session = await pool.connect();
+  const runner = {
+    query: async (sql: string, params?: unknown[]) => (await session.query(sql, params)).rows,
+    isTransactionActive: false,
+  } as unknown as QueryRunner;
+  try {
+    for (const Migration of paymentDepositsService({} as never).migrations ?? [])
+      await (new (Migration as new () => MigrationInterface)() as MigrationInterface).up(runner);
+  } finally {
+    session.release();
+  }
   return {
     provider,
     dataSource,
