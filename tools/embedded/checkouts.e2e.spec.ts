@@ -160,6 +160,8 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
       deploy_tx_hash: null,
       deploy_hold_reason: null,
       payer_addresses: [],
+      payer_status: null,
+      payer_final_at: null,
       transactions: [],
       non_funding_transactions_count: 0,
       recovered_amounts: [],
