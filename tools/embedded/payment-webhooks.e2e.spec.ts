@@ -210,6 +210,8 @@ describe('payment events are delivered as signed webhooks; pending payments expi
       amount: '12500000',
       settlementAddress: SETTLEMENT,
     });
+    // payment.settled goes out once the deploy's block has the chain's confirmations (the deposit worker's call).
+    await commands.run(me, { type: 'ConfirmDeployment', txHash: deployTx });
     const settled = await waitFor('payment.settled', paymentId);
     expect(verifyWebhook(settled.body, settled.headers, secret, { now: clock.now() })).toMatchObject({
       valid: true,
