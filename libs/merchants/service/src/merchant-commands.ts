@@ -3,6 +3,7 @@ import { DataSource } from 'typeorm';
 import { verifyMessage } from 'ethers';
 import { randomBytes } from 'node:crypto';
 import { CLOCK, handleCommand } from '@stablepay/aggregate';
+import { computeSubscriptionManagerAddress, toOnChainId } from '@stablepay/contracts';
 import { EVENT_STORE } from '@stablepay/aggregate';
 import type { EventStore, Mode } from '@stablepay/event-store';
 import { parseAddress } from '@stablepay/evm';
@@ -68,7 +69,8 @@ export class MerchantCommands {
     const address = parseAddress(value, param, { nonZero: true });
     const contract =
       this.config.knownContracts.get(address.toLowerCase()) ??
-      (await this.subscriptionManagerNamed(merchantId, address));
+      (await this.subscriptionManagerNamed(merchantId, address)) ??
+      (await this.futureSubscriptionManager(merchantId, address));
     if (contract !== undefined)
       throw validationError(
         param,
@@ -94,6 +96,21 @@ export class MerchantCommands {
     return owner === merchantId
       ? 'your own subscription manager contract'
       : "a Stablepay merchant's subscription manager contract";
+  }
+
+  /**
+   * The merchant's own manager before it is deployed: its CREATE2 address is fixed by the declared pauser, and the
+   * first subscribe deploys it there, after which it keeps what it is sent and signs nothing like the deployed one.
+   */
+  private async futureSubscriptionManager(merchantId: string, address: string): Promise<string | undefined> {
+    const { subscriptionManagerFactoryAddress: factory, registryAddress: registry } = this.config;
+    if (!factory || !registry) return undefined;
+    const pauser = (await this.reader.find(merchantId))?.merchant_pauser;
+    if (!pauser) return undefined;
+    const manager = computeSubscriptionManagerAddress(factory, registry, toOnChainId(merchantId), pauser);
+    return manager.toLowerCase() === address.toLowerCase()
+      ? 'your own subscription manager contract (the address its deployment will have)'
+      : undefined;
   }
 
   private async run(merchantId: string, command: MerchantCommand, mode?: Mode): Promise<MerchantSettingsRow> {

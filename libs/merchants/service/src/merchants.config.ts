@@ -30,6 +30,13 @@ export interface MerchantsConfig {
    */
   readonly registryAddress: string | null;
   /**
+   * The SubscriptionManagerFactory (the same on every chain): computed from the public roles, else
+   * SUBSCRIPTION_MANAGER_FACTORY_ADDRESS; null with neither. With the registry it fixes the address a merchant's
+   * manager will have once deployed (the declared pauser is bound into it), which may not be the merchant's signer
+   * or settlement address even before it exists: the chain would pay the settlement into it from its first block.
+   */
+  readonly subscriptionManagerFactoryAddress: string | null;
+  /**
    * Contracts a merchant signer or settlement address may not be (lower-cased address -> what it is): the
    * stablecoins and the Stablepay contracts (`knownContracts`). A token contract keeps every payment sent to it and
    * no contract here can sign.
@@ -119,6 +126,7 @@ export function merchantsConfigFromEnv(
     );
   }
   const paymentFactoryAddress = paymentFactoryFromEnv(env, computed);
+  const subscriptionManagerFactoryAddress = subscriptionManagerFactoryFromEnv(env, computed);
   return {
     operatorPauser: envOptional(env, 'OPERATOR_PAUSER_ADDRESS') ?? null,
     allowLocalWebhooks: envBool(env, 'ALLOW_LOCAL_WEBHOOKS', false),
@@ -127,6 +135,7 @@ export function merchantsConfigFromEnv(
     supportedChains: chains ? chains.split(',').map((c) => c.trim()) : DEFAULT_SUPPORTED_CHAINS,
     paymentFactoryAddress,
     registryAddress,
+    subscriptionManagerFactoryAddress,
     knownContracts: knownContracts({
       ...computed,
       ...(registryAddress ? { registry: registryAddress } : {}),
@@ -172,6 +181,21 @@ function paymentFactoryFromEnv(
     );
   }
   return computed?.paymentFactory ?? configured ?? null;
+}
+
+/**
+ * The SubscriptionManagerFactory the roles fix, else SUBSCRIPTION_MANAGER_FACTORY_ADDRESS (the subscriptions service
+ * refuses a disagreeing pair at its start, withChainAddresses).
+ */
+function subscriptionManagerFactoryFromEnv(
+  env: Record<string, string | undefined>,
+  computed: StablepayAddresses | null,
+): string | null {
+  return (
+    computed?.subscriptionManagerFactory ??
+    addressFromEnv(env, 'SUBSCRIPTION_MANAGER_FACTORY_ADDRESS') ??
+    null
+  );
 }
 
 /** An address variable, checksummed (a merchant signs for or pays into it, so a typo must stop the start). */

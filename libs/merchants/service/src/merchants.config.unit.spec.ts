@@ -74,6 +74,17 @@ describe('merchantsConfigFromEnv: the contract addresses settings show, from the
     expect(config.paymentFactoryAddress).toBe(expected.paymentFactory);
   });
 
+  it('computes the subscription manager factory from the roles, else reads SUBSCRIPTION_MANAGER_FACTORY_ADDRESS', () => {
+    expect(read({ ...chains, ...rolesEnv }).subscriptionManagerFactoryAddress).toBe(
+      expected.subscriptionManagerFactory,
+    );
+    const factory = '0x5FbDB2315678afecb367f032d93F642f64180aa3';
+    expect(
+      read({ SUBSCRIPTION_MANAGER_FACTORY_ADDRESS: factory.toLowerCase() }).subscriptionManagerFactoryAddress,
+    ).toBe(factory);
+    expect(read({}).subscriptionManagerFactoryAddress).toBeNull();
+  });
+
   it('knows the Stablepay contracts the roles fix, and every stablecoin, as contracts no signer or settlement address may be', () => {
     const known = read({ ...chains, ...rolesEnv }).knownContracts;
     expect(known.get(expected.registry.toLowerCase())).toBe('the Stablepay registry contract');
