@@ -275,6 +275,9 @@ export type PaymentDepositDeployed = {
  * deploy with it, and the deploy did not land again on the new fork (reverted there for want of the lost funds, or
  * dropped). The deployment and what it forwarded or escrowed are undone; the payment stays failed
  * (deposit_lost_to_reorg) and what its deposit address holds is deployed again (NONE) and returned to the payer.
+ * Since 2026-11-25 also a DIRECT or TWO_STEP deploy a reorg took back before its confirmations while the funding
+ * stands (the payment not failed): undone the same way, the payment is back to `pending` with its deploy requested,
+ * and deployed again with the same method (nothing was announced). Same shape: the payment's state tells the two.
  */
 export type PaymentDeploymentLost = {
   type: 'PaymentDeploymentLost.v1';

@@ -275,6 +275,23 @@ export function deploymentToVerify(state: PaymentState): { txHash: string; chain
 }
 
 /**
+ * The recorded DIRECT or TWO_STEP deployment of a payment whose funding stands (not failed) that a reorg may still
+ * undo (RecordDeploymentLost, PaymentDeploymentLost.v1): not confirmed yet (nothing announced), nothing moved out of
+ * the deposit since (a capture or refund recorded after it is undone first, by its own receipt's check), and no fiat
+ * payout under way for it (the provider reported on it, or it is over: kept, as an escrow move's undo is refused
+ * then). Null otherwise. Undone, the payment is deployed again: the deposit address is deterministic and the funds
+ * are still in it.
+ */
+export function unannouncedDeployment(state: PaymentState): { txHash: string; chain: string } | null {
+  const deployment = state.deployment;
+  if (!deployment || state.phase === 'failed' || state.deploymentConfirmed) return null;
+  if (deployment.method !== 'DIRECT' && deployment.method !== 'TWO_STEP') return null;
+  if (state.outflowTxs.some((tx) => tx !== deployment.txHash)) return null;
+  if (settlementUnderway(state)) return null;
+  return { txHash: deployment.txHash, chain: deployment.chain };
+}
+
+/**
  * A payment a reorg failed that the canonical chain shows paid after all (PaymentReinstated.v1), once the deposit
  * flow found its recorded deployment still there (RecordDeploymentFound): the deployment is a DIRECT or TWO_STEP one
  * nothing moved out of since (`deploymentToVerify`), and the lost transfer is back with its confirmations and the
@@ -1090,6 +1107,10 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
       const asset = paymentAsset(state) ?? '';
       return {
         ...state,
+        // The funding stands (not failed): back where the deploy found it, paid and its deploy requested (the flow
+        // deploys it again). The fiat payout the settle opened (nothing reported on it) goes with it; the next
+        // settle opens one from its own time.
+        ...(state.phase === 'failed' ? {} : { phase: 'pending' as const, settlement: null }),
         deployment: null,
         deploymentConfirmed: false,
         authorizationExpiry: null,
@@ -1805,7 +1826,9 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     }
     case 'RecordDeploymentLost': {
       requireCreated(s);
-      const deployment = deploymentToVerify(s);
+      // A failed payment's deploy the flow found gone (the reorg took the funding too), or a deploy taken back before
+      // its confirmations while the funding stands (the receipt pass found it on no chain).
+      const deployment = deploymentToVerify(s) ?? unannouncedDeployment(s);
       if (deployment?.txHash.toLowerCase() !== command.deployTxHash.toLowerCase()) return;
       emit({
         type: 'PaymentDeploymentLost.v1',

@@ -528,6 +528,106 @@ describe('Payment: deposit_confirmed, deploy, settled, escrow_confirmed', () => 
   });
 });
 
+describe('Payment: a deploy a reorg took back before its confirmations while the funding stands', () => {
+  const lost = (minutes = 5, deployTxHash = '0xdeploy'): PaymentCommand => ({
+    type: 'RecordDeploymentLost',
+    deployTxHash,
+    now: at(minutes),
+  });
+  const redeployed = (deploy: PaymentCommand): PaymentCommand =>
+    ({
+      ...deploy,
+      txHash: '0xredeploy',
+      now: at(6),
+    }) as PaymentCommand;
+
+  it.each([
+    ['DIRECT', deployDirect, 'settled', 'PaymentSettled.v1'],
+    ['TWO_STEP', deployTwoStep, 'escrow_confirmed', 'PaymentEscrowFunded.v1'],
+  ] as const)(
+    '%s: the deployment and what it moved are undone (pending again, nothing announced), and the deploy recorded again is a new one',
+    (method, deploy, phase, fact) => {
+      const t = transfer();
+      const before = given(create({ method }), observe(t), confirm(t), clear());
+      const deployed = given(create({ method }), observe(t), confirm(t), clear(), deploy());
+      expect(deployed.state.phase).toBe(phase);
+      const undone = deployed.when(lost());
+      expect(undone.events).toEqual([
+        {
+          type: 'PaymentDeploymentLost.v1',
+          data: { deployTxHash: '0xdeploy', chain: BASE, at: at(5).toISOString() },
+        },
+      ]);
+      // Nothing to tell the merchant: payment.settled / escrow_confirmed waits for the confirmations.
+      expect(undone.events.map(paymentWebhookType)).toEqual([null]);
+      // The API object as before the deploy was recorded (its time aside), the deploy still requested.
+      const { updated_at: _u, ...after } = undone.object;
+      const { updated_at: _b, ...earlier } = toPaymentObject(before.state);
+      expect(after).toEqual(earlier);
+      expect(undone.state).toMatchObject({
+        phase: 'pending',
+        deployRequested: true,
+        deployMethod: method,
+        deployment: null,
+        escrowFunded: 0n,
+        forwarded: 0n,
+        outflowTxs: [],
+      });
+      const again = given(create({ method }), observe(t), confirm(t), clear(), deploy(), lost()).when(
+        redeployed(deploy()),
+      );
+      expect(again.types).toEqual([fact]);
+      expect(again.object).toMatchObject({ status: phase, deploy_tx_hash: '0xredeploy' });
+      expect(again.state.outflows[USDC_BASE]).toBe(method === 'DIRECT' ? BigInt(ORDER) : 0n);
+    },
+  );
+
+  it('recorded once: the same loss again, another transaction, a confirmed deploy or one an outflow followed records nothing', () => {
+    const history = [...paid(), deployDirect()] as const;
+    expect(given(...history, lost()).when(lost(6)).events).toEqual([]);
+    expect(given(...history).when(lost(5, '0xother')).events).toEqual([]);
+    const confirmed: PaymentCommand = { type: 'ConfirmDeployment', txHash: '0xdeploy', now: at(5) };
+    expect(given(...history, confirmed).when(lost(6)).events).toEqual([]);
+    // A capture recorded after the escrow deploy: undone first by its own receipt's check.
+    const t = transfer();
+    const captured: PaymentCommand = {
+      type: 'RecordOutflow',
+      kind: 'captured',
+      amount: '1000000',
+      txHash: '0xpartial',
+      to: SETTLEMENT,
+      asset: USDC_BASE,
+      now: at(5),
+    };
+    const escrow = [
+      create({ method: 'TWO_STEP' }),
+      observe(t),
+      confirm(t),
+      clear(),
+      deployTwoStep(),
+    ] as const;
+    expect(given(...escrow, captured).when(lost(6)).events).toEqual([]);
+  });
+
+  it('a fiat-settled DIRECT deploy: its payout, unreported, is dropped and opened again at the next settle; one the provider reported on is kept', () => {
+    const t = transfer();
+    const settled = [create({}, 'fiat'), observe(t), confirm(t), clear(), deployDirect()] as const;
+    const undone = given(...settled, lost());
+    expect(undone.state.settlement).toBeNull();
+    expect(paymentSettlementCheckAt(undone.state)).toBeNull();
+    const again = given(...settled, lost(), redeployed(deployDirect()));
+    expect(again.state.settlement).toMatchObject({ status: 'pending', startedAt: at(6).toISOString() });
+    const reported: PaymentCommand = {
+      type: 'RecordSettlementReport',
+      reportId: 'r-1',
+      kind: 'deposit_credited',
+      reportedAt: at(5),
+      now: at(5),
+    };
+    expect(given(...settled, reported).when(lost(6)).events).toEqual([]);
+  });
+});
+
 describe('Payment: the cases peers keep reporting', () => {
   it('a wallet that deducts its fee underpays: stays pending, amount_paid below the token amount, visible', () => {
     const t = transfer({ amount: '12400000' });
@@ -2335,14 +2435,14 @@ describe('Payment: funds at the deposit of a payment a reorg failed go back to i
     expect(
       failed.when({ type: 'RecordDeploymentLost', deployTxHash: '0xother', now: at(10) }).events,
     ).toEqual([]);
-    // Only for a payment a reorg failed.
+    // A payment the reorg did not fail stays paid: its deploy is done again (the funds are still in the deposit).
     expect(
       given(...paidInParts(first, second), deployDirect(ORDER, 4)).when({
         type: 'RecordDeploymentLost',
         deployTxHash: '0xdeploy',
         now: at(10),
-      }).events,
-    ).toEqual([]);
+      }).types,
+    ).toEqual(['PaymentDeploymentLost.v1']);
     // The lost transfer back while the deploy is still on chain (it landed again after it): the order was forwarded,
     // nothing is the payer's.
     const t = transfer();

@@ -2,10 +2,21 @@ import { getAddress, type JsonRpcProvider, Transaction, Wallet } from 'ethers';
 import { register } from 'prom-client';
 import type { DataSource } from 'typeorm';
 import type { BusMessage } from '@stablepay/event-bus';
-import { initialPaymentState, type PaymentState } from '@stablepay/payments-domain';
+import { handleCommand } from '@stablepay/aggregate';
+import { InMemoryEventStore } from '@stablepay/event-store';
+import {
+  decidePayment,
+  evolvePayment,
+  initialPaymentState,
+  type PaymentCommand,
+  paymentStreamId,
+  type PaymentState,
+} from '@stablepay/payments-domain';
 import { metricValue } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
-import { DepositContracts, type DepositOutflowSeen } from './deposit-contracts';
+import { PaymentFacts, type TimelessPaymentCommand } from '../commands/payment-facts';
+import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
+import { DepositContracts, type DeployRequest, type DepositOutflowSeen } from './deposit-contracts';
 import { DepositFlow } from './deposit-flow';
 import { DepositStore } from './deposit.store';
 import { type DepositTestbed, startDepositTestbed } from './test-support/deposit-testbed';
@@ -55,12 +66,25 @@ async function depositFlow(
   recordedOutflowTxs: readonly string[] = [],
   undoes = false,
   state: object = { outflowTxs: recordedOutflowTxs, outflowLogs: [], outflowSightings: {} },
+  /** The payment's real stream instead of the stand-ins (facts), with the deploy's wiring. */
+  real?: { facts: PaymentFacts; events: InMemoryEventStore; merchants: object },
 ): Promise<{ flow: DepositFlow; asked: Asked }> {
   const asked: Asked = { confirmed: [], recorded: [], recordedBlocks: [], appended: [] };
   const none = {} as never;
+  const facts =
+    real?.facts ??
+    ({
+      load: async () => ({ state, mode: 'test' }),
+      append: async (_paymentId: string, command: { type: string }, key: string) => {
+        asked.appended.push({ command, key });
+        const undone = undoes && command.type === 'RetractOutflow';
+        return { state, newEvents: undone ? [{ type: 'PaymentOutflowRetracted.v1' }] : [] };
+      },
+    } as never);
   const flow = new DepositFlow(
     {
       enabled: true,
+      mode: 'test',
       addresses: { paymentFactory: '0x1', registry: '0x2' },
       chains: [{ caip2: CHAIN, confirmations: CONFIRMATIONS, stablecoins: [] }],
     } as never,
@@ -75,16 +99,9 @@ async function depositFlow(
     none,
     dataSource,
     none,
-    none,
+    (real?.events ?? none) as never,
     new ManualClock(new Date()),
-    {
-      load: async () => ({ state, mode: 'test' }),
-      append: async (_paymentId: string, command: { type: string }, key: string) => {
-        asked.appended.push({ command, key });
-        const undone = undoes && command.type === 'RetractOutflow';
-        return { state, newEvents: undone ? [{ type: 'PaymentOutflowRetracted.v1' }] : [] };
-      },
-    } as never,
+    facts,
     { handle: async () => undefined } as never,
     {
       handle: async (_paymentId: string, t: { chain: string; txHash: string; logIndex: number }) => {
@@ -94,14 +111,14 @@ async function depositFlow(
     } as never,
     none,
     none,
-    none,
+    new RecordDepositDeploymentHandler(facts),
     {
       handle: async (_paymentId: string, o: { txHash: string; blockHash?: string | null }) => {
         asked.recorded.push(o.txHash);
         asked.recordedBlocks.push(o.blockHash);
       },
     } as never,
-    none,
+    (real?.merchants ?? none) as never,
     none,
     none,
   );
@@ -329,7 +346,7 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
     expect(await receiptStates()).toEqual(['mined_again']);
   });
 
-  it('a deploy whose block a reorg took back, not mined again, is closed as lost: never announced, and no longer read as open', async () => {
+  it('a deploy whose block a reorg took back, not mined again, is closed as lost: never announced, the loss recorded (RecordDeploymentLost keyed by the deploy), and no longer read as open', async () => {
     const { flow, appended } = await receiptFlow();
     const snapshot = (await provider.send('evm_snapshot', [])) as string;
     const orphaned = await blockWithTransaction();
@@ -341,7 +358,9 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
 
     await flow.confirmTransfers();
 
-    expect(appended).toEqual([]);
+    expect(appended).toEqual([
+      { command: { type: 'RecordDeploymentLost', deployTxHash: txHash }, key: `deploy-lost:${txHash}` },
+    ]);
     // Left open, such rows would in time fill every page of open receipts and starve the chain's later deploys.
     expect(await receiptStates()).toEqual(['lost']);
   });
@@ -362,6 +381,146 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
       { command: { type: 'ConfirmDeployment', txHash }, key: `confirmed:deploy:${txHash}` },
     ]);
     expect(await receiptStates()).toEqual(['confirmed']);
+  });
+});
+
+describe("a DIRECT deploy a reorg took back before its confirmations while the payment's funding stands", () => {
+  const PAYMENT = 'pay_redeploy';
+  const DEPOSIT_ADDRESS = getAddress('0x00000000000000000000000000000000000d0a02');
+  const PAYER = getAddress('0x0000000000000000000000000000000000000bee');
+  const SETTLEMENT = getAddress('0x0000000000000000000000000000000000005e77');
+  const ASSET = `${CHAIN}/erc20:${USDC}`;
+  const decider = { initialState: initialPaymentState, evolve: evolvePayment, decide: decidePayment };
+
+  afterEach(() => jest.restoreAllMocks());
+
+  /** The payment's stream in memory: created, paid in full, its payer screened clear (its deploy requested). */
+  async function paidPayment(): Promise<{ facts: PaymentFacts; events: InMemoryEventStore }> {
+    const events = new InMemoryEventStore();
+    const clock = new ManualClock(new Date());
+    const append = (command: TimelessPaymentCommand) =>
+      handleCommand(
+        events,
+        paymentStreamId(PAYMENT),
+        decider,
+        { ...command, now: clock.now() } as PaymentCommand,
+        { metadata: { merchantId: 'mer_redeploy', mode: 'test' } },
+      );
+    await append({
+      type: 'CreateCheckout',
+      paymentId: PAYMENT,
+      checkoutId: 'chk_redeploy',
+      merchantId: 'mer_redeploy',
+      onChainId: `0x${'cd'.repeat(32)}`,
+      depositAddress: DEPOSIT_ADDRESS,
+      checkoutUrl: 'https://pay.example/c',
+      input: { amount: '5000000', currency: 'USD', method: 'DIRECT' },
+      context: {
+        stablecoins: [{ asset: ASSET, chain: CHAIN, symbol: 'USDC', decimals: 6, pegCurrency: 'USD' }],
+        settlementMode: 'crypto',
+      },
+    });
+    const transfer = {
+      chain: CHAIN,
+      txHash: `0x${'f1'.repeat(32)}`,
+      blockNumber: '1',
+      logIndex: 0,
+      from: PAYER,
+      asset: ASSET,
+      amount: '5000000',
+      listed: true,
+    };
+    await append({ type: 'ObserveTransfer', transfer, blockTime: clock.now() });
+    await append({ type: 'ConfirmTransfer', chain: CHAIN, txHash: transfer.txHash, logIndex: 0 });
+    await append({ type: 'RecordScreening', result: { kind: 'clear', addresses: [PAYER] } });
+    return { facts: new PaymentFacts(events, clock), events };
+  }
+
+  /** What the deposit contracts answer the worker's deploy: recorded by its transaction `txHash`. */
+  function deploysAs(txHash: string): DeployRequest[] {
+    const asked: DeployRequest[] = [];
+    jest
+      .spyOn(DepositContracts.prototype, 'merchantOnChain')
+      .mockResolvedValue({ signer: PAYER, settlement: SETTLEMENT });
+    jest.spyOn(DepositContracts.prototype, 'deploy').mockImplementation(async (request) => {
+      asked.push(request);
+      return {
+        kind: 'deployed',
+        txHash,
+        method: request.method,
+        payer: request.payer,
+        payerFinalAt: new Date(),
+        settlement: SETTLEMENT,
+        amount: request.amount,
+        authorizationExpiry: null,
+      };
+    });
+    return asked;
+  }
+
+  const types = async (events: InMemoryEventStore) =>
+    (await events.readStream(paymentStreamId(PAYMENT))).map((e) => e.type);
+
+  it('is undone (PaymentDeploymentLost.v1: pending again) and deployed again DIRECT to the same address; the same lost receipt twice records one fact', async () => {
+    const { facts, events } = await paidPayment();
+    const merchants = { get: async () => ({ merchantSigner: PAYER, settlementAddress: SETTLEMENT }) };
+    const { flow } = await depositFlow([], false, {}, { facts, events, merchants });
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    const first = deploysAs(orphaned.txHash);
+    await flow.advance(PAYMENT, false);
+    expect(first).toEqual([expect.objectContaining({ method: 'DIRECT', depositAddress: DEPOSIT_ADDRESS })]);
+    const settled = (await events.readStream(paymentStreamId(PAYMENT))).at(-1);
+    expect(settled?.type).toBe('PaymentSettled.v1');
+    await flow.onPaymentEvent({
+      id: settled?.id ?? '',
+      topic: 'payments.payment.v1',
+      key: `payment-${PAYMENT}`,
+      type: 'PaymentSettled.v1',
+      data: settled?.data,
+    } as BusMessage);
+    await provider.send('evm_revert', [snapshot]);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS + 1).toString(16)}`]);
+    const undone = async () =>
+      metricValue(await register.metrics(), 'stablepay_payment_deposit_deploys_lost_total', {
+        chain: CHAIN,
+        outcome: 'undone',
+      });
+    const before = await undone();
+
+    await flow.confirmTransfers();
+
+    const stream = await types(events);
+    expect(stream.filter((t) => t === 'PaymentDeploymentLost.v1')).toHaveLength(1);
+    expect(stream).not.toContain('PaymentDeploymentConfirmed.v1');
+    const { state } = await facts.load(PAYMENT);
+    expect(state).toMatchObject({ phase: 'pending', deployment: null, deployRequested: true });
+    const rows: unknown = await dataSource.query(
+      'SELECT state FROM payment_deposit_receipts WHERE payment_id = $1',
+      [PAYMENT],
+    );
+    expect(rows).toEqual([{ state: 'lost' }]);
+
+    // The same lost receipt handled again (a crash before its row was closed): one fact.
+    await dataSource.query(`UPDATE payment_deposit_receipts SET state = 'open' WHERE payment_id = $1`, [
+      PAYMENT,
+    ]);
+    await flow.confirmTransfers();
+    expect((await types(events)).filter((t) => t === 'PaymentDeploymentLost.v1')).toHaveLength(1);
+    expect((await undone()) - before).toBe(1);
+
+    // The fact back through the bus: deployed again, with the same method, to the same deterministic address.
+    jest.restoreAllMocks();
+    const again = deploysAs(`0x${'de'.repeat(32)}`);
+    await flow.advance(PAYMENT, false);
+    expect(again).toEqual([
+      expect.objectContaining({ method: 'DIRECT', depositAddress: DEPOSIT_ADDRESS, amount: 5000000n }),
+    ]);
+    expect((await facts.load(PAYMENT)).state).toMatchObject({
+      phase: 'settled',
+      deployment: { txHash: `0x${'de'.repeat(32)}`, method: 'DIRECT' },
+    });
+    await dataSource.query('DELETE FROM payment_deposit_receipts WHERE payment_id = $1', [PAYMENT]);
   });
 });
 

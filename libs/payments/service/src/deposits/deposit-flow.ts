@@ -78,6 +78,7 @@ function workerMetrics(): {
   registryMismatches: Counter<'chain'>;
   chainModeSkips: Counter<'chain' | 'step'>;
   outflowsRetractedAfterRecord: Counter<'chain' | 'kind'>;
+  deploysLost: Counter<'chain' | 'outcome'>;
 } {
   const get = <T>(name: string, make: () => T): T =>
     (register.getSingleMetric(name) as T | undefined) ?? make();
@@ -125,6 +126,15 @@ function workerMetrics(): {
           name: 'stablepay_payment_deposit_chain_mode_skips_total',
           help: "Chain steps (deploy, flag) not taken for a payment of the other mode than the deployment's chains, by chain and step",
           labelNames: ['chain', 'step'],
+        }),
+    ),
+    deploysLost: get(
+      'stablepay_payment_deposit_deploys_lost_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_deploys_lost_total',
+          help: 'Deposit deploys a reorg took back before their confirmations, on no chain: undone (the payment deploys again) or kept (check the deposit), by chain and outcome',
+          labelNames: ['chain', 'outcome'],
         }),
     ),
     outflowsRetractedAfterRecord: get(
@@ -1073,8 +1083,8 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
    * at that block's depth) or an outflow left to the indexer's sighting there; still pending in the node's pool, it is
    * waited for; otherwise it is on no chain, and a capture,
    * refund or reclaim is undone (RetractOutflow keyed by the receipt, as the indexer's retraction undoes one; a recover
-   * or rescue is paged as a recorded outflow retracted). A deploy on no chain is logged and never announced: the
-   * aggregate has no fact for it. No block at that height (a node behind) decides nothing.
+   * or rescue is paged as a recorded outflow retracted). A deploy on no chain is undone (RecordDeploymentLost) and
+   * deployed again (deployLost). No block at that height (a node behind) decides nothing.
    */
   private async checkReceipt(
     provider: ChainReader,
@@ -1129,16 +1139,46 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       if (pending) return; // back in the node's pool: mined again soon, and followed then
     }
     if (r.kind === 'deployed') {
-      // Closed, not left open: open rows are read oldest first, a page at a time, so rows that can never be
-      // confirmed would in time fill every page and no later deploy of the chain would be confirmed or announced.
-      this.logger.error({
-        msg: 'deposit deploy taken back by a reorg before its confirmations and not mined again; not announced: check the deposit',
-        ...entry,
-      });
-      await this.store.markReceipt(r.receipt_id, 'lost');
+      await this.deployLost(r, entry);
       return;
     }
     await this.retractReceipt(r, entry);
+  }
+
+  /**
+   * A deploy taken back by a reorg before its confirmations and on no chain. The payment undoes it
+   * (RecordDeploymentLost: PaymentDeploymentLost.v1): with its funding standing it is back to paid with its deploy
+   * requested, and that fact brings it back to this flow through the bus, which deploys it again with the same
+   * method to the same deterministic address (the funds are still there); a payment the reorg failed is returned to
+   * its payer as before. Keyed by the deploy's transaction, as the failed payment's check is (one fact whichever
+   * path finds it first), and recorded before the row is closed, so a crash in between redoes it. A capture or
+   * refund recorded after the deploy is undone first by its own receipt's check: the row waits for it.
+   */
+  private async deployLost(
+    r: RecordedReceipt,
+    entry: { paymentId: string; chain: string; txHash: string; kind: string },
+  ): Promise<void> {
+    const { state, newEvents } = await this.recordDeployment.lost(r.payment_id, r.tx_hash);
+    const kept = state.deployment?.txHash.toLowerCase() === r.tx_hash.toLowerCase();
+    if (kept && Object.keys(state.unconfirmedEscrowMoves).length > 0) return;
+    await this.store.markReceipt(r.receipt_id, 'lost');
+    if (newEvents.length > 0) {
+      this.metrics.deploysLost.inc({ chain: r.chain, outcome: 'undone' });
+      this.logger.warn({
+        msg:
+          state.phase === 'failed'
+            ? 'deposit deploy taken back by a reorg with the funding; undone, the deposit returned to the payer'
+            : 'deposit deploy taken back by a reorg before its confirmations and not mined again; undone, deployed again',
+        ...entry,
+      });
+    } else if (kept) {
+      // A recover or rescue after it, or a fiat payout under way: the payment keeps a deployment on no chain.
+      this.metrics.deploysLost.inc({ chain: r.chain, outcome: 'kept' });
+      this.logger.error({
+        msg: 'deposit deploy taken back by a reorg before its confirmations and not mined again; the payment keeps it: check the deposit',
+        ...entry,
+      });
+    }
   }
 
   private async confirmReceipt(r: RecordedReceipt): Promise<void> {
