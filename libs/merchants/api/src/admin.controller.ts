@@ -30,6 +30,7 @@ import {
   admitKeyLookup,
   ambiguousCredentials,
   AnswersSecret,
+  idempotencyClaimedAtOf,
   idempotencyKeyOf,
   presentedKeyHash,
   Public,
@@ -178,11 +179,13 @@ export class AdminController {
   @AnswersSecret()
   createMerchant(@Body() body: CreateMerchantDto, @Req() request: FastifyRequest) {
     const commandId = idempotencyKeyOf(request);
+    const claimedAt = idempotencyClaimedAtOf(request);
     return this.merchants.createMerchant({
       name: body.name,
       mode: body.mode,
       settlementMode: body.settlement_mode ?? 'crypto',
       ...(commandId !== undefined ? { commandId } : {}),
+      ...(claimedAt !== undefined ? { attemptStartedAt: claimedAt.toISOString() } : {}),
     });
   }
 }

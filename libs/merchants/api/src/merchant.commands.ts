@@ -81,6 +81,11 @@ export interface CreateMerchantCommand {
   readonly settlementMode: SettlementMode;
   /** The Idempotency-Key's command id: the merchant's id derives from it (a retry finds its first attempt's). */
   readonly commandId?: string;
+  /**
+   * When the Idempotency-Key was claimed for this attempt (ISO): an attempt that began before the key a later attempt
+   * issued is stale, however late it reaches the command. Absent: the command's own time.
+   */
+  readonly attemptStartedAt?: string;
 }
 
 export interface RegisterSignerCommand {

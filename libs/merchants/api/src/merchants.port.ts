@@ -198,12 +198,14 @@ export interface MerchantsUseCases {
   /**
    * POST /admin/merchants. With the Idempotency-Key's command id, a retry whose first attempt created the merchant
    * but lost its answer answers that merchant with a reissued API key (the first one reached nobody).
+   * `attemptStartedAt` (ISO): when the key was claimed for this attempt.
    */
   createMerchant(input: {
     name: string;
     mode: Mode;
     settlementMode: SettlementMode;
     commandId?: string;
+    attemptStartedAt?: string;
   }): Promise<CreatedMerchantResource>;
 }
 

@@ -147,6 +147,8 @@ export class MerchantCommands {
     settlementMode: SettlementMode;
     apiKey?: string;
     commandId?: string;
+    /** When the Idempotency-Key was claimed for this attempt; default now (an attempt without a claim). */
+    attemptStartedAt?: Date;
   }): Promise<CreatedMerchant> {
     const apiKey = input.apiKey ?? generateApiKey(input.mode);
     const parsed = parseApiKey(apiKey);
@@ -185,7 +187,14 @@ export class MerchantCommands {
       return {
         row: await this.run(
           merchantId,
-          { type: 'ReissueApiKey', ...key, attemptStartedAt: now, now: this.clock.now() },
+          {
+            type: 'ReissueApiKey',
+            ...key,
+            // The claim's time, not this call's: the attempt may reach here after a later attempt took its claim
+            // over (the lease ran out) and issued the key that attempt answered.
+            attemptStartedAt: input.attemptStartedAt ?? now,
+            now: this.clock.now(),
+          },
           input.mode,
         ),
         apiKey,

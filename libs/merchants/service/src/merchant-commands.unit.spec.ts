@@ -117,3 +117,32 @@ describe('MerchantCommands: the merchant its own subscription manager before it 
     await expect(commands.updateSettlementAddress(merchantId, manager)).resolves.toBeDefined();
   });
 });
+
+describe('MerchantCommands: a keyed create that outlived its claim', () => {
+  it("is refused by the key's claim time when a later attempt issued the key first, however late it reaches the command", async () => {
+    const store = new InMemoryEventStore();
+    const clock = new ManualClock('2026-11-23T00:00:00Z');
+    const config = { allowLocalWebhooks: true, secretBox: new SecretBox(randomBytes(32)) } as MerchantsConfig;
+    const row = { merchant_id: 'mer', revision: 0 } as MerchantSettingsRow;
+    const reader = { getAtLeast: async () => row } as unknown as SettingsReader;
+    const commands = merchantCommands(store, config, reader, clock);
+    const input = {
+      name: 'Acme',
+      mode: 'test' as const,
+      settlementMode: 'crypto' as const,
+      commandId: 'k-1',
+    };
+    // The stale attempt claimed the key first; its claim ran out and the retry took it over and created the merchant.
+    const staleClaim = clock.now();
+    clock.advance(10 * 60 * 1000 + 1);
+    await commands.createMerchant({ ...input, attemptStartedAt: clock.now() });
+    const answered = await store.readAll();
+    // The stale attempt reaches its command only now, after the key the retry answered was issued.
+    clock.advance(60_000);
+
+    await expect(commands.createMerchant({ ...input, attemptStartedAt: staleClaim })).rejects.toThrow(
+      expect.objectContaining({ status: 409, code: 'merchant_exists' }),
+    );
+    expect(await store.readAll()).toEqual(answered);
+  });
+});

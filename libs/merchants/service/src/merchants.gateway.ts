@@ -210,6 +210,7 @@ export class MerchantsGateway implements MerchantsUseCases {
     mode: Mode;
     settlementMode: SettlementMode;
     commandId?: string;
+    attemptStartedAt?: string;
   }): Promise<CreatedMerchantResource> {
     const done = await this.createMerchantHandler.handle(input);
     const row = await this.reader.getAtLeast(done.id, done.revision);

@@ -30,7 +30,7 @@ import {
   IdempotencyInterceptor,
 } from './idempotency.interceptor';
 import { IDEMPOTENCY_PRUNE_CONFIG, IdempotencyKeyPruner } from './idempotency-pruner';
-import { idempotencyKeyOf } from './request-origin';
+import { idempotencyClaimedAtOf, idempotencyKeyOf } from './request-origin';
 
 const KEY_A = 'sk_test_' + 'a'.repeat(32);
 const KEY_B = 'sk_live_' + 'b'.repeat(32);
@@ -99,7 +99,12 @@ class CommandController {
     if (refuseNow.delete(body.name))
       throw conflict('widget_busy', `Another widget is still being made (${idempotencyKeyOf(request)}).`);
     if (failAfterRunning.delete(body.name)) throw new Error('the owner did not answer in time');
-    return { object: 'command', command: idempotencyKeyOf(request) ?? null, n: executions };
+    return {
+      object: 'command',
+      command: idempotencyKeyOf(request) ?? null,
+      claimed_at: idempotencyClaimedAtOf(request)?.toISOString() ?? null,
+      n: executions,
+    };
   }
 }
 
@@ -634,7 +639,11 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
         },
         body: JSON.stringify({ name }),
       });
-      const body = (await res.json()) as { command?: string; error?: { code: string; message: string } };
+      const body = (await res.json()) as {
+        command?: string;
+        claimed_at?: string;
+        error?: { code: string; message: string };
+      };
       return { status: res.status, replayed: res.headers.get('idempotent-replayed'), body };
     };
     const withSql = async <T>(run: (sql: Client) => Promise<T>): Promise<T> => {
@@ -646,6 +655,25 @@ describe('HTTP conventions (real Fastify server, real database)', () => {
         await sql.end();
       }
     };
+
+    it('leaves the time it claimed the key on the request (its clock), and a takeover of an expired claim its own', async () => {
+      const claimedAt = clock.now().toISOString();
+      const first = await keyed('k-claimed-at', 'claimed');
+      expect(first).toMatchObject({ status: 201, body: { claimed_at: claimedAt } });
+      // What kill -9 between the claim and its completion leaves; its retry takes the claim over after the lease.
+      await withSql((sql) =>
+        sql.query(
+          "UPDATE idempotency_keys SET state = 'in_flight', response_status = NULL, response_body = NULL WHERE key = 'k-claimed-at'",
+        ),
+      );
+      clock.advance(10 * 60 * 1000 + 1);
+      const takenOver = await keyed('k-claimed-at', 'claimed');
+      expect(takenOver).toMatchObject({
+        status: 201,
+        replayed: null,
+        body: { command: first.body.command, claimed_at: clock.now().toISOString() },
+      });
+    });
 
     it("a key used again after its row was pruned makes a new command id, never its first use's (also for a claim of the version before)", async () => {
       const first = await keyed('k-pruned', 'pruned');

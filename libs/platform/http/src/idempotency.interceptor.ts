@@ -30,6 +30,7 @@ import { IDLE_FOR, type IdleAware } from './idle-interceptors';
 import type { AuthenticatedMerchant } from './auth';
 import {
   checkedIdempotencyKey,
+  IDEMPOTENCY_CLAIMED_AT,
   IDEMPOTENCY_COMMAND_ID,
   IDEMPOTENCY_NOT_FINAL,
   idempotencyCommandId,
@@ -489,6 +490,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
 
     (request as FastifyRequest & { [IDEMPOTENCY_COMMAND_ID]?: string })[IDEMPOTENCY_COMMAND_ID] =
       idempotencyCommandId(key, generation);
+    (request as FastifyRequest & { [IDEMPOTENCY_CLAIMED_AT]?: Date })[IDEMPOTENCY_CLAIMED_AT] = now;
     try {
       const body = await lastValueFrom(next.handle(), { defaultValue: undefined });
       const notFinal = (request as { [IDEMPOTENCY_NOT_FINAL]?: boolean })[IDEMPOTENCY_NOT_FINAL] === true;

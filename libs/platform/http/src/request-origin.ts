@@ -17,6 +17,19 @@ export function requestOrigin(request: Pick<FastifyRequest, 'socket'>): string {
 /** Where the interceptor leaves the claimed key's command id on the request (read by `idempotencyKeyOf`). */
 export const IDEMPOTENCY_COMMAND_ID = Symbol.for('stablepay.idempotencyCommandId');
 
+/** Where the interceptor leaves the time it claimed the request's key (read by `idempotencyClaimedAtOf`). */
+export const IDEMPOTENCY_CLAIMED_AT = Symbol.for('stablepay.idempotencyClaimedAt');
+
+/**
+ * When the interceptor claimed the request's Idempotency-Key (its clock), or undefined without a claimed key. A
+ * command that must tell whether a later attempt with the same key overtook this one (a claim outlived its lease
+ * and was taken over) compares this time, not its own start: this attempt may reach its command long after its
+ * claim, and after the attempt that took the claim over.
+ */
+export function idempotencyClaimedAtOf(request: Pick<FastifyRequest, 'headers'>): Date | undefined {
+  return (request as { [IDEMPOTENCY_CLAIMED_AT]?: Date })[IDEMPOTENCY_CLAIMED_AT];
+}
+
 /**
  * The command id of a key's generation: the key with the generation after a character no header value can hold
  * (Node reads header bytes as latin1), so it never equals another key; the key itself for generation 1, which only

@@ -13,6 +13,9 @@ export class CreateMerchantHandler {
       mode: command.mode,
       settlementMode: command.settlementMode,
       ...(command.commandId !== undefined ? { commandId: command.commandId } : {}),
+      ...(command.attemptStartedAt !== undefined
+        ? { attemptStartedAt: new Date(command.attemptStartedAt) }
+        : {}),
     });
     return { id: row.merchant_id, revision: row.revision, apiKey };
   }
