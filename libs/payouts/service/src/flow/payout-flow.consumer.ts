@@ -24,6 +24,7 @@ import {
   customerStreamId,
   HELD_FAILURE_REASONS,
   type PayoutDeposit,
+  type PayoutRefundWithheldReason,
   payoutStreamId,
   refundWithheldReason,
 } from '@stablepay/payouts-domain';
@@ -431,7 +432,7 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     if (payout.orphanedSweepTxHash !== null) return;
     const status = await this.offRamp.status(payout.transferId, request);
     if (status.state === 'pending') throw new Error(`off-ramp transfer of payout ${payoutId} still pending`);
-    await this.aggregates.payout(
+    const recorded = await this.aggregates.payout(
       payoutId,
       owner,
       status.state === 'completed'
@@ -439,6 +440,24 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
         : { type: 'RecordFailed', reason: status.reason, now: this.aggregates.now() },
       step,
     );
+    // Counted with the failure that withholds the refund, once: a redelivered step appends nothing, and the refund
+    // step (run again on every delivery of PayoutFailed, and by a resweep) does not count it again.
+    if (status.state === 'failed' && recorded.changed) {
+      const failed = foldPayout(await this.store.readStream(payoutStreamId(payoutId)));
+      if (failed.refundWithheld) this.flagWithheld(failed, failed.refundWithheld.reason);
+    }
+  }
+
+  private flagWithheld(payout: ReturnType<typeof foldPayout>, reason: PayoutRefundWithheldReason): void {
+    if (!payout.deposit) return;
+    flagRefundWithheld(this.logger, {
+      payout: payout.id,
+      chain: payout.token.chain,
+      reason,
+      minter: payout.deposit.from,
+      amount: payout.deposit.amount,
+      token: payout.token.symbol,
+    });
   }
 
   private async refund(payoutId: string, owner: Owner, step: string): Promise<void> {
@@ -455,19 +474,12 @@ export class PayoutFlowConsumer implements OnApplicationBootstrap, BeforeApplica
     if (payout.orphanedSweepTxHash !== null) return;
     // A minted deposit's `from` sent the minting transaction (for a bridge, its relayer, anyone): returning the funds
     // there could pay a stranger. They stay with the off-ramp for the operator to return to a wallet the customer
-    // names (docs/payouts.md, "Held funds"); the failure recorded it (failures recorded before that did not).
-    const withheld = payout.refundWithheld?.reason ?? refundWithheldReason(payout);
-    if (withheld) {
-      flagRefundWithheld(this.logger, {
-        payout: payoutId,
-        chain: payout.token.chain,
-        reason: withheld,
-        minter: payout.deposit.from,
-        amount: payout.deposit.amount,
-        token: payout.token.symbol,
-      });
-      return;
-    }
+    // names (docs/payouts.md, "Held funds"); the failure recorded it, and was counted when appended (settle).
+    if (payout.refundWithheld) return;
+    // A failure recorded before `refundWithheld` was kept was not counted when appended: it is here, on each delivery
+    // (nothing of the stream tells a first one from a redelivery).
+    const legacy = refundWithheldReason(payout);
+    if (legacy) return this.flagWithheld(payout, legacy);
     const { reference } = await this.offRamp.refund({
       payoutId,
       to: payout.deposit.from,

@@ -382,12 +382,11 @@ describe('PayoutFlowConsumer forward step', () => {
   });
 
   describe('a payout failed at the off-ramp whose deposit was minted to the address (a bridge relayer sent the mint)', () => {
-    const failedAtOffRamp = (minted: boolean): PayoutEvent[] =>
+    const forwardedOf = (minted: boolean): PayoutEvent[] =>
       decided(
         [
           { type: 'RecordSwept', txHash: SWEEP_TX, now },
           { type: 'RecordForwarded', transferId: 'tr_1', forwardTxHash: SWEEP_TX, now },
-          { type: 'RecordFailed', reason: 'rampoff_withdraw_failed', now },
         ],
         payoutHistory().map((e) =>
           e.type === 'PayoutDepositDetected.v1' && minted
@@ -395,13 +394,43 @@ describe('PayoutFlowConsumer forward step', () => {
             : e,
         ),
       );
+    const failedAtOffRamp = (minted: boolean): PayoutEvent[] =>
+      decided([{ type: 'RecordFailed', reason: 'rampoff_withdraw_failed', now }], forwardedOf(minted));
 
-    it('is not refunded by the off-ramp to its minting sender: nothing is asked or appended, the withheld refund counted for the operator', async () => {
-      const history = failedAtOffRamp(true);
-      expect(history.at(-1)).toMatchObject({
+    it('is not refunded by the off-ramp to its minting sender: nothing is asked or appended, the withheld refund counted for the operator when the failure is recorded', async () => {
+      const { flow, forwardedMessage, failedMessage, calls, appended, events } = flowWith(false, {
+        history: forwardedOf(true),
+      });
+      const before = await refundWithheld();
+      await flow.handle(forwardedMessage);
+      expect(events().at(-1)).toMatchObject({
         type: 'PayoutFailed.v1',
         data: { refundWithheld: 'deposit_minted' },
       });
+      expect(await refundWithheld()).toBe(before + 1);
+      await flow.handle(failedMessage);
+      expect(calls).not.toContain('refund');
+      expect(appended.map((c) => c.type)).toEqual(['RecordFailed']);
+      expect(await refundWithheld()).toBe(before + 1);
+    });
+
+    it('counts the withheld refund once per failure: redelivered steps (the report, the failure) append nothing and count nothing', async () => {
+      const { flow, forwardedMessage, failedMessage, appended } = flowWith(false, {
+        history: forwardedOf(true),
+      });
+      const before = await refundWithheld();
+      for (const message of [forwardedMessage, failedMessage, forwardedMessage, failedMessage, failedMessage])
+        await flow.handle(message);
+      expect(appended.map((c) => c.type)).toEqual(['RecordFailed']);
+      expect(await refundWithheld()).toBe(before + 1);
+    });
+
+    it('a failure recorded before refundWithheld was kept is still withheld and counted by the refund step', async () => {
+      const history = failedAtOffRamp(true).map((e) =>
+        e.type === 'PayoutFailed.v1'
+          ? { ...e, data: { reason: e.data.reason, failedAt: e.data.failedAt } }
+          : e,
+      );
       const { flow, failedMessage, calls, appended } = flowWith(false, { history });
       const before = await refundWithheld();
       await flow.handle(failedMessage);
