@@ -365,6 +365,89 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
     expect(await receiptStates()).toEqual(['lost']);
   });
 
+  let gaps = 0;
+  /** A transaction the node holds pending for good: a nonce gap before it that anvil dev key 5 never fills. */
+  async function pendingForGood(): Promise<string> {
+    const sender = new Wallet('0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba', provider);
+    const nonce = await provider.getTransactionCount(sender.address);
+    const signed = await sender.signTransaction({
+      to: sender.address,
+      value: 1n,
+      nonce: nonce + 1_000 + ++gaps,
+      gasLimit: 21_000,
+      maxFeePerGas: 10n ** 10n,
+      maxPriorityFeePerGas: 1n,
+      chainId: 8453,
+      type: 2,
+    });
+    const txHash = (await provider.send('eth_sendRawTransaction', [signed])) as string;
+    expect(await provider.getTransaction(txHash)).not.toBeNull();
+    return txHash;
+  }
+
+  /** `count` receipt rows of our capture `txHash` recorded from a block the chain no longer has at `blockNumber`. */
+  const undecidable = (txHash: string, blockNumber: number, count: number) =>
+    dataSource.query(
+      `INSERT INTO payment_deposit_receipts
+         (receipt_id, payment_id, chain, tx_hash, log_index, kind, block_number, block_hash, state)
+       SELECT 'outflow:' || $1 || ':' || i || ':orphaned', $2, $3, $1, i, 'captured', $4, $5, 'open'
+         FROM generate_series(1, $6::int) AS i`,
+      [txHash.toLowerCase(), PAYMENT, CHAIN, blockNumber, `0x${'0d'.repeat(32)}`, count],
+    );
+
+  const openRows = async () =>
+    Number(
+      (
+        (await dataSource.query(
+          `SELECT count(*)::int AS n FROM payment_deposit_receipts WHERE payment_id = $1 AND state = 'open'`,
+          [PAYMENT],
+        )) as { n: number }[]
+      )[0]?.n,
+    );
+
+  it("receipts that stay undecided (a transaction pending in the node's pool for good) rotate to the back: more of them than a pass reads (200) ahead of a deploy do not keep it from being confirmed", async () => {
+    const { flow, appended } = await receiptFlow();
+    const pending = await pendingForGood();
+    await undecidable(pending, (await provider.getBlockNumber()) - 1, 201);
+    const deploy = await blockWithTransaction();
+    const txHash = deploy.txHash.toLowerCase();
+    await flow.onPaymentEvent(paymentEvent('PaymentSettled.v1', { deployTxHash: txHash, chain: CHAIN }));
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+
+    await flow.confirmTransfers();
+    await flow.confirmTransfers();
+
+    expect(appended).toEqual([
+      { command: { type: 'ConfirmDeployment', txHash }, key: `confirmed:deploy:${txHash}` },
+    ]);
+    // The undecided ones stay open (neither confirmed nor undone): they may still be mined.
+    expect(await openRows()).toBe(201);
+  });
+
+  it('a receipt whose transaction has been pending for long is logged and counted once, and stays open', async () => {
+    const { flow, appended } = await receiptFlow();
+    await undecidable(await pendingForGood(), (await provider.getBlockNumber()) - 1, 1);
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+    await dataSource.query(
+      `UPDATE payment_deposit_receipts SET undecided_since = now() - interval '1 hour' WHERE payment_id = $1`,
+      [PAYMENT],
+    );
+    const counted = async () =>
+      metricValue(await register.metrics(), 'stablepay_payment_deposit_receipts_undecided_total', {
+        chain: CHAIN,
+        kind: 'captured',
+        reason: 'pending',
+      });
+    const before = await counted();
+
+    await flow.confirmTransfers();
+    await flow.confirmTransfers();
+
+    expect((await counted()) - before).toBe(1);
+    expect(appended).toEqual([]);
+    expect(await openRows()).toBe(1);
+  });
+
   it('a DIRECT deploy recorded from its receipt is confirmed (ConfirmDeployment) only once its block has the confirmations, once', async () => {
     const { flow, appended } = await receiptFlow();
     const deploy = await blockWithTransaction();

@@ -70,6 +70,8 @@ const MAX_BACKOFF_MS = 60_000;
 const HEAD_DEADLINE_MS = 10_000;
 /** A worker pass still running after this long is reported (log + metric) while it goes on. */
 const STALL_AFTER_MS = 15_000;
+/** An open receipt whose transaction stays pending (or whose height has no block) this long is reported, once. */
+const UNDECIDED_REPORT_AFTER_S = 30 * 60;
 
 function workerMetrics(): {
   passSeconds: Histogram;
@@ -79,6 +81,7 @@ function workerMetrics(): {
   chainModeSkips: Counter<'chain' | 'step'>;
   outflowsRetractedAfterRecord: Counter<'chain' | 'kind'>;
   deploysLost: Counter<'chain' | 'outcome'>;
+  receiptsUndecided: Counter<'chain' | 'kind' | 'reason'>;
 } {
   const get = <T>(name: string, make: () => T): T =>
     (register.getSingleMetric(name) as T | undefined) ?? make();
@@ -135,6 +138,15 @@ function workerMetrics(): {
           name: 'stablepay_payment_deposit_deploys_lost_total',
           help: 'Deposit deploys a reorg took back before their confirmations, on no chain: undone (the payment deploys again) or kept (check the deposit), by chain and outcome',
           labelNames: ['chain', 'outcome'],
+        }),
+    ),
+    receiptsUndecided: get(
+      'stablepay_payment_deposit_receipts_undecided_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_receipts_undecided_total',
+          help: `Recorded deploys and outflows whose transaction stayed pending in the node's pool (or whose height had no block) for ${UNDECIDED_REPORT_AFTER_S / 60} min after their confirmations were due, by chain, kind and reason; counted once per process`,
+          labelNames: ['chain', 'kind', 'reason'],
         }),
     ),
     outflowsRetractedAfterRecord: get(
@@ -227,6 +239,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   private readonly inFlight = new Map<string, Promise<void>>();
   private readonly unrecordedWarned = new Set<string>();
   private readonly orphanWarned = new Set<string>();
+  private readonly undecidedReported = new Set<string>();
   private readonly metrics = workerMetrics();
   private chainHealth: DepositChainHealth | undefined;
 
@@ -1051,8 +1064,9 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         });
       }
     }
+    const transactions = transactionsOnce(provider);
     for (const r of await this.store.openReceipts(chain, through)) {
-      await this.checkReceipt(provider, onChain, r, through);
+      await this.checkReceipt(transactions, onChain, r, through);
     }
     for (const o of await this.store.openOutflows(chain, through)) {
       if (!(await this.stillCanonical(onChain, o, 'deposit outflow'))) {
@@ -1093,7 +1107,7 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     through: number,
   ): Promise<void> {
     const canonical = await onChain(r.block_number);
-    if (canonical === null) return;
+    if (canonical === null) return this.undecided(r, 'no_block');
     if (canonical.toLowerCase() === r.block_hash.toLowerCase()) {
       await this.confirmReceipt(r);
       await this.store.markReceipt(r.receipt_id, 'confirmed');
@@ -1136,7 +1150,8 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         r.chain,
         'eth_getTransactionByHash',
       );
-      if (pending) return; // back in the node's pool: mined again soon, and followed then
+      // Back in the node's pool: mined again soon, and followed then (or pending for good: reported).
+      if (pending) return this.undecided(r, 'pending');
     }
     if (r.kind === 'deployed') {
       await this.deployLost(r, entry);
@@ -1179,6 +1194,34 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         ...entry,
       });
     }
+  }
+
+  /**
+   * The row stays open, undecided: it goes to the back of the chain's open receipts (DepositStore.openReceipts), and
+   * one undecided for UNDECIDED_REPORT_AFTER_S (a transaction underpriced or with a nonce gap, never mined; a node
+   * that has no block at that height) is logged and counted once: nothing announces or undoes it meanwhile.
+   */
+  private async undecided(r: RecordedReceipt, reason: 'pending' | 'no_block'): Promise<void> {
+    const seconds = r.undecided_seconds;
+    if (seconds === undefined || seconds === null) {
+      await this.store.receiptUndecided(r.receipt_id);
+      return;
+    }
+    if (seconds < UNDECIDED_REPORT_AFTER_S || this.undecidedReported.has(r.receipt_id)) return;
+    this.undecidedReported.add(r.receipt_id);
+    this.metrics.receiptsUndecided.inc({ chain: r.chain, kind: r.kind, reason });
+    this.logger.error({
+      msg:
+        reason === 'pending'
+          ? "recorded deposit transaction pending in the node's pool long after its confirmations were due: check it"
+          : 'no block at the height of a recorded deposit transaction long after its confirmations were due: check the node',
+      paymentId: r.payment_id,
+      chain: r.chain,
+      txHash: r.tx_hash,
+      kind: r.kind,
+      blockNumber: r.block_number,
+      undecidedSeconds: Math.round(seconds),
+    });
   }
 
   private async confirmReceipt(r: RecordedReceipt): Promise<void> {
@@ -1301,6 +1344,26 @@ function canonicalBlocks(getBlock: ChainReader['getBlock']): (blockNumber: strin
       seen.set(blockNumber, hash);
     }
     return hash;
+  };
+}
+
+/** The chain's answers about each transaction asked, read once per worker pass (several receipt rows share one). */
+function transactionsOnce(provider: ChainReader): ChainReader {
+  const once = <T>(seen: Map<string, Promise<T>>, txHash: string, read: () => Promise<T>): Promise<T> => {
+    const key = txHash.toLowerCase();
+    const known = seen.get(key);
+    if (known) return known;
+    const answer = read();
+    seen.set(key, answer);
+    return answer;
+  };
+  const receipts = new Map<string, ReturnType<ChainReader['getTransactionReceipt']>>();
+  const pooled = new Map<string, ReturnType<ChainReader['getTransaction']>>();
+  return {
+    getBlockNumber: () => provider.getBlockNumber(),
+    getBlock: (blockNumber) => provider.getBlock(blockNumber),
+    getTransactionReceipt: (txHash) => once(receipts, txHash, () => provider.getTransactionReceipt(txHash)),
+    getTransaction: (txHash) => once(pooled, txHash, () => provider.getTransaction(txHash)),
   };
 }
 

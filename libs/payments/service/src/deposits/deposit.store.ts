@@ -188,6 +188,32 @@ export class ValidateLostDepositReceipts1795622400900 implements MigrationInterf
   }
 }
 
+/**
+ * When the worker last read each open receipt row (`checked_at`) and since when its transaction has been undecided
+ * (`undecided_since`: pending in the node's pool, or no block at its height). The pass reads never-checked rows first,
+ * then the least recently checked, so rows that stay undecided rotate to the back instead of filling every page and
+ * starving the chain's later deploys and outflows. Nullable columns without a default: no table rewrite.
+ */
+export class AddDepositReceiptChecks1795622401000 implements MigrationInterface {
+  name = 'AddDepositReceiptChecks1795622401000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await queryWithBoundedLockWait(
+      q,
+      `ALTER TABLE payment_deposit_receipts ADD COLUMN IF NOT EXISTS checked_at timestamptz,
+        ADD COLUMN IF NOT EXISTS undecided_since timestamptz`,
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`ALTER TABLE payment_deposit_receipts DROP COLUMN IF EXISTS undecided_since,
+      DROP COLUMN IF EXISTS checked_at`);
+  }
+}
+
+/** Open receipt rows the worker reads in one pass of a chain. */
+const RECEIPT_PAGE = 200;
+
 /** A transaction the payment recorded from its receipt, awaiting the chain's confirmations (log_index null: a deploy). */
 export interface RecordedReceipt {
   readonly receipt_id: string;
@@ -198,6 +224,8 @@ export interface RecordedReceipt {
   readonly kind: 'deployed' | 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
   readonly block_number: string;
   readonly block_hash: string;
+  /** Read back only: seconds since its transaction was first found undecided (null: never, or decided). */
+  readonly undecided_seconds?: number | null;
 }
 
 export interface ObservedOutflow {
@@ -341,13 +369,38 @@ export class DepositStore {
     );
   }
 
-  /** Open receipts of `chain` whose block is at or below `throughBlock`, deploys first, oldest first. */
+  /**
+   * A page of the open receipts of `chain` whose block is at or below `throughBlock`, stamped as checked: the rows
+   * never checked first, then the least recently checked, so rows the pass leaves open (pending in the node's pool,
+   * no block at their height yet) rotate to the back and cannot fill every page. Answered in block order, deploys
+   * first within a block.
+   */
   async openReceipts(chain: string, throughBlock: number): Promise<RecordedReceipt[]> {
-    return this.db.query(
-      `SELECT * FROM payment_deposit_receipts
-        WHERE state = 'open' AND chain = $1 AND block_number <= $2
-        ORDER BY block_number, log_index NULLS FIRST LIMIT 200`,
-      [chain, throughBlock],
+    const rows: RecordedReceipt[] = await this.db.query(
+      `WITH due AS (
+         SELECT receipt_id FROM payment_deposit_receipts
+          WHERE state = 'open' AND chain = $1 AND block_number <= $2
+          ORDER BY checked_at NULLS FIRST, block_number, log_index NULLS FIRST, receipt_id
+          LIMIT $3)
+       UPDATE payment_deposit_receipts r SET checked_at = now() FROM due
+        WHERE r.receipt_id = due.receipt_id
+        RETURNING r.receipt_id, r.payment_id, r.chain, r.tx_hash, r.log_index, r.kind, r.block_number, r.block_hash,
+          EXTRACT(EPOCH FROM now() - r.undecided_since)::float8 AS undecided_seconds`,
+      [chain, throughBlock, RECEIPT_PAGE],
+    );
+    return rows.sort(
+      (a, b) =>
+        Number(BigInt(a.block_number) - BigInt(b.block_number)) ||
+        (a.log_index ?? -1) - (b.log_index ?? -1) ||
+        a.receipt_id.localeCompare(b.receipt_id),
+    );
+  }
+
+  /** The row's transaction is undecided (pending, or no block at its height) since now, unless it already was. */
+  async receiptUndecided(receiptId: string): Promise<void> {
+    await this.db.query(
+      'UPDATE payment_deposit_receipts SET undecided_since = COALESCE(undecided_since, now()) WHERE receipt_id = $1',
+      [receiptId],
     );
   }
 

@@ -18,6 +18,7 @@ import {
   CreatePaymentDepositReceipts1795622400700,
   AllowLostDepositReceipts1795622400800,
   ValidateLostDepositReceipts1795622400900,
+  AddDepositReceiptChecks1795622401000,
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
 } from './deposit.store';
@@ -71,6 +72,7 @@ export function paymentDepositsService(
       CreatePaymentDepositReceipts1795622400700,
       AllowLostDepositReceipts1795622400800,
       ValidateLostDepositReceipts1795622400900,
+      AddDepositReceiptChecks1795622401000,
     ],
   };
 }
