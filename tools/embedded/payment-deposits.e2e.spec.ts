@@ -869,6 +869,36 @@ describe('payment deposits on chain, through HTTP (embedded stack, local chain)'
     expect((await payment(full.id)).status).not.toBe('cancelled');
   }, 120_000);
 
+  it('an order paid in full in a token an earlier configure left out settles once configure chooses that token', async () => {
+    const p = await checkout({ amount: '2000000' });
+    expect((await configure(p.id, { chain: CHAIN, token: 'USDT' })).status).toBe(200);
+    const txHash = await pay(customer, p.depositAddress, 2_000_000n);
+    const listed = await until(
+      async () => {
+        const seen = await payment(p.id);
+        return seen.transactions.length === 1 ? seen : null;
+      },
+      `the USDC transfer listed on ${p.id}`,
+      () => payment(p.id),
+    );
+    expect(listed).toMatchObject({
+      amount_paid: '0',
+      transactions: [expect.objectContaining({ non_funding_reason: 'wrong_token' })],
+    });
+    const chosen = await configure(p.id, { chain: CHAIN, token: 'USDC' });
+    expect(chosen.body['error']).toBeUndefined();
+    expect(chosen.status).toBe(200);
+    const settled = await statusIs(p.id, 'settled');
+    expect(settled).toMatchObject({
+      amount_paid: '2000000',
+      payer_addresses: [customerAddress],
+      transactions: [
+        expect.objectContaining({ tx_hash: txHash, is_funding: true, non_funding_reason: null }),
+      ],
+    });
+    expect(await eventTypes(p.id)).toContain('PaymentTransferReclassified.v1');
+  }, 60_000);
+
   // The last two move the service clock and the chain's time past an expiry.
   it('a transfer after expiry is a straggler, recoverable to its sender (abandoned), after a NONE deployment', async () => {
     const p = await checkout({ amount: '2500000', expires_in: 300 });

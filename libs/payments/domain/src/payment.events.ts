@@ -143,6 +143,23 @@ export type PaymentTransferReincluded = {
   };
 };
 
+/**
+ * Configure chose the token of a transfer an earlier choice had listed wrong_token / wrong_chain: the transfer is
+ * classified again as if it arrived now (funding, or a duplicate once the order is paid). Without it a payment paid
+ * in full in the token finally chosen stayed unpaid and expired abandoned.
+ */
+export type PaymentTransferReclassified = {
+  type: 'PaymentTransferReclassified.v1';
+  data: {
+    readonly chain: string;
+    readonly txHash: string;
+    readonly logIndex: number;
+    readonly isFunding: boolean;
+    readonly nonFundingReason: NonFundingReason | null;
+    readonly at: string;
+  };
+};
+
 /** Confirmed funding transfers reached the order's token amount (SPEC payment.deposit_confirmed). */
 export type PaymentDepositConfirmed = {
   type: 'PaymentDepositConfirmed.v1';
@@ -557,6 +574,7 @@ export type PaymentEvent =
   | PaymentTransferConfirmed
   | PaymentTransferRetracted
   | PaymentTransferReincluded
+  | PaymentTransferReclassified
   | PaymentDepositConfirmed
   | PaymentPayerCleared
   | PaymentScreeningUnavailable
@@ -640,6 +658,7 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentTransferConfirmed.v1': null,
   'PaymentTransferRetracted.v1': null,
   'PaymentTransferReincluded.v1': null,
+  'PaymentTransferReclassified.v1': null,
   'PaymentDepositConfirmed.v1': 'payment.deposit_confirmed',
   'PaymentPayerCleared.v1': null,
   'PaymentScreeningUnavailable.v1': 'payment.screening_pending',

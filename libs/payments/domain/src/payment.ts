@@ -1041,6 +1041,14 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
         ),
       };
     }
+    case 'PaymentTransferReclassified.v1': {
+      const match = sameTransfer(event.data);
+      const { isFunding, nonFundingReason } = event.data;
+      return {
+        ...state,
+        transfers: state.transfers.map((t) => (match(t) ? { ...t, isFunding, nonFundingReason } : t)),
+      };
+    }
     case 'PaymentDepositConfirmed.v1':
       return { ...state, depositConfirmed: true, depositAsset: event.data.asset };
     case 'PaymentPayerCleared.v1':
@@ -2182,10 +2190,12 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
           `A deposit paying this order has arrived in ${elsewhere.symbol} on ${elsewhere.chain}; the payment can no longer be held to another token or chain.`,
         );
       }
-      emit({
+      const selected: PaymentEvent = {
         type: 'PaymentAssetSelected.v1',
         data: { asset: asset.asset, chain: asset.chain, selectedAt: at },
-      });
+      };
+      emit(selected);
+      reclassifyChosen(evolvePayment(s, selected), asset.asset, command.now, emit);
       return;
     }
     case 'Cancel': {
@@ -2307,6 +2317,41 @@ function selectableAsset(accepted: readonly AcceptedAsset[], chain: unknown, tok
     );
   }
   return asset;
+}
+
+/**
+ * The chosen token's transfers that an earlier choice (or another token paying the order, since lost) listed
+ * wrong_token / wrong_chain, classified again in arrival order as if they arrived at the choice: the docs promise the
+ * token holding the funds can still be chosen, and a payer who paid in it must not see the order expire unpaid.
+ * `now` stands for their block time: they were mined before it, and a choice at or after expires_at finds the
+ * payment expired (or classifies them stragglers).
+ */
+function reclassifyChosen(
+  state: PaymentState,
+  asset: string,
+  now: Date,
+  emit: (e: PaymentEvent) => void,
+): void {
+  let s = state;
+  for (const t of state.transfers) {
+    if (t.asset !== asset || t.isFunding) continue;
+    if (t.nonFundingReason !== 'wrong_token' && t.nonFundingReason !== 'wrong_chain') continue;
+    const { isFunding, nonFundingReason } = classify(s, t, now);
+    if (!isFunding && nonFundingReason === t.nonFundingReason) continue;
+    const event: PaymentEvent = {
+      type: 'PaymentTransferReclassified.v1',
+      data: {
+        chain: t.chain,
+        txHash: t.txHash,
+        logIndex: t.logIndex,
+        isFunding,
+        nonFundingReason,
+        at: now.toISOString(),
+      },
+    };
+    emit(event);
+    s = evolvePayment(s, event);
+  }
 }
 
 /** is_funding: an accepted token on an accepted chain, in time, while the order is not yet fully paid. */

@@ -2156,6 +2156,83 @@ describe('Payment: token and chain chosen before paying (alternate surface confi
   });
 });
 
+describe('Payment: configure back to the token that paid', () => {
+  const select = (token: string, minutes: number): PaymentCommand => ({
+    type: 'SelectAsset',
+    chain: BASE,
+    token,
+    now: at(minutes),
+  });
+
+  it('a full payment in a token left by an earlier choice funds once that token is chosen, and the payment goes on', () => {
+    const usdc = transfer();
+    const g = given(create(), select('USDT', 1), observe(usdc, 2), confirm(usdc, 3));
+    expect(toPaymentObject(g.state)).toMatchObject({ amount_paid: '0', detected_asset: null });
+    const chosen = g.when(select('USDC', 4));
+    expect(chosen.events).toEqual([
+      {
+        type: 'PaymentAssetSelected.v1',
+        data: { asset: USDC_BASE, chain: BASE, selectedAt: at(4).toISOString() },
+      },
+      {
+        type: 'PaymentTransferReclassified.v1',
+        data: {
+          chain: BASE,
+          txHash: usdc.txHash,
+          logIndex: 0,
+          isFunding: true,
+          nonFundingReason: null,
+          at: at(4).toISOString(),
+        },
+      },
+      {
+        type: 'PaymentDepositConfirmed.v1',
+        data: { asset: USDC_BASE, amountPaid: ORDER, confirmedAt: at(4).toISOString() },
+      },
+    ]);
+    expect(chosen.object).toMatchObject({ amount_paid: ORDER, detected_asset: USDC_BASE });
+    expect(chosen.object.transactions[0]).toMatchObject({ is_funding: true, non_funding_reason: null });
+    const h = given(create(), select('USDT', 1), observe(usdc, 2), confirm(usdc, 3), select('USDC', 4));
+    expect(h.when(clear(5)).types).toContain('PaymentDeployRequested.v1');
+  });
+
+  it('an unconfirmed transfer of the chosen token funds from the choice and confirms the deposit at its confirmation', () => {
+    const usdc = transfer();
+    const g = given(create(), select('USDT', 1), observe(usdc, 2));
+    const chosen = g.when(select('USDC', 3));
+    expect(chosen.types).toEqual(['PaymentAssetSelected.v1', 'PaymentTransferReclassified.v1']);
+    expect(chosen.object).toMatchObject({ amount_paid: ORDER, status: 'pending' });
+    const h = given(create(), select('USDT', 1), observe(usdc, 2), select('USDC', 3));
+    expect(h.when(confirm(usdc, 4)).types).toContain('PaymentDepositConfirmed.v1');
+  });
+
+  it('re-classifies in arrival order: a second full payment is a duplicate, another token stays wrong_token', () => {
+    const first = transfer();
+    const second = transfer();
+    const usdt = transfer({ asset: USDT_BASE, amount: '1' });
+    const g = given(create(), select('USDT', 1), observe(usdt, 1), observe(first, 2), observe(second, 2));
+    const chosen = g.when(select('USDC', 3));
+    expect(chosen.object.transactions.map((t) => [t.tx_hash, t.is_funding, t.non_funding_reason])).toEqual([
+      [usdt.txHash, false, 'wrong_token'],
+      [first.txHash, true, null],
+      [second.txHash, false, 'duplicate'],
+    ]);
+    expect(chosen.object.amount_paid).toBe(ORDER);
+  });
+
+  it('a stream recorded before the fact (the choice alone, no re-classification) replays as it was', () => {
+    const usdc = transfer();
+    const g = given(create(), select('USDT', 1), observe(usdc, 2), confirm(usdc, 3));
+    const selected: PaymentEvent = {
+      type: 'PaymentAssetSelected.v1',
+      data: { asset: USDC_BASE, chain: BASE, selectedAt: at(4).toISOString() },
+    };
+    const replayed = evolvePayment(g.state, selected);
+    expect(replayed.transfers).toEqual(g.state.transfers);
+    expect(toPaymentObject(replayed).amount_paid).toBe('0');
+  });
+});
+
 describe('Payment: configure after dust', () => {
   it('one unit of another token from a third party does not block configure; the chosen token alone funds', () => {
     const dust = transfer({ from: SECOND_WALLET, amount: '1' });
