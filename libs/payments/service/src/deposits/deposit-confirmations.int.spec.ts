@@ -288,6 +288,42 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
       at: new Date().toISOString(),
     });
 
+  /** The undo of our capture recorded from its receipt in `recorded` (the block named, keyed by the receipt). */
+  const retractionOf = (recorded: { hash: string; txHash: string }) => {
+    const txHash = recorded.txHash.toLowerCase();
+    const blockHash = recorded.hash.toLowerCase();
+    return {
+      command: { type: 'RetractOutflow', txHash, logIndex: 0, blockHash },
+      key: `retract-outflow:receipt:outflow:${txHash}:0:${blockHash}`,
+    };
+  };
+
+  /** The signed transaction as sent, to send again (mined again) after a reorg took its block. */
+  const signedTransaction = async (txHash: string): Promise<string> => {
+    const sent = await provider.getTransaction(txHash);
+    if (!sent) throw new Error(`transaction ${txHash} not found`);
+    return Transaction.from(sent).serialized;
+  };
+
+  /**
+   * Our capture recorded from its receipt, its block taken back by a reorg the indexer never read and the transaction
+   * mined again `blocksLater` blocks on; `beforeMinedAgain`: the chain just before, to take that block back too.
+   */
+  async function captureMinedAgain(blocksLater: number) {
+    const { flow, appended } = await receiptFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    const raw = await signedTransaction(orphaned.txHash);
+    await flow.onPaymentEvent(capturedFrom(orphaned));
+    await provider.send('evm_revert', [snapshot]);
+    await provider.send('anvil_mine', [`0x${blocksLater.toString(16)}`]);
+    const beforeMinedAgain = (await provider.send('evm_snapshot', [])) as string;
+    await provider.send('eth_sendRawTransaction', [raw]);
+    const again = await provider.getTransactionReceipt(orphaned.txHash);
+    expect(again?.blockNumber).toBe(orphaned.number + blocksLater);
+    return { flow, appended, orphaned, beforeMinedAgain };
+  }
+
   const receiptStates = async () =>
     (
       (await dataSource.query(
@@ -311,32 +347,14 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
 
     await flow.confirmTransfers();
 
-    const txHash = orphaned.txHash.toLowerCase();
-    const receiptId = `outflow:${txHash}:0:${orphaned.hash.toLowerCase()}`;
-    expect(appended).toEqual([
-      {
-        command: { type: 'RetractOutflow', txHash, logIndex: 0, blockHash: orphaned.hash.toLowerCase() },
-        key: `retract-outflow:receipt:${receiptId}`,
-      },
-    ]);
+    expect(appended).toEqual([retractionOf(orphaned)]);
     expect(await receiptStates()).toEqual(['retracted']);
     await flow.confirmTransfers();
     expect(appended).toHaveLength(1);
   });
 
   it("our capture mined again in another block after the reorg: left to the indexer's sighting there, neither confirmed nor undone from the receipt", async () => {
-    const { flow, appended } = await receiptFlow();
-    const snapshot = (await provider.send('evm_snapshot', [])) as string;
-    const orphaned = await blockWithTransaction();
-    const sent = await provider.getTransaction(orphaned.txHash);
-    if (!sent) throw new Error(`transaction ${orphaned.txHash} not found`);
-    const raw = Transaction.from(sent).serialized;
-    await flow.onPaymentEvent(capturedFrom(orphaned));
-    await provider.send('evm_revert', [snapshot]);
-    await provider.send('anvil_mine', ['0x1']);
-    await provider.send('eth_sendRawTransaction', [raw]);
-    const again = await provider.getTransactionReceipt(orphaned.txHash);
-    expect(again?.blockNumber).toBe(orphaned.number + 1);
+    const { flow, appended } = await captureMinedAgain(1);
     await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
 
     await flow.confirmTransfers();
@@ -344,6 +362,25 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
 
     expect(appended).toEqual([]);
     expect(await receiptStates()).toEqual(['mined_again']);
+  });
+
+  it('our capture mined again in a block near the head, then dropped by a second reorg before that block had the confirmations: followed there and undone (RetractOutflow of the block the payment recorded), not closed as mined again', async () => {
+    const { flow, appended, orphaned, beforeMinedAgain } = await captureMinedAgain(4);
+    // The block the payment recorded is due, the one it was mined again in is not.
+    await flow.confirmTransfers();
+    expect(appended).toEqual([]);
+    expect(await receiptStates()).toEqual(['open']);
+
+    // The second reorg takes that block back; the transaction is on no chain (dropped from the node's pool too).
+    await provider.send('evm_revert', [beforeMinedAgain]);
+    await provider.send('anvil_dropTransaction', [orphaned.txHash]);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS + 2).toString(16)}`]);
+    expect(await provider.getTransactionReceipt(orphaned.txHash)).toBeNull();
+    await flow.confirmTransfers();
+    await flow.confirmTransfers();
+
+    expect(appended).toEqual([retractionOf(orphaned)]);
+    expect(await receiptStates()).toEqual(['retracted']);
   });
 
   it('a deploy whose block a reorg took back, not mined again, is closed as lost: never announced, the loss recorded (RecordDeploymentLost keyed by the deploy), and no longer read as open', async () => {

@@ -1093,12 +1093,14 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   /**
    * A transaction the payment recorded from a receipt, due by depth. Its block still the chain's at that height: the
    * deploy (ConfirmDeployment: payment.settled / payment.escrow_confirmed) or the outflow (ConfirmOutflow) is
-   * announced. Taken back: the transaction mined again in a canonical block is a deploy followed there (checked again
-   * at that block's depth) or an outflow left to the indexer's sighting there; still pending in the node's pool, it is
+   * announced. Taken back: the transaction mined again in a canonical block is followed there and checked again at
+   * that block's depth, where a deploy is confirmed and an outflow left to the indexer's sighting there (a second
+   * shallow reorg may take that block back too, before the indexer read it); still pending in the node's pool, it is
    * waited for; otherwise it is on no chain, and a capture,
-   * refund or reclaim is undone (RetractOutflow keyed by the receipt, as the indexer's retraction undoes one; a recover
-   * or rescue is paged as a recorded outflow retracted). A deploy on no chain is undone (RecordDeploymentLost) and
-   * deployed again (deployLost). No block at that height (a node behind) decides nothing.
+   * refund or reclaim is undone (RetractOutflow of the block the payment recorded it from, keyed by the receipt, as the
+   * indexer's retraction undoes one; a recover or rescue is paged as a recorded outflow retracted). A deploy on no chain
+   * is undone (RecordDeploymentLost) and deployed again (deployLost). No block at that height (a node behind) decides
+   * nothing.
    */
   private async checkReceipt(
     provider: ChainReader,
@@ -1109,6 +1111,13 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     const canonical = await onChain(r.block_number);
     if (canonical === null) return this.undecided(r, 'no_block');
     if (canonical.toLowerCase() === r.block_hash.toLowerCase()) {
+      if (r.kind !== 'deployed' && minedAgain(r)) {
+        // An outflow mined again is the indexer's to see there (recorded once, confirmed at its depth, or the record
+        // taken back first undone and redone): confirming or undoing it from here would race that retraction. Only
+        // now, its new block deep enough: before, a reorg could take that block back unread by the indexer.
+        await this.store.markReceipt(r.receipt_id, 'mined_again');
+        return;
+      }
       await this.confirmReceipt(r);
       await this.store.markReceipt(r.receipt_id, 'confirmed');
       return;
@@ -1122,16 +1131,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     if (receipt && receipt.status === 1) {
       const its = await onChain(String(receipt.blockNumber));
       if (its === null || its.toLowerCase() !== receipt.blockHash.toLowerCase()) return;
-      if (r.kind !== 'deployed') {
-        // An outflow mined again is the indexer's to see there (recorded once, confirmed at its depth, or the record
-        // taken back first undone and redone): confirming or undoing it from here would race that retraction.
-        await this.store.markReceipt(r.receipt_id, 'mined_again');
-        return;
-      }
       // The deployment's own logs are not recorded from the indexer: its confirmation is counted at the new block.
+      // An outflow's are (the indexer's sighting, above), but only once that block is deep enough: until then a second
+      // reorg may take it back unread by the indexer, the transaction dropped. Kept open either way.
       await this.store.followReceipt(r.receipt_id, receipt.blockNumber, receipt.blockHash);
       this.logger.warn({
-        msg: 'deposit deploy mined again in another block after a reorg; its confirmations are counted there',
+        msg: 'deposit transaction recorded from its receipt mined again in another block after a reorg; its confirmations are counted there',
         ...entry,
         blockNumber: receipt.blockNumber,
       });
@@ -1139,7 +1144,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         await this.checkReceipt(
           provider,
           onChain,
-          { ...r, block_number: String(receipt.blockNumber), block_hash: receipt.blockHash.toLowerCase() },
+          {
+            ...r,
+            block_number: String(receipt.blockNumber),
+            block_hash: receipt.blockHash.toLowerCase(),
+            recorded_block_hash: recordedBlock(r),
+          },
           through,
         );
       return;
@@ -1246,7 +1256,9 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   ): Promise<void> {
     const txHash = r.tx_hash.toLowerCase();
     const logIndex = r.log_index ?? 0;
-    const blockHash = r.block_hash.toLowerCase();
+    // The block the payment holds the record from, not one the transaction was mined again in and followed to: the
+    // payment keeps a record of the log from another block (the indexer's sighting there), which stands.
+    const blockHash = recordedBlock(r);
     const { state, newEvents } = await this.facts.append(
       r.payment_id,
       { type: 'RetractOutflow', txHash, logIndex, blockHash },
@@ -1333,6 +1345,12 @@ interface ChainReader {
   } | null>;
   getTransaction(txHash: string): Promise<object | null>;
 }
+
+/** The block the payment recorded the transaction from (lowercase), wherever the row follows it since. */
+const recordedBlock = (r: RecordedReceipt): string => (r.recorded_block_hash ?? r.block_hash).toLowerCase();
+
+/** Followed to another block than the one the payment recorded it from (a reorg took that one back). */
+const minedAgain = (r: RecordedReceipt): boolean => recordedBlock(r) !== r.block_hash.toLowerCase();
 
 /** The chain's block hash at each height asked, read once per worker pass (several rows share a block). */
 function canonicalBlocks(getBlock: ChainReader['getBlock']): (blockNumber: string) => Promise<string | null> {

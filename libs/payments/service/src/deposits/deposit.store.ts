@@ -211,6 +211,29 @@ export class AddDepositReceiptChecks1795622401000 implements MigrationInterface 
   }
 }
 
+/**
+ * The block the payment recorded an outflow from (`recorded_block_hash`), kept beside the block the receipt row is now
+ * checked at: an outflow mined again in another block is followed there (`block_number`/`block_hash`, as a deploy is)
+ * until that block has the chain's confirmations. Closed `mined_again` at once, as before, a capture whose new block a
+ * second shallow reorg took back (the transaction dropped, the indexer never having read that block) kept its record
+ * for a move on no chain; the undo of such a record must name the block the payment holds it from. Null on rows from
+ * before (their block_hash is that block: outflows were never followed). Idempotent; the ALTER waits boundedly.
+ */
+export class AddDepositReceiptRecordedBlock1796054400300 implements MigrationInterface {
+  name = 'AddDepositReceiptRecordedBlock1796054400300';
+
+  async up(q: QueryRunner): Promise<void> {
+    await queryWithBoundedLockWait(
+      q,
+      'ALTER TABLE payment_deposit_receipts ADD COLUMN IF NOT EXISTS recorded_block_hash text',
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payment_deposit_receipts DROP COLUMN IF EXISTS recorded_block_hash');
+  }
+}
+
 /** Open receipt rows the worker reads in one pass of a chain. */
 const RECEIPT_PAGE = 200;
 
@@ -222,8 +245,11 @@ export interface RecordedReceipt {
   readonly tx_hash: string;
   readonly log_index: number | null;
   readonly kind: 'deployed' | 'captured' | 'refunded' | 'reclaimed' | 'recovered' | 'rescued';
+  /** The block the receipt row is checked at: the recorded one, or the block the transaction was mined again in. */
   readonly block_number: string;
   readonly block_hash: string;
+  /** The block the payment recorded it from, once followed elsewhere (null: never followed, or a row from before). */
+  readonly recorded_block_hash?: string | null;
   /** Read back only: seconds since its transaction was first found undecided (null: never, or decided). */
   readonly undecided_seconds?: number | null;
 }
@@ -385,7 +411,7 @@ export class DepositStore {
        UPDATE payment_deposit_receipts r SET checked_at = now() FROM due
         WHERE r.receipt_id = due.receipt_id
         RETURNING r.receipt_id, r.payment_id, r.chain, r.tx_hash, r.log_index, r.kind, r.block_number, r.block_hash,
-          EXTRACT(EPOCH FROM now() - r.undecided_since)::float8 AS undecided_seconds`,
+          r.recorded_block_hash, EXTRACT(EPOCH FROM now() - r.undecided_since)::float8 AS undecided_seconds`,
       [chain, throughBlock, RECEIPT_PAGE],
     );
     return rows.sort(
@@ -404,10 +430,15 @@ export class DepositStore {
     );
   }
 
-  /** The transaction mined again in another block: the receipt is checked there from now on. */
+  /**
+   * The transaction mined again in another block: the receipt is checked there from now on. The block it was first
+   * recorded from is kept (set once: a second follow does not overwrite it).
+   */
   async followReceipt(receiptId: string, blockNumber: number, blockHash: string): Promise<void> {
     await this.db.query(
-      'UPDATE payment_deposit_receipts SET block_number = $2, block_hash = $3 WHERE receipt_id = $1',
+      `UPDATE payment_deposit_receipts
+          SET recorded_block_hash = COALESCE(recorded_block_hash, block_hash), block_number = $2, block_hash = $3
+        WHERE receipt_id = $1`,
       [receiptId, blockNumber, blockHash.toLowerCase()],
     );
   }

@@ -19,6 +19,7 @@ import {
   AllowLostDepositReceipts1795622400800,
   ValidateLostDepositReceipts1795622400900,
   AddDepositReceiptChecks1795622401000,
+  AddDepositReceiptRecordedBlock1796054400300,
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
 } from './deposit.store';
@@ -73,6 +74,7 @@ export function paymentDepositsService(
       AllowLostDepositReceipts1795622400800,
       ValidateLostDepositReceipts1795622400900,
       AddDepositReceiptChecks1795622401000,
+      AddDepositReceiptRecordedBlock1796054400300,
     ],
   };
 }
