@@ -172,6 +172,7 @@ describe('checkouts and payments through the HTTP API (embedded stack)', () => {
       expires_at: '2026-06-01T11:00:00.000Z',
       metadata: { order_id: 'o-1' },
       settlement_status: null,
+      settlement_exposure: null,
       created_at: '2026-06-01T10:00:00.000Z',
       updated_at: '2026-06-01T10:00:00.000Z',
     });

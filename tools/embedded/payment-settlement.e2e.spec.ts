@@ -211,12 +211,12 @@ describe('fiat settlement of one-time payments, on chain through HTTP', () => {
       failure_reason: 'deposit_lost_to_reorg',
       settlement_status: 'completed',
     });
-    const exposed = await paymentIs(id, (x) => x['settlement_exposure'] !== undefined, 'the exposure');
+    const exposed = await paymentIs(id, (x) => x['settlement_exposure'] != null, 'the exposure');
     expect(exposed).toMatchObject({
       status: 'failed',
       failure_reason: 'deposit_lost_to_reorg',
       settlement_status: 'completed',
-      settlement_exposure: { reason: 'deposit_lost_to_reorg' },
+      settlement_exposure: { reason: 'deposit_lost_to_reorg', amount: '12500000', currency: 'USD' },
     });
     // No second payout or settlement signal: the sandbox has nothing more for it.
     clock.advance(SANDBOX_DELAY_MS);
@@ -234,21 +234,21 @@ describe('fiat settlement of one-time payments, on chain through HTTP', () => {
 
     const failed = await lose();
     expect(failed).toMatchObject({ status: 'failed', failure_reason: 'deposit_lost_to_reorg' });
-    expect(failed).not.toHaveProperty('settlement_exposure');
+    expect(failed['settlement_exposure']).toBeNull();
     // The script's next step (payout completed) is due now: not sent for a payment that is lost.
     clock.advance(SANDBOX_DELAY_MS);
     await payouts.tick();
     expect(await payment(id)).toMatchObject({ status: 'failed', settlement_status: 'delayed' });
-    expect(await payment(id)).not.toHaveProperty('settlement_exposure');
+    expect((await payment(id))['settlement_exposure']).toBeNull();
 
     // The provider completes the payout on its own all the same: recorded as the exposure, no webhook.
     const feed = e2e.stack.service.app.get<SandboxPaymentSettlementFeed>(PAYMENT_SETTLEMENT_FEED);
     await feed.deliver({ paymentId: id, kind: 'payout_completed' });
-    const exposed = await paymentIs(id, (x) => x['settlement_exposure'] !== undefined, 'the exposure');
+    const exposed = await paymentIs(id, (x) => x['settlement_exposure'] != null, 'the exposure');
     expect(exposed).toMatchObject({
       status: 'failed',
       failure_reason: 'deposit_lost_to_reorg',
-      settlement_exposure: { reason: 'deposit_lost_to_reorg' },
+      settlement_exposure: { reason: 'deposit_lost_to_reorg', amount: LATE, currency: 'USD' },
     });
     expect(webhooks.all('payment.failed', id)).toHaveLength(1);
     expect(webhooks.all('payment.settlement_failed', id)).toEqual([]);

@@ -131,13 +131,26 @@ export interface PaymentObject {
    */
   readonly settlement_status: SettlementStatus | null;
   /**
-   * Ours: present while the provider's fiat payout of this payment stands for a deposit a reorg took (status
-   * `failed`, failure_reason `deposit_lost_to_reorg`): the order's `amount` in `currency` was paid out for crypto we no
-   * longer hold, to be recovered from the merchant's next settlements. Gone once the payment is reinstated.
+   * Ours: set while the provider's fiat payout of this payment stands for a deposit a reorg took (status `failed`,
+   * failure_reason `deposit_lost_to_reorg`): `amount` in `currency` was paid out for crypto we no longer hold, to be
+   * recovered from the merchant's next settlements; null otherwise (null again once the payment is reinstated). Absent
+   * on a stored row until its next event.
    */
-  readonly settlement_exposure?: { readonly reason: 'deposit_lost_to_reorg'; readonly recorded_at: string };
+  readonly settlement_exposure?: SettlementExposureObject | null;
   readonly created_at: string;
   readonly updated_at: string;
+}
+
+/**
+ * Ours: what a payout made for a deposit a reorg took exposes. The payout is made for the order (the settlement
+ * opens for it and the provider's reports carry no amount), so the amount is the order's: the payment's `amount`
+ * (6-decimal integer string) in its `currency`.
+ */
+export interface SettlementExposureObject {
+  readonly reason: 'deposit_lost_to_reorg';
+  readonly amount: string;
+  readonly currency: string;
+  readonly recorded_at: string;
 }
 
 /**
@@ -261,14 +274,14 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
         ? { settlement_failure_reason: lastSettlementDelay as SettlementFailureReason }
         : {}),
     settlement_status: state.settlement?.status ?? null,
-    ...(state.settlementExposure
+    settlement_exposure: state.settlementExposure
       ? {
-          settlement_exposure: {
-            reason: state.settlementExposure.reason,
-            recorded_at: state.settlementExposure.at,
-          },
+          reason: state.settlementExposure.reason,
+          amount: created.amount,
+          currency: created.currency,
+          recorded_at: state.settlementExposure.at,
         }
-      : {}),
+      : null,
     created_at: created.createdAt,
     updated_at: state.updatedAt ?? created.createdAt,
   };

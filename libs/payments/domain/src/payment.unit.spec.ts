@@ -3222,7 +3222,12 @@ describe('Payment: fiat settlement signals', () => {
         status: 'failed',
         failure_reason: 'deposit_lost_to_reorg',
         settlement_status: 'completed',
-        settlement_exposure: { reason: 'deposit_lost_to_reorg', recorded_at: at(9).toISOString() },
+        settlement_exposure: {
+          reason: 'deposit_lost_to_reorg',
+          amount: ORDER,
+          currency: 'USD',
+          recorded_at: at(9).toISOString(),
+        },
       });
       // Recorded once: a later command on the stream records nothing more.
       const g = given(...settledFiat, report('payout_completed', 6), retract(t));
@@ -3238,7 +3243,7 @@ describe('Payment: fiat settlement signals', () => {
       ).when(found(12));
       expect(back.types).toEqual(['PaymentReinstated.v1']);
       expect(back.object).toMatchObject({ status: 'settled', settlement_status: 'completed' });
-      expect(back.object).not.toHaveProperty('settlement_exposure');
+      expect(back.object.settlement_exposure).toBeNull();
       expect(paymentSettlementCheckAt(back.state)).toBeNull();
     });
 
@@ -3249,7 +3254,7 @@ describe('Payment: fiat settlement signals', () => {
       expect(lost.when(deadlines(4 + 73 * 60)).events).toEqual([]);
       const reported = lost.when(report('withdraw_failed', 20));
       expect(reported.types).toEqual(['PaymentSettlementReported.v1']);
-      expect(reported.object).not.toHaveProperty('settlement_exposure');
+      expect(reported.object.settlement_exposure).toBeNull();
     });
 
     it('paid out by the provider while the payment is lost: the exposure is recorded; reinstated, the settlement completes from that report (never failed at 72 hours, never paid twice)', () => {
@@ -3258,7 +3263,12 @@ describe('Payment: fiat settlement signals', () => {
       expect(paidOut.types).toEqual(['PaymentSettlementReported.v1', 'PaymentSettlementExposed.v1']);
       expect(paidOut.object).toMatchObject({
         status: 'failed',
-        settlement_exposure: { reason: 'deposit_lost_to_reorg', recorded_at: at(20).toISOString() },
+        settlement_exposure: {
+          reason: 'deposit_lost_to_reorg',
+          amount: ORDER,
+          currency: 'USD',
+          recorded_at: at(20).toISOString(),
+        },
       });
       const back = given(
         ...settledFiat,
@@ -3271,7 +3281,7 @@ describe('Payment: fiat settlement signals', () => {
       expect(back.types).toEqual(['PaymentReinstated.v1', 'PaymentSettlementCompleted.v1']);
       expect(back.events.map(paymentWebhookType)).toEqual(['payment.settled', null]);
       expect(back.object).toMatchObject({ status: 'settled', settlement_status: 'completed' });
-      expect(back.object).not.toHaveProperty('settlement_exposure');
+      expect(back.object.settlement_exposure).toBeNull();
       expect(paymentSettlementCheckAt(back.state)).toBeNull();
     });
   });
