@@ -6,6 +6,7 @@
  *   ADMIN_TOKEN=... npm run admin -- rescan-deposit --merchant <mer_...> (--payment <pay_...> | --customer <cus_...>) [--chain <caip2>] [--from-block <n>] [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- attest-payer --merchant <mer_...> --payment <pay_...> --payer <0x...> [--url ...]
+ *   ADMIN_TOKEN=... npm run admin -- settlement-exposures [--mode test|live] [--limit <n>] [--starting-after <pay_...> | --ending-before <pay_...>] [--url ...]
  * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once). A retry's
  * `status` is `applied`, `still_parked` (it ran; an event failed again) or `requested` (recorded on the row; the
  * process running the projection or group serves it within a second: list the parked streams to follow it); a
@@ -15,6 +16,8 @@
  * the same --idempotency-key on a retry after a lost answer. A payer attestation (after the merchant disputed the
  * payer) answers the `attestPayer` call (`from` the registry admin, `to` the deposit, `data`, `chain_id`) for the
  * admin's cold key to sign and send; the service never holds that key (docs/payments.md, "Disputing the payer").
+ * The settlement exposures are one page of every merchant's payments whose fiat payout stands for a deposit a reorg
+ * took (merchant, payment, amount and currency to recover; docs/payments.md, "Fiat settlement").
  */
 function option(args: readonly string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);
@@ -28,7 +31,24 @@ const USAGE = [
   '       admin rescan-deposit --merchant <mer_...> (--payment <pay_...> | --customer <cus_...>) [--chain <caip2>] [--from-block <n>] [--url <gateway url>]',
   '       admin record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url <gateway url>]',
   '       admin attest-payer --merchant <mer_...> --payment <pay_...> --payer <0x...> [--url <gateway url>]',
+  '       admin settlement-exposures [--mode test|live] [--limit <n>] [--starting-after <pay_...> | --ending-before <pay_...>] [--url <gateway url>]',
 ].join('\n');
+
+/** The settlement exposures page's route: the options given become its query (the API checks them). */
+export function settlementExposuresPath(args: readonly string[]): string {
+  const query = new URLSearchParams();
+  for (const [flag, parameter] of [
+    ['mode', 'mode'],
+    ['limit', 'limit'],
+    ['starting-after', 'starting_after'],
+    ['ending-before', 'ending_before'],
+  ] as const) {
+    const value = option(args, flag);
+    if (value !== undefined) query.set(parameter, value);
+  }
+  const search = query.toString();
+  return `/admin/settlement-exposures${search ? `?${search}` : ''}`;
+}
 
 /** The payer attestation's route and body, or null without the merchant, payment and payer. */
 export function payerAttestationRequest(
@@ -99,6 +119,7 @@ export async function runAdminCli(
   if (
     command !== 'create-merchant' &&
     command !== 'parked-streams' &&
+    command !== 'settlement-exposures' &&
     !(command === 'retry-parked' && projection && stream) &&
     !(command === 'rescan-deposit' && rescanRequest(args)) &&
     !(command === 'record-withheld-refund-return' && withheldReturnRequest(args)) &&
@@ -146,6 +167,7 @@ function send(
   stream: string | undefined,
 ): Promise<Response> {
   if (command === 'parked-streams') return fetch(`${url}/admin/parked-streams`, { headers });
+  if (command === 'settlement-exposures') return fetch(`${url}${settlementExposuresPath(args)}`, { headers });
   const rescan = command === 'rescan-deposit' ? rescanRequest(args) : null;
   if (rescan)
     return fetch(`${url}${rescan.path}`, {

@@ -1,5 +1,5 @@
 import { freePort } from '@stablepay/testing';
-import { gatewayUrl, payerAttestationRequest, runAdminCli } from './admin-cli';
+import { gatewayUrl, payerAttestationRequest, runAdminCli, settlementExposuresPath } from './admin-cli';
 
 describe('operator CLI (tools/embedded/admin-cli.ts) with no gateway at its address', () => {
   it('names the address it tried and how to give another, instead of "fetch failed"', async () => {
@@ -86,5 +86,26 @@ describe('operator CLI payer attestation', () => {
     expect(
       payerAttestationRequest(['--merchant', 'mer_a', '--payment', 'pay_b', '--payer', '0xabc']),
     ).toEqual({ path: '/admin/merchants/mer_a/payments/pay_b/payer-attestations', body: { payer: '0xabc' } });
+  });
+});
+
+describe('operator CLI settlement exposures', () => {
+  it('asks the first page with no options, and passes mode, limit and a cursor on as the query', () => {
+    expect(settlementExposuresPath([])).toBe('/admin/settlement-exposures');
+    expect(
+      settlementExposuresPath([
+        '--mode',
+        'live',
+        '--limit',
+        '50',
+        '--starting-after',
+        'pay_b',
+        '--url',
+        'http://x',
+      ]),
+    ).toBe('/admin/settlement-exposures?mode=live&limit=50&starting_after=pay_b');
+    expect(settlementExposuresPath(['--ending-before', 'pay_a'])).toBe(
+      '/admin/settlement-exposures?ending_before=pay_a',
+    );
   });
 });

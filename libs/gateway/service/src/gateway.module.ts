@@ -27,6 +27,7 @@ import { PAYOUTS_MIGRATIONS, payoutsHttpModule } from '@stablepay/payouts-servic
 import { reportsHttpModule } from '@stablepay/reports-service';
 import { DepositRescansController } from './deposit-rescans.controller';
 import { PayerAttestationsController } from './payer-attestations.controller';
+import { SettlementExposuresController } from './settlement-exposures.controller';
 import { subscriptionChargesHttpModule } from './subscription-charges.gateway';
 import { WithheldRefundReturnsController } from './withheld-refund-returns.controller';
 
@@ -53,9 +54,14 @@ export class GatewayModule {
         subscriptionChargesHttpModule(),
         reportsHttpModule(),
       ],
-      controllers: [DepositRescansController, WithheldRefundReturnsController, PayerAttestationsController],
+      controllers: [
+        DepositRescansController,
+        WithheldRefundReturnsController,
+        PayerAttestationsController,
+        SettlementExposuresController,
+      ],
       providers: [
-        // The operator routes hosted here (DepositRescansController, WithheldRefundReturnsController, PayerAttestationsController) are guarded as the merchants scope's are.
+        // The operator routes hosted here (the admin controllers above) are guarded as the merchants scope's are.
         { provide: MERCHANTS_ADMIN_TOKEN, useValue: merchants.adminToken },
         AdminTokenGuard,
         { provide: APP_GUARD, useClass: ApiKeyGuard },

@@ -2,3 +2,4 @@ export * from './gateway.module';
 export * from './deposit-rescans.controller';
 export * from './payer-attestations.controller';
 export * from './withheld-refund-returns.controller';
+export * from './settlement-exposures.controller';

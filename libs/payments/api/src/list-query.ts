@@ -6,7 +6,7 @@ import {
   parsePaymentListFilters,
 } from '@stablepay/payments-domain';
 import { CREATED_PARAMETERS, matchingParameter, oneOfParameter, parseCreatedBounds } from '@stablepay/util';
-import type { CheckoutListFilters, PaymentListFilters } from './payments.port';
+import type { CheckoutListFilters, PaymentListFilters, SettlementExposureListFilters } from './payments.port';
 
 export { CHECKOUT_ID, PAYMENT_ID, PAYMENT_STATUSES } from '@stablepay/payments-domain';
 export const CHECKOUT_STATUSES: readonly CheckoutStatus[] = [
@@ -55,4 +55,17 @@ export function parsePaymentListQuery(query: Record<string, unknown>): {
 } {
   const list = parseListQuery(query);
   return { list, filters: parsePaymentListFilters(query) };
+}
+
+/** GET /admin/settlement-exposures's query parameters (any other is refused: QueryParameters). */
+export const SETTLEMENT_EXPOSURE_LIST_PARAMETERS = [...PAGINATION_PARAMETERS, 'mode'];
+
+/** GET /admin/settlement-exposures: SPEC pagination plus `mode` (test or live). */
+export function parseSettlementExposureListQuery(query: Record<string, unknown>): {
+  list: ListQuery;
+  filters: SettlementExposureListFilters;
+} {
+  const list = parseListQuery(query);
+  const mode = oneOfParameter(query, 'mode', ['test', 'live'] as const);
+  return { list, filters: mode ? { mode } : {} };
 }

@@ -83,6 +83,27 @@ export type CheckoutResource = Omit<CheckoutObject, 'deposit_address'> & {
 };
 
 /**
+ * Operator API (GET /admin/settlement-exposures): one payment whose fiat payout stands for a deposit a reorg took,
+ * across merchants. `amount` in `currency` is the order's (what the payout paid out, the payment's `amount`: a
+ * 6-decimal integer string); `payment_id` is the list's cursor.
+ */
+export interface SettlementExposureListItem {
+  readonly object: 'settlement_exposure';
+  readonly payment_id: string;
+  readonly merchant_id: string;
+  readonly mode: 'test' | 'live';
+  readonly amount: string;
+  readonly currency: string;
+  readonly reason: 'deposit_lost_to_reorg';
+  readonly recorded_at: string;
+}
+
+/** GET /admin/settlement-exposures filters: one mode's payments only. */
+export interface SettlementExposureListFilters {
+  readonly mode?: 'test' | 'live';
+}
+
+/**
  * The inbound port of the payments scope that the gateway's checkout and payment controllers call. Implemented
  * by PaymentsGateway in @stablepay/payments-service (reads in-process, commands sent to the payments service).
  */
@@ -113,6 +134,11 @@ export interface PaymentsUseCases extends PaymentRequestsUseCases {
   ): Promise<ListEnvelope<PaymentObject>>;
   /** Public: the hosted page's view of a checkout (by checkout id); null when no such checkout exists. */
   hostedStatus(checkoutId: string): Promise<HostedPaymentStatus | null>;
+  /** Operator (ADMIN_TOKEN): the open settlement exposures of every merchant, newest payment first. */
+  listSettlementExposures(
+    query: ListQuery,
+    filters: SettlementExposureListFilters,
+  ): Promise<ListEnvelope<SettlementExposureListItem>>;
 }
 
 /**

@@ -90,10 +90,28 @@ export class AddPaymentSettlementStart1767600000100 implements MigrationInterfac
   }
 }
 
+/**
+ * The operator's list of open settlement exposures (GET /admin/settlement-exposures) across every merchant: the
+ * payments whose object holds a `settlement_exposure`, newest first by `seq`. Few rows, so a partial index keeps the
+ * page a short index scan however many payments there are. The object is the projection's, so no backfill.
+ */
+export class AddPaymentSettlementExposureIndex1796140800700 implements MigrationInterface {
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(
+      `CREATE INDEX payments_settlement_exposed_seq ON payments (seq) WHERE jsonb_typeof(object->'settlement_exposure') = 'object'`,
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX payments_settlement_exposed_seq');
+  }
+}
+
 export const PAYMENTS_MIGRATIONS = [
   CreatePaymentReadModels1767400000100,
   CreatePaymentActionSubmissions1767500000000,
   AddPaymentSettlementCheck1767600000000,
   AddPaymentSettlementStart1767600000100,
   AddPaymentActionSubmissionFailures1767600000200,
+  AddPaymentSettlementExposureIndex1796140800700,
 ];

@@ -1,4 +1,5 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { Counter, register } from 'prom-client';
 import { DataSource, type EntityManager } from 'typeorm';
 import { Projections } from '@stablepay/aggregate';
 import {
@@ -10,8 +11,34 @@ import {
 import { PAYMENT_CATEGORY } from '@stablepay/payments-domain';
 import { PaymentChanges } from './changes';
 import { KNOWN_PAYMENT_EVENTS, PAYMENT_TOPIC, paymentObjectsAsOf } from './payment-webhook';
+import { STABLECOIN_PEGS } from './stablecoins';
 
 export const PAYMENT_PROJECTION = 'payments.payment-projection';
+
+const EXPOSED = 'PaymentSettlementExposed.v1';
+type ExposureLabels = 'reason' | 'currency';
+
+/**
+ * stablepay_payment_settlement_exposures_total: fiat payouts that came to stand for a deposit a reorg took, counted
+ * when the projection's transaction that applied the fact commits (a redelivered fact changes no row, so a retry never
+ * counts it twice; a rebuilt read model counts its history again). Never a merchant id as a label: GET
+ * /admin/settlement-exposures names them.
+ */
+function settlementExposuresCounter(): Counter<ExposureLabels> {
+  const name = 'stablepay_payment_settlement_exposures_total';
+  // Get-or-create: tests and the embedded run host several applications on prom-client's one default registry.
+  const existing = register.getSingleMetric(name) as Counter<ExposureLabels> | undefined;
+  if (existing) return existing;
+  const counter = new Counter<ExposureLabels>({
+    name,
+    help: 'Fiat payouts of payments recorded as exposed (PaymentSettlementExposed.v1), by reason and order currency',
+    labelNames: ['reason', 'currency'],
+  });
+  // Every known series from 0: increase() cannot see the first exposure of a series that appears at 1.
+  for (const currency of new Set(Object.values(STABLECOIN_PEGS)))
+    counter.inc({ reason: 'deposit_lost_to_reorg', currency }, 0);
+  return counter;
+}
 
 /**
  * payment-<id> events -> one `checkouts` row and one `payments` row, in the batch's transaction. Events are
@@ -22,6 +49,9 @@ export const PAYMENT_PROJECTION = 'payments.payment-projection';
 @Injectable()
 export class PaymentProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
+  private readonly exposures = settlementExposuresCounter();
+  /** The labels of exposure facts applied in the open transaction, counted once it commits (by message id). */
+  private readonly exposuresApplied = new Map<string, Record<ExposureLabels, string>>();
 
   constructor(
     @Inject(DataSource) private readonly dataSource: DataSource,
@@ -36,7 +66,10 @@ export class PaymentProjection implements OnApplicationBootstrap, OnApplicationS
       needsHistory: true,
       apply: (em, message, history) => this.applyIn(em, message, history),
       onCommitted: (changed) => {
-        for (const message of changed) this.emitChange(message);
+        for (const message of changed) {
+          this.emitChange(message);
+          this.countExposure(message);
+        }
       },
     });
   }
@@ -57,6 +90,13 @@ export class PaymentProjection implements OnApplicationBootstrap, OnApplicationS
   private emitChange(message: BusMessage): void {
     // The stream id is `payment-<pay_id>`.
     this.changes.emit(message.key.slice(PAYMENT_CATEGORY.length + 1), message.revision);
+  }
+
+  private countExposure(message: BusMessage): void {
+    const labels = this.exposuresApplied.get(message.id);
+    if (!labels) return;
+    this.exposuresApplied.delete(message.id);
+    this.exposures.inc(labels);
   }
 
   private async applyIn(em: EntityManager, message: BusMessage, given?: StreamHistory): Promise<boolean> {
@@ -129,6 +169,8 @@ export class PaymentProjection implements OnApplicationBootstrap, OnApplicationS
     );
     // TypeORM returns [rows, rowCount] for UPDATE on Postgres.
     const changed = Array.isArray(updated) && typeof updated[1] === 'number' && updated[1] > 0;
+    if (changed && message.type === EXPOSED && p.settlement_exposure)
+      this.exposuresApplied.set(message.id, { reason: p.settlement_exposure.reason, currency: p.currency });
     if (changed) {
       await em.query(
         `UPDATE checkouts SET status = $2, updated_at = $3, object = $4::jsonb, revision = $5 WHERE id = $1`,

@@ -1,7 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { type Clause, createdClauses, keysetPage, type ListQuery } from '@stablepay/http';
-import type { CheckoutListFilters, PaymentListFilters } from '@stablepay/payments-api';
+import type {
+  CheckoutListFilters,
+  PaymentListFilters,
+  SettlementExposureListFilters,
+} from '@stablepay/payments-api';
 import type {
   CheckoutObject,
   CheckoutStatus,
@@ -40,6 +44,17 @@ export interface CheckoutRow {
   updated_at: Date;
   object: CheckoutObject;
   revision: number;
+}
+
+/** A payments row as the operator's settlement exposure list reads it. */
+export interface SettlementExposureRow {
+  id: string;
+  merchant_id: string;
+  mode: 'test' | 'live';
+  amount: string;
+  currency: string;
+  reason: 'deposit_lost_to_reorg';
+  recorded_at: string;
 }
 
 export type PaymentOwner = Pick<PaymentRow, 'id' | 'merchant_id' | 'mode'>;
@@ -154,6 +169,29 @@ export class PaymentReader {
       scope: scoped(scope),
       filters: paymentFilterClauses(filters),
       query,
+    });
+  }
+
+  /**
+   * Open settlement exposures of every merchant (the operator's list), newest payment first. The exposure is a
+   * filter, not the scope: a cursor stays valid after its payment's exposure ended (reinstated) between two pages.
+   * Amount and currency are the order's, read from the object's top level, so a row stored before the exposure
+   * named them still answers them.
+   */
+  listSettlementExposures(
+    query: ListQuery,
+    filters: SettlementExposureListFilters,
+  ): Promise<{ rows: SettlementExposureRow[]; hasMore: boolean }> {
+    const clauses: Clause[] = [() => `jsonb_typeof(object->'settlement_exposure') = 'object'`];
+    const { mode } = filters;
+    if (mode !== undefined) clauses.push((p) => `mode = ${p(mode)}`);
+    return keysetPage<SettlementExposureRow>(this.dataSource, {
+      table: 'payments',
+      scope: [],
+      filters: clauses,
+      query,
+      select: `id, merchant_id, mode, object->>'amount' AS amount, object->>'currency' AS currency,
+        object->'settlement_exposure'->>'reason' AS reason, object->'settlement_exposure'->>'recorded_at' AS recorded_at`,
     });
   }
 

@@ -20,6 +20,8 @@ import {
   type PaymentRequestObject,
   type PaymentRequestStatus,
   type PaymentsUseCases,
+  type SettlementExposureListFilters,
+  type SettlementExposureListItem,
 } from '@stablepay/payments-api';
 import { type CreateCheckoutInput, dustThreshold, type PaymentObject } from '@stablepay/payments-domain';
 import type { Clock } from '@stablepay/util';
@@ -203,6 +205,26 @@ export class PaymentsGateway implements PaymentsUseCases {
     const { rows, hasMore } = await this.reader.listPayments(merchant, query, filters);
     return listEnvelope(
       rows.map((r) => r.object),
+      hasMore,
+    );
+  }
+
+  async listSettlementExposures(
+    query: ListQuery,
+    filters: SettlementExposureListFilters,
+  ): Promise<ListEnvelope<SettlementExposureListItem>> {
+    const { rows, hasMore } = await this.reader.listSettlementExposures(query, filters);
+    return listEnvelope(
+      rows.map((r): SettlementExposureListItem => ({
+        object: 'settlement_exposure',
+        payment_id: r.id,
+        merchant_id: r.merchant_id,
+        mode: r.mode,
+        amount: r.amount,
+        currency: r.currency,
+        reason: r.reason,
+        recorded_at: r.recorded_at,
+      })),
       hasMore,
     );
   }
