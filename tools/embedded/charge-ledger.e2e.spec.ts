@@ -152,28 +152,6 @@ describe('charge ledger (GET /merchants/:merchantId/charges)', () => {
     ]);
   });
 
-  it('lists a recurring charge the indexer wrote first with the fiat fields once the charge call reports it, as when the call wrote first', async () => {
-    const s = await subscription(merchant);
-    await charged(merchant, s, 0, 'api');
-    await charged(merchant, s, 1, 'indexer');
-    await append(merchant, s.subscriptionId, 'SubscriptionChargeReported.v1', {
-      chargeId: chargeIdOf(s.subscriptionId, 1),
-      nonce: 1,
-      txHash: tx(s.n * 1000 + 1),
-      reportedAt: new Date().toISOString(),
-    });
-    await settled();
-    const { body } = await get(merchant, `?subscription_id=${s.subscriptionId}`);
-    expect(body.data.map((c) => c.charge_nonce)).toEqual([1, 0]);
-    expect(body.data[0]).toMatchObject({
-      id: chargeIdOf(s.subscriptionId, 1),
-      tx_hash: tx(s.n * 1000 + 1),
-      fiat_amount: '150000',
-      fiat_currency: 'ARS',
-      settlement_status: null,
-    });
-  });
-
   it('lists a charge rejected at simulation with tx_hash null, fee 0 and the contract error', async () => {
     const s = await subscription(merchant);
     await charged(merchant, s, 0, 'api');

@@ -332,10 +332,9 @@ const settlementFinal = (chargeId: string, status: SettlementStatus) =>
   conflict('settlement_final', `The settlement of charge ${chargeId} is already ${status}.`);
 
 /**
- * First writer records the row; the second merges: the same facts record nothing, and the API path's fiat fields are
- * backfilled onto a row the indexer wrote first: the subscribe call's first charge (rule 3) and the charge call's
- * recurring one, so the row carries them whichever path came first. A charge call that leaves its row to the indexer
- * reports nothing, and that row keeps no fiat fields (rule 4: reconcile on the fields being present).
+ * First writer records the row; the second merges: the same facts record nothing, the subscribe call's fiat fields are
+ * backfilled onto a first charge (nonce 0) the indexer wrote first (rule 3), and nothing else is backfilled (rule 4:
+ * a charge call may leave its row to the indexer, which writes no fiat fields; reconcile on the fields being present).
  */
 function decideRecord(
   command: Extract<ChargeCommand, { type: 'RecordCharge' }>,
@@ -352,7 +351,7 @@ function decideRecord(
       'charge_conflict',
       `Charge ${charge.chargeId} is recorded as ${existing.status} in ${existing.txHash ?? 'no transaction'}, not ${charge.status} in ${charge.txHash ?? 'no transaction'}.`,
     );
-  if (state.fiat === null && fiat !== null)
+  if (state.fiat === null && fiat !== null && existing.nonce === 0)
     return [{ type: 'ChargeFiatBackfilled.v1', data: { fiat, backfilledAt: at } }];
   return [];
 }

@@ -181,17 +181,6 @@ export type SubscriptionFirstChargeReported = {
   data: { chargeId: string; txHash: string; reportedAt: string };
 };
 /**
- * The charge call reported a recurring charge (nonce > 0) after the indexer had recorded it (the chain log arrived
- * first): the charge itself is recorded once (by the indexer), and this fact is what lets the charge ledger backfill
- * its fiat fields, which only the API path writes, so the row carries them whichever path came first. Once per
- * charge; never emitted when the charge call recorded the charge first. `quotedFiatAmount`: as on
- * SubscriptionChargeSucceeded, the fiat amount the call's quote converted.
- */
-export type SubscriptionChargeReported = {
-  type: 'SubscriptionChargeReported.v1';
-  data: { chargeId: string; nonce: number; txHash: string; reportedAt: string; quotedFiatAmount?: string };
-};
-/**
  * A reorg orphaned the block of a recorded charge (the indexer retracted its SubscriptionCharged observation): the
  * charge is undone here (its nonce is free again, the window spend falls back) and the ledger marks its row
  * `charge_lost_to_reorg` (docs/subscriptions.md, Reorgs). The same log re-included later is recorded again.
@@ -270,7 +259,6 @@ export type SubscriptionEvent =
   | SubscriptionMigrated
   | SubscriptionFlagged
   | SubscriptionFirstChargeReported
-  | SubscriptionChargeReported
   | SubscriptionChargeRetracted
   | SubscriptionFactRetracted
   | SubscriptionChargeSubmitted
@@ -292,7 +280,6 @@ export const SUBSCRIPTION_STORED_EVENT_TYPES: readonly SubscriptionEvent['type']
   'SubscriptionMigrated.v1',
   'SubscriptionFlagged.v1',
   'SubscriptionFirstChargeReported.v1',
-  'SubscriptionChargeReported.v1',
   'SubscriptionChargeRetracted.v1',
   'SubscriptionFactRetracted.v1',
   'SubscriptionChargeSubmitted.v1',

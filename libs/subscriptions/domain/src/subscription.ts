@@ -34,8 +34,6 @@ export interface SucceededCharge {
   /** The contract's window state right after this charge. */
   readonly windowIndex: bigint;
   readonly windowSpent: bigint;
-  /** The API path (charge or subscribe call) recorded or reported it; absent: only the indexer did so far. */
-  readonly reportedByApi?: boolean;
 }
 
 /** A subscriber-side change a log recorded, kept in order so a reorg can take one back out. */
@@ -317,7 +315,6 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
         chargedAt: d.chargedAt,
         windowIndex: BigInt(d.windowIndex),
         windowSpent: BigInt(d.windowSpent),
-        ...(d.writtenBy === 'api' ? { reportedByApi: true } : {}),
       });
       const pending = new Map(state.pendingCharges);
       pending.delete(d.nonce);
@@ -414,13 +411,6 @@ function applyEvent(state: SubscriptionState, event: SubscriptionEvent): Subscri
       return { ...state, flagged: true };
     case 'SubscriptionFirstChargeReported.v1':
       return { ...state, firstChargeReportedByApi: true };
-    case 'SubscriptionChargeReported.v1': {
-      const known = state.chargesByNonce.get(event.data.nonce);
-      if (!known) return state;
-      const charges = new Map(state.chargesByNonce);
-      charges.set(event.data.nonce, { ...known, reportedByApi: true });
-      return { ...state, chargesByNonce: charges };
-    }
     case 'SubscriptionChargePaidReplacedSettlement.v1':
       return {
         ...state,
@@ -640,10 +630,8 @@ function chargeSucceeded(
 ): SubscriptionEvent[] {
   const known = state.chargesByNonce.get(charge.nonce);
   if (known) {
-    // Both write paths and redeliveries report the same log: recorded once. The API path reporting a charge after
-    // the indexer is a fact of its own (the ledger backfills the fiat fields from it): the subscribe call's first
-    // charge (fiat rule 3), or the charge call's own record of a recurring charge whose log arrived first, so the row
-    // carries the fiat fields whichever came first.
+    // Both write paths and redeliveries report the same log: recorded once. The subscribe call reporting the first
+    // charge after the indexer is a fact of its own (the ledger backfills the fiat fields from it, fiat rule 3).
     if (known.txHash.toLowerCase() === charge.txHash.toLowerCase()) {
       if (charge.nonce === 0 && writtenBy === 'api' && !state.firstChargeReportedByApi)
         return [
@@ -652,21 +640,6 @@ function chargeSucceeded(
             data: { chargeId: known.chargeId, txHash: known.txHash, reportedAt: charge.chargedAt },
           },
         ];
-      if (charge.nonce > 0 && writtenBy === 'api' && !known.reportedByApi) {
-        const quotedFiatAmount = quotedFiatAmountFor(created, quotedFiat, charge.quoteHash);
-        return [
-          {
-            type: 'SubscriptionChargeReported.v1',
-            data: {
-              chargeId: known.chargeId,
-              nonce: charge.nonce,
-              txHash: known.txHash,
-              reportedAt: charge.chargedAt,
-              ...(quotedFiatAmount !== null ? { quotedFiatAmount } : {}),
-            },
-          },
-        ];
-      }
       return [];
     }
     throw conflict(

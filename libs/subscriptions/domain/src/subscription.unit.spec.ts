@@ -678,56 +678,6 @@ describe('Subscription: the subscribe call reporting a first charge the indexer 
   });
 });
 
-describe('Subscription: the charge call reporting a recurring charge the indexer recorded first (its log arrived first)', () => {
-  const charge = { ...chargeLog(1, 2_000_000n, 60n, 7_000_000n, 2), quoteHash: QUOTE_A };
-  const byIndexer = { type: 'RecordChargeSucceeded' as const, charge, writtenBy: 'indexer' as const };
-  const byCall = {
-    type: 'RecordChargeSucceeded' as const,
-    charge,
-    writtenBy: 'api' as const,
-    quotedFiat: { amount: '123457', currency: 'ARS', quoteHash: QUOTE_A },
-  };
-  const after = (...commands: Array<typeof byIndexer | typeof byCall>): SubscriptionEvent[] =>
-    commands.reduce(
-      (events, command) => [...events, ...decideSubscription(command, stateOf(events))],
-      subscribedEvents(),
-    );
-
-  it("records SubscriptionChargeReported once, naming the indexer's charge and the call's quoted fiat amount", () => {
-    const history = after(byIndexer);
-    given(...history)
-      .when(byCall)
-      .then([
-        {
-          type: 'SubscriptionChargeReported.v1',
-          data: {
-            chargeId: succeededChargeId(CHAIN, SUB_ID, 1),
-            nonce: 1,
-            txHash: tx(2),
-            reportedAt: charge.chargedAt,
-            quotedFiatAmount: '123457',
-          },
-        },
-      ]);
-    // Redelivered, or reported again: once. The indexer's redelivery reports nothing.
-    given(...after(byIndexer, byCall))
-      .when(byCall)
-      .then([]);
-    given(...after(byIndexer, byCall))
-      .when(byIndexer)
-      .then([]);
-  });
-
-  it('is not recorded when the charge call recorded the charge first (the indexer after it adds nothing)', () => {
-    given(...after(byCall))
-      .when(byCall)
-      .then([]);
-    given(...after(byCall))
-      .when(byIndexer)
-      .then([]);
-  });
-});
-
 describe('Subscription object at chain time (the read model brings the window fields forward)', () => {
   it('keeps the stored spend inside its window and resets it at the boundary, never at last_charged_at', () => {
     const state = stateOf(subscribedEvents());

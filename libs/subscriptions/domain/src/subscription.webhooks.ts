@@ -209,7 +209,6 @@ export function subscriptionEventChainTime(event: SubscriptionEvent): bigint {
     case 'SubscriptionFlagged.v1':
       return unixOf(event.data.flaggedAt);
     case 'SubscriptionFirstChargeReported.v1':
-    case 'SubscriptionChargeReported.v1':
       return unixOf(event.data.reportedAt);
     case 'SubscriptionChargeRetracted.v1':
     case 'SubscriptionFactRetracted.v1':

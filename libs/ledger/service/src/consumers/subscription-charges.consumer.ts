@@ -58,7 +58,6 @@ interface ChargeFailedFacts {
 const SUCCEEDED = 'SubscriptionChargeSucceeded.v1';
 const FAILED = 'SubscriptionChargeFailed.v1';
 const FIRST_CHARGE_REPORTED = 'SubscriptionFirstChargeReported.v1';
-const CHARGE_REPORTED = 'SubscriptionChargeReported.v1';
 const CHARGE_RETRACTED = 'SubscriptionChargeRetracted.v1';
 const PAID_REPLACED_SETTLEMENT = 'SubscriptionChargePaidReplacedSettlement.v1';
 
@@ -131,7 +130,6 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
       message.type !== SUCCEEDED &&
       message.type !== FAILED &&
       message.type !== FIRST_CHARGE_REPORTED &&
-      message.type !== CHARGE_REPORTED &&
       message.type !== CHARGE_RETRACTED &&
       message.type !== PAID_REPLACED_SETTLEMENT
     )
@@ -175,21 +173,15 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
     const base = { subscriptionId: created.subscriptionId, subscriber, chain: created.chain };
 
     let recorded: { charge: ChargeFacts; writtenBy: LedgerWritePath; quotedFiatAmount?: string } | null;
-    const reported = message.type === FIRST_CHARGE_REPORTED || message.type === CHARGE_REPORTED;
-    if (reported) {
-      // The subscribe call reported the first charge, or the charge call its recurring charge, after the indexer
-      // had recorded it: the same facts again, from the API path this time, so the ledger backfills the fiat fields
-      // (rule 3; a recurring charge's row carries them whichever path came first).
-      const { chargeId, quotedFiatAmount } = message.data as { chargeId: string; quotedFiatAmount?: string };
+    if (message.type === FIRST_CHARGE_REPORTED) {
+      // The subscribe call reported the first charge the indexer had recorded: the same facts again, from the API
+      // path this time, so the ledger backfills the first charge's fiat fields (rule 3).
+      const { chargeId } = message.data as { chargeId: string };
       const charge = history.find(
         (e) => e.type === SUCCEEDED && (e.data as ChargeSucceededFacts).chargeId === chargeId,
       );
       if (!charge) throw new Error(`${message.key} reports charge ${chargeId} that it never recorded`);
-      recorded = {
-        charge: succeededFacts(base, charge.data as ChargeSucceededFacts),
-        writtenBy: 'api',
-        ...(quotedFiatAmount !== undefined ? { quotedFiatAmount } : {}),
-      };
+      recorded = { charge: succeededFacts(base, charge.data as ChargeSucceededFacts), writtenBy: 'api' };
     } else if (message.type === SUCCEEDED) {
       const d = message.data as ChargeSucceededFacts;
       recorded = {
@@ -232,14 +224,14 @@ export class SubscriptionChargesConsumer implements OnApplicationBootstrap, Befo
         { merchantId, mode },
         { type: 'RecordCharge', charge, writtenBy, fiatContext, now: this.commands.now() },
         message.id,
-        // A charge fact normally opens its charge stream (the aggregate records each nonce once); a charge reported
-        // again by the API path backfills a row that exists.
-        { expectNew: !reported },
+        // A charge fact normally opens its charge stream (the aggregate records each nonce once); the first
+        // charge reported again by the subscribe call backfills a row that exists.
+        { expectNew: message.type !== FIRST_CHARGE_REPORTED },
       );
-      // A charge the indexer wrote, announced as paying a replaced address before the API path reported it: the
-      // settlement the backfill just opened cannot pay out either.
+      // A first charge the indexer wrote, announced as paying a replaced address before the subscribe call reported
+      // it: the settlement the backfill just opened cannot pay out either.
       if (
-        reported &&
+        message.type === FIRST_CHARGE_REPORTED &&
         history.some(
           (e) =>
             e.type === PAID_REPLACED_SETTLEMENT &&
