@@ -399,7 +399,7 @@ export class DepositStore {
    * A page of the open receipts of `chain` whose block is at or below `throughBlock`, stamped as checked: the rows
    * never checked first, then the least recently checked, so rows the pass leaves open (pending in the node's pool,
    * no block at their height yet) rotate to the back and cannot fill every page. Answered in block order, deploys
-   * first within a block.
+   * first within a block. A SELECT over the stamping UPDATE: TypeORM answers an UPDATE with [rows, count], not rows.
    */
   async openReceipts(chain: string, throughBlock: number): Promise<RecordedReceipt[]> {
     const rows: RecordedReceipt[] = await this.db.query(
@@ -407,11 +407,13 @@ export class DepositStore {
          SELECT receipt_id FROM payment_deposit_receipts
           WHERE state = 'open' AND chain = $1 AND block_number <= $2
           ORDER BY checked_at NULLS FIRST, block_number, log_index NULLS FIRST, receipt_id
-          LIMIT $3)
-       UPDATE payment_deposit_receipts r SET checked_at = now() FROM due
-        WHERE r.receipt_id = due.receipt_id
-        RETURNING r.receipt_id, r.payment_id, r.chain, r.tx_hash, r.log_index, r.kind, r.block_number, r.block_hash,
-          r.recorded_block_hash, EXTRACT(EPOCH FROM now() - r.undecided_since)::float8 AS undecided_seconds`,
+          LIMIT $3),
+       stamped AS (
+         UPDATE payment_deposit_receipts r SET checked_at = now() FROM due
+          WHERE r.receipt_id = due.receipt_id
+          RETURNING r.receipt_id, r.payment_id, r.chain, r.tx_hash, r.log_index, r.kind, r.block_number, r.block_hash,
+            r.recorded_block_hash, EXTRACT(EPOCH FROM now() - r.undecided_since)::float8 AS undecided_seconds)
+       SELECT * FROM stamped`,
       [chain, throughBlock, RECEIPT_PAGE],
     );
     return rows.sort(

@@ -17,8 +17,14 @@ export async function startDepositTestbed(): Promise<DepositTestbed> {
   const provider = localChainProvider(anvil.rpcUrl, 8453);
   const database: TestDatabase = await createTestDatabase();
   const pool: Pool = testPool({ connectionString: database.url, max: 2 });
+  // As TypeORM's DataSource.query answers: rows, but [rows, count] for an UPDATE or DELETE.
   const dataSource = {
-    query: async (sql: string, params?: unknown[]) => (await pool.query(sql, params)).rows,
+    query: async (sql: string, params?: unknown[]) => {
+      const result = await pool.query(sql, params);
+      return result.command === 'UPDATE' || result.command === 'DELETE'
+        ? [result.rows, result.rowCount]
+        : result.rows;
+    },
   } as unknown as DataSource;
   // One session, outside a transaction, answering rows: what TypeORM's runner gives a migration.
   const session = await pool.connect();
