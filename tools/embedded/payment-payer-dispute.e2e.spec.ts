@@ -206,6 +206,14 @@ describe('payer dispute and attestation through HTTP (embedded stack, anvil)', (
     expect(early.status).toBe(422);
     expect(early.body['error']).toMatchObject({ code: 'payer_unknown' });
 
+    // A contract that keeps what it is sent (a stablecoin, a Stablepay contract) is never the payer: refunds and
+    // recovered funds would stay there. Refused as settlement addresses are, nothing answered to sign.
+    for (const contract of [usdc(), local().addresses.registry, local().addresses.paymentFactory]) {
+      const refused = await admin(attestPath, { payer: contract });
+      expect(refused.status).toBe(422);
+      expect(refused.body['error']).toMatchObject({ code: 'invalid_payer', param: 'payer' });
+    }
+
     // The operator's route answers the admin's call; the admin's cold key sends it.
     const call = await admin(attestPath, { payer: rightPayer });
     expect(call.body['error']).toBeUndefined();

@@ -50,6 +50,7 @@ import { chainRejection } from './chain-rejections';
 import {
   buildDisputePayer,
   buildSignedAction,
+  contractsKeepingFunds,
   parseActionAmount,
   verifySignedAction,
   type PaymentSigningFacts,
@@ -232,6 +233,16 @@ export class PaymentActions {
     const { chain, deposit, facts } = this.depositOf(loaded.state);
     if (payer === ZeroAddress || payer.toLowerCase() === deposit.toLowerCase()) {
       throw cannotProcess('invalid_payer', `${payer} cannot be the payer of this deposit.`, 'payer');
+    }
+    // Refunds, a reclaim and recover go to the payer: a token or Stablepay contract would keep them for good (the
+    // rule settlement addresses and rescue destinations follow). Any other contract may be a payer's smart wallet.
+    const keeper = contractsKeepingFunds(this.deployment?.addresses ?? null).get(payer.toLowerCase());
+    if (keeper !== undefined) {
+      throw cannotProcess(
+        'invalid_payer',
+        `${payer} is ${keeper}, which keeps what it is sent: it cannot be the payer refunds and recovered funds go to.`,
+        'payer',
+      );
     }
     const record = await chain.readDeposit(deposit);
     if (record.deployed && record.payer !== ZeroAddress) throw chainRejection('PayerNotDisputed');

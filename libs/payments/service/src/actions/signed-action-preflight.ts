@@ -150,7 +150,7 @@ const sameAddress = (a: string, b: string): boolean => a.toLowerCase() === b.toL
 const knownByDeployment = new WeakMap<StablepayAddresses, ReadonlyMap<string, string>>();
 let knownWithoutDeployment: ReadonlyMap<string, string> | undefined;
 /** Every contract that keeps what it is sent: the known stablecoins and, when known, the Stablepay contracts. */
-function contractsKeepingFunds(stablepay: StablepayAddresses | null): ReadonlyMap<string, string> {
+export function contractsKeepingFunds(stablepay: StablepayAddresses | null): ReadonlyMap<string, string> {
   if (stablepay === null) return (knownWithoutDeployment ??= knownContracts());
   let known = knownByDeployment.get(stablepay);
   if (!known) {
