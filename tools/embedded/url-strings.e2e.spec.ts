@@ -84,6 +84,15 @@ describe('control characters and lone surrogates in the URL (embedded stack)', (
     );
   });
 
+  it('answers a long path id as any unknown id (404), not a framework 414 naming nothing', async () => {
+    const long = 'x'.repeat(500);
+    const notFound = { status: 404, body: { error: expect.objectContaining({ code: 'resource_missing' }) } };
+    expect(await get(`/payments/pay_${long}`)).toEqual(notFound);
+    expect(await get(`/checkouts/chk_${long}`)).toEqual(notFound);
+    expect(await get(`/merchants/${merchantId}/webhook-events/evt_${long}`)).toEqual(notFound);
+    expect(await get(`/merchants/mer_${long}/webhook-events`)).toEqual(notFound);
+  });
+
   it('still serves ids and cursors that are merely unknown, and non-ASCII text', async () => {
     expect((await get(`/checkouts?starting_after=chk_unknown`)).status).toBe(400);
     expect((await get(`/checkouts/chk_%E2%82%AC`)).body.error?.['code']).not.toBe('invalid_string');

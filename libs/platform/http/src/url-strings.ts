@@ -131,6 +131,10 @@ const invalidUrl = (code: UrlFault['code'], message: string, param?: string): Do
  * envelope instead of Fastify's own body.
  */
 export const urlStringsOptions = {
+  // Fastify's default (100) answered a longer path parameter with a framework 414 naming no parameter, before the
+  // route: longer than Node lets a request line be (its 16 KiB header limit), so every parameter reaches its route,
+  // which answers an id it does not know with 404 and a malformed one with 400 naming it.
+  maxParamLength: 16 * 1024,
   rewriteUrl(req: IncomingMessage): string {
     const url = req.url ?? '/';
     const fault = findUrlFault(url);
