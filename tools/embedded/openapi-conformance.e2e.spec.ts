@@ -326,6 +326,9 @@ describe('API answers conform to docs/openapi.yaml (embedded stack, anvil)', () 
     await call(415, 'POST', '/checkouts', { raw: 'amount=1', contentType: 'text/plain' });
     await call(413, 'POST', '/checkouts', { raw: JSON.stringify({ pad: 'x'.repeat(1_100_000) }) });
     await call(404, 'GET', '/customers/cus_unknown');
+    await call(400, 'POST', `/merchants/${stack.demoMerchantId}/webhook-events/evt_unknown/redeliver`, {
+      body: { now: true },
+    });
     const o = await otherMerchant();
     await call(404, 'GET', `/merchants/${o.id}/subscriptions`);
     await call(404, 'GET', `/merchants/${o.id}/charges`);
