@@ -294,9 +294,10 @@ export function unannouncedDeployment(state: PaymentState): { txHash: string; ch
 /**
  * A payment a reorg failed that the canonical chain shows paid after all (PaymentReinstated.v1), once the deposit
  * flow found its recorded deployment still there (RecordDeploymentFound): the deployment is a DIRECT or TWO_STEP one
- * nothing moved out of since (`deploymentToVerify`), and the lost transfer is back with its confirmations and the
- * confirmed funding covers the order again. Null otherwise: the payment stays failed, and what its deposit holds
- * goes back to the payer.
+ * nothing moved out of since (`deploymentToVerify`), and what the new fork confirmed into the deposit covers the
+ * order again (`confirmedDeposits`). That need not be the lost transfer mined again: the payer's transaction replaced
+ * on the new fork by another one paying the address funded the re-mined deploy just as well. Null otherwise: the
+ * payment stays failed, and what its deposit holds goes back to the payer.
  */
 export function reinstatement(
   state: PaymentState,
@@ -304,10 +305,8 @@ export function reinstatement(
   const recorded = deploymentToVerify(state);
   const method = state.deployment?.method;
   if (!recorded || (method !== 'DIRECT' && method !== 'TWO_STEP')) return null;
-  const lost = state.transfers.filter((t) => isLostTransfer(state, t));
-  if (lost.length === 0 || lost.some((t) => !t.confirmed)) return null;
   const detected = detectedAsset(state);
-  if (!detected || confirmedFunding(state) < BigInt(detected.tokenAmount)) return null;
+  if (!detected || confirmedDeposits(state, detected.asset) < BigInt(detected.tokenAmount)) return null;
   return {
     deployTxHash: recorded.txHash,
     chain: recorded.chain,
@@ -528,6 +527,18 @@ export function paymentAsset(state: PaymentState): string | null {
 export const heldBalance = (state: PaymentState, asset: string): bigint =>
   sum(state.transfers.filter((t) => t.confirmed && t.asset === asset).map((t) => BigInt(t.amount))) -
   (state.outflows[asset] ?? 0n);
+
+/**
+ * Confirmed tokens of `asset` sent to the deposit address by anyone but a held sanctioned sender, whatever their
+ * classification at observation: after a reorg failed the payment, a transfer on the new fork is a straggler by then,
+ * yet it is what the deploy mined again there forwarded or escrowed.
+ */
+const confirmedDeposits = (state: PaymentState, asset: string): bigint =>
+  sum(
+    state.transfers
+      .filter((t) => t.confirmed && t.asset === asset && !fromSanctioned(state, t))
+      .map((t) => BigInt(t.amount)),
+  );
 
 /**
  * Confirmed tokens of `asset` that sanctioned senders sent (held for good: no outflow ever takes them, the

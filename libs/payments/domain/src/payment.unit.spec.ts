@@ -2614,6 +2614,27 @@ describe('Payment: a reorg failure undone when the lost transfer and the deploy 
     expect(toCheckoutObject(none.state).status).toBe('failed');
   });
 
+  it('another transfer than the lost one, confirmed on the new fork and covering the order, reinstates the payment the re-mined deploy paid', () => {
+    // The payer's transaction replaced on the new fork by another paying the address (a straggler by then).
+    const other = transfer({ blockNumber: '106' });
+    const replaced = [...paid(t), deployDirect(), retract(t), observe(other, 10)] as const;
+    expect(given(...replaced).when(found(11)).events).toEqual([]);
+    const back = given(...replaced, confirm(other, 11)).when(found(12));
+    expect(back.types).toEqual(['PaymentReinstated.v1']);
+    expect(back.events.map(paymentWebhookType)).toEqual(['payment.settled']);
+    expect(back.object).toMatchObject({ status: 'settled' });
+    expect(back.object).not.toHaveProperty('failure_reason');
+    expect(toCheckoutObject(back.state).status).toBe('paid');
+    // The order was forwarded from it: nothing is the payer's.
+    expect(heldBalance(back.state, USDC_BASE)).toBe(0n);
+    // Less than the order on the new fork: the payment stays failed.
+    const short = transfer({ amount: '6250000', blockNumber: '106' });
+    expect(
+      given(...paid(t), deployDirect(), retract(t), observe(short, 10), confirm(short, 11)).when(found(12))
+        .events,
+    ).toEqual([]);
+  });
+
   it("a deploy lost at first and found on the chain later (the NONE deploy finds the order's DIRECT deploy): settled, failure cleared", () => {
     const history = [
       ...paid(t),
