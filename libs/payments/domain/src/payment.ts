@@ -293,11 +293,12 @@ export function unannouncedDeployment(state: PaymentState): { txHash: string; ch
 
 /**
  * A payment a reorg failed that the canonical chain shows paid after all (PaymentReinstated.v1), once the deposit
- * flow found its recorded deployment still there (RecordDeploymentFound): the deployment is a DIRECT or TWO_STEP one
- * nothing moved out of since (`deploymentToVerify`), and what the new fork confirmed into the deposit covers the
- * order again (`confirmedDeposits`). That need not be the lost transfer mined again: the payer's transaction replaced
- * on the new fork by another one paying the address funded the re-mined deploy just as well. Null otherwise: the
- * payment stays failed, and what its deposit holds goes back to the payer.
+ * flow found its recorded deployment on the new fork with the chain's confirmations (RecordDeploymentFound, or the
+ * worker's ConfirmDeployment of it): the deployment is a DIRECT or TWO_STEP one nothing moved out of since
+ * (`deploymentToVerify`), and what the new fork confirmed into the deposit covers the order again
+ * (`confirmedDeposits`). That need not be the lost transfer mined again: the payer's transaction replaced on the new
+ * fork by another one paying the address funded the re-mined deploy just as well. Null otherwise: the payment stays
+ * failed, and what its deposit holds goes back to the payer.
  */
 export function reinstatement(
   state: PaymentState,
@@ -1117,7 +1118,9 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
     case 'PaymentDeploymentConfirmed.v1':
       return { ...state, deploymentConfirmed: true };
     case 'PaymentReinstated.v1':
-      return { ...failureUndone(state), phase: event.data.phase };
+      // Decided at the re-mined deploy's confirmations and announced by itself (as it was before it waited for them):
+      // the deploy's confirmation after it announces nothing again.
+      return { ...failureUndone(state), phase: event.data.phase, deploymentConfirmed: true };
     case 'PaymentDustRecoveryRequested.v1':
       return { ...state, dustRecoveryRequestedAt: event.data.requestedAt };
     case 'PaymentDeploymentLost.v1': {
@@ -1501,8 +1504,9 @@ export type PaymentCommand =
     }
   | {
       /**
-       * The deposit flow found the deposit contract of the deployment recorded for a payment a reorg failed still on
-       * the chain (the deploy landed again on the new fork): reinstated once the lost funding is confirmed again.
+       * The deposit flow found the deployment recorded for a payment a reorg failed on the new fork (the deploy landed
+       * again there), its transaction in a canonical block with the chain's confirmations: reinstated once the funding
+       * confirmed there covers the order.
        */
       readonly type: 'RecordDeploymentFound';
       readonly deployTxHash: string;
@@ -1703,6 +1707,16 @@ export function decidePayment(command: PaymentCommand, state: PaymentState): Pay
 
 function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: PaymentEvent) => void): void {
   const at = command.now.toISOString();
+  /**
+   * The recorded deploy `deployTxHash` of a payment a reorg failed is on the new fork with the chain's confirmations:
+   * reinstated when the funding confirmed there covers the order, else nothing yet (the flow asks again on the next
+   * confirmation). Another transaction than the recorded deploy reinstates nothing.
+   */
+  const reinstate = (deployTxHash: string): void => {
+    const back = reinstatement(s);
+    if (back?.deployTxHash.toLowerCase() !== deployTxHash.toLowerCase()) return;
+    emit({ type: 'PaymentReinstated.v1', data: { ...back, at } });
+  };
   switch (command.type) {
     case 'CreateCheckout': {
       if (s.created) throw conflict('checkout_exists', `Checkout ${command.checkoutId} already exists.`);
@@ -1857,11 +1871,7 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     }
     case 'RecordDeploymentFound': {
       requireCreated(s);
-      // Found before the lost transfer has its confirmations on the new fork: nothing yet (the flow asks again
-      // when it has them). A deploy that is not the recorded one reinstates nothing.
-      const back = reinstatement(s);
-      if (back?.deployTxHash.toLowerCase() !== command.deployTxHash.toLowerCase()) return;
-      emit({ type: 'PaymentReinstated.v1', data: { ...back, at } });
+      reinstate(command.deployTxHash);
       return;
     }
     case 'RequestCapture': {
@@ -2061,6 +2071,12 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
     }
     case 'ConfirmDeployment': {
       requireCreated(s);
+      // The recorded deploy of a payment a reorg failed, mined again on the new fork, has its confirmations there:
+      // the payment is reinstated (which announces it) or stays failed; never payment.settled while failed.
+      if (lostToReorg(s)) {
+        reinstate(command.txHash);
+        return;
+      }
       // A repeat, a NONE deployment (nothing announced) or a transaction that is not the recorded deploy: nothing.
       const deployment = s.deployment;
       if (!deployment || s.deploymentConfirmed || deployment.method === 'NONE') return;

@@ -2614,6 +2614,43 @@ describe('Payment: a reorg failure undone when the lost transfer and the deploy 
     expect(toCheckoutObject(none.state).status).toBe('failed');
   });
 
+  const confirmDeploy = (minutes: number): PaymentCommand => ({
+    type: 'ConfirmDeployment',
+    txHash: '0xdeploy',
+    now: at(minutes),
+  });
+  const webhooks = (events: readonly PaymentEvent[]) =>
+    events.map(paymentWebhookType).filter((h) => h !== null);
+
+  it("the re-mined deploy's confirmation (ConfirmDeployment) reinstates a payment whose deploy was not confirmed before the reorg: payment.settled once, never while failed", () => {
+    // The reorg took the deploy before its confirmations: the worker follows it to its new block and confirms it there.
+    const failed = given(...paid(t), deployDirect(), retract(t));
+    expect(failed.when(confirmDeploy(10)).events).toEqual([]);
+    const back = given(...backOnNewFork()).when(confirmDeploy(12));
+    expect(back.types).toEqual(['PaymentReinstated.v1']);
+    expect(back.object).toMatchObject({ status: 'settled' });
+    const history = [...backOnNewFork(), confirmDeploy(12), confirmDeploy(13), found(14)];
+    expect(webhooks(given(...history).history)).toEqual([
+      'payment.deposit_confirmed',
+      'payment.failed',
+      'payment.settled',
+    ]);
+  });
+
+  it("a reinstatement is the deploy's announcement: its later confirmation sends no second payment.settled", () => {
+    // Found (RecordDeploymentFound) with its confirmations before the worker's receipt pass reached the same deploy.
+    const reinstated = given(...backOnNewFork(), found(12));
+    expect(reinstated.state.deploymentConfirmed).toBe(true);
+    expect(reinstated.when(confirmDeploy(13)).events).toEqual([]);
+    // TWO_STEP alike: one payment.escrow_confirmed for the deploy.
+    const escrow = given(...backOnNewFork(deployTwoStep()), found(12), confirmDeploy(13));
+    expect(webhooks(escrow.history)).toEqual([
+      'payment.deposit_confirmed',
+      'payment.failed',
+      'payment.escrow_confirmed',
+    ]);
+  });
+
   it('another transfer than the lost one, confirmed on the new fork and covering the order, reinstates the payment the re-mined deploy paid', () => {
     // The payer's transaction replaced on the new fork by another paying the address (a straggler by then).
     const other = transfer({ blockNumber: '106' });

@@ -736,11 +736,11 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       const recorded = deploymentToVerify(state);
       if (recorded) {
         // A reorg failed the payment after its deploy was recorded: the deploy, mined after the lost funding, went
-        // with it, and on the new fork it landed again (the funding back first) or not (reverted, dropped). Not
-        // there: undone, and the deposit's funds are deployed NONE and returned to the payer. There: the payment
-        // is reinstated once the lost funding has its confirmations again (asked on every event until then).
+        // with it, and on the new fork it landed again (funded first) or not (reverted, dropped). Not there:
+        // undone, and the deposit's funds are deployed NONE and returned to the payer. There: the payment is
+        // reinstated once the deploy has its confirmations there and the funding confirmed there covers the order.
         if (await this.contracts.isDeployed(recorded.chain, created.depositAddress)) {
-          await this.recordDeployment.found(paymentId, recorded.txHash);
+          await this.reinstateAtConfirmations(paymentId, recorded);
         } else {
           this.logger.warn({
             msg: 'deposit deployment lost to a reorg: not on the chain any more',
@@ -772,6 +772,39 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
         error instanceof Error ? error.message : String(error),
       );
     }
+  }
+
+  /**
+   * The recorded deploy of a payment a reorg failed is on the new fork: reinstated (merchants told payment.settled /
+   * payment.escrow_confirmed) only once its block there has the chain's confirmations, as the first deploy was
+   * announced, never at the head. That block is queued as a receipt (`deploy:<tx>:<block hash>`) whose confirmation
+   * by the worker (ConfirmDeployment) reinstates the payment if the funding confirmed on the new fork covers the order
+   * by then; funding confirmed later finds the receipt confirmed here (RecordDeploymentFound).
+   */
+  private async reinstateAtConfirmations(
+    paymentId: string,
+    recorded: { txHash: string; chain: string },
+  ): Promise<void> {
+    const set = this.relayers.set;
+    if (!set) throw new Error('no chain provider to read the recorded deploy of a payment a reorg failed');
+    const receipt = await set.for(recorded.chain).provider.getTransactionReceipt(recorded.txHash);
+    // Thrown, so the step is retried: a node behind the one that mined it answers later.
+    if (!receipt || receipt.status !== 1)
+      throw new Error(`the deposit is deployed but no receipt of the recorded deploy ${recorded.txHash} yet`);
+    const receiptId = `deploy:${recorded.txHash.toLowerCase()}:${receipt.blockHash.toLowerCase()}`;
+    await this.store.addReceipt({
+      receipt_id: receiptId,
+      payment_id: paymentId,
+      chain: recorded.chain,
+      tx_hash: recorded.txHash,
+      log_index: null,
+      kind: 'deployed',
+      block_number: String(receipt.blockNumber),
+      block_hash: receipt.blockHash,
+    });
+    if ((await this.store.receiptState(receiptId)) === 'confirmed')
+      await this.recordDeployment.found(paymentId, recorded.txHash, receipt.blockHash);
+    else this.wake();
   }
 
   /**
@@ -1237,10 +1270,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   private async confirmReceipt(r: RecordedReceipt): Promise<void> {
     const txHash = r.tx_hash.toLowerCase();
     if (r.kind === 'deployed') {
+      // Keyed by the row: `deploy:<tx>` for the deploy recorded, `deploy:<tx>:<block>` for it mined again on the
+      // fork after a reorg failed the payment (its confirmation there reinstates it; the first key is spent).
       await this.facts.append(
         r.payment_id,
         { type: 'ConfirmDeployment', txHash },
-        `confirmed:deploy:${txHash}`,
+        `confirmed:${r.receipt_id}`,
       );
       return;
     }

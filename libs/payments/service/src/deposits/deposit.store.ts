@@ -432,6 +432,14 @@ export class DepositStore {
     );
   }
 
+  async receiptState(receiptId: string): Promise<string | null> {
+    const rows: { state: string }[] = await this.db.query(
+      'SELECT state FROM payment_deposit_receipts WHERE receipt_id = $1',
+      [receiptId],
+    );
+    return rows[0]?.state ?? null;
+  }
+
   /**
    * The transaction mined again in another block: the receipt is checked there from now on. The block it was first
    * recorded from is kept (set once: a second follow does not overwrite it).

@@ -42,14 +42,16 @@ export class RecordDepositDeploymentHandler {
   }
 
   /**
-   * The deployment recorded for a payment a reorg failed is on the chain (landed again on the new fork): the domain
-   * reinstates the payment once its lost funding is confirmed again, else records nothing (asked again later).
+   * The deployment recorded for a payment a reorg failed is on the chain (landed again on the new fork) in
+   * `blockHash`, with the chain's confirmations: the domain reinstates the payment once the funding confirmed there
+   * covers the order, else records nothing (asked again later). Keyed by the block: a later reorg's loss and
+   * reinstatement of the same deploy is another finding.
    */
-  found(paymentId: string, deployTxHash: string) {
+  found(paymentId: string, deployTxHash: string, blockHash: string) {
     return this.facts.append(
       paymentId,
       { type: 'RecordDeploymentFound', deployTxHash },
-      `deploy-found:${deployTxHash}`,
+      `deploy-found:${deployTxHash}:${blockHash.toLowerCase()}`,
     );
   }
 
