@@ -66,6 +66,8 @@ const TICK_MS = 500;
  */
 const RESCAN_OUTFLOW = 'rescan-outflow:';
 const MAX_BACKOFF_MS = 60_000;
+/** The block hash of a deploy receipt queued by a process that could not read its chain (DepositFlow.watchDeposit). */
+const UNPLACED_BLOCK = '';
 /** Deadline of the worker's chain reads (head, block hashes): ethers' own default would hold every confirmation for 300 s. */
 const HEAD_DEADLINE_MS = 10_000;
 /** A worker pass still running after this long is reported (log + metric) while it goes on. */
@@ -82,6 +84,7 @@ function workerMetrics(): {
   outflowsRetractedAfterRecord: Counter<'chain' | 'kind'>;
   deploysLost: Counter<'chain' | 'outcome'>;
   receiptsUndecided: Counter<'chain' | 'kind' | 'reason'>;
+  deploysOnUnreadChain: Counter<'chain'>;
 } {
   const get = <T>(name: string, make: () => T): T =>
     (register.getSingleMetric(name) as T | undefined) ?? make();
@@ -156,6 +159,15 @@ function workerMetrics(): {
           name: 'stablepay_payment_deposit_outflow_retracted_after_record_total',
           help: 'Deposit outflows the payment had recorded whose block a reorg retracted (the fact stands; check the deposit), by chain and kind',
           labelNames: ['chain', 'kind'],
+        }),
+    ),
+    deploysOnUnreadChain: get(
+      'stablepay_payment_deposit_deploys_on_unread_chain_total',
+      () =>
+        new Counter({
+          name: 'stablepay_payment_deposit_deploys_on_unread_chain_total',
+          help: 'DIRECT/TWO_STEP deploys recorded on a chain the recording process does not read (queued for a worker that reads it; announced only there), by chain',
+          labelNames: ['chain'],
         }),
     ),
   };
@@ -398,7 +410,10 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     announced: boolean,
   ): Promise<void> {
     const set = this.relayers.set;
-    if (!set || !this.config.chains.some((c) => c.caip2 === deployment.chain)) return;
+    if (!set || !this.config.chains.some((c) => c.caip2 === deployment.chain)) {
+      if (announced) await this.queueDeployOnUnreadChain(paymentId, deployment);
+      return;
+    }
     const { state } = await this.facts.load(paymentId);
     if (!state.created) return;
     const receipt = await set.for(deployment.chain).provider.getTransactionReceipt(deployment.deployTxHash);
@@ -423,6 +438,36 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       address: state.created.depositAddress,
       kind: 'payment_deposit',
       fromBlock: receipt.blockNumber,
+    });
+  }
+
+  /**
+   * A DIRECT or TWO_STEP deploy recorded on a chain this process does not read (not in its chains, or no relayers):
+   * skipped, it would never be confirmed nor announced. Its receipt row is queued without its block (number 0, no hash),
+   * under the id the reading process would give it: the worker of any process that reads the chain finds the
+   * transaction where it is (as a deploy mined again elsewhere), follows it there and confirms it at its depth. Said
+   * loudly, as no worker of this process will: if none reads the chain, it is never announced.
+   */
+  private async queueDeployOnUnreadChain(
+    paymentId: string,
+    deployment: { deployTxHash: string; chain: string },
+  ): Promise<void> {
+    await this.store.addReceipt({
+      receipt_id: `deploy:${deployment.deployTxHash.toLowerCase()}`,
+      payment_id: paymentId,
+      chain: deployment.chain,
+      tx_hash: deployment.deployTxHash,
+      log_index: null,
+      kind: 'deployed',
+      block_number: '0',
+      block_hash: UNPLACED_BLOCK,
+    });
+    this.metrics.deploysOnUnreadChain.inc({ chain: deployment.chain });
+    this.logger.error({
+      msg: 'deposit deploy recorded on a chain this process does not read: queued for the worker of a process that reads it, announced only at its confirmations there',
+      paymentId,
+      chain: deployment.chain,
+      deployTxHash: deployment.deployTxHash,
     });
   }
 
@@ -1169,7 +1214,10 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       // reorg may take it back unread by the indexer, the transaction dropped. Kept open either way.
       await this.store.followReceipt(r.receipt_id, receipt.blockNumber, receipt.blockHash);
       this.logger.warn({
-        msg: 'deposit transaction recorded from its receipt mined again in another block after a reorg; its confirmations are counted there',
+        msg:
+          r.block_hash === UNPLACED_BLOCK
+            ? 'deposit deploy queued by a process that does not read its chain found in its block; its confirmations are counted there'
+            : 'deposit transaction recorded from its receipt mined again in another block after a reorg; its confirmations are counted there',
         ...entry,
         blockNumber: receipt.blockNumber,
       });

@@ -1,6 +1,9 @@
 import { getAddress, type JsonRpcProvider, Wallet } from 'ethers';
+import { register } from 'prom-client';
 import type { DataSource } from 'typeorm';
+import type { BusMessage } from '@stablepay/event-bus';
 import { initialPaymentState, type PaymentState } from '@stablepay/payments-domain';
+import { metricValue } from '@stablepay/testing';
 import { ManualClock } from '@stablepay/util';
 import { DepositContracts } from './deposit-contracts';
 import { DepositFlow } from './deposit-flow';
@@ -8,7 +11,8 @@ import { type DepositTestbed, startDepositTestbed } from './test-support/deposit
 
 /**
  * The deploy of a DIRECT or TWO_STEP payment is announced only once its block has the chain's confirmations: also
- * when a reorg failed the payment and the deploy landed again on the new fork (the reinstatement). A real anvil and the flow's tables (PostgreSQL or PGlite); the
+ * when a reorg failed the payment and the deploy landed again on the new fork (the reinstatement), and when the
+ * process that recorded it does not read its chain. A real anvil and the flow's tables (PostgreSQL or PGlite); the
  * payment's handlers are stand-ins recording what they are asked, and worker passes are run by hand.
  */
 const CHAIN = 'eip155:8453';
@@ -136,5 +140,46 @@ describe('a payment a reorg failed whose recorded deploy landed again on the new
     expect(
       await dataSource.query('SELECT * FROM payment_deposit_jobs WHERE payment_id = $1', [PAYMENT]),
     ).toEqual([]);
+  });
+});
+
+describe('a DIRECT or TWO_STEP deploy recorded by a process that does not read its chain', () => {
+  const PAYMENT = 'pay_unread_chain';
+
+  it('is queued, counted and logged there, and confirmed (ConfirmDeployment) by the worker of a process that reads the chain', async () => {
+    const deploy = await deployMined();
+    const state = deployed(deploy.txHash);
+    const unread = await depositFlow(state, []);
+    const counted = async () =>
+      metricValue(await register.metrics(), 'stablepay_payment_deposit_deploys_on_unread_chain_total', {
+        chain: CHAIN,
+      });
+    const before = await counted();
+
+    await unread.flow.onPaymentEvent({
+      id: 'settled',
+      topic: 'payments.payment.v1',
+      key: `payment-${PAYMENT}`,
+      type: 'PaymentSettled.v1',
+      data: { deployTxHash: deploy.txHash, chain: CHAIN },
+    } as unknown as BusMessage);
+
+    expect((await counted()) - before).toBe(1);
+    expect(await receiptRows(PAYMENT)).toEqual([
+      { receipt_id: `deploy:${deploy.txHash}`, block_number: '0', state: 'open' },
+    ]);
+
+    const reading = await depositFlow(state);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS - 1).toString(16)}`]);
+    await reading.flow.confirmTransfers();
+    expect(reading.asked.appended).toEqual([
+      {
+        command: { type: 'ConfirmDeployment', txHash: deploy.txHash },
+        key: `confirmed:deploy:${deploy.txHash}`,
+      },
+    ]);
+    expect(await receiptRows(PAYMENT)).toEqual([
+      { receipt_id: `deploy:${deploy.txHash}`, block_number: expect.anything(), state: 'confirmed' },
+    ]);
   });
 });
