@@ -250,6 +250,43 @@ describe('the deposit worker confirms only sightings whose block is still canoni
     expect(counted).toBe(0);
     expect(rows).toEqual([{ state: 'retracted' }]);
   });
+
+  it("queued sightings that stay undecided (their block orphaned, the indexer's retraction never coming) rotate to the back: more of them than a pass reads (200) ahead of a transfer and a capture do not keep those from being confirmed and recorded", async () => {
+    const { flow, asked } = await depositFlow();
+    const before = await blockWithTransaction();
+    const stuck = { chain: CHAIN, block: before.number, hash: `0x${'0d'.repeat(32)}`, count: 201 };
+    await dataSource.query(
+      `INSERT INTO payment_deposit_transfers
+         (observation_id, payment_id, chain, tx_hash, log_index, block_number, block_hash, state)
+       SELECT 'obs-stuck-transfer-' || i, 'pay_stuck', $1, $2, i, $3, $4, 'observed'
+         FROM generate_series(1, $5::int) AS i`,
+      [stuck.chain, before.txHash, stuck.block, stuck.hash, stuck.count],
+    );
+    await dataSource.query(
+      `INSERT INTO payment_deposit_outflows
+         (observation_id, payment_id, chain, tx_hash, log_index, block_number, block_hash, kind, token, recipient,
+          amount, state)
+       SELECT 'obs-stuck-capture-' || i, 'pay_stuck', $1, $2, i, $3, $4, 'captured', $5, $5, '5', 'observed'
+         FROM generate_series(1, $6::int) AS i`,
+      [stuck.chain, before.txHash, stuck.block, stuck.hash, USDC.toLowerCase(), stuck.count],
+    );
+    const later = await blockWithTransaction();
+    await flow.onObservation(transferSeen('obs-behind-stuck-transfer', later, later.txHash));
+    await flow.onObservation(captureSeen('obs-behind-stuck-capture', later, later.txHash));
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+
+    await flow.confirmTransfers();
+    await flow.confirmTransfers();
+
+    expect(asked.confirmed).toEqual([later.txHash]);
+    expect(asked.recorded).toEqual([later.txHash]);
+    // The orphaned ones stay queued for the retraction (or an operator): nothing confirmed or recorded them.
+    const stillQueued = await dataSource.query(
+      `SELECT (SELECT count(*)::int FROM payment_deposit_transfers WHERE payment_id = 'pay_stuck' AND state = 'observed') AS transfers,
+              (SELECT count(*)::int FROM payment_deposit_outflows WHERE payment_id = 'pay_stuck' AND state = 'observed') AS outflows`,
+    );
+    expect(stillQueued).toEqual([{ transfers: 201, outflows: 201 }]);
+  });
 });
 
 describe('the deposit worker checks what the payment recorded from a receipt at the confirmations (a reorg the indexer never read)', () => {

@@ -234,8 +234,37 @@ export class AddDepositReceiptRecordedBlock1796054400300 implements MigrationInt
   }
 }
 
+/**
+ * When the worker last read each queued transfer and outflow (`checked_at`). Its pass reads the never-checked rows
+ * first, then the least recently checked, as it does receipts (AddDepositReceiptChecks1795622401000): rows that stay
+ * queued (an orphaned sighting whose retraction never comes, a height with no block on a node behind, an outflow whose
+ * recording keeps failing) rotate to the back instead of filling every page and starving the chain's later transfers
+ * and outflows. Nullable columns without a default (no rewrite), idempotent; the ALTERs wait boundedly.
+ */
+export class AddDepositQueueChecks1796140800900 implements MigrationInterface {
+  name = 'AddDepositQueueChecks1796140800900';
+
+  async up(q: QueryRunner): Promise<void> {
+    await queryWithBoundedLockWait(
+      q,
+      'ALTER TABLE payment_deposit_transfers ADD COLUMN IF NOT EXISTS checked_at timestamptz',
+    );
+    await queryWithBoundedLockWait(
+      q,
+      'ALTER TABLE payment_deposit_outflows ADD COLUMN IF NOT EXISTS checked_at timestamptz',
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('ALTER TABLE payment_deposit_outflows DROP COLUMN IF EXISTS checked_at');
+    await q.query('ALTER TABLE payment_deposit_transfers DROP COLUMN IF EXISTS checked_at');
+  }
+}
+
 /** Open receipt rows the worker reads in one pass of a chain. */
 const RECEIPT_PAGE = 200;
+/** Queued transfers, and queued outflows, the worker reads in one pass of a chain. */
+const QUEUE_PAGE = 200;
 
 /** A transaction the payment recorded from its receipt, awaiting the chain's confirmations (log_index null: a deploy). */
 export interface RecordedReceipt {
@@ -280,6 +309,18 @@ export interface OpenTransfer {
   readonly block_hash: string | null;
 }
 
+/** Oldest first: by block, then log, then id (a stamped page comes back in no order). */
+function inBlockOrder(
+  a: { block_number: string; log_index: number; observation_id: string },
+  b: { block_number: string; log_index: number; observation_id: string },
+): number {
+  return (
+    Number(BigInt(a.block_number) - BigInt(b.block_number)) ||
+    a.log_index - b.log_index ||
+    a.observation_id.localeCompare(b.observation_id)
+  );
+}
+
 export class DepositStore {
   constructor(private readonly db: DataSource) {}
 
@@ -315,12 +356,27 @@ export class DepositStore {
     return rows[0] ?? null;
   }
 
+  /**
+   * A page of the queued transfers of `chain` whose block is at or below `throughBlock`, stamped as checked: never
+   * checked first, then the least recently checked, so rows the pass leaves queued rotate to the back (see
+   * AddDepositQueueChecks1796140800900). Answered oldest first. A SELECT over the stamping UPDATE: TypeORM answers an
+   * UPDATE with [rows, count], not rows.
+   */
   async open(chain: string, throughBlock: number): Promise<OpenTransfer[]> {
-    return this.db.query(
-      `SELECT * FROM payment_deposit_transfers WHERE state = 'observed' AND chain = $1 AND block_number <= $2
-        ORDER BY block_number LIMIT 200`,
-      [chain, throughBlock],
+    const rows: OpenTransfer[] = await this.db.query(
+      `WITH due AS (
+         SELECT observation_id FROM payment_deposit_transfers
+          WHERE state = 'observed' AND chain = $1 AND block_number <= $2
+          ORDER BY checked_at NULLS FIRST, block_number, log_index, observation_id
+          LIMIT $3),
+       stamped AS (
+         UPDATE payment_deposit_transfers t SET checked_at = now() FROM due
+          WHERE t.observation_id = due.observation_id
+          RETURNING t.observation_id, t.payment_id, t.chain, t.tx_hash, t.log_index, t.block_number, t.block_hash)
+       SELECT * FROM stamped`,
+      [chain, throughBlock, QUEUE_PAGE],
     );
+    return rows.sort(inBlockOrder);
   }
 
   async mark(observationId: string, state: 'confirmed' | 'retracted'): Promise<void> {
@@ -360,14 +416,26 @@ export class DepositStore {
     return rows[0] ?? null;
   }
 
-  /** Observed outflows of `chain` whose block is at or below `throughBlock` (confirmed deep enough), oldest first. */
+  /**
+   * A page of the observed outflows of `chain` whose block is at or below `throughBlock` (confirmed deep enough),
+   * stamped and rotated as `open` pages transfers; answered oldest first.
+   */
   async openOutflows(chain: string, throughBlock: number): Promise<ObservedOutflow[]> {
-    return this.db.query(
-      `SELECT * FROM payment_deposit_outflows
-        WHERE state = 'observed' AND chain = $1 AND block_number <= $2
-        ORDER BY block_number, log_index LIMIT 200`,
-      [chain, throughBlock],
+    const rows: ObservedOutflow[] = await this.db.query(
+      `WITH due AS (
+         SELECT observation_id FROM payment_deposit_outflows
+          WHERE state = 'observed' AND chain = $1 AND block_number <= $2
+          ORDER BY checked_at NULLS FIRST, block_number, log_index, observation_id
+          LIMIT $3),
+       stamped AS (
+         UPDATE payment_deposit_outflows o SET checked_at = now() FROM due
+          WHERE o.observation_id = due.observation_id
+          RETURNING o.observation_id, o.payment_id, o.chain, o.tx_hash, o.log_index, o.block_number, o.block_hash,
+            o.kind, o.token, o.recipient, o.amount)
+       SELECT * FROM stamped`,
+      [chain, throughBlock, QUEUE_PAGE],
     );
+    return rows.sort(inBlockOrder);
   }
 
   async markOutflow(observationId: string, state: 'recorded' | 'retracted'): Promise<void> {

@@ -20,6 +20,7 @@ import {
   ValidateLostDepositReceipts1795622400900,
   AddDepositReceiptChecks1795622401000,
   AddDepositReceiptRecordedBlock1796054400300,
+  AddDepositQueueChecks1796140800900,
   CreatePaymentDepositTables1767500000000,
   ReopenUnrecordedDepositConfirmations1767500000100,
 } from './deposit.store';
@@ -75,6 +76,7 @@ export function paymentDepositsService(
       ValidateLostDepositReceipts1795622400900,
       AddDepositReceiptChecks1795622401000,
       AddDepositReceiptRecordedBlock1796054400300,
+      AddDepositQueueChecks1796140800900,
     ],
   };
 }
