@@ -175,8 +175,18 @@ describe('payer dispute and attestation through HTTP (embedded stack, anvil)', (
     const disputed = await api('POST', path, body);
     expect(disputed.body['error']).toBeUndefined();
     expect(disputed.status).toBe(200);
-    expect(disputed.body).toMatchObject({ payer_status: 'disputed', payer_final_at: null });
+    // The receipt's log is not recorded at one confirmation: the indexer's sighting records it.
+    expect(disputed.body).toMatchObject({ payer_status: 'dispute_pending' });
     expect(await onChainPayer(p)).toBe(ZeroAddress);
+    const pending = await api('POST', path, await disputeBody(p));
+    expect(pending.status).toBe(409);
+    expect(pending.body['error']).toMatchObject({ code: 'payer_dispute_pending' });
+    const cleared = await eventually(
+      () => payment(paymentId),
+      (q) => q['payer_status'] === 'disputed',
+      'the dispute seen by the indexer on the payment',
+    );
+    expect(cleared).toMatchObject({ payer_final_at: null });
     const again = await api('POST', path, await disputeBody(p));
     expect(again.status).toBe(409);
     expect(again.body['error']).toMatchObject({ code: 'payer_disputed' });

@@ -80,11 +80,12 @@ export interface PaymentObject {
   readonly payer_addresses: readonly string[];
   /**
    * Ours: where the deposit's payer stands (the refund, reclaim and recover destination, `payer_addresses[0]`):
-   * `attested` (by the deploy, or by the operator after a dispute; final at `payer_final_at`), `disputed` (the
-   * merchant disputed it: no payer until the operator attests one; refund and recover are refused), null before the
-   * deploy. Absent on a stored row until its next event.
+   * `attested` (by the deploy, or by the operator after a dispute; final at `payer_final_at`), `dispute_pending`
+   * (the merchant's dispute is relayed and its log not yet seen at the indexer's depth: the payer still stands),
+   * `disputed` (no payer until the operator attests one; refund and recover are refused), null before the deploy.
+   * Absent on a stored row until its next event.
    */
-  readonly payer_status?: 'attested' | 'disputed' | null;
+  readonly payer_status?: 'attested' | 'dispute_pending' | 'disputed' | null;
   /** Ours: when the attested payer becomes final on chain (its challenge period ends); null when none is attested. */
   readonly payer_final_at?: string | null;
   readonly transactions: readonly PaymentTransaction[];
@@ -191,6 +192,16 @@ const chainOfAsset = (state: PaymentState, asset: string): string =>
   state.transfers.find((t) => t.asset === asset)?.chain ?? asset.slice(0, asset.indexOf('/'));
 
 /** The payment object as a pure function of the aggregate's state. */
+/**
+ * `dispute_pending` from our relay of the merchant's dispute until the deposit's log is seen at the indexer's depth
+ * (or the relay failed): the payer named still stands on chain until then.
+ */
+function payerStatus(state: PaymentState): PaymentObject['payer_status'] {
+  if (!state.deployment) return null;
+  if (state.deployment.payer === null) return 'disputed';
+  return state.payerDisputeRequest ? 'dispute_pending' : 'attested';
+}
+
 export function toPaymentObject(state: PaymentState): PaymentObject {
   const created = state.created;
   if (!created) throw new Error('toPaymentObject: the payment was never created');
@@ -242,7 +253,7 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
     payer_addresses: payer
       ? [payer, ...payers.filter((a) => a.toLowerCase() !== payer.toLowerCase())]
       : payers,
-    payer_status: state.deployment ? (state.deployment.payer === null ? 'disputed' : 'attested') : null,
+    payer_status: payerStatus(state),
     payer_final_at: state.deployment?.payerFinalAt ?? null,
     transactions,
     non_funding_transactions_count: transactions.filter((t) => !t.is_funding).length,

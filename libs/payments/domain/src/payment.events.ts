@@ -370,14 +370,39 @@ export type PaymentRecoverRequested = {
  */
 export type PaymentPayerDisputeRequested = {
   type: 'PaymentPayerDisputeRequested.v1';
-  data: { readonly payer: string; readonly requestedAt: string };
+  data: {
+    readonly payer: string;
+    readonly requestedAt: string;
+    /**
+     * The signature's deadline (ISO, chain time): past it the relayed call can no longer land, so the request stops
+     * holding a second dispute back. Absent on facts recorded before 2026-11-25: those hold nothing back.
+     */
+    readonly deadline?: string;
+  };
 };
 
-/** Where a payer fact was read: the deposit's own log (our receipt or the indexer's sighting). */
+/**
+ * Our relay of the requested dispute did not land (refused at the broadcast, or mined and reverted): nothing changed
+ * on chain, and a new dispute may be requested.
+ */
+export type PaymentPayerDisputeFailed = {
+  type: 'PaymentPayerDisputeFailed.v1';
+  data: { readonly txHash: string | null; readonly at: string };
+};
+
+/** Where a payer fact was read: the deposit's own log, as the indexer saw it. */
 interface PayerLog {
   readonly chain: string;
   readonly txHash: string;
   readonly logIndex: number;
+  /**
+   * The block the log was seen in (decimal string and hash): payer logs take effect in block order, and a reorg's
+   * retraction of that block undoes the fact (PaymentPayerLogRetracted.v1). Absent on facts recorded before
+   * 2026-11-25 (from our own receipt or the indexer): those count in the order they were recorded, before any log
+   * with a block.
+   */
+  readonly blockNumber?: string;
+  readonly blockHash?: string;
 }
 
 /**
@@ -396,6 +421,22 @@ export type PaymentPayerDisputed = {
 export type PaymentPayerAttested = {
   type: 'PaymentPayerAttested.v1';
   data: PayerLog & { readonly payer: string; readonly finalAt: string; readonly at: string };
+};
+
+/**
+ * The block of a recorded PayerDisputed / PayerAttested log left the canonical chain (the indexer's retraction): the
+ * fact no longer counts; the payer is what the remaining logs (or the deployment) say. The same log mined again in
+ * another block is a new sighting, recorded again.
+ */
+export type PaymentPayerLogRetracted = {
+  type: 'PaymentPayerLogRetracted.v1';
+  data: {
+    readonly chain: string;
+    readonly txHash: string;
+    readonly logIndex: number;
+    readonly blockHash: string;
+    readonly at: string;
+  };
 };
 
 /** What moved funds out of a deployed deposit, one per PaymentDeposit outflow log. */
@@ -594,6 +635,8 @@ export type PaymentEvent =
   | PaymentPayerDisputeRequested
   | PaymentPayerDisputed
   | PaymentPayerAttested
+  | PaymentPayerDisputeFailed
+  | PaymentPayerLogRetracted
   | PaymentCaptured
   | PaymentRefunded
   | PaymentReclaimed
@@ -687,6 +730,8 @@ export const PAYMENT_WEBHOOK_BY_EVENT: Readonly<Record<PaymentEventType, Payment
   'PaymentPayerDisputeRequested.v1': null,
   'PaymentPayerDisputed.v1': null,
   'PaymentPayerAttested.v1': null,
+  'PaymentPayerDisputeFailed.v1': null,
+  'PaymentPayerLogRetracted.v1': null,
   // Every outflow is announced once its transaction has the chain's confirmations, not at the one confirmation our
   // own action records it at (a reorg can still take it back there).
   'PaymentCaptured.v1': null,

@@ -116,6 +116,18 @@ export interface PaymentState {
     /** What the deploy did: DIRECT forwarded the order, TWO_STEP escrowed it, NONE moved nothing. */
     readonly method: PaymentMethod | 'NONE';
   } | null;
+  /** The payer the deployment itself attested (before any dispute), and when it became final; null before. */
+  readonly deployPayer: { readonly payer: string; readonly finalAt: string } | null;
+  /**
+   * The deposit's PayerDisputed / PayerAttested logs recorded since the deployment and not retracted, in block order
+   * (facts from before blocks were kept first, in stream order): the last one is the payer now (`deployment.payer`).
+   */
+  readonly payerLogs: readonly PayerLogState[];
+  /**
+   * Our relay of the merchant's dispute of `payer` is requested (PaymentPayerDisputeRequested.v1 with its signature's
+   * `deadline`) and neither its log nor a failure is recorded yet: a second dispute is refused meanwhile.
+   */
+  readonly payerDisputeRequest: { readonly payer: string; readonly deadline: string } | null;
   /**
    * The DIRECT or TWO_STEP deployment's transaction has the chain's confirmations (PaymentDeploymentConfirmed.v1): its
    * webhook is sent. False before, and again once a deployment is lost.
@@ -193,6 +205,17 @@ export interface PaymentState {
   readonly updatedAt: string | null;
 }
 
+export interface PayerLogState {
+  readonly kind: 'disputed' | 'attested';
+  readonly chain: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly blockNumber: bigint | null;
+  readonly blockHash: string | null;
+  readonly payer: string;
+  readonly finalAt: string | null;
+}
+
 export const initialPaymentState = (): PaymentState => ({
   created: null,
   phase: 'pending',
@@ -209,6 +232,9 @@ export const initialPaymentState = (): PaymentState => ({
   deployAsset: null,
   deployHold: null,
   deployment: null,
+  deployPayer: null,
+  payerLogs: [],
+  payerDisputeRequest: null,
   deploymentConfirmed: false,
   authorizationExpiry: null,
   escrowFunded: 0n,
@@ -1158,28 +1184,23 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
     case 'PaymentRefundRequested.v1':
     case 'PaymentRescueRequested.v1':
     case 'PaymentRecoverRequested.v1':
-    case 'PaymentPayerDisputeRequested.v1':
       return state;
+    case 'PaymentPayerDisputeRequested.v1':
+      // Facts from before the deadline was kept hold nothing back (their relay's outcome is long known).
+      return event.data.deadline === undefined
+        ? state
+        : { ...state, payerDisputeRequest: { payer: event.data.payer, deadline: event.data.deadline } };
+    case 'PaymentPayerDisputeFailed.v1':
+      return { ...state, payerDisputeRequest: null };
     case 'PaymentPayerDisputed.v1':
-      return state.deployment
-        ? {
-            ...state,
-            deployment: { ...state.deployment, payer: null, payerFinalAt: null },
-            // The announced destination is no payer any more: shown unknown until the admin attests one.
-            recoverable: state.recoverable ? { ...state.recoverable, payerUnknown: true } : null,
-          }
-        : state;
+      return withPayerLog(state, { kind: 'disputed', finalAt: null, ...event.data });
     case 'PaymentPayerAttested.v1':
-      return state.deployment
-        ? {
-            ...state,
-            deployment: {
-              ...state.deployment,
-              payer: event.data.payer,
-              payerFinalAt: event.data.finalAt,
-            },
-          }
-        : state;
+      return withPayerLog(state, { kind: 'attested', ...event.data });
+    case 'PaymentPayerLogRetracted.v1':
+      return withPayerLogs(
+        state,
+        state.payerLogs.filter((l) => !retractedBy(l, event.data)),
+      );
     case 'PaymentCaptured.v1':
       return addEscrowMove(state, 'captured', event.data);
     case 'PaymentRefunded.v1':
@@ -1314,6 +1335,82 @@ function withDeployment(
       payerFinalAt: d.payerFinalAt,
       method,
     },
+    // A new deployment (a NONE deploy after a lost one) is a new contract: no dispute or attestation of it yet.
+    deployPayer: { payer: d.payer, finalAt: d.payerFinalAt },
+    payerLogs: [],
+    payerDisputeRequest: null,
+  };
+}
+
+const sameLog = (a: { txHash: string; logIndex: number }, b: { txHash: string; logIndex: number }) =>
+  a.txHash.toLowerCase() === b.txHash.toLowerCase() && a.logIndex === b.logIndex;
+
+/** A log recorded before blocks were kept goes first (stream order); the others by block, then log index. */
+function payerLogOrder(a: PayerLogState, b: PayerLogState): number {
+  if (a.blockNumber === null || b.blockNumber === null) {
+    return (a.blockNumber === null ? 0 : 1) - (b.blockNumber === null ? 0 : 1);
+  }
+  if (a.blockNumber !== b.blockNumber) return a.blockNumber < b.blockNumber ? -1 : 1;
+  return a.logIndex - b.logIndex;
+}
+
+/** The retraction names the block it took; a log recorded before blocks were kept is matched by its log alone. */
+const retractedBy = (l: PayerLogState, r: { txHash: string; logIndex: number; blockHash: string }) =>
+  sameLog(l, r) && (l.blockHash === null || l.blockHash === r.blockHash.toLowerCase());
+
+function withPayerLog(
+  state: PaymentState,
+  d: {
+    kind: PayerLogState['kind'];
+    chain: string;
+    txHash: string;
+    logIndex: number;
+    blockNumber?: string;
+    blockHash?: string;
+    payer: string;
+    finalAt: string | null;
+  },
+): PaymentState {
+  if (!state.deployment) return state;
+  const log: PayerLogState = {
+    kind: d.kind,
+    chain: d.chain,
+    txHash: d.txHash.toLowerCase(),
+    logIndex: d.logIndex,
+    blockNumber: d.blockNumber === undefined ? null : BigInt(d.blockNumber),
+    blockHash: d.blockHash?.toLowerCase() ?? null,
+    payer: d.payer,
+    finalAt: d.finalAt,
+  };
+  // The same log seen in another block is the transaction mined again after a reorg: it stands there instead.
+  return withPayerLogs(state, [...state.payerLogs.filter((l) => !sameLog(l, log)), log]);
+}
+
+/**
+ * The payer now is the one the last log in block order leaves (a dispute: none; an attestation: its payer), else the
+ * deployment's: each log replaces the deposit's payer outright, so logs read out of block order, or one of them taken
+ * back by a reorg, still leave the chain's payer.
+ */
+function withPayerLogs(state: PaymentState, logs: readonly PayerLogState[]): PaymentState {
+  const deployment = state.deployment;
+  if (!deployment) return state;
+  const payerLogs = [...logs].sort(payerLogOrder);
+  const last = payerLogs.at(-1);
+  const payer = last ? (last.kind === 'attested' ? last.payer : null) : (state.deployPayer?.payer ?? null);
+  const payerFinalAt = last ? last.finalAt : (state.deployPayer?.finalAt ?? null);
+  const disputedNow = last?.kind === 'disputed';
+  return {
+    ...state,
+    deployment: { ...deployment, payer, payerFinalAt },
+    payerLogs,
+    // The requested dispute landed (or another log replaced the payer it named): the request is answered.
+    payerDisputeRequest:
+      state.payerDisputeRequest && payer?.toLowerCase() === state.payerDisputeRequest.payer.toLowerCase()
+        ? state.payerDisputeRequest
+        : null,
+    // The announced destination is no payer while disputed: shown unknown until one is attested.
+    recoverable:
+      state.recoverable && disputedNow ? { ...state.recoverable, payerUnknown: true } : state.recoverable,
   };
 }
 
@@ -1475,14 +1572,24 @@ export type PaymentCommand =
        * chain's time: the challenge period is judged as the contract judges it.
        */
       readonly type: 'RequestPayerDispute';
+      /** The signature's deadline (chain time): the request holds a second dispute back until then at most. */
+      readonly deadline?: Date;
       readonly now: Date;
     }
   | {
-      /** The deposit's PayerDisputed log (our receipt or the indexer's sighting). */
+      /** Our relay of the requested dispute was refused at the broadcast or reverted: nothing changed on chain. */
+      readonly type: 'RecordPayerDisputeFailed';
+      readonly txHash: string | null;
+      readonly now: Date;
+    }
+  | {
+      /** The deposit's PayerDisputed log, as the indexer saw it (in `blockNumber` / `blockHash`). */
       readonly type: 'RecordPayerDisputed';
       readonly chain: string;
       readonly txHash: string;
       readonly logIndex: number;
+      readonly blockNumber: string;
+      readonly blockHash: string;
       readonly payer: string;
       readonly now: Date;
     }
@@ -1492,8 +1599,19 @@ export type PaymentCommand =
       readonly chain: string;
       readonly txHash: string;
       readonly logIndex: number;
+      readonly blockNumber: string;
+      readonly blockHash: string;
       readonly payer: string;
       readonly finalAt: Date;
+      readonly now: Date;
+    }
+  | {
+      /** The indexer retracted the block a deposit log was seen in (a reorg): a payer log recorded from it is undone. */
+      readonly type: 'RetractPayerLog';
+      readonly chain: string;
+      readonly txHash: string;
+      readonly logIndex: number;
+      readonly blockHash: string;
       readonly now: Date;
     }
   | {
@@ -2023,47 +2141,68 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
           `The payer ${deployment.payer} became final at ${deployment.payerFinalAt}; it can no longer be disputed.`,
         );
       }
-      emit({ type: 'PaymentPayerDisputeRequested.v1', data: { payer: deployment.payer, requestedAt: at } });
-      return;
-    }
-    case 'RecordPayerDisputed': {
-      requireCreated(s);
-      // Cleared already (the same log seen twice, by our receipt and the indexer): nothing new. A log naming another
-      // payer than the one attested now is an earlier dispute read late (the indexer missed it, a reconciliation or
-      // re-scan found it after the admin's attestation was recorded): the payer attested since stands on chain.
-      if (!s.deployment || s.deployment.payer === null) return;
-      if (s.deployment.payer.toLowerCase() !== command.payer.toLowerCase()) return;
+      const pending = s.payerDisputeRequest;
+      if (pending && command.now.getTime() < Date.parse(pending.deadline)) {
+        throw conflict(
+          'payer_dispute_pending',
+          `A dispute of the payer ${pending.payer} is being relayed; its outcome shows on the payment (payer_status) once the deposit's log is seen on chain.`,
+        );
+      }
       emit({
-        type: 'PaymentPayerDisputed.v1',
+        type: 'PaymentPayerDisputeRequested.v1',
         data: {
-          chain: command.chain,
-          txHash: command.txHash,
-          logIndex: command.logIndex,
-          payer: command.payer,
-          at,
+          payer: deployment.payer,
+          requestedAt: at,
+          ...(command.deadline ? { deadline: command.deadline.toISOString() } : {}),
         },
       });
       return;
     }
+    case 'RecordPayerDisputeFailed': {
+      requireCreated(s);
+      if (!s.payerDisputeRequest) return;
+      emit({ type: 'PaymentPayerDisputeFailed.v1', data: { txHash: command.txHash, at } });
+      return;
+    }
+    case 'RecordPayerDisputed':
     case 'RecordPayerAttested': {
       requireCreated(s);
       // The deployment's own attestation is the deployment fact; an attestation before any deployment is recorded is
       // the deploy's too (its fact follows).
       if (!s.deployment || s.deployment.txHash.toLowerCase() === command.txHash.toLowerCase()) return;
-      const finalAt = command.finalAt.toISOString();
-      if (
-        s.deployment.payer?.toLowerCase() === command.payer.toLowerCase() &&
-        s.deployment.payerFinalAt === finalAt
-      )
-        return;
+      // The same log of the same block seen again (a redelivery): nothing new. A log of an earlier block read late
+      // (after a later one) is recorded all the same: it takes effect in block order, behind the later log, and
+      // counts again if a reorg takes that one back.
+      const blockHash = command.blockHash.toLowerCase();
+      if (s.payerLogs.some((l) => sameLog(l, command) && l.blockHash === blockHash)) return;
+      const log = {
+        chain: command.chain,
+        txHash: command.txHash.toLowerCase(),
+        logIndex: command.logIndex,
+        blockNumber: command.blockNumber,
+        blockHash,
+        payer: command.payer,
+      };
+      if (command.type === 'RecordPayerDisputed') {
+        emit({ type: 'PaymentPayerDisputed.v1', data: { ...log, at } });
+      } else {
+        emit({
+          type: 'PaymentPayerAttested.v1',
+          data: { ...log, finalAt: command.finalAt.toISOString(), at },
+        });
+      }
+      return;
+    }
+    case 'RetractPayerLog': {
+      requireCreated(s);
+      if (!s.payerLogs.some((l) => retractedBy(l, command))) return;
       emit({
-        type: 'PaymentPayerAttested.v1',
+        type: 'PaymentPayerLogRetracted.v1',
         data: {
           chain: command.chain,
-          txHash: command.txHash,
+          txHash: command.txHash.toLowerCase(),
           logIndex: command.logIndex,
-          payer: command.payer,
-          finalAt,
+          blockHash: command.blockHash.toLowerCase(),
           at,
         },
       });

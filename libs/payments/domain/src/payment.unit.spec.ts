@@ -1717,26 +1717,37 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     const t = transfer();
     return [create({ method: 'TWO_STEP' }), observe(t), confirm(t), clear(), deployTwoStep()] as const;
   };
-  const disputed = (minutes = 10): PaymentCommand => ({
+  const disputed = (minutes = 10, block = 100): Extract<PaymentCommand, { type: 'RecordPayerDisputed' }> => ({
     type: 'RecordPayerDisputed',
     chain: BASE,
     txHash: '0xdispute',
     logIndex: 1,
+    blockNumber: String(block),
+    blockHash: `0xblock${block}`,
     payer: PAYER,
     now: at(minutes),
   });
   const attested = (
     minutes = 20,
     payer = RIGHT_PAYER,
+    block = 200,
   ): Extract<PaymentCommand, { type: 'RecordPayerAttested' }> => ({
     type: 'RecordPayerAttested',
     chain: BASE,
     txHash: '0xattest',
     logIndex: 0,
+    blockNumber: String(block),
+    blockHash: `0xblock${block}`,
     payer,
     finalAt: at(minutes + 24 * 60),
     now: at(minutes),
   });
+  const retracted = (
+    log: { txHash: string; logIndex: number; blockHash: string },
+    minutes: number,
+  ): PaymentCommand => ({ type: 'RetractPayerLog', chain: BASE, ...log, now: at(minutes) });
+  /** The payer the admin attested, screened clear (as the first payer was before the deploy). */
+  const rightPayerCleared = (minutes = 21) => clear(minutes, [RIGHT_PAYER]);
 
   it('the payment object shows the attested payer, final one day after the deploy', () => {
     const { object } = given(...escrowed()).when({ type: 'Expire', now: at(5) });
@@ -1789,29 +1800,29 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
       payer_final_at: at(20 + 24 * 60).toISOString(),
       payer_addresses: [RIGHT_PAYER, PAYER],
     });
-    const refund = given(...escrowed(), disputed(), attested()).when({
+    const refund = given(...escrowed(), disputed(), attested(), rightPayerCleared()).when({
       type: 'RequestRefund',
       amount: ORDER,
-      now: at(21),
+      now: at(22),
     });
     expect(refund.events[0]).toMatchObject({ type: 'PaymentRefundRequested.v1', data: { to: RIGHT_PAYER } });
   });
 
   it('a PayerDisputed log of an earlier payer, read after the attestation of the next one, clears nothing', () => {
-    // The indexer missed the dispute of PAYER and saw the admin's attestation; a reconciliation or re-scan later
-    // reads the earlier dispute's log (a key never recorded). The deposit's payer is RIGHT_PAYER: it stands.
-    const late30 = disputed(30) as Extract<PaymentCommand, { type: 'RecordPayerDisputed' }>;
+    // The indexer's sighting of the dispute of PAYER (block 100) comes after the admin's attestation (block 200)
+    // was recorded (a redelivery, a re-scan): recorded in block order, behind the attestation, which stands.
     const g = given(...escrowed(), attested());
-    const late = g.when({ ...late30, txHash: '0xearlier' });
-    expect(late.events).toEqual([]);
+    const late = g.when({ ...disputed(30), txHash: '0xearlier' });
+    expect(late.types).toEqual(['PaymentPayerDisputed.v1']);
     expect(late.object).toMatchObject({ payer_status: 'attested', payer_addresses: [RIGHT_PAYER, PAYER] });
-    // A dispute of the payer attested now still clears it.
+    // A dispute of the payer attested now (a later block) still clears it.
     const now = g.when({
-      ...late30,
+      ...disputed(30, 300),
       txHash: '0xdispute2',
       payer: RIGHT_PAYER.toUpperCase().replace('0X', '0x'),
     });
     expect(now.types).toEqual(['PaymentPayerDisputed.v1']);
+    expect(now.object).toMatchObject({ payer_status: 'disputed' });
   });
 
   it("the deployment's own PayerAttested records nothing (it is the deployment fact)", () => {
@@ -1833,6 +1844,92 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     expect(again.types).toEqual(['PaymentPayerAttested.v1', 'PaymentRecoverable.v1']);
     expect(again.object).toMatchObject({ recovery_destination: RIGHT_PAYER, recoverable_amount: '2500000' });
     expect(again.events.map(paymentWebhookType)).toEqual([null, 'payment.recoverable']);
+  });
+
+  it('payer logs take effect in block order: an attestation read after a later dispute of its payer leaves the payer disputed', () => {
+    const disputeOfRight = {
+      ...disputed(30, 300),
+      txHash: '0xdispute2',
+      payer: RIGHT_PAYER,
+    } as const;
+    // Chain order: dispute PAYER (100), attest RIGHT_PAYER (200), dispute RIGHT_PAYER (300). Read: 100, 300, 200.
+    const outOfOrder = given(...escrowed(), disputed(), disputeOfRight).when(attested(40));
+    expect(outOfOrder.types).toEqual(['PaymentPayerAttested.v1']);
+    expect(outOfOrder.object).toMatchObject({ payer_status: 'disputed', payer_final_at: null });
+    expect(outOfOrder.state.deployment?.payer).toBeNull();
+    // Read in chain order, the same logs leave the same payer.
+    const inOrder = given(...escrowed(), disputed(), attested(), disputeOfRight);
+    expect(inOrder.state.deployment).toEqual(outOfOrder.state.deployment);
+  });
+
+  it('a reorg taking the block of a recorded PayerDisputed log undoes it: the deployed payer stands again', () => {
+    const g = given(...escrowed(), disputed());
+    const undo = retracted({ txHash: '0xdispute', logIndex: 1, blockHash: '0xblock100' }, 12);
+    const { types, object } = g.when(undo);
+    expect(types).toEqual(['PaymentPayerLogRetracted.v1']);
+    expect(object).toMatchObject({
+      payer_status: 'attested',
+      payer_final_at: at(4 + 24 * 60).toISOString(),
+      payer_addresses: [PAYER],
+    });
+    // Refund goes to the deployed payer again; the retraction of another block, or twice, changes nothing.
+    const after = given(...escrowed(), disputed(), undo);
+    expect(after.when({ type: 'RequestRefund', amount: ORDER, now: at(13) }).events[0]).toMatchObject({
+      data: { to: PAYER },
+    });
+    expect(after.when(undo).events).toEqual([]);
+    expect(g.when(retracted({ txHash: '0xdispute', logIndex: 1, blockHash: '0xother' }, 12)).events).toEqual(
+      [],
+    );
+    // The dispute mined again in another block is a new sighting: recorded again, disputed again.
+    const again = after.when({ ...disputed(14, 101), blockHash: '0xblock101' });
+    expect(again.types).toEqual(['PaymentPayerDisputed.v1']);
+    expect(again.object).toMatchObject({ payer_status: 'disputed' });
+  });
+
+  it("a reorg taking the admin's attestation leaves the payer disputed again (refund refused)", () => {
+    const g = given(
+      ...escrowed(),
+      disputed(),
+      attested(),
+      rightPayerCleared(),
+      retracted({ txHash: '0xattest', logIndex: 0, blockHash: '0xblock200' }, 22),
+    );
+    expect(g.history.at(-1)?.type).toBe('PaymentPayerLogRetracted.v1');
+    expect(toPaymentObject(g.state)).toMatchObject({ payer_status: 'disputed', payer_final_at: null });
+    expect(g.whenRejected({ type: 'RequestRefund', amount: ORDER, now: at(23) })).toMatchObject({
+      status: 422,
+      code: 'payer_unknown',
+    });
+  });
+
+  it('a second dispute while ours is being relayed is refused (409 payer_dispute_pending) and records nothing', () => {
+    const request = { type: 'RequestPayerDispute', deadline: at(70), now: at(5) } as const;
+    const g = given(...escrowed(), request);
+    expect(toPaymentObject(g.state)).toMatchObject({
+      payer_status: 'dispute_pending',
+      payer_addresses: [PAYER],
+    });
+    expect(g.whenRejected({ ...request, now: at(6) })).toMatchObject({
+      status: 409,
+      code: 'payer_dispute_pending',
+    });
+    // Its log seen: disputed (409 payer_disputed from then on).
+    expect(given(...escrowed(), request, disputed()).whenRejected({ ...request, now: at(11) })).toMatchObject(
+      {
+        code: 'payer_disputed',
+      },
+    );
+    // The relay failed, or the signature's deadline passed without its log: a new dispute may be requested.
+    const failed = given(...escrowed(), request, {
+      type: 'RecordPayerDisputeFailed',
+      txHash: '0xrev',
+      now: at(6),
+    });
+    expect(failed.history.at(-1)?.type).toBe('PaymentPayerDisputeFailed.v1');
+    expect(toPaymentObject(failed.state)).toMatchObject({ payer_status: 'attested' });
+    expect(failed.when({ ...request, now: at(7) }).types).toEqual(['PaymentPayerDisputeRequested.v1']);
+    expect(g.when({ ...request, now: at(70) }).types).toEqual(['PaymentPayerDisputeRequested.v1']);
   });
 });
 

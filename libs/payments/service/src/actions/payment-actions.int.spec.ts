@@ -3,7 +3,7 @@ import { handleCommand } from '@stablepay/aggregate';
 import { InMemoryEventStore } from '@stablepay/event-store';
 import { formatCaip19 } from '@stablepay/evm';
 import { deployCallBatcher } from '@stablepay/local-chains';
-import { signCapture, signRefund, signRescue } from '@stablepay/merchant-sdk';
+import { signCapture, signDisputePayer, signRefund, signRescue } from '@stablepay/merchant-sdk';
 import {
   type PaymentCommand,
   decidePayment,
@@ -229,6 +229,35 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
     const again = await refusal(actions.capture(owner, p.paymentId, body, 'cmd-other'));
     expect(again.code).toBe('signature_already_used');
     expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+  });
+
+  it("a relayed dispute shows dispute_pending (its log is the indexer's to record); a second one is refused 409 payer_dispute_pending, nothing sent", async () => {
+    const p = await deployedPayment('TWO_STEP');
+    const signedDispute = async () => {
+      const deadline = await soon();
+      const { signature } = await signDisputePayer(
+        f.merchantSigner,
+        { chain: f.chain.caip2, verifyingContract: p.deposit },
+        { paymentId: p.onChainId, payer: f.payer.address, epoch: 0, deadline },
+      );
+      return { deadline: deadline.toString(), signature };
+    };
+    const answer = await actions.disputePayer(owner, p.paymentId, await signedDispute(), 'dispute-1');
+    expect(answer.submission).toBe('confirmed');
+    expect(await f.deposits.readDeposit(p.deposit)).toMatchObject({ payer: ZeroAddress });
+    const after = await state(p.paymentId);
+    // One confirmation is no depth and no retraction would follow it: the receipt's PayerDisputed is not recorded.
+    expect(after.types.at(-1)).toBe('PaymentPayerDisputeRequested.v1');
+    expect(after.object).toMatchObject({
+      payer_status: 'dispute_pending',
+      payer_addresses: [f.payer.address],
+    });
+
+    const nonce = await f.provider.getTransactionCount(f.relayer.address);
+    const again = await refusal(actions.disputePayer(owner, p.paymentId, await signedDispute(), 'dispute-2'));
+    expect([again.status, again.code]).toEqual([409, 'payer_dispute_pending']);
+    expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
+    expect((await state(p.paymentId)).types).toEqual(after.types);
   });
 
   it('refunds the escrow to the attested payer: PaymentRefunded.v1, status refunded', async () => {

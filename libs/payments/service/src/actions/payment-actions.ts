@@ -32,19 +32,12 @@ import {
   unknownParameter,
 } from '@stablepay/util';
 import { ZeroAddress, getAddress } from 'ethers';
-import type {
-  DepositActionOutcome,
-  DepositCall,
-  DepositChain,
-  DepositOutflow,
-  DepositPayerEvent,
-} from '../chain/deposit-chain';
+import type { DepositActionOutcome, DepositCall, DepositChain, DepositOutflow } from '../chain/deposit-chain';
 import {
   PaymentCommands,
   type PaymentCommandWithoutTime,
   paymentDecider,
 } from '../payments/payment.commands';
-import { payerEventCommand, payerEventIdempotencyKey } from '../commands/record-payer-event/payer-event';
 import { ACTION_SUBMISSIONS, type ActionSubmissions } from './action-submissions';
 import { chainRejection } from './chain-rejections';
 import {
@@ -179,6 +172,7 @@ export class PaymentActions {
       const { state } = loaded;
       // The challenge period is judged by the deposit chain's time, as the contract judges it.
       const now = state.deployment ? await this.chainNow(state.deployment.chain) : this.clock.now();
+      // A dispute already being relayed is refused here (409 payer_dispute_pending), before anything is read or sent.
       decidePayment({ type: 'RequestPayerDispute', now }, state);
 
       const { chain, deposit, facts } = this.depositOf(state);
@@ -198,9 +192,13 @@ export class PaymentActions {
       });
       await this.simulateOrRefuse(chain, call);
       await this.keep(loaded, call, commandId);
-      const appended = await this.append(loaded, { type: 'RequestPayerDispute' }, commandId, now);
+      const deadline = new Date(Number(action.deadline) * 1000);
+      const appended = await this.append(loaded, { type: 'RequestPayerDispute', deadline }, commandId, now);
       if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
-      return this.submitAndRecord(loaded, chain, call, commandId);
+      // Refused at the broadcast or reverted: nothing changed on chain, so the request holds no new dispute back.
+      return this.submitAndRecord(loaded, chain, call, commandId, async (txHash) => {
+        await this.append(loaded, { type: 'RecordPayerDisputeFailed', txHash }, `${commandId}:failed`);
+      });
     });
   }
 
@@ -460,10 +458,9 @@ export class PaymentActions {
     const { chain, deposit } = this.depositOf(loaded.state);
     const deployTx = loaded.state.deployment?.txHash ?? null;
     let revision = loaded.revision;
+    // Payer logs are the indexer's to record (at its depth, retracted on a reorg): not read here at the head.
     for (const txHash of await chain.transactionsFrom(deposit, deployTx)) {
       revision = await this.recordOutflows(loaded, chain, await chain.outflowsOfTransaction(deposit, txHash));
-      const payerEvents = await chain.payerEventsOfTransaction(deposit, txHash);
-      if (payerEvents.length > 0) revision = await this.recordPayerEvents(loaded, chain, payerEvents);
     }
     return { paymentId: loaded.paymentId, revision, txHash: null, submission: 'confirmed' };
   }
@@ -500,6 +497,7 @@ export class PaymentActions {
     chain: DepositChain,
     call: DepositCall,
     commandId?: string,
+    failed?: (txHash: string | null) => Promise<void>,
   ): Promise<ActionAnswer> {
     const outcome: DepositActionOutcome = await chain.submit(call);
     // Sent (or refused outright): never again on purpose. An exception (RPC down, a broadcast of unknown outcome)
@@ -511,6 +509,8 @@ export class PaymentActions {
         'txHash' in outcome ? outcome.txHash : null,
         outcome.kind === 'rejected' || outcome.kind === 'reverted',
       );
+    if (failed && (outcome.kind === 'rejected' || outcome.kind === 'reverted'))
+      await failed('txHash' in outcome ? outcome.txHash : null);
     switch (outcome.kind) {
       case 'rejected':
         throw chainRejection(outcome.errorName);
@@ -526,10 +526,9 @@ export class PaymentActions {
         return { paymentId: loaded.paymentId, revision, txHash: outcome.txHash, submission: 'pending' };
       }
       case 'confirmed': {
-        let revision = await this.recordOutflows(loaded, chain, outcome.outflows);
-        if (outcome.payerEvents && outcome.payerEvents.length > 0) {
-          revision = await this.recordPayerEvents(loaded, chain, outcome.payerEvents);
-        }
+        // A PayerDisputed log in the receipt is not recorded here: one confirmation is no depth, and no retraction
+        // would follow this read. The indexer's sighting records it (the payment shows dispute_pending until then).
+        const revision = await this.recordOutflows(loaded, chain, outcome.outflows);
         return { paymentId: loaded.paymentId, revision, txHash: outcome.txHash, submission: 'confirmed' };
       }
     }
@@ -561,25 +560,6 @@ export class PaymentActions {
         // reorg undid its record, the redo's: the log mined again is recorded again, not answered as a replay; at an
         // index whose outflow was last seen elsewhere, the block's).
         outflowRecordKey(current.state, o.txHash, o.logIndex, o.blockHash),
-      );
-      revision = appended.revision;
-    }
-    return revision;
-  }
-
-  /** The deposit's payer logs as payment facts, keyed per log as the indexer's sighting of them is. */
-  private async recordPayerEvents(
-    loaded: Loaded,
-    chain: DepositChain,
-    events: readonly DepositPayerEvent[],
-  ): Promise<number> {
-    let revision = (await this.load(loaded.paymentId)).revision;
-    const caip2 = formatCaip2(chain.chainId);
-    for (const e of events) {
-      const appended = await this.append(
-        loaded,
-        payerEventCommand(caip2, e),
-        payerEventIdempotencyKey(e.txHash, e.logIndex),
       );
       revision = appended.revision;
     }

@@ -681,6 +681,61 @@ describe("a DIRECT deploy a reorg took back before its confirmations while the p
   });
 });
 
+describe("the deposit's payer logs follow the indexer's sightings and retractions", () => {
+  const payerDisputedSeen = (id: string, block: Block, txHash: string): BusMessage =>
+    seen(id, 'PaymentDepositEventObserved.v1', block, txHash, {
+      logIndex: 2,
+      contract: DEPOSIT,
+      event: 'PayerDisputed',
+      args: { payer: USDC },
+    });
+
+  it('a PayerDisputed sighting is recorded with its block; the retraction of that block undoes it (RetractPayerLog)', async () => {
+    const { flow, asked } = await depositFlow();
+    const block = { number: 42, hash: '0x' + 'b1'.repeat(32) };
+    const txHash = '0x' + 'd1'.repeat(32);
+    await flow.onObservation(payerDisputedSeen('obs-dispute', block, txHash));
+    await flow.onObservation({
+      id: 'obs-dispute-retracted',
+      topic: 'indexer.chain-observation.v1',
+      key: `chain-${CHAIN}`,
+      type: 'ObservationRetracted.v1',
+      data: {
+        chain: CHAIN,
+        observationId: 'obs-dispute',
+        observationType: 'PaymentDepositEventObserved.v1',
+        txHash,
+        logIndex: 2,
+        blockNumber: '42',
+        blockHash: block.hash,
+        reason: 'reorg',
+        forkBlockNumber: '41',
+        forkBlockHash: null,
+        address: DEPOSIT,
+      },
+    } as unknown as BusMessage);
+
+    expect(asked.appended).toEqual([
+      {
+        command: {
+          type: 'RecordPayerDisputed',
+          chain: CHAIN,
+          txHash,
+          logIndex: 2,
+          blockNumber: '42',
+          blockHash: block.hash,
+          payer: USDC,
+        },
+        key: `payer:${txHash}:2:${block.hash}`,
+      },
+      {
+        command: { type: 'RetractPayerLog', chain: CHAIN, txHash, logIndex: 2, blockHash: block.hash },
+        key: 'retract-payer:obs-dispute-retracted',
+      },
+    ]);
+  });
+});
+
 describe("an operator's re-scan queues the deposit's outflows the indexer missed as its sightings are", () => {
   afterEach(() => jest.restoreAllMocks());
 

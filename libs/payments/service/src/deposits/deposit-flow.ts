@@ -44,8 +44,12 @@ import {
   outflowRecordKey,
   RecordDepositOutflowHandler,
 } from '../commands/record-deposit-outflow/record-deposit-outflow.handler';
-import { DEPOSIT_OUTFLOW_EVENTS, type DepositPayerEvent } from '../chain/deposit-chain';
-import { payerEventCommand, payerEventIdempotencyKey } from '../commands/record-payer-event/payer-event';
+import { DEPOSIT_OUTFLOW_EVENTS } from '../chain/deposit-chain';
+import {
+  type PayerLogSighting,
+  payerEventCommand,
+  payerEventIdempotencyKey,
+} from '../commands/record-payer-event/payer-event';
 import { RecordDeployHoldHandler } from '../commands/record-deploy-hold/record-deploy-hold.handler';
 import { RecordScreeningHandler } from '../commands/record-screening/record-screening.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
@@ -205,6 +209,17 @@ interface DepositEventObserved {
   readonly contract: string;
   readonly event: string;
   readonly args: Readonly<Record<string, string>>;
+}
+
+/** The indexer's ObservationRetracted.v1, read structurally (docs/asyncapi.yaml). */
+interface RetractedObservation {
+  readonly chain: string;
+  readonly observationId: string;
+  readonly observationType: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly blockHash: string;
+  readonly address?: string;
 }
 
 interface Erc20Transfer {
@@ -582,8 +597,9 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       return;
     }
     if (message.type === 'ObservationRetracted.v1') {
-      const r = message.data as { observationId: string };
+      const r = message.data as RetractedObservation;
       if (await this.retractOutflow(r.observationId)) return;
+      await this.retractPayerLog(r, message.id);
       const transfer = await this.store.transfer(r.observationId);
       if (!transfer || transfer.state === 'retracted') return;
       await this.retract.handle(
@@ -604,22 +620,45 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
   /**
    * The merchant's dispute of the payer (PayerDisputed: relayed by us, or by anyone with its signature) and the
    * admin's attestation of the right one (PayerAttested after a dispute; the deployment's own records nothing): the
-   * payment's payer follows the deposit's (`payer_status`). Recorded at the sighting, keyed per log as the dispute's
-   * own receipt is.
+   * payment's payer follows the deposit's logs in block order (`payer_status`). Recorded at the indexer's sighting
+   * only, keyed per log and block; the indexer's retraction of the block undoes it (`retractPayerLog`).
    */
   private async recordPayerEvent(e: DepositEventObserved): Promise<void> {
     const paymentId = await this.store.paymentOf(e.contract);
     const payer = e.args['payer'];
     if (!paymentId || payer === undefined) return;
-    const log = { txHash: e.txHash, logIndex: e.logIndex, payer: getAddress(payer) };
-    const event: DepositPayerEvent =
-      e.event === 'PayerDisputed'
-        ? { kind: 'disputed', ...log }
-        : { kind: 'attested', ...log, finalAt: BigInt(e.args['finalAt'] ?? '0') };
+    const sighting: PayerLogSighting = {
+      chain: e.chain,
+      txHash: e.txHash,
+      logIndex: e.logIndex,
+      blockNumber: e.blockNumber,
+      blockHash: e.blockHash?.toLowerCase() ?? '',
+      kind: e.event === 'PayerDisputed' ? 'disputed' : 'attested',
+      payer: getAddress(payer),
+      finalAt: BigInt(e.args['finalAt'] ?? '0'),
+    };
+    await this.facts.append(paymentId, payerEventCommand(sighting), payerEventIdempotencyKey(sighting));
+  }
+
+  /**
+   * A reorg took the block of a deposit contract's log: a payer log the payment recorded from it no longer counts
+   * (RetractPayerLog; any other log of the deposit records nothing). Retractions published before they named the
+   * watched address cannot be attributed and undo nothing here.
+   */
+  private async retractPayerLog(r: RetractedObservation, retractionId: string): Promise<void> {
+    if (r.observationType !== 'PaymentDepositEventObserved.v1' || r.address === undefined) return;
+    const paymentId = await this.store.paymentOf(r.address);
+    if (!paymentId) return;
     await this.facts.append(
       paymentId,
-      payerEventCommand(e.chain, event),
-      payerEventIdempotencyKey(e.txHash, e.logIndex),
+      {
+        type: 'RetractPayerLog',
+        chain: r.chain,
+        txHash: r.txHash,
+        logIndex: r.logIndex,
+        blockHash: r.blockHash,
+      },
+      `retract-payer:${retractionId}`,
     );
   }
 

@@ -1,19 +1,40 @@
-import type { DepositPayerEvent } from '../../chain/deposit-chain';
 import type { PaymentCommandWithoutTime } from '../../payments/payment.commands';
 
-/**
- * The deposit's payer logs (PayerDisputed, PayerAttested) as payment facts. One key per log, whichever path records
- * it first (the dispute's own receipt, the indexer's sighting of the deposit's log, a reconciliation read): the same
- * log appends one fact. The deployment's own PayerAttested is part of the deployment fact and records nothing.
- */
-export function payerEventIdempotencyKey(txHash: string, logIndex: number): string {
-  return `payer:${txHash.toLowerCase()}:${logIndex}`;
+/** A deposit's PayerDisputed / PayerAttested log as the indexer saw it (PaymentDepositEventObserved.v1). */
+export interface PayerLogSighting {
+  readonly chain: string;
+  readonly txHash: string;
+  readonly logIndex: number;
+  readonly blockNumber: string;
+  readonly blockHash: string;
+  readonly kind: 'disputed' | 'attested';
+  readonly payer: string;
+  /** Attested: unix seconds (chain time) when the payer becomes final. */
+  readonly finalAt?: bigint;
 }
 
-/** A deposit's PayerDisputed / PayerAttested log as the payment's command. */
-export function payerEventCommand(chain: string, e: DepositPayerEvent): PaymentCommandWithoutTime {
-  const log = { chain, txHash: e.txHash.toLowerCase(), logIndex: e.logIndex, payer: e.payer };
-  return e.kind === 'disputed'
+/**
+ * The deposit's payer logs (PayerDisputed, PayerAttested) as payment facts, recorded only from the indexer's
+ * sightings (at its confirmation depth, retracted by it on a deeper reorg), never from our own receipt at one
+ * confirmation, which no retraction would follow (docs/payments.md, "Disputing the payer"). One key per log and
+ * block: a redelivery appends nothing, the same log mined again in another block after a reorg is recorded again.
+ */
+export function payerEventIdempotencyKey(
+  s: Pick<PayerLogSighting, 'txHash' | 'logIndex' | 'blockHash'>,
+): string {
+  return `payer:${s.txHash.toLowerCase()}:${s.logIndex}:${s.blockHash.toLowerCase()}`;
+}
+
+export function payerEventCommand(s: PayerLogSighting): PaymentCommandWithoutTime {
+  const log = {
+    chain: s.chain,
+    txHash: s.txHash.toLowerCase(),
+    logIndex: s.logIndex,
+    blockNumber: s.blockNumber,
+    blockHash: s.blockHash.toLowerCase(),
+    payer: s.payer,
+  };
+  return s.kind === 'disputed'
     ? { type: 'RecordPayerDisputed', ...log }
-    : { type: 'RecordPayerAttested', ...log, finalAt: new Date(Number(e.finalAt) * 1000) };
+    : { type: 'RecordPayerAttested', ...log, finalAt: new Date(Number(s.finalAt ?? 0n) * 1000) };
 }
