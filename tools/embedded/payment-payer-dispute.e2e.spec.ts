@@ -252,11 +252,18 @@ describe('payer dispute and attestation through HTTP (embedded stack, anvil)', (
     expect(Date.parse(String(attested['payer_final_at']))).toBe(Number(attestedAt + 86_400n) * 1000);
 
     const before = await balance(rightPayer);
-    const refund = await api('POST', `/payments/${paymentId}/refund`, {
-      amount: ORDER,
-      deadline: deadline.toString(),
-      signature: await refundTo(rightPayer),
-    });
+    // The attested payer is screened first (409 payer_screening_pending until then; the refusal changes nothing).
+    const refundSignature = await refundTo(rightPayer);
+    const refund = await eventually(
+      () =>
+        api('POST', `/payments/${paymentId}/refund`, {
+          amount: ORDER,
+          deadline: deadline.toString(),
+          signature: refundSignature,
+        }),
+      (r) => (r.body['error'] as Json | undefined)?.['code'] !== 'payer_screening_pending',
+      'the refund once the attested payer is screened',
+    );
     expect(refund.body['error']).toBeUndefined();
     expect(refund.status).toBe(200);
     expect(refund.body).toMatchObject({ status: 'refunded', amount_refunded: ORDER });

@@ -659,11 +659,14 @@ const unscreened = (state: PaymentState, transfers: readonly TransferState[]): s
  */
 export function addressesToScreen(state: PaymentState): string[] {
   if (state.flagged || !state.created) return [];
-  if (state.deployment)
-    return unscreened(
+  if (state.deployment) {
+    const senders = unscreened(
       state,
       state.transfers.filter((t) => t.confirmed),
     );
+    const attested = operatorAttestedPayer(state);
+    return attested && !senders.includes(attested) ? [...senders, attested] : senders;
+  }
   if (state.deployRequested) return [];
   const asset = paymentAsset(state);
   const surplusDue = (payerSurplus(state)?.amount ?? 0n) > 0n && !dustAwaitingMerchant(state);
@@ -674,6 +677,18 @@ export function addressesToScreen(state: PaymentState): string[] {
     state,
     state.transfers.filter((t) => (t.confirmed || isLostTransfer(state, t)) && t.asset === asset),
   );
+}
+
+/**
+ * The payer the admin attested after a dispute (PaymentPayerAttested.v1), lower-cased, while it is the payer and not
+ * screened clear: SPEC flags a payment whose payer matches a sanctions list, and this payer never sent a transfer
+ * that was screened (nor was it named before the deploy). Null otherwise. A sender held as sanctioned is named too:
+ * attested as the payer, its match flags the payment.
+ */
+function operatorAttestedPayer(state: PaymentState): string | null {
+  const payer = state.deployment?.payer?.toLowerCase();
+  if (!payer || state.payerLogs.at(-1)?.kind !== 'attested') return null;
+  return state.clearedAddresses.includes(payer) ? null : payer;
 }
 
 /** Recover and rescue move no funds of `asset` whose sender is not screened yet, nor a sanctioned sender's. */
@@ -1769,6 +1784,14 @@ function refusePayerDisputed(state: PaymentState): void {
       'The merchant disputed the payer and no payer is attested now; the operator attests the right one first.',
     );
   }
+  // Screened as the first payer was before the deploy: nothing goes to it before its result.
+  const attested = operatorAttestedPayer(state);
+  if (attested) {
+    throw conflict(
+      'payer_screening_pending',
+      `The payer attested after the dispute (${attested}) is not screened yet; retry once it is.`,
+    );
+  }
 }
 
 /**
@@ -1911,11 +1934,12 @@ function decideCommand(command: PaymentCommand, s: PaymentState, emit: (e: Payme
       if (s.flagged) return; // never re-screened
       const r = command.result;
       if (r.kind === 'match') {
-        if (s.sanctionedSenders.includes(r.address.toLowerCase())) return; // a stale result again
         // SPEC flags the payment when its payer matches. A sender the order does not need is not the payer
         // (anyone can send to a public deposit address): its funds are held, the payer's payment goes on. Once the
-        // deploy is requested the payer was screened clear: any later match is another sender's.
+        // deploy is requested the payer was screened clear: any later match is another sender's, unless it is the
+        // payer the admin attested after a dispute (screened only then; held already as a sender or not).
         const attested = s.deployRequested && payerOf(s)?.toLowerCase() === r.address.toLowerCase();
+        if (!attested && s.sanctionedSenders.includes(r.address.toLowerCase())) return; // a stale result again
         if (!attested && (s.deployRequested || paidWithoutSender(s, r.address))) {
           emit({ type: 'PaymentSanctionedFundsHeld.v1', data: { address: r.address, at } });
         } else {

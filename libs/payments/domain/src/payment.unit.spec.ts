@@ -1903,6 +1903,43 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     });
   });
 
+  it('the payer the admin attested is screened: nothing is refunded before, a match flags the payment', () => {
+    const g = given(...escrowed(), disputed(), attested());
+    expect(addressesToScreen(g.state)).toEqual([RIGHT_PAYER.toLowerCase()]);
+    expect(g.whenRejected({ type: 'RequestRefund', amount: ORDER, now: at(21) })).toMatchObject({
+      status: 409,
+      code: 'payer_screening_pending',
+    });
+    const match = g.when({
+      type: 'RecordScreening',
+      result: { kind: 'match', address: RIGHT_PAYER },
+      now: at(21),
+    });
+    expect(match.types).toEqual(['PaymentFlagged.v1']);
+    expect(match.object).toMatchObject({ status: 'flagged' });
+    // Screened clear: nothing more to screen, the refund goes there.
+    const cleared = given(...escrowed(), disputed(), attested(), rightPayerCleared());
+    expect(addressesToScreen(cleared.state)).toEqual([]);
+  });
+
+  it('a sender whose funds are held as sanctioned, attested as the payer, flags the payment', () => {
+    const dust = transfer({ txHash: '0xdust', from: RIGHT_PAYER, amount: '1', logIndex: 9 });
+    const g = given(
+      ...escrowed(),
+      observe(dust),
+      confirm(dust),
+      { type: 'RecordScreening', result: { kind: 'match', address: RIGHT_PAYER }, now: at(6) },
+      disputed(),
+      attested(),
+    );
+    expect(g.state.sanctionedSenders).toEqual([RIGHT_PAYER.toLowerCase()]);
+    expect(g.state.flagged).toBe(false);
+    expect(addressesToScreen(g.state)).toEqual([RIGHT_PAYER.toLowerCase()]);
+    expect(
+      g.when({ type: 'RecordScreening', result: { kind: 'match', address: RIGHT_PAYER }, now: at(21) }).types,
+    ).toEqual(['PaymentFlagged.v1']);
+  });
+
   it('a second dispute while ours is being relayed is refused (409 payer_dispute_pending) and records nothing', () => {
     const request = { type: 'RequestPayerDispute', deadline: at(70), now: at(5) } as const;
     const g = given(...escrowed(), request);
