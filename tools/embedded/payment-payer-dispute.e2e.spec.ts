@@ -186,7 +186,7 @@ describe('payer dispute and attestation through HTTP (embedded stack, anvil)', (
       (q) => q['payer_status'] === 'disputed',
       'the dispute seen by the indexer on the payment',
     );
-    expect(cleared).toMatchObject({ payer_final_at: null });
+    expect(cleared).toMatchObject({ payer_final_at: null, payer_addresses: [] });
     const again = await api('POST', path, await disputeBody(p));
     expect(again.status).toBe(409);
     expect(again.body['error']).toMatchObject({ code: 'payer_disputed' });

@@ -227,8 +227,16 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
   const payers = [
     ...new Set(state.transfers.filter((t) => fundingStatus(state, t).isFunding).map((t) => t.from)),
   ];
-  // The payer first (the attested one once deployed): the refund's destination is payer_addresses[0].
-  const payer = state.deployment?.payer ?? (payers.length > 0 ? payerOf(state) : null);
+  // The payer first (the attested one once deployed): the refund's destination is payer_addresses[0]. A payer the
+  // merchant disputed is not listed (the payer logs say it is not the payer; its transfers stay in `transactions`),
+  // unless the admin attested it again.
+  const payer = state.deployment ? state.deployment.payer : payers.length > 0 ? payerOf(state) : null;
+  const disputed = new Set(
+    state.payerLogs.filter((l) => l.kind === 'disputed').map((l) => l.payer.toLowerCase()),
+  );
+  const funders = payers.filter(
+    (a) => a.toLowerCase() !== payer?.toLowerCase() && !disputed.has(a.toLowerCase()),
+  );
   const lastSettlementDelay = state.settlementDelayReasons.at(-1);
   return {
     id: created.paymentId,
@@ -250,9 +258,7 @@ export function toPaymentObject(state: PaymentState): PaymentObject {
     deposit_address: created.depositAddress,
     deploy_tx_hash: state.deployment?.txHash ?? null,
     deploy_hold_reason: state.deployment ? null : (state.deployHold?.reason ?? null),
-    payer_addresses: payer
-      ? [payer, ...payers.filter((a) => a.toLowerCase() !== payer.toLowerCase())]
-      : payers,
+    payer_addresses: payer ? [payer, ...funders] : funders,
     payer_status: payerStatus(state),
     payer_final_at: state.deployment?.payerFinalAt ?? null,
     transactions,

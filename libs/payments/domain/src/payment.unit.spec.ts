@@ -1798,7 +1798,7 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     expect(object).toMatchObject({
       payer_status: 'attested',
       payer_final_at: at(20 + 24 * 60).toISOString(),
-      payer_addresses: [RIGHT_PAYER, PAYER],
+      payer_addresses: [RIGHT_PAYER],
     });
     const refund = given(...escrowed(), disputed(), attested(), rightPayerCleared()).when({
       type: 'RequestRefund',
@@ -1814,7 +1814,7 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     const g = given(...escrowed(), attested());
     const late = g.when({ ...disputed(30), txHash: '0xearlier' });
     expect(late.types).toEqual(['PaymentPayerDisputed.v1']);
-    expect(late.object).toMatchObject({ payer_status: 'attested', payer_addresses: [RIGHT_PAYER, PAYER] });
+    expect(late.object).toMatchObject({ payer_status: 'attested', payer_addresses: [RIGHT_PAYER] });
     // A dispute of the payer attested now (a later block) still clears it.
     const now = g.when({
       ...disputed(30, 300),
@@ -1967,6 +1967,16 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     expect(toPaymentObject(failed.state)).toMatchObject({ payer_status: 'attested' });
     expect(failed.when({ ...request, now: at(7) }).types).toEqual(['PaymentPayerDisputeRequested.v1']);
     expect(g.when({ ...request, now: at(70) }).types).toEqual(['PaymentPayerDisputeRequested.v1']);
+  });
+
+  it('payer_addresses leaves out the disputed payer: the effective payer first, none while disputed', () => {
+    expect(toPaymentObject(given(...escrowed(), disputed()).state)).toMatchObject({
+      payer_status: 'disputed',
+      payer_addresses: [],
+    });
+    expect(toPaymentObject(given(...escrowed(), disputed(), attested()).state).payer_addresses).toEqual([
+      RIGHT_PAYER,
+    ]);
   });
 });
 
