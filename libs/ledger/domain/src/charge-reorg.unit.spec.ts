@@ -110,3 +110,85 @@ describe('Charge ledger: a charge lost to a reorg', () => {
     expect(settlementCheckAt(state())).not.toBeNull();
   });
 });
+
+describe('Charge ledger: a fiat payout for a charge a reorg took is a settlement exposure', () => {
+  const lose = (events: ChargeEvent[]) =>
+    run(events, { type: 'RecordLostToReorg', txHash: charge.txHash ?? '', now: later });
+  const report = (events: ChargeEvent[], reportId: string) =>
+    run(events, {
+      type: 'RecordSettlementReport',
+      reportId,
+      kind: 'payout_completed',
+      reportedAt: later,
+      now: later,
+    });
+  const exposure = {
+    reason: 'charge_lost_to_reorg',
+    amount: '150000',
+    currency: 'ARS',
+    recorded_at: later.toISOString(),
+  };
+
+  it('paid out before the reorg: the loss records the exposure, settlement stays completed', () => {
+    const events = recorded('fiat');
+    report(events, 'rep_1');
+    expect(objectOf(events)).toMatchObject({ settlement_status: 'completed', settlement_exposure: null });
+    expect(lose(events).map((e) => e.type)).toEqual(['ChargeLostToReorg.v1', 'ChargeSettlementExposed.v1']);
+    expect(objectOf(events)).toMatchObject({
+      status: 'failed',
+      settlement_status: 'completed',
+      settlement_exposure: exposure,
+    });
+  });
+
+  it('reported paid out while lost: the completion (charge_settled: the money went out) and the exposure, once', () => {
+    const events = recorded('fiat');
+    lose(events);
+    expect(objectOf(events).settlement_exposure).toBeNull();
+    expect(report(events, 'rep_1').map((e) => e.type)).toEqual([
+      'ChargeSettlementReported.v1',
+      'ChargeSettled.v1',
+      'ChargeSettlementExposed.v1',
+    ]);
+    expect(objectOf(events).settlement_exposure).toEqual(exposure);
+    expect(report(events, 'rep_2').map((e) => e.type)).toEqual(['ChargeSettlementReported.v1']);
+    expect(lose(events)).toEqual([]);
+  });
+
+  it('re-included: the exposure ends (null); a second loss records it again', () => {
+    const events = recorded('fiat');
+    report(events, 'rep_1');
+    lose(events);
+    run(events, {
+      type: 'RecordCharge',
+      charge: { ...charge, blockNumber: '1240' },
+      writtenBy: 'indexer',
+      fiatContext: null,
+      now: later,
+    });
+    expect(objectOf(events)).toMatchObject({ status: 'succeeded', settlement_exposure: null });
+    expect(lose(events).map((e) => e.type)).toEqual(['ChargeLostToReorg.v1', 'ChargeSettlementExposed.v1']);
+  });
+
+  it('no payout, or none completed, is no exposure (crypto-settled, pending)', () => {
+    const crypto = recorded('crypto');
+    expect(lose(crypto).map((e) => e.type)).toEqual(['ChargeLostToReorg.v1']);
+    const pending = recorded('fiat');
+    expect(lose(pending).map((e) => e.type)).toEqual(['ChargeLostToReorg.v1']);
+    expect(objectOf(pending).settlement_exposure).toBeNull();
+  });
+
+  it('the amount is what the payout paid out: an ad-hoc charge quoted another fiat amount', () => {
+    const events: ChargeEvent[] = [];
+    run(events, {
+      type: 'RecordCharge',
+      charge,
+      writtenBy: 'api',
+      fiatContext: { price: '150000', priceCurrency: 'ARS', settlement: 'fiat', quotedFiatAmount: '99000' },
+      now,
+    });
+    report(events, 'rep_1');
+    lose(events);
+    expect(objectOf(events).settlement_exposure).toMatchObject({ amount: '99000', currency: 'ARS' });
+  });
+});

@@ -94,8 +94,21 @@ export type ChargeSettlementReported = {
  */
 export type ChargeLostToReorg = { type: 'ChargeLostToReorg.v1'; data: { txHash: string; lostAt: string } };
 
+/**
+ * The settlement provider paid the merchant out in fiat for a charge a reorg took (charge_lost_to_reorg): paid before
+ * the reorg, or reported paid while the charge is lost. Fiat went out for crypto the chain no longer shows: an exposure
+ * the operator recovers from the merchant's next settlements (docs/subscriptions.md, Reorgs). Recorded once per loss;
+ * a re-inclusion ends it. No webhook of its own (subscription.charge_failed told the merchant of the loss, and
+ * subscription.charge_settled of the payout, which did happen); the charge object shows it as `settlement_exposure`.
+ */
+export type ChargeSettlementExposed = {
+  type: 'ChargeSettlementExposed.v1';
+  data: { reason: typeof CHARGE_LOST_TO_REORG; at: string };
+};
+
 export type ChargeEvent =
   | ChargeRecorded
+  | ChargeSettlementExposed
   | ChargeFiatBackfilled
   | ChargeSettlementReported
   | ChargeSettlementDelayed

@@ -49,6 +49,8 @@ export interface ChargeState {
   readonly lostToReorg: boolean;
   /** What the settlement provider reported so far. */
   readonly provider: ProviderProgress;
+  /** Fiat paid out for the charge a reorg took (ChargeSettlementExposed.v1), until a re-inclusion; else null. */
+  readonly settlementExposure: { readonly reason: typeof CHARGE_LOST_TO_REORG; readonly at: string } | null;
 }
 
 export const initialChargeState = (): ChargeState => ({
@@ -59,6 +61,7 @@ export const initialChargeState = (): ChargeState => ({
   delayReasons: [],
   provider: initialProviderProgress(),
   lostToReorg: false,
+  settlementExposure: null,
 });
 
 export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeState {
@@ -71,6 +74,8 @@ export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeStat
           recorded: { ...event.data, recordedAt: state.recorded.recordedAt },
           fiat: event.data.fiat ?? state.fiat,
           lostToReorg: false,
+          // Re-included: the payout stands for a charge on chain again, nothing is owed back.
+          settlementExposure: null,
         };
       return {
         ...state,
@@ -80,6 +85,8 @@ export function evolveCharge(state: ChargeState, event: ChargeEvent): ChargeStat
       };
     case 'ChargeLostToReorg.v1':
       return { ...state, lostToReorg: true };
+    case 'ChargeSettlementExposed.v1':
+      return { ...state, settlementExposure: { reason: event.data.reason, at: event.data.at } };
     case 'ChargeFiatBackfilled.v1':
       return { ...state, fiat: event.data.fiat, settlementStatus: event.data.fiat.settlementStatus };
     case 'ChargeSettlementReported.v1':
@@ -107,6 +114,7 @@ export const KNOWN_CHARGE_EVENTS: ReadonlySet<string> = new Set<ChargeEvent['typ
   'ChargeSettled.v1',
   'ChargeSettlementFailed.v1',
   'ChargeLostToReorg.v1',
+  'ChargeSettlementExposed.v1',
 ]);
 
 /** The state after a charge stream's events (stored events: types this release does not know are skipped). */
@@ -187,6 +195,23 @@ export type ChargeCommand =
 const sameTx = (a: string | null, b: string | null) => (a ?? '').toLowerCase() === (b ?? '').toLowerCase();
 
 export function decideCharge(command: ChargeCommand, state: ChargeState): ChargeEvent[] {
+  const events = decideFacts(command, state);
+  return [...events, ...exposureOf(events.reduce(evolveCharge, state), command.now)];
+}
+
+/**
+ * The payout completed (before the reorg, or reported while the charge is lost) for a charge a reorg took: fiat went
+ * out for crypto the chain no longer shows. Recorded once per loss, for the operator to recover. The completion itself
+ * stays what SPEC says it is (settlement `completed`, subscription.charge_settled): the provider did pay the merchant.
+ */
+function exposureOf(state: ChargeState, now: Date): ChargeEvent[] {
+  if (!state.lostToReorg || state.settlementStatus !== 'completed' || state.settlementExposure) return [];
+  return [
+    { type: 'ChargeSettlementExposed.v1', data: { reason: CHARGE_LOST_TO_REORG, at: now.toISOString() } },
+  ];
+}
+
+function decideFacts(command: ChargeCommand, state: ChargeState): ChargeEvent[] {
   if (command.type === 'RecordCharge') return decideRecord(command, state);
   if (command.type === 'RecordSettlementReport') return decideSettlementReport(command, state);
   if (command.type === 'CheckSettlementDeadlines') return decideSettlementDeadlines(command.now, state);
@@ -375,6 +400,18 @@ export interface SubscriptionChargeObject {
   readonly fiat_amount: string | null;
   readonly fiat_currency: string | null;
   readonly settlement_status: SettlementStatus | null;
+  /**
+   * Ours (additive): the fiat payout stands for a charge a reorg took; null otherwise and again once re-included.
+   * `amount` in `currency` is what the payout paid out (payoutFiatAmount), minor units.
+   */
+  readonly settlement_exposure: ChargeSettlementExposure | null;
+}
+
+export interface ChargeSettlementExposure {
+  readonly reason: typeof CHARGE_LOST_TO_REORG;
+  readonly amount: string;
+  readonly currency: string;
+  readonly recorded_at: string;
 }
 
 export function chargeObject(state: ChargeState): SubscriptionChargeObject {
@@ -399,6 +436,15 @@ export function chargeObject(state: ChargeState): SubscriptionChargeObject {
     fiat_amount: state.fiat?.fiatAmount ?? null,
     fiat_currency: state.fiat?.fiatCurrency ?? null,
     settlement_status: state.settlementStatus,
+    settlement_exposure:
+      state.settlementExposure && state.fiat
+        ? {
+            reason: state.settlementExposure.reason,
+            amount: payoutFiatAmount(state.fiat),
+            currency: state.fiat.fiatCurrency,
+            recorded_at: state.settlementExposure.at,
+          }
+        : null,
   };
 }
 

@@ -80,7 +80,7 @@ function thrown(f: () => unknown): unknown {
 }
 
 describe('Charge ledger row: SPEC Resources > Subscription charge', () => {
-  it('carries every field of the SPEC table', () => {
+  it('carries every field of the SPEC table, and ours: settlement_exposure', () => {
     expect(Object.keys(objectAfter(byApi(succeeded(1)))).sort()).toEqual(
       [
         'object',
@@ -100,6 +100,7 @@ describe('Charge ledger row: SPEC Resources > Subscription charge', () => {
         'fiat_amount',
         'fiat_currency',
         'settlement_status',
+        'settlement_exposure',
       ].sort(),
     );
   });

@@ -166,6 +166,7 @@ describe('chargeRowAsOfRecording: data.first_charge of subscription_checkout.com
       fiat_amount: '150000',
       fiat_currency: 'ARS',
       settlement_status: 'pending',
+      settlement_exposure: null,
     });
     expect(chargeRowAsOfRecording(stream, 2)).toMatchObject({
       status: 'succeeded',

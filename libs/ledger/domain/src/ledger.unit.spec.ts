@@ -38,6 +38,7 @@ describe('Charge list filters (SPEC: subscription, subscriber, date range, statu
     fiat_amount: null,
     fiat_currency: null,
     settlement_status: null,
+    settlement_exposure: null,
     ...over,
   });
 
