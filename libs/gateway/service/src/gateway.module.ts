@@ -25,6 +25,7 @@ import { chargeLedgerHttpModule, LEDGER_MIGRATIONS } from '@stablepay/charge-led
 import { PAYMENTS_MIGRATIONS, paymentsHttpModule } from '@stablepay/payments-service';
 import { PAYOUTS_MIGRATIONS, payoutsHttpModule } from '@stablepay/payouts-service';
 import { reportsHttpModule } from '@stablepay/reports-service';
+import { ChargeSettlementExposuresController } from './charge-settlement-exposures.controller';
 import { DepositRescansController } from './deposit-rescans.controller';
 import { PayerAttestationsController } from './payer-attestations.controller';
 import { SettlementExposuresController } from './settlement-exposures.controller';
@@ -59,6 +60,7 @@ export class GatewayModule {
         WithheldRefundReturnsController,
         PayerAttestationsController,
         SettlementExposuresController,
+        ChargeSettlementExposuresController,
       ],
       providers: [
         // The operator routes hosted here (the admin controllers above) are guarded as the merchants scope's are.

@@ -17,6 +17,8 @@ export class LedgerApiModule {
       imports: options.imports,
       controllers: [ChargesController],
       providers: [{ provide: CHARGE_LEDGER, useClass: options.useCases }],
+      // The gateway's operator route (charge settlement exposures) reads through the same port.
+      exports: [CHARGE_LEDGER],
     };
   }
 }

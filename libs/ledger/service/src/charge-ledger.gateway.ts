@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { type AuthenticatedMerchant, type ListEnvelope, listEnvelope, type ListQuery } from '@stablepay/http';
-import type { ChargeLedgerUseCases } from '@stablepay/ledger-api';
+import type { ChargeLedgerUseCases, ChargeSettlementExposureListItem } from '@stablepay/ledger-api';
 import type { ChargeListFilter, SubscriptionChargeObject } from '@stablepay/ledger-domain';
-import { ChargeLedgerReader } from './charges/charge-ledger.reader';
+import { ChargeLedgerReader, type ChargeSettlementExposureRow } from './charges/charge-ledger.reader';
 
 /** The gateway's side of the ledger port: reads the ledger read model in-process (the ledger takes no commands). */
 @Injectable()
@@ -20,4 +20,19 @@ export class ChargeLedgerGateway implements ChargeLedgerUseCases {
       hasMore,
     );
   }
+
+  async listSettlementExposures(
+    query: ListQuery,
+    filters: { readonly mode?: 'test' | 'live' },
+  ): Promise<ListEnvelope<ChargeSettlementExposureListItem>> {
+    const { rows, hasMore } = await this.reader.listSettlementExposures(query, filters);
+    return listEnvelope(rows.map(exposureItem), hasMore);
+  }
 }
+
+/** The row's columns are the item's fields; its id is the charge's. */
+const exposureItem = ({ id, ...fields }: ChargeSettlementExposureRow): ChargeSettlementExposureListItem => ({
+  object: 'charge_settlement_exposure',
+  charge_id: id,
+  ...fields,
+});

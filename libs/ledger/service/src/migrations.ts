@@ -89,8 +89,27 @@ export class DropChargeTransactionUniqueness1796054400100 implements MigrationIn
   }
 }
 
+/**
+ * The operator's list of open charge settlement exposures (GET /admin/charge-settlement-exposures) across every
+ * merchant: the rows whose object holds a `settlement_exposure`, newest first by `seq`. Few rows, so a partial index
+ * keeps the page a short index scan however many charges there are. The object is the projection's, so no backfill.
+ */
+export class AddChargeSettlementExposureIndex1796140800800 implements MigrationInterface {
+  name = 'AddChargeSettlementExposureIndex1796140800800';
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(
+      `CREATE INDEX subscription_charges_settlement_exposed_seq ON subscription_charges (seq) WHERE jsonb_typeof(object->'settlement_exposure') = 'object'`,
+    );
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query('DROP INDEX subscription_charges_settlement_exposed_seq');
+  }
+}
+
 export const LEDGER_MIGRATIONS = [
   CreateSubscriptionCharges1767400000100,
   AddChargeSettlementColumns1767400000200,
   DropChargeTransactionUniqueness1796054400100,
+  AddChargeSettlementExposureIndex1796140800800,
 ];

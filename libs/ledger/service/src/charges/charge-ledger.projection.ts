@@ -1,4 +1,5 @@
 import { Inject, Injectable, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
+import { Counter, register } from 'prom-client';
 import { DataSource, type EntityManager } from 'typeorm';
 import { EVENT_STORE, Projections } from '@stablepay/aggregate';
 import {
@@ -11,6 +12,7 @@ import {
 import { type EventStore, streamHistoryThrough } from '@stablepay/event-store';
 import {
   CHARGE_CATEGORY,
+  CHARGE_LOST_TO_REORG,
   chargeObject,
   foldCharge,
   KNOWN_CHARGE_EVENTS,
@@ -23,6 +25,27 @@ export const CHARGE_TOPIC = topicForCategory(CHARGE_CATEGORY);
 export const CHARGE_LEDGER_PROJECTION = 'charge-ledger.charge-projection';
 
 /**
+ * stablepay_charge_settlement_exposures_total: fiat payouts of subscription charges that came to stand for a charge a
+ * reorg took (ChargeSettlementExposed.v1), counted when the projection's transaction that applied the fact commits (a
+ * redelivered fact changes no row, so a retry never counts it twice; a rebuilt read model counts its history again).
+ * By reason only: plan currencies are open-ended, and a series that appears at 1 is invisible to increase(), so the
+ * one known series starts at 0; GET /admin/charge-settlement-exposures names merchant, amount and currency.
+ */
+function chargeSettlementExposuresCounter(): Counter<'reason'> {
+  const name = 'stablepay_charge_settlement_exposures_total';
+  // Get-or-create: tests and the embedded run host several applications on prom-client's one default registry.
+  const existing = register.getSingleMetric(name) as Counter<'reason'> | undefined;
+  if (existing) return existing;
+  const counter = new Counter<'reason'>({
+    name,
+    help: 'Fiat payouts of subscription charges recorded as exposed (ChargeSettlementExposed.v1), by reason',
+    labelNames: ['reason'],
+  });
+  counter.inc({ reason: CHARGE_LOST_TO_REORG }, 0);
+  return counter;
+}
+
+/**
  * charge-<subc_ id> events -> subscription_charges rows (the ledger). The row's object is the chargeObject of the
  * stream folded up to the event. The first event inserts the row and takes the next ledger sequence value; later
  * events (fiat backfill, settlement) update it in place and never touch `seq` (SPEC Pagination rule 6). Idempotent
@@ -31,6 +54,9 @@ export const CHARGE_LEDGER_PROJECTION = 'charge-ledger.charge-projection';
 @Injectable()
 export class ChargeLedgerProjection implements OnApplicationBootstrap, OnApplicationShutdown {
   private runner?: ProjectionRunner;
+  private readonly exposures = chargeSettlementExposuresCounter();
+  /** Exposure facts applied in the open transaction (message id -> reason), counted once it commits. */
+  private readonly exposuresApplied = new Map<string, string>();
 
   constructor(
     @Inject(DataSource) private readonly dataSource: DataSource,
@@ -46,7 +72,10 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnApplica
       needsHistory: true,
       apply: (em, message, history) => this.applyIn(em, message, history),
       onCommitted: (changed) => {
-        for (const message of changed) this.emitChange(message);
+        for (const message of changed) {
+          this.emitChange(message);
+          this.countExposure(message);
+        }
       },
     });
     this.changes.projecting = true;
@@ -71,7 +100,17 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnApplica
     // Read before the transaction: on PGlite a second connection inside it would wait for it forever.
     const history = await streamHistoryThrough(this.store, { ...message, streamId: message.key });
     const changed = await this.dataSource.transaction((em) => this.applyIn(em, message, history));
-    if (changed) this.emitChange(message);
+    if (changed) {
+      this.emitChange(message);
+      this.countExposure(message);
+    }
+  }
+
+  private countExposure(message: BusMessage): void {
+    const reason = this.exposuresApplied.get(message.id);
+    if (reason === undefined) return;
+    this.exposuresApplied.delete(message.id);
+    this.exposures.inc({ reason });
   }
 
   private emitChange(message: BusMessage): void {
@@ -117,6 +156,8 @@ export class ChargeLedgerProjection implements OnApplicationBootstrap, OnApplica
     const row = written[0];
     // Announced with the row once the batch commits: the charge answer waiting for it needs no read.
     if (row) this.changes.stage(message.id, row);
+    if (row && message.type === 'ChargeSettlementExposed.v1' && o.settlement_exposure)
+      this.exposuresApplied.set(message.id, o.settlement_exposure.reason);
     return row !== undefined;
   }
 }

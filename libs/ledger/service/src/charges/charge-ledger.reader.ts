@@ -30,6 +30,18 @@ export interface ChargeLedgerRow {
   revision: number;
 }
 
+/** A ledger row as the operator's charge settlement exposure list reads it. */
+export interface ChargeSettlementExposureRow {
+  id: string;
+  subscription_id: string;
+  merchant_id: string;
+  mode: 'test' | 'live';
+  amount: string;
+  currency: string;
+  reason: 'charge_lost_to_reorg';
+  recorded_at: string;
+}
+
 const READ_YOUR_WRITES_TIMEOUT_MS = 10_000;
 
 /**
@@ -113,6 +125,30 @@ export class ChargeLedgerReader {
     const last = events.at(-1);
     if (!last) return undefined;
     return { id, revision: last.revision, object: chargeObject(foldCharge(events)) };
+  }
+
+  /**
+   * Open settlement exposures of every merchant's charges (the operator's list), newest row first. The exposure is a
+   * filter, not the scope: a cursor stays valid after its charge was re-included between two pages. The subscription
+   * id is the object's (the column is lower-cased for the filters).
+   */
+  listSettlementExposures(
+    query: ListQuery,
+    filters: { readonly mode?: 'test' | 'live' },
+  ): Promise<{ rows: ChargeSettlementExposureRow[]; hasMore: boolean }> {
+    const clauses: Clause[] = [() => `jsonb_typeof(object->'settlement_exposure') = 'object'`];
+    const { mode } = filters;
+    if (mode !== undefined) clauses.push((p) => `mode = ${p(mode)}`);
+    return keysetPage<ChargeSettlementExposureRow>(this.dataSource, {
+      table: 'subscription_charges',
+      scope: [],
+      filters: clauses,
+      query,
+      select: `id, merchant_id, mode, object->>'subscription_id' AS subscription_id,
+        object->'settlement_exposure'->>'amount' AS amount, object->'settlement_exposure'->>'currency' AS currency,
+        object->'settlement_exposure'->>'reason' AS reason,
+        object->'settlement_exposure'->>'recorded_at' AS recorded_at`,
+    });
   }
 
   /**
