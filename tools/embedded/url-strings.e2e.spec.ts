@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Wallet } from 'ethers';
 import { createTestDatabase, type TestDatabase } from '@stablepay/testing';
 import { type EmbeddedStack, startEmbedded } from './embedded';
@@ -91,6 +92,34 @@ describe('control characters and lone surrogates in the URL (embedded stack)', (
     expect(await get(`/checkouts/chk_${long}`)).toEqual(notFound);
     expect(await get(`/merchants/${merchantId}/webhook-events/evt_${long}`)).toEqual(notFound);
     expect(await get(`/merchants/mer_${long}/webhook-events`)).toEqual(notFound);
+  });
+
+  it('answers a long path id with an Idempotency-Key on a route without a merchant as any unknown id (404)', async () => {
+    // Such a key's scope is the path, in the keys' primary key: a 6,000-byte id was a 500 (index row size), on the
+    // operator's routes as on the hosted pages' posts, before the route's own 404 could answer. Random, as a
+    // repetitive id compresses below the index's limit.
+    for (const id of [
+      `pay_${randomBytes(3000).toString('hex')}`,
+      `pay_${randomBytes(700).toString('base64url')}é`,
+    ]) {
+      const res = await fetch(
+        `${stack.url}/admin/merchants/${merchantId}/payments/${encodeURIComponent(id)}/payer-attestations`,
+        {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${ADMIN_TOKEN}`,
+            'idempotency-key': 'k1',
+            'content-type': 'application/json',
+          },
+          body: JSON.stringify({ payer: Wallet.createRandom().address }),
+        },
+      );
+      const body = (await res.json()) as { error?: Record<string, unknown> };
+      expect({ status: res.status, code: body.error?.['code'] }).toEqual({
+        status: 404,
+        code: 'resource_missing',
+      });
+    }
   });
 
   it('still serves ids and cursors that are merely unknown, and non-ASCII text', async () => {

@@ -451,7 +451,7 @@ export class IdempotencyInterceptor implements NestInterceptor, IdleAware, OnMod
     // anyone's key on one intent or page never refuses or answers the same key on another, nor an operator's.
     const scope = request.merchant
       ? `${request.merchant.merchantId}:${request.merchant.mode}`
-      : `public:${url}`;
+      : publicScope(url);
     const requestHash = createHash('sha256')
       .update(`${request.method} ${url}\n${canonical(request.body ?? null)}`)
       .digest('hex');
@@ -595,6 +595,19 @@ function keyReused(key: string): DomainError {
 }
 
 /** Binds a sealed kept answer to its row: moved to another merchant's or key's row, it does not open. */
+/**
+ * The scope of a request without a merchant: its path. A path longer than an index entry may be (path parameters reach
+ * their routes up to 16 KiB, and the scope is in the primary key, whose entries btree caps near 2.7 kB) is named by
+ * its hash; it was a 500 before the route's own 404 could answer. Shorter paths keep their plain scope, so keys
+ * claimed before are still found. A hashed scope cannot be a path's: paths start with '/'.
+ */
+export function publicScope(url: string): string {
+  if (Buffer.byteLength(url) <= PUBLIC_SCOPE_MAX_PATH_BYTES) return `public:${url}`;
+  return `public:sha256:${createHash('sha256').update(url).digest('hex')}`;
+}
+
+const PUBLIC_SCOPE_MAX_PATH_BYTES = 512;
+
 function sealedFor(scope: string, key: string): string {
   return `idempotency\u0000${scope}\u0000${key}`;
 }
