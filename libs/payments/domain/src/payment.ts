@@ -133,6 +133,11 @@ export interface PaymentState {
    * webhook is sent. False before, and again once a deployment is lost.
    */
   readonly deploymentConfirmed: boolean;
+  /**
+   * Deployments undone (PaymentDeploymentLost.v1). Part of the keys of a deploy recorded, confirmed or lost again
+   * after one (deploymentKey): the same transaction, mined after all, records once more.
+   */
+  readonly deploymentsLost: number;
   readonly authorizationExpiry: string | null;
   readonly escrowFunded: bigint;
   readonly forwarded: bigint;
@@ -236,6 +241,7 @@ export const initialPaymentState = (): PaymentState => ({
   payerLogs: [],
   payerDisputeRequest: null,
   deploymentConfirmed: false,
+  deploymentsLost: 0,
   authorizationExpiry: null,
   escrowFunded: 0n,
   forwarded: 0n,
@@ -298,6 +304,17 @@ export function deploymentToVerify(state: PaymentState): { txHash: string; chain
   if (!lostToReorg(state) || !deployment) return null;
   if (state.outflowTxs.some((tx) => tx !== deployment.txHash)) return null;
   return { txHash: deployment.txHash, chain: deployment.chain };
+}
+
+/**
+ * The idempotency key of a fact about deploy `txHash` (`deploy:<tx>`, `deploy-lost:<tx>`, a receipt row's id): as is
+ * before any deployment was lost, so a redelivery then records nothing twice and older streams keep their keys; with
+ * the number lost after one, so the same transaction recorded again (mined after all, its loss declared too soon, or
+ * found by a redeploy refused as already deployed) is a new fact, not the old one's id.
+ */
+export function deploymentKey(state: PaymentState, prefix: string, txHash: string): string {
+  const key = `${prefix}:${txHash}`;
+  return state.deploymentsLost ? `${key}:${state.deploymentsLost}` : key;
 }
 
 /**
@@ -1176,6 +1193,7 @@ function evolveInner(state: PaymentState, event: PaymentEvent): PaymentState {
         ...(state.phase === 'failed' ? {} : { phase: 'pending' as const, settlement: null }),
         deployment: null,
         deploymentConfirmed: false,
+        deploymentsLost: state.deploymentsLost + 1,
         authorizationExpiry: null,
         escrowFunded: 0n,
         forwarded: 0n,

@@ -17,7 +17,7 @@ import { ManualClock } from '@stablepay/util';
 import { PaymentFacts, type TimelessPaymentCommand } from '../commands/payment-facts';
 import { RecordDepositDeploymentHandler } from '../commands/record-deposit-deployment/record-deposit-deployment.handler';
 import { DepositContracts, type DeployRequest, type DepositOutflowSeen } from './deposit-contracts';
-import { DepositFlow } from './deposit-flow';
+import { DEFAULT_DEPLOY_LOST_GRACE_S, DepositFlow } from './deposit-flow';
 import { DepositStore } from './deposit.store';
 import { type DepositTestbed, startDepositTestbed } from './test-support/deposit-testbed';
 
@@ -136,6 +136,14 @@ async function blockWithTransaction(): Promise<{ number: number; hash: string; t
 }
 
 type Block = { readonly number: number; readonly hash: string };
+
+/** The payment's receipts undecided (on no chain, or pending) since longer than the grace before a deploy is lost. */
+const undecidedPastTheGrace = (paymentId: string) =>
+  dataSource.query(
+    `UPDATE payment_deposit_receipts SET undecided_since = now() - $2 * interval '1 second'
+      WHERE payment_id = $1 AND undecided_since IS NOT NULL`,
+    [paymentId, DEFAULT_DEPLOY_LOST_GRACE_S + 1],
+  );
 
 /** The indexer's observation of a log in `block` (docs/asyncapi.yaml), as the flow's consumer receives it. */
 const seen = (id: string, type: string, block: Block, txHash: string, fields: object): BusMessage =>
@@ -292,15 +300,29 @@ describe('the deposit worker confirms only sightings whose block is still canoni
 describe('the deposit worker checks what the payment recorded from a receipt at the confirmations (a reorg the indexer never read)', () => {
   const PAYMENT = 'pay_receipts';
 
-  /** The flow with its worker stopped; the payment's deposit is deployed on CHAIN and its decider undoes. */
+  /**
+   * The flow with its worker stopped; the payment's deposit is deployed on CHAIN and its decider undoes. `settled`:
+   * the payment records deploy `txHash` (its PaymentSettled.v1, as the bus delivers it).
+   */
   async function receiptFlow() {
+    const deployment = {
+      txHash: '0xdeploy',
+      chain: CHAIN,
+      payer: USDC,
+      payerFinalAt: '',
+      method: 'TWO_STEP',
+    };
     const state = {
       ...initialPaymentState(),
-      created: { depositAddress: DEPOSIT } as never,
-      deployment: { txHash: '0xdeploy', chain: CHAIN, payer: USDC, payerFinalAt: '', method: 'TWO_STEP' },
+      created: { depositAddress: DEPOSIT, createdAt: new Date().toISOString() } as never,
+      deployment,
     } as PaymentState;
     const { flow, asked } = await depositFlow([], true, state);
-    return { flow, appended: asked.appended };
+    const settled = (txHash: string) => {
+      deployment.txHash = txHash;
+      return paymentEvent('PaymentSettled.v1', { deployTxHash: txHash, chain: CHAIN });
+    };
+    return { flow, appended: asked.appended, settled, state };
   }
 
   const paymentEvent = (type: string, data: object): BusMessage =>
@@ -420,23 +442,114 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
     expect(await receiptStates()).toEqual(['retracted']);
   });
 
-  it('a deploy whose block a reorg took back, not mined again, is closed as lost: never announced, the loss recorded (RecordDeploymentLost keyed by the deploy), and no longer read as open', async () => {
-    const { flow, appended } = await receiptFlow();
+  const pastTheGrace = () => undecidedPastTheGrace(PAYMENT);
+
+  /**
+   * A deploy on no chain: a pass (another one before it, or not) within the grace declares nothing (another node's
+   * pool may still mine it); past the grace, the next one records the loss keyed by the deploy and closes the row.
+   */
+  async function lostOnlyAfterTheGrace(
+    flow: DepositFlow,
+    appended: Asked['appended'],
+    txHash: string,
+  ): Promise<void> {
+    await flow.confirmTransfers();
+    expect(appended).toEqual([]);
+    expect(await receiptStates()).toEqual(['open']);
+    await pastTheGrace();
+    await flow.confirmTransfers();
+    expect(appended).toEqual([
+      { command: { type: 'RecordDeploymentLost', deployTxHash: txHash }, key: `deploy-lost:${txHash}` },
+    ]);
+    expect(await receiptStates()).toEqual(['lost']);
+  }
+
+  it('a deploy whose block a reorg took back, not mined again, is closed as lost once on no chain across passes for the grace: never announced, the loss recorded (RecordDeploymentLost keyed by the deploy), and no longer read as open', async () => {
+    const { flow, appended, settled } = await receiptFlow();
     const snapshot = (await provider.send('evm_snapshot', [])) as string;
     const orphaned = await blockWithTransaction();
     const txHash = orphaned.txHash.toLowerCase();
-    await flow.onPaymentEvent(paymentEvent('PaymentSettled.v1', { deployTxHash: txHash, chain: CHAIN }));
+    await flow.onPaymentEvent(settled(txHash));
     await provider.send('evm_revert', [snapshot]);
     await provider.send('anvil_mine', [`0x${(CONFIRMATIONS + 1).toString(16)}`]);
     expect((await provider.getBlock(orphaned.number))?.hash).not.toBe(orphaned.hash);
 
     await flow.confirmTransfers();
 
+    // Closed: left open, such rows would in time fill every page of open receipts and starve later deploys.
+    await lostOnlyAfterTheGrace(flow, appended, txHash);
+  });
+
+  it("a deploy on no chain at one pass, then mined again (back from another node's pool), is followed and confirmed there, never declared lost", async () => {
+    const { flow, appended, settled } = await receiptFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    const raw = await signedTransaction(orphaned.txHash);
+    const txHash = orphaned.txHash.toLowerCase();
+    await flow.onPaymentEvent(settled(txHash));
+    await provider.send('evm_revert', [snapshot]);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS + 1).toString(16)}`]);
+    expect(await provider.getTransaction(orphaned.txHash)).toBeNull();
+
+    await flow.confirmTransfers();
+    expect(appended).toEqual([]);
+
+    await provider.send('eth_sendRawTransaction', [raw]);
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+    await pastTheGrace();
+    await flow.confirmTransfers();
+
     expect(appended).toEqual([
-      { command: { type: 'RecordDeploymentLost', deployTxHash: txHash }, key: `deploy-lost:${txHash}` },
+      { command: { type: 'ConfirmDeployment', txHash }, key: `confirmed:deploy:${txHash}` },
     ]);
-    // Left open, such rows would in time fill every page of open receipts and starve the chain's later deploys.
-    expect(await receiptStates()).toEqual(['lost']);
+    expect(await receiptStates()).toEqual(['confirmed']);
+  });
+
+  it('the same deploy recorded again after its loss (mined after all) is queued anew and confirmed, the lost row staying closed', async () => {
+    const { flow, appended, settled, state } = await receiptFlow();
+    const deploy = await blockWithTransaction();
+    const txHash = deploy.txHash.toLowerCase();
+    await dataSource.query(
+      `INSERT INTO payment_deposit_receipts
+         (receipt_id, payment_id, chain, tx_hash, log_index, kind, block_number, block_hash, state)
+       VALUES ($1, $2, $3, $4, NULL, 'deployed', $5, $6, 'lost')`,
+      [`deploy:${txHash}`, PAYMENT, CHAIN, txHash, deploy.number, `0x${'0d'.repeat(32)}`],
+    );
+    Object.assign(state, { deploymentsLost: 1 });
+
+    await flow.onPaymentEvent(settled(txHash));
+    await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
+    await flow.confirmTransfers();
+
+    // Confirmed under the new row's key: the first record's confirmation key stays its own.
+    expect(appended).toEqual([
+      { command: { type: 'ConfirmDeployment', txHash }, key: `confirmed:deploy:${txHash}:1` },
+    ]);
+    expect(await receiptStates()).toEqual(['lost', 'confirmed']);
+  });
+
+  it('a deploy fact whose transaction a reorg dropped before it was handled is queued, its block unknown, not thrown for the bus to redeliver for good: the pass decides it (lost after the grace)', async () => {
+    const { flow, appended, settled } = await receiptFlow();
+    const snapshot = (await provider.send('evm_snapshot', [])) as string;
+    const orphaned = await blockWithTransaction();
+    const txHash = orphaned.txHash.toLowerCase();
+    await provider.send('evm_revert', [snapshot]);
+    await provider.send('anvil_mine', [`0x${(CONFIRMATIONS + 1).toString(16)}`]);
+
+    await flow.onPaymentEvent(settled(txHash));
+
+    expect(await receiptStates()).toEqual(['open']);
+    await lostOnlyAfterTheGrace(flow, appended, txHash);
+  });
+
+  it('an old deploy fact redelivered after the payment undid that deploy (or holds another) is passed over: nothing queued, nothing thrown', async () => {
+    const { flow, settled } = await receiptFlow();
+    const old = settled(`0x${'0e'.repeat(32)}`);
+    settled(`0x${'0f'.repeat(32)}`);
+
+    await flow.onPaymentEvent(old);
+
+    expect(await receiptStates()).toEqual([]);
   });
 
   let gaps = 0;
@@ -480,12 +593,12 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
     );
 
   it("receipts that stay undecided (a transaction pending in the node's pool for good) rotate to the back: more of them than a pass reads (200) ahead of a deploy do not keep it from being confirmed", async () => {
-    const { flow, appended } = await receiptFlow();
+    const { flow, appended, settled } = await receiptFlow();
     const pending = await pendingForGood();
     await undecidable(pending, (await provider.getBlockNumber()) - 1, 201);
     const deploy = await blockWithTransaction();
     const txHash = deploy.txHash.toLowerCase();
-    await flow.onPaymentEvent(paymentEvent('PaymentSettled.v1', { deployTxHash: txHash, chain: CHAIN }));
+    await flow.onPaymentEvent(settled(txHash));
     await provider.send('anvil_mine', [`0x${CONFIRMATIONS.toString(16)}`]);
 
     await flow.confirmTransfers();
@@ -523,10 +636,10 @@ describe('the deposit worker checks what the payment recorded from a receipt at 
   });
 
   it('a DIRECT deploy recorded from its receipt is confirmed (ConfirmDeployment) only once its block has the confirmations, once', async () => {
-    const { flow, appended } = await receiptFlow();
+    const { flow, appended, settled } = await receiptFlow();
     const deploy = await blockWithTransaction();
     const txHash = deploy.txHash.toLowerCase();
-    await flow.onPaymentEvent(paymentEvent('PaymentSettled.v1', { deployTxHash: txHash, chain: CHAIN }));
+    await flow.onPaymentEvent(settled(txHash));
     await flow.confirmTransfers();
     expect(appended).toEqual([]);
 
@@ -645,6 +758,9 @@ describe("a DIRECT deploy a reorg took back before its confirmations while the p
       });
     const before = await undone();
 
+    await flow.confirmTransfers();
+    expect(await types(events)).not.toContain('PaymentDeploymentLost.v1');
+    await undecidedPastTheGrace(PAYMENT);
     await flow.confirmTransfers();
 
     const stream = await types(events);

@@ -4,6 +4,7 @@ import {
   Inject,
   Injectable,
   type OnApplicationBootstrap,
+  Optional,
 } from '@nestjs/common';
 import { Counter, Histogram, register } from 'prom-client';
 import { DataSource } from 'typeorm';
@@ -26,6 +27,7 @@ import {
 import type { EventStore } from '@stablepay/event-store';
 import {
   addressesToScreen,
+  deploymentKey,
   deploymentToVerify,
   outflowLogRecorded,
   paymentAsset,
@@ -70,7 +72,10 @@ const TICK_MS = 500;
  */
 const RESCAN_OUTFLOW = 'rescan-outflow:';
 const MAX_BACKOFF_MS = 60_000;
-/** The block hash of a deploy receipt queued by a process that could not read its chain (DepositFlow.watchDeposit). */
+/**
+ * The block hash of a deploy receipt queued with its block unknown (DepositFlow.watchDeposit): by a process that could
+ * not read its chain, or with no receipt yet.
+ */
 const UNPLACED_BLOCK = '';
 /** Deadline of the worker's chain reads (head, block hashes): ethers' own default would hold every confirmation for 300 s. */
 const HEAD_DEADLINE_MS = 10_000;
@@ -78,6 +83,12 @@ const HEAD_DEADLINE_MS = 10_000;
 const STALL_AFTER_MS = 15_000;
 /** An open receipt whose transaction stays pending (or whose height has no block) this long is reported, once. */
 const UNDECIDED_REPORT_AFTER_S = 30 * 60;
+/**
+ * How long a recorded deploy must stay on no chain (no receipt, not in the node's pool), read so across passes,
+ * before it is declared lost (PaymentDepositsOptions.deployLostGraceSeconds).
+ */
+export const DEPLOY_LOST_GRACE_S = Symbol('DEPLOY_LOST_GRACE_S');
+export const DEFAULT_DEPLOY_LOST_GRACE_S = 5 * 60;
 
 function workerMetrics(): {
   passSeconds: Histogram;
@@ -289,6 +300,9 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     @Inject(PaymentMerchantProfiles) private readonly merchants: PaymentMerchantProfiles,
     @Inject(RecordDeployHoldHandler) private readonly recordHold: RecordDeployHoldHandler,
     @Inject(ReadinessRegistry) private readonly readiness: ReadinessRegistry,
+    @Optional()
+    @Inject(DEPLOY_LOST_GRACE_S)
+    private readonly deployLostGraceS: number = DEFAULT_DEPLOY_LOST_GRACE_S,
   ) {
     this.store = new DepositStore(dataSource);
     this.contracts =
@@ -431,20 +445,25 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     }
     const { state } = await this.facts.load(paymentId);
     if (!state.created) return;
+    // An old fact redelivered after the deploy was undone (PaymentDeploymentLost.v1), or of a deploy another one
+    // replaced: nothing of it to watch or confirm. Thrown, it would park the payment's stream for good.
+    if (state.deployment?.txHash.toLowerCase() !== deployment.deployTxHash.toLowerCase()) return;
     const receipt = await set.for(deployment.chain).provider.getTransactionReceipt(deployment.deployTxHash);
-    // Thrown, so the bus redelivers: an RPC node behind the one that mined the deploy answers later.
-    if (!receipt) throw new Error(`no receipt yet for the deployment ${deployment.deployTxHash}`);
-    // A DIRECT or TWO_STEP deploy is announced once its block has the chain's confirmations (the worker).
+    // A DIRECT or TWO_STEP deploy is announced once its block has the chain's confirmations (the worker). No receipt
+    // (a reorg dropped it before this fact was handled, or a node behind the one that mined it): queued all the same,
+    // its block unknown (0, UNPLACED_BLOCK: never the canonical one), so the receipt pass decides it: followed where it
+    // is mined, or lost once on no chain for the grace. Thrown instead, the bus would redeliver it for good.
     if (announced) {
       await this.store.addReceipt({
-        receipt_id: `deploy:${deployment.deployTxHash.toLowerCase()}`,
+        // A new row for the same deploy recorded again after a loss: the lost one's is closed.
+        receipt_id: deploymentKey(state, 'deploy', deployment.deployTxHash.toLowerCase()),
         payment_id: paymentId,
         chain: deployment.chain,
         tx_hash: deployment.deployTxHash,
         log_index: null,
         kind: 'deployed',
-        block_number: String(receipt.blockNumber),
-        block_hash: receipt.blockHash,
+        block_number: receipt ? String(receipt.blockNumber) : '0',
+        block_hash: receipt?.blockHash ?? UNPLACED_BLOCK,
       });
       this.wake();
     }
@@ -452,7 +471,10 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       chain: deployment.chain,
       address: state.created.depositAddress,
       kind: 'payment_deposit',
-      fromBlock: receipt.blockNumber,
+      // Its block unknown: from before the payment existed (nothing was sent to the address earlier).
+      fromBlock: receipt
+        ? receipt.blockNumber
+        : await this.blockBeforeCreation(deployment.chain, state.created.createdAt),
     });
   }
 
@@ -1284,6 +1306,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       if (pending) return this.undecided(r, 'pending');
     }
     if (r.kind === 'deployed') {
+      // One reading on no chain is not a loss: another node's pool, or geth re-adding what a reorg dropped, may still
+      // mine it, and a deploy undone that is then mined forwards the funds of a payment left pending. Lost only once
+      // undecided across passes for the grace (the first such reading starts it).
+      const seconds = r.undecided_seconds;
+      if (seconds === undefined || seconds === null) return this.store.receiptUndecided(r.receipt_id);
+      if (seconds < this.deployLostGraceS) return;
       await this.deployLost(r, entry);
       return;
     }

@@ -11,7 +11,7 @@ import { RecordScreeningHandler } from '../commands/record-screening/record-scre
 import { RescanDepositHandler } from '../commands/rescan-deposit/rescan-deposit.handler';
 import { RetractDepositTransferHandler } from '../commands/retract-deposit-transfer/retract-deposit-transfer.handler';
 import { PaymentMerchantProfiles } from '../payments/merchant-profiles';
-import { DepositFlow } from './deposit-flow';
+import { DEFAULT_DEPLOY_LOST_GRACE_S, DEPLOY_LOST_GRACE_S, DepositFlow } from './deposit-flow';
 import {
   AddDepositObservationBlockHashes1795622400000,
   CreatePaymentDepositOutflows1767700000200,
@@ -29,6 +29,12 @@ import { SANCTIONS_SCREENING, SandboxSanctionsScreening, type SanctionsScreening
 export interface PaymentDepositsOptions {
   /** The sanctions provider; default the sandbox adapter (magic payer addresses, docs/payment-deposits.md). */
   readonly screening?: SanctionsScreening;
+  /**
+   * How long a recorded deploy must stay on no chain (no receipt, not in the node's pool), across passes, before it
+   * is declared lost and deployed again; default DEFAULT_DEPLOY_LOST_GRACE_S (5 min). Shorter, a deploy still in
+   * another node's pool is undone, then mined: recorded again, but the redeploy's gas is spent.
+   */
+  readonly deployLostGraceSeconds?: number;
 }
 
 @Module({})
@@ -40,6 +46,10 @@ export class PaymentDepositsModule {
       controllers: [RescanDepositHandler],
       providers: [
         { provide: SANCTIONS_SCREENING, useValue: options.screening ?? new SandboxSanctionsScreening() },
+        {
+          provide: DEPLOY_LOST_GRACE_S,
+          useValue: options.deployLostGraceSeconds ?? DEFAULT_DEPLOY_LOST_GRACE_S,
+        },
         PaymentFacts,
         ObserveDepositTransferHandler,
         ConfirmDepositTransferHandler,

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { PaymentMethod } from '@stablepay/payments-domain';
+import { deploymentKey, type PaymentMethod } from '@stablepay/payments-domain';
 import { PaymentFacts } from '../payment-facts';
 
 export interface DepositDeployment {
@@ -19,7 +19,7 @@ export interface DepositDeployment {
 export class RecordDepositDeploymentHandler {
   constructor(@Inject(PaymentFacts) private readonly facts: PaymentFacts) {}
 
-  handle(paymentId: string, d: DepositDeployment) {
+  async handle(paymentId: string, d: DepositDeployment) {
     const base = {
       type: 'RecordDeployed' as const,
       txHash: d.txHash,
@@ -38,7 +38,9 @@ export class RecordDepositDeploymentHandler {
               authorizationExpiry: d.authorizationExpiry ?? new Date(0),
             }
           : { ...base, method: 'NONE' as const };
-    return this.facts.append(paymentId, command, `deploy:${d.txHash}`);
+    // Keyed by the deploy and the deployments lost before it: a deploy declared lost then mined after all (DIRECT
+    // forwarded the funds; the redeploy is refused, and finds this one) records again, and the payment settles.
+    return this.facts.append(paymentId, command, await this.key(paymentId, 'deploy', d.txHash));
   }
 
   /**
@@ -56,11 +58,15 @@ export class RecordDepositDeploymentHandler {
   }
 
   /** The deployment recorded is not on the chain any more (a reorg that failed the payment took it). */
-  lost(paymentId: string, deployTxHash: string) {
+  async lost(paymentId: string, deployTxHash: string) {
     return this.facts.append(
       paymentId,
       { type: 'RecordDeploymentLost', deployTxHash },
-      `deploy-lost:${deployTxHash}`,
+      await this.key(paymentId, 'deploy-lost', deployTxHash),
     );
+  }
+
+  private async key(paymentId: string, prefix: string, txHash: string): Promise<string> {
+    return deploymentKey((await this.facts.load(paymentId)).state, prefix, txHash);
   }
 }
