@@ -7,6 +7,7 @@
  *   ADMIN_TOKEN=... npm run admin -- record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- attest-payer --merchant <mer_...> --payment <pay_...> --payer <0x...> [--url ...]
  *   ADMIN_TOKEN=... npm run admin -- settlement-exposures [--mode test|live] [--limit <n>] [--starting-after <pay_...> | --ending-before <pay_...>] [--url ...]
+ *   ADMIN_TOKEN=... npm run admin -- charge-settlement-exposures [--mode test|live] [--limit <n>] [--starting-after <subc_...> | --ending-before <subc_...>] [--url ...]
  * Prints the API's answer as JSON (a created merchant includes its secret API key, shown only once). A retry's
  * `status` is `applied`, `still_parked` (it ran; an event failed again) or `requested` (recorded on the row; the
  * process running the projection or group serves it within a second: list the parked streams to follow it); a
@@ -17,7 +18,8 @@
  * payer) answers the `attestPayer` call (`from` the registry admin, `to` the deposit, `data`, `chain_id`) for the
  * admin's cold key to sign and send; the service never holds that key (docs/payments.md, "Disputing the payer").
  * The settlement exposures are one page of every merchant's payments whose fiat payout stands for a deposit a reorg
- * took (merchant, payment, amount and currency to recover; docs/payments.md, "Fiat settlement").
+ * took (merchant, payment, amount and currency to recover; docs/payments.md, "Fiat settlement"); the charge settlement
+ * exposures the same for subscription charges (docs/subscriptions.md, "Settlement exposure").
  */
 function option(args: readonly string[], name: string): string | undefined {
   const i = args.indexOf(`--${name}`);
@@ -32,10 +34,17 @@ const USAGE = [
   '       admin record-withheld-refund-return --merchant <mer_...> --payout <po_...> --to <0x...> [--tx-hash <0x...>] [--reference <ref>] [--idempotency-key <key>] [--url <gateway url>]',
   '       admin attest-payer --merchant <mer_...> --payment <pay_...> --payer <0x...> [--url <gateway url>]',
   '       admin settlement-exposures [--mode test|live] [--limit <n>] [--starting-after <pay_...> | --ending-before <pay_...>] [--url <gateway url>]',
+  '       admin charge-settlement-exposures [--mode test|live] [--limit <n>] [--starting-after <subc_...> | --ending-before <subc_...>] [--url <gateway url>]',
 ].join('\n');
 
-/** The settlement exposures page's route: the options given become its query (the API checks them). */
-export function settlementExposuresPath(args: readonly string[]): string {
+/**
+ * The settlement exposures page's route (payments', or subscription charges' with `of: 'charges'`): the options given
+ * become its query (the API checks them).
+ */
+export function settlementExposuresPath(
+  args: readonly string[],
+  of: 'payments' | 'charges' = 'payments',
+): string {
   const query = new URLSearchParams();
   for (const [flag, parameter] of [
     ['mode', 'mode'],
@@ -47,7 +56,8 @@ export function settlementExposuresPath(args: readonly string[]): string {
     if (value !== undefined) query.set(parameter, value);
   }
   const search = query.toString();
-  return `/admin/settlement-exposures${search ? `?${search}` : ''}`;
+  const route = of === 'charges' ? '/admin/charge-settlement-exposures' : '/admin/settlement-exposures';
+  return `${route}${search ? `?${search}` : ''}`;
 }
 
 /** The payer attestation's route and body, or null without the merchant, payment and payer. */
@@ -120,6 +130,7 @@ export async function runAdminCli(
     command !== 'create-merchant' &&
     command !== 'parked-streams' &&
     command !== 'settlement-exposures' &&
+    command !== 'charge-settlement-exposures' &&
     !(command === 'retry-parked' && projection && stream) &&
     !(command === 'rescan-deposit' && rescanRequest(args)) &&
     !(command === 'record-withheld-refund-return' && withheldReturnRequest(args)) &&
@@ -168,6 +179,8 @@ function send(
 ): Promise<Response> {
   if (command === 'parked-streams') return fetch(`${url}/admin/parked-streams`, { headers });
   if (command === 'settlement-exposures') return fetch(`${url}${settlementExposuresPath(args)}`, { headers });
+  if (command === 'charge-settlement-exposures')
+    return fetch(`${url}${settlementExposuresPath(args, 'charges')}`, { headers });
   const rescan = command === 'rescan-deposit' ? rescanRequest(args) : null;
   if (rescan)
     return fetch(`${url}${rescan.path}`, {

@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { freePort } from '@stablepay/testing';
 import { gatewayUrl, payerAttestationRequest, runAdminCli, settlementExposuresPath } from './admin-cli';
 
@@ -107,5 +109,38 @@ describe('operator CLI settlement exposures', () => {
     expect(settlementExposuresPath(['--ending-before', 'pay_a'])).toBe(
       '/admin/settlement-exposures?ending_before=pay_a',
     );
+  });
+});
+
+describe('operator CLI charge settlement exposures', () => {
+  it("asks the subscription charges' page, with the same options as the query", () => {
+    expect(settlementExposuresPath([], 'charges')).toBe('/admin/charge-settlement-exposures');
+    expect(settlementExposuresPath(['--mode', 'test', '--ending-before', 'subc_a'], 'charges')).toBe(
+      '/admin/charge-settlement-exposures?mode=test&ending_before=subc_a',
+    );
+  });
+
+  it('calls that route with the operator token and prints its answer', async () => {
+    const calls: { url: string | undefined; auth: string | undefined }[] = [];
+    const server = createServer((req, res) => {
+      calls.push({ url: req.url, auth: req.headers.authorization });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [], has_more: false }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const out: string[] = [];
+    try {
+      const code = await runAdminCli(
+        ['charge-settlement-exposures', '--limit', '5', '--url', `http://127.0.0.1:${port}`],
+        { ADMIN_TOKEN: 'adm_x' },
+        (s) => out.push(s),
+      );
+      expect(code).toBe(0);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    expect(calls).toEqual([{ url: '/admin/charge-settlement-exposures?limit=5', auth: 'Bearer adm_x' }]);
+    expect(JSON.parse(out.join(''))).toEqual({ object: 'list', data: [], has_more: false });
   });
 });
