@@ -489,8 +489,12 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
     paymentId: string,
     deployment: { deployTxHash: string; chain: string },
   ): Promise<void> {
+    const { state } = await this.facts.load(paymentId);
+    // As where the chain is read: an old fact of a deploy undone or replaced queues nothing, and the deploy recorded
+    // again after a loss gets a new row (the lost one's is closed; under its id this one would never be confirmed).
+    if (state.deployment?.txHash.toLowerCase() !== deployment.deployTxHash.toLowerCase()) return;
     await this.store.addReceipt({
-      receipt_id: `deploy:${deployment.deployTxHash.toLowerCase()}`,
+      receipt_id: deploymentKey(state, 'deploy', deployment.deployTxHash.toLowerCase()),
       payment_id: paymentId,
       chain: deployment.chain,
       tx_hash: deployment.deployTxHash,

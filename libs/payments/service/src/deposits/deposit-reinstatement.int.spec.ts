@@ -182,4 +182,31 @@ describe('a DIRECT or TWO_STEP deploy recorded by a process that does not read i
       { receipt_id: `deploy:${deploy.txHash}`, block_number: expect.anything(), state: 'confirmed' },
     ]);
   });
+
+  it('queues the deploy recorded again after a loss on a row of its own, and nothing for a fact of a deploy undone', async () => {
+    const payment = 'pay_unread_chain_again';
+    const deploy = await deployMined();
+    const settled = {
+      id: 'settled-again',
+      topic: 'payments.payment.v1',
+      key: `payment-${payment}`,
+      type: 'PaymentSettled.v1',
+      data: { deployTxHash: deploy.txHash, chain: CHAIN },
+    } as unknown as BusMessage;
+
+    // The deploy undone (PaymentDeploymentLost.v1): its old fact redelivered queues nothing.
+    const undone = await depositFlow(
+      { ...deployed(deploy.txHash), deployment: null, deploymentsLost: 1 },
+      [],
+    );
+    await undone.flow.onPaymentEvent(settled);
+    expect(await receiptRows(payment)).toEqual([]);
+
+    // The same transaction recorded again after the loss: a new row, not the lost one's id.
+    const again = await depositFlow({ ...deployed(deploy.txHash), deploymentsLost: 1 }, []);
+    await again.flow.onPaymentEvent(settled);
+    expect(await receiptRows(payment)).toEqual([
+      { receipt_id: `deploy:${deploy.txHash}:1`, block_number: '0', state: 'open' },
+    ]);
+  });
 });
