@@ -215,6 +215,7 @@ export interface PayerLogState {
   readonly chain: string;
   readonly txHash: string;
   readonly logIndex: number;
+  /** Null: recorded before blocks were kept; it keeps its stream order even once a redelivery names its block. */
   readonly blockNumber: bigint | null;
   readonly blockHash: string | null;
   readonly payer: string;
@@ -1415,6 +1416,17 @@ function withPayerLog(
     payer: d.payer,
     finalAt: d.finalAt,
   };
+  // A log recorded before blocks were kept, delivered again with its block (at least once, across the upgrade): the
+  // same sighting. It learns its block where it stands, in stream order, so it neither moves behind the other old logs
+  // nor is retracted by another block's retraction; only its own block's takes it back.
+  const unblocked = state.payerLogs.find((l) => sameLog(l, log) && l.blockHash === null);
+  if (unblocked && log.blockHash !== null) {
+    const blockHash = log.blockHash;
+    return withPayerLogs(
+      state,
+      state.payerLogs.map((l) => (l === unblocked ? { ...l, blockHash } : l)),
+    );
+  }
   // The same log seen in another block is the transaction mined again after a reorg: it stands there instead.
   return withPayerLogs(state, [...state.payerLogs.filter((l) => !sameLog(l, log)), log]);
 }

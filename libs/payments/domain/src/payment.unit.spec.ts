@@ -1887,6 +1887,47 @@ describe('Payment: payer dispute (merchant) and attestation (admin)', () => {
     expect(again.object).toMatchObject({ payer_status: 'disputed' });
   });
 
+  it('a payer log recorded before blocks were kept, delivered again with its block, is the same log: it keeps its place', () => {
+    // Recorded before blocks were kept (no block): dispute PAYER, then attest RIGHT_PAYER, in stream order.
+    const unblocked = (c: PaymentCommand) =>
+      given(...escrowed())
+        .when(c)
+        .events.map((e) => {
+          const { blockNumber: _n, blockHash: _h, ...data } = e.data as Record<string, unknown>;
+          return { ...e, data } as PaymentEvent;
+        });
+    const old = [...unblocked(disputed()), ...unblocked(attested())].reduce(
+      evolvePayment,
+      given(...escrowed()).state,
+    );
+    expect(toPaymentObject(old)).toMatchObject({ payer_status: 'attested', payer_addresses: [RIGHT_PAYER] });
+    // The dispute's sighting delivered again after the upgrade, with its block: the attestation still stands.
+    const again = decidePayment(disputed(30), old);
+    expect(again.map((e) => e.type)).toEqual(['PaymentPayerDisputed.v1']);
+    const after = again.reduce(evolvePayment, old);
+    expect(toPaymentObject(after)).toMatchObject({
+      payer_status: 'attested',
+      payer_addresses: [RIGHT_PAYER],
+    });
+    expect(after.payerLogs.map((l) => [l.txHash, l.blockHash])).toEqual([
+      ['0xdispute', '0xblock100'],
+      ['0xattest', null],
+    ]);
+    expect(decidePayment(disputed(31), after)).toEqual([]);
+    // Now only its own block's retraction takes it back; the same log mined again elsewhere is recorded again.
+    expect(
+      decidePayment(retracted({ txHash: '0xdispute', logIndex: 1, blockHash: '0xother' }, 32), after),
+    ).toEqual([]);
+    const undo = decidePayment(
+      retracted({ txHash: '0xdispute', logIndex: 1, blockHash: '0xblock100' }, 32),
+      after,
+    );
+    expect(undo.map((e) => e.type)).toEqual(['PaymentPayerLogRetracted.v1']);
+    const undone = undo.reduce(evolvePayment, after);
+    const mined = decidePayment({ ...disputed(33, 101) }, undone).reduce(evolvePayment, undone);
+    expect(toPaymentObject(mined)).toMatchObject({ payer_status: 'disputed' });
+  });
+
   it("a reorg taking the admin's attestation leaves the payer disputed again (refund refused)", () => {
     const g = given(
       ...escrowed(),
