@@ -482,7 +482,8 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
    * A DIRECT or TWO_STEP deploy recorded on a chain this process does not read (not in its chains, or no relayers):
    * skipped, it would never be confirmed nor announced. Its receipt row is queued without its block (number 0, no hash),
    * under the id the reading process would give it: the worker of any process that reads the chain finds the
-   * transaction where it is (as a deploy mined again elsewhere), follows it there and confirms it at its depth. Said
+   * transaction where it is (as a deploy mined again elsewhere), watches the deposit contract from that block
+   * (watchPlacedDeposit: the watch below is never reached here), follows it there and confirms it at its depth. Said
    * loudly, as no worker of this process will: if none reads the chain, it is never announced.
    */
   private async queueDeployOnUnreadChain(
@@ -1277,6 +1278,8 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       // The deployment's own logs are not recorded from the indexer: its confirmation is counted at the new block.
       // An outflow's are (the indexer's sighting, above), but only once that block is deep enough: until then a second
       // reorg may take it back unread by the indexer, the transaction dropped. Kept open either way.
+      if (r.kind === 'deployed' && r.block_hash === UNPLACED_BLOCK)
+        await this.watchPlacedDeposit(r, receipt.blockNumber);
       await this.store.followReceipt(r.receipt_id, receipt.blockNumber, receipt.blockHash);
       this.logger.warn({
         msg:
@@ -1320,6 +1323,24 @@ export class DepositFlow implements OnApplicationBootstrap, BeforeApplicationShu
       return;
     }
     await this.retractReceipt(r, entry);
+  }
+
+  /**
+   * A deploy queued by a process that does not read its chain was never watched there (watchDeposit stops at the
+   * queue): found in its block, the deposit contract is watched from it, or the payer's dispute and attestation logs
+   * (recorded only from the indexer's sightings of the contract) and anyone else's capture or reclaim would never
+   * reach the payment. Before the row is placed, so a crash in between registers it again (the indexer keeps the
+   * first watch of an address).
+   */
+  private async watchPlacedDeposit(r: RecordedReceipt, blockNumber: number): Promise<void> {
+    const { state } = await this.facts.load(r.payment_id);
+    if (!state.created) return;
+    await this.watches.watchContract({
+      chain: r.chain,
+      address: state.created.depositAddress,
+      kind: 'payment_deposit',
+      fromBlock: blockNumber,
+    });
   }
 
   /**

@@ -37,11 +37,13 @@ afterEach(() => jest.restoreAllMocks());
 interface Asked {
   readonly appended: { readonly command: { type: string; txHash?: string }; readonly key: string }[];
   readonly found: string[][];
+  /** The deposit contracts the flow asked the indexer to watch. */
+  readonly watched: unknown[];
 }
 
 /** The flow with its worker stopped, reading `chains`; the payment is `state`. */
 async function depositFlow(state: PaymentState, chains: readonly string[] = [CHAIN]) {
-  const asked: Asked = { appended: [], found: [] };
+  const asked: Asked = { appended: [], found: [], watched: [] };
   const none = {} as never;
   const flow = new DepositFlow(
     {
@@ -50,7 +52,11 @@ async function depositFlow(state: PaymentState, chains: readonly string[] = [CHA
       chains: chains.map((caip2) => ({ caip2, confirmations: CONFIRMATIONS, stablecoins: [] })),
     } as never,
     { set: { for: () => ({ provider }) } } as never,
-    { watchContract: async () => undefined } as never,
+    {
+      watchContract: async (command: unknown) => {
+        asked.watched.push(command);
+      },
+    } as never,
     none,
     dataSource,
     none,
@@ -83,13 +89,17 @@ async function depositFlow(state: PaymentState, chains: readonly string[] = [CHA
 }
 
 /** A mined transaction standing for the deploy (only its receipt is read). */
-async function deployMined(): Promise<{ txHash: string; blockHash: string }> {
+async function deployMined(): Promise<{ txHash: string; blockHash: string; blockNumber: number }> {
   const sender = new Wallet('0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a', provider); // anvil dev key 2
   const receipt = await (
     await sender.sendTransaction({ to: Wallet.createRandom().address, value: 1n })
   ).wait();
   if (!receipt) throw new Error('no receipt');
-  return { txHash: receipt.hash.toLowerCase(), blockHash: receipt.blockHash.toLowerCase() };
+  return {
+    txHash: receipt.hash.toLowerCase(),
+    blockHash: receipt.blockHash.toLowerCase(),
+    blockNumber: receipt.blockNumber,
+  };
 }
 
 const deployed = (txHash: string): PaymentState => ({
@@ -146,7 +156,7 @@ describe('a payment a reorg failed whose recorded deploy landed again on the new
 describe('a DIRECT or TWO_STEP deploy recorded by a process that does not read its chain', () => {
   const PAYMENT = 'pay_unread_chain';
 
-  it('is queued, counted and logged there, and confirmed (ConfirmDeployment) by the worker of a process that reads the chain', async () => {
+  it('is queued, counted and logged there, and watched from its block and confirmed (ConfirmDeployment) by the worker of a process that reads the chain', async () => {
     const deploy = await deployMined();
     const state = deployed(deploy.txHash);
     const unread = await depositFlow(state, []);
@@ -165,6 +175,7 @@ describe('a DIRECT or TWO_STEP deploy recorded by a process that does not read i
     } as unknown as BusMessage);
 
     expect((await counted()) - before).toBe(1);
+    expect(unread.asked.watched).toEqual([]);
     expect(await receiptRows(PAYMENT)).toEqual([
       { receipt_id: `deploy:${deploy.txHash}`, block_number: '0', state: 'open' },
     ]);
@@ -172,6 +183,11 @@ describe('a DIRECT or TWO_STEP deploy recorded by a process that does not read i
     const reading = await depositFlow(state);
     await provider.send('anvil_mine', [`0x${(CONFIRMATIONS - 1).toString(16)}`]);
     await reading.flow.confirmTransfers();
+    // Its deposit contract watched from the deploy's block: the payer's dispute or attestation logs, and anyone
+    // else's capture or reclaim, are recorded only from the indexer's sightings of it.
+    expect(reading.asked.watched).toEqual([
+      { chain: CHAIN, address: DEPOSIT, kind: 'payment_deposit', fromBlock: deploy.blockNumber },
+    ]);
     expect(reading.asked.appended).toEqual([
       {
         command: { type: 'ConfirmDeployment', txHash: deploy.txHash },
