@@ -166,6 +166,17 @@ const signedCapture = async (p: { onChainId: string; deposit: string }) => {
   return { amount: ORDER.toString(), deadline: deadline.toString(), signature };
 };
 
+/** The merchant's DisputePayer body of the payment's attested payer, signed now. */
+const signedDispute = async (p: { onChainId: string; deposit: string }) => {
+  const deadline = await soon();
+  const { signature } = await signDisputePayer(
+    f.merchantSigner,
+    { chain: f.chain.caip2, verifyingContract: p.deposit },
+    { paymentId: p.onChainId, payer: f.payer.address, epoch: 0, deadline },
+  );
+  return { deadline: deadline.toString(), signature };
+};
+
 describe('PaymentActions (use cases over the payment stream and the deposit on anvil)', () => {
   it('captures a TWO_STEP escrow: request, transaction, PaymentCaptured.v1 and status settled', async () => {
     const p = await deployedPayment('TWO_STEP');
@@ -233,16 +244,7 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
 
   it("a relayed dispute shows dispute_pending (its log is the indexer's to record); a second one is refused 409 payer_dispute_pending, nothing sent", async () => {
     const p = await deployedPayment('TWO_STEP');
-    const signedDispute = async () => {
-      const deadline = await soon();
-      const { signature } = await signDisputePayer(
-        f.merchantSigner,
-        { chain: f.chain.caip2, verifyingContract: p.deposit },
-        { paymentId: p.onChainId, payer: f.payer.address, epoch: 0, deadline },
-      );
-      return { deadline: deadline.toString(), signature };
-    };
-    const answer = await actions.disputePayer(owner, p.paymentId, await signedDispute(), 'dispute-1');
+    const answer = await actions.disputePayer(owner, p.paymentId, await signedDispute(p), 'dispute-1');
     expect(answer.submission).toBe('confirmed');
     expect(await f.deposits.readDeposit(p.deposit)).toMatchObject({ payer: ZeroAddress });
     const after = await state(p.paymentId);
@@ -254,7 +256,9 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
     });
 
     const nonce = await f.provider.getTransactionCount(f.relayer.address);
-    const again = await refusal(actions.disputePayer(owner, p.paymentId, await signedDispute(), 'dispute-2'));
+    const again = await refusal(
+      actions.disputePayer(owner, p.paymentId, await signedDispute(p), 'dispute-2'),
+    );
     expect([again.status, again.code]).toEqual([409, 'payer_dispute_pending']);
     expect(await f.provider.getTransactionCount(f.relayer.address)).toBe(nonce);
     expect((await state(p.paymentId)).types).toEqual(after.types);
@@ -495,6 +499,75 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
       const { types, object } = await state(p.paymentId);
       expect(types.at(-1)).toBe('PaymentCaptured.v1');
       expect(object.status).toBe('settled');
+    });
+
+    /** The deposit chain after it moved on: every call's simulation (or broadcast) is refused. */
+    const refusing = (where: 'simulate' | 'submit'): DepositChains => ({
+      for: () =>
+        Object.assign(Object.create(f.deposits) as DepositChain, {
+          [where]: async () => ({ kind: 'rejected', errorName: 'SignatureExpired' }),
+        }),
+    });
+    const processOn = (chains: DepositChains, kept = submissions) =>
+      new PaymentActions(store, clock, new PaymentCommands(store, clock), chains, kept);
+
+    it('a resumed dispute the chain now refuses records PaymentPayerDisputeFailed.v1: a new dispute is accepted', async () => {
+      const p = await deployedPayment('TWO_STEP');
+      const body = await signedDispute(p);
+      await expect(
+        processDyingIn('before_broadcast').disputePayer(owner, p.paymentId, body, 'dispute-crash'),
+      ).rejects.toThrow('the process died');
+      expect((await state(p.paymentId)).types.at(-1)).toBe('PaymentPayerDisputeRequested.v1');
+
+      // The merchant's retry (same Idempotency-Key) finds the call refused by the simulation: nothing to send.
+      const retried = await processOn(refusing('simulate')).disputePayer(
+        owner,
+        p.paymentId,
+        body,
+        'dispute-crash',
+      );
+      expect(retried.submission).toBe('replayed');
+      const after = await state(p.paymentId);
+      expect(after.types.at(-1)).toBe('PaymentPayerDisputeFailed.v1');
+      expect(after.object.payer_status).not.toBe('dispute_pending');
+
+      const again = await restarted().disputePayer(owner, p.paymentId, await signedDispute(p), 'dispute-new');
+      expect(again.submission).toBe('confirmed');
+      expect(await f.deposits.readDeposit(p.deposit)).toMatchObject({ payer: ZeroAddress });
+    });
+
+    it('a dispute the next start relays and the chain refuses at the broadcast records PaymentPayerDisputeFailed.v1', async () => {
+      const p = await deployedPayment('TWO_STEP');
+      await expect(
+        processDyingIn('before_broadcast').disputePayer(owner, p.paymentId, await signedDispute(p), 'd-boot'),
+      ).rejects.toThrow('the process died');
+      await new PaymentActionResumer(submissions, processOn(refusing('submit'))).resumeAll();
+      expect((await state(p.paymentId)).types.at(-1)).toBe('PaymentPayerDisputeFailed.v1');
+      expect(await submissions.unfinished(10)).toEqual([]);
+      const again = await restarted().disputePayer(owner, p.paymentId, await signedDispute(p), 'd-boot-2');
+      expect(again.submission).toBe('confirmed');
+    });
+
+    it('a refused dispute relay is recorded failed before its call is marked done (a death in between loses nothing)', async () => {
+      const p = await deployedPayment('TWO_STEP');
+      // The process dies right after the call is marked done.
+      const dyingAfterDone = Object.assign(Object.create(submissions) as InMemoryActionSubmissions, {
+        markDone: async (...args: Parameters<InMemoryActionSubmissions['markDone']>) => {
+          await submissions.markDone(...args);
+          throw new Error('the process died');
+        },
+      });
+      await expect(
+        processOn(refusing('submit'), dyingAfterDone).disputePayer(
+          owner,
+          p.paymentId,
+          await signedDispute(p),
+          'd-done',
+        ),
+      ).rejects.toThrow('the process died');
+      expect((await state(p.paymentId)).types.at(-1)).toBe('PaymentPayerDisputeFailed.v1');
+      const again = await restarted().disputePayer(owner, p.paymentId, await signedDispute(p), 'd-done-2');
+      expect(again.submission).toBe('confirmed');
     });
 
     it('a capture relayed by a third party and a reclaim by the payer are recorded from the deposit logs', async () => {

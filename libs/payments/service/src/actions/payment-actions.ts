@@ -82,6 +82,8 @@ interface Loaded {
   readonly revision: number;
   /** Ids of the requests already applied to the stream (their first event's id derives from the id). */
   readonly commandIds: { has(commandId: string): boolean };
+  /** The type of the first event a request applied (which action a kept call belongs to). */
+  readonly commandTypes: { get(commandId: string): string | undefined };
 }
 
 /**
@@ -195,11 +197,20 @@ export class PaymentActions {
       const deadline = new Date(Number(action.deadline) * 1000);
       const appended = await this.append(loaded, { type: 'RequestPayerDispute', deadline }, commandId, now);
       if (!appended.changed) return this.replayed(loaded.paymentId, appended.revision);
-      // Refused at the broadcast or reverted: nothing changed on chain, so the request holds no new dispute back.
-      return this.submitAndRecord(loaded, chain, call, commandId, async (txHash) => {
-        await this.append(loaded, { type: 'RecordPayerDisputeFailed', txHash }, `${commandId}:failed`);
-      });
+      return this.submitAndRecord(loaded, chain, call, commandId, this.disputeFailed(loaded, commandId));
     });
+  }
+
+  /**
+   * Our relay of a requested dispute was refused at the broadcast or reverted: nothing changed on chain, so the
+   * request holds no new dispute back (else 409 `payer_dispute_pending` until the signature's deadline, which may
+   * outlast the payer's challenge period). Recorded once under the attempt's own key; a no-op once the dispute's
+   * log is recorded (the request is answered then).
+   */
+  private disputeFailed(loaded: Loaded, commandId: string): (txHash: string | null) => Promise<void> {
+    return async (txHash) => {
+      await this.append(loaded, { type: 'RecordPayerDisputeFailed', txHash }, `${commandId}:failed`);
+    };
   }
 
   /**
@@ -443,15 +454,22 @@ export class PaymentActions {
     if (!pending || pending.done) return this.replayed(loaded.paymentId, loaded.revision);
     const chain = this.chains.for(pending.chain);
     const call: DepositCall = { to: pending.to, data: pending.data };
+    const failed =
+      loaded.commandTypes.get(commandId) === 'PaymentPayerDisputeRequested.v1'
+        ? this.disputeFailed(loaded, commandId)
+        : undefined;
     const simulated = await chain.simulate(call);
     if (simulated.kind === 'rejected') {
       // Nothing to send: it landed already (our broadcast just before the crash, or someone else's submission of
       // the same signature), or the chain moved on. What did move is in the deposit's logs.
       const reconciled = await this.reconcile(loaded);
+      // A dispute's log is the indexer's to record, not the reconcile's: while none is, the request is taken as
+      // failed so it holds no new dispute back (a landed one's log, recorded later, still clears the payer).
+      await failed?.(null);
       await this.submissions.markDone(loaded.paymentId, commandId, null);
       return { ...reconciled, submission: 'replayed' };
     }
-    return this.submitAndRecord(loaded, chain, call, commandId);
+    return this.submitAndRecord(loaded, chain, call, commandId, failed);
   }
 
   private async reconcile(loaded: Loaded): Promise<ActionAnswer> {
@@ -500,6 +518,10 @@ export class PaymentActions {
     failed?: (txHash: string | null) => Promise<void>,
   ): Promise<ActionAnswer> {
     const outcome: DepositActionOutcome = await chain.submit(call);
+    // Before the call is marked done: a process dying in between leaves it unfinished (the resume records the
+    // failure, idempotently), never done with the failure unrecorded.
+    if (failed && (outcome.kind === 'rejected' || outcome.kind === 'reverted'))
+      await failed('txHash' in outcome ? outcome.txHash : null);
     // Sent (or refused outright): never again on purpose. An exception (RPC down, a broadcast of unknown outcome)
     // leaves the call unfinished, so a retry or the next start sends it (a landed one is then refused harmlessly).
     if (commandId !== undefined)
@@ -509,8 +531,6 @@ export class PaymentActions {
         'txHash' in outcome ? outcome.txHash : null,
         outcome.kind === 'rejected' || outcome.kind === 'reverted',
       );
-    if (failed && (outcome.kind === 'rejected' || outcome.kind === 'reverted'))
-      await failed('txHash' in outcome ? outcome.txHash : null);
     switch (outcome.kind) {
       case 'rejected':
         throw chainRejection(outcome.errorName);
@@ -601,13 +621,14 @@ export class PaymentActions {
     const { state, revision, events } = await loadAggregate(this.store, streamId, paymentDecider);
     if (!state.created) throw notFound('payment', paymentId);
     const mode = events[0]?.metadata?.mode ?? 'test';
-    const ids = new Set(events.map((e) => e.id));
+    const types = new Map(events.map((e) => [e.id, e.type]));
     return {
       state,
       revision,
       paymentId,
       owner: { merchantId: state.created.merchantId, mode },
-      commandIds: { has: (commandId) => ids.has(deterministicEventId(streamId, commandId, 0)) },
+      commandIds: { has: (commandId) => types.has(deterministicEventId(streamId, commandId, 0)) },
+      commandTypes: { get: (commandId) => types.get(deterministicEventId(streamId, commandId, 0)) },
     };
   }
 
