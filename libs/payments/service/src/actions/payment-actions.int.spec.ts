@@ -6,6 +6,7 @@ import { deployCallBatcher } from '@stablepay/local-chains';
 import { signCapture, signDisputePayer, signRefund, signRescue } from '@stablepay/merchant-sdk';
 import {
   type PaymentCommand,
+  addressesToScreen,
   decidePayment,
   evolvePayment,
   initialPaymentState,
@@ -14,6 +15,8 @@ import {
 } from '@stablepay/payments-domain';
 import { DomainError, ManualClock } from '@stablepay/util';
 import { startDepositFixture, type DepositFixture } from '../chain/testing/deposit-fixture';
+import { DepositStore } from '../deposits/deposit.store';
+import { startDepositTestbed } from '../deposits/test-support/deposit-testbed';
 import { PaymentCommands } from '../payments/payment.commands';
 import type { DepositCall, DepositChain } from '../chain/deposit-chain';
 import { PaymentActionResumer } from './action-resumer';
@@ -668,6 +671,60 @@ describe('PaymentActions (use cases over the payment stream and the deposit on a
     // Recorded once, however often it is reconciled.
     await actions.reconcileDeposit(p.paymentId);
     expect((await state(p.paymentId)).types).toEqual(types);
+  });
+
+  it('a refund refused 409 payer_screening_pending for a payer attested without a screening wakes the deposit worker for it', async () => {
+    const testbed = await startDepositTestbed();
+    try {
+      const p = await deployedPayment('TWO_STEP');
+      const log = { chain: f.chain.caip2, logIndex: 0, payer: f.payer.address };
+      await append(p.paymentId, {
+        type: 'RecordPayerDisputed',
+        ...log,
+        txHash: id('disputed'),
+        blockNumber: '100',
+        blockHash: id('block100'),
+      });
+      // What a stream recorded before attested payers were screened replays to: no event left to start it.
+      await append(p.paymentId, {
+        type: 'RecordPayerAttested',
+        ...log,
+        payer: f.stranger.address,
+        txHash: id('attested'),
+        blockNumber: '101',
+        blockHash: id('block101'),
+        finalAt: new Date(clock.now().getTime() + 86_400_000),
+      });
+      const withQueue = new PaymentActions(
+        store,
+        clock,
+        new PaymentCommands(store, clock),
+        { for: () => f.deposits },
+        submissions,
+        undefined,
+        testbed.dataSource,
+      );
+      const refused = await refusal(
+        withQueue.refund(
+          owner,
+          p.paymentId,
+          { amount: ORDER.toString(), deadline: '0', signature: '0x' },
+          'r-1',
+        ),
+      );
+      expect([refused.status, refused.code]).toEqual([409, 'payer_screening_pending']);
+      const jobs = new DepositStore(testbed.dataSource);
+      expect(await jobs.dueRetries(clock.now())).toContain(p.paymentId);
+      expect(await jobs.attempts(p.paymentId)).toBe(0);
+      // What the woken worker's pass screens (deposit-flow advance): the attested payer.
+      const events = await store.readStream(paymentStreamId(p.paymentId));
+      const replayed = events.reduce((acc, e) => evolvePayment(acc, e as never), initialPaymentState());
+      expect(addressesToScreen(replayed).map((a) => a.toLowerCase())).toContain(
+        f.stranger.address.toLowerCase(),
+      );
+    } finally {
+      await testbed.stop();
+    }
   });
 
   describe("a payment of the other mode than the deployment's chains (recorded before such checkouts were refused)", () => {

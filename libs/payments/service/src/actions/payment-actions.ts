@@ -32,12 +32,14 @@ import {
   unknownParameter,
 } from '@stablepay/util';
 import { ZeroAddress, getAddress } from 'ethers';
+import { DataSource } from 'typeorm';
 import type { DepositActionOutcome, DepositCall, DepositChain, DepositOutflow } from '../chain/deposit-chain';
 import {
   PaymentCommands,
   type PaymentCommandWithoutTime,
   paymentDecider,
 } from '../payments/payment.commands';
+import { DepositStore } from '../deposits/deposit.store';
 import { ACTION_SUBMISSIONS, type ActionSubmissions } from './action-submissions';
 import { chainRejection } from './chain-rejections';
 import {
@@ -110,7 +112,13 @@ export class PaymentActions {
     @Inject(CHAIN_OPERATOR_CONFIG)
     private readonly deployment?: Pick<SupportedChains, 'enabled' | 'mode'> &
       Partial<Pick<ChainOperatorConfig, 'addresses'>>,
-  ) {}
+    // The deposit worker's queue: absent, nothing wakes it (tests without a database).
+    @Optional() @Inject(DataSource) dataSource?: DataSource,
+  ) {
+    this.depositJobs = dataSource ? new DepositStore(dataSource) : null;
+  }
+
+  private readonly depositJobs: DepositStore | null;
 
   capture(owner: ActionOwner, paymentId: string, body: SignedActionBody, commandId: string) {
     return this.signed('capture', owner, paymentId, body, commandId);
@@ -137,7 +145,9 @@ export class PaymentActions {
       const now = state.deployment ? await this.chainNow(state.deployment.chain) : this.clock.now();
       if (this.escrowReclaimable(state, now)) return this.reclaim(loaded);
       // The aggregate's rules (nothing to recover, not deployed, payer not final, flagged) before the chain.
-      const decided = decidePayment({ type: 'RequestRecover', now }, state);
+      const decided = await this.screeningWoken(loaded, () =>
+        decidePayment({ type: 'RequestRecover', now }, state),
+      );
       const asksForDeploy = decided.some((e) => e.type === 'PaymentDustRecoveryRequested.v1');
       if (asksForDeploy || dustRecoveryPending(state)) {
         // Dust below the order's share waits for this request before the operator screens and deploys it: recorded
@@ -293,7 +303,8 @@ export class PaymentActions {
       // The aggregate's rules first: a flagged, unfunded or already settled payment is refused whatever was signed.
       if (kind === 'capture')
         decidePayment({ type: 'RequestCapture', amount, settlementAddress: '', now }, state);
-      if (kind === 'refund') decidePayment({ type: 'RequestRefund', amount, now }, state);
+      if (kind === 'refund')
+        await this.screeningWoken(loaded, () => decidePayment({ type: 'RequestRefund', amount, now }, state));
       if (kind === 'rescue' && !state.deployment) {
         throw conflict(
           'deposit_not_deployed',
@@ -489,6 +500,21 @@ export class PaymentActions {
     await this.simulateOrRefuse(chain, call);
     // No request fact: anyone may trigger a reclaim, and its outflow is the fact.
     return this.submitAndRecord(loaded, chain, call);
+  }
+
+  /**
+   * A refusal for a payer not screened yet (409 `payer_screening_pending`) appends nothing, and a payer attested
+   * before attested payers were screened has no event left to start its screening: the deposit worker is woken for
+   * it, so a retry of the request passes once the payer is screened clear.
+   */
+  private async screeningWoken<T>(loaded: Loaded, decide: () => T): Promise<T> {
+    try {
+      return decide();
+    } catch (error) {
+      if (error instanceof DomainError && error.code === 'payer_screening_pending')
+        await this.depositJobs?.wake(loaded.paymentId, this.clock.now());
+      throw error;
+    }
   }
 
   private async chainNow(chain: string): Promise<Date> {

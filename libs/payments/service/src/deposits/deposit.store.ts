@@ -541,6 +541,17 @@ export class DepositStore {
     return rows[0]?.attempts ?? 1;
   }
 
+  /**
+   * Makes the payment's chain work due now for the worker's timer, unless a retry is scheduled already (its backoff
+   * stands): for work no payment event will start, such as the screening of a payer attested before it was screened.
+   */
+  async wake(paymentId: string, at: Date): Promise<void> {
+    await this.db.query(
+      `INSERT INTO payment_deposit_jobs (payment_id, next_at, attempts) VALUES ($1, $2, 0) ON CONFLICT DO NOTHING`,
+      [paymentId, at],
+    );
+  }
+
   async attempts(paymentId: string): Promise<number> {
     const rows: { attempts: number }[] = await this.db.query(
       'SELECT attempts FROM payment_deposit_jobs WHERE payment_id = $1',
